@@ -1,0 +1,38 @@
+# Kiln — top-level entry points. `make demo` and `make test` do all set-up themselves:
+# install missing Debian packages, create the Python venv, configure, build incrementally.
+LLVM_VERSION := $(shell tr -d '[:space:]' < cmake/llvm-version)
+BUILD_DIR    ?= build
+BUILD_TYPE   ?= Release
+JOBS         ?= $(shell nproc)
+LLVM_PREFIX  := /usr/lib/llvm-$(LLVM_VERSION)
+CCACHE       := $(shell command -v ccache 2>/dev/null)
+
+.PHONY: all deps configure build test demo clean
+
+all: build
+
+deps:
+	@./scripts/install-deps.sh
+
+$(BUILD_DIR)/build.ninja: CMakeLists.txt cmake/llvm-version | deps
+	@mkdir -p $(BUILD_DIR)
+	@cmake -S . -B $(BUILD_DIR) -G Ninja -Wno-dev \
+	  -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
+	  -DCMAKE_C_COMPILER=$(LLVM_PREFIX)/bin/clang \
+	  -DCMAKE_CXX_COMPILER=$(LLVM_PREFIX)/bin/clang++ \
+	  $(if $(CCACHE),-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache) \
+	  > $(BUILD_DIR)/configure.log 2>&1 || { cat $(BUILD_DIR)/configure.log; exit 1; }
+
+configure: deps $(BUILD_DIR)/build.ninja
+
+build: configure
+	@ninja -C $(BUILD_DIR) -j$(JOBS) --quiet
+
+test: build
+	@cd $(BUILD_DIR) && ctest --output-on-failure -j$(JOBS)
+
+demo: build
+	@./scripts/demo.sh $(BUILD_DIR)
+
+clean:
+	rm -rf $(BUILD_DIR)

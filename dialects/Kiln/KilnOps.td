@@ -1,0 +1,470 @@
+//===- KilnOps.td - Operations of the kiln dialect ---------*- tablegen -*-===//
+//
+// Part of the Kiln project, under the Apache License v2.0 with LLVM Exceptions.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_OPS_TD
+#define KILN_OPS_TD
+
+include "KilnDialect.td"
+include "KilnTypes.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
+include "mlir/IR/EnumAttr.td"
+include "mlir/IR/OpAsmInterface.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/CallInterfaces.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
+include "mlir/Interfaces/FunctionInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// Type constraints and enums
+//===----------------------------------------------------------------------===//
+
+def Kiln_Tile : StaticShapeTensorOf<[AnyType]>;
+def Kiln_IntTile : StaticShapeTensorOf<[AnySignlessInteger]>;
+def Kiln_TileOrScalar : AnyTypeOf<[Kiln_Tile, AnyType]>;
+
+def Kiln_Axis : I32EnumAttr<"Axis", "an axis of the launch grid", [
+    I32EnumAttrCase<"x", 0>, I32EnumAttrCase<"y", 1>, I32EnumAttrCase<"z", 2>]> {
+  let cppNamespace = "::mlir::kiln";
+}
+
+def Kiln_ReduceKind : I32EnumAttr<"ReduceKind", "a reduction combiner", [
+    I32EnumAttrCase<"sum", 0>, I32EnumAttrCase<"max", 1>,
+    I32EnumAttrCase<"min", 2>, I32EnumAttrCase<"argmax", 3>,
+    I32EnumAttrCase<"argmin", 4>]> {
+  let cppNamespace = "::mlir::kiln";
+}
+
+//===----------------------------------------------------------------------===//
+// Kernels
+//===----------------------------------------------------------------------===//
+
+def Kiln_FuncOp : Kiln_Op<"func", [
+    AutomaticAllocationScope, FunctionOpInterface, IsolatedFromAbove,
+    OpAsmOpInterface]> {
+  let summary = "A kernel: one body run once per program id of a launch grid";
+  let description = [{
+    Defines a kernel. Its arguments are `!kiln.ptr` values (memory) and
+    scalars (integers and floats); a kernel returns no values. At launch the
+    body runs once for every program id of a 1-3D grid; `kiln.program_id` and
+    `kiln.num_programs` read the grid. The optional `grid_rank` attribute
+    (1-3, default 1) says how many grid axes a launch provides.
+
+    A `kiln.func` without a body declares an external kernel.
+
+    ```mlir
+    kiln.func @add(%x: !kiln.ptr<f32>, %y: !kiln.ptr<f32>, %n: index) {
+      ...
+      kiln.return
+    }
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       TypeAttrOf<FunctionType>:$function_type,
+                       OptionalAttr<StrAttr>:$sym_visibility,
+                       OptionalAttr<DictArrayAttr>:$arg_attrs,
+                       OptionalAttr<DictArrayAttr>:$res_attrs);
+  let regions = (region AnyRegion:$body);
+  let builders = [OpBuilder<(ins "::llvm::StringRef":$name,
+                                 "::mlir::FunctionType":$type)>];
+  let extraClassDeclaration = [{
+    ::mlir::Region *getCallableRegion() {
+      return isExternal() ? nullptr : &getBody();
+    }
+    ::llvm::ArrayRef<::mlir::Type> getArgumentTypes() {
+      return getFunctionType().getInputs();
+    }
+    ::llvm::ArrayRef<::mlir::Type> getResultTypes() {
+      return getFunctionType().getResults();
+    }
+    static ::llvm::StringRef getDefaultDialect() { return "kiln"; }
+    bool isDeclaration() { return isExternal(); }
+    /// The number of grid axes a launch provides (the `grid_rank` attribute,
+    /// 1 when absent).
+    unsigned getGridRank();
+  }];
+  let hasCustomAssemblyFormat = 1;
+  let hasVerifier = 1;
+}
+
+def Kiln_ReturnOp : Kiln_Op<"return", [
+    Pure, HasParent<"FuncOp">, ReturnLike, Terminator]> {
+  let summary = "Ends a kernel's body";
+  let description = [{
+    Terminates the body of a `kiln.func`. Kernels write their results to
+    memory, so `kiln.return` takes no operands.
+
+    ```mlir
+    kiln.return
+    ```
+  }];
+  let assemblyFormat = "attr-dict";
+}
+
+//===----------------------------------------------------------------------===//
+// Launch grid
+//===----------------------------------------------------------------------===//
+
+def Kiln_ProgramIdOp : Kiln_Op<"program_id", [Pure]> {
+  let summary = "The id of the running program along one grid axis";
+  let description = [{
+    Returns the index, in `[0, kiln.num_programs)`, of the program instance
+    that runs this body along grid axis `x`, `y` or `z`. The axis must be
+    below the enclosing kernel's `grid_rank`.
+
+    ```mlir
+    %pid = kiln.program_id x : i32
+    ```
+  }];
+  let arguments = (ins Kiln_Axis:$axis);
+  let results = (outs I32:$result);
+  let assemblyFormat = "$axis attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Kiln_NumProgramsOp : Kiln_Op<"num_programs", [Pure]> {
+  let summary = "The size of the launch grid along one axis";
+  let description = [{
+    Returns the number of program instances launched along grid axis `x`,
+    `y` or `z`. The axis must be below the enclosing kernel's `grid_rank`.
+
+    ```mlir
+    %n = kiln.num_programs y : i32
+    ```
+  }];
+  let arguments = (ins Kiln_Axis:$axis);
+  let results = (outs I32:$result);
+  let assemblyFormat = "$axis attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Tile construction and shape manipulation
+//===----------------------------------------------------------------------===//
+
+def Kiln_ArangeOp : Kiln_Op<"arange", [Pure]> {
+  let summary = "A 1-D tile of consecutive integers";
+  let description = [{
+    Returns the tile `[start, start + 1, ..., end - 1]`. The result is a 1-D
+    tile of a signless integer type with exactly `end - start` elements.
+
+    ```mlir
+    %r = kiln.arange 0, 64 : tensor<64xi32>
+    ```
+  }];
+  let arguments = (ins I64Attr:$start, I64Attr:$end);
+  let results = (outs Kiln_IntTile:$result);
+  let assemblyFormat = "$start `,` $end attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Kiln_SplatOp : Kiln_Op<"splat", [Pure,
+    TypesMatchWith<"result element type matches the scalar operand",
+                   "result", "value",
+                   "::llvm::cast<::mlir::ShapedType>($_self).getElementType()">]> {
+  let summary = "A tile with every element equal to one scalar";
+  let description = [{
+    Broadcasts a scalar to every element of a tile. A splat of a constant
+    folds to a constant tile.
+
+    ```mlir
+    %t = kiln.splat %x : tensor<16x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyType:$value);
+  let results = (outs Kiln_Tile:$result);
+  let assemblyFormat = "$value attr-dict `:` type($result)";
+  let hasFolder = 1;
+}
+
+def Kiln_BroadcastOp : Kiln_Op<"broadcast", [Pure]> {
+  let summary = "Repeats a tile along its size-1 dimensions";
+  let description = [{
+    Returns a tile of the result shape in which each size-1 dimension of the
+    source is repeated. Source and result have the same rank and element
+    type; every source dimension is 1 or equal to the result's. Use
+    `kiln.expand_dims` first to add dimensions.
+
+    Folds away when source and result types are equal; a broadcast of a
+    splat becomes a splat, and a broadcast of a broadcast one broadcast.
+
+    ```mlir
+    %b = kiln.broadcast %row : tensor<1x64xf32> -> tensor<32x64xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_Tile:$src);
+  let results = (outs Kiln_Tile:$result);
+  let assemblyFormat = "$src attr-dict `:` type($src) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+  let hasCanonicalizer = 1;
+}
+
+def Kiln_ExpandDimsOp : Kiln_Op<"expand_dims", [Pure]> {
+  let summary = "Inserts a size-1 dimension into a tile";
+  let description = [{
+    Returns the source tile with a new dimension of size 1 at position
+    `axis` (`0 <= axis <= rank(src)`), like `x[None, :]` in NumPy.
+
+    ```mlir
+    %c = kiln.expand_dims %v [1] : tensor<64xf32> -> tensor<64x1xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_Tile:$src, I32Attr:$axis);
+  let results = (outs Kiln_Tile:$result);
+  let assemblyFormat =
+      "$src `[` $axis `]` attr-dict `:` type($src) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Kiln_ReshapeOp : Kiln_Op<"reshape", [Pure]> {
+  let summary = "Reinterprets a tile's elements with another shape";
+  let description = [{
+    Returns the elements of the source, in row-major order, as a tile of the
+    result shape. The element count and element type must be unchanged.
+    Folds away when the types are equal, merges with a producing reshape, and
+    folds constant splats.
+
+    ```mlir
+    %r = kiln.reshape %t : tensor<4x16xf32> -> tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_Tile:$src);
+  let results = (outs Kiln_Tile:$result);
+  let assemblyFormat = "$src attr-dict `:` type($src) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Kiln_TransOp : Kiln_Op<"trans", [Pure]> {
+  let summary = "Permutes the dimensions of a tile";
+  let description = [{
+    Returns the source with its dimensions permuted: result dimension `i` is
+    source dimension `order[i]`. `order` is a permutation of
+    `[0, rank(src))`. The identity permutation folds away; a transpose of a
+    transpose becomes one transpose (or nothing).
+
+    ```mlir
+    %t = kiln.trans %a [1, 0] : tensor<32x64xf32> -> tensor<64x32xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_Tile:$src, DenseI32ArrayAttr:$order);
+  let results = (outs Kiln_Tile:$result);
+  let assemblyFormat =
+      "$src $order attr-dict `:` type($src) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Memory: views, tile loads and stores
+//===----------------------------------------------------------------------===//
+
+def Kiln_MakeViewOp : Kiln_Op<"make_view", [Pure, AttrSizedOperandSegments]> {
+  let summary = "Builds a strided, runtime-shaped view from a pointer";
+  let description = [{
+    Returns a view of rank `r` over the memory at `base`: element
+    `(i0, ..., iR)` lives at `base + sum_k ik * strides[k]` (in
+    elements), and the view's valid index range in dimension `k` is
+    `[0, sizes[k])`. Exactly `r` sizes and `r` strides are given, all of type
+    `index`; strides may be any non-negative value (0 repeats an element).
+
+    ```mlir
+    %v = kiln.make_view %a, [%m, %k], [%k, %c1] : !kiln.ptr<f32> -> !kiln.view<2xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_PtrType:$base, Variadic<Index>:$sizes,
+                       Variadic<Index>:$strides);
+  let results = (outs Kiln_ViewType:$result);
+  let assemblyFormat = [{
+    $base `,` `[` $sizes `]` `,` `[` $strides `]` attr-dict `:`
+    type($base) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Kiln_LoadOp : Kiln_Op<"load", [MemoryEffects<[MemRead]>]> {
+  let summary = "Reads a tile from a view at element offsets, masking the edges";
+  let description = [{
+    Reads the tile whose first element is at `offsets` in `view`: result
+    element `(j_0, ...)` is `view[offsets[0] + j_0, ...]`. Elements whose
+    index falls outside the view's shape (or is negative) read `padding`
+    (zero when absent) and touch no memory, so a kernel loads the ragged edge
+    of a tensor without branches.
+
+    `in_bounds` optionally records, per dimension, that the tile is known to
+    lie inside the view (the canonicalizer sets it when sizes and offsets are
+    constants); targets skip the mask there.
+
+    ```mlir
+    %t = kiln.load %v[%i, %j] padding(0xFF800000 : f32) : !kiln.view<2xf32> -> tensor<32x64xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_ViewType:$view, Variadic<Index>:$offsets,
+                       OptionalAttr<TypedAttrInterface>:$padding,
+                       OptionalAttr<DenseBoolArrayAttr>:$in_bounds);
+  let results = (outs Kiln_Tile:$result);
+  let assemblyFormat = [{
+    $view `[` $offsets `]` (`padding` `(` $padding^ `)`)? attr-dict `:`
+    type($view) `->` type($result)
+  }];
+  let hasVerifier = 1;
+  let hasCanonicalizer = 1;
+}
+
+def Kiln_StoreOp : Kiln_Op<"store", [MemoryEffects<[MemWrite]>]> {
+  let summary = "Writes a tile into a view at element offsets, dropping the edges";
+  let description = [{
+    Writes `value` so that its element `(j_0, ...)` lands at
+    `view[offsets[0] + j_0, ...]`. Elements whose index falls outside the
+    view's shape are not written. `in_bounds` is as for `kiln.load`.
+
+    ```mlir
+    kiln.store %t, %v[%i, %j] : tensor<32x64xf32> -> !kiln.view<2xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_Tile:$value, Kiln_ViewType:$view,
+                       Variadic<Index>:$offsets,
+                       OptionalAttr<DenseBoolArrayAttr>:$in_bounds);
+  let assemblyFormat = [{
+    $value `,` $view `[` $offsets `]` attr-dict `:` type($value) `->`
+    type($view)
+  }];
+  let hasVerifier = 1;
+  let hasCanonicalizer = 1;
+}
+
+def Kiln_AtomicAddOp : Kiln_Op<"atomic_add", [
+    MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "Atomically adds a tile into a view, dropping the edges";
+  let description = [{
+    For every element of `value` whose destination
+    `view[offsets[0] + j_0, ...]` lies inside the view, atomically performs
+    `dest += value[j]`. Program instances may add into the same elements
+    concurrently (split-K reductions, histogram-like scatters); the order of
+    the additions is unspecified.
+
+    ```mlir
+    kiln.atomic_add %t, %v[%i, %j] : tensor<16x16xf32> -> !kiln.view<2xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_Tile:$value, Kiln_ViewType:$view,
+                       Variadic<Index>:$offsets);
+  let assemblyFormat = [{
+    $value `,` $view `[` $offsets `]` attr-dict `:` type($value) `->`
+    type($view)
+  }];
+  let hasVerifier = 1;
+}
+
+def Kiln_GatherOp : Kiln_Op<"gather", [MemoryEffects<[MemRead]>]> {
+  let summary = "Reads the rows of a view named by an index tile";
+  let description = [{
+    Reads, for each `n`, the row `indices[n]` of `view` (its first
+    dimension), starting at `offsets` in the remaining dimensions:
+
+        result[n, j1, ..., jR] =
+            view[indices[n], offsets[0] + j1, ..., offsets[R-1] + jR]
+
+    `indices` is a 1-D tile of signless integers with as many elements as the
+    result's first dimension; `offsets` has one `index` per view dimension
+    after the first. A row index outside `[0, size_0)` (for example the `-1`
+    padding of a top-k list) and elements outside the view read `padding`
+    (zero when absent) and touch no memory. This is the access of
+    embeddings, paged KV caches, MoE permutation and token-sparse attention.
+
+    ```mlir
+    %rows = kiln.gather %kv[%idx, %c0] : !kiln.view<2xbf16>, tensor<64xi32> -> tensor<64x128xbf16>
+    ```
+  }];
+  let arguments = (ins Kiln_ViewType:$view, Kiln_IntTile:$indices,
+                       Variadic<Index>:$offsets,
+                       OptionalAttr<TypedAttrInterface>:$padding);
+  let results = (outs Kiln_Tile:$result);
+  let assemblyFormat = [{
+    $view `[` $indices (`,` $offsets^)? `]` (`padding` `(` $padding^ `)`)?
+    attr-dict `:` type($view) `,` type($indices) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Kiln_ScatterOp : Kiln_Op<"scatter", [MemoryEffects<[MemWrite]>]> {
+  let summary = "Writes the rows of a tile to the view rows named by an index tile";
+  let description = [{
+    The inverse of `kiln.gather`: for each `n`, writes `value[n, ...]` to row
+    `indices[n]` of `view`, at `offsets` in the remaining dimensions. Rows
+    whose index is outside `[0, size_0)` and elements outside the view are
+    not written. If two indices are equal, which write lands is unspecified.
+
+    ```mlir
+    kiln.scatter %t, %out[%idx, %c0] : tensor<64x128xf32>, tensor<64xi32> -> !kiln.view<2xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_Tile:$value, Kiln_ViewType:$view,
+                       Kiln_IntTile:$indices, Variadic<Index>:$offsets);
+  let assemblyFormat = [{
+    $value `,` $view `[` $indices (`,` $offsets^)? `]` attr-dict `:`
+    type($value) `,` type($indices) `->` type($view)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Tile algebra
+//===----------------------------------------------------------------------===//
+
+def Kiln_DotOp : Kiln_Op<"dot", [Pure,
+    AllTypesMatch<["acc", "result"]>]> {
+  let summary = "Tile matrix multiply-accumulate, with mixed precision";
+  let description = [{
+    Returns `acc + lhs x rhs` for `lhs : MxK`, `rhs : KxN`, `acc : MxN`.
+    The products are computed and summed in the accumulator's element type.
+    Supported element types (lhs, rhs -> acc): f32 x f32 -> f32,
+    f64 x f64 -> f64, f16 x f16 -> f16 or f32, bf16 x bf16 -> f32,
+    i8 x i8 -> i32.
+
+    ```mlir
+    %c = kiln.dot %a, %b, %acc : tensor<64x32xbf16>, tensor<32x64xbf16> -> tensor<64x64xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_Tile:$lhs, Kiln_Tile:$rhs, Kiln_Tile:$acc);
+  let results = (outs Kiln_Tile:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs `,` $acc attr-dict `:` type($lhs) `,` type($rhs) `->`
+    type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Kiln_ReduceOp : Kiln_Op<"reduce", [Pure]> {
+  let summary = "Reduces a tile along one axis";
+  let description = [{
+    Combines the elements of `src` along dimension `axis` with `kind`:
+
+    * `sum`, `max`, `min`: the result has the source's element type. `max`
+      and `min` propagate NaN (as `arith.maximumf`).
+    * `argmax`, `argmin`: the result is the `i32` position along `axis` of
+      the first largest (smallest) element.
+
+    The result is the source tile without dimension `axis`; reducing a 1-D
+    tile gives a scalar.
+
+    ```mlir
+    %m = kiln.reduce max %t [1] : tensor<32x64xf32> -> tensor<32xf32>
+    %s = kiln.reduce sum %v [0] : tensor<64xf32> -> f32
+    ```
+  }];
+  let arguments = (ins Kiln_ReduceKind:$kind, Kiln_Tile:$src, I32Attr:$axis);
+  let results = (outs AnyType:$result);
+  let assemblyFormat =
+      "$kind $src `[` $axis `]` attr-dict `:` type($src) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+#endif // KILN_OPS_TD
