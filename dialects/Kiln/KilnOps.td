@@ -45,8 +45,7 @@ def Kiln_ReduceKind : I32EnumAttr<"ReduceKind", "a reduction combiner", [
 //===----------------------------------------------------------------------===//
 
 def Kiln_FuncOp : Kiln_Op<"func", [
-    AutomaticAllocationScope, FunctionOpInterface, IsolatedFromAbove,
-    OpAsmOpInterface]> {
+    AutomaticAllocationScope, FunctionOpInterface, IsolatedFromAbove]> {
   let summary = "A kernel: one body run once per program id of a launch grid";
   let description = [{
     Defines a kernel. Its arguments are `!kiln.ptr` values (memory) and
@@ -82,7 +81,6 @@ def Kiln_FuncOp : Kiln_Op<"func", [
     ::llvm::ArrayRef<::mlir::Type> getResultTypes() {
       return getFunctionType().getResults();
     }
-    static ::llvm::StringRef getDefaultDialect() { return "kiln"; }
     bool isDeclaration() { return isExternal(); }
     /// The number of grid axes a launch provides (the `grid_rank` attribute,
     /// 1 when absent).
@@ -284,7 +282,7 @@ def Kiln_MakeViewOp : Kiln_Op<"make_view", [Pure, AttrSizedOperandSegments]> {
   let results = (outs Kiln_ViewType:$result);
   let assemblyFormat = [{
     $base `,` `[` $sizes `]` `,` `[` $strides `]` attr-dict `:`
-    type($base) `->` type($result)
+    qualified(type($base)) `->` qualified(type($result))
   }];
   let hasVerifier = 1;
 }
@@ -312,7 +310,7 @@ def Kiln_LoadOp : Kiln_Op<"load", [MemoryEffects<[MemRead]>]> {
   let results = (outs Kiln_Tile:$result);
   let assemblyFormat = [{
     $view `[` $offsets `]` (`padding` `(` $padding^ `)`)? attr-dict `:`
-    type($view) `->` type($result)
+    qualified(type($view)) `->` type($result)
   }];
   let hasVerifier = 1;
   let hasCanonicalizer = 1;
@@ -334,7 +332,7 @@ def Kiln_StoreOp : Kiln_Op<"store", [MemoryEffects<[MemWrite]>]> {
                        OptionalAttr<DenseBoolArrayAttr>:$in_bounds);
   let assemblyFormat = [{
     $value `,` $view `[` $offsets `]` attr-dict `:` type($value) `->`
-    type($view)
+    qualified(type($view))
   }];
   let hasVerifier = 1;
   let hasCanonicalizer = 1;
@@ -358,7 +356,7 @@ def Kiln_AtomicAddOp : Kiln_Op<"atomic_add", [
                        Variadic<Index>:$offsets);
   let assemblyFormat = [{
     $value `,` $view `[` $offsets `]` attr-dict `:` type($value) `->`
-    type($view)
+    qualified(type($view))
   }];
   let hasVerifier = 1;
 }
@@ -383,13 +381,13 @@ def Kiln_GatherOp : Kiln_Op<"gather", [MemoryEffects<[MemRead]>]> {
     %rows = kiln.gather %kv[%idx, %c0] : !kiln.view<2xbf16>, tensor<64xi32> -> tensor<64x128xbf16>
     ```
   }];
-  let arguments = (ins Kiln_ViewType:$view, Kiln_IntTile:$indices,
+  let arguments = (ins Kiln_ViewType:$view, Kiln_Tile:$indices,
                        Variadic<Index>:$offsets,
                        OptionalAttr<TypedAttrInterface>:$padding);
   let results = (outs Kiln_Tile:$result);
   let assemblyFormat = [{
     $view `[` $indices (`,` $offsets^)? `]` (`padding` `(` $padding^ `)`)?
-    attr-dict `:` type($view) `,` type($indices) `->` type($result)
+    attr-dict `:` qualified(type($view)) `,` type($indices) `->` type($result)
   }];
   let hasVerifier = 1;
 }
@@ -407,10 +405,10 @@ def Kiln_ScatterOp : Kiln_Op<"scatter", [MemoryEffects<[MemWrite]>]> {
     ```
   }];
   let arguments = (ins Kiln_Tile:$value, Kiln_ViewType:$view,
-                       Kiln_IntTile:$indices, Variadic<Index>:$offsets);
+                       Kiln_Tile:$indices, Variadic<Index>:$offsets);
   let assemblyFormat = [{
     $value `,` $view `[` $indices (`,` $offsets^)? `]` attr-dict `:`
-    type($value) `,` type($indices) `->` type($view)
+    type($value) `,` type($indices) `->` qualified(type($view))
   }];
   let hasVerifier = 1;
 }

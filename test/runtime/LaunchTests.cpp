@@ -1,0 +1,385 @@
+//===- LaunchTests.cpp - Launching kernels on the thread pool --------------===//
+
+#include "BundleWriter.h"
+#include "TestUtil.h"
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <set>
+#include <thread>
+#include <vector>
+
+using namespace kiln::test;
+
+namespace {
+
+KernelPtr load(const std::string &kernel, const std::string &extra = "") {
+  Bytes bundle = bundleFor(kernel, extra);
+  kiln_kernel *loaded = nullptr;
+  Status status(kiln_bundle_load_memory(bundle.data(), bundle.size(), &loaded));
+  INFO(status.message());
+  REQUIRE(status.ok());
+  return KernelPtr(loaded);
+}
+
+RuntimePtr makeRuntime(int threads) {
+  kiln_runtime *runtime = nullptr;
+  Status status(kiln_runtime_create(threads, &runtime));
+  INFO(status.message());
+  REQUIRE(status.ok());
+  return RuntimePtr(runtime);
+}
+
+bool contains(const std::string &text, const std::string &part) {
+  return text.find(part) != std::string::npos;
+}
+
+/// Runs vadd on n elements and checks every output element.
+void checkVadd(kiln_runtime *runtime, kiln_kernel *kernel, int32_t n) {
+  std::vector<float> x(n), y(n), out(n + 1, NAN);
+  for (int32_t i = 0; i < n; ++i) {
+    x[i] = 0.5f * i;
+    y[i] = 1000.0f - i;
+  }
+  kiln_arg args[] = {ptrArg(x.data(), KILN_DTYPE_F32),
+                     ptrArg(y.data(), KILN_DTYPE_F32),
+                     ptrArg(out.data(), KILN_DTYPE_F32), i32Arg(n)};
+  int64_t grid[3] = {(n + 3) / 4, 1, 1};
+  Status status(kiln_launch(runtime, kernel, args, 4, grid));
+  INFO(status.message());
+  REQUIRE(status.ok());
+  for (int32_t i = 0; i < n; ++i)
+    REQUIRE(out[i] == x[i] + y[i]);
+  CHECK(std::isnan(out[n])); // The mask held.
+}
+
+/// Launches `record` on a grid and checks each program ran once with the
+/// right coordinates.
+void checkRecord(kiln_runtime *runtime, kiln_kernel *kernel, int64_t gx,
+                 int64_t gy, int64_t gz) {
+  CAPTURE(gx, gy, gz);
+  std::vector<int32_t> out(gx * gy * gz * 4, -1);
+  for (size_t i = 3; i < out.size(); i += 4)
+    out[i] = 0;
+  int32_t dims[3] = {0, 0, 0};
+  kiln_arg args[] = {ptrArg(out.data(), KILN_DTYPE_I32),
+                     ptrArg(dims, KILN_DTYPE_I32)};
+  int64_t grid[3] = {gx, gy, gz};
+  Status status(kiln_launch(runtime, kernel, args, 2, grid));
+  INFO(status.message());
+  REQUIRE(status.ok());
+  CHECK(dims[0] == gx);
+  CHECK(dims[1] == gy);
+  CHECK(dims[2] == gz);
+  size_t linear = 0;
+  for (int64_t z = 0; z < gz; ++z)
+    for (int64_t y = 0; y < gy; ++y)
+      for (int64_t x = 0; x < gx; ++x, ++linear) {
+        REQUIRE(out[linear * 4 + 0] == x);
+        REQUIRE(out[linear * 4 + 1] == y);
+        REQUIRE(out[linear * 4 + 2] == z);
+        REQUIRE(out[linear * 4 + 3] == 1);
+      }
+}
+
+} // namespace
+
+TEST_CASE("runtime creation", "[runtime]") {
+  CHECK(makeRuntime(1) != nullptr);
+  CHECK(kiln_runtime_num_threads(makeRuntime(3).get()) == 3);
+  CHECK(kiln_runtime_num_threads(nullptr) == 0);
+  kiln_runtime_destroy(nullptr);
+
+  kiln_runtime *runtime = nullptr;
+  Status negative(kiln_runtime_create(-1, &runtime));
+  CHECK(negative.code() == KILN_ERROR_INVALID_ARGUMENT);
+  CHECK(runtime == nullptr);
+  CHECK(Status(kiln_runtime_create(1, nullptr)).code() ==
+        KILN_ERROR_INVALID_ARGUMENT);
+
+  {
+    ScopedEnv env("KILN_NUM_THREADS", "3");
+    CHECK(kiln_runtime_num_threads(makeRuntime(0).get()) == 3);
+    CHECK(kiln_runtime_num_threads(makeRuntime(2).get()) == 2);
+  }
+  {
+    ScopedEnv env("KILN_NUM_THREADS", "lots");
+    Status bad(kiln_runtime_create(0, &runtime));
+    CHECK(bad.code() == KILN_ERROR_INVALID_ARGUMENT);
+    CHECK(contains(bad.message(), "KILN_NUM_THREADS"));
+  }
+  {
+    ScopedEnv env("KILN_NUM_THREADS", nullptr);
+    CHECK(kiln_runtime_num_threads(makeRuntime(0).get()) >= 1);
+  }
+}
+
+TEST_CASE("vector add gives exact results on any thread count",
+          "[launch]") {
+  KernelPtr kernel = load("vadd");
+  for (int threads : {1, 2, 4, 7}) {
+    CAPTURE(threads);
+    RuntimePtr runtime = makeRuntime(threads);
+    for (int32_t n : {1, 3, 4, 5, 1003, 100000})
+      checkVadd(runtime.get(), kernel.get(), n);
+  }
+}
+
+TEST_CASE("every program id of 1D, 2D and 3D grids runs once", "[launch]") {
+  KernelPtr kernel = load("record");
+  for (int threads : {1, 3}) {
+    CAPTURE(threads);
+    RuntimePtr runtime = makeRuntime(threads);
+    checkRecord(runtime.get(), kernel.get(), 1, 1, 1);
+    checkRecord(runtime.get(), kernel.get(), 37, 1, 1);
+    checkRecord(runtime.get(), kernel.get(), 5, 7, 1);
+    checkRecord(runtime.get(), kernel.get(), 3, 4, 5);
+    checkRecord(runtime.get(), kernel.get(), 1, 1, 9);
+    checkRecord(runtime.get(), kernel.get(), 64, 33, 3);
+  }
+}
+
+TEST_CASE("launches use several threads", "[launch][threads]") {
+  KernelPtr kernel = load("thread_ids");
+  RuntimePtr runtime = makeRuntime(4);
+  const int64_t programs = 64;
+  std::vector<int64_t> tids(programs, 0);
+  kiln_arg delay{};
+  delay.kind = KILN_ARG_SCALAR;
+  delay.dtype = KILN_DTYPE_I32;
+  delay.value.i32 = 500;
+  kiln_arg args[] = {ptrArg(tids.data(), KILN_DTYPE_I64), delay};
+  int64_t grid[3] = {programs, 1, 1};
+  REQUIRE(Status(kiln_launch(runtime.get(), kernel.get(), args, 2, grid)).ok());
+  std::set<int64_t> distinct(tids.begin(), tids.end());
+  CHECK(distinct.count(0) == 0);
+  CHECK(distinct.size() > 1);
+  CHECK(distinct.size() <= 4);
+}
+
+TEST_CASE("scalars of every dtype reach the kernel", "[launch]") {
+  KernelPtr kernel = load("scalars");
+  RuntimePtr runtime = makeRuntime(2);
+  std::vector<double> out(10, NAN);
+  std::vector<kiln_arg> args(11);
+  args[0] = ptrArg(out.data(), KILN_DTYPE_F64);
+  kiln_dtype dtypes[] = {KILN_DTYPE_I8,  KILN_DTYPE_I16, KILN_DTYPE_I32,
+                         KILN_DTYPE_I64, KILN_DTYPE_F32, KILN_DTYPE_F64,
+                         KILN_DTYPE_U8,  KILN_DTYPE_I1,  KILN_DTYPE_BF16,
+                         KILN_DTYPE_F16};
+  for (int i = 0; i < 10; ++i) {
+    args[i + 1].kind = KILN_ARG_SCALAR;
+    args[i + 1].dtype = dtypes[i];
+    args[i + 1].value.i64 = -1; // Poison the high bytes.
+  }
+  args[1].value.i8 = -5;
+  args[2].value.i16 = -30000;
+  args[3].value.i32 = 2000000000;
+  args[4].value.i64 = int64_t(1) << 40;
+  args[5].value.f32 = 1.5f;
+  args[6].value.f64 = -2.25;
+  args[7].value.u8 = 200;
+  args[8].value.u8 = 1;
+  args[9].value.bits16 = 0x3f80;  // bf16 1.0
+  args[10].value.bits16 = 0x3c00; // f16 1.0
+  int64_t grid[3] = {1, 1, 1};
+  Status status(kiln_launch(runtime.get(), kernel.get(), args.data(), 11, grid));
+  INFO(status.message());
+  REQUIRE(status.ok());
+  CHECK(out[0] == -5);
+  CHECK(out[1] == -30000);
+  CHECK(out[2] == 2000000000);
+  CHECK(out[3] == double(int64_t(1) << 40));
+  CHECK(out[4] == 1.5);
+  CHECK(out[5] == -2.25);
+  CHECK(out[6] == 200);
+  CHECK(out[7] == 1);
+  CHECK(out[8] == 0x3f80);
+  CHECK(out[9] == 0x3c00);
+
+  args[8].value.u8 = 2;
+  Status badBool(kiln_launch(runtime.get(), kernel.get(), args.data(), 11, grid));
+  CHECK(badBool.code() == KILN_ERROR_INVALID_ARGUMENT);
+  CHECK(contains(badBool.message(), "argument 8 ('h'): i1 value must be 0 or "
+                                    "1, got 2"));
+}
+
+TEST_CASE("launch arguments are validated against the signature",
+          "[launch][validation]") {
+  KernelPtr kernel = load("vadd");
+  RuntimePtr runtime = makeRuntime(2);
+  std::vector<float> x(8), y(8), out(8);
+  std::vector<kiln_arg> good = {ptrArg(x.data(), KILN_DTYPE_F32),
+                                ptrArg(y.data(), KILN_DTYPE_F32),
+                                ptrArg(out.data(), KILN_DTYPE_F32), i32Arg(8)};
+  int64_t grid[3] = {2, 1, 1};
+  REQUIRE(Status(kiln_launch(runtime.get(), kernel.get(), good.data(), 4,
+                             grid))
+              .ok());
+
+  auto launchWith = [&](std::vector<kiln_arg> args, const int64_t *g) {
+    return std::make_unique<Status>(kiln_launch(
+        runtime.get(), kernel.get(), args.data(), args.size(), g));
+  };
+
+  SECTION("wrong count") {
+    auto status = launchWith({good[0], good[1], good[2]}, grid);
+    CHECK(status->code() == KILN_ERROR_INVALID_ARGUMENT);
+    CHECK(contains(status->message(),
+                   "kernel 'vadd' takes 4 argument(s), 3 given"));
+  }
+  SECTION("wrong dtype") {
+    std::vector<kiln_arg> args = good;
+    args[3].dtype = KILN_DTYPE_F32;
+    auto status = launchWith(args, grid);
+    CHECK(status->code() == KILN_ERROR_INVALID_ARGUMENT);
+    CHECK(contains(status->message(),
+                   "argument 3 ('n'): expected scalar i32, got scalar f32"));
+  }
+  SECTION("wrong kind") {
+    std::vector<kiln_arg> args = good;
+    args[1].kind = KILN_ARG_SCALAR;
+    auto status = launchWith(args, grid);
+    CHECK(status->code() == KILN_ERROR_INVALID_ARGUMENT);
+    CHECK(contains(status->message(),
+                   "argument 1 ('y'): expected ptr f32, got scalar f32"));
+  }
+  SECTION("null pointer") {
+    std::vector<kiln_arg> args = good;
+    args[2].value.ptr = nullptr;
+    auto status = launchWith(args, grid);
+    CHECK(status->code() == KILN_ERROR_INVALID_ARGUMENT);
+    CHECK(contains(status->message(), "argument 2 ('out'): null pointer"));
+  }
+  SECTION("bad grids") {
+    for (int64_t bad : {int64_t(0), int64_t(-1), int64_t(INT32_MAX) + 1}) {
+      CAPTURE(bad);
+      int64_t badGrid[3] = {bad, 1, 1};
+      auto status = launchWith(good, badGrid);
+      CHECK(status->code() == KILN_ERROR_INVALID_ARGUMENT);
+      CHECK(contains(status->message(), "grid[0] is " + std::to_string(bad)));
+    }
+    int64_t zeroY[3] = {2, 0, 1};
+    CHECK(launchWith(good, zeroY)->code() == KILN_ERROR_INVALID_ARGUMENT);
+    int64_t beyondRank[3] = {2, 2, 1};
+    auto rank = launchWith(good, beyondRank);
+    CHECK(rank->code() == KILN_ERROR_INVALID_ARGUMENT);
+    CHECK(contains(rank->message(), "grid-rank 1"));
+    CHECK(launchWith(good, nullptr)->code() == KILN_ERROR_INVALID_ARGUMENT);
+  }
+  SECTION("null handles") {
+    Status noRuntime(kiln_launch(nullptr, kernel.get(), good.data(), 4, grid));
+    CHECK(noRuntime.code() == KILN_ERROR_INVALID_ARGUMENT);
+    CHECK(contains(noRuntime.message(), "runtime is NULL"));
+    Status noKernel(kiln_launch(runtime.get(), nullptr, good.data(), 4, grid));
+    CHECK(contains(noKernel.message(), "kernel is NULL"));
+    Status noArgs(kiln_launch(runtime.get(), kernel.get(), nullptr, 4, grid));
+    CHECK(noArgs.code() == KILN_ERROR_INVALID_ARGUMENT);
+  }
+}
+
+TEST_CASE("grids with too many program ids are refused", "[launch]") {
+  KernelPtr kernel = load("nop");
+  RuntimePtr runtime = makeRuntime(2);
+  int64_t grid[3] = {INT32_MAX, INT32_MAX, INT32_MAX};
+  Status status(kiln_launch(runtime.get(), kernel.get(), nullptr, 0, grid));
+  CHECK(status.code() == KILN_ERROR_LAUNCH);
+  CHECK(contains(status.message(), "more than 2^62 program ids"));
+}
+
+TEST_CASE("packed launches", "[launch]") {
+  KernelPtr kernel = load("vadd");
+  RuntimePtr runtime = makeRuntime(3);
+  const int32_t n = 999;
+  std::vector<float> x(n, 1.0f), y(n, 2.0f), out(n, 0.0f);
+  float *xp = x.data(), *yp = y.data(), *outp = out.data();
+  int32_t count = n;
+  void *packed[] = {&xp, &yp, &outp, &count};
+  int64_t grid[3] = {(n + 3) / 4, 1, 1};
+  REQUIRE(Status(kiln_launch_packed(runtime.get(), kernel.get(), packed, 4,
+                                    grid))
+              .ok());
+  for (float value : out)
+    REQUIRE(value == 3.0f);
+
+  void *nullSlot[] = {&xp, nullptr, &outp, &count};
+  Status missing(
+      kiln_launch_packed(runtime.get(), kernel.get(), nullSlot, 4, grid));
+  CHECK(missing.code() == KILN_ERROR_INVALID_ARGUMENT);
+  CHECK(contains(missing.message(), "argument 1 ('y')"));
+
+  float *nullData = nullptr;
+  void *nullPtr[] = {&xp, &yp, &nullData, &count};
+  Status nullData2(
+      kiln_launch_packed(runtime.get(), kernel.get(), nullPtr, 4, grid));
+  CHECK(contains(nullData2.message(), "argument 2 ('out'): null pointer"));
+
+  CHECK(Status(kiln_launch_packed(runtime.get(), kernel.get(), packed, 3,
+                                  grid))
+            .code() == KILN_ERROR_INVALID_ARGUMENT);
+}
+
+TEST_CASE("launches from several host threads share one runtime",
+          "[launch][threads]") {
+  KernelPtr kernel = load("vadd");
+  RuntimePtr runtime = makeRuntime(3);
+  std::vector<std::thread> hosts;
+  std::vector<int> failures(4, 0);
+  for (int h = 0; h < 4; ++h) {
+    hosts.emplace_back([&, h] {
+      const int32_t n = 4000 + h;
+      std::vector<float> x(n, float(h)), y(n, 1.0f), out(n);
+      for (int iteration = 0; iteration < 50; ++iteration) {
+        std::fill(out.begin(), out.end(), -1.0f);
+        kiln_arg args[] = {ptrArg(x.data(), KILN_DTYPE_F32),
+                           ptrArg(y.data(), KILN_DTYPE_F32),
+                           ptrArg(out.data(), KILN_DTYPE_F32), i32Arg(n)};
+        int64_t grid[3] = {(n + 3) / 4, 1, 1};
+        kiln_status status =
+            kiln_launch(runtime.get(), kernel.get(), args, 4, grid);
+        if (status) {
+          ++failures[h];
+          kiln_status_free(status);
+        }
+        for (float value : out)
+          if (value != float(h) + 1.0f) {
+            ++failures[h];
+            break;
+          }
+      }
+    });
+  }
+  for (std::thread &host : hosts)
+    host.join();
+  for (int h = 0; h < 4; ++h)
+    CHECK(failures[h] == 0);
+}
+
+TEST_CASE("launch overhead", "[.][bench]") {
+  KernelPtr kernel = load("nop");
+  int64_t one[3] = {1, 1, 1};
+  for (int threads : {1, 2}) {
+    RuntimePtr runtime = makeRuntime(threads);
+    for (int64_t programs : {int64_t(1), int64_t(64)}) {
+      int64_t grid[3] = {programs, 1, 1};
+      (void)one;
+      const int iterations = programs == 1 ? 1000000 : 20000;
+      auto start = std::chrono::steady_clock::now();
+      for (int i = 0; i < iterations; ++i) {
+        kiln_status status =
+            kiln_launch(runtime.get(), kernel.get(), nullptr, 0, grid);
+        if (status) {
+          FAIL(kiln_status_message(status));
+        }
+      }
+      double seconds = std::chrono::duration<double>(
+                           std::chrono::steady_clock::now() - start)
+                           .count();
+      WARN("threads " << threads << ", " << programs << " program(s): "
+                      << seconds / iterations * 1e9 << " ns per launch");
+    }
+  }
+}

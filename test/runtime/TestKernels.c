@@ -1,0 +1,97 @@
+//===- TestKernels.c - Kernels for the runtime tests -----------------------===//
+//
+// Hand-written stand-ins for compiler output: each function follows the CPU
+// kernel ABI of docs/bundle-format.md,
+//   void ENTRY(void *const *args, int32_t pid_x, int32_t pid_y, int32_t pid_z,
+//              int32_t grid_x, int32_t grid_y, int32_t grid_z);
+//
+//===----------------------------------------------------------------------===//
+
+#define _GNU_SOURCE
+#include <stdint.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define KERNEL __attribute__((visibility("default"))) void
+
+#define ARG(type, index) (*(type const *)args[index])
+
+enum { kVaddBlock = 4 };
+
+// arg x ptr f32, arg y ptr f32, arg out ptr f32, arg n scalar i32.
+// Each program adds one block of kVaddBlock elements, masking the tail.
+KERNEL kiln_entry_vadd(void *const *args, int32_t pid_x, int32_t pid_y,
+                       int32_t pid_z, int32_t grid_x, int32_t grid_y,
+                       int32_t grid_z) {
+  (void)pid_y, (void)pid_z, (void)grid_x, (void)grid_y, (void)grid_z;
+  const float *x = ARG(float *, 0);
+  const float *y = ARG(float *, 1);
+  float *out = ARG(float *, 2);
+  int32_t n = ARG(int32_t, 3);
+  for (int32_t i = pid_x * kVaddBlock; i < (pid_x + 1) * kVaddBlock && i < n;
+       ++i)
+    out[i] = x[i] + y[i];
+}
+
+// arg out ptr i32: 4 entries per program (x, y, z, times run), linear index
+// x fastest. arg dims ptr i32: the grid as seen by the kernel.
+KERNEL kiln_entry_record(void *const *args, int32_t pid_x, int32_t pid_y,
+                         int32_t pid_z, int32_t grid_x, int32_t grid_y,
+                         int32_t grid_z) {
+  int32_t *out = ARG(int32_t *, 0);
+  int32_t *dims = ARG(int32_t *, 1);
+  int64_t linear = ((int64_t)pid_z * grid_y + pid_y) * grid_x + pid_x;
+  out[linear * 4 + 0] = pid_x;
+  out[linear * 4 + 1] = pid_y;
+  out[linear * 4 + 2] = pid_z;
+  __atomic_fetch_add(&out[linear * 4 + 3], 1, __ATOMIC_RELAXED);
+  dims[0] = grid_x;
+  dims[1] = grid_y;
+  dims[2] = grid_z;
+}
+
+// arg tids ptr i64: the OS thread id that ran each program.
+// arg delay_us scalar i32: busy time per program, so that every thread of
+// the pool gets to take part.
+KERNEL kiln_entry_thread_ids(void *const *args, int32_t pid_x, int32_t pid_y,
+                             int32_t pid_z, int32_t grid_x, int32_t grid_y,
+                             int32_t grid_z) {
+  (void)pid_y, (void)pid_z, (void)grid_x, (void)grid_y, (void)grid_z;
+  int64_t *tids = ARG(int64_t *, 0);
+  int32_t delay = ARG(int32_t, 1);
+  tids[pid_x] = (int64_t)syscall(SYS_gettid);
+  struct timespec pause = {0, (long)delay * 1000};
+  nanosleep(&pause, 0);
+}
+
+// arg out ptr f64, then one scalar of every dtype: a i8, b i16, c i32,
+// d i64, e f32, f f64, g u8, h i1, k bf16, l f16. Writes each as a double
+// (16-bit floats as their raw bits) to check the scalar packing.
+KERNEL kiln_entry_scalars(void *const *args, int32_t pid_x, int32_t pid_y,
+                          int32_t pid_z, int32_t grid_x, int32_t grid_y,
+                          int32_t grid_z) {
+  (void)pid_x, (void)pid_y, (void)pid_z, (void)grid_x, (void)grid_y,
+      (void)grid_z;
+  double *out = ARG(double *, 0);
+  out[0] = ARG(int8_t, 1);
+  out[1] = ARG(int16_t, 2);
+  out[2] = ARG(int32_t, 3);
+  out[3] = (double)ARG(int64_t, 4);
+  out[4] = ARG(float, 5);
+  out[5] = ARG(double, 6);
+  out[6] = ARG(uint8_t, 7);
+  out[7] = ARG(uint8_t, 8);
+  out[8] = ARG(uint16_t, 9);
+  out[9] = ARG(uint16_t, 10);
+}
+
+// No arguments; counts its calls. For launch overhead measurements.
+static int64_t nopCalls;
+KERNEL kiln_entry_nop(void *const *args, int32_t pid_x, int32_t pid_y,
+                      int32_t pid_z, int32_t grid_x, int32_t grid_y,
+                      int32_t grid_z) {
+  (void)args, (void)pid_x, (void)pid_y, (void)pid_z, (void)grid_x,
+      (void)grid_y, (void)grid_z;
+  __atomic_fetch_add(&nopCalls, 1, __ATOMIC_RELAXED);
+}

@@ -1,0 +1,4 @@
+//===- TestMain.cpp - Catch2 main for the runtime tests --------------------===//
+
+#define CATCH_CONFIG_MAIN
+#include <catch2/catch.hpp>
