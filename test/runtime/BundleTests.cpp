@@ -1,4 +1,5 @@
-//===- BundleTests.cpp - Loading and refusing kiln bundles -----------------===//
+//===- BundleTests.cpp - Loading and refusing kiln bundles
+//-----------------===//
 //
 // Every malformed input must come back as a status with a message; none may
 // crash the process.
@@ -21,8 +22,8 @@ namespace {
 /// Loads from memory, returning the status and (on success) the kernel.
 Status loadMemory(const Bytes &bytes, KernelPtr *kernelOut = nullptr) {
   kiln_kernel *kernel = nullptr;
-  kiln_status status = kiln_bundle_load_memory(bytes.data(), bytes.size(),
-                                               &kernel);
+  kiln_status status =
+      kiln_bundle_load_memory(bytes.data(), bytes.size(), &kernel);
   if (status)
     CHECK(kernel == nullptr);
   if (kernelOut)
@@ -78,8 +79,7 @@ TEST_CASE("a valid bundle loads from a file and from memory", "[bundle]") {
   CHECK(std::string(kiln_kernel_name(kernel.get())) == "vadd");
   CHECK(std::string(kiln_kernel_entry(kernel.get())) == "kiln_entry_vadd");
   CHECK(std::string(kiln_kernel_target(kernel.get())) == "x86-64");
-  CHECK(std::string(kiln_kernel_compiler(kernel.get())) ==
-        "kiln-tests 0.1.0");
+  CHECK(std::string(kiln_kernel_compiler(kernel.get())) == "kiln-tests 0.1.0");
   CHECK(kiln_kernel_grid_rank(kernel.get()) == 1);
   CHECK(kiln_kernel_num_features(kernel.get()) == 0);
   CHECK(kiln_kernel_feature(kernel.get(), 0) == nullptr);
@@ -100,8 +100,7 @@ TEST_CASE("a valid bundle loads from a file and from memory", "[bundle]") {
   CHECK(kiln_kernel_num_launch_params(kernel.get()) == 2);
   CHECK(std::string(kiln_kernel_launch_param(kernel.get(), "num_warps")) ==
         "4");
-  CHECK(std::string(kiln_kernel_launch_param_key(kernel.get(), 1)) ==
-        "stages");
+  CHECK(std::string(kiln_kernel_launch_param_key(kernel.get(), 1)) == "stages");
   CHECK(kiln_kernel_launch_param(kernel.get(), "absent") == nullptr);
   CHECK(kiln_kernel_launch_param_key(kernel.get(), 2) == nullptr);
 
@@ -142,8 +141,8 @@ TEST_CASE("file errors are reported as IO errors", "[bundle]") {
 TEST_CASE("truncated bundles are refused", "[bundle]") {
   TempDir dir;
   Bytes bundle = bundleFor("vadd");
-  for (size_t keep : {size_t(0), size_t(4), size_t(63), size_t(64),
-                      size_t(100), bundle.size() / 2, bundle.size() - 1}) {
+  for (size_t keep : {size_t(0), size_t(4), size_t(63), size_t(64), size_t(100),
+                      bundle.size() / 2, bundle.size() - 1}) {
     CAPTURE(keep);
     Bytes truncated(bundle.begin(), bundle.begin() + keep);
     std::string path = dir.path("truncated.kbundle");
@@ -203,8 +202,14 @@ TEST_CASE("bad magic, version and header fields are refused", "[bundle]") {
       Bytes edited = bundle;
       writeU64(edited, field, readU64(bundle, field) + uint64_t(delta));
       Status status = loadMemory(edited);
+      INFO(status.message());
       CHECK(status.code() == KILN_ERROR_BAD_BUNDLE);
-      CHECK(contains(status.message(), "bundle header"));
+      // A manifest size still consistent with the layout moves bytes
+      // between manifest and padding: caught as non-zero padding or as a
+      // NUL in the manifest.
+      CHECK((contains(status.message(), "bundle header") ||
+             contains(status.message(), "padding byte") ||
+             contains(status.message(), "control character 0x00")));
     }
     Bytes huge = bundle;
     writeU64(huge, field, ~uint64_t(0));
@@ -215,38 +220,38 @@ TEST_CASE("bad magic, version and header fields are refused", "[bundle]") {
 TEST_CASE("other targets are refused", "[bundle]") {
   for (const char *target : {"sm_90a", "sm_80", "aarch64"}) {
     CAPTURE(target);
-    Status status = loadMemory(bundleWithManifest(
-        replaced(manifestFor("vadd"), "target x86-64",
-                 std::string("target ") + target)));
+    Status status = loadMemory(
+        bundleWithManifest(replaced(manifestFor("vadd"), "target x86-64",
+                                    std::string("target ") + target)));
     CHECK(status.code() == KILN_ERROR_UNSUPPORTED_TARGET);
     CHECK(contains(status.message(), std::string("targets ") + target));
     CHECK(contains(status.message(), "supports only x86-64 CPU kernels"));
   }
-  Status kind = loadMemory(bundleWithManifest(replaced(
-      manifestFor("vadd"), "code elf-shared-object", "code cubin")));
+  Status kind = loadMemory(bundleWithManifest(
+      replaced(manifestFor("vadd"), "code elf-shared-object", "code cubin")));
   CHECK(kind.code() == KILN_ERROR_UNSUPPORTED_TARGET);
   CHECK(contains(kind.message(), "'cubin'"));
 }
 
 TEST_CASE("required CPU features are checked", "[bundle][cpu]") {
-  Status unknown = loadMemory(bundleWithManifest(
-      replaced(manifestFor("vadd"), "features\n", "features sse4.2 avx10.9\n")));
+  Status unknown = loadMemory(bundleWithManifest(replaced(
+      manifestFor("vadd"), "features\n", "features sse4.2 avx10.9\n")));
   CHECK(unknown.code() == KILN_ERROR_MISSING_FEATURE);
   CHECK(contains(unknown.message(), "avx10.9"));
   CHECK_FALSE(contains(unknown.message(), "sse4.2 ("));
 
   if (kiln_cpu_has_feature("sse4.2")) {
     KernelPtr kernel;
-    REQUIRE(loadMemory(bundleWithManifest(replaced(manifestFor("vadd"),
-                                                   "features\n",
-                                                   "features sse4.2\n")),
-                       &kernel)
-                .ok());
+    REQUIRE(
+        loadMemory(bundleWithManifest(replaced(
+                       manifestFor("vadd"), "features\n", "features sse4.2\n")),
+                   &kernel)
+            .ok());
     CHECK(std::string(kiln_kernel_feature(kernel.get(), 0)) == "sse4.2");
 
     ScopedEnv disable("KILN_CPU_DISABLE", "avx2,sse4.2");
-    Status masked = loadMemory(bundleWithManifest(replaced(
-        manifestFor("vadd"), "features\n", "features sse4.2\n")));
+    Status masked = loadMemory(bundleWithManifest(
+        replaced(manifestFor("vadd"), "features\n", "features sse4.2\n")));
     CHECK(masked.code() == KILN_ERROR_MISSING_FEATURE);
     CHECK(contains(masked.message(), "sse4.2 (disabled by KILN_CPU_DISABLE)"));
   }
@@ -330,8 +335,7 @@ TEST_CASE("unknown manifest keys and blank lines are accepted",
 TEST_CASE("bad code sections are refused before dlopen", "[bundle][loader]") {
   std::string manifest = manifestFor("vadd");
 
-  Status notElf =
-      loadMemory(makeBundle(manifest, Bytes(4096, uint8_t(0x90))));
+  Status notElf = loadMemory(makeBundle(manifest, Bytes(4096, uint8_t(0x90))));
   CHECK(notElf.code() == KILN_ERROR_LOAD);
   CHECK(contains(notElf.message(), "not an ELF file"));
 

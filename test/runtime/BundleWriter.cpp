@@ -1,4 +1,5 @@
-//===- BundleWriter.cpp - Test-side kiln bundle writer ---------------------===//
+//===- BundleWriter.cpp - Test-side kiln bundle writer
+//---------------------===//
 
 #include "BundleWriter.h"
 
@@ -55,8 +56,7 @@ Bytes makeBundle(const std::string &manifest, const Bytes &code) {
   writeU64(bundle, kCodeOffsetAt, codeOffset);
   writeU64(bundle, kCodeSizeAt, code.size());
   writeU64(bundle, kFileSizeAt, fileSize);
-  std::copy(manifest.begin(), manifest.end(),
-            bundle.begin() + manifestOffset);
+  std::copy(manifest.begin(), manifest.end(), bundle.begin() + manifestOffset);
   std::copy(code.begin(), code.end(), bundle.begin() + codeOffset);
   fixChecksum(bundle);
   return bundle;

@@ -1,4 +1,5 @@
-//===- CpuFeatureTests.cpp - Host CPU feature queries ----------------------===//
+//===- CpuFeatureTests.cpp - Host CPU feature queries
+//----------------------===//
 
 #include "TestUtil.h"
 

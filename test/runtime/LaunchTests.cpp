@@ -1,4 +1,5 @@
-//===- LaunchTests.cpp - Launching kernels on the thread pool --------------===//
+//===- LaunchTests.cpp - Launching kernels on the thread pool
+//--------------===//
 
 #include "BundleWriter.h"
 #include "TestUtil.h"
@@ -117,8 +118,7 @@ TEST_CASE("runtime creation", "[runtime]") {
   }
 }
 
-TEST_CASE("vector add gives exact results on any thread count",
-          "[launch]") {
+TEST_CASE("vector add gives exact results on any thread count", "[launch]") {
   KernelPtr kernel = load("vadd");
   for (int threads : {1, 2, 4, 7}) {
     CAPTURE(threads);
@@ -186,7 +186,8 @@ TEST_CASE("scalars of every dtype reach the kernel", "[launch]") {
   args[9].value.bits16 = 0x3f80;  // bf16 1.0
   args[10].value.bits16 = 0x3c00; // f16 1.0
   int64_t grid[3] = {1, 1, 1};
-  Status status(kiln_launch(runtime.get(), kernel.get(), args.data(), 11, grid));
+  Status status(
+      kiln_launch(runtime.get(), kernel.get(), args.data(), 11, grid));
   INFO(status.message());
   REQUIRE(status.ok());
   CHECK(out[0] == -5);
@@ -201,7 +202,8 @@ TEST_CASE("scalars of every dtype reach the kernel", "[launch]") {
   CHECK(out[9] == 0x3c00);
 
   args[8].value.u8 = 2;
-  Status badBool(kiln_launch(runtime.get(), kernel.get(), args.data(), 11, grid));
+  Status badBool(
+      kiln_launch(runtime.get(), kernel.get(), args.data(), 11, grid));
   CHECK(badBool.code() == KILN_ERROR_INVALID_ARGUMENT);
   CHECK(contains(badBool.message(), "argument 8 ('h'): i1 value must be 0 or "
                                     "1, got 2"));
@@ -216,13 +218,12 @@ TEST_CASE("launch arguments are validated against the signature",
                                 ptrArg(y.data(), KILN_DTYPE_F32),
                                 ptrArg(out.data(), KILN_DTYPE_F32), i32Arg(8)};
   int64_t grid[3] = {2, 1, 1};
-  REQUIRE(Status(kiln_launch(runtime.get(), kernel.get(), good.data(), 4,
-                             grid))
+  REQUIRE(Status(kiln_launch(runtime.get(), kernel.get(), good.data(), 4, grid))
               .ok());
 
   auto launchWith = [&](std::vector<kiln_arg> args, const int64_t *g) {
-    return std::make_unique<Status>(kiln_launch(
-        runtime.get(), kernel.get(), args.data(), args.size(), g));
+    return std::make_unique<Status>(
+        kiln_launch(runtime.get(), kernel.get(), args.data(), args.size(), g));
   };
 
   SECTION("wrong count") {
@@ -299,9 +300,9 @@ TEST_CASE("packed launches", "[launch]") {
   int32_t count = n;
   void *packed[] = {&xp, &yp, &outp, &count};
   int64_t grid[3] = {(n + 3) / 4, 1, 1};
-  REQUIRE(Status(kiln_launch_packed(runtime.get(), kernel.get(), packed, 4,
-                                    grid))
-              .ok());
+  REQUIRE(
+      Status(kiln_launch_packed(runtime.get(), kernel.get(), packed, 4, grid))
+          .ok());
   for (float value : out)
     REQUIRE(value == 3.0f);
 
@@ -317,8 +318,7 @@ TEST_CASE("packed launches", "[launch]") {
       kiln_launch_packed(runtime.get(), kernel.get(), nullPtr, 4, grid));
   CHECK(contains(nullData2.message(), "argument 2 ('out'): null pointer"));
 
-  CHECK(Status(kiln_launch_packed(runtime.get(), kernel.get(), packed, 3,
-                                  grid))
+  CHECK(Status(kiln_launch_packed(runtime.get(), kernel.get(), packed, 3, grid))
             .code() == KILN_ERROR_INVALID_ARGUMENT);
 }
 

@@ -1,4 +1,5 @@
-//===- TestKernels.c - Kernels for the runtime tests -----------------------===//
+//===- TestKernels.c - Kernels for the runtime tests
+//-----------------------===//
 //
 // Hand-written stand-ins for compiler output: each function follows the CPU
 // kernel ABI of docs/bundle-format.md,
@@ -35,7 +36,7 @@ KERNEL kiln_entry_vadd(void *const *args, int32_t pid_x, int32_t pid_y,
 }
 
 // arg out ptr i32: 4 entries per program (x, y, z, times run), linear index
-// x fastest. arg dims ptr i32: the grid as seen by the kernel.
+// x fastest. arg dims ptr i32: the grid as seen by program 0.
 KERNEL kiln_entry_record(void *const *args, int32_t pid_x, int32_t pid_y,
                          int32_t pid_z, int32_t grid_x, int32_t grid_y,
                          int32_t grid_z) {
@@ -46,9 +47,11 @@ KERNEL kiln_entry_record(void *const *args, int32_t pid_x, int32_t pid_y,
   out[linear * 4 + 1] = pid_y;
   out[linear * 4 + 2] = pid_z;
   __atomic_fetch_add(&out[linear * 4 + 3], 1, __ATOMIC_RELAXED);
-  dims[0] = grid_x;
-  dims[1] = grid_y;
-  dims[2] = grid_z;
+  if (linear == 0) {
+    dims[0] = grid_x;
+    dims[1] = grid_y;
+    dims[2] = grid_z;
+  }
 }
 
 // arg tids ptr i64: the OS thread id that ran each program.
@@ -91,7 +94,7 @@ static int64_t nopCalls;
 KERNEL kiln_entry_nop(void *const *args, int32_t pid_x, int32_t pid_y,
                       int32_t pid_z, int32_t grid_x, int32_t grid_y,
                       int32_t grid_z) {
-  (void)args, (void)pid_x, (void)pid_y, (void)pid_z, (void)grid_x,
-      (void)grid_y, (void)grid_z;
+  (void)args, (void)pid_x, (void)pid_y, (void)pid_z, (void)grid_x, (void)grid_y,
+      (void)grid_z;
   __atomic_fetch_add(&nopCalls, 1, __ATOMIC_RELAXED);
 }

@@ -1,4 +1,5 @@
-//===- TestMain.cpp - Catch2 main for the runtime tests --------------------===//
+//===- TestMain.cpp - Catch2 main for the runtime tests
+//--------------------===//
 
 #define CATCH_CONFIG_MAIN
 #include <catch2/catch.hpp>

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
+#include "kiln/Target/CPU/Pipeline.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/InitAllDialects.h"
@@ -21,6 +22,7 @@
 
 int main(int argc, char **argv) {
   mlir::registerAllPasses();
+  mlir::kiln::registerCPUPipeline();
   mlir::DialectRegistry registry;
   mlir::registerAllDialects(registry);
   mlir::registerAllExtensions(registry);

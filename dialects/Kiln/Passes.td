@@ -1,0 +1,65 @@
+//===- Passes.td - Kiln's passes ---------------------------*- tablegen -*-===//
+//
+// Part of the Kiln project, under the Apache License v2.0 with LLVM Exceptions.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_PASSES_TD
+#define KILN_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def ConvertKilnToCPU : Pass<"convert-kiln-to-cpu", "::mlir::ModuleOp"> {
+  let summary = "Lowers kiln kernels to loops over native-width vectors";
+  let description = [{
+    Turns every `kiln.func` into two `func.func`s: the kernel body
+    `@NAME(memref<?xT>..., scalars..., pid_x, pid_y, pid_z, grid_x, grid_y,
+    grid_z)` and the launch entry `@kiln_entry_NAME(!llvm.ptr args, i32 x 6)`
+    that the runtime calls once per program id (docs/bundle-format.md).
+
+    Inside the body, each tile value gets its own statically shaped buffer,
+    allocated once on the stack at the function entry, and each tile op
+    becomes a loop nest over that buffer whose innermost loop works on
+    vectors of the native width (`vector-bits` / element bits, or the widest
+    power of two that divides the tile's last dimension):
+
+    * `kiln.load`/`kiln.store`/`kiln.gather`/`kiln.scatter` become masked
+      vector loads and stores when the view's last stride is 1 at run time
+      and the chunk starts inside the view, and exact per-element code at
+      the edges otherwise;
+    * `kiln.dot` becomes a register-blocked FMA micro-kernel (accumulators
+      in vector registers across the contraction loop), computed in place
+      into a loop-carried accumulator;
+    * elementwise `arith`/`math` ops on tiles are applied to vectors;
+    * `scf.for`/`scf.if` carrying tiles are rebuilt to carry only scalars,
+      with the tiles living in their buffers.
+  }];
+  let options = [
+    Option<"vectorBits", "vector-bits", "unsigned", /*default=*/"512",
+           "Width in bits of the target's vector registers (512: AVX-512, "
+           "256: AVX2)">,
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",
+    "::mlir::LLVM::LLVMDialect", "::mlir::math::MathDialect",
+    "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect",
+    "::mlir::vector::VectorDialect"
+  ];
+}
+
+def KilnApproximateMath : Pass<"kiln-approximate-math"> {
+  let summary = "Replaces f32 transcendentals with vectorizable polynomials";
+  let description = [{
+    Rewrites `math.exp`, `math.log`, `math.tanh`, `math.erf`, ... on f32
+    scalars and vectors into polynomial approximations made of arithmetic
+    only (upstream's approximation patterns), so that they stay in vector
+    registers instead of becoming calls into libm.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
+    "::mlir::vector::VectorDialect"
+  ];
+}
+
+#endif // KILN_PASSES_TD

@@ -1,0 +1,32 @@
+//===- Pipeline.h - The kiln-to-LLVM pipeline for x86-64 --------*- C++ -*-===//
+//
+// Part of the Kiln project, under the Apache License v2.0 with LLVM Exceptions.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_TARGET_CPU_PIPELINE_H
+#define KILN_TARGET_CPU_PIPELINE_H
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
+
+namespace mlir::kiln {
+
+struct CPUPipelineOptions : public PassPipelineOptions<CPUPipelineOptions> {
+  PassOptions::Option<unsigned> vectorBits{
+      *this, "vector-bits",
+      llvm::cl::desc("Vector register width in bits (512: AVX-512, 256: AVX2)"),
+      llvm::cl::init(512)};
+};
+
+/// Builds the pipeline from kiln kernels to the LLVM dialect for x86-64. The
+/// same pipeline serves kiln-opt (`--kiln-cpu-pipeline`), kilnc and the JIT.
+void buildCPUPipeline(OpPassManager &pm, const CPUPipelineOptions &options);
+
+/// Registers `kiln-cpu-pipeline` and Kiln's passes with the global registry.
+void registerCPUPipeline();
+
+} // namespace mlir::kiln
+
+#endif // KILN_TARGET_CPU_PIPELINE_H

@@ -1,0 +1,1417 @@
+//===- KilnToCPU.cpp - Lower kiln kernels to vector loops on memrefs ------===//
+//
+// Part of the Kiln project, under the Apache License v2.0 with LLVM Exceptions.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// The CPU lowering of tile programs. Every tile value gets a statically shaped
+// stack buffer allocated at the kernel's entry (so loops never grow the
+// stack), and every tile op becomes a loop nest over buffers whose innermost
+// loop works on vectors of the native width. Working tile by tile keeps each
+// op's code small and its vectors register-sized: a 64x64 f32 tile is never
+// one 4096-lane LLVM vector.
+//
+// The kernel ABI produced here is the one in docs/bundle-format.md.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/Conversion/Passes.h"
+#include "kiln/Dialect/Kiln/IR/Kiln.h"
+
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "llvm/ADT/SmallPtrSet.h"
+
+namespace mlir::kiln {
+#define GEN_PASS_DEF_CONVERTKILNTOCPU
+#include "kiln/Dialect/Kiln/Passes.h.inc"
+} // namespace mlir::kiln
+
+using namespace mlir;
+using namespace mlir::kiln;
+
+namespace {
+
+/// Tiles of i1 live in memory as i8: LLVM packs `<N x i1>` vectors into bits
+/// but stores scalar i1 as bytes, so one byte per element keeps both views of
+/// a buffer consistent.
+Type storageType(Type elementType) {
+  if (elementType.isInteger(1))
+    return IntegerType::get(elementType.getContext(), 8);
+  return elementType;
+}
+
+/// What a lowered make_view knows: the memref over the view (dynamic strides),
+/// the same memref with a static unit innermost stride (used only when the
+/// runtime stride is 1), the sizes, and whether the innermost stride is 1.
+struct ViewInfo {
+  Value memref;
+  Value unitMemref;
+  SmallVector<Value> sizes;
+  Value unitStride;
+};
+
+class KernelLowering {
+public:
+  KernelLowering(func::FuncOp func, unsigned vectorBits)
+      : func(func), vectorBits(vectorBits) {}
+
+  LogicalResult run(Block &body, ArrayRef<Value> gridArgs);
+
+private:
+  func::FuncOp func;
+  unsigned vectorBits;
+  SmallVector<Value> grid; // pid_x, pid_y, pid_z, grid_x, grid_y, grid_z
+  DenseMap<Value, Value> buffers;
+  DenseMap<Value, ViewInfo> views;
+  SmallVector<Operation *> toErase;
+
+  // Buffers and element access ------------------------------------------
+  Value allocTile(RankedTensorType type, Location loc);
+  FailureOr<Value> bufferOf(Value tile, Operation *user);
+  int64_t vectorWidth(ArrayRef<Type> elementTypes, int64_t innerDim);
+  Value loadElems(ImplicitLocOpBuilder &b, Value buf, ValueRange idx,
+                  Type elementType, int64_t width);
+  void storeElems(ImplicitLocOpBuilder &b, Value value, Value buf,
+                  ValueRange idx, int64_t width);
+  Value splatConstant(ImplicitLocOpBuilder &b, TypedAttr attr, int64_t width);
+  void forEachIndex(ImplicitLocOpBuilder &b, ArrayRef<int64_t> shape,
+                    int64_t innerStep,
+                    function_ref<void(ImplicitLocOpBuilder &, ValueRange)> fn);
+  void copyTile(ImplicitLocOpBuilder &b, Value from, Value to,
+                RankedTensorType type);
+
+  // Op lowerings -----------------------------------------------------------
+  LogicalResult lowerBlock(Block &block);
+  LogicalResult lowerOp(Operation *op);
+  LogicalResult lowerMakeView(MakeViewOp op);
+  LogicalResult lowerViewAccess(Operation *op, Value view, Value indices,
+                                ValueRange offsets, Value tileBuf,
+                                RankedTensorType tileType, Attribute padding,
+                                bool isStore);
+  LogicalResult lowerAtomicAdd(AtomicAddOp op);
+  LogicalResult lowerElementwise(Operation *op);
+  LogicalResult lowerDot(DotOp op);
+  LogicalResult lowerReduce(ReduceOp op);
+  LogicalResult lowerFor(scf::ForOp op);
+  LogicalResult lowerIf(scf::IfOp op);
+  Value assignResult(Operation *op, Value result);
+};
+
+//===----------------------------------------------------------------------===//
+// Buffers and element access
+//===----------------------------------------------------------------------===//
+
+Value KernelLowering::allocTile(RankedTensorType type, Location loc) {
+  OpBuilder b(func.getContext());
+  b.setInsertionPointToStart(&func.getBody().front());
+  auto memrefType =
+      MemRefType::get(type.getShape(), storageType(type.getElementType()));
+  return memref::AllocaOp::create(b, loc, memrefType, ValueRange{},
+                                  ValueRange{}, b.getI64IntegerAttr(64));
+}
+
+FailureOr<Value> KernelLowering::bufferOf(Value tile, Operation *user) {
+  Value buf = buffers.lookup(tile);
+  if (!buf)
+    return user->emitError("kiln CPU lowering: tile operand has no buffer "
+                           "(produced by an op the CPU target does not "
+                           "support)");
+  return buf;
+}
+
+int64_t KernelLowering::vectorWidth(ArrayRef<Type> elementTypes,
+                                    int64_t innerDim) {
+  unsigned maxBits = 8;
+  for (Type t : elementTypes)
+    maxBits = std::max(maxBits, storageType(t).getIntOrFloatBitWidth());
+  int64_t width = std::max<int64_t>(1, vectorBits / maxBits);
+  while (width > 1 && innerDim % width != 0)
+    width /= 2;
+  return width;
+}
+
+Value KernelLowering::loadElems(ImplicitLocOpBuilder &b, Value buf,
+                                ValueRange idx, Type elementType,
+                                int64_t width) {
+  Type stored = storageType(elementType);
+  Value v;
+  if (width == 1)
+    v = memref::LoadOp::create(b, buf, idx);
+  else
+    v = vector::LoadOp::create(b, VectorType::get({width}, stored), buf, idx);
+  if (stored != elementType) {
+    Type t = width == 1 ? elementType
+                        : Type(VectorType::get({width}, elementType));
+    v = arith::TruncIOp::create(b, t, v);
+  }
+  return v;
+}
+
+void KernelLowering::storeElems(ImplicitLocOpBuilder &b, Value value,
+                                Value buf, ValueRange idx, int64_t width) {
+  Type stored = cast<MemRefType>(buf.getType()).getElementType();
+  Type elementType = getElementTypeOrSelf(value.getType());
+  if (stored != elementType) {
+    Type t = width == 1 ? stored : Type(VectorType::get({width}, stored));
+    value = arith::ExtUIOp::create(b, t, value);
+  }
+  if (width == 1)
+    memref::StoreOp::create(b, value, buf, idx);
+  else
+    vector::StoreOp::create(b, value, buf, idx);
+}
+
+Value KernelLowering::splatConstant(ImplicitLocOpBuilder &b, TypedAttr attr,
+                                    int64_t width) {
+  if (width == 1)
+    return arith::ConstantOp::create(b, attr);
+  auto vt = VectorType::get({width}, attr.getType());
+  return arith::ConstantOp::create(b, SplatElementsAttr::get(vt, attr));
+}
+
+void KernelLowering::forEachIndex(
+    ImplicitLocOpBuilder &b, ArrayRef<int64_t> shape, int64_t innerStep,
+    function_ref<void(ImplicitLocOpBuilder &, ValueRange)> fn) {
+  SmallVector<Value> ivs;
+  std::function<void(ImplicitLocOpBuilder &, size_t)> nest =
+      [&](ImplicitLocOpBuilder &nb, size_t dim) {
+        if (dim == shape.size()) {
+          fn(nb, ivs);
+          return;
+        }
+        int64_t step = dim + 1 == shape.size() ? innerStep : 1;
+        Value lb = arith::ConstantIndexOp::create(nb, 0);
+        Value ub = arith::ConstantIndexOp::create(nb, shape[dim]);
+        Value st = arith::ConstantIndexOp::create(nb, step);
+        scf::ForOp::create(
+            nb, lb, ub, st, ValueRange{},
+            [&](OpBuilder &ob, Location loc, Value iv, ValueRange) {
+              ImplicitLocOpBuilder ib(loc, ob);
+              ivs.push_back(iv);
+              nest(ib, dim + 1);
+              ivs.pop_back();
+              scf::YieldOp::create(ib);
+            });
+      };
+  if (shape.empty()) {
+    fn(b, ValueRange{});
+    return;
+  }
+  nest(b, 0);
+}
+
+void KernelLowering::copyTile(ImplicitLocOpBuilder &b, Value from, Value to,
+                              RankedTensorType type) {
+  if (from == to)
+    return;
+  int64_t w = vectorWidth({type.getElementType()}, type.getShape().back());
+  Type stored = storageType(type.getElementType());
+  forEachIndex(b, type.getShape(), w, [&](ImplicitLocOpBuilder &ib,
+                                          ValueRange idx) {
+    Value v = loadElems(ib, from, idx, stored, w);
+    storeElems(ib, v, to, idx, w);
+  });
+}
+
+/// Records `buffer` as the storage of `result`, and `op` for erasure.
+Value KernelLowering::assignResult(Operation *op, Value result) {
+  toErase.push_back(op);
+  return result;
+}
+
+//===----------------------------------------------------------------------===//
+// Views and memory access
+//===----------------------------------------------------------------------===//
+
+LogicalResult KernelLowering::lowerMakeView(MakeViewOp op) {
+  ImplicitLocOpBuilder b(op.getLoc(), op);
+  ViewType viewType = op.getResult().getType();
+  unsigned rank = viewType.getRank();
+  Type elt = viewType.getElementType();
+  SmallVector<int64_t> dyn(rank, ShapedType::kDynamic);
+  auto layout = StridedLayoutAttr::get(op.getContext(), 0, dyn);
+  auto type = MemRefType::get(dyn, elt, layout);
+  SmallVector<int64_t> unitStrides(dyn);
+  unitStrides.back() = 1;
+  auto unitType = MemRefType::get(
+      dyn, elt, StridedLayoutAttr::get(op.getContext(), 0, unitStrides));
+  SmallVector<OpFoldResult> sizes, strides, unitStrideVals;
+  for (Value s : op.getSizes())
+    sizes.push_back(s);
+  for (Value s : op.getStrides())
+    strides.push_back(s);
+  unitStrideVals = strides;
+  unitStrideVals.back() = b.getIndexAttr(1);
+  ViewInfo info;
+  info.memref = memref::ReinterpretCastOp::create(
+      b, type, op.getBase(), OpFoldResult(b.getIndexAttr(0)), sizes, strides);
+  info.unitMemref = memref::ReinterpretCastOp::create(
+      b, unitType, op.getBase(), OpFoldResult(b.getIndexAttr(0)), sizes,
+      unitStrideVals);
+  info.sizes.assign(op.getSizes().begin(), op.getSizes().end());
+  Value one = arith::ConstantIndexOp::create(b, 1);
+  info.unitStride = arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                                          op.getStrides().back(), one);
+  views[op.getResult()] = info;
+  toErase.push_back(op);
+  return success();
+}
+
+/// Loads or stores a tile at `offsets` of a view (or, when `indices` is set,
+/// at the view rows named by the index tile). Elements outside the view read
+/// `padding` / are not written. The innermost dimension goes by vectors: a
+/// masked vector access when the view's last stride is 1 and the chunk starts
+/// inside the view, per-element code with a bounds check otherwise.
+LogicalResult KernelLowering::lowerViewAccess(
+    Operation *op, Value view, Value indices, ValueRange offsets,
+    Value tileBuf, RankedTensorType tileType, Attribute padding,
+    bool isStore) {
+  auto it = views.find(view);
+  if (it == views.end())
+    return op->emitError("kiln CPU lowering: the view must be made by a "
+                         "kiln.make_view in the same kernel");
+  const ViewInfo &vi = it->second;
+  ImplicitLocOpBuilder b(op->getLoc(), op);
+  Type elt = tileType.getElementType();
+  ArrayRef<int64_t> shape = tileType.getShape();
+  int64_t rank = tileType.getRank();
+  Value idxBuf;
+  if (indices) {
+    auto f = bufferOf(indices, op);
+    if (failed(f))
+      return failure();
+    idxBuf = *f;
+  }
+  // A rank-1 gather indexes its only dimension: one element per index.
+  bool gatherInner = indices && rank == 1;
+  int64_t width = gatherInner ? 1 : vectorWidth({elt}, shape.back());
+  TypedAttr padAttr = dyn_cast_or_null<TypedAttr>(padding);
+  if (!padAttr)
+    padAttr = cast<TypedAttr>(b.getZeroAttr(elt));
+  auto vecType = VectorType::get({width}, elt);
+
+  Value c0 = arith::ConstantIndexOp::create(b, 0);
+  Value cTrue = arith::ConstantIntOp::create(b, 1, 1);
+
+  // The view index of tile dimension `d` at tile index `iv`.
+  auto viewIndex = [&](ImplicitLocOpBuilder &ib, int64_t d, Value iv) -> Value {
+    if (indices && d == 0) {
+      Value raw = memref::LoadOp::create(ib, idxBuf, ValueRange{iv});
+      return arith::IndexCastOp::create(ib, ib.getIndexType(), raw);
+    }
+    int64_t offsetPos = indices ? d - 1 : d;
+    return arith::AddIOp::create(ib, offsets[offsetPos], iv);
+  };
+  auto inRange = [&](ImplicitLocOpBuilder &ib, Value i, int64_t d) -> Value {
+    Value ge = arith::CmpIOp::create(ib, arith::CmpIPredicate::sge, i, c0);
+    Value lt = arith::CmpIOp::create(ib, arith::CmpIPredicate::slt, i,
+                                     vi.sizes[d]);
+    return arith::AndIOp::create(ib, ge, lt);
+  };
+
+  SmallVector<int64_t> outerShape(shape.begin(), shape.end());
+  outerShape.back() = 1; // the innermost dimension is walked below
+  forEachIndex(b, outerShape, 1, [&](ImplicitLocOpBuilder &ob,
+                                     ValueRange outerIvs) {
+    // View indices and validity of the outer dimensions.
+    SmallVector<Value> viewIdx;
+    Value rowValid = cTrue;
+    for (int64_t d = 0; d + 1 < rank; ++d) {
+      Value i = viewIndex(ob, d, outerIvs[d]);
+      viewIdx.push_back(i);
+      rowValid = arith::AndIOp::create(ob, rowValid, inRange(ob, i, d));
+    }
+    Value lb = arith::ConstantIndexOp::create(ob, 0);
+    Value ub = arith::ConstantIndexOp::create(ob, shape.back());
+    Value st = arith::ConstantIndexOp::create(ob, width);
+    scf::ForOp::create(
+        ob, lb, ub, st, ValueRange{},
+        [&](OpBuilder &fb, Location loc, Value j, ValueRange) {
+          ImplicitLocOpBuilder ib(loc, fb);
+          SmallVector<Value> tileIdx(outerIvs.begin(), outerIvs.end());
+          tileIdx.back() = j;
+          if (rank == 1)
+            tileIdx.assign({j});
+          Value col = viewIndex(ib, rank - 1, j);
+          SmallVector<Value> fullIdx(viewIdx);
+          fullIdx.push_back(col);
+          Value colValid = inRange(ib, col, rank - 1);
+          Value valid = arith::AndIOp::create(ib, rowValid, colValid);
+
+          if (width == 1) {
+            // Per-element access with a bounds check.
+            if (isStore) {
+              Value v = loadElems(ib, tileBuf, tileIdx, elt, 1);
+              auto ifOp = scf::IfOp::create(ib, TypeRange{}, valid, false);
+              OpBuilder tb = ifOp.getThenBodyBuilder();
+              memref::StoreOp::create(tb, loc, v, vi.memref, fullIdx);
+            } else {
+              auto ifOp = scf::IfOp::create(ib, TypeRange{elt}, valid, true);
+              OpBuilder tb = ifOp.getThenBodyBuilder();
+              Value l = memref::LoadOp::create(tb, loc, vi.memref, fullIdx);
+              scf::YieldOp::create(tb, loc, l);
+              OpBuilder eb = ifOp.getElseBodyBuilder();
+              Value p = arith::ConstantOp::create(eb, loc, padAttr);
+              scf::YieldOp::create(eb, loc, p);
+              storeElems(ib, ifOp.getResult(0), tileBuf, tileIdx, 1);
+            }
+            scf::YieldOp::create(ib);
+            return;
+          }
+
+          // Vector chunk: fast masked path when the chunk starts inside the
+          // view and the innermost stride is 1.
+          Value fast = arith::AndIOp::create(ib, valid, vi.unitStride);
+          Value remaining = arith::SubIOp::create(
+              ib, vi.sizes[rank - 1], col);
+          auto maskType = VectorType::get({width}, ib.getI1Type());
+          if (isStore) {
+            Value v = loadElems(ib, tileBuf, tileIdx, elt, width);
+            auto ifOp = scf::IfOp::create(ib, TypeRange{}, fast, true);
+            {
+              OpBuilder tb = ifOp.getThenBodyBuilder();
+              Value mask = vector::CreateMaskOp::create(
+                  tb, loc, maskType, ValueRange{remaining});
+              vector::MaskedStoreOp::create(tb, loc, vi.unitMemref, fullIdx,
+                                            mask, v);
+            }
+            {
+              OpBuilder eb = ifOp.getElseBodyBuilder();
+              ImplicitLocOpBuilder eib(loc, eb);
+              Value l0 = arith::ConstantIndexOp::create(eib, 0);
+              Value lw = arith::ConstantIndexOp::create(eib, width);
+              Value l1 = arith::ConstantIndexOp::create(eib, 1);
+              scf::ForOp::create(
+                  eib, l0, lw, l1, ValueRange{},
+                  [&](OpBuilder &lb2, Location l2, Value lane, ValueRange) {
+                    ImplicitLocOpBuilder lib(l2, lb2);
+                    Value c = arith::AddIOp::create(lib, col, lane);
+                    Value ok = arith::AndIOp::create(lib, rowValid,
+                                                     inRange(lib, c, rank - 1));
+                    SmallVector<Value> idx(viewIdx);
+                    idx.push_back(c);
+                    auto inner = scf::IfOp::create(lib, TypeRange{}, ok, false);
+                    OpBuilder tb = inner.getThenBodyBuilder();
+                    Value e = vector::ExtractOp::create(
+                        tb, l2, v, ArrayRef<OpFoldResult>{lane});
+                    memref::StoreOp::create(tb, l2, e, vi.memref, idx);
+                    scf::YieldOp::create(lib);
+                  });
+            }
+          } else {
+            auto ifOp = scf::IfOp::create(ib, TypeRange{vecType}, fast, true);
+            {
+              OpBuilder tb = ifOp.getThenBodyBuilder();
+              Value mask = vector::CreateMaskOp::create(
+                  tb, loc, maskType, ValueRange{remaining});
+              ImplicitLocOpBuilder tib(loc, tb);
+              Value pass = splatConstant(tib, padAttr, width);
+              Value l = vector::MaskedLoadOp::create(
+                  tb, loc, vecType, vi.unitMemref, fullIdx, mask, pass);
+              scf::YieldOp::create(tb, loc, l);
+            }
+            {
+              OpBuilder eb = ifOp.getElseBodyBuilder();
+              ImplicitLocOpBuilder eib(loc, eb);
+              Value pass = splatConstant(eib, padAttr, width);
+              Value l0 = arith::ConstantIndexOp::create(eib, 0);
+              Value lw = arith::ConstantIndexOp::create(eib, width);
+              Value l1 = arith::ConstantIndexOp::create(eib, 1);
+              auto loop = scf::ForOp::create(
+                  eib, l0, lw, l1, ValueRange{pass},
+                  [&](OpBuilder &lb2, Location l2, Value lane,
+                      ValueRange acc) {
+                    ImplicitLocOpBuilder lib(l2, lb2);
+                    Value c = arith::AddIOp::create(lib, col, lane);
+                    Value ok = arith::AndIOp::create(lib, rowValid,
+                                                     inRange(lib, c, rank - 1));
+                    SmallVector<Value> idx(viewIdx);
+                    idx.push_back(c);
+                    auto inner =
+                        scf::IfOp::create(lib, TypeRange{vecType}, ok, true);
+                    OpBuilder tb = inner.getThenBodyBuilder();
+                    Value e = memref::LoadOp::create(tb, l2, vi.memref, idx);
+                    Value ins = vector::InsertOp::create(
+                        tb, l2, e, acc[0], ArrayRef<OpFoldResult>{lane});
+                    scf::YieldOp::create(tb, l2, ins);
+                    OpBuilder eb2 = inner.getElseBodyBuilder();
+                    scf::YieldOp::create(eb2, l2, acc[0]);
+                    scf::YieldOp::create(lib, inner.getResult(0));
+                  });
+              scf::YieldOp::create(eib, loop.getResult(0));
+            }
+            storeElems(ib, ifOp.getResult(0), tileBuf, tileIdx, width);
+          }
+          scf::YieldOp::create(ib);
+        });
+  });
+  return success();
+}
+
+LogicalResult KernelLowering::lowerAtomicAdd(AtomicAddOp op) {
+  auto it = views.find(op.getView());
+  if (it == views.end())
+    return op->emitError("kiln CPU lowering: the view must be made by a "
+                         "kiln.make_view in the same kernel");
+  const ViewInfo &vi = it->second;
+  auto tileType = op.getValue().getType();
+  auto buf = bufferOf(op.getValue(), op);
+  if (failed(buf))
+    return failure();
+  ImplicitLocOpBuilder b(op.getLoc(), op);
+  Value c0 = arith::ConstantIndexOp::create(b, 0);
+  Type elt = tileType.getElementType();
+  auto kind = isa<FloatType>(elt) ? arith::AtomicRMWKind::addf
+                                  : arith::AtomicRMWKind::addi;
+  forEachIndex(b, tileType.getShape(), 1, [&](ImplicitLocOpBuilder &ib,
+                                              ValueRange idx) {
+    Value valid = arith::ConstantIntOp::create(ib, 1, 1);
+    SmallVector<Value> viewIdx;
+    for (auto [d, iv] : llvm::enumerate(idx)) {
+      Value i = arith::AddIOp::create(ib, op.getOffsets()[d], iv);
+      viewIdx.push_back(i);
+      Value ge = arith::CmpIOp::create(ib, arith::CmpIPredicate::sge, i, c0);
+      Value lt = arith::CmpIOp::create(ib, arith::CmpIPredicate::slt, i,
+                                       vi.sizes[d]);
+      valid = arith::AndIOp::create(ib, valid,
+                                    arith::AndIOp::create(ib, ge, lt));
+    }
+    Value v = memref::LoadOp::create(ib, *buf, idx);
+    auto ifOp = scf::IfOp::create(ib, TypeRange{}, valid, false);
+    OpBuilder tb = ifOp.getThenBodyBuilder();
+    memref::AtomicRMWOp::create(tb, op.getLoc(), kind, v, vi.memref, viewIdx);
+  });
+  toErase.push_back(op);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Tile algebra
+//===----------------------------------------------------------------------===//
+
+LogicalResult KernelLowering::lowerElementwise(Operation *op) {
+  auto resultType = cast<RankedTensorType>(op->getResult(0).getType());
+  SmallVector<Type> types;
+  for (Type t : op->getOperandTypes())
+    types.push_back(getElementTypeOrSelf(t));
+  for (Type t : op->getResultTypes())
+    types.push_back(getElementTypeOrSelf(t));
+  int64_t w = vectorWidth(types, resultType.getShape().back());
+  SmallVector<Value> operandBufs;
+  for (Value v : op->getOperands()) {
+    if (isa<RankedTensorType>(v.getType())) {
+      auto buf = bufferOf(v, op);
+      if (failed(buf))
+        return failure();
+      operandBufs.push_back(*buf);
+    } else {
+      operandBufs.push_back(Value());
+    }
+  }
+  SmallVector<Value> resultBufs;
+  for (Value r : op->getResults())
+    resultBufs.push_back(
+        allocTile(cast<RankedTensorType>(r.getType()), op->getLoc()));
+  ImplicitLocOpBuilder b(op->getLoc(), op);
+  bool isSelect = isa<arith::SelectOp>(op);
+  forEachIndex(b, resultType.getShape(), w, [&](ImplicitLocOpBuilder &ib,
+                                                ValueRange idx) {
+    SmallVector<Value> operands;
+    for (auto [i, v] : llvm::enumerate(op->getOperands())) {
+      if (operandBufs[i]) {
+        operands.push_back(loadElems(ib, operandBufs[i], idx,
+                                     getElementTypeOrSelf(v.getType()), w));
+      } else if (w > 1 && !(isSelect && i == 0)) {
+        operands.push_back(vector::BroadcastOp::create(
+            ib, VectorType::get({w}, v.getType()), v));
+      } else {
+        operands.push_back(v);
+      }
+    }
+    SmallVector<Type> resultTypes;
+    for (Type t : op->getResultTypes()) {
+      Type e = getElementTypeOrSelf(t);
+      resultTypes.push_back(w == 1 ? e : Type(VectorType::get({w}, e)));
+    }
+    OperationState state(op->getLoc(), op->getName().getStringRef(), operands,
+                         resultTypes, op->getAttrs());
+    Operation *scalarOp = ib.create(state);
+    for (auto [r, buf] : llvm::zip(scalarOp->getResults(), resultBufs))
+      storeElems(ib, r, buf, idx, w);
+  });
+  for (auto [r, buf] : llvm::zip(op->getResults(), resultBufs))
+    buffers[r] = buf;
+  toErase.push_back(op);
+  return success();
+}
+
+/// The register-blocked micro-kernel: for each MR x (NV*W) block of the
+/// result, MR*NV vector accumulators stay in registers across the whole
+/// contraction loop; each step loads NV vectors of a row of rhs and
+/// broadcasts MR elements of a column of lhs.
+LogicalResult KernelLowering::lowerDot(DotOp op) {
+  auto lhsType = op.getLhs().getType();
+  auto accType = op.getAcc().getType();
+  int64_t M = lhsType.getDimSize(0), K = lhsType.getDimSize(1),
+          N = accType.getDimSize(1);
+  Type inElt = lhsType.getElementType(), accElt = accType.getElementType();
+  auto a = bufferOf(op.getLhs(), op), bb = bufferOf(op.getRhs(), op),
+       c = bufferOf(op.getAcc(), op);
+  if (failed(a) || failed(bb) || failed(c))
+    return failure();
+  ImplicitLocOpBuilder b(op.getLoc(), op);
+
+  // Accumulate in place when the accumulator dies here (its only use is this
+  // dot, in the same block: a loop-carried accumulator); otherwise copy it.
+  Value out;
+  Value acc = op.getAcc();
+  bool sameBlock = acc.getParentBlock() == op->getBlock();
+  if (acc.hasOneUse() && sameBlock) {
+    out = *c;
+  } else {
+    out = allocTile(accType, op.getLoc());
+    copyTile(b, *c, out, accType);
+  }
+
+  int64_t w = vectorWidth({accElt}, N);
+  int64_t nvec = N / w;
+  int64_t nv = 1;
+  for (int64_t cand : {4, 3, 2, 1})
+    if (nvec % cand == 0) {
+      nv = cand;
+      break;
+    }
+  int64_t mr = 1;
+  for (int64_t cand : {6, 4, 3, 2, 1})
+    if (M % cand == 0 && cand * nv <= 24) {
+      mr = cand;
+      break;
+    }
+  bool isFloat = isa<FloatType>(accElt);
+  auto vt = VectorType::get({w}, accElt);
+  auto extend = [&](ImplicitLocOpBuilder &ib, Value v, Type to) -> Value {
+    if (getElementTypeOrSelf(v.getType()) == getElementTypeOrSelf(to))
+      return v;
+    if (isFloat)
+      return arith::ExtFOp::create(ib, to, v);
+    return arith::ExtSIOp::create(ib, to, v);
+  };
+
+  Value c0 = arith::ConstantIndexOp::create(b, 0);
+  Value cM = arith::ConstantIndexOp::create(b, M);
+  Value cN = arith::ConstantIndexOp::create(b, N);
+  Value cK = arith::ConstantIndexOp::create(b, K);
+  Value c1 = arith::ConstantIndexOp::create(b, 1);
+  Value cMR = arith::ConstantIndexOp::create(b, mr);
+  Value cNB = arith::ConstantIndexOp::create(b, nv * w);
+  scf::ForOp::create(b, c0, cM, cMR, ValueRange{}, [&](OpBuilder &ob1,
+                                                       Location loc, Value i0,
+                                                       ValueRange) {
+    ImplicitLocOpBuilder b1(loc, ob1);
+    scf::ForOp::create(b1, c0, cN, cNB, ValueRange{}, [&](OpBuilder &ob2,
+                                                          Location loc2,
+                                                          Value j0,
+                                                          ValueRange) {
+      ImplicitLocOpBuilder b2(loc2, ob2);
+      SmallVector<Value> rows, cols, init;
+      for (int64_t r = 0; r < mr; ++r)
+        rows.push_back(arith::AddIOp::create(
+            b2, i0, arith::ConstantIndexOp::create(b2, r)));
+      for (int64_t v = 0; v < nv; ++v)
+        cols.push_back(arith::AddIOp::create(
+            b2, j0, arith::ConstantIndexOp::create(b2, v * w)));
+      for (int64_t r = 0; r < mr; ++r)
+        for (int64_t v = 0; v < nv; ++v)
+          init.push_back(vector::LoadOp::create(b2, vt, out,
+                                                ValueRange{rows[r], cols[v]}));
+      auto kLoop = scf::ForOp::create(
+          b2, c0, cK, c1, init,
+          [&](OpBuilder &ob3, Location loc3, Value k, ValueRange accs) {
+            ImplicitLocOpBuilder b3(loc3, ob3);
+            SmallVector<Value> bv;
+            for (int64_t v = 0; v < nv; ++v) {
+              Value raw = vector::LoadOp::create(
+                  b3, VectorType::get({w}, inElt), *bb,
+                  ValueRange{k, cols[v]});
+              bv.push_back(extend(b3, raw, vt));
+            }
+            SmallVector<Value> next;
+            for (int64_t r = 0; r < mr; ++r) {
+              Value s = memref::LoadOp::create(b3, *a, ValueRange{rows[r], k});
+              s = extend(b3, s, accElt);
+              Value av = vector::BroadcastOp::create(b3, vt, s);
+              for (int64_t v = 0; v < nv; ++v) {
+                Value accv = accs[r * nv + v];
+                if (isFloat) {
+                  next.push_back(vector::FMAOp::create(b3, av, bv[v], accv));
+                } else {
+                  Value p = arith::MulIOp::create(b3, av, bv[v]);
+                  next.push_back(arith::AddIOp::create(b3, accv, p));
+                }
+              }
+            }
+            scf::YieldOp::create(b3, next);
+          });
+      for (int64_t r = 0; r < mr; ++r)
+        for (int64_t v = 0; v < nv; ++v)
+          vector::StoreOp::create(b2, kLoop.getResult(r * nv + v), out,
+                                  ValueRange{rows[r], cols[v]});
+      scf::YieldOp::create(b2);
+    });
+    scf::YieldOp::create(b1);
+  });
+  buffers[op.getResult()] = out;
+  toErase.push_back(op);
+  return success();
+}
+
+static TypedAttr reduceIdentity(Builder &b, ReduceKind kind, Type elt) {
+  if (kind == ReduceKind::sum)
+    return cast<TypedAttr>(b.getZeroAttr(elt));
+  bool isMax = kind == ReduceKind::max;
+  if (auto ft = dyn_cast<FloatType>(elt))
+    return b.getFloatAttr(
+        elt, APFloat::getInf(ft.getFloatSemantics(), /*Negative=*/isMax));
+  unsigned bits = elt.getIntOrFloatBitWidth();
+  return b.getIntegerAttr(elt, isMax ? APInt::getSignedMinValue(bits)
+                                     : APInt::getSignedMaxValue(bits));
+}
+
+static Value combine(ImplicitLocOpBuilder &b, ReduceKind kind, Value x,
+                     Value y) {
+  bool isFloat = isa<FloatType>(getElementTypeOrSelf(x.getType()));
+  switch (kind) {
+  case ReduceKind::sum:
+    if (isFloat)
+      return arith::AddFOp::create(b, x, y, arith::FastMathFlags::reassoc);
+    return arith::AddIOp::create(b, x, y);
+  case ReduceKind::max:
+    if (isFloat)
+      return arith::MaximumFOp::create(b, x, y);
+    return arith::MaxSIOp::create(b, x, y);
+  default:
+    if (isFloat)
+      return arith::MinimumFOp::create(b, x, y);
+    return arith::MinSIOp::create(b, x, y);
+  }
+}
+
+LogicalResult KernelLowering::lowerReduce(ReduceOp op) {
+  auto srcType = op.getSrc().getType();
+  auto src = bufferOf(op.getSrc(), op);
+  if (failed(src))
+    return failure();
+  Type elt = srcType.getElementType();
+  int64_t axis = op.getAxis();
+  int64_t rank = srcType.getRank();
+  ReduceKind kind = op.getKind();
+  bool isArg = kind == ReduceKind::argmax || kind == ReduceKind::argmin;
+  ImplicitLocOpBuilder b(op.getLoc(), op);
+  Type resultType = op.getResult().getType();
+  auto resultTensor = dyn_cast<RankedTensorType>(resultType);
+  Value resultBuf;
+  if (resultTensor)
+    resultBuf = allocTile(resultTensor, op.getLoc());
+  Value scalarResult;
+
+  SmallVector<int64_t> outShape(srcType.getShape());
+  outShape.erase(outShape.begin() + axis);
+  int64_t axisSize = srcType.getDimSize(axis);
+  Value c0 = arith::ConstantIndexOp::create(b, 0);
+  Value c1 = arith::ConstantIndexOp::create(b, 1);
+  Value cA = arith::ConstantIndexOp::create(b, axisSize);
+  bool isFloat = isa<FloatType>(elt);
+
+  auto srcIndex = [&](ValueRange outIdx, Value a) {
+    SmallVector<Value> idx(outIdx.begin(), outIdx.end());
+    idx.insert(idx.begin() + axis, a);
+    return idx;
+  };
+  auto finish = [&](ImplicitLocOpBuilder &ib, Value v, ValueRange outIdx,
+                    int64_t w) {
+    if (resultTensor)
+      storeElems(ib, v, resultBuf, outIdx, w);
+    else
+      scalarResult = v;
+  };
+
+  if (isArg) {
+    // Position of the first extreme element; NaN counts as the extreme.
+    bool isMax = kind == ReduceKind::argmax;
+    auto body = [&](ImplicitLocOpBuilder &ib, ValueRange outIdx) {
+      Value first = memref::LoadOp::create(ib, *src, srcIndex(outIdx, c0));
+      Value zero = arith::ConstantIntOp::create(ib, 0, 32);
+      auto loop = scf::ForOp::create(
+          ib, c1, cA, c1, ValueRange{first, zero},
+          [&](OpBuilder &ob, Location loc, Value a, ValueRange it) {
+            ImplicitLocOpBuilder lb(loc, ob);
+            Value x = memref::LoadOp::create(lb, *src, srcIndex(outIdx, a));
+            Value better;
+            if (isFloat) {
+              better = arith::CmpFOp::create(
+                  lb, isMax ? arith::CmpFPredicate::OGT
+                            : arith::CmpFPredicate::OLT,
+                  x, it[0]);
+              Value xNaN = arith::CmpFOp::create(
+                  lb, arith::CmpFPredicate::UNO, x, x);
+              Value bestNaN = arith::CmpFOp::create(
+                  lb, arith::CmpFPredicate::UNO, it[0], it[0]);
+              Value notBestNaN = arith::XOrIOp::create(
+                  lb, bestNaN, arith::ConstantIntOp::create(lb, 1, 1));
+              better = arith::OrIOp::create(
+                  lb, better, arith::AndIOp::create(lb, xNaN, notBestNaN));
+            } else {
+              better = arith::CmpIOp::create(
+                  lb, isMax ? arith::CmpIPredicate::sgt
+                            : arith::CmpIPredicate::slt,
+                  x, it[0]);
+            }
+            Value ai = arith::IndexCastOp::create(lb, lb.getI32Type(), a);
+            Value nb = arith::SelectOp::create(lb, better, x, it[0]);
+            Value ni = arith::SelectOp::create(lb, better, ai, it[1]);
+            scf::YieldOp::create(lb, ValueRange{nb, ni});
+          });
+      finish(ib, loop.getResult(1), outIdx, 1);
+    };
+    if (outShape.empty())
+      body(b, ValueRange{});
+    else
+      forEachIndex(b, outShape, 1, body);
+  } else if (axis == rank - 1) {
+    // Reduce along the contiguous dimension: vector partial results, then a
+    // horizontal reduction.
+    int64_t w = vectorWidth({elt}, axisSize);
+    TypedAttr ident = reduceIdentity(b, kind, elt);
+    auto body = [&](ImplicitLocOpBuilder &ib, ValueRange outIdx) {
+      Value init = splatConstant(ib, ident, w);
+      Value cW = arith::ConstantIndexOp::create(ib, w);
+      auto loop = scf::ForOp::create(
+          ib, c0, cA, cW, ValueRange{init},
+          [&](OpBuilder &ob, Location loc, Value a, ValueRange it) {
+            ImplicitLocOpBuilder lb(loc, ob);
+            Value x = loadElems(lb, *src, srcIndex(outIdx, a), elt, w);
+            scf::YieldOp::create(lb, combine(lb, kind, it[0], x));
+          });
+      Value r = loop.getResult(0);
+      if (w > 1) {
+        vector::CombiningKind ck =
+            kind == ReduceKind::sum
+                ? vector::CombiningKind::ADD
+                : (kind == ReduceKind::max
+                       ? (isFloat ? vector::CombiningKind::MAXIMUMF
+                                  : vector::CombiningKind::MAXSI)
+                       : (isFloat ? vector::CombiningKind::MINIMUMF
+                                  : vector::CombiningKind::MINSI));
+        auto red = vector::ReductionOp::create(ib, ck, r);
+        if (kind == ReduceKind::sum && isFloat)
+          red.setFastmath(arith::FastMathFlags::reassoc);
+        r = red;
+      }
+      finish(ib, r, outIdx, 1);
+    };
+    if (outShape.empty())
+      body(b, ValueRange{});
+    else
+      forEachIndex(b, outShape, 1, body);
+  } else {
+    // Reduce along an outer dimension: vectors along the (kept) last one.
+    int64_t w = vectorWidth({elt}, outShape.back());
+    TypedAttr ident = reduceIdentity(b, kind, elt);
+    forEachIndex(b, outShape, w, [&](ImplicitLocOpBuilder &ib,
+                                     ValueRange outIdx) {
+      Value init = splatConstant(ib, ident, w);
+      auto loop = scf::ForOp::create(
+          ib, c0, cA, c1, ValueRange{init},
+          [&](OpBuilder &ob, Location loc, Value a, ValueRange it) {
+            ImplicitLocOpBuilder lb(loc, ob);
+            Value x = loadElems(lb, *src, srcIndex(outIdx, a), elt, w);
+            scf::YieldOp::create(lb, combine(lb, kind, it[0], x));
+          });
+      finish(ib, loop.getResult(0), outIdx, w);
+    });
+  }
+  if (resultTensor)
+    buffers[op.getResult()] = resultBuf;
+  else
+    op.getResult().replaceAllUsesWith(scalarResult);
+  toErase.push_back(op);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Control flow carrying tiles
+//===----------------------------------------------------------------------===//
+
+static bool isTile(Value v) { return isa<RankedTensorType>(v.getType()); }
+
+LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
+  bool carriesTiles = llvm::any_of(op.getInitArgs(), isTile);
+  if (!carriesTiles)
+    return lowerBlock(*op.getBody());
+
+  ImplicitLocOpBuilder b(op.getLoc(), op);
+  // Each loop-carried tile lives in one buffer for the whole loop.
+  SmallVector<Value> iterBufs(op.getNumRegionIterArgs());
+  SmallVector<Value> scalarInits;
+  for (auto [i, init] : llvm::enumerate(op.getInitArgs())) {
+    if (!isTile(init)) {
+      scalarInits.push_back(init);
+      continue;
+    }
+    auto type = cast<RankedTensorType>(init.getType());
+    auto src = bufferOf(init, op);
+    if (failed(src))
+      return failure();
+    iterBufs[i] = allocTile(type, op.getLoc());
+    copyTile(b, *src, iterBufs[i], type);
+  }
+  auto newLoop = scf::ForOp::create(b, op.getLowerBound(), op.getUpperBound(),
+                                    op.getStep(), scalarInits);
+  Block *newBody = newLoop.getBody();
+  Block *oldBody = op.getBody();
+  // Map the old block arguments: iv, then scalars to new args, tiles to bufs.
+  SmallVector<Value> replacements;
+  replacements.push_back(newLoop.getInductionVar());
+  unsigned scalarIdx = 0;
+  for (auto [i, arg] : llvm::enumerate(op.getRegionIterArgs())) {
+    if (iterBufs[i]) {
+      replacements.push_back(arg); // placeholder, remapped through buffers
+      buffers[arg] = iterBufs[i];
+    } else {
+      replacements.push_back(newLoop.getRegionIterArgs()[scalarIdx++]);
+    }
+  }
+  // Move the old body into the new loop (dropping the new loop's default
+  // terminator if any).
+  if (!newBody->empty())
+    newBody->getTerminator()->erase();
+  for (auto [i, arg] : llvm::enumerate(oldBody->getArguments())) {
+    if (i > 0 && iterBufs[i - 1])
+      continue;
+    arg.replaceAllUsesWith(replacements[i]);
+  }
+  newBody->getOperations().splice(newBody->end(), oldBody->getOperations());
+
+  if (failed(lowerBlock(*newBody)))
+    return failure();
+
+  // Rewrite the yield: copy yielded tiles into the iteration buffers. If a
+  // yielded tile is another position's iteration buffer, stage through
+  // temporaries so the parallel assignment stays correct.
+  auto yield = cast<scf::YieldOp>(newBody->getTerminator());
+  ImplicitLocOpBuilder yb(yield.getLoc(), yield);
+  SmallVector<Value> srcBufs(iterBufs.size());
+  bool hazard = false;
+  for (auto [i, v] : llvm::enumerate(yield.getOperands())) {
+    if (!iterBufs[i])
+      continue;
+    auto s = bufferOf(v, yield);
+    if (failed(s))
+      return failure();
+    srcBufs[i] = *s;
+    for (auto [j, other] : llvm::enumerate(iterBufs))
+      if (j != i && other == *s)
+        hazard = true;
+  }
+  for (auto [i, s] : llvm::enumerate(srcBufs)) {
+    if (!s || s == iterBufs[i])
+      continue;
+    auto type = cast<RankedTensorType>(op.getResult(i).getType());
+    if (hazard) {
+      Value tmp = allocTile(type, yield.getLoc());
+      copyTile(yb, s, tmp, type);
+      srcBufs[i] = tmp;
+    }
+  }
+  for (auto [i, s] : llvm::enumerate(srcBufs)) {
+    if (!s || s == iterBufs[i])
+      continue;
+    copyTile(yb, s, iterBufs[i],
+             cast<RankedTensorType>(op.getResult(i).getType()));
+  }
+  SmallVector<Value> scalarYields;
+  for (auto [i, v] : llvm::enumerate(yield.getOperands()))
+    if (!iterBufs[i])
+      scalarYields.push_back(v);
+  scf::YieldOp::create(yb, scalarYields);
+  yield.erase();
+
+  scalarIdx = 0;
+  for (auto [i, r] : llvm::enumerate(op.getResults())) {
+    if (iterBufs[i])
+      buffers[r] = iterBufs[i];
+    else
+      r.replaceAllUsesWith(newLoop.getResult(scalarIdx++));
+  }
+  toErase.push_back(op);
+  return success();
+}
+
+LogicalResult KernelLowering::lowerIf(scf::IfOp op) {
+  bool yieldsTiles = llvm::any_of(op.getResults(), isTile);
+  if (!yieldsTiles) {
+    for (Region &r : op->getRegions())
+      for (Block &blk : r)
+        if (failed(lowerBlock(blk)))
+          return failure();
+    return success();
+  }
+  ImplicitLocOpBuilder b(op.getLoc(), op);
+  SmallVector<Value> resultBufs(op.getNumResults());
+  SmallVector<Type> scalarTypes;
+  for (auto [i, r] : llvm::enumerate(op.getResults())) {
+    if (isTile(r))
+      resultBufs[i] = allocTile(cast<RankedTensorType>(r.getType()),
+                                op.getLoc());
+    else
+      scalarTypes.push_back(r.getType());
+  }
+  auto newIf = scf::IfOp::create(b, scalarTypes, op.getCondition(),
+                                 /*withElseRegion=*/true);
+  for (auto [oldRegion, newRegion] :
+       llvm::zip(op->getRegions(), newIf->getRegions())) {
+    Block *newBlock = &newRegion.front();
+    if (!newBlock->empty())
+      newBlock->getTerminator()->erase();
+    if (oldRegion.empty())
+      continue;
+    newBlock->getOperations().splice(newBlock->end(),
+                                     oldRegion.front().getOperations());
+    if (failed(lowerBlock(*newBlock)))
+      return failure();
+    auto yield = cast<scf::YieldOp>(newBlock->getTerminator());
+    ImplicitLocOpBuilder yb(yield.getLoc(), yield);
+    SmallVector<Value> scalars;
+    for (auto [i, v] : llvm::enumerate(yield.getOperands())) {
+      if (!resultBufs[i]) {
+        scalars.push_back(v);
+        continue;
+      }
+      auto s = bufferOf(v, yield);
+      if (failed(s))
+        return failure();
+      copyTile(yb, *s, resultBufs[i], cast<RankedTensorType>(v.getType()));
+    }
+    scf::YieldOp::create(yb, scalars);
+    yield.erase();
+  }
+  unsigned scalarIdx = 0;
+  for (auto [i, r] : llvm::enumerate(op.getResults())) {
+    if (resultBufs[i])
+      buffers[r] = resultBufs[i];
+    else
+      r.replaceAllUsesWith(newIf.getResult(scalarIdx++));
+  }
+  toErase.push_back(op);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Dispatch
+//===----------------------------------------------------------------------===//
+
+LogicalResult KernelLowering::lowerBlock(Block &block) {
+  for (Operation &op : llvm::make_early_inc_range(block))
+    if (failed(lowerOp(&op)))
+      return failure();
+  return success();
+}
+
+LogicalResult KernelLowering::lowerOp(Operation *op) {
+  Location loc = op->getLoc();
+  auto tileResult = [&](Value r) { return cast<RankedTensorType>(r.getType()); };
+
+  // Terminators carrying tiles are rewritten by their parent's lowering.
+  if (isa<scf::YieldOp>(op))
+    return success();
+  if (auto pid = dyn_cast<ProgramIdOp>(op)) {
+    pid.getResult().replaceAllUsesWith(grid[static_cast<int>(pid.getAxis())]);
+    toErase.push_back(op);
+    return success();
+  }
+  if (auto np = dyn_cast<NumProgramsOp>(op)) {
+    np.getResult().replaceAllUsesWith(
+        grid[3 + static_cast<int>(np.getAxis())]);
+    toErase.push_back(op);
+    return success();
+  }
+  if (auto mv = dyn_cast<MakeViewOp>(op))
+    return lowerMakeView(mv);
+  if (auto load = dyn_cast<LoadOp>(op)) {
+    Value buf = allocTile(load.getResult().getType(), loc);
+    buffers[load.getResult()] = buf;
+    toErase.push_back(op);
+    return lowerViewAccess(op, load.getView(), Value(), load.getOffsets(), buf,
+                           load.getResult().getType(),
+                           load.getPaddingAttr(), /*isStore=*/false);
+  }
+  if (auto gather = dyn_cast<GatherOp>(op)) {
+    Value buf = allocTile(gather.getResult().getType(), loc);
+    buffers[gather.getResult()] = buf;
+    toErase.push_back(op);
+    return lowerViewAccess(op, gather.getView(), gather.getIndices(),
+                           gather.getOffsets(), buf,
+                           gather.getResult().getType(),
+                           gather.getPaddingAttr(), /*isStore=*/false);
+  }
+  if (auto store = dyn_cast<StoreOp>(op)) {
+    auto buf = bufferOf(store.getValue(), op);
+    if (failed(buf))
+      return failure();
+    toErase.push_back(op);
+    return lowerViewAccess(op, store.getView(), Value(), store.getOffsets(),
+                           *buf, store.getValue().getType(), Attribute(),
+                           /*isStore=*/true);
+  }
+  if (auto scatter = dyn_cast<ScatterOp>(op)) {
+    auto buf = bufferOf(scatter.getValue(), op);
+    if (failed(buf))
+      return failure();
+    toErase.push_back(op);
+    return lowerViewAccess(op, scatter.getView(), scatter.getIndices(),
+                           scatter.getOffsets(), *buf,
+                           scatter.getValue().getType(), Attribute(),
+                           /*isStore=*/true);
+  }
+  if (auto add = dyn_cast<AtomicAddOp>(op))
+    return lowerAtomicAdd(add);
+  if (auto dot = dyn_cast<DotOp>(op))
+    return lowerDot(dot);
+  if (auto red = dyn_cast<ReduceOp>(op))
+    return lowerReduce(red);
+  if (auto forOp = dyn_cast<scf::ForOp>(op))
+    return lowerFor(forOp);
+  if (auto ifOp = dyn_cast<scf::IfOp>(op))
+    return lowerIf(ifOp);
+
+  if (auto splat = dyn_cast<SplatOp>(op)) {
+    auto type = splat.getResult().getType();
+    Value buf = allocTile(type, loc);
+    ImplicitLocOpBuilder b(loc, op);
+    int64_t w = vectorWidth({type.getElementType()}, type.getShape().back());
+    Value v = splat.getValue();
+    if (w > 1)
+      v = vector::BroadcastOp::create(
+          b, VectorType::get({w}, type.getElementType()), v);
+    forEachIndex(b, type.getShape(), w, [&](ImplicitLocOpBuilder &ib,
+                                            ValueRange idx) {
+      storeElems(ib, v, buf, idx, w);
+    });
+    buffers[splat.getResult()] = buf;
+    toErase.push_back(op);
+    return success();
+  }
+  if (auto cst = dyn_cast<arith::ConstantOp>(op)) {
+    auto type = dyn_cast<RankedTensorType>(cst.getType());
+    if (!type)
+      return success();
+    auto splat = dyn_cast<SplatElementsAttr>(cst.getValue());
+    if (!splat)
+      return op->emitError("kiln CPU lowering: only splat tile constants are "
+                           "supported; build other constant tiles with "
+                           "kiln.arange and arithmetic");
+    Value buf = allocTile(type, loc);
+    ImplicitLocOpBuilder b(loc, op);
+    int64_t w = vectorWidth({type.getElementType()}, type.getShape().back());
+    Value v = splatConstant(b, cast<TypedAttr>(splat.getSplatValue<Attribute>()),
+                            w);
+    forEachIndex(b, type.getShape(), w, [&](ImplicitLocOpBuilder &ib,
+                                            ValueRange idx) {
+      storeElems(ib, v, buf, idx, w);
+    });
+    buffers[cst.getResult()] = buf;
+    toErase.push_back(op);
+    return success();
+  }
+  if (auto ar = dyn_cast<ArangeOp>(op)) {
+    auto type = ar.getResult().getType();
+    Value buf = allocTile(type, loc);
+    ImplicitLocOpBuilder b(loc, op);
+    Type elt = type.getElementType();
+    forEachIndex(b, type.getShape(), 1, [&](ImplicitLocOpBuilder &ib,
+                                            ValueRange idx) {
+      Value i = arith::IndexCastOp::create(ib, elt, idx[0]);
+      Value s = arith::ConstantIntOp::create(ib, elt, ar.getStart());
+      storeElems(ib, arith::AddIOp::create(ib, i, s), buf, idx, 1);
+    });
+    buffers[ar.getResult()] = buf;
+    toErase.push_back(op);
+    return success();
+  }
+  if (auto bc = dyn_cast<BroadcastOp>(op)) {
+    auto srcType = bc.getSrc().getType();
+    auto type = bc.getResult().getType();
+    auto src = bufferOf(bc.getSrc(), op);
+    if (failed(src))
+      return failure();
+    Value buf = allocTile(type, loc);
+    ImplicitLocOpBuilder b(loc, op);
+    bool innerBroadcast = srcType.getShape().back() != type.getShape().back();
+    int64_t w = vectorWidth({type.getElementType()}, type.getShape().back());
+    Value c0 = arith::ConstantIndexOp::create(b, 0);
+    forEachIndex(b, type.getShape(), w, [&](ImplicitLocOpBuilder &ib,
+                                            ValueRange idx) {
+      SmallVector<Value> sidx;
+      for (auto [d, iv] : llvm::enumerate(idx))
+        sidx.push_back(srcType.getDimSize(d) == type.getDimSize(d) ? iv : c0);
+      Value v;
+      if (innerBroadcast) {
+        v = loadElems(ib, *src, sidx, type.getElementType(), 1);
+        if (w > 1)
+          v = vector::BroadcastOp::create(
+              ib, VectorType::get({w}, type.getElementType()), v);
+      } else {
+        v = loadElems(ib, *src, sidx, type.getElementType(), w);
+      }
+      storeElems(ib, v, buf, idx, w);
+    });
+    buffers[bc.getResult()] = buf;
+    toErase.push_back(op);
+    return success();
+  }
+  if (isa<ExpandDimsOp, ReshapeOp>(op)) {
+    // Same elements in the same row-major order: a flat copy.
+    Value srcTile = op->getOperand(0);
+    auto srcType = cast<RankedTensorType>(srcTile.getType());
+    auto type = tileResult(op->getResult(0));
+    auto src = bufferOf(srcTile, op);
+    if (failed(src))
+      return failure();
+    Value buf = allocTile(type, loc);
+    ImplicitLocOpBuilder b(loc, op);
+    int64_t n = type.getNumElements();
+    Type stored = storageType(type.getElementType());
+    auto flatType = MemRefType::get({n}, stored);
+    auto flatten = [&](Value m, RankedTensorType t) -> Value {
+      SmallVector<ReassociationIndices> re(1);
+      for (int64_t d = 0; d < t.getRank(); ++d)
+        re[0].push_back(d);
+      if (t.getRank() == 1)
+        return m;
+      return memref::CollapseShapeOp::create(b, flatType, m, re);
+    };
+    Value from = flatten(*src, srcType);
+    Value to = flatten(buf, type);
+    auto flatTensor = RankedTensorType::get({n}, type.getElementType());
+    copyTile(b, from, to, flatTensor);
+    buffers[op->getResult(0)] = buf;
+    toErase.push_back(op);
+    return success();
+  }
+  if (auto tr = dyn_cast<TransOp>(op)) {
+    auto type = tr.getResult().getType();
+    auto src = bufferOf(tr.getSrc(), op);
+    if (failed(src))
+      return failure();
+    Value buf = allocTile(type, loc);
+    ImplicitLocOpBuilder b(loc, op);
+    ArrayRef<int32_t> order = tr.getOrder();
+    forEachIndex(b, type.getShape(), 1, [&](ImplicitLocOpBuilder &ib,
+                                            ValueRange idx) {
+      SmallVector<Value> sidx(idx.size());
+      for (auto [i, d] : llvm::enumerate(order))
+        sidx[d] = idx[i];
+      Value v = loadElems(ib, *src, sidx, type.getElementType(), 1);
+      storeElems(ib, v, buf, idx, 1);
+    });
+    buffers[tr.getResult()] = buf;
+    toErase.push_back(op);
+    return success();
+  }
+  if (auto ex = dyn_cast<tensor::ExtractOp>(op)) {
+    auto src = bufferOf(ex.getTensor(), op);
+    if (failed(src))
+      return failure();
+    ImplicitLocOpBuilder b(loc, op);
+    Value v = loadElems(b, *src, ex.getIndices(), ex.getType(), 1);
+    ex.getResult().replaceAllUsesWith(v);
+    toErase.push_back(op);
+    return success();
+  }
+  bool touchesTiles = llvm::any_of(op->getOperands(), isTile) ||
+                      llvm::any_of(op->getResults(), isTile);
+  if (touchesTiles && op->hasTrait<OpTrait::Elementwise>() &&
+      op->getNumRegions() == 0 && op->getNumResults() >= 1 &&
+      llvm::all_of(op->getResults(), isTile))
+    return lowerElementwise(op);
+  if (touchesTiles)
+    return op->emitError("kiln CPU lowering: '")
+           << op->getName() << "' on tiles is not supported by the CPU target";
+  for (Region &r : op->getRegions())
+    for (Block &blk : r)
+      if (failed(lowerBlock(blk)))
+        return failure();
+  return success();
+}
+
+LogicalResult KernelLowering::run(Block &body, ArrayRef<Value> gridArgs) {
+  grid.assign(gridArgs.begin(), gridArgs.end());
+  if (failed(lowerBlock(body)))
+    return failure();
+  // Erase the lowered ops, users first. Tile values have no users left but
+  // other lowered ops, which are erased before them.
+  // Drop every operand first: a moved loop body still refers to the old
+  // loop's block arguments until the old loop is gone.
+  for (Operation *op : toErase)
+    op->dropAllReferences();
+  for (Operation *op : llvm::reverse(toErase)) {
+    op->dropAllUses();
+    op->erase();
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Kernel signature and the launch entry
+//===----------------------------------------------------------------------===//
+
+/// The runtime's name for a scalar or pointee type (docs/bundle-format.md).
+std::string dtypeName(Type t) {
+  if (t.isIndex())
+    return "i64";
+  if (t.isBF16())
+    return "bf16";
+  if (t.isF16())
+    return "f16";
+  if (t.isF32())
+    return "f32";
+  if (t.isF64())
+    return "f64";
+  if (auto it = dyn_cast<IntegerType>(t)) {
+    if (it.isUnsigned() && it.getWidth() == 8)
+      return "u8";
+    return "i" + std::to_string(it.getWidth());
+  }
+  return "";
+}
+
+/// Converts one kiln.func into the kernel body and its launch entry.
+LogicalResult lowerKernel(FuncOp kernel, unsigned vectorBits) {
+  MLIRContext *ctx = kernel.getContext();
+  OpBuilder b(kernel);
+  Location loc = kernel.getLoc();
+  SmallVector<Type> argTypes;
+  SmallVector<Attribute> signature;
+  for (auto [i, t] : llvm::enumerate(kernel.getArgumentTypes())) {
+    std::string name = "arg" + std::to_string(i);
+    if (auto ptr = dyn_cast<PtrType>(t)) {
+      argTypes.push_back(
+          MemRefType::get({ShapedType::kDynamic}, ptr.getElementType()));
+      std::string dt = dtypeName(ptr.getElementType());
+      if (dt.empty())
+        return kernel.emitError("kiln CPU lowering: unsupported pointee type ")
+               << ptr.getElementType();
+      signature.push_back(b.getStringAttr("ptr " + dt));
+    } else {
+      argTypes.push_back(t);
+      std::string dt = dtypeName(t);
+      if (dt.empty())
+        return kernel.emitError("kiln CPU lowering: unsupported scalar "
+                                "argument type ")
+               << t;
+      signature.push_back(b.getStringAttr("scalar " + dt));
+    }
+  }
+  size_t numUser = argTypes.size();
+  for (int i = 0; i < 6; ++i)
+    argTypes.push_back(b.getI32Type());
+  auto bodyFunc = func::FuncOp::create(b, loc, kernel.getSymName(),
+                                       b.getFunctionType(argTypes, {}));
+  bodyFunc.setPrivate();
+  bodyFunc->setAttr("kiln.signature", b.getArrayAttr(signature));
+  bodyFunc->setAttr("kiln.grid_rank", b.getI64IntegerAttr(kernel.getGridRank()));
+  if (kernel.isExternal())
+    return kernel.emitError("kiln CPU lowering: kernel has no body");
+
+  // Move the body; retype pointer arguments to memrefs (their only users,
+  // kiln.make_view, are lowered to reinterpret casts of them).
+  Region &body = bodyFunc.getBody();
+  body.takeBody(kernel.getBody());
+  Block &entry = body.front();
+  for (auto [i, arg] : llvm::enumerate(entry.getArguments()))
+    arg.setType(argTypes[i]);
+  SmallVector<Value> gridArgs;
+  for (int i = 0; i < 6; ++i)
+    gridArgs.push_back(entry.addArgument(b.getI32Type(), loc));
+  // kiln.return becomes func.return.
+  bodyFunc.walk([&](ReturnOp ret) {
+    OpBuilder rb(ret);
+    func::ReturnOp::create(rb, ret.getLoc());
+    ret.erase();
+  });
+  KernelLowering lowering(bodyFunc, vectorBits);
+  if (failed(lowering.run(entry, gridArgs)))
+    return failure();
+
+  // The launch entry: void kiln_entry_NAME(void **args, i32 pid x3, grid x3).
+  auto ptrType = LLVM::LLVMPointerType::get(ctx);
+  SmallVector<Type> entryArgs{ptrType};
+  for (int i = 0; i < 6; ++i)
+    entryArgs.push_back(b.getI32Type());
+  auto entryFunc = func::FuncOp::create(
+      b, loc, ("kiln_entry_" + kernel.getSymName()).str(),
+      b.getFunctionType(entryArgs, {}));
+  entryFunc->setAttr("llvm.emit_c_interface", UnitAttr::get(ctx));
+  entryFunc->removeAttr("llvm.emit_c_interface");
+  Block *eb = entryFunc.addEntryBlock();
+  OpBuilder e = OpBuilder::atBlockBegin(eb);
+  Value argv = eb->getArgument(0);
+  SmallVector<Value> callArgs;
+  auto i64 = e.getI64Type();
+  for (size_t i = 0; i < numUser; ++i) {
+    Value slot = LLVM::GEPOp::create(e, loc, ptrType, ptrType, argv,
+                                     ArrayRef<LLVM::GEPArg>{int32_t(i)});
+    Value p = LLVM::LoadOp::create(e, loc, ptrType, slot);
+    Type t = argTypes[i];
+    if (auto mt = dyn_cast<MemRefType>(t)) {
+      // A rank-1 memref descriptor over the raw pointer; the kernel only
+      // reinterprets its base, so size and stride are nominal.
+      Value data = LLVM::LoadOp::create(e, loc, ptrType, p);
+      auto arrTy = LLVM::LLVMArrayType::get(i64, 1);
+      auto descTy = LLVM::LLVMStructType::getLiteral(
+          ctx, {ptrType, ptrType, i64, arrTy, arrTy});
+      Value d = LLVM::UndefOp::create(e, loc, descTy);
+      Value zero = LLVM::ConstantOp::create(e, loc, i64, 0);
+      Value one = LLVM::ConstantOp::create(e, loc, i64, 1);
+      d = LLVM::InsertValueOp::create(e, loc, d, data, ArrayRef<int64_t>{0});
+      d = LLVM::InsertValueOp::create(e, loc, d, data, ArrayRef<int64_t>{1});
+      d = LLVM::InsertValueOp::create(e, loc, d, zero, ArrayRef<int64_t>{2});
+      d = LLVM::InsertValueOp::create(e, loc, d, zero,
+                                      ArrayRef<int64_t>{3, 0});
+      d = LLVM::InsertValueOp::create(e, loc, d, one, ArrayRef<int64_t>{4, 0});
+      Value m =
+          UnrealizedConversionCastOp::create(e, loc, TypeRange{mt}, d)
+              .getResult(0);
+      callArgs.push_back(m);
+    } else if (t.isIndex()) {
+      Value v = LLVM::LoadOp::create(e, loc, i64, p);
+      callArgs.push_back(arith::IndexCastOp::create(e, loc, t, v));
+    } else {
+      callArgs.push_back(LLVM::LoadOp::create(e, loc, t, p));
+    }
+  }
+  for (int i = 1; i <= 6; ++i)
+    callArgs.push_back(eb->getArgument(i));
+  func::CallOp::create(e, loc, bodyFunc, callArgs);
+  func::ReturnOp::create(e, loc);
+  entryFunc->setAttr("kiln.kernel", b.getStringAttr(kernel.getSymName()));
+  kernel.erase();
+  return success();
+}
+
+struct ConvertKilnToCPUPass
+    : kiln::impl::ConvertKilnToCPUBase<ConvertKilnToCPUPass> {
+  using Base::Base;
+  void runOnOperation() override {
+    SmallVector<FuncOp> kernels;
+    getOperation().walk([&](FuncOp f) { kernels.push_back(f); });
+    for (FuncOp k : kernels)
+      if (failed(lowerKernel(k, vectorBits)))
+        return signalPassFailure();
+  }
+};
+
+} // namespace

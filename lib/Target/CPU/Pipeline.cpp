@@ -1,0 +1,51 @@
+//===- Pipeline.cpp - The kiln-to-LLVM pipeline for x86-64 -----------------===//
+//
+// Part of the Kiln project, under the Apache License v2.0 with LLVM Exceptions.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/Target/CPU/Pipeline.h"
+#include "kiln/Conversion/Passes.h"
+
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+
+void kiln::buildCPUPipeline(OpPassManager &pm,
+                            const CPUPipelineOptions &options) {
+  // Target-independent cleanups on the tile program (folds, in-bounds loads).
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  // Tiles to vector loops over stack buffers; the kernel ABI.
+  ConvertKilnToCPUOptions lowerOptions;
+  lowerOptions.vectorBits = options.vectorBits;
+  pm.addPass(createConvertKilnToCPU(lowerOptions));
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  pm.addPass(createKilnApproximateMath());
+  // Standard lowering to the LLVM dialect.
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createSCFToControlFlowPass());
+  pm.addPass(createConvertVectorToLLVMPass());
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createConvertIndexToLLVMPass());
+  pm.addPass(createConvertFuncToLLVMPass());
+  pm.addPass(createConvertControlFlowToLLVMPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+  pm.addPass(createCanonicalizerPass());
+}
+
+void kiln::registerCPUPipeline() {
+  registerKilnPasses();
+  PassPipelineRegistration<CPUPipelineOptions>(
+      "kiln-cpu-pipeline",
+      "Lower kiln kernels to the LLVM dialect for x86-64 CPUs",
+      buildCPUPipeline);
+}

@@ -1,0 +1,82 @@
+//===- Bundle.h - In-memory form of a parsed kiln bundle --------*- C++ -*-===//
+//
+// The bundle format is specified in docs/bundle-format.md. This header holds
+// what the reader extracts from a bundle before any code is loaded: the parsed
+// manifest and the location of the code section.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_SRC_BUNDLE_H
+#define KILN_RUNTIME_SRC_BUNDLE_H
+
+#include "kiln/runtime.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace kiln::rt {
+
+/// Fixed layout of the 64-byte bundle header (all fields little-endian).
+namespace header {
+inline constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'B', 'N', 'D', 'L'};
+inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr size_t kSize = 64;
+inline constexpr size_t kMagicOffset = 0;
+inline constexpr size_t kVersionOffset = 8;
+inline constexpr size_t kReservedOffset = 12;
+inline constexpr size_t kManifestOffsetOffset = 16;
+inline constexpr size_t kManifestSizeOffset = 24;
+inline constexpr size_t kCodeOffsetOffset = 32;
+inline constexpr size_t kCodeSizeOffset = 40;
+inline constexpr size_t kChecksumOffset = 48;
+inline constexpr size_t kFileSizeOffset = 56;
+inline constexpr uint64_t kCodeAlignment = 8;
+} // namespace header
+
+/// FNV-1a, 64-bit: the bundle checksum.
+uint64_t fnv1a64(const uint8_t *data, size_t size);
+
+struct ArgSpec {
+  std::string name;
+  kiln_arg_kind kind;
+  kiln_dtype dtype;
+};
+
+struct Manifest {
+  std::string name;
+  std::string entry;
+  std::string target;
+  std::string codeKind;
+  std::string compiler;
+  int gridRank = 3;
+  std::vector<std::string> features;
+  std::vector<ArgSpec> args;
+  std::vector<std::pair<std::string, std::string>> launchParams;
+};
+
+/// A bundle whose header, checksum and manifest are valid. `code` points into
+/// the buffer given to readBundle and is only valid as long as it is.
+struct ParsedBundle {
+  Manifest manifest;
+  const uint8_t *code = nullptr;
+  size_t codeSize = 0;
+};
+
+/// Validates the header and checksum of `data` and parses its manifest.
+kiln_status readBundle(const uint8_t *data, size_t size, ParsedBundle &out);
+
+/// Parses manifest text (see docs/bundle-format.md, "Manifest").
+kiln_status parseManifest(std::string_view text, Manifest &out);
+
+/// Manifest spelling <-> enum. Return false for unknown spellings.
+bool parseDType(std::string_view text, kiln_dtype &out);
+bool parseArgKind(std::string_view text, kiln_arg_kind &out);
+const char *argKindName(kiln_arg_kind kind);
+
+} // namespace kiln::rt
+
+#endif // KILN_RUNTIME_SRC_BUNDLE_H

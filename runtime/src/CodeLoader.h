@@ -1,0 +1,42 @@
+//===- CodeLoader.h - Load a bundle's ELF code section ----------*- C++ -*-===//
+//
+// Turns the code section of a bundle (an x86-64 ELF shared object held in
+// memory) into a loaded library and resolves the kernel entry symbol.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_SRC_CODELOADER_H
+#define KILN_RUNTIME_SRC_CODELOADER_H
+
+#include "kiln/runtime.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace kiln::rt {
+
+/// The CPU kernel ABI (docs/bundle-format.md, "Kernel ABI").
+using KernelFn = void (*)(void *const *args, int32_t pidX, int32_t pidY,
+                          int32_t pidZ, int32_t gridX, int32_t gridY,
+                          int32_t gridZ);
+
+struct LoadedCode {
+  void *handle = nullptr;
+  /// The memfd the library was loaded from, kept open while it is loaded
+  /// (see CodeLoader.cpp); -1 when loaded from a temporary file.
+  int fd = -1;
+  KernelFn entry = nullptr;
+};
+
+/// Checks that `code` is an x86-64 ELF shared object, loads it and looks up
+/// `entrySymbol`.
+kiln_status loadElfCode(const uint8_t *code, size_t size,
+                        const std::string &entrySymbol, LoadedCode &out);
+
+/// Unloads what loadElfCode loaded. Safe on a default-constructed value.
+void unloadCode(LoadedCode &code);
+
+} // namespace kiln::rt
+
+#endif // KILN_RUNTIME_SRC_CODELOADER_H

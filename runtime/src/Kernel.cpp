@@ -1,0 +1,239 @@
+//===- Kernel.cpp - Load kiln bundles and query their manifests
+//------------===//
+//
+// Loading checks cheap things first and loads code last: a bundle this host
+// cannot run (other target, missing CPU feature) is refused before any of
+// its code is mapped or its constructors run.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Kernel.h"
+#include "CpuFeatures.h"
+#include "Status.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <memory>
+#include <new>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <vector>
+
+using namespace kiln::rt;
+
+namespace {
+
+/// The target this build of the runtime can run.
+#if defined(__x86_64__)
+constexpr const char *kHostTarget = "x86-64";
+#else
+constexpr const char *kHostTarget = nullptr;
+#endif
+
+kiln_status checkTarget(const Manifest &manifest) {
+  if (!kHostTarget || manifest.target != kHostTarget)
+    return makeStatus(KILN_ERROR_UNSUPPORTED_TARGET,
+                      "bundle '%s' targets %s, this runtime supports only "
+                      "%s CPU kernels",
+                      manifest.name.c_str(), manifest.target.c_str(),
+                      kHostTarget ? kHostTarget : "no");
+  if (manifest.codeKind != "elf-shared-object")
+    return makeStatus(KILN_ERROR_UNSUPPORTED_TARGET,
+                      "bundle '%s' has code of kind '%s', this runtime loads "
+                      "only 'elf-shared-object'",
+                      manifest.name.c_str(), manifest.codeKind.c_str());
+  return nullptr;
+}
+
+kiln_status loadBundle(const uint8_t *data, size_t size, kiln_kernel **out) {
+  ParsedBundle bundle;
+  if (kiln_status status = readBundle(data, size, bundle))
+    return status;
+  if (kiln_status status = checkTarget(bundle.manifest))
+    return status;
+  if (kiln_status status =
+          checkCpuFeatures(bundle.manifest.features, bundle.manifest.name))
+    return status;
+
+  auto kernel = std::make_unique<kiln_kernel>();
+  if (kiln_status status = loadElfCode(bundle.code, bundle.codeSize,
+                                       bundle.manifest.entry, kernel->code))
+    return status;
+  kernel->manifest = std::move(bundle.manifest);
+  *out = kernel.release();
+  return nullptr;
+}
+
+kiln_status readFile(const char *path, std::vector<uint8_t> &contents) {
+  int fd;
+  do
+    fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  while (fd < 0 && errno == EINTR);
+  if (fd < 0)
+    return makeStatus(KILN_ERROR_IO, "cannot open bundle '%s': %s", path,
+                      std::strerror(errno));
+  struct stat info;
+  if (::fstat(fd, &info) != 0) {
+    int error = errno;
+    ::close(fd);
+    return makeStatus(KILN_ERROR_IO, "cannot stat bundle '%s': %s", path,
+                      std::strerror(error));
+  }
+  if (!S_ISREG(info.st_mode)) {
+    ::close(fd);
+    return makeStatus(KILN_ERROR_IO, "cannot read bundle '%s': %s", path,
+                      S_ISDIR(info.st_mode) ? "is a directory"
+                                            : "not a regular file");
+  }
+  try {
+    contents.resize(static_cast<size_t>(info.st_size));
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  size_t done = 0;
+  while (done < contents.size()) {
+    ssize_t got = ::read(fd, contents.data() + done, contents.size() - done);
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got < 0) {
+      int error = errno;
+      ::close(fd);
+      return makeStatus(KILN_ERROR_IO, "cannot read bundle '%s': %s", path,
+                        std::strerror(error));
+    }
+    if (got == 0) // The file shrank while we read it.
+      break;
+    done += static_cast<size_t>(got);
+  }
+  ::close(fd);
+  contents.resize(done);
+  return nullptr;
+}
+
+} // namespace
+
+extern "C" {
+
+kiln_status kiln_bundle_load_memory(const void *data, size_t size,
+                                    kiln_kernel **out) {
+  if (!out)
+    return makeStatus(KILN_ERROR_INVALID_ARGUMENT,
+                      "kiln_bundle_load_memory: out is NULL");
+  *out = nullptr;
+  if (!data)
+    return makeStatus(KILN_ERROR_INVALID_ARGUMENT,
+                      "kiln_bundle_load_memory: data is NULL");
+  try {
+    return loadBundle(static_cast<const uint8_t *>(data), size, out);
+  } catch (const std::bad_alloc &) {
+    return outOfMemoryStatus();
+  } catch (...) {
+    return makeStatus(KILN_ERROR_LOAD, "unexpected error loading bundle");
+  }
+}
+
+kiln_status kiln_bundle_load_file(const char *path, kiln_kernel **out) {
+  if (!out)
+    return makeStatus(KILN_ERROR_INVALID_ARGUMENT,
+                      "kiln_bundle_load_file: out is NULL");
+  *out = nullptr;
+  if (!path)
+    return makeStatus(KILN_ERROR_INVALID_ARGUMENT,
+                      "kiln_bundle_load_file: path is NULL");
+  try {
+    std::vector<uint8_t> contents;
+    if (kiln_status status = readFile(path, contents))
+      return status;
+    kiln_status status = loadBundle(contents.data(), contents.size(), out);
+    if (!status)
+      return nullptr;
+    // Name the file: "bundle truncated" alone does not say which one.
+    kiln_status withPath = makeStatus(kiln_status_code_of(status), "%s: %s",
+                                      path, kiln_status_message(status));
+    kiln_status_free(status);
+    return withPath;
+  } catch (const std::bad_alloc &) {
+    return outOfMemoryStatus();
+  } catch (...) {
+    return makeStatus(KILN_ERROR_LOAD, "unexpected error loading bundle '%s'",
+                      path);
+  }
+}
+
+void kiln_kernel_destroy(kiln_kernel *kernel) { delete kernel; }
+
+const char *kiln_kernel_name(const kiln_kernel *kernel) {
+  return kernel ? kernel->manifest.name.c_str() : "";
+}
+
+const char *kiln_kernel_entry(const kiln_kernel *kernel) {
+  return kernel ? kernel->manifest.entry.c_str() : "";
+}
+
+const char *kiln_kernel_target(const kiln_kernel *kernel) {
+  return kernel ? kernel->manifest.target.c_str() : "";
+}
+
+const char *kiln_kernel_compiler(const kiln_kernel *kernel) {
+  return kernel ? kernel->manifest.compiler.c_str() : "";
+}
+
+int kiln_kernel_grid_rank(const kiln_kernel *kernel) {
+  return kernel ? kernel->manifest.gridRank : 0;
+}
+
+size_t kiln_kernel_num_features(const kiln_kernel *kernel) {
+  return kernel ? kernel->manifest.features.size() : 0;
+}
+
+const char *kiln_kernel_feature(const kiln_kernel *kernel, size_t index) {
+  if (!kernel || index >= kernel->manifest.features.size())
+    return nullptr;
+  return kernel->manifest.features[index].c_str();
+}
+
+size_t kiln_kernel_num_args(const kiln_kernel *kernel) {
+  return kernel ? kernel->manifest.args.size() : 0;
+}
+
+kiln_status kiln_kernel_arg_info(const kiln_kernel *kernel, size_t index,
+                                 kiln_arg_info *out) {
+  if (!kernel || !out)
+    return makeStatus(KILN_ERROR_INVALID_ARGUMENT,
+                      "kiln_kernel_arg_info: kernel or out is NULL");
+  const auto &args = kernel->manifest.args;
+  if (index >= args.size())
+    return makeStatus(KILN_ERROR_INVALID_ARGUMENT,
+                      "kiln_kernel_arg_info: index %zu out of range (kernel "
+                      "'%s' has %zu arguments)",
+                      index, kernel->manifest.name.c_str(), args.size());
+  out->name = args[index].name.c_str();
+  out->kind = args[index].kind;
+  out->dtype = args[index].dtype;
+  return nullptr;
+}
+
+const char *kiln_kernel_launch_param(const kiln_kernel *kernel,
+                                     const char *key) {
+  if (!kernel || !key)
+    return nullptr;
+  for (const auto &param : kernel->manifest.launchParams)
+    if (param.first == key)
+      return param.second.c_str();
+  return nullptr;
+}
+
+size_t kiln_kernel_num_launch_params(const kiln_kernel *kernel) {
+  return kernel ? kernel->manifest.launchParams.size() : 0;
+}
+
+const char *kiln_kernel_launch_param_key(const kiln_kernel *kernel,
+                                         size_t index) {
+  if (!kernel || index >= kernel->manifest.launchParams.size())
+    return nullptr;
+  return kernel->manifest.launchParams[index].first.c_str();
+}
+
+} // extern "C"

@@ -1,0 +1,213 @@
+//===- Launch.cpp - Validate arguments and launch kernels
+//------------------===//
+//
+// Validation compares each argument with the signature from the manifest,
+// because a kernel called with the wrong types corrupts memory silently.
+// The launch path allocates nothing (unless a kernel has more than
+// kInlineArgs arguments) and only formats text when it reports an error.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Kernel.h"
+#include "Runtime.h"
+#include "Status.h"
+
+#include <cinttypes>
+#include <cstdint>
+#include <new>
+#include <string>
+#include <vector>
+
+using namespace kiln::rt;
+
+namespace {
+
+/// Arguments packed on the stack; more than this needs a heap buffer.
+constexpr size_t kInlineArgs = 64;
+
+/// Caps the program count so that chunk arithmetic (next + chunk per thread)
+/// can never overflow int64_t.
+constexpr int64_t kMaxPrograms = int64_t(1) << 62;
+
+/// Chunks per thread: enough to even out uneven programs, few enough that
+/// the shared counter is not contended.
+constexpr int64_t kChunksPerThread = 8;
+
+kiln_status checkHandles(const kiln_runtime *runtime, const kiln_kernel *kernel,
+                         const char *function) {
+  if (!runtime)
+    return makeStatus(KILN_ERROR_INVALID_ARGUMENT, "%s: runtime is NULL",
+                      function);
+  if (!kernel)
+    return makeStatus(KILN_ERROR_INVALID_ARGUMENT, "%s: kernel is NULL",
+                      function);
+  return nullptr;
+}
+
+kiln_status checkArity(const kiln_kernel *kernel, size_t numArgs,
+                       const void *args) {
+  size_t expected = kernel->manifest.args.size();
+  if (numArgs != expected)
+    return makeStatus(KILN_ERROR_INVALID_ARGUMENT,
+                      "kernel '%s' takes %zu argument(s), %zu given",
+                      kernel->manifest.name.c_str(), expected, numArgs);
+  if (numArgs > 0 && !args)
+    return makeStatus(KILN_ERROR_INVALID_ARGUMENT,
+                      "kernel '%s': argument array is NULL",
+                      kernel->manifest.name.c_str());
+  return nullptr;
+}
+
+/// Checks the grid and fills in the job's grid fields.
+kiln_status checkGrid(const kiln_kernel *kernel, const int64_t grid[3],
+                      GridJob &job) {
+  const Manifest &manifest = kernel->manifest;
+  if (!grid)
+    return makeStatus(KILN_ERROR_INVALID_ARGUMENT, "kernel '%s': grid is NULL",
+                      manifest.name.c_str());
+  for (int i = 0; i < 3; ++i) {
+    if (grid[i] < 1 || grid[i] > INT32_MAX)
+      return makeStatus(KILN_ERROR_INVALID_ARGUMENT,
+                        "kernel '%s': grid[%d] is %" PRId64
+                        ", each grid entry must be in [1, %d]",
+                        manifest.name.c_str(), i, grid[i], INT32_MAX);
+    if (i >= manifest.gridRank && grid[i] != 1)
+      return makeStatus(KILN_ERROR_INVALID_ARGUMENT,
+                        "kernel '%s': grid[%d] is %" PRId64
+                        ", but the kernel has grid-rank %d (entries beyond "
+                        "the rank must be 1)",
+                        manifest.name.c_str(), i, grid[i], manifest.gridRank);
+  }
+  int64_t total;
+  if (__builtin_mul_overflow(grid[0], grid[1], &total) ||
+      __builtin_mul_overflow(total, grid[2], &total) || total > kMaxPrograms)
+    return makeStatus(KILN_ERROR_LAUNCH,
+                      "kernel '%s': grid %" PRId64 " x %" PRId64 " x %" PRId64
+                      " has more than 2^62 program ids",
+                      manifest.name.c_str(), grid[0], grid[1], grid[2]);
+  job.gridX = static_cast<int32_t>(grid[0]);
+  job.gridY = static_cast<int32_t>(grid[1]);
+  job.gridZ = static_cast<int32_t>(grid[2]);
+  job.total = total;
+  return nullptr;
+}
+
+kiln_status argError(const kiln_kernel *kernel, size_t index,
+                     const char *format, const std::string &detail) {
+  const ArgSpec &spec = kernel->manifest.args[index];
+  return makeStatus(KILN_ERROR_INVALID_ARGUMENT,
+                    "kernel '%s': argument %zu ('%s'): %s%s",
+                    kernel->manifest.name.c_str(), index, spec.name.c_str(),
+                    format, detail.c_str());
+}
+
+kiln_status checkArg(const kiln_kernel *kernel, size_t index,
+                     const kiln_arg &arg) {
+  const ArgSpec &spec = kernel->manifest.args[index];
+  if (arg.kind != spec.kind || arg.dtype != spec.dtype)
+    return argError(kernel, index, "expected ",
+                    std::string(argKindName(spec.kind)) + " " +
+                        kiln_dtype_name(spec.dtype) + ", got " +
+                        argKindName(arg.kind) + " " +
+                        kiln_dtype_name(arg.dtype));
+  if (spec.kind == KILN_ARG_PTR && !arg.value.ptr)
+    return argError(kernel, index, "null pointer", "");
+  if (spec.kind == KILN_ARG_SCALAR && spec.dtype == KILN_DTYPE_I1 &&
+      arg.value.u8 > 1)
+    return argError(kernel, index, "i1 value must be 0 or 1, got ",
+                    std::to_string(arg.value.u8));
+  return nullptr;
+}
+
+/// Runs a validated job: inline when the pool cannot help.
+kiln_status runJob(kiln_runtime *runtime, GridJob &job) {
+  if (runtime->numThreads == 1 || job.total == 1) {
+    runProgramRange(job, 0, job.total);
+    return nullptr;
+  }
+  int64_t chunk = job.total / (runtime->numThreads * kChunksPerThread);
+  job.chunk = chunk > 0 ? chunk : 1;
+  try {
+    runtime->pool.run(job);
+  } catch (...) {
+    // Only a failure to lock a mutex can land here, before any program ran.
+    return makeStatus(KILN_ERROR_LAUNCH,
+                      "kernel launch failed: cannot synchronize with the "
+                      "thread pool");
+  }
+  return nullptr;
+}
+
+} // namespace
+
+extern "C" {
+
+kiln_status kiln_launch(kiln_runtime *runtime, kiln_kernel *kernel,
+                        const kiln_arg *args, size_t num_args,
+                        const int64_t grid[3]) {
+  try {
+    if (kiln_status status = checkHandles(runtime, kernel, "kiln_launch"))
+      return status;
+    if (kiln_status status = checkArity(kernel, num_args, args))
+      return status;
+    GridJob job;
+    if (kiln_status status = checkGrid(kernel, grid, job))
+      return status;
+    for (size_t i = 0; i < num_args; ++i)
+      if (kiln_status status = checkArg(kernel, i, args[i]))
+        return status;
+
+    // Every union member starts at the union's address, so &value points at
+    // the argument's value in the kernel ABI's sense: at the void* for a
+    // pointer argument, at the scalar otherwise.
+    void *inlinePacked[kInlineArgs];
+    std::vector<void *> heapPacked;
+    void **packed = inlinePacked;
+    if (num_args > kInlineArgs) {
+      heapPacked.resize(num_args);
+      packed = heapPacked.data();
+    }
+    for (size_t i = 0; i < num_args; ++i)
+      packed[i] = const_cast<void *>(static_cast<const void *>(&args[i].value));
+
+    job.entry = kernel->code.entry;
+    job.args = packed;
+    return runJob(runtime, job);
+  } catch (const std::bad_alloc &) {
+    return outOfMemoryStatus();
+  } catch (...) {
+    return makeStatus(KILN_ERROR_LAUNCH, "kiln_launch: unexpected error");
+  }
+}
+
+kiln_status kiln_launch_packed(kiln_runtime *runtime, kiln_kernel *kernel,
+                               void *const *arg_ptrs, size_t num_args,
+                               const int64_t grid[3]) {
+  try {
+    if (kiln_status status =
+            checkHandles(runtime, kernel, "kiln_launch_packed"))
+      return status;
+    if (kiln_status status = checkArity(kernel, num_args, arg_ptrs))
+      return status;
+    GridJob job;
+    if (kiln_status status = checkGrid(kernel, grid, job))
+      return status;
+    for (size_t i = 0; i < num_args; ++i) {
+      if (!arg_ptrs[i])
+        return argError(kernel, i, "argument pointer is NULL", "");
+      if (kernel->manifest.args[i].kind == KILN_ARG_PTR &&
+          !*static_cast<void *const *>(arg_ptrs[i]))
+        return argError(kernel, i, "null pointer", "");
+    }
+    job.entry = kernel->code.entry;
+    job.args = arg_ptrs;
+    return runJob(runtime, job);
+  } catch (const std::bad_alloc &) {
+    return outOfMemoryStatus();
+  } catch (...) {
+    return makeStatus(KILN_ERROR_LAUNCH,
+                      "kiln_launch_packed: unexpected error");
+  }
+}
+
+} // extern "C"
