@@ -12,10 +12,10 @@
 //
 // Launch: grid = (ceil(s / 64), bh).
 kiln.func @block_sparse_attention(
-    %q: !kiln.ptr<f32>, %k: !kiln.ptr<f32>, %v: !kiln.ptr<f32>,
-    %out: !kiln.ptr<f32>, %lse: !kiln.ptr<f32>,
-    %kv_num_blocks: !kiln.ptr<i32>, %kv_indices: !kiln.ptr<i32>,
-    %bh: index, %s: index, %nqb: index, %maxb: index, %scale: f32)
+    %q: !kiln.ptr<f32> {kiln.name = "q"}, %k: !kiln.ptr<f32> {kiln.name = "k"}, %v: !kiln.ptr<f32> {kiln.name = "v"},
+    %out: !kiln.ptr<f32> {kiln.name = "out"}, %lse: !kiln.ptr<f32> {kiln.name = "lse"},
+    %kv_num_blocks: !kiln.ptr<i32> {kiln.name = "kv_num_blocks"}, %kv_indices: !kiln.ptr<i32> {kiln.name = "kv_indices"},
+    %bh: index {kiln.name = "bh"}, %s: index {kiln.name = "s"}, %nqb: index {kiln.name = "nqb"}, %maxb: index {kiln.name = "maxb"}, %scale: f32 {kiln.name = "scale"})
     attributes {grid_rank = 2} {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index

@@ -4,8 +4,9 @@
 // loads (zero padding contributes nothing to the sum) and by the store.
 //
 // Launch: grid = (ceil(n / 64), ceil(m / 64)).
-kiln.func @matmul(%a: !kiln.ptr<f32>, %b: !kiln.ptr<f32>, %c: !kiln.ptr<f32>,
-                  %m: index, %n: index, %k: index) attributes {grid_rank = 2} {
+kiln.func @matmul(%a: !kiln.ptr<f32> {kiln.name = "a"}, %b: !kiln.ptr<f32> {kiln.name = "b"},
+                  %c: !kiln.ptr<f32> {kiln.name = "c"}, %m: index {kiln.name = "m"},
+                  %n: index {kiln.name = "n"}, %k: index {kiln.name = "k"}) attributes {grid_rank = 2} {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %bm = arith.constant 64 : index

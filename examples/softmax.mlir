@@ -5,8 +5,8 @@
 // overhanging elements contribute exp(-inf) = 0, so any n works.
 //
 // Launch: grid = (m).
-kiln.func @softmax(%x: !kiln.ptr<f32>, %out: !kiln.ptr<f32>,
-                   %m: index, %n: index) {
+kiln.func @softmax(%x: !kiln.ptr<f32> {kiln.name = "x"}, %out: !kiln.ptr<f32> {kiln.name = "out"},
+                   %m: index {kiln.name = "m"}, %n: index {kiln.name = "n"}) {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %block = arith.constant 256 : index

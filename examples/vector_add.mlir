@@ -3,8 +3,8 @@
 // drops the elements past n, so any n works with one compiled kernel.
 //
 // Launch: grid = (ceil(n / 1024)).
-kiln.func @vector_add(%x: !kiln.ptr<f32>, %y: !kiln.ptr<f32>,
-                      %out: !kiln.ptr<f32>, %n: index) {
+kiln.func @vector_add(%x: !kiln.ptr<f32> {kiln.name = "x"}, %y: !kiln.ptr<f32> {kiln.name = "y"},
+                      %out: !kiln.ptr<f32> {kiln.name = "out"}, %n: index {kiln.name = "n"}) {
   %c1 = arith.constant 1 : index
   %block = arith.constant 1024 : index
   %pid = kiln.program_id x : i32

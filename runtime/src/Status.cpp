@@ -63,6 +63,12 @@ const char *kiln_status_message(kiln_status status) {
   return status ? status->message : "";
 }
 
+kiln_status kiln_status_create(kiln_status_code code, const char *message) {
+  if (code == KILN_OK)
+    return nullptr;
+  return kiln::rt::makeStatus(code, "%s", message ? message : "");
+}
+
 void kiln_status_free(kiln_status status) {
   if (status && status != &oomStatus)
     std::free(status);

@@ -37,10 +37,45 @@ namespace {
 /// Tiles of i1 live in memory as i8: LLVM packs `<N x i1>` vectors into bits
 /// but stores scalar i1 as bytes, so one byte per element keeps both views of
 /// a buffer consistent.
+///
+/// 16-bit floats (bf16, f16) live in memory and in buffers as i16 bits and
+/// become floats only right before arithmetic: x86 without AVX512-BF16 has no
+/// bf16 vector moves, and LLVM would otherwise round-trip them through
+/// libcalls.
 Type storageType(Type elementType) {
   if (elementType.isInteger(1))
     return IntegerType::get(elementType.getContext(), 8);
+  if (elementType.isBF16() || elementType.isF16())
+    return IntegerType::get(elementType.getContext(), 16);
   return elementType;
+}
+
+/// Converts between an element type and its storage type (same width: a
+/// bitcast; i1 <-> i8: a truncation or zero extension).
+Value toType(OpBuilder &b, Location loc, Value v, Type elementType) {
+  Type from = getElementTypeOrSelf(v.getType());
+  if (from == elementType)
+    return v;
+  Type to = elementType;
+  if (auto vt = dyn_cast<VectorType>(v.getType()))
+    to = VectorType::get(vt.getShape(), elementType);
+  unsigned fw = from.getIntOrFloatBitWidth(),
+           tw = elementType.getIntOrFloatBitWidth();
+  if (fw == tw)
+    return arith::BitcastOp::create(b, loc, to, v);
+  if (fw > tw)
+    return arith::TruncIOp::create(b, loc, to, v);
+  return arith::ExtUIOp::create(b, loc, to, v);
+}
+
+/// The padding value as bits of the storage type.
+TypedAttr storagePadding(TypedAttr pad) {
+  if (auto f = dyn_cast<FloatAttr>(pad)) {
+    Type st = storageType(f.getType());
+    if (st != f.getType())
+      return IntegerAttr::get(st, f.getValue().bitcastToAPInt());
+  }
+  return pad;
 }
 
 /// What a lowered make_view knows: the memref over the view (dynamic strides),
@@ -136,28 +171,19 @@ int64_t KernelLowering::vectorWidth(ArrayRef<Type> elementTypes,
 Value KernelLowering::loadElems(ImplicitLocOpBuilder &b, Value buf,
                                 ValueRange idx, Type elementType,
                                 int64_t width) {
-  Type stored = storageType(elementType);
+  Type stored = cast<MemRefType>(buf.getType()).getElementType();
   Value v;
   if (width == 1)
     v = memref::LoadOp::create(b, buf, idx);
   else
     v = vector::LoadOp::create(b, VectorType::get({width}, stored), buf, idx);
-  if (stored != elementType) {
-    Type t = width == 1 ? elementType
-                        : Type(VectorType::get({width}, elementType));
-    v = arith::TruncIOp::create(b, t, v);
-  }
-  return v;
+  return toType(b, b.getLoc(), v, elementType);
 }
 
 void KernelLowering::storeElems(ImplicitLocOpBuilder &b, Value value,
                                 Value buf, ValueRange idx, int64_t width) {
   Type stored = cast<MemRefType>(buf.getType()).getElementType();
-  Type elementType = getElementTypeOrSelf(value.getType());
-  if (stored != elementType) {
-    Type t = width == 1 ? stored : Type(VectorType::get({width}, stored));
-    value = arith::ExtUIOp::create(b, t, value);
-  }
+  value = toType(b, b.getLoc(), value, stored);
   if (width == 1)
     memref::StoreOp::create(b, value, buf, idx);
   else
@@ -230,7 +256,7 @@ LogicalResult KernelLowering::lowerMakeView(MakeViewOp op) {
   ImplicitLocOpBuilder b(op.getLoc(), op);
   ViewType viewType = op.getResult().getType();
   unsigned rank = viewType.getRank();
-  Type elt = viewType.getElementType();
+  Type elt = storageType(viewType.getElementType());
   SmallVector<int64_t> dyn(rank, ShapedType::kDynamic);
   auto layout = StridedLayoutAttr::get(op.getContext(), 0, dyn);
   auto type = MemRefType::get(dyn, elt, layout);
@@ -275,7 +301,8 @@ LogicalResult KernelLowering::lowerViewAccess(
                          "kiln.make_view in the same kernel");
   const ViewInfo &vi = it->second;
   ImplicitLocOpBuilder b(op->getLoc(), op);
-  Type elt = tileType.getElementType();
+  // Memory traffic happens in the storage type; no conversion needed.
+  Type elt = storageType(tileType.getElementType());
   ArrayRef<int64_t> shape = tileType.getShape();
   int64_t rank = tileType.getRank();
   Value idxBuf;
@@ -287,10 +314,12 @@ LogicalResult KernelLowering::lowerViewAccess(
   }
   // A rank-1 gather indexes its only dimension: one element per index.
   bool gatherInner = indices && rank == 1;
-  int64_t width = gatherInner ? 1 : vectorWidth({elt}, shape.back());
+  int64_t width =
+      gatherInner ? 1 : vectorWidth({tileType.getElementType()}, shape.back());
   TypedAttr padAttr = dyn_cast_or_null<TypedAttr>(padding);
   if (!padAttr)
     padAttr = cast<TypedAttr>(b.getZeroAttr(elt));
+  padAttr = storagePadding(padAttr);
   auto vecType = VectorType::get({width}, elt);
 
   Value c0 = arith::ConstantIndexOp::create(b, 0);
@@ -625,22 +654,20 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
             b2, j0, arith::ConstantIndexOp::create(b2, v * w)));
       for (int64_t r = 0; r < mr; ++r)
         for (int64_t v = 0; v < nv; ++v)
-          init.push_back(vector::LoadOp::create(b2, vt, out,
-                                                ValueRange{rows[r], cols[v]}));
+          init.push_back(loadElems(b2, out, ValueRange{rows[r], cols[v]},
+                                   accElt, w));
       auto kLoop = scf::ForOp::create(
           b2, c0, cK, c1, init,
           [&](OpBuilder &ob3, Location loc3, Value k, ValueRange accs) {
             ImplicitLocOpBuilder b3(loc3, ob3);
             SmallVector<Value> bv;
             for (int64_t v = 0; v < nv; ++v) {
-              Value raw = vector::LoadOp::create(
-                  b3, VectorType::get({w}, inElt), *bb,
-                  ValueRange{k, cols[v]});
+              Value raw = loadElems(b3, *bb, ValueRange{k, cols[v]}, inElt, w);
               bv.push_back(extend(b3, raw, vt));
             }
             SmallVector<Value> next;
             for (int64_t r = 0; r < mr; ++r) {
-              Value s = memref::LoadOp::create(b3, *a, ValueRange{rows[r], k});
+              Value s = loadElems(b3, *a, ValueRange{rows[r], k}, inElt, 1);
               s = extend(b3, s, accElt);
               Value av = vector::BroadcastOp::create(b3, vt, s);
               for (int64_t v = 0; v < nv; ++v) {
@@ -657,8 +684,8 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
           });
       for (int64_t r = 0; r < mr; ++r)
         for (int64_t v = 0; v < nv; ++v)
-          vector::StoreOp::create(b2, kLoop.getResult(r * nv + v), out,
-                                  ValueRange{rows[r], cols[v]});
+          storeElems(b2, kLoop.getResult(r * nv + v), out,
+                     ValueRange{rows[r], cols[v]}, w);
       scf::YieldOp::create(b2);
     });
     scf::YieldOp::create(b1);
@@ -742,13 +769,13 @@ LogicalResult KernelLowering::lowerReduce(ReduceOp op) {
     // Position of the first extreme element; NaN counts as the extreme.
     bool isMax = kind == ReduceKind::argmax;
     auto body = [&](ImplicitLocOpBuilder &ib, ValueRange outIdx) {
-      Value first = memref::LoadOp::create(ib, *src, srcIndex(outIdx, c0));
+      Value first = loadElems(ib, *src, srcIndex(outIdx, c0), elt, 1);
       Value zero = arith::ConstantIntOp::create(ib, 0, 32);
       auto loop = scf::ForOp::create(
           ib, c1, cA, c1, ValueRange{first, zero},
           [&](OpBuilder &ob, Location loc, Value a, ValueRange it) {
             ImplicitLocOpBuilder lb(loc, ob);
-            Value x = memref::LoadOp::create(lb, *src, srcIndex(outIdx, a));
+            Value x = loadElems(lb, *src, srcIndex(outIdx, a), elt, 1);
             Value better;
             if (isFloat) {
               better = arith::CmpFOp::create(
@@ -1298,8 +1325,8 @@ LogicalResult lowerKernel(FuncOp kernel, unsigned vectorBits) {
   for (auto [i, t] : llvm::enumerate(kernel.getArgumentTypes())) {
     std::string name = "arg" + std::to_string(i);
     if (auto ptr = dyn_cast<PtrType>(t)) {
-      argTypes.push_back(
-          MemRefType::get({ShapedType::kDynamic}, ptr.getElementType()));
+      argTypes.push_back(MemRefType::get({ShapedType::kDynamic},
+                                         storageType(ptr.getElementType())));
       std::string dt = dtypeName(ptr.getElementType());
       if (dt.empty())
         return kernel.emitError("kiln CPU lowering: unsupported pointee type ")

@@ -76,6 +76,10 @@ KILN_API kiln_status_code kiln_status_code_of(kiln_status status);
 KILN_API const char *kiln_status_message(kiln_status status);
 /* Releases a status; NULL is accepted. */
 KILN_API void kiln_status_free(kiln_status status);
+/* Creates a status with `code` and a copy of `message` (for code that wraps
+   the runtime, e.g. generated launchers); KILN_OK gives NULL. */
+KILN_API kiln_status kiln_status_create(kiln_status_code code,
+                                        const char *message);
 /* Stable name of a code, e.g. "KILN_ERROR_CHECKSUM". */
 KILN_API const char *kiln_status_code_name(kiln_status_code code);
 

@@ -1,0 +1,163 @@
+//===- JIT.h - Compile kiln kernels on first use, cached --------*- C++ -*-===//
+//
+// Part of the Kiln project, under the Apache License v2.0 with LLVM Exceptions.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// The embeddable JIT: compile a kiln module (text or in-memory) for a target
+// and get a loaded kernel. A memory cache sits in front of a disk cache
+// (KILN_CACHE_DIR, default ~/.cache/kiln) of bundles keyed by a SHA-256 of
+// the canonical IR, the compile options, the target with its features and
+// the compiler version. Disk entries are published atomically (write to a
+// temporary file, rename) and verified by the bundle checksum on load: a
+// corrupt entry is recompiled, never run. When the directory cannot be
+// written the JIT keeps working from memory.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_JIT_JIT_H
+#define KILN_JIT_JIT_H
+
+#include "kiln/Target/CPU/Compiler.h"
+#include "kiln/runtime.h"
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <atomic>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+namespace kiln {
+
+/// Typed launch arguments.
+inline kiln_arg argPtr(const void *p, kiln_dtype dtype) {
+  kiln_arg a{};
+  a.kind = KILN_ARG_PTR;
+  a.dtype = dtype;
+  a.value.ptr = const_cast<void *>(p);
+  return a;
+}
+inline kiln_arg arg(const float *p) { return argPtr(p, KILN_DTYPE_F32); }
+inline kiln_arg arg(const double *p) { return argPtr(p, KILN_DTYPE_F64); }
+inline kiln_arg arg(const int32_t *p) { return argPtr(p, KILN_DTYPE_I32); }
+inline kiln_arg arg(const int64_t *p) { return argPtr(p, KILN_DTYPE_I64); }
+inline kiln_arg arg(const int8_t *p) { return argPtr(p, KILN_DTYPE_I8); }
+inline kiln_arg arg(int64_t v) {
+  kiln_arg a{};
+  a.kind = KILN_ARG_SCALAR;
+  a.dtype = KILN_DTYPE_I64;
+  a.value.i64 = v;
+  return a;
+}
+inline kiln_arg arg(int32_t v) {
+  kiln_arg a{};
+  a.kind = KILN_ARG_SCALAR;
+  a.dtype = KILN_DTYPE_I32;
+  a.value.i32 = v;
+  return a;
+}
+inline kiln_arg arg(float v) {
+  kiln_arg a{};
+  a.kind = KILN_ARG_SCALAR;
+  a.dtype = KILN_DTYPE_F32;
+  a.value.f32 = v;
+  return a;
+}
+inline kiln_arg arg(double v) {
+  kiln_arg a{};
+  a.kind = KILN_ARG_SCALAR;
+  a.dtype = KILN_DTYPE_F64;
+  a.value.f64 = v;
+  return a;
+}
+
+/// A loaded kernel. Shared by the cache and its users; unloaded with the
+/// last reference.
+class Kernel {
+public:
+  Kernel(kiln_kernel *handle, KernelInfo info, std::string bundle)
+      : handle(handle), info(std::move(info)), bundle(std::move(bundle)) {}
+  ~Kernel() { kiln_kernel_destroy(handle); }
+  Kernel(const Kernel &) = delete;
+  Kernel &operator=(const Kernel &) = delete;
+
+  kiln_kernel *get() const { return handle; }
+  const KernelInfo &getInfo() const { return info; }
+  /// The bundle bytes this kernel was loaded from.
+  const std::string &getBundle() const { return bundle; }
+
+private:
+  kiln_kernel *handle;
+  KernelInfo info;
+  std::string bundle;
+};
+
+struct JITOptions {
+  /// Code generation target (see resolveCPUTarget); `host` by default.
+  std::string target = "host";
+  /// Disk cache directory; empty: $KILN_CACHE_DIR, else ~/.cache/kiln.
+  std::string cacheDir;
+  /// Use the disk cache at all.
+  bool diskCache = true;
+  /// Threads of the runtime's pool (0: $KILN_NUM_THREADS or all CPUs).
+  int numThreads = 0;
+};
+
+class JIT {
+public:
+  static llvm::Expected<std::unique_ptr<JIT>> create(JITOptions options = {});
+  ~JIT();
+
+  /// Compiles (or finds in a cache) the kernel in `source`; `name` labels
+  /// diagnostics (file:line:col). Safe to call from several threads.
+  llvm::Expected<std::shared_ptr<Kernel>>
+  compile(llvm::StringRef source, llvm::StringRef name = "<kernel>",
+          const CompileOptions &options = {});
+
+  /// Launches `kernel` over `grid` on this JIT's runtime.
+  llvm::Error launch(const Kernel &kernel, const kiln_arg *args, size_t count,
+                     const int64_t grid[3]);
+  llvm::Error launch(const Kernel &kernel,
+                     std::initializer_list<kiln_arg> args,
+                     std::initializer_list<int64_t> grid);
+
+  kiln_runtime *getRuntime() const { return runtime; }
+  const std::string &getCacheDir() const { return cacheDir; }
+  const CPUTarget &getTarget() const { return target; }
+
+  struct Stats {
+    std::atomic<uint64_t> memoryHits{0}, diskHits{0}, compiles{0},
+        corruptEntries{0}, diskWriteFailures{0};
+  };
+  const Stats &getStats() const { return stats; }
+  /// Forgets the in-memory cache (the disk cache is untouched).
+  void clearMemoryCache();
+
+private:
+  explicit JIT(JITOptions options);
+  struct Entry;
+  llvm::Expected<std::shared_ptr<Kernel>>
+  compileUncached(llvm::StringRef source, llvm::StringRef name,
+                  const CompileOptions &options);
+
+  JITOptions options;
+  CPUTarget target;
+  std::string cacheDir;
+  kiln_runtime *runtime = nullptr;
+  std::mutex mutex;
+  std::unordered_map<std::string, std::shared_ptr<Entry>> memory;
+  Stats stats;
+};
+
+/// Converts a runtime status into an llvm::Error (and frees it).
+llvm::Error toError(kiln_status status);
+
+} // namespace kiln
+
+#endif // KILN_JIT_JIT_H

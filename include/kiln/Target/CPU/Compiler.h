@@ -1,0 +1,108 @@
+//===- Compiler.h - Compile kiln modules to x86-64 bundles ------*- C++ -*-===//
+//
+// Part of the Kiln project, under the Apache License v2.0 with LLVM Exceptions.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// The one compile path shared by kilnc and the JIT: kiln IR -> kiln-cpu-pipeline
+// -> LLVM IR -> O3 -> object code -> ELF shared object -> bundle
+// (docs/bundle-format.md).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_TARGET_CPU_COMPILER_H
+#define KILN_TARGET_CPU_COMPILER_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/Error.h"
+
+#include <string>
+#include <vector>
+
+namespace mlir {
+class DialectRegistry;
+class MLIRContext;
+} // namespace mlir
+
+namespace kiln {
+
+/// The compiler's version; part of every cache key and bundle manifest.
+const char *compilerVersion();
+
+/// An x86-64 code generation target: what LLVM is told, and what the bundle
+/// requires of the machine that runs it.
+struct CPUTarget {
+  std::string name;           // x86-64-avx512, x86-64-avx2, x86-64-amx, ...
+  std::string cpu;            // LLVM CPU name
+  std::string llvmFeatures;   // LLVM feature string
+  unsigned vectorBits = 512;  // native vector width used for tiles
+  std::vector<std::string> requiredFeatures; // runtime feature names
+};
+
+/// Resolves a target name: `host` (the best variant this CPU runs),
+/// `x86-64` (same as host), `x86-64-avx2`, `x86-64-avx512`, `x86-64-amx`,
+/// `x86-64-sse` (baseline x86-64-v2).
+llvm::Expected<CPUTarget> resolveCPUTarget(llvm::StringRef name);
+
+/// One kernel argument as the runtime sees it.
+struct KernelArg {
+  std::string name;
+  std::string kind;  // ptr | scalar
+  std::string dtype; // f32, i64, ...
+};
+
+/// What a launcher needs to know about a kernel.
+struct KernelInfo {
+  std::string name;
+  unsigned gridRank = 1;
+  std::vector<KernelArg> args;
+};
+
+enum class EmitKind { MLIR, LLVM, Asm, Obj, Bundle, CHeader };
+
+struct CompileOptions {
+  std::string target = "host";
+  /// Kernel to compile when the module holds several (empty: the only one).
+  std::string kernel;
+  /// Print the IR after every pass and the LLVM IR before and after
+  /// optimization to stderr (also enabled by KILN_DUMP_IR=1).
+  bool dumpIR = false;
+  unsigned optLevel = 3;
+};
+
+struct CompileResult {
+  KernelInfo kernel;
+  CPUTarget target;
+  std::string bytes; // the requested artifact
+};
+
+/// Registers the dialects a kiln module may use.
+void registerDialects(mlir::DialectRegistry &registry);
+
+/// Compiles `module` (consumed: it is lowered in place) to `emit`. Errors
+/// carry the failing pass and the op's location.
+llvm::Expected<CompileResult> compileModule(mlir::ModuleOp module,
+                                            const CompileOptions &options,
+                                            EmitKind emit);
+
+/// Parses `source` (named `bufferName` in diagnostics) and compiles it.
+llvm::Expected<CompileResult> compileSource(mlir::MLIRContext &context,
+                                            llvm::StringRef source,
+                                            llvm::StringRef bufferName,
+                                            const CompileOptions &options,
+                                            EmitKind emit);
+
+/// Describes the kernel `name` (or the only kernel) of `module`.
+llvm::Expected<KernelInfo> describeKernel(mlir::ModuleOp module,
+                                          llvm::StringRef name);
+
+/// A C/C++ header declaring a typed launcher for `kernel`.
+std::string emitCHeader(const KernelInfo &kernel);
+
+/// Builds bundle bytes from a manifest and code (docs/bundle-format.md).
+std::string writeBundle(llvm::StringRef manifest, llvm::StringRef code);
+
+} // namespace kiln
+
+#endif // KILN_TARGET_CPU_COMPILER_H

@@ -1,0 +1,274 @@
+//===- JIT.cpp - Compile kiln kernels on first use, cached -----------------===//
+//
+// Part of the Kiln project, under the Apache License v2.0 with LLVM Exceptions.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/JIT/JIT.h"
+
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OperationSupport.h"
+#include "mlir/Parser/Parser.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
+#include "llvm/Support/SHA256.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Support/xxhash.h"
+
+#include <cstdlib>
+#include <thread>
+#include <unistd.h>
+
+using namespace kiln;
+
+llvm::Error kiln::toError(kiln_status status) {
+  if (!status)
+    return llvm::Error::success();
+  std::string msg = std::string(kiln_status_code_name(kiln_status_code_of(
+                        status))) +
+                    ": " + kiln_status_message(status);
+  kiln_status_free(status);
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+}
+
+/// One memory-cache slot: the first caller compiles, concurrent callers for
+/// the same source wait for it (std::call_once) instead of compiling again.
+struct JIT::Entry {
+  std::once_flag once;
+  std::string source;
+  std::shared_ptr<Kernel> kernel;
+  std::string error;
+};
+
+static std::string defaultCacheDir() {
+  if (const char *d = std::getenv("KILN_CACHE_DIR"); d && *d)
+    return d;
+  if (const char *x = std::getenv("XDG_CACHE_HOME"); x && *x)
+    return (llvm::Twine(x) + "/kiln").str();
+  if (const char *h = std::getenv("HOME"); h && *h)
+    return (llvm::Twine(h) + "/.cache/kiln").str();
+  return "";
+}
+
+JIT::JIT(JITOptions opts) : options(std::move(opts)) {}
+
+JIT::~JIT() {
+  memory.clear();
+  kiln_runtime_destroy(runtime);
+}
+
+llvm::Expected<std::unique_ptr<JIT>> JIT::create(JITOptions options) {
+  std::unique_ptr<JIT> jit(new JIT(options));
+  auto target = resolveCPUTarget(options.target);
+  if (!target)
+    return target.takeError();
+  jit->target = *target;
+  jit->cacheDir =
+      options.cacheDir.empty() ? defaultCacheDir() : options.cacheDir;
+  if (auto err = toError(kiln_runtime_create(options.numThreads,
+                                             &jit->runtime)))
+    return std::move(err);
+  return jit;
+}
+
+void JIT::clearMemoryCache() {
+  std::lock_guard<std::mutex> lock(mutex);
+  memory.clear();
+}
+
+llvm::Expected<std::shared_ptr<Kernel>>
+JIT::compile(llvm::StringRef source, llvm::StringRef name,
+             const CompileOptions &compileOptions) {
+  // The memory cache is keyed by a fast hash of the exact text and options:
+  // a hit must cost about a microsecond, so no parsing here.
+  std::string key = llvm::utohexstr(llvm::xxh3_64bits(source));
+  key += "|" + compileOptions.kernel + "|" +
+         std::to_string(compileOptions.optLevel) + "|" +
+         (compileOptions.target.empty() ? options.target
+                                        : compileOptions.target);
+  std::shared_ptr<Entry> entry;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto &slot = memory[key];
+    if (!slot) {
+      slot = std::make_shared<Entry>();
+      slot->source = source.str();
+    }
+    entry = slot;
+  }
+  if (entry->source != source) // a hash collision: bypass the memory cache
+    return compileUncached(source, name, compileOptions);
+  bool ran = false;
+  std::call_once(entry->once, [&] {
+    ran = true;
+    auto k = compileUncached(source, name, compileOptions);
+    if (k)
+      entry->kernel = *k;
+    else
+      entry->error = llvm::toString(k.takeError());
+  });
+  if (!ran && entry->kernel)
+    ++stats.memoryHits;
+  if (entry->kernel)
+    return entry->kernel;
+  std::string error = entry->error;
+  {
+    // Forget failures so that a later call (e.g. after fixing the
+    // environment) tries again.
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = memory.find(key);
+    if (it != memory.end() && it->second == entry)
+      memory.erase(it);
+  }
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), error);
+}
+
+/// Writes `bytes` to `path` atomically: a temporary file in the same
+/// directory, then rename(2). Readers see the old entry or the whole new one.
+static bool publishAtomically(const std::string &dir, const std::string &path,
+                              llvm::StringRef bytes) {
+  if (llvm::sys::fs::create_directories(dir))
+    return false;
+  static std::atomic<unsigned> counter{0};
+  std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
+                    std::to_string(std::hash<std::thread::id>()(
+                        std::this_thread::get_id()) %
+                                   100000) +
+                    "." + std::to_string(counter++);
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(tmp, ec, llvm::sys::fs::OF_None);
+    if (ec)
+      return false;
+    os << bytes;
+    os.flush();
+    if (os.has_error()) {
+      os.clear_error();
+      llvm::sys::fs::remove(tmp);
+      return false;
+    }
+  }
+  if (llvm::sys::fs::rename(tmp, path)) {
+    llvm::sys::fs::remove(tmp);
+    return false;
+  }
+  return true;
+}
+
+llvm::Expected<std::shared_ptr<Kernel>>
+JIT::compileUncached(llvm::StringRef source, llvm::StringRef name,
+                     const CompileOptions &compileOptions) {
+  CompileOptions opts = compileOptions;
+  if (opts.target.empty() || opts.target == "host")
+    opts.target = options.target;
+  auto tgt = resolveCPUTarget(opts.target);
+  if (!tgt)
+    return tgt.takeError();
+
+  mlir::DialectRegistry registry;
+  registerDialects(registry);
+  mlir::MLIRContext context(registry, mlir::MLIRContext::Threading::DISABLED);
+  std::string diagText;
+  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
+    llvm::raw_string_ostream os(diagText);
+    os << d.getLocation() << ": "
+       << (d.getSeverity() == mlir::DiagnosticSeverity::Error ? "error: "
+                                                              : "note: ")
+       << d.str() << "\n";
+    return mlir::success();
+  });
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(
+      llvm::MemoryBuffer::getMemBufferCopy(source, name), llvm::SMLoc());
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceFile<mlir::ModuleOp>(sourceMgr, &context);
+  if (!module)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   diagText.empty() ? "cannot parse kernel"
+                                                    : diagText);
+  auto info = describeKernel(*module, opts.kernel);
+  if (!info)
+    return info.takeError();
+
+  // The disk key: canonical IR (generic form, no locations, so formatting,
+  // comments and SSA names do not matter) + options + target + version.
+  std::string canonical;
+  {
+    llvm::raw_string_ostream os(canonical);
+    module->print(os, mlir::OpPrintingFlags().printGenericOpForm());
+  }
+  llvm::SHA256 sha;
+  auto feed = [&](llvm::StringRef s) {
+    sha.update(s);
+    sha.update(llvm::StringRef("\0", 1));
+  };
+  feed(compilerVersion());
+  feed(tgt->name);
+  feed(tgt->cpu);
+  feed(tgt->llvmFeatures);
+  feed(std::to_string(tgt->vectorBits));
+  feed(info->name);
+  feed(std::to_string(opts.optLevel));
+  feed(canonical);
+  std::array<uint8_t, 32> digest = sha.final();
+  std::string hex = llvm::toHex(digest, /*LowerCase=*/true);
+
+  bool useDisk = options.diskCache && !cacheDir.empty();
+  std::string path = cacheDir + "/" + hex + ".kiln";
+  if (useDisk && llvm::sys::fs::exists(path)) {
+    if (auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/false)) {
+      kiln_kernel *handle = nullptr;
+      kiln_status st = kiln_bundle_load_memory((*buf)->getBufferStart(),
+                                               (*buf)->getBufferSize(),
+                                               &handle);
+      if (!st) {
+        ++stats.diskHits;
+        return std::make_shared<Kernel>(handle, *info,
+                                        (*buf)->getBuffer().str());
+      }
+      // Corrupt, truncated or for another machine: never run it; recompile
+      // and replace it below.
+      kiln_status_free(st);
+      ++stats.corruptEntries;
+      llvm::sys::fs::remove(path);
+    }
+  }
+
+  auto compiled = compileModule(*module, opts, EmitKind::Bundle);
+  if (!compiled)
+    return compiled.takeError();
+  ++stats.compiles;
+  kiln_kernel *handle = nullptr;
+  if (auto err = toError(kiln_bundle_load_memory(
+          compiled->bytes.data(), compiled->bytes.size(), &handle)))
+    return std::move(err);
+  if (useDisk && !publishAtomically(cacheDir, path, compiled->bytes))
+    ++stats.diskWriteFailures;
+  return std::make_shared<Kernel>(handle, *info, std::move(compiled->bytes));
+}
+
+llvm::Error JIT::launch(const Kernel &kernel, const kiln_arg *args,
+                        size_t count, const int64_t grid[3]) {
+  return toError(kiln_launch(runtime, kernel.get(), args, count, grid));
+}
+
+llvm::Error JIT::launch(const Kernel &kernel,
+                        std::initializer_list<kiln_arg> args,
+                        std::initializer_list<int64_t> grid) {
+  int64_t g[3] = {1, 1, 1};
+  size_t i = 0;
+  for (int64_t v : grid) {
+    if (i == 3)
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "a grid has at most 3 dimensions");
+    g[i++] = v;
+  }
+  return launch(kernel, args.begin(), args.size(), g);
+}

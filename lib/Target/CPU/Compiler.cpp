@@ -1,0 +1,636 @@
+//===- Compiler.cpp - Compile kiln modules to x86-64 bundles ---------------===//
+//
+// Part of the Kiln project, under the Apache License v2.0 with LLVM Exceptions.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/Target/CPU/Compiler.h"
+#include "kiln/Dialect/Kiln/IR/Kiln.h"
+#include "kiln/Target/CPU/Pipeline.h"
+#include "kiln/runtime.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassInstrumentation.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Export.h"
+
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/IR/Verifier.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/Target/TargetOptions.h"
+#include "llvm/TargetParser/Triple.h"
+
+#include <cstdlib>
+#include <mutex>
+
+namespace kd = mlir::kiln;
+using mlir::DialectRegistry;
+using mlir::Diagnostic;
+using mlir::DiagnosticSeverity;
+using mlir::IntegerType;
+using mlir::MLIRContext;
+using mlir::ModuleOp;
+using mlir::Operation;
+using mlir::OwningOpRef;
+using mlir::Pass;
+using mlir::PassInstrumentation;
+using mlir::PassManager;
+using mlir::ScopedDiagnosticHandler;
+using mlir::SmallVector;
+using mlir::StringAttr;
+using mlir::Type;
+using llvm::cast;
+using llvm::dyn_cast;
+using llvm::isa;
+
+const char *kiln::compilerVersion() { return "kiln 0.1.0"; }
+
+static llvm::Error makeError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+static bool dumpIRFromEnv() {
+  const char *v = std::getenv("KILN_DUMP_IR");
+  return v && *v && std::string(v) != "0";
+}
+
+//===----------------------------------------------------------------------===//
+// Targets
+//===----------------------------------------------------------------------===//
+
+static kiln::CPUTarget avx512Target() {
+  return {"x86-64-avx512", "skylake-avx512",
+          "+avx512f,+avx512bw,+avx512vl,+avx512dq,+avx512cd,+avx2,+fma,+f16c",
+          512,
+          {"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl",
+           "avx512dq", "avx512cd"}};
+}
+
+static kiln::CPUTarget avx2Target() {
+  return {"x86-64-avx2", "haswell", "+avx2,+fma,+f16c", 256,
+          {"avx", "avx2", "fma", "f16c"}};
+}
+
+static kiln::CPUTarget sseTarget() {
+  return {"x86-64-sse", "x86-64-v2", "+sse4.2", 128, {"sse4.2"}};
+}
+
+llvm::Expected<kiln::CPUTarget> kiln::resolveCPUTarget(llvm::StringRef name) {
+  if (name == "host" || name == "x86-64" || name.empty()) {
+    auto has = [](const char *f) { return kiln_cpu_has_feature(f) != 0; };
+    if (has("avx512f") && has("avx512bw") && has("avx512vl") &&
+        has("avx512dq") && has("avx512cd") && has("fma") && has("f16c"))
+      return avx512Target();
+    if (has("avx2") && has("fma") && has("f16c"))
+      return avx2Target();
+    return sseTarget();
+  }
+  if (name == "x86-64-avx512" || name == "avx512")
+    return avx512Target();
+  if (name == "x86-64-avx2" || name == "avx2")
+    return avx2Target();
+  if (name == "x86-64-sse" || name == "sse")
+    return sseTarget();
+  return makeError("unknown target '" + name +
+                   "'; known: host, x86-64, x86-64-avx512, x86-64-avx2, "
+                   "x86-64-sse");
+}
+
+//===----------------------------------------------------------------------===//
+// Kernel description and C header
+//===----------------------------------------------------------------------===//
+
+void kiln::registerDialects(DialectRegistry &registry) {
+  registry.insert<kd::KilnDialect, mlir::arith::ArithDialect, mlir::func::FuncDialect,
+                  mlir::LLVM::LLVMDialect, mlir::math::MathDialect, mlir::memref::MemRefDialect,
+                  mlir::scf::SCFDialect, mlir::tensor::TensorDialect,
+                  mlir::vector::VectorDialect>();
+  mlir::registerBuiltinDialectTranslation(registry);
+  mlir::registerLLVMDialectTranslation(registry);
+}
+
+static std::string dtypeOf(Type t) {
+  if (t.isIndex())
+    return "i64";
+  if (t.isBF16())
+    return "bf16";
+  if (t.isF16())
+    return "f16";
+  if (t.isF32())
+    return "f32";
+  if (t.isF64())
+    return "f64";
+  if (auto it = dyn_cast<IntegerType>(t))
+    return "i" + std::to_string(it.getWidth());
+  return "";
+}
+
+static bool isCIdentifier(llvm::StringRef s) {
+  if (s.empty() || !(std::isalpha(s[0]) || s[0] == '_'))
+    return false;
+  return llvm::all_of(s, [](char c) { return std::isalnum(c) || c == '_'; });
+}
+
+llvm::Expected<kiln::KernelInfo> kiln::describeKernel(ModuleOp module,
+                                                      llvm::StringRef name) {
+  SmallVector<kd::FuncOp> kernels;
+  module.walk([&](kd::FuncOp f) {
+    if (!f.isExternal() && (name.empty() || f.getSymName() == name))
+      kernels.push_back(f);
+  });
+  if (kernels.empty())
+    return makeError(name.empty() ? llvm::Twine("the module has no kernel "
+                                                "(kiln.func with a body)")
+                                  : "no kernel named '" + name + "'");
+  if (kernels.size() > 1)
+    return makeError("the module has several kernels; choose one with "
+                     "--kernel NAME");
+  kd::FuncOp k = kernels.front();
+  KernelInfo info;
+  info.name = k.getSymName().str();
+  if (!isCIdentifier(info.name))
+    return makeError("kernel name '" + info.name +
+                     "' is not a C identifier (it names symbols and C "
+                     "functions)");
+  info.gridRank = k.getGridRank();
+  for (auto [i, t] : llvm::enumerate(k.getArgumentTypes())) {
+    KernelArg arg;
+    arg.name = "arg" + std::to_string(i);
+    if (auto n = k.getArgAttrOfType<StringAttr>(i, "kiln.name"))
+      if (isCIdentifier(n.getValue()))
+        arg.name = n.getValue().str();
+    if (auto p = dyn_cast<kd::PtrType>(t)) {
+      arg.kind = "ptr";
+      arg.dtype = dtypeOf(p.getElementType());
+    } else {
+      arg.kind = "scalar";
+      arg.dtype = dtypeOf(t);
+    }
+    if (arg.dtype.empty())
+      return makeError("argument #" + llvm::Twine(i) + " of kernel '" +
+                       info.name + "' has a type the runtime cannot pass");
+    info.args.push_back(arg);
+  }
+  return info;
+}
+
+static std::string cTypeOf(const kiln::KernelArg &a) {
+  static const std::pair<const char *, const char *> scalars[] = {
+      {"f32", "float"},    {"f64", "double"},   {"i8", "int8_t"},
+      {"i16", "int16_t"},  {"i32", "int32_t"},  {"i64", "int64_t"},
+      {"u8", "uint8_t"},   {"i1", "uint8_t"},   {"f16", "uint16_t"},
+      {"bf16", "uint16_t"}};
+  std::string base = "void";
+  for (auto [k, v] : scalars)
+    if (a.dtype == k)
+      base = v;
+  if (a.kind == "ptr")
+    return base + " *";
+  return base;
+}
+
+static std::string dtypeEnum(llvm::StringRef dtype) {
+  return ("KILN_DTYPE_" + dtype.upper());
+}
+
+std::string kiln::emitCHeader(const KernelInfo &k) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  std::string guard = "KILN_KERNEL_" + llvm::StringRef(k.name).upper() + "_H";
+  os << "/* Generated by " << compilerVersion() << " (kilnc --emit c-header)."
+     << " Do not edit.\n"
+     << " * Typed launcher for the kernel '" << k.name
+     << "'. Needs only the Kiln runtime\n"
+     << " * (runtime/include/kiln/runtime.h): no LLVM, no Python. */\n"
+     << "#ifndef " << guard << "\n#define " << guard << "\n\n"
+     << "#include <kiln/runtime.h>\n#include <stdint.h>\n#include <string.h>\n\n"
+     << "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n";
+  os << "/* Loads the bundle at `path` and checks it holds '" << k.name
+     << "' with the\n * signature this header was generated for. */\n";
+  os << "static inline kiln_status kiln_load_" << k.name
+     << "(const char *path, kiln_kernel **out) {\n"
+     << "  static const kiln_arg_kind kinds[" << std::max<size_t>(1, k.args.size())
+     << "] = {";
+  for (auto [i, a] : llvm::enumerate(k.args))
+    os << (i ? ", " : "") << (a.kind == "ptr" ? "KILN_ARG_PTR" : "KILN_ARG_SCALAR");
+  if (k.args.empty())
+    os << "KILN_ARG_PTR";
+  os << "};\n  static const kiln_dtype dtypes[" << std::max<size_t>(1, k.args.size())
+     << "] = {";
+  for (auto [i, a] : llvm::enumerate(k.args))
+    os << (i ? ", " : "") << dtypeEnum(a.dtype);
+  if (k.args.empty())
+    os << "KILN_DTYPE_F32";
+  os << "};\n"
+     << "  kiln_kernel *kernel = NULL;\n"
+     << "  kiln_status st = kiln_bundle_load_file(path, &kernel);\n"
+     << "  if (st) return st;\n"
+     << "  int ok = strcmp(kiln_kernel_name(kernel), \"" << k.name << "\") == 0"
+     << " && kiln_kernel_num_args(kernel) == " << k.args.size() << ";\n"
+     << "  for (size_t i = 0; ok && i < " << k.args.size() << "; ++i) {\n"
+     << "    kiln_arg_info info;\n"
+     << "    kiln_status e = kiln_kernel_arg_info(kernel, i, &info);\n"
+     << "    if (e) { kiln_status_free(e); ok = 0; break; }\n"
+     << "    ok = info.kind == kinds[i] && info.dtype == dtypes[i];\n"
+     << "  }\n"
+     << "  if (!ok) {\n"
+     << "    kiln_kernel_destroy(kernel);\n"
+     << "    return kiln_status_create(KILN_ERROR_INVALID_ARGUMENT, \"bundle "
+        "does not hold kernel '" << k.name
+     << "' with the signature of this header\");\n"
+     << "  }\n"
+     << "  *out = kernel;\n  return NULL;\n}\n\n";
+  os << "/* Launches '" << k.name << "' over the grid (gx, gy, gz). */\n";
+  os << "static inline kiln_status kiln_launch_" << k.name
+     << "(kiln_runtime *rt, kiln_kernel *kernel";
+  for (const auto &a : k.args)
+    os << ", " << cTypeOf(a) << (a.kind == "ptr" ? "" : " ") << a.name;
+  os << ", int64_t gx, int64_t gy, int64_t gz) {\n";
+  os << "  kiln_arg args[" << std::max<size_t>(1, k.args.size()) << "];\n";
+  os << "  memset(args, 0, sizeof(args));\n";
+  for (auto [i, a] : llvm::enumerate(k.args)) {
+    os << "  args[" << i << "].kind = "
+       << (a.kind == "ptr" ? "KILN_ARG_PTR" : "KILN_ARG_SCALAR") << ";\n";
+    os << "  args[" << i << "].dtype = " << dtypeEnum(a.dtype) << ";\n";
+    if (a.kind == "ptr") {
+      os << "  args[" << i << "].value.ptr = (void *)" << a.name << ";\n";
+    } else {
+      std::string field = a.dtype;
+      if (a.dtype == "f16" || a.dtype == "bf16")
+        field = "bits16";
+      if (a.dtype == "i1")
+        field = "u8";
+      os << "  args[" << i << "].value." << field << " = " << a.name << ";\n";
+    }
+  }
+  os << "  const int64_t grid[3] = {gx, gy, gz};\n"
+     << "  return kiln_launch(rt, kernel, args, " << k.args.size()
+     << ", grid);\n}\n\n";
+  os << "#ifdef __cplusplus\n}\n#endif\n\n#endif /* " << guard << " */\n";
+  return s;
+}
+
+//===----------------------------------------------------------------------===//
+// Bundle writer
+//===----------------------------------------------------------------------===//
+
+static uint64_t fnv1a64(llvm::StringRef data) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : data) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+std::string kiln::writeBundle(llvm::StringRef manifest, llvm::StringRef code) {
+  uint64_t codeOffset = (64 + manifest.size() + 7) / 8 * 8;
+  std::string body = manifest.str();
+  body.append(codeOffset - 64 - manifest.size(), '\0');
+  body.append(code.data(), code.size());
+  uint64_t fileSize = 64 + body.size();
+  std::string out("KILNBNDL", 8);
+  auto put32 = [&](uint32_t v) {
+    for (int i = 0; i < 4; ++i)
+      out.push_back(char((v >> (8 * i)) & 0xff));
+  };
+  auto put64 = [&](uint64_t v) {
+    for (int i = 0; i < 8; ++i)
+      out.push_back(char((v >> (8 * i)) & 0xff));
+  };
+  put32(1);
+  put32(0);
+  put64(64);
+  put64(manifest.size());
+  put64(codeOffset);
+  put64(code.size());
+  put64(fnv1a64(body));
+  put64(fileSize);
+  out += body;
+  return out;
+}
+
+//===----------------------------------------------------------------------===//
+// Compilation
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Names the pass that failed, so a compile error says where it happened.
+struct FailedPassRecorder : public PassInstrumentation {
+  std::string *failedPass;
+  explicit FailedPassRecorder(std::string *p) : failedPass(p) {}
+  void runAfterPassFailed(Pass *pass, Operation *) override {
+    if (failedPass->empty())
+      *failedPass = pass->getArgument().str();
+  }
+};
+
+/// Collects diagnostics as text, with file:line:col locations.
+struct DiagnosticCollector {
+  std::string text;
+  ScopedDiagnosticHandler handler;
+  explicit DiagnosticCollector(MLIRContext *ctx)
+      : handler(ctx, [this](Diagnostic &d) {
+          llvm::raw_string_ostream os(text);
+          os << d.getLocation() << ": ";
+          switch (d.getSeverity()) {
+          case DiagnosticSeverity::Error:
+            os << "error: ";
+            break;
+          case DiagnosticSeverity::Warning:
+            os << "warning: ";
+            break;
+          case DiagnosticSeverity::Note:
+            os << "note: ";
+            break;
+          case DiagnosticSeverity::Remark:
+            os << "remark: ";
+            break;
+          }
+          os << d.str() << "\n";
+          return mlir::success();
+        }) {}
+};
+} // namespace
+
+static void initializeLLVMTargets() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+  });
+}
+
+static llvm::Expected<std::unique_ptr<llvm::TargetMachine>>
+createTargetMachine(const kiln::CPUTarget &target, unsigned optLevel) {
+  initializeLLVMTargets();
+  llvm::Triple triple("x86_64-unknown-linux-gnu");
+  std::string err;
+  const llvm::Target *t = llvm::TargetRegistry::lookupTarget(triple, err);
+  if (!t)
+    return makeError("LLVM has no x86-64 target: " + err);
+  llvm::TargetOptions opts;
+  auto level = optLevel >= 3   ? llvm::CodeGenOptLevel::Aggressive
+               : optLevel == 2 ? llvm::CodeGenOptLevel::Default
+               : optLevel == 1 ? llvm::CodeGenOptLevel::Less
+                               : llvm::CodeGenOptLevel::None;
+  std::unique_ptr<llvm::TargetMachine> tm(t->createTargetMachine(
+      triple, target.cpu, target.llvmFeatures, opts, llvm::Reloc::PIC_,
+      std::nullopt, level));
+  if (!tm)
+    return makeError("could not create an LLVM target machine for " +
+                     target.name);
+  return tm;
+}
+
+static llvm::Error optimize(llvm::Module &module, llvm::TargetMachine &tm,
+                            unsigned optLevel) {
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PassBuilder pb(&tm);
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  llvm::OptimizationLevel level = optLevel >= 3   ? llvm::OptimizationLevel::O3
+                                  : optLevel == 2 ? llvm::OptimizationLevel::O2
+                                  : optLevel == 1 ? llvm::OptimizationLevel::O1
+                                                  : llvm::OptimizationLevel::O0;
+  llvm::ModulePassManager mpm = level == llvm::OptimizationLevel::O0
+                                    ? pb.buildO0DefaultPipeline(level)
+                                    : pb.buildPerModuleDefaultPipeline(level);
+  mpm.run(module, mam);
+  return llvm::Error::success();
+}
+
+static llvm::Expected<std::string> emitMachineCode(llvm::Module &module,
+                                                   llvm::TargetMachine &tm,
+                                                   bool assembly) {
+  llvm::SmallString<0> buffer;
+  llvm::raw_svector_ostream os(buffer);
+  llvm::legacy::PassManager pm;
+  if (tm.addPassesToEmitFile(pm, os, nullptr,
+                             assembly ? llvm::CodeGenFileType::AssemblyFile
+                                      : llvm::CodeGenFileType::ObjectFile))
+    return makeError("LLVM cannot emit code for this target");
+  pm.run(module);
+  return std::string(buffer.str());
+}
+
+/// Links an object into an ELF shared object with the system linker.
+static llvm::Expected<std::string> linkSharedObject(llvm::StringRef object) {
+  static std::string linker = [] {
+    for (const char *name : {"ld.lld", "ld", "ld.bfd", "ld.gold"})
+      if (auto p = llvm::sys::findProgramByName(name))
+        return *p;
+    return std::string();
+  }();
+  if (linker.empty())
+    return makeError("no system linker (ld) found; install binutils");
+  llvm::SmallString<128> objPath, soPath, errPath;
+  int fd;
+  if (auto ec = llvm::sys::fs::createTemporaryFile("kiln", "o", fd, objPath))
+    return makeError("cannot create a temporary file: " + ec.message());
+  {
+    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
+    os << object;
+  }
+  if (auto ec = llvm::sys::fs::createTemporaryFile("kiln", "so", soPath))
+    return makeError("cannot create a temporary file: " + ec.message());
+  if (auto ec = llvm::sys::fs::createTemporaryFile("kiln", "err", errPath))
+    return makeError("cannot create a temporary file: " + ec.message());
+  llvm::SmallVector<llvm::StringRef> args{linker,        "-shared",
+                                          "-z",          "noexecstack",
+                                          "--hash-style=gnu", "-o",
+                                          soPath,        objPath};
+  std::optional<llvm::StringRef> redirects[] = {std::nullopt, errPath,
+                                                errPath};
+  std::string msg;
+  int rc = llvm::sys::ExecuteAndWait(linker, args, std::nullopt, redirects, 60,
+                                     0, &msg);
+  auto cleanup = [&] {
+    llvm::sys::fs::remove(objPath);
+    llvm::sys::fs::remove(soPath);
+    llvm::sys::fs::remove(errPath);
+  };
+  if (rc != 0) {
+    std::string out;
+    if (auto buf = llvm::MemoryBuffer::getFile(errPath))
+      out = (*buf)->getBuffer().str();
+    cleanup();
+    return makeError("linking the kernel failed (" + linker + "): " + msg +
+                     out);
+  }
+  auto buf = llvm::MemoryBuffer::getFile(soPath);
+  if (!buf) {
+    cleanup();
+    return makeError("cannot read the linked kernel");
+  }
+  std::string so = (*buf)->getBuffer().str();
+  cleanup();
+  return so;
+}
+
+static std::string buildManifest(const kiln::KernelInfo &k,
+                                 const kiln::CPUTarget &target) {
+  std::string m;
+  llvm::raw_string_ostream os(m);
+  os << "kiln-bundle 1\n"
+     << "name " << k.name << "\n"
+     << "entry kiln_entry_" << k.name << "\n"
+     << "target x86-64\n";
+  os << "features";
+  for (const auto &f : target.requiredFeatures)
+    os << " " << f;
+  os << "\n";
+  os << "code elf-shared-object\n"
+     << "compiler " << kiln::compilerVersion() << "\n"
+     << "grid-rank " << k.gridRank << "\n"
+     << "launch cpu-target " << target.name << "\n";
+  for (const auto &a : k.args)
+    os << "arg " << a.name << " " << a.kind << " " << a.dtype << "\n";
+  return m;
+}
+
+llvm::Expected<kiln::CompileResult>
+kiln::compileModule(ModuleOp module, const CompileOptions &options,
+                    EmitKind emit) {
+  auto target = resolveCPUTarget(options.target);
+  if (!target)
+    return target.takeError();
+  auto info = describeKernel(module, options.kernel);
+  if (!info)
+    return info.takeError();
+  CompileResult result;
+  result.kernel = *info;
+  result.target = *target;
+  if (emit == EmitKind::CHeader) {
+    result.bytes = emitCHeader(*info);
+    return result;
+  }
+  // Keep only the chosen kernel.
+  SmallVector<kd::FuncOp> others;
+  module.walk([&](kd::FuncOp f) {
+    if (f.getSymName() != info->name)
+      others.push_back(f);
+  });
+  for (auto f : others)
+    f.erase();
+
+  MLIRContext *ctx = module.getContext();
+  DiagnosticCollector diags(ctx);
+  bool dump = options.dumpIR || dumpIRFromEnv();
+  PassManager pm(ctx);
+  std::string failedPass;
+  pm.addInstrumentation(std::make_unique<FailedPassRecorder>(&failedPass));
+  if (dump) {
+    ctx->disableMultithreading();
+    pm.enableIRPrinting(
+        /*shouldPrintBeforePass=*/[](Pass *, Operation *) { return false; },
+        /*shouldPrintAfterPass=*/[](Pass *, Operation *) { return true; },
+        /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false,
+        /*printAfterOnlyOnFailure=*/false, llvm::errs());
+  }
+  kd::CPUPipelineOptions pipelineOptions;
+  pipelineOptions.vectorBits = target->vectorBits;
+  kd::buildCPUPipeline(pm, pipelineOptions);
+  if (mlir::failed(pm.run(module))) {
+    std::string where =
+        failedPass.empty() ? std::string() : " in pass '" + failedPass + "'";
+    return makeError("kernel '" + info->name + "' failed to compile" + where +
+                     ":\n" + diags.text);
+  }
+  if (emit == EmitKind::MLIR) {
+    llvm::raw_string_ostream os(result.bytes);
+    module.print(os);
+    return result;
+  }
+
+  llvm::LLVMContext llvmContext;
+  auto llvmModule = mlir::translateModuleToLLVMIR(module, llvmContext, info->name);
+  if (!llvmModule)
+    return makeError("kernel '" + info->name +
+                     "': translation to LLVM IR failed:\n" + diags.text);
+  auto tm = createTargetMachine(*target, options.optLevel);
+  if (!tm)
+    return tm.takeError();
+  llvmModule->setDataLayout((*tm)->createDataLayout());
+  llvmModule->setTargetTriple((*tm)->getTargetTriple());
+  // Only the launch entry is exported; the body is inlined into it.
+  for (llvm::Function &f : *llvmModule) {
+    if (f.isDeclaration())
+      continue;
+    if (f.getName().starts_with("kiln_entry_")) {
+      f.setVisibility(llvm::GlobalValue::DefaultVisibility);
+      f.addFnAttr(llvm::Attribute::NoUnwind);
+    } else {
+      f.setLinkage(llvm::GlobalValue::InternalLinkage);
+    }
+  }
+  if (dump)
+    llvm::errs() << "// -----// LLVM IR before optimization //----- //\n"
+                 << *llvmModule;
+  if (auto err = optimize(*llvmModule, **tm, options.optLevel))
+    return std::move(err);
+  if (dump)
+    llvm::errs() << "// -----// LLVM IR after optimization //----- //\n"
+                 << *llvmModule;
+  if (emit == EmitKind::LLVM) {
+    llvm::raw_string_ostream os(result.bytes);
+    llvmModule->print(os, nullptr);
+    return result;
+  }
+  auto code = emitMachineCode(*llvmModule, **tm, emit == EmitKind::Asm);
+  if (!code)
+    return code.takeError();
+  if (emit == EmitKind::Asm || emit == EmitKind::Obj) {
+    result.bytes = std::move(*code);
+    return result;
+  }
+  auto so = linkSharedObject(*code);
+  if (!so)
+    return so.takeError();
+  result.bytes = writeBundle(buildManifest(*info, *target), *so);
+  return result;
+}
+
+llvm::Expected<kiln::CompileResult>
+kiln::compileSource(MLIRContext &context, llvm::StringRef source,
+                    llvm::StringRef bufferName, const CompileOptions &options,
+                    EmitKind emit) {
+  DiagnosticCollector diags(&context);
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(
+      llvm::MemoryBuffer::getMemBufferCopy(source, bufferName), llvm::SMLoc());
+  OwningOpRef<ModuleOp> module = mlir::parseSourceFile<ModuleOp>(sourceMgr, &context);
+  if (!module)
+    return makeError(diags.text.empty() ? "cannot parse " + bufferName
+                                        : llvm::Twine(diags.text));
+  return compileModule(*module, options, emit);
+}
