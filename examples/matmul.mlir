@@ -1,5 +1,5 @@
 // C = A x B for A: m x k, B: k x n, C: m x n (f32, row-major, any sizes).
-// Each program computes one 64 x 64 tile of C, walking k in steps of 32 with
+// Each program computes one 64 x 64 tile of C, walking k in steps of 128 with
 // the accumulator carried through the loop. Edge tiles are masked by the
 // loads (zero padding contributes nothing to the sum) and by the store.
 //
@@ -11,7 +11,7 @@ kiln.func @matmul(%a: !kiln.ptr<f32> {kiln.name = "a"}, %b: !kiln.ptr<f32> {kiln
   %c1 = arith.constant 1 : index
   %bm = arith.constant 64 : index
   %bn = arith.constant 64 : index
-  %bk = arith.constant 32 : index
+  %bk = arith.constant 128 : index
   %pn = kiln.program_id x : i32
   %pm = kiln.program_id y : i32
   %pn_i = arith.index_cast %pn : i32 to index
@@ -23,9 +23,9 @@ kiln.func @matmul(%a: !kiln.ptr<f32> {kiln.name = "a"}, %b: !kiln.ptr<f32> {kiln
   %vc = kiln.make_view %c, [%m, %n], [%n, %c1] : !kiln.ptr<f32> -> !kiln.view<2xf32>
   %zero = arith.constant dense<0.0> : tensor<64x64xf32>
   %acc = scf.for %kk = %c0 to %k step %bk iter_args(%acc_in = %zero) -> (tensor<64x64xf32>) {
-    %ta = kiln.load %va[%row, %kk] : !kiln.view<2xf32> -> tensor<64x32xf32>
-    %tb = kiln.load %vb[%kk, %col] : !kiln.view<2xf32> -> tensor<32x64xf32>
-    %next = kiln.dot %ta, %tb, %acc_in : tensor<64x32xf32>, tensor<32x64xf32> -> tensor<64x64xf32>
+    %ta = kiln.load %va[%row, %kk] : !kiln.view<2xf32> -> tensor<64x128xf32>
+    %tb = kiln.load %vb[%kk, %col] : !kiln.view<2xf32> -> tensor<128x64xf32>
+    %next = kiln.dot %ta, %tb, %acc_in : tensor<64x128xf32>, tensor<128x64xf32> -> tensor<64x64xf32>
     scf.yield %next : tensor<64x64xf32>
   }
   kiln.store %acc, %vc[%row, %col] : tensor<64x64xf32> -> !kiln.view<2xf32>
