@@ -177,11 +177,7 @@ JIT::compileUncached(llvm::StringRef source, llvm::StringRef name,
   mlir::MLIRContext context(registry, mlir::MLIRContext::Threading::DISABLED);
   std::string diagText;
   mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
-    llvm::raw_string_ostream os(diagText);
-    os << d.getLocation() << ": "
-       << (d.getSeverity() == mlir::DiagnosticSeverity::Error ? "error: "
-                                                              : "note: ")
-       << d.str() << "\n";
+    diagText += formatDiagnostic(d);
     return mlir::success();
   });
   llvm::SourceMgr sourceMgr;

@@ -101,6 +101,29 @@ inline std::shared_ptr<kiln::Kernel> compileExample(kiln::JIT &jit,
   return *k;
 }
 
+/// REQUIRE that an llvm::Expected holds a value (failing with its message).
+template <typename T> T &requireOk(llvm::Expected<T> &e) {
+  if (!e)
+    FAIL(llvm::toString(e.takeError()));
+  return *e;
+}
+template <typename T> T requireOk(llvm::Expected<T> &&e) {
+  if (!e)
+    FAIL(llvm::toString(e.takeError()));
+  return std::move(*e);
+}
+/// REQUIRE that an llvm::Expected holds an error; returns its message.
+template <typename T> std::string requireErr(llvm::Expected<T> &e) {
+  if (e)
+    FAIL("expected an error, got a value");
+  return llvm::toString(e.takeError());
+}
+inline std::string requireErr(llvm::Error e) {
+  if (!e)
+    FAIL("expected an error, got success");
+  return llvm::toString(std::move(e));
+}
+
 #define REQUIRE_NOLAUNCHERROR(expr)                                            \
   do {                                                                         \
     llvm::Error kilnErr = (expr);                                              \

@@ -337,6 +337,48 @@ std::string kiln::writeBundle(llvm::StringRef manifest, llvm::StringRef code) {
 // Compilation
 //===----------------------------------------------------------------------===//
 
+static std::string formatLocation(mlir::Location loc) {
+  if (auto f = mlir::dyn_cast<mlir::FileLineColLoc>(loc))
+    return (f.getFilename().getValue() + ":" + llvm::Twine(f.getLine()) + ":" +
+            llvm::Twine(f.getColumn()))
+        .str();
+  if (auto n = mlir::dyn_cast<mlir::NameLoc>(loc))
+    return formatLocation(n.getChildLoc());
+  if (auto c = mlir::dyn_cast<mlir::CallSiteLoc>(loc))
+    return formatLocation(c.getCallee());
+  if (auto f = mlir::dyn_cast<mlir::FusedLoc>(loc))
+    for (mlir::Location l : f.getLocations()) {
+      std::string s = formatLocation(l);
+      if (!s.empty() && s != "<unknown>")
+        return s;
+    }
+  return "<unknown>";
+}
+
+std::string kiln::formatDiagnostic(Diagnostic &d) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << formatLocation(d.getLocation()) << ": ";
+  switch (d.getSeverity()) {
+  case DiagnosticSeverity::Error:
+    os << "error: ";
+    break;
+  case DiagnosticSeverity::Warning:
+    os << "warning: ";
+    break;
+  case DiagnosticSeverity::Note:
+    os << "note: ";
+    break;
+  case DiagnosticSeverity::Remark:
+    os << "remark: ";
+    break;
+  }
+  os << d.str() << "\n";
+  for (Diagnostic &note : d.getNotes())
+    os << formatDiagnostic(note);
+  return text;
+}
+
 namespace {
 /// Names the pass that failed, so a compile error says where it happened.
 struct FailedPassRecorder : public PassInstrumentation {
@@ -354,23 +396,7 @@ struct DiagnosticCollector {
   ScopedDiagnosticHandler handler;
   explicit DiagnosticCollector(MLIRContext *ctx)
       : handler(ctx, [this](Diagnostic &d) {
-          llvm::raw_string_ostream os(text);
-          os << d.getLocation() << ": ";
-          switch (d.getSeverity()) {
-          case DiagnosticSeverity::Error:
-            os << "error: ";
-            break;
-          case DiagnosticSeverity::Warning:
-            os << "warning: ";
-            break;
-          case DiagnosticSeverity::Note:
-            os << "note: ";
-            break;
-          case DiagnosticSeverity::Remark:
-            os << "remark: ";
-            break;
-          }
-          os << d.str() << "\n";
+          text += kiln::formatDiagnostic(d);
           return mlir::success();
         }) {}
 };

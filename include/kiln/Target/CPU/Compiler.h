@@ -21,6 +21,7 @@
 #include <vector>
 
 namespace mlir {
+class Diagnostic;
 class DialectRegistry;
 class MLIRContext;
 } // namespace mlir
@@ -76,6 +77,10 @@ struct CompileResult {
   CPUTarget target;
   std::string bytes; // the requested artifact
 };
+
+/// Formats a diagnostic as `file:line:col: error: message` (the form editors
+/// and terminals link), with its notes on following lines.
+std::string formatDiagnostic(mlir::Diagnostic &diagnostic);
 
 /// Registers the dialects a kiln module may use.
 void registerDialects(mlir::DialectRegistry &registry);

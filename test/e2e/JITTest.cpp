@@ -1,0 +1,286 @@
+//===- JITTest.cpp - The JIT, its caches, and bad input --------------------===//
+//
+// Part of the Kiln project, under the Apache License v2.0 with LLVM Exceptions.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestSupport.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
+#include <catch2/catch.hpp>
+
+#include <spawn.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+extern char **environ;
+
+using namespace kiln::test;
+
+namespace {
+std::string freshDir() {
+  char tmpl[] = "/tmp/kiln-jit-test-XXXXXX";
+  return mkdtemp(tmpl);
+}
+
+std::unique_ptr<kiln::JIT> makeJIT(const std::string &dir,
+                                   const std::string &target = "host") {
+  kiln::JITOptions o;
+  o.cacheDir = dir;
+  o.target = target;
+  auto j = kiln::JIT::create(o);
+  if (!j)
+    FAIL(llvm::toString(j.takeError()));
+  return std::move(*j);
+}
+
+std::vector<std::string> listDir(const std::string &dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (llvm::sys::fs::directory_iterator it(dir, ec), end; it != end && !ec;
+       it.increment(ec))
+    out.push_back(llvm::sys::path::filename(it->path()).str());
+  return out;
+}
+
+std::string vectorAdd() {
+  return readFile(std::string(KILN_EXAMPLES_DIR) + "/vector_add.mlir");
+}
+
+void runVectorAdd(kiln::JIT &jit, const kiln::Kernel &k, int64_t n = 3000) {
+  std::vector<float> x = randomVector(n), y = randomVector(n),
+                     out(n, poison());
+  REQUIRE_NOLAUNCHERROR(jit.launch(k, {kiln::arg(x.data()), kiln::arg(y.data()),
+                                       kiln::arg(out.data()), kiln::arg(n)},
+                                   {ceilDiv(n, 1024)}));
+  std::vector<double> ref(n);
+  for (int64_t i = 0; i < n; ++i)
+    ref[i] = double(x[i]) + y[i];
+  CHECK_THAT_CLOSE(out, ref, 1e-6, 1e-6);
+}
+} // namespace
+
+TEST_CASE("the memory cache returns the same kernel", "[jit][cache]") {
+  auto jit = makeJIT(freshDir());
+  auto a = requireOk(jit->compile(vectorAdd(), "vector_add.mlir"));
+  auto b = requireOk(jit->compile(vectorAdd(), "vector_add.mlir"));
+  CHECK(a.get() == b.get());
+  CHECK(jit->getStats().compiles == 1);
+  CHECK(jit->getStats().memoryHits == 1);
+}
+
+TEST_CASE("a second JIT finds the kernel in the disk cache", "[jit][cache]") {
+  std::string dir = freshDir();
+  {
+    auto jit = makeJIT(dir);
+    requireOk(jit->compile(vectorAdd()));
+    CHECK(jit->getStats().compiles == 1);
+  }
+  auto files = listDir(dir);
+  REQUIRE(files.size() == 1);
+  CHECK(llvm::StringRef(files[0]).ends_with(".kiln"));
+  // Formatting and comments do not change the canonical IR, so the same
+  // entry serves a reformatted source.
+  std::string reformatted = "// a comment\n" + vectorAdd() + "\n\n";
+  auto jit = makeJIT(dir);
+  auto k = requireOk(jit->compile(reformatted));
+  CHECK(jit->getStats().compiles == 0);
+  CHECK(jit->getStats().diskHits == 1);
+  runVectorAdd(*jit, *k);
+}
+
+TEST_CASE("a corrupted or truncated cache entry is recompiled, never run",
+          "[jit][cache]") {
+  std::string dir = freshDir();
+  { requireOk(makeJIT(dir)->compile(vectorAdd())); }
+  auto files = listDir(dir);
+  REQUIRE(files.size() == 1);
+  std::string path = dir + "/" + files[0];
+  std::string bytes = readFile(path);
+  REQUIRE(bytes.size() > 200);
+
+  SECTION("a flipped byte in the code") {
+    bytes[bytes.size() - 100] ^= 0x5a;
+  }
+  SECTION("a truncated file") { bytes.resize(bytes.size() / 2); }
+  SECTION("garbage") { bytes = "not a bundle at all"; }
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << bytes;
+  }
+  auto jit = makeJIT(dir);
+  auto k = requireOk(jit->compile(vectorAdd()));
+  CHECK(jit->getStats().corruptEntries == 1);
+  CHECK(jit->getStats().compiles == 1);
+  CHECK(jit->getStats().diskHits == 0);
+  runVectorAdd(*jit, *k);
+  // The entry was replaced by a good one.
+  auto again = makeJIT(dir);
+  requireOk(again->compile(vectorAdd()));
+  CHECK(again->getStats().diskHits == 1);
+}
+
+TEST_CASE("an unwritable cache directory leaves the JIT working from memory",
+          "[jit][cache]") {
+  // A directory under a regular file cannot be created, even by root.
+  std::string base = freshDir();
+  std::string file = base + "/plain-file";
+  { std::ofstream(file) << "x"; }
+  auto jit = makeJIT(file + "/cache");
+  auto k = requireOk(jit->compile(vectorAdd()));
+  CHECK(jit->getStats().diskWriteFailures == 1);
+  runVectorAdd(*jit, *k);
+  auto k2 = requireOk(jit->compile(vectorAdd()));
+  CHECK(jit->getStats().memoryHits == 1);
+}
+
+TEST_CASE("threads compiling the same kernel at once compile it once",
+          "[jit][cache]") {
+  auto jit = makeJIT(freshDir());
+  std::string src = vectorAdd();
+  std::vector<std::thread> threads;
+  std::vector<std::shared_ptr<kiln::Kernel>> got(8);
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&, t] {
+      auto k = jit->compile(src);
+      if (k)
+        got[t] = *k;
+      else
+        llvm::consumeError(k.takeError());
+    });
+  for (auto &t : threads)
+    t.join();
+  for (auto &k : got) {
+    REQUIRE(k != nullptr);
+    CHECK(k->get() == got[0]->get());
+  }
+  CHECK(jit->getStats().compiles == 1);
+}
+
+TEST_CASE("two processes compiling the same kernel at once both succeed",
+          "[jit][cache]") {
+  std::string dir = freshDir();
+  std::string kernel = std::string(KILN_EXAMPLES_DIR) + "/vector_add.mlir";
+  std::vector<pid_t> pids;
+  for (int i = 0; i < 2; ++i) {
+    pid_t pid;
+    std::string worker = KILN_CACHE_WORKER;
+    char *argv[] = {worker.data(), dir.data(), kernel.data(), nullptr};
+    REQUIRE(posix_spawn(&pid, worker.c_str(), nullptr, nullptr, argv,
+                        environ) == 0);
+    pids.push_back(pid);
+  }
+  for (pid_t pid : pids) {
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+  }
+  // One published entry, no temporary files left behind.
+  auto files = listDir(dir);
+  REQUIRE(files.size() == 1);
+  CHECK(llvm::StringRef(files[0]).ends_with(".kiln"));
+  auto jit = makeJIT(dir);
+  auto k = requireOk(jit->compile(readFile(kernel)));
+  CHECK(jit->getStats().diskHits == 1);
+}
+
+TEST_CASE("a kernel that fails to compile reports the pass and the location",
+          "[jit][errors]") {
+  auto jit = makeJIT(freshDir());
+  const char *src = R"mlir(kiln.func @k(%p: !kiln.ptr<f32>, %n: index) {
+  %c1 = arith.constant 1 : index
+  %v = kiln.make_view %p, [%n], [%c1] : !kiln.ptr<f32> -> !kiln.view<1xf32>
+  %c0 = arith.constant 0 : index
+  %t = kiln.load %v[%c0] : !kiln.view<1xf32> -> tensor<4xf32>
+  %s = tensor.empty() : tensor<4xf32>
+  %u = arith.addf %t, %s : tensor<4xf32>
+  kiln.store %u, %v[%c0] : tensor<4xf32> -> !kiln.view<1xf32>
+  kiln.return
+}
+)mlir";
+  auto k = jit->compile(src, "bad.mlir");
+  std::string msg = requireErr(k);
+  INFO(msg);
+  CHECK(msg.find("in pass 'convert-kiln-to-cpu'") != std::string::npos);
+  CHECK(msg.find("bad.mlir:6:8") != std::string::npos);
+  CHECK(msg.find("'tensor.empty' on tiles is not supported") != std::string::npos);
+}
+
+TEST_CASE("malformed source gives a located error", "[jit][errors]") {
+  auto jit = makeJIT(freshDir());
+  auto k = jit->compile("kiln.func @k( {\n", "broken.mlir");
+  std::string msg = requireErr(k);
+  INFO(msg);
+  CHECK(msg.find("broken.mlir:1:") != std::string::npos);
+}
+
+TEST_CASE("a wrong launch returns an error and runs nothing", "[jit][errors]") {
+  auto jit = makeJIT(freshDir());
+  auto k = requireOk(jit->compile(vectorAdd()));
+  std::vector<float> x(10), y(10), out(10, poison());
+  SECTION("too few arguments") {
+    llvm::Error e = jit->launch(*k, {kiln::arg(x.data()), kiln::arg(y.data())}, {1});
+    CHECK(requireErr(std::move(e)).find("argument") != std::string::npos);
+  }
+  SECTION("a dtype mismatch") {
+    std::vector<double> xd(10);
+    llvm::Error e = jit->launch(*k, {kiln::arg(xd.data()), kiln::arg(y.data()),
+                                      kiln::arg(out.data()), kiln::arg(int64_t(10))},
+                                {1});
+    CHECK(requireErr(std::move(e)).find("f32") != std::string::npos);
+  }
+  SECTION("a scalar of the wrong type") {
+    llvm::Error e = jit->launch(*k, {kiln::arg(x.data()), kiln::arg(y.data()),
+                                      kiln::arg(out.data()), kiln::arg(int32_t(10))},
+                                {1});
+    requireErr(std::move(e));
+  }
+  SECTION("a grid of zero programs") {
+    llvm::Error e = jit->launch(*k, {kiln::arg(x.data()), kiln::arg(y.data()),
+                                      kiln::arg(out.data()), kiln::arg(int64_t(10))},
+                                {0});
+    requireErr(std::move(e));
+  }
+  for (float v : out)
+    CHECK(std::isnan(v));
+}
+
+TEST_CASE("each CPU target variant compiles and computes correctly",
+          "[jit][targets]") {
+  for (const char *target : {"x86-64-avx512", "x86-64-avx2", "x86-64-sse"}) {
+    INFO("target " << target);
+    std::string feature = std::string(target) == "x86-64-avx512" ? "avx512f"
+                          : std::string(target) == "x86-64-avx2" ? "avx2"
+                                                                 : "sse4.2";
+    if (!kiln_cpu_has_feature(feature.c_str()))
+      continue; // this machine cannot run that variant; nothing to check
+    auto jit = makeJIT(freshDir(), target);
+    auto k = requireOk(jit->compile(vectorAdd()));
+    runVectorAdd(*jit, *k, 5001);
+    requireOk(jit->compile(
+        readFile(std::string(KILN_EXAMPLES_DIR) + "/softmax.mlir")));
+  }
+}
+
+TEST_CASE("a bundle needing features the machine lacks is refused",
+          "[jit][targets]") {
+  if (!kiln_cpu_has_feature("avx512f"))
+    return; // the refusal is tested from the other side on such machines
+  std::string dir = freshDir();
+  auto jit = makeJIT(dir, "x86-64-avx512");
+  auto k = requireOk(jit->compile(vectorAdd()));
+  std::string bundle = k->getBundle();
+  setenv("KILN_CPU_DISABLE", "avx512f", 1);
+  kiln_kernel *handle = nullptr;
+  kiln_status st = kiln_bundle_load_memory(bundle.data(), bundle.size(), &handle);
+  unsetenv("KILN_CPU_DISABLE");
+  REQUIRE(st);
+  CHECK(kiln_status_code_of(st) == KILN_ERROR_MISSING_FEATURE);
+  CHECK(std::string(kiln_status_message(st)).find("avx512f") != std::string::npos);
+  kiln_status_free(st);
+}
