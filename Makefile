@@ -29,7 +29,10 @@ build: configure
 	@ninja -C $(BUILD_DIR) -j$(JOBS) --quiet
 
 test: build
-	@cd $(BUILD_DIR) && ctest --output-on-failure -j$(JOBS)
+	@cd $(BUILD_DIR) && ctest --output-on-failure -j$(JOBS); rc=$$?; \
+	  echo "== summaries of the test runners (lit, Catch2) =="; \
+	  grep -hE '^(Total Discovered Tests|  Passed|  Failed|  Unsupported|All tests passed|test cases:)' Testing/Temporary/LastTest.log; \
+	  exit $$rc
 
 demo: build
 	@./scripts/demo.sh $(BUILD_DIR)

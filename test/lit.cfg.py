@@ -14,6 +14,6 @@ config.test_exec_root = os.path.join(config.kiln_obj_root, "test")
 llvm_config.with_system_environment(["HOME", "TMPDIR"])
 llvm_config.use_default_substitutions()
 tool_dirs = [config.kiln_tools_dir, config.llvm_tools_dir]
-llvm_config.add_tool_substitutions(["kiln-opt"], tool_dirs)
+llvm_config.add_tool_substitutions(["kiln-opt", "kilnc"], tool_dirs)
 config.substitutions.append(("%kiln_src", config.kiln_src_root))
 config.environment["PATH"] = os.pathsep.join(tool_dirs + [config.environment.get("PATH", "")])

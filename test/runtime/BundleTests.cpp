@@ -69,7 +69,7 @@ size_t codeOffsetOf(const Bytes &bundle) {
 
 TEST_CASE("a valid bundle loads from a file and from memory", "[bundle]") {
   TempDir dir;
-  std::string path = dir.path("vadd.kbundle");
+  std::string path = dir.path("vadd.kiln");
   writeFileBytes(path,
                  bundleFor("vadd", "launch num_warps 4\nlaunch stages 3\n"));
 
@@ -128,9 +128,9 @@ TEST_CASE("queries tolerate NULL", "[bundle]") {
 
 TEST_CASE("file errors are reported as IO errors", "[bundle]") {
   TempDir dir;
-  Status missing = loadFile(dir.path("does-not-exist.kbundle"));
+  Status missing = loadFile(dir.path("does-not-exist.kiln"));
   CHECK(missing.code() == KILN_ERROR_IO);
-  CHECK(contains(missing.message(), "does-not-exist.kbundle"));
+  CHECK(contains(missing.message(), "does-not-exist.kiln"));
   CHECK(contains(missing.message(), "No such file"));
 
   Status directory = loadFile(dir.path(""));
@@ -145,13 +145,13 @@ TEST_CASE("truncated bundles are refused", "[bundle]") {
                       bundle.size() / 2, bundle.size() - 1}) {
     CAPTURE(keep);
     Bytes truncated(bundle.begin(), bundle.begin() + keep);
-    std::string path = dir.path("truncated.kbundle");
+    std::string path = dir.path("truncated.kiln");
     writeFileBytes(path, truncated);
     Status status = loadFile(path);
     CHECK(status.code() == KILN_ERROR_BAD_BUNDLE);
     if (keep >= 8)
       CHECK(contains(status.message(), "truncated"));
-    CHECK(contains(status.message(), "truncated.kbundle"));
+    CHECK(contains(status.message(), "truncated.kiln"));
   }
 
   Bytes longer = bundle;

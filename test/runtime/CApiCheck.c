@@ -17,7 +17,7 @@ int kiln_test_c_api_smoke(void) {
   if (status || kiln_runtime_num_threads(runtime) != 2)
     return 1;
 
-  status = kiln_bundle_load_file("/nonexistent/kernel.kbundle", &kernel);
+  status = kiln_bundle_load_file("/nonexistent/kernel.kiln", &kernel);
   if (kiln_status_code_of(status) != KILN_ERROR_IO || kernel != NULL ||
       strstr(kiln_status_message(status), "nonexistent") == NULL)
     return 2;

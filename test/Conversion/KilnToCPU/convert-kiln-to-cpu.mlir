@@ -1,0 +1,81 @@
+// RUN: kiln-opt %s --convert-kiln-to-cpu --split-input-file | FileCheck %s
+// RUN: kiln-opt %s --convert-kiln-to-cpu="vector-bits=256" --split-input-file | FileCheck %s --check-prefix=AVX2
+
+// The kernel body and its launch entry; pointers become memrefs, the grid
+// comes in as six trailing i32 arguments.
+// CHECK-LABEL: func.func private @add
+// CHECK-SAME: (%{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: index, %[[PX:.*]]: i32, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32)
+// CHECK-SAME: kiln.signature = ["ptr f32", "ptr f32", "scalar i64"]
+// Tiles live in stack buffers allocated once at the entry.
+// CHECK: memref.alloca() {alignment = 64 : i64} : memref<256xf32>
+// CHECK: arith.index_cast %[[PX]] : i32 to index
+// Views are reinterpret casts of the pointer, with dynamic and unit strides.
+// CHECK: memref.reinterpret_cast {{.*}} to offset: [0], sizes: [%{{.*}}], strides: [%{{.*}}] : memref<?xf32> to memref<?xf32, strided<[?]>>
+// Interior tiles: plain vector loads; edges: masked loads.
+// CHECK: vector.load {{.*}} : memref<?xf32, strided<[1]>>, vector<16xf32>
+// CHECK: vector.create_mask {{.*}} : vector<16xi1>
+// CHECK: vector.maskedload {{.*}} : memref<?xf32, strided<[1]>>, vector<16xi1>, vector<16xf32> into vector<16xf32>
+// Elementwise math on native-width vectors.
+// CHECK: math.exp {{.*}} : vector<16xf32>
+// CHECK: vector.maskedstore
+// CHECK-LABEL: func.func @kiln_entry_add(%{{.*}}: !llvm.ptr, %{{.*}}: i32
+// CHECK: call @add(
+// AVX2: math.exp {{.*}} : vector<8xf32>
+kiln.func @add(%x: !kiln.ptr<f32>, %y: !kiln.ptr<f32>, %n: index) {
+  %c1 = arith.constant 1 : index
+  %c256 = arith.constant 256 : index
+  %pid = kiln.program_id x : i32
+  %p = arith.index_cast %pid : i32 to index
+  %off = arith.muli %p, %c256 : index
+  %vx = kiln.make_view %x, [%n], [%c1] : !kiln.ptr<f32> -> !kiln.view<1xf32>
+  %vy = kiln.make_view %y, [%n], [%c1] : !kiln.ptr<f32> -> !kiln.view<1xf32>
+  %t = kiln.load %vx[%off] : !kiln.view<1xf32> -> tensor<256xf32>
+  %e = math.exp %t : tensor<256xf32>
+  kiln.store %e, %vy[%off] : tensor<256xf32> -> !kiln.view<1xf32>
+  kiln.return
+}
+
+// -----
+
+// kiln.dot: a register-blocked micro-kernel (4 rows x 4 vectors of 16 here),
+// accumulators carried through the contraction loop in registers, computed in
+// place into the loop-carried accumulator (no copy at the yield).
+// CHECK-LABEL: func.func private @mm
+// CHECK: scf.for
+// CHECK: scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
+// CHECK-COUNT-4: vector.load
+// CHECK: vector.broadcast
+// CHECK-COUNT-4: vector.fma
+kiln.func @mm(%a: !kiln.ptr<f32>, %n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c32 = arith.constant 32 : index
+  %va = kiln.make_view %a, [%n, %n], [%n, %c1] : !kiln.ptr<f32> -> !kiln.view<2xf32>
+  %zero = arith.constant dense<0.0> : tensor<32x64xf32>
+  %acc = scf.for %k = %c0 to %n step %c32 iter_args(%acc_in = %zero) -> (tensor<32x64xf32>) {
+    %ta = kiln.load %va[%c0, %k] : !kiln.view<2xf32> -> tensor<32x32xf32>
+    %tb = kiln.load %va[%k, %c0] : !kiln.view<2xf32> -> tensor<32x64xf32>
+    %d = kiln.dot %ta, %tb, %acc_in : tensor<32x32xf32>, tensor<32x64xf32> -> tensor<32x64xf32>
+    scf.yield %d : tensor<32x64xf32>
+  }
+  kiln.store %acc, %va[%c0, %c0] : tensor<32x64xf32> -> !kiln.view<2xf32>
+  kiln.return
+}
+
+// -----
+
+// bf16 lives in memory as i16 bits and becomes f32 only for arithmetic.
+// CHECK-LABEL: func.func private @halves
+// CHECK-SAME: memref<?xi16>
+// CHECK: arith.bitcast {{.*}} : vector<16xi16> to vector<16xbf16>
+// CHECK: arith.extf {{.*}} : vector<16xbf16> to vector<16xf32>
+kiln.func @halves(%x: !kiln.ptr<bf16>, %y: !kiln.ptr<f32>, %n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %vx = kiln.make_view %x, [%n], [%c1] : !kiln.ptr<bf16> -> !kiln.view<1xbf16>
+  %vy = kiln.make_view %y, [%n], [%c1] : !kiln.ptr<f32> -> !kiln.view<1xf32>
+  %t = kiln.load %vx[%c0] : !kiln.view<1xbf16> -> tensor<64xbf16>
+  %f = arith.extf %t : tensor<64xbf16> to tensor<64xf32>
+  kiln.store %f, %vy[%c0] : tensor<64xf32> -> !kiln.view<1xf32>
+  kiln.return
+}

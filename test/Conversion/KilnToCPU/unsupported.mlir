@@ -1,0 +1,23 @@
+// RUN: kiln-opt %s --convert-kiln-to-cpu --split-input-file --verify-diagnostics
+
+kiln.func @k(%p: !kiln.ptr<f32>, %n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %v = kiln.make_view %p, [%n], [%c1] : !kiln.ptr<f32> -> !kiln.view<1xf32>
+  // expected-error @+1 {{kiln CPU lowering: only splat tile constants are supported}}
+  %t = arith.constant dense<[1.0, 2.0]> : tensor<2xf32>
+  kiln.store %t, %v[%c0] : tensor<2xf32> -> !kiln.view<1xf32>
+  kiln.return
+}
+
+// -----
+
+kiln.func @k(%p: !kiln.ptr<f32>, %n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %v = kiln.make_view %p, [%n], [%c1] : !kiln.ptr<f32> -> !kiln.view<1xf32>
+  // expected-error @+1 {{kiln CPU lowering: 'tensor.empty' on tiles is not supported by the CPU target}}
+  %t = tensor.empty() : tensor<4xf32>
+  kiln.store %t, %v[%c0] : tensor<4xf32> -> !kiln.view<1xf32>
+  kiln.return
+}
