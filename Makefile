@@ -6,24 +6,38 @@ BUILD_TYPE   ?= Release
 JOBS         ?= $(shell nproc)
 LLVM_PREFIX  := /usr/lib/llvm-$(LLVM_VERSION)
 CCACHE       := $(shell command -v ccache 2>/dev/null)
+# The Python bindings and tests use a venv the build creates from Debian's
+# python3 (whose headers python3-dev provides), with PyPI packages from
+# python/requirements-dev.txt.
+VENV         := $(BUILD_DIR)/venv
+PYTHON       := $(VENV)/bin/python
 
-.PHONY: all deps configure build test demo clean
+.PHONY: all deps venv configure build test demo clean
 
 all: build
 
 deps:
 	@./scripts/install-deps.sh
 
-$(BUILD_DIR)/build.ninja: CMakeLists.txt cmake/llvm-version | deps
+$(VENV)/.stamp: python/requirements-dev.txt | deps
+	@mkdir -p $(BUILD_DIR)
+	@test -x $(PYTHON) || /usr/bin/python3 -m venv $(VENV)
+	@$(PYTHON) -m pip install -q --disable-pip-version-check -r python/requirements-dev.txt
+	@touch $@
+
+venv: $(VENV)/.stamp
+
+$(BUILD_DIR)/build.ninja: CMakeLists.txt cmake/llvm-version | deps venv
 	@mkdir -p $(BUILD_DIR)
 	@cmake -S . -B $(BUILD_DIR) -G Ninja -Wno-dev \
 	  -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
+	  -DPython3_EXECUTABLE=$(abspath $(PYTHON)) \
 	  -DCMAKE_C_COMPILER=$(LLVM_PREFIX)/bin/clang \
 	  -DCMAKE_CXX_COMPILER=$(LLVM_PREFIX)/bin/clang++ \
 	  $(if $(CCACHE),-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache) \
 	  > $(BUILD_DIR)/configure.log 2>&1 || { cat $(BUILD_DIR)/configure.log; exit 1; }
 
-configure: deps $(BUILD_DIR)/build.ninja
+configure: deps venv $(BUILD_DIR)/build.ninja
 
 build: configure
 	@ninja -C $(BUILD_DIR) -j$(JOBS) --quiet

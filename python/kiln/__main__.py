@@ -1,0 +1,5 @@
+"""python -m kiln: prints what this installation can do."""
+from . import runtime
+
+print("kiln", __import__("kiln").__version__)
+print("CPU features:", runtime._ext.cpu_features())

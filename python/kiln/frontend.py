@@ -1,0 +1,1290 @@
+"""Python AST -> kiln IR, through the C++ builder.
+
+The front end walks the kernel's syntax tree once per specialization and
+creates IR op by op with ``kiln._kiln.Builder``; every op carries the
+file:line:col of the Python code that made it. Type and shape errors raise
+``CompilationError`` naming that line.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import math
+import textwrap
+
+from . import language as kl
+from ._kiln import Builder, IRError
+
+# Views with no natural extent (a bare pointer with offsets) get this size;
+# element offsets stay far below it, so nothing is masked by it.
+UNBOUNDED = 1 << 62
+
+
+class CompilationError(Exception):
+    """A kernel could not be compiled. ``str(e)`` names the kernel's file and
+    line, shows the line and a caret under the offending expression."""
+
+    def __init__(self, message, filename=None, lineno=None, col=None, source_line=None):
+        self.message = message
+        self.filename = filename
+        self.lineno = lineno
+        self.col = col
+        self.source_line = source_line
+        text = message
+        if filename is not None and lineno is not None:
+            text = f"{filename}:{lineno}:{(col or 0) + 1}: {message}"
+            if source_line is not None:
+                stripped = source_line.rstrip("\n")
+                text += "\n    " + stripped + "\n    " + " " * (col or 0) + "^"
+        super().__init__(text)
+
+
+class KilnError(Exception):
+    """A language-level error raised while translating one node."""
+
+
+# --------------------------------------------------------------------------
+# Values the front end manipulates
+# --------------------------------------------------------------------------
+
+
+class Tile:
+    """An SSA value: a scalar (shape ()) or a tile, with its element dtype."""
+
+    def __init__(self, value, dtype: kl.dtype, shape: tuple):
+        self.value = value
+        self.dtype = dtype
+        self.shape = tuple(shape)
+        # Set when the tile is `scalar + arange(0, n)` (a contiguous run):
+        # (scalar base Tile or int, n). Lets loads through pointers use views.
+        self.contiguous = None
+        # Set when the tile is `offsets < bound`: (offsets Tile, bound).
+        self.bound_mask = None
+
+    @property
+    def is_scalar(self):
+        return self.shape == ()
+
+    def __repr__(self):
+        return f"Tile({self.dtype}, {self.shape})"
+
+
+class Pointer:
+    """A kernel pointer argument, possibly advanced by a scalar offset."""
+
+    def __init__(self, value, dtype: kl.dtype, offset=None):
+        self.value = value
+        self.dtype = dtype
+        self.offset = offset  # scalar Tile (int) or None
+
+
+class PointerTile:
+    """``pointer + offsets``: a tile of addresses into one allocation."""
+
+    def __init__(self, base: Pointer, offsets: Tile):
+        self.base = base
+        self.offsets = offsets
+
+    @property
+    def shape(self):
+        return self.offsets.shape
+
+
+class View:
+    def __init__(self, value, dtype: kl.dtype, rank: int):
+        self.value = value
+        self.dtype = dtype
+        self.rank = rank
+
+
+class BoundMethod:
+    def __init__(self, name, obj):
+        self.name = name
+        self.obj = obj
+
+
+def broadcast_shapes(a, b):
+    ra, rb = len(a), len(b)
+    out = []
+    for i in range(builtins.max(ra, rb)):
+        da = a[i - builtins.max(ra, rb) + ra] if i - builtins.max(ra, rb) + ra >= 0 else 1
+        db = b[i - builtins.max(ra, rb) + rb] if i - builtins.max(ra, rb) + rb >= 0 else 1
+        if da != db and da != 1 and db != 1:
+            raise KilnError(f"shapes {tuple(a)} and {tuple(b)} cannot be broadcast together")
+        out.append(builtins.max(da, db))
+    return tuple(out)
+
+
+def promote(a: kl.dtype, b: kl.dtype) -> kl.dtype:
+    if a is b:
+        return a
+    if a.is_float and b.is_float:
+        if {a.name, b.name} == {"float16", "bfloat16"}:
+            return kl.float32
+        return a if a.bits >= b.bits else b
+    if a.is_float:
+        return a
+    if b.is_float:
+        return b
+    return a if a.bits >= b.bits else b
+
+
+# --------------------------------------------------------------------------
+# The code generator
+# --------------------------------------------------------------------------
+
+
+class CodeGen(ast.NodeVisitor):
+    def __init__(self, fn, builder: Builder, filename: str, first_line: int, source: str):
+        self.fn = fn
+        self.b = builder
+        self.filename = filename
+        self.first_line = first_line
+        self.source_lines = source.splitlines()
+        self.scopes = [{}]
+        self.globals = fn.__globals__
+        self.returned = None
+        self.in_helper = 0
+
+    # -- locations and errors ------------------------------------------------
+
+    def error_at(self, node, message):
+        lineno = getattr(node, "lineno", 1)
+        col = getattr(node, "col_offset", 0)
+        line = self.source_lines[lineno - 1] if 0 < lineno <= len(self.source_lines) else None
+        return CompilationError(message, self.filename, lineno + self.first_line - 1,
+                                col, line)
+
+    def visit(self, node):
+        if hasattr(node, "lineno"):
+            self.b.set_loc(self.filename, node.lineno + self.first_line - 1,
+                           node.col_offset + 1)
+        try:
+            return super().visit(node)
+        except CompilationError:
+            raise
+        except (KilnError, IRError) as e:
+            raise self.error_at(node, str(e)) from None
+        except RecursionError:
+            raise
+        except (TypeError, ValueError, IndexError, KeyError, AttributeError) as e:
+            raise self.error_at(node, f"{type(e).__name__}: {e}") from None
+
+    def generic_visit(self, node):
+        raise KilnError(f"unsupported Python construct in a kernel: {type(node).__name__}")
+
+    # -- scopes ---------------------------------------------------------------
+
+    def lookup(self, name, node):
+        for scope in reversed(self.scopes):
+            if name in scope:
+                return scope[name]
+        if name in self.globals:
+            return self.globals[name]
+        if hasattr(builtins, name) and name in ("range", "min", "max", "abs", "int",
+                                                 "float", "bool", "len", "print",
+                                                 "True", "False", "None", "isinstance",
+                                                 "tuple", "list"):
+            return getattr(builtins, name)
+        raise KilnError(f"undefined name '{name}'")
+
+    def assign(self, name, value):
+        self.scopes[-1][name] = value
+
+    def defined(self, name):
+        return any(name in s for s in self.scopes)
+
+    # -- materialization ----------------------------------------------------------
+
+    def ir_type(self, dtype, shape=()):
+        t = self.b.scalar_type(dtype.ir)
+        if shape:
+            return self.b.tile_type(list(shape), t)
+        return t
+
+    def const(self, value, dtype):
+        if dtype.is_float:
+            value = float(value)
+        elif dtype is kl.int1:
+            value = bool(value)
+        else:
+            value = int(value)
+        return Tile(self.b.constant(value, self.ir_type(dtype)), dtype, ())
+
+    def to_tile(self, x, like: Tile | None = None):
+        """Turns Python numbers into scalar Tiles (typed like `like`)."""
+        if isinstance(x, Tile):
+            return x
+        if isinstance(x, kl.constexpr):
+            x = x.value
+        if isinstance(x, bool):
+            return self.const(x, kl.int1)
+        if isinstance(x, int):
+            if like is not None:
+                return self.const(x, like.dtype)
+            if -(1 << 31) <= x < (1 << 31):
+                return self.const(x, kl.int32)
+            return self.const(x, kl.int64)
+        if isinstance(x, float):
+            if like is not None and like.dtype.is_float:
+                return self.const(x, like.dtype)
+            return self.const(x, kl.float32)
+        raise KilnError(f"expected a number or a tile, got {type(x).__name__}")
+
+    def cast(self, t: Tile, dtype: kl.dtype) -> Tile:
+        if t.dtype is dtype:
+            return t
+        return Tile(self.b.cast(t.value, self.ir_type(dtype, t.shape)), dtype, t.shape)
+
+    def broadcast_to(self, t: Tile, shape) -> Tile:
+        shape = tuple(shape)
+        if t.shape == shape:
+            return t
+        if t.is_scalar:
+            return Tile(self.b.splat(t.value, self.ir_type(t.dtype, shape)), t.dtype, shape)
+        if len(t.shape) > len(shape):
+            raise KilnError(f"cannot broadcast shape {t.shape} to {shape}")
+        v = t
+        while len(v.shape) < len(shape):
+            v = Tile(self.b.expand_dims(v.value, 0), v.dtype, (1,) + v.shape)
+        for a, b_ in zip(v.shape, shape):
+            if a != b_ and a != 1:
+                raise KilnError(f"cannot broadcast shape {t.shape} to {shape}")
+        return Tile(self.b.broadcast(v.value, self.ir_type(v.dtype, shape)), v.dtype, shape)
+
+    def unify(self, a, b):
+        """Brings two operands to one dtype and shape (NumPy-style)."""
+        if not isinstance(a, Tile) and not isinstance(b, Tile):
+            raise KilnError("internal: unify on two Python values")
+        if not isinstance(a, Tile):
+            a = self.to_tile(a, b if not (isinstance(a, float) and b.dtype.is_int) else None)
+        if not isinstance(b, Tile):
+            b = self.to_tile(b, a if not (isinstance(b, float) and a.dtype.is_int) else None)
+        dt = promote(a.dtype, b.dtype)
+        a, b = self.cast(a, dt), self.cast(b, dt)
+        shape = broadcast_shapes(a.shape, b.shape)
+        return self.broadcast_to(a, shape), self.broadcast_to(b, shape)
+
+    # -- statements ---------------------------------------------------------------
+
+    def visit_Module(self, node):
+        for s in node.body:
+            self.visit(s)
+
+    def visit_FunctionDef(self, node):
+        raise KilnError("nested function definitions are not supported in kernels")
+
+    def visit_stmts(self, stmts):
+        for s in stmts:
+            if self.returned is not None:
+                raise self.error_at(s, "code after 'return' is not supported")
+            self.visit(s)
+
+    def visit_Expr(self, node):
+        if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            return  # docstring
+        self.visit(node.value)
+
+    def visit_Pass(self, node):
+        pass
+
+    def visit_Assign(self, node):
+        value = self.visit(node.value)
+        for target in node.targets:
+            self.bind_target(target, value)
+
+    def bind_target(self, target, value):
+        if isinstance(target, ast.Name):
+            if isinstance(value, (list,)):
+                value = tuple(value)
+            self.assign(target.id, value)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            if not isinstance(value, tuple) or len(value) != len(target.elts):
+                raise KilnError(f"cannot unpack into {len(target.elts)} names")
+            for t, v in zip(target.elts, value):
+                self.bind_target(t, v)
+        else:
+            raise KilnError(f"unsupported assignment target: {type(target).__name__}")
+
+    def visit_AnnAssign(self, node):
+        if node.value is None:
+            raise KilnError("annotated names need a value in kernels")
+        self.bind_target(node.target, self.visit(node.value))
+
+    def visit_AugAssign(self, node):
+        if not isinstance(node.target, ast.Name):
+            raise KilnError("augmented assignment supports plain names only")
+        cur = self.lookup(node.target.id, node)
+        self.assign(node.target.id, self.binop(node.op, cur, self.visit(node.value)))
+
+    def visit_Return(self, node):
+        if not self.in_helper:
+            if node.value is not None:
+                raise KilnError("a kernel cannot return a value; store results to memory")
+            self.returned = ()
+            return
+        self.returned = self.visit(node.value) if node.value is not None else ()
+
+    def visit_Assert(self, node):
+        raise KilnError("assert is not supported in kernels")
+
+    # -- control flow ---------------------------------------------------------------
+
+    def assigned_names(self, stmts):
+        names = []
+        for s in stmts:
+            for n in ast.walk(s):
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                    if n.id not in names:
+                        names.append(n.id)
+        return names
+
+    def carry(self, names):
+        """The loop-carried names: assigned in the body and defined before.
+        Python numbers among them become IR scalars so the loop can carry them."""
+        out = []
+        for name in names:
+            if not self.defined(name):
+                continue
+            v = self.lookup(name, None)
+            if isinstance(v, (int, float, bool)) and not isinstance(v, kl.dtype):
+                v = self.to_tile(v)
+                self.assign(name, v)
+            if isinstance(v, Tile):
+                out.append(name)
+        return out
+
+    def check_carried(self, node, name, before: Tile, after):
+        if not isinstance(after, Tile):
+            after = self.to_tile(after, before)
+        if after.dtype is not before.dtype or after.shape != before.shape:
+            raise self.error_at(
+                node,
+                f"loop-carried variable '{name}' changes type from "
+                f"{before.dtype.name}{list(before.shape)} to {after.dtype.name}{list(after.shape)}")
+        return after
+
+    def visit_For(self, node):
+        if node.orelse:
+            raise KilnError("for ... else is not supported")
+        it = node.iter
+        if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"):
+            raise KilnError("kernels support 'for' over range(...) only")
+        if it.keywords:
+            raise KilnError("range() takes no keyword arguments")
+        args = [self.visit(a) for a in it.args]
+        if not 1 <= len(args) <= 3:
+            raise KilnError("range expects 1 to 3 arguments")
+        if len(args) == 1:
+            args = [0, args[0], 1]
+        elif len(args) == 2:
+            args = [args[0], args[1], 1]
+        step_value = args[2].value if isinstance(args[2], kl.constexpr) else args[2]
+        if isinstance(step_value, int) and step_value <= 0:
+            raise KilnError("range() step must be positive in kernels")
+        bounds = []
+        for a in args:
+            t = self.to_tile(a)
+            if t.dtype.is_float or not t.is_scalar:
+                raise KilnError("range() bounds must be integer scalars")
+            bounds.append(self.cast(t, kl.int64))
+        lb, ub, st = [Tile(self.b.cast(t.value, self.b.scalar_type("index")), kl.int64, ())
+                      for t in bounds]
+        if not isinstance(node.target, ast.Name):
+            raise KilnError("the loop variable must be a single name")
+        carried = self.carry(self.assigned_names(node.body))
+        before = {n: self.lookup(n, node) for n in carried}
+        iv, iters = self.b.for_begin(lb.value, ub.value, st.value,
+                                     [before[n].value for n in carried])
+        for n, v in zip(carried, iters):
+            self.assign(n, Tile(v, before[n].dtype, before[n].shape))
+        self.assign(node.target.id,
+                    Tile(self.b.cast(iv, self.b.scalar_type("i64")), kl.int64, ()))
+        self.visit_stmts(node.body)
+        if self.returned is not None:
+            raise KilnError("'return' inside a loop is not supported")
+        yields = [self.check_carried(node, n, before[n], self.lookup(n, node)).value
+                  for n in carried]
+        results = self.b.for_end(yields)
+        for n, r in zip(carried, results):
+            self.assign(n, Tile(r, before[n].dtype, before[n].shape))
+
+    def visit_While(self, node):
+        if node.orelse:
+            raise KilnError("while ... else is not supported")
+        carried = self.carry(self.assigned_names(node.body))
+        before = {n: self.lookup(n, node) for n in carried}
+        args = self.b.while_begin([before[n].value for n in carried])
+        for n, v in zip(carried, args):
+            self.assign(n, Tile(v, before[n].dtype, before[n].shape))
+        cond = self.to_tile(self.visit(node.test))
+        if not cond.is_scalar:
+            raise KilnError("a while condition must be a scalar")
+        cond = self.truth(cond)
+        body_args = self.b.while_body(cond.value, [self.lookup(n, node).value for n in carried])
+        for n, v in zip(carried, body_args):
+            self.assign(n, Tile(v, before[n].dtype, before[n].shape))
+        self.visit_stmts(node.body)
+        if self.returned is not None:
+            raise KilnError("'return' inside a loop is not supported")
+        yields = [self.check_carried(node, n, before[n], self.lookup(n, node)).value
+                  for n in carried]
+        results = self.b.while_end(yields)
+        for n, r in zip(carried, results):
+            self.assign(n, Tile(r, before[n].dtype, before[n].shape))
+
+    def truth(self, t: Tile) -> Tile:
+        if t.dtype is kl.int1:
+            return t
+        zero = self.to_tile(0.0 if t.dtype.is_float else 0, t)
+        return self.compare(ast.NotEq(), t, zero)
+
+    def visit_If(self, node):
+        cond = self.visit(node.test)
+        if isinstance(cond, kl.constexpr):
+            cond = cond.value
+        if not isinstance(cond, Tile):
+            # A compile-time condition: only the taken branch exists.
+            self.visit_stmts(node.body if cond else node.orelse)
+            return
+        if not cond.is_scalar:
+            raise KilnError("an 'if' condition must be a scalar; use kl.where for tiles")
+        cond = self.truth(cond)
+        names = self.assigned_names(node.body + node.orelse)
+        carried = self.carry(names)
+        before = {n: self.lookup(n, node) for n in carried}
+        types = [self.ir_type(before[n].dtype, before[n].shape) for n in carried]
+        self.b.if_begin(cond.value, types)
+        saved = dict(self.scopes[-1])
+        self.visit_stmts(node.body)
+        if self.returned is not None:
+            raise KilnError("'return' inside an if is not supported")
+        then_vals = [self.check_carried(node, n, before[n], self.lookup(n, node)).value
+                     for n in carried]
+        self.scopes[-1] = dict(saved)
+        self.b.if_else(then_vals)
+        self.visit_stmts(node.orelse)
+        if self.returned is not None:
+            raise KilnError("'return' inside an if is not supported")
+        else_vals = [self.check_carried(node, n, before[n], self.lookup(n, node)).value
+                     for n in carried]
+        self.scopes[-1] = saved
+        results = self.b.if_end(else_vals)
+        for n, r in zip(carried, results):
+            self.assign(n, Tile(r, before[n].dtype, before[n].shape))
+        # Names first defined inside a branch do not exist after the if.
+        for n in names:
+            if n not in carried and n in self.scopes[-1] and n not in saved:
+                del self.scopes[-1][n]
+
+    # -- expressions -------------------------------------------------------------------
+
+    def visit_Constant(self, node):
+        if isinstance(node.value, (int, float, bool, str)) or node.value is None:
+            return node.value
+        raise KilnError(f"unsupported constant {node.value!r}")
+
+    def visit_Name(self, node):
+        return self.lookup(node.id, node)
+
+    def visit_Tuple(self, node):
+        return tuple(self.visit(e) for e in node.elts)
+
+    def visit_List(self, node):
+        return tuple(self.visit(e) for e in node.elts)
+
+    def visit_Attribute(self, node):
+        obj = self.visit(node.value)
+        attr = node.attr
+        if isinstance(obj, Tile):
+            if attr == "shape":
+                return obj.shape
+            if attr == "dtype":
+                return obj.dtype
+            if attr in ("to", "reshape", "trans"):
+                return BoundMethod(attr, obj)
+            raise KilnError(f"tiles have no attribute '{attr}'")
+        if isinstance(obj, kl.constexpr):
+            obj = obj.value
+        if isinstance(obj, (Pointer, PointerTile, View)):
+            if attr == "dtype":
+                return obj.dtype
+            raise KilnError(f"pointers have no attribute '{attr}'")
+        try:
+            return getattr(obj, attr)
+        except AttributeError:
+            raise KilnError(f"'{type(obj).__name__}' object has no attribute '{attr}'") from None
+
+    def visit_Subscript(self, node):
+        obj = self.visit(node.value)
+        idx = node.slice
+        items = idx.elts if isinstance(idx, ast.Tuple) else [idx]
+        if isinstance(obj, tuple):
+            key = self.visit(idx)
+            if isinstance(key, kl.constexpr):
+                key = key.value
+            return obj[key]
+        if not isinstance(obj, Tile):
+            raise KilnError("only tiles can be indexed with [:, None]")
+        # x[:, None] / x[None, :]: insert size-1 dimensions.
+        result = obj
+        dim = 0
+        for it in items:
+            if isinstance(it, ast.Constant) and it.value is None:
+                result = Tile(self.b.expand_dims(result.value, dim), result.dtype,
+                              result.shape[:dim] + (1,) + result.shape[dim:])
+                dim += 1
+            elif isinstance(it, ast.Slice) and it.lower is None and it.upper is None and it.step is None:
+                dim += 1
+            else:
+                raise KilnError("tiles support only ':' and 'None' in subscripts")
+        if dim != len(result.shape):
+            if dim < len(result.shape):
+                pass
+        return result
+
+    def visit_UnaryOp(self, node):
+        v = self.visit(node.operand)
+        if isinstance(v, kl.constexpr):
+            v = v.value
+        if not isinstance(v, (Tile,)):
+            if isinstance(node.op, ast.USub):
+                return -v
+            if isinstance(node.op, ast.UAdd):
+                return +v
+            if isinstance(node.op, ast.Not):
+                return not v
+            if isinstance(node.op, ast.Invert):
+                return ~v
+        if isinstance(node.op, ast.USub):
+            if v.dtype.is_float:
+                return Tile(self.b.unary("negf", v.value), v.dtype, v.shape)
+            return self.binop(ast.Sub(), 0, v)
+        if isinstance(node.op, ast.UAdd):
+            return v
+        if isinstance(node.op, ast.Not):
+            return self.compare(ast.Eq(), self.truth(v), False)
+        if isinstance(node.op, ast.Invert):
+            if v.dtype.is_float:
+                raise KilnError("~ needs an integer tile")
+            return self.binop(ast.BitXor(), v, -1 if v.dtype is not kl.int1 else True)
+        raise KilnError("unsupported unary operator")
+
+    def visit_BinOp(self, node):
+        return self.binop(node.op, self.visit(node.left), self.visit(node.right))
+
+    def visit_BoolOp(self, node):
+        values = [self.visit(v) for v in node.values]
+        values = [v.value if isinstance(v, kl.constexpr) else v for v in values]
+        if all(not isinstance(v, Tile) for v in values):
+            result = values[0]
+            for v in values[1:]:
+                result = (result and v) if isinstance(node.op, ast.And) else (result or v)
+            return result
+        op = ast.BitAnd() if isinstance(node.op, ast.And) else ast.BitOr()
+        result = self.truth(self.to_tile(values[0]))
+        for v in values[1:]:
+            result = self.binop(op, result, self.truth(self.to_tile(v)))
+        return result
+
+    def visit_Compare(self, node):
+        if len(node.ops) != 1:
+            raise KilnError("chained comparisons are not supported")
+        return self.compare(node.ops[0], self.visit(node.left), self.visit(node.comparators[0]))
+
+    def visit_IfExp(self, node):
+        cond = self.visit(node.test)
+        if isinstance(cond, kl.constexpr):
+            cond = cond.value
+        if not isinstance(cond, Tile):
+            return self.visit(node.body) if cond else self.visit(node.orelse)
+        return self.where(cond, self.visit(node.body), self.visit(node.orelse))
+
+    def visit_Call(self, node):
+        fn = self.visit(node.func)
+        args = [self.visit(a) for a in node.args]
+        kwargs = {k.arg: self.visit(k.value) for k in node.keywords if k.arg}
+        if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+            raise KilnError("*args and **kwargs are not supported in kernels")
+        if isinstance(fn, BoundMethod):
+            return self.call_method(fn, args, kwargs)
+        name = getattr(fn, "_kiln_builtin", None)
+        if name is not None:
+            impl = getattr(self, "builtin_" + name)
+            return impl(*args, **kwargs)
+        from .jit import JITFunction  # noqa: avoid an import cycle
+        if isinstance(fn, JITFunction):
+            return self.inline(fn, args, kwargs, node)
+        if isinstance(fn, kl.dtype):
+            if len(args) != 1:
+                raise KilnError(f"{fn.name}(x) takes one argument")
+            return self.cast(self.to_tile(args[0]), fn)
+        if fn in (builtins.min, builtins.max, builtins.abs, builtins.int, builtins.float,
+                  builtins.bool, builtins.len, builtins.isinstance, builtins.tuple,
+                  builtins.print, math.sqrt, math.log2, math.ceil, math.floor):
+            plain = [a.value if isinstance(a, kl.constexpr) else a for a in args]
+            if any(isinstance(a, (Tile, Pointer, PointerTile, View)) for a in plain):
+                if fn in (builtins.min, builtins.max) and len(plain) == 2:
+                    return self.builtin_minimum(*plain) if fn is builtins.min else self.builtin_maximum(*plain)
+                raise KilnError(f"{fn.__name__}() works on compile-time values only; use kl.* on tiles")
+            return fn(*plain, **kwargs)
+        if fn is builtins.range:
+            raise KilnError("range() is only supported as the iterable of a for loop")
+        raise KilnError(f"cannot call '{getattr(fn, '__name__', fn)}' in a kernel "
+                        "(only kl.* builtins, @kiln.jit functions and compile-time math)")
+
+    def inline(self, fn, args, kwargs, node):
+        """Calls a @kiln.jit helper by translating its body in place."""
+        import inspect
+        sig = inspect.signature(fn.fn)
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError as e:
+            raise KilnError(f"in call to {fn.fn.__name__}: {e}") from None
+        bound.apply_defaults()
+        tree, first_line, source, filename = fn.parse()
+        sub = CodeGen(fn.fn, self.b, filename, first_line, source)
+        sub.in_helper = 1
+        for name, value in bound.arguments.items():
+            sub.assign(name, value)
+        fdef = tree.body[0]
+        sub.visit_stmts(fdef.body)
+        return sub.returned if sub.returned not in (None, ()) else None
+
+    def call_method(self, m: BoundMethod, args, kwargs):
+        if m.name == "to":
+            dtype = args[0] if args else kwargs.get("dtype")
+            if not isinstance(dtype, kl.dtype):
+                raise KilnError(".to() expects a kl dtype")
+            return self.cast(m.obj, dtype)
+        if m.name == "reshape":
+            shape = args[0] if len(args) == 1 else tuple(args)
+            return self.builtin_reshape(m.obj, shape)
+        if m.name == "trans":
+            return self.builtin_trans(m.obj, *args)
+        raise KilnError(f"unknown method {m.name}")
+
+    # -- arithmetic ----------------------------------------------------------------------
+
+    BIN = {
+        ast.Add: ("addf", "addi"), ast.Sub: ("subf", "subi"), ast.Mult: ("mulf", "muli"),
+        ast.Div: ("divf", None), ast.FloorDiv: (None, "floordivsi"), ast.Mod: ("remf", "remsi"),
+        ast.BitAnd: (None, "andi"), ast.BitOr: (None, "ori"), ast.BitXor: (None, "xori"),
+        ast.LShift: (None, "shli"), ast.RShift: (None, "shrsi"), ast.Pow: ("powf", None),
+    }
+
+    def binop(self, op, a, b):
+        if isinstance(a, kl.constexpr):
+            a = a.value
+        if isinstance(b, kl.constexpr):
+            b = b.value
+        if not isinstance(a, (Tile, Pointer, PointerTile)) and not isinstance(b, (Tile, Pointer, PointerTile)):
+            return self.python_binop(op, a, b)
+        # Pointer arithmetic: pointer + integer offsets.
+        if isinstance(a, (Pointer, PointerTile)) or isinstance(b, (Pointer, PointerTile)):
+            if isinstance(b, (Pointer, PointerTile)) and isinstance(op, ast.Add):
+                a, b = b, a
+            if not isinstance(op, (ast.Add, ast.Sub)) or isinstance(b, (Pointer, PointerTile)):
+                raise KilnError("pointers support only + and - with integer offsets")
+            off = self.to_tile(b)
+            if off.dtype.is_float:
+                raise KilnError("pointer offsets must be integers, got " + off.dtype.name)
+            if isinstance(op, ast.Sub):
+                off = self.binop(ast.Sub(), 0, off)
+            if isinstance(a, Pointer):
+                if off.is_scalar:
+                    total = off if a.offset is None else self.binop(ast.Add(), a.offset, off)
+                    return Pointer(a.value, a.dtype, total)
+                offsets = off if a.offset is None else self.binop(ast.Add(), off, a.offset)
+                if off.contiguous is not None and a.offset is not None:
+                    base, n = off.contiguous
+                    offsets.contiguous = (self.binop(ast.Add(), base, a.offset), n)
+                return PointerTile(Pointer(a.value, a.dtype), offsets)
+            return PointerTile(a.base, self.binop(ast.Add(), a.offsets, off))
+        orig_a, orig_b = a, b
+        if isinstance(op, ast.Div):
+            a, b = self.unify(a, b)
+            if a.dtype.is_int:
+                a, b = self.cast(a, kl.float32), self.cast(b, kl.float32)
+        else:
+            a, b = self.unify(a, b)
+        fl, it = self.BIN[type(op)]
+        name = fl if a.dtype.is_float else it
+        if name is None:
+            if isinstance(op, ast.FloorDiv) and a.dtype.is_float:
+                q = Tile(self.b.binary("divf", a.value, b.value), a.dtype, a.shape)
+                return Tile(self.b.unary("floor", q.value), a.dtype, a.shape)
+            raise KilnError(f"operator {type(op).__name__} is not defined for {a.dtype.name}")
+        result = Tile(self.b.binary(name, a.value, b.value), a.dtype, a.shape)
+        # Track `scalar + arange(...)`: contiguous offsets let loads and stores
+        # through pointers become view accesses (masked vector code).
+        if isinstance(op, ast.Add) and a.dtype.is_int:
+            for x, y in ((orig_a, orig_b), (orig_b, orig_a)):
+                if isinstance(x, Tile) and x.contiguous is not None and \
+                        (not isinstance(y, Tile) or y.is_scalar):
+                    base, n = x.contiguous
+                    result.contiguous = (self.binop(ast.Add(), y, base)
+                                         if not (isinstance(y, int) and isinstance(base, int))
+                                         else y + base, n)
+                    break
+        return result
+
+    def python_binop(self, op, a, b):
+        ops = {
+            ast.Add: lambda: a + b, ast.Sub: lambda: a - b, ast.Mult: lambda: a * b,
+            ast.Div: lambda: a / b, ast.FloorDiv: lambda: a // b, ast.Mod: lambda: a % b,
+            ast.Pow: lambda: a ** b, ast.BitAnd: lambda: a & b, ast.BitOr: lambda: a | b,
+            ast.BitXor: lambda: a ^ b, ast.LShift: lambda: a << b, ast.RShift: lambda: a >> b,
+        }
+        try:
+            return ops[type(op)]()
+        except ZeroDivisionError:
+            raise KilnError("division by zero in a compile-time expression") from None
+
+    CMP = {
+        ast.Lt: ("olt", "slt"), ast.LtE: ("ole", "sle"), ast.Gt: ("ogt", "sgt"),
+        ast.GtE: ("oge", "sge"), ast.Eq: ("oeq", "eq"), ast.NotEq: ("une", "ne"),
+    }
+
+    def compare(self, op, a, b):
+        if isinstance(a, kl.constexpr):
+            a = a.value
+        if isinstance(b, kl.constexpr):
+            b = b.value
+        if not isinstance(a, Tile) and not isinstance(b, Tile):
+            import operator
+            fns = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt,
+                   ast.GtE: operator.ge, ast.Eq: operator.eq, ast.NotEq: operator.ne,
+                   ast.Is: operator.is_, ast.IsNot: operator.is_not}
+            if type(op) not in fns:
+                raise KilnError("unsupported comparison")
+            return fns[type(op)](a, b)
+        if type(op) not in self.CMP:
+            raise KilnError("unsupported comparison on tiles")
+        ta, tb = self.unify(a, b)
+        pred = self.CMP[type(op)][0 if ta.dtype.is_float else 1]
+        result = Tile(self.b.cmp(pred, ta.value, tb.value), kl.int1, ta.shape)
+        if isinstance(op, ast.Lt) and isinstance(a, Tile) and not a.is_scalar:
+            result.bound_mask = (a, b)
+        return result
+
+    def where(self, c, x, y):
+        c = self.to_tile(c)
+        if c.dtype is not kl.int1:
+            c = self.truth(c)
+        if not isinstance(x, Tile) and not isinstance(y, Tile):
+            x = self.to_tile(x)
+        x, y = self.unify(x, y)
+        shape = broadcast_shapes(c.shape, x.shape)
+        c, x, y = self.broadcast_to(c, shape), self.broadcast_to(x, shape), self.broadcast_to(y, shape)
+        return Tile(self.b.select(c.value, x.value, y.value), x.dtype, shape)
+
+    # -- builtins ------------------------------------------------------------------------
+
+    def const_int(self, v, what):
+        if isinstance(v, kl.constexpr):
+            v = v.value
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise KilnError(f"{what} must be a compile-time integer (a constexpr), got "
+                            f"{type(v).__name__}")
+        return v
+
+    def const_shape(self, shape, what="shape"):
+        if isinstance(shape, kl.constexpr):
+            shape = shape.value
+        if isinstance(shape, int):
+            shape = (shape,)
+        if not isinstance(shape, tuple):
+            raise KilnError(f"{what} must be a tuple of compile-time integers")
+        out = tuple(self.const_int(d, f"each {what} dimension") for d in shape)
+        for d in out:
+            if d <= 0:
+                raise KilnError(f"{what} dimensions must be positive, got {out}")
+        return out
+
+    def builtin_program_id(self, axis=0):
+        axis = self.const_int(axis, "axis")
+        if axis not in (0, 1, 2):
+            raise KilnError("program_id axis must be 0, 1 or 2")
+        return Tile(self.b.program_id(axis), kl.int32, ())
+
+    def builtin_num_programs(self, axis=0):
+        axis = self.const_int(axis, "axis")
+        if axis not in (0, 1, 2):
+            raise KilnError("num_programs axis must be 0, 1 or 2")
+        return Tile(self.b.num_programs(axis), kl.int32, ())
+
+    def builtin_arange(self, start, end=None):
+        if end is None:
+            start, end = 0, start
+        start = self.const_int(start, "arange start")
+        end = self.const_int(end, "arange end")
+        if end <= start:
+            raise KilnError(f"arange needs end > start, got [{start}, {end})")
+        t = Tile(self.b.arange(start, end, self.ir_type(kl.int32, (end - start,))), kl.int32,
+                 (end - start,))
+        t.contiguous = (start, end - start)
+        return t
+
+    def builtin_zeros(self, shape, dtype=kl.float32):
+        return self.builtin_full(shape, 0, dtype)
+
+    def builtin_full(self, shape, value, dtype=kl.float32):
+        shape = self.const_shape(shape)
+        if not isinstance(dtype, kl.dtype):
+            raise KilnError("dtype must be a kl dtype")
+        if isinstance(value, kl.constexpr):
+            value = value.value
+        if isinstance(value, (int, float, bool)):
+            v = value if dtype.is_float else int(value)
+            return Tile(self.b.constant(float(v) if dtype.is_float else v,
+                                        self.ir_type(dtype, shape)), dtype, shape)
+        return self.broadcast_to(self.cast(self.to_tile(value), dtype), shape)
+
+    def index(self, x, what):
+        t = self.to_tile(x)
+        if t.dtype.is_float or not t.is_scalar:
+            raise KilnError(f"{what} must be an integer scalar")
+        return self.b.cast(t.value, self.b.scalar_type("index"))
+
+    def builtin_make_view(self, pointer, shape, strides):
+        if not isinstance(pointer, Pointer):
+            raise KilnError("make_view needs a pointer argument of the kernel")
+        if isinstance(shape, kl.constexpr):
+            shape = shape.value
+        if isinstance(strides, kl.constexpr):
+            strides = strides.value
+        if not isinstance(shape, tuple):
+            shape = (shape,)
+        if not isinstance(strides, tuple):
+            strides = (strides,)
+        if len(shape) != len(strides):
+            raise KilnError(f"make_view: {len(shape)} sizes but {len(strides)} strides")
+        if not 1 <= len(shape) <= 8:
+            raise KilnError("a view has 1 to 8 dimensions")
+        sizes = [self.index(s, "a view size") for s in shape]
+        strs = [self.index(s, "a view stride") for s in strides]
+        if pointer.offset is not None:
+            raise KilnError("make_view needs the kernel's pointer argument itself "
+                            "(fold the offset into the view's offsets)")
+        v = self.b.make_view(pointer.value, sizes, strs,
+                             self.b.view_type(len(shape), self.b.scalar_type(pointer.dtype.ir)))
+        return View(v, pointer.dtype, len(shape))
+
+    def padding_value(self, other, dtype):
+        if other is None:
+            return None
+        if isinstance(other, kl.constexpr):
+            other = other.value
+        if isinstance(other, (int, float, bool)):
+            return float(other) if dtype.is_float else int(other)
+        return "tile"
+
+    def flat_view(self, ptr: Pointer, size=None):
+        one = self.b.constant(1, self.b.scalar_type("index"))
+        n = size if size is not None else self.b.constant(UNBOUNDED, self.b.scalar_type("index"))
+        return self.b.make_view(ptr.value, [n], [one],
+                                self.b.view_type(1, self.b.scalar_type(ptr.dtype.ir)))
+
+    def builtin_load(self, pointer, mask=None, other=None, offsets=None, shape=None):
+        if isinstance(pointer, View):
+            if offsets is None or shape is None:
+                raise KilnError("loading from a view needs offsets=(...) and shape=(...)")
+            if mask is not None:
+                raise KilnError("a view load masks its edges itself; mask= is for pointer loads")
+            return self.view_load(pointer, offsets, shape, other)
+        if isinstance(pointer, Pointer):
+            pointer = PointerTile(Pointer(pointer.value, pointer.dtype),
+                                  pointer.offset if pointer.offset is not None else self.to_tile(0))
+        if not isinstance(pointer, PointerTile):
+            raise KilnError("load expects a pointer (ptr + offsets) or a view")
+        return self.pointer_access(pointer, None, mask, other)
+
+    def view_load(self, view: View, offsets, shape, other):
+        if isinstance(offsets, kl.constexpr):
+            offsets = offsets.value
+        if not isinstance(offsets, tuple):
+            offsets = (offsets,)
+        shape = self.const_shape(shape)
+        if len(offsets) != view.rank or len(shape) != view.rank:
+            raise KilnError(f"a view of rank {view.rank} needs {view.rank} offsets and a "
+                            f"rank-{view.rank} shape, got {len(offsets)} offsets and {shape}")
+        offs = [self.index(o, "a view offset") for o in offsets]
+        pad = self.padding_value(other, view.dtype)
+        if pad == "tile":
+            raise KilnError("other= for a view load must be a compile-time number")
+        v = self.b.load(view.value, offs, self.ir_type(view.dtype, shape), pad)
+        return Tile(v, view.dtype, shape)
+
+    def pointer_access(self, p: PointerTile, value, mask, other):
+        """Loads (value is None) or stores through a tile of pointers."""
+        offsets = p.offsets
+        dtype = p.base.dtype
+        if offsets.dtype.is_float:
+            raise KilnError("pointer offsets must be integers")
+        if mask is not None:
+            mask = self.to_tile(mask)
+            if mask.dtype is not kl.int1:
+                raise KilnError("mask must be a boolean tile (a comparison)")
+        shape = offsets.shape
+        if value is not None:
+            value = self.to_tile(value)
+            if not isinstance(value, Tile):
+                raise KilnError("store needs a value")
+            value = self.broadcast_to(self.cast(value, dtype), shape if shape else value.shape)
+            if shape == () and value.shape != ():
+                shape = value.shape
+                offsets = self.broadcast_to(offsets, shape)
+        if mask is not None:
+            mshape = broadcast_shapes(shape, mask.shape)
+            if mshape != shape:
+                offsets = self.broadcast_to(offsets, mshape)
+                shape = mshape
+                if value is not None:
+                    value = self.broadcast_to(value, mshape)
+            mask = self.broadcast_to(mask, shape)
+        scalar = shape == ()
+        if scalar:
+            offsets = self.broadcast_to(offsets, (1,))
+            if mask is not None:
+                mask = self.broadcast_to(mask, (1,))
+            if value is not None:
+                value = self.broadcast_to(value, (1,))
+            shape = (1,)
+        pad = self.padding_value(other, dtype)
+        # Fast path: contiguous offsets (scalar + arange) with no mask or the
+        # mask `offsets < bound`: a view load or store at one offset.
+        if len(shape) == 1 and offsets.contiguous is not None and (
+                mask is None or (mask.bound_mask is not None and mask.bound_mask[0] is offsets
+                                 and not isinstance(mask.bound_mask[1], (Pointer, PointerTile)))) \
+                and pad != "tile":
+            base, n = offsets.contiguous
+            start = self.cast(self.to_tile(base), kl.int64)
+            if mask is not None:
+                size = self.index(self.cast(self.to_tile(mask.bound_mask[1], start), kl.int64),
+                                  "a bound")
+                view = self.flat_view(p.base, size)
+            else:
+                view = self.flat_view(p.base)
+            off = self.index(start, "an offset")
+            if value is None:
+                t = Tile(self.b.load(view, [off], self.ir_type(dtype, shape), pad), dtype, shape)
+                return self.squeeze(t, scalar)
+            self.b.store(value.value, view, [off])
+            return None
+        # General path: a gather/scatter of single elements; masked-off
+        # elements get the index -1, which reads padding / is not written.
+        n = 1
+        for d in shape:
+            n *= d
+        flat = (n,)
+        idx = self.cast(offsets, kl.int64)
+        if len(shape) != 1:
+            idx = Tile(self.b.reshape(idx.value, self.ir_type(kl.int64, flat)), kl.int64, flat)
+        if mask is not None:
+            m = mask
+            if len(shape) != 1:
+                m = Tile(self.b.reshape(mask.value, self.ir_type(kl.int1, flat)), kl.int1, flat)
+            idx = self.where(m, idx, -1)
+        view = self.flat_view(p.base)
+        if value is None:
+            g = self.b.gather(view, idx.value, [], self.ir_type(dtype, flat),
+                              None if pad == "tile" else pad)
+            t = Tile(g, dtype, flat)
+            if len(shape) != 1:
+                t = Tile(self.b.reshape(t.value, self.ir_type(dtype, shape)), dtype, shape)
+            if pad == "tile":
+                t = self.where(mask, t, other)
+            return self.squeeze(t, scalar)
+        v = value
+        if len(shape) != 1:
+            v = Tile(self.b.reshape(value.value, self.ir_type(dtype, flat)), dtype, flat)
+        self.b.scatter(v.value, view, idx.value, [])
+        return None
+
+    def squeeze(self, t: Tile, scalar: bool):
+        if not scalar:
+            return t
+        zero = self.b.constant(0, self.b.scalar_type("index"))
+        return Tile(self.b.extract(t.value, [zero]), t.dtype, ())
+
+    def builtin_store(self, pointer, value, mask=None, offsets=None):
+        if isinstance(pointer, View):
+            if offsets is None:
+                raise KilnError("storing into a view needs offsets=(...)")
+            if mask is not None:
+                raise KilnError("a view store masks its edges itself; mask= is for pointer stores")
+            if isinstance(offsets, kl.constexpr):
+                offsets = offsets.value
+            if not isinstance(offsets, tuple):
+                offsets = (offsets,)
+            value = self.to_tile(value)
+            if value.is_scalar or len(value.shape) != pointer.rank:
+                raise KilnError(f"storing into a view of rank {pointer.rank} needs a rank-"
+                                f"{pointer.rank} tile, got shape {value.shape}")
+            value = self.cast(value, pointer.dtype)
+            offs = [self.index(o, "a view offset") for o in offsets]
+            if len(offs) != pointer.rank:
+                raise KilnError(f"a view of rank {pointer.rank} needs {pointer.rank} offsets")
+            self.b.store(value.value, pointer.value, offs)
+            return None
+        if isinstance(pointer, Pointer):
+            pointer = PointerTile(Pointer(pointer.value, pointer.dtype),
+                                  pointer.offset if pointer.offset is not None else self.to_tile(0))
+        if not isinstance(pointer, PointerTile):
+            raise KilnError("store expects a pointer (ptr + offsets) or a view")
+        return self.pointer_access(pointer, value, mask, None)
+
+    def builtin_gather(self, view, indices, offsets=(), shape=None, other=None):
+        if not isinstance(view, View):
+            raise KilnError("gather reads from a view (kl.make_view)")
+        indices = self.to_tile(indices)
+        if indices.dtype.is_float:
+            raise KilnError(f"gather indices must be integers, got {indices.dtype.name}")
+        if len(indices.shape) != 1:
+            raise KilnError("gather indices must be a 1-D tile")
+        if isinstance(offsets, kl.constexpr):
+            offsets = offsets.value
+        if not isinstance(offsets, tuple):
+            offsets = (offsets,)
+        if len(offsets) != view.rank - 1:
+            raise KilnError(f"gather from a rank-{view.rank} view needs {view.rank - 1} offsets")
+        if shape is None:
+            if view.rank != 1:
+                raise KilnError("gather needs shape=(rows, ...) for views of rank > 1")
+            shape = indices.shape
+        shape = self.const_shape(shape)
+        if shape[0] != indices.shape[0]:
+            raise KilnError(f"gather shape {shape} must start with the number of indices "
+                            f"({indices.shape[0]})")
+        pad = self.padding_value(other, view.dtype)
+        if pad == "tile":
+            raise KilnError("other= for gather must be a compile-time number")
+        offs = [self.index(o, "an offset") for o in offsets]
+        return Tile(self.b.gather(view.value, indices.value, offs, self.ir_type(view.dtype, shape),
+                                  pad), view.dtype, shape)
+
+    def builtin_scatter(self, view, value, indices, offsets=()):
+        if not isinstance(view, View):
+            raise KilnError("scatter writes to a view (kl.make_view)")
+        indices = self.to_tile(indices)
+        if indices.dtype.is_float or len(indices.shape) != 1:
+            raise KilnError("scatter indices must be a 1-D integer tile")
+        if isinstance(offsets, kl.constexpr):
+            offsets = offsets.value
+        if not isinstance(offsets, tuple):
+            offsets = (offsets,)
+        value = self.cast(self.to_tile(value), view.dtype)
+        offs = [self.index(o, "an offset") for o in offsets]
+        self.b.scatter(value.value, view.value, indices.value, offs)
+
+    def builtin_atomic_add(self, pointer, value, mask=None, offsets=None):
+        if not isinstance(pointer, View):
+            raise KilnError("atomic_add needs a view and offsets= (kl.make_view)")
+        if offsets is None:
+            raise KilnError("atomic_add into a view needs offsets=(...)")
+        if isinstance(offsets, kl.constexpr):
+            offsets = offsets.value
+        if not isinstance(offsets, tuple):
+            offsets = (offsets,)
+        value = self.cast(self.to_tile(value), pointer.dtype)
+        offs = [self.index(o, "an offset") for o in offsets]
+        self.b.atomic_add(value.value, pointer.value, offs)
+
+    def builtin_dot(self, a, b, acc=None, out_dtype=None):
+        a, b = self.to_tile(a), self.to_tile(b)
+        if len(a.shape) != 2 or len(b.shape) != 2:
+            raise KilnError(f"dot needs 2-D tiles, got shapes {a.shape} and {b.shape}")
+        if a.shape[1] != b.shape[0]:
+            raise KilnError(f"dot: inner dimensions differ: {a.shape} @ {b.shape}")
+        if a.dtype is not b.dtype:
+            raise KilnError(f"dot operands must have one dtype, got {a.dtype.name} and {b.dtype.name}")
+        if out_dtype is None:
+            out_dtype = {"int8": kl.int32, "float64": kl.float64}.get(a.dtype.name, kl.float32)
+        shape = (a.shape[0], b.shape[1])
+        if acc is None:
+            acc = self.builtin_zeros(shape, out_dtype)
+        else:
+            acc = self.to_tile(acc)
+            if acc.shape != shape:
+                raise KilnError(f"dot accumulator has shape {acc.shape}, expected {shape}")
+            out_dtype = acc.dtype
+        return Tile(self.b.dot(a.value, b.value, acc.value), out_dtype, shape)
+
+    def reduce(self, kind, x, axis):
+        x = self.to_tile(x)
+        if x.is_scalar:
+            raise KilnError(f"{kind} needs a tile")
+        if axis is None:
+            if len(x.shape) > 1:
+                n = 1
+                for d in x.shape:
+                    n *= d
+                x = Tile(self.b.reshape(x.value, self.ir_type(x.dtype, (n,))), x.dtype, (n,))
+            axis = 0
+        axis = self.const_int(axis, "axis")
+        if axis < 0:
+            axis += len(x.shape)
+        if not 0 <= axis < len(x.shape):
+            raise KilnError(f"axis {axis} is out of range for a tile of shape {x.shape}")
+        out_shape = x.shape[:axis] + x.shape[axis + 1:]
+        out_dtype = kl.int32 if kind in ("argmax", "argmin") else x.dtype
+        if x.dtype is kl.int1:
+            x = self.cast(x, kl.int32)
+            out_dtype = kl.int32 if kind in ("argmax", "argmin", "sum") else kl.int32
+        return Tile(self.b.reduce(kind, x.value, axis, self.ir_type(out_dtype, out_shape)),
+                    out_dtype, out_shape)
+
+    def builtin_sum(self, x, axis=None):
+        return self.reduce("sum", x, axis)
+
+    def builtin_max(self, x, axis=None):
+        return self.reduce("max", x, axis)
+
+    def builtin_min(self, x, axis=None):
+        return self.reduce("min", x, axis)
+
+    def builtin_argmax(self, x, axis):
+        return self.reduce("argmax", x, axis)
+
+    def builtin_argmin(self, x, axis):
+        return self.reduce("argmin", x, axis)
+
+    def float_unary(self, name, x):
+        x = self.to_tile(x)
+        if x.dtype.is_int:
+            x = self.cast(x, kl.float32)
+        return Tile(self.b.unary(name, x.value), x.dtype, x.shape)
+
+    def builtin_exp(self, x):
+        return self.float_unary("exp", x)
+
+    def builtin_exp2(self, x):
+        return self.float_unary("exp2", x)
+
+    def builtin_log(self, x):
+        return self.float_unary("log", x)
+
+    def builtin_log2(self, x):
+        return self.float_unary("log2", x)
+
+    def builtin_sqrt(self, x):
+        return self.float_unary("sqrt", x)
+
+    def builtin_rsqrt(self, x):
+        return self.float_unary("rsqrt", x)
+
+    def builtin_tanh(self, x):
+        return self.float_unary("tanh", x)
+
+    def builtin_sin(self, x):
+        return self.float_unary("sin", x)
+
+    def builtin_cos(self, x):
+        return self.float_unary("cos", x)
+
+    def builtin_erf(self, x):
+        return self.float_unary("erf", x)
+
+    def builtin_floor(self, x):
+        return self.float_unary("floor", x)
+
+    def builtin_ceil(self, x):
+        return self.float_unary("ceil", x)
+
+    def builtin_sigmoid(self, x):
+        x = self.to_tile(x)
+        if x.dtype.is_int:
+            x = self.cast(x, kl.float32)
+        neg = Tile(self.b.unary("negf", x.value), x.dtype, x.shape)
+        e = self.float_unary("exp", neg)
+        return self.binop(ast.Div(), 1.0, self.binop(ast.Add(), 1.0, e))
+
+    def builtin_abs(self, x):
+        x = self.to_tile(x)
+        return Tile(self.b.unary("absf" if x.dtype.is_float else "absi", x.value), x.dtype, x.shape)
+
+    def builtin_where(self, condition, x, y):
+        return self.where(condition, x, y)
+
+    def builtin_maximum(self, x, y):
+        x, y = self.unify(x, y) if isinstance(x, Tile) or isinstance(y, Tile) else (x, y)
+        if not isinstance(x, Tile):
+            return builtins.max(x, y)
+        return Tile(self.b.binary("maximumf" if x.dtype.is_float else "maxsi", x.value, y.value),
+                    x.dtype, x.shape)
+
+    def builtin_minimum(self, x, y):
+        x, y = self.unify(x, y) if isinstance(x, Tile) or isinstance(y, Tile) else (x, y)
+        if not isinstance(x, Tile):
+            return builtins.min(x, y)
+        return Tile(self.b.binary("minimumf" if x.dtype.is_float else "minsi", x.value, y.value),
+                    x.dtype, x.shape)
+
+    def builtin_trans(self, x, order=None):
+        x = self.to_tile(x)
+        rank = len(x.shape)
+        if order is None:
+            order = tuple(reversed(range(rank)))
+        order = tuple(self.const_int(o, "order") for o in (order if isinstance(order, tuple) else (order,)))
+        if sorted(order) != list(range(rank)):
+            raise KilnError(f"trans order {order} is not a permutation of the {rank} dimensions")
+        shape = tuple(x.shape[o] for o in order)
+        return Tile(self.b.trans(x.value, list(order), self.ir_type(x.dtype, shape)), x.dtype, shape)
+
+    def builtin_reshape(self, x, shape):
+        x = self.to_tile(x)
+        shape = self.const_shape(shape)
+        n1 = 1
+        for d in x.shape:
+            n1 *= d
+        n2 = 1
+        for d in shape:
+            n2 *= d
+        if n1 != n2:
+            raise KilnError(f"cannot reshape a tile of shape {x.shape} ({n1} elements) to {shape}")
+        return Tile(self.b.reshape(x.value, self.ir_type(x.dtype, shape)), x.dtype, shape)
+
+    def builtin_broadcast_to(self, x, shape):
+        return self.broadcast_to(self.to_tile(x), self.const_shape(shape))
+
+    def builtin_expand_dims(self, x, axis):
+        x = self.to_tile(x)
+        axis = self.const_int(axis, "axis")
+        if axis < 0:
+            axis += len(x.shape) + 1
+        if not 0 <= axis <= len(x.shape):
+            raise KilnError(f"expand_dims axis {axis} is out of range")
+        return Tile(self.b.expand_dims(x.value, axis), x.dtype,
+                    x.shape[:axis] + (1,) + x.shape[axis:])
+
+    def builtin_cdiv(self, a, b):
+        if isinstance(a, kl.constexpr):
+            a = a.value
+        if isinstance(b, kl.constexpr):
+            b = b.value
+        if not isinstance(a, Tile) and not isinstance(b, Tile):
+            return (a + b - 1) // b
+        return self.binop(ast.FloorDiv(), self.binop(ast.Sub(), self.binop(ast.Add(), a, b), 1), b)
+
+    def builtin_static_print(self, *args):
+        print(*[a.value if isinstance(a, kl.constexpr) else a for a in args])
+
+
+def parse_function(fn):
+    """Returns (module AST, first line, dedented source, file name)."""
+    import inspect
+    try:
+        source = inspect.getsource(fn)
+        filename = inspect.getsourcefile(fn) or "<kernel>"
+        first_line = fn.__code__.co_firstlineno
+    except (OSError, TypeError) as e:
+        raise CompilationError(f"cannot read the source of {fn.__name__}: {e}") from None
+    source = textwrap.dedent(source)
+    tree = ast.parse(source)
+    fdef = tree.body[0]
+    # Drop decorators: they are not part of the kernel.
+    if isinstance(fdef, ast.FunctionDef):
+        first_line += 0
+    return tree, first_line, source, filename

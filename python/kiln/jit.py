@@ -1,0 +1,408 @@
+"""@kiln.jit, launching, specialization, inspection and autotuning."""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import os
+import threading
+import time
+
+import numpy as np
+
+from . import language as kl
+from .frontend import CodeGen, CompilationError, Pointer, Tile, parse_function
+
+_jit_lock = threading.Lock()
+_jit = None
+
+
+def _get_jit():
+    """The process-wide JIT (the same compiler and caches as C++)."""
+    global _jit
+    with _jit_lock:
+        if _jit is None:
+            from ._kiln import JIT
+            _jit = JIT.create(os.environ.get("KILN_TARGET", "host"),
+                              os.environ.get("KILN_CACHE_DIR", ""), 0)
+        return _jit
+
+
+class bf16:
+    """Marks a uint16 numpy array as holding bfloat16 values (numpy has no
+    bfloat16): ``kernel[grid](kiln.bf16(a), ...)``."""
+
+    def __init__(self, array):
+        array = np.asarray(array)
+        if array.dtype != np.uint16:
+            raise TypeError("kiln.bf16 wraps a uint16 array holding bfloat16 bits")
+        self.array = array
+
+
+class _Arg:
+    """How one launch argument is passed and specialized."""
+
+    __slots__ = ("kind", "dtype", "value", "key", "array")
+
+    def __init__(self, kind, dtype, value, key, array=None):
+        self.kind = kind      # 'ptr' | 'scalar' | 'const'
+        self.dtype = dtype    # kl.dtype
+        self.value = value    # address (ptr) or Python number
+        self.key = key        # the specialization key part
+        self.array = array
+
+
+def _as_array(obj, name):
+    if isinstance(obj, bf16):
+        return obj.array, kl.bfloat16
+    if hasattr(obj, "__cuda_array_interface__"):
+        raise ValueError(f"argument '{name}' lives on a CUDA device; Kiln's NVIDIA "
+                         "target is not available in this build, only CPU arrays can be launched")
+    if not isinstance(obj, np.ndarray) and hasattr(obj, "__dlpack__"):
+        try:
+            obj = np.from_dlpack(obj)
+        except (RuntimeError, BufferError, TypeError) as e:
+            raise ValueError(f"argument '{name}': cannot view it as a CPU array through "
+                             f"DLPack ({e})") from None
+    if not isinstance(obj, np.ndarray):
+        return None, None
+    d = kl.from_numpy(obj.dtype)
+    if d is None:
+        raise TypeError(f"argument '{name}' has dtype {obj.dtype}, which kernels cannot take "
+                        "(supported: float16/32/64, bool, int8/16/32/64, and kiln.bf16(uint16))")
+    return obj, d
+
+
+class CompiledKernel:
+    """One specialization of a kernel: its IR at every stage and the loaded
+    code."""
+
+    def __init__(self, fn_name, source, filename, kernel, target):
+        self.name = fn_name
+        self.kiln_ir = source
+        self.filename = filename
+        self.kernel = kernel
+        self.target = target
+
+    def ir(self, stage="kiln"):
+        """The IR at `stage`: kiln (as built from Python), llvm-mlir (after
+        kiln-cpu-pipeline), llvm (optimized LLVM IR), asm."""
+        if stage == "kiln":
+            return self.kiln_ir
+        from ._kiln import compile_stage
+        return compile_stage(self.kiln_ir, self.filename, stage, self.target)
+
+    @property
+    def asm(self):
+        return self.ir("asm")
+
+
+class JITFunction:
+    def __init__(self, fn, do_not_specialize=()):
+        self.fn = fn
+        self.__name__ = fn.__name__
+        self.__doc__ = fn.__doc__
+        self.signature = inspect.signature(fn)
+        self.params = list(self.signature.parameters.values())
+        for p in self.params:
+            if p.kind not in (p.POSITIONAL_OR_KEYWORD, p.POSITIONAL_ONLY):
+                raise TypeError(f"@kiln.jit kernel '{fn.__name__}': *args, **kwargs and "
+                                "keyword-only parameters are not supported")
+        self.constexprs = {p.name for p in self.params if p.annotation is kl.constexpr
+                           or p.annotation == "kl.constexpr" or p.annotation == "constexpr"}
+        names = {p.name for p in self.params}
+        for n in do_not_specialize:
+            if isinstance(n, int):
+                n = self.params[n].name
+            if n not in names:
+                raise TypeError(f"do_not_specialize: '{n}' is not a parameter of {fn.__name__}")
+        self.do_not_specialize = {self.params[n].name if isinstance(n, int) else n
+                                  for n in do_not_specialize}
+        self.cache = {}
+        self.last = None
+        self._parsed = None
+        self._lock = threading.Lock()
+
+    def parse(self):
+        if self._parsed is None:
+            self._parsed = parse_function(self.fn)
+        return self._parsed
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError(f"@kiln.jit function '{self.__name__}' must be launched as "
+                           f"{self.__name__}[grid](...) (or called from another kernel)")
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: self.run(*args, grid=grid, **kwargs)
+
+    # -- binding and specialization ----------------------------------------------------
+
+    def bind(self, args, kwargs):
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise TypeError(f"{self.__name__}: {e}") from None
+        bound.apply_defaults()
+        out = []
+        for p in self.params:
+            name = p.name
+            v = bound.arguments[name]
+            if name in self.constexprs:
+                if isinstance(v, kl.constexpr):
+                    v = v.value
+                out.append(_Arg("const", None, v, ("c", repr(v))))
+                continue
+            array, dt = _as_array(v, name)
+            if array is not None:
+                if not array.flags["C_CONTIGUOUS"]:
+                    raise ValueError(f"argument '{name}' of {self.__name__} is not contiguous; "
+                                     "pass np.ascontiguousarray(x)")
+                out.append(_Arg("ptr", dt, array.ctypes.data, ("p", dt.name), array))
+                continue
+            if isinstance(v, (bool, np.bool_)):
+                out.append(_Arg("scalar", kl.int1, int(bool(v)), ("s", "int1")))
+            elif isinstance(v, (int, np.integer)):
+                iv = int(v)
+                if not -(1 << 63) <= iv < (1 << 63):
+                    raise OverflowError(f"argument '{name}' = {iv} does not fit in int64")
+                if name in self.do_not_specialize:
+                    key = ("s", "int64")
+                else:
+                    key = ("s", "int64", iv == 1, iv % 16 == 0)
+                out.append(_Arg("scalar", kl.int64, iv, key))
+            elif isinstance(v, (float, np.floating)):
+                dt = kl.float64 if isinstance(v, np.float64) and not isinstance(v, float) else kl.float32
+                out.append(_Arg("scalar", dt, float(v), ("s", dt.name)))
+            elif v is None:
+                out.append(_Arg("const", None, None, ("c", "None")))
+            else:
+                raise TypeError(f"argument '{name}' of {self.__name__} has unsupported type "
+                                f"{type(v).__name__} (pass numpy arrays, numbers, or "
+                                "constexprs)")
+        return out
+
+    def specialize(self, bound, grid_rank):
+        key = (grid_rank,) + tuple(a.key for a in bound)
+        with self._lock:
+            ck = self.cache.get(key)
+        if ck is not None:
+            return ck
+        ck = self.compile(bound, grid_rank)
+        with self._lock:
+            self.cache[key] = ck
+        return ck
+
+    def compile(self, bound, grid_rank):
+        from ._kiln import Builder, IRError
+        tree, first_line, source, filename = self.parse()
+        b = Builder()
+        cg = CodeGen(self.fn, b, filename, first_line, source)
+        fdef = tree.body[0]
+        arg_types, arg_names, runtime_params = [], [], []
+        for p, a in zip(self.params, bound):
+            if a.kind == "ptr":
+                arg_types.append(b.ptr_type(b.scalar_type(a.dtype.ir)))
+            elif a.kind == "scalar":
+                arg_types.append(b.scalar_type(a.dtype.ir))
+            else:
+                continue
+            arg_names.append(p.name)
+            runtime_params.append((p, a))
+        b.set_loc(filename, first_line + fdef.lineno - 1, fdef.col_offset + 1)
+        values = b.begin_kernel(self.fn.__name__, arg_types, arg_names, grid_rank)
+        it = iter(values)
+        for p, a in zip(self.params, bound):
+            if a.kind == "const":
+                cg.assign(p.name, kl.constexpr(a.value) if a.value is not None else None)
+                continue
+            v = next(it)
+            if a.kind == "ptr":
+                cg.assign(p.name, Pointer(v, a.dtype))
+            elif len(a.key) > 2 and a.key[2]:
+                # Specialized on being 1: the value is a compile-time constant.
+                cg.assign(p.name, 1)
+            else:
+                cg.assign(p.name, Tile(v, a.dtype, ()))
+        try:
+            cg.visit_stmts(fdef.body)
+            b.end_kernel()
+        except CompilationError:
+            raise
+        except IRError as e:
+            msg = str(e)
+            if "grid axis" in msg:
+                raise ValueError(f"{self.__name__}: the launch grid has {grid_rank} "
+                                 f"dimension(s), but the kernel uses a program id axis "
+                                 f"beyond it ({msg})") from None
+            raise CompilationError(msg, filename, first_line + fdef.lineno - 1, 0,
+                                   source.splitlines()[fdef.lineno - 1]) from None
+        text = b.text(True)
+        try:
+            kernel = _get_jit().compile(text, filename)
+        except IRError as e:
+            raise CompilationError(f"kernel '{self.__name__}' failed to compile:\n{e}",
+                                   filename, first_line + fdef.lineno - 1, 0) from None
+        ck = CompiledKernel(self.__name__, text, filename, kernel, _get_jit().target)
+        ck.runtime_params = runtime_params
+        self.last = ck
+        return ck
+
+    def run(self, *args, grid, **kwargs):
+        bound = self.bind(args, kwargs)
+        meta = {p.name: a.value for p, a in zip(self.params, bound) if a.kind == "const"}
+        if callable(grid):
+            grid = grid(meta)
+        if isinstance(grid, (int, np.integer)):
+            grid = (int(grid),)
+        if not isinstance(grid, (tuple, list)) or not 1 <= len(grid) <= 3:
+            raise ValueError(f"{self.__name__}: the grid must be an int or a tuple of 1 to 3 "
+                             f"ints, got {grid!r}")
+        grid = tuple(int(g) for g in grid)
+        if any(g < 1 for g in grid):
+            raise ValueError(f"{self.__name__}: every grid dimension must be >= 1, got {grid}")
+        ck = self.specialize(bound, len(grid))
+        values = [a.value for a in bound if a.kind != "const"]
+        ck.kernel.launch(values, list(grid))
+        return ck
+
+    # -- inspection -------------------------------------------------------------------
+
+    def ir(self, stage="kiln"):
+        """The IR of the most recently compiled specialization at `stage`."""
+        if self.last is None:
+            raise RuntimeError(f"{self.__name__} has not been compiled yet; launch it first")
+        return self.last.ir(stage)
+
+    @property
+    def asm(self):
+        return self.ir("asm")
+
+
+def jit(fn=None, *, do_not_specialize=()):
+    """Turns a Python function into a Kiln kernel (launch with ``k[grid](...)``)
+    or a helper that kernels call (inlined)."""
+    if fn is None:
+        return lambda f: JITFunction(f, do_not_specialize=do_not_specialize)
+    return JITFunction(fn, do_not_specialize=do_not_specialize)
+
+
+# --------------------------------------------------------------------------
+# Autotuning
+# --------------------------------------------------------------------------
+
+
+class Config:
+    """One autotuning candidate: constexpr values for the kernel."""
+
+    def __init__(self, kwargs):
+        self.kwargs = dict(kwargs)
+
+    def __repr__(self):
+        return f"Config({self.kwargs})"
+
+
+class Autotuner:
+    def __init__(self, fn: JITFunction, configs, key, warmup=1, rep=3):
+        if not configs:
+            raise ValueError("autotune needs at least one Config")
+        self.fn = fn
+        self.configs = list(configs)
+        self.key = list(key)
+        self.warmup = warmup
+        self.rep = rep
+        self.best = {}
+        self.__name__ = fn.__name__
+        for k in self.key:
+            if k not in {p.name for p in fn.params}:
+                raise ValueError(f"autotune key '{k}' is not a parameter of {fn.__name__}")
+
+    def _disk_path(self):
+        cache = _get_jit().cache_dir
+        if not cache:
+            return None
+        tree, _, source, _ = self.fn.parse()
+        h = hashlib.sha256((source + repr([c.kwargs for c in self.configs]) +
+                            _get_jit().target).encode()).hexdigest()[:32]
+        return os.path.join(cache, "autotune", f"{self.fn.__name__}-{h}.json")
+
+    def _load_disk(self):
+        path = self._disk_path()
+        if not path or not os.path.exists(path):
+            return {}
+        try:
+            with open(path) as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            return {}  # a corrupt record is only a lost tuning result
+
+    def _save_disk(self, table):
+        path = self._disk_path()
+        if not path:
+            return
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            tmp = f"{path}.tmp.{os.getpid()}.{threading.get_ident()}"
+            with open(tmp, "w") as f:
+                json.dump(table, f)
+            os.replace(tmp, path)
+        except OSError:
+            pass  # an unwritable cache keeps the result in memory only
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: self.run(*args, grid=grid, **kwargs)
+
+    def run(self, *args, grid, **kwargs):
+        bound = self.fn.signature.bind_partial(*args, **kwargs).arguments
+        keyvals = []
+        for k in self.key:
+            v = bound.get(k)
+            if isinstance(v, np.ndarray):
+                v = (v.shape, str(v.dtype))
+            keyvals.append(repr(v))
+        key = "|".join(keyvals)
+        cfg = self.best.get(key)
+        if cfg is None:
+            table = self._load_disk()
+            if key in table and 0 <= table[key] < len(self.configs):
+                cfg = self.configs[table[key]]
+            else:
+                timings = []
+                for i, c in enumerate(self.configs):
+                    call = dict(kwargs, **c.kwargs)
+                    try:
+                        for _ in range(self.warmup):
+                            self.fn.run(*args, grid=grid, **call)
+                        samples = []
+                        for _ in range(self.rep):
+                            t0 = time.perf_counter()
+                            self.fn.run(*args, grid=grid, **call)
+                            samples.append(time.perf_counter() - t0)
+                        timings.append((sorted(samples)[len(samples) // 2], i))
+                    except CompilationError:
+                        continue  # a config that does not compile is skipped
+                if not timings:
+                    raise CompilationError(f"no autotuning config of {self.fn.__name__} compiled")
+                best = min(timings)[1]
+                cfg = self.configs[best]
+                table = self._load_disk()
+                table[key] = best
+                self._save_disk(table)
+            self.best[key] = cfg
+        self.last_config = cfg
+        return self.fn.run(*args, grid=grid, **dict(kwargs, **cfg.kwargs))
+
+    def ir(self, stage="kiln"):
+        return self.fn.ir(stage)
+
+
+def autotune(configs, key):
+    """Benchmarks ``configs`` the first time a value of ``key`` is seen, keeps
+    the fastest in memory and on disk (reused across processes)."""
+
+    def wrap(fn):
+        if not isinstance(fn, JITFunction):
+            raise TypeError("@kiln.autotune goes above @kiln.jit")
+        return Autotuner(fn, configs, key)
+
+    return wrap

@@ -1,0 +1,295 @@
+"""The kiln kernel language (``import kiln.language as kl``).
+
+Everything here is used *inside* ``@kiln.jit`` functions. The functions are
+not called at Python run time: the front end (``kiln.frontend``) parses the
+kernel's source and, when it meets a call to one of them, builds the
+corresponding IR. Calling them outside a kernel raises an error.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = [
+    "dtype", "float16", "bfloat16", "float32", "float64", "int1", "int8",
+    "int16", "int32", "int64", "constexpr", "program_id", "num_programs",
+    "arange", "zeros", "full", "load", "store", "make_view", "gather",
+    "scatter", "atomic_add", "dot", "sum", "max", "min", "argmax", "argmin",
+    "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sigmoid", "tanh", "sin",
+    "cos", "erf", "abs", "floor", "ceil", "where", "maximum", "minimum",
+    "trans", "reshape", "broadcast_to", "expand_dims", "cdiv", "static_print",
+]
+
+
+class dtype:
+    """An element type of tiles and pointers."""
+
+    def __init__(self, name: str, ir: str, np_dtype, bits: int, is_float: bool):
+        self.name = name
+        self.ir = ir
+        self.np = np_dtype
+        self.bits = bits
+        self.is_float = is_float
+
+    @property
+    def is_int(self) -> bool:
+        return not self.is_float
+
+    def __repr__(self) -> str:
+        return f"kl.{self.name}"
+
+    def __reduce__(self):
+        return self.name
+
+
+float16 = dtype("float16", "f16", np.float16, 16, True)
+bfloat16 = dtype("bfloat16", "bf16", None, 16, True)
+float32 = dtype("float32", "f32", np.float32, 32, True)
+float64 = dtype("float64", "f64", np.float64, 64, True)
+int1 = dtype("int1", "i1", np.bool_, 1, False)
+int8 = dtype("int8", "i8", np.int8, 8, False)
+int16 = dtype("int16", "i16", np.int16, 16, False)
+int32 = dtype("int32", "i32", np.int32, 32, False)
+int64 = dtype("int64", "i64", np.int64, 64, False)
+
+ALL_DTYPES = [float16, bfloat16, float32, float64, int1, int8, int16, int32, int64]
+BY_IR = {d.ir: d for d in ALL_DTYPES}
+
+
+def from_numpy(np_dtype) -> dtype | None:
+    np_dtype = np.dtype(np_dtype)
+    for d in ALL_DTYPES:
+        if d.np is not None and np.dtype(d.np) == np_dtype:
+            return d
+    return None
+
+
+class constexpr:
+    """Marks a kernel parameter as a compile-time constant
+    (``BLOCK: kl.constexpr``): its value is part of the specialization and can
+    be used where Python values are needed (tile shapes, ``range`` bounds)."""
+
+    def __init__(self, value=None):
+        self.value = value
+
+    def __repr__(self):
+        return f"constexpr({self.value!r})"
+
+
+def builtin(fn):
+    """Marks a function the front end implements; calling it outside a kernel
+    is an error."""
+
+    def outside(*args, **kwargs):
+        raise RuntimeError(
+            f"kl.{fn.__name__} can only be used inside a @kiln.jit kernel")
+
+    outside.__name__ = fn.__name__
+    outside.__doc__ = fn.__doc__
+    outside._kiln_builtin = fn.__name__
+    return outside
+
+
+@builtin
+def program_id(axis=0):
+    """The id of this program instance along grid axis 0, 1 or 2 (int32)."""
+
+
+@builtin
+def num_programs(axis=0):
+    """The number of program instances along grid axis 0, 1 or 2 (int32)."""
+
+
+@builtin
+def arange(start, end):
+    """The 1-D int32 tile [start, end); start and end are compile-time ints."""
+
+
+@builtin
+def zeros(shape, dtype=float32):
+    """A tile of zeros."""
+
+
+@builtin
+def full(shape, value, dtype=float32):
+    """A tile with every element equal to value."""
+
+
+@builtin
+def load(pointer, mask=None, other=None, offsets=None, shape=None):
+    """Loads from a tile of pointers (``ptr + offsets``; masked elements read
+    ``other``), or, given a view, the tile of ``shape`` at ``offsets``
+    (elements outside the view read ``other``)."""
+
+
+@builtin
+def store(pointer, value, mask=None, offsets=None):
+    """Stores to a tile of pointers (masked elements are not written), or into
+    a view at ``offsets`` (elements outside the view are not written)."""
+
+
+@builtin
+def make_view(pointer, shape, strides):
+    """A view of memory: a base pointer with a runtime shape and strides."""
+
+
+@builtin
+def gather(view, indices, offsets=(), shape=None, other=None):
+    """Rows ``indices`` of a view (first dimension), at ``offsets`` in the
+    others; out-of-range indices (e.g. -1) read ``other``."""
+
+
+@builtin
+def scatter(view, value, indices, offsets=()):
+    """Writes the rows of value to the view rows named by indices."""
+
+
+@builtin
+def atomic_add(pointer, value, mask=None, offsets=None):
+    """Atomically adds a tile into memory (a view at offsets, or a tile of
+    pointers)."""
+
+
+@builtin
+def dot(a, b, acc=None, out_dtype=None):
+    """Tile matrix product a @ b (+ acc): f32, bf16/f16 -> f32, i8 -> i32."""
+
+
+@builtin
+def sum(x, axis=None):
+    """Sum along an axis (all elements when axis is None)."""
+
+
+@builtin
+def max(x, axis=None):
+    """Maximum along an axis (NaN propagates)."""
+
+
+@builtin
+def min(x, axis=None):
+    """Minimum along an axis (NaN propagates)."""
+
+
+@builtin
+def argmax(x, axis):
+    """int32 position of the first maximum along an axis."""
+
+
+@builtin
+def argmin(x, axis):
+    """int32 position of the first minimum along an axis."""
+
+
+@builtin
+def exp(x):
+    """e**x, elementwise."""
+
+
+@builtin
+def exp2(x):
+    """2**x, elementwise."""
+
+
+@builtin
+def log(x):
+    """Natural logarithm, elementwise."""
+
+
+@builtin
+def log2(x):
+    """Base-2 logarithm, elementwise."""
+
+
+@builtin
+def sqrt(x):
+    """Square root, elementwise."""
+
+
+@builtin
+def rsqrt(x):
+    """1 / sqrt(x), elementwise."""
+
+
+@builtin
+def sigmoid(x):
+    """1 / (1 + exp(-x)), elementwise."""
+
+
+@builtin
+def tanh(x):
+    """Hyperbolic tangent, elementwise."""
+
+
+@builtin
+def sin(x):
+    """Sine, elementwise."""
+
+
+@builtin
+def cos(x):
+    """Cosine, elementwise."""
+
+
+@builtin
+def erf(x):
+    """The error function, elementwise."""
+
+
+@builtin
+def abs(x):
+    """Absolute value, elementwise."""
+
+
+@builtin
+def floor(x):
+    """Floor, elementwise."""
+
+
+@builtin
+def ceil(x):
+    """Ceiling, elementwise."""
+
+
+@builtin
+def where(condition, x, y):
+    """x where condition holds, else y (broadcast)."""
+
+
+@builtin
+def maximum(x, y):
+    """Elementwise maximum (NaN propagates for floats)."""
+
+
+@builtin
+def minimum(x, y):
+    """Elementwise minimum (NaN propagates for floats)."""
+
+
+@builtin
+def trans(x, order=None):
+    """Permutes the dimensions of a tile (reverses them by default)."""
+
+
+@builtin
+def reshape(x, shape):
+    """The elements of x, row-major, as a tile of another shape."""
+
+
+@builtin
+def broadcast_to(x, shape):
+    """x repeated along size-1 (or missing leading) dimensions."""
+
+
+@builtin
+def expand_dims(x, axis):
+    """Inserts a size-1 dimension."""
+
+
+@builtin
+def cdiv(a, b):
+    """Ceiling division (a + b - 1) // b."""
+
+
+@builtin
+def static_print(*args):
+    """Prints compile-time values while the kernel is compiled."""

@@ -1,0 +1,57 @@
+"""Loading and launching precompiled bundles, with or without the compiler.
+
+On a machine that only runs kernels, the runtime-only extension
+(``kiln._kiln_runtime``, no LLVM inside) is enough; with the full extension
+the same calls go through ``kiln._kiln``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+try:
+    from . import _kiln as _ext
+except ImportError:  # a runtime-only installation
+    from . import _kiln_runtime as _ext
+
+
+class Bundle:
+    """A kernel loaded from a .kiln bundle (``kilnc kernel.mlir -o k.kiln``)."""
+
+    def __init__(self, kernel):
+        self._kernel = kernel
+
+    @property
+    def name(self):
+        return self._kernel.name
+
+    @property
+    def signature(self):
+        return self._kernel.signature
+
+    def __getitem__(self, grid):
+        if isinstance(grid, int):
+            grid = (grid,)
+        if not isinstance(grid, (tuple, list)) or not 1 <= len(grid) <= 3:
+            raise ValueError(f"the grid must be an int or a tuple of 1 to 3 ints, got {grid!r}")
+
+        def launch(*args):
+            values = []
+            for (name, kind, dtype), a in zip(self._kernel.signature, args):
+                if kind == "ptr":
+                    if not isinstance(a, np.ndarray):
+                        raise TypeError(f"argument '{name}' must be a numpy array")
+                    if not a.flags["C_CONTIGUOUS"]:
+                        raise ValueError(f"argument '{name}' is not contiguous")
+                    values.append(a.ctypes.data)
+                else:
+                    values.append(a)
+            self._kernel.launch(values, list(grid))
+
+        return launch
+
+
+def load_bundle(path: str, num_threads: int = 0) -> Bundle:
+    """Loads a bundle; refuses (with a message) one that is corrupt, for
+    another target, or needs CPU features this machine lacks."""
+    return Bundle(_ext.load_bundle(path, num_threads))

@@ -1,0 +1,632 @@
+//===- CompilerBindings.cpp - The IR builder and JIT for Python ------------===//
+//
+// Part of the Kiln project, under the Apache License v2.0 with LLVM Exceptions.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// The Python front end builds kiln IR through this builder, op by op, with a
+// source location (file:line:col of the Python kernel) on every op. Each op is
+// verified as it is created, so a type or shape error surfaces at the line
+// that caused it. Nothing here formats MLIR text to build IR.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Bindings.h"
+
+#include "kiln/Dialect/Kiln/IR/Kiln.h"
+#include "kiln/JIT/JIT.h"
+#include "kiln/Target/CPU/Compiler.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+
+#include <pybind11/functional.h>
+#include <pybind11/stl.h>
+
+namespace py = pybind11;
+using namespace mlir;
+namespace kd = mlir::kiln;
+
+namespace {
+
+/// An error in the IR being built; Python turns it into a CompilationError
+/// pointing at the kernel line being translated.
+struct IRError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+class PyBuilder {
+public:
+  PyBuilder() {
+    DialectRegistry registry;
+    ::kiln::registerDialects(registry);
+    ctx = std::make_unique<MLIRContext>(registry,
+                                        MLIRContext::Threading::DISABLED);
+    ctx->loadAllAvailableDialects();
+    handler = std::make_unique<ScopedDiagnosticHandler>(
+        ctx.get(), [this](Diagnostic &d) {
+          diagnostics += d.str();
+          for (Diagnostic &n : d.getNotes())
+            diagnostics += "\n  note: " + n.str();
+          return success();
+        });
+    loc = UnknownLoc::get(ctx.get());
+    module = ModuleOp::create(loc);
+    b = std::make_unique<OpBuilder>(ctx.get());
+    b->setInsertionPointToEnd(module->getBody());
+  }
+
+  MLIRContext *context() { return ctx.get(); }
+
+  void setLoc(const std::string &file, unsigned line, unsigned col) {
+    loc = FileLineColLoc::get(ctx.get(), file, line, col);
+  }
+
+  // Types ------------------------------------------------------------------
+  Type scalarType(const std::string &name) {
+    MLIRContext *c = ctx.get();
+    if (name == "f32")
+      return Float32Type::get(c);
+    if (name == "f64")
+      return Float64Type::get(c);
+    if (name == "f16")
+      return Float16Type::get(c);
+    if (name == "bf16")
+      return BFloat16Type::get(c);
+    if (name == "index")
+      return IndexType::get(c);
+    if (name.size() > 1 && name[0] == 'i')
+      return IntegerType::get(c, std::stoi(name.substr(1)));
+    throw IRError("unknown scalar type '" + name + "'");
+  }
+  Type tileType(const std::vector<int64_t> &shape, Type elt) {
+    for (int64_t d : shape)
+      if (d <= 0)
+        throw IRError("tile dimensions must be positive, got " +
+                      std::to_string(d));
+    return RankedTensorType::get(shape, elt);
+  }
+  Type ptrType(Type elt) { return kd::PtrType::get(ctx.get(), elt); }
+  Type viewType(unsigned rank, Type elt) {
+    return kd::ViewType::get(ctx.get(), rank, elt);
+  }
+
+  // Kernels --------------------------------------------------------------------
+  std::vector<Value> beginKernel(const std::string &name,
+                                 const std::vector<Type> &args,
+                                 const std::vector<std::string> &names,
+                                 unsigned gridRank) {
+    auto fn = kd::FuncOp::create(*b, loc, name,
+                                   b->getFunctionType(args, {}));
+    fn->setAttr("grid_rank", b->getI64IntegerAttr(gridRank));
+    for (size_t i = 0; i < names.size() && i < args.size(); ++i)
+      fn.setArgAttr(i, "kiln.name", b->getStringAttr(names[i]));
+    Block *entry = fn.addEntryBlock();
+    b->setInsertionPointToStart(entry);
+    kernel = fn;
+    return std::vector<Value>(entry->args_begin(), entry->args_end());
+  }
+  void endKernel() {
+    kd::ReturnOp::create(*b, loc);
+    b->setInsertionPointToEnd(module->getBody());
+    if (failed(verify(*module)))
+      throw IRError(takeDiagnostics("the kernel does not verify"));
+  }
+  std::string text(bool withLocations) {
+    std::string s;
+    llvm::raw_string_ostream os(s);
+    OpPrintingFlags flags;
+    if (withLocations)
+      flags.enableDebugInfo();
+    module->print(os, flags);
+    return s;
+  }
+
+  // Op creation with per-op verification -----------------------------------------
+  template <typename OpTy, typename... Args> Value make(Args &&...args) {
+    auto op = OpTy::create(*b, loc, std::forward<Args>(args)...);
+    check(op.getOperation());
+    return op->getNumResults() ? op->getResult(0) : Value();
+  }
+  void check(Operation *op) {
+    if (failed(mlir::verify(op, /*verifyRecursively=*/false))) {
+      op->erase();
+      throw IRError(takeDiagnostics("invalid operation"));
+    }
+  }
+  std::string takeDiagnostics(const std::string &fallback) {
+    std::string d = diagnostics.empty() ? fallback : diagnostics;
+    diagnostics.clear();
+    return d;
+  }
+
+  Value constant(py::object value, Type type) {
+    if (isa<FloatType>(type))
+      return make<arith::ConstantOp>(
+          cast<TypedAttr>(b->getFloatAttr(type, value.cast<double>())));
+    if (type.isIndex())
+      return make<arith::ConstantOp>(
+          cast<TypedAttr>(b->getIndexAttr(value.cast<int64_t>())));
+    if (auto it = dyn_cast<IntegerType>(type)) {
+      if (it.getWidth() == 1)
+        return make<arith::ConstantOp>(
+            cast<TypedAttr>(b->getBoolAttr(value.cast<bool>())));
+      return make<arith::ConstantOp>(
+          cast<TypedAttr>(b->getIntegerAttr(type, value.cast<int64_t>())));
+    }
+    if (auto tt = dyn_cast<RankedTensorType>(type)) {
+      Type e = tt.getElementType();
+      Attribute a;
+      if (isa<FloatType>(e))
+        a = b->getFloatAttr(e, value.cast<double>());
+      else if (e.isInteger(1))
+        a = b->getBoolAttr(value.cast<bool>());
+      else
+        a = b->getIntegerAttr(e, value.cast<int64_t>());
+      return make<arith::ConstantOp>(
+          cast<TypedAttr>(SplatElementsAttr::get(tt, a)));
+    }
+    throw IRError("cannot make a constant of type " + str(type));
+  }
+
+  Value binary(const std::string &op, Value l, Value r) {
+    if (op == "addf") return make<arith::AddFOp>(l, r);
+    if (op == "subf") return make<arith::SubFOp>(l, r);
+    if (op == "mulf") return make<arith::MulFOp>(l, r);
+    if (op == "divf") return make<arith::DivFOp>(l, r);
+    if (op == "remf") return make<arith::RemFOp>(l, r);
+    if (op == "maximumf") return make<arith::MaximumFOp>(l, r);
+    if (op == "minimumf") return make<arith::MinimumFOp>(l, r);
+    if (op == "addi") return make<arith::AddIOp>(l, r);
+    if (op == "subi") return make<arith::SubIOp>(l, r);
+    if (op == "muli") return make<arith::MulIOp>(l, r);
+    if (op == "divsi") return make<arith::DivSIOp>(l, r);
+    if (op == "floordivsi") return make<arith::FloorDivSIOp>(l, r);
+    if (op == "remsi") return make<arith::RemSIOp>(l, r);
+    if (op == "maxsi") return make<arith::MaxSIOp>(l, r);
+    if (op == "minsi") return make<arith::MinSIOp>(l, r);
+    if (op == "andi") return make<arith::AndIOp>(l, r);
+    if (op == "ori") return make<arith::OrIOp>(l, r);
+    if (op == "xori") return make<arith::XOrIOp>(l, r);
+    if (op == "shli") return make<arith::ShLIOp>(l, r);
+    if (op == "shrsi") return make<arith::ShRSIOp>(l, r);
+    if (op == "powf") return make<math::PowFOp>(l, r);
+    if (op == "atan2") return make<math::Atan2Op>(l, r);
+    throw IRError("unknown binary op '" + op + "'");
+  }
+
+  Value cmp(const std::string &pred, Value l, Value r) {
+    if (isa<FloatType>(getElementTypeOrSelf(l.getType()))) {
+      auto p = arith::symbolizeCmpFPredicate(pred);
+      if (!p)
+        throw IRError("unknown float comparison '" + pred + "'");
+      return make<arith::CmpFOp>(*p, l, r);
+    }
+    auto p = arith::symbolizeCmpIPredicate(pred);
+    if (!p)
+      throw IRError("unknown integer comparison '" + pred + "'");
+    return make<arith::CmpIOp>(*p, l, r);
+  }
+
+  Value unary(const std::string &op, Value x) {
+    if (op == "exp") return make<math::ExpOp>(x);
+    if (op == "exp2") return make<math::Exp2Op>(x);
+    if (op == "log") return make<math::LogOp>(x);
+    if (op == "log2") return make<math::Log2Op>(x);
+    if (op == "sqrt") return make<math::SqrtOp>(x);
+    if (op == "rsqrt") return make<math::RsqrtOp>(x);
+    if (op == "tanh") return make<math::TanhOp>(x);
+    if (op == "sin") return make<math::SinOp>(x);
+    if (op == "cos") return make<math::CosOp>(x);
+    if (op == "erf") return make<math::ErfOp>(x);
+    if (op == "absf") return make<math::AbsFOp>(x);
+    if (op == "absi") return make<math::AbsIOp>(x);
+    if (op == "floor") return make<math::FloorOp>(x);
+    if (op == "ceil") return make<math::CeilOp>(x);
+    if (op == "negf") return make<arith::NegFOp>(x);
+    throw IRError("unknown unary op '" + op + "'");
+  }
+
+  Value castTo(Value x, Type to) {
+    Type from = getElementTypeOrSelf(x.getType());
+    Type toElt = getElementTypeOrSelf(to);
+    if (from == toElt)
+      return x;
+    bool fF = isa<FloatType>(from), tF = isa<FloatType>(toElt);
+    if (fF && tF)
+      return from.getIntOrFloatBitWidth() < toElt.getIntOrFloatBitWidth()
+                 ? make<arith::ExtFOp>(to, x)
+                 : make<arith::TruncFOp>(to, x);
+    if (from.isIndex() || toElt.isIndex()) {
+      if (tF) {
+        Value i = make<arith::IndexCastOp>(b->getI64Type(), x);
+        return make<arith::SIToFPOp>(to, i);
+      }
+      return make<arith::IndexCastOp>(to, x);
+    }
+    if (!fF && !tF) {
+      unsigned fw = from.getIntOrFloatBitWidth(),
+               tw = toElt.getIntOrFloatBitWidth();
+      if (fw < tw)
+        return fw == 1 ? make<arith::ExtUIOp>(to, x)
+                       : make<arith::ExtSIOp>(to, x);
+      return make<arith::TruncIOp>(to, x);
+    }
+    if (fF)
+      return make<arith::FPToSIOp>(to, x);
+    if (from.isInteger(1))
+      return make<arith::UIToFPOp>(to, x);
+    return make<arith::SIToFPOp>(to, x);
+  }
+
+  // Control flow -----------------------------------------------------------------
+  py::tuple forBegin(Value lb, Value ub, Value step,
+                     const std::vector<Value> &inits) {
+    auto op = scf::ForOp::create(*b, loc, lb, ub, step, inits);
+    stack.push_back(b->saveInsertionPoint());
+    Block *body = op.getBody();
+    if (!body->empty() && body->back().hasTrait<OpTrait::IsTerminator>())
+      b->setInsertionPoint(&body->back());
+    else
+      b->setInsertionPointToEnd(body);
+    regionOps.push_back(op);
+    std::vector<Value> iters(op.getRegionIterArgs().begin(),
+                             op.getRegionIterArgs().end());
+    return py::make_tuple(op.getInductionVar(), iters);
+  }
+  std::vector<Value> forEnd(const std::vector<Value> &yields) {
+    auto op = cast<scf::ForOp>(regionOps.back());
+    Block *body = op.getBody();
+    if (!body->empty() && isa<scf::YieldOp>(body->back()))
+      body->back().erase();
+    b->setInsertionPointToEnd(body);
+    scf::YieldOp::create(*b, loc, yields);
+    b->restoreInsertionPoint(stack.back());
+    stack.pop_back();
+    regionOps.pop_back();
+    if (failed(mlir::verify(op)))
+      throw IRError(takeDiagnostics("invalid loop"));
+    return std::vector<Value>(op->result_begin(), op->result_end());
+  }
+
+  void ifBegin(Value cond, const std::vector<Type> &resultTypes) {
+    auto op = scf::IfOp::create(*b, loc, resultTypes, cond,
+                                /*withElseRegion=*/true);
+    stack.push_back(b->saveInsertionPoint());
+    regionOps.push_back(op);
+    Block *then = &op.getThenRegion().front();
+    if (!then->empty() && then->back().hasTrait<OpTrait::IsTerminator>())
+      then->back().erase();
+    b->setInsertionPointToEnd(then);
+  }
+  void ifElse(const std::vector<Value> &thenYields) {
+    auto op = cast<scf::IfOp>(regionOps.back());
+    scf::YieldOp::create(*b, loc, thenYields);
+    Block *els = &op.getElseRegion().front();
+    if (!els->empty() && els->back().hasTrait<OpTrait::IsTerminator>())
+      els->back().erase();
+    b->setInsertionPointToEnd(els);
+  }
+  std::vector<Value> ifEnd(const std::vector<Value> &elseYields) {
+    auto op = cast<scf::IfOp>(regionOps.back());
+    scf::YieldOp::create(*b, loc, elseYields);
+    b->restoreInsertionPoint(stack.back());
+    stack.pop_back();
+    regionOps.pop_back();
+    if (failed(mlir::verify(op)))
+      throw IRError(takeDiagnostics("invalid if"));
+    return std::vector<Value>(op->result_begin(), op->result_end());
+  }
+
+  std::vector<Value> whileBegin(const std::vector<Value> &inits) {
+    std::vector<Type> types;
+    for (Value v : inits)
+      types.push_back(v.getType());
+    auto op = scf::WhileOp::create(*b, loc, types, inits);
+    stack.push_back(b->saveInsertionPoint());
+    regionOps.push_back(op);
+    Block *before = b->createBlock(&op.getBefore());
+    std::vector<Value> args;
+    for (Type t : types)
+      args.push_back(before->addArgument(t, loc));
+    b->setInsertionPointToEnd(before);
+    return args;
+  }
+  std::vector<Value> whileBody(Value cond, const std::vector<Value> &carried) {
+    auto op = cast<scf::WhileOp>(regionOps.back());
+    scf::ConditionOp::create(*b, loc, cond, carried);
+    Block *after = b->createBlock(&op.getAfter());
+    std::vector<Value> args;
+    for (Value v : carried)
+      args.push_back(after->addArgument(v.getType(), loc));
+    b->setInsertionPointToEnd(after);
+    return args;
+  }
+  std::vector<Value> whileEnd(const std::vector<Value> &yields) {
+    auto op = cast<scf::WhileOp>(regionOps.back());
+    scf::YieldOp::create(*b, loc, yields);
+    b->restoreInsertionPoint(stack.back());
+    stack.pop_back();
+    regionOps.pop_back();
+    if (failed(mlir::verify(op)))
+      throw IRError(takeDiagnostics("invalid while loop"));
+    return std::vector<Value>(op->result_begin(), op->result_end());
+  }
+
+  /// Discards everything built so far (after an error).
+  void abandon() {
+    stack.clear();
+    regionOps.clear();
+    module->getBody()->clear();
+    b->setInsertionPointToEnd(module->getBody());
+  }
+
+  OpBuilder &builder() { return *b; }
+  Location location() { return loc; }
+  ModuleOp getModule() { return *module; }
+
+  static std::string str(Type t) {
+    std::string s;
+    llvm::raw_string_ostream os(s);
+    os << t;
+    return s;
+  }
+
+private:
+  std::unique_ptr<MLIRContext> ctx;
+  std::unique_ptr<ScopedDiagnosticHandler> handler;
+  std::string diagnostics;
+  Location loc = Location(UnknownLoc());
+  OwningOpRef<ModuleOp> module;
+  std::unique_ptr<OpBuilder> b;
+  kd::FuncOp kernel;
+  std::vector<OpBuilder::InsertPoint> stack;
+  std::vector<Operation *> regionOps;
+};
+
+std::string typeStr(Type t) { return PyBuilder::str(t); }
+
+} // namespace
+
+namespace kiln::python {
+void bindCompiler(py::module &m) {
+  static py::exception<IRError> irError(m, "IRError", PyExc_ValueError);
+
+  py::class_<Type>(m, "Type")
+      .def("__str__", &typeStr)
+      .def("__repr__", [](Type t) { return "Type(" + typeStr(t) + ")"; })
+      .def("__eq__", [](Type a, Type b) { return a == b; })
+      .def("__hash__", [](Type t) { return hash_value(t); })
+      .def_property_readonly("is_tile",
+                             [](Type t) { return isa<RankedTensorType>(t); })
+      .def_property_readonly("shape",
+                             [](Type t) {
+                               if (auto tt = dyn_cast<RankedTensorType>(t))
+                                 return std::vector<int64_t>(
+                                     tt.getShape().begin(), tt.getShape().end());
+                               return std::vector<int64_t>();
+                             })
+      .def_property_readonly("element",
+                             [](Type t) { return getElementTypeOrSelf(t); })
+      .def_property_readonly("is_float", [](Type t) {
+        return isa<FloatType>(getElementTypeOrSelf(t));
+      });
+
+  py::class_<Value>(m, "Value")
+      .def_property_readonly("type", [](Value v) { return v.getType(); })
+      .def("__repr__", [](Value v) { return "Value(" + typeStr(v.getType()) + ")"; });
+
+  py::class_<PyBuilder>(m, "Builder")
+      .def(py::init<>())
+      .def("set_loc", &PyBuilder::setLoc)
+      .def("scalar_type", &PyBuilder::scalarType)
+      .def("tile_type", &PyBuilder::tileType)
+      .def("ptr_type", &PyBuilder::ptrType)
+      .def("view_type", &PyBuilder::viewType)
+      .def("begin_kernel", &PyBuilder::beginKernel)
+      .def("end_kernel", &PyBuilder::endKernel)
+      .def("text", &PyBuilder::text, py::arg("with_locations") = true)
+      .def("abandon", &PyBuilder::abandon)
+      .def("constant", &PyBuilder::constant)
+      .def("binary", &PyBuilder::binary)
+      .def("cmp", &PyBuilder::cmp)
+      .def("unary", &PyBuilder::unary)
+      .def("cast", &PyBuilder::castTo)
+      .def("select",
+           [](PyBuilder &p, Value c, Value t, Value f) {
+             return p.make<arith::SelectOp>(c, t, f);
+           })
+      .def("program_id",
+           [](PyBuilder &p, int axis) {
+             return p.make<kd::ProgramIdOp>(static_cast<kd::Axis>(axis));
+           })
+      .def("num_programs",
+           [](PyBuilder &p, int axis) {
+             return p.make<kd::NumProgramsOp>(static_cast<kd::Axis>(axis));
+           })
+      .def("arange",
+           [](PyBuilder &p, int64_t start, int64_t end, Type type) {
+             return p.make<kd::ArangeOp>(type, start, end);
+           })
+      .def("splat",
+           [](PyBuilder &p, Value v, Type type) {
+             return p.make<kd::SplatOp>(type, v);
+           })
+      .def("broadcast",
+           [](PyBuilder &p, Value v, Type type) {
+             return p.make<kd::BroadcastOp>(type, v);
+           })
+      .def("expand_dims",
+           [](PyBuilder &p, Value v, int axis) {
+             auto t = cast<RankedTensorType>(v.getType());
+             SmallVector<int64_t> shape(t.getShape());
+             if (axis < 0 || axis > t.getRank())
+               throw IRError("expand_dims axis out of range");
+             shape.insert(shape.begin() + axis, 1);
+             return p.make<kd::ExpandDimsOp>(
+                 RankedTensorType::get(shape, t.getElementType()), v,
+                 static_cast<int32_t>(axis));
+           })
+      .def("reshape",
+           [](PyBuilder &p, Value v, Type type) {
+             return p.make<kd::ReshapeOp>(type, v);
+           })
+      .def("trans",
+           [](PyBuilder &p, Value v, std::vector<int32_t> order, Type type) {
+             return p.make<kd::TransOp>(type, v, order);
+           })
+      .def("make_view",
+           [](PyBuilder &p, Value ptr, std::vector<Value> sizes,
+              std::vector<Value> strides, Type type) {
+             return p.make<kd::MakeViewOp>(type, ptr, sizes, strides);
+           })
+      .def("load",
+           [](PyBuilder &p, Value view, std::vector<Value> offsets, Type type,
+              py::object padding) {
+             TypedAttr pad;
+             Type e = cast<RankedTensorType>(type).getElementType();
+             if (!padding.is_none()) {
+               if (isa<FloatType>(e))
+                 pad = p.builder().getFloatAttr(e, padding.cast<double>());
+               else
+                 pad = p.builder().getIntegerAttr(e, padding.cast<int64_t>());
+             }
+             return p.make<kd::LoadOp>(type, view, offsets, pad, nullptr);
+           })
+      .def("store",
+           [](PyBuilder &p, Value value, Value view,
+              std::vector<Value> offsets) {
+             p.make<kd::StoreOp>(value, view, offsets, nullptr);
+           })
+      .def("atomic_add",
+           [](PyBuilder &p, Value value, Value view,
+              std::vector<Value> offsets) {
+             p.make<kd::AtomicAddOp>(value, view, offsets);
+           })
+      .def("gather",
+           [](PyBuilder &p, Value view, Value indices,
+              std::vector<Value> offsets, Type type, py::object padding) {
+             TypedAttr pad;
+             Type e = cast<RankedTensorType>(type).getElementType();
+             if (!padding.is_none()) {
+               if (isa<FloatType>(e))
+                 pad = p.builder().getFloatAttr(e, padding.cast<double>());
+               else
+                 pad = p.builder().getIntegerAttr(e, padding.cast<int64_t>());
+             }
+             return p.make<kd::GatherOp>(type, view, indices, offsets, pad);
+           })
+      .def("scatter",
+           [](PyBuilder &p, Value value, Value view, Value indices,
+              std::vector<Value> offsets) {
+             p.make<kd::ScatterOp>(value, view, indices, offsets);
+           })
+      .def("dot",
+           [](PyBuilder &p, Value a, Value b, Value acc) {
+             return p.make<kd::DotOp>(acc.getType(), a, b, acc);
+           })
+      .def("reduce",
+           [](PyBuilder &p, const std::string &kind, Value v, int axis,
+              Type type) {
+             auto k = kd::symbolizeReduceKind(kind);
+             if (!k)
+               throw IRError("unknown reduction '" + kind + "'");
+             return p.make<kd::ReduceOp>(type, *k, v,
+                                           static_cast<int32_t>(axis));
+           })
+      .def("extract",
+           [](PyBuilder &p, Value tile, std::vector<Value> idx) {
+             return p.make<tensor::ExtractOp>(tile, idx);
+           })
+      .def("for_begin", &PyBuilder::forBegin)
+      .def("for_end", &PyBuilder::forEnd)
+      .def("if_begin", &PyBuilder::ifBegin)
+      .def("if_else", &PyBuilder::ifElse)
+      .def("if_end", &PyBuilder::ifEnd)
+      .def("while_begin", &PyBuilder::whileBegin)
+      .def("while_body", &PyBuilder::whileBody)
+      .def("while_end", &PyBuilder::whileEnd);
+
+  // Compilation: the same JIT and cache as C++.
+  py::class_<::kiln::JIT>(m, "JIT")
+      .def_static(
+          "create",
+          [](const std::string &target, const std::string &cacheDir,
+             int numThreads) {
+            ::kiln::JITOptions o;
+            o.target = target;
+            o.cacheDir = cacheDir;
+            o.numThreads = numThreads;
+            auto j = ::kiln::JIT::create(o);
+            if (!j)
+              throw std::runtime_error(llvm::toString(j.takeError()));
+            return std::move(*j);
+          },
+          py::arg("target") = "host", py::arg("cache_dir") = "",
+          py::arg("num_threads") = 0)
+      .def(
+          "compile",
+          [](::kiln::JIT &jit, const std::string &source,
+             const std::string &name) {
+            llvm::Expected<std::shared_ptr<::kiln::Kernel>> k =
+                std::shared_ptr<::kiln::Kernel>();
+            {
+              py::gil_scoped_release release;
+              k = jit.compile(source, name);
+            }
+            if (!k)
+              throw IRError(llvm::toString(k.takeError()));
+            return ::kiln::python::wrapKernel(*k, jit.getRuntime());
+          })
+      .def_property_readonly("target",
+                             [](::kiln::JIT &j) { return j.getTarget().name; })
+      .def_property_readonly("cache_dir", &::kiln::JIT::getCacheDir)
+      .def_property_readonly("stats", [](::kiln::JIT &j) {
+        py::dict d;
+        d["memory_hits"] = j.getStats().memoryHits.load();
+        d["disk_hits"] = j.getStats().diskHits.load();
+        d["compiles"] = j.getStats().compiles.load();
+        d["corrupt_entries"] = j.getStats().corruptEntries.load();
+        d["disk_write_failures"] = j.getStats().diskWriteFailures.load();
+        return d;
+      });
+
+  m.def(
+      "compile_stage",
+      [](const std::string &source, const std::string &name,
+         const std::string &stage, const std::string &target) {
+        mlir::DialectRegistry registry;
+        ::kiln::registerDialects(registry);
+        mlir::MLIRContext ctx(registry, MLIRContext::Threading::DISABLED);
+        ::kiln::EmitKind kind;
+        if (stage == "mlir" || stage == "llvm-mlir")
+          kind = ::kiln::EmitKind::MLIR;
+        else if (stage == "llvm")
+          kind = ::kiln::EmitKind::LLVM;
+        else if (stage == "asm")
+          kind = ::kiln::EmitKind::Asm;
+        else if (stage == "c-header")
+          kind = ::kiln::EmitKind::CHeader;
+        else
+          throw std::invalid_argument("unknown stage '" + stage +
+                                      "'; known: kiln, llvm-mlir, llvm, asm, "
+                                      "c-header");
+        ::kiln::CompileOptions o;
+        o.target = target;
+        auto r = ::kiln::compileSource(ctx, source, name, o, kind);
+        if (!r)
+          throw IRError(llvm::toString(r.takeError()));
+        return r->bytes;
+      },
+      py::arg("source"), py::arg("name"), py::arg("stage"),
+      py::arg("target") = "host");
+}
+} // namespace kiln::python

@@ -1,0 +1,193 @@
+//===- RuntimeBindings.cpp - Load and launch kiln bundles from Python ------===//
+//
+// Part of the Kiln project, under the Apache License v2.0 with LLVM Exceptions.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// Needs only the Kiln runtime: this file is all of the runtime-only module
+// (`kiln._kiln_runtime`) for machines that run precompiled bundles.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Bindings.h"
+
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace py = pybind11;
+using kiln::python::PyKernel;
+
+namespace {
+
+struct LaunchError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+[[noreturn]] void raise(kiln_status st) {
+  std::string msg = std::string(kiln_status_code_name(kiln_status_code_of(st))) +
+                    ": " + kiln_status_message(st);
+  kiln_status_code code = kiln_status_code_of(st);
+  kiln_status_free(st);
+  if (code == KILN_ERROR_INVALID_ARGUMENT)
+    throw py::value_error(msg);
+  throw LaunchError(msg);
+}
+
+std::shared_ptr<kiln_runtime> makeRuntime(int threads) {
+  kiln_runtime *rt = nullptr;
+  if (kiln_status st = kiln_runtime_create(threads, &rt))
+    raise(st);
+  return std::shared_ptr<kiln_runtime>(rt, kiln_runtime_destroy);
+}
+
+std::shared_ptr<kiln_runtime> &defaultRuntime() {
+  static std::shared_ptr<kiln_runtime> rt = makeRuntime(0);
+  return rt;
+}
+
+/// Converts the Python arguments by the kernel's signature and launches.
+void launch(PyKernel &k, const std::vector<py::object> &args,
+            const std::vector<int64_t> &grid) {
+  size_t n = kiln_kernel_num_args(k.handle);
+  if (args.size() != n)
+    throw py::type_error("kernel '" + std::string(kiln_kernel_name(k.handle)) +
+                         "' takes " + std::to_string(n) + " arguments, got " +
+                         std::to_string(args.size()));
+  if (grid.empty() || grid.size() > 3)
+    throw py::value_error("the launch grid must have 1 to 3 dimensions, got " +
+                          std::to_string(grid.size()));
+  std::vector<kiln_arg> packed(n);
+  for (size_t i = 0; i < n; ++i) {
+    kiln_arg_info info;
+    if (kiln_status st = kiln_kernel_arg_info(k.handle, i, &info))
+      raise(st);
+    kiln_arg &a = packed[i];
+    a.kind = info.kind;
+    a.dtype = info.dtype;
+    const py::object &o = args[i];
+    try {
+      if (info.kind == KILN_ARG_PTR) {
+        a.value.ptr = reinterpret_cast<void *>(o.cast<uintptr_t>());
+        continue;
+      }
+      switch (info.dtype) {
+      case KILN_DTYPE_F32:
+        a.value.f32 = o.cast<float>();
+        break;
+      case KILN_DTYPE_F64:
+        a.value.f64 = o.cast<double>();
+        break;
+      case KILN_DTYPE_I8:
+        a.value.i8 = o.cast<int8_t>();
+        break;
+      case KILN_DTYPE_I16:
+        a.value.i16 = o.cast<int16_t>();
+        break;
+      case KILN_DTYPE_I32:
+        a.value.i32 = o.cast<int32_t>();
+        break;
+      case KILN_DTYPE_I64:
+        a.value.i64 = o.cast<int64_t>();
+        break;
+      case KILN_DTYPE_U8:
+      case KILN_DTYPE_I1:
+        a.value.u8 = o.cast<uint8_t>();
+        break;
+      default:
+        a.value.bits16 = o.cast<uint16_t>();
+        break;
+      }
+    } catch (const py::cast_error &) {
+      throw py::type_error("argument " + std::to_string(i) + " ('" +
+                           info.name + "') of kernel '" +
+                           kiln_kernel_name(k.handle) + "' must be " +
+                           (info.kind == KILN_ARG_PTR
+                                ? std::string("a pointer (array)")
+                                : std::string("a scalar ") +
+                                      kiln_dtype_name(info.dtype)) +
+                           ", got " + std::string(py::str(o.get_type())));
+    }
+  }
+  int64_t g[3] = {1, 1, 1};
+  for (size_t i = 0; i < grid.size(); ++i)
+    g[i] = grid[i];
+  kiln_status st;
+  {
+    py::gil_scoped_release release;
+    st = kiln_launch(k.runtime, k.handle, packed.data(), packed.size(), g);
+  }
+  if (st)
+    raise(st);
+}
+
+py::list signature(PyKernel &k) {
+  py::list out;
+  for (size_t i = 0; i < kiln_kernel_num_args(k.handle); ++i) {
+    kiln_arg_info info;
+    if (kiln_status st = kiln_kernel_arg_info(k.handle, i, &info))
+      raise(st);
+    out.append(py::make_tuple(info.name,
+                              info.kind == KILN_ARG_PTR ? "ptr" : "scalar",
+                              kiln_dtype_name(info.dtype)));
+  }
+  return out;
+}
+
+PyKernel loadBytes(const std::string &bytes, int threads) {
+  kiln_kernel *h = nullptr;
+  if (kiln_status st = kiln_bundle_load_memory(bytes.data(), bytes.size(), &h))
+    raise(st);
+  PyKernel k;
+  k.keepAlive = std::shared_ptr<kiln_kernel>(h, kiln_kernel_destroy);
+  k.handle = h;
+  k.ownedRuntime = threads ? makeRuntime(threads) : defaultRuntime();
+  k.runtime = k.ownedRuntime.get();
+  return k;
+}
+
+} // namespace
+
+void kiln::python::bindRuntime(py::module &m) {
+  static py::exception<LaunchError> launchError(m, "LaunchError",
+                                                PyExc_RuntimeError);
+  py::class_<PyKernel>(m, "Kernel")
+      .def("launch", &launch, py::arg("args"), py::arg("grid"))
+      .def_property_readonly("name",
+                             [](PyKernel &k) { return kiln_kernel_name(k.handle); })
+      .def_property_readonly("signature", &signature)
+      .def_property_readonly(
+          "grid_rank", [](PyKernel &k) { return kiln_kernel_grid_rank(k.handle); })
+      .def_property_readonly("features", [](PyKernel &k) {
+        std::vector<std::string> f;
+        for (size_t i = 0; i < kiln_kernel_num_features(k.handle); ++i)
+          f.push_back(kiln_kernel_feature(k.handle, i));
+        return f;
+      });
+  m.def(
+      "load_bundle",
+      [](const std::string &path, int threads) {
+        kiln_kernel *h = nullptr;
+        if (kiln_status st = kiln_bundle_load_file(path.c_str(), &h))
+          raise(st);
+        PyKernel k;
+        k.keepAlive = std::shared_ptr<kiln_kernel>(h, kiln_kernel_destroy);
+        k.handle = h;
+        k.ownedRuntime = threads ? makeRuntime(threads) : defaultRuntime();
+        k.runtime = k.ownedRuntime.get();
+        return k;
+      },
+      py::arg("path"), py::arg("num_threads") = 0,
+      "Loads a kernel bundle (.kiln) written by kilnc or the JIT.");
+  m.def(
+      "load_bundle_bytes",
+      [](py::bytes data, int threads) {
+        return loadBytes(std::string(data), threads);
+      },
+      py::arg("data"), py::arg("num_threads") = 0);
+  m.def("cpu_features", [] { return std::string(kiln_cpu_features_string()); });
+  m.def("runtime_version", [] { return std::string(kiln_runtime_version()); });
+}
