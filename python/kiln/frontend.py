@@ -395,6 +395,7 @@ class CodeGen(ast.NodeVisitor):
             raise KilnError("the loop variable must be a single name")
         carried = self.carry(self.assigned_names(node.body))
         before = {n: self.lookup(n, node) for n in carried}
+        outer_names = set(self.scopes[-1])
         iv, iters = self.b.for_begin(lb.value, ub.value, st.value,
                                      [before[n].value for n in carried])
         for n, v in zip(carried, iters):
@@ -407,6 +408,7 @@ class CodeGen(ast.NodeVisitor):
         yields = [self.check_carried(node, n, before[n], self.lookup(n, node)).value
                   for n in carried]
         results = self.b.for_end(yields)
+        self.drop_inner(outer_names, carried + [node.target.id])
         for n, r in zip(carried, results):
             self.assign(n, Tile(r, before[n].dtype, before[n].shape))
 
@@ -415,6 +417,7 @@ class CodeGen(ast.NodeVisitor):
             raise KilnError("while ... else is not supported")
         carried = self.carry(self.assigned_names(node.body))
         before = {n: self.lookup(n, node) for n in carried}
+        outer_names = set(self.scopes[-1])
         args = self.b.while_begin([before[n].value for n in carried])
         for n, v in zip(carried, args):
             self.assign(n, Tile(v, before[n].dtype, before[n].shape))
@@ -431,8 +434,20 @@ class CodeGen(ast.NodeVisitor):
         yields = [self.check_carried(node, n, before[n], self.lookup(n, node)).value
                   for n in carried]
         results = self.b.while_end(yields)
+        self.drop_inner(outer_names, carried)
         for n, r in zip(carried, results):
             self.assign(n, Tile(r, before[n].dtype, before[n].shape))
+
+    def drop_inner(self, outer_names, keep):
+        """Names first bound inside a loop body hold values of the body's
+        region: they do not exist after the loop (unlike in Python)."""
+        for n in list(self.scopes[-1]):
+            if n not in outer_names and n not in keep:
+                del self.scopes[-1][n]
+        # The loop variable is not available after the loop either.
+        for n in keep:
+            if n not in outer_names and n in self.scopes[-1]:
+                del self.scopes[-1][n]
 
     def truth(self, t: Tile) -> Tile:
         if t.dtype is kl.int1:
@@ -955,16 +970,27 @@ class CodeGen(ast.NodeVisitor):
         pad = self.padding_value(other, dtype)
         # Fast path: contiguous offsets (scalar + arange) with no mask or the
         # mask `offsets < bound`: a view load or store at one offset.
-        if len(shape) == 1 and offsets.contiguous is not None and (
-                mask is None or (mask.bound_mask is not None and mask.bound_mask[0] is offsets
-                                 and not isinstance(mask.bound_mask[1], (Pointer, PointerTile)))) \
-                and pad != "tile":
+        # The mask may bound a different contiguous run than the offsets
+        # (`ptr + row * n + cols` with `cols < n`): element i is valid iff
+        # mbase + i < bound, i.e. obase + i < bound - mbase + obase.
+        mask_run = None
+        if mask is not None and mask.bound_mask is not None:
+            mt, bound = mask.bound_mask
+            if isinstance(mt, Tile) and mt.contiguous is not None and \
+                    isinstance(bound, (Tile, int)) and not isinstance(bound, bool) and \
+                    (not isinstance(bound, Tile) or (bound.is_scalar and bound.dtype.is_int)):
+                mask_run = (mt.contiguous, bound)
+        if len(shape) == 1 and offsets.contiguous is not None and pad != "tile" and (
+                mask is None or (mask_run is not None and mask_run[0][1] == offsets.contiguous[1])):
             base, n = offsets.contiguous
             start = self.cast(self.to_tile(base), kl.int64)
             if mask is not None:
-                size = self.index(self.cast(self.to_tile(mask.bound_mask[1], start), kl.int64),
-                                  "a bound")
-                view = self.flat_view(p.base, size)
+                (mbase, _), bound = mask_run
+                size = self.cast(self.to_tile(bound, start), kl.int64)
+                size = self.binop(ast.Add(), self.binop(ast.Sub(), size,
+                                                        self.cast(self.to_tile(mbase), kl.int64)),
+                                  start)
+                view = self.flat_view(p.base, self.index(size, "a bound"))
             else:
                 view = self.flat_view(p.base)
             off = self.index(start, "an offset")

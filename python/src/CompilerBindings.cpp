@@ -398,7 +398,7 @@ std::string typeStr(Type t) { return PyBuilder::str(t); }
 
 namespace kiln::python {
 void bindCompiler(py::module &m) {
-  static py::exception<IRError> irError(m, "IRError", PyExc_ValueError);
+  py::register_exception<IRError>(m, "IRError", PyExc_ValueError);
 
   py::class_<Type>(m, "Type")
       .def("__str__", &typeStr)

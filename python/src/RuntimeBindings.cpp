@@ -152,8 +152,7 @@ PyKernel loadBytes(const std::string &bytes, int threads) {
 } // namespace
 
 void kiln::python::bindRuntime(py::module &m) {
-  static py::exception<LaunchError> launchError(m, "LaunchError",
-                                                PyExc_RuntimeError);
+  py::register_exception<LaunchError>(m, "LaunchError", PyExc_RuntimeError);
   py::class_<PyKernel>(m, "Kernel")
       .def("launch", &launch, py::arg("args"), py::arg("grid"))
       .def_property_readonly("name",
