@@ -10,4 +10,9 @@ status=0
 echo
 echo "C example (runtime + generated header, no LLVM at run time):"
 "$build/bin/vector_add_c" "$build/examples/c/vector_add.kiln" || status=1
+echo
+echo "Python examples (@kiln.jit kernels, checked against numpy):"
+for f in "$here"/examples/python/*.py; do
+  PYTHONPATH="$build/python" "$build/venv/bin/python" "$f" || status=1
+done
 exit $status

@@ -19,8 +19,15 @@ from .jit import Autotuner, CompiledKernel, Config, JITFunction, autotune, bf16,
 from .runtime import load_bundle
 
 __all__ = ["jit", "autotune", "Config", "CompilationError", "JITFunction",
-           "CompiledKernel", "Autotuner", "bf16", "cdiv", "load_bundle"]
+           "CompiledKernel", "Autotuner", "bf16", "cdiv", "load_bundle", "cache_stats"]
 __version__ = "0.1.0"
+
+
+def cache_stats() -> dict:
+    """Counters of the process's JIT: memory_hits, disk_hits, compiles,
+    corrupt_entries, disk_write_failures."""
+    from .jit import _get_jit
+    return _get_jit().stats
 
 
 def cdiv(a: int, b: int) -> int:

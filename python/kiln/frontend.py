@@ -44,6 +44,11 @@ class KilnError(Exception):
     """A language-level error raised while translating one node."""
 
 
+class LaunchGridError(ValueError):
+    """The launch grid does not fit the kernel (raised as is, not as a
+    CompilationError: the kernel is fine, the launch is not)."""
+
+
 # --------------------------------------------------------------------------
 # Values the front end manipulates
 # --------------------------------------------------------------------------
@@ -136,8 +141,10 @@ def promote(a: kl.dtype, b: kl.dtype) -> kl.dtype:
 
 
 class CodeGen(ast.NodeVisitor):
-    def __init__(self, fn, builder: Builder, filename: str, first_line: int, source: str):
+    def __init__(self, fn, builder: Builder, filename: str, first_line: int, source: str,
+                 grid_rank: int = 3):
         self.fn = fn
+        self.grid_rank = grid_rank
         self.b = builder
         self.filename = filename
         self.first_line = first_line
@@ -146,6 +153,10 @@ class CodeGen(ast.NodeVisitor):
         self.globals = fn.__globals__
         self.returned = None
         self.in_helper = 0
+        # The statement that last assigned each name (for loop-carried type
+        # errors, which point at the assignment that changed the type).
+        self.sites = {}
+        self.stmt = None
 
     # -- locations and errors ------------------------------------------------
 
@@ -162,7 +173,7 @@ class CodeGen(ast.NodeVisitor):
                            node.col_offset + 1)
         try:
             return super().visit(node)
-        except CompilationError:
+        except (CompilationError, LaunchGridError):
             raise
         except (KilnError, IRError) as e:
             raise self.error_at(node, str(e)) from None
@@ -191,6 +202,9 @@ class CodeGen(ast.NodeVisitor):
 
     def assign(self, name, value):
         self.scopes[-1][name] = value
+        if self.stmt is not None and isinstance(self.stmt, (ast.Assign, ast.AugAssign,
+                                                            ast.AnnAssign)):
+            self.sites[name] = self.stmt
 
     def defined(self, name):
         return any(name in s for s in self.scopes)
@@ -279,7 +293,9 @@ class CodeGen(ast.NodeVisitor):
         for s in stmts:
             if self.returned is not None:
                 raise self.error_at(s, "code after 'return' is not supported")
+            outer, self.stmt = self.stmt, s
             self.visit(s)
+            self.stmt = outer
 
     def visit_Expr(self, node):
         if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
@@ -360,7 +376,7 @@ class CodeGen(ast.NodeVisitor):
             after = self.to_tile(after, before)
         if after.dtype is not before.dtype or after.shape != before.shape:
             raise self.error_at(
-                node,
+                self.sites.get(name, node),
                 f"loop-carried variable '{name}' changes type from "
                 f"{before.dtype.name}{list(before.shape)} to {after.dtype.name}{list(after.shape)}")
         return after
@@ -659,7 +675,7 @@ class CodeGen(ast.NodeVisitor):
             raise KilnError(f"in call to {fn.fn.__name__}: {e}") from None
         bound.apply_defaults()
         tree, first_line, source, filename = fn.parse()
-        sub = CodeGen(fn.fn, self.b, filename, first_line, source)
+        sub = CodeGen(fn.fn, self.b, filename, first_line, source, self.grid_rank)
         sub.in_helper = 1
         for name, value in bound.arguments.items():
             sub.assign(name, value)
@@ -818,16 +834,25 @@ class CodeGen(ast.NodeVisitor):
                 raise KilnError(f"{what} dimensions must be positive, got {out}")
         return out
 
+    def check_grid_axis(self, axis):
+        if axis >= self.grid_rank:
+            raise LaunchGridError(
+                f"{self.fn.__name__}: the launch grid has {self.grid_rank} dimension(s), but "
+                f"the kernel uses grid axis {axis} (line "
+                f"{getattr(self.stmt, 'lineno', 0) + self.first_line - 1})")
+
     def builtin_program_id(self, axis=0):
         axis = self.const_int(axis, "axis")
         if axis not in (0, 1, 2):
             raise KilnError("program_id axis must be 0, 1 or 2")
+        self.check_grid_axis(axis)
         return Tile(self.b.program_id(axis), kl.int32, ())
 
     def builtin_num_programs(self, axis=0):
         axis = self.const_int(axis, "axis")
         if axis not in (0, 1, 2):
             raise KilnError("num_programs axis must be 0, 1 or 2")
+        self.check_grid_axis(axis)
         return Tile(self.b.num_programs(axis), kl.int32, ())
 
     def builtin_arange(self, start, end=None):

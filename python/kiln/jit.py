@@ -197,7 +197,7 @@ class JITFunction:
         from ._kiln import Builder, IRError
         tree, first_line, source, filename = self.parse()
         b = Builder()
-        cg = CodeGen(self.fn, b, filename, first_line, source)
+        cg = CodeGen(self.fn, b, filename, first_line, source, grid_rank)
         fdef = tree.body[0]
         arg_types, arg_names, runtime_params = [], [], []
         for p, a in zip(self.params, bound):

@@ -153,7 +153,7 @@ PyKernel loadBytes(const std::string &bytes, int threads) {
 
 void kiln::python::bindRuntime(py::module &m) {
   py::register_exception<LaunchError>(m, "LaunchError", PyExc_RuntimeError);
-  py::class_<PyKernel>(m, "Kernel")
+  py::class_<PyKernel>(m, "Kernel", py::module_local())
       .def("launch", &launch, py::arg("args"), py::arg("grid"))
       .def_property_readonly("name",
                              [](PyKernel &k) { return kiln_kernel_name(k.handle); })

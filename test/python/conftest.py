@@ -1,0 +1,29 @@
+import os
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "examples", "python"))
+
+
+@pytest.fixture
+def rng():
+    seed = int(os.environ.get("KILN_TEST_SEED", np.random.SeedSequence().entropy % (1 << 32)))
+    print(f"seed {seed}")
+    return np.random.default_rng(seed)
+
+
+def assert_close(got, ref, rtol, atol):
+    """float64 reference; NaN (e.g. an unwritten, poisoned element) fails."""
+    got = np.asarray(got, dtype=np.float64)
+    ref = np.asarray(ref, dtype=np.float64)
+    assert got.shape == ref.shape
+    assert not np.isnan(got).any(), f"{np.isnan(got).sum()} NaN elements"
+    finite = np.isfinite(ref)
+    assert np.array_equal(got[~finite], ref[~finite])
+    err = np.abs(got[finite] - ref[finite])
+    tol = atol + rtol * np.abs(ref[finite])
+    bad = err > tol
+    assert not bad.any(), f"{bad.sum()} of {bad.size} off; worst {err.max()}"

@@ -1,0 +1,68 @@
+"""Every Python example against a float64 numpy reference, on ragged sizes,
+with outputs poisoned (NaN) before each launch."""
+import numpy as np
+import pytest
+
+import kiln
+from conftest import assert_close
+
+import block_sparse_attention as bsa_ex
+import flash_attention as fa_ex
+import layernorm as ln_ex
+import matmul as mm_ex
+import softmax as sm_ex
+import vector_add as va_ex
+
+
+@pytest.mark.parametrize("n", [1, 17, 1023, 1024, 1025, 100_003])
+def test_vector_add(rng, n):
+    x = rng.standard_normal(n).astype(np.float32)
+    y = rng.standard_normal(n).astype(np.float32)
+    out = np.full(n + 8, np.nan, np.float32)
+    va_ex.add_kernel[(kiln.cdiv(n, 256),)](x, y, out[:n], n, BLOCK=256)
+    assert_close(out[:n], x.astype(np.float64) + y, 1e-6, 1e-6)
+    assert np.isnan(out[n:]).all()
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (3, 17), (64, 255), (7, 1000)])
+def test_softmax(rng, shape):
+    x = (rng.standard_normal(shape) * 4).astype(np.float32)
+    out = np.full(shape, np.nan, np.float32)
+    sm_ex.softmax_kernel[(shape[0],)](x, out, shape[1], BLOCK=max(16, sm_ex.next_pow2(shape[1])))
+    assert_close(out, sm_ex.reference(x), 1e-5, 1e-7)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (5, 255), (9, 257), (3, 1283)])
+def test_layernorm(rng, shape):
+    x = rng.standard_normal(shape).astype(np.float32) + 2
+    w = rng.standard_normal(shape[1]).astype(np.float32)
+    b = rng.standard_normal(shape[1]).astype(np.float32)
+    y = np.full(shape, np.nan, np.float32)
+    ln_ex.layernorm_kernel[(shape[0],)](x, w, b, y, shape[1], 1e-5, BLOCK=128)
+    assert_close(y, ln_ex.reference(x, w, b), 1e-4, 1e-4)
+
+
+@pytest.mark.parametrize("mnk", [(1, 1, 1), (63, 65, 31), (130, 70, 129)])
+def test_matmul(rng, mnk):
+    m, n, k = mnk
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    c = mm_ex.matmul(a, b)
+    assert_close(c, a.astype(np.float64) @ b, 1e-4, 1e-4 * np.sqrt(k))
+
+
+@pytest.mark.parametrize("seq,causal", [(1, False), (100, True), (130, False), (257, True)])
+def test_flash_attention(rng, seq, causal):
+    q, k, v = (rng.standard_normal((2, seq, 64)).astype(np.float32) for _ in range(3))
+    out = fa_ex.attention(q, k, v, causal)
+    assert_close(out, fa_ex.reference(q, k, v, causal), 1e-4, 1e-5)
+
+
+@pytest.mark.parametrize("seq,density", [(1, 1.0), (100, 0.5), (200, 0.3), (150, 0.0)])
+def test_block_sparse_attention(rng, seq, density):
+    q, k, v = (rng.standard_normal((2, seq, 64)).astype(np.float32) for _ in range(3))
+    kv_num, kv_idx = bsa_ex.random_block_mask(2, seq, density=density, seed=int(rng.integers(1 << 30)))
+    out, lse = bsa_ex.block_sparse_attention(q, k, v, kv_num, kv_idx)
+    ro, rl = bsa_ex.reference(q, k, v, kv_num, kv_idx)
+    assert_close(out, ro, 1e-4, 1e-5)
+    assert_close(lse, rl, 1e-5, 1e-5)

@@ -1,0 +1,223 @@
+"""Language features, specialization, inspection, autotuning, bundles."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import kiln
+import kiln.language as kl
+from conftest import assert_close
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+@kiln.jit
+def scale_by(x, factor):
+    return x * factor
+
+
+@kiln.jit
+def uses_helper(src, dst, n, BLOCK: kl.constexpr):
+    offs = kl.arange(0, BLOCK)
+    v = kl.load(src + offs, mask=offs < n, other=0.0)
+    kl.store(dst + offs, scale_by(v, 3.0), mask=offs < n)
+
+
+def test_helper_functions_are_inlined():
+    a = np.arange(10, dtype=np.float32)
+    b = np.full(10, np.nan, np.float32)
+    uses_helper[(1,)](a, b, 10, BLOCK=16)
+    assert (b == a * 3).all()
+    assert "func.call" not in uses_helper.ir("kiln")
+
+
+@kiln.jit
+def control_flow(dst, n, flag):
+    # while with a carried scalar, if on a runtime scalar, nested for.
+    i = 0
+    total = 0
+    while i < n:
+        total += i
+        i += 1
+    if flag > 0:
+        total = total * 2
+    else:
+        total = total - 1
+    acc = kl.zeros((4,), kl.float32)
+    for j in range(0, 3):
+        for k in range(j, 3):
+            acc = acc + 1.0
+    kl.store(dst + kl.arange(0, 4), acc + total)
+
+
+@pytest.mark.parametrize("n,flag", [(5, 1), (4, 0), (0, 1)])
+def test_while_if_for(n, flag):
+    out = np.full(4, np.nan, np.float32)
+    control_flow[(1,)](out, n, flag)
+    total = sum(range(n))
+    total = total * 2 if flag > 0 else total - 1
+    assert (out == total + 6).all()
+
+
+@kiln.jit
+def reductions(x, out_sum, out_max, out_min, out_arg, BLOCK: kl.constexpr):
+    rows = kl.arange(0, 4)
+    cols = kl.arange(0, BLOCK)
+    t = kl.load(x + rows[:, None] * BLOCK + cols[None, :])
+    kl.store(out_sum + rows, kl.sum(t, axis=1))
+    kl.store(out_max + cols, kl.max(t, axis=0))
+    kl.store(out_min + rows, kl.min(t, axis=1))
+    kl.store(out_arg + rows, kl.argmax(t, axis=1))
+
+
+def test_reductions_and_2d_pointer_tiles(rng):
+    x = rng.standard_normal((4, 32)).astype(np.float32)
+    s, mn = np.full(4, np.nan, np.float32), np.full(4, np.nan, np.float32)
+    mx = np.full(32, np.nan, np.float32)
+    am = np.full(4, -1, np.int32)
+    reductions[(1,)](x, s, mx, mn, am, BLOCK=32)
+    assert_close(s, x.astype(np.float64).sum(1), 1e-5, 1e-5)
+    assert (mx == x.max(0)).all() and (mn == x.min(1)).all()
+    assert (am == x.argmax(1)).all()
+
+
+@kiln.jit
+def math_ops(x, out, n, BLOCK: kl.constexpr):
+    offs = kl.arange(0, BLOCK)
+    v = kl.load(x + offs, mask=offs < n, other=1.0)
+    r = kl.sigmoid(v) + kl.tanh(v) + kl.sqrt(kl.abs(v)) + kl.where(v > 0, v, -v)
+    kl.store(out + offs, r, mask=offs < n)
+
+
+def test_math(rng):
+    x = rng.standard_normal(50).astype(np.float32)
+    out = np.full(50, np.nan, np.float32)
+    math_ops[(1,)](x, out, 50, BLOCK=64)
+    d = x.astype(np.float64)
+    assert_close(out, 1 / (1 + np.exp(-d)) + np.tanh(d) + np.sqrt(np.abs(d)) + np.abs(d), 1e-5, 1e-5)
+
+
+@kiln.jit
+def spec(dst, n):
+    kl.store(dst + kl.arange(0, 4), kl.zeros((4,), kl.float32) + n)
+
+
+@kiln.jit(do_not_specialize=["n"])
+def no_spec(dst, n):
+    kl.store(dst + kl.arange(0, 4), kl.zeros((4,), kl.float32) + n)
+
+
+def test_specialization_on_one_and_divisibility():
+    out = np.zeros(4, np.float32)
+    spec.cache.clear()
+    for n in (1, 16, 32, 7, 9):
+        spec[(1,)](out, n)
+        assert (out == n).all()
+    # n == 1, n % 16 == 0, and the rest: three specializations.
+    assert len(spec.cache) == 3
+    spec[(1,)](out, 1)
+    assert "arith.constant 1" in spec.ir("kiln") or "constant" in spec.ir("kiln")
+    no_spec.cache.clear()
+    for n in (1, 16, 7):
+        no_spec[(1,)](out, n)
+        assert (out == n).all()
+    assert len(no_spec.cache) == 1
+
+
+def test_inspection_stages():
+    out = np.zeros(4, np.float32)
+    spec[(1,)](out, 3)
+    assert "kiln.func @spec" in spec.ir("kiln")
+    assert "llvm.func @kiln_entry_spec" in spec.ir("llvm-mlir")
+    assert "define void @kiln_entry_spec" in spec.ir("llvm")
+    assert "kiln_entry_spec:" in spec.asm
+    with pytest.raises(ValueError, match="unknown stage"):
+        spec.ir("nonsense")
+
+
+def run_python(code, env, tmp_path):
+    """Runs `code` from a file (kernels need readable source) in a new process."""
+    e = dict(os.environ)
+    e.update(env)
+    script = tmp_path / f"script_{abs(hash(code))}.py"
+    script.write_text(textwrap.dedent(code))
+    return subprocess.run([sys.executable, str(script)], capture_output=True,
+                          text=True, env=e, timeout=300)
+
+
+def test_kiln_dump_ir_works_from_python(tmp_path):
+    code = """
+        import numpy as np, kiln, kiln.language as kl
+        @kiln.jit
+        def k(dst):
+            kl.store(dst + kl.arange(0, 4), kl.zeros((4,), kl.float32))
+        k[(1,)](np.ones(4, np.float32))
+    """
+    r = run_python(code, {"KILN_DUMP_IR": "1", "KILN_CACHE_DIR": str(tmp_path)}, tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "IR Dump After ConvertKilnToCPU" in r.stderr
+    assert "LLVM IR after optimization" in r.stderr
+
+
+def test_autotune_picks_and_remembers_across_processes(tmp_path):
+    code = f"""
+        import sys
+        sys.path.insert(0, {os.path.join(os.path.dirname(os.path.dirname(HERE)), 'examples', 'python')!r})
+        import numpy as np, matmul, kiln
+        a = np.random.rand(70, 40).astype(np.float32); b = np.random.rand(40, 50).astype(np.float32)
+        c = matmul.matmul(a, b)
+        assert np.allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+        print("best", matmul.matmul_kernel.last_config.kwargs)
+        print("compiles", kiln.cache_stats()["compiles"])
+    """
+    env = {"KILN_CACHE_DIR": str(tmp_path)}
+    first = run_python(code, env, tmp_path)
+    assert first.returncode == 0, first.stderr
+    records = list((tmp_path / "autotune").glob("*.json"))
+    assert len(records) == 1, records
+    assert len(records) == 1
+    table = json.loads(records[0].read_text())
+    assert len(table) == 1
+    second = run_python(code, env, tmp_path)
+    assert second.returncode == 0, second.stderr
+    best1 = [l for l in first.stdout.splitlines() if l.startswith("best")]
+    best2 = [l for l in second.stdout.splitlines() if l.startswith("best")]
+    assert best1 == best2
+    # The second process benchmarked nothing: it compiled (from the disk cache)
+    # only the winning configuration.
+    assert "compiles 0" in second.stdout
+
+
+def test_bundles_from_kilnc_run_through_the_runtime_only_module(tmp_path):
+    import kiln._kiln_runtime as rt
+    root = os.path.dirname(os.path.dirname(HERE))
+    kilnc = os.environ.get("KILNC", os.path.join(root, "build", "bin", "kilnc"))
+    bundle = tmp_path / "add.kiln"
+    subprocess.run([kilnc, os.path.join(root, "examples", "vector_add.mlir"), "-o", str(bundle)],
+                   check=True)
+    k = rt.load_bundle(str(bundle))
+    assert k.name == "vector_add"
+    assert [s[0] for s in k.signature] == ["x", "y", "out", "n"]
+    n = 3000
+    x, y = np.arange(n, dtype=np.float32), np.ones(n, np.float32)
+    out = np.full(n, np.nan, np.float32)
+    k.launch([x.ctypes.data, y.ctypes.data, out.ctypes.data, n], [3])
+    assert (out == x + 1).all()
+    with pytest.raises(TypeError, match="takes 4 arguments"):
+        k.launch([x.ctypes.data], [1])
+    with pytest.raises(ValueError, match="grid"):
+        k.launch([x.ctypes.data, y.ctypes.data, out.ctypes.data, n], [])
+    corrupt = tmp_path / "bad.kiln"
+    data = bytearray(bundle.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    corrupt.write_bytes(bytes(data))
+    with pytest.raises(RuntimeError, match="CHECKSUM"):
+        rt.load_bundle(str(corrupt))
+    b = kiln.load_bundle(str(bundle))
+    out[:] = np.nan
+    b[(3,)](x, y, out, n)
+    assert (out == x + 1).all()

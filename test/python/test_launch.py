@@ -1,0 +1,118 @@
+"""Bad launches raise Python exceptions; nothing crashes the interpreter."""
+import numpy as np
+import pytest
+
+import kiln
+import kiln.language as kl
+
+
+@kiln.jit
+def copy(src, dst, n, BLOCK: kl.constexpr):
+    offs = kl.program_id(0) * BLOCK + kl.arange(0, BLOCK)
+    kl.store(dst + offs, kl.load(src + offs, mask=offs < n), mask=offs < n)
+
+
+@kiln.jit
+def two_d(dst, n):
+    kl.store(dst + kl.program_id(1), 1.0)
+
+
+def arrays(n=100):
+    return np.arange(n, dtype=np.float32), np.full(n, np.nan, np.float32)
+
+
+def test_wrong_argument_count():
+    a, b = arrays()
+    with pytest.raises(TypeError, match="missing a required argument"):
+        copy[(1,)](a, b, BLOCK=128)
+    with pytest.raises(TypeError, match="too many|multiple values|takes"):
+        copy[(1,)](a, b, 100, 5, 6, BLOCK=128)
+
+
+def test_unsupported_dtype():
+    a = np.zeros(4, np.complex128)
+    with pytest.raises(TypeError, match="complex128"):
+        copy[(1,)](a, a, 4, BLOCK=16)
+
+
+def test_mismatched_dtypes_are_a_compile_error():
+    a = np.zeros(4, np.float32)
+    b = np.zeros(4, np.float64)
+    # Storing f32 values through an f64 pointer converts; storing a pointer
+    # where a number is expected does not.
+    copy[(1,)](a, b, 4, BLOCK=16)
+    assert (b == 0).all()
+    with pytest.raises(TypeError, match="unsupported type"):
+        copy[(1,)](a, "not an array", 4, BLOCK=16)
+
+
+def test_non_contiguous_array():
+    a = np.zeros((16, 16), np.float32)[:, 3]
+    b = np.zeros(16, np.float32)
+    with pytest.raises(ValueError, match="not contiguous"):
+        copy[(1,)](a, b, 16, BLOCK=16)
+
+
+@pytest.mark.parametrize("grid", [(), (1, 1, 1, 1), (0,), (-3,), "abc"])
+def test_bad_grid(grid):
+    a, b = arrays()
+    with pytest.raises(ValueError, match="grid"):
+        copy[grid](a, b, 100, BLOCK=128)
+    assert np.isnan(b).all()
+
+
+def test_grid_rank_too_small_for_the_kernel():
+    a, b = arrays()
+    with pytest.raises(ValueError, match="grid has 1 dimension"):
+        two_d[(1,)](b, 1)
+    two_d[(1, 3)](b, 1)
+    assert (b[:3] == 1.0).all()
+
+
+def test_cuda_arrays_are_refused_with_a_message():
+    class FakeCuda:
+        __cuda_array_interface__ = {"shape": (4,), "typestr": "<f4", "data": (0, False),
+                                    "version": 3}
+    with pytest.raises(ValueError, match="CUDA device"):
+        copy[(1,)](FakeCuda(), FakeCuda(), 4, BLOCK=16)
+
+
+def test_dlpack_objects_are_accepted():
+    class Holder:
+        def __init__(self, arr):
+            self.arr = arr
+
+        def __dlpack__(self, **kwargs):
+            return self.arr.__dlpack__(**kwargs)
+
+        def __dlpack_device__(self):
+            return self.arr.__dlpack_device__()
+
+    a, b = arrays(40)
+    copy[(1,)](Holder(a), Holder(b), 40, BLOCK=64)
+    assert (b == a).all()
+
+
+def test_bf16_arrays():
+    @kiln.jit
+    def widen(src, dst, n, BLOCK: kl.constexpr):
+        offs = kl.arange(0, BLOCK)
+        v = kl.load(src + offs, mask=offs < n)
+        kl.store(dst + offs, v.to(kl.float32) * 2.0, mask=offs < n)
+
+    x = np.array([1.5, -2.25, 3.0, 0.1], np.float32)
+    bits = (x.view(np.uint32) >> 16).astype(np.uint16)
+    out = np.full(4, np.nan, np.float32)
+    widen[(1,)](kiln.bf16(bits), out, 4, BLOCK=16)
+    expect = (bits.astype(np.uint32) << 16).view(np.float32) * 2
+    assert (out == expect).all()
+
+
+def test_calling_a_kernel_directly_is_an_error():
+    with pytest.raises(RuntimeError, match="must be launched"):
+        copy(1, 2, 3)
+
+
+def test_kl_functions_outside_kernels():
+    with pytest.raises(RuntimeError, match="inside a @kiln.jit kernel"):
+        kl.arange(0, 4)
