@@ -11,23 +11,34 @@
 
     add[(kiln.cdiv(n, 1024),)](x, y, out, n, BLOCK=1024)
 
-See docs/python.md.
+A runtime-only installation (no compiler, no LLVM) provides load_bundle()
+for kernels compiled ahead of time with kilnc. See docs/python.md.
 """
 
-from .frontend import CompilationError
-from .jit import Autotuner, CompiledKernel, Config, JITFunction, autotune, bf16, jit
 from .runtime import load_bundle
 
-__all__ = ["jit", "autotune", "Config", "CompilationError", "JITFunction",
-           "CompiledKernel", "Autotuner", "bf16", "cdiv", "load_bundle", "cache_stats"]
 __version__ = "0.1.0"
 
+try:
+    from . import _kiln  # noqa: F401  (the compiler extension)
+    HAS_COMPILER = True
+except ImportError:
+    HAS_COMPILER = False
 
-def cache_stats() -> dict:
-    """Counters of the process's JIT: memory_hits, disk_hits, compiles,
-    corrupt_entries, disk_write_failures."""
-    from .jit import _get_jit
-    return _get_jit().stats
+__all__ = ["load_bundle", "cdiv", "HAS_COMPILER"]
+
+if HAS_COMPILER:
+    from .frontend import CompilationError
+    from .jit import Autotuner, CompiledKernel, Config, JITFunction, autotune, bf16, jit
+
+    __all__ += ["jit", "autotune", "Config", "CompilationError", "JITFunction",
+                "CompiledKernel", "Autotuner", "bf16", "cache_stats"]
+
+    def cache_stats() -> dict:
+        """Counters of the process's JIT: memory_hits, disk_hits, compiles,
+        corrupt_entries, disk_write_failures."""
+        from .jit import _get_jit
+        return _get_jit().stats
 
 
 def cdiv(a: int, b: int) -> int:
