@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kiln/Ops/Ops.h"
 #include "kiln/Target/CPU/Compiler.h"
 #include "kiln/Target/CPU/Pipeline.h"
 
@@ -26,6 +27,8 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
+
+#include <map>
 
 using namespace llvm;
 
@@ -60,8 +63,118 @@ static cl::opt<bool> printAfterAll(
 static cl::opt<unsigned> optLevel("opt-level", cl::desc("LLVM optimization level (0-3)"),
                                   cl::init(3));
 
+static int writeOutput(const std::string &path, const std::string &bytes,
+                       bool binary) {
+  std::error_code ec;
+  ToolOutputFile out(path, ec, binary ? sys::fs::OF_None : sys::fs::OF_Text);
+  if (ec) {
+    WithColor::error(errs(), "kilnc")
+        << "cannot write '" << path << "': " << ec.message() << "\n";
+    return 1;
+  }
+  out.os() << bytes;
+  out.os().flush();
+  if (out.os().has_error()) {
+    out.os().clear_error();
+    WithColor::error(errs(), "kilnc") << "writing '" << path << "' failed\n";
+    return 1;
+  }
+  out.keep();
+  return 0;
+}
+
+/// kilnc op NAME [--key value]... [-o FILE] [--target T] [--emit KIND]
+/// kilnc op --list
+static int runOp(int argc, char **argv) {
+  auto usage = [] {
+    errs() << "usage: kilnc op NAME [--key value]... [-o FILE] [--target T] "
+              "[--emit bundle|mlir|llvm|asm|obj|c-header|kiln]\n"
+              "       kilnc op --list\n";
+    return 1;
+  };
+  if (argc < 3)
+    return usage();
+  std::string name = argv[2];
+  if (name == "--list" || name == "-l") {
+    for (const kiln::ops::OpInfo &op : kiln::ops::registry()) {
+      outs() << op.name << ": " << op.summary << "\n";
+      for (const kiln::ops::Param &p : op.params)
+        outs() << "    --" << p.name << " (" << (p.defaultValue.empty() ? "required" : "default " + p.defaultValue)
+               << ") " << p.help << "\n";
+    }
+    return 0;
+  }
+  std::map<std::string, std::string> config;
+  std::string output = "-", targetName = "host", emitName = "bundle";
+  for (int i = 3; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&](std::string &dst) {
+      if (i + 1 >= argc)
+        return false;
+      dst = argv[++i];
+      return true;
+    };
+    if (a == "-o") {
+      if (!value(output))
+        return usage();
+    } else if (a == "--target") {
+      if (!value(targetName))
+        return usage();
+    } else if (a == "--emit") {
+      if (!value(emitName))
+        return usage();
+    } else if (a.rfind("--", 0) == 0) {
+      std::string key = a.substr(2), v;
+      size_t eq = key.find('=');
+      if (eq != std::string::npos) {
+        v = key.substr(eq + 1);
+        key = key.substr(0, eq);
+      } else if (!value(v)) {
+        WithColor::error(errs(), "kilnc") << "--" << key << " needs a value\n";
+        return 1;
+      }
+      config[key] = v;
+    } else {
+      WithColor::error(errs(), "kilnc") << "unexpected argument '" << a << "'\n";
+      return usage();
+    }
+  }
+  auto source = kiln::ops::buildOpSource(name, config);
+  if (!source) {
+    WithColor::error(errs(), "kilnc") << toString(source.takeError()) << "\n";
+    return 1;
+  }
+  if (emitName == "kiln")
+    return writeOutput(output, *source, false);
+  static const std::map<std::string, kiln::EmitKind> kinds = {
+      {"bundle", kiln::EmitKind::Bundle}, {"mlir", kiln::EmitKind::MLIR},
+      {"llvm", kiln::EmitKind::LLVM},     {"asm", kiln::EmitKind::Asm},
+      {"obj", kiln::EmitKind::Obj},       {"c-header", kiln::EmitKind::CHeader}};
+  auto kind = kinds.find(emitName);
+  if (kind == kinds.end()) {
+    WithColor::error(errs(), "kilnc") << "unknown --emit '" << emitName << "'\n";
+    return 1;
+  }
+  mlir::DialectRegistry registry;
+  kiln::registerDialects(registry);
+  mlir::MLIRContext context(registry);
+  kiln::CompileOptions options;
+  options.target = targetName;
+  auto result = kiln::compileSource(context, *source, "op:" + name, options,
+                                    kind->second);
+  if (!result) {
+    WithColor::error(errs(), "kilnc") << toString(result.takeError()) << "\n";
+    return 1;
+  }
+  return writeOutput(output, result->bytes,
+                     kind->second == kiln::EmitKind::Bundle ||
+                         kind->second == kiln::EmitKind::Obj);
+}
+
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
+  if (argc > 1 && std::string(argv[1]) == "op")
+    return runOp(argc, argv);
   cl::ParseCommandLineOptions(argc, argv, "Kiln ahead-of-time compiler\n");
 
   auto input = MemoryBuffer::getFileOrSTDIN(inputFile);

@@ -1,0 +1,173 @@
+//===- Attention.cpp - Block-sparse attention (FlexAttention's BlockMask) --===//
+//
+// Part of the Kiln project, under the Apache License v2.0 with LLVM Exceptions.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// One program per (query block, batch x query head). It walks the key blocks
+// listed for it: first the partial blocks (the mask is evaluated per element:
+// keys past the sequence, the built-in mask, the user mask_mod), then the full
+// blocks (no mask). Scores go through score_mod, then an online softmax
+// (running max m, denominator l, rescaled accumulator). A row that sees no
+// key gets out = 0 and lse = -inf. GQA/MQA: query head h reads key/value
+// head h / group.
+//
+//===----------------------------------------------------------------------===//
+
+#include "OpDefs.h"
+
+#include "mlir/Dialect/Math/IR/Math.h"
+
+#include <cmath>
+
+namespace kiln::ops {
+using namespace mlir;
+namespace kd = mlir::kiln;
+
+llvm::Error buildBlockSparseAttention(ModuleOp module,
+                                                 const Config &c,
+                                                 const MaskMod &maskMod,
+                                                 const ScoreMod &scoreMod) {
+  MLIRContext *ctx = module.getContext();
+  const int64_t D = c.getInt("head_dim"), BM = c.getInt("block"),
+                BN = c.getInt("block");
+  const int64_t group = c.getInt("gqa_group");
+  if (D <= 0 || BM <= 0 || group <= 0)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "block_sparse_attention: head_dim, block "
+                                   "and gqa_group must be positive");
+  const std::string mask = c.getString("mask");
+  Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32),
+       i64 = IntegerType::get(ctx, 64);
+  auto P = [&](Type t) { return kd::PtrType::get(ctx, t); };
+  std::vector<KernelBuilder::Arg> args = {
+      {"q", P(f32)},          {"k", P(f32)},          {"v", P(f32)},
+      {"out", P(f32)},        {"lse", P(f32)},        {"kv_num", P(i32)},
+      {"kv_idx", P(i32)},     {"full_num", P(i32)},   {"full_idx", P(i32)},
+      {"doc_ids", P(i32)},    {"batch", i64},         {"heads", i64},
+      {"seq_q", i64},         {"seq_kv", i64},        {"nqb", i64},
+      {"maxb", i64},          {"scale", f32}};
+  KernelBuilder k(module, "block_sparse_attention", args, 2);
+  Value batch = k.arg("batch"), heads = k.arg("heads"), seqQ = k.arg("seq_q"),
+        seqKV = k.arg("seq_kv"), nqb = k.arg("nqb"), maxb = k.arg("maxb");
+  Value qb = k.pid(0), bh = k.pid(1);
+  Value b = k.div(bh, k.toIndex(heads));
+  Value h = k.rem(bh, k.toIndex(heads));
+  Value kvHeads = k.div(k.toIndex(heads), k.cIndex(group));
+  Value bkv = k.add(k.mul(b, kvHeads), k.div(h, k.cIndex(group)));
+  Value bhAll = k.mul(k.toIndex(batch), k.toIndex(heads));
+  Value q0 = k.mul(qb, k.cIndex(BM));
+
+  Value vq = k.denseView(k.arg("q"), {bhAll, seqQ, k.cIndex(D)});
+  Value vk = k.denseView(k.arg("k"), {k.mul(k.toIndex(batch), kvHeads), seqKV, k.cIndex(D)});
+  Value vv = k.denseView(k.arg("v"), {k.mul(k.toIndex(batch), kvHeads), seqKV, k.cIndex(D)});
+  Value vo = k.denseView(k.arg("out"), {bhAll, seqQ, k.cIndex(D)});
+  Value vl = k.denseView(k.arg("lse"), {bhAll, seqQ});
+  Value vNum = k.denseView(k.arg("kv_num"), {bhAll, nqb});
+  Value vIdx = k.denseView(k.arg("kv_idx"), {bhAll, nqb, maxb});
+  Value vFullNum = k.denseView(k.arg("full_num"), {bhAll, nqb});
+  Value vFullIdx = k.denseView(k.arg("full_idx"), {bhAll, nqb, maxb});
+  Value vDoc = k.denseView(k.arg("doc_ids"), {batch, seqQ});
+  Value vDocKV = k.denseView(k.arg("doc_ids"), {batch, seqKV});
+
+  Value qt = k.reshape(k.load(vq, {bh, q0, k.cIndex(0)}, {1, BM, D}), {BM, D});
+  Value qs = k.mul(qt, k.arg("scale"));
+  Value qIdx = k.expand(k.add(k.arange(BM), k.convert(q0, i32)), 1); // [BM, 1]
+  Value negInf = k.cF32(-INFINITY);
+  Value zeroAcc = k.constant(k.tile({BM, D}, f32), 0.0);
+  Value zeroS = k.constant(k.tile({BM, BN}, f32), 0.0);
+  Value docQ;
+  if (mask == "document")
+    docQ = k.expand(k.reshape(k.load(vDoc, {b, q0}, {1, BM}, -1), {BM}), 1);
+
+  auto block = [&](Value kb, bool applyMask, ValueRange state) {
+    Value m = state[0], l = state[1], acc = state[2];
+    Value krow = k.mul(k.toIndex(kb), k.cIndex(BN));
+    Value kt = k.reshape(k.load(vk, {bkv, krow, k.cIndex(0)}, {1, BN, D}), {BN, D});
+    Value s = k.dot(qs, k.trans(kt), zeroS);
+    Value kvIdx = k.expand(k.add(k.arange(BN), k.convert(krow, i32)), 0); // [1, BN]
+    if (scoreMod)
+      s = scoreMod(k, s, b, h, qIdx, kvIdx);
+    if (applyMask) {
+      Value keep = k.broadcastTo(k.cmp(Cmp::LT, kvIdx, k.convert(seqKV, i32)), {BM, BN});
+      Value builtin;
+      if (mask == "causal")
+        builtin = k.cmp(Cmp::LE, kvIdx, qIdx);
+      else if (mask == "sliding_window")
+        builtin = k.andI(k.cmp(Cmp::LE, kvIdx, qIdx),
+                         k.cmp(Cmp::LT, k.sub(qIdx, kvIdx), k.cI32(c.getInt("window"))));
+      else if (mask == "prefix_lm")
+        builtin = k.orI(k.cmp(Cmp::LT, kvIdx, k.cI32(c.getInt("prefix"))),
+                        k.cmp(Cmp::LE, kvIdx, qIdx));
+      else if (mask == "document") {
+        Value docK = k.expand(k.reshape(k.load(vDocKV, {b, krow}, {1, BN}, -2), {BN}), 0);
+        builtin = k.cmp(Cmp::EQ, docQ, docK);
+      }
+      if (builtin)
+        keep = k.andI(keep, k.broadcastTo(builtin, {BM, BN}));
+      if (maskMod)
+        keep = k.andI(keep, k.broadcastTo(maskMod(k, b, h, qIdx, kvIdx), {BM, BN}));
+      s = k.select(keep, s, negInf);
+    }
+    Value mNew = k.max(m, k.reduce(kd::ReduceKind::max, s, 1));
+    Value mSafe = k.select(k.cmp(Cmp::EQ, mNew, negInf), k.cF32(0.0), mNew);
+    Value p = k.exp(k.sub(s, k.broadcastTo(k.expand(mSafe, 1), {BM, BN})));
+    Value alpha = k.exp(k.sub(m, mSafe));
+    Value lNew = k.add(k.mul(l, alpha), k.reduce(kd::ReduceKind::sum, p, 1));
+    Value vt = k.reshape(k.load(vv, {bkv, krow, k.cIndex(0)}, {1, BN, D}), {BN, D});
+    Value accNew = k.dot(p, vt, k.mul(acc, k.broadcastTo(k.expand(alpha, 1), {BM, D})));
+    return SmallVector<Value>{mNew, lNew, accNew};
+  };
+
+  SmallVector<Value> state = {k.constant(k.tile({BM}, f32), -INFINITY),
+                              k.constant(k.tile({BM}, f32), 0.0), zeroAcc};
+  for (bool partial : {true, false}) {
+    Value numView = partial ? vNum : vFullNum;
+    Value idxView = partial ? vIdx : vFullIdx;
+    Value count = k.loadScalar(numView, {bh, qb}, 0);
+    state = k.forLoop(k.cIndex(0), count, k.cIndex(1), state,
+                      [&](Value j, ValueRange it) {
+                        Value kb = k.loadScalar(idxView, {bh, qb, j}, 0);
+                        return block(kb, partial, it);
+                      });
+  }
+  Value l = state[1];
+  Value lSafe = k.select(k.cmp(Cmp::EQ, l, k.cF32(0.0)), k.cF32(1.0), l);
+  Value o = k.div(state[2], k.broadcastTo(k.expand(lSafe, 1), {BM, D}));
+  k.store(k.reshape(o, {1, BM, D}), vo, {bh, q0, k.cIndex(0)});
+  Value lse = k.add(state[0], k.log(l));
+  k.store(k.expand(lse, 0), vl, {bh, q0});
+  k.finish();
+  return llvm::Error::success();
+}
+
+static llvm::Error buildRegistered(ModuleOp module, const Config &c) {
+  ScoreMod scoreMod;
+  double cap = c.getFloat("softcap");
+  if (cap > 0)
+    scoreMod = [cap](KernelBuilder &k, Value s, Value, Value, Value, Value) {
+      // Gemma-style soft capping: cap * tanh(s / cap).
+      Value t = math::TanhOp::create(k.builder(), k.loc(), k.div(s, k.cF32(cap)));
+      return k.mul(t, k.cF32(cap));
+    };
+  return buildBlockSparseAttention(module, c, MaskMod(), scoreMod);
+}
+
+void registerAttentionOps(std::vector<OpInfo> &ops) {
+  ops.push_back(
+      {"block_sparse_attention",
+       "FlexAttention-style block-sparse attention forward with built-in "
+       "masks, GQA/MQA and score soft-capping; returns out and log-sum-exp",
+       {{"head_dim", Param::Int, "64", "head dimension D", {}},
+        {"block", Param::Int, "64", "query and key block size", {}},
+        {"mask", Param::String, "none", "mask applied inside partial blocks",
+         {"none", "causal", "sliding_window", "prefix_lm", "document"}},
+        {"window", Param::Int, "256", "sliding_window: keys with q - kv < window", {}},
+        {"prefix", Param::Int, "0", "prefix_lm: keys < prefix are visible to all", {}},
+        {"gqa_group", Param::Int, "1", "query heads per key/value head (GQA; MQA = heads)", {}},
+        {"softcap", Param::Float, "0", "score_mod cap * tanh(s / cap) when > 0", {}}},
+       buildRegistered});
+}
+
+} // namespace kiln::ops

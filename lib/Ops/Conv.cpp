@@ -1,0 +1,216 @@
+//===- Conv.cpp - Vision convolutions: implicit GEMM, depthwise, patches ---===//
+//
+// Part of the Kiln project, under the Apache License v2.0 with LLVM Exceptions.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// conv: N-D (up to 3 spatial dims: T, H, W) convolution by implicit GEMM.
+//   input [N, T, H, W, C] (channels last), weight [KT, KH, KW, C/groups, OC],
+//   bias [OC], output [N, OT, OH, OW, OC]. Each program computes a tile of
+//   BM output pixels x BN output channels of one group: for every kernel tap
+//   and channel block it gathers the BM input pixels (rows of the input seen
+//   as a [pixels, channels] matrix; a pixel in the padding reads zeros) and
+//   multiplies them with the weight tile on the dot micro-kernel.
+//   conv2d is T = KT = 1; a ViT patch embedding is KH = KW = stride = patch;
+//   Qwen2-VL's is KT = 2 as well.
+// depthwise_conv2d: one filter per channel; tiles of BM pixels x BC channels,
+//   accumulated with vector FMAs over the taps.
+//
+// Sizes are runtime arguments (any image size runs without recompiling);
+// pixel indices are computed in i32, so N*T*H*W must stay below 2^31.
+//
+//===----------------------------------------------------------------------===//
+
+#include "OpDefs.h"
+
+namespace kiln::ops {
+using namespace mlir;
+namespace kd = mlir::kiln;
+
+static Param intParam(const char *name, const char *def, const char *help) {
+  return {name, Param::Int, def, help, {}};
+}
+
+static llvm::Error buildConv(ModuleOp module, const Config &c,
+                             llvm::StringRef name) {
+  MLIRContext *ctx = module.getContext();
+  const int64_t KT = c.getInt("kt"), KH = c.getInt("kh"), KW = c.getInt("kw");
+  const int64_t ST = c.getInt("st"), SH = c.getInt("sh"), SW = c.getInt("sw");
+  const int64_t PT = c.getInt("pt"), PH = c.getInt("ph"), PW = c.getInt("pw");
+  const int64_t DT = c.getInt("dt"), DH = c.getInt("dh"), DW = c.getInt("dw");
+  const int64_t G = c.getInt("groups"), BM = c.getInt("block_m"),
+                BN = c.getInt("block_n"), BC = c.getInt("block_c");
+  const bool hasBias = c.getInt("bias") != 0;
+  for (int64_t v : {KT, KH, KW, ST, SH, SW, DT, DH, DW, G, BM, BN, BC})
+    if (v <= 0)
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "conv: kernel sizes, strides, dilations, "
+                                     "groups and blocks must be positive");
+  Type t = elementType(ctx, c.getString("dtype"));
+  Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32),
+       i64 = IntegerType::get(ctx, 64);
+  auto P = [&](Type ty) { return kd::PtrType::get(ctx, ty); };
+  KernelBuilder k(module, name,
+                  {{"input", P(t)}, {"weight", P(t)}, {"bias", P(f32)},
+                   {"out", P(f32)}, {"n", i64}, {"t", i64}, {"h", i64},
+                   {"w", i64}, {"c", i64}, {"oc", i64}, {"ot", i64},
+                   {"oh", i64}, {"ow", i64}},
+                  2);
+  Value N = k.arg("n"), T = k.arg("t"), H = k.arg("h"), W = k.arg("w"),
+        C = k.arg("c"), OC = k.arg("oc"), OT = k.arg("ot"), OH = k.arg("oh"),
+        OW = k.arg("ow");
+  Value Cg = k.div(k.toIndex(C), k.cIndex(G));
+  Value OCg = k.div(k.toIndex(OC), k.cIndex(G));
+  Value nb = k.div(k.add(OCg, k.cIndex(BN - 1)), k.cIndex(BN));
+  Value g = k.div(k.pid(1), nb);
+  Value n0 = k.mul(k.rem(k.pid(1), nb), k.cIndex(BN));
+  Value m0 = k.mul(k.pid(0), k.cIndex(BM));
+  Value outPix = k.mul(k.mul(k.toIndex(OT), k.toIndex(OH)), k.toIndex(OW));
+  Value M = k.mul(k.toIndex(N), outPix);
+
+  // Output pixel coordinates of the tile's rows.
+  auto I = [&](Value v) { return k.convert(v, i32); };
+  Value m = k.add(k.arange(BM), I(m0));
+  Value img = k.div(m, I(outPix));
+  Value r = k.rem(m, I(outPix));
+  Value ohw = k.mul(k.toIndex(OH), k.toIndex(OW));
+  Value ot = k.div(r, I(ohw));
+  Value r2 = k.rem(r, I(ohw));
+  Value oh = k.div(r2, I(k.toIndex(OW)));
+  Value ow = k.rem(r2, I(k.toIndex(OW)));
+  Value mValid = k.cmp(Cmp::LT, m, I(M));
+
+  Value pixels = k.mul(k.mul(k.mul(k.toIndex(N), k.toIndex(T)), k.toIndex(H)),
+                       k.toIndex(W));
+  Value vin = k.view(k.arg("input"), {pixels, k.cIndex(G), Cg},
+                     {k.toIndex(C), Cg, k.cIndex(1)});
+  Value taps = k.cIndex(KT * KH * KW);
+  Value vw = k.view(k.arg("weight"), {taps, Cg, k.cIndex(G), OCg},
+                    {k.mul(Cg, k.toIndex(OC)), k.toIndex(OC), OCg, k.cIndex(1)});
+  Value zero = k.constant(k.tile({BM, BN}, f32), 0.0);
+  auto acc = k.forLoop(k.cIndex(0), taps, k.cIndex(1), {zero}, [&](Value tap, ValueRange it) {
+    Value tapI = I(tap);
+    Value kt = k.div(tapI, k.cI32(KH * KW));
+    Value kr = k.rem(tapI, k.cI32(KH * KW));
+    Value kh = k.div(kr, k.cI32(KW));
+    Value kw = k.rem(kr, k.cI32(KW));
+    auto coord = [&](Value o, int64_t s, int64_t p, Value kk, int64_t d) {
+      return k.add(k.sub(k.mul(o, k.cI32(s)), k.cI32(p)), k.mul(kk, k.cI32(d)));
+    };
+    Value it_ = coord(ot, ST, PT, kt, DT), ih = coord(oh, SH, PH, kh, DH),
+          iw = coord(ow, SW, PW, kw, DW);
+    auto inside = [&](Value x, Value hi) {
+      return k.andI(k.cmp(Cmp::GE, x, k.cI32(0)), k.cmp(Cmp::LT, x, I(k.toIndex(hi))));
+    };
+    Value valid = k.andI(k.andI(mValid, inside(it_, T)), k.andI(inside(ih, H), inside(iw, W)));
+    Value row = k.add(k.mul(k.add(k.mul(k.add(k.mul(img, I(k.toIndex(T))), it_),
+                                        I(k.toIndex(H))),
+                                  ih),
+                            I(k.toIndex(W))),
+                      iw);
+    Value idx = k.select(valid, row, k.cI32(-1));
+    auto inner = k.forLoop(k.cIndex(0), Cg, k.cIndex(BC), {it[0]}, [&](Value c0, ValueRange acc2) {
+      Value a = k.reshape(k.gather(vin, idx, {g, c0}, {BM, 1, BC}, 0), {BM, BC});
+      Value bt = k.reshape(k.load(vw, {tap, c0, g, n0}, {1, BC, 1, BN}, 0), {BC, BN});
+      return SmallVector<Value>{k.dot(a, bt, acc2[0])};
+    });
+    return SmallVector<Value>{inner[0]};
+  });
+  Value res = acc[0];
+  if (hasBias) {
+    Value vb = k.view(k.arg("bias"), {k.cIndex(G), OCg}, {OCg, k.cIndex(1)});
+    res = k.add(res, k.load(vb, {g, n0}, {1, BN}, 0));
+  }
+  Value vo = k.view(k.arg("out"), {M, k.cIndex(G), OCg},
+                    {k.toIndex(OC), OCg, k.cIndex(1)});
+  k.store(k.reshape(res, {BM, 1, BN}), vo, {m0, g, n0});
+  k.finish();
+  return llvm::Error::success();
+}
+
+static llvm::Error buildDepthwise(ModuleOp module, const Config &c) {
+  MLIRContext *ctx = module.getContext();
+  const int64_t KH = c.getInt("kh"), KW = c.getInt("kw"), SH = c.getInt("sh"),
+                SW = c.getInt("sw"), PH = c.getInt("ph"), PW = c.getInt("pw"),
+                DH = c.getInt("dh"), DW = c.getInt("dw"), BM = c.getInt("block_m"),
+                BC = c.getInt("block_c");
+  const bool hasBias = c.getInt("bias") != 0;
+  Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32),
+       i64 = IntegerType::get(ctx, 64);
+  auto P = [&](Type ty) { return kd::PtrType::get(ctx, ty); };
+  KernelBuilder k(module, "depthwise_conv2d",
+                  {{"input", P(f32)}, {"weight", P(f32)}, {"bias", P(f32)},
+                   {"out", P(f32)}, {"n", i64}, {"h", i64}, {"w", i64},
+                   {"c", i64}, {"oh", i64}, {"ow", i64}},
+                  2);
+  Value N = k.arg("n"), H = k.arg("h"), W = k.arg("w"), C = k.arg("c"),
+        OH = k.arg("oh"), OW = k.arg("ow");
+  auto I = [&](Value v) { return k.convert(k.toIndex(v), i32); };
+  Value m0 = k.mul(k.pid(0), k.cIndex(BM)), c0 = k.mul(k.pid(1), k.cIndex(BC));
+  Value outPix = k.mul(k.toIndex(OH), k.toIndex(OW));
+  Value M = k.mul(k.toIndex(N), outPix);
+  Value m = k.add(k.arange(BM), I(m0));
+  Value img = k.div(m, I(outPix));
+  Value r = k.rem(m, I(outPix));
+  Value oh = k.div(r, I(OW)), ow = k.rem(r, I(OW));
+  Value mValid = k.cmp(Cmp::LT, m, I(M));
+  Value pixels = k.mul(k.mul(k.toIndex(N), k.toIndex(H)), k.toIndex(W));
+  Value vin = k.denseView(k.arg("input"), {pixels, C});
+  Value vw = k.denseView(k.arg("weight"), {k.cIndex(KH * KW), C});
+  Value zero = k.constant(k.tile({BM, BC}, f32), 0.0);
+  auto acc = k.forLoop(k.cIndex(0), k.cIndex(KH * KW), k.cIndex(1), {zero},
+                       [&](Value tap, ValueRange it) {
+    Value tapI = k.convert(tap, i32);
+    Value kh = k.div(tapI, k.cI32(KW)), kw = k.rem(tapI, k.cI32(KW));
+    Value ih = k.add(k.sub(k.mul(oh, k.cI32(SH)), k.cI32(PH)), k.mul(kh, k.cI32(DH)));
+    Value iw = k.add(k.sub(k.mul(ow, k.cI32(SW)), k.cI32(PW)), k.mul(kw, k.cI32(DW)));
+    Value valid = k.andI(mValid, k.andI(k.andI(k.cmp(Cmp::GE, ih, k.cI32(0)),
+                                               k.cmp(Cmp::LT, ih, I(H))),
+                                        k.andI(k.cmp(Cmp::GE, iw, k.cI32(0)),
+                                               k.cmp(Cmp::LT, iw, I(W)))));
+    Value row = k.add(k.mul(k.add(k.mul(img, I(H)), ih), I(W)), iw);
+    Value a = k.gather(vin, k.select(valid, row, k.cI32(-1)), {c0}, {BM, BC}, 0);
+    Value wt = k.load(vw, {tap, c0}, {1, BC}, 0);
+    return SmallVector<Value>{k.add(it[0], k.mul(a, wt))};
+  });
+  Value res = acc[0];
+  if (hasBias)
+    res = k.add(res, k.load(k.denseView(k.arg("bias"), {k.cIndex(1), C}),
+                            {k.cIndex(0), c0}, {1, BC}, 0));
+  k.store(res, k.denseView(k.arg("out"), {M, C}), {m0, c0});
+  k.finish();
+  return llvm::Error::success();
+}
+
+void registerConvOps(std::vector<OpInfo> &ops) {
+  std::vector<Param> convParams = {
+      dtypeParam(),
+      intParam("kt", "1", "kernel size (time)"), intParam("kh", "3", "kernel height"),
+      intParam("kw", "3", "kernel width"), intParam("st", "1", "stride (time)"),
+      intParam("sh", "1", "stride (height)"), intParam("sw", "1", "stride (width)"),
+      intParam("pt", "0", "padding (time)"), intParam("ph", "0", "padding (height)"),
+      intParam("pw", "0", "padding (width)"), intParam("dt", "1", "dilation (time)"),
+      intParam("dh", "1", "dilation (height)"), intParam("dw", "1", "dilation (width)"),
+      intParam("groups", "1", "channel groups"), intParam("bias", "1", "1: add bias"),
+      intParam("block_m", "64", "output pixels per program"),
+      intParam("block_n", "64", "output channels per program"),
+      intParam("block_c", "32", "input channels per step")};
+  ops.push_back({"conv",
+                 "N-D convolution (T, H, W spatial; NTHWC) by implicit GEMM: "
+                 "conv2d, patch embeddings (kernel = stride), Conv3d video patches",
+                 convParams,
+                 [](ModuleOp m, const Config &c) { return buildConv(m, c, "conv"); }});
+  ops.push_back({"depthwise_conv2d",
+                 "depthwise 2-D convolution (NHWC, one KHxKW filter per channel)",
+                 {intParam("kh", "3", "kernel height"), intParam("kw", "3", "kernel width"),
+                  intParam("sh", "1", "stride (height)"), intParam("sw", "1", "stride (width)"),
+                  intParam("ph", "1", "padding (height)"), intParam("pw", "1", "padding (width)"),
+                  intParam("dh", "1", "dilation (height)"), intParam("dw", "1", "dilation (width)"),
+                  intParam("bias", "1", "1: add bias"),
+                  intParam("block_m", "32", "output pixels per program"),
+                  intParam("block_c", "64", "channels per program")},
+                 buildDepthwise});
+}
+
+} // namespace kiln::ops

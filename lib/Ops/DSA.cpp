@@ -1,0 +1,246 @@
+//===- DSA.cpp - DeepSeek sparse attention: indexer, top-k, sparse attention ===//
+//
+// Part of the Kiln project, under the Apache License v2.0 with LLVM Exceptions.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// The three kernels of DeepSeek's sparse attention path:
+//
+//   dsa_indexer   I[t, s] = sum_j w[t, j] * ReLU(q[t, j, :] . k[s, :]),
+//                 -inf where s is not visible (causal: s > q_offset + t)
+//   dsa_topk      per row, the indices of the k largest finite scores, in
+//                 ascending index order; ties go to the lower index; -1 pads
+//                 when fewer than k are finite
+//   dsa_sparse_attention
+//                 MQA attention of q [Sq, Hq, Dqk] over the selected rows of
+//                 kv [Skv, Dqk] (values: the first Dv columns), -1 skipped;
+//                 returns out [Sq, Hq, Dv] and lse [Sq, Hq]
+//
+//===----------------------------------------------------------------------===//
+
+#include "OpDefs.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+
+#include <climits>
+#include <cmath>
+
+namespace kiln::ops {
+using namespace mlir;
+namespace kd = mlir::kiln;
+
+static llvm::Error buildIndexer(ModuleOp module, const Config &c) {
+  MLIRContext *ctx = module.getContext();
+  int64_t H = c.getInt("index_heads"), D = c.getInt("index_dim"),
+          BT = c.getInt("block_t"), BS = c.getInt("block_s");
+  bool causal = c.getInt("causal") != 0;
+  Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32),
+       i64 = IntegerType::get(ctx, 64);
+  auto P = [&](Type t) { return kd::PtrType::get(ctx, t); };
+  KernelBuilder k(module, "dsa_indexer",
+                  {{"q", P(f32)}, {"w", P(f32)}, {"k", P(f32)}, {"out", P(f32)},
+                   {"tokens", i64}, {"keys", i64}, {"q_offset", i64}},
+                  2);
+  Value T = k.arg("tokens"), S = k.arg("keys");
+  Value t0 = k.mul(k.pid(0), k.cIndex(BT)), s0 = k.mul(k.pid(1), k.cIndex(BS));
+  Value vq = k.denseView(k.arg("q"), {T, k.cIndex(H), k.cIndex(D)});
+  Value vw = k.denseView(k.arg("w"), {T, k.cIndex(H)});
+  Value vk = k.denseView(k.arg("k"), {S, k.cIndex(D)});
+  Value kt = k.trans(k.load(vk, {s0, k.cIndex(0)}, {BS, D}));
+  Value zero = k.constant(k.tile({BT, BS}, f32), 0.0);
+  auto acc = k.forLoop(k.cIndex(0), k.cIndex(H), k.cIndex(1), {zero},
+                       [&](Value j, ValueRange it) {
+                         Value qj = k.reshape(k.load(vq, {t0, j, k.cIndex(0)}, {BT, 1, D}),
+                                              {BT, D});
+                         Value sc = k.relu(k.dot(qj, kt, zero));
+                         Value wj = k.load(vw, {t0, j}, {BT, 1});
+                         return SmallVector<Value>{k.add(it[0], k.mul(sc, wj))};
+                       });
+  Value r = acc[0];
+  if (causal) {
+    Value tIdx = k.expand(k.add(k.arange(BT), k.convert(k.add(t0, k.toIndex(k.arg("q_offset"))), i32)), 1);
+    Value sIdx = k.expand(k.add(k.arange(BS), k.convert(s0, i32)), 0);
+    r = k.select(k.cmp(Cmp::LE, sIdx, tIdx), r, k.cF32(-INFINITY));
+  }
+  k.store(r, k.denseView(k.arg("out"), {T, S}), {t0, s0});
+  k.finish();
+  return llvm::Error::success();
+}
+
+static llvm::Error buildTopK(ModuleOp module, const Config &c) {
+  MLIRContext *ctx = module.getContext();
+  int64_t K = c.getInt("k"), B = c.getInt("block");
+  if (K <= 0)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "dsa_topk: k must be positive");
+  Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32),
+       i64 = IntegerType::get(ctx, 64), i1 = IntegerType::get(ctx, 1);
+  auto P = [&](Type t) { return kd::PtrType::get(ctx, t); };
+  KernelBuilder k(module, "dsa_topk",
+                  {{"scores", P(f32)}, {"out", P(i32)}, {"tokens", i64}, {"keys", i64}},
+                  1);
+  OpBuilder &b = k.builder();
+  Value T = k.arg("tokens"), S = k.arg("keys");
+  Value t = k.pid(0);
+  Value vs = k.denseView(k.arg("scores"), {T, S});
+  Value vo = k.denseView(k.arg("out"), {T, k.cIndex(K)});
+  // Order-preserving integer keys of the floats (signed compare = float
+  // compare), and whether an element counts (finite or +inf).
+  auto keysOf = [&](Value x) {
+    auto tt = dyn_cast<RankedTensorType>(x.getType());
+    Type it = tt ? k.tile(tt.getShape(), i32) : i32;
+    auto cst = [&](int64_t v) {
+      return tt ? k.splat(k.cI32(v), tt.getShape()) : k.cI32(v);
+    };
+    Value bits = arith::BitcastOp::create(b, k.loc(), it, x);
+    Value sign = arith::ShRSIOp::create(b, k.loc(), bits, cst(31));
+    Value flip = arith::AndIOp::create(b, k.loc(), sign, cst(0x7fffffff));
+    return Value(arith::XOrIOp::create(b, k.loc(), bits, flip));
+  };
+  auto validOf = [&](Value x) { return k.cmp(Cmp::GT, x, k.cF32(-INFINITY)); };
+  // count(valid & key >= thr) over the row.
+  auto countGE = [&](Value thr, bool strict) {
+    Value zero = k.cI32(0);
+    return k.forLoop(k.cIndex(0), S, k.cIndex(B), {zero}, [&](Value s0, ValueRange it) {
+      Value x = k.reshape(k.load(vs, {t, s0}, {1, B}, -INFINITY), {B});
+      Value key = k.convert(keysOf(x), i64);
+      Value hit = k.andI(validOf(x), k.cmp(strict ? Cmp::GT : Cmp::GE, key, thr));
+      Value n = k.reduce(kd::ReduceKind::sum, k.select(hit, k.cI32(1), k.cI32(0)), 0);
+      return SmallVector<Value>{k.add(it[0], n)};
+    })[0];
+  };
+  // Binary search (on i64 to avoid overflow) for the k-th largest key:
+  // the largest thr with count(key >= thr) >= K.
+  Value lo0 = k.constant(i64, double(INT32_MIN)), hi0 = k.constant(i64, double(INT32_MAX));
+  auto bounds = k.forLoop(k.cIndex(0), k.cIndex(33), k.cIndex(1), {lo0, hi0},
+                          [&](Value, ValueRange it) {
+                            Value lo = it[0], hi = it[1];
+                            Value sum = k.add(k.add(lo, hi), k.constant(i64, 1));
+                            Value mid = arith::ShRSIOp::create(b, k.loc(), sum, k.constant(i64, 1));
+                            Value enough = k.cmp(Cmp::GE, countGE(mid, false), k.cI32(K));
+                            Value active = k.cmp(Cmp::LT, lo, hi);
+                            Value newLo = k.select(k.andI(active, enough), mid, lo);
+                            Value newHi = k.select(k.andI(active, k.cmp(Cmp::EQ, enough,
+                                                                       k.constant(i1, 0))),
+                                                   k.sub(mid, k.constant(i64, 1)), hi);
+                            return SmallVector<Value>{newLo, newHi};
+                          });
+  Value kth = bounds[0];
+  Value above = countGE(kth, true);
+  Value ties = k.sub(k.cI32(K), above); // how many elements equal to kth to take
+  // Fill the row with -1, then write the selected indices in ascending order.
+  int64_t fillBlock = std::min<int64_t>(K, 256);
+  k.forLoop(k.cIndex(0), k.cIndex(K), k.cIndex(fillBlock), {}, [&](Value c0, ValueRange) {
+    k.store(k.constant(k.tile({1, fillBlock}, i32), -1), vo, {t, c0});
+    return SmallVector<Value>{};
+  });
+  Value vsFlat = vs;
+  k.forLoop(k.cIndex(0), S, k.cIndex(1), {k.cI32(0), k.cI32(0)},
+            [&](Value s, ValueRange it) {
+              Value pos = it[0], tiesTaken = it[1];
+              Value x = k.loadScalar(vsFlat, {t, s}, -INFINITY);
+              Value key = k.convert(keysOf(x), i64);
+              Value valid = k.cmp(Cmp::GT, x, k.cF32(-INFINITY));
+              Value gt = k.cmp(Cmp::GT, key, kth);
+              Value eq = k.andI(k.cmp(Cmp::EQ, key, kth), k.cmp(Cmp::LT, tiesTaken, ties));
+              Value take = k.andI(k.andI(valid, k.orI(gt, eq)), k.cmp(Cmp::LT, pos, k.cI32(K)));
+              auto r = k.ifElse(take, {i32, i32},
+                                [&] {
+                                  Value idx = k.convert(s, i32);
+                                  k.store(k.splat(idx, {1, 1}), vo, {t, k.toIndex(pos)});
+                                  Value tt = k.select(eq, k.add(tiesTaken, k.cI32(1)),
+                                                      tiesTaken);
+                                  return SmallVector<Value>{k.add(pos, k.cI32(1)), tt};
+                                },
+                                [&] { return SmallVector<Value>{pos, tiesTaken}; });
+              return SmallVector<Value>{r[0], r[1]};
+            });
+  k.finish();
+  return llvm::Error::success();
+}
+
+static llvm::Error buildSparseAttention(ModuleOp module, const Config &c) {
+  MLIRContext *ctx = module.getContext();
+  int64_t HB = c.getInt("heads_block"), DQK = c.getInt("d_qk"),
+          DV = c.getInt("d_v"), BK = c.getInt("block_k");
+  if (DV > DQK)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "dsa_sparse_attention: d_v must be <= d_qk");
+  Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32),
+       i64 = IntegerType::get(ctx, 64);
+  auto P = [&](Type t) { return kd::PtrType::get(ctx, t); };
+  KernelBuilder k(module, "dsa_sparse_attention",
+                  {{"q", P(f32)}, {"kv", P(f32)}, {"indices", P(i32)},
+                   {"out", P(f32)}, {"lse", P(f32)},
+                   {"sq", i64}, {"hq", i64}, {"skv", i64}, {"topk", i64},
+                   {"scale", f32}},
+                  2);
+  Value Sq = k.arg("sq"), Hq = k.arg("hq"), Skv = k.arg("skv"), topk = k.arg("topk");
+  Value t = k.pid(0), h0 = k.mul(k.pid(1), k.cIndex(HB));
+  Value vq = k.denseView(k.arg("q"), {Sq, Hq, k.cIndex(DQK)});
+  Value vkv = k.denseView(k.arg("kv"), {Skv, k.cIndex(DQK)});
+  Value vi = k.denseView(k.arg("indices"), {Sq, topk});
+  Value vo = k.denseView(k.arg("out"), {Sq, Hq, k.cIndex(DV)});
+  Value vl = k.denseView(k.arg("lse"), {Sq, Hq});
+  Value qt = k.mul(k.reshape(k.load(vq, {t, h0, k.cIndex(0)}, {1, HB, DQK}), {HB, DQK}),
+                   k.arg("scale"));
+  Value negInf = k.cF32(-INFINITY);
+  Value zeroS = k.constant(k.tile({HB, BK}, f32), 0.0);
+  SmallVector<Value> init = {k.constant(k.tile({HB}, f32), -INFINITY),
+                             k.constant(k.tile({HB}, f32), 0.0),
+                             k.constant(k.tile({HB, DV}, f32), 0.0)};
+  auto st = k.forLoop(k.cIndex(0), topk, k.cIndex(BK), init, [&](Value c0, ValueRange it) {
+    Value m = it[0], l = it[1], acc = it[2];
+    Value idx = k.reshape(k.load(vi, {t, c0}, {1, BK}, -1), {BK});
+    Value valid = k.andI(k.cmp(Cmp::GE, idx, k.cI32(0)),
+                         k.cmp(Cmp::LT, idx, k.convert(Skv, i32)));
+    Value safeIdx = k.select(valid, idx, k.cI32(-1));
+    Value rows = k.gather(vkv, safeIdx, {k.cIndex(0)}, {BK, DQK}, 0);
+    Value s = k.dot(qt, k.trans(rows), zeroS);
+    s = k.select(k.broadcastTo(k.expand(valid, 0), {HB, BK}), s, negInf);
+    Value mNew = k.max(m, k.reduce(kd::ReduceKind::max, s, 1));
+    Value mSafe = k.select(k.cmp(Cmp::EQ, mNew, negInf), k.cF32(0.0), mNew);
+    Value p = k.exp(k.sub(s, k.broadcastTo(k.expand(mSafe, 1), {HB, BK})));
+    Value alpha = k.exp(k.sub(m, mSafe));
+    Value lNew = k.add(k.mul(l, alpha), k.reduce(kd::ReduceKind::sum, p, 1));
+    Value vrows = k.gather(vkv, safeIdx, {k.cIndex(0)}, {BK, DV}, 0);
+    Value accNew = k.dot(p, vrows, k.mul(acc, k.broadcastTo(k.expand(alpha, 1), {HB, DV})));
+    return SmallVector<Value>{mNew, lNew, accNew};
+  });
+  Value l = st[1];
+  Value lSafe = k.select(k.cmp(Cmp::EQ, l, k.cF32(0.0)), k.cF32(1.0), l);
+  Value o = k.div(st[2], k.broadcastTo(k.expand(lSafe, 1), {HB, DV}));
+  k.store(k.reshape(o, {1, HB, DV}), vo, {t, h0, k.cIndex(0)});
+  k.store(k.expand(k.add(st[0], k.log(l)), 0), vl, {t, h0});
+  k.finish();
+  return llvm::Error::success();
+}
+
+void registerDSAOps(std::vector<OpInfo> &ops) {
+  ops.push_back({"dsa_indexer",
+                 "lightning indexer I[t, s] = sum_j w[t, j] * ReLU(q[t, j] . k[s]); "
+                 "-inf where s > q_offset + t when causal",
+                 {{"index_heads", Param::Int, "64", "indexer heads", {}},
+                  {"index_dim", Param::Int, "128", "indexer head dimension", {}},
+                  {"causal", Param::Int, "1", "1: mask keys after the query", {}},
+                  {"block_t", Param::Int, "16", "queries per program", {}},
+                  {"block_s", Param::Int, "64", "keys per program", {}}},
+                 buildIndexer});
+  ops.push_back({"dsa_topk",
+                 "per row, the indices of the k largest finite scores (ascending "
+                 "index order, ties to the lower index, -1 padding)",
+                 {{"k", Param::Int, "2048", "how many to select", {}},
+                  {"block", Param::Int, "256", "scan chunk", {}}},
+                 buildTopK});
+  ops.push_back({"dsa_sparse_attention",
+                 "token-sparse MQA attention over selected kv rows (DeepSeek sparse "
+                 "MLA shape); returns out and log-sum-exp",
+                 {{"d_qk", Param::Int, "576", "query/key head dimension", {}},
+                  {"d_v", Param::Int, "512", "value dimension (first d_v columns of kv)", {}},
+                  {"heads_block", Param::Int, "16", "query heads per program", {}},
+                  {"block_k", Param::Int, "64", "selected keys per step", {}}},
+                 buildSparseAttention});
+}
+
+} // namespace kiln::ops

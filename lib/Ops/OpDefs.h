@@ -1,0 +1,31 @@
+//===- OpDefs.h - Registration of the operator families --------*- C++ -*-===//
+//
+// Part of the Kiln project, under the Apache License v2.0 with LLVM Exceptions.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_LIB_OPS_OPDEFS_H
+#define KILN_LIB_OPS_OPDEFS_H
+
+#include "kiln/Ops/KernelBuilder.h"
+#include "kiln/Ops/Ops.h"
+
+namespace kiln::ops {
+
+void registerGatherOps(std::vector<OpInfo> &ops);
+void registerAttentionOps(std::vector<OpInfo> &ops);
+void registerDSAOps(std::vector<OpInfo> &ops);
+void registerConvOps(std::vector<OpInfo> &ops);
+
+/// The element type named by a `dtype` parameter (f32, bf16, f16).
+mlir::Type elementType(mlir::MLIRContext *ctx, const std::string &name);
+
+inline Param dtypeParam() {
+  return {"dtype", Param::String, "f32", "element type of the data",
+          {"f32", "bf16", "f16"}};
+}
+
+} // namespace kiln::ops
+
+#endif // KILN_LIB_OPS_OPDEFS_H

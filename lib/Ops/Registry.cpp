@@ -1,0 +1,174 @@
+//===- Registry.cpp - Operator registry, configurations, block masks -------===//
+//
+// Part of the Kiln project, under the Apache License v2.0 with LLVM Exceptions.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/Ops/Ops.h"
+#include "OpDefs.h"
+
+#include "kiln/Target/CPU/Compiler.h"
+
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringExtras.h"
+
+
+namespace kiln::ops {
+
+static llvm::Error err(const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+}
+
+int64_t Config::getInt(const std::string &name) const {
+  return std::stoll(values.at(name));
+}
+double Config::getFloat(const std::string &name) const {
+  return std::stod(values.at(name));
+}
+const std::string &Config::getString(const std::string &name) const {
+  return values.at(name);
+}
+
+const std::vector<OpInfo> &registry() {
+  static const std::vector<OpInfo> ops = [] {
+    std::vector<OpInfo> all;
+    for (auto *add : {registerGatherOps, registerAttentionOps, registerDSAOps,
+                      registerConvOps})
+      add(all);
+    return all;
+  }();
+  return ops;
+}
+
+const OpInfo *lookup(llvm::StringRef name) {
+  for (const OpInfo &op : registry())
+    if (op.name == name)
+      return &op;
+  return nullptr;
+}
+
+llvm::Expected<Config>
+makeConfig(const OpInfo &op,
+                      const std::map<std::string, std::string> &given) {
+  Config c;
+  for (const auto &[k, v] : given) {
+    auto it = llvm::find_if(op.params, [&](const Param &p) { return p.name == k; });
+    if (it == op.params.end()) {
+      std::string known;
+      for (const Param &p : op.params)
+        known += (known.empty() ? "" : ", ") + p.name;
+      return err("operator '" + op.name + "' has no parameter '" + k +
+                 "' (parameters: " + known + ")");
+    }
+    if (it->kind == Param::Int) {
+      int64_t x;
+      if (llvm::StringRef(v).getAsInteger(10, x))
+        return err("parameter '" + k + "' of '" + op.name +
+                   "' must be an integer, got '" + v + "'");
+    } else if (it->kind == Param::Float) {
+      double x;
+      if (llvm::StringRef(v).getAsDouble(x))
+        return err("parameter '" + k + "' of '" + op.name +
+                   "' must be a number, got '" + v + "'");
+    } else if (!it->choices.empty() && !llvm::is_contained(it->choices, v)) {
+      return err("parameter '" + k + "' of '" + op.name + "' must be one of " +
+                 llvm::join(it->choices, ", ") + "; got '" + v + "'");
+    }
+    c.values[k] = v;
+  }
+  for (const Param &p : op.params) {
+    if (c.values.count(p.name))
+      continue;
+    if (p.defaultValue.empty())
+      return err("operator '" + op.name + "' needs --" + p.name + " (" +
+                 p.help + ")");
+    c.values[p.name] = p.defaultValue;
+  }
+  return c;
+}
+
+llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+buildOp(mlir::MLIRContext &context, llvm::StringRef name,
+                   const std::map<std::string, std::string> &given) {
+  const OpInfo *op = lookup(name);
+  if (!op) {
+    std::string known;
+    for (const OpInfo &o : registry())
+      known += (known.empty() ? "" : ", ") + o.name;
+    return err("no operator named '" + name + "' (operators: " + known + ")");
+  }
+  auto config = makeConfig(*op, given);
+  if (!config)
+    return config.takeError();
+  context.loadDialect<mlir::kiln::KilnDialect>();
+  mlir::DialectRegistry registry;
+  ::kiln::registerDialects(registry);
+  context.appendDialectRegistry(registry);
+  context.loadAllAvailableDialects();
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::ModuleOp::create(mlir::UnknownLoc::get(&context));
+  if (auto e = op->build(*module, *config))
+    return std::move(e);
+  std::string diag;
+  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
+    diag += ::kiln::formatDiagnostic(d);
+    return mlir::success();
+  });
+  if (mlir::failed(mlir::verify(*module)))
+    return err("operator '" + name + "' built an invalid kernel:\n" + diag);
+  return module;
+}
+
+llvm::Expected<std::string>
+buildOpSource(llvm::StringRef name,
+                         const std::map<std::string, std::string> &config) {
+  mlir::MLIRContext context;
+  auto module = buildOp(context, name, config);
+  if (!module)
+    return module.takeError();
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  (*module)->print(os);
+  return s;
+}
+
+BlockMask makeBlockMask(
+    int64_t batchHeads, int64_t seqQ, int64_t seqKV, int64_t block,
+    const std::function<bool(int64_t, int64_t, int64_t)> &visible) {
+  BlockMask m;
+  m.numQBlocks = (seqQ + block - 1) / block;
+  int64_t nkb = (seqKV + block - 1) / block;
+  m.maxBlocks = std::max<int64_t>(nkb, 1);
+  m.kvNum.assign(batchHeads * m.numQBlocks, 0);
+  m.fullNum.assign(batchHeads * m.numQBlocks, 0);
+  m.kvIdx.assign(batchHeads * m.numQBlocks * m.maxBlocks, -1);
+  m.fullIdx.assign(batchHeads * m.numQBlocks * m.maxBlocks, -1);
+  for (int64_t bh = 0; bh < batchHeads; ++bh)
+    for (int64_t qb = 0; qb < m.numQBlocks; ++qb) {
+      int64_t row = bh * m.numQBlocks + qb;
+      for (int64_t kb = 0; kb < nkb; ++kb) {
+        int64_t seen = 0, total = 0;
+        for (int64_t q = qb * block; q < std::min(seqQ, (qb + 1) * block); ++q)
+          for (int64_t k = kb * block; k < std::min(seqKV, (kb + 1) * block);
+               ++k) {
+            ++total;
+            seen += visible(bh, q, k) ? 1 : 0;
+          }
+        if (seen == 0)
+          continue;
+        // A block that is cut by the sequence end still needs the key mask,
+        // which the kernel applies in the partial loop only.
+        bool full = seen == total && (kb + 1) * block <= seqKV;
+        if (full)
+          m.fullIdx[row * m.maxBlocks + m.fullNum[row]++] = int32_t(kb);
+        else
+          m.kvIdx[row * m.maxBlocks + m.kvNum[row]++] = int32_t(kb);
+      }
+    }
+  return m;
+}
+
+} // namespace kiln::ops
