@@ -93,6 +93,8 @@ static llvm::Error buildTopK(ModuleOp module, const Config &c) {
     auto cst = [&](int64_t v) {
       return tt ? k.splat(k.cI32(v), tt.getShape()) : k.cI32(v);
     };
+    // -0.0 and +0.0 compare equal as floats: give them one key.
+    x = k.select(k.cmp(Cmp::EQ, x, k.cF32(0.0)), k.cF32(0.0), x);
     Value bits = arith::BitcastOp::create(b, k.loc(), it, x);
     Value sign = arith::ShRSIOp::create(b, k.loc(), bits, cst(31));
     Value flip = arith::AndIOp::create(b, k.loc(), sign, cst(0x7fffffff));
