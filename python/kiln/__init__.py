@@ -22,23 +22,35 @@ __version__ = "0.1.0"
 try:
     from . import _kiln  # noqa: F401  (the compiler extension)
     HAS_COMPILER = True
-except ImportError:
+    COMPILER_IMPORT_ERROR = None
+except ImportError as e:  # a runtime-only installation, or a broken one
     HAS_COMPILER = False
+    COMPILER_IMPORT_ERROR = e
 
 __all__ = ["load_bundle", "cdiv", "HAS_COMPILER"]
 
 if HAS_COMPILER:
     from .frontend import CompilationError
     from .jit import Autotuner, CompiledKernel, Config, JITFunction, autotune, bf16, jit
+    from . import ops
 
     __all__ += ["jit", "autotune", "Config", "CompilationError", "JITFunction",
-                "CompiledKernel", "Autotuner", "bf16", "cache_stats"]
+                "CompiledKernel", "Autotuner", "bf16", "cache_stats", "ops"]
 
     def cache_stats() -> dict:
         """Counters of the process's JIT: memory_hits, disk_hits, compiles,
         corrupt_entries, disk_write_failures."""
         from .jit import _get_jit
         return _get_jit().stats
+
+
+def __getattr__(name):
+    if not HAS_COMPILER and name in ("jit", "autotune", "Config", "CompilationError", "bf16",
+                                     "cache_stats", "ops"):
+        raise AttributeError(
+            f"kiln.{name} needs the compiler extension (kiln._kiln), which is not available: "
+            f"{COMPILER_IMPORT_ERROR}. A runtime-only installation provides kiln.load_bundle.")
+    raise AttributeError(f"module 'kiln' has no attribute '{name}'")
 
 
 def cdiv(a: int, b: int) -> int:

@@ -16,6 +16,7 @@
 
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
 #include "kiln/JIT/JIT.h"
+#include "kiln/Ops/Ops.h"
 #include "kiln/Target/CPU/Compiler.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -30,6 +31,8 @@
 
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
+
+#include <map>
 
 namespace py = pybind11;
 using namespace mlir;
@@ -599,6 +602,26 @@ void bindCompiler(py::module &m) {
         return d;
       });
 
+  m.def(
+      "build_op_source",
+      [](const std::string &name, const std::map<std::string, std::string> &config) {
+        auto src = ::kiln::ops::buildOpSource(name, config);
+        if (!src)
+          throw IRError(llvm::toString(src.takeError()));
+        return *src;
+      },
+      py::arg("name"), py::arg("config") = std::map<std::string, std::string>(),
+      "The kiln IR of an operator of the library (see docs/ops.md).");
+  m.def("list_ops", [] {
+    py::list out;
+    for (const auto &op : ::kiln::ops::registry()) {
+      py::dict params;
+      for (const auto &p : op.params)
+        params[py::str(p.name)] = p.defaultValue;
+      out.append(py::make_tuple(op.name, op.summary, params));
+    }
+    return out;
+  });
   m.def(
       "compile_stage",
       [](const std::string &source, const std::string &name,

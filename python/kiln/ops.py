@@ -1,0 +1,339 @@
+"""The operator library from Python (``kiln.ops``).
+
+Each function builds (once per configuration) the C++-generated kernel of the
+operator, compiles it through the JIT and its caches, and launches it on numpy
+arrays. Semantics, shapes and configuration: docs/ops.md.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from . import _kiln
+from .jit import _get_jit
+
+__all__ = ["list_ops", "kernel", "embedding", "paged_kv_gather", "moe_route", "moe_permute",
+           "moe_unpermute", "block_mask", "block_sparse_attention", "dsa_indexer", "dsa_topk",
+           "dsa_sparse_attention", "conv", "conv2d", "patch_embed", "depthwise_conv2d"]
+
+_lock = threading.Lock()
+_kernels = {}
+
+
+def list_ops():
+    """[(name, summary, {param: default})] of every operator."""
+    return _kiln.list_ops()
+
+
+def kernel(name, **config):
+    """The compiled kernel of operator `name` with `config` (cached)."""
+    key = (name, tuple(sorted((k, str(v)) for k, v in config.items())))
+    with _lock:
+        k = _kernels.get(key)
+    if k is None:
+        src = _kiln.build_op_source(name, {k: str(v) for k, v in config.items()})
+        k = _get_jit().compile(src, f"op:{name}")
+        with _lock:
+            _kernels[key] = k
+    return k
+
+
+def _f32(a, name):
+    a = np.ascontiguousarray(a, dtype=np.float32)
+    return a
+
+
+def _i32(a):
+    return np.ascontiguousarray(a, dtype=np.int32)
+
+
+def _ptr(a):
+    return a.ctypes.data
+
+
+def _cdiv(a, b):
+    return (a + b - 1) // b
+
+
+# ---------------------------------------------------------------------------
+# Index gathers
+# ---------------------------------------------------------------------------
+
+
+def embedding(weight, ids, block_n=32, block_d=128):
+    """out[r] = weight[ids[r]]; raises IndexError if any id is out of range
+    (those rows are never read: they come back as zeros in `e.partial`)."""
+    weight = _f32(weight, "weight")
+    ids = _i32(ids).reshape(-1)
+    vocab, dim = weight.shape
+    n = ids.size
+    out = np.empty((n, dim), np.float32)
+    errors = np.zeros(1, np.int32)
+    if n:
+        kernel("embedding", block_n=block_n, block_d=block_d).launch(
+            [_ptr(weight), _ptr(ids), _ptr(out), _ptr(errors), n, vocab, dim],
+            [_cdiv(n, block_n), _cdiv(dim, block_d)])
+    if errors[0]:
+        e = IndexError(f"embedding: {errors[0]} id(s) outside [0, {vocab})")
+        e.partial = out
+        raise e
+    return out
+
+
+def paged_kv_gather(cache, block_table, seq_lens, max_len=None, block_t=32, block_w=128):
+    """Contiguous [batch, max_len, ...] from a paged cache [num_blocks,
+    block_size, ...]; positions past seq_lens[b] are zero. Raises IndexError
+    for page numbers outside the cache."""
+    cache = _f32(cache, "cache")
+    block_table, seq_lens = _i32(block_table), _i32(seq_lens)
+    num_blocks, block_size = cache.shape[:2]
+    row_shape = cache.shape[2:]
+    width = int(np.prod(row_shape)) if row_shape else 1
+    batch, max_blocks = block_table.shape
+    if max_len is None:
+        max_len = int(seq_lens.max()) if seq_lens.size else 0
+    out = np.empty((batch, max_len) + row_shape, np.float32)
+    errors = np.zeros(1, np.int32)
+    if batch and max_len:
+        kernel("paged_kv_gather", block_size=block_size, block_t=block_t, block_w=block_w).launch(
+            [_ptr(cache), _ptr(block_table), _ptr(seq_lens), _ptr(out), _ptr(errors), batch,
+             max_blocks, num_blocks, max_len, width],
+            [_cdiv(max_len, block_t), _cdiv(width, block_w), batch])
+    if errors[0]:
+        raise IndexError(f"paged_kv_gather: {errors[0]} token(s) map to pages outside the cache")
+    return out
+
+
+def moe_route(topk_ids, num_experts):
+    """Groups the (token, k) slots by expert (stable): returns src_rows [rows]
+    (token of each grouped row), slot_rows [tokens, k] (row of each slot) and
+    expert_offsets [num_experts + 1]."""
+    topk_ids = np.asarray(topk_ids)
+    tokens, k = topk_ids.shape
+    flat = topk_ids.reshape(-1)
+    if flat.size and (flat.min() < 0 or flat.max() >= num_experts):
+        raise IndexError(f"moe_route: expert ids must be in [0, {num_experts})")
+    order = np.argsort(flat, kind="stable")
+    src_rows = (order // k).astype(np.int32)
+    slot_rows = np.empty(flat.size, np.int32)
+    slot_rows[order] = np.arange(flat.size, dtype=np.int32)
+    counts = np.bincount(flat, minlength=num_experts)
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
+    return src_rows, slot_rows.reshape(tokens, k), offsets
+
+
+def moe_permute(x, src_rows, block_r=32, block_h=128):
+    x = _f32(x, "x")
+    src_rows = _i32(src_rows)
+    tokens, hidden = x.shape
+    rows = src_rows.size
+    out = np.empty((rows, hidden), np.float32)
+    errors = np.zeros(1, np.int32)
+    if rows:
+        kernel("moe_permute", block_r=block_r, block_h=block_h).launch(
+            [_ptr(x), _ptr(src_rows), _ptr(out), _ptr(errors), rows, tokens, hidden],
+            [_cdiv(rows, block_r), _cdiv(hidden, block_h)])
+    if errors[0]:
+        raise IndexError(f"moe_permute: {errors[0]} source row(s) outside [0, {tokens})")
+    return out
+
+
+def moe_unpermute(y, slot_rows, weights, block_t=16, block_h=128):
+    y = _f32(y, "y")
+    slot_rows, weights = _i32(slot_rows), _f32(weights, "weights")
+    rows, hidden = y.shape
+    tokens, k = slot_rows.shape
+    out = np.empty((tokens, hidden), np.float32)
+    if tokens:
+        kernel("moe_unpermute", block_t=block_t, block_h=block_h).launch(
+            [_ptr(y), _ptr(slot_rows), _ptr(weights), _ptr(out), tokens, k, rows, hidden],
+            [_cdiv(tokens, block_t), _cdiv(hidden, block_h)])
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Block-sparse attention
+# ---------------------------------------------------------------------------
+
+
+def block_mask(mask_mod, batch, heads, seq_q, seq_kv, block=64):
+    """FlexAttention-style block mask from ``mask_mod(b, h, q_idx, kv_idx)``
+    (numpy-vectorized; returns booleans). Returns a dict of the kernel's
+    kv_num/kv_idx (partial blocks) and full_num/full_idx (fully visible)."""
+    nqb, nkb = _cdiv(seq_q, block), _cdiv(seq_kv, block)
+    maxb = max(nkb, 1)
+    kv_num = np.zeros((batch * heads, nqb), np.int32)
+    full_num = np.zeros((batch * heads, nqb), np.int32)
+    kv_idx = np.full((batch * heads, nqb, maxb), -1, np.int32)
+    full_idx = np.full((batch * heads, nqb, maxb), -1, np.int32)
+    q = np.arange(nqb * block)[:, None]
+    kv = np.arange(nkb * block)[None, :]
+    inside = (q < seq_q) & (kv < seq_kv)
+    for b in range(batch):
+        for h in range(heads):
+            vis = np.asarray(mask_mod(b, h, q, kv), dtype=bool)
+            vis = np.broadcast_to(vis, inside.shape) & inside
+            blocks = vis.reshape(nqb, block, nkb, block)
+            seen = blocks.sum(axis=(1, 3))
+            total = inside.reshape(nqb, block, nkb, block).sum(axis=(1, 3))
+            row = b * heads + h
+            for qb in range(nqb):
+                for kb in range(nkb):
+                    if seen[qb, kb] == 0:
+                        continue
+                    full = seen[qb, kb] == total[qb, kb] and (kb + 1) * block <= seq_kv
+                    if full:
+                        full_idx[row, qb, full_num[row, qb]] = kb
+                        full_num[row, qb] += 1
+                    else:
+                        kv_idx[row, qb, kv_num[row, qb]] = kb
+                        kv_num[row, qb] += 1
+    return {"kv_num": kv_num, "kv_idx": kv_idx, "full_num": full_num, "full_idx": full_idx,
+            "block": block, "nqb": nqb, "maxb": maxb}
+
+
+def block_sparse_attention(q, k, v, mask, mask_kind="none", window=256, prefix=0,
+                           doc_ids=None, softcap=0.0, scale=None):
+    """q [B, Hq, S, D], k/v [B, Hkv, Skv, D] (Hq a multiple of Hkv: GQA/MQA),
+    `mask` from block_mask(). `mask_kind` must be the element-level rule the
+    block mask was built from (none, causal, sliding_window, prefix_lm,
+    document); returns (out [B, Hq, S, D], lse [B, Hq, S])."""
+    q, k, v = _f32(q, "q"), _f32(k, "k"), _f32(v, "v")
+    B, Hq, S, D = q.shape
+    Hkv, Skv = k.shape[1], k.shape[2]
+    if Hq % Hkv:
+        raise ValueError("query heads must be a multiple of key/value heads")
+    if doc_ids is None:
+        doc_ids = np.zeros((B, max(S, Skv)), np.int32)
+    doc_ids = _i32(doc_ids)
+    out = np.empty_like(q)
+    lse = np.empty((B, Hq, S), np.float32)
+    kern = kernel("block_sparse_attention", head_dim=D, block=mask["block"], mask=mask_kind,
+                  window=window, prefix=prefix, gqa_group=Hq // Hkv, softcap=softcap)
+    arrays = [_i32(mask[n]) for n in ("kv_num", "kv_idx", "full_num", "full_idx")]
+    kern.launch([_ptr(q), _ptr(k), _ptr(v), _ptr(out), _ptr(lse)] + [_ptr(a) for a in arrays] +
+                [_ptr(doc_ids), B, Hq, S, Skv, mask["nqb"], mask["maxb"],
+                 float(scale if scale is not None else 1.0 / np.sqrt(D))],
+                [mask["nqb"], B * Hq])
+    return out, lse
+
+
+# ---------------------------------------------------------------------------
+# DeepSeek sparse attention
+# ---------------------------------------------------------------------------
+
+
+def dsa_indexer(q, w, k, q_offset=0, causal=True, block_t=16, block_s=64):
+    """I[t, s] = sum_j w[t, j] * relu(q[t, j] . k[s]); -inf for s > q_offset + t."""
+    q, w, k = _f32(q, "q"), _f32(w, "w"), _f32(k, "k")
+    T, H, D = q.shape
+    S = k.shape[0]
+    out = np.empty((T, S), np.float32)
+    kernel("dsa_indexer", index_heads=H, index_dim=D, causal=int(causal), block_t=block_t,
+           block_s=block_s).launch([_ptr(q), _ptr(w), _ptr(k), _ptr(out), T, S, q_offset],
+                                   [_cdiv(T, block_t), _cdiv(S, block_s)])
+    return out
+
+
+def dsa_topk(scores, k, block=256):
+    """Indices of the k largest finite scores per row (ascending index order;
+    ties to the lower index; -1 padding)."""
+    scores = _f32(scores, "scores")
+    T, S = scores.shape
+    out = np.empty((T, k), np.int32)
+    kernel("dsa_topk", k=k, block=block).launch([_ptr(scores), _ptr(out), T, S], [T])
+    return out
+
+
+def dsa_sparse_attention(q, kv, indices, d_v, scale=None, heads_block=16, block_k=64):
+    """q [Sq, Hq, Dqk], kv [Skv, Dqk] (values: first d_v columns), indices
+    [Sq, topk] (-1 skipped) -> (out [Sq, Hq, d_v], lse [Sq, Hq])."""
+    q, kv, indices = _f32(q, "q"), _f32(kv, "kv"), _i32(indices)
+    Sq, Hq, Dqk = q.shape
+    Skv = kv.shape[0]
+    topk = indices.shape[1]
+    out = np.empty((Sq, Hq, d_v), np.float32)
+    lse = np.empty((Sq, Hq), np.float32)
+    kernel("dsa_sparse_attention", d_qk=Dqk, d_v=d_v, heads_block=heads_block,
+           block_k=block_k).launch(
+        [_ptr(q), _ptr(kv), _ptr(indices), _ptr(out), _ptr(lse), Sq, Hq, Skv, topk,
+         float(scale if scale is not None else 1.0 / np.sqrt(Dqk))],
+        [Sq, _cdiv(Hq, heads_block)])
+    return out, lse
+
+
+# ---------------------------------------------------------------------------
+# Vision convolutions
+# ---------------------------------------------------------------------------
+
+
+def _triple(v):
+    return tuple(v) if isinstance(v, (tuple, list)) else (v, v, v)
+
+
+def conv(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1,
+         block_m=64, block_n=64, block_c=32):
+    """N-D convolution, channels last: x [N, T, H, W, C], w [KT, KH, KW, C/groups,
+    OC] -> [N, OT, OH, OW, OC] (f32)."""
+    x, w = _f32(x, "x"), _f32(w, "w")
+    N, T, H, W, C = x.shape
+    KT, KH, KW, Cg, OC = w.shape
+    if Cg * groups != C or OC % groups:
+        raise ValueError("conv: channels must divide into groups (w is [KT, KH, KW, C/groups, OC])")
+    st, sh, sw = _triple(stride)
+    pt, ph, pw = _triple(padding)
+    dt, dh, dw = _triple(dilation)
+    OT = (T + 2 * pt - dt * (KT - 1) - 1) // st + 1
+    OH = (H + 2 * ph - dh * (KH - 1) - 1) // sh + 1
+    OW = (W + 2 * pw - dw * (KW - 1) - 1) // sw + 1
+    if min(OT, OH, OW) <= 0:
+        raise ValueError("conv: the output would be empty")
+    has_bias = bias is not None
+    b = _f32(bias, "bias") if has_bias else np.zeros(OC, np.float32)
+    out = np.empty((N, OT, OH, OW, OC), np.float32)
+    M = N * OT * OH * OW
+    kernel("conv", kt=KT, kh=KH, kw=KW, st=st, sh=sh, sw=sw, pt=pt, ph=ph, pw=pw, dt=dt, dh=dh,
+           dw=dw, groups=groups, bias=int(has_bias), block_m=block_m, block_n=block_n,
+           block_c=block_c).launch(
+        [_ptr(x), _ptr(w), _ptr(b), _ptr(out), N, T, H, W, C, OC, OT, OH, OW],
+        [_cdiv(M, block_m), groups * _cdiv(OC // groups, block_n)])
+    return out
+
+
+def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, **blocks):
+    """NHWC conv2d: x [N, H, W, C], w [KH, KW, C/groups, OC] -> [N, OH, OW, OC]."""
+    s = stride if isinstance(stride, (tuple, list)) else (stride, stride)
+    p = padding if isinstance(padding, (tuple, list)) else (padding, padding)
+    d = dilation if isinstance(dilation, (tuple, list)) else (dilation, dilation)
+    out = conv(np.asarray(x)[:, None], np.asarray(w)[None], bias, (1,) + tuple(s),
+               (0,) + tuple(p), (1,) + tuple(d), groups, **blocks)
+    return out[:, 0]
+
+
+def patch_embed(x, w, bias=None, patch=16, temporal_patch=1, **blocks):
+    """Patch embedding: a convolution with kernel = stride = patch (and a
+    temporal patch for video, Qwen2-VL-style). x [N, T, H, W, C], w
+    [temporal_patch, patch, patch, C, OC] -> [N, T/tp, H/p, W/p, OC]."""
+    return conv(x, w, bias, (temporal_patch, patch, patch), 0, 1, 1, **blocks)
+
+
+def depthwise_conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, block_m=32, block_c=64):
+    """x [N, H, W, C], w [KH, KW, C] -> [N, OH, OW, C]."""
+    x, w = _f32(x, "x"), _f32(w, "w")
+    N, H, W, C = x.shape
+    KH, KW, _ = w.shape
+    sh, sw = stride if isinstance(stride, (tuple, list)) else (stride, stride)
+    ph, pw = padding if isinstance(padding, (tuple, list)) else (padding, padding)
+    dh, dw = dilation if isinstance(dilation, (tuple, list)) else (dilation, dilation)
+    OH = (H + 2 * ph - dh * (KH - 1) - 1) // sh + 1
+    OW = (W + 2 * pw - dw * (KW - 1) - 1) // sw + 1
+    has_bias = bias is not None
+    b = _f32(bias, "bias") if has_bias else np.zeros(C, np.float32)
+    out = np.empty((N, OH, OW, C), np.float32)
+    kernel("depthwise_conv2d", kh=KH, kw=KW, sh=sh, sw=sw, ph=ph, pw=pw, dh=dh, dw=dw,
+           bias=int(has_bias), block_m=block_m, block_c=block_c).launch(
+        [_ptr(x), _ptr(w), _ptr(b), _ptr(out), N, H, W, C, OH, OW],
+        [_cdiv(N * OH * OW, block_m), _cdiv(C, block_c)])
+    return out

@@ -1,0 +1,139 @@
+"""kiln.ops from Python, against numpy float64 references (the C++ tests in
+test/e2e/OpsTest.cpp cover more configurations)."""
+import numpy as np
+import pytest
+
+import kiln
+from conftest import assert_close
+
+
+def test_list_ops():
+    names = [n for n, _, _ in kiln.ops.list_ops()]
+    for n in ("embedding", "paged_kv_gather", "moe_permute", "moe_unpermute",
+              "block_sparse_attention", "dsa_indexer", "dsa_topk", "dsa_sparse_attention",
+              "conv", "depthwise_conv2d"):
+        assert n in names
+
+
+def test_embedding(rng):
+    w = rng.standard_normal((500, 70)).astype(np.float32)
+    ids = rng.integers(0, 500, 33)
+    assert_close(kiln.ops.embedding(w, ids), w[ids].astype(np.float64), 0, 0)
+    with pytest.raises(IndexError, match="2 id"):
+        kiln.ops.embedding(w, np.array([1, -1, 500, 4]))
+
+
+def test_paged_kv(rng):
+    cache = rng.standard_normal((12, 16, 4, 8)).astype(np.float32)
+    table = rng.permutation(12)[:9].reshape(3, 3).astype(np.int32)
+    lens = np.array([5, 40, 0], np.int32)
+    out = kiln.ops.paged_kv_gather(cache, table, lens)
+    ref = np.zeros((3, 40, 4, 8))
+    for b in range(3):
+        for t in range(lens[b]):
+            ref[b, t] = cache[table[b, t // 16], t % 16]
+    assert_close(out, ref, 0, 0)
+
+
+def test_moe_roundtrip(rng):
+    x = rng.standard_normal((37, 50)).astype(np.float32)
+    topk = rng.integers(0, 5, (37, 2))
+    w = rng.random((37, 2)).astype(np.float32)
+    src, slots, offsets = kiln.ops.moe_route(topk, 5)
+    assert offsets[-1] == 74
+    y = kiln.ops.moe_permute(x, src)
+    assert_close(y, x[src].astype(np.float64), 0, 0)
+    out = kiln.ops.moe_unpermute(y * 2, slots, w)
+    assert_close(out, 2 * (w.sum(1, keepdims=True) * x.astype(np.float64)), 1e-5, 1e-5)
+
+
+def dense_reference(q, k, v, visible, scale):
+    B, Hq, S, D = q.shape
+    g = Hq // k.shape[1]
+    out = np.zeros(q.shape)
+    lse = np.full((B, Hq, S), -np.inf)
+    for b in range(B):
+        for h in range(Hq):
+            s = q[b, h].astype(np.float64) @ k[b, h // g].T.astype(np.float64) * scale
+            vis = visible(b, h, np.arange(S)[:, None], np.arange(k.shape[2])[None, :])
+            s = np.where(vis, s, -np.inf)
+            for i in range(S):
+                if not np.isfinite(s[i]).any():
+                    continue
+                m = s[i].max()
+                p = np.exp(s[i] - m)
+                out[b, h, i] = p @ v[b, h // g] / p.sum()
+                lse[b, h, i] = m + np.log(p.sum())
+    return out, lse
+
+
+@pytest.mark.parametrize("kind", ["causal", "sliding_window", "prefix_lm"])
+def test_block_sparse_attention_from_a_mask_mod(rng, kind):
+    B, Hq, Hkv, S, D = 1, 4, 1, 130, 64
+    q = rng.standard_normal((B, Hq, S, D)).astype(np.float32)
+    k = rng.standard_normal((B, Hkv, S, D)).astype(np.float32)
+    v = rng.standard_normal((B, Hkv, S, D)).astype(np.float32)
+    mods = {"causal": lambda b, h, qi, ki: ki <= qi,
+            "sliding_window": lambda b, h, qi, ki: (ki <= qi) & (qi - ki < 50),
+            "prefix_lm": lambda b, h, qi, ki: (ki < 20) | (ki <= qi)}
+    mask = kiln.ops.block_mask(mods[kind], B, Hq, S, S)
+    out, lse = kiln.ops.block_sparse_attention(q, k, v, mask, kind, window=50, prefix=20)
+    ro, rl = dense_reference(q, k, v, mods[kind], 1 / np.sqrt(D))
+    assert_close(out, ro, 2e-4, 2e-5)
+    assert_close(lse, rl, 2e-5, 2e-5)
+
+
+def test_dsa_pipeline(rng):
+    T, S, H, Di = 20, 90, 4, 32
+    q = rng.standard_normal((T, H, Di)).astype(np.float32)
+    w = rng.standard_normal((T, H)).astype(np.float32)
+    keys = rng.standard_normal((S, Di)).astype(np.float32)
+    I = kiln.ops.dsa_indexer(q, w, keys, q_offset=60)
+    ref = np.einsum("th,tsh->ts", w.astype(np.float64),
+                    np.maximum(np.einsum("thd,sd->tsh", q.astype(np.float64), keys), 0))
+    ref = np.where(np.arange(S)[None, :] <= 60 + np.arange(T)[:, None], ref, -np.inf)
+    assert_close(I, ref, 1e-5, 1e-5)
+    idx = kiln.ops.dsa_topk(I, 70)
+    for t in range(T):
+        valid = np.flatnonzero(np.isfinite(ref[t]))
+        top = valid[np.argsort(-ref[t][valid], kind="stable")[:70]]
+        want = np.sort(top).tolist() + [-1] * (70 - len(top))
+        assert idx[t].tolist() == want
+    Sq, Hq, Dqk, Dv = 3, 16, 64, 48
+    qq = rng.standard_normal((Sq, Hq, Dqk)).astype(np.float32)
+    kv = rng.standard_normal((S, Dqk)).astype(np.float32)
+    out, lse = kiln.ops.dsa_sparse_attention(qq, kv, idx[:Sq], Dv)
+    for t in range(Sq):
+        sel = idx[t][idx[t] >= 0]
+        s = qq[t].astype(np.float64) @ kv[sel].T / np.sqrt(Dqk)
+        p = np.exp(s - s.max(1, keepdims=True))
+        assert_close(out[t], p @ kv[sel, :Dv] / p.sum(1, keepdims=True), 1e-4, 1e-5)
+
+
+def test_conv2d_and_depthwise(rng):
+    x = rng.standard_normal((2, 11, 9, 4)).astype(np.float32)
+    w = rng.standard_normal((3, 3, 4, 6)).astype(np.float32)
+    b = rng.standard_normal(6).astype(np.float32)
+    out = kiln.ops.conv2d(x, w, b, stride=2, padding=1)
+    xp = np.pad(x.astype(np.float64), ((0, 0), (1, 1), (1, 1), (0, 0)))
+    OH, OW = (11 + 2 - 3) // 2 + 1, (9 + 2 - 3) // 2 + 1
+    ref = np.zeros((2, OH, OW, 6)) + b
+    for ky in range(3):
+        for kx in range(3):
+            ref += xp[:, ky:ky + 2 * OH:2, kx:kx + 2 * OW:2] @ w[ky, kx]
+    assert_close(out, ref, 1e-4, 1e-4)
+    dw = rng.standard_normal((7, 7, 4)).astype(np.float32)
+    out = kiln.ops.depthwise_conv2d(x, dw, None, padding=3)
+    xp = np.pad(x.astype(np.float64), ((0, 0), (3, 3), (3, 3), (0, 0)))
+    ref = sum(xp[:, ky:ky + 11, kx:kx + 9] * dw[ky, kx] for ky in range(7) for kx in range(7))
+    assert_close(out, ref, 1e-5, 1e-5)
+
+
+def test_patch_embed(rng):
+    x = rng.standard_normal((1, 2, 32, 48, 3)).astype(np.float32)
+    w = rng.standard_normal((2, 16, 16, 3, 8)).astype(np.float32)
+    out = kiln.ops.patch_embed(x, w, patch=16, temporal_patch=2)
+    assert out.shape == (1, 1, 2, 3, 8)
+    patches = x.reshape(1, 1, 2, 2, 16, 3, 16, 3).transpose(0, 1, 3, 5, 2, 4, 6, 7)
+    ref = patches.reshape(1, 1, 2, 3, -1).astype(np.float64) @ w.reshape(-1, 8)
+    assert_close(out, ref, 1e-4, 1e-4)
