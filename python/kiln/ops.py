@@ -316,6 +316,16 @@ def patch_embed(x, w, bias=None, patch=16, temporal_patch=1, **blocks):
     """Patch embedding: a convolution with kernel = stride = patch (and a
     temporal patch for video, Qwen2-VL-style). x [N, T, H, W, C], w
     [temporal_patch, patch, patch, C, OC] -> [N, T/tp, H/p, W/p, OC]."""
+    x = np.asarray(x)
+    N, T, H, W, C = x.shape
+    if W % patch == 0 and T % temporal_patch == 0 and H % patch == 0:
+        # Each patch row (patch pixels x C channels) is contiguous: run a
+        # (tp, patch, 1) convolution over "wide pixels" of patch*C channels.
+        xw = np.ascontiguousarray(x, dtype=np.float32).reshape(N, T, H, W // patch, patch * C)
+        ww = np.ascontiguousarray(w, dtype=np.float32).reshape(
+            temporal_patch, patch, 1, patch * C, -1)
+        blocks.setdefault("block_c", 16)
+        return conv(xw, ww, bias, (temporal_patch, patch, 1), 0, 1, 1, **blocks)
     return conv(x, w, bias, (temporal_patch, patch, patch), 0, 1, 1, **blocks)
 
 

@@ -1,0 +1,428 @@
+//===- kiln-ops-bench.cpp - Benchmarks of the operator library -------------===//
+//
+// Part of the Kiln project, under the Apache License v2.0 with LLVM Exceptions.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// Each operator's time and GFLOP/s or GB/s beside its closest peer, measured
+// in the same run (medians of interleaved rounds): memcpy of the same bytes
+// for the gathers, oneDNN convolution for the convolutions, attention built
+// from oneDNN matmuls for block-sparse attention (and its own dense run:
+// block-sparse attention at 10% block density should cost about 10% of it).
+//
+//   kiln-ops-bench [--json FILE] [--rounds N] [--threads N]
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/JIT/JIT.h"
+#include "kiln/Ops/Ops.h"
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+extern "C" void omp_set_num_threads(int);
+
+namespace {
+using Clock = std::chrono::steady_clock;
+int rounds = 5;
+
+struct Figure {
+  std::string name, unit, peer;
+  double value, ratio;
+};
+std::vector<Figure> figures;
+
+void record(const std::string &name, double value, const std::string &unit,
+            const std::string &peer = "", double ratio = 0) {
+  figures.push_back({name, unit, peer, value, ratio});
+  if (peer.empty())
+    std::printf("  %-46s %11.2f %s\n", name.c_str(), value, unit.c_str());
+  else
+    std::printf("  %-46s %11.2f %-8s %7.3fx %s\n", name.c_str(), value, unit.c_str(), ratio,
+                peer.c_str());
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+/// Median seconds of `f` and `g`, interleaved.
+std::pair<double, double> timePair(const std::function<void()> &f,
+                                   const std::function<void()> &g) {
+  f();
+  if (g)
+    g();
+  std::vector<double> a, b;
+  for (int r = 0; r < rounds; ++r) {
+    auto t0 = Clock::now();
+    f();
+    a.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    if (g) {
+      t0 = Clock::now();
+      g();
+      b.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+  }
+  return {median(a), g ? median(b) : 0.0};
+}
+
+std::vector<float> rnd(size_t n) {
+  static std::mt19937 rng(7);
+  std::uniform_real_distribution<float> d(-1, 1);
+  std::vector<float> v(n);
+  for (auto &x : v)
+    x = d(rng);
+  return v;
+}
+
+kiln::JIT *jit;
+std::shared_ptr<kiln::Kernel> op(const std::string &name,
+                                 const std::map<std::string, std::string> &cfg = {}) {
+  auto src = kiln::ops::buildOpSource(name, cfg);
+  if (!src) {
+    std::fprintf(stderr, "%s\n", llvm::toString(src.takeError()).c_str());
+    std::exit(1);
+  }
+  return llvm::cantFail(jit->compile(*src, "op:" + name));
+}
+void launch(const kiln::Kernel &k, std::initializer_list<kiln_arg> args,
+            std::initializer_list<int64_t> grid) {
+  llvm::cantFail(jit->launch(k, args, grid));
+}
+int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// ---- oneDNN peers ------------------------------------------------------------------
+
+dnnl::engine &engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+dnnl::stream &stream() {
+  static dnnl::stream s(engine());
+  return s;
+}
+
+struct DnnlConv {
+  dnnl::convolution_forward prim;
+  dnnl::memory src, wei, bias, dst;
+  // NHWC src/dst, HWIO (or depthwise HW1C) user weights reordered once.
+  DnnlConv(int64_t N, int64_t H, int64_t W, int64_t C, int64_t OC, int64_t K, int64_t stride,
+           int64_t pad, int64_t groups, float *x, float *w, float *b, float *y) {
+    using tag = dnnl::memory::format_tag;
+    using dt = dnnl::memory::data_type;
+    int64_t OH = (H + 2 * pad - K) / stride + 1, OW = (W + 2 * pad - K) / stride + 1;
+    dnnl::memory::desc src_md({N, C, H, W}, dt::f32, tag::nhwc);
+    dnnl::memory::desc dst_md({N, OC, OH, OW}, dt::f32, tag::nhwc);
+    dnnl::memory::desc bias_md({OC}, dt::f32, tag::a);
+    dnnl::memory::dims wdims = groups == 1 ? dnnl::memory::dims{OC, C, K, K}
+                                           : dnnl::memory::dims{groups, OC / groups, C / groups, K, K};
+    dnnl::memory::desc wei_any(wdims, dt::f32, tag::any);
+    dnnl::memory::desc wei_user(wdims, dt::f32, groups == 1 ? tag::hwio : tag::hwigo);
+    auto d = dnnl::convolution_forward::desc(
+        dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_md, wei_any,
+        bias_md, dst_md, {stride, stride}, {pad, pad}, {pad, pad});
+    auto pd = dnnl::convolution_forward::primitive_desc(d, engine());
+    prim = dnnl::convolution_forward(pd);
+    src = dnnl::memory(src_md, engine(), x);
+    dst = dnnl::memory(dst_md, engine(), y);
+    bias = dnnl::memory(bias_md, engine(), b);
+    dnnl::memory user(wei_user, engine(), w);
+    wei = dnnl::memory(pd.weights_desc(), engine());
+    dnnl::reorder(user, wei).execute(stream(), user, wei);
+    stream().wait();
+  }
+  void run() {
+    prim.execute(stream(), {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_BIAS, bias},
+                            {DNNL_ARG_DST, dst}});
+    stream().wait();
+  }
+};
+
+/// Dense attention from oneDNN matmuls: S = QK^T (scaled), row softmax in C++,
+/// O = PV; per head.
+struct DnnlAttention {
+  dnnl::matmul qk, pv;
+  int64_t H, S, D;
+  float *q, *k, *v, *o;
+  std::vector<float> s;
+  DnnlAttention(int64_t H, int64_t S, int64_t D, float *q, float *k, float *v, float *o)
+      : H(H), S(S), D(D), q(q), k(k), v(v), o(o), s(S * S) {
+    using tag = dnnl::memory::format_tag;
+    using dt = dnnl::memory::data_type;
+    dnnl::memory::desc qd({S, D}, dt::f32, tag::ab), kt({D, S}, dt::f32, tag::ba),
+        sd({S, S}, dt::f32, tag::ab), vd({S, D}, dt::f32, tag::ab), od({S, D}, dt::f32, tag::ab);
+    qk = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(qd, kt, sd), engine()));
+    pv = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(sd, vd, od), engine()));
+  }
+  void run() {
+    using tag = dnnl::memory::format_tag;
+    using dt = dnnl::memory::data_type;
+    float scale = 1.0f / std::sqrt(float(D));
+    for (int64_t h = 0; h < H; ++h) {
+      dnnl::memory Q({{S, D}, dt::f32, tag::ab}, engine(), q + h * S * D);
+      dnnl::memory K({{D, S}, dt::f32, tag::ba}, engine(), k + h * S * D);
+      dnnl::memory Sm({{S, S}, dt::f32, tag::ab}, engine(), s.data());
+      dnnl::memory V({{S, D}, dt::f32, tag::ab}, engine(), v + h * S * D);
+      dnnl::memory O({{S, D}, dt::f32, tag::ab}, engine(), o + h * S * D);
+      qk.execute(stream(), {{DNNL_ARG_SRC, Q}, {DNNL_ARG_WEIGHTS, K}, {DNNL_ARG_DST, Sm}});
+      stream().wait();
+      for (int64_t i = 0; i < S; ++i) {
+        float *row = s.data() + i * S, mx = -INFINITY, sum = 0;
+        for (int64_t j = 0; j < S; ++j)
+          mx = std::max(mx, row[j] * scale);
+        for (int64_t j = 0; j < S; ++j)
+          sum += (row[j] = std::exp(row[j] * scale - mx));
+        for (int64_t j = 0; j < S; ++j)
+          row[j] /= sum;
+      }
+      pv.execute(stream(), {{DNNL_ARG_SRC, Sm}, {DNNL_ARG_WEIGHTS, V}, {DNNL_ARG_DST, O}});
+      stream().wait();
+    }
+  }
+};
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::string jsonPath;
+  int threads = 1;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--json") && i + 1 < argc)
+      jsonPath = argv[++i];
+    else if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc)
+      rounds = std::max(1, std::atoi(argv[++i]));
+    else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc)
+      threads = std::max(1, std::atoi(argv[++i]));
+    else {
+      std::fprintf(stderr, "usage: kiln-ops-bench [--json FILE] [--rounds N] [--threads N]\n");
+      return 2;
+    }
+  }
+  kiln::JITOptions o;
+  o.numThreads = threads;
+  auto j = llvm::cantFail(kiln::JIT::create(o));
+  jit = j.get();
+  omp_set_num_threads(threads);
+  std::printf("Kiln operator benchmark (%d thread(s), %d rounds, medians; target %s)\n", threads,
+              rounds, jit->getTarget().name.c_str());
+
+  std::printf("\nIndex gathers (peer: memcpy of the same bytes)\n");
+  {
+    const int64_t vocab = 32000, dim = 1024, n = 8192;
+    auto w = rnd(vocab * dim);
+    std::vector<int32_t> ids(n), errors(1);
+    for (int64_t i = 0; i < n; ++i)
+      ids[i] = int32_t((i * 7919) % vocab);
+    std::vector<float> out(n * dim), copy(n * dim);
+    auto k = op("embedding");
+    auto [tk, tm] = timePair(
+        [&] {
+          launch(*k, {kiln::arg(w.data()), kiln::arg(ids.data()), kiln::arg(out.data()),
+                      kiln::arg(errors.data()), kiln::arg(n), kiln::arg(vocab), kiln::arg(dim)},
+                 {cdiv(n, 32), cdiv(dim, 128)});
+        },
+        [&] { std::memcpy(copy.data(), w.data() + 1000 * dim, n * dim * 4); });
+    double bytes = 2.0 * n * dim * 4;
+    record("embedding_8192x1024_kiln", bytes / tk / 1e9, "GB/s", "memcpy", tm / tk);
+  }
+  {
+    const int64_t bs = 16, width = 1024, batch = 8, maxLen = 2048, maxBlocks = maxLen / bs,
+                  numBlocks = batch * maxBlocks;
+    auto cache = rnd(numBlocks * bs * width);
+    std::vector<int32_t> table(batch * maxBlocks), lens(batch, int32_t(maxLen)), errors(1);
+    for (int64_t i = 0; i < batch * maxBlocks; ++i)
+      table[i] = int32_t((i * 37) % numBlocks);
+    std::vector<float> out(batch * maxLen * width), copy(out.size());
+    auto k = op("paged_kv_gather");
+    auto [tk, tm] = timePair(
+        [&] {
+          launch(*k, {kiln::arg(cache.data()), kiln::arg(table.data()), kiln::arg(lens.data()),
+                      kiln::arg(out.data()), kiln::arg(errors.data()), kiln::arg(batch),
+                      kiln::arg(maxBlocks), kiln::arg(numBlocks), kiln::arg(maxLen), kiln::arg(width)},
+                 {cdiv(maxLen, 32), cdiv(width, 128), batch});
+        },
+        [&] { std::memcpy(copy.data(), cache.data(), out.size() * 4); });
+    double bytes = 2.0 * out.size() * 4;
+    record("paged_kv_gather_8x2048x1024_kiln", bytes / tk / 1e9, "GB/s", "memcpy", tm / tk);
+  }
+  {
+    const int64_t T = 4096, K = 2, H = 1024, rows = T * K;
+    auto x = rnd(T * H);
+    std::vector<int32_t> src(rows), errors(1);
+    for (int64_t r = 0; r < rows; ++r)
+      src[r] = int32_t((r * 5) % T);
+    std::vector<float> y(rows * H), copy(rows * H);
+    auto k = op("moe_permute");
+    auto [tk, tm] = timePair(
+        [&] {
+          launch(*k, {kiln::arg(x.data()), kiln::arg(src.data()), kiln::arg(y.data()),
+                      kiln::arg(errors.data()), kiln::arg(rows), kiln::arg(T), kiln::arg(H)},
+                 {cdiv(rows, 32), cdiv(H, 128)});
+        },
+        [&] {
+          std::memcpy(copy.data(), x.data(), T * H * 4);
+          std::memcpy(copy.data() + T * H, x.data(), T * H * 4);
+        });
+    record("moe_permute_4096x2x1024_kiln", 2.0 * rows * H * 4 / tk / 1e9, "GB/s", "memcpy",
+           tm / tk);
+  }
+
+  std::printf("\nBlock-sparse attention (B=1, H=8, S=2048, D=64, causal-free)\n");
+  {
+    const int64_t H = 8, S = 2048, D = 64, BLK = 64;
+    auto q = rnd(H * S * D), kk = rnd(H * S * D), v = rnd(H * S * D);
+    std::vector<float> out(H * S * D), lse(H * S), out2(H * S * D);
+    std::vector<int32_t> doc(S);
+    auto k = op("block_sparse_attention");
+    auto run = [&](const kiln::ops::BlockMask &m) {
+      launch(*k, {kiln::arg(q.data()), kiln::arg(kk.data()), kiln::arg(v.data()),
+                  kiln::arg(out.data()), kiln::arg(lse.data()), kiln::arg(m.kvNum.data()),
+                  kiln::arg(m.kvIdx.data()), kiln::arg(m.fullNum.data()), kiln::arg(m.fullIdx.data()),
+                  kiln::arg(doc.data()), kiln::arg(int64_t(1)), kiln::arg(H), kiln::arg(S),
+                  kiln::arg(S), kiln::arg(m.numQBlocks), kiln::arg(m.maxBlocks),
+                  kiln::arg(1.0f / 8.0f)},
+             {m.numQBlocks, H});
+    };
+    auto dense = kiln::ops::makeBlockMask(H, S, S, BLK, [](int64_t, int64_t, int64_t) { return true; });
+    std::mt19937 rng(3);
+    std::vector<std::vector<bool>> pick(H * (S / BLK), std::vector<bool>(S / BLK));
+    for (auto &row : pick)
+      for (size_t i = 0; i < row.size(); ++i)
+        row[i] = (rng() % 10) == 0;
+    auto sparse = kiln::ops::makeBlockMask(H, S, S, BLK, [&](int64_t bh, int64_t qi, int64_t ki) {
+      return bool(pick[bh * (S / BLK) + qi / BLK][ki / BLK]);
+    });
+    int64_t visited = 0;
+    for (size_t i = 0; i < sparse.kvNum.size(); ++i)
+      visited += sparse.kvNum[i] + sparse.fullNum[i];
+    double density = double(visited) / double(H * (S / BLK) * (S / BLK));
+    DnnlAttention peer(H, S, D, q.data(), kk.data(), v.data(), out2.data());
+    auto [td, tp] = timePair([&] { run(dense); }, [&] { peer.run(); });
+    auto [ts, unused] = timePair([&] { run(sparse); }, nullptr);
+    (void)unused;
+    double flops = 4.0 * H * S * S * D;
+    record("attention_dense_kiln", flops / td / 1e9, "GFLOP/s", "oneDNN-matmul attention", tp / td);
+    record("attention_block_sparse_density", density * 100, "%");
+    record("attention_block_sparse_time_vs_dense", ts / td * 100, "%", "density", (ts / td) / density);
+  }
+
+  std::printf("\nDeepSeek sparse attention\n");
+  {
+    const int64_t T = 128, S = 4096, H = 64, Di = 128;
+    auto q = rnd(T * H * Di), w = rnd(T * H), kk = rnd(S * Di);
+    std::vector<float> scores(T * S);
+    auto k = op("dsa_indexer");
+    auto [t, u] = timePair([&] {
+      launch(*k, {kiln::arg(q.data()), kiln::arg(w.data()), kiln::arg(kk.data()),
+                  kiln::arg(scores.data()), kiln::arg(T), kiln::arg(S), kiln::arg(S - T)},
+             {cdiv(T, 16), cdiv(S, 64)});
+    }, nullptr);
+    (void)u;
+    record("dsa_indexer_128x4096_h64_d128", 2.0 * T * S * H * Di / t / 1e9, "GFLOP/s");
+    auto topk = op("dsa_topk", {{"k", "2048"}});
+    std::vector<int32_t> idx(T * 2048);
+    auto [t2, u2] = timePair([&] {
+      launch(*topk, {kiln::arg(scores.data()), kiln::arg(idx.data()), kiln::arg(T), kiln::arg(S)}, {T});
+    }, nullptr);
+    (void)u2;
+    record("dsa_topk_2048_of_4096_per_row", t2 / T * 1e6, "us/row");
+    const int64_t Hq = 16, Dqk = 576, Dv = 512;
+    auto qq = rnd(T * Hq * Dqk), kv = rnd(S * Dqk);
+    std::vector<float> out(T * Hq * Dv), lse(T * Hq);
+    auto sa = op("dsa_sparse_attention");
+    auto [t3, u3] = timePair([&] {
+      launch(*sa, {kiln::arg(qq.data()), kiln::arg(kv.data()), kiln::arg(idx.data()),
+                   kiln::arg(out.data()), kiln::arg(lse.data()), kiln::arg(T), kiln::arg(Hq),
+                   kiln::arg(S), kiln::arg(int64_t(2048)), kiln::arg(0.05f)},
+             {T, 1});
+    }, nullptr);
+    (void)u3;
+    record("dsa_sparse_attention_topk2048_h16_576_512", 2.0 * T * Hq * 2048 * (Dqk + Dv) / t3 / 1e9,
+           "GFLOP/s");
+  }
+
+  std::printf("\nVision convolutions (peer: oneDNN convolution, NHWC f32)\n");
+  struct ConvCase {
+    const char *name;
+    int64_t N, H, W, C, OC, K, stride, pad, groups;
+  };
+  for (const ConvCase &c : {ConvCase{"conv2d_3x3_56x56x64", 1, 56, 56, 64, 64, 3, 1, 1, 1},
+                            ConvCase{"patch_embed_vit_b16_224", 1, 224, 224, 3, 768, 16, 16, 0, 1},
+                            ConvCase{"depthwise_3x3_56x56x256", 1, 56, 56, 256, 256, 3, 1, 1, 256},
+                            ConvCase{"depthwise_7x7_28x28x512", 1, 28, 28, 512, 512, 7, 1, 3, 512}}) {
+    int64_t OH = (c.H + 2 * c.pad - c.K) / c.stride + 1, OW = (c.W + 2 * c.pad - c.K) / c.stride + 1;
+    auto x = rnd(c.N * c.H * c.W * c.C), bias = rnd(c.OC);
+    std::vector<float> y(c.N * OH * OW * c.OC), y2(y.size());
+    bool dw = c.groups == c.C;
+    auto w = rnd(c.K * c.K * (c.C / c.groups) * c.OC);
+    std::function<void()> kilnRun;
+    std::shared_ptr<kiln::Kernel> k;
+    std::string ks = std::to_string(c.K), ss = std::to_string(c.stride), ps = std::to_string(c.pad);
+    if (dw) {
+      k = op("depthwise_conv2d", {{"kh", ks}, {"kw", ks}, {"sh", ss}, {"sw", ss}, {"ph", ps}, {"pw", ps}});
+      kilnRun = [&] {
+        launch(*k, {kiln::arg(x.data()), kiln::arg(w.data()), kiln::arg(bias.data()), kiln::arg(y.data()),
+                    kiln::arg(c.N), kiln::arg(c.H), kiln::arg(c.W), kiln::arg(c.C), kiln::arg(OH), kiln::arg(OW)},
+               {cdiv(c.N * OH * OW, 32), cdiv(c.C, 64)});
+      };
+    } else if (c.K == c.stride && c.pad == 0 && c.W % c.K == 0) {
+      // A patch embedding: each patch row (K pixels x C channels) is
+      // contiguous, so it runs as a KHx1 convolution over "wide pixels" of
+      // K*C channels (the same bytes, viewed differently).
+      k = op("conv", {{"kh", ks}, {"kw", "1"}, {"sh", ss}, {"sw", "1"}, {"block_c", "16"}});
+      int64_t wideW = c.W / c.K, wideC = c.K * c.C;
+      kilnRun = [&, wideW, wideC] {
+        launch(*k, {kiln::arg(x.data()), kiln::arg(w.data()), kiln::arg(bias.data()), kiln::arg(y.data()),
+                    kiln::arg(c.N), kiln::arg(int64_t(1)), kiln::arg(c.H), kiln::arg(wideW), kiln::arg(wideC),
+                    kiln::arg(c.OC), kiln::arg(int64_t(1)), kiln::arg(OH), kiln::arg(OW)},
+               {cdiv(c.N * OH * OW, 64), cdiv(c.OC, 64)});
+      };
+    } else {
+      k = op("conv", {{"kh", ks}, {"kw", ks}, {"sh", ss}, {"sw", ss}, {"ph", ps}, {"pw", ps}});
+      kilnRun = [&] {
+        launch(*k, {kiln::arg(x.data()), kiln::arg(w.data()), kiln::arg(bias.data()), kiln::arg(y.data()),
+                    kiln::arg(c.N), kiln::arg(int64_t(1)), kiln::arg(c.H), kiln::arg(c.W), kiln::arg(c.C),
+                    kiln::arg(c.OC), kiln::arg(int64_t(1)), kiln::arg(OH), kiln::arg(OW)},
+               {cdiv(c.N * OH * OW, 64), cdiv(c.OC, 64)});
+      };
+    }
+    DnnlConv peer(c.N, c.H, c.W, c.C, c.OC, c.K, c.stride, c.pad, c.groups, x.data(), w.data(),
+                  bias.data(), y2.data());
+    auto [tk, tp] = timePair(kilnRun, [&] { peer.run(); });
+    double maxDiff = 0;
+    for (size_t i = 0; i < y.size(); ++i)
+      maxDiff = std::max(maxDiff, double(std::fabs(y[i] - y2[i])));
+    double flops = 2.0 * c.N * OH * OW * c.OC * c.K * c.K * (c.C / c.groups);
+    record(std::string(c.name) + "_kiln", flops / tk / 1e9, "GFLOP/s", "oneDNN", tp / tk);
+    if (maxDiff > 1e-2) {
+      std::fprintf(stderr, "%s: Kiln and oneDNN disagree (max |diff| %g)\n", c.name, maxDiff);
+      return 1;
+    }
+  }
+
+  if (!jsonPath.empty()) {
+    std::ofstream out(jsonPath);
+    out << "[\n";
+    for (size_t i = 0; i < figures.size(); ++i) {
+      const auto &f = figures[i];
+      out << "  {\"name\": \"" << f.name << "\", \"value\": " << f.value << ", \"unit\": \""
+          << f.unit << "\", \"peer\": \"" << f.peer << "\", \"ratio\": " << f.ratio << "}"
+          << (i + 1 < figures.size() ? "," : "") << "\n";
+    }
+    out << "]\n";
+  }
+  return 0;
+}
