@@ -6,6 +6,9 @@ BUILD_TYPE   ?= Release
 JOBS         ?= $(shell nproc)
 LLVM_PREFIX  := /usr/lib/llvm-$(LLVM_VERSION)
 CCACHE       := $(shell command -v ccache 2>/dev/null)
+# Lets ccache reuse objects between checkouts (absolute paths under the tree
+# are hashed relative to it).
+export CCACHE_BASEDIR := $(CURDIR)
 # The Python bindings and tests use a venv the build creates from Debian's
 # python3 (whose headers python3-dev provides), with PyPI packages from
 # python/requirements-dev.txt.
