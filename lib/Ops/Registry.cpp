@@ -54,7 +54,8 @@ llvm::Expected<Config>
 makeConfig(const OpInfo &op,
                       const std::map<std::string, std::string> &given) {
   Config c;
-  for (const auto &[k, v] : given) {
+  for (const auto &entry : given) {
+    const std::string &k = entry.first, &v = entry.second;
     auto it = llvm::find_if(op.params, [&](const Param &p) { return p.name == k; });
     if (it == op.params.end()) {
       std::string known;

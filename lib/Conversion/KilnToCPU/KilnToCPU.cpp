@@ -482,14 +482,16 @@ LogicalResult KernelLowering::lowerViewAccess(
 
   // Interior tiles (entirely inside the view, unit innermost stride) take a
   // plain vector copy without per-chunk bounds checks: the common case of a
-  // large problem, and the one that must be fast.
-  if (indices || width == 1) {
+  // large problem, and the one that must be fast. For a gather, "interior"
+  // concerns the dimensions after the first; each gathered row is still
+  // checked (once per vector chunk) and an invalid one reads padding.
+  if (width == 1 || gatherInner) {
     emitGeneral(b);
     return success();
   }
   Value interior = vi.unitStride;
-  for (int64_t d = 0; d < rank; ++d) {
-    Value off = offsets[d];
+  for (int64_t d = indices ? 1 : 0; d < rank; ++d) {
+    Value off = offsets[indices ? d - 1 : d];
     Value end = arith::AddIOp::create(
         b, off, arith::ConstantIndexOp::create(b, shape[d]));
     Value ge = arith::CmpIOp::create(b, arith::CmpIPredicate::sge, off, c0);
@@ -506,14 +508,34 @@ LogicalResult KernelLowering::lowerViewAccess(
                                        ValueRange idx) {
       SmallVector<Value> viewIdx;
       for (int64_t d = 0; d < rank; ++d)
-        viewIdx.push_back(arith::AddIOp::create(ib, offsets[d], idx[d]));
+        viewIdx.push_back(viewIndex(ib, d, idx[d]));
       auto vt = VectorType::get({width}, elt);
+      if (!indices) {
+        if (isStore) {
+          Value v = loadElems(ib, tileBuf, idx, elt, width);
+          vector::StoreOp::create(ib, v, vi.unitMemref, viewIdx);
+        } else {
+          Value v = vector::LoadOp::create(ib, vt, vi.unitMemref, viewIdx);
+          storeElems(ib, v, tileBuf, idx, width);
+        }
+        return;
+      }
+      Value rowOk = inRange(ib, viewIdx[0], 0);
       if (isStore) {
         Value v = loadElems(ib, tileBuf, idx, elt, width);
-        vector::StoreOp::create(ib, v, vi.unitMemref, viewIdx);
+        auto rowIf = scf::IfOp::create(ib, TypeRange{}, rowOk, false);
+        OpBuilder rb = rowIf.getThenBodyBuilder();
+        vector::StoreOp::create(rb, op->getLoc(), v, vi.unitMemref, viewIdx);
       } else {
-        Value v = vector::LoadOp::create(ib, vt, vi.unitMemref, viewIdx);
-        storeElems(ib, v, tileBuf, idx, width);
+        auto rowIf = scf::IfOp::create(ib, TypeRange{vt}, rowOk, true);
+        OpBuilder rb = rowIf.getThenBodyBuilder();
+        Value l = vector::LoadOp::create(rb, op->getLoc(), vt, vi.unitMemref,
+                                         viewIdx);
+        scf::YieldOp::create(rb, op->getLoc(), l);
+        OpBuilder eb = rowIf.getElseBodyBuilder();
+        ImplicitLocOpBuilder eib(op->getLoc(), eb);
+        scf::YieldOp::create(eb, op->getLoc(), splatConstant(eib, padAttr, width));
+        storeElems(ib, rowIf.getResult(0), tileBuf, idx, width);
       }
     });
   }
@@ -658,12 +680,12 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
       nv = cand;
       break;
     }
-  int64_t mr = 1;
-  for (int64_t cand : {6, 4, 3, 2, 1})
-    if (M % cand == 0 && cand * nv <= 24) {
-      mr = cand;
-      break;
-    }
+  // Rows per register block: as many as the registers hold (6 x 4 vectors =
+  // 24 accumulators + 4 rhs vectors + 1 broadcast <= 32 zmm); the M % mr
+  // remainder rows get a second, smaller static block.
+  int64_t mr = std::max<int64_t>(1, std::min<int64_t>(M, 24 / nv));
+  mr = std::min<int64_t>(mr, 6);
+  int64_t mMain = M - M % mr, mRem = M % mr;
   bool isFloat = isa<FloatType>(accElt);
   auto vt = VectorType::get({w}, accElt);
   auto extend = [&](ImplicitLocOpBuilder &ib, Value v, Type to) -> Value {
@@ -675,29 +697,25 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
   };
 
   Value c0 = arith::ConstantIndexOp::create(b, 0);
-  Value cM = arith::ConstantIndexOp::create(b, M);
   Value cN = arith::ConstantIndexOp::create(b, N);
   Value cK = arith::ConstantIndexOp::create(b, K);
   Value c1 = arith::ConstantIndexOp::create(b, 1);
-  Value cMR = arith::ConstantIndexOp::create(b, mr);
   Value cNB = arith::ConstantIndexOp::create(b, nv * w);
-  scf::ForOp::create(b, c0, cM, cMR, ValueRange{}, [&](OpBuilder &ob1,
-                                                       Location loc, Value i0,
-                                                       ValueRange) {
-    ImplicitLocOpBuilder b1(loc, ob1);
+  // One register block of `rowsHere` rows starting at row i0, over all of N.
+  auto emitRows = [&](ImplicitLocOpBuilder &b1, Value i0, int64_t rowsHere) {
     scf::ForOp::create(b1, c0, cN, cNB, ValueRange{}, [&](OpBuilder &ob2,
                                                           Location loc2,
                                                           Value j0,
                                                           ValueRange) {
       ImplicitLocOpBuilder b2(loc2, ob2);
       SmallVector<Value> rows, cols, init;
-      for (int64_t r = 0; r < mr; ++r)
+      for (int64_t r = 0; r < rowsHere; ++r)
         rows.push_back(arith::AddIOp::create(
             b2, i0, arith::ConstantIndexOp::create(b2, r)));
       for (int64_t v = 0; v < nv; ++v)
         cols.push_back(arith::AddIOp::create(
             b2, j0, arith::ConstantIndexOp::create(b2, v * w)));
-      for (int64_t r = 0; r < mr; ++r)
+      for (int64_t r = 0; r < rowsHere; ++r)
         for (int64_t v = 0; v < nv; ++v)
           init.push_back(loadElems(b2, out, ValueRange{rows[r], cols[v]},
                                    accElt, w));
@@ -711,7 +729,7 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
               bv.push_back(extend(b3, raw, vt));
             }
             SmallVector<Value> next;
-            for (int64_t r = 0; r < mr; ++r) {
+            for (int64_t r = 0; r < rowsHere; ++r) {
               Value s = loadElems(b3, *a, ValueRange{rows[r], k}, inElt, 1);
               s = extend(b3, s, accElt);
               Value av = vector::BroadcastOp::create(b3, vt, s);
@@ -727,14 +745,25 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
             }
             scf::YieldOp::create(b3, next);
           });
-      for (int64_t r = 0; r < mr; ++r)
+      for (int64_t r = 0; r < rowsHere; ++r)
         for (int64_t v = 0; v < nv; ++v)
           storeElems(b2, kLoop.getResult(r * nv + v), out,
                      ValueRange{rows[r], cols[v]}, w);
       scf::YieldOp::create(b2);
     });
-    scf::YieldOp::create(b1);
-  });
+  };
+  if (mMain > 0) {
+    Value cMain = arith::ConstantIndexOp::create(b, mMain);
+    Value cMR = arith::ConstantIndexOp::create(b, mr);
+    scf::ForOp::create(b, c0, cMain, cMR, ValueRange{},
+                       [&](OpBuilder &ob1, Location loc, Value i0, ValueRange) {
+                         ImplicitLocOpBuilder b1(loc, ob1);
+                         emitRows(b1, i0, mr);
+                         scf::YieldOp::create(b1);
+                       });
+  }
+  if (mRem > 0)
+    emitRows(b, arith::ConstantIndexOp::create(b, mMain), mRem);
   buffers[op.getResult()] = out;
   toErase.push_back(op);
   return success();
