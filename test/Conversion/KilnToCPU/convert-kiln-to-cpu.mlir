@@ -37,15 +37,18 @@ kiln.func @add(%x: !kiln.ptr<f32>, %y: !kiln.ptr<f32>, %n: index) {
 
 // -----
 
-// kiln.dot: a register-blocked micro-kernel (4 rows x 4 vectors of 16 here),
-// accumulators carried through the contraction loop in registers, computed in
-// place into the loop-carried accumulator (no copy at the yield).
+// kiln.dot: a register-blocked micro-kernel (6 rows x 4 vectors of 16, then a
+// 2-row remainder block for M = 32), accumulators carried through the
+// contraction loop in registers, computed in place into the loop-carried
+// accumulator (no copy at the yield).
 // CHECK-LABEL: func.func private @mm
 // CHECK: scf.for
-// CHECK: scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
+// CHECK: scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
 // CHECK-COUNT-4: vector.load
 // CHECK: vector.broadcast
 // CHECK-COUNT-4: vector.fma
+// The remainder: 2 rows x 4 vectors.
+// CHECK: iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
 kiln.func @mm(%a: !kiln.ptr<f32>, %n: index) {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
