@@ -17,6 +17,7 @@
 
 #include "OpDefs.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 
 #include <cmath>
@@ -142,16 +143,106 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
   return llvm::Error::success();
 }
 
+/// Checks that `fn` (a func.func of the fused functions) has the signature
+/// the kernel calls it with.
+static llvm::Error checkModSignature(Operation *op, llvm::StringRef what,
+                                     ArrayRef<Type> args, Type result) {
+  auto fn = dyn_cast<func::FuncOp>(op);
+  auto str = [](auto range) {
+    std::string s;
+    llvm::raw_string_ostream os(s);
+    llvm::interleaveComma(range, os);
+    return s;
+  };
+  if (!fn || fn.getArgumentTypes() != args || fn.getResultTypes().size() != 1 ||
+      fn.getResultTypes()[0] != result)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        what + " must take (" + str(args) + ") and return " + str(ArrayRef<Type>{result}) +
+            (fn ? ", got (" + str(fn.getArgumentTypes()) + ") -> (" +
+                      str(fn.getResultTypes()) + ")"
+                : std::string(", got no func.func")));
+  return llvm::Error::success();
+}
+
+/// The registered operator: built-in masks, soft-capping, and the mask_mod /
+/// score_mod functions of `c.mods` (from Python's @kiln.jit) inlined.
 static llvm::Error buildRegistered(ModuleOp module, const Config &c) {
+  MLIRContext *ctx = module.getContext();
+  int64_t BM = c.getInt("block");
+  Type i32 = IntegerType::get(ctx, 32), f32 = Float32Type::get(ctx),
+       i1 = IntegerType::get(ctx, 1);
+  Type qTy = RankedTensorType::get({BM, 1}, i32), kvTy = RankedTensorType::get({1, BM}, i32);
+  Type sTy = RankedTensorType::get({BM, BM}, f32), mTy = RankedTensorType::get({BM, BM}, i1);
+  MaskMod maskMod;
   ScoreMod scoreMod;
-  double cap = c.getFloat("softcap");
-  if (cap > 0)
-    scoreMod = [cap](KernelBuilder &k, Value s, Value, Value, Value, Value) {
-      // Gemma-style soft capping: cap * tanh(s / cap).
-      Value t = math::TanhOp::create(k.builder(), k.loc(), k.div(s, k.cF32(cap)));
-      return k.mul(t, k.cF32(cap));
+  if (Operation *fn = c.lookupMod("mask_mod")) {
+    if (auto e = checkModSignature(fn, "mask_mod", {i32, i32, qTy, kvTy}, mTy))
+      return e;
+    maskMod = [fn, i32](KernelBuilder &k, Value b, Value h, Value q, Value kv) {
+      auto r = inlineFunction(k, fn, {k.convert(b, i32), k.convert(h, i32), q, kv});
+      return llvm::cantFail(std::move(r))[0];
     };
-  return buildBlockSparseAttention(module, c, MaskMod(), scoreMod);
+  }
+  Operation *userScore = c.lookupMod("score_mod");
+  if (userScore)
+    if (auto e = checkModSignature(userScore, "score_mod", {sTy, i32, i32, qTy, kvTy}, sTy))
+      return e;
+  double cap = c.getFloat("softcap");
+  if (userScore || cap > 0)
+    scoreMod = [userScore, cap, i32](KernelBuilder &k, Value s, Value b, Value h, Value q,
+                                     Value kv) {
+      if (userScore)
+        s = llvm::cantFail(inlineFunction(
+            k, userScore, {s, k.convert(b, i32), k.convert(h, i32), q, kv}))[0];
+      if (cap > 0) {
+        // Gemma-style soft capping: cap * tanh(s / cap).
+        Value t = math::TanhOp::create(k.builder(), k.loc(), k.div(s, k.cF32(cap)));
+        s = k.mul(t, k.cF32(cap));
+      }
+      return s;
+    };
+  return buildBlockSparseAttention(module, c, maskMod, scoreMod);
+}
+
+/// Counts, per (batch x head, query block, key block), the (q, kv) pairs that
+/// are visible (inside both sequences and kept by mask_mod): the input of the
+/// host-side block-mask builder when mask_mod is device code.
+static llvm::Error buildBlockMaskCounts(ModuleOp module, const Config &c) {
+  MLIRContext *ctx = module.getContext();
+  int64_t BM = c.getInt("block");
+  Type i32 = IntegerType::get(ctx, 32), i64 = IntegerType::get(ctx, 64),
+       i1 = IntegerType::get(ctx, 1);
+  Type qTy = RankedTensorType::get({BM, 1}, i32), kvTy = RankedTensorType::get({1, BM}, i32);
+  Operation *fn = c.lookupMod("mask_mod");
+  if (fn)
+    if (auto e = checkModSignature(fn, "mask_mod", {i32, i32, qTy, kvTy},
+                                   RankedTensorType::get({BM, BM}, i1)))
+      return e;
+  KernelBuilder k(module, "block_mask_counts",
+                  {{"counts", kd::PtrType::get(ctx, i32)}, {"heads", i64},
+                   {"seq_q", i64}, {"seq_kv", i64}, {"nqb", i64}, {"nkb", i64}},
+                  3);
+  Value heads = k.arg("heads");
+  Value qb = k.pid(0), kb = k.pid(1), bh = k.pid(2);
+  Value b = k.div(bh, k.toIndex(heads)), h = k.rem(bh, k.toIndex(heads));
+  Value qIdx = k.expand(k.add(k.arange(BM), k.convert(k.mul(qb, k.cIndex(BM)), i32)), 1);
+  Value kvIdx = k.expand(k.add(k.arange(BM), k.convert(k.mul(kb, k.cIndex(BM)), i32)), 0);
+  Value vis = k.andI(k.broadcastTo(k.cmp(Cmp::LT, qIdx, k.convert(k.arg("seq_q"), i32)), {BM, BM}),
+                     k.broadcastTo(k.cmp(Cmp::LT, kvIdx, k.convert(k.arg("seq_kv"), i32)), {BM, BM}));
+  if (fn) {
+    auto r = inlineFunction(k, fn, {k.convert(b, i32), k.convert(h, i32), qIdx, kvIdx});
+    if (!r)
+      return r.takeError();
+    vis = k.andI(vis, (*r)[0]);
+  }
+  Value n = k.reduce(kd::ReduceKind::sum,
+                     k.reshape(k.select(vis, k.cI32(1), k.cI32(0)), {BM * BM}), 0);
+  Value counts = k.denseView(k.arg("counts"), {k.mul(k.numPrograms(2), k.cIndex(1)),
+                                               k.arg("nqb"), k.arg("nkb")});
+  k.store(k.splat(n, {1, 1, 1}), counts, {bh, qb, kb});
+  k.finish();
+  return llvm::Error::success();
 }
 
 void registerAttentionOps(std::vector<OpInfo> &ops) {
@@ -168,6 +259,11 @@ void registerAttentionOps(std::vector<OpInfo> &ops) {
         {"gqa_group", Param::Int, "1", "query heads per key/value head (GQA; MQA = heads)", {}},
         {"softcap", Param::Float, "0", "score_mod cap * tanh(s / cap) when > 0", {}}},
        buildRegistered});
+  ops.push_back({"block_mask_counts",
+                 "per (batch x head, query block, key block), how many (q, kv) pairs "
+                 "mask_mod keeps: builds a block mask from a device mask_mod",
+                 {{"block", Param::Int, "64", "block size", {}}},
+                 buildBlockMaskCounts});
 }
 
 } // namespace kiln::ops

@@ -10,7 +10,10 @@
 
 #include "kiln/Target/CPU/Compiler.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Parser/Parser.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/StringExtras.h"
@@ -30,6 +33,43 @@ double Config::getFloat(const std::string &name) const {
 }
 const std::string &Config::getString(const std::string &name) const {
   return values.at(name);
+}
+
+mlir::Operation *Config::lookupMod(llvm::StringRef name) const {
+  if (!mods)
+    return nullptr;
+  mlir::ModuleOp m = mods;
+  return mlir::SymbolTable::lookupSymbolIn(m.getOperation(), name);
+}
+
+llvm::Expected<llvm::SmallVector<mlir::Value>>
+inlineFunction(KernelBuilder &k, mlir::Operation *op, mlir::ValueRange args) {
+  auto fn = llvm::dyn_cast<mlir::func::FuncOp>(op);
+  if (!fn || fn.getBody().getBlocks().size() != 1)
+    return err("a fused function must be a func.func with one block");
+  if (fn.getNumArguments() != args.size())
+    return err("fused function '" + fn.getSymName() + "' takes " +
+               llvm::Twine(fn.getNumArguments()) + " arguments, the kernel passes " +
+               llvm::Twine(args.size()));
+  mlir::IRMapping map;
+  for (auto [a, v] : llvm::zip(fn.getArguments(), args)) {
+    if (a.getType() != v.getType()) {
+      std::string want, got;
+      llvm::raw_string_ostream(want) << v.getType();
+      llvm::raw_string_ostream(got) << a.getType();
+      return err("fused function '" + fn.getSymName() + "': argument #" +
+                 llvm::Twine(a.getArgNumber()) + " has type " + got +
+                 ", the kernel passes " + want);
+    }
+    map.map(a, v);
+  }
+  mlir::Block &body = fn.getBody().front();
+  for (mlir::Operation &o : body.without_terminator())
+    k.builder().clone(o, map);
+  llvm::SmallVector<mlir::Value> results;
+  for (mlir::Value r : body.getTerminator()->getOperands())
+    results.push_back(map.lookupOrDefault(r));
+  return results;
 }
 
 const std::vector<OpInfo> &registry() {
@@ -93,7 +133,8 @@ makeConfig(const OpInfo &op,
 
 llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
 buildOp(mlir::MLIRContext &context, llvm::StringRef name,
-                   const std::map<std::string, std::string> &given) {
+        const std::map<std::string, std::string> &given,
+        llvm::StringRef modsSource) {
   const OpInfo *op = lookup(name);
   if (!op) {
     std::string known;
@@ -109,15 +150,24 @@ buildOp(mlir::MLIRContext &context, llvm::StringRef name,
   ::kiln::registerDialects(registry);
   context.appendDialectRegistry(registry);
   context.loadAllAvailableDialects();
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      mlir::ModuleOp::create(mlir::UnknownLoc::get(&context));
-  if (auto e = op->build(*module, *config))
-    return std::move(e);
   std::string diag;
   mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
     diag += ::kiln::formatDiagnostic(d);
     return mlir::success();
   });
+  // User functions to fuse (built by the Python front end, or written by
+  // hand), parsed into their own module.
+  mlir::OwningOpRef<mlir::ModuleOp> mods;
+  if (!modsSource.empty()) {
+    mods = mlir::parseSourceString<mlir::ModuleOp>(modsSource, &context);
+    if (!mods)
+      return err("cannot parse the functions to fuse into '" + name + "':\n" + diag);
+    config->mods = *mods;
+  }
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::ModuleOp::create(mlir::UnknownLoc::get(&context));
+  if (auto e = op->build(*module, *config))
+    return std::move(e);
   if (mlir::failed(mlir::verify(*module)))
     return err("operator '" + name + "' built an invalid kernel:\n" + diag);
   return module;
@@ -125,9 +175,10 @@ buildOp(mlir::MLIRContext &context, llvm::StringRef name,
 
 llvm::Expected<std::string>
 buildOpSource(llvm::StringRef name,
-                         const std::map<std::string, std::string> &config) {
+              const std::map<std::string, std::string> &config,
+              llvm::StringRef modsSource) {
   mlir::MLIRContext context;
-  auto module = buildOp(context, name, config);
+  auto module = buildOp(context, name, config, modsSource);
   if (!module)
     return module.takeError();
   std::string s;

@@ -14,7 +14,7 @@ import numpy as np
 from . import _kiln
 from .jit import _get_jit
 
-__all__ = ["list_ops", "kernel", "embedding", "paged_kv_gather", "moe_route", "moe_permute",
+__all__ = ["list_ops", "kernel", "mod_source", "embedding", "paged_kv_gather", "moe_route", "moe_permute",
            "moe_unpermute", "block_mask", "block_sparse_attention", "dsa_indexer", "dsa_topk",
            "dsa_sparse_attention", "conv", "conv2d", "patch_embed", "depthwise_conv2d"]
 
@@ -27,13 +27,14 @@ def list_ops():
     return _kiln.list_ops()
 
 
-def kernel(name, **config):
-    """The compiled kernel of operator `name` with `config` (cached)."""
-    key = (name, tuple(sorted((k, str(v)) for k, v in config.items())))
+def kernel(name, mods="", **config):
+    """The compiled kernel of operator `name` with `config` (cached); `mods`
+    is IR of functions fused into it (see mod_source)."""
+    key = (name, mods, tuple(sorted((k, str(v)) for k, v in config.items())))
     with _lock:
         k = _kernels.get(key)
     if k is None:
-        src = _kiln.build_op_source(name, {k: str(v) for k, v in config.items()})
+        src = _kiln.build_op_source(name, {k: str(v) for k, v in config.items()}, mods)
         k = _get_jit().compile(src, f"op:{name}")
         with _lock:
             _kernels[key] = k
@@ -158,10 +159,74 @@ def moe_unpermute(y, slot_rows, weights, block_t=16, block_h=128):
 # ---------------------------------------------------------------------------
 
 
+def mod_source(block, mask_mod=None, score_mod=None):
+    """IR (one module) of the @kiln.jit functions to fuse, see _add_mod."""
+    b = _kiln.Builder()
+    if mask_mod is not None:
+        _add_mod(b, mask_mod, "mask_mod", block)
+    if score_mod is not None:
+        _add_mod(b, score_mod, "score_mod", block)
+    return b.text(True)
+
+
+def _add_mod(b, fn, kind, block):
+    """IR of a @kiln.jit mask_mod(b, h, q_idx, kv_idx) or
+    score_mod(score, b, h, q_idx, kv_idx), built by the front end as a
+    function the attention generator inlines into its kernel. q_idx is a
+    [block, 1] int32 tile, kv_idx [1, block], b and h int32 scalars, score a
+    [block, block] float32 tile; mask_mod returns booleans, score_mod scores."""
+    from . import language as kl
+    from .frontend import CodeGen, CompilationError, KilnError, Tile
+    from .jit import JITFunction
+    if not isinstance(fn, JITFunction):
+        raise TypeError(f"{kind} must be a @kiln.jit function")
+    params = list(fn.signature.parameters)
+    want = 4 if kind == "mask_mod" else 5
+    if len(params) != want:
+        raise TypeError(f"{kind} takes {want} parameters "
+                        f"({'b, h, q_idx, kv_idx' if want == 4 else 'score, b, h, q_idx, kv_idx'}),"
+                        f" {fn.__name__} has {len(params)}")
+    tree, first, source, filename = fn.parse()
+    cg = CodeGen(fn.fn, b, filename, first, source)
+    cg.in_helper = 1
+    i32 = b.scalar_type("i32")
+    f32 = b.scalar_type("f32")
+    specs = [("b", i32, kl.int32, ()), ("h", i32, kl.int32, ()),
+             ("q_idx", b.tile_type([block, 1], i32), kl.int32, (block, 1)),
+             ("kv_idx", b.tile_type([1, block], i32), kl.int32, (1, block))]
+    if kind == "score_mod":
+        specs.insert(0, ("score", b.tile_type([block, block], f32), kl.float32, (block, block)))
+    fdef = tree.body[0]
+    b.set_loc(filename, first + fdef.lineno - 1, fdef.col_offset + 1)
+    args = b.begin_function(kind, [s[1] for s in specs])
+    for name, v, spec in zip(params, args, specs):
+        cg.assign(name, Tile(v, spec[2], spec[3]))
+    cg.visit_stmts(fdef.body)
+    result = cg.returned
+    if not isinstance(result, (Tile, int, float, bool)):
+        raise CompilationError(f"{kind} {fn.__name__} must return a tile", filename,
+                               first + fdef.lineno - 1, 0)
+    try:
+        result = cg.to_tile(result)
+        if kind == "mask_mod":
+            result = cg.broadcast_to(cg.truth(result), (block, block))
+        else:
+            result = cg.broadcast_to(cg.cast(result, kl.float32), (block, block))
+    except KilnError as e:
+        raise CompilationError(f"{kind} {fn.__name__}: {e}", filename,
+                               first + fdef.lineno - 1, 0) from None
+    b.end_function([result.value])
+
+
 def block_mask(mask_mod, batch, heads, seq_q, seq_kv, block=64):
-    """FlexAttention-style block mask from ``mask_mod(b, h, q_idx, kv_idx)``
-    (numpy-vectorized; returns booleans). Returns a dict of the kernel's
-    kv_num/kv_idx (partial blocks) and full_num/full_idx (fully visible)."""
+    """FlexAttention-style block mask from ``mask_mod(b, h, q_idx, kv_idx)``:
+    a @kiln.jit function (evaluated by a kernel, the same code the attention
+    kernel fuses) or a numpy-vectorized Python function returning booleans.
+    Returns a dict of the kernel's kv_num/kv_idx (partial blocks) and
+    full_num/full_idx (fully visible)."""
+    from .jit import JITFunction
+    if isinstance(mask_mod, JITFunction):
+        return _block_mask_on_device(mask_mod, batch, heads, seq_q, seq_kv, block)
     nqb, nkb = _cdiv(seq_q, block), _cdiv(seq_kv, block)
     maxb = max(nkb, 1)
     kv_num = np.zeros((batch * heads, nqb), np.int32)
@@ -194,12 +259,41 @@ def block_mask(mask_mod, batch, heads, seq_q, seq_kv, block=64):
             "block": block, "nqb": nqb, "maxb": maxb}
 
 
+def _block_mask_on_device(mask_mod, batch, heads, seq_q, seq_kv, block):
+    nqb, nkb = _cdiv(seq_q, block), _cdiv(seq_kv, block)
+    counts = np.zeros((batch * heads, nqb, nkb), np.int32)
+    kernel("block_mask_counts", mods=mod_source(block, mask_mod=mask_mod), block=block).launch(
+        [_ptr(counts), heads, seq_q, seq_kv, nqb, nkb], [nqb, nkb, batch * heads])
+    qn = np.minimum(block, seq_q - np.arange(nqb) * block)
+    kn = np.minimum(block, seq_kv - np.arange(nkb) * block)
+    total = qn[:, None] * kn[None, :]
+    maxb = max(nkb, 1)
+    full = (counts == total[None]) & ((np.arange(nkb) + 1) * block <= seq_kv)[None, None, :]
+    partial = (counts > 0) & ~full
+    out = {"block": block, "nqb": nqb, "maxb": maxb}
+    for name, sel in (("kv", partial), ("full", full)):
+        num = sel.sum(axis=2).astype(np.int32)
+        idx = np.full((batch * heads, nqb, maxb), -1, np.int32)
+        rows, qbs, kbs = np.nonzero(sel)
+        pos = np.zeros_like(num)
+        for r, qb_, kb_ in zip(rows, qbs, kbs):
+            idx[r, qb_, pos[r, qb_]] = kb_
+            pos[r, qb_] += 1
+        out[f"{name}_num"] = num
+        out[f"{name}_idx"] = idx
+    return out
+
+
 def block_sparse_attention(q, k, v, mask, mask_kind="none", window=256, prefix=0,
-                           doc_ids=None, softcap=0.0, scale=None):
+                           doc_ids=None, softcap=0.0, scale=None, mask_mod=None,
+                           score_mod=None):
     """q [B, Hq, S, D], k/v [B, Hkv, Skv, D] (Hq a multiple of Hkv: GQA/MQA),
-    `mask` from block_mask(). `mask_kind` must be the element-level rule the
-    block mask was built from (none, causal, sliding_window, prefix_lm,
-    document); returns (out [B, Hq, S, D], lse [B, Hq, S])."""
+    `mask` from block_mask(). Inside partial blocks the kernel applies the
+    built-in `mask_kind` (none, causal, sliding_window, prefix_lm, document)
+    and/or a @kiln.jit `mask_mod(b, h, q_idx, kv_idx)`: they must be the rule
+    the block mask was built from. A @kiln.jit `score_mod(score, b, h, q_idx,
+    kv_idx)` rewrites scores (before soft-capping). Both are fused into the
+    kernel. Returns (out [B, Hq, S, D], lse [B, Hq, S])."""
     q, k, v = _f32(q, "q"), _f32(k, "k"), _f32(v, "v")
     B, Hq, S, D = q.shape
     Hkv, Skv = k.shape[1], k.shape[2]
@@ -210,8 +304,12 @@ def block_sparse_attention(q, k, v, mask, mask_kind="none", window=256, prefix=0
     doc_ids = _i32(doc_ids)
     out = np.empty_like(q)
     lse = np.empty((B, Hq, S), np.float32)
-    kern = kernel("block_sparse_attention", head_dim=D, block=mask["block"], mask=mask_kind,
-                  window=window, prefix=prefix, gqa_group=Hq // Hkv, softcap=softcap)
+    mods = ""
+    if mask_mod is not None or score_mod is not None:
+        mods = mod_source(mask["block"], mask_mod=mask_mod, score_mod=score_mod)
+    kern = kernel("block_sparse_attention", mods=mods, head_dim=D, block=mask["block"],
+                  mask=mask_kind, window=window, prefix=prefix, gqa_group=Hq // Hkv,
+                  softcap=softcap)
     arrays = [_i32(mask[n]) for n in ("kv_num", "kv_idx", "full_num", "full_idx")]
     kern.launch([_ptr(q), _ptr(k), _ptr(v), _ptr(out), _ptr(lse)] + [_ptr(a) for a in arrays] +
                 [_ptr(doc_ids), B, Hq, S, Skv, mask["nqb"], mask["maxb"],

@@ -20,6 +20,7 @@
 #include "kiln/Target/CPU/Compiler.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -117,6 +118,27 @@ public:
     kernel = fn;
     return std::vector<Value>(entry->args_begin(), entry->args_end());
   }
+  /// A func.func (a function to fuse into a library kernel, e.g. mask_mod);
+  /// its result types are set by endFunction.
+  std::vector<Value> beginFunction(const std::string &name,
+                                   const std::vector<Type> &args) {
+    auto fn = func::FuncOp::create(*b, loc, name, b->getFunctionType(args, {}));
+    Block *entry = fn.addEntryBlock();
+    b->setInsertionPointToStart(entry);
+    function = fn;
+    return std::vector<Value>(entry->args_begin(), entry->args_end());
+  }
+  void endFunction(const std::vector<Value> &results) {
+    func::ReturnOp::create(*b, loc, results);
+    SmallVector<Type> types;
+    for (Value v : results)
+      types.push_back(v.getType());
+    function.setFunctionType(b->getFunctionType(function.getArgumentTypes(), types));
+    b->setInsertionPointToEnd(module->getBody());
+    if (failed(verify(*module)))
+      throw IRError(takeDiagnostics("the function does not verify"));
+  }
+
   void endKernel() {
     kd::ReturnOp::create(*b, loc);
     b->setInsertionPointToEnd(module->getBody());
@@ -391,6 +413,7 @@ private:
   OwningOpRef<ModuleOp> module;
   std::unique_ptr<OpBuilder> b;
   kd::FuncOp kernel;
+  func::FuncOp function;
   std::vector<OpBuilder::InsertPoint> stack;
   std::vector<Operation *> regionOps;
 };
@@ -436,6 +459,8 @@ void bindCompiler(py::module &m) {
       .def("view_type", &PyBuilder::viewType)
       .def("begin_kernel", &PyBuilder::beginKernel)
       .def("end_kernel", &PyBuilder::endKernel)
+      .def("begin_function", &PyBuilder::beginFunction)
+      .def("end_function", &PyBuilder::endFunction)
       .def("text", &PyBuilder::text, py::arg("with_locations") = true)
       .def("abandon", &PyBuilder::abandon)
       .def("constant", &PyBuilder::constant)
@@ -604,14 +629,17 @@ void bindCompiler(py::module &m) {
 
   m.def(
       "build_op_source",
-      [](const std::string &name, const std::map<std::string, std::string> &config) {
-        auto src = ::kiln::ops::buildOpSource(name, config);
+      [](const std::string &name, const std::map<std::string, std::string> &config,
+         const std::string &mods) {
+        auto src = ::kiln::ops::buildOpSource(name, config, mods);
         if (!src)
           throw IRError(llvm::toString(src.takeError()));
         return *src;
       },
       py::arg("name"), py::arg("config") = std::map<std::string, std::string>(),
-      "The kiln IR of an operator of the library (see docs/ops.md).");
+      py::arg("mods") = "",
+      "The kiln IR of an operator of the library (see docs/ops.md); `mods` holds "
+      "functions to fuse into it (e.g. func.func @mask_mod).");
   m.def("list_ops", [] {
     py::list out;
     for (const auto &op : ::kiln::ops::registry()) {

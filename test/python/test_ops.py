@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import kiln
+import kiln.language as kl
 from conftest import assert_close
 
 
@@ -137,3 +138,62 @@ def test_patch_embed(rng):
     patches = x.reshape(1, 1, 2, 2, 16, 3, 16, 3).transpose(0, 1, 3, 5, 2, 4, 6, 7)
     ref = patches.reshape(1, 1, 2, 3, -1).astype(np.float64) @ w.reshape(-1, 8)
     assert_close(out, ref, 1e-4, 1e-4)
+
+
+@kiln.jit
+def dilated_causal(b, h, q_idx, kv_idx):
+    return (kv_idx <= q_idx) & (kv_idx % 2 == h % 2)
+
+
+@kiln.jit
+def alibi(score, b, h, q_idx, kv_idx):
+    return score - 0.05 * (h + 1) * (q_idx - kv_idx)
+
+
+def test_python_mask_mod_and_score_mod_are_fused(rng):
+    B, H, S, D = 2, 2, 150, 64
+    q = rng.standard_normal((B, H, S, D)).astype(np.float32)
+    k = rng.standard_normal((B, H, S, D)).astype(np.float32)
+    v = rng.standard_normal((B, H, S, D)).astype(np.float32)
+    np_mod = lambda b, h, qi, ki: (ki <= qi) & (ki % 2 == h % 2)
+    device = kiln.ops.block_mask(dilated_causal, B, H, S, S)
+    host = kiln.ops.block_mask(np_mod, B, H, S, S)
+    for key in ("kv_num", "kv_idx", "full_num", "full_idx"):
+        assert (device[key] == host[key]).all(), key
+    out, lse = kiln.ops.block_sparse_attention(q, k, v, device, mask_mod=dilated_causal,
+                                               score_mod=alibi)
+    scale = 1 / np.sqrt(D)
+    ro = np.zeros(q.shape)
+    rl = np.full((B, H, S), -np.inf)
+    for b in range(B):
+        for h in range(H):
+            qi, ki = np.arange(S)[:, None], np.arange(S)[None, :]
+            s = q[b, h].astype(np.float64) @ k[b, h].T.astype(np.float64) * scale
+            s = s - 0.05 * (h + 1) * (qi - ki)
+            s = np.where(np_mod(b, h, qi, ki), s, -np.inf)
+            for i in range(S):
+                if not np.isfinite(s[i]).any():
+                    continue  # a row that sees no key: out 0, lse -inf
+                m = s[i].max()
+                p = np.exp(s[i] - m)
+                ro[b, h, i] = p @ v[b, h] / p.sum()
+                rl[b, h, i] = m + np.log(p.sum())
+    assert_close(out, ro, 2e-4, 2e-5)
+    assert_close(lse, rl, 2e-5, 2e-5)
+
+
+@kiln.jit
+def wrong_arity(b, h, q_idx):
+    return q_idx > 0
+
+
+@kiln.jit
+def returns_pointer_math(b, h, q_idx, kv_idx):
+    return kl.dot(q_idx, kv_idx)  # error: dot needs
+
+
+def test_bad_mods_raise():
+    with pytest.raises(TypeError, match="takes 4 parameters"):
+        kiln.ops.block_mask(wrong_arity, 1, 1, 64, 64)
+    with pytest.raises(kiln.CompilationError):
+        kiln.ops.block_mask(returns_pointer_math, 1, 1, 64, 64)

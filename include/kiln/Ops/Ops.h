@@ -45,6 +45,11 @@ public:
   double getFloat(const std::string &name) const;
   const std::string &getString(const std::string &name) const;
   std::map<std::string, std::string> values;
+  /// User functions fused into the kernel (e.g. `func.func @mask_mod` and
+  /// `func.func @score_mod` for attention), or null. Not owned.
+  mlir::ModuleOp mods;
+  /// The function `name` of `mods`, or null.
+  mlir::Operation *lookupMod(llvm::StringRef name) const;
 };
 
 struct OpInfo {
@@ -67,12 +72,20 @@ llvm::Expected<Config> makeConfig(const OpInfo &op,
 /// Builds the operator's kernel into a new module (verified).
 llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
 buildOp(mlir::MLIRContext &context, llvm::StringRef name,
-        const std::map<std::string, std::string> &config);
+        const std::map<std::string, std::string> &config,
+        llvm::StringRef modsSource = "");
 
 /// The operator's kernel as kiln IR text (what the JIT compiles).
 llvm::Expected<std::string>
 buildOpSource(llvm::StringRef name,
-              const std::map<std::string, std::string> &config);
+              const std::map<std::string, std::string> &config,
+              llvm::StringRef modsSource = "");
+
+/// Inlines the single-block function `fn` (a func.func) at the builder's
+/// insertion point with `args`; returns what it returns.
+llvm::Expected<llvm::SmallVector<mlir::Value>>
+inlineFunction(KernelBuilder &builder, mlir::Operation *fn,
+               mlir::ValueRange args);
 
 // --- Hooks for user code fused into attention ----------------------------------
 
