@@ -49,7 +49,7 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
       {"doc_ids", P(i32)},    {"batch", i64},         {"heads", i64},
       {"seq_q", i64},         {"seq_kv", i64},        {"nqb", i64},
       {"maxb", i64},          {"scale", f32}};
-  KernelBuilder k(module, "block_sparse_attention", args, 2);
+  KernelBuilder k(module, "block_sparse_attention", args, 2, &c.statics);
   Value batch = k.arg("batch"), heads = k.arg("heads"), seqQ = k.arg("seq_q"),
         seqKV = k.arg("seq_kv"), nqb = k.arg("nqb"), maxb = k.arg("maxb");
   Value qb = k.pid(0), bh = k.pid(1);
@@ -222,7 +222,7 @@ static llvm::Error buildBlockMaskCounts(ModuleOp module, const Config &c) {
   KernelBuilder k(module, "block_mask_counts",
                   {{"counts", kd::PtrType::get(ctx, i32)}, {"heads", i64},
                    {"seq_q", i64}, {"seq_kv", i64}, {"nqb", i64}, {"nkb", i64}},
-                  3);
+                  3, &c.statics);
   Value heads = k.arg("heads");
   Value qb = k.pid(0), kb = k.pid(1), bh = k.pid(2);
   Value b = k.div(bh, k.toIndex(heads)), h = k.rem(bh, k.toIndex(heads));

@@ -56,7 +56,7 @@ static llvm::Error buildConv(ModuleOp module, const Config &c,
                    {"out", P(f32)}, {"n", i64}, {"t", i64}, {"h", i64},
                    {"w", i64}, {"c", i64}, {"oc", i64}, {"ot", i64},
                    {"oh", i64}, {"ow", i64}},
-                  2);
+                  2, &c.statics);
   Value N = k.arg("n"), T = k.arg("t"), H = k.arg("h"), W = k.arg("w"),
         C = k.arg("c"), OC = k.arg("oc"), OT = k.arg("ot"), OH = k.arg("oh"),
         OW = k.arg("ow");
@@ -143,7 +143,7 @@ static llvm::Error buildDepthwise(ModuleOp module, const Config &c) {
                   {{"input", P(f32)}, {"weight", P(f32)}, {"bias", P(f32)},
                    {"out", P(f32)}, {"n", i64}, {"h", i64}, {"w", i64},
                    {"c", i64}, {"oh", i64}, {"ow", i64}},
-                  2);
+                  2, &c.statics);
   Value N = k.arg("n"), H = k.arg("h"), W = k.arg("w"), C = k.arg("c"),
         OH = k.arg("oh"), OW = k.arg("ow");
   auto I = [&](Value v) { return k.convert(k.toIndex(v), i32); };

@@ -41,7 +41,7 @@ static llvm::Error buildIndexer(ModuleOp module, const Config &c) {
   KernelBuilder k(module, "dsa_indexer",
                   {{"q", P(f32)}, {"w", P(f32)}, {"k", P(f32)}, {"out", P(f32)},
                    {"tokens", i64}, {"keys", i64}, {"q_offset", i64}},
-                  2);
+                  2, &c.statics);
   Value T = k.arg("tokens"), S = k.arg("keys");
   Value t0 = k.mul(k.pid(0), k.cIndex(BT)), s0 = k.mul(k.pid(1), k.cIndex(BS));
   Value vq = k.denseView(k.arg("q"), {T, k.cIndex(H), k.cIndex(D)});
@@ -79,7 +79,7 @@ static llvm::Error buildTopK(ModuleOp module, const Config &c) {
   auto P = [&](Type t) { return kd::PtrType::get(ctx, t); };
   KernelBuilder k(module, "dsa_topk",
                   {{"scores", P(f32)}, {"out", P(i32)}, {"tokens", i64}, {"keys", i64}},
-                  1);
+                  1, &c.statics);
   OpBuilder &b = k.builder();
   Value T = k.arg("tokens"), S = k.arg("keys");
   Value t = k.pid(0);
@@ -177,7 +177,7 @@ static llvm::Error buildSparseAttention(ModuleOp module, const Config &c) {
                    {"out", P(f32)}, {"lse", P(f32)},
                    {"sq", i64}, {"hq", i64}, {"skv", i64}, {"topk", i64},
                    {"scale", f32}},
-                  2);
+                  2, &c.statics);
   Value Sq = k.arg("sq"), Hq = k.arg("hq"), Skv = k.arg("skv"), topk = k.arg("topk");
   Value t = k.pid(0), h0 = k.mul(k.pid(1), k.cIndex(HB));
   Value vq = k.denseView(k.arg("q"), {Sq, Hq, k.cIndex(DQK)});

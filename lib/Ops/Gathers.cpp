@@ -56,7 +56,7 @@ static llvm::Error buildEmbedding(ModuleOp module, const Config &c) {
                    {"out", kd::PtrType::get(ctx, t)},
                    {"errors", kd::PtrType::get(ctx, i32)},
                    {"n", i64}, {"vocab", i64}, {"dim", i64}},
-                  2);
+                  2, &c.statics);
   Value n = k.arg("n"), vocab = k.arg("vocab"), dim = k.arg("dim");
   Value r0 = k.mul(k.pid(0), k.cIndex(bn));
   Value c0 = k.mul(k.pid(1), k.cIndex(bd));
@@ -101,7 +101,7 @@ static llvm::Error buildPagedKV(ModuleOp module, const Config &c) {
                    {"errors", kd::PtrType::get(ctx, i32)},
                    {"batch", i64}, {"max_blocks", i64}, {"num_blocks", i64},
                    {"max_len", i64}, {"width", i64}},
-                  3);
+                  3, &c.statics);
   Value batch = k.arg("batch"), maxBlocks = k.arg("max_blocks"),
         numBlocks = k.arg("num_blocks"), maxLen = k.arg("max_len"),
         width = k.arg("width");
@@ -153,7 +153,7 @@ static llvm::Error buildMoePermute(ModuleOp module, const Config &c) {
                    {"out", kd::PtrType::get(ctx, t)},
                    {"errors", kd::PtrType::get(ctx, i32)},
                    {"rows", i64}, {"tokens", i64}, {"hidden", i64}},
-                  2);
+                  2, &c.statics);
   Value rows = k.arg("rows"), tokens = k.arg("tokens"), hidden = k.arg("hidden");
   Value r0 = k.mul(k.pid(0), k.cIndex(br));
   Value h0 = k.mul(k.pid(1), k.cIndex(bh));
@@ -188,7 +188,7 @@ static llvm::Error buildMoeUnpermute(ModuleOp module, const Config &c) {
                    {"weights", kd::PtrType::get(ctx, f32)},
                    {"out", kd::PtrType::get(ctx, t)},
                    {"tokens", i64}, {"topk", i64}, {"rows", i64}, {"hidden", i64}},
-                  2);
+                  2, &c.statics);
   Value tokens = k.arg("tokens"), topk = k.arg("topk"), rows = k.arg("rows"),
         hidden = k.arg("hidden");
   Value t0 = k.mul(k.pid(0), k.cIndex(btk));

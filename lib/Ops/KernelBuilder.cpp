@@ -17,8 +17,11 @@ using namespace mlir;
 namespace kd = mlir::kiln;
 
 KernelBuilder::KernelBuilder(ModuleOp module, llvm::StringRef name,
-                             llvm::ArrayRef<Arg> args, unsigned gridRank)
+                             llvm::ArrayRef<Arg> args, unsigned gridRank,
+                             const std::map<std::string, int64_t> *fixed)
     : b(module.getContext()), location(b.getUnknownLoc()) {
+  if (fixed)
+    statics = *fixed;
   location = NameLoc::get(b.getStringAttr("kiln.ops." + name.str()));
   b.setInsertionPointToEnd(module.getBody());
   SmallVector<Type> types;
@@ -38,8 +41,13 @@ Type KernelBuilder::ptr(Type elt) { return kd::PtrType::get(ctx(), elt); }
 
 Value KernelBuilder::arg(llvm::StringRef name) {
   for (size_t i = 0; i < argNames.size(); ++i)
-    if (argNames[i] == name)
-      return func.getArgument(i);
+    if (argNames[i] == name) {
+      Value a = func.getArgument(i);
+      auto it = statics.find(name.str());
+      if (it != statics.end() && isa<IntegerType, IndexType>(a.getType()))
+        return constant(a.getType(), double(it->second));
+      return a;
+    }
   llvm::report_fatal_error(("kernel has no argument " + name).str().c_str());
 }
 

@@ -96,6 +96,13 @@ makeConfig(const OpInfo &op,
   Config c;
   for (const auto &entry : given) {
     const std::string &k = entry.first, &v = entry.second;
+    if (llvm::StringRef(k).starts_with("static.")) {
+      int64_t x;
+      if (llvm::StringRef(v).getAsInteger(10, x))
+        return err("'" + k + "' must be an integer, got '" + v + "'");
+      c.statics[k.substr(7)] = x;
+      continue;
+    }
     auto it = llvm::find_if(op.params, [&](const Param &p) { return p.name == k; });
     if (it == op.params.end()) {
       std::string known;
@@ -168,6 +175,20 @@ buildOp(mlir::MLIRContext &context, llvm::StringRef name,
       mlir::ModuleOp::create(mlir::UnknownLoc::get(&context));
   if (auto e = op->build(*module, *config))
     return std::move(e);
+  // Every static.NAME must name an integer argument of the kernel.
+  for (const auto &[sname, value] : config->statics) {
+    bool found = false;
+    module->walk([&, sname = sname](mlir::kiln::FuncOp f) {
+      for (unsigned i = 0; i < f.getNumArguments(); ++i)
+        if (auto n = f.getArgAttrOfType<mlir::StringAttr>(i, "kiln.name"))
+          if (n.getValue() == sname &&
+              llvm::isa<mlir::IntegerType, mlir::IndexType>(f.getArgument(i).getType()))
+            found = true;
+    });
+    if (!found)
+      return err("static." + sname + ": '" + name +
+                 "' has no integer argument named '" + sname + "'");
+  }
   if (mlir::failed(mlir::verify(*module)))
     return err("operator '" + name + "' built an invalid kernel:\n" + diag);
   return module;

@@ -371,10 +371,20 @@ def _triple(v):
     return tuple(v) if isinstance(v, (tuple, list)) else (v, v, v)
 
 
+def _specialized(shape, specialize):
+    """The bucketing rule: `specialize` is True (this shape), False (never),
+    or a collection of shapes to specialize (any other shape runs the generic
+    kernel, which serves every size)."""
+    if specialize is True or specialize is False or specialize is None:
+        return bool(specialize)
+    return tuple(shape) in {tuple(s) for s in specialize}
+
+
 def conv(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1,
-         block_m=64, block_n=64, block_c=32):
+         block_m=64, block_n=64, block_c=32, specialize=False):
     """N-D convolution, channels last: x [N, T, H, W, C], w [KT, KH, KW, C/groups,
-    OC] -> [N, OT, OH, OW, OC] (f32)."""
+    OC] -> [N, OT, OH, OW, OC] (f32). `specialize` (True, or a set of input
+    shapes: the bucketing helper) compiles a kernel with the sizes fixed."""
     x, w = _f32(x, "x"), _f32(w, "w")
     N, T, H, W, C = x.shape
     KT, KH, KW, Cg, OC = w.shape
@@ -392,21 +402,28 @@ def conv(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1,
     b = _f32(bias, "bias") if has_bias else np.zeros(OC, np.float32)
     out = np.empty((N, OT, OH, OW, OC), np.float32)
     M = N * OT * OH * OW
+    statics = {}
+    if _specialized(x.shape, specialize):
+        statics = {f"static.{k}": v for k, v in dict(
+            n=N, t=T, h=H, w=W, c=C, oc=OC, ot=OT, oh=OH, ow=OW).items()}
     kernel("conv", kt=KT, kh=KH, kw=KW, st=st, sh=sh, sw=sw, pt=pt, ph=ph, pw=pw, dt=dt, dh=dh,
            dw=dw, groups=groups, bias=int(has_bias), block_m=block_m, block_n=block_n,
-           block_c=block_c).launch(
+           block_c=block_c, **statics).launch(
         [_ptr(x), _ptr(w), _ptr(b), _ptr(out), N, T, H, W, C, OC, OT, OH, OW],
         [_cdiv(M, block_m), groups * _cdiv(OC // groups, block_n)])
     return out
 
 
-def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, **blocks):
+def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, specialize=False,
+           **blocks):
     """NHWC conv2d: x [N, H, W, C], w [KH, KW, C/groups, OC] -> [N, OH, OW, OC]."""
     s = stride if isinstance(stride, (tuple, list)) else (stride, stride)
     p = padding if isinstance(padding, (tuple, list)) else (padding, padding)
     d = dilation if isinstance(dilation, (tuple, list)) else (dilation, dilation)
-    out = conv(np.asarray(x)[:, None], np.asarray(w)[None], bias, (1,) + tuple(s),
-               (0,) + tuple(p), (1,) + tuple(d), groups, **blocks)
+    x = np.asarray(x)
+    spec = _specialized(x.shape, specialize)
+    out = conv(x[:, None], np.asarray(w)[None], bias, (1,) + tuple(s),
+               (0,) + tuple(p), (1,) + tuple(d), groups, specialize=spec, **blocks)
     return out[:, 0]
 
 

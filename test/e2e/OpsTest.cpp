@@ -268,8 +268,9 @@ TEST_CASE("DSA top-k: ties, -inf, and k beyond the valid keys", "[ops][dsa]") {
     for (int64_t t = 0; t < T; ++t) {
       std::vector<int64_t> order(S);
       std::iota(order.begin(), order.end(), 0);
-      std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-        return scores[t * S + a] > scores[t * S + b];
+      std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+        float x = scores[t * S + a], y = scores[t * S + b];
+        return x > y || (x == y && a < b); // stable: ties by index
       });
       std::vector<int32_t> want;
       for (int64_t i = 0; i < K && i < S; ++i)

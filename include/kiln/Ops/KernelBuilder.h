@@ -22,6 +22,7 @@
 #include "mlir/IR/BuiltinOps.h"
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -37,8 +38,10 @@ public:
   };
 
   /// Starts `kiln.func @name(args...)` at the end of `module`.
+  /// `statics` fixes integer arguments to constants (see Config::statics).
   KernelBuilder(mlir::ModuleOp module, llvm::StringRef name,
-                llvm::ArrayRef<Arg> args, unsigned gridRank);
+                llvm::ArrayRef<Arg> args, unsigned gridRank,
+                const std::map<std::string, int64_t> *statics = nullptr);
 
   mlir::MLIRContext *ctx() { return b.getContext(); }
   mlir::OpBuilder &builder() { return b; }
@@ -146,6 +149,7 @@ private:
   mlir::Location location;
   mlir::kiln::FuncOp func;
   llvm::SmallVector<std::string> argNames;
+  std::map<std::string, int64_t> statics;
 };
 
 } // namespace kiln::ops

@@ -45,6 +45,10 @@ public:
   double getFloat(const std::string &name) const;
   const std::string &getString(const std::string &name) const;
   std::map<std::string, std::string> values;
+  /// Integer kernel arguments fixed at compile time (`static.NAME=VALUE`):
+  /// the kernel keeps its signature but uses the constant, so a chosen set of
+  /// shapes can be specialized (folded bounds checks, constant loop trips).
+  std::map<std::string, int64_t> statics;
   /// User functions fused into the kernel (e.g. `func.func @mask_mod` and
   /// `func.func @score_mod` for attention), or null. Not owned.
   mlir::ModuleOp mods;
