@@ -364,6 +364,9 @@ class CodeGen(ast.NodeVisitor):
             if not self.defined(name):
                 continue
             v = self.lookup(name, None)
+            if isinstance(v, (Pointer, PointerTile, View)):
+                raise KilnError(f"pointer '{name}' is reassigned inside a loop or branch; "
+                                "carry an integer offset instead")
             if isinstance(v, (int, float, bool)) and not isinstance(v, kl.dtype):
                 v = self.to_tile(v)
                 self.assign(name, v)
@@ -558,6 +561,8 @@ class CodeGen(ast.NodeVisitor):
             return obj[key]
         if not isinstance(obj, Tile):
             raise KilnError("only tiles can be indexed with [:, None]")
+        if obj.is_scalar:
+            raise KilnError("a scalar cannot be indexed; use kl.full((1,), x) for a tile")
         # x[:, None] / x[None, :]: insert size-1 dimensions.
         result = obj
         dim = 0

@@ -494,7 +494,9 @@ void bindCompiler(py::module &m) {
            })
       .def("expand_dims",
            [](PyBuilder &p, Value v, int axis) {
-             auto t = cast<RankedTensorType>(v.getType());
+             auto t = dyn_cast<RankedTensorType>(v.getType());
+             if (!t)
+               throw IRError("expand_dims needs a tile, got a scalar");
              SmallVector<int64_t> shape(t.getShape());
              if (axis < 0 || axis > t.getRank())
                throw IRError("expand_dims axis out of range");
@@ -509,6 +511,8 @@ void bindCompiler(py::module &m) {
            })
       .def("trans",
            [](PyBuilder &p, Value v, std::vector<int32_t> order, Type type) {
+             if (!isa<RankedTensorType>(v.getType()))
+               throw IRError("trans needs a tile");
              return p.make<kd::TransOp>(type, v, order);
            })
       .def("make_view",
@@ -520,6 +524,8 @@ void bindCompiler(py::module &m) {
            [](PyBuilder &p, Value view, std::vector<Value> offsets, Type type,
               py::object padding) {
              TypedAttr pad;
+             if (!isa<RankedTensorType>(type) || !isa<kd::ViewType>(view.getType()))
+               throw IRError("load needs a view and a tile type");
              Type e = cast<RankedTensorType>(type).getElementType();
              if (!padding.is_none()) {
                if (isa<FloatType>(e))
@@ -543,6 +549,9 @@ void bindCompiler(py::module &m) {
            [](PyBuilder &p, Value view, Value indices,
               std::vector<Value> offsets, Type type, py::object padding) {
              TypedAttr pad;
+             if (!isa<RankedTensorType>(type) || !isa<kd::ViewType>(view.getType()) ||
+                 !isa<RankedTensorType>(indices.getType()))
+               throw IRError("gather needs a view, an index tile and a tile type");
              Type e = cast<RankedTensorType>(type).getElementType();
              if (!padding.is_none()) {
                if (isa<FloatType>(e))
@@ -559,11 +568,16 @@ void bindCompiler(py::module &m) {
            })
       .def("dot",
            [](PyBuilder &p, Value a, Value b, Value acc) {
+             if (!isa<RankedTensorType>(a.getType()) || !isa<RankedTensorType>(b.getType()) ||
+                 !isa<RankedTensorType>(acc.getType()))
+               throw IRError("dot needs tiles");
              return p.make<kd::DotOp>(acc.getType(), a, b, acc);
            })
       .def("reduce",
            [](PyBuilder &p, const std::string &kind, Value v, int axis,
               Type type) {
+             if (!isa<RankedTensorType>(v.getType()))
+               throw IRError("reduce needs a tile");
              auto k = kd::symbolizeReduceKind(kind);
              if (!k)
                throw IRError("unknown reduction '" + kind + "'");
@@ -572,6 +586,9 @@ void bindCompiler(py::module &m) {
            })
       .def("extract",
            [](PyBuilder &p, Value tile, std::vector<Value> idx) {
+             auto t = dyn_cast<RankedTensorType>(tile.getType());
+             if (!t || t.getRank() != static_cast<int64_t>(idx.size()))
+               throw IRError("extract needs a tile and one index per dimension");
              return p.make<tensor::ExtractOp>(tile, idx);
            })
       .def("for_begin", &PyBuilder::forBegin)

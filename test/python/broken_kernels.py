@@ -300,3 +300,48 @@ def error_in_helper(x, n):
 @kiln.jit
 def zero_division(x, n):
     v = 1 // 0  # error: division by zero
+
+
+@broken
+@kiln.jit
+def index_a_scalar(x, n):
+    s = kl.program_id(0)
+    t = s[None]  # error: a scalar cannot be indexed
+
+
+@broken
+@kiln.jit
+def trans_of_scalar(x, n):
+    t = kl.trans(n)  # error: trans needs a tile
+
+
+@broken
+@kiln.jit
+def reduce_a_scalar(x, n):
+    t = kl.sum(n, axis=0)  # error: sum needs a tile
+
+
+@broken
+@kiln.jit
+def integer_dot(x, n):
+    t = kl.arange(0, 8)
+    u = kl.dot(t[:, None], t[None, :])  # error: unsupported element types
+
+
+@broken
+@kiln.jit
+def pointer_in_math(x, n):
+    t = kl.exp(x)  # error: expected a number or a tile, got Pointer
+
+
+@broken
+@kiln.jit
+def pointer_carried_in_loop(x, n):
+    for i in range(0, n):  # error: pointer 'x' is reassigned inside a loop
+        x = x + 1
+
+
+@broken
+@kiln.jit
+def store_shape_mismatch(x, n):
+    kl.store(x + kl.arange(0, 4), kl.zeros((8,), kl.float32))  # error: cannot broadcast shape (8,) to (4,)
