@@ -1,0 +1,25 @@
+// `kilnc op NAME --key value`: the operator library from the CLI.
+// RUN: kilnc op --list | FileCheck %s --check-prefix=LIST
+// RUN: kilnc op block_sparse_attention --mask causal --head_dim 32 --emit kiln | FileCheck %s --check-prefix=BSA
+// RUN: kilnc op conv --kh 7 --kw 7 --static.h 224 --emit kiln | FileCheck %s --check-prefix=CONV
+// RUN: kilnc op embedding -o %t.kiln && head -c 400 %t.kiln | FileCheck %s --check-prefix=BUNDLE
+// RUN: not kilnc op nope 2>&1 | FileCheck %s --check-prefix=UNKNOWN
+// RUN: not kilnc op conv --kh x 2>&1 | FileCheck %s --check-prefix=BADINT
+// RUN: not kilnc op conv --static.nope 1 2>&1 | FileCheck %s --check-prefix=BADSTATIC
+// RUN: not kilnc op block_sparse_attention --mask diagonal 2>&1 | FileCheck %s --check-prefix=CHOICE
+
+// LIST: embedding: out[r, :] = weight[ids[r], :]
+// LIST: block_sparse_attention:
+// LIST: --mask (default none)
+// LIST: dsa_topk:
+// LIST: depthwise_conv2d:
+// BSA: kiln.func @block_sparse_attention
+// BSA-COUNT-2: kiln.dot {{.*}} : tensor<64x32xf32>, tensor<32x64xf32> -> tensor<64x64xf32>
+// CONV: kiln.func @conv
+// CONV: arith.constant 224 : i64
+// BUNDLE: kiln-bundle 1
+// BUNDLE-NEXT: name embedding
+// UNKNOWN: error: no operator named 'nope'
+// BADINT: error: parameter 'kh' of 'conv' must be an integer, got 'x'
+// BADSTATIC: error: static.nope: 'conv' has no integer argument named 'nope'
+// CHOICE: error: parameter 'mask' of 'block_sparse_attention' must be one of none, causal, sliding_window, prefix_lm, document; got 'diagonal'
