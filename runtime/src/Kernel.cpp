@@ -2,8 +2,10 @@
 //------------===//
 //
 // Loading checks cheap things first and loads code last: a bundle this host
-// cannot run (other target, missing CPU feature) is refused before any of
-// its code is mapped or its constructors run.
+// cannot run (other target, missing CPU feature, no GPU, other GPU
+// architecture) is refused before any of its code is mapped or its
+// constructors run. GPU bundles (target sm_*) are handled by
+// cuda/CudaKernel.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,17 +33,17 @@ constexpr const char *kHostTarget = "x86-64";
 constexpr const char *kHostTarget = nullptr;
 #endif
 
-kiln_status checkTarget(const Manifest &manifest) {
+kiln_status checkCpuTarget(const Manifest &manifest) {
   if (!kHostTarget || manifest.target != kHostTarget)
     return makeStatus(KILN_ERROR_UNSUPPORTED_TARGET,
-                      "bundle '%s' targets %s, this runtime supports only "
-                      "%s CPU kernels",
+                      "bundle '%s' targets %s, this runtime supports %s CPU "
+                      "kernels and NVIDIA GPU kernels (sm_XY, sm_XYa)",
                       manifest.name.c_str(), manifest.target.c_str(),
                       kHostTarget ? kHostTarget : "no");
   if (manifest.codeKind != "elf-shared-object")
     return makeStatus(KILN_ERROR_UNSUPPORTED_TARGET,
                       "bundle '%s' has code of kind '%s', this runtime loads "
-                      "only 'elf-shared-object'",
+                      "only 'elf-shared-object' for CPU targets",
                       manifest.name.c_str(), manifest.codeKind.c_str());
   return nullptr;
 }
@@ -50,16 +52,23 @@ kiln_status loadBundle(const uint8_t *data, size_t size, kiln_kernel **out) {
   ParsedBundle bundle;
   if (kiln_status status = readBundle(data, size, bundle))
     return status;
-  if (kiln_status status = checkTarget(bundle.manifest))
-    return status;
-  if (kiln_status status =
-          checkCpuFeatures(bundle.manifest.features, bundle.manifest.name))
-    return status;
-
   auto kernel = std::make_unique<kiln_kernel>();
-  if (kiln_status status = loadElfCode(bundle.code, bundle.codeSize,
-                                       bundle.manifest.entry, kernel->code))
-    return status;
+
+  if (cuda::isGpuTarget(bundle.manifest.target)) {
+    // Everything GPU (driver, device, architecture) is checked in there.
+    if (kiln_status status = cuda::loadGpuCode(bundle.manifest, bundle.code,
+                                               bundle.codeSize, kernel->gpu))
+      return status;
+  } else {
+    if (kiln_status status = checkCpuTarget(bundle.manifest))
+      return status;
+    if (kiln_status status =
+            checkCpuFeatures(bundle.manifest.features, bundle.manifest.name))
+      return status;
+    if (kiln_status status = loadElfCode(bundle.code, bundle.codeSize,
+                                         bundle.manifest.entry, kernel->code))
+      return status;
+  }
   kernel->manifest = std::move(bundle.manifest);
   *out = kernel.release();
   return nullptr;
@@ -178,6 +187,10 @@ const char *kiln_kernel_target(const kiln_kernel *kernel) {
 
 const char *kiln_kernel_compiler(const kiln_kernel *kernel) {
   return kernel ? kernel->manifest.compiler.c_str() : "";
+}
+
+int kiln_kernel_is_gpu(const kiln_kernel *kernel) {
+  return kernel && kernel->isGpu() ? 1 : 0;
 }
 
 int kiln_kernel_grid_rank(const kiln_kernel *kernel) {

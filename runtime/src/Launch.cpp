@@ -5,6 +5,8 @@
 // because a kernel called with the wrong types corrupts memory silently.
 // The launch path allocates nothing (unless a kernel has more than
 // kInlineArgs arguments) and only formats text when it reports an error.
+// GPU kernels share the validation and packing and then go to
+// cuda::launchGpuKernel (cuda/CudaKernel.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -138,15 +140,13 @@ kiln_status runJob(kiln_runtime *runtime, GridJob &job) {
   return nullptr;
 }
 
-} // namespace
-
-extern "C" {
-
-kiln_status kiln_launch(kiln_runtime *runtime, kiln_kernel *kernel,
-                        const kiln_arg *args, size_t num_args,
-                        const int64_t grid[3]) {
+/// kiln_launch and kiln_launch_async: validate, pack, run.
+kiln_status launchArgs(kiln_runtime *runtime, kiln_kernel *kernel,
+                       const kiln_arg *args, size_t num_args,
+                       const int64_t grid[3], bool synchronize,
+                       const char *function) {
   try {
-    if (kiln_status status = checkHandles(runtime, kernel, "kiln_launch"))
+    if (kiln_status status = checkHandles(runtime, kernel, function))
       return status;
     if (kiln_status status = checkArity(kernel, num_args, args))
       return status;
@@ -159,7 +159,9 @@ kiln_status kiln_launch(kiln_runtime *runtime, kiln_kernel *kernel,
 
     // Every union member starts at the union's address, so &value points at
     // the argument's value in the kernel ABI's sense: at the void* for a
-    // pointer argument, at the scalar otherwise.
+    // pointer argument, at the scalar otherwise. GPU kernels take the same
+    // packing (cuLaunchKernel's kernelParams); a device pointer is 64 bits
+    // like a void*.
     void *inlinePacked[kInlineArgs];
     std::vector<void *> heapPacked;
     void **packed = inlinePacked;
@@ -170,13 +172,49 @@ kiln_status kiln_launch(kiln_runtime *runtime, kiln_kernel *kernel,
     for (size_t i = 0; i < num_args; ++i)
       packed[i] = const_cast<void *>(static_cast<const void *>(&args[i].value));
 
+    if (kernel->isGpu())
+      return cuda::launchGpuKernel(runtime->gpuStream, kernel->gpu,
+                                   kernel->manifest.name, packed, grid,
+                                   synchronize);
+    // CPU kernels always run synchronously.
     job.entry = kernel->code.entry;
     job.args = packed;
     return runJob(runtime, job);
   } catch (const std::bad_alloc &) {
     return outOfMemoryStatus();
   } catch (...) {
-    return makeStatus(KILN_ERROR_LAUNCH, "kiln_launch: unexpected error");
+    return makeStatus(KILN_ERROR_LAUNCH, "%s: unexpected error", function);
+  }
+}
+
+} // namespace
+
+extern "C" {
+
+kiln_status kiln_launch(kiln_runtime *runtime, kiln_kernel *kernel,
+                        const kiln_arg *args, size_t num_args,
+                        const int64_t grid[3]) {
+  return launchArgs(runtime, kernel, args, num_args, grid, true,
+                    "kiln_launch");
+}
+
+kiln_status kiln_launch_async(kiln_runtime *runtime, kiln_kernel *kernel,
+                              const kiln_arg *args, size_t num_args,
+                              const int64_t grid[3]) {
+  return launchArgs(runtime, kernel, args, num_args, grid, false,
+                    "kiln_launch_async");
+}
+
+kiln_status kiln_synchronize(kiln_runtime *runtime) {
+  if (!runtime)
+    return makeStatus(KILN_ERROR_INVALID_ARGUMENT,
+                      "kiln_synchronize: runtime is NULL");
+  try {
+    return runtime->gpuStream.synchronize();
+  } catch (const std::bad_alloc &) {
+    return outOfMemoryStatus();
+  } catch (...) {
+    return makeStatus(KILN_ERROR_LAUNCH, "kiln_synchronize: unexpected error");
   }
 }
 
@@ -199,6 +237,10 @@ kiln_status kiln_launch_packed(kiln_runtime *runtime, kiln_kernel *kernel,
           !*static_cast<void *const *>(arg_ptrs[i]))
         return argError(kernel, i, "null pointer", "");
     }
+    if (kernel->isGpu())
+      return cuda::launchGpuKernel(runtime->gpuStream, kernel->gpu,
+                                   kernel->manifest.name, arg_ptrs, grid,
+                                   true);
     job.entry = kernel->code.entry;
     job.args = arg_ptrs;
     return runJob(runtime, job);

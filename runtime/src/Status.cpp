@@ -96,6 +96,8 @@ const char *kiln_status_code_name(kiln_status_code code) {
     return "KILN_ERROR_LAUNCH";
   case KILN_ERROR_OUT_OF_MEMORY:
     return "KILN_ERROR_OUT_OF_MEMORY";
+  case KILN_ERROR_NO_DEVICE:
+    return "KILN_ERROR_NO_DEVICE";
   }
   return "KILN_ERROR_UNKNOWN";
 }

@@ -2,12 +2,15 @@
  *
  * The Kiln runtime loads kernel bundles written by the Kiln compiler, checks
  * that this machine can run them, validates launch arguments against the
- * bundle's signature and runs the kernel over a 1-3D grid of program ids on a
- * thread pool.
+ * bundle's signature and runs the kernel over a 1-3D grid of program ids: on
+ * a thread pool for CPU bundles, on an NVIDIA GPU for GPU bundles.
  *
  * Conventions:
  *  - This header is C99 and C++ compatible; the library has no LLVM/MLIR
- *    dependency and links only libc, libdl and pthread.
+ *    dependency and links only libc, libdl and pthread. The CUDA driver is
+ *    loaded at run time (dlopen) the first time a GPU bundle or a kiln_cuda_*
+ *    / kiln_device_* function needs it; without it everything CPU works and
+ *    GPU requests fail with KILN_ERROR_NO_DEVICE.
  *  - Every fallible call returns a kiln_status. NULL means success; anything
  *    else is an error object owned by the caller, released with
  *    kiln_status_free(). No call aborts, asserts or throws into the caller.
@@ -55,7 +58,9 @@ typedef enum kiln_status_code {
   KILN_ERROR_BAD_BUNDLE = 3,
   /* The bundle's checksum does not match its contents (corruption). */
   KILN_ERROR_CHECKSUM = 4,
-  /* The bundle targets a machine or code kind this runtime cannot run. */
+  /* The bundle targets a machine or code kind this runtime cannot run, or a
+     GPU architecture other than the device's, or needs more shared memory
+     than the device has. */
   KILN_ERROR_UNSUPPORTED_TARGET = 5,
   /* This CPU (or the OS) lacks a feature the bundle requires. */
   KILN_ERROR_MISSING_FEATURE = 6,
@@ -63,7 +68,11 @@ typedef enum kiln_status_code {
   KILN_ERROR_LOAD = 7,
   /* The launch could not run (e.g. the grid is too large). */
   KILN_ERROR_LAUNCH = 8,
-  KILN_ERROR_OUT_OF_MEMORY = 9
+  KILN_ERROR_OUT_OF_MEMORY = 9,
+  /* No usable GPU: the CUDA driver is missing or unusable, it reports no
+     device, or KILN_CUDA_DEVICE names one that does not exist. (New values
+     are added at the end to keep the ABI.) */
+  KILN_ERROR_NO_DEVICE = 10
 } kiln_status_code;
 
 /* Opaque error object; NULL means success. */
@@ -107,7 +116,9 @@ KILN_API const char *kiln_dtype_name(kiln_dtype dtype);
 KILN_API size_t kiln_dtype_size(kiln_dtype dtype);
 
 typedef enum kiln_arg_kind {
-  /* A pointer to device (here: host) memory holding elements of dtype. */
+  /* A pointer to memory holding elements of dtype: host memory for CPU
+     kernels, a device pointer (CUdeviceptr, e.g. from kiln_device_alloc or
+     torch's data_ptr()) for GPU kernels. */
   KILN_ARG_PTR = 0,
   /* A value of dtype passed by value. */
   KILN_ARG_SCALAR = 1
@@ -181,7 +192,14 @@ typedef struct kiln_kernel kiln_kernel;
 /* Loads a bundle: verifies the header and checksum, parses the manifest,
    refuses targets and CPU features this host lacks (requesting AMX state
    permission from the OS when the bundle needs amx-*), then loads the code
-   and resolves the entry symbol. */
+   and resolves the entry symbol.
+
+   GPU bundles (target sm_XY or sm_XYa, code ptx or cubin) initialize the
+   CUDA driver on first use and are refused with KILN_ERROR_NO_DEVICE when
+   there is no driver or device, with KILN_ERROR_UNSUPPORTED_TARGET when the
+   device has another architecture or too little shared memory, and with
+   KILN_ERROR_LOAD naming the CUDA call and error when the driver refuses
+   the code. */
 KILN_API kiln_status kiln_bundle_load_file(const char *path, kiln_kernel **out);
 /* Same, from a bundle in memory; the bytes are not referenced afterwards. */
 KILN_API kiln_status kiln_bundle_load_memory(const void *data, size_t size,
@@ -197,6 +215,9 @@ KILN_API const char *kiln_kernel_target(const kiln_kernel *kernel);
 /* The `compiler` line's value, "" if the manifest has none. */
 KILN_API const char *kiln_kernel_compiler(const kiln_kernel *kernel);
 KILN_API int kiln_kernel_grid_rank(const kiln_kernel *kernel);
+/* 1 for a GPU kernel (its pointer arguments are device pointers), 0 for a
+   CPU kernel or NULL. */
+KILN_API int kiln_kernel_is_gpu(const kiln_kernel *kernel);
 
 /* The required CPU features; kiln_kernel_feature returns NULL out of range. */
 KILN_API size_t kiln_kernel_num_features(const kiln_kernel *kernel);
@@ -242,7 +263,15 @@ KILN_API const char *kiln_kernel_launch_param_key(const kiln_kernel *kernel,
    the pool are serialized (one runs at a time, each on all threads). A
    launch of a single program, or on a one-thread runtime, runs inline on the
    calling thread and does not wait for the pool. A kernel must not launch on
-   the runtime that is running it. */
+   the runtime that is running it.
+
+   GPU kernels: the same validation (a pointer argument is a device pointer;
+   any non-NULL value is accepted), and each grid entry must be within the
+   device's grid limits. The kernel runs with gridDim = grid and blockDim =
+   (32 * num_warps, 1, 1) on a stream the runtime owns (created on the first
+   GPU launch, ordered with the legacy default stream), and kiln_launch
+   waits for it (cuStreamSynchronize), so errors the kernel raises are
+   reported here and its results are visible when it returns. */
 KILN_API kiln_status kiln_launch(kiln_runtime *runtime, kiln_kernel *kernel,
                                  const kiln_arg *args, size_t num_args,
                                  const int64_t grid[3]);
@@ -255,6 +284,60 @@ KILN_API kiln_status kiln_launch_packed(kiln_runtime *runtime,
                                         kiln_kernel *kernel,
                                         void *const *arg_ptrs, size_t num_args,
                                         const int64_t grid[3]);
+
+/* kiln_launch without waiting for a GPU kernel to finish: it is queued on the
+   runtime's stream and the call returns; kiln_synchronize waits for it and
+   reports errors raised while it ran. The arguments are copied, the memory
+   they point to must stay valid until then. CPU kernels run to completion as
+   with kiln_launch. */
+KILN_API kiln_status kiln_launch_async(kiln_runtime *runtime,
+                                       kiln_kernel *kernel,
+                                       const kiln_arg *args, size_t num_args,
+                                       const int64_t grid[3]);
+/* Waits for the GPU kernels launched on this runtime; returns at once if
+   there were none. */
+KILN_API kiln_status kiln_synchronize(kiln_runtime *runtime);
+
+/*===----------------------------------------------------------------------===*
+ * CUDA devices and memory
+ *
+ * Helpers for hosts and tests that have no CUDA dependency of their own. The
+ * first call of any of them (or the first GPU bundle load) loads the driver:
+ * dlopen("libcuda.so.1"), or $KILN_CUDA_DRIVER when set; calls cuInit; picks
+ * device $KILN_CUDA_DEVICE (default 0) and retains its primary context (the
+ * one the CUDA runtime, PyTorch and Triton use, so device pointers are
+ * interchangeable with theirs). This happens once per process, thread-safe;
+ * its outcome, success or failure, is cached, so later changes of those
+ * variables have no effect.
+ *
+ * Every function makes the runtime's context current for its duration and
+ * restores the caller's afterwards.
+ *===----------------------------------------------------------------------===*/
+
+/* Initializes the driver (once) and returns why GPU kernels cannot run:
+   NULL if they can, else e.g. KILN_ERROR_NO_DEVICE "CUDA driver not found
+   (libcuda.so.1): ...". */
+KILN_API kiln_status kiln_cuda_init(void);
+/* 1 if GPU kernels can run, else 0 with the reason copied (truncated,
+   NUL-terminated) into message when message is non-NULL and size > 0. */
+KILN_API int kiln_cuda_available(char *message, size_t size);
+/* The device's name (e.g. "NVIDIA H200"), truncated to size - 1 bytes. */
+KILN_API kiln_status kiln_cuda_device_name(char *name, size_t size);
+/* The device's compute capability, e.g. 9 and 0 for sm_90. */
+KILN_API kiln_status kiln_cuda_compute_capability(int *major, int *minor);
+
+/* Device memory (cuMemAlloc). Device pointers are passed as void*; they are
+   not dereferenceable on the host. size 0 is refused. */
+KILN_API kiln_status kiln_device_alloc(size_t size, void **out);
+/* NULL is accepted (and does not load the driver). */
+KILN_API kiln_status kiln_device_free(void *device_ptr);
+/* Synchronous copies; size 0 does nothing. */
+KILN_API kiln_status kiln_device_copy_to_device(void *device_dst,
+                                                const void *host_src,
+                                                size_t size);
+KILN_API kiln_status kiln_device_copy_from_device(void *host_dst,
+                                                  const void *device_src,
+                                                  size_t size);
 
 #ifdef __cplusplus
 } /* extern "C" */

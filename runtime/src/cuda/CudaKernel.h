@@ -1,0 +1,91 @@
+//===- CudaKernel.h - GPU bundles: load, launch, streams --------*- C++ -*-===//
+//
+// The NVIDIA side of kiln_kernel and kiln_runtime. A bundle whose target is
+// sm_XY[a] carries PTX or a cubin; loading it initializes the driver (see
+// CudaDriver.h), checks the device against the bundle and loads a CUmodule.
+// Launches go to a stream owned by the kiln_runtime.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_SRC_CUDA_CUDAKERNEL_H
+#define KILN_RUNTIME_SRC_CUDA_CUDAKERNEL_H
+
+#include "Bundle.h"
+#include "cuda/CudaDriver.h"
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string_view>
+
+namespace kiln::rt::cuda {
+
+/// Whether a manifest target names an NVIDIA GPU ("sm_" prefix). Such a
+/// target is then either parsed by parseGpuTarget or refused.
+bool isGpuTarget(std::string_view target);
+
+/// An NVIDIA architecture: sm_XY (major X, minor Y) or sm_XYa (`a`: the
+/// architecture-specific feature set, e.g. wgmma on sm_90a, which runs only
+/// on exactly that architecture).
+struct GpuArch {
+  int major = 0;
+  int minor = 0;
+  bool archSpecific = false;
+};
+
+/// Parses "sm_80", "sm_90a", "sm_100a" (the last digit is the minor
+/// version). Returns false for anything else.
+bool parseGpuTarget(std::string_view target, GpuArch &out);
+
+/// The loaded code of a GPU bundle.
+struct GpuCode {
+  const Driver *driver = nullptr;
+  CUmodule module = nullptr;
+  CUfunction function = nullptr;
+  /// blockDim.x = 32 * num_warps; blockDim.y = blockDim.z = 1.
+  unsigned blockX = 0;
+  /// Dynamic shared memory per block (`launch shared_bytes`).
+  unsigned sharedBytes = 0;
+  /// The device's grid limits, checked at launch.
+  int64_t maxGrid[3] = {0, 0, 0};
+};
+
+/// Checks a GPU bundle's manifest, the device and the code, then loads the
+/// module and resolves the entry. Nothing is left loaded on failure.
+kiln_status loadGpuCode(const Manifest &manifest, const uint8_t *code,
+                        size_t size, GpuCode &out);
+
+/// Unloads what loadGpuCode loaded. Safe on a default-constructed value.
+void unloadGpuCode(GpuCode &code);
+
+/// The stream GPU kernels of one kiln_runtime run on, created on first use.
+/// A blocking stream (CU_STREAM_DEFAULT): work on the legacy default stream
+/// (stream 0, where PyTorch works unless told otherwise) is ordered with it.
+class RuntimeStream {
+public:
+  RuntimeStream() = default;
+  RuntimeStream(const RuntimeStream &) = delete;
+  RuntimeStream &operator=(const RuntimeStream &) = delete;
+  ~RuntimeStream();
+
+  /// The stream, created in the driver's context on first call.
+  kiln_status get(const Driver &driver, CUstream &out);
+  /// Waits for the work queued so far; a no-op if no GPU kernel ran yet.
+  kiln_status synchronize();
+
+private:
+  std::mutex mutex;
+  std::atomic<CUstream> stream{nullptr};
+  const Driver *driver = nullptr;
+};
+
+/// Launches a validated GPU kernel: `params[i]` points at the i-th argument
+/// (the kernel ABI's packing, shared with CPU kernels). With `synchronize`,
+/// waits for the kernel and reports its errors.
+kiln_status launchGpuKernel(RuntimeStream &stream, const GpuCode &code,
+                            const std::string &name, void *const *params,
+                            const int64_t grid[3], bool synchronize);
+
+} // namespace kiln::rt::cuda
+
+#endif // KILN_RUNTIME_SRC_CUDA_CUDAKERNEL_H
