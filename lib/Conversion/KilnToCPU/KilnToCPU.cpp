@@ -1369,26 +1369,6 @@ LogicalResult KernelLowering::run(Block &body, ArrayRef<Value> gridArgs) {
 // Kernel signature and the launch entry
 //===----------------------------------------------------------------------===//
 
-/// The runtime's name for a scalar or pointee type (docs/bundle-format.md).
-std::string dtypeName(Type t) {
-  if (t.isIndex())
-    return "i64";
-  if (t.isBF16())
-    return "bf16";
-  if (t.isF16())
-    return "f16";
-  if (t.isF32())
-    return "f32";
-  if (t.isF64())
-    return "f64";
-  if (auto it = dyn_cast<IntegerType>(t)) {
-    if (it.isUnsigned() && it.getWidth() == 8)
-      return "u8";
-    return "i" + std::to_string(it.getWidth());
-  }
-  return "";
-}
-
 /// Converts one kiln.func into the kernel body and its launch entry.
 LogicalResult lowerKernel(FuncOp kernel, unsigned vectorBits) {
   MLIRContext *ctx = kernel.getContext();
@@ -1401,14 +1381,14 @@ LogicalResult lowerKernel(FuncOp kernel, unsigned vectorBits) {
     if (auto ptr = dyn_cast<PtrType>(t)) {
       argTypes.push_back(MemRefType::get({ShapedType::kDynamic},
                                          storageType(ptr.getElementType())));
-      std::string dt = dtypeName(ptr.getElementType());
+      std::string dt = runtimeDTypeName(ptr.getElementType());
       if (dt.empty())
         return kernel.emitError("kiln CPU lowering: unsupported pointee type ")
                << ptr.getElementType();
       signature.push_back(b.getStringAttr("ptr " + dt));
     } else {
       argTypes.push_back(t);
-      std::string dt = dtypeName(t);
+      std::string dt = runtimeDTypeName(t);
       if (dt.empty())
         return kernel.emitError("kiln CPU lowering: unsupported scalar "
                                 "argument type ")

@@ -132,21 +132,6 @@ void kiln::registerDialects(DialectRegistry &registry) {
   mlir::registerLLVMDialectTranslation(registry);
 }
 
-static std::string dtypeOf(Type t) {
-  if (t.isIndex())
-    return "i64";
-  if (t.isBF16())
-    return "bf16";
-  if (t.isF16())
-    return "f16";
-  if (t.isF32())
-    return "f32";
-  if (t.isF64())
-    return "f64";
-  if (auto it = dyn_cast<IntegerType>(t))
-    return "i" + std::to_string(it.getWidth());
-  return "";
-}
 
 static bool isCIdentifier(llvm::StringRef s) {
   if (s.empty() || !(std::isalpha(s[0]) || s[0] == '_'))
@@ -184,10 +169,10 @@ llvm::Expected<kiln::KernelInfo> kiln::describeKernel(ModuleOp module,
         arg.name = n.getValue().str();
     if (auto p = dyn_cast<kd::PtrType>(t)) {
       arg.kind = "ptr";
-      arg.dtype = dtypeOf(p.getElementType());
+      arg.dtype = kd::runtimeDTypeName(p.getElementType());
     } else {
       arg.kind = "scalar";
-      arg.dtype = dtypeOf(t);
+      arg.dtype = kd::runtimeDTypeName(t);
     }
     if (arg.dtype.empty())
       return makeError("argument #" + llvm::Twine(i) + " of kernel '" +

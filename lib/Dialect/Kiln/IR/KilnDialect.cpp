@@ -89,3 +89,22 @@ Type ViewType::parse(AsmParser &parser) {
 void ViewType::print(AsmPrinter &printer) const {
   printer << "<" << getRank() << "x" << getElementType() << ">";
 }
+
+std::string mlir::kiln::runtimeDTypeName(Type t) {
+  if (t.isIndex())
+    return "i64";
+  if (t.isBF16())
+    return "bf16";
+  if (t.isF16())
+    return "f16";
+  if (t.isF32())
+    return "f32";
+  if (t.isF64())
+    return "f64";
+  if (auto it = dyn_cast<IntegerType>(t)) {
+    if (it.isUnsigned() && it.getWidth() == 8)
+      return "u8";
+    return "i" + std::to_string(it.getWidth());
+  }
+  return "";
+}

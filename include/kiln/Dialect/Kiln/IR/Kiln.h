@@ -35,4 +35,11 @@
 #define GET_OP_CLASSES
 #include "kiln/Dialect/Kiln/IR/KilnOps.h.inc"
 
+namespace mlir::kiln {
+/// The runtime's name (docs/bundle-format.md) for the type of a kernel
+/// argument or pointee: f32, bf16, i64 (also for index), ...; empty when the
+/// runtime cannot pass it.
+std::string runtimeDTypeName(Type type);
+} // namespace mlir::kiln
+
 #endif // KILN_DIALECT_KILN_IR_KILN_H
