@@ -96,8 +96,10 @@ def test_dsa_pipeline(rng):
     assert_close(I, ref, 1e-5, 1e-5)
     idx = kiln.ops.dsa_topk(I, 70)
     for t in range(T):
-        valid = np.flatnonzero(np.isfinite(ref[t]))
-        top = valid[np.argsort(-ref[t][valid], kind="stable")[:70]]
+        # Top-k of the kernel's own float32 scores (float64 rounding could
+        # reorder near-ties); ties go to the lower index.
+        valid = np.flatnonzero(np.isfinite(I[t]))
+        top = valid[np.argsort(-I[t][valid], kind="stable")[:70]]
         want = np.sort(top).tolist() + [-1] * (70 - len(top))
         assert idx[t].tolist() == want
     Sq, Hq, Dqk, Dv = 3, 16, 64, 48
