@@ -218,14 +218,25 @@ TEST_CASE("bad magic, version and header fields are refused", "[bundle]") {
 }
 
 TEST_CASE("other targets are refused", "[bundle]") {
-  for (const char *target : {"sm_90a", "sm_80", "aarch64"}) {
+  for (const char *target : {"aarch64", "riscv64", "smx_80"}) {
     CAPTURE(target);
     Status status = loadMemory(
         bundleWithManifest(replaced(manifestFor("vadd"), "target x86-64",
                                     std::string("target ") + target)));
     CHECK(status.code() == KILN_ERROR_UNSUPPORTED_TARGET);
     CHECK(contains(status.message(), std::string("targets ") + target));
-    CHECK(contains(status.message(), "supports only x86-64 CPU kernels"));
+    CHECK(contains(status.message(), "supports x86-64 CPU kernels and "
+                                     "NVIDIA GPU kernels"));
+  }
+  // A GPU target with CPU code is refused before the CUDA driver is looked
+  // for (CudaTests.cpp covers GPU bundles).
+  for (const char *target : {"sm_90a", "sm_80"}) {
+    CAPTURE(target);
+    Status status = loadMemory(
+        bundleWithManifest(replaced(manifestFor("vadd"), "target x86-64",
+                                    std::string("target ") + target)));
+    CHECK(status.code() == KILN_ERROR_UNSUPPORTED_TARGET);
+    CHECK(contains(status.message(), "GPU bundles carry 'ptx' or 'cubin'"));
   }
   Status kind = loadMemory(bundleWithManifest(
       replaced(manifestFor("vadd"), "code elf-shared-object", "code cubin")));

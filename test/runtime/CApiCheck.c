@@ -32,6 +32,13 @@ int kiln_test_c_api_smoke(void) {
     return 3;
   kiln_status_free(status);
 
+  /* The GPU helpers that need no driver. */
+  if (kiln_device_free(NULL) != NULL || kiln_synchronize(runtime) != NULL ||
+      kiln_kernel_is_gpu(NULL) != 0 ||
+      strcmp(kiln_status_code_name(KILN_ERROR_NO_DEVICE),
+             "KILN_ERROR_NO_DEVICE") != 0)
+    return 4;
+
   kiln_runtime_destroy(runtime);
   return 0;
 }

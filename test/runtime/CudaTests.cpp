@@ -133,8 +133,9 @@ Bytes ptxBundle(const std::string &target = "sm_80",
   return makeBundle(gpuManifest(target, "ptx", extra), vaddPtx(target));
 }
 
-/// A minimal cubin: an ELF64 header for EM_CUDA whose e_flags carry the
-/// architecture (like EF_CUDA_SM), followed by the entry's name.
+/// A minimal cubin: an ELF64 header for EM_CUDA whose e_flags low byte
+/// carries the architecture (the mock driver's convention), followed by the
+/// entry's name.
 Bytes cubin(int sm, const std::string &entry = "kiln_vadd") {
   Elf64_Ehdr ehdr{};
   std::memcpy(ehdr.e_ident, ELFMAG, SELFMAG);
@@ -147,10 +148,9 @@ Bytes cubin(int sm, const std::string &entry = "kiln_vadd") {
   ehdr.e_flags = static_cast<Elf64_Word>(sm);
   ehdr.e_ehsize = sizeof(ehdr);
   ehdr.e_shoff = sizeof(ehdr) + entry.size() + 1;
-  Bytes bytes(sizeof(ehdr));
+  Bytes bytes(sizeof(ehdr) + entry.size() + 1, 0);
   std::memcpy(bytes.data(), &ehdr, sizeof(ehdr));
-  bytes.insert(bytes.end(), entry.begin(), entry.end());
-  bytes.push_back(0);
+  std::memcpy(bytes.data() + sizeof(ehdr), entry.data(), entry.size());
   return bytes;
 }
 

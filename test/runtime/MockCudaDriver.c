@@ -11,8 +11,9 @@
  *    current on the calling thread (CUDA_ERROR_INVALID_CONTEXT otherwise);
  *  - cuModuleLoadDataEx takes PTX text (comments, then ".version") or an ELF
  *    image; PTX whose ".target sm_XY" is newer than the device fails with
- *    CUDA_ERROR_INVALID_PTX and a JIT log, a cubin whose e_flags name another
- *    architecture with CUDA_ERROR_NO_BINARY_FOR_GPU;
+ *    CUDA_ERROR_INVALID_PTX and a JIT log, a cubin whose e_flags low byte
+ *    (a mock convention) names another architecture with
+ *    CUDA_ERROR_NO_BINARY_FOR_GPU;
  *  - cuModuleGetFunction finds ".entry NAME" and reads its .param sizes, so
  *    cuLaunchKernel can record the parameter values the way the real driver
  *    copies them;
@@ -388,7 +389,9 @@ EXPORT CUresult cuModuleLoadDataEx(CUmodule *module, const void *image,
       free(m);
       RETURN(CUDA_ERROR_INVALID_IMAGE);
     }
-    /* Like EF_CUDA_SM: the low byte of e_flags is the architecture. */
+    /* A mock convention (real cubins encode the architecture differently
+       in e_flags): a non-zero low byte of e_flags is the architecture as
+       major*10+minor, and must be the device's. */
     if ((flags & 0xff) != 0 && (int)(flags & 0xff) != device_cc) {
       free(m);
       RETURN(CUDA_ERROR_NO_BINARY_FOR_GPU);

@@ -64,7 +64,8 @@ typedef enum kiln_status_code {
   KILN_ERROR_UNSUPPORTED_TARGET = 5,
   /* This CPU (or the OS) lacks a feature the bundle requires. */
   KILN_ERROR_MISSING_FEATURE = 6,
-  /* The kernel code could not be loaded (bad ELF, dlopen/dlsym failure). */
+  /* The kernel code could not be loaded (bad ELF, dlopen/dlsym failure, the
+     CUDA driver refusing the module or entry). */
   KILN_ERROR_LOAD = 7,
   /* The launch could not run (e.g. the grid is too large). */
   KILN_ERROR_LAUNCH = 8,

@@ -40,6 +40,8 @@ struct InitState {
   std::atomic<const Driver *> driver{nullptr};
   kiln_status_code errorCode = KILN_OK;
   std::string errorMessage;
+  /// A driver whose initialization failed; kept, never used (see below).
+  const Driver *failedDriver = nullptr;
 };
 
 InitState &initState() {
@@ -154,7 +156,8 @@ kiln_status getDriver(const Driver *&out) {
       state.driver.store(driver, std::memory_order_release);
     } else {
       // Keep the library loaded: a partially initialized driver may have
-      // started threads. Only the message is remembered.
+      // started threads. Only the message is used from now on.
+      state.failedDriver = driver;
       state.errorCode = kiln_status_code_of(status);
       state.errorMessage = kiln_status_message(status);
       kiln_status_free(status);
