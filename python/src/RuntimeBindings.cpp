@@ -188,5 +188,23 @@ void kiln::python::bindRuntime(py::module &m) {
       },
       py::arg("data"), py::arg("num_threads") = 0);
   m.def("cpu_features", [] { return std::string(kiln_cpu_features_string()); });
+  m.def(
+      "cuda_device",
+      [] {
+        // (available, description): the device name and compute capability,
+        // or why there is none (no driver, no device).
+        char msg[512] = {0};
+        if (!kiln_cuda_available(msg, sizeof(msg)))
+          return py::make_tuple(false, std::string(msg));
+        char name[256] = {0};
+        int major = 0, minor = 0;
+        if (kiln_status st = kiln_cuda_device_name(name, sizeof(name)))
+          raise(st);
+        if (kiln_status st = kiln_cuda_compute_capability(&major, &minor))
+          raise(st);
+        return py::make_tuple(true, std::string(name) + " (sm_" + std::to_string(major) +
+                                        std::to_string(minor) + ")");
+      },
+      "Whether a CUDA device is usable by the runtime, and which.");
   m.def("runtime_version", [] { return std::string(kiln_runtime_version()); });
 }
