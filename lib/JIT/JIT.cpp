@@ -205,7 +205,7 @@ JIT::compileUncached(llvm::StringRef source, llvm::StringRef name,
     sha.update(s);
     sha.update(llvm::StringRef("\0", 1));
   };
-  feed(compilerVersion());
+  feed(compilerFingerprint());
   feed(tgt->name);
   feed(tgt->cpu);
   feed(tgt->llvmFeatures);

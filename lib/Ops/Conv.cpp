@@ -14,8 +14,11 @@
 //   multiplies them with the weight tile on the dot micro-kernel.
 //   conv2d is T = KT = 1; a ViT patch embedding is KH = KW = stride = patch;
 //   Qwen2-VL's is KT = 2 as well.
-// depthwise_conv2d: one filter per channel; tiles of BM pixels x BC channels,
-//   accumulated with vector FMAs over the taps.
+// depthwise_conv2d: one filter per channel; each program a segment of BW
+//   output pixels of one row x BC channels, accumulated with vector FMAs over
+//   the taps (the input pixels of each tap are gathered; a window of view
+//   loads was tried for stride 1 and measured slower: every segment of a
+//   56-pixel row touches an edge, so all took the masked path).
 //
 // Sizes are runtime arguments (any image size runs without recompiling);
 // pixel indices are computed in i32, so N*T*H*W must stay below 2^31.
@@ -133,8 +136,13 @@ static llvm::Error buildDepthwise(ModuleOp module, const Config &c) {
   MLIRContext *ctx = module.getContext();
   const int64_t KH = c.getInt("kh"), KW = c.getInt("kw"), SH = c.getInt("sh"),
                 SW = c.getInt("sw"), PH = c.getInt("ph"), PW = c.getInt("pw"),
-                DH = c.getInt("dh"), DW = c.getInt("dw"), BM = c.getInt("block_m"),
+                DH = c.getInt("dh"), DW = c.getInt("dw"), BW = c.getInt("block_w"),
                 BC = c.getInt("block_c");
+  for (int64_t v : {KH, KW, SH, SW, DH, DW, BW, BC})
+    if (v <= 0)
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "depthwise_conv2d: kernel sizes, strides, "
+                                     "dilations and blocks must be positive");
   const bool hasBias = c.getInt("bias") != 0;
   Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32),
        i64 = IntegerType::get(ctx, 64);
@@ -143,34 +151,38 @@ static llvm::Error buildDepthwise(ModuleOp module, const Config &c) {
                   {{"input", P(f32)}, {"weight", P(f32)}, {"bias", P(f32)},
                    {"out", P(f32)}, {"n", i64}, {"h", i64}, {"w", i64},
                    {"c", i64}, {"oh", i64}, {"ow", i64}},
-                  2, &c.statics);
+                  3, &c.statics);
   Value N = k.arg("n"), H = k.arg("h"), W = k.arg("w"), C = k.arg("c"),
         OH = k.arg("oh"), OW = k.arg("ow");
-  auto I = [&](Value v) { return k.convert(k.toIndex(v), i32); };
-  Value m0 = k.mul(k.pid(0), k.cIndex(BM)), c0 = k.mul(k.pid(1), k.cIndex(BC));
-  Value outPix = k.mul(k.toIndex(OH), k.toIndex(OW));
-  Value M = k.mul(k.toIndex(N), outPix);
-  Value m = k.add(k.arange(BM), I(m0));
-  Value img = k.div(m, I(outPix));
-  Value r = k.rem(m, I(outPix));
-  Value oh = k.div(r, I(OW)), ow = k.rem(r, I(OW));
-  Value mValid = k.cmp(Cmp::LT, m, I(M));
-  Value pixels = k.mul(k.mul(k.toIndex(N), k.toIndex(H)), k.toIndex(W));
-  Value vin = k.denseView(k.arg("input"), {pixels, C});
+  // One program: a segment of BW output pixels of one output row, BC
+  // channels.
+  Value row = k.pid(0);
+  Value img = k.div(row, k.toIndex(OH)), oh = k.rem(row, k.toIndex(OH));
+  Value ow0 = k.mul(k.pid(1), k.cIndex(BW)), c0 = k.mul(k.pid(2), k.cIndex(BC));
+  Value vin2 = k.denseView(k.arg("input"),
+                           {k.mul(k.mul(k.toIndex(N), k.toIndex(H)), k.toIndex(W)), C});
   Value vw = k.denseView(k.arg("weight"), {k.cIndex(KH * KW), C});
-  Value zero = k.constant(k.tile({BM, BC}, f32), 0.0);
+  Value zero = k.constant(k.tile({BW, BC}, f32), 0.0);
   auto acc = k.forLoop(k.cIndex(0), k.cIndex(KH * KW), k.cIndex(1), {zero},
                        [&](Value tap, ValueRange it) {
-    Value tapI = k.convert(tap, i32);
-    Value kh = k.div(tapI, k.cI32(KW)), kw = k.rem(tapI, k.cI32(KW));
-    Value ih = k.add(k.sub(k.mul(oh, k.cI32(SH)), k.cI32(PH)), k.mul(kh, k.cI32(DH)));
-    Value iw = k.add(k.sub(k.mul(ow, k.cI32(SW)), k.cI32(PW)), k.mul(kw, k.cI32(DW)));
-    Value valid = k.andI(mValid, k.andI(k.andI(k.cmp(Cmp::GE, ih, k.cI32(0)),
-                                               k.cmp(Cmp::LT, ih, I(H))),
-                                        k.andI(k.cmp(Cmp::GE, iw, k.cI32(0)),
-                                               k.cmp(Cmp::LT, iw, I(W)))));
-    Value row = k.add(k.mul(k.add(k.mul(img, I(H)), ih), I(W)), iw);
-    Value a = k.gather(vin, k.select(valid, row, k.cI32(-1)), {c0}, {BM, BC}, 0);
+    Value kh = k.div(tap, k.cIndex(KW)), kw = k.rem(tap, k.cIndex(KW));
+    Value ih = k.add(k.sub(k.mul(oh, k.cIndex(SH)), k.cIndex(PH)), k.mul(kh, k.cIndex(DH)));
+    // Gather the input pixels of this tap (out-of-image ones read zeros).
+    Value a;
+    {
+      Value ow = k.add(k.arange(BW), k.convert(ow0, i32));
+      Value iw = k.add(k.sub(k.mul(ow, k.cI32(SW)), k.cI32(PW)),
+                       k.convert(k.mul(kw, k.cIndex(DW)), i32));
+      Value ihI = k.convert(ih, i32);
+      Value valid = k.andI(k.andI(k.cmp(Cmp::GE, iw, k.cI32(0)),
+                                  k.cmp(Cmp::LT, iw, k.convert(k.toIndex(W), i32))),
+                           k.andI(k.cmp(Cmp::GE, ihI, k.cI32(0)),
+                                  k.cmp(Cmp::LT, ihI, k.convert(k.toIndex(H), i32))));
+      Value pix = k.add(k.mul(k.add(k.mul(k.convert(img, i32), k.convert(k.toIndex(H), i32)), ihI),
+                              k.convert(k.toIndex(W), i32)),
+                        iw);
+      a = k.gather(vin2, k.select(valid, pix, k.cI32(-1)), {c0}, {BW, BC}, 0);
+    }
     Value wt = k.load(vw, {tap, c0}, {1, BC}, 0);
     return SmallVector<Value>{k.add(it[0], k.mul(a, wt))};
   });
@@ -178,7 +190,8 @@ static llvm::Error buildDepthwise(ModuleOp module, const Config &c) {
   if (hasBias)
     res = k.add(res, k.load(k.denseView(k.arg("bias"), {k.cIndex(1), C}),
                             {k.cIndex(0), c0}, {1, BC}, 0));
-  k.store(res, k.denseView(k.arg("out"), {M, C}), {m0, c0});
+  Value vout = k.denseView(k.arg("out"), {N, OH, OW, C});
+  k.store(k.reshape(res, {1, 1, BW, BC}), vout, {img, oh, ow0, c0});
   k.finish();
   return llvm::Error::success();
 }
@@ -208,7 +221,7 @@ void registerConvOps(std::vector<OpInfo> &ops) {
                   intParam("ph", "1", "padding (height)"), intParam("pw", "1", "padding (width)"),
                   intParam("dh", "1", "dilation (height)"), intParam("dw", "1", "dilation (width)"),
                   intParam("bias", "1", "1: add bias"),
-                  intParam("block_m", "32", "output pixels per program"),
+                  intParam("block_w", "32", "output pixels of a row per program"),
                   intParam("block_c", "64", "channels per program")},
                  buildDepthwise});
 }

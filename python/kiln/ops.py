@@ -444,7 +444,7 @@ def patch_embed(x, w, bias=None, patch=16, temporal_patch=1, **blocks):
     return conv(x, w, bias, (temporal_patch, patch, patch), 0, 1, 1, **blocks)
 
 
-def depthwise_conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, block_m=32, block_c=64):
+def depthwise_conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, block_w=32, block_c=64):
     """x [N, H, W, C], w [KH, KW, C] -> [N, OH, OW, C]."""
     x, w = _f32(x, "x"), _f32(w, "w")
     N, H, W, C = x.shape
@@ -458,7 +458,7 @@ def depthwise_conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, block_m=3
     b = _f32(bias, "bias") if has_bias else np.zeros(C, np.float32)
     out = np.empty((N, OH, OW, C), np.float32)
     kernel("depthwise_conv2d", kh=KH, kw=KW, sh=sh, sw=sw, ph=ph, pw=pw, dh=dh, dw=dw,
-           bias=int(has_bias), block_m=block_m, block_c=block_c).launch(
+           bias=int(has_bias), block_w=block_w, block_c=block_c).launch(
         [_ptr(x), _ptr(w), _ptr(b), _ptr(out), N, H, W, C, OH, OW],
-        [_cdiv(N * OH * OW, block_m), _cdiv(C, block_c)])
+        [N * OH, _cdiv(OW, block_w), _cdiv(C, block_c)])
     return out

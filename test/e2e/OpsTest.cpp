@@ -402,30 +402,38 @@ TEST_CASE("conv by implicit GEMM", "[ops][conv]") {
 }
 
 TEST_CASE("depthwise conv2d", "[ops][conv]") {
-  for (int64_t ks : {3, 7}) {
-    INFO("kernel " << ks);
-    const int64_t N = 2, H = 15, W = 9, C = 70, pad = ks / 2;
-    auto k = compileOp("depthwise_conv2d", {{"kh", std::to_string(ks)}, {"kw", std::to_string(ks)},
-                                            {"ph", std::to_string(pad)}, {"pw", std::to_string(pad)}});
+  struct Case {
+    int64_t ks, stride, dil;
+  };
+  for (Case tc : {Case{3, 1, 1}, Case{7, 1, 1}, Case{3, 2, 1}, Case{3, 1, 2}}) {
+    INFO("kernel " << tc.ks << " stride " << tc.stride << " dilation " << tc.dil);
+    const int64_t N = 2, H = 15, W = 9, C = 70, ks = tc.ks, pad = tc.dil * (ks / 2);
+    const int64_t OH = (H + 2 * pad - tc.dil * (ks - 1) - 1) / tc.stride + 1;
+    const int64_t OW = (W + 2 * pad - tc.dil * (ks - 1) - 1) / tc.stride + 1;
+    auto s = std::to_string(tc.stride), d = std::to_string(tc.dil);
+    auto k = compileOp("depthwise_conv2d",
+                       {{"kh", std::to_string(ks)}, {"kw", std::to_string(ks)},
+                        {"ph", std::to_string(pad)}, {"pw", std::to_string(pad)},
+                        {"sh", s}, {"sw", s}, {"dh", d}, {"dw", d}, {"block_w", "4"}});
     auto in = randomVector(N * H * W * C), w = randomVector(ks * ks * C), bias = randomVector(C);
-    std::vector<float> out(N * H * W * C, poison());
+    std::vector<float> out(N * OH * OW * C, poison());
     REQUIRE_NOLAUNCHERROR(sharedJIT().launch(
         *k, {kiln::arg(in.data()), kiln::arg(w.data()), kiln::arg(bias.data()), kiln::arg(out.data()),
-             kiln::arg(N), kiln::arg(H), kiln::arg(W), kiln::arg(C), kiln::arg(H), kiln::arg(W)},
-        {cdiv(N * H * W, 32), cdiv(C, 64)}));
+             kiln::arg(N), kiln::arg(H), kiln::arg(W), kiln::arg(C), kiln::arg(OH), kiln::arg(OW)},
+        {N * OH, cdiv(OW, 4), cdiv(C, 64)}));
     std::vector<double> ref(out.size());
     for (int64_t n = 0; n < N; ++n)
-      for (int64_t y = 0; y < H; ++y)
-        for (int64_t x = 0; x < W; ++x)
+      for (int64_t y = 0; y < OH; ++y)
+        for (int64_t x = 0; x < OW; ++x)
           for (int64_t c = 0; c < C; ++c) {
             double acc = bias[c];
             for (int64_t ky = 0; ky < ks; ++ky)
               for (int64_t kx = 0; kx < ks; ++kx) {
-                int64_t iy = y - pad + ky, ix = x - pad + kx;
+                int64_t iy = y * tc.stride - pad + ky * tc.dil, ix = x * tc.stride - pad + kx * tc.dil;
                 if (iy >= 0 && iy < H && ix >= 0 && ix < W)
                   acc += double(in[((n * H + iy) * W + ix) * C + c]) * w[(ky * ks + kx) * C + c];
               }
-            ref[((n * H + y) * W + x) * C + c] = acc;
+            ref[((n * OH + y) * OW + x) * C + c] = acc;
           }
     CHECK_THAT_CLOSE(out, ref, 1e-5, 1e-5);
   }

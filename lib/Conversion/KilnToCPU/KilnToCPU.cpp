@@ -128,6 +128,14 @@ private:
                                 bool isStore);
   LogicalResult lowerAtomicAdd(AtomicAddOp op);
   LogicalResult lowerElementwise(Operation *op);
+  // Elementwise fusion: a splat, broadcast or elementwise op whose only user
+  // is an elementwise op of the same shape in the same block is not
+  // materialized; the user computes it inline, element by element.
+  bool canDefer(Operation *op);
+  void collectTypes(Value v, SmallVectorImpl<Type> &types);
+  Value emitElems(ImplicitLocOpBuilder &ib, Value v, ValueRange idx,
+                  int64_t width);
+  DenseSet<Operation *> deferred;
   LogicalResult lowerDot(DotOp op);
   LogicalResult lowerReduce(ReduceOp op);
   LogicalResult lowerFor(scf::ForOp op);
@@ -588,38 +596,134 @@ LogicalResult KernelLowering::lowerAtomicAdd(AtomicAddOp op) {
 // Tile algebra
 //===----------------------------------------------------------------------===//
 
+static bool isElementwiseTileOp(Operation *op) {
+  return op->hasTrait<OpTrait::Elementwise>() && op->getNumRegions() == 0 &&
+         op->getNumResults() >= 1 &&
+         llvm::all_of(op->getResults(),
+                      [](Value r) { return isa<RankedTensorType>(r.getType()); });
+}
+
+bool KernelLowering::canDefer(Operation *op) {
+  if (op->getNumResults() != 1 || !op->hasOneUse())
+    return false;
+  if (!isa<SplatOp, BroadcastOp>(op) && !isElementwiseTileOp(op))
+    return false;
+  Operation *user = *op->getUsers().begin();
+  if (user->getBlock() != op->getBlock() || !isElementwiseTileOp(user))
+    return false;
+  return user->getResult(0).getType() == RankedTensorType::get(
+             cast<RankedTensorType>(op->getResult(0).getType()).getShape(),
+             cast<RankedTensorType>(user->getResult(0).getType()).getElementType());
+}
+
+void KernelLowering::collectTypes(Value v, SmallVectorImpl<Type> &types) {
+  types.push_back(getElementTypeOrSelf(v.getType()));
+  Operation *def = v.getDefiningOp();
+  if (!def || !deferred.contains(def))
+    return;
+  for (Value o : def->getOperands())
+    collectTypes(o, types);
+}
+
+/// The elements of tile `v` at `idx` (a vector of `width`, or a scalar when
+/// width is 1): loaded from its buffer, or computed inline when its
+/// producer was deferred.
+Value KernelLowering::emitElems(ImplicitLocOpBuilder &ib, Value v,
+                                ValueRange idx, int64_t width) {
+  Type elt = getElementTypeOrSelf(v.getType());
+  auto vecOf = [&](Type e) { return VectorType::get({width}, e); };
+  Operation *def = v.getDefiningOp();
+  if (!def || !deferred.contains(def))
+    return loadElems(ib, buffers.lookup(v), idx, elt, width);
+  if (auto splat = dyn_cast<SplatOp>(def)) {
+    Value s = splat.getValue();
+    return width == 1 ? s : Value(vector::BroadcastOp::create(ib, vecOf(elt), s));
+  }
+  if (auto bc = dyn_cast<BroadcastOp>(def)) {
+    auto srcType = bc.getSrc().getType();
+    auto type = bc.getResult().getType();
+    Value c0 = arith::ConstantIndexOp::create(ib, 0);
+    SmallVector<Value> sidx;
+    for (auto [d, iv] : llvm::enumerate(idx))
+      sidx.push_back(srcType.getDimSize(d) == type.getDimSize(d) ? iv : c0);
+    bool innerBroadcast = srcType.getShape().back() != type.getShape().back();
+    Value src = buffers.lookup(bc.getSrc());
+    if (innerBroadcast) {
+      Value s = loadElems(ib, src, sidx, elt, 1);
+      return width == 1 ? s : Value(vector::BroadcastOp::create(ib, vecOf(elt), s));
+    }
+    return loadElems(ib, src, sidx, elt, width);
+  }
+  // A deferred elementwise op: its operands, then the op on vectors.
+  bool isSelect = isa<arith::SelectOp>(def);
+  SmallVector<Value> operands;
+  for (auto [i, o] : llvm::enumerate(def->getOperands())) {
+    if (isa<RankedTensorType>(o.getType()))
+      operands.push_back(emitElems(ib, o, idx, width));
+    else if (width > 1 && !(isSelect && i == 0))
+      operands.push_back(vector::BroadcastOp::create(ib, vecOf(o.getType()), o));
+    else
+      operands.push_back(o);
+  }
+  Type rt = width == 1 ? elt : Type(vecOf(elt));
+  OperationState state(def->getLoc(), def->getName().getStringRef(), operands,
+                       TypeRange{rt}, def->getAttrs());
+  return ib.create(state)->getResult(0);
+}
+
 LogicalResult KernelLowering::lowerElementwise(Operation *op) {
   auto resultType = cast<RankedTensorType>(op->getResult(0).getType());
   SmallVector<Type> types;
-  for (Type t : op->getOperandTypes())
-    types.push_back(getElementTypeOrSelf(t));
+  for (Value v : op->getOperands())
+    collectTypes(v, types);
   for (Type t : op->getResultTypes())
     types.push_back(getElementTypeOrSelf(t));
   int64_t w = vectorWidth(types, resultType.getShape().back());
-  SmallVector<Value> operandBufs;
-  for (Value v : op->getOperands()) {
-    if (isa<RankedTensorType>(v.getType())) {
-      auto buf = bufferOf(v, op);
-      if (failed(buf))
+  // Every tile the fused expression reads must have a buffer.
+  std::function<LogicalResult(Value)> checkLeaves = [&](Value v) -> LogicalResult {
+    if (!isa<RankedTensorType>(v.getType()))
+      return success();
+    Operation *def = v.getDefiningOp();
+    if (!def || !deferred.contains(def))
+      return bufferOf(v, op);
+    if (auto bc = dyn_cast<BroadcastOp>(def))
+      return bufferOf(bc.getSrc(), op);
+    for (Value o : def->getOperands())
+      if (failed(checkLeaves(o)))
         return failure();
-      operandBufs.push_back(*buf);
-    } else {
-      operandBufs.push_back(Value());
-    }
-  }
+    return success();
+  };
+  for (Value v : op->getOperands())
+    if (failed(checkLeaves(v)))
+      return failure();
   SmallVector<Value> resultBufs;
-  for (Value r : op->getResults())
-    resultBufs.push_back(
-        allocTile(cast<RankedTensorType>(r.getType()), op->getLoc()));
+  for (Value r : op->getResults()) {
+    // Write in place over an operand that dies here (its only use, in this
+    // block: e.g. a loop-carried accumulator): element i is read before it
+    // is written, so the loop's yield then copies nothing.
+    Value reuse;
+    if (op->getNumResults() == 1)
+      for (Value v : op->getOperands()) {
+        Operation *def = v.getDefiningOp();
+        if (v.getType() == r.getType() && v.hasOneUse() &&
+            v.getParentBlock() == op->getBlock() &&
+            !(def && deferred.contains(def)) && buffers.lookup(v)) {
+          reuse = buffers.lookup(v);
+          break;
+        }
+      }
+    resultBufs.push_back(reuse ? reuse
+                               : allocTile(cast<RankedTensorType>(r.getType()),
+                                           op->getLoc()));
+  }
   ImplicitLocOpBuilder b(op->getLoc(), op);
   bool isSelect = isa<arith::SelectOp>(op);
   forEachIndex(b, resultType.getShape(), w, [&](ImplicitLocOpBuilder &ib,
                                                 ValueRange idx) {
     SmallVector<Value> operands;
     for (auto [i, v] : llvm::enumerate(op->getOperands())) {
-      if (operandBufs[i]) {
-        operands.push_back(loadElems(ib, operandBufs[i], idx,
-                                     getElementTypeOrSelf(v.getType()), w));
+      if (isa<RankedTensorType>(v.getType())) {
+        operands.push_back(emitElems(ib, v, idx, w));
       } else if (w > 1 && !(isSelect && i == 0)) {
         operands.push_back(vector::BroadcastOp::create(
             ib, VectorType::get({w}, v.getType()), v));
@@ -1188,6 +1292,11 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
   if (auto ifOp = dyn_cast<scf::IfOp>(op))
     return lowerIf(ifOp);
 
+  if (canDefer(op)) {
+    deferred.insert(op);
+    toErase.push_back(op);
+    return success();
+  }
   if (auto splat = dyn_cast<SplatOp>(op)) {
     auto type = splat.getResult().getType();
     Value buf = allocTile(type, loc);

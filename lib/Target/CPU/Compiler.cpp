@@ -68,6 +68,16 @@ using llvm::isa;
 
 const char *kiln::compilerVersion() { return "kiln 0.1.0"; }
 
+namespace kiln {
+const char *buildId(); // generated: a hash of the compiler's sources
+} // namespace kiln
+
+const std::string &kiln::compilerFingerprint() {
+  static const std::string fingerprint =
+      std::string(compilerVersion()) + " " + buildId();
+  return fingerprint;
+}
+
 static llvm::Error makeError(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }

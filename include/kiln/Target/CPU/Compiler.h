@@ -28,8 +28,14 @@ class MLIRContext;
 
 namespace kiln {
 
-/// The compiler's version; part of every cache key and bundle manifest.
+/// The compiler's version; part of every bundle manifest.
 const char *compilerVersion();
+
+/// The version plus a hash of the compiler's sources (computed at build
+/// time): part of every disk-cache key, so that a rebuilt compiler never
+/// reuses bundles an older build wrote, while every program built from the
+/// same sources (kilnc, the JIT, Python) shares them.
+const std::string &compilerFingerprint();
 
 /// An x86-64 code generation target: what LLVM is told, and what the bundle
 /// requires of the machine that runs it.
