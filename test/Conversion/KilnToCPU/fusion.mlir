@@ -1,0 +1,32 @@
+// RUN: kiln-opt %s --convert-kiln-to-cpu | FileCheck %s
+
+// A single-use splat, broadcast or elementwise op feeding an elementwise op
+// of the same shape is computed inline, element by element: exp(x - m) * s
+// below needs buffers only for the loaded tile, the [1, 64] row it is
+// broadcast from, and the result.
+// CHECK-LABEL: func.func private @fused
+// CHECK-COUNT-3: memref.alloca
+// CHECK-NOT: memref.alloca
+// The one fused loop: load the tile and the row (the broadcast is an index),
+// subtract, exp, scale by the splat scalar, store the result buffer.
+// CHECK: %[[T:.*]] = vector.load %{{.*}} : memref<8x64xf32>, vector<16xf32>
+// CHECK-NEXT: %[[ROW:.*]] = vector.load %{{.*}}[%{{.*}}, %{{.*}}] : memref<1x64xf32>, vector<16xf32>
+// CHECK-NEXT: %[[D:.*]] = arith.subf %[[T]], %[[ROW]] : vector<16xf32>
+// CHECK-NEXT: %[[E:.*]] = math.exp %[[D]] : vector<16xf32>
+// CHECK-NEXT: %[[S:.*]] = vector.broadcast %{{.*}} : f32 to vector<16xf32>
+// CHECK-NEXT: %[[R:.*]] = arith.mulf %[[E]], %[[S]] : vector<16xf32>
+// CHECK-NEXT: vector.store %[[R]], %{{.*}} : memref<8x64xf32>, vector<16xf32>
+kiln.func @fused(%p: !kiln.ptr<f32>, %n: index, %s: f32) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %v = kiln.make_view %p, [%n, %n], [%n, %c1] : !kiln.ptr<f32> -> !kiln.view<2xf32>
+  %t = kiln.load %v[%c0, %c0] : !kiln.view<2xf32> -> tensor<8x64xf32>
+  %row = kiln.load %v[%c0, %c0] : !kiln.view<2xf32> -> tensor<1x64xf32>
+  %m = kiln.broadcast %row : tensor<1x64xf32> -> tensor<8x64xf32>
+  %d = arith.subf %t, %m : tensor<8x64xf32>
+  %e = math.exp %d : tensor<8x64xf32>
+  %st = kiln.splat %s : tensor<8x64xf32>
+  %r = arith.mulf %e, %st : tensor<8x64xf32>
+  kiln.store %r, %v[%c0, %c0] : tensor<8x64xf32> -> !kiln.view<2xf32>
+  kiln.return
+}
