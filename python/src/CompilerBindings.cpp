@@ -420,6 +420,16 @@ private:
 
 std::string typeStr(Type t) { return PyBuilder::str(t); }
 
+/// The padding attribute of a load/gather (None: no attribute, zero).
+TypedAttr paddingAttr(PyBuilder &p, Type tileType, const py::object &padding) {
+  if (padding.is_none())
+    return nullptr;
+  Type e = cast<RankedTensorType>(tileType).getElementType();
+  if (isa<FloatType>(e))
+    return p.builder().getFloatAttr(e, padding.cast<double>());
+  return p.builder().getIntegerAttr(e, padding.cast<int64_t>());
+}
+
 } // namespace
 
 namespace kiln::python {
@@ -523,17 +533,10 @@ void bindCompiler(py::module &m) {
       .def("load",
            [](PyBuilder &p, Value view, std::vector<Value> offsets, Type type,
               py::object padding) {
-             TypedAttr pad;
              if (!isa<RankedTensorType>(type) || !isa<kd::ViewType>(view.getType()))
                throw IRError("load needs a view and a tile type");
-             Type e = cast<RankedTensorType>(type).getElementType();
-             if (!padding.is_none()) {
-               if (isa<FloatType>(e))
-                 pad = p.builder().getFloatAttr(e, padding.cast<double>());
-               else
-                 pad = p.builder().getIntegerAttr(e, padding.cast<int64_t>());
-             }
-             return p.make<kd::LoadOp>(type, view, offsets, pad, nullptr);
+             return p.make<kd::LoadOp>(type, view, offsets, paddingAttr(p, type, padding),
+                                       nullptr);
            })
       .def("store",
            [](PyBuilder &p, Value value, Value view,
@@ -548,18 +551,11 @@ void bindCompiler(py::module &m) {
       .def("gather",
            [](PyBuilder &p, Value view, Value indices,
               std::vector<Value> offsets, Type type, py::object padding) {
-             TypedAttr pad;
              if (!isa<RankedTensorType>(type) || !isa<kd::ViewType>(view.getType()) ||
                  !isa<RankedTensorType>(indices.getType()))
                throw IRError("gather needs a view, an index tile and a tile type");
-             Type e = cast<RankedTensorType>(type).getElementType();
-             if (!padding.is_none()) {
-               if (isa<FloatType>(e))
-                 pad = p.builder().getFloatAttr(e, padding.cast<double>());
-               else
-                 pad = p.builder().getIntegerAttr(e, padding.cast<int64_t>());
-             }
-             return p.make<kd::GatherOp>(type, view, indices, offsets, pad);
+             return p.make<kd::GatherOp>(type, view, indices, offsets,
+                                         paddingAttr(p, type, padding));
            })
       .def("scatter",
            [](PyBuilder &p, Value value, Value view, Value indices,

@@ -1052,6 +1052,19 @@ LogicalResult KernelLowering::lowerReduce(ReduceOp op) {
 
 static bool isTile(Value v) { return isa<RankedTensorType>(v.getType()); }
 
+/// Maps the results of a rebuilt scf.for/scf.if: tile results to their
+/// buffers, scalar results to the new op's results (in order).
+void mapRebuiltResults(ResultRange oldResults, ArrayRef<Value> tileBufs,
+                       ResultRange newResults, DenseMap<Value, Value> &buffers) {
+  unsigned scalarIdx = 0;
+  for (auto [i, r] : llvm::enumerate(oldResults)) {
+    if (tileBufs[i])
+      buffers[r] = tileBufs[i];
+    else
+      r.replaceAllUsesWith(newResults[scalarIdx++]);
+  }
+}
+
 LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
   bool carriesTiles = llvm::any_of(op.getInitArgs(), isTile);
   if (!carriesTiles)
@@ -1083,7 +1096,8 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
   unsigned scalarIdx = 0;
   for (auto [i, arg] : llvm::enumerate(op.getRegionIterArgs())) {
     if (iterBufs[i]) {
-      replacements.push_back(arg); // placeholder, remapped through buffers
+      // A tile argument keeps its value; its users read the iteration buffer.
+      replacements.push_back(arg);
       buffers[arg] = iterBufs[i];
     } else {
       replacements.push_back(newLoop.getRegionIterArgs()[scalarIdx++]);
@@ -1144,13 +1158,7 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
   scf::YieldOp::create(yb, scalarYields);
   yield.erase();
 
-  scalarIdx = 0;
-  for (auto [i, r] : llvm::enumerate(op.getResults())) {
-    if (iterBufs[i])
-      buffers[r] = iterBufs[i];
-    else
-      r.replaceAllUsesWith(newLoop.getResult(scalarIdx++));
-  }
+  mapRebuiltResults(op.getResults(), iterBufs, newLoop.getResults(), buffers);
   toErase.push_back(op);
   return success();
 }
@@ -1203,13 +1211,7 @@ LogicalResult KernelLowering::lowerIf(scf::IfOp op) {
     scf::YieldOp::create(yb, scalars);
     yield.erase();
   }
-  unsigned scalarIdx = 0;
-  for (auto [i, r] : llvm::enumerate(op.getResults())) {
-    if (resultBufs[i])
-      buffers[r] = resultBufs[i];
-    else
-      r.replaceAllUsesWith(newIf.getResult(scalarIdx++));
-  }
+  mapRebuiltResults(op.getResults(), resultBufs, newIf.getResults(), buffers);
   toErase.push_back(op);
   return success();
 }
