@@ -221,3 +221,30 @@ def test_bundles_from_kilnc_run_through_the_runtime_only_module(tmp_path):
     out[:] = np.nan
     b[(3,)](x, y, out, n)
     assert (out == x + 1).all()
+
+
+@kiln.jit
+def odd_shapes(a, b, out_dot, out_red, out_arg, m, n, BM: kl.constexpr, BK: kl.constexpr,
+               BN: kl.constexpr):
+    va = kl.make_view(a, (m, n), (n, 1))
+    vb = kl.make_view(b, (n, m), (m, 1))
+    ta = kl.load(va, offsets=(0, 0), shape=(BM, BK))
+    tb = kl.load(vb, offsets=(0, 0), shape=(BK, BN))
+    kl.store(kl.make_view(out_dot, (BM, BN), (BN, 1)), kl.dot(ta, tb), offsets=(0, 0))
+    kl.store(out_red + kl.arange(0, BK), kl.max(ta, axis=0))
+    kl.store(out_arg + kl.arange(0, BM), kl.argmax(ta, axis=1))
+
+
+@pytest.mark.parametrize("bm,bk,bn", [(3, 5, 7), (1, 1, 1), (5, 3, 17), (6, 31, 33)])
+def test_odd_tile_shapes(rng, bm, bk, bn):
+    """Tiles whose dimensions are not multiples of the vector width (down to
+    width 1) in dot, reductions and argmax."""
+    a = rng.standard_normal((40, 40)).astype(np.float32)
+    b = rng.standard_normal((40, 40)).astype(np.float32)
+    od = np.full((bm, bn), np.nan, np.float32)
+    orr = np.full(bk, np.nan, np.float32)
+    oa = np.full(bm, -1, np.int32)
+    odd_shapes[(1,)](a, b, od, orr, oa, 40, 40, BM=bm, BK=bk, BN=bn)
+    assert_close(od, a[:bm, :bk].astype(np.float64) @ b[:bk, :bn], 1e-5, 1e-5)
+    assert (orr == a[:bm, :bk].max(0)).all()
+    assert (oa == a[:bm, :bk].argmax(1)).all()

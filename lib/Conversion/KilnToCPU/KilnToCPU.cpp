@@ -791,7 +791,8 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
   mr = std::min<int64_t>(mr, 6);
   int64_t mMain = M - M % mr, mRem = M % mr;
   bool isFloat = isa<FloatType>(accElt);
-  auto vt = VectorType::get({w}, accElt);
+  // Width 1 (N not a multiple of 2) works on scalars.
+  Type vt = w == 1 ? accElt : Type(VectorType::get({w}, accElt));
   auto extend = [&](ImplicitLocOpBuilder &ib, Value v, Type to) -> Value {
     if (getElementTypeOrSelf(v.getType()) == getElementTypeOrSelf(to))
       return v;
@@ -836,11 +837,12 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
             for (int64_t r = 0; r < rowsHere; ++r) {
               Value s = loadElems(b3, *a, ValueRange{rows[r], k}, inElt, 1);
               s = extend(b3, s, accElt);
-              Value av = vector::BroadcastOp::create(b3, vt, s);
+              Value av = w == 1 ? s : Value(vector::BroadcastOp::create(b3, vt, s));
               for (int64_t v = 0; v < nv; ++v) {
                 Value accv = accs[r * nv + v];
                 if (isFloat) {
-                  next.push_back(vector::FMAOp::create(b3, av, bv[v], accv));
+                  next.push_back(w == 1 ? Value(math::FmaOp::create(b3, av, bv[v], accv))
+                                        : Value(vector::FMAOp::create(b3, av, bv[v], accv)));
                 } else {
                   Value p = arith::MulIOp::create(b3, av, bv[v]);
                   next.push_back(arith::AddIOp::create(b3, accv, p));
