@@ -248,3 +248,22 @@ def test_odd_tile_shapes(rng, bm, bk, bn):
     assert_close(od, a[:bm, :bk].astype(np.float64) @ b[:bk, :bn], 1e-5, 1e-5)
     assert (orr == a[:bm, :bk].max(0)).all()
     assert (oa == a[:bm, :bk].argmax(1)).all()
+
+
+@kiln.jit
+def newton_sqrt(x, out, n, BLOCK: kl.constexpr):
+    offs = kl.arange(0, BLOCK)
+    a = kl.load(x + offs, mask=offs < n, other=1.0)
+    guess = a
+    it = 0
+    while it < 30:
+        guess = 0.5 * (guess + a / guess)
+        it += 1
+    kl.store(out + offs, guess, mask=offs < n)
+
+
+def test_while_loops_carry_tiles(rng):
+    x = rng.random(50).astype(np.float32) * 100 + 0.5
+    out = np.full(50, np.nan, np.float32)
+    newton_sqrt[(1,)](x, out, 50, BLOCK=64)
+    assert_close(out, np.sqrt(x.astype(np.float64)), 1e-6, 1e-6)

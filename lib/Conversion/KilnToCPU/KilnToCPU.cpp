@@ -140,6 +140,7 @@ private:
   LogicalResult lowerReduce(ReduceOp op);
   LogicalResult lowerFor(scf::ForOp op);
   LogicalResult lowerIf(scf::IfOp op);
+  LogicalResult lowerWhile(scf::WhileOp op);
   Value assignResult(Operation *op, Value result);
 };
 
@@ -1218,6 +1219,121 @@ LogicalResult KernelLowering::lowerIf(scf::IfOp op) {
   return success();
 }
 
+
+/// scf.while carrying tiles: each tile carried into the "before" region lives
+/// in one buffer (the init is copied in, the "after" region's yield copies
+/// back), and each tile forwarded by scf.condition to the "after" region and
+/// the results lives in another. The rebuilt loop carries only scalars.
+LogicalResult KernelLowering::lowerWhile(scf::WhileOp op) {
+  bool carriesTiles = llvm::any_of(op.getInits(), isTile) ||
+                      llvm::any_of(op.getResults(), isTile);
+  if (!carriesTiles) {
+    for (Region &r : op->getRegions())
+      for (Block &blk : r)
+        if (failed(lowerBlock(blk)))
+          return failure();
+    return success();
+  }
+  ImplicitLocOpBuilder b(op.getLoc(), op);
+  Block *before = op.getBeforeBody(), *after = op.getAfterBody();
+  // Buffers of the values carried into "before" and forwarded to "after".
+  SmallVector<Value> inBufs(op.getInits().size()), outBufs(op.getNumResults());
+  SmallVector<Value> scalarInits;
+  SmallVector<Type> scalarInTypes, scalarOutTypes;
+  for (auto [i, init] : llvm::enumerate(op.getInits())) {
+    if (!isTile(init)) {
+      scalarInits.push_back(init);
+      scalarInTypes.push_back(init.getType());
+      continue;
+    }
+    auto type = cast<RankedTensorType>(init.getType());
+    auto src = bufferOf(init, op);
+    if (failed(src))
+      return failure();
+    inBufs[i] = allocTile(type, op.getLoc());
+    copyTile(b, *src, inBufs[i], type);
+  }
+  for (auto [i, r] : llvm::enumerate(op.getResults())) {
+    if (isTile(r))
+      outBufs[i] = allocTile(cast<RankedTensorType>(r.getType()), op.getLoc());
+    else
+      scalarOutTypes.push_back(r.getType());
+  }
+  auto newOp = scf::WhileOp::create(b, scalarOutTypes, scalarInits);
+  Block *newBefore = b.createBlock(&newOp.getBefore());
+  for (Type t : scalarInTypes)
+    newBefore->addArgument(t, op.getLoc());
+  Block *newAfter = b.createBlock(&newOp.getAfter());
+  for (Type t : scalarOutTypes)
+    newAfter->addArgument(t, op.getLoc());
+  b.setInsertionPoint(op);
+
+  // Move a region's body, mapping its tile arguments to buffers and its
+  // scalar arguments to the new block's arguments.
+  auto moveBody = [&](Block *from, Block *to, ArrayRef<Value> bufs) {
+    unsigned scalarIdx = 0;
+    for (auto [i, arg] : llvm::enumerate(from->getArguments())) {
+      if (bufs[i])
+        buffers[arg] = bufs[i];
+      else
+        arg.replaceAllUsesWith(to->getArgument(scalarIdx++));
+    }
+    to->getOperations().splice(to->end(), from->getOperations());
+  };
+  moveBody(before, newBefore, inBufs);
+  if (failed(lowerBlock(*newBefore)))
+    return failure();
+  auto cond = cast<scf::ConditionOp>(newBefore->getTerminator());
+  {
+    ImplicitLocOpBuilder cb(cond.getLoc(), cond);
+    SmallVector<Value> scalars;
+    for (auto [i, v] : llvm::enumerate(cond.getArgs())) {
+      if (!outBufs[i]) {
+        scalars.push_back(v);
+        continue;
+      }
+      auto s = bufferOf(v, cond);
+      if (failed(s))
+        return failure();
+      copyTile(cb, *s, outBufs[i], cast<RankedTensorType>(v.getType()));
+    }
+    scf::ConditionOp::create(cb, cond.getCondition(), scalars);
+    cond.erase();
+  }
+  moveBody(after, newAfter, outBufs);
+  if (failed(lowerBlock(*newAfter)))
+    return failure();
+  auto yield = cast<scf::YieldOp>(newAfter->getTerminator());
+  {
+    ImplicitLocOpBuilder yb(yield.getLoc(), yield);
+    SmallVector<Value> scalars;
+    // Stage through temporaries when a yielded tile is another carried
+    // buffer (a parallel assignment).
+    SmallVector<Value> srcs(inBufs.size());
+    for (auto [i, v] : llvm::enumerate(yield.getOperands())) {
+      if (!inBufs[i]) {
+        scalars.push_back(v);
+        continue;
+      }
+      auto s = bufferOf(v, yield);
+      if (failed(s))
+        return failure();
+      Value tmp = allocTile(cast<RankedTensorType>(v.getType()), yield.getLoc());
+      copyTile(yb, *s, tmp, cast<RankedTensorType>(v.getType()));
+      srcs[i] = tmp;
+    }
+    for (auto [i, s] : llvm::enumerate(srcs))
+      if (s)
+        copyTile(yb, s, inBufs[i],
+                 cast<RankedTensorType>(op.getInits()[i].getType()));
+    scf::YieldOp::create(yb, scalars);
+    yield.erase();
+  }
+  mapRebuiltResults(op.getResults(), outBufs, newOp.getResults(), buffers);
+  toErase.push_back(op);
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Dispatch
 //===----------------------------------------------------------------------===//
@@ -1234,7 +1350,7 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
   auto tileResult = [&](Value r) { return cast<RankedTensorType>(r.getType()); };
 
   // Terminators carrying tiles are rewritten by their parent's lowering.
-  if (isa<scf::YieldOp>(op))
+  if (isa<scf::YieldOp, scf::ConditionOp>(op))
     return success();
   if (auto pid = dyn_cast<ProgramIdOp>(op)) {
     pid.getResult().replaceAllUsesWith(grid[static_cast<int>(pid.getAxis())]);
@@ -1295,6 +1411,8 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
     return lowerFor(forOp);
   if (auto ifOp = dyn_cast<scf::IfOp>(op))
     return lowerIf(ifOp);
+  if (auto whileOp = dyn_cast<scf::WhileOp>(op))
+    return lowerWhile(whileOp);
 
   if (canDefer(op)) {
     deferred.insert(op);
