@@ -214,8 +214,8 @@ void registerGatherOps(std::vector<OpInfo> &ops) {
                  "out[r, :] = weight[ids[r], :]; out-of-range ids read zeros and "
                  "are counted in errors[0]",
                  {dtypeParam(),
-                  {"block_n", Param::Int, "32", "ids per program", {}},
-                  {"block_d", Param::Int, "128", "columns per program", {}}},
+                  {"block_n", Param::Int, "8", "ids per program", {}},
+                  {"block_d", Param::Int, "1024", "columns per program (whole rows stream best)", {}}},
                  buildEmbedding});
   ops.push_back({"paged_kv_gather",
                  "contiguous K or V from a paged cache: out[b, t, :] = "
@@ -223,15 +223,15 @@ void registerGatherOps(std::vector<OpInfo> &ops) {
                  "seq_lens[b], zeros beyond",
                  {dtypeParam(),
                   {"block_size", Param::Int, "16", "tokens per cache page", {}},
-                  {"block_t", Param::Int, "32", "tokens per program", {}},
-                  {"block_w", Param::Int, "128", "row elements per program", {}}},
+                  {"block_t", Param::Int, "8", "tokens per program", {}},
+                  {"block_w", Param::Int, "1024", "row elements per program", {}}},
                  buildPagedKV});
   ops.push_back({"moe_permute",
                  "tokens grouped by expert: out[r, :] = x[src_rows[r], :] "
                  "(src_rows from moe_route; -1 rows are zero)",
                  {dtypeParam(),
-                  {"block_r", Param::Int, "32", "rows per program", {}},
-                  {"block_h", Param::Int, "128", "hidden elements per program", {}}},
+                  {"block_r", Param::Int, "8", "rows per program", {}},
+                  {"block_h", Param::Int, "1024", "hidden elements per program", {}}},
                  buildMoePermute});
   ops.push_back({"moe_unpermute",
                  "weighted sum back: out[t, :] = sum_k weights[t, k] * "

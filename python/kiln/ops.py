@@ -63,7 +63,7 @@ def _cdiv(a, b):
 # ---------------------------------------------------------------------------
 
 
-def embedding(weight, ids, block_n=32, block_d=128):
+def embedding(weight, ids, block_n=8, block_d=1024):
     """out[r] = weight[ids[r]]; raises IndexError if any id is out of range
     (those rows are never read: they come back as zeros in `e.partial`)."""
     weight = _f32(weight, "weight")
@@ -83,7 +83,7 @@ def embedding(weight, ids, block_n=32, block_d=128):
     return out
 
 
-def paged_kv_gather(cache, block_table, seq_lens, max_len=None, block_t=32, block_w=128):
+def paged_kv_gather(cache, block_table, seq_lens, max_len=None, block_t=8, block_w=1024):
     """Contiguous [batch, max_len, ...] from a paged cache [num_blocks,
     block_size, ...]; positions past seq_lens[b] are zero. Raises IndexError
     for page numbers outside the cache."""
@@ -125,7 +125,7 @@ def moe_route(topk_ids, num_experts):
     return src_rows, slot_rows.reshape(tokens, k), offsets
 
 
-def moe_permute(x, src_rows, block_r=32, block_h=128):
+def moe_permute(x, src_rows, block_r=8, block_h=1024):
     x = _f32(x, "x")
     src_rows = _i32(src_rows)
     tokens, hidden = x.shape

@@ -232,7 +232,7 @@ int main(int argc, char **argv) {
         [&] {
           launch(*k, {kiln::arg(w.data()), kiln::arg(ids.data()), kiln::arg(out.data()),
                       kiln::arg(errors.data()), kiln::arg(n), kiln::arg(vocab), kiln::arg(dim)},
-                 {cdiv(n, 32), cdiv(dim, 128)});
+                 {cdiv(n, 8), cdiv(dim, 1024)});
         },
         [&] { std::memcpy(copy.data(), w.data() + 1000 * dim, n * dim * 4); });
     double bytes = 2.0 * n * dim * 4;
@@ -252,7 +252,7 @@ int main(int argc, char **argv) {
           launch(*k, {kiln::arg(cache.data()), kiln::arg(table.data()), kiln::arg(lens.data()),
                       kiln::arg(out.data()), kiln::arg(errors.data()), kiln::arg(batch),
                       kiln::arg(maxBlocks), kiln::arg(numBlocks), kiln::arg(maxLen), kiln::arg(width)},
-                 {cdiv(maxLen, 32), cdiv(width, 128), batch});
+                 {cdiv(maxLen, 8), cdiv(width, 1024), batch});
         },
         [&] { std::memcpy(copy.data(), cache.data(), out.size() * 4); });
     double bytes = 2.0 * out.size() * 4;
@@ -270,7 +270,7 @@ int main(int argc, char **argv) {
         [&] {
           launch(*k, {kiln::arg(x.data()), kiln::arg(src.data()), kiln::arg(y.data()),
                       kiln::arg(errors.data()), kiln::arg(rows), kiln::arg(T), kiln::arg(H)},
-                 {cdiv(rows, 32), cdiv(H, 128)});
+                 {cdiv(rows, 8), cdiv(H, 1024)});
         },
         [&] {
           std::memcpy(copy.data(), x.data(), T * H * 4);

@@ -43,7 +43,7 @@ TEST_CASE("embedding gathers rows and reports out-of-range ids", "[ops]") {
   REQUIRE_NOLAUNCHERROR(sharedJIT().launch(
       *k, {kiln::arg(w.data()), i32p(ids.data()), kiln::arg(out.data()), i32p(errors.data()),
            kiln::arg(n), kiln::arg(vocab), kiln::arg(dim)},
-      {cdiv(n, 32), cdiv(dim, 128)}));
+      {cdiv(n, 8), cdiv(dim, 1024)}));
   std::vector<double> ref(n * dim, 0.0);
   for (int64_t i = 0; i < n; ++i)
     if (ids[i] >= 0 && ids[i] < vocab)
@@ -68,7 +68,7 @@ TEST_CASE("paged KV-cache gather", "[ops]") {
       *k, {kiln::arg(cache.data()), i32p(table.data()), i32p(lens.data()), kiln::arg(out.data()),
            i32p(errors.data()), kiln::arg(batch), kiln::arg(maxBlocks), kiln::arg(numBlocks),
            kiln::arg(maxLen), kiln::arg(width)},
-      {cdiv(maxLen, 32), cdiv(width, 128), batch}));
+      {cdiv(maxLen, 8), cdiv(width, 1024), batch}));
   std::vector<double> ref(out.size(), 0.0);
   int64_t bad = 0;
   for (int64_t b = 0; b < batch; ++b)
@@ -108,7 +108,7 @@ TEST_CASE("MoE permute and weighted unpermute", "[ops]") {
   REQUIRE_NOLAUNCHERROR(sharedJIT().launch(
       *perm, {kiln::arg(x.data()), i32p(srcRows.data()), kiln::arg(y.data()), i32p(errors.data()),
               kiln::arg(rows), kiln::arg(T), kiln::arg(H)},
-      {cdiv(rows, 32), cdiv(H, 128)}));
+      {cdiv(rows, 8), cdiv(H, 1024)}));
   std::vector<double> refY(rows * H);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t h = 0; h < H; ++h)
