@@ -39,3 +39,21 @@ def test_broken_kernel_reports_its_line(kernel):
     assert f":{line}:" in rendered
     assert "^" in rendered.splitlines()[-1]
     assert rendered.splitlines()[-2].strip() == e.source_line.strip()
+
+
+@kiln.jit
+def huge_tile_copy(x, out, n, BLOCK: kiln.language.constexpr):
+    kl = kiln.language
+    offs = kl.arange(0, BLOCK)
+    kl.store(out + offs, kl.load(x + offs, mask=offs < n, other=0.0), mask=offs < n)
+
+
+def test_tiles_too_large_for_the_stack_are_refused_at_compile_time():
+    # 2^22 f32 elements = 16 MiB per tile: it would overflow the stack of the
+    # thread running the program, so compiling it must fail, not the launch.
+    x = np.ones(10, np.float32)
+    out = np.full(10, np.nan, np.float32)
+    with pytest.raises(Exception, match="tile buffers per program"):
+        huge_tile_copy[(1,)](x, out, 10, BLOCK=1 << 22)
+    huge_tile_copy[(1,)](x, out, 10, BLOCK=16)
+    assert (out == 1).all()

@@ -32,19 +32,21 @@
 
 using namespace llvm;
 
+static cl::OptionCategory kilncCategory("kilnc options");
+
 static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<kernel.mlir>"),
-                                      cl::Required);
+                                      cl::Required, cl::cat(kilncCategory));
 static cl::opt<std::string> outputFile("o", cl::desc("Output file ('-' for stdout)"),
-                                       cl::value_desc("file"), cl::init("-"));
+                                       cl::value_desc("file"), cl::init("-"), cl::cat(kilncCategory));
 static cl::opt<std::string>
     target("target",
            cl::desc("Target: host (default), x86-64 (= host), x86-64-avx512, "
                     "x86-64-avx2, x86-64-sse"),
-           cl::init("host"));
+           cl::init("host"), cl::cat(kilncCategory));
 static cl::opt<std::string> kernelName("kernel",
                                        cl::desc("Kernel to compile when the file "
                                                 "holds several"),
-                                       cl::init(""));
+                                       cl::init(""), cl::cat(kilncCategory));
 static cl::opt<kiln::EmitKind> emit(
     "emit", cl::desc("What to produce"), cl::init(kiln::EmitKind::Bundle),
     cl::values(clEnumValN(kiln::EmitKind::MLIR, "mlir",
@@ -55,13 +57,13 @@ static cl::opt<kiln::EmitKind> emit(
                clEnumValN(kiln::EmitKind::Bundle, "bundle",
                           "a kernel bundle for the runtime (default)"),
                clEnumValN(kiln::EmitKind::CHeader, "c-header",
-                          "a C header with a typed launcher")));
+                          "a C header with a typed launcher")), cl::cat(kilncCategory));
 static cl::opt<bool> printAfterAll(
     "kiln-print-after-all",
     cl::desc("Print the IR after every pass, and the LLVM IR before and after "
-             "optimization, to stderr (same as KILN_DUMP_IR=1)"));
+             "optimization, to stderr (same as KILN_DUMP_IR=1)"), cl::cat(kilncCategory));
 static cl::opt<unsigned> optLevel("opt-level", cl::desc("LLVM optimization level (0-3)"),
-                                  cl::init(3));
+                                  cl::init(3), cl::cat(kilncCategory));
 
 static int writeOutput(const std::string &path, const std::string &bytes,
                        bool binary) {
@@ -175,8 +177,19 @@ int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
   if (argc > 1 && std::string(argv[1]) == "op")
     return runOp(argc, argv);
-  cl::ParseCommandLineOptions(argc, argv, "Kiln ahead-of-time compiler\n");
+  cl::HideUnrelatedOptions(kilncCategory);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "Kiln ahead-of-time compiler\n\n"
+      "  kilnc kernel.mlir -o kernel.kbundle   compile a kernel file\n"
+      "  kilnc op NAME [key=value ...] -o F    compile a library operator\n\n"
+      "LLVM's own options are accepted too; --help-hidden lists them.\n");
 
+  if (optLevel > 3) {
+    WithColor::error(errs(), "kilnc")
+        << "--opt-level must be 0, 1, 2 or 3 (got " << optLevel << ")\n";
+    return 1;
+  }
   auto input = MemoryBuffer::getFileOrSTDIN(inputFile);
   if (!input) {
     WithColor::error(errs(), "kilnc")

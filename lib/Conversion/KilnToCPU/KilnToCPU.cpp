@@ -148,6 +148,9 @@ private:
 // Buffers and element access
 //===----------------------------------------------------------------------===//
 
+/// Largest total size of a kernel's tile buffers (see lowerKernel).
+static constexpr int64_t kMaxProgramScratchBytes = 4 << 20;
+
 Value KernelLowering::allocTile(RankedTensorType type, Location loc) {
   OpBuilder b(func.getContext());
   b.setInsertionPointToStart(&func.getBody().front());
@@ -1657,6 +1660,24 @@ LogicalResult lowerKernel(FuncOp kernel, unsigned vectorBits) {
   KernelLowering lowering(bodyFunc, vectorBits);
   if (failed(lowering.run(entry, gridArgs)))
     return failure();
+  // Tile buffers live in the stack frame of the thread that runs a program
+  // (a runtime worker or the launching thread, typically 8 MiB stacks).
+  // Refuse kernels whose tiles would overflow it instead of crashing at launch.
+  int64_t scratchBytes = 0;
+  bodyFunc.walk([&](memref::AllocaOp alloca) {
+    MemRefType t = alloca.getType();
+    if (t.hasStaticShape())
+      scratchBytes += t.getNumElements() *
+                      std::max<int64_t>(1, t.getElementTypeBitWidth() / 8);
+  });
+  if (scratchBytes > kMaxProgramScratchBytes)
+    return emitError(kernel.getLoc())
+           << "kernel '" << kernel.getSymName() << "' needs "
+           << (scratchBytes + 1023) / 1024
+           << " KiB of tile buffers per program; the CPU target allows "
+           << kMaxProgramScratchBytes / 1024
+           << " KiB (tiles live on the stack of the thread running the "
+              "program): use smaller tiles";
 
   // The launch entry: void kiln_entry_NAME(void **args, i32 pid x3, grid x3).
   auto ptrType = LLVM::LLVMPointerType::get(ctx);

@@ -21,3 +21,18 @@ kiln.func @k(%p: !kiln.ptr<f32>, %n: index) {
   kiln.store %t, %v[%c0] : tensor<4xf32> -> !kiln.view<1xf32>
   kiln.return
 }
+
+// -----
+
+// Tile buffers live on the stack of the thread running a program: a kernel
+// whose tiles need more than 4 MiB is refused at compile time, not left to
+// overflow the stack at launch.
+// expected-error @+1 {{kernel 'big' needs 8192 KiB of tile buffers per program; the CPU target allows 4096 KiB}}
+kiln.func @big(%p: !kiln.ptr<f32>, %n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %v = kiln.make_view %p, [%n], [%c1] : !kiln.ptr<f32> -> !kiln.view<1xf32>
+  %t = kiln.load %v[%c0] : !kiln.view<1xf32> -> tensor<2097152xf32>
+  kiln.store %t, %v[%c0] : tensor<2097152xf32> -> !kiln.view<1xf32>
+  kiln.return
+}

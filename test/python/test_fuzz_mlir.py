@@ -1,0 +1,127 @@
+"""Mutation fuzzing of kilnc: malformed IR must be refused, never crash.
+
+Every example kernel is mutated at random (lines deleted, duplicated or
+swapped, tokens replaced, the file truncated, characters dropped) and each
+mutant goes through the whole `kilnc` pipeline (parse, verify, lower, LLVM,
+link). A mutant must either compile or be refused with exit status 1 and an
+`error:` message; a signal, an LLVM fatal error, an assertion or a hang fails
+the test. The seed is random per run and printed; set KILN_TEST_SEED to replay.
+"""
+import glob
+import os
+import random
+import re
+import subprocess
+
+import numpy as np
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+KILNC = os.environ.get("KILNC", os.path.join(ROOT, "build", "bin", "kilnc"))
+EXAMPLES = sorted(glob.glob(os.path.join(ROOT, "examples", "*.mlir")))
+MUTANTS_PER_FILE = int(os.environ.get("KILN_FUZZ_MUTANTS", "12"))
+
+TOKENS = ["f32", "bf16", "i32", "i64", "index", "i1", "0", "1", "-1", "64", "3",
+          "%0", "%arg0", "tensor", "<", ">", "(", ")", "{", "}", ",", ":", "x",
+          "kiln.load", "kiln.store", "kiln.dot", "kiln.reduce", "kiln.splat",
+          "kiln.return", "scf.yield", "arith.addf", "arith.constant", "!kiln.ptr<f32>",
+          "!kiln.view<f32, 2>", "dense<0.0>", "axis = 1", "\"", "^bb0", ""]
+
+CRASH_MARKERS = ("Stack dump", "PLEASE submit a bug report", "LLVM ERROR",
+                 "Assertion", "UNREACHABLE", "Segmentation fault")
+
+
+def mutate(text, rnd):
+    lines = text.split("\n")
+    kind = rnd.randrange(7)
+    if kind == 0 and len(lines) > 1:
+        del lines[rnd.randrange(len(lines))]
+    elif kind == 1:
+        i = rnd.randrange(len(lines))
+        lines.insert(i, lines[i])
+    elif kind == 2 and len(lines) > 1:
+        i, j = rnd.randrange(len(lines)), rnd.randrange(len(lines))
+        lines[i], lines[j] = lines[j], lines[i]
+    elif kind == 3:
+        # Replace one token (an SSA name, a number, a type, an op name).
+        spans = [m.span() for m in re.finditer(r"[%!#^]?[\w.]+(<[^<>]*>)?", text)]
+        a, b = spans[rnd.randrange(len(spans))]
+        return text[:a] + rnd.choice(TOKENS) + text[b:]
+    elif kind == 4:
+        return text[:rnd.randrange(len(text))]
+    elif kind == 5:
+        a = rnd.randrange(len(text))
+        return text[:a] + text[a + rnd.randint(1, 8):]
+    else:
+        # Change a number: shapes, constants, axes, offsets.
+        nums = [m.span() for m in re.finditer(r"\b\d+\b", text)]
+        if nums:
+            a, b = nums[rnd.randrange(len(nums))]
+            return text[:a] + str(rnd.choice([0, 1, 2, 3, 5, 7, 63, 65, 4096, 99999999])) + text[b:]
+    return "\n".join(lines)
+
+
+def test_kilnc_survives_mutated_kernels(tmp_path):
+    assert EXAMPLES, "no example kernels found"
+    seed = int(os.environ.get("KILN_TEST_SEED", np.random.SeedSequence().entropy % (1 << 32)))
+    print(f"seed {seed}")
+    rnd = random.Random(seed)
+    compiled = refused = 0
+    for path in EXAMPLES:
+        text = open(path).read()
+        for n in range(MUTANTS_PER_FILE):
+            mutant = mutate(text, rnd)
+            src = tmp_path / f"{os.path.basename(path)}.{n}.mlir"
+            src.write_text(mutant)
+            try:
+                proc = subprocess.run([KILNC, str(src), "-o", str(tmp_path / "out.kiln")],
+                                      capture_output=True, text=True, timeout=120)
+            except subprocess.TimeoutExpired:
+                pytest.fail(f"kilnc hung on a mutant of {path} (seed {seed}):\n{mutant}")
+            where = f"mutant {n} of {os.path.basename(path)} (seed {seed})"
+            assert proc.returncode in (0, 1), (
+                f"kilnc exited with {proc.returncode} on {where}:\n{proc.stderr}\n--- input ---\n{mutant}")
+            for marker in CRASH_MARKERS:
+                assert marker not in proc.stderr, f"{marker} on {where}:\n{proc.stderr}\n{mutant}"
+            if proc.returncode == 0:
+                compiled += 1
+            else:
+                assert "error:" in proc.stderr, f"refused without an error message on {where}"
+                refused += 1
+    print(f"{compiled} mutants compiled, {refused} refused")
+    # The mutations must actually exercise the error paths.
+    assert refused > 0
+
+
+def test_kilnc_op_refuses_bad_configurations(tmp_path):
+    """Random values for every operator's keys: compiled or refused, never a crash."""
+    listing = subprocess.run([KILNC, "op", "--list"], capture_output=True, text=True, check=True).stdout
+    ops, current = {}, None
+    for line in listing.splitlines():
+        if not line.startswith(" ") and ":" in line:
+            current = line.split(":")[0]
+            ops[current] = []
+        elif current and line.strip().startswith("--"):
+            ops[current].append(line.split()[0][2:])
+    assert len(ops) >= 8, listing
+    seed = int(os.environ.get("KILN_TEST_SEED", np.random.SeedSequence().entropy % (1 << 32)))
+    print(f"seed {seed}")
+    rnd = random.Random(seed)
+    values = ["0", "-1", "1", "3", "7", "64", "100", "65536", "1e9", "x", "", "f64", "bf16",
+              "i8", "none", "causal", "2.5", "99999999999999999999"]
+    refused = 0
+    for name, keys in ops.items():
+        for _ in range(4):
+            args = [KILNC, "op", name, "-o", str(tmp_path / "op.kiln")]
+            for key in rnd.sample(keys, k=min(len(keys), rnd.randint(1, 2))):
+                args += [f"--{key}", rnd.choice(values)]
+            proc = subprocess.run(args, capture_output=True, text=True, timeout=120)
+            where = " ".join(args[1:])
+            assert proc.returncode in (0, 1), f"exit {proc.returncode}: {where}\n{proc.stderr}"
+            for marker in CRASH_MARKERS:
+                assert marker not in proc.stderr, f"{marker}: {where}\n{proc.stderr}"
+            if proc.returncode:
+                assert "error" in proc.stderr, f"refused without a message: {where}"
+                refused += 1
+    assert refused > 0
