@@ -41,9 +41,12 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
   const std::string mask = c.getString("mask");
   Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32),
        i64 = IntegerType::get(ctx, 64);
-  auto P = [&](Type t) { return kd::PtrType::get(ctx, t); };
+  // q, k and v in `dtype`; scores, softmax state, out and lse in f32.
+  Type t = elementType(ctx, c.getString("dtype"));
+  const bool lowPrecision = t != f32;
+  auto P = [&](Type ty) { return kd::PtrType::get(ctx, ty); };
   std::vector<KernelBuilder::Arg> args = {
-      {"q", P(f32)},          {"k", P(f32)},          {"v", P(f32)},
+      {"q", P(t)},            {"k", P(t)},            {"v", P(t)},
       {"out", P(f32)},        {"lse", P(f32)},        {"kv_num", P(i32)},
       {"kv_idx", P(i32)},     {"full_num", P(i32)},   {"full_idx", P(i32)},
       {"doc_ids", P(i32)},    {"batch", i64},         {"heads", i64},
@@ -73,7 +76,9 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
   Value vDocKV = k.denseView(k.arg("doc_ids"), {batch, seqKV});
 
   Value qt = k.reshape(k.load(vq, {bh, q0, k.cIndex(0)}, {1, BM, D}), {BM, D});
-  Value qs = k.mul(qt, k.arg("scale"));
+  // f32: scale q once. bf16/f16: q stays in its type for the dot (f32
+  // accumulation) and the scale is applied to the f32 scores instead.
+  Value qs = lowPrecision ? qt : k.mul(qt, k.arg("scale"));
   Value qIdx = k.expand(k.add(k.arange(BM), k.convert(q0, i32)), 1); // [BM, 1]
   Value negInf = k.cF32(-INFINITY);
   Value zeroAcc = k.constant(k.tile({BM, D}, f32), 0.0);
@@ -87,6 +92,8 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
     Value krow = k.mul(k.toIndex(kb), k.cIndex(BN));
     Value kt = k.reshape(k.load(vk, {bkv, krow, k.cIndex(0)}, {1, BN, D}), {BN, D});
     Value s = k.dot(qs, k.trans(kt), zeroS);
+    if (lowPrecision)
+      s = k.mul(s, k.arg("scale"));
     Value kvIdx = k.expand(k.add(k.arange(BN), k.convert(krow, i32)), 0); // [1, BN]
     if (scoreMod)
       s = scoreMod(k, s, b, h, qIdx, kvIdx);
@@ -117,7 +124,9 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
     Value alpha = k.exp(k.sub(m, mSafe));
     Value lNew = k.add(k.mul(l, alpha), k.reduce(kd::ReduceKind::sum, p, 1));
     Value vt = k.reshape(k.load(vv, {bkv, krow, k.cIndex(0)}, {1, BN, D}), {BN, D});
-    Value accNew = k.dot(p, vt, k.mul(acc, k.broadcastTo(k.expand(alpha, 1), {BM, D})));
+    // bf16/f16: P is rounded to v's type for the second dot, as
+    // FlashAttention does; accumulation stays f32.
+    Value accNew = k.dot(k.convert(p, t), vt, k.mul(acc, k.broadcastTo(k.expand(alpha, 1), {BM, D})));
     return SmallVector<Value>{mNew, lNew, accNew};
   };
 
@@ -250,7 +259,8 @@ void registerAttentionOps(std::vector<OpInfo> &ops) {
       {"block_sparse_attention",
        "FlexAttention-style block-sparse attention forward with built-in "
        "masks, GQA/MQA and score soft-capping; returns out and log-sum-exp",
-       {{"head_dim", Param::Int, "64", "head dimension D", {}},
+       {dtypeParam(),
+        {"head_dim", Param::Int, "64", "head dimension D", {}},
         {"block", Param::Int, "64", "query and key block size", {}},
         {"mask", Param::String, "none", "mask applied inside partial blocks",
          {"none", "causal", "sliding_window", "prefix_lm", "document"}},

@@ -284,6 +284,20 @@ def _block_mask_on_device(mask_mod, batch, heads, seq_q, seq_kv, block):
     return out
 
 
+def _attention_inputs(q, k, v):
+    """(q, k, v, dtype name): bf16 when all three are kiln.bf16, f16 when all
+    three are float16 arrays, float32 otherwise."""
+    from .jit import bf16
+    wrapped = [isinstance(x, bf16) for x in (q, k, v)]
+    if any(wrapped):
+        if not all(wrapped):
+            raise TypeError("q, k and v must all be kiln.bf16, or none of them")
+        return (*(np.ascontiguousarray(x.array) for x in (q, k, v)), "bf16")
+    if all(np.asarray(x).dtype == np.float16 for x in (q, k, v)):
+        return (*(np.ascontiguousarray(x) for x in (q, k, v)), "f16")
+    return _f32(q, "q"), _f32(k, "k"), _f32(v, "v"), "f32"
+
+
 def block_sparse_attention(q, k, v, mask, mask_kind="none", window=256, prefix=0,
                            doc_ids=None, softcap=0.0, scale=None, mask_mod=None,
                            score_mod=None):
@@ -293,8 +307,10 @@ def block_sparse_attention(q, k, v, mask, mask_kind="none", window=256, prefix=0
     and/or a @kiln.jit `mask_mod(b, h, q_idx, kv_idx)`: they must be the rule
     the block mask was built from. A @kiln.jit `score_mod(score, b, h, q_idx,
     kv_idx)` rewrites scores (before soft-capping). Both are fused into the
-    kernel. Returns (out [B, Hq, S, D], lse [B, Hq, S])."""
-    q, k, v = _f32(q, "q"), _f32(k, "k"), _f32(v, "v")
+    kernel. q, k and v are float32, float16, or all three kiln.bf16-wrapped
+    uint16 arrays; scores, softmax and the outputs are float32. Returns
+    (out [B, Hq, S, D] float32, lse [B, Hq, S])."""
+    q, k, v, dtype = _attention_inputs(q, k, v)
     B, Hq, S, D = q.shape
     Hkv, Skv = k.shape[1], k.shape[2]
     if Hq % Hkv:
@@ -302,14 +318,14 @@ def block_sparse_attention(q, k, v, mask, mask_kind="none", window=256, prefix=0
     if doc_ids is None:
         doc_ids = np.zeros((B, max(S, Skv)), np.int32)
     doc_ids = _i32(doc_ids)
-    out = np.empty_like(q)
+    out = np.empty(q.shape, np.float32)
     lse = np.empty((B, Hq, S), np.float32)
     mods = ""
     if mask_mod is not None or score_mod is not None:
         mods = mod_source(mask["block"], mask_mod=mask_mod, score_mod=score_mod)
     kern = kernel("block_sparse_attention", mods=mods, head_dim=D, block=mask["block"],
                   mask=mask_kind, window=window, prefix=prefix, gqa_group=Hq // Hkv,
-                  softcap=softcap)
+                  softcap=softcap, dtype=dtype)
     arrays = [_i32(mask[n]) for n in ("kv_num", "kv_idx", "full_num", "full_idx")]
     kern.launch([_ptr(q), _ptr(k), _ptr(v), _ptr(out), _ptr(lse)] + [_ptr(a) for a in arrays] +
                 [_ptr(doc_ids), B, Hq, S, Skv, mask["nqb"], mask["maxb"],

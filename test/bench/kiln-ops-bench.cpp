@@ -317,6 +317,31 @@ int main(int argc, char **argv) {
     record("attention_dense_kiln", flops / td / 1e9, "GFLOP/s", "oneDNN-matmul attention", tp / td);
     record("attention_block_sparse_density", density * 100, "%");
     record("attention_block_sparse_time_vs_dense", ts / td * 100, "%", "density", (ts / td) / density);
+
+    // bf16 q, k, v (f32 accumulation), dense, against the f32 kernel.
+    auto toBF16 = [](const std::vector<float> &x) {
+      std::vector<uint16_t> b(x.size());
+      for (size_t i = 0; i < x.size(); ++i) {
+        uint32_t bits;
+        std::memcpy(&bits, &x[i], 4);
+        b[i] = uint16_t((bits + 0x7fff + ((bits >> 16) & 1)) >> 16);
+      }
+      return b;
+    };
+    auto qb = toBF16(q), kb = toBF16(kk), vb = toBF16(v);
+    auto k16 = op("block_sparse_attention", {{"dtype", "bf16"}});
+    auto run16 = [&] {
+      launch(*k16, {kiln::argPtr(qb.data(), KILN_DTYPE_BF16), kiln::argPtr(kb.data(), KILN_DTYPE_BF16),
+                    kiln::argPtr(vb.data(), KILN_DTYPE_BF16), kiln::arg(out.data()),
+                    kiln::arg(lse.data()), kiln::arg(dense.kvNum.data()),
+                    kiln::arg(dense.kvIdx.data()), kiln::arg(dense.fullNum.data()),
+                    kiln::arg(dense.fullIdx.data()), kiln::arg(doc.data()), kiln::arg(int64_t(1)),
+                    kiln::arg(H), kiln::arg(S), kiln::arg(S), kiln::arg(dense.numQBlocks),
+                    kiln::arg(dense.maxBlocks), kiln::arg(1.0f / 8.0f)},
+             {dense.numQBlocks, H});
+    };
+    auto [tb, tf] = timePair(run16, [&] { run(dense); });
+    record("attention_dense_kiln_bf16", flops / tb / 1e9, "GFLOP/s", "the f32 Kiln kernel", tf / tb);
   }
 
   std::printf("\nDeepSeek sparse attention\n");

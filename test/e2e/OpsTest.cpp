@@ -136,16 +136,34 @@ struct AttnCase {
   int64_t window = 0, prefix = 0;
   double softcap = 0;
   bool emptyHead = false;
+  std::string dtype = "f32"; // q, k, v element type (bf16: rounded inputs)
 };
 
 void runBlockSparse(const AttnCase &tc) {
   const int64_t B = 2, Hq = 4, group = 2, Hkv = Hq / group, S = 150, D = 64, BLK = 64;
   Cfg cfg = {{"mask", tc.mask}, {"window", std::to_string(tc.window)},
              {"prefix", std::to_string(tc.prefix)}, {"gqa_group", std::to_string(group)},
-             {"softcap", std::to_string(tc.softcap)}};
+             {"softcap", std::to_string(tc.softcap)}, {"dtype", tc.dtype}};
   auto k = compileOp("block_sparse_attention", cfg);
   auto q = randomVector(B * Hq * S * D), kk = randomVector(B * Hkv * S * D),
        v = randomVector(B * Hkv * S * D);
+  // bf16: the kernel gets the rounded values; the float64 reference uses the
+  // same rounded values, so only the kernel's own arithmetic is measured.
+  const bool bf16 = tc.dtype == "bf16";
+  std::vector<uint16_t> qb16, kb16, vb16;
+  auto round = [](std::vector<float> &x, std::vector<uint16_t> &b) {
+    b.resize(x.size());
+    for (size_t i = 0; i < x.size(); ++i)
+      x[i] = float(fromBF16(b[i] = toBF16(x[i])));
+  };
+  if (bf16) {
+    round(q, qb16);
+    round(kk, kb16);
+    round(v, vb16);
+  }
+  kiln_arg qArg = bf16 ? kiln::argPtr(qb16.data(), KILN_DTYPE_BF16) : kiln::arg(q.data());
+  kiln_arg kArg = bf16 ? kiln::argPtr(kb16.data(), KILN_DTYPE_BF16) : kiln::arg(kk.data());
+  kiln_arg vArg = bf16 ? kiln::argPtr(vb16.data(), KILN_DTYPE_BF16) : kiln::arg(v.data());
   std::vector<int32_t> doc(B * S);
   for (int64_t b = 0; b < B; ++b)
     for (int64_t s = 0; s < S; ++s)
@@ -168,7 +186,7 @@ void runBlockSparse(const AttnCase &tc) {
   std::vector<float> out(B * Hq * S * D, poison()), lse(B * Hq * S, poison());
   float scale = 1.0f / std::sqrt(float(D));
   REQUIRE_NOLAUNCHERROR(sharedJIT().launch(
-      *k, {kiln::arg(q.data()), kiln::arg(kk.data()), kiln::arg(v.data()), kiln::arg(out.data()),
+      *k, {qArg, kArg, vArg, kiln::arg(out.data()),
            kiln::arg(lse.data()), i32p(bm.kvNum.data()), i32p(bm.kvIdx.data()),
            i32p(bm.fullNum.data()), i32p(bm.fullIdx.data()), i32p(doc.data()), kiln::arg(B),
            kiln::arg(Hq), kiln::arg(S), kiln::arg(S), kiln::arg(bm.numQBlocks),
@@ -205,8 +223,14 @@ void runBlockSparse(const AttnCase &tc) {
         refL[(b * Hq + h) * S + i] = mx + std::log(sum);
       }
     }
-  CHECK_THAT_CLOSE(out, refO, 2e-4, 2e-5);
-  CHECK_THAT_CLOSE(lse, refL, 2e-5, 2e-5);
+  if (bf16) {
+    // P is rounded to bf16 (8 significant bits) before the second dot.
+    CHECK_THAT_CLOSE(out, refO, 1e-2, 4e-3);
+    CHECK_THAT_CLOSE(lse, refL, 1e-4, 1e-4);
+  } else {
+    CHECK_THAT_CLOSE(out, refO, 2e-4, 2e-5);
+    CHECK_THAT_CLOSE(lse, refL, 2e-5, 2e-5);
+  }
 }
 } // namespace
 
@@ -219,6 +243,12 @@ TEST_CASE("block-sparse attention with built-in masks and GQA", "[ops]") {
   SECTION("soft-capped scores") { runBlockSparse({"causal", 0, 0, 20.0}); }
   SECTION("a head that sees nothing: out 0, lse -inf") {
     runBlockSparse({"none", 0, 0, 0, true});
+  }
+  SECTION("bf16 q, k, v (f32 accumulation, out and lse)") {
+    runBlockSparse({"causal", 0, 0, 0, false, "bf16"});
+  }
+  SECTION("bf16 with an empty head and soft-capping") {
+    runBlockSparse({"document", 0, 0, 30.0, true, "bf16"});
   }
 }
 

@@ -84,6 +84,41 @@ def test_block_sparse_attention_from_a_mask_mod(rng, kind):
     assert_close(lse, rl, 2e-5, 2e-5)
 
 
+def to_bf16_bits(x):
+    """Round-to-nearest-even float32 -> bfloat16 bits (uint16)."""
+    b = np.ascontiguousarray(x, np.float32).view(np.uint32)
+    return ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def from_bf16_bits(b):
+    return (b.astype(np.uint32) << 16).view(np.float32)
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "f16"])
+def test_block_sparse_attention_in_low_precision(rng, dtype):
+    # The reference uses the same rounded inputs; the kernel accumulates in
+    # f32 and rounds P to the input type before P @ V (as FlashAttention does).
+    B, Hq, Hkv, S, D = 2, 4, 2, 150, 64
+    shapes = [(B, Hq, S, D), (B, Hkv, S, D), (B, Hkv, S, D)]
+    x = [rng.standard_normal(sh).astype(np.float32) for sh in shapes]
+    if dtype == "bf16":
+        bits = [to_bf16_bits(a) for a in x]
+        args = [kiln.bf16(b) for b in bits]
+        x = [from_bf16_bits(b) for b in bits]
+    else:
+        args = [a.astype(np.float16) for a in x]
+        x = [a.astype(np.float32) for a in args]
+    causal = lambda b, h, qi, ki: ki <= qi
+    mask = kiln.ops.block_mask(causal, B, Hq, S, S)
+    out, lse = kiln.ops.block_sparse_attention(*args, mask, "causal")
+    assert out.dtype == np.float32
+    ro, rl = dense_reference(*x, causal, 1 / np.sqrt(D))
+    assert_close(out, ro, 2e-2, 1e-2 if dtype == "bf16" else 2e-3)
+    assert_close(lse, rl, 1e-4, 1e-4)
+    with pytest.raises(TypeError, match="all be kiln.bf16"):
+        kiln.ops.block_sparse_attention(kiln.bf16(to_bf16_bits(x[0])), x[1], x[2], mask)
+
+
 def test_dsa_pipeline(rng):
     T, S, H, Di = 20, 90, 4, 32
     q = rng.standard_normal((T, H, Di)).astype(np.float32)
