@@ -53,6 +53,35 @@ TEST_CASE("embedding gathers rows and reports out-of-range ids", "[ops]") {
   CHECK(errors[0] == 3);
 }
 
+TEST_CASE("embedding of bf16 rows copies the bits", "[ops]") {
+  auto k = compileOp("embedding", {{"dtype", "bf16"}});
+  const int64_t vocab = 300, dim = 130, n = 21;
+  auto wf = randomVector(vocab * dim);
+  std::vector<uint16_t> w(wf.size());
+  for (size_t i = 0; i < w.size(); ++i)
+    w[i] = toBF16(wf[i]);
+  std::vector<int32_t> ids(n);
+  for (int64_t i = 0; i < n; ++i)
+    ids[i] = int32_t((i * 53 + 7) % vocab);
+  ids[4] = -1;
+  std::vector<uint16_t> out(n * dim, 0x7fc1); // a NaN payload as poison
+  std::vector<int32_t> errors(1, 0);
+  REQUIRE_NOLAUNCHERROR(sharedJIT().launch(
+      *k, {kiln::argPtr(w.data(), KILN_DTYPE_BF16), i32p(ids.data()),
+           kiln::argPtr(out.data(), KILN_DTYPE_BF16), i32p(errors.data()), kiln::arg(n),
+           kiln::arg(vocab), kiln::arg(dim)},
+      {cdiv(n, 8), cdiv(dim, 1024)}));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t d = 0; d < dim; ++d) {
+      uint16_t want = ids[i] >= 0 ? w[ids[i] * dim + d] : 0;
+      if (out[i * dim + d] != want) {
+        FAIL_CHECK("row " << i << " column " << d << ": " << out[i * dim + d] << " != " << want);
+        return;
+      }
+    }
+  CHECK(errors[0] == 1);
+}
+
 TEST_CASE("paged KV-cache gather", "[ops]") {
   const int64_t bs = 16, width = 100, numBlocks = 20, maxBlocks = 6, batch = 3;
   auto k = compileOp("paged_kv_gather", {{"block_size", "16"}});
@@ -364,14 +393,14 @@ struct ConvCase {
   int64_t N, T, H, W, C, OC, KT, KH, KW, ST, SH, SW, PT, PH, PW, DH, DW, G;
 };
 
-void runConv(const ConvCase &p) {
+void runConv(const ConvCase &p, bool bf16 = false) {
   Cfg cfg = {{"kt", std::to_string(p.KT)}, {"kh", std::to_string(p.KH)},
              {"kw", std::to_string(p.KW)}, {"st", std::to_string(p.ST)},
              {"sh", std::to_string(p.SH)}, {"sw", std::to_string(p.SW)},
              {"pt", std::to_string(p.PT)}, {"ph", std::to_string(p.PH)},
              {"pw", std::to_string(p.PW)}, {"dh", std::to_string(p.DH)},
              {"dw", std::to_string(p.DW)}, {"groups", std::to_string(p.G)},
-             {"block_c", "8"}};
+             {"block_c", "8"}, {"dtype", bf16 ? "bf16" : "f32"}};
   auto k = compileOp("conv", cfg);
   int64_t OT = (p.T + 2 * p.PT - p.KT) / p.ST + 1;
   int64_t OH = (p.H + 2 * p.PH - p.DH * (p.KH - 1) - 1) / p.SH + 1;
@@ -380,10 +409,20 @@ void runConv(const ConvCase &p) {
   auto in = randomVector(p.N * p.T * p.H * p.W * p.C);
   auto w = randomVector(p.KT * p.KH * p.KW * Cg * p.OC);
   auto bias = randomVector(p.OC);
+  // bf16: input and weight are rounded; the reference uses the rounded values.
+  std::vector<uint16_t> in16(in.size()), w16(w.size());
+  if (bf16) {
+    for (size_t i = 0; i < in.size(); ++i)
+      in[i] = float(fromBF16(in16[i] = toBF16(in[i])));
+    for (size_t i = 0; i < w.size(); ++i)
+      w[i] = float(fromBF16(w16[i] = toBF16(w[i])));
+  }
+  kiln_arg inArg = bf16 ? kiln::argPtr(in16.data(), KILN_DTYPE_BF16) : kiln::arg(in.data());
+  kiln_arg wArg = bf16 ? kiln::argPtr(w16.data(), KILN_DTYPE_BF16) : kiln::arg(w.data());
   std::vector<float> out(p.N * OT * OH * OW * p.OC, poison());
   int64_t M = p.N * OT * OH * OW;
   REQUIRE_NOLAUNCHERROR(sharedJIT().launch(
-      *k, {kiln::arg(in.data()), kiln::arg(w.data()), kiln::arg(bias.data()), kiln::arg(out.data()),
+      *k, {inArg, wArg, kiln::arg(bias.data()), kiln::arg(out.data()),
            kiln::arg(p.N), kiln::arg(p.T), kiln::arg(p.H), kiln::arg(p.W), kiln::arg(p.C),
            kiln::arg(p.OC), kiln::arg(OT), kiln::arg(OH), kiln::arg(OW)},
       {cdiv(M, 64), p.G * cdiv(OCg, 64)}));
@@ -428,6 +467,9 @@ TEST_CASE("conv by implicit GEMM", "[ops][conv]") {
   }
   SECTION("a single-pixel-wide image") {
     runConv({1, 1, 7, 1, 4, 5, 1, 3, 3, 1, 1, 1, 0, 1, 1, 1, 1, 1});
+  }
+  SECTION("bf16 input and weight (f32 accumulation and output)") {
+    runConv({2, 1, 13, 11, 6, 10, 1, 3, 3, 1, 2, 2, 0, 1, 1, 1, 1, 2}, true);
   }
 }
 
