@@ -63,31 +63,46 @@ def _cdiv(a, b):
 # ---------------------------------------------------------------------------
 
 
+def _rows(a, name):
+    """(contiguous array, dtype name, wrap) for the data of a gather: float32,
+    float16, or a kiln.bf16-wrapped uint16 array (the result is wrapped too).
+    Gathers copy elements, so they run in the data's own type."""
+    from .jit import bf16
+    if isinstance(a, bf16):
+        return np.ascontiguousarray(a.array), "bf16", bf16
+    a = np.asarray(a)
+    if a.dtype == np.float16:
+        return np.ascontiguousarray(a), "f16", lambda x: x
+    return _f32(a, name), "f32", lambda x: x
+
+
 def embedding(weight, ids, block_n=8, block_d=1024):
     """out[r] = weight[ids[r]]; raises IndexError if any id is out of range
-    (those rows are never read: they come back as zeros in `e.partial`)."""
-    weight = _f32(weight, "weight")
+    (those rows are never read: they come back as zeros in `e.partial`).
+    weight: float32, float16 or kiln.bf16; out has the same type."""
+    weight, dtype, wrap = _rows(weight, "weight")
     ids = _i32(ids).reshape(-1)
     vocab, dim = weight.shape
     n = ids.size
-    out = np.empty((n, dim), np.float32)
+    out = np.empty((n, dim), weight.dtype)
     errors = np.zeros(1, np.int32)
     if n:
-        kernel("embedding", block_n=block_n, block_d=block_d).launch(
+        kernel("embedding", block_n=block_n, block_d=block_d, dtype=dtype).launch(
             [_ptr(weight), _ptr(ids), _ptr(out), _ptr(errors), n, vocab, dim],
             [_cdiv(n, block_n), _cdiv(dim, block_d)])
     if errors[0]:
         e = IndexError(f"embedding: {errors[0]} id(s) outside [0, {vocab})")
-        e.partial = out
+        e.partial = wrap(out)
         raise e
-    return out
+    return wrap(out)
 
 
 def paged_kv_gather(cache, block_table, seq_lens, max_len=None, block_t=8, block_w=1024):
     """Contiguous [batch, max_len, ...] from a paged cache [num_blocks,
     block_size, ...]; positions past seq_lens[b] are zero. Raises IndexError
-    for page numbers outside the cache."""
-    cache = _f32(cache, "cache")
+    for page numbers outside the cache. cache: float32, float16 or kiln.bf16;
+    out has the same type."""
+    cache, dtype, wrap = _rows(cache, "cache")
     block_table, seq_lens = _i32(block_table), _i32(seq_lens)
     num_blocks, block_size = cache.shape[:2]
     row_shape = cache.shape[2:]
@@ -95,16 +110,17 @@ def paged_kv_gather(cache, block_table, seq_lens, max_len=None, block_t=8, block
     batch, max_blocks = block_table.shape
     if max_len is None:
         max_len = int(seq_lens.max()) if seq_lens.size else 0
-    out = np.empty((batch, max_len) + row_shape, np.float32)
+    out = np.empty((batch, max_len) + row_shape, cache.dtype)
     errors = np.zeros(1, np.int32)
     if batch and max_len:
-        kernel("paged_kv_gather", block_size=block_size, block_t=block_t, block_w=block_w).launch(
+        kernel("paged_kv_gather", block_size=block_size, block_t=block_t, block_w=block_w,
+               dtype=dtype).launch(
             [_ptr(cache), _ptr(block_table), _ptr(seq_lens), _ptr(out), _ptr(errors), batch,
              max_blocks, num_blocks, max_len, width],
             [_cdiv(max_len, block_t), _cdiv(width, block_w), batch])
     if errors[0]:
         raise IndexError(f"paged_kv_gather: {errors[0]} token(s) map to pages outside the cache")
-    return out
+    return wrap(out)
 
 
 def moe_route(topk_ids, num_experts):
@@ -126,19 +142,21 @@ def moe_route(topk_ids, num_experts):
 
 
 def moe_permute(x, src_rows, block_r=8, block_h=1024):
-    x = _f32(x, "x")
+    """out[r] = x[src_rows[r]] (rows grouped by expert; -1 rows are zero).
+    x: float32, float16 or kiln.bf16; out has the same type."""
+    x, dtype, wrap = _rows(x, "x")
     src_rows = _i32(src_rows)
     tokens, hidden = x.shape
     rows = src_rows.size
-    out = np.empty((rows, hidden), np.float32)
+    out = np.empty((rows, hidden), x.dtype)
     errors = np.zeros(1, np.int32)
     if rows:
-        kernel("moe_permute", block_r=block_r, block_h=block_h).launch(
+        kernel("moe_permute", block_r=block_r, block_h=block_h, dtype=dtype).launch(
             [_ptr(x), _ptr(src_rows), _ptr(out), _ptr(errors), rows, tokens, hidden],
             [_cdiv(rows, block_r), _cdiv(hidden, block_h)])
     if errors[0]:
         raise IndexError(f"moe_permute: {errors[0]} source row(s) outside [0, {tokens})")
-    return out
+    return wrap(out)
 
 
 def moe_unpermute(y, slot_rows, weights, block_t=16, block_h=128):

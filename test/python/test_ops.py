@@ -24,6 +24,27 @@ def test_embedding(rng):
         kiln.ops.embedding(w, np.array([1, -1, 500, 4]))
 
 
+def test_gathers_in_bf16_and_f16_copy_bits(rng):
+    bits = rng.integers(0, 1 << 16, (300, 77)).astype(np.uint16)
+    bits[(bits & 0x7F80) == 0x7F80] = 0x3F80  # no NaN/inf patterns: compare exactly
+    ids = rng.integers(0, 300, 41)
+    out = kiln.ops.embedding(kiln.bf16(bits), ids)
+    assert isinstance(out, kiln.bf16) and np.array_equal(out.array, bits[ids])
+    half = rng.standard_normal((300, 77)).astype(np.float16)
+    got = kiln.ops.embedding(half, ids)
+    assert got.dtype == np.float16 and np.array_equal(got, half[ids])
+    cache = kiln.bf16(bits[:288].reshape(18, 16, 77))
+    table = rng.permutation(18)[:6].reshape(2, 3).astype(np.int32)
+    out = kiln.ops.paged_kv_gather(cache, table, np.array([33, 7], np.int32))
+    for b, n in enumerate((33, 7)):
+        for t in range(n):
+            assert np.array_equal(out.array[b, t], cache.array[table[b, t // 16], t % 16])
+        assert not out.array[b, n:].any()
+    src, _, _ = kiln.ops.moe_route(rng.integers(0, 4, (300, 2)), 4)
+    y = kiln.ops.moe_permute(kiln.bf16(bits), src)
+    assert np.array_equal(y.array, bits[src])
+
+
 def test_paged_kv(rng):
     cache = rng.standard_normal((12, 16, 4, 8)).astype(np.float32)
     table = rng.permutation(12)[:9].reshape(3, 3).astype(np.int32)
