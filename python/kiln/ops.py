@@ -414,12 +414,42 @@ def _specialized(shape, specialize):
     return tuple(shape) in {tuple(s) for s in specialize}
 
 
+def _conv_inputs(x, w):
+    from .jit import bf16
+    if isinstance(x, bf16) or isinstance(w, bf16):
+        if not (isinstance(x, bf16) and isinstance(w, bf16)):
+            raise TypeError("conv: x and w must both be kiln.bf16, or neither")
+        return np.ascontiguousarray(x.array), np.ascontiguousarray(w.array), "bf16"
+    x, w = np.asarray(x), np.asarray(w)
+    if x.dtype == np.float16 and w.dtype == np.float16:
+        return np.ascontiguousarray(x), np.ascontiguousarray(w), "f16"
+    return _f32(x, "x"), _f32(w, "w"), "f32"
+
+
+def _shape(a):
+    from .jit import bf16
+    return a.array.shape if isinstance(a, bf16) else np.shape(a)
+
+
+def _with_axis(a):
+    """a[:, None], keeping a kiln.bf16 wrapper."""
+    from .jit import bf16
+    return bf16(a.array[:, None]) if isinstance(a, bf16) else np.asarray(a)[:, None]
+
+
+def _lead_axis(a):
+    from .jit import bf16
+    return bf16(a.array[None]) if isinstance(a, bf16) else np.asarray(a)[None]
+
+
 def conv(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1,
          block_m=64, block_n=64, block_c=32, specialize=False):
     """N-D convolution, channels last: x [N, T, H, W, C], w [KT, KH, KW, C/groups,
-    OC] -> [N, OT, OH, OW, OC] (f32). `specialize` (True, or a set of input
-    shapes: the bucketing helper) compiles a kernel with the sizes fixed."""
-    x, w = _f32(x, "x"), _f32(w, "w")
+    OC] -> [N, OT, OH, OW, OC] (f32). x and w are float32, both float16, or
+    both kiln.bf16 (f32 accumulation and output). `specialize` (True, or a set
+    of input shapes: the bucketing helper) compiles a kernel with the sizes
+    fixed."""
+    x, w, dtype = _conv_inputs(x, w)
     N, T, H, W, C = x.shape
     KT, KH, KW, Cg, OC = w.shape
     if Cg * groups != C or OC % groups:
@@ -442,7 +472,7 @@ def conv(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1,
             n=N, t=T, h=H, w=W, c=C, oc=OC, ot=OT, oh=OH, ow=OW).items()}
     kernel("conv", kt=KT, kh=KH, kw=KW, st=st, sh=sh, sw=sw, pt=pt, ph=ph, pw=pw, dt=dt, dh=dh,
            dw=dw, groups=groups, bias=int(has_bias), block_m=block_m, block_n=block_n,
-           block_c=block_c, **statics).launch(
+           block_c=block_c, dtype=dtype, **statics).launch(
         [_ptr(x), _ptr(w), _ptr(b), _ptr(out), N, T, H, W, C, OC, OT, OH, OW],
         [_cdiv(M, block_m), groups * _cdiv(OC // groups, block_n)])
     return out
@@ -454,9 +484,8 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, specializ
     s = stride if isinstance(stride, (tuple, list)) else (stride, stride)
     p = padding if isinstance(padding, (tuple, list)) else (padding, padding)
     d = dilation if isinstance(dilation, (tuple, list)) else (dilation, dilation)
-    x = np.asarray(x)
-    spec = _specialized(x.shape, specialize)
-    out = conv(x[:, None], np.asarray(w)[None], bias, (1,) + tuple(s),
+    spec = _specialized(_shape(x), specialize)
+    out = conv(_with_axis(x), _lead_axis(w), bias, (1,) + tuple(s),
                (0,) + tuple(p), (1,) + tuple(d), groups, specialize=spec, **blocks)
     return out[:, 0]
 

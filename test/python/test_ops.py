@@ -188,6 +188,30 @@ def test_conv2d_and_depthwise(rng):
     assert_close(out, ref, 1e-5, 1e-5)
 
 
+@pytest.mark.parametrize("dtype", ["bf16", "f16"])
+def test_conv2d_in_low_precision(rng, dtype):
+    x = rng.standard_normal((2, 11, 9, 4)).astype(np.float32)
+    w = rng.standard_normal((3, 3, 4, 6)).astype(np.float32)
+    if dtype == "bf16":
+        xb, wb = to_bf16_bits(x), to_bf16_bits(w)
+        args = kiln.bf16(xb), kiln.bf16(wb)
+        x, w = from_bf16_bits(xb), from_bf16_bits(wb)
+    else:
+        args = x.astype(np.float16), w.astype(np.float16)
+        x, w = args[0].astype(np.float32), args[1].astype(np.float32)
+    out = kiln.ops.conv2d(*args, None, stride=2, padding=1)
+    assert out.dtype == np.float32
+    xp = np.pad(x.astype(np.float64), ((0, 0), (1, 1), (1, 1), (0, 0)))
+    OH, OW = (11 + 2 - 3) // 2 + 1, (9 + 2 - 3) // 2 + 1
+    ref = np.zeros((2, OH, OW, 6))
+    for ky in range(3):
+        for kx in range(3):
+            ref += xp[:, ky:ky + 2 * OH:2, kx:kx + 2 * OW:2] @ w[ky, kx].astype(np.float64)
+    assert_close(out, ref, 1e-4, 1e-4)
+    with pytest.raises(TypeError, match="both be kiln.bf16"):
+        kiln.ops.conv2d(kiln.bf16(to_bf16_bits(x)), w)
+
+
 def test_patch_embed(rng):
     x = rng.standard_normal((1, 2, 32, 48, 3)).astype(np.float32)
     w = rng.standard_normal((2, 16, 16, 3, 8)).astype(np.float32)
