@@ -267,3 +267,39 @@ def test_while_loops_carry_tiles(rng):
     out = np.full(50, np.nan, np.float32)
     newton_sqrt[(1,)](x, out, 50, BLOCK=64)
     assert_close(out, np.sqrt(x.astype(np.float64)), 1e-6, 1e-6)
+
+
+@kiln.jit
+def rotate_tiles(x, out, n, steps, flag, BLOCK: kl.constexpr):
+    offs = kl.arange(0, BLOCK)
+    m = offs < n
+    a = kl.load(x + offs, mask=m, other=0.0)
+    b = a + 1.0
+    c = a + 2.0
+    # Loop-carried tiles assigned in parallel: every yield reads a buffer that
+    # another position writes.
+    for i in range(0, steps):
+        a, b, c = b, c, a
+    i = 0
+    while i < steps:
+        a, b = b, a
+        i += 1
+    if flag > 0:
+        a, c = c, a
+    kl.store(out + offs, a * 100.0 + b * 10.0 + c, mask=m)
+
+
+@pytest.mark.parametrize("steps,flag", [(0, 0), (1, 0), (2, 1), (5, 1), (7, 0)])
+def test_loop_carried_tiles_are_assigned_in_parallel(rng, steps, flag):
+    n = 37
+    x = rng.random(n).astype(np.float32)
+    out = np.full(n, np.nan, np.float32)
+    rotate_tiles[(1,)](x, out, n, steps, flag, BLOCK=64)
+    a, b, c = x.astype(np.float64), x + 1.0, x + 2.0
+    for _ in range(steps):
+        a, b, c = b, c, a
+    for _ in range(steps):
+        a, b = b, a
+    if flag > 0:
+        a, c = c, a
+    assert_close(out, a * 100 + b * 10 + c, 1e-5, 1e-5)

@@ -117,6 +117,13 @@ private:
                     function_ref<void(ImplicitLocOpBuilder &, ValueRange)> fn);
   void copyTile(ImplicitLocOpBuilder &b, Value from, Value to,
                 RankedTensorType type);
+  /// Region terminators carrying tiles (scf.yield, scf.condition): copies
+  /// each tile operand `values[i]` into `dests[i]` as one parallel assignment
+  /// (staged through temporaries when a source is another destination) and
+  /// returns the operands without a destination (the scalars), in order.
+  FailureOr<SmallVector<Value>> assignTiles(Operation *terminator,
+                                            ValueRange values,
+                                            ArrayRef<Value> dests);
 
   // Op lowerings -----------------------------------------------------------
   LogicalResult lowerBlock(Block &block);
@@ -252,6 +259,41 @@ void KernelLowering::copyTile(ImplicitLocOpBuilder &b, Value from, Value to,
     Value v = loadElems(ib, from, idx, stored, w);
     storeElems(ib, v, to, idx, w);
   });
+}
+
+FailureOr<SmallVector<Value>>
+KernelLowering::assignTiles(Operation *terminator, ValueRange values,
+                            ArrayRef<Value> dests) {
+  ImplicitLocOpBuilder b(terminator->getLoc(), terminator);
+  SmallVector<Value> srcs(dests.size()), scalars;
+  bool hazard = false;
+  for (auto [i, v] : llvm::enumerate(values)) {
+    if (!dests[i]) {
+      scalars.push_back(v);
+      continue;
+    }
+    auto s = bufferOf(v, terminator);
+    if (failed(s))
+      return failure();
+    srcs[i] = *s;
+    for (auto [j, other] : llvm::enumerate(dests))
+      if (j != i && other == *s)
+        hazard = true;
+  }
+  for (auto [i, s] : llvm::enumerate(srcs)) {
+    if (!s || s == dests[i])
+      continue;
+    auto type = cast<RankedTensorType>(values[i].getType());
+    if (hazard) {
+      Value tmp = allocTile(type, terminator->getLoc());
+      copyTile(b, s, tmp, type);
+      srcs[i] = tmp;
+    }
+  }
+  for (auto [i, s] : llvm::enumerate(srcs))
+    if (s && s != dests[i])
+      copyTile(b, s, dests[i], cast<RankedTensorType>(values[i].getType()));
+  return scalars;
 }
 
 /// Records `buffer` as the storage of `result`, and `op` for erasure.
@@ -1127,41 +1169,11 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
   // yielded tile is another position's iteration buffer, stage through
   // temporaries so the parallel assignment stays correct.
   auto yield = cast<scf::YieldOp>(newBody->getTerminator());
-  ImplicitLocOpBuilder yb(yield.getLoc(), yield);
-  SmallVector<Value> srcBufs(iterBufs.size());
-  bool hazard = false;
-  for (auto [i, v] : llvm::enumerate(yield.getOperands())) {
-    if (!iterBufs[i])
-      continue;
-    auto s = bufferOf(v, yield);
-    if (failed(s))
-      return failure();
-    srcBufs[i] = *s;
-    for (auto [j, other] : llvm::enumerate(iterBufs))
-      if (j != i && other == *s)
-        hazard = true;
-  }
-  for (auto [i, s] : llvm::enumerate(srcBufs)) {
-    if (!s || s == iterBufs[i])
-      continue;
-    auto type = cast<RankedTensorType>(op.getResult(i).getType());
-    if (hazard) {
-      Value tmp = allocTile(type, yield.getLoc());
-      copyTile(yb, s, tmp, type);
-      srcBufs[i] = tmp;
-    }
-  }
-  for (auto [i, s] : llvm::enumerate(srcBufs)) {
-    if (!s || s == iterBufs[i])
-      continue;
-    copyTile(yb, s, iterBufs[i],
-             cast<RankedTensorType>(op.getResult(i).getType()));
-  }
-  SmallVector<Value> scalarYields;
-  for (auto [i, v] : llvm::enumerate(yield.getOperands()))
-    if (!iterBufs[i])
-      scalarYields.push_back(v);
-  scf::YieldOp::create(yb, scalarYields);
+  auto scalarYields = assignTiles(yield, yield.getOperands(), iterBufs);
+  if (failed(scalarYields))
+    return failure();
+  OpBuilder yb(yield);
+  scf::YieldOp::create(yb, yield.getLoc(), *scalarYields);
   yield.erase();
 
   mapRebuiltResults(op.getResults(), iterBufs, newLoop.getResults(), buffers);
@@ -1202,19 +1214,11 @@ LogicalResult KernelLowering::lowerIf(scf::IfOp op) {
     if (failed(lowerBlock(*newBlock)))
       return failure();
     auto yield = cast<scf::YieldOp>(newBlock->getTerminator());
-    ImplicitLocOpBuilder yb(yield.getLoc(), yield);
-    SmallVector<Value> scalars;
-    for (auto [i, v] : llvm::enumerate(yield.getOperands())) {
-      if (!resultBufs[i]) {
-        scalars.push_back(v);
-        continue;
-      }
-      auto s = bufferOf(v, yield);
-      if (failed(s))
-        return failure();
-      copyTile(yb, *s, resultBufs[i], cast<RankedTensorType>(v.getType()));
-    }
-    scf::YieldOp::create(yb, scalars);
+    auto scalars = assignTiles(yield, yield.getOperands(), resultBufs);
+    if (failed(scalars))
+      return failure();
+    OpBuilder yb(yield);
+    scf::YieldOp::create(yb, yield.getLoc(), *scalars);
     yield.erase();
   }
   mapRebuiltResults(op.getResults(), resultBufs, newIf.getResults(), buffers);
@@ -1288,19 +1292,11 @@ LogicalResult KernelLowering::lowerWhile(scf::WhileOp op) {
     return failure();
   auto cond = cast<scf::ConditionOp>(newBefore->getTerminator());
   {
-    ImplicitLocOpBuilder cb(cond.getLoc(), cond);
-    SmallVector<Value> scalars;
-    for (auto [i, v] : llvm::enumerate(cond.getArgs())) {
-      if (!outBufs[i]) {
-        scalars.push_back(v);
-        continue;
-      }
-      auto s = bufferOf(v, cond);
-      if (failed(s))
-        return failure();
-      copyTile(cb, *s, outBufs[i], cast<RankedTensorType>(v.getType()));
-    }
-    scf::ConditionOp::create(cb, cond.getCondition(), scalars);
+    auto scalars = assignTiles(cond, cond.getArgs(), outBufs);
+    if (failed(scalars))
+      return failure();
+    OpBuilder cb(cond);
+    scf::ConditionOp::create(cb, cond.getLoc(), cond.getCondition(), *scalars);
     cond.erase();
   }
   moveBody(after, newAfter, outBufs);
@@ -1308,28 +1304,11 @@ LogicalResult KernelLowering::lowerWhile(scf::WhileOp op) {
     return failure();
   auto yield = cast<scf::YieldOp>(newAfter->getTerminator());
   {
-    ImplicitLocOpBuilder yb(yield.getLoc(), yield);
-    SmallVector<Value> scalars;
-    // Stage through temporaries when a yielded tile is another carried
-    // buffer (a parallel assignment).
-    SmallVector<Value> srcs(inBufs.size());
-    for (auto [i, v] : llvm::enumerate(yield.getOperands())) {
-      if (!inBufs[i]) {
-        scalars.push_back(v);
-        continue;
-      }
-      auto s = bufferOf(v, yield);
-      if (failed(s))
-        return failure();
-      Value tmp = allocTile(cast<RankedTensorType>(v.getType()), yield.getLoc());
-      copyTile(yb, *s, tmp, cast<RankedTensorType>(v.getType()));
-      srcs[i] = tmp;
-    }
-    for (auto [i, s] : llvm::enumerate(srcs))
-      if (s)
-        copyTile(yb, s, inBufs[i],
-                 cast<RankedTensorType>(op.getInits()[i].getType()));
-    scf::YieldOp::create(yb, scalars);
+    auto scalars = assignTiles(yield, yield.getOperands(), inBufs);
+    if (failed(scalars))
+      return failure();
+    OpBuilder yb(yield);
+    scf::YieldOp::create(yb, yield.getLoc(), *scalars);
     yield.erase();
   }
   mapRebuiltResults(op.getResults(), outBufs, newOp.getResults(), buffers);
