@@ -15,6 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "BenchSupport.h"
 #include "kiln/JIT/JIT.h"
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -35,31 +36,10 @@ extern "C" void omp_set_num_threads(int);
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using namespace kiln::bench;
 
 double seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-struct Figure {
-  std::string name, unit, peer;
-  double value, ratio;
-};
-std::vector<Figure> figures;
-
-void record(const std::string &name, double value, const std::string &unit,
-            const std::string &peer = "", double ratio = 0) {
-  figures.push_back({name, unit, peer, value, ratio});
-  if (peer.empty())
-    std::printf("  %-44s %12.2f %s\n", name.c_str(), value, unit.c_str());
-  else
-    std::printf("  %-44s %12.2f %-8s %6.3fx %s\n", name.c_str(), value,
-                unit.c_str(), ratio, peer.c_str());
 }
 
 std::string readFile(const std::string &path) {
@@ -296,18 +276,7 @@ int main(int argc, char **argv) {
     }
   }
 
-  if (!jsonPath.empty()) {
-    std::ofstream out(jsonPath);
-    out << "[\n";
-    for (size_t i = 0; i < figures.size(); ++i) {
-      const auto &f = figures[i];
-      out << "  {\"name\": \"" << f.name << "\", \"value\": " << f.value
-          << ", \"unit\": \"" << f.unit << "\", \"peer\": \"" << f.peer
-          << "\", \"ratio\": " << f.ratio << "}" << (i + 1 < figures.size() ? "," : "")
-          << "\n";
-    }
-    out << "]\n";
-    std::printf("\nwrote %s\n", jsonPath.c_str());
-  }
+  if (!jsonPath.empty())
+    writeJson(jsonPath);
   return 0;
 }

@@ -15,6 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "BenchSupport.h"
 #include "kiln/JIT/JIT.h"
 #include "kiln/Ops/Ops.h"
 
@@ -35,29 +36,8 @@
 extern "C" void omp_set_num_threads(int);
 
 namespace {
-using Clock = std::chrono::steady_clock;
+using namespace kiln::bench;
 int rounds = 5;
-
-struct Figure {
-  std::string name, unit, peer;
-  double value, ratio;
-};
-std::vector<Figure> figures;
-
-void record(const std::string &name, double value, const std::string &unit,
-            const std::string &peer = "", double ratio = 0) {
-  figures.push_back({name, unit, peer, value, ratio});
-  if (peer.empty())
-    std::printf("  %-46s %11.2f %s\n", name.c_str(), value, unit.c_str());
-  else
-    std::printf("  %-46s %11.2f %-8s %7.3fx %s\n", name.c_str(), value, unit.c_str(), ratio,
-                peer.c_str());
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 /// Median seconds of `f` and `g`, interleaved.
 std::pair<double, double> timePair(const std::function<void()> &f,
@@ -438,16 +418,7 @@ int main(int argc, char **argv) {
     }
   }
 
-  if (!jsonPath.empty()) {
-    std::ofstream out(jsonPath);
-    out << "[\n";
-    for (size_t i = 0; i < figures.size(); ++i) {
-      const auto &f = figures[i];
-      out << "  {\"name\": \"" << f.name << "\", \"value\": " << f.value << ", \"unit\": \""
-          << f.unit << "\", \"peer\": \"" << f.peer << "\", \"ratio\": " << f.ratio << "}"
-          << (i + 1 < figures.size() ? "," : "") << "\n";
-    }
-    out << "]\n";
-  }
+  if (!jsonPath.empty())
+    writeJson(jsonPath);
   return 0;
 }

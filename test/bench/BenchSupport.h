@@ -1,0 +1,67 @@
+//===- BenchSupport.h - Figures, medians and JSON for the benchmarks ------===//
+//
+// Shared by kiln-bench and kiln-ops-bench: each figure is printed as it is
+// measured (value, unit, and the ratio against its peer from the same run)
+// and can be written to a JSON file for docs/performance.md.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_TEST_BENCH_BENCHSUPPORT_H
+#define KILN_TEST_BENCH_BENCHSUPPORT_H
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace kiln::bench {
+
+using Clock = std::chrono::steady_clock;
+
+inline double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+struct Figure {
+  std::string name, unit, peer;
+  double value, ratio;
+};
+
+inline std::vector<Figure> &figures() {
+  static std::vector<Figure> all;
+  return all;
+}
+
+/// Prints and keeps one figure; `ratio` is value-per-peer (higher is better
+/// for Kiln) when a peer is named.
+inline void record(const std::string &name, double value, const std::string &unit,
+                   const std::string &peer = "", double ratio = 0) {
+  figures().push_back({name, unit, peer, value, ratio});
+  if (peer.empty())
+    std::printf("  %-46s %11.2f %s\n", name.c_str(), value, unit.c_str());
+  else
+    std::printf("  %-46s %11.2f %-8s %7.3fx %s\n", name.c_str(), value, unit.c_str(), ratio,
+                peer.c_str());
+}
+
+/// Writes every recorded figure as a JSON array to `path`.
+inline void writeJson(const std::string &path) {
+  std::ofstream out(path);
+  out << "[\n";
+  const auto &all = figures();
+  for (size_t i = 0; i < all.size(); ++i) {
+    const auto &f = all[i];
+    out << "  {\"name\": \"" << f.name << "\", \"value\": " << f.value << ", \"unit\": \""
+        << f.unit << "\", \"peer\": \"" << f.peer << "\", \"ratio\": " << f.ratio << "}"
+        << (i + 1 < all.size() ? "," : "") << "\n";
+  }
+  out << "]\n";
+  std::printf("\nwrote %s\n", path.c_str());
+}
+
+} // namespace kiln::bench
+
+#endif // KILN_TEST_BENCH_BENCHSUPPORT_H
