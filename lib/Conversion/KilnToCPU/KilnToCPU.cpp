@@ -124,6 +124,9 @@ private:
   FailureOr<SmallVector<Value>> assignTiles(Operation *terminator,
                                             ValueRange values,
                                             ArrayRef<Value> dests);
+  /// Replaces `block`'s scf.yield by one that yields only the scalars, after
+  /// assigning the yielded tiles to `dests` (see assignTiles).
+  LogicalResult rewriteYield(Block &block, ArrayRef<Value> dests);
 
   // Op lowerings -----------------------------------------------------------
   LogicalResult lowerBlock(Block &block);
@@ -294,6 +297,18 @@ KernelLowering::assignTiles(Operation *terminator, ValueRange values,
     if (s && s != dests[i])
       copyTile(b, s, dests[i], cast<RankedTensorType>(values[i].getType()));
   return scalars;
+}
+
+LogicalResult KernelLowering::rewriteYield(Block &block,
+                                           ArrayRef<Value> dests) {
+  auto yield = cast<scf::YieldOp>(block.getTerminator());
+  auto scalars = assignTiles(yield, yield.getOperands(), dests);
+  if (failed(scalars))
+    return failure();
+  OpBuilder yb(yield);
+  scf::YieldOp::create(yb, yield.getLoc(), *scalars);
+  yield.erase();
+  return success();
 }
 
 /// Records `buffer` as the storage of `result`, and `op` for erasure.
@@ -1168,13 +1183,8 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
   // Rewrite the yield: copy yielded tiles into the iteration buffers. If a
   // yielded tile is another position's iteration buffer, stage through
   // temporaries so the parallel assignment stays correct.
-  auto yield = cast<scf::YieldOp>(newBody->getTerminator());
-  auto scalarYields = assignTiles(yield, yield.getOperands(), iterBufs);
-  if (failed(scalarYields))
+  if (failed(rewriteYield(*newBody, iterBufs)))
     return failure();
-  OpBuilder yb(yield);
-  scf::YieldOp::create(yb, yield.getLoc(), *scalarYields);
-  yield.erase();
 
   mapRebuiltResults(op.getResults(), iterBufs, newLoop.getResults(), buffers);
   toErase.push_back(op);
@@ -1213,19 +1223,13 @@ LogicalResult KernelLowering::lowerIf(scf::IfOp op) {
                                      oldRegion.front().getOperations());
     if (failed(lowerBlock(*newBlock)))
       return failure();
-    auto yield = cast<scf::YieldOp>(newBlock->getTerminator());
-    auto scalars = assignTiles(yield, yield.getOperands(), resultBufs);
-    if (failed(scalars))
+    if (failed(rewriteYield(*newBlock, resultBufs)))
       return failure();
-    OpBuilder yb(yield);
-    scf::YieldOp::create(yb, yield.getLoc(), *scalars);
-    yield.erase();
   }
   mapRebuiltResults(op.getResults(), resultBufs, newIf.getResults(), buffers);
   toErase.push_back(op);
   return success();
 }
-
 
 /// scf.while carrying tiles: each tile carried into the "before" region lives
 /// in one buffer (the init is copied in, the "after" region's yield copies
@@ -1302,15 +1306,8 @@ LogicalResult KernelLowering::lowerWhile(scf::WhileOp op) {
   moveBody(after, newAfter, outBufs);
   if (failed(lowerBlock(*newAfter)))
     return failure();
-  auto yield = cast<scf::YieldOp>(newAfter->getTerminator());
-  {
-    auto scalars = assignTiles(yield, yield.getOperands(), inBufs);
-    if (failed(scalars))
-      return failure();
-    OpBuilder yb(yield);
-    scf::YieldOp::create(yb, yield.getLoc(), *scalars);
-    yield.erase();
-  }
+  if (failed(rewriteYield(*newAfter, inBufs)))
+    return failure();
   mapRebuiltResults(op.getResults(), outBufs, newOp.getResults(), buffers);
   toErase.push_back(op);
   return success();
