@@ -50,6 +50,25 @@ def _i32(a):
     return np.ascontiguousarray(a, dtype=np.int32)
 
 
+def _same_type(what, **arrays):
+    """([contiguous arrays], dtype name) for inputs that share one element
+    type: all kiln.bf16-wrapped uint16 ("bf16"), all float16 ("f16"), or
+    anything else converted to float32 ("f32")."""
+    from .jit import bf16
+    names, values = list(arrays), list(arrays.values())
+    wrapped = [isinstance(x, bf16) for x in values]
+    if any(wrapped):
+        if not all(wrapped):
+            listed = ", ".join(names[:-1]) + " and " + names[-1]
+            quantifier = "both" if len(names) == 2 else "all"
+            raise TypeError(f"{what}: {listed} must {quantifier} be kiln.bf16, or none of them")
+        return [np.ascontiguousarray(x.array) for x in values], "bf16"
+    values = [np.asarray(x) for x in values]
+    if all(x.dtype == np.float16 for x in values):
+        return [np.ascontiguousarray(x) for x in values], "f16"
+    return [_f32(x, n) for n, x in zip(names, values)], "f32"
+
+
 def _ptr(a):
     return a.ctypes.data
 
@@ -302,20 +321,6 @@ def _block_mask_on_device(mask_mod, batch, heads, seq_q, seq_kv, block):
     return out
 
 
-def _attention_inputs(q, k, v):
-    """(q, k, v, dtype name): bf16 when all three are kiln.bf16, f16 when all
-    three are float16 arrays, float32 otherwise."""
-    from .jit import bf16
-    wrapped = [isinstance(x, bf16) for x in (q, k, v)]
-    if any(wrapped):
-        if not all(wrapped):
-            raise TypeError("q, k and v must all be kiln.bf16, or none of them")
-        return (*(np.ascontiguousarray(x.array) for x in (q, k, v)), "bf16")
-    if all(np.asarray(x).dtype == np.float16 for x in (q, k, v)):
-        return (*(np.ascontiguousarray(x) for x in (q, k, v)), "f16")
-    return _f32(q, "q"), _f32(k, "k"), _f32(v, "v"), "f32"
-
-
 def block_sparse_attention(q, k, v, mask, mask_kind="none", window=256, prefix=0,
                            doc_ids=None, softcap=0.0, scale=None, mask_mod=None,
                            score_mod=None):
@@ -328,7 +333,7 @@ def block_sparse_attention(q, k, v, mask, mask_kind="none", window=256, prefix=0
     kernel. q, k and v are float32, float16, or all three kiln.bf16-wrapped
     uint16 arrays; scores, softmax and the outputs are float32. Returns
     (out [B, Hq, S, D] float32, lse [B, Hq, S])."""
-    q, k, v, dtype = _attention_inputs(q, k, v)
+    (q, k, v), dtype = _same_type("block_sparse_attention", q=q, k=k, v=v)
     B, Hq, S, D = q.shape
     Hkv, Skv = k.shape[1], k.shape[2]
     if Hq % Hkv:
@@ -414,32 +419,15 @@ def _specialized(shape, specialize):
     return tuple(shape) in {tuple(s) for s in specialize}
 
 
-def _conv_inputs(x, w):
+def _index(a, key):
+    """a[key], keeping a kiln.bf16 wrapper."""
     from .jit import bf16
-    if isinstance(x, bf16) or isinstance(w, bf16):
-        if not (isinstance(x, bf16) and isinstance(w, bf16)):
-            raise TypeError("conv: x and w must both be kiln.bf16, or neither")
-        return np.ascontiguousarray(x.array), np.ascontiguousarray(w.array), "bf16"
-    x, w = np.asarray(x), np.asarray(w)
-    if x.dtype == np.float16 and w.dtype == np.float16:
-        return np.ascontiguousarray(x), np.ascontiguousarray(w), "f16"
-    return _f32(x, "x"), _f32(w, "w"), "f32"
+    return bf16(a.array[key]) if isinstance(a, bf16) else np.asarray(a)[key]
 
 
 def _shape(a):
     from .jit import bf16
     return a.array.shape if isinstance(a, bf16) else np.shape(a)
-
-
-def _with_axis(a):
-    """a[:, None], keeping a kiln.bf16 wrapper."""
-    from .jit import bf16
-    return bf16(a.array[:, None]) if isinstance(a, bf16) else np.asarray(a)[:, None]
-
-
-def _lead_axis(a):
-    from .jit import bf16
-    return bf16(a.array[None]) if isinstance(a, bf16) else np.asarray(a)[None]
 
 
 def conv(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1,
@@ -449,7 +437,7 @@ def conv(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1,
     both kiln.bf16 (f32 accumulation and output). `specialize` (True, or a set
     of input shapes: the bucketing helper) compiles a kernel with the sizes
     fixed."""
-    x, w, dtype = _conv_inputs(x, w)
+    (x, w), dtype = _same_type("conv", x=x, w=w)
     N, T, H, W, C = x.shape
     KT, KH, KW, Cg, OC = w.shape
     if Cg * groups != C or OC % groups:
@@ -485,7 +473,7 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, specializ
     p = padding if isinstance(padding, (tuple, list)) else (padding, padding)
     d = dilation if isinstance(dilation, (tuple, list)) else (dilation, dilation)
     spec = _specialized(_shape(x), specialize)
-    out = conv(_with_axis(x), _lead_axis(w), bias, (1,) + tuple(s),
+    out = conv(_index(x, (slice(None), None)), _index(w, None), bias, (1,) + tuple(s),
                (0,) + tuple(p), (1,) + tuple(d), groups, specialize=spec, **blocks)
     return out[:, 0]
 
