@@ -29,7 +29,13 @@ kiln_arg i32p(const int32_t *p) { return kiln::arg(p); }
 } // namespace
 
 TEST_CASE("embedding gathers rows and reports out-of-range ids", "[ops]") {
-  auto k = compileOp("embedding");
+  // block_d 1024: every tile is ragged (the general gather, then the store).
+  // block_d 64: most tiles are interior (rows copied directly from the table
+  // to the output, the gather + store fusion), the last column block and the
+  // last row block are not.
+  for (int64_t blockD : {1024, 64}) {
+  INFO("block_d " << blockD);
+  auto k = compileOp("embedding", {{"block_d", std::to_string(blockD)}});
   const int64_t vocab = 1000, dim = 200, n = 77;
   auto w = randomVector(vocab * dim);
   std::vector<int32_t> ids(n);
@@ -43,7 +49,7 @@ TEST_CASE("embedding gathers rows and reports out-of-range ids", "[ops]") {
   REQUIRE_NOLAUNCHERROR(sharedJIT().launch(
       *k, {kiln::arg(w.data()), i32p(ids.data()), kiln::arg(out.data()), i32p(errors.data()),
            kiln::arg(n), kiln::arg(vocab), kiln::arg(dim)},
-      {cdiv(n, 8), cdiv(dim, 1024)}));
+      {cdiv(n, 8), cdiv(dim, blockD)}));
   std::vector<double> ref(n * dim, 0.0);
   for (int64_t i = 0; i < n; ++i)
     if (ids[i] >= 0 && ids[i] < vocab)
@@ -51,6 +57,7 @@ TEST_CASE("embedding gathers rows and reports out-of-range ids", "[ops]") {
         ref[i * dim + d] = w[ids[i] * dim + d];
   CHECK_THAT_CLOSE(out, ref, 0, 0);
   CHECK(errors[0] == 3);
+  }
 }
 
 TEST_CASE("embedding of bf16 rows copies the bits", "[ops]") {
@@ -144,6 +151,18 @@ TEST_CASE("MoE permute and weighted unpermute", "[ops]") {
       refY[r * H + h] = x[srcRows[r] * H + h];
   CHECK_THAT_CLOSE(y, refY, 0, 0);
   CHECK(errors[0] == 0);
+  {
+    // block_h 16: interior tiles take the direct row copy (H = 70 leaves a
+    // ragged last column block and rows leave a ragged last row block).
+    auto perm16 = compileOp("moe_permute", {{"block_h", "16"}});
+    std::vector<float> y16(rows * H, poison());
+    REQUIRE_NOLAUNCHERROR(sharedJIT().launch(
+        *perm16, {kiln::arg(x.data()), i32p(srcRows.data()), kiln::arg(y16.data()),
+                  i32p(errors.data()), kiln::arg(rows), kiln::arg(T), kiln::arg(H)},
+        {cdiv(rows, 8), cdiv(H, 16)}));
+    CHECK_THAT_CLOSE(y16, refY, 0, 0);
+    CHECK(errors[0] == 0);
+  }
   auto unperm = compileOp("moe_unpermute");
   std::vector<float> out(T * H, poison());
   REQUIRE_NOLAUNCHERROR(sharedJIT().launch(

@@ -146,6 +146,12 @@ private:
   Value emitElems(ImplicitLocOpBuilder &ib, Value v, ValueRange idx,
                   int64_t width);
   DenseSet<Operation *> deferred;
+  // Gather + store fusion: a gather whose only user is a store copies rows
+  // from source to destination directly when both tiles are interior (no
+  // tile buffer in between); otherwise both run the general way.
+  bool canFuseGatherStore(GatherOp gather);
+  LogicalResult lowerGatherStore(GatherOp gather, StoreOp store);
+  DenseSet<Operation *> fusedGathers;
   LogicalResult lowerDot(DotOp op);
   LogicalResult lowerReduce(ReduceOp op);
   LogicalResult lowerFor(scf::ForOp op);
@@ -1314,6 +1320,101 @@ LogicalResult KernelLowering::lowerWhile(scf::WhileOp op) {
 }
 
 //===----------------------------------------------------------------------===//
+// Gather + store fusion
+//===----------------------------------------------------------------------===//
+
+bool KernelLowering::canFuseGatherStore(GatherOp gather) {
+  RankedTensorType type = gather.getResult().getType();
+  if (type.getRank() < 2 || !gather.getResult().hasOneUse())
+    return false;
+  auto store = dyn_cast<StoreOp>(*gather.getResult().getUsers().begin());
+  return store && store->getBlock() == gather->getBlock() &&
+         store.getValue() == gather.getResult() &&
+         vectorWidth({type.getElementType()}, type.getShape().back()) > 1;
+}
+
+LogicalResult KernelLowering::lowerGatherStore(GatherOp gather,
+                                               StoreOp store) {
+  auto gi = views.find(gather.getView());
+  auto si = views.find(store.getView());
+  if (gi == views.end() || si == views.end())
+    return store->emitError("kiln CPU lowering: the view must be made by a "
+                            "kiln.make_view in the same kernel");
+  const ViewInfo &gv = gi->second, &sv = si->second;
+  RankedTensorType type = gather.getResult().getType();
+  ArrayRef<int64_t> shape = type.getShape();
+  const int64_t rank = type.getRank();
+  Type elt = storageType(type.getElementType());
+  const int64_t width = vectorWidth({type.getElementType()}, shape.back());
+  auto vecType = VectorType::get({width}, elt);
+  auto idxBuf = bufferOf(gather.getIndices(), gather);
+  if (failed(idxBuf))
+    return failure();
+  TypedAttr padAttr = dyn_cast_or_null<TypedAttr>(gather.getPaddingAttr());
+  if (!padAttr)
+    padAttr = cast<TypedAttr>(OpBuilder(store).getZeroAttr(elt));
+  padAttr = storagePadding(padAttr);
+  ValueRange gOff = gather.getOffsets(), sOff = store.getOffsets();
+
+  // Both tiles interior: every column of the gathered rows exists in the
+  // source, and the whole tile lies inside the destination.
+  ImplicitLocOpBuilder b(store.getLoc(), store);
+  Value c0 = arith::ConstantIndexOp::create(b, 0);
+  auto within = [&](Value off, int64_t n, Value size) {
+    Value end = arith::AddIOp::create(b, off, arith::ConstantIndexOp::create(b, n));
+    return arith::AndIOp::create(
+        b, arith::CmpIOp::create(b, arith::CmpIPredicate::sge, off, c0),
+        arith::CmpIOp::create(b, arith::CmpIPredicate::sle, end, size));
+  };
+  Value interior = arith::AndIOp::create(b, gv.unitStride, sv.unitStride);
+  for (int64_t d = 1; d < rank; ++d)
+    interior = arith::AndIOp::create(b, interior,
+                                     within(gOff[d - 1], shape[d], gv.sizes[d]));
+  for (int64_t d = 0; d < rank; ++d)
+    interior = arith::AndIOp::create(b, interior,
+                                     within(sOff[d], shape[d], sv.sizes[d]));
+  auto ifOp = scf::IfOp::create(b, TypeRange{}, interior, /*withElse=*/true);
+  {
+    OpBuilder tb = ifOp.getThenBodyBuilder();
+    ImplicitLocOpBuilder fb(store.getLoc(), tb);
+    forEachIndex(fb, shape, width, [&](ImplicitLocOpBuilder &ib, ValueRange idx) {
+      Value raw = memref::LoadOp::create(ib, *idxBuf, ValueRange{idx[0]});
+      Value row = arith::IndexCastOp::create(ib, ib.getIndexType(), raw);
+      SmallVector<Value> src{row}, dst;
+      for (int64_t d = 1; d < rank; ++d)
+        src.push_back(arith::AddIOp::create(ib, gOff[d - 1], idx[d]));
+      for (int64_t d = 0; d < rank; ++d)
+        dst.push_back(arith::AddIOp::create(ib, sOff[d], idx[d]));
+      Value rowOk = arith::AndIOp::create(
+          ib, arith::CmpIOp::create(ib, arith::CmpIPredicate::sge, row, c0),
+          arith::CmpIOp::create(ib, arith::CmpIPredicate::slt, row, gv.sizes[0]));
+      auto rowIf = scf::IfOp::create(ib, TypeRange{vecType}, rowOk, true);
+      OpBuilder rb = rowIf.getThenBodyBuilder();
+      Value v = vector::LoadOp::create(rb, ib.getLoc(), vecType, gv.unitMemref, src);
+      scf::YieldOp::create(rb, ib.getLoc(), v);
+      OpBuilder eb = rowIf.getElseBodyBuilder();
+      ImplicitLocOpBuilder eib(ib.getLoc(), eb);
+      scf::YieldOp::create(eb, ib.getLoc(), splatConstant(eib, padAttr, width));
+      vector::StoreOp::create(ib, rowIf.getResult(0), sv.unitMemref, dst);
+    });
+  }
+  // Otherwise: the general gather into a tile buffer, then the general store,
+  // both emitted inside the else branch (the ops move there to anchor them).
+  Operation *elseYield = ifOp.elseBlock()->getTerminator();
+  gather->moveBefore(elseYield);
+  store->moveBefore(elseYield);
+  Value buf = allocTile(type, gather.getLoc());
+  buffers[gather.getResult()] = buf;
+  toErase.push_back(store);
+  if (failed(lowerViewAccess(gather, gather.getView(), gather.getIndices(),
+                             gOff, buf, type, gather.getPaddingAttr(),
+                             /*isStore=*/false)))
+    return failure();
+  return lowerViewAccess(store, store.getView(), Value(), sOff, buf, type,
+                         Attribute(), /*isStore=*/true);
+}
+
+//===----------------------------------------------------------------------===//
 // Dispatch
 //===----------------------------------------------------------------------===//
 
@@ -1353,6 +1454,11 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
                            load.getPaddingAttr(), /*isStore=*/false);
   }
   if (auto gather = dyn_cast<GatherOp>(op)) {
+    if (canFuseGatherStore(gather)) {
+      fusedGathers.insert(op);
+      toErase.push_back(op);
+      return success();
+    }
     Value buf = allocTile(gather.getResult().getType(), loc);
     buffers[gather.getResult()] = buf;
     toErase.push_back(op);
@@ -1362,6 +1468,9 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
                            gather.getPaddingAttr(), /*isStore=*/false);
   }
   if (auto store = dyn_cast<StoreOp>(op)) {
+    if (auto gather = store.getValue().getDefiningOp<GatherOp>();
+        gather && fusedGathers.contains(gather))
+      return lowerGatherStore(gather, store);
     auto buf = bufferOf(store.getValue(), op);
     if (failed(buf))
       return failure();

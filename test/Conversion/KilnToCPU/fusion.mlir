@@ -29,3 +29,28 @@ kiln.func @fused(%p: !kiln.ptr<f32>, %n: index, %s: f32) {
   kiln.store %r, %v[%c0, %c0] : tensor<8x64xf32> -> !kiln.view<2xf32>
   kiln.return
 }
+
+// A gather whose only user is a store: when both tiles are interior, each
+// row chunk goes from the table straight to the output (no tile buffer in
+// between); otherwise the general gather and store run in the else branch.
+// CHECK-LABEL: func.func private @gather_store
+// CHECK: memref.alloca() {{.*}} : memref<8x64xf32>
+// CHECK: scf.if
+// CHECK: scf.if %{{.*}} {
+// CHECK: %[[ROW:.*]] = memref.load %{{.*}} : memref<8xi32>
+// CHECK: %[[V:.*]] = scf.if %{{.*}} -> (vector<16xf32>) {
+// CHECK-NEXT: vector.load %{{.*}} : memref<?x?xf32, strided<[?, 1]>>, vector<16xf32>
+// CHECK: vector.store %[[V]], %{{.*}} : memref<?x?xf32, strided<[?, 1]>>, vector<16xf32>
+// CHECK: } else {
+// CHECK: vector.store %{{.*}}, %{{.*}} : memref<8x64xf32>, vector<16xf32>
+kiln.func @gather_store(%p: !kiln.ptr<f32>, %q: !kiln.ptr<i32>, %o: !kiln.ptr<f32>, %n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %vi = kiln.make_view %q, [%n], [%c1] : !kiln.ptr<i32> -> !kiln.view<1xi32>
+  %idx = kiln.load %vi[%c0] : !kiln.view<1xi32> -> tensor<8xi32>
+  %v = kiln.make_view %p, [%n, %n], [%n, %c1] : !kiln.ptr<f32> -> !kiln.view<2xf32>
+  %vo = kiln.make_view %o, [%n, %n], [%n, %c1] : !kiln.ptr<f32> -> !kiln.view<2xf32>
+  %g = kiln.gather %v[%idx, %c0] : !kiln.view<2xf32>, tensor<8xi32> -> tensor<8x64xf32>
+  kiln.store %g, %vo[%c0, %c0] : tensor<8x64xf32> -> !kiln.view<2xf32>
+  kiln.return
+}
