@@ -61,7 +61,10 @@ TEST_CASE("embedding gathers rows and reports out-of-range ids", "[ops]") {
 }
 
 TEST_CASE("embedding of bf16 rows copies the bits", "[ops]") {
-  auto k = compileOp("embedding", {{"dtype", "bf16"}});
+  // block_d 32: interior tiles take the fused direct copy; 1024: the general path.
+  for (int64_t blockD : {1024, 32}) {
+  INFO("block_d " << blockD);
+  auto k = compileOp("embedding", {{"dtype", "bf16"}, {"block_d", std::to_string(blockD)}});
   const int64_t vocab = 300, dim = 130, n = 21;
   auto wf = randomVector(vocab * dim);
   std::vector<uint16_t> w(wf.size());
@@ -77,7 +80,7 @@ TEST_CASE("embedding of bf16 rows copies the bits", "[ops]") {
       *k, {kiln::argPtr(w.data(), KILN_DTYPE_BF16), i32p(ids.data()),
            kiln::argPtr(out.data(), KILN_DTYPE_BF16), i32p(errors.data()), kiln::arg(n),
            kiln::arg(vocab), kiln::arg(dim)},
-      {cdiv(n, 8), cdiv(dim, 1024)}));
+      {cdiv(n, 8), cdiv(dim, blockD)}));
   for (int64_t i = 0; i < n; ++i)
     for (int64_t d = 0; d < dim; ++d) {
       uint16_t want = ids[i] >= 0 ? w[ids[i] * dim + d] : 0;
@@ -87,6 +90,7 @@ TEST_CASE("embedding of bf16 rows copies the bits", "[ops]") {
       }
     }
   CHECK(errors[0] == 1);
+  }
 }
 
 TEST_CASE("paged KV-cache gather", "[ops]") {
