@@ -95,20 +95,25 @@ TEST_CASE("embedding of bf16 rows copies the bits", "[ops]") {
 
 TEST_CASE("paged KV-cache gather", "[ops]") {
   const int64_t bs = 16, width = 100, numBlocks = 20, maxBlocks = 6, batch = 3;
-  auto k = compileOp("paged_kv_gather", {{"block_size", "16"}});
+  // block_w 32: interior tiles take the fused direct copy (through the
+  // reshape to [1, block_t, block_w]); 1024: the general path.
+  for (int64_t blockW : {1024, 32}) {
+  INFO("block_w " << blockW);
+  auto k = compileOp("paged_kv_gather",
+                     {{"block_size", "16"}, {"block_w", std::to_string(blockW)}});
   auto cache = randomVector(numBlocks * bs * width);
   std::vector<int32_t> table(batch * maxBlocks), lens = {0, 37, 90};
   for (int64_t i = 0; i < batch * maxBlocks; ++i)
     table[i] = int32_t((i * 7 + 3) % numBlocks);
   table[2 * maxBlocks + 4] = 99; // an invalid page inside sequence 2 (tokens 64..79)
-  const int64_t maxLen = 96;
+  const int64_t maxLen = 93; // the last block of 8 tokens is ragged
   std::vector<float> out(batch * maxLen * width, poison());
   std::vector<int32_t> errors(1, 0);
   REQUIRE_NOLAUNCHERROR(sharedJIT().launch(
       *k, {kiln::arg(cache.data()), i32p(table.data()), i32p(lens.data()), kiln::arg(out.data()),
            i32p(errors.data()), kiln::arg(batch), kiln::arg(maxBlocks), kiln::arg(numBlocks),
            kiln::arg(maxLen), kiln::arg(width)},
-      {cdiv(maxLen, 8), cdiv(width, 1024), batch}));
+      {cdiv(maxLen, 8), cdiv(width, blockW), batch}));
   std::vector<double> ref(out.size(), 0.0);
   int64_t bad = 0;
   for (int64_t b = 0; b < batch; ++b)
@@ -123,6 +128,7 @@ TEST_CASE("paged KV-cache gather", "[ops]") {
     }
   CHECK_THAT_CLOSE(out, ref, 0, 0);
   CHECK(errors[0] == bad);
+  }
 }
 
 TEST_CASE("MoE permute and weighted unpermute", "[ops]") {

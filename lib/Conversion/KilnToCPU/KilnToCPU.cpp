@@ -150,7 +150,9 @@ private:
   // from source to destination directly when both tiles are interior (no
   // tile buffer in between); otherwise both run the general way.
   bool canFuseGatherStore(GatherOp gather);
-  LogicalResult lowerGatherStore(GatherOp gather, StoreOp store);
+  LogicalResult lowerGatherStore(GatherOp gather, Operation *reshape,
+                                 StoreOp store);
+  LogicalResult lowerReshape(Operation *op);
   DenseSet<Operation *> fusedGathers;
   LogicalResult lowerDot(DotOp op);
   LogicalResult lowerReduce(ReduceOp op);
@@ -1319,21 +1321,67 @@ LogicalResult KernelLowering::lowerWhile(scf::WhileOp op) {
   return success();
 }
 
+/// kiln.reshape and kiln.expand_dims: the same elements in the same
+/// row-major order, so a flat copy.
+LogicalResult KernelLowering::lowerReshape(Operation *op) {
+  Location loc = op->getLoc();
+  Value srcTile = op->getOperand(0);
+  auto srcType = cast<RankedTensorType>(srcTile.getType());
+  auto type = cast<RankedTensorType>(op->getResult(0).getType());
+  auto src = bufferOf(srcTile, op);
+  if (failed(src))
+    return failure();
+  Value buf = allocTile(type, loc);
+  ImplicitLocOpBuilder b(loc, op);
+  int64_t n = type.getNumElements();
+  Type stored = storageType(type.getElementType());
+  auto flatType = MemRefType::get({n}, stored);
+  auto flatten = [&](Value m, RankedTensorType t) -> Value {
+    SmallVector<ReassociationIndices> re(1);
+    for (int64_t d = 0; d < t.getRank(); ++d)
+      re[0].push_back(d);
+    if (t.getRank() == 1)
+      return m;
+    return memref::CollapseShapeOp::create(b, flatType, m, re);
+  };
+  Value from = flatten(*src, srcType);
+  Value to = flatten(buf, type);
+  auto flatTensor = RankedTensorType::get({n}, type.getElementType());
+  copyTile(b, from, to, flatTensor);
+  buffers[op->getResult(0)] = buf;
+  toErase.push_back(op);
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Gather + store fusion
 //===----------------------------------------------------------------------===//
 
 bool KernelLowering::canFuseGatherStore(GatherOp gather) {
   RankedTensorType type = gather.getResult().getType();
-  if (type.getRank() < 2 || !gather.getResult().hasOneUse())
+  if (type.getRank() < 2 || !gather.getResult().hasOneUse() ||
+      vectorWidth({type.getElementType()}, type.getShape().back()) <= 1)
     return false;
-  auto store = dyn_cast<StoreOp>(*gather.getResult().getUsers().begin());
-  return store && store->getBlock() == gather->getBlock() &&
-         store.getValue() == gather.getResult() &&
-         vectorWidth({type.getElementType()}, type.getShape().back()) > 1;
+  Operation *user = *gather.getResult().getUsers().begin();
+  // Looking through a reshape that only adds leading unit dimensions (a 2-D
+  // tile stored into a 3-D view): the elements keep their positions.
+  if (isa<ReshapeOp, ExpandDimsOp>(user)) {
+    auto to = cast<RankedTensorType>(user->getResult(0).getType());
+    int64_t lead = to.getRank() - type.getRank();
+    if (lead < 0 || !user->getResult(0).hasOneUse() ||
+        user->getBlock() != gather->getBlock() ||
+        to.getShape().drop_front(lead) != type.getShape() ||
+        llvm::any_of(to.getShape().take_front(lead),
+                     [](int64_t d) { return d != 1; }))
+      return false;
+    user = *user->getResult(0).getUsers().begin();
+  }
+  auto store = dyn_cast<StoreOp>(user);
+  return store && store->getBlock() == gather->getBlock();
 }
 
 LogicalResult KernelLowering::lowerGatherStore(GatherOp gather,
+                                               Operation *reshape,
                                                StoreOp store) {
   auto gi = views.find(gather.getView());
   auto si = views.find(store.getView());
@@ -1355,6 +1403,8 @@ LogicalResult KernelLowering::lowerGatherStore(GatherOp gather,
     padAttr = cast<TypedAttr>(OpBuilder(store).getZeroAttr(elt));
   padAttr = storagePadding(padAttr);
   ValueRange gOff = gather.getOffsets(), sOff = store.getOffsets();
+  ArrayRef<int64_t> storeShape = store.getValue().getType().getShape();
+  const int64_t lead = int64_t(storeShape.size()) - rank; // leading unit dims
 
   // Both tiles interior: every column of the gathered rows exists in the
   // source, and the whole tile lies inside the destination.
@@ -1370,9 +1420,9 @@ LogicalResult KernelLowering::lowerGatherStore(GatherOp gather,
   for (int64_t d = 1; d < rank; ++d)
     interior = arith::AndIOp::create(b, interior,
                                      within(gOff[d - 1], shape[d], gv.sizes[d]));
-  for (int64_t d = 0; d < rank; ++d)
-    interior = arith::AndIOp::create(b, interior,
-                                     within(sOff[d], shape[d], sv.sizes[d]));
+  for (int64_t d = 0; d < lead + rank; ++d)
+    interior = arith::AndIOp::create(
+        b, interior, within(sOff[d], storeShape[d], sv.sizes[d]));
   auto ifOp = scf::IfOp::create(b, TypeRange{}, interior, /*withElse=*/true);
   {
     OpBuilder tb = ifOp.getThenBodyBuilder();
@@ -1383,8 +1433,10 @@ LogicalResult KernelLowering::lowerGatherStore(GatherOp gather,
       SmallVector<Value> src{row}, dst;
       for (int64_t d = 1; d < rank; ++d)
         src.push_back(arith::AddIOp::create(ib, gOff[d - 1], idx[d]));
+      for (int64_t d = 0; d < lead; ++d)
+        dst.push_back(sOff[d]);
       for (int64_t d = 0; d < rank; ++d)
-        dst.push_back(arith::AddIOp::create(ib, sOff[d], idx[d]));
+        dst.push_back(arith::AddIOp::create(ib, sOff[lead + d], idx[d]));
       Value rowOk = arith::AndIOp::create(
           ib, arith::CmpIOp::create(ib, arith::CmpIPredicate::sge, row, c0),
           arith::CmpIOp::create(ib, arith::CmpIPredicate::slt, row, gv.sizes[0]));
@@ -1402,6 +1454,8 @@ LogicalResult KernelLowering::lowerGatherStore(GatherOp gather,
   // both emitted inside the else branch (the ops move there to anchor them).
   Operation *elseYield = ifOp.elseBlock()->getTerminator();
   gather->moveBefore(elseYield);
+  if (reshape)
+    reshape->moveBefore(elseYield);
   store->moveBefore(elseYield);
   Value buf = allocTile(type, gather.getLoc());
   buffers[gather.getResult()] = buf;
@@ -1410,8 +1464,14 @@ LogicalResult KernelLowering::lowerGatherStore(GatherOp gather,
                              gOff, buf, type, gather.getPaddingAttr(),
                              /*isStore=*/false)))
     return failure();
-  return lowerViewAccess(store, store.getView(), Value(), sOff, buf, type,
-                         Attribute(), /*isStore=*/true);
+  if (reshape && failed(lowerReshape(reshape)))
+    return failure();
+  auto stored = bufferOf(store.getValue(), store);
+  if (failed(stored))
+    return failure();
+  return lowerViewAccess(store, store.getView(), Value(), sOff, *stored,
+                         store.getValue().getType(), Attribute(),
+                         /*isStore=*/true);
 }
 
 //===----------------------------------------------------------------------===//
@@ -1468,9 +1528,15 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
                            gather.getPaddingAttr(), /*isStore=*/false);
   }
   if (auto store = dyn_cast<StoreOp>(op)) {
-    if (auto gather = store.getValue().getDefiningOp<GatherOp>();
+    Operation *def = store.getValue().getDefiningOp();
+    Operation *reshape = nullptr;
+    if (def && isa<ReshapeOp, ExpandDimsOp>(def)) {
+      reshape = def;
+      def = def->getOperand(0).getDefiningOp();
+    }
+    if (auto gather = dyn_cast_or_null<GatherOp>(def);
         gather && fusedGathers.contains(gather))
-      return lowerGatherStore(gather, store);
+      return lowerGatherStore(gather, reshape, store);
     auto buf = bufferOf(store.getValue(), op);
     if (failed(buf))
       return failure();
@@ -1593,33 +1659,10 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
     return success();
   }
   if (isa<ExpandDimsOp, ReshapeOp>(op)) {
-    // Same elements in the same row-major order: a flat copy.
-    Value srcTile = op->getOperand(0);
-    auto srcType = cast<RankedTensorType>(srcTile.getType());
-    auto type = tileResult(op->getResult(0));
-    auto src = bufferOf(srcTile, op);
-    if (failed(src))
-      return failure();
-    Value buf = allocTile(type, loc);
-    ImplicitLocOpBuilder b(loc, op);
-    int64_t n = type.getNumElements();
-    Type stored = storageType(type.getElementType());
-    auto flatType = MemRefType::get({n}, stored);
-    auto flatten = [&](Value m, RankedTensorType t) -> Value {
-      SmallVector<ReassociationIndices> re(1);
-      for (int64_t d = 0; d < t.getRank(); ++d)
-        re[0].push_back(d);
-      if (t.getRank() == 1)
-        return m;
-      return memref::CollapseShapeOp::create(b, flatType, m, re);
-    };
-    Value from = flatten(*src, srcType);
-    Value to = flatten(buf, type);
-    auto flatTensor = RankedTensorType::get({n}, type.getElementType());
-    copyTile(b, from, to, flatTensor);
-    buffers[op->getResult(0)] = buf;
-    toErase.push_back(op);
-    return success();
+    if (auto gather = op->getOperand(0).getDefiningOp<GatherOp>();
+        gather && fusedGathers.contains(gather))
+      return success(); // lowered with its store (lowerGatherStore)
+    return lowerReshape(op);
   }
   if (auto tr = dyn_cast<TransOp>(op)) {
     auto type = tr.getResult().getType();
