@@ -54,3 +54,25 @@ kiln.func @gather_store(%p: !kiln.ptr<f32>, %q: !kiln.ptr<i32>, %o: !kiln.ptr<f3
   kiln.store %g, %vo[%c0, %c0] : tensor<8x64xf32> -> !kiln.view<2xf32>
   kiln.return
 }
+
+// The same through a reshape that adds a leading unit dimension (a 2-D
+// gathered tile stored into a 3-D view): the interior branch copies rows
+// straight to the 3-D destination.
+// CHECK-LABEL: func.func private @gather_reshape_store
+// CHECK: scf.if %{{.*}} {
+// CHECK: %[[V:.*]] = scf.if %{{.*}} -> (vector<16xf32>) {
+// CHECK-NEXT: vector.load %{{.*}} : memref<?x?xf32, strided<[?, 1]>>, vector<16xf32>
+// CHECK: vector.store %[[V]], %{{.*}} : memref<?x?x?xf32, strided<[?, ?, 1]>>, vector<16xf32>
+// CHECK: } else {
+kiln.func @gather_reshape_store(%p: !kiln.ptr<f32>, %q: !kiln.ptr<i32>, %o: !kiln.ptr<f32>, %n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %vi = kiln.make_view %q, [%n], [%c1] : !kiln.ptr<i32> -> !kiln.view<1xi32>
+  %idx = kiln.load %vi[%c0] : !kiln.view<1xi32> -> tensor<8xi32>
+  %v = kiln.make_view %p, [%n, %n], [%n, %c1] : !kiln.ptr<f32> -> !kiln.view<2xf32>
+  %vo = kiln.make_view %o, [%n, %n, %n], [%n, %n, %c1] : !kiln.ptr<f32> -> !kiln.view<3xf32>
+  %g = kiln.gather %v[%idx, %c0] : !kiln.view<2xf32>, tensor<8xi32> -> tensor<8x64xf32>
+  %r = kiln.reshape %g : tensor<8x64xf32> -> tensor<1x8x64xf32>
+  kiln.store %r, %vo[%c0, %c0, %c0] : tensor<1x8x64xf32> -> !kiln.view<3xf32>
+  kiln.return
+}
