@@ -1423,6 +1423,53 @@ LogicalResult KernelLowering::lowerGatherStore(GatherOp gather,
   for (int64_t d = 0; d < lead + rank; ++d)
     interior = arith::AndIOp::create(
         b, interior, within(sOff[d], storeShape[d], sv.sizes[d]));
+  // The gathered tile is a value: every row is read before any is written.
+  // Copying row by row keeps that only when the destination tile does not
+  // overlap the source view, so compare their byte ranges (computed from the
+  // views' base pointers, offsets, sizes and strides; any negative stride
+  // counts as an overlap).
+  const int64_t eltBytes =
+      std::max<int64_t>(1, int64_t(elt.getIntOrFloatBitWidth()) / 8);
+  Value cE = arith::ConstantIndexOp::create(b, eltBytes);
+  Value c1 = arith::ConstantIndexOp::create(b, 1);
+  auto footprint = [&](Value view, function_ref<Value(int64_t)> start,
+                       function_ref<Value(int64_t)> extent, int64_t n,
+                       Value &lo, Value &hi, Value &ok) {
+    auto md = memref::ExtractStridedMetadataOp::create(b, view);
+    Value base = memref::ExtractAlignedPointerAsIndexOp::create(
+        b, md.getBaseBuffer());
+    Value first = md.getOffset(), last = md.getOffset();
+    for (int64_t d = 0; d < n; ++d) {
+      Value stride = md.getStrides()[d];
+      ok = arith::AndIOp::create(
+          b, ok, arith::CmpIOp::create(b, arith::CmpIPredicate::sge, stride, c0));
+      first = arith::AddIOp::create(b, first,
+                                    arith::MulIOp::create(b, start(d), stride));
+      Value span = arith::SubIOp::create(b, extent(d), c1);
+      last = arith::AddIOp::create(
+          b, last,
+          arith::MulIOp::create(b, arith::AddIOp::create(b, start(d), span),
+                                stride));
+    }
+    lo = arith::AddIOp::create(b, base, arith::MulIOp::create(b, first, cE));
+    hi = arith::AddIOp::create(
+        b, base,
+        arith::MulIOp::create(b, arith::AddIOp::create(b, last, c1), cE));
+  };
+  Value srcLo, srcHi, dstLo, dstHi, stridesOk = interior;
+  footprint(
+      gv.unitMemref, [&](int64_t) { return c0; },
+      [&](int64_t d) { return gv.sizes[d]; }, rank, srcLo, srcHi, stridesOk);
+  footprint(
+      sv.unitMemref, [&](int64_t d) { return sOff[d]; },
+      [&](int64_t d) {
+        return arith::ConstantIndexOp::create(b, storeShape[d]).getResult();
+      },
+      lead + rank, dstLo, dstHi, stridesOk);
+  Value disjoint = arith::OrIOp::create(
+      b, arith::CmpIOp::create(b, arith::CmpIPredicate::ule, srcHi, dstLo),
+      arith::CmpIOp::create(b, arith::CmpIPredicate::ule, dstHi, srcLo));
+  interior = arith::AndIOp::create(b, stridesOk, disjoint);
   auto ifOp = scf::IfOp::create(b, TypeRange{}, interior, /*withElse=*/true);
   {
     OpBuilder tb = ifOp.getThenBodyBuilder();
