@@ -1534,7 +1534,6 @@ LogicalResult KernelLowering::lowerBlock(Block &block) {
 
 LogicalResult KernelLowering::lowerOp(Operation *op) {
   Location loc = op->getLoc();
-  auto tileResult = [&](Value r) { return cast<RankedTensorType>(r.getType()); };
 
   // Terminators carrying tiles are rewritten by their parent's lowering.
   if (isa<scf::YieldOp, scf::ConditionOp>(op))
