@@ -130,6 +130,9 @@ private:
 
   // Op lowerings -----------------------------------------------------------
   LogicalResult lowerBlock(Block &block);
+  /// Lowers the ops nested in `op`, which itself stays (control flow that
+  /// carries no tiles, and ops the lowering leaves alone).
+  LogicalResult lowerRegions(Operation *op);
   LogicalResult lowerOp(Operation *op);
   LogicalResult lowerMakeView(MakeViewOp op);
   LogicalResult lowerViewAccess(Operation *op, Value view, Value indices,
@@ -1202,11 +1205,7 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
 LogicalResult KernelLowering::lowerIf(scf::IfOp op) {
   bool yieldsTiles = llvm::any_of(op.getResults(), isTile);
   if (!yieldsTiles) {
-    for (Region &r : op->getRegions())
-      for (Block &blk : r)
-        if (failed(lowerBlock(blk)))
-          return failure();
-    return success();
+    return lowerRegions(op);
   }
   ImplicitLocOpBuilder b(op.getLoc(), op);
   SmallVector<Value> resultBufs(op.getNumResults());
@@ -1247,11 +1246,7 @@ LogicalResult KernelLowering::lowerWhile(scf::WhileOp op) {
   bool carriesTiles = llvm::any_of(op.getInits(), isTile) ||
                       llvm::any_of(op.getResults(), isTile);
   if (!carriesTiles) {
-    for (Region &r : op->getRegions())
-      for (Block &blk : r)
-        if (failed(lowerBlock(blk)))
-          return failure();
-    return success();
+    return lowerRegions(op);
   }
   ImplicitLocOpBuilder b(op.getLoc(), op);
   Block *before = op.getBeforeBody(), *after = op.getAfterBody();
@@ -1749,6 +1744,10 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
   if (touchesTiles)
     return op->emitError("kiln CPU lowering: '")
            << op->getName() << "' on tiles is not supported by the CPU target";
+  return lowerRegions(op);
+}
+
+LogicalResult KernelLowering::lowerRegions(Operation *op) {
   for (Region &r : op->getRegions())
     for (Block &blk : r)
       if (failed(lowerBlock(blk)))
