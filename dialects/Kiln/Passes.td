@@ -48,6 +48,45 @@ def ConvertKilnToCPU : Pass<"convert-kiln-to-cpu", "::mlir::ModuleOp"> {
   ];
 }
 
+def ConvertKilnToGPU : Pass<"convert-kiln-to-gpu", "::mlir::ModuleOp"> {
+  let summary = "Lowers kiln kernels to SIMT code in a gpu.module (NVIDIA)";
+  let description = [{
+    Moves every `kiln.func` into `gpu.module @kiln_gpu` as a
+    `gpu.func @NAME(memref<1xT>..., scalars...) kernel`: pointer arguments
+    are bare device pointers (one `.u64` parameter each), and one thread
+    block of `32 * num-warps` threads runs each program id (the block id is
+    the program id, the grid size is `num_programs`).
+
+    It shares the buffer-per-tile lowering of `convert-kiln-to-cpu` in SIMT
+    mode (docs/gpu.md): each tile lives in a buffer carved out of the
+    block's dynamic shared memory (`@__kiln_smem`, the total recorded as
+    `kiln.shared_bytes` on the kernel), each tile op's elements are
+    distributed over the threads (thread t takes the row-major elements t,
+    t + T, ...) and followed by `gpu.barrier`. Loads of interior 4-byte tiles
+    are `cp.async` copies; `kiln.dot` on bf16/f16 tiles with M % 16, N % 8 and
+    K % 16 all zero runs on tensor cores (`mma.sync.m16n8k16`, one warp per
+    16x8 output tile), other dots as one FMA chain per output element;
+    `kiln.reduce` combines partial results of lane groups with butterfly
+    warp shuffles.
+  }];
+  let options = [
+    Option<"chip", "chip", "std::string", /*default=*/"\"sm_80\"",
+           "Target architecture (sm_80, sm_90a, ...): bounds shared memory">,
+    Option<"numWarps", "num-warps", "unsigned", /*default=*/"4",
+           "Warps per thread block (1 to 32)">,
+    Option<"tensorCores", "tensor-cores", "bool", /*default=*/"true",
+           "Lower eligible kiln.dot to mma.sync">,
+    Option<"asyncCopy", "async-copy", "bool", /*default=*/"true",
+           "Load interior 4-byte tiles with cp.async">,
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect",
+    "::mlir::LLVM::LLVMDialect", "::mlir::math::MathDialect",
+    "::mlir::memref::MemRefDialect", "::mlir::NVVM::NVVMDialect",
+    "::mlir::nvgpu::NVGPUDialect", "::mlir::scf::SCFDialect"
+  ];
+}
+
 def KilnApproximateMath : Pass<"kiln-approximate-math"> {
   let summary = "Replaces f32 transcendentals with vectorizable polynomials";
   let description = [{

@@ -41,7 +41,8 @@ static cl::opt<std::string> outputFile("o", cl::desc("Output file ('-' for stdou
 static cl::opt<std::string>
     target("target",
            cl::desc("Target: host (default), x86-64 (= host), x86-64-avx512, "
-                    "x86-64-avx2, x86-64-sse"),
+                    "x86-64-avx2, x86-64-sse; NVIDIA GPUs: sm_80, sm_86, "
+                    "sm_89, sm_90, sm_90a"),
            cl::init("host"), cl::cat(kilncCategory));
 static cl::opt<std::string> kernelName("kernel",
                                        cl::desc("Kernel to compile when the file "
@@ -52,8 +53,12 @@ static cl::opt<kiln::EmitKind> emit(
     cl::values(clEnumValN(kiln::EmitKind::MLIR, "mlir",
                           "the LLVM-dialect MLIR after kiln-cpu-pipeline"),
                clEnumValN(kiln::EmitKind::LLVM, "llvm", "optimized LLVM IR"),
-               clEnumValN(kiln::EmitKind::Asm, "asm", "assembly"),
-               clEnumValN(kiln::EmitKind::Obj, "obj", "an ELF object file"),
+               clEnumValN(kiln::EmitKind::Asm, "asm", "assembly (PTX for GPU targets)"),
+               clEnumValN(kiln::EmitKind::Asm, "ptx", "PTX (GPU targets; same as asm)"),
+               clEnumValN(kiln::EmitKind::Obj, "obj",
+                          "an ELF object file (a cubin for GPU targets)"),
+               clEnumValN(kiln::EmitKind::Obj, "cubin",
+                          "a cubin (GPU targets, through ptxas; same as obj)"),
                clEnumValN(kiln::EmitKind::Bundle, "bundle",
                           "a kernel bundle for the runtime (default)"),
                clEnumValN(kiln::EmitKind::CHeader, "c-header",
@@ -64,6 +69,14 @@ static cl::opt<bool> printAfterAll(
              "optimization, to stderr (same as KILN_DUMP_IR=1)"), cl::cat(kilncCategory));
 static cl::opt<unsigned> optLevel("opt-level", cl::desc("LLVM optimization level (0-3)"),
                                   cl::init(3), cl::cat(kilncCategory));
+static cl::opt<unsigned> numWarps("num-warps",
+                                  cl::desc("GPU targets: warps per thread block "
+                                           "(1-32, default 4)"),
+                                  cl::init(4), cl::cat(kilncCategory));
+static cl::opt<bool> cubinBundle("cubin",
+                                 cl::desc("GPU targets: put a cubin (ptxas) in "
+                                          "the bundle instead of PTX"),
+                                 cl::cat(kilncCategory));
 
 static int writeOutput(const std::string &path, const std::string &bytes,
                        bool binary) {
@@ -90,7 +103,8 @@ static int writeOutput(const std::string &path, const std::string &bytes,
 static int runOp(int argc, char **argv) {
   auto usage = [] {
     errs() << "usage: kilnc op NAME [--key value]... [-o FILE] [--target T] "
-              "[--emit bundle|mlir|llvm|asm|obj|c-header|kiln]\n"
+              "[--emit bundle|mlir|llvm|asm|ptx|obj|cubin|c-header|kiln]\n"
+              "       [--num-warps N] [--cubin]\n"
               "       kilnc op --list\n";
     return 1;
   };
@@ -107,7 +121,9 @@ static int runOp(int argc, char **argv) {
     return 0;
   }
   std::map<std::string, std::string> config;
-  std::string output = "-", targetName = "host", emitName = "bundle";
+  std::string output = "-", targetName = "host", emitName = "bundle",
+              warps = "4";
+  bool cubin = false;
   for (int i = 3; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](std::string &dst) {
@@ -125,6 +141,11 @@ static int runOp(int argc, char **argv) {
     } else if (a == "--emit") {
       if (!value(emitName))
         return usage();
+    } else if (a == "--num-warps") {
+      if (!value(warps))
+        return usage();
+    } else if (a == "--cubin") {
+      cubin = true;
     } else if (a.rfind("--", 0) == 0) {
       std::string key = a.substr(2), v;
       size_t eq = key.find('=');
@@ -151,7 +172,8 @@ static int runOp(int argc, char **argv) {
   static const std::map<std::string, kiln::EmitKind> kinds = {
       {"bundle", kiln::EmitKind::Bundle}, {"mlir", kiln::EmitKind::MLIR},
       {"llvm", kiln::EmitKind::LLVM},     {"asm", kiln::EmitKind::Asm},
-      {"obj", kiln::EmitKind::Obj},       {"c-header", kiln::EmitKind::CHeader}};
+      {"obj", kiln::EmitKind::Obj},       {"c-header", kiln::EmitKind::CHeader},
+      {"ptx", kiln::EmitKind::Asm},       {"cubin", kiln::EmitKind::Obj}};
   auto kind = kinds.find(emitName);
   if (kind == kinds.end()) {
     WithColor::error(errs(), "kilnc") << "unknown --emit '" << emitName << "'\n";
@@ -162,6 +184,11 @@ static int runOp(int argc, char **argv) {
   mlir::MLIRContext context(registry);
   kiln::CompileOptions options;
   options.target = targetName;
+  options.cubin = cubin;
+  if (llvm::StringRef(warps).getAsInteger(10, options.numWarps)) {
+    WithColor::error(errs(), "kilnc") << "--num-warps needs an integer\n";
+    return 1;
+  }
   auto result = kiln::compileSource(context, *source, "op:" + name, options,
                                     kind->second);
   if (!result) {
@@ -205,6 +232,8 @@ int main(int argc, char **argv) {
   options.kernel = kernelName;
   options.dumpIR = printAfterAll;
   options.optLevel = optLevel;
+  options.numWarps = numWarps;
+  options.cubin = cubinBundle;
   auto result = kiln::compileSource(context, (*input)->getBuffer(), inputFile,
                                     options, emit);
   if (!result) {

@@ -16,6 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "KernelLowering.h"
 #include "kiln/Conversion/Passes.h"
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
 
@@ -32,7 +33,7 @@ namespace mlir::kiln {
 using namespace mlir;
 using namespace mlir::kiln;
 
-namespace {
+namespace mlir::kiln::detail {
 
 /// Tiles of i1 live in memory as i8: LLVM packs `<N x i1>` vectors into bits
 /// but stores scalar i1 as bytes, so one byte per element keeps both views of
@@ -78,93 +79,6 @@ TypedAttr storagePadding(TypedAttr pad) {
   return pad;
 }
 
-/// What a lowered make_view knows: the memref over the view (dynamic strides),
-/// the same memref with a static unit innermost stride (used only when the
-/// runtime stride is 1), the sizes, and whether the innermost stride is 1.
-struct ViewInfo {
-  Value memref;
-  Value unitMemref;
-  SmallVector<Value> sizes;
-  Value unitStride;
-};
-
-class KernelLowering {
-public:
-  KernelLowering(func::FuncOp func, unsigned vectorBits)
-      : func(func), vectorBits(vectorBits) {}
-
-  LogicalResult run(Block &body, ArrayRef<Value> gridArgs);
-
-private:
-  func::FuncOp func;
-  unsigned vectorBits;
-  SmallVector<Value> grid; // pid_x, pid_y, pid_z, grid_x, grid_y, grid_z
-  DenseMap<Value, Value> buffers;
-  DenseMap<Value, ViewInfo> views;
-  SmallVector<Operation *> toErase;
-
-  // Buffers and element access ------------------------------------------
-  Value allocTile(RankedTensorType type, Location loc);
-  FailureOr<Value> bufferOf(Value tile, Operation *user);
-  int64_t vectorWidth(ArrayRef<Type> elementTypes, int64_t innerDim);
-  Value loadElems(ImplicitLocOpBuilder &b, Value buf, ValueRange idx,
-                  Type elementType, int64_t width);
-  void storeElems(ImplicitLocOpBuilder &b, Value value, Value buf,
-                  ValueRange idx, int64_t width);
-  Value splatConstant(ImplicitLocOpBuilder &b, TypedAttr attr, int64_t width);
-  void forEachIndex(ImplicitLocOpBuilder &b, ArrayRef<int64_t> shape,
-                    int64_t innerStep,
-                    function_ref<void(ImplicitLocOpBuilder &, ValueRange)> fn);
-  void copyTile(ImplicitLocOpBuilder &b, Value from, Value to,
-                RankedTensorType type);
-  /// Region terminators carrying tiles (scf.yield, scf.condition): copies
-  /// each tile operand `values[i]` into `dests[i]` as one parallel assignment
-  /// (staged through temporaries when a source is another destination) and
-  /// returns the operands without a destination (the scalars), in order.
-  FailureOr<SmallVector<Value>> assignTiles(Operation *terminator,
-                                            ValueRange values,
-                                            ArrayRef<Value> dests);
-  /// Replaces `block`'s scf.yield by one that yields only the scalars, after
-  /// assigning the yielded tiles to `dests` (see assignTiles).
-  LogicalResult rewriteYield(Block &block, ArrayRef<Value> dests);
-
-  // Op lowerings -----------------------------------------------------------
-  LogicalResult lowerBlock(Block &block);
-  /// Lowers the ops nested in `op`, which itself stays (control flow that
-  /// carries no tiles, and ops the lowering leaves alone).
-  LogicalResult lowerRegions(Operation *op);
-  LogicalResult lowerOp(Operation *op);
-  LogicalResult lowerMakeView(MakeViewOp op);
-  LogicalResult lowerViewAccess(Operation *op, Value view, Value indices,
-                                ValueRange offsets, Value tileBuf,
-                                RankedTensorType tileType, Attribute padding,
-                                bool isStore);
-  LogicalResult lowerAtomicAdd(AtomicAddOp op);
-  LogicalResult lowerElementwise(Operation *op);
-  // Elementwise fusion: a splat, broadcast or elementwise op whose only user
-  // is an elementwise op of the same shape in the same block is not
-  // materialized; the user computes it inline, element by element.
-  bool canDefer(Operation *op);
-  void collectTypes(Value v, SmallVectorImpl<Type> &types);
-  Value emitElems(ImplicitLocOpBuilder &ib, Value v, ValueRange idx,
-                  int64_t width);
-  DenseSet<Operation *> deferred;
-  // Gather + store fusion: a gather whose only user is a store copies rows
-  // from source to destination directly when both tiles are interior (no
-  // tile buffer in between); otherwise both run the general way.
-  bool canFuseGatherStore(GatherOp gather);
-  LogicalResult lowerGatherStore(GatherOp gather, Operation *reshape,
-                                 StoreOp store);
-  LogicalResult lowerReshape(Operation *op);
-  DenseSet<Operation *> fusedGathers;
-  LogicalResult lowerDot(DotOp op);
-  LogicalResult lowerReduce(ReduceOp op);
-  LogicalResult lowerFor(scf::ForOp op);
-  LogicalResult lowerIf(scf::IfOp op);
-  LogicalResult lowerWhile(scf::WhileOp op);
-  Value assignResult(Operation *op, Value result);
-};
-
 //===----------------------------------------------------------------------===//
 // Buffers and element access
 //===----------------------------------------------------------------------===//
@@ -173,8 +87,10 @@ private:
 static constexpr int64_t kMaxProgramScratchBytes = 4 << 20;
 
 Value KernelLowering::allocTile(RankedTensorType type, Location loc) {
-  OpBuilder b(func.getContext());
-  b.setInsertionPointToStart(&func.getBody().front());
+  if (simt)
+    return allocSharedTile(type, loc);
+  OpBuilder b(func->getContext());
+  b.setInsertionPointToStart(&func->getRegion(0).front());
   auto memrefType =
       MemRefType::get(type.getShape(), storageType(type.getElementType()));
   return memref::AllocaOp::create(b, loc, memrefType, ValueRange{},
@@ -192,6 +108,8 @@ FailureOr<Value> KernelLowering::bufferOf(Value tile, Operation *user) {
 
 int64_t KernelLowering::vectorWidth(ArrayRef<Type> elementTypes,
                                     int64_t innerDim) {
+  if (simt)
+    return 1; // one element per thread and step
   unsigned maxBits = 8;
   for (Type t : elementTypes)
     maxBits = std::max(maxBits, storageType(t).getIntOrFloatBitWidth());
@@ -234,6 +152,10 @@ Value KernelLowering::splatConstant(ImplicitLocOpBuilder &b, TypedAttr attr,
 void KernelLowering::forEachIndex(
     ImplicitLocOpBuilder &b, ArrayRef<int64_t> shape, int64_t innerStep,
     function_ref<void(ImplicitLocOpBuilder &, ValueRange)> fn) {
+  if (simt) {
+    forEachIndexSimt(b, shape, fn);
+    return;
+  }
   SmallVector<Value> ivs;
   std::function<void(ImplicitLocOpBuilder &, size_t)> nest =
       [&](ImplicitLocOpBuilder &nb, size_t dim) {
@@ -380,6 +302,9 @@ LogicalResult KernelLowering::lowerViewAccess(
     return op->emitError("kiln CPU lowering: the view must be made by a "
                          "kiln.make_view in the same kernel");
   const ViewInfo &vi = it->second;
+  if (simt)
+    return lowerViewAccessSimt(op, vi, indices, offsets, tileBuf, tileType,
+                               padding, isStore);
   ImplicitLocOpBuilder b(op->getLoc(), op);
   // Memory traffic happens in the storage type; no conversion needed.
   Type elt = storageType(tileType.getElementType());
@@ -847,6 +772,13 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
     out = allocTile(accType, op.getLoc());
     copyTile(b, *c, out, accType);
   }
+  if (simt) {
+    if (failed(lowerDotSimt(op, *a, *bb, out)))
+      return failure();
+    buffers[op.getResult()] = out;
+    toErase.push_back(op);
+    return success();
+  }
 
   int64_t w = vectorWidth({accElt}, N);
   int64_t nvec = N / w;
@@ -947,7 +879,7 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
   return success();
 }
 
-static TypedAttr reduceIdentity(Builder &b, ReduceKind kind, Type elt) {
+TypedAttr reduceIdentity(Builder &b, ReduceKind kind, Type elt) {
   if (kind == ReduceKind::sum)
     return cast<TypedAttr>(b.getZeroAttr(elt));
   bool isMax = kind == ReduceKind::max;
@@ -959,7 +891,7 @@ static TypedAttr reduceIdentity(Builder &b, ReduceKind kind, Type elt) {
                                      : APInt::getSignedMaxValue(bits));
 }
 
-static Value combine(ImplicitLocOpBuilder &b, ReduceKind kind, Value x,
+Value combine(ImplicitLocOpBuilder &b, ReduceKind kind, Value x,
                      Value y) {
   bool isFloat = isa<FloatType>(getElementTypeOrSelf(x.getType()));
   switch (kind) {
@@ -979,6 +911,8 @@ static Value combine(ImplicitLocOpBuilder &b, ReduceKind kind, Value x,
 }
 
 LogicalResult KernelLowering::lowerReduce(ReduceOp op) {
+  if (simt)
+    return lowerReduceSimt(op);
   auto srcType = op.getSrc().getType();
   auto src = bufferOf(op.getSrc(), op);
   if (failed(src))
@@ -1330,7 +1264,9 @@ LogicalResult KernelLowering::lowerReshape(Operation *op) {
   ImplicitLocOpBuilder b(loc, op);
   int64_t n = type.getNumElements();
   Type stored = storageType(type.getElementType());
-  auto flatType = MemRefType::get({n}, stored);
+  auto flatType =
+      MemRefType::get({n}, stored, MemRefLayoutAttrInterface{},
+                      cast<MemRefType>(buf.getType()).getMemorySpace());
   auto flatten = [&](Value m, RankedTensorType t) -> Value {
     SmallVector<ReassociationIndices> re(1);
     for (int64_t d = 0; d < t.getRank(); ++d)
@@ -1354,7 +1290,7 @@ LogicalResult KernelLowering::lowerReshape(Operation *op) {
 
 bool KernelLowering::canFuseGatherStore(GatherOp gather) {
   RankedTensorType type = gather.getResult().getType();
-  if (type.getRank() < 2 || !gather.getResult().hasOneUse() ||
+  if (simt || type.getRank() < 2 || !gather.getResult().hasOneUse() ||
       vectorWidth({type.getElementType()}, type.getShape().back()) <= 1)
     return false;
   Operation *user = *gather.getResult().getUsers().begin();
@@ -1771,6 +1707,11 @@ LogicalResult KernelLowering::run(Block &body, ArrayRef<Value> gridArgs) {
   }
   return success();
 }
+
+} // namespace mlir::kiln::detail
+
+namespace {
+using namespace mlir::kiln::detail;
 
 //===----------------------------------------------------------------------===//
 // Kernel signature and the launch entry

@@ -6,13 +6,27 @@
 //===----------------------------------------------------------------------===//
 
 #include "kiln/Target/CPU/Compiler.h"
+#include "CompilerSupport.h"
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
 #include "kiln/Target/CPU/Pipeline.h"
 #include "kiln/runtime.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
+#include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
+#include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVM.h"
+#include "mlir/Conversion/GPUToNVVM/GPUToNVVM.h"
+#include "mlir/Conversion/IndexToLLVM/IndexToLLVM.h"
+#include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
+#include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
+#include "mlir/Conversion/NVVMToLLVM/NVVMToLLVM.h"
+#include "mlir/Conversion/UBToLLVM/UBToLLVM.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -47,6 +61,7 @@
 #include <mutex>
 
 namespace kd = mlir::kiln;
+using namespace kiln::detail;
 using mlir::DialectRegistry;
 using mlir::Diagnostic;
 using mlir::DiagnosticSeverity;
@@ -78,14 +93,6 @@ const std::string &kiln::compilerFingerprint() {
   return fingerprint;
 }
 
-static llvm::Error makeError(const llvm::Twine &message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
-}
-
-static bool dumpIRFromEnv() {
-  const char *v = std::getenv("KILN_DUMP_IR");
-  return v && *v && std::string(v) != "0";
-}
 
 //===----------------------------------------------------------------------===//
 // Targets
@@ -138,8 +145,21 @@ void kiln::registerDialects(DialectRegistry &registry) {
                   mlir::LLVM::LLVMDialect, mlir::math::MathDialect, mlir::memref::MemRefDialect,
                   mlir::scf::SCFDialect, mlir::tensor::TensorDialect,
                   mlir::vector::VectorDialect>();
+  registry.insert<mlir::gpu::GPUDialect, mlir::nvgpu::NVGPUDialect,
+                  mlir::NVVM::NVVMDialect>();
   mlir::registerBuiltinDialectTranslation(registry);
   mlir::registerLLVMDialectTranslation(registry);
+  mlir::registerNVVMDialectTranslation(registry);
+  // The *-to-LLVM interfaces convert-gpu-to-nvvm applies inside gpu.module.
+  mlir::arith::registerConvertArithToLLVMInterface(registry);
+  mlir::cf::registerConvertControlFlowToLLVMInterface(registry);
+  mlir::registerConvertFuncToLLVMInterface(registry);
+  mlir::index::registerConvertIndexToLLVMInterface(registry);
+  mlir::registerConvertMathToLLVMInterface(registry);
+  mlir::registerConvertMemRefToLLVMInterface(registry);
+  mlir::NVVM::registerConvertGpuToNVVMInterface(registry);
+  mlir::registerConvertNVVMToLLVMInterface(registry);
+  mlir::ub::registerConvertUBToLLVMInterface(registry);
 }
 
 
@@ -374,28 +394,6 @@ std::string kiln::formatDiagnostic(Diagnostic &d) {
   return text;
 }
 
-namespace {
-/// Names the pass that failed, so a compile error says where it happened.
-struct FailedPassRecorder : public PassInstrumentation {
-  std::string *failedPass;
-  explicit FailedPassRecorder(std::string *p) : failedPass(p) {}
-  void runAfterPassFailed(Pass *pass, Operation *) override {
-    if (failedPass->empty())
-      *failedPass = pass->getArgument().str();
-  }
-};
-
-/// Collects diagnostics as text, with file:line:col locations.
-struct DiagnosticCollector {
-  std::string text;
-  ScopedDiagnosticHandler handler;
-  explicit DiagnosticCollector(MLIRContext *ctx)
-      : handler(ctx, [this](Diagnostic &d) {
-          text += kiln::formatDiagnostic(d);
-          return mlir::success();
-        }) {}
-};
-} // namespace
 
 static void initializeLLVMTargets() {
   static std::once_flag once;
@@ -427,8 +425,8 @@ createTargetMachine(const kiln::CPUTarget &target, unsigned optLevel) {
   return tm;
 }
 
-static llvm::Error optimize(llvm::Module &module, llvm::TargetMachine &tm,
-                            unsigned optLevel) {
+llvm::Error kiln::detail::optimize(llvm::Module &module,
+                                  llvm::TargetMachine &tm, unsigned optLevel) {
   llvm::LoopAnalysisManager lam;
   llvm::FunctionAnalysisManager fam;
   llvm::CGSCCAnalysisManager cgam;
@@ -450,9 +448,9 @@ static llvm::Error optimize(llvm::Module &module, llvm::TargetMachine &tm,
   return llvm::Error::success();
 }
 
-static llvm::Expected<std::string> emitMachineCode(llvm::Module &module,
-                                                   llvm::TargetMachine &tm,
-                                                   bool assembly) {
+llvm::Expected<std::string>
+kiln::detail::emitMachineCode(llvm::Module &module, llvm::TargetMachine &tm,
+                              bool assembly) {
   llvm::SmallString<0> buffer;
   llvm::raw_svector_ostream os(buffer);
   llvm::legacy::PassManager pm;
@@ -539,9 +537,19 @@ static std::string buildManifest(const kiln::KernelInfo &k,
   return m;
 }
 
+bool kiln::isGPUTarget(llvm::StringRef name) {
+  return name.starts_with("sm_");
+}
+
 llvm::Expected<kiln::CompileResult>
 kiln::compileModule(ModuleOp module, const CompileOptions &options,
                     EmitKind emit) {
+  if (isGPUTarget(options.target)) {
+    auto info = describeKernel(module, options.kernel);
+    if (!info)
+      return info.takeError();
+    return compileModuleGPU(module, options, emit, *info);
+  }
   auto target = resolveCPUTarget(options.target);
   if (!target)
     return target.takeError();

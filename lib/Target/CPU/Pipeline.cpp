@@ -9,6 +9,7 @@
 #include "kiln/Conversion/Passes.h"
 
 #include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Arith/Transforms/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -52,10 +53,47 @@ void kiln::buildCPUPipeline(OpPassManager &pm,
   pm.addPass(createCanonicalizerPass());
 }
 
+void kiln::buildGPUPipeline(OpPassManager &pm,
+                            const GPUPipelineOptions &options) {
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  ConvertKilnToGPUOptions lowerOptions;
+  lowerOptions.chip = options.chip;
+  lowerOptions.numWarps = options.numWarps;
+  pm.addPass(createConvertKilnToGPU(lowerOptions));
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  pm.addPass(createKilnApproximateMath());
+  // 16-bit floats compute in f32 (as on the CPU); tiles keep their bits.
+  arith::ArithEmulateUnsupportedFloatsOptions emulate;
+  emulate.sourceTypeStrs = {"bf16", "f16"};
+  emulate.targetTypeStr = "f32";
+  pm.addPass(arith::createArithEmulateUnsupportedFloats(emulate));
+  arith::ArithExpandOpsPassOptions expand;
+  expand.includeBf16 = true;
+  pm.addPass(arith::createArithExpandOpsPass(expand));
+  OpPassManager &gm = pm.nest<gpu::GPUModuleOp>();
+  gm.addPass(createConvertNVGPUToNVVMPass());
+  gm.addPass(memref::createExpandStridedMetadataPass());
+  gm.addPass(createLowerAffinePass());
+  gm.addPass(createSCFToControlFlowPass());
+  ConvertGpuOpsToNVVMOpsOptions nvvm;
+  nvvm.useBarePtrCallConv = true;
+  nvvm.indexBitwidth = 64;
+  gm.addPass(createConvertGpuOpsToNVVMOps(nvvm));
+  gm.addPass(createCanonicalizerPass());
+  gm.addPass(createCSEPass());
+  gm.addPass(createReconcileUnrealizedCastsPass());
+}
+
 void kiln::registerCPUPipeline() {
   registerKilnPasses();
   PassPipelineRegistration<CPUPipelineOptions>(
       "kiln-cpu-pipeline",
       "Lower kiln kernels to the LLVM dialect for x86-64 CPUs",
       buildCPUPipeline);
+  PassPipelineRegistration<GPUPipelineOptions>(
+      "kiln-gpu-pipeline",
+      "Lower kiln kernels to NVVM/LLVM inside a gpu.module for NVIDIA GPUs",
+      buildGPUPipeline);
 }

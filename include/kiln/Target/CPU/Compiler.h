@@ -66,7 +66,18 @@ struct KernelInfo {
   std::vector<KernelArg> args;
 };
 
+/// What to produce. For GPU targets (`sm_80`, `sm_90a`, ...), Asm is PTX and
+/// Obj a cubin (through ptxas); a bundle holds PTX, or a cubin with
+/// CompileOptions::cubin.
 enum class EmitKind { MLIR, LLVM, Asm, Obj, Bundle, CHeader };
+
+/// Whether `target` names an NVIDIA GPU (`sm_XY` or `sm_XYa`).
+bool isGPUTarget(llvm::StringRef target);
+
+/// The `ptxas` used for cubins and PTX checks: $KILN_PTXAS, else
+/// $CUDA_HOME/bin/ptxas, else /usr/local/cuda/bin/ptxas, else PATH. Empty
+/// when there is none.
+std::string findPtxas();
 
 struct CompileOptions {
   std::string target = "host";
@@ -76,6 +87,10 @@ struct CompileOptions {
   /// optimization to stderr (also enabled by KILN_DUMP_IR=1).
   bool dumpIR = false;
   unsigned optLevel = 3;
+  /// GPU targets: warps per thread block (1 to 32).
+  unsigned numWarps = 4;
+  /// GPU targets: put a cubin (assembled by ptxas) in the bundle, not PTX.
+  bool cubin = false;
 };
 
 struct CompileResult {

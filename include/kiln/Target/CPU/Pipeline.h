@@ -27,6 +27,20 @@ void buildCPUPipeline(OpPassManager &pm, const CPUPipelineOptions &options);
 /// Registers `kiln-cpu-pipeline` and Kiln's passes with the global registry.
 void registerCPUPipeline();
 
+/// The NVIDIA pipeline: kiln -> convert-kiln-to-gpu (SIMT code in a
+/// gpu.module) -> NVVM/LLVM dialect inside the gpu.module. PTX comes from
+/// LLVM's NVPTX back end (kiln::compileModule).
+struct GPUPipelineOptions : public PassPipelineOptions<GPUPipelineOptions> {
+  PassOptions::Option<std::string> chip{
+      *this, "chip", llvm::cl::desc("GPU architecture (sm_80, sm_90a, ...)"),
+      llvm::cl::init("sm_80")};
+  PassOptions::Option<unsigned> numWarps{
+      *this, "num-warps", llvm::cl::desc("Warps per thread block"),
+      llvm::cl::init(4)};
+};
+
+void buildGPUPipeline(OpPassManager &pm, const GPUPipelineOptions &options);
+
 } // namespace mlir::kiln
 
 #endif // KILN_TARGET_CPU_PIPELINE_H

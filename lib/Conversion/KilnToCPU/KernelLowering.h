@@ -1,0 +1,159 @@
+//===- KernelLowering.h - Tile programs to loops over buffers ---*- C++ -*-===//
+//
+// Part of the Kiln project, under the Apache License v2.0 with LLVM Exceptions.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// The lowering shared by the CPU and the GPU target (private to
+// lib/Conversion). Every tile value gets a statically shaped buffer and every
+// tile op becomes a loop nest over buffers. The CPU target (KilnToCPU.cpp)
+// puts the buffers on the stack and walks them with native-width vectors; the
+// GPU target (KilnToGPU.cpp) puts them in shared memory and distributes each
+// loop nest over the threads of a block ("SIMT mode"), with a barrier after
+// every op, and replaces dot and reduce by warp-level code (mma.sync, warp
+// shuffles).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_LIB_CONVERSION_KERNELLOWERING_H
+#define KILN_LIB_CONVERSION_KERNELLOWERING_H
+
+#include "kiln/Dialect/Kiln/IR/Kiln.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+
+namespace mlir::kiln::detail {
+
+/// Storage type of a tile element in memory (i1 -> i8, bf16/f16 -> i16).
+Type storageType(Type elementType);
+/// Converts between an element type and its storage type.
+Value toType(OpBuilder &b, Location loc, Value v, Type elementType);
+/// The padding value as bits of the storage type.
+TypedAttr storagePadding(TypedAttr pad);
+/// Identity and combiner of a (non-arg) reduction.
+TypedAttr reduceIdentity(Builder &b, ReduceKind kind, Type elt);
+Value combine(ImplicitLocOpBuilder &b, ReduceKind kind, Value x, Value y);
+
+/// How the GPU target runs a kernel body (SIMT mode).
+struct SimtConfig {
+  int64_t numThreads = 128;   // threads per block
+  Value threadId;             // index
+  Value sharedBase;           // memref<?xi8, workgroup>: the dynamic window
+  int64_t sharedBytes = 0;    // bytes planned so far
+  bool tensorCores = true;    // kiln.dot on mma.sync where shapes allow
+  bool asyncCopy = true;      // cp.async for 4-byte loads of interior tiles
+};
+
+/// What a lowered make_view knows: the memref over the view (dynamic strides),
+/// the same memref with a static unit innermost stride (used only when the
+/// runtime stride is 1), the sizes, and whether the innermost stride is 1.
+struct ViewInfo {
+  Value memref;
+  Value unitMemref;
+  SmallVector<Value> sizes;
+  Value unitStride;
+};
+
+class KernelLowering {
+public:
+  KernelLowering(Operation *func, unsigned vectorBits)
+      : func(func), vectorBits(vectorBits) {}
+  /// Switches to SIMT mode (the GPU target).
+  void setSimt(SimtConfig *config) { simt = config; }
+
+  LogicalResult run(Block &body, ArrayRef<Value> gridArgs);
+
+private:
+  Operation *func; // func.func or gpu.func: buffers go at its entry
+  unsigned vectorBits;
+  SimtConfig *simt = nullptr;
+  SmallVector<Value> grid; // pid_x, pid_y, pid_z, grid_x, grid_y, grid_z
+  DenseMap<Value, Value> buffers;
+  DenseMap<Value, ViewInfo> views;
+  SmallVector<Operation *> toErase;
+
+  // Buffers and element access ------------------------------------------
+  Value allocTile(RankedTensorType type, Location loc);
+  FailureOr<Value> bufferOf(Value tile, Operation *user);
+  int64_t vectorWidth(ArrayRef<Type> elementTypes, int64_t innerDim);
+  Value loadElems(ImplicitLocOpBuilder &b, Value buf, ValueRange idx,
+                  Type elementType, int64_t width);
+  void storeElems(ImplicitLocOpBuilder &b, Value value, Value buf,
+                  ValueRange idx, int64_t width);
+  Value splatConstant(ImplicitLocOpBuilder &b, TypedAttr attr, int64_t width);
+  void forEachIndex(ImplicitLocOpBuilder &b, ArrayRef<int64_t> shape,
+                    int64_t innerStep,
+                    function_ref<void(ImplicitLocOpBuilder &, ValueRange)> fn);
+  void copyTile(ImplicitLocOpBuilder &b, Value from, Value to,
+                RankedTensorType type);
+  /// Region terminators carrying tiles (scf.yield, scf.condition): copies
+  /// each tile operand `values[i]` into `dests[i]` as one parallel assignment
+  /// (staged through temporaries when a source is another destination) and
+  /// returns the operands without a destination (the scalars), in order.
+  FailureOr<SmallVector<Value>> assignTiles(Operation *terminator,
+                                            ValueRange values,
+                                            ArrayRef<Value> dests);
+  /// Replaces `block`'s scf.yield by one that yields only the scalars, after
+  /// assigning the yielded tiles to `dests` (see assignTiles).
+  LogicalResult rewriteYield(Block &block, ArrayRef<Value> dests);
+
+  // Op lowerings -----------------------------------------------------------
+  LogicalResult lowerBlock(Block &block);
+  /// Lowers the ops nested in `op`, which itself stays (control flow that
+  /// carries no tiles, and ops the lowering leaves alone).
+  LogicalResult lowerRegions(Operation *op);
+  LogicalResult lowerOp(Operation *op);
+  LogicalResult lowerMakeView(MakeViewOp op);
+  LogicalResult lowerViewAccess(Operation *op, Value view, Value indices,
+                                ValueRange offsets, Value tileBuf,
+                                RankedTensorType tileType, Attribute padding,
+                                bool isStore);
+  LogicalResult lowerAtomicAdd(AtomicAddOp op);
+  LogicalResult lowerElementwise(Operation *op);
+  // Elementwise fusion: a splat, broadcast or elementwise op whose only user
+  // is an elementwise op of the same shape in the same block is not
+  // materialized; the user computes it inline, element by element.
+  bool canDefer(Operation *op);
+  void collectTypes(Value v, SmallVectorImpl<Type> &types);
+  Value emitElems(ImplicitLocOpBuilder &ib, Value v, ValueRange idx,
+                  int64_t width);
+  DenseSet<Operation *> deferred;
+  // Gather + store fusion: a gather whose only user is a store copies rows
+  // from source to destination directly when both tiles are interior (no
+  // tile buffer in between); otherwise both run the general way.
+  bool canFuseGatherStore(GatherOp gather);
+  LogicalResult lowerGatherStore(GatherOp gather, Operation *reshape,
+                                 StoreOp store);
+  LogicalResult lowerReshape(Operation *op);
+  DenseSet<Operation *> fusedGathers;
+  LogicalResult lowerDot(DotOp op);
+  LogicalResult lowerReduce(ReduceOp op);
+  LogicalResult lowerFor(scf::ForOp op);
+  LogicalResult lowerIf(scf::IfOp op);
+  LogicalResult lowerWhile(scf::WhileOp op);
+  Value assignResult(Operation *op, Value result);
+
+  // SIMT mode (KilnToGPU.cpp) -----------------------------------------------
+  Value allocSharedTile(RankedTensorType type, Location loc);
+  void forEachIndexSimt(
+      ImplicitLocOpBuilder &b, ArrayRef<int64_t> shape,
+      function_ref<void(ImplicitLocOpBuilder &, ValueRange)> fn);
+  LogicalResult lowerViewAccessSimt(Operation *op, const ViewInfo &vi,
+                                    Value indices, ValueRange offsets,
+                                    Value tileBuf, RankedTensorType tileType,
+                                    Attribute padding, bool isStore);
+  LogicalResult lowerDotSimt(DotOp op, Value a, Value b, Value out);
+  LogicalResult lowerReduceSimt(ReduceOp op);
+};
+
+
+} // namespace mlir::kiln::detail
+
+#endif // KILN_LIB_CONVERSION_KERNELLOWERING_H

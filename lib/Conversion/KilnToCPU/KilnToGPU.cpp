@@ -1,0 +1,707 @@
+//===- KilnToGPU.cpp - Lower kiln kernels to SIMT code for NVIDIA GPUs -----===//
+//
+// Part of the Kiln project, under the Apache License v2.0 with LLVM Exceptions.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// The GPU lowering of tile programs: one thread block (CTA) per program id.
+// It shares the buffer-per-tile lowering with the CPU target
+// (KernelLowering.h) in "SIMT mode":
+//
+//   * every tile value lives in a statically sized buffer carved out of the
+//     kernel's dynamic shared memory (a bump planner; the total becomes the
+//     bundle's `shared_bytes`);
+//   * every tile op's loop nest is distributed over the block's threads in
+//     the "linear" layout: thread t handles the row-major elements t, t + T,
+//     t + 2T, ... (consecutive threads touch consecutive addresses, so global
+//     accesses coalesce), followed by a block barrier;
+//   * loads of interior 4-byte tiles use cp.async (global -> shared without
+//     registers); other loads and stores are per-element with exact masks;
+//   * kiln.dot on bf16/f16 with M % 16 == 0, N % 8 == 0 and K % 16 == 0 runs
+//     on tensor cores with mma.sync.m16n8k16 (one warp per 16x8 output tile);
+//     other dots are one FMA chain per output element;
+//   * kiln.reduce assigns each output to a group of up to 32 lanes that
+//     reduce a strided slice each and combine with butterfly warp shuffles.
+//
+// Scalars are computed redundantly by every thread (they are uniform: kiln
+// scalars derive from arguments, program ids and tensor.extract of shared
+// tiles), so control flow stays uniform and barriers inside loops are legal.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelLowering.h"
+#include "kiln/Conversion/Passes.h"
+#include "kiln/Dialect/Kiln/IR/Kiln.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+
+namespace mlir::kiln {
+#define GEN_PASS_DEF_CONVERTKILNTOGPU
+#include "kiln/Dialect/Kiln/Passes.h.inc"
+} // namespace mlir::kiln
+
+using namespace mlir;
+using namespace mlir::kiln;
+using namespace mlir::kiln::detail;
+
+namespace mlir::kiln::detail {
+
+static Value cIdx(ImplicitLocOpBuilder &b, int64_t v) {
+  return arith::ConstantIndexOp::create(b, v);
+}
+
+Value KernelLowering::allocSharedTile(RankedTensorType type, Location loc) {
+  Type stored = storageType(type.getElementType());
+  int64_t bytes = type.getNumElements() *
+                  std::max<int64_t>(1, stored.getIntOrFloatBitWidth() / 8);
+  // 16-byte alignment: what cp.async and vector accesses need.
+  int64_t offset = (simt->sharedBytes + 15) / 16 * 16;
+  simt->sharedBytes = offset + bytes;
+  OpBuilder b(func->getContext());
+  b.setInsertionPointAfterValue(simt->sharedBase);
+  auto space = gpu::AddressSpaceAttr::get(func->getContext(),
+                                          gpu::AddressSpace::Workgroup);
+  auto memrefType = MemRefType::get(type.getShape(), stored,
+                                    MemRefLayoutAttrInterface{}, space);
+  Value off = arith::ConstantIndexOp::create(b, loc, offset);
+  return memref::ViewOp::create(b, loc, memrefType, simt->sharedBase, off,
+                                ValueRange{});
+}
+
+/// Row-major delinearization of `linear` over `shape`.
+static SmallVector<Value> delinearize(ImplicitLocOpBuilder &b, Value linear,
+                                      ArrayRef<int64_t> shape) {
+  SmallVector<Value> idx(shape.size());
+  for (int64_t d = shape.size() - 1; d >= 0; --d) {
+    if (d == 0) {
+      idx[d] = linear;
+      break;
+    }
+    Value extent = cIdx(b, shape[d]);
+    idx[d] = arith::RemUIOp::create(b, linear, extent);
+    linear = arith::DivUIOp::create(b, linear, extent);
+  }
+  return idx;
+}
+
+/// Runs `fn` for the elements of `shape` this thread owns (linear layout),
+/// without the trailing barrier.
+static void distribute(ImplicitLocOpBuilder &b, SimtConfig &simt,
+                       ArrayRef<int64_t> shape,
+                       function_ref<void(ImplicitLocOpBuilder &, ValueRange)> fn) {
+  int64_t n = 1;
+  for (int64_t s : shape)
+    n *= s;
+  Value tid = simt.threadId;
+  if (n <= simt.numThreads) {
+    Value active = arith::CmpIOp::create(b, arith::CmpIPredicate::ult, tid,
+                                         cIdx(b, n));
+    auto ifOp = scf::IfOp::create(b, TypeRange{}, active, false);
+    ImplicitLocOpBuilder tb(b.getLoc(), ifOp.getThenBodyBuilder());
+    fn(tb, delinearize(tb, tid, shape));
+    return;
+  }
+  scf::ForOp::create(b, tid, cIdx(b, n), cIdx(b, simt.numThreads),
+                     ValueRange{},
+                     [&](OpBuilder &ob, Location loc, Value l, ValueRange) {
+                       ImplicitLocOpBuilder ib(loc, ob);
+                       fn(ib, delinearize(ib, l, shape));
+                       scf::YieldOp::create(ib);
+                     });
+}
+
+void KernelLowering::forEachIndexSimt(
+    ImplicitLocOpBuilder &b, ArrayRef<int64_t> shape,
+    function_ref<void(ImplicitLocOpBuilder &, ValueRange)> fn) {
+  if (shape.empty()) {
+    SmallVector<int64_t> one{1};
+    distribute(b, *simt, one,
+               [&](ImplicitLocOpBuilder &ib, ValueRange) { fn(ib, {}); });
+  } else {
+    distribute(b, *simt, shape, fn);
+  }
+  gpu::BarrierOp::create(b);
+}
+
+LogicalResult KernelLowering::lowerViewAccessSimt(
+    Operation *op, const ViewInfo &vi, Value indices, ValueRange offsets,
+    Value tileBuf, RankedTensorType tileType, Attribute padding,
+    bool isStore) {
+  ImplicitLocOpBuilder b(op->getLoc(), op);
+  Type elt = storageType(tileType.getElementType());
+  ArrayRef<int64_t> shape = tileType.getShape();
+  int64_t rank = tileType.getRank();
+  Value idxBuf;
+  if (indices) {
+    auto f = bufferOf(indices, op);
+    if (failed(f))
+      return failure();
+    idxBuf = *f;
+  }
+  TypedAttr padAttr = dyn_cast_or_null<TypedAttr>(padding);
+  if (!padAttr)
+    padAttr = cast<TypedAttr>(b.getZeroAttr(elt));
+  padAttr = storagePadding(padAttr);
+  Value c0 = cIdx(b, 0);
+
+  auto viewIndex = [&](ImplicitLocOpBuilder &ib, int64_t d, Value iv) -> Value {
+    if (indices && d == 0) {
+      Value raw = memref::LoadOp::create(ib, idxBuf, ValueRange{iv});
+      return arith::IndexCastOp::create(ib, ib.getIndexType(), raw);
+    }
+    return arith::AddIOp::create(ib, offsets[indices ? d - 1 : d], iv);
+  };
+  // Per element: exact bounds check; a masked-off load reads the padding.
+  auto general = [&](ImplicitLocOpBuilder &ib, ValueRange idx) {
+    SmallVector<Value> viewIdx;
+    Value valid = arith::ConstantIntOp::create(ib, 1, 1);
+    for (int64_t d = 0; d < rank; ++d) {
+      Value i = viewIndex(ib, d, idx[d]);
+      viewIdx.push_back(i);
+      Value ge = arith::CmpIOp::create(ib, arith::CmpIPredicate::sge, i, c0);
+      Value lt =
+          arith::CmpIOp::create(ib, arith::CmpIPredicate::slt, i, vi.sizes[d]);
+      valid = arith::AndIOp::create(ib, valid, arith::AndIOp::create(ib, ge, lt));
+    }
+    Location loc = ib.getLoc();
+    if (isStore) {
+      Value v = memref::LoadOp::create(ib, tileBuf, idx);
+      auto ifOp = scf::IfOp::create(ib, TypeRange{}, valid, false);
+      OpBuilder tb = ifOp.getThenBodyBuilder();
+      memref::StoreOp::create(tb, loc, v, vi.memref, viewIdx);
+      return;
+    }
+    auto ifOp = scf::IfOp::create(ib, TypeRange{elt}, valid, true);
+    OpBuilder tb = ifOp.getThenBodyBuilder();
+    Value l = memref::LoadOp::create(tb, loc, vi.memref, viewIdx);
+    scf::YieldOp::create(tb, loc, l);
+    OpBuilder eb = ifOp.getElseBodyBuilder();
+    Value p = arith::ConstantOp::create(eb, loc, padAttr);
+    scf::YieldOp::create(eb, loc, p);
+    memref::StoreOp::create(ib, ifOp.getResult(0), tileBuf, idx);
+  };
+
+  bool async = simt->asyncCopy && !isStore && !indices &&
+               elt.getIntOrFloatBitWidth() == 32;
+  if (!async) {
+    forEachIndexSimt(b, shape, general);
+    return success();
+  }
+  // Interior tile with a unit innermost stride (uniform over the block):
+  // each thread issues 4-byte cp.async copies global -> shared, then waits.
+  Value interior = vi.unitStride;
+  for (int64_t d = 0; d < rank; ++d) {
+    Value off = offsets[d];
+    Value end = arith::AddIOp::create(b, off, cIdx(b, shape[d]));
+    Value ge = arith::CmpIOp::create(b, arith::CmpIPredicate::sge, off, c0);
+    Value le =
+        arith::CmpIOp::create(b, arith::CmpIPredicate::sle, end, vi.sizes[d]);
+    interior =
+        arith::AndIOp::create(b, interior, arith::AndIOp::create(b, ge, le));
+  }
+  auto ifOp = scf::IfOp::create(b, TypeRange{}, interior, true);
+  {
+    ImplicitLocOpBuilder tb(op->getLoc(), ifOp.getThenBodyBuilder());
+    distribute(tb, *simt, shape, [&](ImplicitLocOpBuilder &ib,
+                                     ValueRange idx) {
+      SmallVector<Value> viewIdx;
+      for (int64_t d = 0; d < rank; ++d)
+        viewIdx.push_back(viewIndex(ib, d, idx[d]));
+      nvgpu::DeviceAsyncCopyOp::create(
+          ib, nvgpu::DeviceAsyncTokenType::get(ib.getContext()), tileBuf, idx,
+          vi.unitMemref, viewIdx, ib.getIndexAttr(1), Value(), UnitAttr());
+    });
+    NVVM::CpAsyncCommitGroupOp::create(tb);
+    NVVM::CpAsyncWaitGroupOp::create(tb, 0);
+  }
+  {
+    ImplicitLocOpBuilder eb(op->getLoc(), ifOp.getElseBodyBuilder());
+    distribute(eb, *simt, shape, general);
+  }
+  gpu::BarrierOp::create(b);
+  return success();
+}
+
+/// Converts an element loaded from a buffer (storage type) to the type a dot
+/// accumulates in.
+static Value toAcc(ImplicitLocOpBuilder &b, Value v, Type inElt, Type accElt) {
+  v = toType(b, b.getLoc(), v, inElt);
+  if (inElt == accElt)
+    return v;
+  if (isa<FloatType>(accElt))
+    return arith::ExtFOp::create(b, accElt, v);
+  return arith::ExtSIOp::create(b, accElt, v);
+}
+
+LogicalResult KernelLowering::lowerDotSimt(DotOp op, Value a, Value bm,
+                                           Value out) {
+  auto lhsType = op.getLhs().getType();
+  auto accType = op.getAcc().getType();
+  int64_t M = lhsType.getDimSize(0), K = lhsType.getDimSize(1),
+          N = accType.getDimSize(1);
+  Type inElt = lhsType.getElementType(), accElt = accType.getElementType();
+  ImplicitLocOpBuilder b(op.getLoc(), op);
+  MLIRContext *ctx = op.getContext();
+  bool tensorCore = simt->tensorCores && (inElt.isBF16() || inElt.isF16()) &&
+                    accElt.isF32() && M % 16 == 0 && N % 8 == 0 &&
+                    K % 16 == 0 && simt->numThreads % 32 == 0;
+  if (!tensorCore) {
+    // One FMA chain per output element, operands read from shared memory.
+    forEachIndexSimt(b, {M, N}, [&](ImplicitLocOpBuilder &ib, ValueRange idx) {
+      Value acc0 = toType(ib, ib.getLoc(),
+                          memref::LoadOp::create(ib, out, idx), accElt);
+      auto loop = scf::ForOp::create(
+          ib, cIdx(ib, 0), cIdx(ib, K), cIdx(ib, 1), ValueRange{acc0},
+          [&](OpBuilder &ob, Location loc, Value k, ValueRange it) {
+            ImplicitLocOpBuilder lb(loc, ob);
+            Value x = toAcc(lb, memref::LoadOp::create(lb, a, ValueRange{idx[0], k}),
+                            inElt, accElt);
+            Value y = toAcc(lb, memref::LoadOp::create(lb, bm, ValueRange{k, idx[1]}),
+                            inElt, accElt);
+            Value r;
+            if (isa<FloatType>(accElt))
+              r = math::FmaOp::create(lb, x, y, it[0]);
+            else
+              r = arith::AddIOp::create(lb, it[0], arith::MulIOp::create(lb, x, y));
+            scf::YieldOp::create(lb, r);
+          });
+      Value r = toType(ib, ib.getLoc(), loop.getResult(0),
+                       cast<MemRefType>(out.getType()).getElementType());
+      memref::StoreOp::create(ib, r, out, idx);
+    });
+    return success();
+  }
+
+  // mma.sync.m16n8k16 (row.col), fragments per the PTX ISA: lane = 4*g + q.
+  //   A (16x16): reg r holds A[g + 8*(r&1)][2q + 8*(r>>1) + {0,1}]
+  //   B (16x8):  reg r holds B[2q + 8*r + {0,1}][g]
+  //   C (16x8):  c[i] = C[g + 8*(i>>1)][2q + (i&1)]
+  // Two 16-bit elements per 32-bit register, the lower index in the low half.
+  Value tid = simt->threadId;
+  Value c32 = cIdx(b, 32);
+  Value warp = arith::DivUIOp::create(b, tid, c32);
+  Value lane = arith::RemUIOp::create(b, tid, c32);
+  Value g = arith::DivUIOp::create(b, lane, cIdx(b, 4));
+  Value q = arith::RemUIOp::create(b, lane, cIdx(b, 4));
+  Value q2 = arith::MulIOp::create(b, q, cIdx(b, 2));
+  int64_t tilesN = N / 8, tiles = (M / 16) * tilesN;
+  int64_t warps = simt->numThreads / 32;
+  auto i32 = b.getI32Type();
+  auto f32 = b.getF32Type();
+  auto pack = [&](ImplicitLocOpBuilder &ib, Value buf, Value r0, Value c0v,
+                  Value r1, Value c1v) -> Value {
+    Value lo = memref::LoadOp::create(ib, buf, ValueRange{r0, c0v});
+    Value hi = memref::LoadOp::create(ib, buf, ValueRange{r1, c1v});
+    lo = arith::ExtUIOp::create(ib, i32, lo);
+    hi = arith::ExtUIOp::create(ib, i32, hi);
+    hi = arith::ShLIOp::create(ib, hi, arith::ConstantIntOp::create(ib, i32, 16));
+    return arith::OrIOp::create(ib, lo, hi);
+  };
+  auto mmaType = inElt.isBF16() ? NVVM::MMATypes::bf16 : NVVM::MMATypes::f16;
+  scf::ForOp::create(
+      b, warp, cIdx(b, tiles), cIdx(b, warps), ValueRange{},
+      [&](OpBuilder &ob, Location loc, Value t, ValueRange) {
+        ImplicitLocOpBuilder ib(loc, ob);
+        Value tm = arith::DivUIOp::create(ib, t, cIdx(ib, tilesN));
+        Value tn = arith::RemUIOp::create(ib, t, cIdx(ib, tilesN));
+        Value row0 = arith::AddIOp::create(
+            ib, arith::MulIOp::create(ib, tm, cIdx(ib, 16)), g);
+        Value row1 = arith::AddIOp::create(ib, row0, cIdx(ib, 8));
+        Value colC = arith::AddIOp::create(
+            ib, arith::MulIOp::create(ib, tn, cIdx(ib, 8)), q2);
+        Value colC1 = arith::AddIOp::create(ib, colC, cIdx(ib, 1));
+        Value colB = arith::AddIOp::create(
+            ib, arith::MulIOp::create(ib, tn, cIdx(ib, 8)), g);
+        SmallVector<Value> cInit{
+            memref::LoadOp::create(ib, out, ValueRange{row0, colC}),
+            memref::LoadOp::create(ib, out, ValueRange{row0, colC1}),
+            memref::LoadOp::create(ib, out, ValueRange{row1, colC}),
+            memref::LoadOp::create(ib, out, ValueRange{row1, colC1})};
+        auto kLoop = scf::ForOp::create(
+            ib, cIdx(ib, 0), cIdx(ib, K), cIdx(ib, 16), cInit,
+            [&](OpBuilder &kb, Location kl, Value k0, ValueRange acc) {
+              ImplicitLocOpBuilder lb(kl, kb);
+              Value ka = arith::AddIOp::create(lb, k0, q2);
+              Value ka1 = arith::AddIOp::create(lb, ka, cIdx(lb, 1));
+              Value kb8 = arith::AddIOp::create(lb, ka, cIdx(lb, 8));
+              Value kb9 = arith::AddIOp::create(lb, ka, cIdx(lb, 9));
+              SmallVector<Value> aRegs{pack(lb, a, row0, ka, row0, ka1),
+                                       pack(lb, a, row1, ka, row1, ka1),
+                                       pack(lb, a, row0, kb8, row0, kb9),
+                                       pack(lb, a, row1, kb8, row1, kb9)};
+              SmallVector<Value> bRegs{pack(lb, bm, ka, colB, ka1, colB),
+                                       pack(lb, bm, kb8, colB, kb9, colB)};
+              auto resType = LLVM::LLVMStructType::getLiteral(
+                  ctx, {f32, f32, f32, f32});
+              Value r = NVVM::MmaOp::create(
+                  lb, resType, aRegs, bRegs, acc, /*shape=*/{16, 8, 16},
+                  /*b1Op=*/std::nullopt, /*intOverflow=*/std::nullopt,
+                  /*multiplicandPtxTypes=*/
+                  std::array<NVVM::MMATypes, 2>{mmaType, mmaType},
+                  /*multiplicandLayouts=*/
+                  std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
+                                                 NVVM::MMALayout::col});
+              SmallVector<Value> next;
+              for (int64_t i = 0; i < 4; ++i)
+                next.push_back(LLVM::ExtractValueOp::create(lb, r, i));
+              scf::YieldOp::create(lb, next);
+            });
+        memref::StoreOp::create(ib, kLoop.getResult(0), out, ValueRange{row0, colC});
+        memref::StoreOp::create(ib, kLoop.getResult(1), out, ValueRange{row0, colC1});
+        memref::StoreOp::create(ib, kLoop.getResult(2), out, ValueRange{row1, colC});
+        memref::StoreOp::create(ib, kLoop.getResult(3), out, ValueRange{row1, colC1});
+        scf::YieldOp::create(ib);
+      });
+  gpu::BarrierOp::create(b);
+  return success();
+}
+
+/// A butterfly shuffle of any scalar up to 64 bits (as one or two i32).
+static Value shuffleXor(ImplicitLocOpBuilder &b, Value v, int64_t offset) {
+  Type t = v.getType();
+  unsigned bits = t.getIntOrFloatBitWidth();
+  auto i32 = b.getI32Type();
+  Value off = arith::ConstantIntOp::create(b, i32, offset);
+  Value width = arith::ConstantIntOp::create(b, i32, 32);
+  auto shfl = [&](Value x) {
+    return gpu::ShuffleOp::create(b, x, off, width, gpu::ShuffleMode::XOR)
+        .getShuffleResult();
+  };
+  if (bits == 32)
+    return shfl(v);
+  auto i64 = b.getI64Type();
+  Value w = isa<FloatType>(t) ? Value(arith::BitcastOp::create(b, i64, v)) : v;
+  Value lo = arith::TruncIOp::create(b, i32, w);
+  Value hi = arith::TruncIOp::create(
+      b, i32, arith::ShRUIOp::create(b, w, arith::ConstantIntOp::create(b, i64, 32)));
+  lo = arith::ExtUIOp::create(b, i64, shfl(lo));
+  hi = arith::ExtUIOp::create(b, i64, shfl(hi));
+  Value r = arith::OrIOp::create(
+      b, lo, arith::ShLIOp::create(b, hi, arith::ConstantIntOp::create(b, i64, 32)));
+  return isa<FloatType>(t) ? Value(arith::BitcastOp::create(b, t, r)) : r;
+}
+
+LogicalResult KernelLowering::lowerReduceSimt(ReduceOp op) {
+  auto srcType = op.getSrc().getType();
+  auto src = bufferOf(op.getSrc(), op);
+  if (failed(src))
+    return failure();
+  Type elt = srcType.getElementType();
+  int64_t axis = op.getAxis();
+  ReduceKind kind = op.getKind();
+  bool isArg = kind == ReduceKind::argmax || kind == ReduceKind::argmin;
+  bool isMax = kind == ReduceKind::argmax;
+  bool isFloat = isa<FloatType>(elt);
+  ImplicitLocOpBuilder b(op.getLoc(), op);
+  auto resultTensor = dyn_cast<RankedTensorType>(op.getResult().getType());
+  SmallVector<int64_t> outShape(srcType.getShape());
+  outShape.erase(outShape.begin() + axis);
+  int64_t outCount = 1;
+  for (int64_t s : outShape)
+    outCount *= s;
+  // A scalar result goes through a one-element shared buffer.
+  Type resultElt = isArg ? Type(b.getI32Type()) : elt;
+  RankedTensorType bufType =
+      resultTensor ? resultTensor : RankedTensorType::get({1}, resultElt);
+  Value resultBuf = allocTile(bufType, op.getLoc());
+
+  // Work in a type the shuffles carry: 16-bit and narrower values widen to
+  // f32 / i32 (integer sums wrap the same way after truncation).
+  Type work = elt;
+  if (elt.getIntOrFloatBitWidth() < 32)
+    work = isFloat ? Type(b.getF32Type()) : Type(b.getI32Type());
+  auto widen = [&](ImplicitLocOpBuilder &ib, Value v) -> Value {
+    v = toType(ib, ib.getLoc(), v, elt);
+    if (work == elt)
+      return v;
+    return isFloat ? Value(arith::ExtFOp::create(ib, work, v))
+                   : Value(arith::ExtSIOp::create(ib, work, v));
+  };
+  auto narrow = [&](ImplicitLocOpBuilder &ib, Value v) -> Value {
+    if (work == elt)
+      return v;
+    return isFloat ? Value(arith::TruncFOp::create(ib, elt, v))
+                   : Value(arith::TruncIOp::create(ib, elt, v));
+  };
+  // Arg reductions carry (value, index); the better of two: the more extreme
+  // value, NaN beating numbers, ties to the lower index.
+  auto better = [&](ImplicitLocOpBuilder &ib, Value xv, Value xi, Value yv,
+                    Value yi) -> Value {
+    Value lowerIdx =
+        arith::CmpIOp::create(ib, arith::CmpIPredicate::slt, yi, xi);
+    if (!isFloat) {
+      Value strict = arith::CmpIOp::create(
+          ib, isMax ? arith::CmpIPredicate::sgt : arith::CmpIPredicate::slt,
+          yv, xv);
+      Value eq = arith::CmpIOp::create(ib, arith::CmpIPredicate::eq, yv, xv);
+      return arith::OrIOp::create(ib, strict,
+                                  arith::AndIOp::create(ib, eq, lowerIdx));
+    }
+    Value strict = arith::CmpFOp::create(
+        ib, isMax ? arith::CmpFPredicate::OGT : arith::CmpFPredicate::OLT, yv,
+        xv);
+    Value eq = arith::CmpFOp::create(ib, arith::CmpFPredicate::OEQ, yv, xv);
+    Value yNaN = arith::CmpFOp::create(ib, arith::CmpFPredicate::UNO, yv, yv);
+    Value xNaN = arith::CmpFOp::create(ib, arith::CmpFPredicate::UNO, xv, xv);
+    Value xNum = arith::XOrIOp::create(ib, xNaN,
+                                       arith::ConstantIntOp::create(ib, 1, 1));
+    Value bothNaN = arith::AndIOp::create(ib, xNaN, yNaN);
+    Value r = arith::OrIOp::create(ib, strict,
+                                   arith::AndIOp::create(ib, eq, lowerIdx));
+    r = arith::OrIOp::create(ib, r, arith::AndIOp::create(ib, yNaN, xNum));
+    return arith::OrIOp::create(ib, r,
+                                arith::AndIOp::create(ib, bothNaN, lowerIdx));
+  };
+
+  int64_t axisSize = srcType.getDimSize(axis);
+  int64_t group = 1;
+  while (group * 2 <= std::min<int64_t>(32, axisSize))
+    group *= 2;
+  int64_t groups = simt->numThreads / group;
+  int64_t rounds = (outCount + groups - 1) / groups;
+  Value tid = simt->threadId;
+  Value gi = arith::DivUIOp::create(b, tid, cIdx(b, group));
+  Value li = arith::RemUIOp::create(b, tid, cIdx(b, group));
+  TypedAttr ident = isArg ? TypedAttr() : reduceIdentity(b, kind, work);
+  if (isArg) {
+    // -inf / +inf (or the integer extreme) loses to every element.
+    ident = reduceIdentity(b, isMax ? ReduceKind::max : ReduceKind::min, work);
+  }
+  auto i32 = b.getI32Type();
+  scf::ForOp::create(
+      b, cIdx(b, 0), cIdx(b, rounds), cIdx(b, 1), ValueRange{},
+      [&](OpBuilder &ob, Location loc, Value round, ValueRange) {
+        ImplicitLocOpBuilder ib(loc, ob);
+        Value o = arith::AddIOp::create(
+            ib, arith::MulIOp::create(ib, round, cIdx(ib, groups)), gi);
+        Value valid = arith::CmpIOp::create(ib, arith::CmpIPredicate::ult, o,
+                                            cIdx(ib, outCount));
+        // Lanes past the last output work on output 0 and discard it, so
+        // that every lane of a warp reaches the shuffles.
+        Value oc = arith::SelectOp::create(ib, valid, o, cIdx(ib, 0));
+        SmallVector<Value> outIdx =
+            outShape.empty() ? SmallVector<Value>{} : delinearize(ib, oc, outShape);
+        SmallVector<Value> inits{arith::ConstantOp::create(ib, ident)};
+        if (isArg)
+          inits.push_back(arith::ConstantIntOp::create(ib, i32, INT32_MAX));
+        auto loop = scf::ForOp::create(
+            ib, li, cIdx(ib, axisSize), cIdx(ib, group), inits,
+            [&](OpBuilder &lb2, Location l2, Value r, ValueRange it) {
+              ImplicitLocOpBuilder lb(l2, lb2);
+              SmallVector<Value> idx(outIdx);
+              idx.insert(idx.begin() + axis, r);
+              Value x = widen(lb, memref::LoadOp::create(lb, *src, idx));
+              if (!isArg) {
+                scf::YieldOp::create(lb, combine(lb, kind, it[0], x));
+                return;
+              }
+              Value ri = arith::IndexCastOp::create(lb, i32, r);
+              Value take = better(lb, it[0], it[1], x, ri);
+              scf::YieldOp::create(
+                  lb, ValueRange{arith::SelectOp::create(lb, take, x, it[0]),
+                                 arith::SelectOp::create(lb, take, ri, it[1])});
+            });
+        Value v = loop.getResult(0);
+        Value vi = isArg ? loop.getResult(1) : Value();
+        for (int64_t off = group / 2; off >= 1; off /= 2) {
+          Value ov = shuffleXor(ib, v, off);
+          if (!isArg) {
+            v = combine(ib, kind, v, ov);
+            continue;
+          }
+          Value oi = shuffleXor(ib, vi, off);
+          Value take = better(ib, v, vi, ov, oi);
+          v = arith::SelectOp::create(ib, take, ov, v);
+          vi = arith::SelectOp::create(ib, take, oi, vi);
+        }
+        Value leader = arith::CmpIOp::create(ib, arith::CmpIPredicate::eq, li,
+                                             cIdx(ib, 0));
+        auto ifOp = scf::IfOp::create(ib, TypeRange{},
+                                      arith::AndIOp::create(ib, valid, leader),
+                                      false);
+        ImplicitLocOpBuilder tb(loc, ifOp.getThenBodyBuilder());
+        Value result = isArg ? vi : narrow(tb, v);
+        result = toType(tb, loc, result,
+                        cast<MemRefType>(resultBuf.getType()).getElementType());
+        SmallVector<Value> storeIdx(outIdx);
+        if (!resultTensor)
+          storeIdx.assign({cIdx(tb, 0)});
+        memref::StoreOp::create(tb, result, resultBuf, storeIdx);
+        scf::YieldOp::create(ib);
+      });
+  gpu::BarrierOp::create(b);
+  if (resultTensor) {
+    buffers[op.getResult()] = resultBuf;
+  } else {
+    Value v = memref::LoadOp::create(b, resultBuf, ValueRange{cIdx(b, 0)});
+    op.getResult().replaceAllUsesWith(toType(b, b.getLoc(), v, resultElt));
+  }
+  toErase.push_back(op);
+  return success();
+}
+
+} // namespace mlir::kiln::detail
+
+//===----------------------------------------------------------------------===//
+// Kernel signature
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Largest dynamic shared memory per block (opt-in) of the architectures.
+int64_t maxSharedBytes(StringRef chip) {
+  if (chip.starts_with("sm_9") || chip.starts_with("sm_1"))
+    return 227 * 1024;
+  if (chip == "sm_80" || chip == "sm_87")
+    return 163 * 1024;
+  return 99 * 1024; // sm_86, sm_89
+}
+
+constexpr const char *kSharedName = "__kiln_smem";
+
+LogicalResult lowerKernelGPU(FuncOp kernel, gpu::GPUModuleOp gpuModule,
+                             SimtConfig config, StringRef chip) {
+  MLIRContext *ctx = kernel.getContext();
+  if (kernel.isExternal())
+    return kernel.emitError("kiln GPU lowering: kernel has no body");
+  OpBuilder b(ctx);
+  b.setInsertionPointToEnd(gpuModule.getBody());
+  Location loc = kernel.getLoc();
+  SmallVector<Type> argTypes;
+  SmallVector<Attribute> signature;
+  for (auto t : kernel.getArgumentTypes()) {
+    if (auto ptr = dyn_cast<PtrType>(t)) {
+      // One element, bare pointer: the .u64 device address of the ABI.
+      argTypes.push_back(
+          MemRefType::get({1}, storageType(ptr.getElementType())));
+      std::string dt = runtimeDTypeName(ptr.getElementType());
+      if (dt.empty())
+        return kernel.emitError("kiln GPU lowering: unsupported pointee type ")
+               << ptr.getElementType();
+      signature.push_back(b.getStringAttr("ptr " + dt));
+    } else {
+      std::string dt = runtimeDTypeName(t);
+      if (dt.empty())
+        return kernel.emitError("kiln GPU lowering: unsupported scalar "
+                                "argument type ")
+               << t;
+      // index travels as i64 (the manifest's dtype) and is cast at entry.
+      argTypes.push_back(t.isIndex() ? Type(b.getI64Type()) : t);
+      signature.push_back(b.getStringAttr("scalar " + dt));
+    }
+  }
+  auto gpuFunc = gpu::GPUFuncOp::create(b, loc, kernel.getSymName(),
+                                        b.getFunctionType(argTypes, {}));
+  gpuFunc->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+  gpuFunc->setAttr("nvvm.maxntid",
+                   b.getDenseI32ArrayAttr({int32_t(config.numThreads), 1, 1}));
+  gpuFunc->setAttr("kiln.signature", b.getArrayAttr(signature));
+  gpuFunc->setAttr("kiln.grid_rank", b.getI64IntegerAttr(kernel.getGridRank()));
+
+  // Move the body in; the entry block keeps its arguments (retyped).
+  Region &body = gpuFunc.getBody();
+  body.getBlocks().clear();
+  body.takeBody(kernel.getBody());
+  Block &entry = body.front();
+  {
+    OpBuilder ab = OpBuilder::atBlockBegin(&entry);
+    for (auto [i, arg] : llvm::enumerate(entry.getArguments())) {
+      bool isIndex = arg.getType().isIndex();
+      arg.setType(argTypes[i]);
+      if (!isIndex)
+        continue;
+      auto cast = arith::IndexCastOp::create(ab, loc, ab.getIndexType(), arg);
+      arg.replaceAllUsesExcept(cast, cast);
+    }
+  }
+  gpuFunc.walk([&](ReturnOp ret) {
+    OpBuilder rb(ret);
+    gpu::ReturnOp::create(rb, ret.getLoc());
+    ret.erase();
+  });
+
+  // Grid, thread id and the shared-memory window at the entry.
+  ImplicitLocOpBuilder eb(loc, &entry, entry.begin());
+  SmallVector<Value> grid;
+  for (auto dim : {gpu::Dimension::x, gpu::Dimension::y, gpu::Dimension::z})
+    grid.push_back(arith::IndexCastOp::create(
+        eb, eb.getI32Type(), gpu::BlockIdOp::create(eb, dim)));
+  for (auto dim : {gpu::Dimension::x, gpu::Dimension::y, gpu::Dimension::z})
+    grid.push_back(arith::IndexCastOp::create(
+        eb, eb.getI32Type(), gpu::GridDimOp::create(eb, dim)));
+  config.threadId = gpu::ThreadIdOp::create(eb, gpu::Dimension::x);
+  auto space = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+  auto windowType = MemRefType::get({0}, eb.getI8Type(),
+                                    MemRefLayoutAttrInterface{}, space);
+  Value window = memref::GetGlobalOp::create(eb, windowType, kSharedName);
+  config.sharedBase = memref::CastOp::create(
+      eb,
+      MemRefType::get({ShapedType::kDynamic}, eb.getI8Type(),
+                      MemRefLayoutAttrInterface{}, space),
+      window);
+
+  KernelLowering lowering(gpuFunc, /*vectorBits=*/32);
+  lowering.setSimt(&config);
+  if (failed(lowering.run(entry, grid)))
+    return failure();
+  int64_t limit = maxSharedBytes(chip);
+  if (config.sharedBytes > limit)
+    return emitError(kernel.getLoc())
+           << "kernel '" << kernel.getSymName() << "' needs "
+           << (config.sharedBytes + 1023) / 1024
+           << " KiB of shared memory for its tiles; " << chip << " allows "
+           << limit / 1024 << " KiB per block: use smaller tiles";
+  // Recorded on the outer module too: it survives the NVVM conversion.
+  auto attr = b.getI64IntegerAttr(config.sharedBytes);
+  gpuFunc->setAttr("kiln.shared_bytes", attr);
+  gpuModule->getParentOfType<ModuleOp>()->setAttr(
+      ("kiln.shared_bytes." + kernel.getSymName()).str(), attr);
+  kernel.erase();
+  return success();
+}
+
+struct ConvertKilnToGPUPass
+    : kiln::impl::ConvertKilnToGPUBase<ConvertKilnToGPUPass> {
+  using Base::Base;
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (numWarps < 1 || numWarps > 32) {
+      module.emitError("convert-kiln-to-gpu: num-warps must be in [1, 32]");
+      return signalPassFailure();
+    }
+    SmallVector<FuncOp> kernels;
+    module.walk([&](FuncOp f) { kernels.push_back(f); });
+    if (kernels.empty())
+      return;
+    MLIRContext *ctx = module.getContext();
+    module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
+                    UnitAttr::get(ctx));
+    OpBuilder b(ctx);
+    b.setInsertionPointToEnd(module.getBody());
+    auto gpuModule = gpu::GPUModuleOp::create(b, module.getLoc(), "kiln_gpu");
+    b.setInsertionPointToStart(gpuModule.getBody());
+    // The dynamic shared-memory window: a zero-size extern array (see
+    // ../shared/MLIR22-NOTES.md: gpu.dynamic_shared_memory would overlap).
+    auto space = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+    memref::GlobalOp::create(
+        b, module.getLoc(), kSharedName, b.getStringAttr("public"),
+        MemRefType::get({0}, b.getI8Type(), MemRefLayoutAttrInterface{}, space),
+        Attribute(), /*constant=*/false, b.getI64IntegerAttr(1024));
+    for (FuncOp k : kernels) {
+      SimtConfig config;
+      config.numThreads = 32 * numWarps;
+      config.tensorCores = tensorCores;
+      config.asyncCopy = asyncCopy;
+      if (failed(lowerKernelGPU(k, gpuModule, config, chip)))
+        return signalPassFailure();
+    }
+  }
+};
+
+} // namespace
