@@ -91,6 +91,8 @@ JIT::compile(llvm::StringRef source, llvm::StringRef name,
   std::string key = llvm::utohexstr(llvm::xxh3_64bits(source));
   key += "|" + compileOptions.kernel + "|" +
          std::to_string(compileOptions.optLevel) + "|" +
+         std::to_string(compileOptions.numWarps) + "|" +
+         (compileOptions.cubin ? "cubin|" : "ptx|") +
          (compileOptions.target.empty() ? options.target
                                         : compileOptions.target);
   std::shared_ptr<Entry> entry;
@@ -212,6 +214,10 @@ JIT::compileUncached(llvm::StringRef source, llvm::StringRef name,
   feed(std::to_string(tgt->vectorBits));
   feed(info->name);
   feed(std::to_string(opts.optLevel));
+  if (isGPUTarget(tgt->name)) {
+    feed(std::to_string(opts.numWarps));
+    feed(opts.cubin ? "cubin" : "ptx");
+  }
   feed(canonical);
   std::array<uint8_t, 32> digest = sha.final();
   std::string hex = llvm::toHex(digest, /*LowerCase=*/true);

@@ -15,18 +15,71 @@ from . import language as kl
 from .frontend import CodeGen, CompilationError, Pointer, Tile, parse_function
 
 _jit_lock = threading.Lock()
-_jit = None
+_jits = {}
+_gpu_target = None
 
 
-def _get_jit():
-    """The process-wide JIT (the same compiler and caches as C++)."""
-    global _jit
+def _get_jit(target=None):
+    """The process-wide JIT for `target` (default: the host CPU, or
+    $KILN_TARGET): the same compiler and caches as C++."""
+    target = target or os.environ.get("KILN_TARGET", "host")
     with _jit_lock:
-        if _jit is None:
+        j = _jits.get(target)
+        if j is None:
             from ._kiln import JIT
-            _jit = JIT.create(os.environ.get("KILN_TARGET", "host"),
-                              os.environ.get("KILN_CACHE_DIR", ""), 0)
-        return _jit
+            j = _jits[target] = JIT.create(target, os.environ.get("KILN_CACHE_DIR", ""), 0)
+        return j
+
+
+def gpu_target():
+    """The NVIDIA target of the CUDA device kernels run on: ``sm_XY`` from its
+    compute capability, ``sm_90a`` on Hopper (or $KILN_GPU_TARGET)."""
+    global _gpu_target
+    if _gpu_target is None:
+        env = os.environ.get("KILN_GPU_TARGET")
+        if env:
+            _gpu_target = env
+        else:
+            from ._kiln import cuda_compute_capability
+            major, minor = cuda_compute_capability()
+            _gpu_target = f"sm_{major}{minor}" + ("a" if (major, minor) == (9, 0) else "")
+    return _gpu_target
+
+
+class DeviceArray:
+    """A CUDA device buffer seen through ``__cuda_array_interface__`` (or a
+    PyTorch CUDA tensor): its address, dtype and shape."""
+
+    def __init__(self, obj, name):
+        bf16 = _torch_bf16(obj)
+        if bf16:
+            self.ptr, self.dtype = obj.data_ptr(), kl.bfloat16
+            shape, strides, itemsize = tuple(obj.shape), tuple(obj.stride()), 2
+            strides = tuple(s * itemsize for s in strides)
+        else:
+            cai = obj.__cuda_array_interface__
+            self.ptr = int(cai["data"][0])
+            npdt = np.dtype(cai["typestr"])
+            self.dtype = kl.from_numpy(npdt)
+            if self.dtype is None:
+                raise TypeError(f"argument '{name}' has dtype {npdt}, which kernels cannot "
+                                "take")
+            shape, strides, itemsize = tuple(cai["shape"]), cai.get("strides"), npdt.itemsize
+        if strides is not None:
+            expect, step = [], itemsize
+            for n in reversed(shape):
+                expect.append(step)
+                step *= n
+            if any(n > 1 and s != e for n, s, e in zip(shape, strides, reversed(expect))):
+                raise ValueError(f"argument '{name}' is a non-contiguous device array; pass "
+                                 ".contiguous()")
+        self.shape = shape
+
+
+def _torch_bf16(obj):
+    return (type(obj).__module__.startswith("torch") and
+            str(getattr(obj, "dtype", "")) == "torch.bfloat16" and
+            bool(getattr(obj, "is_cuda", False)))
 
 
 class bf16:
@@ -56,9 +109,11 @@ class _Arg:
 def _as_array(obj, name):
     if isinstance(obj, bf16):
         return obj.array, kl.bfloat16
-    if hasattr(obj, "__cuda_array_interface__"):
-        raise ValueError(f"argument '{name}' lives on a CUDA device; Kiln's NVIDIA "
-                         "target is not available in this build, only CPU arrays can be launched")
+    if isinstance(obj, DeviceArray):
+        return obj, obj.dtype
+    if hasattr(obj, "__cuda_array_interface__") or _torch_bf16(obj):
+        d = DeviceArray(obj, name)
+        return d, d.dtype
     if not isinstance(obj, np.ndarray) and hasattr(obj, "__dlpack__"):
         try:
             obj = np.from_dlpack(obj)
@@ -154,6 +209,9 @@ class JITFunction:
                 out.append(_Arg("const", None, v, ("c", repr(v))))
                 continue
             array, dt = _as_array(v, name)
+            if isinstance(array, DeviceArray):
+                out.append(_Arg("ptr", dt, array.ptr, ("p", dt.name, "cuda"), array))
+                continue
             if array is not None:
                 if not array.flags["C_CONTIGUOUS"]:
                     raise ValueError(f"argument '{name}' of {self.__name__} is not contiguous; "
@@ -182,18 +240,29 @@ class JITFunction:
                                 "constexprs)")
         return out
 
+    def target_of(self, bound):
+        """Where the arguments live picks the target: CUDA device arrays
+        select the GPU's (``gpu_target()``), host arrays the JIT's default."""
+        on_device = [a.kind == "ptr" and isinstance(a.array, DeviceArray) for a in bound]
+        ptrs = [d for a, d in zip(bound, on_device) if a.kind == "ptr"]
+        if any(ptrs) and not all(ptrs):
+            raise ValueError(f"{self.__name__}: some array arguments live on a CUDA device "
+                             "and some in host memory; pass all of them on one")
+        return gpu_target() if any(ptrs) else None
+
     def specialize(self, bound, grid_rank):
-        key = (grid_rank,) + tuple(a.key for a in bound)
+        target = self.target_of(bound)
+        key = (grid_rank, target) + tuple(a.key for a in bound)
         with self._lock:
             ck = self.cache.get(key)
         if ck is not None:
             return ck
-        ck = self.compile(bound, grid_rank)
+        ck = self.compile(bound, grid_rank, target)
         with self._lock:
             self.cache[key] = ck
         return ck
 
-    def compile(self, bound, grid_rank):
+    def compile(self, bound, grid_rank, target=None):
         from ._kiln import Builder, IRError
         tree, first_line, source, filename = self.parse()
         b = Builder()
@@ -239,11 +308,11 @@ class JITFunction:
                                    source.splitlines()[fdef.lineno - 1]) from None
         text = b.text(True)
         try:
-            kernel = _get_jit().compile(text, filename)
+            kernel = _get_jit(target).compile(text, filename)
         except IRError as e:
             raise CompilationError(f"kernel '{self.__name__}' failed to compile:\n{e}",
                                    filename, first_line + fdef.lineno - 1, 0) from None
-        ck = CompiledKernel(self.__name__, text, filename, kernel, _get_jit().target)
+        ck = CompiledKernel(self.__name__, text, filename, kernel, _get_jit(target).target)
         ck.runtime_params = runtime_params
         self.last = ck
         return ck

@@ -167,6 +167,16 @@ void kiln::python::bindRuntime(py::module &m) {
         return f;
       });
   m.def(
+      "cuda_compute_capability",
+      []() {
+        int major = 0, minor = 0;
+        if (kiln_status st = kiln_cuda_compute_capability(&major, &minor))
+          raise(st);
+        return py::make_tuple(major, minor);
+      },
+      "Compute capability (major, minor) of the CUDA device GPU bundles run "
+      "on; raises LaunchError without a driver or a device");
+  m.def(
       "load_bundle",
       [](const std::string &path, int threads) {
         kiln_kernel *h = nullptr;

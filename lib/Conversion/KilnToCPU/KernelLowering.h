@@ -49,6 +49,10 @@ struct SimtConfig {
   int64_t sharedBytes = 0;    // bytes planned so far
   bool tensorCores = true;    // kiln.dot on mma.sync where shapes allow
   bool asyncCopy = true;      // cp.async for 4-byte loads of interior tiles
+  /// The block of the op being lowered when each buffer was allocated (its
+  /// "home"; blocks outlive the ops lowered away): a buffer allocated inside
+  /// a loop body holds a value of one iteration.
+  llvm::DenseMap<Operation *, Block *> bufferHome;
 };
 
 /// What a lowered make_view knows: the memref over the view (dynamic strides),
@@ -74,6 +78,7 @@ private:
   Operation *func; // func.func or gpu.func: buffers go at its entry
   unsigned vectorBits;
   SimtConfig *simt = nullptr;
+  Operation *current = nullptr; // the op lowerOp is lowering
   SmallVector<Value> grid; // pid_x, pid_y, pid_z, grid_x, grid_y, grid_z
   DenseMap<Value, Value> buffers;
   DenseMap<Value, ViewInfo> views;

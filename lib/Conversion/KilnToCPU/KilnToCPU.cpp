@@ -24,6 +24,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "llvm/ADT/SmallPtrSet.h"
+#include "llvm/Support/SaveAndRestore.h"
 
 namespace mlir::kiln {
 #define GEN_PASS_DEF_CONVERTKILNTOCPU
@@ -1465,6 +1466,7 @@ LogicalResult KernelLowering::lowerBlock(Block &block) {
 
 LogicalResult KernelLowering::lowerOp(Operation *op) {
   Location loc = op->getLoc();
+  llvm::SaveAndRestore<Operation *> lowering(current, op);
 
   // Terminators carrying tiles are rewritten by their parent's lowering.
   if (isa<scf::YieldOp, scf::ConditionOp>(op))

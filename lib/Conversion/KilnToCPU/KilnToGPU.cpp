@@ -40,6 +40,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "mlir/Interfaces/LoopLikeInterface.h"
 
 namespace mlir::kiln {
 #define GEN_PASS_DEF_CONVERTKILNTOGPU
@@ -70,8 +71,10 @@ Value KernelLowering::allocSharedTile(RankedTensorType type, Location loc) {
   auto memrefType = MemRefType::get(type.getShape(), stored,
                                     MemRefLayoutAttrInterface{}, space);
   Value off = arith::ConstantIndexOp::create(b, loc, offset);
-  return memref::ViewOp::create(b, loc, memrefType, simt->sharedBase, off,
-                                ValueRange{});
+  auto view = memref::ViewOp::create(b, loc, memrefType, simt->sharedBase, off,
+                                     ValueRange{});
+  simt->bufferHome[view] = current ? current->getBlock() : nullptr;
+  return view;
 }
 
 /// Row-major delinearization of `linear` over `shape`.
@@ -565,6 +568,96 @@ int64_t maxSharedBytes(StringRef chip) {
 
 constexpr const char *kSharedName = "__kiln_smem";
 
+/// Places the tile buffers (memref.view ops of the shared window) so that
+/// buffers whose live ranges are disjoint share bytes, and returns the total.
+/// A buffer's live range is the span, in program order, from its first to
+/// its last access (through view-like aliases), widened to the whole of the
+/// outermost loop around an access that does not also hold the buffer's
+/// home (the op it was allocated for): there a value may live across
+/// iterations, while a buffer allocated inside a loop body holds a value
+/// that each iteration defines before using it (SSA dominance).
+/// Control flow is structured, so a buffer is never touched outside its span
+/// and each op's trailing barrier orders the hand-over between two buffers
+/// that share bytes.
+int64_t planSharedMemory(gpu::GPUFuncOp func, Value window,
+                         const DenseMap<Operation *, Block *> &home) {
+  DenseMap<Operation *, int64_t> first, last;
+  // Positions of an Euler tour: an op spans [entry, exit], around the spans
+  // of the ops nested in it.
+  int64_t pos = 0;
+  std::function<void(Operation *)> tour = [&](Operation *op) {
+    first[op] = pos++;
+    for (Region &r : op->getRegions())
+      for (Block &blk : r)
+        for (Operation &inner : blk)
+          tour(&inner);
+    last[op] = pos++;
+  };
+  tour(func);
+  struct Buffer {
+    memref::ViewOp view;
+    int64_t begin, end, bytes, offset = -1;
+  };
+  SmallVector<Buffer> bufs;
+  for (Operation *user : window.getUsers()) {
+    auto view = dyn_cast<memref::ViewOp>(user);
+    if (!view)
+      continue;
+    MemRefType t = view.getType();
+    int64_t bytes = t.getNumElements() *
+                    std::max<int64_t>(1, t.getElementTypeBitWidth() / 8);
+    int64_t begin = INT64_MAX, end = -1;
+    SmallVector<Value> worklist{view.getResult()};
+    while (!worklist.empty()) {
+      Value v = worklist.pop_back_val();
+      for (Operation *u : v.getUsers()) {
+        if (isa<memref::CollapseShapeOp, memref::ExpandShapeOp, memref::CastOp,
+                memref::SubViewOp, memref::ReinterpretCastOp>(u)) {
+          worklist.push_back(u->getResult(0));
+          continue;
+        }
+        Operation *span = u;
+        Block *hb = home.lookup(view);
+        Operation *h = hb ? hb->getParentOp() : nullptr;
+        for (Operation *p = u->getParentOp(); p && p != func;
+             p = p->getParentOp())
+          if (isa<LoopLikeOpInterface>(p) && !(h && p->isAncestor(h)))
+            span = p;
+        begin = std::min(begin, first[span]);
+        end = std::max(end, last[span]);
+      }
+    }
+    if (end < 0)
+      begin = end = 0; // never accessed
+    bufs.push_back({view, begin, end, bytes});
+  }
+  // Largest first, each at the lowest 16-byte-aligned offset that does not
+  // overlap a placed buffer with an intersecting live range.
+  llvm::stable_sort(bufs, [](const Buffer &a, const Buffer &b) {
+    return a.bytes > b.bytes;
+  });
+  int64_t total = 0;
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    SmallVector<std::pair<int64_t, int64_t>> taken;
+    for (size_t j = 0; j < i; ++j)
+      if (bufs[j].begin <= bufs[i].end && bufs[i].begin <= bufs[j].end)
+        taken.push_back({bufs[j].offset, bufs[j].offset + bufs[j].bytes});
+    llvm::sort(taken);
+    int64_t offset = 0;
+    for (auto [lo, hi] : taken) {
+      if (offset + bufs[i].bytes <= lo)
+        break;
+      offset = std::max(offset, (hi + 15) / 16 * 16);
+    }
+    bufs[i].offset = offset;
+    total = std::max(total, offset + bufs[i].bytes);
+    OpBuilder b(bufs[i].view);
+    bufs[i].view.getByteShiftMutable().assign(
+        arith::ConstantIndexOp::create(b, bufs[i].view.getLoc(), offset));
+  }
+  return total;
+}
+
 LogicalResult lowerKernelGPU(FuncOp kernel, gpu::GPUModuleOp gpuModule,
                              SimtConfig config, StringRef chip) {
   MLIRContext *ctx = kernel.getContext();
@@ -650,6 +743,8 @@ LogicalResult lowerKernelGPU(FuncOp kernel, gpu::GPUModuleOp gpuModule,
   lowering.setSimt(&config);
   if (failed(lowering.run(entry, grid)))
     return failure();
+  config.sharedBytes =
+      planSharedMemory(gpuFunc, config.sharedBase, config.bufferHome);
   int64_t limit = maxSharedBytes(chip);
   if (config.sharedBytes > limit)
     return emitError(kernel.getLoc())

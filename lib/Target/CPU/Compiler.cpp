@@ -125,6 +125,17 @@ llvm::Expected<kiln::CPUTarget> kiln::resolveCPUTarget(llvm::StringRef name) {
       return avx2Target();
     return sseTarget();
   }
+  if (isGPUTarget(name)) {
+    // A GPU target as the JIT keys it: the architecture is the "cpu".
+    llvm::StringRef digits = name.drop_front(3);
+    digits.consume_back("a");
+    unsigned v = 0;
+    if (digits.getAsInteger(10, v) || v < 80)
+      return makeError("unknown GPU target '" + name +
+                       "': kiln supports sm_80 and newer (sm_80, sm_86, "
+                       "sm_89, sm_90, sm_90a, ...)");
+    return kiln::CPUTarget{name.str(), name.str(), "", 0, {}};
+  }
   if (name == "x86-64-avx512" || name == "avx512")
     return avx512Target();
   if (name == "x86-64-avx2" || name == "avx2")

@@ -49,7 +49,8 @@ struct CPUTarget {
 
 /// Resolves a target name: `host` (the best variant this CPU runs),
 /// `x86-64` (same as host), `x86-64-avx2`, `x86-64-avx512`, `x86-64-amx`,
-/// `x86-64-sse` (baseline x86-64-v2).
+/// `x86-64-sse` (baseline x86-64-v2). GPU targets (`sm_80`, `sm_90a`, ...)
+/// resolve to a descriptor with the architecture as `cpu` and no features.
 llvm::Expected<CPUTarget> resolveCPUTarget(llvm::StringRef name);
 
 /// One kernel argument as the runtime sees it.

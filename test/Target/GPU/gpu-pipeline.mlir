@@ -1,0 +1,55 @@
+// The NVIDIA pipeline: tensor-core dot, cp.async loads, warp-shuffle
+// reductions and the dynamic shared-memory window, for sm_80 and sm_90a.
+// RUN: kilnc %s --target sm_80 --emit ptx | FileCheck %s --check-prefixes=PTX,SM80
+// RUN: kilnc %s --target sm_90a --emit ptx | FileCheck %s --check-prefixes=PTX,SM90
+// RUN: kilnc %s --target sm_90a --num-warps 8 -o %t.kb && head -c 512 %t.kb | FileCheck %s --check-prefix=BUNDLE
+// RUN: kiln-opt %s --convert-kiln-to-gpu | FileCheck %s --check-prefix=IR
+
+// SM80: .target sm_80
+// SM90: .target sm_90a
+// PTX: .extern .shared .align 1024 .b8 __kiln_smem[]
+// PTX-LABEL: .entry mix(
+// PTX-DAG: .maxntid
+// PTX-DAG: cp.async.ca.shared.global
+// PTX-DAG: cp.async.wait_group 0
+// PTX-DAG: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+// PTX-DAG: shfl.sync.bfly.b32
+// PTX-DAG: bar.sync 0
+
+// BUNDLE: target sm_90a
+// BUNDLE: code ptx
+// BUNDLE: launch num_warps 8
+// BUNDLE: launch shared_bytes {{[1-9][0-9]*}}
+// BUNDLE: arg a ptr bf16
+
+// IR: gpu.module @kiln_gpu
+// IR: memref.global "public" @__kiln_smem : memref<0xi8, #gpu.address_space<workgroup>>
+// IR: gpu.func @mix(%{{.*}}: memref<1xi16>, %{{.*}}: memref<1xi16>, %{{.*}}: memref<1xf32>, %{{.*}}: memref<1xf32>, %{{.*}}: i64) kernel
+// IR: memref.view
+// IR: nvgpu.device_async_copy
+// IR: nvvm.mma.sync
+// IR: gpu.shuffle xor
+// IR: gpu.barrier
+
+kiln.func @mix(%a: !kiln.ptr<bf16> {kiln.name = "a"}, %b: !kiln.ptr<bf16> {kiln.name = "b"},
+               %x: !kiln.ptr<f32> {kiln.name = "x"}, %out: !kiln.ptr<f32> {kiln.name = "out"},
+               %n: index {kiln.name = "n"}) attributes {grid_rank = 1} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c32 = arith.constant 32 : index
+  %c64 = arith.constant 64 : index
+  %va = kiln.make_view %a, [%c64, %c32], [%c32, %c1] : !kiln.ptr<bf16> -> !kiln.view<2xbf16>
+  %vb = kiln.make_view %b, [%c32, %c64], [%c64, %c1] : !kiln.ptr<bf16> -> !kiln.view<2xbf16>
+  %vx = kiln.make_view %x, [%c64, %n], [%n, %c1] : !kiln.ptr<f32> -> !kiln.view<2xf32>
+  %vo = kiln.make_view %out, [%c64, %c64], [%c64, %c1] : !kiln.ptr<f32> -> !kiln.view<2xf32>
+  %ta = kiln.load %va[%c0, %c0] : !kiln.view<2xbf16> -> tensor<64x32xbf16>
+  %tb = kiln.load %vb[%c0, %c0] : !kiln.view<2xbf16> -> tensor<32x64xbf16>
+  %tx = kiln.load %vx[%c0, %c0] : !kiln.view<2xf32> -> tensor<64x64xf32>
+  %d = kiln.dot %ta, %tb, %tx : tensor<64x32xbf16>, tensor<32x64xbf16> -> tensor<64x64xf32>
+  %m = kiln.reduce max %d [1] : tensor<64x64xf32> -> tensor<64xf32>
+  %mb = kiln.expand_dims %m [1] : tensor<64xf32> -> tensor<64x1xf32>
+  %mm = kiln.broadcast %mb : tensor<64x1xf32> -> tensor<64x64xf32>
+  %r = arith.subf %d, %mm : tensor<64x64xf32>
+  kiln.store %r, %vo[%c0, %c0] : tensor<64x64xf32> -> !kiln.view<2xf32>
+  kiln.return
+}
