@@ -15,7 +15,7 @@ export CCACHE_BASEDIR := $(CURDIR)
 VENV         := $(BUILD_DIR)/venv
 PYTHON       := $(VENV)/bin/python
 
-.PHONY: all deps venv configure build test demo clean
+.PHONY: all deps venv configure build test demo clean gpu-bundles
 
 all: build
 
@@ -56,3 +56,8 @@ demo: build
 
 clean:
 	rm -rf $(BUILD_DIR)
+
+# Bundles for the device check (test/gpu/run_gpu_checks.sh), compiled here
+# where the compiler lives; KILN_GPU_TARGET picks the GPU (default sm_90a).
+gpu-bundles: build
+	bash test/gpu/build-bundles.sh build/gpu-bundles

@@ -39,8 +39,13 @@ class Bundle:
             values = []
             for (name, kind, dtype), a in zip(self._kernel.signature, args):
                 if kind == "ptr":
+                    dev = _device_address(a)
+                    if dev is not None:  # a CUDA array, for GPU bundles
+                        values.append(dev)
+                        continue
                     if not isinstance(a, np.ndarray):
-                        raise TypeError(f"argument '{name}' must be a numpy array")
+                        raise TypeError(f"argument '{name}' must be a numpy array "
+                                        "(or a CUDA array for GPU bundles)")
                     if not a.flags["C_CONTIGUOUS"]:
                         raise ValueError(f"argument '{name}' is not contiguous")
                     values.append(a.ctypes.data)
@@ -49,6 +54,19 @@ class Bundle:
             self._kernel.launch(values, list(grid))
 
         return launch
+
+
+def _device_address(a):
+    """The device address of a CUDA array (``__cuda_array_interface__`` or a
+    PyTorch CUDA tensor, bfloat16 included), else None."""
+    if type(a).__module__.startswith("torch") and getattr(a, "is_cuda", False):
+        if not a.is_contiguous():
+            raise ValueError("a non-contiguous CUDA tensor; pass .contiguous()")
+        return a.data_ptr()
+    cai = getattr(a, "__cuda_array_interface__", None)
+    if cai is not None:
+        return int(cai["data"][0])
+    return None
 
 
 def load_bundle(path: str, num_threads: int = 0) -> Bundle:
