@@ -248,7 +248,13 @@ class JITFunction:
         if any(ptrs) and not all(ptrs):
             raise ValueError(f"{self.__name__}: some array arguments live on a CUDA device "
                              "and some in host memory; pass all of them on one")
-        return gpu_target() if any(ptrs) else None
+        if not any(ptrs):
+            return None
+        try:
+            return gpu_target()
+        except RuntimeError as e:  # no driver, no device
+            raise ValueError(f"{self.__name__}: the array arguments live on a CUDA device, "
+                             f"but no CUDA device can run kernels here: {e}") from None
 
     def specialize(self, bound, grid_rank):
         target = self.target_of(bound)
