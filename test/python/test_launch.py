@@ -1,4 +1,6 @@
 """Bad launches raise Python exceptions; nothing crashes the interpreter."""
+import os
+
 import numpy as np
 import pytest
 
@@ -69,12 +71,30 @@ def test_grid_rank_too_small_for_the_kernel():
     assert (b[:3] == 1.0).all()
 
 
-def test_cuda_arrays_are_refused_with_a_message():
-    class FakeCuda:
-        __cuda_array_interface__ = {"shape": (4,), "typestr": "<f4", "data": (0, False),
-                                    "version": 3}
-    with pytest.raises(ValueError, match="CUDA device"):
-        copy[(1,)](FakeCuda(), FakeCuda(), 4, BLOCK=16)
+def test_cuda_arrays_without_a_driver_are_refused_with_a_message(tmp_path):
+    """CUDA arrays select the GPU target; with no CUDA driver the launch is a
+    ValueError naming the cause (in a subprocess: the driver is loaded once)."""
+    import subprocess
+    import sys
+    code = (
+        "import kiln, kiln.language as kl\n"
+        "@kiln.jit\n"
+        "def copy(x, y, n, BLOCK: kl.constexpr):\n"
+        "    o = kl.arange(0, BLOCK)\n"
+        "    kl.store(y + o, kl.load(x + o, mask=o < n), mask=o < n)\n"
+        "class FakeCuda:\n"
+        "    __cuda_array_interface__ = {'shape': (4,), 'typestr': '<f4',\n"
+        "                                'data': (4096, False), 'version': 3}\n"
+        "try:\n"
+        "    copy[(1,)](FakeCuda(), FakeCuda(), 4, BLOCK=16)\n"
+        "except ValueError as e:\n"
+        "    print('ValueError', e)\n")
+    env = dict(os.environ, KILN_CUDA_DRIVER=str(tmp_path / "no-libcuda.so"))
+    env.pop("KILN_GPU_TARGET", None)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env=env, timeout=300)
+    assert "ValueError" in r.stdout and "CUDA device" in r.stdout, r.stdout + r.stderr
+    assert "driver" in r.stdout, r.stdout
 
 
 def test_dlpack_objects_are_accepted():
