@@ -17,6 +17,20 @@
 
 using namespace mlir;
 
+/// Shared by both targets: transcendentals as polynomials, and bf16/f16
+/// computed in f32 with the bf16 conversions expanded into integer ops (x86
+/// without AVX512-BF16 would call libgcc for them).
+static void addFloatLowering(OpPassManager &pm) {
+  pm.addPass(kiln::createKilnApproximateMath());
+  arith::ArithEmulateUnsupportedFloatsOptions emulate;
+  emulate.sourceTypeStrs = {"bf16", "f16"};
+  emulate.targetTypeStr = "f32";
+  pm.addPass(arith::createArithEmulateUnsupportedFloats(emulate));
+  arith::ArithExpandOpsPassOptions expand;
+  expand.includeBf16 = true;
+  pm.addPass(arith::createArithExpandOpsPass(expand));
+}
+
 void kiln::buildCPUPipeline(OpPassManager &pm,
                             const CPUPipelineOptions &options) {
   // Target-independent cleanups on the tile program (folds, in-bounds loads).
@@ -28,16 +42,7 @@ void kiln::buildCPUPipeline(OpPassManager &pm,
   pm.addPass(createConvertKilnToCPU(lowerOptions));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
-  pm.addPass(createKilnApproximateMath());
-  // 16-bit floats: compute in f32, and expand the bf16 conversions into
-  // integer ops (x86 without AVX512-BF16 would call libgcc for them).
-  arith::ArithEmulateUnsupportedFloatsOptions emulate;
-  emulate.sourceTypeStrs = {"bf16", "f16"};
-  emulate.targetTypeStr = "f32";
-  pm.addPass(arith::createArithEmulateUnsupportedFloats(emulate));
-  arith::ArithExpandOpsPassOptions expand;
-  expand.includeBf16 = true;
-  pm.addPass(arith::createArithExpandOpsPass(expand));
+  addFloatLowering(pm);
   // Standard lowering to the LLVM dialect.
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
@@ -63,15 +68,7 @@ void kiln::buildGPUPipeline(OpPassManager &pm,
   pm.addPass(createConvertKilnToGPU(lowerOptions));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
-  pm.addPass(createKilnApproximateMath());
-  // 16-bit floats compute in f32 (as on the CPU); tiles keep their bits.
-  arith::ArithEmulateUnsupportedFloatsOptions emulate;
-  emulate.sourceTypeStrs = {"bf16", "f16"};
-  emulate.targetTypeStr = "f32";
-  pm.addPass(arith::createArithEmulateUnsupportedFloats(emulate));
-  arith::ArithExpandOpsPassOptions expand;
-  expand.includeBf16 = true;
-  pm.addPass(arith::createArithExpandOpsPass(expand));
+  addFloatLowering(pm);
   OpPassManager &gm = pm.nest<gpu::GPUModuleOp>();
   gm.addPass(createConvertNVGPUToNVVMPass());
   gm.addPass(memref::createExpandStridedMetadataPass());
