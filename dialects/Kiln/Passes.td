@@ -87,6 +87,44 @@ def ConvertKilnToGPU : Pass<"convert-kiln-to-gpu", "::mlir::ModuleOp"> {
   ];
 }
 
+def EmulateGPU : Pass<"kiln-emulate-gpu", "::mlir::ModuleOp"> {
+  let summary = "Turns the GPU lowering's kernels into CPU code run by the "
+                "SIMT emulator (a testing target)";
+  let description = [{
+    Runs after `convert-kiln-to-gpu`. Each `gpu.func` kernel of
+    `gpu.module @kiln_gpu` becomes a host function with the CPU launch ABI,
+    so the exact SIMT code the GPU pipeline emits (thread distribution,
+    shared-memory plan, barriers, cp.async, warp shuffles, mma.sync
+    fragments) runs on the CPU under `lib/Target/GPUEmu/kiln_gpu_emu.c`:
+
+      * `gpu.thread_id`, `gpu.barrier`, `gpu.shuffle xor`,
+        `nvgpu.device_async_copy`, `nvvm.cp.async.commit.group`,
+        `nvvm.cp.async.wait.group` and `nvvm.mma.sync` become calls into
+        the emulator, which runs the block's threads as fibers;
+      * `gpu.block_id` and `gpu.grid_dim` come from the launch's program id
+        and grid;
+      * the dynamic shared-memory window is the emulator's per-host-thread
+        buffer (poisoned with NaN bytes before each block), and, with
+        `check-shared`, every shared-memory load and store is reported to
+        the emulator, which refuses out-of-window accesses and data races
+        (two threads touching the same byte between barriers, one writing).
+
+    The kernel entry `kiln_entry_NAME` runs one block: the CPU runtime
+    launches emulated bundles like CPU ones. `drop-barriers` deletes every
+    barrier; it exists so tests can show that the race checker fires.
+  }];
+  let options = [
+    Option<"checkShared", "check-shared", "bool", /*default=*/"true",
+           "Report every shared-memory access to the emulator's checker">,
+    Option<"dropBarriers", "drop-barriers", "bool", /*default=*/"false",
+           "Delete every gpu.barrier (to test the race checker)">,
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",
+    "::mlir::LLVM::LLVMDialect", "::mlir::memref::MemRefDialect"
+  ];
+}
+
 def KilnApproximateMath : Pass<"kiln-approximate-math"> {
   let summary = "Replaces f32 transcendentals with vectorizable polynomials";
   let description = [{

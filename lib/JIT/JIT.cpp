@@ -214,7 +214,7 @@ JIT::compileUncached(llvm::StringRef source, llvm::StringRef name,
   feed(std::to_string(tgt->vectorBits));
   feed(info->name);
   feed(std::to_string(opts.optLevel));
-  if (isGPUTarget(tgt->name)) {
+  if (isGPUTarget(tgt->name) || !tgt->emulatedGPU.empty()) {
     feed(std::to_string(opts.numWarps));
     feed(opts.cubin ? "cubin" : "ptx");
   }

@@ -78,6 +78,15 @@ private:
   Operation *func; // func.func or gpu.func: buffers go at its entry
   unsigned vectorBits;
   SimtConfig *simt = nullptr;
+  // SIMT mode: shared-memory reads not yet followed by a barrier (scalar
+  // tensor.extract reads run on every thread and have no barrier of their
+  // own). An op that writes tiles, or a loop's back edge, must sync first.
+  bool unsyncedReads = false;
+  struct RegionFrame {
+    bool entry;         // unsyncedReads when the op with regions began
+    bool exit = false;  // any of its blocks ended with unsyncedReads
+  };
+  SmallVector<RegionFrame> regionFrames;
   Operation *current = nullptr; // the op lowerOp is lowering
   SmallVector<Value> grid; // pid_x, pid_y, pid_z, grid_x, grid_y, grid_z
   DenseMap<Value, Value> buffers;
@@ -155,9 +164,18 @@ private:
                                     Value tileBuf, RankedTensorType tileType,
                                     Attribute padding, bool isStore);
   LogicalResult lowerDotSimt(DotOp op, Value a, Value b, Value out);
+  /// A block barrier at `b`'s insertion point (clears unsyncedReads).
+  void barrier(ImplicitLocOpBuilder &b);
   LogicalResult lowerReduceSimt(ReduceOp op);
 };
 
+/// The CPU launch ABI around `bodyFunc`, whose arguments are `numUser` user
+/// arguments then pid x3 and grid x3 (i32): a function NAME(void **args,
+/// i32 pid x3, i32 grid x3) where args[i] points at user argument i's value
+/// (for pointers, at the pointer). Used by the CPU target and the GPU
+/// emulator (EmulateGPU.cpp).
+func::FuncOp buildLaunchEntry(OpBuilder &b, Location loc, StringRef name,
+                              func::FuncOp bodyFunc, size_t numUser);
 
 } // namespace mlir::kiln::detail
 

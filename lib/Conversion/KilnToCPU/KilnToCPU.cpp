@@ -23,6 +23,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "mlir/Interfaces/LoopLikeInterface.h"
 #include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/Support/SaveAndRestore.h"
 
@@ -1458,9 +1459,45 @@ LogicalResult KernelLowering::lowerGatherStore(GatherOp gather,
 //===----------------------------------------------------------------------===//
 
 LogicalResult KernelLowering::lowerBlock(Block &block) {
-  for (Operation &op : llvm::make_early_inc_range(block))
-    if (failed(lowerOp(&op)))
+  if (!simt) {
+    for (Operation &op : llvm::make_early_inc_range(block))
+      if (failed(lowerOp(&op)))
+        return failure();
+    return success();
+  }
+  // SIMT mode: a block of an op with regions starts in the state the op
+  // began in (its regions are alternatives or iterations, not a sequence).
+  if (!regionFrames.empty())
+    unsyncedReads = regionFrames.back().entry;
+  for (Operation &op : llvm::make_early_inc_range(block)) {
+    bool writesTiles =
+        llvm::any_of(op.getResults(), isTile) ||
+        (op.getNumRegions() > 0 && llvm::any_of(op.getOperands(), isTile));
+    if (unsyncedReads && writesTiles) {
+      ImplicitLocOpBuilder b(op.getLoc(), &op);
+      barrier(b);
+    }
+    bool nested = op.getNumRegions() > 0;
+    if (nested)
+      regionFrames.push_back({unsyncedReads});
+    LogicalResult result = lowerOp(&op);
+    if (nested) {
+      RegionFrame frame = regionFrames.pop_back_val();
+      unsyncedReads = frame.entry || frame.exit;
+    }
+    if (failed(result))
       return failure();
+  }
+  // The next iteration may overwrite what this one read.
+  Operation *parent = block.getParentOp();
+  if (unsyncedReads && parent &&
+      isa<LoopLikeOpInterface, scf::WhileOp>(parent) &&
+      !block.empty() && block.back().hasTrait<OpTrait::IsTerminator>()) {
+    ImplicitLocOpBuilder b(block.back().getLoc(), &block.back());
+    barrier(b);
+  }
+  if (!regionFrames.empty())
+    regionFrames.back().exit |= unsyncedReads;
   return success();
 }
 
@@ -1670,6 +1707,8 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
     ImplicitLocOpBuilder b(loc, op);
     Value v = loadElems(b, *src, ex.getIndices(), ex.getType(), 1);
     ex.getResult().replaceAllUsesWith(v);
+    if (simt)
+      unsyncedReads = true;
     toErase.push_back(op);
     return success();
   }
@@ -1710,6 +1749,63 @@ LogicalResult KernelLowering::run(Block &body, ArrayRef<Value> gridArgs) {
   return success();
 }
 
+/// The CPU launch ABI around `bodyFunc` (user arguments, then pid x3 and
+/// grid x3 as i32): void NAME(void **args, i32 pid x3, i32 grid x3), where
+/// args[i] points at the value of user argument i (for pointers, at the
+/// pointer).
+func::FuncOp buildLaunchEntry(OpBuilder &b, Location loc, StringRef name,
+                              func::FuncOp bodyFunc, size_t numUser) {
+  MLIRContext *ctx = b.getContext();
+  auto ptrType = LLVM::LLVMPointerType::get(ctx);
+  SmallVector<Type> entryArgs{ptrType};
+  for (int i = 0; i < 6; ++i)
+    entryArgs.push_back(b.getI32Type());
+  auto entryFunc =
+      func::FuncOp::create(b, loc, name, b.getFunctionType(entryArgs, {}));
+  Block *eb = entryFunc.addEntryBlock();
+  OpBuilder e = OpBuilder::atBlockBegin(eb);
+  Value argv = eb->getArgument(0);
+  SmallVector<Value> callArgs;
+  auto i64 = e.getI64Type();
+  for (size_t i = 0; i < numUser; ++i) {
+    Value slot = LLVM::GEPOp::create(e, loc, ptrType, ptrType, argv,
+                                     ArrayRef<LLVM::GEPArg>{int32_t(i)});
+    Value p = LLVM::LoadOp::create(e, loc, ptrType, slot);
+    Type t = bodyFunc.getArgumentTypes()[i];
+    if (auto mt = dyn_cast<MemRefType>(t)) {
+      // A rank-1 memref descriptor over the raw pointer; the kernel only
+      // reinterprets its base, so size and stride are nominal.
+      Value data = LLVM::LoadOp::create(e, loc, ptrType, p);
+      auto arrTy = LLVM::LLVMArrayType::get(i64, 1);
+      auto descTy = LLVM::LLVMStructType::getLiteral(
+          ctx, {ptrType, ptrType, i64, arrTy, arrTy});
+      Value d = LLVM::UndefOp::create(e, loc, descTy);
+      Value zero = LLVM::ConstantOp::create(e, loc, i64, 0);
+      Value one = LLVM::ConstantOp::create(e, loc, i64, 1);
+      d = LLVM::InsertValueOp::create(e, loc, d, data, ArrayRef<int64_t>{0});
+      d = LLVM::InsertValueOp::create(e, loc, d, data, ArrayRef<int64_t>{1});
+      d = LLVM::InsertValueOp::create(e, loc, d, zero, ArrayRef<int64_t>{2});
+      d = LLVM::InsertValueOp::create(e, loc, d, zero,
+                                      ArrayRef<int64_t>{3, 0});
+      d = LLVM::InsertValueOp::create(e, loc, d, one, ArrayRef<int64_t>{4, 0});
+      Value m =
+          UnrealizedConversionCastOp::create(e, loc, TypeRange{mt}, d)
+              .getResult(0);
+      callArgs.push_back(m);
+    } else if (t.isIndex()) {
+      Value v = LLVM::LoadOp::create(e, loc, i64, p);
+      callArgs.push_back(arith::IndexCastOp::create(e, loc, t, v));
+    } else {
+      callArgs.push_back(LLVM::LoadOp::create(e, loc, t, p));
+    }
+  }
+  for (int i = 1; i <= 6; ++i)
+    callArgs.push_back(eb->getArgument(i));
+  func::CallOp::create(e, loc, bodyFunc, callArgs);
+  func::ReturnOp::create(e, loc);
+  return entryFunc;
+}
+
 } // namespace mlir::kiln::detail
 
 namespace {
@@ -1721,7 +1817,6 @@ using namespace mlir::kiln::detail;
 
 /// Converts one kiln.func into the kernel body and its launch entry.
 LogicalResult lowerKernel(FuncOp kernel, unsigned vectorBits) {
-  MLIRContext *ctx = kernel.getContext();
   OpBuilder b(kernel);
   Location loc = kernel.getLoc();
   SmallVector<Type> argTypes;
@@ -1796,56 +1891,8 @@ LogicalResult lowerKernel(FuncOp kernel, unsigned vectorBits) {
               "program): use smaller tiles";
 
   // The launch entry: void kiln_entry_NAME(void **args, i32 pid x3, grid x3).
-  auto ptrType = LLVM::LLVMPointerType::get(ctx);
-  SmallVector<Type> entryArgs{ptrType};
-  for (int i = 0; i < 6; ++i)
-    entryArgs.push_back(b.getI32Type());
-  auto entryFunc = func::FuncOp::create(
-      b, loc, ("kiln_entry_" + kernel.getSymName()).str(),
-      b.getFunctionType(entryArgs, {}));
-  entryFunc->setAttr("llvm.emit_c_interface", UnitAttr::get(ctx));
-  entryFunc->removeAttr("llvm.emit_c_interface");
-  Block *eb = entryFunc.addEntryBlock();
-  OpBuilder e = OpBuilder::atBlockBegin(eb);
-  Value argv = eb->getArgument(0);
-  SmallVector<Value> callArgs;
-  auto i64 = e.getI64Type();
-  for (size_t i = 0; i < numUser; ++i) {
-    Value slot = LLVM::GEPOp::create(e, loc, ptrType, ptrType, argv,
-                                     ArrayRef<LLVM::GEPArg>{int32_t(i)});
-    Value p = LLVM::LoadOp::create(e, loc, ptrType, slot);
-    Type t = argTypes[i];
-    if (auto mt = dyn_cast<MemRefType>(t)) {
-      // A rank-1 memref descriptor over the raw pointer; the kernel only
-      // reinterprets its base, so size and stride are nominal.
-      Value data = LLVM::LoadOp::create(e, loc, ptrType, p);
-      auto arrTy = LLVM::LLVMArrayType::get(i64, 1);
-      auto descTy = LLVM::LLVMStructType::getLiteral(
-          ctx, {ptrType, ptrType, i64, arrTy, arrTy});
-      Value d = LLVM::UndefOp::create(e, loc, descTy);
-      Value zero = LLVM::ConstantOp::create(e, loc, i64, 0);
-      Value one = LLVM::ConstantOp::create(e, loc, i64, 1);
-      d = LLVM::InsertValueOp::create(e, loc, d, data, ArrayRef<int64_t>{0});
-      d = LLVM::InsertValueOp::create(e, loc, d, data, ArrayRef<int64_t>{1});
-      d = LLVM::InsertValueOp::create(e, loc, d, zero, ArrayRef<int64_t>{2});
-      d = LLVM::InsertValueOp::create(e, loc, d, zero,
-                                      ArrayRef<int64_t>{3, 0});
-      d = LLVM::InsertValueOp::create(e, loc, d, one, ArrayRef<int64_t>{4, 0});
-      Value m =
-          UnrealizedConversionCastOp::create(e, loc, TypeRange{mt}, d)
-              .getResult(0);
-      callArgs.push_back(m);
-    } else if (t.isIndex()) {
-      Value v = LLVM::LoadOp::create(e, loc, i64, p);
-      callArgs.push_back(arith::IndexCastOp::create(e, loc, t, v));
-    } else {
-      callArgs.push_back(LLVM::LoadOp::create(e, loc, t, p));
-    }
-  }
-  for (int i = 1; i <= 6; ++i)
-    callArgs.push_back(eb->getArgument(i));
-  func::CallOp::create(e, loc, bodyFunc, callArgs);
-  func::ReturnOp::create(e, loc);
+  auto entryFunc = buildLaunchEntry(
+      b, loc, ("kiln_entry_" + kernel.getSymName()).str(), bodyFunc, numUser);
   entryFunc->setAttr("kiln.kernel", b.getStringAttr(kernel.getSymName()));
   kernel.erase();
   return success();

@@ -119,6 +119,11 @@ static void distribute(ImplicitLocOpBuilder &b, SimtConfig &simt,
                      });
 }
 
+void KernelLowering::barrier(ImplicitLocOpBuilder &b) {
+  gpu::BarrierOp::create(b);
+  unsyncedReads = false;
+}
+
 void KernelLowering::forEachIndexSimt(
     ImplicitLocOpBuilder &b, ArrayRef<int64_t> shape,
     function_ref<void(ImplicitLocOpBuilder &, ValueRange)> fn) {
@@ -129,7 +134,7 @@ void KernelLowering::forEachIndexSimt(
   } else {
     distribute(b, *simt, shape, fn);
   }
-  gpu::BarrierOp::create(b);
+  barrier(b);
 }
 
 LogicalResult KernelLowering::lowerViewAccessSimt(
@@ -227,7 +232,7 @@ LogicalResult KernelLowering::lowerViewAccessSimt(
     ImplicitLocOpBuilder eb(op->getLoc(), ifOp.getElseBodyBuilder());
     distribute(eb, *simt, shape, general);
   }
-  gpu::BarrierOp::create(b);
+  barrier(b);
   return success();
 }
 
@@ -304,7 +309,12 @@ LogicalResult KernelLowering::lowerDotSimt(DotOp op, Value a, Value bm,
     lo = arith::ExtUIOp::create(ib, i32, lo);
     hi = arith::ExtUIOp::create(ib, i32, hi);
     hi = arith::ShLIOp::create(ib, hi, arith::ConstantIntOp::create(ib, i32, 16));
-    return arith::OrIOp::create(ib, lo, hi);
+    Value packed = arith::OrIOp::create(ib, lo, hi);
+    // NVVM types f16 fragments as vector<2xf16>; bf16 ones as i32.
+    if (inElt.isF16())
+      packed = LLVM::BitcastOp::create(
+          ib, VectorType::get({2}, ib.getF16Type()), packed);
+    return packed;
   };
   auto mmaType = inElt.isBF16() ? NVVM::MMATypes::bf16 : NVVM::MMATypes::f16;
   scf::ForOp::create(
@@ -361,7 +371,7 @@ LogicalResult KernelLowering::lowerDotSimt(DotOp op, Value a, Value bm,
         memref::StoreOp::create(ib, kLoop.getResult(3), out, ValueRange{row1, colC1});
         scf::YieldOp::create(ib);
       });
-  gpu::BarrierOp::create(b);
+  barrier(b);
   return success();
 }
 
@@ -538,7 +548,7 @@ LogicalResult KernelLowering::lowerReduceSimt(ReduceOp op) {
         memref::StoreOp::create(tb, result, resultBuf, storeIdx);
         scf::YieldOp::create(ib);
       });
-  gpu::BarrierOp::create(b);
+  barrier(b);
   if (resultTensor) {
     buffers[op.getResult()] = resultBuf;
   } else {
@@ -594,6 +604,18 @@ int64_t planSharedMemory(gpu::GPUFuncOp func, Value window,
     last[op] = pos++;
   };
   tour(func);
+  // A buffer read in a barrier phase stays live until that phase ends: a
+  // thread may still read it after another thread has moved on to the next
+  // op of the same phase. The phase ends at the next barrier at the same or
+  // an enclosing level (barriers nested in a following op may not run).
+  auto phaseEnd = [&](Operation *op) -> int64_t {
+    for (Operation *o = op; o && o != func.getOperation();
+         o = o->getParentOp())
+      for (Operation *n = o->getNextNode(); n; n = n->getNextNode())
+        if (isa<gpu::BarrierOp>(n))
+          return first[n];
+    return last[func];
+  };
   struct Buffer {
     memref::ViewOp view;
     int64_t begin, end, bytes, offset = -1;
@@ -624,7 +646,7 @@ int64_t planSharedMemory(gpu::GPUFuncOp func, Value window,
           if (isa<LoopLikeOpInterface>(p) && !(h && p->isAncestor(h)))
             span = p;
         begin = std::min(begin, first[span]);
-        end = std::max(end, last[span]);
+        end = std::max(end, phaseEnd(span));
       }
     }
     if (end < 0)

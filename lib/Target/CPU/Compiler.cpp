@@ -103,16 +103,16 @@ static kiln::CPUTarget avx512Target() {
           "+avx512f,+avx512bw,+avx512vl,+avx512dq,+avx512cd,+avx2,+fma,+f16c",
           512,
           {"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl",
-           "avx512dq", "avx512cd"}};
+           "avx512dq", "avx512cd"}, {}};
 }
 
 static kiln::CPUTarget avx2Target() {
   return {"x86-64-avx2", "haswell", "+avx2,+fma,+f16c", 256,
-          {"avx", "avx2", "fma", "f16c"}};
+          {"avx", "avx2", "fma", "f16c"}, {}};
 }
 
 static kiln::CPUTarget sseTarget() {
-  return {"x86-64-sse", "x86-64-v2", "+sse4.2", 128, {"sse4.2"}};
+  return {"x86-64-sse", "x86-64-v2", "+sse4.2", 128, {"sse4.2"}, {}};
 }
 
 llvm::Expected<kiln::CPUTarget> kiln::resolveCPUTarget(llvm::StringRef name) {
@@ -125,6 +125,21 @@ llvm::Expected<kiln::CPUTarget> kiln::resolveCPUTarget(llvm::StringRef name) {
       return avx2Target();
     return sseTarget();
   }
+  if (name.starts_with("emu-")) {
+    // The GPU lowering for an architecture, run here by the SIMT emulator.
+    auto gpu = resolveCPUTarget(name.drop_front(4));
+    if (!gpu)
+      return gpu.takeError();
+    if (!isGPUTarget(gpu->name))
+      return makeError("unknown emulation target '" + name +
+                       "': use emu-sm_XY (emu-sm_80, emu-sm_90a, ...)");
+    auto host = resolveCPUTarget("host");
+    if (!host)
+      return host.takeError();
+    host->name = name.str();
+    host->emulatedGPU = gpu->name;
+    return host;
+  }
   if (isGPUTarget(name)) {
     // A GPU target as the JIT keys it: the architecture is the "cpu".
     llvm::StringRef digits = name.drop_front(3);
@@ -134,7 +149,7 @@ llvm::Expected<kiln::CPUTarget> kiln::resolveCPUTarget(llvm::StringRef name) {
       return makeError("unknown GPU target '" + name +
                        "': kiln supports sm_80 and newer (sm_80, sm_86, "
                        "sm_89, sm_90, sm_90a, ...)");
-    return kiln::CPUTarget{name.str(), name.str(), "", 0, {}};
+    return kiln::CPUTarget{name.str(), name.str(), "", 0, {}, {}};
   }
   if (name == "x86-64-avx512" || name == "avx512")
     return avx512Target();
@@ -144,7 +159,8 @@ llvm::Expected<kiln::CPUTarget> kiln::resolveCPUTarget(llvm::StringRef name) {
     return sseTarget();
   return makeError("unknown target '" + name +
                    "'; known: host, x86-64, x86-64-avx512, x86-64-avx2, "
-                   "x86-64-sse");
+                   "x86-64-sse, sm_80, sm_86, sm_89, sm_90, sm_90a, and "
+                   "emu-sm_XY (the GPU lowering on the CPU emulator)");
 }
 
 //===----------------------------------------------------------------------===//
@@ -474,7 +490,22 @@ kiln::detail::emitMachineCode(llvm::Module &module, llvm::TargetMachine &tm,
 }
 
 /// Links an object into an ELF shared object with the system linker.
-static llvm::Expected<std::string> linkSharedObject(llvm::StringRef object) {
+/// The SIMT emulator's object, linked into emu-sm_XY bundles.
+static llvm::Expected<std::string> emulatorObject() {
+  std::string path;
+  if (const char *env = std::getenv("KILN_GPU_EMU_OBJECT"); env && *env)
+    path = env;
+  else
+    path = KILN_GPU_EMU_OBJECT;
+  if (!llvm::sys::fs::exists(path))
+    return makeError("the GPU emulator object '" + path +
+                     "' does not exist (build the kiln-gpu-emu target, or "
+                     "set KILN_GPU_EMU_OBJECT)");
+  return path;
+}
+
+static llvm::Expected<std::string>
+linkSharedObject(llvm::StringRef object, llvm::StringRef extraObject = "") {
   static std::string linker = [] {
     for (const char *name : {"ld.lld", "ld", "ld.bfd", "ld.gold"})
       if (auto p = llvm::sys::findProgramByName(name))
@@ -499,6 +530,8 @@ static llvm::Expected<std::string> linkSharedObject(llvm::StringRef object) {
                                           "-z",          "noexecstack",
                                           "--hash-style=gnu", "-o",
                                           soPath,        objPath};
+  if (!extraObject.empty())
+    args.push_back(extraObject);
   std::optional<llvm::StringRef> redirects[] = {std::nullopt, errPath,
                                                 errPath};
   std::string msg;
@@ -597,9 +630,16 @@ kiln::compileModule(ModuleOp module, const CompileOptions &options,
         /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false,
         /*printAfterOnlyOnFailure=*/false, llvm::errs());
   }
-  kd::CPUPipelineOptions pipelineOptions;
-  pipelineOptions.vectorBits = target->vectorBits;
-  kd::buildCPUPipeline(pm, pipelineOptions);
+  if (target->emulatedGPU.empty()) {
+    kd::CPUPipelineOptions pipelineOptions;
+    pipelineOptions.vectorBits = target->vectorBits;
+    kd::buildCPUPipeline(pm, pipelineOptions);
+  } else {
+    kd::GPUEmulationPipelineOptions pipelineOptions;
+    pipelineOptions.chip = target->emulatedGPU;
+    pipelineOptions.numWarps = options.numWarps;
+    kd::buildGPUEmulationPipeline(pm, pipelineOptions);
+  }
   if (mlir::failed(pm.run(module))) {
     std::string where =
         failedPass.empty() ? std::string() : " in pass '" + failedPass + "'";
@@ -653,7 +693,14 @@ kiln::compileModule(ModuleOp module, const CompileOptions &options,
     result.bytes = std::move(*code);
     return result;
   }
-  auto so = linkSharedObject(*code);
+  std::string emulator;
+  if (!target->emulatedGPU.empty()) {
+    auto path = emulatorObject();
+    if (!path)
+      return path.takeError();
+    emulator = *path;
+  }
+  auto so = linkSharedObject(*code, emulator);
   if (!so)
     return so.takeError();
   result.bytes = writeBundle(buildManifest(*info, *target), *so);

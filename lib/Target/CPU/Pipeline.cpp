@@ -31,18 +31,8 @@ static void addFloatLowering(OpPassManager &pm) {
   pm.addPass(arith::createArithExpandOpsPass(expand));
 }
 
-void kiln::buildCPUPipeline(OpPassManager &pm,
-                            const CPUPipelineOptions &options) {
-  // Target-independent cleanups on the tile program (folds, in-bounds loads).
-  pm.addPass(createCanonicalizerPass());
-  pm.addPass(createCSEPass());
-  // Tiles to vector loops over stack buffers; the kernel ABI.
-  ConvertKilnToCPUOptions lowerOptions;
-  lowerOptions.vectorBits = options.vectorBits;
-  pm.addPass(createConvertKilnToCPU(lowerOptions));
-  pm.addPass(createCanonicalizerPass());
-  pm.addPass(createCSEPass());
-  addFloatLowering(pm);
+/// Host code from scf/memref/vector/arith/math/func to the LLVM dialect.
+static void addLLVMLowering(OpPassManager &pm) {
   // Standard lowering to the LLVM dialect.
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
@@ -56,6 +46,21 @@ void kiln::buildCPUPipeline(OpPassManager &pm,
   pm.addPass(createConvertControlFlowToLLVMPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
   pm.addPass(createCanonicalizerPass());
+}
+
+void kiln::buildCPUPipeline(OpPassManager &pm,
+                            const CPUPipelineOptions &options) {
+  // Target-independent cleanups on the tile program (folds, in-bounds loads).
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  // Tiles to vector loops over stack buffers; the kernel ABI.
+  ConvertKilnToCPUOptions lowerOptions;
+  lowerOptions.vectorBits = options.vectorBits;
+  pm.addPass(createConvertKilnToCPU(lowerOptions));
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  addFloatLowering(pm);
+  addLLVMLowering(pm);
 }
 
 void kiln::buildGPUPipeline(OpPassManager &pm,
@@ -83,6 +88,23 @@ void kiln::buildGPUPipeline(OpPassManager &pm,
   gm.addPass(createReconcileUnrealizedCastsPass());
 }
 
+void kiln::buildGPUEmulationPipeline(
+    OpPassManager &pm, const GPUEmulationPipelineOptions &options) {
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  ConvertKilnToGPUOptions lowerOptions;
+  lowerOptions.chip = options.chip;
+  lowerOptions.numWarps = options.numWarps;
+  pm.addPass(createConvertKilnToGPU(lowerOptions));
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  pm.addPass(createEmulateGPU());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  addFloatLowering(pm);
+  addLLVMLowering(pm);
+}
+
 void kiln::registerCPUPipeline() {
   registerKilnPasses();
   PassPipelineRegistration<CPUPipelineOptions>(
@@ -93,4 +115,9 @@ void kiln::registerCPUPipeline() {
       "kiln-gpu-pipeline",
       "Lower kiln kernels to NVVM/LLVM inside a gpu.module for NVIDIA GPUs",
       buildGPUPipeline);
+  PassPipelineRegistration<GPUEmulationPipelineOptions>(
+      "kiln-gpu-emulation-pipeline",
+      "Lower kiln kernels through the GPU lowering to host code for the SIMT "
+      "emulator (testing)",
+      buildGPUEmulationPipeline);
 }

@@ -45,6 +45,9 @@ struct CPUTarget {
   std::string llvmFeatures;   // LLVM feature string
   unsigned vectorBits = 512;  // native vector width used for tiles
   std::vector<std::string> requiredFeatures; // runtime feature names
+  // Set for `emu-sm_XY` targets: the GPU architecture whose lowering runs on
+  // this CPU under the SIMT emulator (a testing target).
+  std::string emulatedGPU;
 };
 
 /// Resolves a target name: `host` (the best variant this CPU runs),

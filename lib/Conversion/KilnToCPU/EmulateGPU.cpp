@@ -1,0 +1,404 @@
+//===- EmulateGPU.cpp - Run the GPU lowering's kernels on the CPU ----------===//
+//
+// Part of the Kiln project, under the Apache License v2.0 with LLVM Exceptions.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// `kiln-emulate-gpu` rewrites the kernels `convert-kiln-to-gpu` produced so
+// that they run on the host under the SIMT emulator (lib/Target/GPUEmu). The
+// tile lowering is untouched: only the handful of GPU-specific operations
+// become calls into the emulator. This is what lets CI check the numerics of
+// the GPU lowering (thread distribution, the shared-memory plan, barriers,
+// cp.async ordering, shuffles, mma.sync fragment layout) without a GPU.
+//
+// Emulator ABI (C, see kiln_gpu_emu.c):
+//   i32  kiln_emu_thread_id()
+//   i64  kiln_emu_shared()                         window base address
+//   void kiln_emu_barrier()
+//   i32  kiln_emu_shfl_xor_b32(i32 v, i32 offset, i32 width)
+//   i64  kiln_emu_shfl_xor_b64(i64 v, i32 offset, i32 width)
+//   void kiln_emu_cp_async(i64 dst, i64 src, i64 bytes, i64 srcBytes,
+//                          i64 site)
+//   void kiln_emu_cp_async_commit()
+//   void kiln_emu_cp_async_wait(i32 n)
+//   void kiln_emu_mma_m16n8k16(i32 f16, i32 a x4, i32 b x2, f32 c x4, i64 out)
+//   void kiln_emu_shared_access(i64 addr, i32 bytes, i32 isWrite, i64 site)
+//   void kiln_emu_run_block(fn, ptr argv, i32 pid x3, i32 grid x3,
+//                           i32 numThreads, i64 sharedBytes, i64 name)
+// where `site` and `name` are addresses of C strings: the op's location and
+// the kernel's name, for the emulator's reports.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelLowering.h"
+#include "kiln/Conversion/Passes.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "llvm/ADT/StringMap.h"
+
+namespace mlir::kiln {
+#define GEN_PASS_DEF_EMULATEGPU
+#include "kiln/Dialect/Kiln/Passes.h.inc"
+} // namespace mlir::kiln
+
+using namespace mlir;
+
+namespace {
+
+/// The emulator's functions, declared once per module.
+struct EmulatorABI {
+  ModuleOp module;
+
+  func::FuncOp get(StringRef name, TypeRange args, TypeRange results) {
+    if (auto f = module.lookupSymbol<func::FuncOp>(name))
+      return f;
+    OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
+    auto f = func::FuncOp::create(b, module.getLoc(), name,
+                                  b.getFunctionType(args, results));
+    f.setPrivate();
+    return f;
+  }
+
+  llvm::StringMap<LLVM::GlobalOp> strings;
+
+  /// The address (i64) of a NUL-terminated constant string.
+  Value string(ImplicitLocOpBuilder &b, StringRef text) {
+    LLVM::GlobalOp &g = strings[text];
+    if (!g) {
+      OpBuilder mb = OpBuilder::atBlockBegin(module.getBody());
+      std::string data = text.str();
+      data.push_back('\0');
+      auto type = LLVM::LLVMArrayType::get(mb.getI8Type(), data.size());
+      g = LLVM::GlobalOp::create(
+          mb, module.getLoc(), type, /*isConstant=*/true,
+          LLVM::Linkage::Internal,
+          ("kiln_emu_str" + std::to_string(strings.size())),
+          mb.getStringAttr(data));
+    }
+    Value p = LLVM::AddressOfOp::create(b, g);
+    return LLVM::PtrToIntOp::create(b, b.getI64Type(), p);
+  }
+
+  /// "file:line:col" of an op (for the emulator's reports).
+  Value site(ImplicitLocOpBuilder &b, Operation *op) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    if (auto fl = dyn_cast<FileLineColLoc>(op->getLoc()))
+      os << fl.getFilename().getValue() << ":" << fl.getLine() << ":"
+         << fl.getColumn();
+    else
+      op->getLoc().print(os);
+    os << " (" << op->getName() << ")";
+    return string(b, text);
+  }
+
+  Value call(ImplicitLocOpBuilder &b, StringRef name, ValueRange args,
+             TypeRange results = {}) {
+    auto f = get(name, args.getTypes(), results);
+    auto c = func::CallOp::create(b, f, args);
+    return results.empty() ? Value() : c.getResult(0);
+  }
+};
+
+bool isShared(Type t) {
+  auto m = dyn_cast<MemRefType>(t);
+  if (!m || !m.getMemorySpace())
+    return false;
+  auto space = dyn_cast<gpu::AddressSpaceAttr>(m.getMemorySpace());
+  return space && space.getValue() == gpu::AddressSpace::Workgroup;
+}
+
+int64_t elementBytes(MemRefType t) {
+  return std::max<int64_t>(1, t.getElementTypeBitWidth() / 8);
+}
+
+/// The address (i64) of m[indices].
+Value elementAddress(ImplicitLocOpBuilder &b, Value m, ValueRange indices) {
+  auto type = cast<MemRefType>(m.getType());
+  auto meta = memref::ExtractStridedMetadataOp::create(b, m);
+  Value linear = meta.getOffset();
+  for (auto [i, idx] : llvm::enumerate(indices))
+    linear = arith::AddIOp::create(
+        b, linear, arith::MulIOp::create(b, idx, meta.getStrides()[i]));
+  Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, m);
+  Value bytes = arith::MulIOp::create(
+      b, linear, arith::ConstantIndexOp::create(b, elementBytes(type)));
+  return arith::IndexCastOp::create(b, b.getI64Type(),
+                                    arith::AddIOp::create(b, base, bytes));
+}
+
+/// Drops the workgroup memory space from a memref type (host memory).
+Type hostType(Type t) {
+  auto m = dyn_cast<MemRefType>(t);
+  if (!m || !m.getMemorySpace())
+    return t;
+  return MemRefType::get(m.getShape(), m.getElementType(), m.getLayout());
+}
+
+struct EmulateGPUPass : kiln::impl::EmulateGPUBase<EmulateGPUPass> {
+  using Base::Base;
+
+  LogicalResult emulate(gpu::GPUFuncOp kernel, EmulatorABI &abi);
+  void runOnOperation() override;
+};
+
+LogicalResult EmulateGPUPass::emulate(gpu::GPUFuncOp kernel,
+                                      EmulatorABI &abi) {
+  MLIRContext *ctx = kernel.getContext();
+  ModuleOp module = abi.module;
+  Location loc = kernel.getLoc();
+  auto maxntid = kernel->getAttrOfType<DenseI32ArrayAttr>("nvvm.maxntid");
+  auto sharedAttr = kernel->getAttrOfType<IntegerAttr>("kiln.shared_bytes");
+  if (!maxntid || maxntid.empty() || !sharedAttr)
+    return kernel.emitError("kiln-emulate-gpu: the kernel was not produced by "
+                            "convert-kiln-to-gpu (no nvvm.maxntid or "
+                            "kiln.shared_bytes)");
+  int32_t numThreads = maxntid[0];
+  int64_t sharedBytes = sharedAttr.getInt();
+
+  // The body: user arguments, then pid x3 and grid x3 (the CPU ABI).
+  OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
+  SmallVector<Type> argTypes;
+  for (Type t : kernel.getArgumentTypes())
+    argTypes.push_back(t);
+  size_t numUser = argTypes.size();
+  for (int i = 0; i < 6; ++i)
+    argTypes.push_back(b.getI32Type());
+  auto body = func::FuncOp::create(b, loc, kernel.getName(),
+                                   b.getFunctionType(argTypes, {}));
+  body.setPrivate();
+  for (StringRef attr : {"kiln.signature", "kiln.grid_rank"})
+    if (Attribute a = kernel->getAttr(attr))
+      body->setAttr(attr, a);
+  body.getBody().takeBody(kernel.getBody());
+  Block &entry = body.getBody().front();
+  SmallVector<Value> grid;
+  for (int i = 0; i < 6; ++i)
+    grid.push_back(entry.addArgument(b.getI32Type(), loc));
+
+  auto i32 = b.getI32Type(), i64 = b.getI64Type();
+  SmallVector<Operation *> toErase;
+  Value mmaOut;
+  WalkResult walk = body.walk([&](Operation *op) -> WalkResult {
+    ImplicitLocOpBuilder ib(op->getLoc(), op);
+    auto toIndex = [&](Value v) {
+      return arith::IndexCastOp::create(ib, ib.getIndexType(), v);
+    };
+    if (auto id = dyn_cast<gpu::BlockIdOp>(op)) {
+      op->getResult(0).replaceAllUsesWith(
+          toIndex(grid[static_cast<int>(id.getDimension())]));
+    } else if (auto dim = dyn_cast<gpu::GridDimOp>(op)) {
+      op->getResult(0).replaceAllUsesWith(
+          toIndex(grid[3 + static_cast<int>(dim.getDimension())]));
+    } else if (auto tid = dyn_cast<gpu::ThreadIdOp>(op)) {
+      Value v = tid.getDimension() == gpu::Dimension::x
+                    ? toIndex(abi.call(ib, "kiln_emu_thread_id", {}, {i32}))
+                    : arith::ConstantIndexOp::create(ib, 0).getResult();
+      op->getResult(0).replaceAllUsesWith(v);
+    } else if (auto bd = dyn_cast<gpu::BlockDimOp>(op)) {
+      op->getResult(0).replaceAllUsesWith(arith::ConstantIndexOp::create(
+          ib, bd.getDimension() == gpu::Dimension::x ? numThreads : 1));
+    } else if (isa<gpu::BarrierOp>(op)) {
+      if (!dropBarriers)
+        abi.call(ib, "kiln_emu_barrier", {});
+    } else if (auto shfl = dyn_cast<gpu::ShuffleOp>(op)) {
+      if (shfl.getMode() != gpu::ShuffleMode::XOR ||
+          !shfl.getValid().use_empty())
+        return op->emitError("kiln-emulate-gpu: only xor shuffles whose "
+                             "'valid' result is unused are emulated");
+      Type t = shfl.getValue().getType();
+      unsigned bits = t.getIntOrFloatBitWidth();
+      if (bits != 32 && bits != 64)
+        return op->emitError("kiln-emulate-gpu: shuffle of ") << t;
+      Type bitsType = bits == 32 ? i32 : i64;
+      Value v = shfl.getValue();
+      if (t != bitsType)
+        v = arith::BitcastOp::create(ib, bitsType, v);
+      Value r = abi.call(ib,
+                         bits == 32 ? "kiln_emu_shfl_xor_b32"
+                                    : "kiln_emu_shfl_xor_b64",
+                         {v, shfl.getOffset(), shfl.getWidth()}, {bitsType});
+      if (t != bitsType)
+        r = arith::BitcastOp::create(ib, t, r);
+      shfl.getShuffleResult().replaceAllUsesWith(r);
+    } else if (auto copy = dyn_cast<nvgpu::DeviceAsyncCopyOp>(op)) {
+      if (!copy->use_empty())
+        return op->emitError("kiln-emulate-gpu: async-copy tokens are not "
+                             "emulated");
+      int64_t eb = elementBytes(copy.getDst().getType());
+      Value dst = elementAddress(ib, copy.getDst(), copy.getDstIndices());
+      Value src = elementAddress(ib, copy.getSrc(), copy.getSrcIndices());
+      int64_t n = copy.getDstElements().getSExtValue();
+      Value bytes = arith::ConstantIntOp::create(ib, i64, n * eb);
+      Value srcBytes = bytes;
+      if (Value se = copy.getSrcElements())
+        srcBytes = arith::MulIOp::create(
+            ib, arith::IndexCastOp::create(ib, i64, se),
+            arith::ConstantIntOp::create(ib, i64, eb));
+      abi.call(ib, "kiln_emu_cp_async",
+               {dst, src, bytes, srcBytes, abi.site(ib, op)});
+    } else if (isa<NVVM::CpAsyncCommitGroupOp>(op)) {
+      abi.call(ib, "kiln_emu_cp_async_commit", {});
+    } else if (auto wait = dyn_cast<NVVM::CpAsyncWaitGroupOp>(op)) {
+      abi.call(ib, "kiln_emu_cp_async_wait",
+               {arith::ConstantIntOp::create(ib, i32, wait.getN())});
+    } else if (auto mma = dyn_cast<NVVM::MmaOp>(op)) {
+      auto shape = mma.getShape();
+      auto type = mma.getMultiplicandAPtxType();
+      if (shape.getM() != 16 || shape.getN() != 8 || shape.getK() != 16 ||
+          !type ||
+          (*type != NVVM::MMATypes::bf16 && *type != NVVM::MMATypes::f16) ||
+          mma.getOperandA().size() != 4 || mma.getOperandB().size() != 2 ||
+          mma.getOperandC().size() != 4 ||
+          !mma.getOperandC()[0].getType().isF32())
+        return op->emitError("kiln-emulate-gpu: only mma.sync m16n8k16 "
+                             "bf16/f16 with f32 accumulators is emulated");
+      // The result buffer lives at the entry: an alloca in a loop would
+      // grow the (fiber's) stack every iteration.
+      if (!mmaOut) {
+        ImplicitLocOpBuilder eb(loc, &entry, entry.begin());
+        mmaOut = memref::AllocaOp::create(
+            eb, MemRefType::get({4}, eb.getF32Type()));
+      }
+      Value out = mmaOut;
+      Value outAddr = arith::IndexCastOp::create(
+          ib, i64, memref::ExtractAlignedPointerAsIndexOp::create(ib, out));
+      SmallVector<Value> args{arith::ConstantIntOp::create(
+          ib, i32, *type == NVVM::MMATypes::f16 ? 1 : 0)};
+      // Fragments travel as i32 (f16 ones are typed vector<2xf16>).
+      for (Value v : llvm::concat<Value>(mma.getOperandA(), mma.getOperandB()))
+        args.push_back(v.getType() == i32
+                           ? v
+                           : LLVM::BitcastOp::create(ib, i32, v).getResult());
+      llvm::append_range(args, mma.getOperandC());
+      args.push_back(outAddr);
+      abi.call(ib, "kiln_emu_mma_m16n8k16", args);
+      Value s = LLVM::UndefOp::create(ib, mma.getResult().getType());
+      for (int64_t i = 0; i < 4; ++i) {
+        Value e = memref::LoadOp::create(
+            ib, out, ValueRange{arith::ConstantIndexOp::create(ib, i)});
+        s = LLVM::InsertValueOp::create(ib, s, e, ArrayRef<int64_t>{i});
+      }
+      mma.getResult().replaceAllUsesWith(s);
+    } else if (auto ret = dyn_cast<gpu::ReturnOp>(op)) {
+      func::ReturnOp::create(ib);
+    } else if (auto global = dyn_cast<memref::GetGlobalOp>(op)) {
+      // The window: a rank-1 descriptor over the emulator's buffer.
+      auto mt = cast<MemRefType>(hostType(global.getType()));
+      auto ptrType = LLVM::LLVMPointerType::get(ctx);
+      Value addr = abi.call(ib, "kiln_emu_shared", {}, {i64});
+      Value p = LLVM::IntToPtrOp::create(ib, ptrType, addr);
+      auto arrTy = LLVM::LLVMArrayType::get(i64, 1);
+      auto descTy = LLVM::LLVMStructType::getLiteral(
+          ctx, {ptrType, ptrType, i64, arrTy, arrTy});
+      Value d = LLVM::UndefOp::create(ib, descTy);
+      Value zero = LLVM::ConstantOp::create(ib, i64, 0);
+      Value one = LLVM::ConstantOp::create(ib, i64, 1);
+      d = LLVM::InsertValueOp::create(ib, d, p, ArrayRef<int64_t>{0});
+      d = LLVM::InsertValueOp::create(ib, d, p, ArrayRef<int64_t>{1});
+      d = LLVM::InsertValueOp::create(ib, d, zero, ArrayRef<int64_t>{2});
+      d = LLVM::InsertValueOp::create(ib, d, zero, ArrayRef<int64_t>{3, 0});
+      d = LLVM::InsertValueOp::create(ib, d, one, ArrayRef<int64_t>{4, 0});
+      Value m = UnrealizedConversionCastOp::create(ib, TypeRange{mt}, d)
+                    .getResult(0);
+      global.getResult().replaceAllUsesWith(m);
+    } else if (auto load = dyn_cast<memref::LoadOp>(op)) {
+      if (checkShared && isShared(load.getMemRefType()))
+        abi.call(ib, "kiln_emu_shared_access",
+                 {elementAddress(ib, load.getMemRef(), load.getIndices()),
+                  arith::ConstantIntOp::create(
+                      ib, i32, elementBytes(load.getMemRefType())),
+                  arith::ConstantIntOp::create(ib, i32, 0),
+                  abi.site(ib, op)});
+      return WalkResult::advance();
+    } else if (auto store = dyn_cast<memref::StoreOp>(op)) {
+      if (checkShared && isShared(store.getMemRefType()))
+        abi.call(ib, "kiln_emu_shared_access",
+                 {elementAddress(ib, store.getMemRef(), store.getIndices()),
+                  arith::ConstantIntOp::create(
+                      ib, i32, elementBytes(store.getMemRefType())),
+                  arith::ConstantIntOp::create(ib, i32, 1),
+                  abi.site(ib, op)});
+      return WalkResult::advance();
+    } else if (op->getDialect() &&
+               isa<gpu::GPUDialect, NVVM::NVVMDialect, nvgpu::NVGPUDialect>(
+                   op->getDialect())) {
+      return op->emitError("kiln-emulate-gpu: no emulation for '")
+             << op->getName() << "'";
+    } else {
+      return WalkResult::advance();
+    }
+    toErase.push_back(op);
+    return WalkResult::advance();
+  });
+  if (walk.wasInterrupted())
+    return failure();
+  for (Operation *op : toErase)
+    op->erase();
+
+  // Shared memory is host memory now: drop the memory space everywhere.
+  body.walk([&](Operation *op) {
+    for (Value r : op->getResults())
+      r.setType(hostType(r.getType()));
+    for (Region &region : op->getRegions())
+      for (Block &block : region)
+        for (BlockArgument arg : block.getArguments())
+          arg.setType(hostType(arg.getType()));
+  });
+
+  // Each emulated thread runs the CPU-ABI entry; kiln_entry_NAME runs a
+  // whole block of them.
+  b.setInsertionPointToEnd(module.getBody());
+  auto thread = kiln::detail::buildLaunchEntry(
+      b, loc, ("kiln_emu_thread_" + kernel.getName()).str(), body, numUser);
+  thread.setPrivate();
+  auto launch = kiln::detail::buildLaunchEntry(
+      b, loc, ("kiln_entry_" + kernel.getName()).str(), body, numUser);
+  launch->setAttr("kiln.kernel", b.getStringAttr(kernel.getName()));
+  // Replace the entry's call of the body by the emulator's block launch.
+  auto call = *launch.getOps<func::CallOp>().begin();
+  {
+    ImplicitLocOpBuilder ib(loc, call);
+    Block &eb = launch.getBody().front();
+    Value fn = func::ConstantOp::create(ib, thread.getFunctionType(),
+                                        thread.getSymName());
+    SmallVector<Value> args{fn};
+    for (BlockArgument a : eb.getArguments())
+      args.push_back(a);
+    args.push_back(arith::ConstantIntOp::create(ib, i32, numThreads));
+    args.push_back(arith::ConstantIntOp::create(ib, i64, sharedBytes));
+    args.push_back(abi.string(ib, kernel.getName()));
+    abi.call(ib, "kiln_emu_run_block", args);
+  }
+  // The argument unpacking the entry built is dead now.
+  SmallVector<Operation *> dead;
+  for (Operation &op : llvm::reverse(launch.getBody().front()))
+    if (&op != call && !isa<func::ReturnOp, func::CallOp>(op))
+      dead.push_back(&op);
+  call.erase();
+  for (Operation *op : dead)
+    if (op->use_empty())
+      op->erase();
+  return success();
+}
+
+void EmulateGPUPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  EmulatorABI abi{module, {}};
+  SmallVector<gpu::GPUModuleOp> gpuModules(module.getOps<gpu::GPUModuleOp>());
+  for (gpu::GPUModuleOp gm : gpuModules) {
+    SmallVector<gpu::GPUFuncOp> kernels(gm.getOps<gpu::GPUFuncOp>());
+    for (gpu::GPUFuncOp k : kernels)
+      if (failed(emulate(k, abi)))
+        return signalPassFailure();
+    gm.erase();
+  }
+  module->removeAttr(gpu::GPUDialect::getContainerModuleAttrName());
+}
+
+} // namespace

@@ -1,0 +1,497 @@
+/*===- kiln_gpu_emu.c - A SIMT emulator for the GPU lowering's kernels -----===//
+ *
+ * Part of the Kiln project, under the Apache License v2.0 with LLVM Exceptions.
+ * SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+ *
+ *===----------------------------------------------------------------------===//
+ *
+ * Kernels compiled for an `emu-sm_XY` target are the GPU lowering's SIMT code
+ * (kiln-emulate-gpu turned its GPU operations into calls to this file). This
+ * object is linked into each such bundle, so the CPU runtime launches it like
+ * any CPU kernel: kiln_entry_NAME runs one thread block per program id.
+ *
+ * A block's threads are fibers on one host thread, switched at every
+ * synchronisation point (barrier, warp shuffle, mma.sync) by a small x86-64
+ * context switch. What it checks, beyond computing the kernel's results:
+ *
+ *   - barriers: every thread must reach each barrier; a thread that exits
+ *     while others wait, or a wait that can never end, is a deadlock;
+ *   - shared memory: the window is filled with 0xFF (NaN) before each block;
+ *     every access must lie inside the kernel's shared_bytes; two threads
+ *     touching one byte between two barriers, at least one writing, is a
+ *     data race;
+ *   - cp.async: copies land only when a cp.async.wait_group retires their
+ *     group (reading early sees the poison); a thread may not exit with
+ *     copies in flight;
+ *   - warp collectives follow the PTX ISA: shfl.bfly within width segments,
+ *     mma.sync.m16n8k16 fragments as the ISA lays them out (row-major A,
+ *     column-major B, f32 C/D).
+ *
+ * A failed check is a compiler bug: the emulator prints what, where (block,
+ * thread, address) and aborts. It is a testing target; it makes no attempt
+ * at speed.
+ *
+ *===----------------------------------------------------------------------===*/
+
+#define _GNU_SOURCE
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#if !defined(__x86_64__)
+#error "the kiln GPU emulator supports x86-64 hosts"
+#endif
+
+#define EMU_API __attribute__((visibility("hidden")))
+
+enum { kMaxThreads = 1024, kWarp = 32, kStackBytes = 256 * 1024 };
+enum { kSharedCapacity = 256 * 1024 };
+
+typedef void (*thread_fn)(void **, int32_t, int32_t, int32_t, int32_t,
+                          int32_t, int32_t);
+
+/* Saves the callee-saved registers, MXCSR and the x87 control word on the
+ * current stack, stores the stack pointer in *save and continues on `next`. */
+void kiln_emu_switch(void **save, void *next);
+__asm__(".text\n"
+        ".p2align 4\n"
+        ".globl kiln_emu_switch\n"
+        ".hidden kiln_emu_switch\n"
+        ".type kiln_emu_switch,@function\n"
+        "kiln_emu_switch:\n"
+        "  pushq %rbp\n  pushq %rbx\n  pushq %r12\n"
+        "  pushq %r13\n  pushq %r14\n  pushq %r15\n"
+        "  subq $8, %rsp\n  stmxcsr (%rsp)\n  fnstcw 4(%rsp)\n"
+        "  movq %rsp, (%rdi)\n  movq %rsi, %rsp\n"
+        "  ldmxcsr (%rsp)\n  fldcw 4(%rsp)\n  addq $8, %rsp\n"
+        "  popq %r15\n  popq %r14\n  popq %r13\n"
+        "  popq %r12\n  popq %rbx\n  popq %rbp\n"
+        "  ret\n"
+        ".size kiln_emu_switch, .-kiln_emu_switch\n");
+
+typedef struct {
+  uint64_t dst, src, bytes, src_bytes;
+  const char *site;
+  uint64_t group; /* UINT64_MAX while not committed */
+} pending_copy;
+
+typedef struct {
+  void *sp;
+  char *stack;
+  int finished;
+  int waiting; /* 0 running, 1 block barrier, 2 warp collective */
+  pending_copy *copies;
+  size_t num_copies, cap_copies;
+  uint64_t next_group;
+} fiber;
+
+/* Per byte of the window: who last wrote and read it, in which epoch. */
+typedef struct {
+  uint64_t w_epoch, r_epoch;
+  int32_t w_tid, r_tid; /* r_tid -2: several readers */
+  const char *w_site, *r_site;
+} shadow;
+
+typedef struct {
+  thread_fn fn;
+  void **argv;
+  const char *name;
+  int32_t pid[3], grid[3];
+  int num_threads;
+  int64_t shared_bytes;
+  int current;
+  void *sched_sp;
+  uint64_t progress;
+  /* block barrier */
+  uint64_t bar_gen;
+  int bar_arrived;
+  /* warp collectives */
+  uint64_t warp_gen[kMaxThreads / kWarp];
+  int warp_arrived[kMaxThreads / kWarp];
+  uint64_t shfl[kMaxThreads / kWarp][kWarp];
+  uint32_t mma_a[kMaxThreads / kWarp][kWarp][4];
+  uint32_t mma_b[kMaxThreads / kWarp][kWarp][2];
+  /* shared memory and its checker */
+  uint64_t epoch; /* advances at every barrier and every block */
+  unsigned char *smem;
+  shadow *shadow;
+  fiber fibers[kMaxThreads];
+} block_state;
+
+static __thread block_state *S;
+
+__attribute__((format(printf, 1, 2), noreturn)) static void
+fail(const char *fmt, ...) {
+  block_state *s = S;
+  fprintf(stderr,
+          "kiln GPU emulator: kernel '%s', block (%d,%d,%d), thread %d "
+          "(warp %d): ",
+          s->name, s->pid[0], s->pid[1], s->pid[2], s->current,
+          s->current / kWarp);
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "\n");
+  fflush(stderr);
+  abort();
+}
+
+static void yield(void) {
+  block_state *s = S;
+  kiln_emu_switch(&s->fibers[s->current].sp, s->sched_sp);
+}
+
+static void fiber_main(void) {
+  block_state *s = S;
+  fiber *f = &s->fibers[s->current];
+  s->fn(s->argv, s->pid[0], s->pid[1], s->pid[2], s->grid[0], s->grid[1],
+        s->grid[2]);
+  for (size_t i = 0; i < f->num_copies; ++i)
+    if (f->copies[i].bytes)
+      fail("exits with cp.async copies in flight (no wait_group retired "
+           "them): %s",
+           f->copies[i].site);
+  f->finished = 1;
+  s->progress++;
+  for (;;)
+    yield(); /* the scheduler never resumes a finished fiber */
+}
+
+static block_state *state(void) {
+  if (S)
+    return S;
+  block_state *s = (block_state *)calloc(1, sizeof(block_state));
+  void *smem = mmap(NULL, kSharedCapacity, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void *sh = mmap(NULL, kSharedCapacity * sizeof(shadow),
+                  PROT_READ | PROT_WRITE,
+                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (!s || smem == MAP_FAILED || sh == MAP_FAILED) {
+    fprintf(stderr, "kiln GPU emulator: out of memory\n");
+    abort();
+  }
+  s->smem = (unsigned char *)smem;
+  s->shadow = (shadow *)sh;
+  S = s;
+  return s;
+}
+
+EMU_API void kiln_emu_run_block(thread_fn fn, void **argv, int32_t px,
+                                int32_t py, int32_t pz, int32_t gx, int32_t gy,
+                                int32_t gz, int32_t num_threads,
+                                int64_t shared_bytes, const char *name) {
+  block_state *s = state();
+  if (num_threads < 1 || num_threads > kMaxThreads ||
+      num_threads % kWarp != 0 || shared_bytes < 0 ||
+      shared_bytes > kSharedCapacity) {
+    fprintf(stderr,
+            "kiln GPU emulator: unsupported launch (%d threads, %lld bytes "
+            "of shared memory)\n",
+            num_threads, (long long)shared_bytes);
+    abort();
+  }
+  s->fn = fn;
+  s->argv = argv;
+  s->name = name;
+  s->pid[0] = px, s->pid[1] = py, s->pid[2] = pz;
+  s->grid[0] = gx, s->grid[1] = gy, s->grid[2] = gz;
+  s->num_threads = num_threads;
+  s->shared_bytes = shared_bytes;
+  s->bar_gen = 0;
+  s->bar_arrived = 0;
+  memset(s->warp_arrived, 0, sizeof s->warp_arrived);
+  s->epoch++;
+  memset(s->smem, 0xFF, (size_t)shared_bytes);
+  for (int t = 0; t < num_threads; ++t) {
+    fiber *f = &s->fibers[t];
+    if (!f->stack) {
+      f->stack = (char *)mmap(NULL, kStackBytes, PROT_READ | PROT_WRITE,
+                              MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
+                              0);
+      if (f->stack == MAP_FAILED) {
+        fprintf(stderr, "kiln GPU emulator: cannot map a fiber stack\n");
+        abort();
+      }
+    }
+    /* The first switch "returns" into fiber_main with the stack aligned as
+     * after a call: [mxcsr|fcw] r15 r14 r13 r12 rbx rbp ret. */
+    uint64_t *sp = (uint64_t *)(f->stack + kStackBytes - 8 - 64);
+    uint32_t ctl[2] = {0x1F80, 0x037F};
+    memcpy(&sp[0], ctl, 8);
+    for (int i = 1; i < 7; ++i)
+      sp[i] = 0;
+    sp[7] = (uint64_t)(uintptr_t)&fiber_main;
+    f->sp = sp;
+    f->finished = 0;
+    f->waiting = 0;
+    f->num_copies = 0;
+    f->next_group = 0;
+  }
+  int remaining = num_threads;
+  while (remaining > 0) {
+    uint64_t before = s->progress;
+    for (int t = 0; t < num_threads; ++t) {
+      if (s->fibers[t].finished)
+        continue;
+      s->current = t;
+      kiln_emu_switch(&s->sched_sp, s->fibers[t].sp);
+      if (s->fibers[t].finished)
+        remaining--;
+    }
+    if (remaining > 0 && s->progress == before) {
+      int at_barrier = 0, at_warp = 0, done = 0;
+      for (int t = 0; t < num_threads; ++t) {
+        at_barrier += s->fibers[t].waiting == 1 && !s->fibers[t].finished;
+        at_warp += s->fibers[t].waiting == 2 && !s->fibers[t].finished;
+        done += s->fibers[t].finished;
+      }
+      s->current = 0;
+      fprintf(stderr,
+              "kiln GPU emulator: kernel '%s', block (%d,%d,%d) deadlocks: "
+              "%d threads wait at a barrier, %d at a warp collective, %d "
+              "have exited\n",
+              name, px, py, pz, at_barrier, at_warp, done);
+      abort();
+    }
+  }
+}
+
+EMU_API int32_t kiln_emu_thread_id(void) { return S->current; }
+
+EMU_API int64_t kiln_emu_shared(void) {
+  return (int64_t)(uintptr_t)state()->smem;
+}
+
+EMU_API void kiln_emu_barrier(void) {
+  block_state *s = S;
+  uint64_t gen = s->bar_gen;
+  s->progress++;
+  if (++s->bar_arrived == s->num_threads) {
+    s->bar_arrived = 0;
+    s->bar_gen++;
+    s->epoch++;
+    return;
+  }
+  s->fibers[s->current].waiting = 1;
+  while (s->bar_gen == gen)
+    yield();
+  s->fibers[s->current].waiting = 0;
+}
+
+/* All 32 lanes of the calling thread's warp meet here. */
+static void warp_sync(void) {
+  block_state *s = S;
+  int w = s->current / kWarp;
+  uint64_t gen = s->warp_gen[w];
+  s->progress++;
+  if (++s->warp_arrived[w] == kWarp) {
+    s->warp_arrived[w] = 0;
+    s->warp_gen[w]++;
+    return;
+  }
+  s->fibers[s->current].waiting = 2;
+  while (s->warp_gen[w] == gen)
+    yield();
+  s->fibers[s->current].waiting = 0;
+}
+
+static uint64_t shfl_xor(uint64_t v, int32_t offset, int32_t width) {
+  block_state *s = S;
+  int w = s->current / kWarp, lane = s->current % kWarp;
+  if (width < 1 || width > kWarp || (width & (width - 1)) || offset < 0)
+    fail("shuffle with width %d, offset %d", width, offset);
+  s->shfl[w][lane] = v;
+  warp_sync();
+  int src = lane ^ offset;
+  int seg = ~(width - 1) & (kWarp - 1);
+  uint64_t r = (src < kWarp && (src & seg) == (lane & seg)) ? s->shfl[w][src]
+                                                            : v;
+  warp_sync();
+  return r;
+}
+
+EMU_API int32_t kiln_emu_shfl_xor_b32(int32_t v, int32_t offset,
+                                      int32_t width) {
+  return (int32_t)(uint32_t)shfl_xor((uint32_t)v, offset, width);
+}
+
+EMU_API int64_t kiln_emu_shfl_xor_b64(int64_t v, int32_t offset,
+                                      int32_t width) {
+  return (int64_t)shfl_xor((uint64_t)v, offset, width);
+}
+
+EMU_API void kiln_emu_shared_access(int64_t addr, int32_t bytes,
+                                    int32_t is_write, const char *site) {
+  block_state *s = S;
+  int64_t off = addr - (int64_t)(uintptr_t)s->smem;
+  if (off < 0 || bytes < 1 || off + bytes > s->shared_bytes)
+    fail("%s: shared-memory %s of %d bytes at byte %lld is outside the "
+         "kernel's %lld bytes",
+         site, is_write ? "store" : "load", bytes, (long long)off,
+         (long long)s->shared_bytes);
+  int32_t t = s->current;
+  for (int64_t i = off; i < off + bytes; ++i) {
+    shadow *h = &s->shadow[i];
+    int wrote_here = h->w_epoch == s->epoch;
+    int read_here = h->r_epoch == s->epoch;
+    if (wrote_here && h->w_tid != t)
+      fail("data race on shared byte %lld: %s here (%s), and thread %d "
+           "wrote it since the last barrier (%s)",
+           (long long)i, is_write ? "written" : "read", site, h->w_tid,
+           h->w_site);
+    if (is_write) {
+      if (read_here && h->r_tid != t)
+        fail("data race on shared byte %lld: written here (%s), and %s "
+             "read it since the last barrier (%s)",
+             (long long)i, site,
+             h->r_tid == -2 ? "several threads" : "another thread",
+             h->r_site);
+      h->w_epoch = s->epoch;
+      h->w_tid = t;
+      h->w_site = site;
+    } else if (!read_here) {
+      h->r_epoch = s->epoch;
+      h->r_tid = t;
+      h->r_site = site;
+    } else if (h->r_tid != t) {
+      h->r_tid = -2;
+    }
+  }
+}
+
+EMU_API void kiln_emu_cp_async(int64_t dst, int64_t src, int64_t bytes,
+                               int64_t src_bytes, const char *site) {
+  block_state *s = S;
+  fiber *f = &s->fibers[s->current];
+  int64_t off = dst - (int64_t)(uintptr_t)s->smem;
+  if (off < 0 || off + bytes > s->shared_bytes)
+    fail("%s: cp.async to shared byte %lld is outside the kernel's %lld "
+         "bytes",
+         site, (long long)off, (long long)s->shared_bytes);
+  if (bytes != 4 && bytes != 8 && bytes != 16)
+    fail("%s: cp.async of %lld bytes (PTX allows 4, 8 or 16)", site,
+         (long long)bytes);
+  if ((dst | src) % bytes)
+    fail("%s: cp.async addresses not aligned to %lld bytes (source %llx, "
+         "destination %llx)",
+         site, (long long)bytes, (unsigned long long)src,
+         (unsigned long long)dst);
+  if (f->num_copies == f->cap_copies) {
+    size_t cap = f->cap_copies ? 2 * f->cap_copies : 256;
+    pending_copy *c =
+        (pending_copy *)realloc(f->copies, cap * sizeof(pending_copy));
+    if (!c) {
+      fprintf(stderr, "kiln GPU emulator: out of memory\n");
+      abort();
+    }
+    f->copies = c;
+    f->cap_copies = cap;
+  }
+  pending_copy *c = &f->copies[f->num_copies++];
+  c->dst = (uint64_t)dst;
+  c->src = (uint64_t)src;
+  c->bytes = (uint64_t)bytes;
+  c->src_bytes = (uint64_t)(src_bytes < 0 ? 0 : src_bytes);
+  c->group = UINT64_MAX;
+  c->site = site;
+}
+
+EMU_API void kiln_emu_cp_async_commit(void) {
+  fiber *f = &S->fibers[S->current];
+  for (size_t i = 0; i < f->num_copies; ++i)
+    if (f->copies[i].bytes && f->copies[i].group == UINT64_MAX)
+      f->copies[i].group = f->next_group;
+  f->next_group++;
+}
+
+/* Retires every committed group but the `n` most recent ones: their copies
+ * land now (zero-filled past src_bytes), as writes of this thread. */
+EMU_API void kiln_emu_cp_async_wait(int32_t n) {
+  block_state *s = S;
+  fiber *f = &s->fibers[s->current];
+  uint64_t keep_from = f->next_group > (uint64_t)n ? f->next_group - n : 0;
+  size_t live = 0;
+  for (size_t i = 0; i < f->num_copies; ++i) {
+    pending_copy c = f->copies[i];
+    if (c.bytes && c.group != UINT64_MAX && c.group < keep_from) {
+      unsigned char *dst = (unsigned char *)(uintptr_t)c.dst;
+      kiln_emu_shared_access((int64_t)c.dst, (int32_t)c.bytes, 1, c.site);
+      uint64_t m = c.src_bytes < c.bytes ? c.src_bytes : c.bytes;
+      memcpy(dst, (const void *)(uintptr_t)c.src, m);
+      memset(dst + m, 0, c.bytes - m);
+      continue;
+    }
+    f->copies[live++] = c;
+  }
+  f->num_copies = live;
+}
+
+static float bf16_to_float(uint16_t h) {
+  uint32_t bits = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+
+static float f16_to_float(uint16_t h) {
+  uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1F,
+           man = h & 0x3FF, bits;
+  if (exp == 0x1F) {
+    bits = sign | 0x7F800000u | (man << 13);
+  } else if (exp == 0) {
+    float f = (float)man * (1.0f / 16777216.0f); /* man * 2^-24 */
+    return sign ? -f : f;
+  } else {
+    bits = sign | ((exp + 112) << 23) | (man << 13);
+  }
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+
+/* mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}.{bf16,f16}.f32: D = A*B+C
+ * with A 16x16 (row), B 16x8 (col), C/D 16x8 f32, fragments per the PTX ISA
+ * ("Matrix Fragments for mma.m16n8k16 with floating point type"):
+ *   groupID = lane / 4, tig = lane % 4;
+ *   A reg r holds rows groupID (+8 when r is odd), columns 2*tig, 2*tig+1
+ *     (+8 when r >= 2), the lower column in the low half;
+ *   B reg r holds rows 2*tig, 2*tig+1 (+8 when r == 1), column groupID;
+ *   C/D element i: row groupID (+8 when i >= 2), column 2*tig + (i & 1). */
+EMU_API void kiln_emu_mma_m16n8k16(int32_t is_f16, int32_t a0, int32_t a1,
+                                   int32_t a2, int32_t a3, int32_t b0,
+                                   int32_t b1, float c0, float c1, float c2,
+                                   float c3, int64_t out) {
+  block_state *s = S;
+  int w = s->current / kWarp, lane = s->current % kWarp;
+  s->mma_a[w][lane][0] = (uint32_t)a0;
+  s->mma_a[w][lane][1] = (uint32_t)a1;
+  s->mma_a[w][lane][2] = (uint32_t)a2;
+  s->mma_a[w][lane][3] = (uint32_t)a3;
+  s->mma_b[w][lane][0] = (uint32_t)b0;
+  s->mma_b[w][lane][1] = (uint32_t)b1;
+  warp_sync();
+  float (*cvt)(uint16_t) = is_f16 ? f16_to_float : bf16_to_float;
+  float c[4] = {c0, c1, c2, c3}, d[4];
+  int group = lane / 4, tig = lane % 4;
+  for (int i = 0; i < 4; ++i) {
+    int row = group + (i >= 2 ? 8 : 0), col = 2 * tig + (i & 1);
+    float acc = c[i];
+    for (int k = 0; k < 16; ++k) {
+      int a_lane = (row % 8) * 4 + (k % 8) / 2;
+      int a_reg = (row >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0);
+      uint32_t ar = s->mma_a[w][a_lane][a_reg];
+      uint16_t a = (uint16_t)(k & 1 ? ar >> 16 : ar & 0xFFFF);
+      int b_lane = col * 4 + (k % 8) / 2;
+      uint32_t br = s->mma_b[w][b_lane][k >= 8 ? 1 : 0];
+      uint16_t bv = (uint16_t)(k & 1 ? br >> 16 : br & 0xFFFF);
+      acc += cvt(a) * cvt(bv);
+    }
+    d[i] = acc;
+  }
+  warp_sync();
+  memcpy((void *)(uintptr_t)out, d, sizeof d);
+}
