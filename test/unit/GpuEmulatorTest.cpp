@@ -1,0 +1,280 @@
+//===- GpuEmulatorTest.cpp - The SIMT emulator's semantics and checks ------===//
+//
+// Part of the Kiln project, under the Apache License v2.0 with LLVM Exceptions.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// Hand-written "kernels" (C++ functions with the emulator's thread ABI) run
+// on lib/Target/GPUEmu/kiln_gpu_emu.c directly. They pin down the semantics
+// the emu-sm_XY target relies on (shuffles, mma.sync fragments, cp.async
+// groups) and show that each checker fires: a checker that cannot fail would
+// make every emulated test vacuous. Failing checks abort, so those run in a
+// forked child whose stderr is captured.
+//
+//===----------------------------------------------------------------------===//
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <csignal>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+extern "C" {
+using ThreadFn = void (*)(void **, int32_t, int32_t, int32_t, int32_t, int32_t,
+                          int32_t);
+void kiln_emu_run_block(ThreadFn fn, void **argv, int32_t, int32_t, int32_t,
+                        int32_t, int32_t, int32_t, int32_t numThreads,
+                        int64_t sharedBytes, const char *name);
+int32_t kiln_emu_thread_id(void);
+int64_t kiln_emu_shared(void);
+void kiln_emu_barrier(void);
+int32_t kiln_emu_shfl_xor_b32(int32_t v, int32_t offset, int32_t width);
+void kiln_emu_shared_access(int64_t addr, int32_t bytes, int32_t isWrite,
+                            const char *site);
+void kiln_emu_cp_async(int64_t dst, int64_t src, int64_t bytes,
+                       int64_t srcBytes, const char *site);
+void kiln_emu_cp_async_commit(void);
+void kiln_emu_cp_async_wait(int32_t n);
+void kiln_emu_mma_m16n8k16(int32_t isF16, int32_t a0, int32_t a1, int32_t a2,
+                           int32_t a3, int32_t b0, int32_t b1, float c0,
+                           float c1, float c2, float c3, int64_t out);
+}
+
+namespace {
+
+void run(ThreadFn fn, void **argv, int threads, int64_t shared) {
+  kiln_emu_run_block(fn, argv, 0, 0, 0, 1, 1, 1, threads, shared, "test");
+}
+
+/// Runs `body` in a child process; returns (killed by SIGABRT, its stderr).
+std::pair<bool, std::string> inChild(void (*body)()) {
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    signal(SIGABRT, SIG_DFL); // not Catch's handler: die of the abort
+    dup2(fds[1], 2);
+    close(fds[0]);
+    body();
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string err;
+  char buf[512];
+  ssize_t n;
+  while ((n = read(fds[0], buf, sizeof buf)) > 0)
+    err.append(buf, size_t(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return {WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, err};
+}
+
+int32_t *out32(void **argv) { return static_cast<int32_t *>(argv[0]); }
+
+uint16_t toBF16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return uint16_t(u >> 16); // exact for the small integers used below
+}
+
+void store(int64_t off, float v) {
+  kiln_emu_shared_access(kiln_emu_shared() + off, 4, 1, "store");
+  std::memcpy(reinterpret_cast<char *>(kiln_emu_shared() + off), &v, 4);
+}
+
+float load(int64_t off) {
+  kiln_emu_shared_access(kiln_emu_shared() + off, 4, 0, "load");
+  float v;
+  std::memcpy(&v, reinterpret_cast<char *>(kiln_emu_shared() + off), 4);
+  return v;
+}
+
+} // namespace
+
+TEST_CASE("shuffles exchange within warps and width segments", "[emu]") {
+  std::vector<int32_t> got(64 * 3, -1);
+  void *argv[] = {got.data()};
+  run(
+      [](void **a, int32_t, int32_t, int32_t, int32_t, int32_t, int32_t) {
+        int t = kiln_emu_thread_id();
+        out32(a)[3 * t] = kiln_emu_shfl_xor_b32(100 + t, 16, 32);
+        out32(a)[3 * t + 1] = kiln_emu_shfl_xor_b32(100 + t, 2, 8);
+        out32(a)[3 * t + 2] = kiln_emu_shfl_xor_b32(100 + t, 8, 8);
+      },
+      argv, 64, 0);
+  for (int t = 0; t < 64; ++t) {
+    int lane = t % 32, base = t - lane;
+    CHECK(got[3 * t] == 100 + base + (lane ^ 16));
+    CHECK(got[3 * t + 1] == 100 + base + (lane ^ 2));
+    CHECK(got[3 * t + 2] == 100 + t); // source outside the 8-lane segment
+  }
+}
+
+namespace {
+// One warp; A is 16x16 and B 16x8 of small integers (exact in bf16), C = 1.
+float gA[16][16], gB[16][8], gD[32][4];
+
+/// Fragments as the PTX ISA tables list them, element by element (a_i, b_i,
+/// c_i), independent of the emulator's inverse mapping.
+void mmaThread(void **, int32_t, int32_t, int32_t, int32_t, int32_t,
+               int32_t) {
+  int lane = kiln_emu_thread_id(), g = lane / 4, t = lane % 4;
+  uint16_t a[8], b[4];
+  for (int i = 0; i < 8; ++i) {
+    int row = (i < 2 || (i >= 4 && i < 6)) ? g : g + 8;
+    int col = t * 2 + (i & 1) + (i >= 4 ? 8 : 0);
+    a[i] = toBF16(gA[row][col]);
+  }
+  for (int i = 0; i < 4; ++i)
+    b[i] = toBF16(gB[t * 2 + (i & 1) + (i >= 2 ? 8 : 0)][g]);
+  auto pack = [](uint16_t lo, uint16_t hi) {
+    return int32_t(uint32_t(lo) | uint32_t(hi) << 16);
+  };
+  kiln_emu_mma_m16n8k16(0, pack(a[0], a[1]), pack(a[2], a[3]),
+                        pack(a[4], a[5]), pack(a[6], a[7]), pack(b[0], b[1]),
+                        pack(b[2], b[3]), 1, 1, 1, 1,
+                        int64_t(reinterpret_cast<uintptr_t>(gD[lane])));
+}
+} // namespace
+
+TEST_CASE("mma.sync m16n8k16 follows the PTX fragment layout", "[emu]") {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> d(-4, 4);
+  for (auto &r : gA)
+    for (float &x : r)
+      x = float(d(rng));
+  for (auto &r : gB)
+    for (float &x : r)
+      x = float(d(rng));
+  run(mmaThread, nullptr, 32, 0);
+  for (int lane = 0; lane < 32; ++lane)
+    for (int i = 0; i < 4; ++i) {
+      int row = lane / 4 + (i >= 2 ? 8 : 0), col = (lane % 4) * 2 + (i & 1);
+      double ref = 1;
+      for (int k = 0; k < 16; ++k)
+        ref += double(gA[row][k]) * gB[k][col];
+      CHECK(gD[lane][i] == ref);
+    }
+}
+
+TEST_CASE("cp.async lands at wait_group, zero-fills, poison before", "[emu]") {
+  static float src[64];
+  for (int i = 0; i < 64; ++i)
+    src[i] = float(i) + 0.5f;
+  std::vector<float> got(2 * 64, 0);
+  void *argv[] = {got.data()};
+  run(
+      [](void **a, int32_t, int32_t, int32_t, int32_t, int32_t, int32_t) {
+        int t = kiln_emu_thread_id();
+        auto *o = static_cast<float *>(a[0]);
+        int64_t dst = kiln_emu_shared() + 4 * t;
+        // Thread 63's copy reads no bytes: zero-filled.
+        kiln_emu_cp_async(dst, int64_t(reinterpret_cast<uintptr_t>(&src[t])),
+                          4, t == 63 ? 0 : 4, "copy");
+        kiln_emu_cp_async_commit();
+        o[t] = load(4 * t); // not landed yet: the 0xFF poison (NaN)
+        kiln_emu_cp_async_wait(0);
+        kiln_emu_barrier();
+        o[64 + t] = load(4 * ((t + 1) % 64));
+      },
+      argv, 64, 256);
+  for (int t = 0; t < 64; ++t) {
+    CHECK(std::isnan(got[t]));
+    int s = (t + 1) % 64;
+    CHECK(got[64 + t] == (s == 63 ? 0.0f : src[s]));
+  }
+}
+
+TEST_CASE("the checkers fire", "[emu]") {
+  SECTION("a write-read race between barriers") {
+    auto [aborted, err] = inChild([] {
+      run(
+          [](void **, int32_t, int32_t, int32_t, int32_t, int32_t, int32_t) {
+            if (kiln_emu_thread_id() == 0)
+              store(0, 1);
+            (void)load(0); // no barrier in between
+          },
+          nullptr, 32, 64);
+    });
+    CHECK(aborted);
+    CHECK(err.find("data race on shared byte 0") != std::string::npos);
+  }
+  SECTION("the same accesses with a barrier are fine") {
+    auto [aborted, err] = inChild([] {
+      run(
+          [](void **, int32_t, int32_t, int32_t, int32_t, int32_t, int32_t) {
+            if (kiln_emu_thread_id() == 0)
+              store(0, 1);
+            kiln_emu_barrier();
+            (void)load(0);
+          },
+          nullptr, 32, 64);
+    });
+    CHECK_FALSE(aborted);
+    CHECK(err.empty());
+  }
+  SECTION("a read then a write by another thread") {
+    auto [aborted, err] = inChild([] {
+      run(
+          [](void **, int32_t, int32_t, int32_t, int32_t, int32_t, int32_t) {
+            if (kiln_emu_thread_id() == 1)
+              (void)load(8);
+            if (kiln_emu_thread_id() == 2)
+              store(8, 3);
+          },
+          nullptr, 32, 64);
+    });
+    CHECK(aborted);
+    CHECK(err.find("data race") != std::string::npos);
+  }
+  SECTION("an access outside the kernel's shared bytes") {
+    auto [aborted, err] = inChild([] {
+      run(
+          [](void **, int32_t, int32_t, int32_t, int32_t, int32_t, int32_t) {
+            (void)load(64);
+          },
+          nullptr, 32, 64);
+    });
+    CHECK(aborted);
+    CHECK(err.find("outside the kernel's 64 bytes") != std::string::npos);
+  }
+  SECTION("a thread that skips a barrier") {
+    auto [aborted, err] = inChild([] {
+      run(
+          [](void **, int32_t, int32_t, int32_t, int32_t, int32_t, int32_t) {
+            if (kiln_emu_thread_id() != 5)
+              kiln_emu_barrier();
+          },
+          nullptr, 64, 0);
+    });
+    CHECK(aborted);
+    CHECK(err.find("deadlocks: 63 threads wait at a barrier") !=
+          std::string::npos);
+  }
+  SECTION("a thread that exits with copies in flight") {
+    auto [aborted, err] = inChild([] {
+      static float src[1] = {1};
+      run(
+          [](void **, int32_t, int32_t, int32_t, int32_t, int32_t, int32_t) {
+            if (kiln_emu_thread_id() == 0) {
+              kiln_emu_cp_async(kiln_emu_shared(),
+                                int64_t(reinterpret_cast<uintptr_t>(src)), 4,
+                                4, "the copy");
+              kiln_emu_cp_async_commit();
+            }
+          },
+          nullptr, 32, 64);
+    });
+    CHECK(aborted);
+    CHECK(err.find("copies in flight") != std::string::npos);
+  }
+}
