@@ -31,6 +31,15 @@ def _get_jit(target=None):
         return j
 
 
+def default_num_warps():
+    """Warps per thread block on GPU targets when a launch does not say
+    (``num_warps=``): $KILN_NUM_WARPS, else 4."""
+    v = os.environ.get("KILN_NUM_WARPS", "4")
+    if not v.isdigit() or not 1 <= int(v) <= 32:
+        raise ValueError(f"KILN_NUM_WARPS must be an integer in [1, 32], got {v!r}")
+    return int(v)
+
+
 def gpu_target():
     """The NVIDIA target of the CUDA device kernels run on: ``sm_XY`` from its
     compute capability, ``sm_90a`` on Hopper (or $KILN_GPU_TARGET)."""
@@ -256,19 +265,20 @@ class JITFunction:
             raise ValueError(f"{self.__name__}: the array arguments live on a CUDA device, "
                              f"but no CUDA device can run kernels here: {e}") from None
 
-    def specialize(self, bound, grid_rank):
+    def specialize(self, bound, grid_rank, num_warps=None):
         target = self.target_of(bound)
-        key = (grid_rank, target) + tuple(a.key for a in bound)
+        num_warps = num_warps or default_num_warps()
+        key = (grid_rank, target, num_warps) + tuple(a.key for a in bound)
         with self._lock:
             ck = self.cache.get(key)
         if ck is not None:
             return ck
-        ck = self.compile(bound, grid_rank, target)
+        ck = self.compile(bound, grid_rank, target, num_warps)
         with self._lock:
             self.cache[key] = ck
         return ck
 
-    def compile(self, bound, grid_rank, target=None):
+    def compile(self, bound, grid_rank, target=None, num_warps=4):
         from ._kiln import Builder, IRError
         tree, first_line, source, filename = self.parse()
         b = Builder()
@@ -314,7 +324,7 @@ class JITFunction:
                                    source.splitlines()[fdef.lineno - 1]) from None
         text = b.text(True)
         try:
-            kernel = _get_jit(target).compile(text, filename)
+            kernel = _get_jit(target).compile(text, filename, num_warps)
         except IRError as e:
             raise CompilationError(f"kernel '{self.__name__}' failed to compile:\n{e}",
                                    filename, first_line + fdef.lineno - 1, 0) from None
@@ -324,6 +334,15 @@ class JITFunction:
         return ck
 
     def run(self, *args, grid, **kwargs):
+        # Triton's launch option: warps per thread block on GPU targets
+        # (ignored on CPUs), unless the kernel has a parameter of that name.
+        num_warps = None
+        if "num_warps" in kwargs and "num_warps" not in {p.name for p in self.params}:
+            num_warps = kwargs.pop("num_warps")
+            if not isinstance(num_warps, (int, np.integer)) or not 1 <= num_warps <= 32:
+                raise ValueError(f"{self.__name__}: num_warps must be an integer in "
+                                 f"[1, 32], got {num_warps!r}")
+            num_warps = int(num_warps)
         bound = self.bind(args, kwargs)
         meta = {p.name: a.value for p, a in zip(self.params, bound) if a.kind == "const"}
         if callable(grid):
@@ -336,7 +355,7 @@ class JITFunction:
         grid = tuple(int(g) for g in grid)
         if any(g < 1 for g in grid):
             raise ValueError(f"{self.__name__}: every grid dimension must be >= 1, got {grid}")
-        ck = self.specialize(bound, len(grid))
+        ck = self.specialize(bound, len(grid), num_warps)
         values = [a.value for a in bound if a.kind != "const"]
         ck.kernel.launch(values, list(grid))
         return ck

@@ -616,17 +616,20 @@ void bindCompiler(py::module &m) {
       .def(
           "compile",
           [](::kiln::JIT &jit, const std::string &source,
-             const std::string &name) {
+             const std::string &name, unsigned numWarps) {
+            ::kiln::CompileOptions options;
+            options.numWarps = numWarps; // GPU targets (and emu-sm_XY) only
             llvm::Expected<std::shared_ptr<::kiln::Kernel>> k =
                 std::shared_ptr<::kiln::Kernel>();
             {
               py::gil_scoped_release release;
-              k = jit.compile(source, name);
+              k = jit.compile(source, name, options);
             }
             if (!k)
               throw IRError(llvm::toString(k.takeError()));
             return ::kiln::python::wrapKernel(*k, jit.getRuntime());
-          })
+          },
+          py::arg("source"), py::arg("name"), py::arg("num_warps") = 4)
       .def_property_readonly("target",
                              [](::kiln::JIT &j) { return j.getTarget().name; })
       .def_property_readonly("cache_dir", &::kiln::JIT::getCacheDir)

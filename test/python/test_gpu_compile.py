@@ -79,11 +79,17 @@ def test_operator_compiles_for_gpu(op, chip, tmp_path):
     _assemble(out, chip, tmp_path)
 
 
-def test_bf16_attention_uses_tensor_cores(tmp_path):
+@pytest.mark.parametrize("op", ["block_sparse_attention", "conv"])
+@pytest.mark.parametrize("dtype", ["bf16", "f16"])
+def test_low_precision_uses_tensor_cores(op, dtype, tmp_path):
+    """bf16 and f16 fragments are typed differently in NVVM (i32 vs
+    vector<2xf16>); f16 once failed the verifier. ptxas checks the result."""
     out = str(tmp_path / "k.ptx")
-    ptx = _compile(["op", "block_sparse_attention", "--dtype", "bf16"], out, "sm_90a")
-    assert "mma.sync.aligned.m16n8k16" in ptx
-    assert "shfl.sync.bfly" in ptx
+    ptx = _compile(["op", op, "--dtype", dtype], out, "sm_90a")
+    assert f"mma.sync.aligned.m16n8k16.row.col.f32.{dtype}.{dtype}.f32" in ptx
+    if op == "block_sparse_attention":
+        assert "shfl.sync.bfly" in ptx
+    _assemble(out, "sm_90a", tmp_path)
 
 
 def test_gpu_bundle_manifest(tmp_path):

@@ -136,3 +136,19 @@ def test_calling_a_kernel_directly_is_an_error():
 def test_kl_functions_outside_kernels():
     with pytest.raises(RuntimeError, match="inside a @kiln.jit kernel"):
         kl.arange(0, 4)
+
+
+@pytest.mark.parametrize("warps", [1, 8])
+def test_num_warps_launch_option(warps):
+    """Triton's launch option: warps per block on GPU targets (and on the
+    emu-sm_XY emulator, where the result is still checked); CPUs ignore it."""
+    a, b = arrays(1000)
+    copy[(8,)](a, b, 1000, BLOCK=128, num_warps=warps)
+    assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("bad", [0, 33, 2.5, "4"])
+def test_bad_num_warps(bad):
+    a, b = arrays()
+    with pytest.raises(ValueError, match="num_warps must be an integer in"):
+        copy[(1,)](a, b, 100, BLOCK=128, num_warps=bad)
