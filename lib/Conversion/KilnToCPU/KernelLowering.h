@@ -62,6 +62,7 @@ struct ViewInfo {
   Value memref;
   Value unitMemref;
   SmallVector<Value> sizes;
+  SmallVector<Value> strides; // in elements
   Value unitStride;
 };
 

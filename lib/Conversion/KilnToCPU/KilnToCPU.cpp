@@ -282,6 +282,7 @@ LogicalResult KernelLowering::lowerMakeView(MakeViewOp op) {
       b, unitType, op.getBase(), OpFoldResult(b.getIndexAttr(0)), sizes,
       unitStrideVals);
   info.sizes.assign(op.getSizes().begin(), op.getSizes().end());
+  info.strides.assign(op.getStrides().begin(), op.getStrides().end());
   Value one = arith::ConstantIndexOp::create(b, 1);
   info.unitStride = arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
                                           op.getStrides().back(), one);

@@ -195,14 +195,24 @@ LogicalResult KernelLowering::lowerViewAccessSimt(
     memref::StoreOp::create(ib, ifOp.getResult(0), tileBuf, idx);
   };
 
-  bool async = simt->asyncCopy && !isStore && !indices &&
-               elt.getIntOrFloatBitWidth() == 32;
+  // cp.async copies 4, 8 or 16 bytes: the widest chunk that divides a tile
+  // row (and holds whole elements) is used when the addresses allow it.
+  int64_t eltBytes = std::max<int64_t>(1, elt.getIntOrFloatBitWidth() / 8);
+  int64_t rowBytes = shape.empty() ? eltBytes : shape.back() * eltBytes;
+  int64_t chunk = 0;
+  for (int64_t v : {16, 8, 4})
+    if (v >= eltBytes && rowBytes % v == 0) {
+      chunk = v;
+      break;
+    }
+  bool async = simt->asyncCopy && !isStore && !indices && rank >= 1 &&
+               chunk != 0 && !vi.strides.empty();
   if (!async) {
     forEachIndexSimt(b, shape, general);
     return success();
   }
   // Interior tile with a unit innermost stride (uniform over the block):
-  // each thread issues 4-byte cp.async copies global -> shared, then waits.
+  // each thread issues cp.async copies global -> shared, then waits.
   Value interior = vi.unitStride;
   for (int64_t d = 0; d < rank; ++d) {
     Value off = offsets[d];
@@ -213,20 +223,66 @@ LogicalResult KernelLowering::lowerViewAccessSimt(
     interior =
         arith::AndIOp::create(b, interior, arith::AndIOp::create(b, ge, le));
   }
+  // Chunks need chunk-aligned addresses: the tile's first element and every
+  // row start (uniform; checked at run time).
+  auto alignedTo = [&](ImplicitLocOpBuilder &ib, int64_t v) -> Value {
+    Value zero = cIdx(ib, 0), vv = cIdx(ib, v), eb = cIdx(ib, eltBytes);
+    Value addr = memref::ExtractAlignedPointerAsIndexOp::create(ib, vi.memref);
+    Value ok = arith::ConstantIntOp::create(ib, 1, 1);
+    for (int64_t d = 0; d < rank; ++d) {
+      Value strideBytes = arith::MulIOp::create(ib, vi.strides[d], eb);
+      addr = arith::AddIOp::create(
+          ib, addr, arith::MulIOp::create(ib, offsets[d], strideBytes));
+      if (d + 1 < rank)
+        ok = arith::AndIOp::create(
+            ib, ok,
+            arith::CmpIOp::create(ib, arith::CmpIPredicate::eq,
+                                  arith::RemUIOp::create(ib, strideBytes, vv),
+                                  zero));
+    }
+    return arith::AndIOp::create(
+        ib, ok,
+        arith::CmpIOp::create(ib, arith::CmpIPredicate::eq,
+                              arith::RemUIOp::create(ib, addr, vv), zero));
+  };
+  auto copies = [&](ImplicitLocOpBuilder &ib, int64_t v) {
+    int64_t per = v / eltBytes;
+    SmallVector<int64_t> chunks(shape);
+    chunks.back() /= per;
+    distribute(ib, *simt, chunks, [&](ImplicitLocOpBuilder &cb,
+                                      ValueRange cidx) {
+      SmallVector<Value> idx(cidx), viewIdx;
+      idx.back() = arith::MulIOp::create(cb, idx.back(), cIdx(cb, per));
+      for (int64_t d = 0; d < rank; ++d)
+        viewIdx.push_back(viewIndex(cb, d, idx[d]));
+      nvgpu::DeviceAsyncCopyOp::create(
+          cb, nvgpu::DeviceAsyncTokenType::get(cb.getContext()), tileBuf, idx,
+          vi.unitMemref, viewIdx, cb.getIndexAttr(per), Value(),
+          // 16-byte copies may bypass L1 (cp.async.cg): tiles are staged
+          // in shared memory, not re-read through L1.
+          v == 16 ? cb.getUnitAttr() : UnitAttr());
+    });
+    NVVM::CpAsyncCommitGroupOp::create(ib);
+    NVVM::CpAsyncWaitGroupOp::create(ib, 0);
+  };
   auto ifOp = scf::IfOp::create(b, TypeRange{}, interior, true);
   {
     ImplicitLocOpBuilder tb(op->getLoc(), ifOp.getThenBodyBuilder());
-    distribute(tb, *simt, shape, [&](ImplicitLocOpBuilder &ib,
-                                     ValueRange idx) {
-      SmallVector<Value> viewIdx;
-      for (int64_t d = 0; d < rank; ++d)
-        viewIdx.push_back(viewIndex(ib, d, idx[d]));
-      nvgpu::DeviceAsyncCopyOp::create(
-          ib, nvgpu::DeviceAsyncTokenType::get(ib.getContext()), tileBuf, idx,
-          vi.unitMemref, viewIdx, ib.getIndexAttr(1), Value(), UnitAttr());
-    });
-    NVVM::CpAsyncCommitGroupOp::create(tb);
-    NVVM::CpAsyncWaitGroupOp::create(tb, 0);
+    // Element-sized 4-byte copies are always aligned; wider ones, and any
+    // copy of 1- or 2-byte elements, only when the addresses say so.
+    if (chunk == eltBytes) {
+      copies(tb, chunk);
+    } else {
+      auto wide = scf::IfOp::create(tb, TypeRange{}, alignedTo(tb, chunk),
+                                    true);
+      ImplicitLocOpBuilder wb(op->getLoc(), wide.getThenBodyBuilder());
+      copies(wb, chunk);
+      ImplicitLocOpBuilder nb(op->getLoc(), wide.getElseBodyBuilder());
+      if (eltBytes == 4)
+        copies(nb, 4);
+      else
+        distribute(nb, *simt, shape, general);
+    }
   }
   {
     ImplicitLocOpBuilder eb(op->getLoc(), ifOp.getElseBodyBuilder());

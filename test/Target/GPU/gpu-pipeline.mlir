@@ -10,6 +10,7 @@
 // PTX: .extern .shared .align 1024 .b8 __kiln_smem[]
 // PTX-LABEL: .entry mix(
 // PTX-DAG: .maxntid
+// PTX-DAG: cp.async.cg.shared.global [{{.*}}], [{{.*}}], 16
 // PTX-DAG: cp.async.ca.shared.global
 // PTX-DAG: cp.async.wait_group 0
 // PTX-DAG: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
