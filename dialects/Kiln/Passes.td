@@ -62,8 +62,12 @@ def ConvertKilnToGPU : Pass<"convert-kiln-to-gpu", "::mlir::ModuleOp"> {
     block's dynamic shared memory (`@__kiln_smem`, the total recorded as
     `kiln.shared_bytes` on the kernel), each tile op's elements are
     distributed over the threads (thread t takes the row-major elements t,
-    t + T, ...) and followed by `gpu.barrier`. Loads of interior 4-byte tiles
-    are `cp.async` copies; `kiln.dot` on bf16/f16 tiles with M % 16, N % 8 and
+    t + T, ...) and followed by `gpu.barrier`. Loads of interior tiles are
+    `cp.async` copies of the widest aligned chunk (16, 8 or 4 bytes); in an
+    `scf.for`, loads whose offsets follow the induction variable are
+    software-pipelined `num-stages` deep (issued `num-stages - 1` iterations
+    ahead into rotating stage buffers, `cp.async.wait_group` before use);
+    `kiln.dot` on bf16/f16 tiles with M % 16, N % 8 and
     K % 16 all zero runs on tensor cores (`mma.sync.m16n8k16`, one warp per
     16x8 output tile), other dots as one FMA chain per output element;
     `kiln.reduce` combines partial results of lane groups with butterfly
@@ -76,6 +80,10 @@ def ConvertKilnToGPU : Pass<"convert-kiln-to-gpu", "::mlir::ModuleOp"> {
            "Warps per thread block (1 to 32)">,
     Option<"tensorCores", "tensor-cores", "bool", /*default=*/"true",
            "Lower eligible kiln.dot to mma.sync">,
+    Option<"numStages", "num-stages", "unsigned", /*default=*/"2",
+           "Software pipelining depth: loads in loops are issued num-stages "
+           "- 1 iterations ahead (1: off; lowered without it when the stage "
+           "buffers do not fit in shared memory)">,
     Option<"asyncCopy", "async-copy", "bool", /*default=*/"true",
            "Load interior 4-byte tiles with cp.async">,
   ];

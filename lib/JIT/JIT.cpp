@@ -92,6 +92,7 @@ JIT::compile(llvm::StringRef source, llvm::StringRef name,
   key += "|" + compileOptions.kernel + "|" +
          std::to_string(compileOptions.optLevel) + "|" +
          std::to_string(compileOptions.numWarps) + "|" +
+         std::to_string(compileOptions.numStages) + "|" +
          (compileOptions.cubin ? "cubin|" : "ptx|") +
          (compileOptions.target.empty() ? options.target
                                         : compileOptions.target);
@@ -216,6 +217,7 @@ JIT::compileUncached(llvm::StringRef source, llvm::StringRef name,
   feed(std::to_string(opts.optLevel));
   if (isGPUTarget(tgt->name) || !tgt->emulatedGPU.empty()) {
     feed(std::to_string(opts.numWarps));
+    feed(std::to_string(opts.numStages));
     feed(opts.cubin ? "cubin" : "ptx");
   }
   feed(canonical);

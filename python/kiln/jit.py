@@ -31,13 +31,23 @@ def _get_jit(target=None):
         return j
 
 
+def _env_int(name, default, lo, hi):
+    v = os.environ.get(name, str(default))
+    if not v.isdigit() or not lo <= int(v) <= hi:
+        raise ValueError(f"{name} must be an integer in [{lo}, {hi}], got {v!r}")
+    return int(v)
+
+
 def default_num_warps():
     """Warps per thread block on GPU targets when a launch does not say
     (``num_warps=``): $KILN_NUM_WARPS, else 4."""
-    v = os.environ.get("KILN_NUM_WARPS", "4")
-    if not v.isdigit() or not 1 <= int(v) <= 32:
-        raise ValueError(f"KILN_NUM_WARPS must be an integer in [1, 32], got {v!r}")
-    return int(v)
+    return _env_int("KILN_NUM_WARPS", 4, 1, 32)
+
+
+def default_num_stages():
+    """Software pipelining depth of loads in loops on GPU targets when a
+    launch does not say (``num_stages=``): $KILN_NUM_STAGES, else 2."""
+    return _env_int("KILN_NUM_STAGES", 2, 1, 8)
 
 
 def gpu_target():
@@ -265,20 +275,21 @@ class JITFunction:
             raise ValueError(f"{self.__name__}: the array arguments live on a CUDA device, "
                              f"but no CUDA device can run kernels here: {e}") from None
 
-    def specialize(self, bound, grid_rank, num_warps=None):
+    def specialize(self, bound, grid_rank, num_warps=None, num_stages=None):
         target = self.target_of(bound)
         num_warps = num_warps or default_num_warps()
-        key = (grid_rank, target, num_warps) + tuple(a.key for a in bound)
+        num_stages = num_stages or default_num_stages()
+        key = (grid_rank, target, num_warps, num_stages) + tuple(a.key for a in bound)
         with self._lock:
             ck = self.cache.get(key)
         if ck is not None:
             return ck
-        ck = self.compile(bound, grid_rank, target, num_warps)
+        ck = self.compile(bound, grid_rank, target, num_warps, num_stages)
         with self._lock:
             self.cache[key] = ck
         return ck
 
-    def compile(self, bound, grid_rank, target=None, num_warps=4):
+    def compile(self, bound, grid_rank, target=None, num_warps=4, num_stages=2):
         from ._kiln import Builder, IRError
         tree, first_line, source, filename = self.parse()
         b = Builder()
@@ -324,7 +335,7 @@ class JITFunction:
                                    source.splitlines()[fdef.lineno - 1]) from None
         text = b.text(True)
         try:
-            kernel = _get_jit(target).compile(text, filename, num_warps)
+            kernel = _get_jit(target).compile(text, filename, num_warps, num_stages)
         except IRError as e:
             raise CompilationError(f"kernel '{self.__name__}' failed to compile:\n{e}",
                                    filename, first_line + fdef.lineno - 1, 0) from None
@@ -334,15 +345,18 @@ class JITFunction:
         return ck
 
     def run(self, *args, grid, **kwargs):
-        # Triton's launch option: warps per thread block on GPU targets
-        # (ignored on CPUs), unless the kernel has a parameter of that name.
-        num_warps = None
-        if "num_warps" in kwargs and "num_warps" not in {p.name for p in self.params}:
-            num_warps = kwargs.pop("num_warps")
-            if not isinstance(num_warps, (int, np.integer)) or not 1 <= num_warps <= 32:
-                raise ValueError(f"{self.__name__}: num_warps must be an integer in "
-                                 f"[1, 32], got {num_warps!r}")
-            num_warps = int(num_warps)
+        # Triton's launch options: warps per thread block and pipelining depth
+        # on GPU targets (ignored on CPUs), unless the kernel has parameters
+        # of those names.
+        options = {}
+        names = {p.name for p in self.params}
+        for opt, hi in (("num_warps", 32), ("num_stages", 8)):
+            if opt in kwargs and opt not in names:
+                v = kwargs.pop(opt)
+                if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 1 <= v <= hi:
+                    raise ValueError(f"{self.__name__}: {opt} must be an integer in "
+                                     f"[1, {hi}], got {v!r}")
+                options[opt] = int(v)
         bound = self.bind(args, kwargs)
         meta = {p.name: a.value for p, a in zip(self.params, bound) if a.kind == "const"}
         if callable(grid):
@@ -355,7 +369,8 @@ class JITFunction:
         grid = tuple(int(g) for g in grid)
         if any(g < 1 for g in grid):
             raise ValueError(f"{self.__name__}: every grid dimension must be >= 1, got {grid}")
-        ck = self.specialize(bound, len(grid), num_warps)
+        ck = self.specialize(bound, len(grid), options.get("num_warps"),
+                             options.get("num_stages"))
         values = [a.value for a in bound if a.kind != "const"]
         ck.kernel.launch(values, list(grid))
         return ck

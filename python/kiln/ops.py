@@ -12,7 +12,7 @@ import threading
 import numpy as np
 
 from . import _kiln
-from .jit import _get_jit, default_num_warps
+from .jit import _get_jit, default_num_stages, default_num_warps
 
 __all__ = ["list_ops", "kernel", "mod_source", "embedding", "paged_kv_gather", "moe_route", "moe_permute",
            "moe_unpermute", "block_mask", "block_sparse_attention", "dsa_indexer", "dsa_topk",
@@ -30,13 +30,14 @@ def list_ops():
 def kernel(name, mods="", **config):
     """The compiled kernel of operator `name` with `config` (cached); `mods`
     is IR of functions fused into it (see mod_source)."""
-    key = (name, mods, default_num_warps(),
+    key = (name, mods, default_num_warps(), default_num_stages(),
            tuple(sorted((k, str(v)) for k, v in config.items())))
     with _lock:
         k = _kernels.get(key)
     if k is None:
         src = _kiln.build_op_source(name, {k: str(v) for k, v in config.items()}, mods)
-        k = _get_jit().compile(src, f"op:{name}", default_num_warps())
+        k = _get_jit().compile(src, f"op:{name}", default_num_warps(),
+                               default_num_stages())
         with _lock:
             _kernels[key] = k
     return k

@@ -616,9 +616,11 @@ void bindCompiler(py::module &m) {
       .def(
           "compile",
           [](::kiln::JIT &jit, const std::string &source,
-             const std::string &name, unsigned numWarps) {
+             const std::string &name, unsigned numWarps, unsigned numStages) {
             ::kiln::CompileOptions options;
-            options.numWarps = numWarps; // GPU targets (and emu-sm_XY) only
+            // GPU targets (and emu-sm_XY) only.
+            options.numWarps = numWarps;
+            options.numStages = numStages;
             llvm::Expected<std::shared_ptr<::kiln::Kernel>> k =
                 std::shared_ptr<::kiln::Kernel>();
             {
@@ -629,7 +631,8 @@ void bindCompiler(py::module &m) {
               throw IRError(llvm::toString(k.takeError()));
             return ::kiln::python::wrapKernel(*k, jit.getRuntime());
           },
-          py::arg("source"), py::arg("name"), py::arg("num_warps") = 4)
+          py::arg("source"), py::arg("name"), py::arg("num_warps") = 4,
+          py::arg("num_stages") = 2)
       .def_property_readonly("target",
                              [](::kiln::JIT &j) { return j.getTarget().name; })
       .def_property_readonly("cache_dir", &::kiln::JIT::getCacheDir)

@@ -138,17 +138,36 @@ def test_kl_functions_outside_kernels():
         kl.arange(0, 4)
 
 
-@pytest.mark.parametrize("warps", [1, 8])
-def test_num_warps_launch_option(warps):
-    """Triton's launch option: warps per block on GPU targets (and on the
-    emu-sm_XY emulator, where the result is still checked); CPUs ignore it."""
+@kiln.jit
+def row_sums(src, dst, rows, cols, BLOCK: kl.constexpr):
+    """A loop of loads whose offsets follow the induction variable: what
+    num_stages pipelines on GPU targets."""
+    r = kl.program_id(0)
+    acc = kl.zeros((BLOCK,), kl.float32)
+    for c in range(0, cols, BLOCK):
+        offs = c + kl.arange(0, BLOCK)
+        acc += kl.load(src + r * cols + offs, mask=offs < cols, other=0.0)
+    kl.store(dst + r, kl.sum(acc, axis=0))
+
+
+@pytest.mark.parametrize("warps,stages", [(1, 1), (4, 2), (8, 3), (2, 4)])
+def test_num_warps_and_num_stages_launch_options(warps, stages):
+    """Triton's launch options: warps per block and pipelining depth on GPU
+    targets (and on the emu-sm_XY emulator, where results are still
+    checked); CPUs ignore them."""
     a, b = arrays(1000)
-    copy[(8,)](a, b, 1000, BLOCK=128, num_warps=warps)
+    copy[(8,)](a, b, 1000, BLOCK=128, num_warps=warps, num_stages=stages)
     assert np.array_equal(a, b)
+    x = np.random.default_rng(0).standard_normal((5, 1000)).astype(np.float32)
+    out = np.full(5, np.nan, np.float32)
+    row_sums[(5,)](x, out, 5, 1000, BLOCK=64, num_warps=warps, num_stages=stages)
+    np.testing.assert_allclose(out, x.astype(np.float64).sum(axis=1), rtol=1e-5, atol=1e-4)
 
 
-@pytest.mark.parametrize("bad", [0, 33, 2.5, "4"])
-def test_bad_num_warps(bad):
+@pytest.mark.parametrize("opt,bad", [("num_warps", 0), ("num_warps", 33), ("num_warps", 2.5),
+                                     ("num_warps", "4"), ("num_stages", 0), ("num_stages", 9),
+                                     ("num_stages", True)])
+def test_bad_launch_options(opt, bad):
     a, b = arrays()
-    with pytest.raises(ValueError, match="num_warps must be an integer in"):
-        copy[(1,)](a, b, 100, BLOCK=128, num_warps=bad)
+    with pytest.raises(ValueError, match=f"{opt} must be an integer in"):
+        copy[(1,)](a, b, 100, BLOCK=128, **{opt: bad})

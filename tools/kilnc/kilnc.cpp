@@ -73,6 +73,11 @@ static cl::opt<unsigned> numWarps("num-warps",
                                   cl::desc("GPU targets: warps per thread block "
                                            "(1-32, default 4)"),
                                   cl::init(4), cl::cat(kilncCategory));
+static cl::opt<unsigned> numStages(
+    "num-stages",
+    cl::desc("GPU targets: software pipelining depth of loads in loops "
+             "(1 = off, default 2)"),
+    cl::init(2), cl::cat(kilncCategory));
 static cl::opt<bool> cubinBundle("cubin",
                                  cl::desc("GPU targets: put a cubin (ptxas) in "
                                           "the bundle instead of PTX"),
@@ -104,7 +109,7 @@ static int runOp(int argc, char **argv) {
   auto usage = [] {
     errs() << "usage: kilnc op NAME [--key value]... [-o FILE] [--target T] "
               "[--emit bundle|mlir|llvm|asm|ptx|obj|cubin|c-header|kiln]\n"
-              "       [--num-warps N] [--cubin]\n"
+              "       [--num-warps N] [--num-stages N] [--cubin]\n"
               "       kilnc op --list\n";
     return 1;
   };
@@ -122,7 +127,7 @@ static int runOp(int argc, char **argv) {
   }
   std::map<std::string, std::string> config;
   std::string output = "-", targetName = "host", emitName = "bundle",
-              warps = "4";
+              warps = "4", stagesText = "2";
   bool cubin = false;
   for (int i = 3; i < argc; ++i) {
     std::string a = argv[i];
@@ -143,6 +148,9 @@ static int runOp(int argc, char **argv) {
         return usage();
     } else if (a == "--num-warps") {
       if (!value(warps))
+        return usage();
+    } else if (a == "--num-stages") {
+      if (!value(stagesText))
         return usage();
     } else if (a == "--cubin") {
       cubin = true;
@@ -189,6 +197,10 @@ static int runOp(int argc, char **argv) {
     WithColor::error(errs(), "kilnc") << "--num-warps needs an integer\n";
     return 1;
   }
+  if (llvm::StringRef(stagesText).getAsInteger(10, options.numStages)) {
+    WithColor::error(errs(), "kilnc") << "--num-stages needs an integer\n";
+    return 1;
+  }
   auto result = kiln::compileSource(context, *source, "op:" + name, options,
                                     kind->second);
   if (!result) {
@@ -233,6 +245,7 @@ int main(int argc, char **argv) {
   options.dumpIR = printAfterAll;
   options.optLevel = optLevel;
   options.numWarps = numWarps;
+  options.numStages = numStages;
   options.cubin = cubinBundle;
   auto result = kiln::compileSource(context, (*input)->getBuffer(), inputFile,
                                     options, emit);

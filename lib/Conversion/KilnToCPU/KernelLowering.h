@@ -48,7 +48,8 @@ struct SimtConfig {
   Value sharedBase;           // memref<?xi8, workgroup>: the dynamic window
   int64_t sharedBytes = 0;    // bytes planned so far
   bool tensorCores = true;    // kiln.dot on mma.sync where shapes allow
-  bool asyncCopy = true;      // cp.async for 4-byte loads of interior tiles
+  bool asyncCopy = true;      // cp.async for loads of interior tiles
+  int64_t numStages = 2;      // software pipelining depth of loads in loops
   /// The block of the op being lowered when each buffer was allocated (its
   /// "home"; blocks outlive the ops lowered away): a buffer allocated inside
   /// a loop body holds a value of one iteration.
@@ -93,6 +94,35 @@ private:
   DenseMap<Value, Value> buffers;
   DenseMap<Value, ViewInfo> views;
   SmallVector<Operation *> toErase;
+
+  // SIMT software pipelining (num_stages): loads in an scf.for whose
+  // offsets derive from the induction variable are issued num_stages - 1
+  // iterations ahead with cp.async into rotating stage buffers.
+  struct PipelinedLoad {
+    LoadOp load;
+    SmallVector<Value> stages;      // numStages shared buffers
+    SmallVector<Operation *> slice; // offset computation (body order)
+  };
+  struct PipelinedLoop {
+    SmallVector<PipelinedLoad> loads;
+    Value current; // this iteration's stage index (set at the first load)
+  };
+  SmallVector<std::unique_ptr<PipelinedLoop>> pipelinedLoops;
+  DenseMap<Operation *, PipelinedLoop *> pipelinedLoads;
+  void setupPipelining(scf::ForOp loop);
+  LogicalResult lowerPipelinedLoad(LoadOp load, PipelinedLoop &state);
+  SmallVector<Value> pipelinedAccessAt(ImplicitLocOpBuilder &b,
+                                       PipelinedLoad &pl, Value ivOld,
+                                       Value ivNew, const ViewInfo *&view);
+  /// The widest cp.async chunk for a tile row (0: none).
+  int64_t asyncChunk(RankedTensorType tileType);
+  /// Loads a tile from a view into `tileBuf` (interior tiles by cp.async,
+  /// others per element), without barrier; `wait` commits and waits for the
+  /// copies, else the caller commits.
+  void emitTileLoadSimt(ImplicitLocOpBuilder &b, const ViewInfo &vi,
+                        ValueRange offsets, Value tileBuf,
+                        RankedTensorType tileType, Attribute padding,
+                        bool wait);
 
   // Buffers and element access ------------------------------------------
   Value allocTile(RankedTensorType type, Location loc);

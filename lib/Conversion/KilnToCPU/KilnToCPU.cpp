@@ -1077,6 +1077,8 @@ void mapRebuiltResults(ResultRange oldResults, ArrayRef<Value> tileBufs,
 }
 
 LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
+  if (simt)
+    setupPipelining(op);
   bool carriesTiles = llvm::any_of(op.getInitArgs(), isTile);
   if (!carriesTiles)
     return lowerBlock(*op.getBody());
@@ -1523,6 +1525,8 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
   if (auto mv = dyn_cast<MakeViewOp>(op))
     return lowerMakeView(mv);
   if (auto load = dyn_cast<LoadOp>(op)) {
+    if (auto it = pipelinedLoads.find(op); it != pipelinedLoads.end())
+      return lowerPipelinedLoad(load, *it->second);
     Value buf = allocTile(load.getResult().getType(), loc);
     buffers[load.getResult()] = buf;
     toErase.push_back(op);

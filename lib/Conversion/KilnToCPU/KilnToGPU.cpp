@@ -40,7 +40,9 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/LoopLikeInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 namespace mlir::kiln {
 #define GEN_PASS_DEF_CONVERTKILNTOGPU
@@ -195,24 +197,70 @@ LogicalResult KernelLowering::lowerViewAccessSimt(
     memref::StoreOp::create(ib, ifOp.getResult(0), tileBuf, idx);
   };
 
-  // cp.async copies 4, 8 or 16 bytes: the widest chunk that divides a tile
-  // row (and holds whole elements) is used when the addresses allow it.
-  int64_t eltBytes = std::max<int64_t>(1, elt.getIntOrFloatBitWidth() / 8);
-  int64_t rowBytes = shape.empty() ? eltBytes : shape.back() * eltBytes;
-  int64_t chunk = 0;
-  for (int64_t v : {16, 8, 4})
-    if (v >= eltBytes && rowBytes % v == 0) {
-      chunk = v;
-      break;
-    }
-  bool async = simt->asyncCopy && !isStore && !indices && rank >= 1 &&
-               chunk != 0 && !vi.strides.empty();
-  if (!async) {
+  if (isStore || indices || !simt->asyncCopy || asyncChunk(tileType) == 0) {
     forEachIndexSimt(b, shape, general);
     return success();
   }
+  emitTileLoadSimt(b, vi, offsets, tileBuf, tileType, padding, /*wait=*/true);
+  barrier(b);
+  return success();
+}
+
+int64_t KernelLowering::asyncChunk(RankedTensorType tileType) {
+  // cp.async copies 4, 8 or 16 bytes: the widest chunk that divides a tile
+  // row (and holds whole elements).
+  Type elt = storageType(tileType.getElementType());
+  int64_t eltBytes = std::max<int64_t>(1, elt.getIntOrFloatBitWidth() / 8);
+  if (tileType.getRank() < 1)
+    return 0;
+  int64_t rowBytes = tileType.getShape().back() * eltBytes;
+  for (int64_t v : {16, 8, 4})
+    if (v >= eltBytes && rowBytes % v == 0)
+      return v;
+  return 0;
+}
+
+void KernelLowering::emitTileLoadSimt(ImplicitLocOpBuilder &b,
+                                      const ViewInfo &vi, ValueRange offsets,
+                                      Value tileBuf, RankedTensorType tileType,
+                                      Attribute padding, bool wait) {
+  Type elt = storageType(tileType.getElementType());
+  ArrayRef<int64_t> shape = tileType.getShape();
+  int64_t rank = tileType.getRank();
+  int64_t eltBytes = std::max<int64_t>(1, elt.getIntOrFloatBitWidth() / 8);
+  int64_t chunk = asyncChunk(tileType);
+  TypedAttr padAttr = dyn_cast_or_null<TypedAttr>(padding);
+  if (!padAttr)
+    padAttr = cast<TypedAttr>(b.getZeroAttr(elt));
+  padAttr = storagePadding(padAttr);
+  Value c0 = cIdx(b, 0);
+  auto viewIndex = [&](ImplicitLocOpBuilder &ib, int64_t d, Value i) -> Value {
+    return arith::AddIOp::create(ib, offsets[d], i);
+  };
+  // Per element: exact bounds check; a masked-off element reads the padding.
+  auto general = [&](ImplicitLocOpBuilder &ib, ValueRange idx) {
+    SmallVector<Value> viewIdx;
+    Value valid = arith::ConstantIntOp::create(ib, 1, 1);
+    for (int64_t d = 0; d < rank; ++d) {
+      Value i = viewIndex(ib, d, idx[d]);
+      viewIdx.push_back(i);
+      Value ge = arith::CmpIOp::create(ib, arith::CmpIPredicate::sge, i, c0);
+      Value lt =
+          arith::CmpIOp::create(ib, arith::CmpIPredicate::slt, i, vi.sizes[d]);
+      valid = arith::AndIOp::create(ib, valid, arith::AndIOp::create(ib, ge, lt));
+    }
+    Location loc = ib.getLoc();
+    auto ifOp = scf::IfOp::create(ib, TypeRange{elt}, valid, true);
+    OpBuilder tb = ifOp.getThenBodyBuilder();
+    Value l = memref::LoadOp::create(tb, loc, vi.memref, viewIdx);
+    scf::YieldOp::create(tb, loc, l);
+    OpBuilder eb = ifOp.getElseBodyBuilder();
+    Value p = arith::ConstantOp::create(eb, loc, padAttr);
+    scf::YieldOp::create(eb, loc, p);
+    memref::StoreOp::create(ib, ifOp.getResult(0), tileBuf, idx);
+  };
   // Interior tile with a unit innermost stride (uniform over the block):
-  // each thread issues cp.async copies global -> shared, then waits.
+  // each thread issues cp.async copies global -> shared.
   Value interior = vi.unitStride;
   for (int64_t d = 0; d < rank; ++d) {
     Value off = offsets[d];
@@ -262,12 +310,10 @@ LogicalResult KernelLowering::lowerViewAccessSimt(
           // in shared memory, not re-read through L1.
           v == 16 ? cb.getUnitAttr() : UnitAttr());
     });
-    NVVM::CpAsyncCommitGroupOp::create(ib);
-    NVVM::CpAsyncWaitGroupOp::create(ib, 0);
   };
   auto ifOp = scf::IfOp::create(b, TypeRange{}, interior, true);
   {
-    ImplicitLocOpBuilder tb(op->getLoc(), ifOp.getThenBodyBuilder());
+    ImplicitLocOpBuilder tb(b.getLoc(), ifOp.getThenBodyBuilder());
     // Element-sized 4-byte copies are always aligned; wider ones, and any
     // copy of 1- or 2-byte elements, only when the addresses say so.
     if (chunk == eltBytes) {
@@ -275,9 +321,9 @@ LogicalResult KernelLowering::lowerViewAccessSimt(
     } else {
       auto wide = scf::IfOp::create(tb, TypeRange{}, alignedTo(tb, chunk),
                                     true);
-      ImplicitLocOpBuilder wb(op->getLoc(), wide.getThenBodyBuilder());
+      ImplicitLocOpBuilder wb(b.getLoc(), wide.getThenBodyBuilder());
       copies(wb, chunk);
-      ImplicitLocOpBuilder nb(op->getLoc(), wide.getElseBodyBuilder());
+      ImplicitLocOpBuilder nb(b.getLoc(), wide.getElseBodyBuilder());
       if (eltBytes == 4)
         copies(nb, 4);
       else
@@ -285,10 +331,173 @@ LogicalResult KernelLowering::lowerViewAccessSimt(
     }
   }
   {
-    ImplicitLocOpBuilder eb(op->getLoc(), ifOp.getElseBodyBuilder());
+    ImplicitLocOpBuilder eb(b.getLoc(), ifOp.getElseBodyBuilder());
     distribute(eb, *simt, shape, general);
   }
-  barrier(b);
+  if (wait) {
+    // Committed and awaited by every thread (uniform), copies or not.
+    NVVM::CpAsyncCommitGroupOp::create(b);
+    NVVM::CpAsyncWaitGroupOp::create(b, 0);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Software pipelining of tile loads in loops (num_stages)
+//===----------------------------------------------------------------------===//
+
+/// `stages[index]` as one SSA value (all stage buffers have one type).
+static Value selectStage(ImplicitLocOpBuilder &b, ArrayRef<Value> stages,
+                         Value index) {
+  Value v = stages[0];
+  for (size_t s = 1; s < stages.size(); ++s)
+    v = arith::SelectOp::create(
+        b,
+        arith::CmpIOp::create(b, arith::CmpIPredicate::eq, index,
+                              cIdx(b, int64_t(s))),
+        stages[s], v);
+  return v;
+}
+
+/// Recomputes a pipelined load's view and offsets for induction variable
+/// `ivNew` at `b` (a view made in the loop is made again and lowered);
+/// returns the offsets.
+SmallVector<Value> KernelLowering::pipelinedAccessAt(ImplicitLocOpBuilder &b,
+                                                     PipelinedLoad &pl,
+                                                     Value ivOld, Value ivNew,
+                                                     const ViewInfo *&view) {
+  IRMapping map;
+  map.map(ivOld, ivNew);
+  for (Operation *op : pl.slice) {
+    Operation *copy = b.clone(*op, map);
+    if (auto mv = dyn_cast<MakeViewOp>(copy))
+      (void)lowerMakeView(mv);
+  }
+  view = &views[map.lookupOrDefault(pl.load.getView())];
+  SmallVector<Value> offsets;
+  for (Value off : pl.load.getOffsets())
+    offsets.push_back(map.lookupOrDefault(off));
+  return offsets;
+}
+
+void KernelLowering::setupPipelining(scf::ForOp loop) {
+  if (!simt || simt->numStages < 2 || !simt->asyncCopy)
+    return;
+  Block *body = loop.getBody();
+  Region &region = loop.getRegion();
+  Value iv = loop.getInductionVar();
+  auto state = std::make_unique<PipelinedLoop>();
+  for (Operation &o : *body) {
+    auto load = dyn_cast<LoadOp>(&o);
+    if (!load || asyncChunk(load.getResult().getType()) == 0)
+      continue;
+    // The view and offsets: loop-invariant values, or side-effect-free
+    // arith (and kiln.make_view) on the induction variable and invariants
+    // in the body block itself.
+    Value view = load.getView();
+    if (!region.isAncestor(view.getParentRegion()) && !views.count(view))
+      continue;
+    SmallVector<Operation *> slice;
+    DenseSet<Operation *> seen;
+    bool ok = true;
+    std::function<void(Value)> visit = [&](Value v) {
+      if (!ok || v == iv || !region.isAncestor(v.getParentRegion()))
+        return;
+      Operation *def = v.getDefiningOp();
+      if (!def || def->getBlock() != body || def->getNumRegions() != 0 ||
+          !isMemoryEffectFree(def) ||
+          (!isa<arith::ArithDialect>(def->getDialect()) &&
+           !isa<MakeViewOp>(def))) {
+        ok = false;
+        return;
+      }
+      if (!seen.insert(def).second)
+        return;
+      for (Value operand : def->getOperands())
+        visit(operand);
+      slice.push_back(def);
+    };
+    visit(view);
+    for (Value off : load.getOffsets())
+      visit(off);
+    if (!ok)
+      continue;
+    llvm::sort(slice, [](Operation *a, Operation *b) {
+      return a->isBeforeInBlock(b);
+    });
+    PipelinedLoad pl{load, {}, slice};
+    for (int64_t s = 0; s < simt->numStages; ++s)
+      pl.stages.push_back(allocTile(load.getResult().getType(), load.getLoc()));
+    state->loads.push_back(std::move(pl));
+  }
+  if (state->loads.empty())
+    return;
+  // Prologue: iterations 0 .. S-2, one cp.async group each (committed even
+  // when empty, so that group counts stay uniform).
+  ImplicitLocOpBuilder b(loop.getLoc(), loop);
+  for (int64_t j = 0; j + 1 < simt->numStages; ++j) {
+    Value ivj = arith::AddIOp::create(
+        b, loop.getLowerBound(),
+        arith::MulIOp::create(b, loop.getStep(), cIdx(b, j)));
+    auto ifOp = scf::IfOp::create(
+        b, TypeRange{},
+        arith::CmpIOp::create(b, arith::CmpIPredicate::slt, ivj,
+                              loop.getUpperBound()),
+        false);
+    ImplicitLocOpBuilder tb(loop.getLoc(), ifOp.getThenBodyBuilder());
+    for (PipelinedLoad &pl : state->loads) {
+      const ViewInfo *vi;
+      SmallVector<Value> offsets = pipelinedAccessAt(tb, pl, iv, ivj, vi);
+      emitTileLoadSimt(tb, *vi, offsets, pl.stages[j],
+                       pl.load.getResult().getType(), pl.load.getPaddingAttr(),
+                       /*wait=*/false);
+    }
+    NVVM::CpAsyncCommitGroupOp::create(b);
+  }
+  for (PipelinedLoad &pl : state->loads)
+    pipelinedLoads[pl.load] = state.get();
+  pipelinedLoops.push_back(std::move(state));
+}
+
+LogicalResult KernelLowering::lowerPipelinedLoad(LoadOp load,
+                                                 PipelinedLoop &state) {
+  auto loop = cast<scf::ForOp>(load->getParentOp());
+  ImplicitLocOpBuilder b(load.getLoc(), load);
+  int64_t stages = simt->numStages;
+  if (!state.current) {
+    // At the first pipelined load of iteration k: issue iteration
+    // k + S - 1 into stage (k + S - 1) % S (read last in iteration k - 1,
+    // which every thread has finished), then wait until at most S - 1
+    // groups are in flight: iteration k's copies have landed.
+    Value iv = loop.getInductionVar();
+    Value k = arith::DivUIOp::create(
+        b, arith::SubIOp::create(b, iv, loop.getLowerBound()), loop.getStep());
+    Value cS = cIdx(b, stages);
+    state.current = arith::RemUIOp::create(b, k, cS);
+    Value next = arith::RemUIOp::create(
+        b, arith::AddIOp::create(b, k, cIdx(b, stages - 1)), cS);
+    Value ivNext = arith::AddIOp::create(
+        b, iv, arith::MulIOp::create(b, loop.getStep(), cIdx(b, stages - 1)));
+    auto ifOp = scf::IfOp::create(
+        b, TypeRange{},
+        arith::CmpIOp::create(b, arith::CmpIPredicate::slt, ivNext,
+                              loop.getUpperBound()),
+        false);
+    ImplicitLocOpBuilder tb(load.getLoc(), ifOp.getThenBodyBuilder());
+    for (PipelinedLoad &pl : state.loads) {
+      const ViewInfo *vi;
+      SmallVector<Value> offsets = pipelinedAccessAt(tb, pl, iv, ivNext, vi);
+      emitTileLoadSimt(tb, *vi, offsets, selectStage(tb, pl.stages, next),
+                       pl.load.getResult().getType(), pl.load.getPaddingAttr(),
+                       /*wait=*/false);
+    }
+    NVVM::CpAsyncCommitGroupOp::create(b);
+    NVVM::CpAsyncWaitGroupOp::create(b, stages - 1);
+    barrier(b);
+  }
+  for (PipelinedLoad &pl : state.loads)
+    if (pl.load == load)
+      buffers[load.getResult()] = selectStage(b, pl.stages, state.current);
+  toErase.push_back(load);
   return success();
 }
 
@@ -690,7 +899,8 @@ int64_t planSharedMemory(gpu::GPUFuncOp func, Value window,
       Value v = worklist.pop_back_val();
       for (Operation *u : v.getUsers()) {
         if (isa<memref::CollapseShapeOp, memref::ExpandShapeOp, memref::CastOp,
-                memref::SubViewOp, memref::ReinterpretCastOp>(u)) {
+                memref::SubViewOp, memref::ReinterpretCastOp,
+                arith::SelectOp>(u)) {
           worklist.push_back(u->getResult(0));
           continue;
         }
@@ -736,8 +946,12 @@ int64_t planSharedMemory(gpu::GPUFuncOp func, Value window,
   return total;
 }
 
+/// Lowers one kernel into `gpuModule`. With `overLimit`, a kernel whose
+/// tiles exceed the architecture's shared memory is not an error: the
+/// generated function is erased, the kernel kept, and *overLimit set.
 LogicalResult lowerKernelGPU(FuncOp kernel, gpu::GPUModuleOp gpuModule,
-                             SimtConfig config, StringRef chip) {
+                             SimtConfig config, StringRef chip,
+                             bool *overLimit = nullptr) {
   MLIRContext *ctx = kernel.getContext();
   if (kernel.isExternal())
     return kernel.emitError("kiln GPU lowering: kernel has no body");
@@ -824,6 +1038,12 @@ LogicalResult lowerKernelGPU(FuncOp kernel, gpu::GPUModuleOp gpuModule,
   config.sharedBytes =
       planSharedMemory(gpuFunc, config.sharedBase, config.bufferHome);
   int64_t limit = maxSharedBytes(chip);
+  if (config.sharedBytes > limit && overLimit) {
+    // The caller retries with fewer pipeline stages.
+    *overLimit = true;
+    gpuFunc.erase();
+    return failure();
+  }
   if (config.sharedBytes > limit)
     return emitError(kernel.getLoc())
            << "kernel '" << kernel.getSymName() << "' needs "
@@ -846,6 +1066,10 @@ struct ConvertKilnToGPUPass
     ModuleOp module = getOperation();
     if (numWarps < 1 || numWarps > 32) {
       module.emitError("convert-kiln-to-gpu: num-warps must be in [1, 32]");
+      return signalPassFailure();
+    }
+    if (numStages < 1 || numStages > 8) {
+      module.emitError("convert-kiln-to-gpu: num-stages must be in [1, 8]");
       return signalPassFailure();
     }
     SmallVector<FuncOp> kernels;
@@ -871,6 +1095,27 @@ struct ConvertKilnToGPUPass
       config.numThreads = 32 * numWarps;
       config.tensorCores = tensorCores;
       config.asyncCopy = asyncCopy;
+      config.numStages = numStages;
+      if (config.numStages < 2) {
+        if (failed(lowerKernelGPU(k, gpuModule, config, chip)))
+          return signalPassFailure();
+        continue;
+      }
+      // Pipelining costs a stage buffer per load; a kernel whose tiles do
+      // not fit that way is lowered again without it (the lowering consumes
+      // the kernel, so it works on a copy).
+      OpBuilder cb(k);
+      auto copy = cast<FuncOp>(cb.clone(*k.getOperation()));
+      bool overLimit = false;
+      if (succeeded(lowerKernelGPU(copy, gpuModule, config, chip,
+                                   &overLimit))) {
+        k.erase();
+        continue;
+      }
+      if (!overLimit)
+        return signalPassFailure();
+      copy.erase();
+      config.numStages = 1;
       if (failed(lowerKernelGPU(k, gpuModule, config, chip)))
         return signalPassFailure();
     }

@@ -638,6 +638,7 @@ kiln::compileModule(ModuleOp module, const CompileOptions &options,
     kd::GPUEmulationPipelineOptions pipelineOptions;
     pipelineOptions.chip = target->emulatedGPU;
     pipelineOptions.numWarps = options.numWarps;
+    pipelineOptions.numStages = options.numStages;
     kd::buildGPUEmulationPipeline(pm, pipelineOptions);
   }
   if (mlir::failed(pm.run(module))) {

@@ -70,6 +70,7 @@ void kiln::buildGPUPipeline(OpPassManager &pm,
   ConvertKilnToGPUOptions lowerOptions;
   lowerOptions.chip = options.chip;
   lowerOptions.numWarps = options.numWarps;
+  lowerOptions.numStages = options.numStages;
   pm.addPass(createConvertKilnToGPU(lowerOptions));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
@@ -95,6 +96,7 @@ void kiln::buildGPUEmulationPipeline(
   ConvertKilnToGPUOptions lowerOptions;
   lowerOptions.chip = options.chip;
   lowerOptions.numWarps = options.numWarps;
+  lowerOptions.numStages = options.numStages;
   pm.addPass(createConvertKilnToGPU(lowerOptions));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

@@ -229,6 +229,9 @@ kiln::detail::compileModuleGPU(ModuleOp module, const CompileOptions &options,
   if (options.numWarps < 1 || options.numWarps > 32)
     return makeError("num_warps must be in [1, 32], not " +
                      llvm::Twine(options.numWarps));
+  if (options.numStages < 1 || options.numStages > 8)
+    return makeError("num_stages must be in [1, 8], not " +
+                     llvm::Twine(options.numStages));
   CompileResult result;
   result.kernel = info;
   result.target.name = chip.str();
@@ -260,6 +263,7 @@ kiln::detail::compileModuleGPU(ModuleOp module, const CompileOptions &options,
   mlir::kiln::GPUPipelineOptions pipelineOptions;
   pipelineOptions.chip = chip.str();
   pipelineOptions.numWarps = options.numWarps;
+  pipelineOptions.numStages = options.numStages;
   mlir::kiln::buildGPUPipeline(pm, pipelineOptions);
   if (mlir::failed(pm.run(module))) {
     std::string where =

@@ -4,7 +4,9 @@
 // barrier the SIMT lowering puts between a scalar read of a shared tile
 // (tensor.extract) and the loop's next iteration, which overwrites the tile.
 // RUN: kiln-opt %s --convert-kiln-to-gpu --kiln-emulate-gpu | FileCheck %s --check-prefix=EMU
-// RUN: kiln-opt %s --convert-kiln-to-gpu --canonicalize | FileCheck %s --check-prefix=SYNC
+// RUN: kiln-opt %s --convert-kiln-to-gpu=num-stages=1 --canonicalize | FileCheck %s --check-prefix=SYNC
+// RUN: kiln-opt %s --convert-kiln-to-gpu --canonicalize | FileCheck %s --check-prefix=PIPE
+// RUN: kiln-opt %s --convert-kiln-to-gpu=num-stages=3 --canonicalize | FileCheck %s --check-prefix=PIPE3
 // RUN: kilnc %s --kernel scan --target emu-sm_80 -o %t.kb && head -c 512 %t.kb | FileCheck %s --check-prefix=BUNDLE
 // RUN: not kilnc %s --kernel scan --target emu-sm_70 -o %t.kb 2>&1 | FileCheck %s --check-prefix=BAD
 
@@ -34,6 +36,27 @@
 // SYNC-NEXT: arith.addf %{{.*}}, %[[V]]
 // SYNC-NEXT: gpu.barrier
 // SYNC-NEXT: scf.yield
+
+// Software pipelining (num-stages 2, the default): the scan's load is issued
+// one iteration ahead into two rotating stage buffers; the prologue issues
+// iteration 0, each iteration issues the next and waits for its own.
+// PIPE-LABEL: gpu.func @scan(
+// PIPE-SAME: kiln.shared_bytes = 36
+// PIPE: nvgpu.device_async_copy
+// PIPE: nvvm.cp.async.commit.group
+// PIPE-NEXT: scf.for
+// PIPE: nvgpu.device_async_copy
+// PIPE: nvvm.cp.async.commit.group
+// PIPE-NEXT: nvvm.cp.async.wait.group 1
+// PIPE-NEXT: gpu.barrier
+// PIPE: memref.load %{{.*}}[%c0] : memref<1xf32, #gpu.address_space<workgroup>>
+// PIPE: gpu.barrier
+// PIPE-NEXT: scf.yield
+// PIPE3-LABEL: gpu.func @scan(
+// PIPE3: nvvm.cp.async.commit.group
+// PIPE3: nvvm.cp.async.commit.group
+// PIPE3-NEXT: scf.for
+// PIPE3: nvvm.cp.async.wait.group 2
 
 // BUNDLE: code elf-shared-object
 // BUNDLE: launch cpu-target emu-sm_80

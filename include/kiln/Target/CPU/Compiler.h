@@ -93,6 +93,9 @@ struct CompileOptions {
   unsigned optLevel = 3;
   /// GPU targets: warps per thread block (1 to 32).
   unsigned numWarps = 4;
+  /// GPU targets: software pipelining depth of loads in loops (1 to 8;
+  /// 1 = off). Lowered without pipelining where the stages do not fit.
+  unsigned numStages = 2;
   /// GPU targets: put a cubin (assembled by ptxas) in the bundle, not PTX.
   bool cubin = false;
 };

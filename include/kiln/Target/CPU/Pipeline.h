@@ -37,6 +37,10 @@ struct GPUPipelineOptions : public PassPipelineOptions<GPUPipelineOptions> {
   PassOptions::Option<unsigned> numWarps{
       *this, "num-warps", llvm::cl::desc("Warps per thread block"),
       llvm::cl::init(4)};
+  PassOptions::Option<unsigned> numStages{
+      *this, "num-stages",
+      llvm::cl::desc("Software pipelining depth of loads in loops"),
+      llvm::cl::init(2)};
 };
 
 void buildGPUPipeline(OpPassManager &pm, const GPUPipelineOptions &options);
@@ -53,6 +57,10 @@ struct GPUEmulationPipelineOptions
   PassOptions::Option<unsigned> numWarps{
       *this, "num-warps", llvm::cl::desc("Warps per thread block"),
       llvm::cl::init(4)};
+  PassOptions::Option<unsigned> numStages{
+      *this, "num-stages",
+      llvm::cl::desc("Software pipelining depth of loads in loops"),
+      llvm::cl::init(2)};
 };
 
 void buildGPUEmulationPipeline(OpPassManager &pm,
