@@ -15,7 +15,7 @@ A runtime-only installation (no compiler, no LLVM) provides load_bundle()
 for kernels compiled ahead of time with kilnc. See docs/python.md.
 """
 
-from .runtime import load_bundle
+from .runtime import bf16, load_bundle
 
 __version__ = "0.1.0"
 
@@ -27,15 +27,15 @@ except ImportError as e:  # a runtime-only installation, or a broken one
     HAS_COMPILER = False
     COMPILER_IMPORT_ERROR = e
 
-__all__ = ["load_bundle", "cdiv", "HAS_COMPILER"]
+__all__ = ["load_bundle", "bf16", "cdiv", "HAS_COMPILER"]
 
 if HAS_COMPILER:
     from .frontend import CompilationError
-    from .jit import Autotuner, CompiledKernel, Config, JITFunction, autotune, bf16, jit
+    from .jit import Autotuner, CompiledKernel, Config, JITFunction, autotune, jit
     from . import ops
 
     __all__ += ["jit", "autotune", "Config", "CompilationError", "JITFunction",
-                "CompiledKernel", "Autotuner", "bf16", "cache_stats", "ops"]
+                "CompiledKernel", "Autotuner", "cache_stats", "ops"]
 
     def cache_stats() -> dict:
         """Counters of the process's JIT: memory_hits, disk_hits, compiles,
@@ -45,7 +45,7 @@ if HAS_COMPILER:
 
 
 def __getattr__(name):
-    if not HAS_COMPILER and name in ("jit", "autotune", "Config", "CompilationError", "bf16",
+    if not HAS_COMPILER and name in ("jit", "autotune", "Config", "CompilationError",
                                      "cache_stats", "ops"):
         raise AttributeError(
             f"kiln.{name} needs the compiler extension (kiln._kiln), which is not available: "

@@ -13,6 +13,7 @@ import numpy as np
 
 from . import language as kl
 from .frontend import CodeGen, CompilationError, Pointer, Tile, parse_function
+from .runtime import bf16  # noqa: F401  (kiln.bf16; lives with the runtime)
 
 _jit_lock = threading.Lock()
 _jits = {}
@@ -99,17 +100,6 @@ def _torch_bf16(obj):
     return (type(obj).__module__.startswith("torch") and
             str(getattr(obj, "dtype", "")) == "torch.bfloat16" and
             bool(getattr(obj, "is_cuda", False)))
-
-
-class bf16:
-    """Marks a uint16 numpy array as holding bfloat16 values (numpy has no
-    bfloat16): ``kernel[grid](kiln.bf16(a), ...)``."""
-
-    def __init__(self, array):
-        array = np.asarray(array)
-        if array.dtype != np.uint16:
-            raise TypeError("kiln.bf16 wraps a uint16 array holding bfloat16 bits")
-        self.array = array
 
 
 class _Arg:

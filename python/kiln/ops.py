@@ -11,33 +11,63 @@ import threading
 
 import numpy as np
 
-from . import _kiln
-from .jit import _get_jit, default_num_stages, default_num_warps
+from .runtime import bf16
 
 __all__ = ["list_ops", "kernel", "mod_source", "embedding", "paged_kv_gather", "moe_route", "moe_permute",
            "moe_unpermute", "block_mask", "block_sparse_attention", "dsa_indexer", "dsa_topk",
-           "dsa_sparse_attention", "conv", "conv2d", "patch_embed", "depthwise_conv2d"]
+           "dsa_sparse_attention", "conv", "conv2d", "patch_embed", "depthwise_conv2d",
+           "set_kernel_provider"]
 
 _lock = threading.Lock()
 _kernels = {}
+_provider = None
 
 
 def list_ops():
     """[(name, summary, {param: default})] of every operator."""
+    from . import _kiln
     return _kiln.list_ops()
+
+
+class _Launcher:
+    """A JIT-compiled operator kernel: launch(values, grid) with numpy arrays
+    for pointers."""
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+
+    def launch(self, values, grid):
+        self.kernel.launch([v.ctypes.data if isinstance(v, np.ndarray) else v
+                            for v in values], grid)
+
+
+def set_kernel_provider(provider):
+    """Routes the operator functions' kernels through `provider(name, mods,
+    config)` instead of the JIT; it returns an object whose launch(values,
+    grid) takes numpy arrays for pointers. With it the operators run without
+    the compiler, on kernels compiled ahead of time, on any device the
+    provider stages arrays to (test/gpu/check.py). None restores the JIT."""
+    global _provider
+    with _lock:
+        _provider = provider
+        _kernels.clear()
 
 
 def kernel(name, mods="", **config):
     """The compiled kernel of operator `name` with `config` (cached); `mods`
     is IR of functions fused into it (see mod_source)."""
+    if _provider is not None:
+        return _provider(name, mods, {k: str(v) for k, v in config.items()})
+    from . import _kiln
+    from .jit import _get_jit, default_num_stages, default_num_warps
     key = (name, mods, default_num_warps(), default_num_stages(),
            tuple(sorted((k, str(v)) for k, v in config.items())))
     with _lock:
         k = _kernels.get(key)
     if k is None:
         src = _kiln.build_op_source(name, {k: str(v) for k, v in config.items()}, mods)
-        k = _get_jit().compile(src, f"op:{name}", default_num_warps(),
-                               default_num_stages())
+        k = _Launcher(_get_jit().compile(src, f"op:{name}", default_num_warps(),
+                                         default_num_stages()))
         with _lock:
             _kernels[key] = k
     return k
@@ -56,7 +86,6 @@ def _same_type(what, **arrays):
     """([contiguous arrays], dtype name) for inputs that share one element
     type: all kiln.bf16-wrapped uint16 ("bf16"), all float16 ("f16"), or
     anything else converted to float32 ("f32")."""
-    from .jit import bf16
     names, values = list(arrays), list(arrays.values())
     wrapped = [isinstance(x, bf16) for x in values]
     if any(wrapped):
@@ -72,7 +101,10 @@ def _same_type(what, **arrays):
 
 
 def _ptr(a):
-    return a.ctypes.data
+    """A pointer argument: the (contiguous) array itself; the launcher
+    passes its address, or a device copy's."""
+    assert isinstance(a, np.ndarray) and a.flags["C_CONTIGUOUS"]
+    return a
 
 
 def _cdiv(a, b):
@@ -88,7 +120,6 @@ def _rows(a, name):
     """(contiguous array, dtype name, wrap) for the data of a gather: float32,
     float16, or a kiln.bf16-wrapped uint16 array (the result is wrapped too).
     Gathers copy elements, so they run in the data's own type."""
-    from .jit import bf16
     if isinstance(a, bf16):
         return np.ascontiguousarray(a.array), "bf16", bf16
     a = np.asarray(a)
@@ -200,6 +231,7 @@ def moe_unpermute(y, slot_rows, weights, block_t=16, block_h=128):
 
 def mod_source(block, mask_mod=None, score_mod=None):
     """IR (one module) of the @kiln.jit functions to fuse, see _add_mod."""
+    from . import _kiln
     b = _kiln.Builder()
     if mask_mod is not None:
         _add_mod(b, mask_mod, "mask_mod", block)
@@ -263,8 +295,7 @@ def block_mask(mask_mod, batch, heads, seq_q, seq_kv, block=64):
     kernel fuses) or a numpy-vectorized Python function returning booleans.
     Returns a dict of the kernel's kv_num/kv_idx (partial blocks) and
     full_num/full_idx (fully visible)."""
-    from .jit import JITFunction
-    if isinstance(mask_mod, JITFunction):
+    if type(mask_mod).__name__ == "JITFunction":
         return _block_mask_on_device(mask_mod, batch, heads, seq_q, seq_kv, block)
     nqb, nkb = _cdiv(seq_q, block), _cdiv(seq_kv, block)
     maxb = max(nkb, 1)
@@ -423,12 +454,10 @@ def _specialized(shape, specialize):
 
 def _index(a, key):
     """a[key], keeping a kiln.bf16 wrapper."""
-    from .jit import bf16
     return bf16(a.array[key]) if isinstance(a, bf16) else np.asarray(a)[key]
 
 
 def _shape(a):
-    from .jit import bf16
     return a.array.shape if isinstance(a, bf16) else np.shape(a)
 
 

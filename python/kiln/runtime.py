@@ -15,6 +15,17 @@ except ImportError:  # a runtime-only installation
     from . import _kiln_runtime as _ext
 
 
+class bf16:
+    """Marks a uint16 numpy array as holding bfloat16 values (numpy has no
+    bfloat16): ``kernel[grid](kiln.bf16(a), ...)``."""
+
+    def __init__(self, array):
+        array = np.asarray(array)
+        if array.dtype != np.uint16:
+            raise TypeError("kiln.bf16 wraps a uint16 array holding bfloat16 bits")
+        self.array = array
+
+
 class Bundle:
     """A kernel loaded from a .kiln bundle (``kilnc kernel.mlir -o k.kiln``)."""
 

@@ -1,16 +1,15 @@
 #!/usr/bin/env bash
-# Compiles the kernels test/gpu/check.py runs into a folder (default
-# build/gpu-bundles) for one GPU target (default sm_90a). Runs where the
-# compiler lives: `make gpu-bundles`.
+# Compiles every kernel test/gpu/check.py launches into a folder (default
+# build/gpu-bundles) for one target (KILN_GPU_TARGET, default sm_90a): runs
+# check.py in record mode where the compiler lives (`make gpu-bundles`). For an
+# emu-sm_XY target it also runs the checks on the emulator.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-KILNC=${KILNC:-$ROOT/build/bin/kilnc}
 OUT=${1:-$ROOT/build/gpu-bundles}
 TARGET=${KILN_GPU_TARGET:-sm_90a}
-mkdir -p "$OUT"
-for f in vector_add softmax layernorm matmul matmul_bf16; do
-  "$KILNC" "$ROOT/examples/$f.mlir" --target "$TARGET" -o "$OUT/$f.kiln"
-done
-"$KILNC" op embedding --dtype f32 --target "$TARGET" -o "$OUT/embedding.kiln"
-echo "$TARGET" > "$OUT/TARGET"
-ls -l "$OUT"
+if [ -f "$OUT/TARGET" ] && [ "$(cat "$OUT/TARGET")" != "$TARGET" ]; then
+  rm -rf "$OUT" # bundles of another target
+fi
+KILNC=${KILNC:-$ROOT/build/bin/kilnc} PYTHONPATH=$ROOT/build/python \
+  "${PYTHON:-$ROOT/build/venv/bin/python}" "$ROOT/test/gpu/check.py" --record \
+  --target "$TARGET" "$OUT"
