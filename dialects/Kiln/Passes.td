@@ -91,7 +91,8 @@ def ConvertKilnToGPU : Pass<"convert-kiln-to-gpu", "::mlir::ModuleOp"> {
     "::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect",
     "::mlir::LLVM::LLVMDialect", "::mlir::math::MathDialect",
     "::mlir::memref::MemRefDialect", "::mlir::NVVM::NVVMDialect",
-    "::mlir::nvgpu::NVGPUDialect", "::mlir::scf::SCFDialect"
+    "::mlir::nvgpu::NVGPUDialect", "::mlir::scf::SCFDialect",
+    "::mlir::vector::VectorDialect"
   ];
 }
 
@@ -107,7 +108,8 @@ def EmulateGPU : Pass<"kiln-emulate-gpu", "::mlir::ModuleOp"> {
 
       * `gpu.thread_id`, `gpu.barrier`, `gpu.shuffle xor`,
         `nvgpu.device_async_copy`, `nvvm.cp.async.commit.group`,
-        `nvvm.cp.async.wait.group` and `nvvm.mma.sync` become calls into
+        `nvvm.cp.async.wait.group`, `nvgpu.ldmatrix` and `nvvm.mma.sync`
+        become calls into
         the emulator, which runs the block's threads as fibers;
       * `gpu.block_id` and `gpu.grid_dim` come from the launch's program id
         and grid;
@@ -129,7 +131,8 @@ def EmulateGPU : Pass<"kiln-emulate-gpu", "::mlir::ModuleOp"> {
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",
-    "::mlir::LLVM::LLVMDialect", "::mlir::memref::MemRefDialect"
+    "::mlir::LLVM::LLVMDialect", "::mlir::memref::MemRefDialect",
+    "::mlir::vector::VectorDialect"
   ];
 }
 

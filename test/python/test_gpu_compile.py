@@ -87,6 +87,7 @@ def test_low_precision_uses_tensor_cores(op, dtype, tmp_path):
     out = str(tmp_path / "k.ptx")
     ptx = _compile(["op", op, "--dtype", dtype], out, "sm_90a")
     assert f"mma.sync.aligned.m16n8k16.row.col.f32.{dtype}.{dtype}.f32" in ptx
+    assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx
     if op == "block_sparse_attention":
         assert "shfl.sync.bfly" in ptx
     _assemble(out, "sm_90a", tmp_path)

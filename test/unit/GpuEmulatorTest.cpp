@@ -42,6 +42,8 @@ void kiln_emu_cp_async(int64_t dst, int64_t src, int64_t bytes,
                        int64_t srcBytes, const char *site);
 void kiln_emu_cp_async_commit(void);
 void kiln_emu_cp_async_wait(int32_t n);
+void kiln_emu_ldmatrix(int64_t addr, int32_t n, int32_t trans, int64_t out,
+                       const char *site);
 void kiln_emu_mma_m16n8k16(int32_t isF16, int32_t a0, int32_t a1, int32_t a2,
                            int32_t a3, int32_t b0, int32_t b1, float c0,
                            float c1, float c2, float c3, int64_t out);
@@ -164,6 +166,51 @@ TEST_CASE("mma.sync m16n8k16 follows the PTX fragment layout", "[emu]") {
         ref += double(gA[row][k]) * gB[k][col];
       CHECK(gD[lane][i] == ref);
     }
+}
+
+namespace {
+// A 16x16 matrix of 16-bit values M[r][c] = 256 r + c in shared memory (row
+// stride 32 bytes); each lane's ldmatrix registers after the load.
+uint32_t gLdm[32][4], gLdmT[32][2];
+
+void ldmatrixThread(void **, int32_t, int32_t, int32_t, int32_t, int32_t,
+                    int32_t) {
+  int lane = kiln_emu_thread_id();
+  for (int i = lane; i < 256; i += 32) {
+    uint16_t v = uint16_t(256 * (i / 16) + i % 16);
+    kiln_emu_shared_access(kiln_emu_shared() + 2 * i, 2, 1, "fill");
+    std::memcpy(reinterpret_cast<char *>(kiln_emu_shared() + 2 * i), &v, 2);
+  }
+  kiln_emu_barrier();
+  // x4: matrices (rows 0-7 | 8-15) x (cols 0-7 | 8-15), in that order.
+  int m = lane / 8, row = lane % 8 + 8 * (m % 2), col = 8 * (m / 2);
+  kiln_emu_ldmatrix(kiln_emu_shared() + 32 * row + 2 * col, 4, 0,
+                    int64_t(reinterpret_cast<uintptr_t>(gLdm[lane])), "x4");
+  // x2.trans: matrices rows 0-7 and rows 8-15 of columns 8-15.
+  int trow = lane % 8 + 8 * ((lane / 8) % 2);
+  kiln_emu_ldmatrix(kiln_emu_shared() + 32 * trow + 16, 2, 1,
+                    int64_t(reinterpret_cast<uintptr_t>(gLdmT[lane])), "x2");
+}
+} // namespace
+
+TEST_CASE("ldmatrix follows the PTX fragment layout", "[emu]") {
+  run(ldmatrixThread, nullptr, 32, 512);
+  auto word = [](int r0, int c0, int r1, int c1) {
+    return uint32_t(256 * r0 + c0) | uint32_t(256 * r1 + c1) << 16;
+  };
+  for (int t = 0; t < 32; ++t) {
+    int g = t / 4, q = t % 4;
+    for (int i = 0; i < 4; ++i) {
+      // Register i: matrix i, row g, columns 2q and 2q + 1.
+      int r = g + 8 * (i % 2), c = 2 * q + 8 * (i / 2);
+      CHECK(gLdm[t][i] == word(r, c, r, c + 1));
+    }
+    for (int i = 0; i < 2; ++i) {
+      // .trans: rows 2q and 2q + 1 of column g of matrix i.
+      int r = 2 * q + 8 * i, c = 8 + g;
+      CHECK(gLdmT[t][i] == word(r, c, r + 1, c));
+    }
+  }
 }
 
 TEST_CASE("cp.async lands at wait_group, zero-fills, poison before", "[emu]") {

@@ -23,6 +23,8 @@
 //   void kiln_emu_cp_async_commit()
 //   void kiln_emu_cp_async_wait(i32 n)
 //   void kiln_emu_mma_m16n8k16(i32 f16, i32 a x4, i32 b x2, f32 c x4, i64 out)
+//   void kiln_emu_ldmatrix(i64 rowAddr, i32 numTiles, i32 trans, i64 out,
+//                          i64 site)
 //   void kiln_emu_shared_access(i64 addr, i32 bytes, i32 isWrite, i64 site)
 //   void kiln_emu_run_block(fn, ptr argv, i32 pid x3, i32 grid x3,
 //                           i32 numThreads, i64 sharedBytes, i64 name)
@@ -38,6 +40,7 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "llvm/ADT/StringMap.h"
 
@@ -183,7 +186,7 @@ LogicalResult EmulateGPUPass::emulate(gpu::GPUFuncOp kernel,
 
   auto i32 = b.getI32Type(), i64 = b.getI64Type();
   SmallVector<Operation *> toErase;
-  Value mmaOut;
+  Value mmaOut, ldmOut;
   WalkResult walk = body.walk([&](Operation *op) -> WalkResult {
     ImplicitLocOpBuilder ib(op->getLoc(), op);
     auto toIndex = [&](Value v) {
@@ -285,6 +288,33 @@ LogicalResult EmulateGPUPass::emulate(gpu::GPUFuncOp kernel,
         s = LLVM::InsertValueOp::create(ib, s, e, ArrayRef<int64_t>{i});
       }
       mma.getResult().replaceAllUsesWith(s);
+    } else if (auto ldm = dyn_cast<nvgpu::LdMatrixOp>(op)) {
+      auto vt = cast<VectorType>(ldm.getRes().getType());
+      int64_t n = ldm.getNumTiles();
+      if (vt.getRank() != 2 || vt.getDimSize(0) != n || vt.getDimSize(1) != 2 ||
+          vt.getElementTypeBitWidth() != 16)
+        return op->emitError("kiln-emulate-gpu: only ldmatrix of 16-bit "
+                             "elements is emulated");
+      if (!ldmOut) {
+        ImplicitLocOpBuilder eb(loc, &entry, entry.begin());
+        ldmOut = memref::AllocaOp::create(eb, MemRefType::get({4}, i32));
+      }
+      Value outAddr = arith::IndexCastOp::create(
+          ib, i64, memref::ExtractAlignedPointerAsIndexOp::create(ib, ldmOut));
+      abi.call(ib, "kiln_emu_ldmatrix",
+               {elementAddress(ib, ldm.getSrcMemref(), ldm.getIndices()),
+                arith::ConstantIntOp::create(ib, i32, n),
+                arith::ConstantIntOp::create(ib, i32, ldm.getTranspose()),
+                outAddr, abi.site(ib, op)});
+      Value v = arith::ConstantOp::create(ib, vt, ib.getZeroAttr(vt));
+      auto pairType = VectorType::get({2}, vt.getElementType());
+      for (int64_t i = 0; i < n; ++i) {
+        Value word = memref::LoadOp::create(
+            ib, ldmOut, ValueRange{arith::ConstantIndexOp::create(ib, i)});
+        Value pair = LLVM::BitcastOp::create(ib, pairType, word);
+        v = vector::InsertOp::create(ib, pair, v, ArrayRef<int64_t>{i});
+      }
+      ldm.getRes().replaceAllUsesWith(v);
     } else if (auto ret = dyn_cast<gpu::ReturnOp>(op)) {
       func::ReturnOp::create(ib);
     } else if (auto global = dyn_cast<memref::GetGlobalOp>(op)) {

@@ -49,6 +49,7 @@ struct SimtConfig {
   int64_t sharedBytes = 0;    // bytes planned so far
   bool tensorCores = true;    // kiln.dot on mma.sync where shapes allow
   bool asyncCopy = true;      // cp.async for loads of interior tiles
+  bool ldmatrix = true;       // mma.sync fragments loaded with ldmatrix
   int64_t numStages = 2;      // software pipelining depth of loads in loops
   /// The block of the op being lowered when each buffer was allocated (its
   /// "home"; blocks outlive the ops lowered away): a buffer allocated inside

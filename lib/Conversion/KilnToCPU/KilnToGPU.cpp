@@ -38,6 +38,7 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/IR/IRMapping.h"
@@ -582,6 +583,34 @@ LogicalResult KernelLowering::lowerDotSimt(DotOp op, Value a, Value bm,
     return packed;
   };
   auto mmaType = inElt.isBF16() ? NVVM::MMATypes::bf16 : NVVM::MMATypes::f16;
+  // Fragments come from shared memory with ldmatrix when both operands are
+  // plain row-major buffers (16-byte rows of 8 elements: K % 16 and N % 8
+  // already hold, buffers are 16-byte aligned); else element by element.
+  auto plain = [](Value buf) {
+    auto t = cast<MemRefType>(buf.getType());
+    return t.getLayout().isIdentity() && t.hasStaticShape() &&
+           t.getElementTypeBitWidth() == 16;
+  };
+  bool useLdmatrix = simt->ldmatrix && plain(a) && plain(bm);
+  // Registers of an ldmatrix.xN (trans: .trans) at this lane's row address:
+  // N 32-bit fragment registers (two 16-bit elements each).
+  auto ldmatrix = [&](ImplicitLocOpBuilder &ib, Value buf, Value row,
+                      Value col, int64_t tilesN_, bool trans) {
+    Type elt = cast<MemRefType>(buf.getType()).getElementType();
+    auto vecType = VectorType::get({tilesN_, 2}, elt);
+    Value m = nvgpu::LdMatrixOp::create(ib, vecType, buf, ValueRange{row, col},
+                                        trans, tilesN_);
+    SmallVector<Value> regs;
+    for (int64_t i = 0; i < tilesN_; ++i) {
+      Value pair = vector::ExtractOp::create(ib, m, ArrayRef<int64_t>{i});
+      Value r = LLVM::BitcastOp::create(ib, i32, pair);
+      if (inElt.isF16())
+        r = LLVM::BitcastOp::create(
+            ib, VectorType::get({2}, ib.getF16Type()), r);
+      regs.push_back(r);
+    }
+    return regs;
+  };
   scf::ForOp::create(
       b, warp, cIdx(b, tiles), cIdx(b, warps), ValueRange{},
       [&](OpBuilder &ob, Location loc, Value t, ValueRange) {
@@ -609,12 +638,44 @@ LogicalResult KernelLowering::lowerDotSimt(DotOp op, Value a, Value bm,
               Value ka1 = arith::AddIOp::create(lb, ka, cIdx(lb, 1));
               Value kb8 = arith::AddIOp::create(lb, ka, cIdx(lb, 8));
               Value kb9 = arith::AddIOp::create(lb, ka, cIdx(lb, 9));
-              SmallVector<Value> aRegs{pack(lb, a, row0, ka, row0, ka1),
-                                       pack(lb, a, row1, ka, row1, ka1),
-                                       pack(lb, a, row0, kb8, row0, kb9),
-                                       pack(lb, a, row1, kb8, row1, kb9)};
-              SmallVector<Value> bRegs{pack(lb, bm, ka, colB, ka1, colB),
-                                       pack(lb, bm, kb8, colB, kb9, colB)};
+              SmallVector<Value> aRegs, bRegs;
+              if (useLdmatrix) {
+                // ldmatrix: lane l names row (l % 8) of 8x8 matrix l / 8.
+                // A (x4): matrices (rows +0/+8) x (k +0/+8) in register
+                // order; B (x2, transposed): k +0 and k +8 of column tile.
+                Value r8 = arith::RemUIOp::create(lb, lane, cIdx(lb, 8));
+                Value mi = arith::DivUIOp::create(lb, lane, cIdx(lb, 8));
+                Value aRow = arith::AddIOp::create(
+                    lb, arith::AddIOp::create(
+                            lb, arith::MulIOp::create(lb, tm, cIdx(lb, 16)),
+                            r8),
+                    arith::MulIOp::create(
+                        lb, arith::RemUIOp::create(lb, mi, cIdx(lb, 2)),
+                        cIdx(lb, 8)));
+                Value aCol = arith::AddIOp::create(
+                    lb, k0,
+                    arith::MulIOp::create(
+                        lb, arith::DivUIOp::create(lb, mi, cIdx(lb, 2)),
+                        cIdx(lb, 8)));
+                aRegs = ldmatrix(lb, a, aRow, aCol, 4, false);
+                Value bRow = arith::AddIOp::create(
+                    lb, k0,
+                    arith::AddIOp::create(
+                        lb, r8,
+                        arith::MulIOp::create(
+                            lb, arith::RemUIOp::create(lb, mi, cIdx(lb, 2)),
+                            cIdx(lb, 8))));
+                bRegs = ldmatrix(lb, bm, bRow,
+                                 arith::MulIOp::create(lb, tn, cIdx(lb, 8)), 2,
+                                 true);
+              } else {
+                aRegs = {pack(lb, a, row0, ka, row0, ka1),
+                         pack(lb, a, row1, ka, row1, ka1),
+                         pack(lb, a, row0, kb8, row0, kb9),
+                         pack(lb, a, row1, kb8, row1, kb9)};
+                bRegs = {pack(lb, bm, ka, colB, ka1, colB),
+                         pack(lb, bm, kb8, colB, kb9, colB)};
+              }
               auto resType = LLVM::LLVMStructType::getLiteral(
                   ctx, {f32, f32, f32, f32});
               Value r = NVVM::MmaOp::create(

@@ -114,6 +114,7 @@ typedef struct {
   uint64_t shfl[kMaxThreads / kWarp][kWarp];
   uint32_t mma_a[kMaxThreads / kWarp][kWarp][4];
   uint32_t mma_b[kMaxThreads / kWarp][kWarp][2];
+  int64_t ldm_addr[kMaxThreads / kWarp][kWarp];
   /* shared memory and its checker */
   uint64_t epoch; /* advances at every barrier and every block */
   unsigned char *smem;
@@ -428,6 +429,47 @@ EMU_API void kiln_emu_cp_async_wait(int32_t n) {
     f->copies[live++] = c;
   }
   f->num_copies = live;
+}
+
+static uint16_t read_u16(int64_t addr, const char *site) {
+  kiln_emu_shared_access(addr, 2, 0, site);
+  uint16_t v;
+  memcpy(&v, (const void *)(uintptr_t)addr, 2);
+  return v;
+}
+
+/* ldmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16 per the PTX ISA:
+ * lane l names the address of row (l % 8) of matrix l / 8 (16 bytes, 16-byte
+ * aligned); register i of lane t holds row t / 4, columns 2 (t % 4) and
+ * 2 (t % 4) + 1 of matrix i (lower column in the low half), or with .trans
+ * rows 2 (t % 4) and 2 (t % 4) + 1 of column t / 4. */
+EMU_API void kiln_emu_ldmatrix(int64_t addr, int32_t n, int32_t trans,
+                               int64_t out, const char *site) {
+  block_state *s = S;
+  int w = s->current / kWarp, lane = s->current % kWarp;
+  if (n != 1 && n != 2 && n != 4)
+    fail("%s: ldmatrix of %d matrices (PTX allows 1, 2 or 4)", site, n);
+  if (lane < 8 * n && addr % 16)
+    fail("%s: ldmatrix row address %llx is not 16-byte aligned", site,
+         (unsigned long long)addr);
+  s->ldm_addr[w][lane] = addr;
+  warp_sync();
+  uint32_t r[4];
+  for (int i = 0; i < n; ++i) {
+    int64_t *rows = &s->ldm_addr[w][8 * i];
+    uint32_t lo, hi;
+    if (!trans) {
+      int64_t base = rows[lane / 4] + 4 * (lane % 4);
+      lo = read_u16(base, site);
+      hi = read_u16(base + 2, site);
+    } else {
+      lo = read_u16(rows[2 * (lane % 4)] + 2 * (lane / 4), site);
+      hi = read_u16(rows[2 * (lane % 4) + 1] + 2 * (lane / 4), site);
+    }
+    r[i] = lo | hi << 16;
+  }
+  warp_sync();
+  memcpy((void *)(uintptr_t)out, r, 4 * (size_t)n);
 }
 
 static float bf16_to_float(uint16_t h) {

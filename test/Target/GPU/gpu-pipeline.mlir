@@ -14,6 +14,8 @@
 // PTX-DAG: cp.async.ca.shared.global
 // PTX-DAG: cp.async.wait_group 0
 // PTX-DAG: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+// PTX-DAG: ldmatrix.sync.aligned.m8n8.x4.shared.b16
+// PTX-DAG: ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16
 // PTX-DAG: shfl.sync.bfly.b32
 // PTX-DAG: bar.sync 0
 
