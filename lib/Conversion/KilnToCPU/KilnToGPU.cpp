@@ -611,6 +611,116 @@ LogicalResult KernelLowering::lowerDotSimt(DotOp op, Value a, Value bm,
     }
     return regs;
   };
+  auto mma = [&](ImplicitLocOpBuilder &ib, ArrayRef<Value> aRegs,
+                 ArrayRef<Value> bRegs, ValueRange acc) {
+    auto resType = LLVM::LLVMStructType::getLiteral(ctx, {f32, f32, f32, f32});
+    Value r = NVVM::MmaOp::create(
+        ib, resType, aRegs, bRegs, acc, /*shape=*/{16, 8, 16},
+        /*b1Op=*/std::nullopt, /*intOverflow=*/std::nullopt,
+        /*multiplicandPtxTypes=*/std::array<NVVM::MMATypes, 2>{mmaType, mmaType},
+        /*multiplicandLayouts=*/
+        std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
+                                       NVVM::MMALayout::col});
+    SmallVector<Value> d;
+    for (int64_t i = 0; i < 4; ++i)
+      d.push_back(LLVM::ExtractValueOp::create(ib, r, i));
+    return d;
+  };
+
+  // Warp tiling: the warps form a WM x WN grid over the 16x8 output tiles;
+  // each owns TM x TN of them, keeps their accumulators in registers over
+  // the whole K loop, and per 16-deep step loads TM A and TN B fragments
+  // (ldmatrix) for TM * TN mma.sync: operand reuse, where one tile per step
+  // would load both fragments for every mma.
+  int64_t tilesM = M / 16, bestWM = 0, bestCost = INT64_MAX;
+  for (int64_t wm = 1; wm <= warps; ++wm) {
+    int64_t wn = warps / wm;
+    if (warps % wm || tilesM % wm || tilesN % wn)
+      continue;
+    int64_t tm = tilesM / wm, tn = tilesN / wn;
+    if (tm * tn * 4 > 128) // accumulator registers per thread
+      continue;
+    // Fragment registers loaded per step: 4 per A tile, 2 per B tile.
+    int64_t cost = 4 * tm + 2 * tn;
+    if (cost < bestCost)
+      bestCost = cost, bestWM = wm;
+  }
+  if (useLdmatrix && bestWM) {
+    int64_t WN = warps / bestWM, TM = tilesM / bestWM, TN = tilesN / WN;
+    Value wm = arith::DivUIOp::create(b, warp, cIdx(b, WN));
+    Value wn = arith::RemUIOp::create(b, warp, cIdx(b, WN));
+    Value r8 = arith::RemUIOp::create(b, lane, cIdx(b, 8));
+    Value mi = arith::DivUIOp::create(b, lane, cIdx(b, 8));
+    Value rowOff = arith::MulIOp::create(
+        b, arith::RemUIOp::create(b, mi, cIdx(b, 2)), cIdx(b, 8));
+    Value colOff = arith::MulIOp::create(
+        b, arith::DivUIOp::create(b, mi, cIdx(b, 2)), cIdx(b, 8));
+    auto tileRow = [&](ImplicitLocOpBuilder &ib, int64_t i) -> Value {
+      return arith::MulIOp::create(
+          ib,
+          arith::AddIOp::create(ib, arith::MulIOp::create(ib, wm, cIdx(ib, TM)),
+                                cIdx(ib, i)),
+          cIdx(ib, 16));
+    };
+    auto tileCol = [&](ImplicitLocOpBuilder &ib, int64_t j) -> Value {
+      return arith::MulIOp::create(
+          ib,
+          arith::AddIOp::create(ib, arith::MulIOp::create(ib, wn, cIdx(ib, TN)),
+                                cIdx(ib, j)),
+          cIdx(ib, 8));
+    };
+    // C element e of tile (i, j): row g + 8 (e >> 1), column 2q + (e & 1).
+    auto cIndex = [&](ImplicitLocOpBuilder &ib, int64_t i, int64_t j,
+                      int64_t e) -> std::array<Value, 2> {
+      Value row = arith::AddIOp::create(
+          ib, tileRow(ib, i), arith::AddIOp::create(ib, g, cIdx(ib, 8 * (e >> 1))));
+      Value col = arith::AddIOp::create(
+          ib, tileCol(ib, j), arith::AddIOp::create(ib, q2, cIdx(ib, e & 1)));
+      return {row, col};
+    };
+    SmallVector<Value> cInit;
+    for (int64_t i = 0; i < TM; ++i)
+      for (int64_t j = 0; j < TN; ++j)
+        for (int64_t e = 0; e < 4; ++e) {
+          auto [row, col] = cIndex(b, i, j, e);
+          cInit.push_back(memref::LoadOp::create(b, out, ValueRange{row, col}));
+        }
+    auto kLoop = scf::ForOp::create(
+        b, cIdx(b, 0), cIdx(b, K), cIdx(b, 16), cInit,
+        [&](OpBuilder &kb, Location kl, Value k0, ValueRange acc) {
+          ImplicitLocOpBuilder lb(kl, kb);
+          SmallVector<SmallVector<Value>> aFr, bFr;
+          for (int64_t i = 0; i < TM; ++i)
+            aFr.push_back(ldmatrix(
+                lb, a,
+                arith::AddIOp::create(
+                    lb, tileRow(lb, i), arith::AddIOp::create(lb, r8, rowOff)),
+                arith::AddIOp::create(lb, k0, colOff), 4, false));
+          for (int64_t j = 0; j < TN; ++j)
+            bFr.push_back(ldmatrix(
+                lb, bm,
+                arith::AddIOp::create(lb, k0,
+                                      arith::AddIOp::create(lb, r8, rowOff)),
+                tileCol(lb, j), 2, true));
+          SmallVector<Value> next;
+          for (int64_t i = 0; i < TM; ++i)
+            for (int64_t j = 0; j < TN; ++j)
+              llvm::append_range(
+                  next, mma(lb, aFr[i], bFr[j],
+                            acc.slice((i * TN + j) * 4, 4)));
+          scf::YieldOp::create(lb, next);
+        });
+    for (int64_t i = 0; i < TM; ++i)
+      for (int64_t j = 0; j < TN; ++j)
+        for (int64_t e = 0; e < 4; ++e) {
+          auto [row, col] = cIndex(b, i, j, e);
+          memref::StoreOp::create(b, kLoop.getResult((i * TN + j) * 4 + e),
+                                  out, ValueRange{row, col});
+        }
+    barrier(b);
+    return success();
+  }
+
   scf::ForOp::create(
       b, warp, cIdx(b, tiles), cIdx(b, warps), ValueRange{},
       [&](OpBuilder &ob, Location loc, Value t, ValueRange) {
