@@ -50,6 +50,7 @@ struct SimtConfig {
   bool tensorCores = true;    // kiln.dot on mma.sync where shapes allow
   bool asyncCopy = true;      // cp.async for loads of interior tiles
   bool ldmatrix = true;       // mma.sync fragments loaded with ldmatrix
+  bool registerAccumulators = true; // loop-carried mma accumulators in regs
   int64_t numStages = 2;      // software pipelining depth of loads in loops
   /// The block of the op being lowered when each buffer was allocated (its
   /// "home"; blocks outlive the ops lowered away): a buffer allocated inside
@@ -109,6 +110,18 @@ private:
     Value current; // this iteration's stage index (set at the first load)
   };
   SmallVector<std::unique_ptr<PipelinedLoop>> pipelinedLoops;
+  // SIMT: loop-carried tensor-core accumulators kept in registers (each
+  // lane's fragments under the dot's warp tiling), not in a shared buffer.
+  DenseMap<Value, SmallVector<Value>> registerTiles;
+  /// The tile iter_args of `loop` that can live in registers: used only as
+  /// the accumulator of one warp-tiled tensor-core dot whose result is
+  /// yielded back in the same position.
+  SmallVector<unsigned> registerAccumulators(scf::ForOp loop);
+  SmallVector<Value> loadRegisterTile(ImplicitLocOpBuilder &b, DotOp dot,
+                                      Value buf);
+  void storeRegisterTile(ImplicitLocOpBuilder &b, DotOp dot, ValueRange regs,
+                         Value buf);
+  LogicalResult lowerRegisterDot(DotOp op);
   DenseMap<Operation *, PipelinedLoop *> pipelinedLoads;
   void setupPipelining(scf::ForOp loop);
   LogicalResult lowerPipelinedLoad(LoadOp load, PipelinedLoop &state);

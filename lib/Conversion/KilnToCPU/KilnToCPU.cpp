@@ -753,6 +753,8 @@ LogicalResult KernelLowering::lowerElementwise(Operation *op) {
 /// contraction loop; each step loads NV vectors of a row of rhs and
 /// broadcasts MR elements of a column of lhs.
 LogicalResult KernelLowering::lowerDot(DotOp op) {
+  if (simt && registerTiles.count(op.getAcc()))
+    return lowerRegisterDot(op); // a loop-carried accumulator in registers
   auto lhsType = op.getLhs().getType();
   auto accType = op.getAcc().getType();
   int64_t M = lhsType.getDimSize(0), K = lhsType.getDimSize(1),
@@ -1084,7 +1086,13 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
     return lowerBlock(*op.getBody());
 
   ImplicitLocOpBuilder b(op.getLoc(), op);
-  // Each loop-carried tile lives in one buffer for the whole loop.
+  // SIMT: tensor-core accumulators carried in registers (after the scalars).
+  SmallVector<unsigned> regPos = registerAccumulators(op);
+  auto isReg = [&](unsigned i) { return llvm::is_contained(regPos, i); };
+  auto regDot = [&](unsigned i) {
+    return cast<DotOp>(*op.getRegionIterArgs()[i].getUsers().begin());
+  };
+  // Each other loop-carried tile lives in one buffer for the whole loop.
   SmallVector<Value> iterBufs(op.getNumRegionIterArgs());
   SmallVector<Value> scalarInits;
   for (auto [i, init] : llvm::enumerate(op.getInitArgs())) {
@@ -1092,12 +1100,22 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
       scalarInits.push_back(init);
       continue;
     }
+    if (isReg(i))
+      continue;
     auto type = cast<RankedTensorType>(init.getType());
     auto src = bufferOf(init, op);
     if (failed(src))
       return failure();
     iterBufs[i] = allocTile(type, op.getLoc());
     copyTile(b, *src, iterBufs[i], type);
+  }
+  size_t numScalars = scalarInits.size();
+  SmallVector<size_t> regCounts;
+  for (unsigned i : regPos) {
+    SmallVector<Value> regs =
+        loadRegisterTile(b, regDot(i), buffers.lookup(op.getInitArgs()[i]));
+    regCounts.push_back(regs.size());
+    llvm::append_range(scalarInits, regs);
   }
   auto newLoop = scf::ForOp::create(b, op.getLowerBound(), op.getUpperBound(),
                                     op.getStep(), scalarInits);
@@ -1107,8 +1125,16 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
   SmallVector<Value> replacements;
   replacements.push_back(newLoop.getInductionVar());
   unsigned scalarIdx = 0;
+  size_t regIdx = numScalars;
   for (auto [i, arg] : llvm::enumerate(op.getRegionIterArgs())) {
-    if (iterBufs[i]) {
+    if (isReg(i)) {
+      // Its only user, the dot, reads the registers.
+      replacements.push_back(arg);
+      size_t n = regCounts[llvm::find(regPos, i) - regPos.begin()];
+      registerTiles[arg] = SmallVector<Value>(
+          newLoop.getRegionIterArgs().slice(regIdx, n));
+      regIdx += n;
+    } else if (iterBufs[i]) {
       // A tile argument keeps its value; its users read the iteration buffer.
       replacements.push_back(arg);
       buffers[arg] = iterBufs[i];
@@ -1121,7 +1147,7 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
   if (!newBody->empty())
     newBody->getTerminator()->erase();
   for (auto [i, arg] : llvm::enumerate(oldBody->getArguments())) {
-    if (i > 0 && iterBufs[i - 1])
+    if (i > 0 && (iterBufs[i - 1] || isReg(i - 1)))
       continue;
     arg.replaceAllUsesWith(replacements[i]);
   }
@@ -1133,10 +1159,52 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
   // Rewrite the yield: copy yielded tiles into the iteration buffers. If a
   // yielded tile is another position's iteration buffer, stage through
   // temporaries so the parallel assignment stays correct.
-  if (failed(rewriteYield(*newBody, iterBufs)))
+  if (regPos.empty()) {
+    if (failed(rewriteYield(*newBody, iterBufs)))
+      return failure();
+    mapRebuiltResults(op.getResults(), iterBufs, newLoop.getResults(), buffers);
+    toErase.push_back(op);
+    return success();
+  }
+  // Register accumulators: the yield carries the dots' result registers
+  // after the scalars; the loop's results are stored into buffers after it.
+  auto yield = cast<scf::YieldOp>(newBody->getTerminator());
+  SmallVector<Value> regVals, keep, keepDests;
+  for (unsigned i : regPos)
+    llvm::append_range(regVals, registerTiles.lookup(yield.getOperand(i)));
+  for (auto [i, v] : llvm::enumerate(yield.getOperands()))
+    if (!isReg(i)) {
+      keep.push_back(v);
+      keepDests.push_back(iterBufs[i]);
+    }
+  {
+    OpBuilder yb(yield);
+    scf::YieldOp::create(yb, yield.getLoc(), keep);
+    yield.erase();
+  }
+  if (failed(rewriteYield(*newBody, keepDests)))
     return failure();
-
-  mapRebuiltResults(op.getResults(), iterBufs, newLoop.getResults(), buffers);
+  Operation *term = newBody->getTerminator();
+  term->insertOperands(term->getNumOperands(), regVals);
+  ImplicitLocOpBuilder ab(op.getLoc(), newLoop->getBlock(),
+                          std::next(Block::iterator(newLoop)));
+  scalarIdx = 0;
+  regIdx = numScalars;
+  for (auto [i, r] : llvm::enumerate(op.getResults())) {
+    if (isReg(i)) {
+      Value buf = allocTile(cast<RankedTensorType>(r.getType()), op.getLoc());
+      size_t n = regCounts[llvm::find(regPos, i) - regPos.begin()];
+      storeRegisterTile(ab, regDot(i), newLoop.getResults().slice(regIdx, n),
+                        buf);
+      regIdx += n;
+      buffers[r] = buf;
+    } else if (iterBufs[i]) {
+      buffers[r] = iterBufs[i];
+    } else {
+      r.replaceAllUsesWith(newLoop.getResult(scalarIdx++));
+    }
+  }
+  barrier(ab);
   toErase.push_back(op);
   return success();
 }

@@ -502,6 +502,314 @@ LogicalResult KernelLowering::lowerPipelinedLoad(LoadOp load,
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// Tensor cores: mma.sync.m16n8k16 over 16x8 output tiles
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// mma.sync.m16n8k16 (row.col) on 16-bit operands in shared memory, f32
+/// accumulators in registers. Fragments per the PTX ISA, lane = 4 g + q:
+///   A (16x16): reg r holds A[g + 8 (r & 1)][2q + 8 (r >> 1) + {0, 1}]
+///   B (16x8):  reg r holds B[2q + 8 r + {0, 1}][g]
+///   C (16x8):  c[e] = C[g + 8 (e >> 1)][2q + (e & 1)]
+/// Two 16-bit elements per 32-bit register, the lower index in the low half.
+/// They are loaded with ldmatrix (A: .x4; B, stored row-major: .x2.trans)
+/// from plain row-major buffers (16-byte rows: K % 16 and N % 8 hold, and
+/// buffers are 16-byte aligned), element by element otherwise.
+struct MmaTiles {
+  Value a, bm;
+  Type inElt;
+  bool useLdmatrix;
+  Value warp, lane, g, q2, r8, rowOff, colOff;
+
+  /// The 32-bit register of two 16-bit elements buf[r0][c0], buf[r1][c1].
+  Value pack(ImplicitLocOpBuilder &b, Value buf, Value r0, Value c0, Value r1,
+             Value c1) const {
+    auto i32 = b.getI32Type();
+    Value lo = arith::ExtUIOp::create(
+        b, i32, memref::LoadOp::create(b, buf, ValueRange{r0, c0}));
+    Value hi = arith::ExtUIOp::create(
+        b, i32, memref::LoadOp::create(b, buf, ValueRange{r1, c1}));
+    hi = arith::ShLIOp::create(b, hi, arith::ConstantIntOp::create(b, i32, 16));
+    return typed(b, arith::OrIOp::create(b, lo, hi));
+  }
+  /// NVVM types f16 fragments as vector<2xf16>, bf16 ones as i32.
+  Value typed(ImplicitLocOpBuilder &b, Value reg) const {
+    if (!inElt.isF16())
+      return reg;
+    return LLVM::BitcastOp::create(b, VectorType::get({2}, b.getF16Type()),
+                                   reg);
+  }
+  /// ldmatrix.xN at this lane's row address: N registers.
+  SmallVector<Value> ldmatrix(ImplicitLocOpBuilder &b, Value buf, Value row,
+                              Value col, int64_t n, bool trans) const {
+    Type elt = cast<MemRefType>(buf.getType()).getElementType();
+    Value m = nvgpu::LdMatrixOp::create(b, VectorType::get({n, 2}, elt), buf,
+                                        ValueRange{row, col}, trans, n);
+    SmallVector<Value> regs;
+    for (int64_t i = 0; i < n; ++i) {
+      Value pair = vector::ExtractOp::create(b, m, ArrayRef<int64_t>{i});
+      regs.push_back(typed(b, LLVM::BitcastOp::create(b, b.getI32Type(), pair)));
+    }
+    return regs;
+  }
+  /// The A fragment of rows [row, row + 16), columns [k0, k0 + 16).
+  SmallVector<Value> fragA(ImplicitLocOpBuilder &b, Value row, Value k0) const {
+    if (useLdmatrix)
+      // Lane l names row l % 8 of matrix l / 8: (rows +0/+8) x (k +0/+8).
+      return ldmatrix(b, a,
+                      arith::AddIOp::create(
+                          b, row, arith::AddIOp::create(b, r8, rowOff)),
+                      arith::AddIOp::create(b, k0, colOff), 4, false);
+    Value r0 = arith::AddIOp::create(b, row, g);
+    Value r1 = arith::AddIOp::create(b, r0, cIdx(b, 8));
+    Value k = arith::AddIOp::create(b, k0, q2);
+    Value k1 = arith::AddIOp::create(b, k, cIdx(b, 1));
+    Value k8 = arith::AddIOp::create(b, k, cIdx(b, 8));
+    Value k9 = arith::AddIOp::create(b, k, cIdx(b, 9));
+    return {pack(b, a, r0, k, r0, k1), pack(b, a, r1, k, r1, k1),
+            pack(b, a, r0, k8, r0, k9), pack(b, a, r1, k8, r1, k9)};
+  }
+  /// The B fragment of rows [k0, k0 + 16), columns [col, col + 8).
+  SmallVector<Value> fragB(ImplicitLocOpBuilder &b, Value k0, Value col) const {
+    if (useLdmatrix)
+      // Lanes 0-15 name the rows of k +0 and k +8 (transposed on load).
+      return ldmatrix(b, bm,
+                      arith::AddIOp::create(
+                          b, k0, arith::AddIOp::create(b, r8, rowOff)),
+                      col, 2, true);
+    Value c = arith::AddIOp::create(b, col, g);
+    Value k = arith::AddIOp::create(b, k0, q2);
+    Value k1 = arith::AddIOp::create(b, k, cIdx(b, 1));
+    Value k8 = arith::AddIOp::create(b, k, cIdx(b, 8));
+    Value k9 = arith::AddIOp::create(b, k, cIdx(b, 9));
+    return {pack(b, bm, k, c, k1, c), pack(b, bm, k8, c, k9, c)};
+  }
+  SmallVector<Value> mma(ImplicitLocOpBuilder &b, ArrayRef<Value> aRegs,
+                         ArrayRef<Value> bRegs, ValueRange acc) const {
+    auto f32 = b.getF32Type();
+    auto resType =
+        LLVM::LLVMStructType::getLiteral(b.getContext(), {f32, f32, f32, f32});
+    auto type = inElt.isBF16() ? NVVM::MMATypes::bf16 : NVVM::MMATypes::f16;
+    Value r = NVVM::MmaOp::create(
+        b, resType, aRegs, bRegs, acc, /*shape=*/{16, 8, 16},
+        /*b1Op=*/std::nullopt, /*intOverflow=*/std::nullopt,
+        /*multiplicandPtxTypes=*/std::array<NVVM::MMATypes, 2>{type, type},
+        /*multiplicandLayouts=*/
+        std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
+                                       NVVM::MMALayout::col});
+    SmallVector<Value> d;
+    for (int64_t i = 0; i < 4; ++i)
+      d.push_back(LLVM::ExtractValueOp::create(b, r, i));
+    return d;
+  }
+  /// Element e of this lane's C fragment of tile (row, col).
+  std::array<Value, 2> cIndex(ImplicitLocOpBuilder &b, Value row, Value col,
+                              int64_t e) const {
+    return {arith::AddIOp::create(
+                b, row, arith::AddIOp::create(b, g, cIdx(b, 8 * (e >> 1)))),
+            arith::AddIOp::create(
+                b, col, arith::AddIOp::create(b, q2, cIdx(b, e & 1)))};
+  }
+  /// This lane's accumulators of the tiles rows x cols (row-major pairs, 4
+  /// each) from/to a buffer.
+  SmallVector<Value> loadAcc(ImplicitLocOpBuilder &b, ArrayRef<Value> rows,
+                             ArrayRef<Value> cols, Value buf) const {
+    SmallVector<Value> regs;
+    for (Value r : rows)
+      for (Value c : cols)
+        for (int64_t e = 0; e < 4; ++e) {
+          auto [i, j] = cIndex(b, r, c, e);
+          regs.push_back(memref::LoadOp::create(b, buf, ValueRange{i, j}));
+        }
+    return regs;
+  }
+  void storeAcc(ImplicitLocOpBuilder &b, ArrayRef<Value> rows,
+                ArrayRef<Value> cols, ValueRange regs, Value buf) const {
+    size_t n = 0;
+    for (Value r : rows)
+      for (Value c : cols)
+        for (int64_t e = 0; e < 4; ++e) {
+          auto [i, j] = cIndex(b, r, c, e);
+          memref::StoreOp::create(b, regs[n++], buf, ValueRange{i, j});
+        }
+  }
+  /// The K loop: per 16-deep step, one A fragment per row tile and one B
+  /// fragment per column tile, then every pair's mma.sync.
+  scf::ForOp run(ImplicitLocOpBuilder &b, ArrayRef<Value> rows,
+                 ArrayRef<Value> cols, int64_t K, ValueRange cInit) const {
+    return scf::ForOp::create(
+        b, cIdx(b, 0), cIdx(b, K), cIdx(b, 16), cInit,
+        [&](OpBuilder &kb, Location kl, Value k0, ValueRange acc) {
+          ImplicitLocOpBuilder lb(kl, kb);
+          SmallVector<SmallVector<Value>> aFr, bFr;
+          for (Value r : rows)
+            aFr.push_back(fragA(lb, r, k0));
+          for (Value c : cols)
+            bFr.push_back(fragB(lb, k0, c));
+          SmallVector<Value> next;
+          for (size_t i = 0; i < rows.size(); ++i)
+            for (size_t j = 0; j < cols.size(); ++j)
+              llvm::append_range(
+                  next, mma(lb, aFr[i], bFr[j],
+                            acc.slice((i * cols.size() + j) * 4, 4)));
+          scf::YieldOp::create(lb, next);
+        });
+  }
+};
+
+/// The warps as a WM x WN grid over the 16x8 output tiles, each owning
+/// TM x TN of them: chosen to load the fewest fragment registers per step
+/// (4 per A tile, 2 per B tile) with at most 128 accumulators per thread.
+struct WarpTiling {
+  int64_t WN, TM, TN;
+};
+} // namespace
+
+static bool isTensorCoreDot(const SimtConfig &simt, DotOp op) {
+  auto lhsType = op.getLhs().getType();
+  auto accType = op.getAcc().getType();
+  int64_t M = lhsType.getDimSize(0), K = lhsType.getDimSize(1),
+          N = accType.getDimSize(1);
+  Type inElt = lhsType.getElementType();
+  return simt.tensorCores && (inElt.isBF16() || inElt.isF16()) &&
+         accType.getElementType().isF32() && M % 16 == 0 && N % 8 == 0 &&
+         K % 16 == 0 && simt.numThreads % 32 == 0;
+}
+
+static std::optional<WarpTiling> planWarpTiling(int64_t M, int64_t N,
+                                                int64_t warps) {
+  int64_t tilesM = M / 16, tilesN = N / 8, bestCost = INT64_MAX;
+  std::optional<WarpTiling> best;
+  for (int64_t wm = 1; wm <= warps; ++wm) {
+    int64_t wn = warps / wm;
+    if (warps % wm || tilesM % wm || tilesN % wn)
+      continue;
+    int64_t tm = tilesM / wm, tn = tilesN / wn;
+    if (tm * tn * 4 > 128)
+      continue;
+    int64_t cost = 4 * tm + 2 * tn;
+    if (cost < bestCost) {
+      bestCost = cost;
+      best = WarpTiling{wn, tm, tn};
+    }
+  }
+  return best;
+}
+
+static MmaTiles mmaTiles(ImplicitLocOpBuilder &b, const SimtConfig &simt,
+                         Value a, Value bm, Type inElt) {
+  auto plain = [](Value buf) {
+    auto t = cast<MemRefType>(buf.getType());
+    return t.getLayout().isIdentity() && t.hasStaticShape() &&
+           t.getElementTypeBitWidth() == 16;
+  };
+  MmaTiles mt;
+  mt.a = a;
+  mt.bm = bm;
+  mt.inElt = inElt;
+  mt.useLdmatrix = simt.ldmatrix && a && bm && plain(a) && plain(bm);
+  Value c32 = cIdx(b, 32);
+  mt.warp = arith::DivUIOp::create(b, simt.threadId, c32);
+  mt.lane = arith::RemUIOp::create(b, simt.threadId, c32);
+  mt.g = arith::DivUIOp::create(b, mt.lane, cIdx(b, 4));
+  mt.q2 = arith::MulIOp::create(
+      b, arith::RemUIOp::create(b, mt.lane, cIdx(b, 4)), cIdx(b, 2));
+  mt.r8 = arith::RemUIOp::create(b, mt.lane, cIdx(b, 8));
+  Value mi = arith::DivUIOp::create(b, mt.lane, cIdx(b, 8));
+  mt.rowOff = arith::MulIOp::create(
+      b, arith::RemUIOp::create(b, mi, cIdx(b, 2)), cIdx(b, 8));
+  mt.colOff = arith::MulIOp::create(
+      b, arith::DivUIOp::create(b, mi, cIdx(b, 2)), cIdx(b, 8));
+  return mt;
+}
+
+/// This warp's tile row and column bases under a warp tiling.
+static std::pair<SmallVector<Value>, SmallVector<Value>>
+warpTileBases(ImplicitLocOpBuilder &b, const MmaTiles &mt,
+              const WarpTiling &wt) {
+  Value wm = arith::DivUIOp::create(b, mt.warp, cIdx(b, wt.WN));
+  Value wn = arith::RemUIOp::create(b, mt.warp, cIdx(b, wt.WN));
+  SmallVector<Value> rows, cols;
+  for (int64_t i = 0; i < wt.TM; ++i)
+    rows.push_back(arith::MulIOp::create(
+        b, arith::AddIOp::create(b, arith::MulIOp::create(b, wm, cIdx(b, wt.TM)),
+                                 cIdx(b, i)),
+        cIdx(b, 16)));
+  for (int64_t j = 0; j < wt.TN; ++j)
+    cols.push_back(arith::MulIOp::create(
+        b, arith::AddIOp::create(b, arith::MulIOp::create(b, wn, cIdx(b, wt.TN)),
+                                 cIdx(b, j)),
+        cIdx(b, 8)));
+  return {rows, cols};
+}
+
+SmallVector<unsigned> KernelLowering::registerAccumulators(scf::ForOp loop) {
+  SmallVector<unsigned> positions;
+  if (!simt || !simt->registerAccumulators)
+    return positions;
+  auto yield = cast<scf::YieldOp>(loop.getBody()->getTerminator());
+  for (auto [i, arg] : llvm::enumerate(loop.getRegionIterArgs())) {
+    if (!isa<RankedTensorType>(arg.getType()) || !arg.hasOneUse() ||
+        !buffers.count(loop.getInitArgs()[i]))
+      continue;
+    auto dot = dyn_cast<DotOp>(*arg.getUsers().begin());
+    if (!dot || dot->getBlock() != loop.getBody() || dot.getAcc() != arg ||
+        dot.getLhs() == arg || dot.getRhs() == arg ||
+        !dot.getResult().hasOneUse() || yield.getOperand(i) != dot.getResult() ||
+        !isTensorCoreDot(*simt, dot))
+      continue;
+    if (!planWarpTiling(dot.getLhs().getType().getDimSize(0),
+                        dot.getAcc().getType().getDimSize(1),
+                        simt->numThreads / 32))
+      continue;
+    positions.push_back(i);
+  }
+  return positions;
+}
+
+SmallVector<Value> KernelLowering::loadRegisterTile(ImplicitLocOpBuilder &b,
+                                                    DotOp dot, Value buf) {
+  MmaTiles mt = mmaTiles(b, *simt, Value(), Value(),
+                         dot.getLhs().getType().getElementType());
+  auto wt = *planWarpTiling(dot.getLhs().getType().getDimSize(0),
+                            dot.getAcc().getType().getDimSize(1),
+                            simt->numThreads / 32);
+  auto [rows, cols] = warpTileBases(b, mt, wt);
+  return mt.loadAcc(b, rows, cols, buf);
+}
+
+void KernelLowering::storeRegisterTile(ImplicitLocOpBuilder &b, DotOp dot,
+                                       ValueRange regs, Value buf) {
+  MmaTiles mt = mmaTiles(b, *simt, Value(), Value(),
+                         dot.getLhs().getType().getElementType());
+  auto wt = *planWarpTiling(dot.getLhs().getType().getDimSize(0),
+                            dot.getAcc().getType().getDimSize(1),
+                            simt->numThreads / 32);
+  auto [rows, cols] = warpTileBases(b, mt, wt);
+  mt.storeAcc(b, rows, cols, regs, buf);
+}
+
+LogicalResult KernelLowering::lowerRegisterDot(DotOp op) {
+  auto a = bufferOf(op.getLhs(), op), bm = bufferOf(op.getRhs(), op);
+  if (failed(a) || failed(bm))
+    return failure();
+  ImplicitLocOpBuilder b(op.getLoc(), op);
+  auto lhsType = op.getLhs().getType();
+  MmaTiles mt = mmaTiles(b, *simt, *a, *bm, lhsType.getElementType());
+  auto wt = *planWarpTiling(lhsType.getDimSize(0),
+                            op.getAcc().getType().getDimSize(1),
+                            simt->numThreads / 32);
+  auto [rows, cols] = warpTileBases(b, mt, wt);
+  auto kLoop = mt.run(b, rows, cols, lhsType.getDimSize(1),
+                      registerTiles.lookup(op.getAcc()));
+  registerTiles[op.getResult()] = SmallVector<Value>(kLoop.getResults());
+  // The operand tiles may be overwritten next (the next iteration's loads).
+  barrier(b);
+  toErase.push_back(op);
+  return success();
+}
+
 /// Converts an element loaded from a buffer (storage type) to the type a dot
 /// accumulates in.
 static Value toAcc(ImplicitLocOpBuilder &b, Value v, Type inElt, Type accElt) {
@@ -521,11 +829,7 @@ LogicalResult KernelLowering::lowerDotSimt(DotOp op, Value a, Value bm,
           N = accType.getDimSize(1);
   Type inElt = lhsType.getElementType(), accElt = accType.getElementType();
   ImplicitLocOpBuilder b(op.getLoc(), op);
-  MLIRContext *ctx = op.getContext();
-  bool tensorCore = simt->tensorCores && (inElt.isBF16() || inElt.isF16()) &&
-                    accElt.isF32() && M % 16 == 0 && N % 8 == 0 &&
-                    K % 16 == 0 && simt->numThreads % 32 == 0;
-  if (!tensorCore) {
+  if (!isTensorCoreDot(*simt, op)) {
     // One FMA chain per output element, operands read from shared memory.
     forEachIndexSimt(b, {M, N}, [&](ImplicitLocOpBuilder &ib, ValueRange idx) {
       Value acc0 = toType(ib, ib.getLoc(),
@@ -552,259 +856,27 @@ LogicalResult KernelLowering::lowerDotSimt(DotOp op, Value a, Value bm,
     return success();
   }
 
-  // mma.sync.m16n8k16 (row.col), fragments per the PTX ISA: lane = 4*g + q.
-  //   A (16x16): reg r holds A[g + 8*(r&1)][2q + 8*(r>>1) + {0,1}]
-  //   B (16x8):  reg r holds B[2q + 8*r + {0,1}][g]
-  //   C (16x8):  c[i] = C[g + 8*(i>>1)][2q + (i&1)]
-  // Two 16-bit elements per 32-bit register, the lower index in the low half.
-  Value tid = simt->threadId;
-  Value c32 = cIdx(b, 32);
-  Value warp = arith::DivUIOp::create(b, tid, c32);
-  Value lane = arith::RemUIOp::create(b, tid, c32);
-  Value g = arith::DivUIOp::create(b, lane, cIdx(b, 4));
-  Value q = arith::RemUIOp::create(b, lane, cIdx(b, 4));
-  Value q2 = arith::MulIOp::create(b, q, cIdx(b, 2));
-  int64_t tilesN = N / 8, tiles = (M / 16) * tilesN;
-  int64_t warps = simt->numThreads / 32;
-  auto i32 = b.getI32Type();
-  auto f32 = b.getF32Type();
-  auto pack = [&](ImplicitLocOpBuilder &ib, Value buf, Value r0, Value c0v,
-                  Value r1, Value c1v) -> Value {
-    Value lo = memref::LoadOp::create(ib, buf, ValueRange{r0, c0v});
-    Value hi = memref::LoadOp::create(ib, buf, ValueRange{r1, c1v});
-    lo = arith::ExtUIOp::create(ib, i32, lo);
-    hi = arith::ExtUIOp::create(ib, i32, hi);
-    hi = arith::ShLIOp::create(ib, hi, arith::ConstantIntOp::create(ib, i32, 16));
-    Value packed = arith::OrIOp::create(ib, lo, hi);
-    // NVVM types f16 fragments as vector<2xf16>; bf16 ones as i32.
-    if (inElt.isF16())
-      packed = LLVM::BitcastOp::create(
-          ib, VectorType::get({2}, ib.getF16Type()), packed);
-    return packed;
-  };
-  auto mmaType = inElt.isBF16() ? NVVM::MMATypes::bf16 : NVVM::MMATypes::f16;
-  // Fragments come from shared memory with ldmatrix when both operands are
-  // plain row-major buffers (16-byte rows of 8 elements: K % 16 and N % 8
-  // already hold, buffers are 16-byte aligned); else element by element.
-  auto plain = [](Value buf) {
-    auto t = cast<MemRefType>(buf.getType());
-    return t.getLayout().isIdentity() && t.hasStaticShape() &&
-           t.getElementTypeBitWidth() == 16;
-  };
-  bool useLdmatrix = simt->ldmatrix && plain(a) && plain(bm);
-  // Registers of an ldmatrix.xN (trans: .trans) at this lane's row address:
-  // N 32-bit fragment registers (two 16-bit elements each).
-  auto ldmatrix = [&](ImplicitLocOpBuilder &ib, Value buf, Value row,
-                      Value col, int64_t tilesN_, bool trans) {
-    Type elt = cast<MemRefType>(buf.getType()).getElementType();
-    auto vecType = VectorType::get({tilesN_, 2}, elt);
-    Value m = nvgpu::LdMatrixOp::create(ib, vecType, buf, ValueRange{row, col},
-                                        trans, tilesN_);
-    SmallVector<Value> regs;
-    for (int64_t i = 0; i < tilesN_; ++i) {
-      Value pair = vector::ExtractOp::create(ib, m, ArrayRef<int64_t>{i});
-      Value r = LLVM::BitcastOp::create(ib, i32, pair);
-      if (inElt.isF16())
-        r = LLVM::BitcastOp::create(
-            ib, VectorType::get({2}, ib.getF16Type()), r);
-      regs.push_back(r);
-    }
-    return regs;
-  };
-  auto mma = [&](ImplicitLocOpBuilder &ib, ArrayRef<Value> aRegs,
-                 ArrayRef<Value> bRegs, ValueRange acc) {
-    auto resType = LLVM::LLVMStructType::getLiteral(ctx, {f32, f32, f32, f32});
-    Value r = NVVM::MmaOp::create(
-        ib, resType, aRegs, bRegs, acc, /*shape=*/{16, 8, 16},
-        /*b1Op=*/std::nullopt, /*intOverflow=*/std::nullopt,
-        /*multiplicandPtxTypes=*/std::array<NVVM::MMATypes, 2>{mmaType, mmaType},
-        /*multiplicandLayouts=*/
-        std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
-                                       NVVM::MMALayout::col});
-    SmallVector<Value> d;
-    for (int64_t i = 0; i < 4; ++i)
-      d.push_back(LLVM::ExtractValueOp::create(ib, r, i));
-    return d;
-  };
-
-  // Warp tiling: the warps form a WM x WN grid over the 16x8 output tiles;
-  // each owns TM x TN of them, keeps their accumulators in registers over
-  // the whole K loop, and per 16-deep step loads TM A and TN B fragments
-  // (ldmatrix) for TM * TN mma.sync: operand reuse, where one tile per step
-  // would load both fragments for every mma.
-  int64_t tilesM = M / 16, bestWM = 0, bestCost = INT64_MAX;
-  for (int64_t wm = 1; wm <= warps; ++wm) {
-    int64_t wn = warps / wm;
-    if (warps % wm || tilesM % wm || tilesN % wn)
-      continue;
-    int64_t tm = tilesM / wm, tn = tilesN / wn;
-    if (tm * tn * 4 > 128) // accumulator registers per thread
-      continue;
-    // Fragment registers loaded per step: 4 per A tile, 2 per B tile.
-    int64_t cost = 4 * tm + 2 * tn;
-    if (cost < bestCost)
-      bestCost = cost, bestWM = wm;
-  }
-  if (useLdmatrix && bestWM) {
-    int64_t WN = warps / bestWM, TM = tilesM / bestWM, TN = tilesN / WN;
-    Value wm = arith::DivUIOp::create(b, warp, cIdx(b, WN));
-    Value wn = arith::RemUIOp::create(b, warp, cIdx(b, WN));
-    Value r8 = arith::RemUIOp::create(b, lane, cIdx(b, 8));
-    Value mi = arith::DivUIOp::create(b, lane, cIdx(b, 8));
-    Value rowOff = arith::MulIOp::create(
-        b, arith::RemUIOp::create(b, mi, cIdx(b, 2)), cIdx(b, 8));
-    Value colOff = arith::MulIOp::create(
-        b, arith::DivUIOp::create(b, mi, cIdx(b, 2)), cIdx(b, 8));
-    auto tileRow = [&](ImplicitLocOpBuilder &ib, int64_t i) -> Value {
-      return arith::MulIOp::create(
-          ib,
-          arith::AddIOp::create(ib, arith::MulIOp::create(ib, wm, cIdx(ib, TM)),
-                                cIdx(ib, i)),
-          cIdx(ib, 16));
-    };
-    auto tileCol = [&](ImplicitLocOpBuilder &ib, int64_t j) -> Value {
-      return arith::MulIOp::create(
-          ib,
-          arith::AddIOp::create(ib, arith::MulIOp::create(ib, wn, cIdx(ib, TN)),
-                                cIdx(ib, j)),
-          cIdx(ib, 8));
-    };
-    // C element e of tile (i, j): row g + 8 (e >> 1), column 2q + (e & 1).
-    auto cIndex = [&](ImplicitLocOpBuilder &ib, int64_t i, int64_t j,
-                      int64_t e) -> std::array<Value, 2> {
-      Value row = arith::AddIOp::create(
-          ib, tileRow(ib, i), arith::AddIOp::create(ib, g, cIdx(ib, 8 * (e >> 1))));
-      Value col = arith::AddIOp::create(
-          ib, tileCol(ib, j), arith::AddIOp::create(ib, q2, cIdx(ib, e & 1)));
-      return {row, col};
-    };
-    SmallVector<Value> cInit;
-    for (int64_t i = 0; i < TM; ++i)
-      for (int64_t j = 0; j < TN; ++j)
-        for (int64_t e = 0; e < 4; ++e) {
-          auto [row, col] = cIndex(b, i, j, e);
-          cInit.push_back(memref::LoadOp::create(b, out, ValueRange{row, col}));
-        }
-    auto kLoop = scf::ForOp::create(
-        b, cIdx(b, 0), cIdx(b, K), cIdx(b, 16), cInit,
-        [&](OpBuilder &kb, Location kl, Value k0, ValueRange acc) {
-          ImplicitLocOpBuilder lb(kl, kb);
-          SmallVector<SmallVector<Value>> aFr, bFr;
-          for (int64_t i = 0; i < TM; ++i)
-            aFr.push_back(ldmatrix(
-                lb, a,
-                arith::AddIOp::create(
-                    lb, tileRow(lb, i), arith::AddIOp::create(lb, r8, rowOff)),
-                arith::AddIOp::create(lb, k0, colOff), 4, false));
-          for (int64_t j = 0; j < TN; ++j)
-            bFr.push_back(ldmatrix(
-                lb, bm,
-                arith::AddIOp::create(lb, k0,
-                                      arith::AddIOp::create(lb, r8, rowOff)),
-                tileCol(lb, j), 2, true));
-          SmallVector<Value> next;
-          for (int64_t i = 0; i < TM; ++i)
-            for (int64_t j = 0; j < TN; ++j)
-              llvm::append_range(
-                  next, mma(lb, aFr[i], bFr[j],
-                            acc.slice((i * TN + j) * 4, 4)));
-          scf::YieldOp::create(lb, next);
-        });
-    for (int64_t i = 0; i < TM; ++i)
-      for (int64_t j = 0; j < TN; ++j)
-        for (int64_t e = 0; e < 4; ++e) {
-          auto [row, col] = cIndex(b, i, j, e);
-          memref::StoreOp::create(b, kLoop.getResult((i * TN + j) * 4 + e),
-                                  out, ValueRange{row, col});
-        }
+  // mma.sync.m16n8k16 (row.col), fragments per the PTX ISA (MmaTiles).
+  MmaTiles mt = mmaTiles(b, *simt, a, bm, inElt);
+  int64_t tilesM = M / 16, tilesN = N / 8;
+  if (auto wt = planWarpTiling(M, N, simt->numThreads / 32)) {
+    auto [rows, cols] = warpTileBases(b, mt, *wt);
+    auto kLoop = mt.run(b, rows, cols, K, mt.loadAcc(b, rows, cols, out));
+    mt.storeAcc(b, rows, cols, kLoop.getResults(), out);
     barrier(b);
     return success();
   }
-
+  // Shapes that do not tile over the warps: one warp per 16x8 tile.
   scf::ForOp::create(
-      b, warp, cIdx(b, tiles), cIdx(b, warps), ValueRange{},
-      [&](OpBuilder &ob, Location loc, Value t, ValueRange) {
+      b, mt.warp, cIdx(b, tilesM * tilesN), cIdx(b, simt->numThreads / 32),
+      ValueRange{}, [&](OpBuilder &ob, Location loc, Value t, ValueRange) {
         ImplicitLocOpBuilder ib(loc, ob);
-        Value tm = arith::DivUIOp::create(ib, t, cIdx(ib, tilesN));
-        Value tn = arith::RemUIOp::create(ib, t, cIdx(ib, tilesN));
-        Value row0 = arith::AddIOp::create(
-            ib, arith::MulIOp::create(ib, tm, cIdx(ib, 16)), g);
-        Value row1 = arith::AddIOp::create(ib, row0, cIdx(ib, 8));
-        Value colC = arith::AddIOp::create(
-            ib, arith::MulIOp::create(ib, tn, cIdx(ib, 8)), q2);
-        Value colC1 = arith::AddIOp::create(ib, colC, cIdx(ib, 1));
-        Value colB = arith::AddIOp::create(
-            ib, arith::MulIOp::create(ib, tn, cIdx(ib, 8)), g);
-        SmallVector<Value> cInit{
-            memref::LoadOp::create(ib, out, ValueRange{row0, colC}),
-            memref::LoadOp::create(ib, out, ValueRange{row0, colC1}),
-            memref::LoadOp::create(ib, out, ValueRange{row1, colC}),
-            memref::LoadOp::create(ib, out, ValueRange{row1, colC1})};
-        auto kLoop = scf::ForOp::create(
-            ib, cIdx(ib, 0), cIdx(ib, K), cIdx(ib, 16), cInit,
-            [&](OpBuilder &kb, Location kl, Value k0, ValueRange acc) {
-              ImplicitLocOpBuilder lb(kl, kb);
-              Value ka = arith::AddIOp::create(lb, k0, q2);
-              Value ka1 = arith::AddIOp::create(lb, ka, cIdx(lb, 1));
-              Value kb8 = arith::AddIOp::create(lb, ka, cIdx(lb, 8));
-              Value kb9 = arith::AddIOp::create(lb, ka, cIdx(lb, 9));
-              SmallVector<Value> aRegs, bRegs;
-              if (useLdmatrix) {
-                // ldmatrix: lane l names row (l % 8) of 8x8 matrix l / 8.
-                // A (x4): matrices (rows +0/+8) x (k +0/+8) in register
-                // order; B (x2, transposed): k +0 and k +8 of column tile.
-                Value r8 = arith::RemUIOp::create(lb, lane, cIdx(lb, 8));
-                Value mi = arith::DivUIOp::create(lb, lane, cIdx(lb, 8));
-                Value aRow = arith::AddIOp::create(
-                    lb, arith::AddIOp::create(
-                            lb, arith::MulIOp::create(lb, tm, cIdx(lb, 16)),
-                            r8),
-                    arith::MulIOp::create(
-                        lb, arith::RemUIOp::create(lb, mi, cIdx(lb, 2)),
-                        cIdx(lb, 8)));
-                Value aCol = arith::AddIOp::create(
-                    lb, k0,
-                    arith::MulIOp::create(
-                        lb, arith::DivUIOp::create(lb, mi, cIdx(lb, 2)),
-                        cIdx(lb, 8)));
-                aRegs = ldmatrix(lb, a, aRow, aCol, 4, false);
-                Value bRow = arith::AddIOp::create(
-                    lb, k0,
-                    arith::AddIOp::create(
-                        lb, r8,
-                        arith::MulIOp::create(
-                            lb, arith::RemUIOp::create(lb, mi, cIdx(lb, 2)),
-                            cIdx(lb, 8))));
-                bRegs = ldmatrix(lb, bm, bRow,
-                                 arith::MulIOp::create(lb, tn, cIdx(lb, 8)), 2,
-                                 true);
-              } else {
-                aRegs = {pack(lb, a, row0, ka, row0, ka1),
-                         pack(lb, a, row1, ka, row1, ka1),
-                         pack(lb, a, row0, kb8, row0, kb9),
-                         pack(lb, a, row1, kb8, row1, kb9)};
-                bRegs = {pack(lb, bm, ka, colB, ka1, colB),
-                         pack(lb, bm, kb8, colB, kb9, colB)};
-              }
-              auto resType = LLVM::LLVMStructType::getLiteral(
-                  ctx, {f32, f32, f32, f32});
-              Value r = NVVM::MmaOp::create(
-                  lb, resType, aRegs, bRegs, acc, /*shape=*/{16, 8, 16},
-                  /*b1Op=*/std::nullopt, /*intOverflow=*/std::nullopt,
-                  /*multiplicandPtxTypes=*/
-                  std::array<NVVM::MMATypes, 2>{mmaType, mmaType},
-                  /*multiplicandLayouts=*/
-                  std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
-                                                 NVVM::MMALayout::col});
-              SmallVector<Value> next;
-              for (int64_t i = 0; i < 4; ++i)
-                next.push_back(LLVM::ExtractValueOp::create(lb, r, i));
-              scf::YieldOp::create(lb, next);
-            });
-        memref::StoreOp::create(ib, kLoop.getResult(0), out, ValueRange{row0, colC});
-        memref::StoreOp::create(ib, kLoop.getResult(1), out, ValueRange{row0, colC1});
-        memref::StoreOp::create(ib, kLoop.getResult(2), out, ValueRange{row1, colC});
-        memref::StoreOp::create(ib, kLoop.getResult(3), out, ValueRange{row1, colC1});
+        SmallVector<Value> rows{arith::MulIOp::create(
+            ib, arith::DivUIOp::create(ib, t, cIdx(ib, tilesN)), cIdx(ib, 16))};
+        SmallVector<Value> cols{arith::MulIOp::create(
+            ib, arith::RemUIOp::create(ib, t, cIdx(ib, tilesN)), cIdx(ib, 8))};
+        auto kLoop = mt.run(ib, rows, cols, K, mt.loadAcc(ib, rows, cols, out));
+        mt.storeAcc(ib, rows, cols, kLoop.getResults(), out);
         scf::YieldOp::create(ib);
       });
   barrier(b);
