@@ -319,24 +319,11 @@ LogicalResult EmulateGPUPass::emulate(gpu::GPUFuncOp kernel,
       func::ReturnOp::create(ib);
     } else if (auto global = dyn_cast<memref::GetGlobalOp>(op)) {
       // The window: a rank-1 descriptor over the emulator's buffer.
-      auto mt = cast<MemRefType>(hostType(global.getType()));
-      auto ptrType = LLVM::LLVMPointerType::get(ctx);
       Value addr = abi.call(ib, "kiln_emu_shared", {}, {i64});
-      Value p = LLVM::IntToPtrOp::create(ib, ptrType, addr);
-      auto arrTy = LLVM::LLVMArrayType::get(i64, 1);
-      auto descTy = LLVM::LLVMStructType::getLiteral(
-          ctx, {ptrType, ptrType, i64, arrTy, arrTy});
-      Value d = LLVM::UndefOp::create(ib, descTy);
-      Value zero = LLVM::ConstantOp::create(ib, i64, 0);
-      Value one = LLVM::ConstantOp::create(ib, i64, 1);
-      d = LLVM::InsertValueOp::create(ib, d, p, ArrayRef<int64_t>{0});
-      d = LLVM::InsertValueOp::create(ib, d, p, ArrayRef<int64_t>{1});
-      d = LLVM::InsertValueOp::create(ib, d, zero, ArrayRef<int64_t>{2});
-      d = LLVM::InsertValueOp::create(ib, d, zero, ArrayRef<int64_t>{3, 0});
-      d = LLVM::InsertValueOp::create(ib, d, one, ArrayRef<int64_t>{4, 0});
-      Value m = UnrealizedConversionCastOp::create(ib, TypeRange{mt}, d)
-                    .getResult(0);
-      global.getResult().replaceAllUsesWith(m);
+      Value p = LLVM::IntToPtrOp::create(
+          ib, LLVM::LLVMPointerType::get(ctx), addr);
+      global.getResult().replaceAllUsesWith(kiln::detail::memrefOverPointer(
+          ib, ib.getLoc(), p, cast<MemRefType>(hostType(global.getType()))));
     } else if (auto load = dyn_cast<memref::LoadOp>(op)) {
       if (checkShared && isShared(load.getMemRefType()))
         abi.call(ib, "kiln_emu_shared_access",

@@ -214,6 +214,10 @@ private:
   LogicalResult lowerReduceSimt(ReduceOp op);
 };
 
+/// A rank-1 memref of `type` over a raw !llvm.ptr (nominal size/stride).
+Value memrefOverPointer(OpBuilder &b, Location loc, Value ptr,
+                        MemRefType type);
+
 /// The CPU launch ABI around `bodyFunc`, whose arguments are `numUser` user
 /// arguments then pid x3 and grid x3 (i32): a function NAME(void **args,
 /// i32 pid x3, i32 grid x3) where args[i] points at user argument i's value

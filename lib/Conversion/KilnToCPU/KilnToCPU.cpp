@@ -1822,6 +1822,28 @@ LogicalResult KernelLowering::run(Block &body, ArrayRef<Value> gridArgs) {
   return success();
 }
 
+/// A rank-1 memref over a raw pointer (!llvm.ptr). Kernels only
+/// reinterpret its base, so its size and stride are nominal.
+Value memrefOverPointer(OpBuilder &b, Location loc, Value ptr,
+                        MemRefType type) {
+  MLIRContext *ctx = b.getContext();
+  auto ptrType = LLVM::LLVMPointerType::get(ctx);
+  auto i64 = b.getI64Type();
+  auto arrTy = LLVM::LLVMArrayType::get(i64, 1);
+  auto descTy =
+      LLVM::LLVMStructType::getLiteral(ctx, {ptrType, ptrType, i64, arrTy, arrTy});
+  Value d = LLVM::UndefOp::create(b, loc, descTy);
+  Value zero = LLVM::ConstantOp::create(b, loc, i64, 0);
+  Value one = LLVM::ConstantOp::create(b, loc, i64, 1);
+  d = LLVM::InsertValueOp::create(b, loc, d, ptr, ArrayRef<int64_t>{0});
+  d = LLVM::InsertValueOp::create(b, loc, d, ptr, ArrayRef<int64_t>{1});
+  d = LLVM::InsertValueOp::create(b, loc, d, zero, ArrayRef<int64_t>{2});
+  d = LLVM::InsertValueOp::create(b, loc, d, zero, ArrayRef<int64_t>{3, 0});
+  d = LLVM::InsertValueOp::create(b, loc, d, one, ArrayRef<int64_t>{4, 0});
+  return UnrealizedConversionCastOp::create(b, loc, TypeRange{type}, d)
+      .getResult(0);
+}
+
 /// The CPU launch ABI around `bodyFunc` (user arguments, then pid x3 and
 /// grid x3 as i32): void NAME(void **args, i32 pid x3, i32 grid x3), where
 /// args[i] points at the value of user argument i (for pointers, at the
@@ -1846,25 +1868,8 @@ func::FuncOp buildLaunchEntry(OpBuilder &b, Location loc, StringRef name,
     Value p = LLVM::LoadOp::create(e, loc, ptrType, slot);
     Type t = bodyFunc.getArgumentTypes()[i];
     if (auto mt = dyn_cast<MemRefType>(t)) {
-      // A rank-1 memref descriptor over the raw pointer; the kernel only
-      // reinterprets its base, so size and stride are nominal.
-      Value data = LLVM::LoadOp::create(e, loc, ptrType, p);
-      auto arrTy = LLVM::LLVMArrayType::get(i64, 1);
-      auto descTy = LLVM::LLVMStructType::getLiteral(
-          ctx, {ptrType, ptrType, i64, arrTy, arrTy});
-      Value d = LLVM::UndefOp::create(e, loc, descTy);
-      Value zero = LLVM::ConstantOp::create(e, loc, i64, 0);
-      Value one = LLVM::ConstantOp::create(e, loc, i64, 1);
-      d = LLVM::InsertValueOp::create(e, loc, d, data, ArrayRef<int64_t>{0});
-      d = LLVM::InsertValueOp::create(e, loc, d, data, ArrayRef<int64_t>{1});
-      d = LLVM::InsertValueOp::create(e, loc, d, zero, ArrayRef<int64_t>{2});
-      d = LLVM::InsertValueOp::create(e, loc, d, zero,
-                                      ArrayRef<int64_t>{3, 0});
-      d = LLVM::InsertValueOp::create(e, loc, d, one, ArrayRef<int64_t>{4, 0});
-      Value m =
-          UnrealizedConversionCastOp::create(e, loc, TypeRange{mt}, d)
-              .getResult(0);
-      callArgs.push_back(m);
+      callArgs.push_back(memrefOverPointer(
+          e, loc, LLVM::LoadOp::create(e, loc, ptrType, p), mt));
     } else if (t.isIndex()) {
       Value v = LLVM::LoadOp::create(e, loc, i64, p);
       callArgs.push_back(arith::IndexCastOp::create(e, loc, t, v));

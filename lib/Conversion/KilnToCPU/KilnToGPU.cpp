@@ -140,6 +140,38 @@ void KernelLowering::forEachIndexSimt(
   barrier(b);
 }
 
+/// One element of a tile access with an exact bounds check of `viewIdx`
+/// against the view: a load reads the padding outside it, a store skips.
+static void accessElement(ImplicitLocOpBuilder &b, const ViewInfo &vi,
+                          ArrayRef<Value> viewIdx, Value tileBuf,
+                          ValueRange idx, Type elt, TypedAttr padAttr,
+                          bool isStore) {
+  Value c0 = cIdx(b, 0);
+  Value valid = arith::ConstantIntOp::create(b, 1, 1);
+  for (auto [d, i] : llvm::enumerate(viewIdx)) {
+    Value ge = arith::CmpIOp::create(b, arith::CmpIPredicate::sge, i, c0);
+    Value lt =
+        arith::CmpIOp::create(b, arith::CmpIPredicate::slt, i, vi.sizes[d]);
+    valid = arith::AndIOp::create(b, valid, arith::AndIOp::create(b, ge, lt));
+  }
+  Location loc = b.getLoc();
+  if (isStore) {
+    Value v = memref::LoadOp::create(b, tileBuf, idx);
+    auto ifOp = scf::IfOp::create(b, TypeRange{}, valid, false);
+    OpBuilder tb = ifOp.getThenBodyBuilder();
+    memref::StoreOp::create(tb, loc, v, vi.memref, viewIdx);
+    return;
+  }
+  auto ifOp = scf::IfOp::create(b, TypeRange{elt}, valid, true);
+  OpBuilder tb = ifOp.getThenBodyBuilder();
+  Value l = memref::LoadOp::create(tb, loc, vi.memref, viewIdx);
+  scf::YieldOp::create(tb, loc, l);
+  OpBuilder eb = ifOp.getElseBodyBuilder();
+  Value p = arith::ConstantOp::create(eb, loc, padAttr);
+  scf::YieldOp::create(eb, loc, p);
+  memref::StoreOp::create(b, ifOp.getResult(0), tileBuf, idx);
+}
+
 LogicalResult KernelLowering::lowerViewAccessSimt(
     Operation *op, const ViewInfo &vi, Value indices, ValueRange offsets,
     Value tileBuf, RankedTensorType tileType, Attribute padding,
@@ -159,7 +191,6 @@ LogicalResult KernelLowering::lowerViewAccessSimt(
   if (!padAttr)
     padAttr = cast<TypedAttr>(b.getZeroAttr(elt));
   padAttr = storagePadding(padAttr);
-  Value c0 = cIdx(b, 0);
 
   auto viewIndex = [&](ImplicitLocOpBuilder &ib, int64_t d, Value iv) -> Value {
     if (indices && d == 0) {
@@ -168,34 +199,11 @@ LogicalResult KernelLowering::lowerViewAccessSimt(
     }
     return arith::AddIOp::create(ib, offsets[indices ? d - 1 : d], iv);
   };
-  // Per element: exact bounds check; a masked-off load reads the padding.
   auto general = [&](ImplicitLocOpBuilder &ib, ValueRange idx) {
     SmallVector<Value> viewIdx;
-    Value valid = arith::ConstantIntOp::create(ib, 1, 1);
-    for (int64_t d = 0; d < rank; ++d) {
-      Value i = viewIndex(ib, d, idx[d]);
-      viewIdx.push_back(i);
-      Value ge = arith::CmpIOp::create(ib, arith::CmpIPredicate::sge, i, c0);
-      Value lt =
-          arith::CmpIOp::create(ib, arith::CmpIPredicate::slt, i, vi.sizes[d]);
-      valid = arith::AndIOp::create(ib, valid, arith::AndIOp::create(ib, ge, lt));
-    }
-    Location loc = ib.getLoc();
-    if (isStore) {
-      Value v = memref::LoadOp::create(ib, tileBuf, idx);
-      auto ifOp = scf::IfOp::create(ib, TypeRange{}, valid, false);
-      OpBuilder tb = ifOp.getThenBodyBuilder();
-      memref::StoreOp::create(tb, loc, v, vi.memref, viewIdx);
-      return;
-    }
-    auto ifOp = scf::IfOp::create(ib, TypeRange{elt}, valid, true);
-    OpBuilder tb = ifOp.getThenBodyBuilder();
-    Value l = memref::LoadOp::create(tb, loc, vi.memref, viewIdx);
-    scf::YieldOp::create(tb, loc, l);
-    OpBuilder eb = ifOp.getElseBodyBuilder();
-    Value p = arith::ConstantOp::create(eb, loc, padAttr);
-    scf::YieldOp::create(eb, loc, p);
-    memref::StoreOp::create(ib, ifOp.getResult(0), tileBuf, idx);
+    for (int64_t d = 0; d < rank; ++d)
+      viewIdx.push_back(viewIndex(ib, d, idx[d]));
+    accessElement(ib, vi, viewIdx, tileBuf, idx, elt, padAttr, isStore);
   };
 
   if (isStore || indices || !simt->asyncCopy || asyncChunk(tileType) == 0) {
@@ -238,27 +246,11 @@ void KernelLowering::emitTileLoadSimt(ImplicitLocOpBuilder &b,
   auto viewIndex = [&](ImplicitLocOpBuilder &ib, int64_t d, Value i) -> Value {
     return arith::AddIOp::create(ib, offsets[d], i);
   };
-  // Per element: exact bounds check; a masked-off element reads the padding.
   auto general = [&](ImplicitLocOpBuilder &ib, ValueRange idx) {
     SmallVector<Value> viewIdx;
-    Value valid = arith::ConstantIntOp::create(ib, 1, 1);
-    for (int64_t d = 0; d < rank; ++d) {
-      Value i = viewIndex(ib, d, idx[d]);
-      viewIdx.push_back(i);
-      Value ge = arith::CmpIOp::create(ib, arith::CmpIPredicate::sge, i, c0);
-      Value lt =
-          arith::CmpIOp::create(ib, arith::CmpIPredicate::slt, i, vi.sizes[d]);
-      valid = arith::AndIOp::create(ib, valid, arith::AndIOp::create(ib, ge, lt));
-    }
-    Location loc = ib.getLoc();
-    auto ifOp = scf::IfOp::create(ib, TypeRange{elt}, valid, true);
-    OpBuilder tb = ifOp.getThenBodyBuilder();
-    Value l = memref::LoadOp::create(tb, loc, vi.memref, viewIdx);
-    scf::YieldOp::create(tb, loc, l);
-    OpBuilder eb = ifOp.getElseBodyBuilder();
-    Value p = arith::ConstantOp::create(eb, loc, padAttr);
-    scf::YieldOp::create(eb, loc, p);
-    memref::StoreOp::create(ib, ifOp.getResult(0), tileBuf, idx);
+    for (int64_t d = 0; d < rank; ++d)
+      viewIdx.push_back(viewIndex(ib, d, idx[d]));
+    accessElement(ib, vi, viewIdx, tileBuf, idx, elt, padAttr, false);
   };
   // Interior tile with a unit innermost stride (uniform over the block):
   // each thread issues cp.async copies global -> shared.
@@ -768,25 +760,29 @@ SmallVector<unsigned> KernelLowering::registerAccumulators(scf::ForOp loop) {
   return positions;
 }
 
+/// The MmaTiles of a warp-tiled dot and this warp's tile bases (`a`, `bm`:
+/// its operand buffers, or null when only accumulators move).
+static std::tuple<MmaTiles, SmallVector<Value>, SmallVector<Value>>
+warpTiledDot(ImplicitLocOpBuilder &b, const SimtConfig &simt, DotOp dot,
+             Value a, Value bm) {
+  auto lhsType = dot.getLhs().getType();
+  MmaTiles mt = mmaTiles(b, simt, a, bm, lhsType.getElementType());
+  auto wt = *planWarpTiling(lhsType.getDimSize(0),
+                            dot.getAcc().getType().getDimSize(1),
+                            simt.numThreads / 32);
+  auto [rows, cols] = warpTileBases(b, mt, wt);
+  return {mt, rows, cols};
+}
+
 SmallVector<Value> KernelLowering::loadRegisterTile(ImplicitLocOpBuilder &b,
                                                     DotOp dot, Value buf) {
-  MmaTiles mt = mmaTiles(b, *simt, Value(), Value(),
-                         dot.getLhs().getType().getElementType());
-  auto wt = *planWarpTiling(dot.getLhs().getType().getDimSize(0),
-                            dot.getAcc().getType().getDimSize(1),
-                            simt->numThreads / 32);
-  auto [rows, cols] = warpTileBases(b, mt, wt);
+  auto [mt, rows, cols] = warpTiledDot(b, *simt, dot, Value(), Value());
   return mt.loadAcc(b, rows, cols, buf);
 }
 
 void KernelLowering::storeRegisterTile(ImplicitLocOpBuilder &b, DotOp dot,
                                        ValueRange regs, Value buf) {
-  MmaTiles mt = mmaTiles(b, *simt, Value(), Value(),
-                         dot.getLhs().getType().getElementType());
-  auto wt = *planWarpTiling(dot.getLhs().getType().getDimSize(0),
-                            dot.getAcc().getType().getDimSize(1),
-                            simt->numThreads / 32);
-  auto [rows, cols] = warpTileBases(b, mt, wt);
+  auto [mt, rows, cols] = warpTiledDot(b, *simt, dot, Value(), Value());
   mt.storeAcc(b, rows, cols, regs, buf);
 }
 
@@ -795,13 +791,8 @@ LogicalResult KernelLowering::lowerRegisterDot(DotOp op) {
   if (failed(a) || failed(bm))
     return failure();
   ImplicitLocOpBuilder b(op.getLoc(), op);
-  auto lhsType = op.getLhs().getType();
-  MmaTiles mt = mmaTiles(b, *simt, *a, *bm, lhsType.getElementType());
-  auto wt = *planWarpTiling(lhsType.getDimSize(0),
-                            op.getAcc().getType().getDimSize(1),
-                            simt->numThreads / 32);
-  auto [rows, cols] = warpTileBases(b, mt, wt);
-  auto kLoop = mt.run(b, rows, cols, lhsType.getDimSize(1),
+  auto [mt, rows, cols] = warpTiledDot(b, *simt, op, *a, *bm);
+  auto kLoop = mt.run(b, rows, cols, op.getLhs().getType().getDimSize(1),
                       registerTiles.lookup(op.getAcc()));
   registerTiles[op.getResult()] = SmallVector<Value>(kLoop.getResults());
   // The operand tiles may be overwritten next (the next iteration's loads).

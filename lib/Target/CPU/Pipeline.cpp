@@ -63,17 +63,23 @@ void kiln::buildCPUPipeline(OpPassManager &pm,
   addLLVMLowering(pm);
 }
 
-void kiln::buildGPUPipeline(OpPassManager &pm,
-                            const GPUPipelineOptions &options) {
+/// Tile programs to SIMT code in a gpu.module (both GPU pipelines).
+static void addKilnToGPU(OpPassManager &pm,
+                         const kiln::GPUPipelineOptions &options) {
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
-  ConvertKilnToGPUOptions lowerOptions;
+  kiln::ConvertKilnToGPUOptions lowerOptions;
   lowerOptions.chip = options.chip;
   lowerOptions.numWarps = options.numWarps;
   lowerOptions.numStages = options.numStages;
-  pm.addPass(createConvertKilnToGPU(lowerOptions));
+  pm.addPass(kiln::createConvertKilnToGPU(lowerOptions));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+}
+
+void kiln::buildGPUPipeline(OpPassManager &pm,
+                            const GPUPipelineOptions &options) {
+  addKilnToGPU(pm, options);
   addFloatLowering(pm);
   OpPassManager &gm = pm.nest<gpu::GPUModuleOp>();
   gm.addPass(createConvertNVGPUToNVVMPass());
@@ -93,15 +99,7 @@ void kiln::buildGPUPipeline(OpPassManager &pm,
 
 void kiln::buildGPUEmulationPipeline(
     OpPassManager &pm, const GPUEmulationPipelineOptions &options) {
-  pm.addPass(createCanonicalizerPass());
-  pm.addPass(createCSEPass());
-  ConvertKilnToGPUOptions lowerOptions;
-  lowerOptions.chip = options.chip;
-  lowerOptions.numWarps = options.numWarps;
-  lowerOptions.numStages = options.numStages;
-  pm.addPass(createConvertKilnToGPU(lowerOptions));
-  pm.addPass(createCanonicalizerPass());
-  pm.addPass(createCSEPass());
+  addKilnToGPU(pm, options);
   pm.addPass(createEmulateGPU());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

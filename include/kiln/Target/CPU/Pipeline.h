@@ -49,19 +49,7 @@ void buildGPUPipeline(OpPassManager &pm, const GPUPipelineOptions &options);
 /// convert-kiln-to-gpu, then kiln-emulate-gpu and the CPU pipeline's lowering
 /// to the LLVM dialect. The code runs on the host under the SIMT emulator
 /// (lib/Target/GPUEmu); a testing target for the GPU lowering.
-struct GPUEmulationPipelineOptions
-    : public PassPipelineOptions<GPUEmulationPipelineOptions> {
-  PassOptions::Option<std::string> chip{
-      *this, "chip", llvm::cl::desc("GPU architecture (sm_80, sm_90a, ...)"),
-      llvm::cl::init("sm_80")};
-  PassOptions::Option<unsigned> numWarps{
-      *this, "num-warps", llvm::cl::desc("Warps per thread block"),
-      llvm::cl::init(4)};
-  PassOptions::Option<unsigned> numStages{
-      *this, "num-stages",
-      llvm::cl::desc("Software pipelining depth of loads in loops"),
-      llvm::cl::init(2)};
-};
+using GPUEmulationPipelineOptions = GPUPipelineOptions;
 
 void buildGPUEmulationPipeline(OpPassManager &pm,
                                const GPUEmulationPipelineOptions &options);
