@@ -113,9 +113,15 @@ private:
   // SIMT: loop-carried tensor-core accumulators kept in registers (each
   // lane's fragments under the dot's warp tiling), not in a shared buffer.
   DenseMap<Value, SmallVector<Value>> registerTiles;
+  // Row rescalings of register accumulators (flash attention's acc * alpha):
+  // an arith.mulf by broadcast(expand_dims(v [M], 1)) -> v.
+  DenseMap<Operation *, Value> registerRowScales;
+  LogicalResult lowerRegisterRowScale(Operation *mulf, Value rowVector);
+  /// The dot a register accumulator iter_arg feeds.
+  DotOp registerDotOfArg(BlockArgument arg);
   /// The tile iter_args of `loop` that can live in registers: used only as
-  /// the accumulator of one warp-tiled tensor-core dot whose result is
-  /// yielded back in the same position.
+  /// the accumulator of one warp-tiled tensor-core dot (directly, or scaled
+  /// per row first) whose result is yielded back in the same position.
   SmallVector<unsigned> registerAccumulators(scf::ForOp loop);
   SmallVector<Value> loadRegisterTile(ImplicitLocOpBuilder &b, DotOp dot,
                                       Value buf);

@@ -1089,8 +1089,12 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
   // SIMT: tensor-core accumulators carried in registers (after the scalars).
   SmallVector<unsigned> regPos = registerAccumulators(op);
   auto isReg = [&](unsigned i) { return llvm::is_contained(regPos, i); };
+  // Their dots, found before the body moves into the new loop.
+  SmallVector<DotOp> regDots;
+  for (unsigned i : regPos)
+    regDots.push_back(registerDotOfArg(op.getRegionIterArgs()[i]));
   auto regDot = [&](unsigned i) {
-    return cast<DotOp>(*op.getRegionIterArgs()[i].getUsers().begin());
+    return regDots[llvm::find(regPos, i) - regPos.begin()];
   };
   // Each other loop-carried tile lives in one buffer for the whole loop.
   SmallVector<Value> iterBufs(op.getNumRegionIterArgs());
@@ -1592,6 +1596,9 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
   }
   if (auto mv = dyn_cast<MakeViewOp>(op))
     return lowerMakeView(mv);
+  if (simt)
+    if (auto it = registerRowScales.find(op); it != registerRowScales.end())
+      return lowerRegisterRowScale(op, it->second);
   if (auto load = dyn_cast<LoadOp>(op)) {
     if (auto it = pipelinedLoads.find(op); it != pipelinedLoads.end())
       return lowerPipelinedLoad(load, *it->second);

@@ -736,25 +736,66 @@ warpTileBases(ImplicitLocOpBuilder &b, const MmaTiles &mt,
   return {rows, cols};
 }
 
+/// `v` as broadcast(expand_dims(rowVector [M], 1)) to [M, N]: the row vector.
+static Value rowBroadcastSource(Value v) {
+  auto bc = v.getDefiningOp<BroadcastOp>();
+  if (!bc)
+    return Value();
+  auto ex = bc.getSrc().getDefiningOp<ExpandDimsOp>();
+  if (!ex || ex.getAxis() != 1 || ex.getSrc().getType().getRank() != 1)
+    return Value();
+  return ex.getSrc();
+}
+
+/// The dot an accumulator iter_arg feeds (directly, or through a row
+/// rescaling by an arith.mulf), if that is its only use; else null.
+static DotOp registerDotOf(BlockArgument arg, Value *rowVector) {
+  if (!arg.hasOneUse())
+    return DotOp();
+  Operation *user = *arg.getUsers().begin();
+  Value acc = arg;
+  if (auto mul = dyn_cast<arith::MulFOp>(user)) {
+    Value other = mul.getLhs() == arg ? mul.getRhs() : mul.getLhs();
+    Value rv = rowBroadcastSource(other);
+    if (!rv || other == arg || !mul->hasOneUse() ||
+        mul->getBlock() != arg.getOwner())
+      return DotOp();
+    if (rowVector)
+      *rowVector = rv;
+    acc = mul.getResult();
+    user = *mul->getUsers().begin();
+  }
+  auto dot = dyn_cast<DotOp>(user);
+  if (!dot || dot.getAcc() != acc || dot.getLhs() == acc ||
+      dot.getRhs() == acc || dot->getBlock() != arg.getOwner())
+    return DotOp();
+  return dot;
+}
+
+DotOp KernelLowering::registerDotOfArg(BlockArgument arg) {
+  return registerDotOf(arg, nullptr);
+}
+
 SmallVector<unsigned> KernelLowering::registerAccumulators(scf::ForOp loop) {
   SmallVector<unsigned> positions;
   if (!simt || !simt->registerAccumulators)
     return positions;
   auto yield = cast<scf::YieldOp>(loop.getBody()->getTerminator());
   for (auto [i, arg] : llvm::enumerate(loop.getRegionIterArgs())) {
-    if (!isa<RankedTensorType>(arg.getType()) || !arg.hasOneUse() ||
+    if (!isa<RankedTensorType>(arg.getType()) ||
         !buffers.count(loop.getInitArgs()[i]))
       continue;
-    auto dot = dyn_cast<DotOp>(*arg.getUsers().begin());
-    if (!dot || dot->getBlock() != loop.getBody() || dot.getAcc() != arg ||
-        dot.getLhs() == arg || dot.getRhs() == arg ||
-        !dot.getResult().hasOneUse() || yield.getOperand(i) != dot.getResult() ||
-        !isTensorCoreDot(*simt, dot))
+    Value rowVector;
+    DotOp dot = registerDotOf(arg, &rowVector);
+    if (!dot || !dot.getResult().hasOneUse() ||
+        yield.getOperand(i) != dot.getResult() || !isTensorCoreDot(*simt, dot))
       continue;
     if (!planWarpTiling(dot.getLhs().getType().getDimSize(0),
                         dot.getAcc().getType().getDimSize(1),
                         simt->numThreads / 32))
       continue;
+    if (rowVector)
+      registerRowScales[*arg.getUsers().begin()] = rowVector;
     positions.push_back(i);
   }
   return positions;
@@ -784,6 +825,38 @@ void KernelLowering::storeRegisterTile(ImplicitLocOpBuilder &b, DotOp dot,
                                        ValueRange regs, Value buf) {
   auto [mt, rows, cols] = warpTiledDot(b, *simt, dot, Value(), Value());
   mt.storeAcc(b, rows, cols, regs, buf);
+}
+
+LogicalResult KernelLowering::lowerRegisterRowScale(Operation *mulf,
+                                                    Value rowVector) {
+  auto mul = cast<arith::MulFOp>(mulf);
+  auto dot = cast<DotOp>(*mul->getUsers().begin());
+  Value acc = registerTiles.count(mul.getLhs()) ? mul.getLhs() : mul.getRhs();
+  auto rows = bufferOf(rowVector, mulf);
+  if (failed(rows))
+    return failure();
+  ImplicitLocOpBuilder b(mulf->getLoc(), mulf);
+  auto [mt, rowBases, colBases] =
+      warpTiledDot(b, *simt, dot, Value(), Value());
+  // Each lane's element (i, j, e) sits in row rowBases[i] + g + 8 (e >> 1).
+  SmallVector<Value> scaled;
+  ArrayRef<Value> regs = registerTiles[acc];
+  size_t n = 0;
+  for (Value r : rowBases) {
+    Value s[2];
+    for (int64_t h = 0; h < 2; ++h) {
+      Value row = mt.cIndex(b, r, colBases[0], 2 * h)[0];
+      s[h] = toType(b, b.getLoc(),
+                    memref::LoadOp::create(b, *rows, ValueRange{row}),
+                    b.getF32Type());
+    }
+    for (size_t j = 0; j < colBases.size(); ++j)
+      for (int64_t e = 0; e < 4; ++e, ++n)
+        scaled.push_back(arith::MulFOp::create(b, regs[n], s[e >> 1]));
+  }
+  registerTiles[mul.getResult()] = scaled;
+  toErase.push_back(mulf);
+  return success();
 }
 
 LogicalResult KernelLowering::lowerRegisterDot(DotOp op) {
