@@ -62,7 +62,8 @@ def mutate(text, rnd):
     return "\n".join(lines)
 
 
-def test_kilnc_survives_mutated_kernels(tmp_path):
+@pytest.mark.parametrize("target", ["host", "sm_80", "emu-sm_90a"])
+def test_kilnc_survives_mutated_kernels(tmp_path, target):
     assert EXAMPLES, "no example kernels found"
     seed = int(os.environ.get("KILN_TEST_SEED", np.random.SeedSequence().entropy % (1 << 32)))
     print(f"seed {seed}")
@@ -75,7 +76,8 @@ def test_kilnc_survives_mutated_kernels(tmp_path):
             src = tmp_path / f"{os.path.basename(path)}.{n}.mlir"
             src.write_text(mutant)
             try:
-                proc = subprocess.run([KILNC, str(src), "-o", str(tmp_path / "out.kiln")],
+                proc = subprocess.run([KILNC, str(src), "--target", target,
+                                       "-o", str(tmp_path / "out.kiln")],
                                       capture_output=True, text=True, timeout=120)
             except subprocess.TimeoutExpired:
                 pytest.fail(f"kilnc hung on a mutant of {path} (seed {seed}):\n{mutant}")

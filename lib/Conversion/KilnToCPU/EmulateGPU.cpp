@@ -333,6 +333,22 @@ LogicalResult EmulateGPUPass::emulate(gpu::GPUFuncOp kernel,
                   arith::ConstantIntOp::create(ib, i32, 0),
                   abi.site(ib, op)});
       return WalkResult::advance();
+    } else if (isa<vector::LoadOp, vector::StoreOp>(op)) {
+      // Vector accesses of shared memory (whole chunks of a tile row).
+      auto load = dyn_cast<vector::LoadOp>(op);
+      auto store = dyn_cast<vector::StoreOp>(op);
+      Value base = load ? load.getBase() : store.getBase();
+      auto mt = cast<MemRefType>(base.getType());
+      VectorType vt = load ? load.getVectorType() : store.getVectorType();
+      if (checkShared && isShared(mt))
+        abi.call(ib, "kiln_emu_shared_access",
+                 {elementAddress(ib, base,
+                                 load ? load.getIndices() : store.getIndices()),
+                  arith::ConstantIntOp::create(
+                      ib, i32, vt.getNumElements() * elementBytes(mt)),
+                  arith::ConstantIntOp::create(ib, i32, store ? 1 : 0),
+                  abi.site(ib, op)});
+      return WalkResult::advance();
     } else if (auto store = dyn_cast<memref::StoreOp>(op)) {
       if (checkShared && isShared(store.getMemRefType()))
         abi.call(ib, "kiln_emu_shared_access",

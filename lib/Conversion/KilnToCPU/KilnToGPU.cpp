@@ -172,6 +172,48 @@ static void accessElement(ImplicitLocOpBuilder &b, const ViewInfo &vi,
   memref::StoreOp::create(b, ifOp.getResult(0), tileBuf, idx);
 }
 
+/// Whether a tile at `offsets` lies inside the view and the view's innermost
+/// stride is 1 (uniform over the block).
+static Value interiorTile(ImplicitLocOpBuilder &b, const ViewInfo &vi,
+                          ValueRange offsets, ArrayRef<int64_t> shape) {
+  Value c0 = cIdx(b, 0);
+  Value interior = vi.unitStride;
+  for (auto [d, off] : llvm::enumerate(offsets)) {
+    Value end = arith::AddIOp::create(b, off, cIdx(b, shape[d]));
+    Value ge = arith::CmpIOp::create(b, arith::CmpIPredicate::sge, off, c0);
+    Value le =
+        arith::CmpIOp::create(b, arith::CmpIPredicate::sle, end, vi.sizes[d]);
+    interior =
+        arith::AndIOp::create(b, interior, arith::AndIOp::create(b, ge, le));
+  }
+  return interior;
+}
+
+/// Whether `v`-byte chunks of a tile at `offsets` have `v`-aligned global
+/// addresses: the tile's first element and every row start (run time).
+static Value chunkAligned(ImplicitLocOpBuilder &b, const ViewInfo &vi,
+                          ValueRange offsets, int64_t eltBytes, int64_t v) {
+  Value zero = cIdx(b, 0), vv = cIdx(b, v), eb = cIdx(b, eltBytes);
+  Value addr = memref::ExtractAlignedPointerAsIndexOp::create(b, vi.memref);
+  Value ok = arith::ConstantIntOp::create(b, 1, 1);
+  int64_t rank = offsets.size();
+  for (int64_t d = 0; d < rank; ++d) {
+    Value strideBytes = arith::MulIOp::create(b, vi.strides[d], eb);
+    addr = arith::AddIOp::create(
+        b, addr, arith::MulIOp::create(b, offsets[d], strideBytes));
+    if (d + 1 < rank)
+      ok = arith::AndIOp::create(
+          b, ok,
+          arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                                arith::RemUIOp::create(b, strideBytes, vv),
+                                zero));
+  }
+  return arith::AndIOp::create(
+      b, ok,
+      arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                            arith::RemUIOp::create(b, addr, vv), zero));
+}
+
 LogicalResult KernelLowering::lowerViewAccessSimt(
     Operation *op, const ViewInfo &vi, Value indices, ValueRange offsets,
     Value tileBuf, RankedTensorType tileType, Attribute padding,
@@ -206,7 +248,44 @@ LogicalResult KernelLowering::lowerViewAccessSimt(
     accessElement(ib, vi, viewIdx, tileBuf, idx, elt, padAttr, isStore);
   };
 
-  if (isStore || indices || !simt->asyncCopy || asyncChunk(tileType) == 0) {
+  int64_t eltBytes = std::max<int64_t>(1, elt.getIntOrFloatBitWidth() / 8);
+  int64_t chunk = asyncChunk(tileType);
+  if (isStore && !indices && chunk > eltBytes && !vi.strides.empty()) {
+    // Interior tiles with aligned rows: each thread stores whole chunks
+    // (16, 8 or 4 bytes: one vector load from shared memory, one vector
+    // store to global memory); other tiles element by element.
+    auto ifOp = scf::IfOp::create(
+        b, TypeRange{},
+        arith::AndIOp::create(b, interiorTile(b, vi, offsets, shape),
+                              chunkAligned(b, vi, offsets, eltBytes, chunk)),
+        true);
+    {
+      ImplicitLocOpBuilder tb(b.getLoc(), ifOp.getThenBodyBuilder());
+      int64_t per = chunk / eltBytes;
+      SmallVector<int64_t> chunks(shape);
+      chunks.back() /= per;
+      auto vecType = VectorType::get({per}, elt);
+      distribute(tb, *simt, chunks, [&](ImplicitLocOpBuilder &cb,
+                                        ValueRange cidx) {
+        SmallVector<Value> idx(cidx), viewIdx;
+        idx.back() = arith::MulIOp::create(cb, idx.back(), cIdx(cb, per));
+        for (int64_t d = 0; d < rank; ++d)
+          viewIdx.push_back(arith::AddIOp::create(cb, offsets[d], idx[d]));
+        Value v = vector::LoadOp::create(cb, vecType, tileBuf, idx,
+                                         /*nontemporal=*/false,
+                                         llvm::MaybeAlign(chunk));
+        vector::StoreOp::create(cb, v, vi.unitMemref, viewIdx,
+                                /*nontemporal=*/false, llvm::MaybeAlign(chunk));
+      });
+    }
+    {
+      ImplicitLocOpBuilder eb(b.getLoc(), ifOp.getElseBodyBuilder());
+      distribute(eb, *simt, shape, general);
+    }
+    barrier(b);
+    return success();
+  }
+  if (isStore || indices || !simt->asyncCopy || chunk == 0) {
     forEachIndexSimt(b, shape, general);
     return success();
   }
@@ -242,7 +321,6 @@ void KernelLowering::emitTileLoadSimt(ImplicitLocOpBuilder &b,
   if (!padAttr)
     padAttr = cast<TypedAttr>(b.getZeroAttr(elt));
   padAttr = storagePadding(padAttr);
-  Value c0 = cIdx(b, 0);
   auto viewIndex = [&](ImplicitLocOpBuilder &ib, int64_t d, Value i) -> Value {
     return arith::AddIOp::create(ib, offsets[d], i);
   };
@@ -254,37 +332,9 @@ void KernelLowering::emitTileLoadSimt(ImplicitLocOpBuilder &b,
   };
   // Interior tile with a unit innermost stride (uniform over the block):
   // each thread issues cp.async copies global -> shared.
-  Value interior = vi.unitStride;
-  for (int64_t d = 0; d < rank; ++d) {
-    Value off = offsets[d];
-    Value end = arith::AddIOp::create(b, off, cIdx(b, shape[d]));
-    Value ge = arith::CmpIOp::create(b, arith::CmpIPredicate::sge, off, c0);
-    Value le =
-        arith::CmpIOp::create(b, arith::CmpIPredicate::sle, end, vi.sizes[d]);
-    interior =
-        arith::AndIOp::create(b, interior, arith::AndIOp::create(b, ge, le));
-  }
-  // Chunks need chunk-aligned addresses: the tile's first element and every
-  // row start (uniform; checked at run time).
+  Value interior = interiorTile(b, vi, offsets, shape);
   auto alignedTo = [&](ImplicitLocOpBuilder &ib, int64_t v) -> Value {
-    Value zero = cIdx(ib, 0), vv = cIdx(ib, v), eb = cIdx(ib, eltBytes);
-    Value addr = memref::ExtractAlignedPointerAsIndexOp::create(ib, vi.memref);
-    Value ok = arith::ConstantIntOp::create(ib, 1, 1);
-    for (int64_t d = 0; d < rank; ++d) {
-      Value strideBytes = arith::MulIOp::create(ib, vi.strides[d], eb);
-      addr = arith::AddIOp::create(
-          ib, addr, arith::MulIOp::create(ib, offsets[d], strideBytes));
-      if (d + 1 < rank)
-        ok = arith::AndIOp::create(
-            ib, ok,
-            arith::CmpIOp::create(ib, arith::CmpIPredicate::eq,
-                                  arith::RemUIOp::create(ib, strideBytes, vv),
-                                  zero));
-    }
-    return arith::AndIOp::create(
-        ib, ok,
-        arith::CmpIOp::create(ib, arith::CmpIPredicate::eq,
-                              arith::RemUIOp::create(ib, addr, vv), zero));
+    return chunkAligned(ib, vi, offsets, eltBytes, v);
   };
   auto copies = [&](ImplicitLocOpBuilder &ib, int64_t v) {
     int64_t per = v / eltBytes;

@@ -22,6 +22,7 @@
 #include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
 #include "mlir/Conversion/NVVMToLLVM/NVVMToLLVM.h"
 #include "mlir/Conversion/UBToLLVM/UBToLLVM.h"
+#include "mlir/Conversion/VectorToLLVM/ConvertVectorToLLVM.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -187,6 +188,9 @@ void kiln::registerDialects(DialectRegistry &registry) {
   mlir::NVVM::registerConvertGpuToNVVMInterface(registry);
   mlir::registerConvertNVVMToLLVMInterface(registry);
   mlir::ub::registerConvertUBToLLVMInterface(registry);
+  // Vector ops inside gpu.modules (ldmatrix fragments, vector shared/global
+  // accesses) lower in convert-gpu-to-nvvm, with its address spaces.
+  mlir::vector::registerConvertVectorToLLVMInterface(registry);
 }
 
 

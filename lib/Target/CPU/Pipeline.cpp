@@ -83,8 +83,6 @@ void kiln::buildGPUPipeline(OpPassManager &pm,
   addFloatLowering(pm);
   OpPassManager &gm = pm.nest<gpu::GPUModuleOp>();
   gm.addPass(createConvertNVGPUToNVVMPass());
-  // ldmatrix results are n-D vectors (llvm.array of vectors in LLVM).
-  gm.addPass(createConvertVectorToLLVMPass());
   gm.addPass(memref::createExpandStridedMetadataPass());
   gm.addPass(createLowerAffinePass());
   gm.addPass(createSCFToControlFlowPass());
