@@ -1240,7 +1240,7 @@ int64_t planSharedMemory(gpu::GPUFuncOp func, Value window,
   };
   struct Buffer {
     memref::ViewOp view;
-    int64_t begin, end, bytes, offset = -1;
+    int64_t begin, end, bytes, order, offset = -1;
   };
   SmallVector<Buffer> bufs;
   for (Operation *user : window.getUsers()) {
@@ -1274,12 +1274,13 @@ int64_t planSharedMemory(gpu::GPUFuncOp func, Value window,
     }
     if (end < 0)
       begin = end = 0; // never accessed
-    bufs.push_back({view, begin, end, bytes});
+    bufs.push_back({view, begin, end, bytes, int64_t(bufs.size())});
   }
   // Largest first, each at the lowest 16-byte-aligned offset that does not
   // overlap a placed buffer with an intersecting live range.
-  llvm::stable_sort(bufs, [](const Buffer &a, const Buffer &b) {
-    return a.bytes > b.bytes;
+  // (Ties keep program order: a deterministic plan.)
+  llvm::sort(bufs, [](const Buffer &a, const Buffer &b) {
+    return a.bytes != b.bytes ? a.bytes > b.bytes : a.order < b.order;
   });
   int64_t total = 0;
   for (size_t i = 0; i < bufs.size(); ++i) {
