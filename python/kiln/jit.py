@@ -142,12 +142,15 @@ class CompiledKernel:
     """One specialization of a kernel: its IR at every stage and the loaded
     code."""
 
-    def __init__(self, fn_name, source, filename, kernel, target):
+    def __init__(self, fn_name, source, filename, kernel, target, num_warps=4,
+                 num_stages=2):
         self.name = fn_name
         self.kiln_ir = source
         self.filename = filename
         self.kernel = kernel
         self.target = target
+        self.num_warps = num_warps    # GPU targets: as compiled
+        self.num_stages = num_stages
 
     def ir(self, stage="kiln"):
         """The IR at `stage`: kiln (as built from Python), llvm-mlir (after
@@ -155,7 +158,8 @@ class CompiledKernel:
         if stage == "kiln":
             return self.kiln_ir
         from ._kiln import compile_stage
-        return compile_stage(self.kiln_ir, self.filename, stage, self.target)
+        return compile_stage(self.kiln_ir, self.filename, stage, self.target,
+                             self.num_warps, self.num_stages)
 
     @property
     def asm(self):
@@ -329,7 +333,8 @@ class JITFunction:
         except IRError as e:
             raise CompilationError(f"kernel '{self.__name__}' failed to compile:\n{e}",
                                    filename, first_line + fdef.lineno - 1, 0) from None
-        ck = CompiledKernel(self.__name__, text, filename, kernel, _get_jit(target).target)
+        ck = CompiledKernel(self.__name__, text, filename, kernel, _get_jit(target).target,
+                            num_warps, num_stages)
         ck.runtime_params = runtime_params
         self.last = ck
         return ck

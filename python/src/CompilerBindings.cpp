@@ -672,7 +672,8 @@ void bindCompiler(py::module &m) {
   m.def(
       "compile_stage",
       [](const std::string &source, const std::string &name,
-         const std::string &stage, const std::string &target) {
+         const std::string &stage, const std::string &target,
+         unsigned numWarps, unsigned numStages) {
         mlir::DialectRegistry registry;
         ::kiln::registerDialects(registry);
         mlir::MLIRContext ctx(registry, MLIRContext::Threading::DISABLED);
@@ -691,12 +692,15 @@ void bindCompiler(py::module &m) {
                                       "c-header");
         ::kiln::CompileOptions o;
         o.target = target;
+        o.numWarps = numWarps;
+        o.numStages = numStages;
         auto r = ::kiln::compileSource(ctx, source, name, o, kind);
         if (!r)
           throw IRError(llvm::toString(r.takeError()));
         return r->bytes;
       },
       py::arg("source"), py::arg("name"), py::arg("stage"),
-      py::arg("target") = "host");
+      py::arg("target") = "host", py::arg("num_warps") = 4,
+      py::arg("num_stages") = 2);
 }
 } // namespace kiln::python

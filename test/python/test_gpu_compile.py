@@ -204,3 +204,21 @@ def test_python_launch_on_cuda_arrays_with_mock_driver(tmp_path):
     r = subprocess.run([os.sys.executable, str(script)], capture_output=True, text=True,
                        env=env, timeout=600)
     assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
+
+
+def test_ir_of_a_gpu_specialization_shows_its_launch_options():
+    """kernel.ir("asm") of a GPU specialization is the PTX as launched: with
+    its num_warps (.maxntid) and num_stages (cp.async.wait_group depth)."""
+    import re
+    import sys
+    import numpy as np
+    from kiln.jit import CompiledKernel
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from test_launch import row_sums
+    x = np.zeros((2, 300), np.float32)
+    row_sums[(2,)](x, np.zeros(2, np.float32), 2, 300, BLOCK=64)
+    host = row_sums.last
+    ck = CompiledKernel(host.name, host.kiln_ir, host.filename, None, "sm_80", 8, 3)
+    ptx = ck.ir("asm")
+    assert ".maxntid 256, 1, 1" in ptx
+    assert re.search(r"cp\.async\.wait_group\s+2;", ptx)
