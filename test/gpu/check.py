@@ -440,14 +440,18 @@ op_case("patch_embed", case_patch_embed)
 BENCH_D = 128
 
 
+BENCH_WINDOW = 1024  # the block-sparse benchmark's sliding window
+
+
 def attention_bench_kernel(kind):
-    cfg = dict(head_dim=BENCH_D, block=64, mask=kind, window=256, prefix=0, gqa_group=1,
+    window = BENCH_WINDOW if kind == "sliding_window" else 256
+    cfg = dict(head_dim=BENCH_D, block=64, mask=kind, window=window, prefix=0, gqa_group=1,
                softcap=0.0, dtype="bf16")
     return provider("block_sparse_attention", "", {k_: str(v_) for k_, v_ in cfg.items()})
 
 
 if not RUN:
-    for kind in ("none", "causal"):
+    for kind in ("none", "causal", "sliding_window"):
         attention_bench_kernel(kind)
     total = sum(os.path.getsize(os.path.join(BUNDLES, f)) for f in os.listdir(BUNDLES))
     print(f"recorded {len(os.listdir(BUNDLES)) - 1} bundles ({total / 1e6:.1f} MB) for "
@@ -490,10 +494,14 @@ if not EMULATED:
     import torch.nn.functional as F
     B, H, SQ, D = 1, 16, int(os.environ.get("KILN_GPU_SEQ", "4096")), BENCH_D
     qt, kt, vt = (torch.randn(B, H, SQ, D, device=dev).bfloat16() for _ in range(3))
-    for kind in ("none", "causal"):
-        rule = (lambda b_, h_, qi, ki: np.ones_like(qi + ki, bool)) if kind == "none" else \
-            (lambda b_, h_, qi, ki: ki <= qi)
-        mask = ops.block_mask(rule, B, H, SQ, SQ)
+    rules = {"none": lambda b_, h_, qi, ki: np.ones_like(qi + ki, bool),
+             "causal": lambda b_, h_, qi, ki: ki <= qi,
+             "sliding_window": lambda b_, h_, qi, ki: (ki <= qi) & (qi - ki < BENCH_WINDOW)}
+
+    def kiln_attention(kind):
+        """(launch, output): the operator's bundle on device tensors, with
+        the argument list of kiln.ops.block_sparse_attention."""
+        mask = ops.block_mask(rules[kind], B, H, SQ, SQ)
         bundle = load(attention_bench_kernel(kind).path)
         ot, lt = torch.empty(B, H, SQ, D, device=dev), torch.empty(B, H, SQ, device=dev)
         marr = [torch.from_numpy(np.ascontiguousarray(mask[n_], np.int32)).to(dev)
@@ -502,7 +510,11 @@ if not EMULATED:
         args = [qt, kt, vt, ot, lt, *marr, docs, B, H, SQ, SQ, mask["nqb"], mask["maxb"],
                 1 / math.sqrt(D)]
         grid = (mask["nqb"], B * H)
-        t_kiln = bench(lambda: bundle[grid](*args), reps=3)
+        return (lambda: bundle[grid](*args)), ot
+
+    for kind in ("none", "causal"):
+        run_kiln, ot = kiln_attention(kind)
+        t_kiln = bench(run_kiln, reps=3)
         ref = F.scaled_dot_product_attention(qt, kt, vt, is_causal=kind == "causal")
         err = (ot - ref.float()).abs().max().item()
         if not err < 5e-2:
@@ -513,6 +525,38 @@ if not EMULATED:
         fl = 4 * B * H * SQ * SQ * D * (0.5 if kind == "causal" else 1)
         rows.append((f"attention {kind} s{SQ} d{D} bf16", fl / t_kiln / 1e12,
                      fl / t_torch / 1e12, "TFLOP/s", "scaled_dot_product_attention"))
+
+    # Block-sparse (causal sliding window) vs flex_attention at the same mask,
+    # where this PyTorch has it. Its torch.compile is timed and reported; any
+    # failure there is reported, not fatal to the table.
+    try:
+        from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    except ImportError:
+        flex_attention = None
+        print("flex_attention: not in this PyTorch")
+    if flex_attention is not None:
+        try:
+            def sliding(b_, h_, q_idx, kv_idx):
+                return (q_idx >= kv_idx) & (q_idx - kv_idx < BENCH_WINDOW)
+            t0 = time.time()
+            fmask = create_block_mask(sliding, B, H, SQ, SQ, device="cuda")
+            flex = torch.compile(flex_attention)
+            ref = flex(qt, kt, vt, block_mask=fmask)
+            torch.cuda.synchronize()
+            print(f"flex_attention: block mask and torch.compile took {time.time() - t0:.1f} s")
+            run_kiln, ot = kiln_attention("sliding_window")
+            t_kiln = bench(run_kiln, reps=3)
+            err = (ot - ref.float()).abs().max().item()
+            if not err < 5e-2:
+                print(f"FAIL block-sparse benchmark: max abs error {err:.3g} vs flex_attention")
+                failures.append("block-sparse bench")
+            t_torch = bench(lambda: flex(qt, kt, vt, block_mask=fmask))
+            pairs = sum(min(i + 1, BENCH_WINDOW) for i in range(SQ))  # visible (q, k)
+            fl = 4 * B * H * pairs * D
+            rows.append((f"block-sparse window {BENCH_WINDOW} s{SQ}", fl / t_kiln / 1e12,
+                         fl / t_torch / 1e12, "TFLOP/s", "flex_attention (compiled)"))
+        except Exception as e:  # noqa: BLE001
+            print(f"flex_attention comparison failed: {type(e).__name__}: {e}")
 
     m, k = 8192, 4096
     xs_t = torch.randn(m, k, device=dev)
@@ -537,7 +581,7 @@ if not EMULATED:
     print()
     print(f"GPU: {torch.cuda.get_device_name()}, bundles for {TARGET}")
     print("Kiln launches are synchronous (the runtime waits for each kernel); timings are")
-    print("CUDA-event medians. flex_attention is not compared (it needs torch.compile).")
+    print("CUDA-event medians.")
     print(f"| {'case':34} | {'kiln':>10} | {'torch':>10} | unit     | ratio | peer")
     print(f"|{'-' * 36}|{'-' * 12}|{'-' * 12}|----------|-------|------")
     for name, kv_, tv, unit, peer in rows:
