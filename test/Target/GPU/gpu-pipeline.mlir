@@ -4,6 +4,15 @@
 // RUN: kilnc %s --target sm_90a --emit ptx | FileCheck %s --check-prefixes=PTX,SM90
 // RUN: kilnc %s --target sm_90a --num-warps 8 -o %t.kb && head -c 512 %t.kb | FileCheck %s --check-prefix=BUNDLE
 // RUN: kiln-opt %s --convert-kiln-to-gpu | FileCheck %s --check-prefix=IR
+// The bf16 GEMM example: 16-byte cp.async pipelined two deep, ldmatrix
+// fragments, warp-tiled mma.sync, vector stores of the f32 result.
+// RUN: kilnc %S/../../../examples/matmul_bf16.mlir --target sm_80 --emit ptx | FileCheck %s --check-prefix=GEMM
+// GEMM-DAG: cp.async.cg.shared.global [{{.*}}], [{{.*}}], 16
+// GEMM-DAG: cp.async.wait_group {{[[:space:]]*}}1;
+// GEMM-DAG: ldmatrix.sync.aligned.m8n8.x4.shared.b16
+// GEMM-DAG: ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16
+// GEMM-DAG: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+// GEMM-DAG: st.global.v4.b32
 
 // SM80: .target sm_80
 // SM90: .target sm_90a
