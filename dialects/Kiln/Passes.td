@@ -120,14 +120,11 @@ def EmulateGPU : Pass<"kiln-emulate-gpu", "::mlir::ModuleOp"> {
         (two threads touching the same byte between barriers, one writing).
 
     The kernel entry `kiln_entry_NAME` runs one block: the CPU runtime
-    launches emulated bundles like CPU ones. `drop-barriers` deletes every
-    barrier; it exists so tests can show that the race checker fires.
+    launches emulated bundles like CPU ones.
   }];
   let options = [
     Option<"checkShared", "check-shared", "bool", /*default=*/"true",
            "Report every shared-memory access to the emulator's checker">,
-    Option<"dropBarriers", "drop-barriers", "bool", /*default=*/"false",
-           "Delete every gpu.barrier (to test the race checker)">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",

@@ -207,8 +207,7 @@ LogicalResult EmulateGPUPass::emulate(gpu::GPUFuncOp kernel,
       op->getResult(0).replaceAllUsesWith(arith::ConstantIndexOp::create(
           ib, bd.getDimension() == gpu::Dimension::x ? numThreads : 1));
     } else if (isa<gpu::BarrierOp>(op)) {
-      if (!dropBarriers)
-        abi.call(ib, "kiln_emu_barrier", {});
+      abi.call(ib, "kiln_emu_barrier", {});
     } else if (auto shfl = dyn_cast<gpu::ShuffleOp>(op)) {
       if (shfl.getMode() != gpu::ShuffleMode::XOR ||
           !shfl.getValid().use_empty())

@@ -4,11 +4,15 @@
 // barrier the SIMT lowering puts between a scalar read of a shared tile
 // (tensor.extract) and the loop's next iteration, which overwrites the tile.
 // RUN: kiln-opt %s --convert-kiln-to-gpu --kiln-emulate-gpu | FileCheck %s --check-prefix=EMU
+// RUN: kiln-opt %s --convert-kiln-to-gpu --kiln-emulate-gpu=check-shared=0 | FileCheck %s --check-prefix=NOCHECK
 // RUN: kiln-opt %s --convert-kiln-to-gpu=num-stages=1 --canonicalize | FileCheck %s --check-prefix=SYNC
 // RUN: kiln-opt %s --convert-kiln-to-gpu --canonicalize | FileCheck %s --check-prefix=PIPE
 // RUN: kiln-opt %s --convert-kiln-to-gpu=num-stages=3 --canonicalize | FileCheck %s --check-prefix=PIPE3
 // RUN: kilnc %s --kernel scan --target emu-sm_80 -o %t.kb && head -c 512 %t.kb | FileCheck %s --check-prefix=BUNDLE
 // RUN: not kilnc %s --kernel scan --target emu-sm_70 -o %t.kb 2>&1 | FileCheck %s --check-prefix=BAD
+
+// NOCHECK-NOT: call @kiln_emu_shared_access
+// NOCHECK: call @kiln_emu_run_block
 
 // EMU-NOT: gpu.module
 // EMU-DAG: func.func private @kiln_emu_thread_id() -> i32
