@@ -323,38 +323,24 @@ LogicalResult EmulateGPUPass::emulate(gpu::GPUFuncOp kernel,
           ib, LLVM::LLVMPointerType::get(ctx), addr);
       global.getResult().replaceAllUsesWith(kiln::detail::memrefOverPointer(
           ib, ib.getLoc(), p, cast<MemRefType>(hostType(global.getType()))));
-    } else if (auto load = dyn_cast<memref::LoadOp>(op)) {
-      if (checkShared && isShared(load.getMemRefType()))
-        abi.call(ib, "kiln_emu_shared_access",
-                 {elementAddress(ib, load.getMemRef(), load.getIndices()),
-                  arith::ConstantIntOp::create(
-                      ib, i32, elementBytes(load.getMemRefType())),
-                  arith::ConstantIntOp::create(ib, i32, 0),
-                  abi.site(ib, op)});
-      return WalkResult::advance();
-    } else if (isa<vector::LoadOp, vector::StoreOp>(op)) {
-      // Vector accesses of shared memory (whole chunks of a tile row).
-      auto load = dyn_cast<vector::LoadOp>(op);
-      auto store = dyn_cast<vector::StoreOp>(op);
-      Value base = load ? load.getBase() : store.getBase();
+    } else if (isa<memref::LoadOp, memref::StoreOp, vector::LoadOp,
+                   vector::StoreOp>(op)) {
+      // Shared-memory accesses (elements, or whole chunks of a tile row)
+      // are reported to the checker.
+      bool isWrite = isa<memref::StoreOp, vector::StoreOp>(op);
+      Value base = op->getOperand(isWrite ? 1 : 0);
       auto mt = cast<MemRefType>(base.getType());
-      VectorType vt = load ? load.getVectorType() : store.getVectorType();
+      int64_t bytes = elementBytes(mt);
+      ValueRange indices = op->getOperands().drop_front(isWrite ? 2 : 1);
+      if (auto vl = dyn_cast<vector::LoadOp>(op))
+        bytes *= vl.getVectorType().getNumElements();
+      if (auto vs = dyn_cast<vector::StoreOp>(op))
+        bytes *= vs.getVectorType().getNumElements();
       if (checkShared && isShared(mt))
         abi.call(ib, "kiln_emu_shared_access",
-                 {elementAddress(ib, base,
-                                 load ? load.getIndices() : store.getIndices()),
-                  arith::ConstantIntOp::create(
-                      ib, i32, vt.getNumElements() * elementBytes(mt)),
-                  arith::ConstantIntOp::create(ib, i32, store ? 1 : 0),
-                  abi.site(ib, op)});
-      return WalkResult::advance();
-    } else if (auto store = dyn_cast<memref::StoreOp>(op)) {
-      if (checkShared && isShared(store.getMemRefType()))
-        abi.call(ib, "kiln_emu_shared_access",
-                 {elementAddress(ib, store.getMemRef(), store.getIndices()),
-                  arith::ConstantIntOp::create(
-                      ib, i32, elementBytes(store.getMemRefType())),
-                  arith::ConstantIntOp::create(ib, i32, 1),
+                 {elementAddress(ib, base, indices),
+                  arith::ConstantIntOp::create(ib, i32, bytes),
+                  arith::ConstantIntOp::create(ib, i32, isWrite ? 1 : 0),
                   abi.site(ib, op)});
       return WalkResult::advance();
     } else if (op->getDialect() &&

@@ -141,7 +141,7 @@ private:
   /// copies, else the caller commits.
   void emitTileLoadSimt(ImplicitLocOpBuilder &b, const ViewInfo &vi,
                         ValueRange offsets, Value tileBuf,
-                        RankedTensorType tileType, Attribute padding,
+                        RankedTensorType tileType, TypedAttr padAttr,
                         bool wait);
 
   // Buffers and element access ------------------------------------------
@@ -211,14 +211,21 @@ private:
       ImplicitLocOpBuilder &b, ArrayRef<int64_t> shape,
       function_ref<void(ImplicitLocOpBuilder &, ValueRange)> fn);
   LogicalResult lowerViewAccessSimt(Operation *op, const ViewInfo &vi,
-                                    Value indices, ValueRange offsets,
+                                    Value idxBuf, ValueRange offsets,
                                     Value tileBuf, RankedTensorType tileType,
-                                    Attribute padding, bool isStore);
+                                    TypedAttr padAttr, bool isStore);
   LogicalResult lowerDotSimt(DotOp op, Value a, Value b, Value out);
   /// A block barrier at `b`'s insertion point (clears unsyncedReads).
   void barrier(ImplicitLocOpBuilder &b);
   LogicalResult lowerReduceSimt(ReduceOp op);
 };
+
+/// The view index of tile dimension `d` at tile index `iv` of an access at
+/// `offsets`: for a gather (`idxBuf` set), dimension 0 reads the index tile.
+Value viewIndexAt(ImplicitLocOpBuilder &b, Value idxBuf, ValueRange offsets,
+                  int64_t d, Value iv);
+/// An access's padding in the storage type (zero when absent).
+TypedAttr paddingAttr(Builder &b, Attribute padding, Type storage);
 
 /// A rank-1 memref of `type` over a raw !llvm.ptr (nominal size/stride).
 Value memrefOverPointer(OpBuilder &b, Location loc, Value ptr,

@@ -305,9 +305,6 @@ LogicalResult KernelLowering::lowerViewAccess(
     return op->emitError("kiln CPU lowering: the view must be made by a "
                          "kiln.make_view in the same kernel");
   const ViewInfo &vi = it->second;
-  if (simt)
-    return lowerViewAccessSimt(op, vi, indices, offsets, tileBuf, tileType,
-                               padding, isStore);
   ImplicitLocOpBuilder b(op->getLoc(), op);
   // Memory traffic happens in the storage type; no conversion needed.
   Type elt = storageType(tileType.getElementType());
@@ -320,14 +317,14 @@ LogicalResult KernelLowering::lowerViewAccess(
       return failure();
     idxBuf = *f;
   }
+  TypedAttr padAttr = paddingAttr(b, padding, elt);
+  if (simt)
+    return lowerViewAccessSimt(op, vi, idxBuf, offsets, tileBuf, tileType,
+                               padAttr, isStore);
   // A rank-1 gather indexes its only dimension: one element per index.
   bool gatherInner = indices && rank == 1;
   int64_t width =
       gatherInner ? 1 : vectorWidth({tileType.getElementType()}, shape.back());
-  TypedAttr padAttr = dyn_cast_or_null<TypedAttr>(padding);
-  if (!padAttr)
-    padAttr = cast<TypedAttr>(b.getZeroAttr(elt));
-  padAttr = storagePadding(padAttr);
   auto vecType = VectorType::get({width}, elt);
 
   Value c0 = arith::ConstantIndexOp::create(b, 0);
@@ -335,12 +332,7 @@ LogicalResult KernelLowering::lowerViewAccess(
 
   // The view index of tile dimension `d` at tile index `iv`.
   auto viewIndex = [&](ImplicitLocOpBuilder &ib, int64_t d, Value iv) -> Value {
-    if (indices && d == 0) {
-      Value raw = memref::LoadOp::create(ib, idxBuf, ValueRange{iv});
-      return arith::IndexCastOp::create(ib, ib.getIndexType(), raw);
-    }
-    int64_t offsetPos = indices ? d - 1 : d;
-    return arith::AddIOp::create(ib, offsets[offsetPos], iv);
+    return viewIndexAt(ib, idxBuf, offsets, d, iv);
   };
   auto inRange = [&](ImplicitLocOpBuilder &ib, Value i, int64_t d) -> Value {
     Value ge = arith::CmpIOp::create(ib, arith::CmpIPredicate::sge, i, c0);
@@ -1827,6 +1819,22 @@ LogicalResult KernelLowering::run(Block &body, ArrayRef<Value> gridArgs) {
     op->erase();
   }
   return success();
+}
+
+Value viewIndexAt(ImplicitLocOpBuilder &b, Value idxBuf, ValueRange offsets,
+                  int64_t d, Value iv) {
+  if (idxBuf && d == 0) {
+    Value raw = memref::LoadOp::create(b, idxBuf, ValueRange{iv});
+    return arith::IndexCastOp::create(b, b.getIndexType(), raw);
+  }
+  return arith::AddIOp::create(b, offsets[idxBuf ? d - 1 : d], iv);
+}
+
+TypedAttr paddingAttr(Builder &b, Attribute padding, Type storage) {
+  TypedAttr padAttr = dyn_cast_or_null<TypedAttr>(padding);
+  if (!padAttr)
+    padAttr = cast<TypedAttr>(b.getZeroAttr(storage));
+  return storagePadding(padAttr);
 }
 
 /// A rank-1 memref over a raw pointer (!llvm.ptr). Kernels only

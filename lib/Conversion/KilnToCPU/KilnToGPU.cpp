@@ -215,31 +215,16 @@ static Value chunkAligned(ImplicitLocOpBuilder &b, const ViewInfo &vi,
 }
 
 LogicalResult KernelLowering::lowerViewAccessSimt(
-    Operation *op, const ViewInfo &vi, Value indices, ValueRange offsets,
-    Value tileBuf, RankedTensorType tileType, Attribute padding,
+    Operation *op, const ViewInfo &vi, Value idxBuf, ValueRange offsets,
+    Value tileBuf, RankedTensorType tileType, TypedAttr padAttr,
     bool isStore) {
   ImplicitLocOpBuilder b(op->getLoc(), op);
   Type elt = storageType(tileType.getElementType());
   ArrayRef<int64_t> shape = tileType.getShape();
   int64_t rank = tileType.getRank();
-  Value idxBuf;
-  if (indices) {
-    auto f = bufferOf(indices, op);
-    if (failed(f))
-      return failure();
-    idxBuf = *f;
-  }
-  TypedAttr padAttr = dyn_cast_or_null<TypedAttr>(padding);
-  if (!padAttr)
-    padAttr = cast<TypedAttr>(b.getZeroAttr(elt));
-  padAttr = storagePadding(padAttr);
-
+  Value indices = idxBuf;
   auto viewIndex = [&](ImplicitLocOpBuilder &ib, int64_t d, Value iv) -> Value {
-    if (indices && d == 0) {
-      Value raw = memref::LoadOp::create(ib, idxBuf, ValueRange{iv});
-      return arith::IndexCastOp::create(ib, ib.getIndexType(), raw);
-    }
-    return arith::AddIOp::create(ib, offsets[indices ? d - 1 : d], iv);
+    return viewIndexAt(ib, idxBuf, offsets, d, iv);
   };
   auto general = [&](ImplicitLocOpBuilder &ib, ValueRange idx) {
     SmallVector<Value> viewIdx;
@@ -289,7 +274,7 @@ LogicalResult KernelLowering::lowerViewAccessSimt(
     forEachIndexSimt(b, shape, general);
     return success();
   }
-  emitTileLoadSimt(b, vi, offsets, tileBuf, tileType, padding, /*wait=*/true);
+  emitTileLoadSimt(b, vi, offsets, tileBuf, tileType, padAttr, /*wait=*/true);
   barrier(b);
   return success();
 }
@@ -311,16 +296,12 @@ int64_t KernelLowering::asyncChunk(RankedTensorType tileType) {
 void KernelLowering::emitTileLoadSimt(ImplicitLocOpBuilder &b,
                                       const ViewInfo &vi, ValueRange offsets,
                                       Value tileBuf, RankedTensorType tileType,
-                                      Attribute padding, bool wait) {
+                                      TypedAttr padAttr, bool wait) {
   Type elt = storageType(tileType.getElementType());
   ArrayRef<int64_t> shape = tileType.getShape();
   int64_t rank = tileType.getRank();
   int64_t eltBytes = std::max<int64_t>(1, elt.getIntOrFloatBitWidth() / 8);
   int64_t chunk = asyncChunk(tileType);
-  TypedAttr padAttr = dyn_cast_or_null<TypedAttr>(padding);
-  if (!padAttr)
-    padAttr = cast<TypedAttr>(b.getZeroAttr(elt));
-  padAttr = storagePadding(padAttr);
   auto viewIndex = [&](ImplicitLocOpBuilder &ib, int64_t d, Value i) -> Value {
     return arith::AddIOp::create(ib, offsets[d], i);
   };
@@ -491,7 +472,11 @@ void KernelLowering::setupPipelining(scf::ForOp loop) {
       const ViewInfo *vi;
       SmallVector<Value> offsets = pipelinedAccessAt(tb, pl, iv, ivj, vi);
       emitTileLoadSimt(tb, *vi, offsets, pl.stages[j],
-                       pl.load.getResult().getType(), pl.load.getPaddingAttr(),
+                       pl.load.getResult().getType(),
+                       paddingAttr(tb, pl.load.getPaddingAttr(),
+                                   storageType(pl.load.getResult()
+                                                   .getType()
+                                                   .getElementType())),
                        /*wait=*/false);
     }
     NVVM::CpAsyncCommitGroupOp::create(b);
@@ -530,7 +515,11 @@ LogicalResult KernelLowering::lowerPipelinedLoad(LoadOp load,
       const ViewInfo *vi;
       SmallVector<Value> offsets = pipelinedAccessAt(tb, pl, iv, ivNext, vi);
       emitTileLoadSimt(tb, *vi, offsets, selectStage(tb, pl.stages, next),
-                       pl.load.getResult().getType(), pl.load.getPaddingAttr(),
+                       pl.load.getResult().getType(),
+                       paddingAttr(tb, pl.load.getPaddingAttr(),
+                                   storageType(pl.load.getResult()
+                                                   .getType()
+                                                   .getElementType())),
                        /*wait=*/false);
     }
     NVVM::CpAsyncCommitGroupOp::create(b);
