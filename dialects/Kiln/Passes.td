@@ -68,8 +68,11 @@ def ConvertKilnToGPU : Pass<"convert-kiln-to-gpu", "::mlir::ModuleOp"> {
     software-pipelined `num-stages` deep (issued `num-stages - 1` iterations
     ahead into rotating stage buffers, `cp.async.wait_group` before use);
     `kiln.dot` on bf16/f16 tiles with M % 16, N % 8 and
-    K % 16 all zero runs on tensor cores (`mma.sync.m16n8k16`, one warp per
-    16x8 output tile), other dots as one FMA chain per output element;
+    K % 16 all zero runs on tensor cores: `mma.sync.m16n8k16` (warp-tiled,
+    fragments loaded with `ldmatrix`), or on sm_90a, when M % 64 == 0 and
+    the warps form whole warpgroups, `wgmma.mma_async.m64nNk16` with both
+    operands copied into the no-swizzle core-matrix layout and read through
+    matrix descriptors; other dots run as one FMA chain per output element;
     `kiln.reduce` combines partial results of lane groups with butterfly
     warp shuffles.
   }];
@@ -80,6 +83,9 @@ def ConvertKilnToGPU : Pass<"convert-kiln-to-gpu", "::mlir::ModuleOp"> {
            "Warps per thread block (1 to 32)">,
     Option<"tensorCores", "tensor-cores", "bool", /*default=*/"true",
            "Lower eligible kiln.dot to mma.sync">,
+    Option<"wgmma", "wgmma", "bool", /*default=*/"true",
+           "On sm_90a, run eligible dots (M % 64 == 0, num-warps % 4 == 0) "
+           "as warpgroup wgmma.mma_async">,
     Option<"numStages", "num-stages", "unsigned", /*default=*/"2",
            "Software pipelining depth: loads in loops are issued num-stages "
            "- 1 iterations ahead (1: off; lowered without it when the stage "

@@ -10,7 +10,8 @@
 // tile lowering is untouched: only the handful of GPU-specific operations
 // become calls into the emulator. This is what lets CI check the numerics of
 // the GPU lowering (thread distribution, the shared-memory plan, barriers,
-// cp.async ordering, shuffles, mma.sync fragment layout) without a GPU.
+// cp.async ordering, shuffles, mma.sync and wgmma fragment layouts and
+// matrix descriptors) without a GPU.
 //
 // Emulator ABI (C, see kiln_gpu_emu.c):
 //   i32  kiln_emu_thread_id()
@@ -25,6 +26,11 @@
 //   void kiln_emu_mma_m16n8k16(i32 f16, i32 a x4, i32 b x2, f32 c x4, i64 out)
 //   void kiln_emu_ldmatrix(i64 rowAddr, i32 numTiles, i32 trans, i64 out,
 //                          i64 site)
+//   void kiln_emu_wgmma_fence() / kiln_emu_wgmma_commit()
+//   void kiln_emu_wgmma_wait(i32 n)
+//   void kiln_emu_wgmma(i64 descA, i64 descB, i32 n, i32 f16, i32 transA,
+//                       i32 transB, i32 scaleD, i64 acc, i64 site)
+//                                     acc: this thread's n/2 f32, in/out
 //   void kiln_emu_shared_access(i64 addr, i32 bytes, i32 isWrite, i64 site)
 //   void kiln_emu_run_block(fn, ptr argv, i32 pid x3, i32 grid x3,
 //                           i32 numThreads, i64 sharedBytes, i64 name)
@@ -186,7 +192,7 @@ LogicalResult EmulateGPUPass::emulate(gpu::GPUFuncOp kernel,
 
   auto i32 = b.getI32Type(), i64 = b.getI64Type();
   SmallVector<Operation *> toErase;
-  Value mmaOut, ldmOut;
+  Value mmaOut, ldmOut, wgmmaAcc;
   WalkResult walk = body.walk([&](Operation *op) -> WalkResult {
     ImplicitLocOpBuilder ib(op->getLoc(), op);
     auto toIndex = [&](Value v) {
@@ -287,6 +293,62 @@ LogicalResult EmulateGPUPass::emulate(gpu::GPUFuncOp kernel,
         s = LLVM::InsertValueOp::create(ib, s, e, ArrayRef<int64_t>{i});
       }
       mma.getResult().replaceAllUsesWith(s);
+    } else if (isa<NVVM::WgmmaFenceAlignedOp>(op)) {
+      abi.call(ib, "kiln_emu_wgmma_fence", {});
+    } else if (isa<NVVM::WgmmaGroupSyncAlignedOp>(op)) {
+      abi.call(ib, "kiln_emu_wgmma_commit", {});
+    } else if (auto wait = dyn_cast<NVVM::WgmmaWaitGroupSyncOp>(op)) {
+      abi.call(ib, "kiln_emu_wgmma_wait",
+               {arith::ConstantIntOp::create(ib, i32, wait.getGroup())});
+    } else if (auto wg = dyn_cast<NVVM::WgmmaMmaAsyncOp>(op)) {
+      auto shape = wg.getShape();
+      auto acc = cast<LLVM::LLVMStructType>(wg.getInouts().getType());
+      int64_t n = shape.getN();
+      if (shape.getM() != 64 || shape.getK() != 16 ||
+          wg.getTypeA() != wg.getTypeB() ||
+          (wg.getTypeA() != NVVM::WGMMATypes::bf16 &&
+           wg.getTypeA() != NVVM::WGMMATypes::f16) ||
+          wg.getTypeD() != NVVM::WGMMATypes::f32 ||
+          wg.getScaleA() != NVVM::WGMMAScaleIn::one ||
+          wg.getScaleB() != NVVM::WGMMAScaleIn::one ||
+          acc.getBody().size() != size_t(n / 2))
+        return op->emitError("kiln-emulate-gpu: only wgmma.mma_async "
+                             "m64nNk16 bf16/f16 with f32 accumulators is "
+                             "emulated");
+      if (!wgmmaAcc) {
+        ImplicitLocOpBuilder eb(loc, &entry, entry.begin());
+        wgmmaAcc = memref::AllocaOp::create(
+            eb, MemRefType::get({128}, eb.getF32Type()));
+      }
+      for (int64_t e = 0; e < n / 2; ++e)
+        memref::StoreOp::create(
+            ib,
+            LLVM::ExtractValueOp::create(ib, wg.getInouts(),
+                                         ArrayRef<int64_t>{e}),
+            wgmmaAcc, ValueRange{arith::ConstantIndexOp::create(ib, e)});
+      Value accAddr = arith::IndexCastOp::create(
+          ib, i64,
+          memref::ExtractAlignedPointerAsIndexOp::create(ib, wgmmaAcc));
+      auto flag = [&](bool v) {
+        return arith::ConstantIntOp::create(ib, i32, v ? 1 : 0);
+      };
+      abi.call(ib, "kiln_emu_wgmma",
+               {wg.getDescriptorA(), wg.getDescriptorB(),
+                arith::ConstantIntOp::create(ib, i32, n),
+                flag(wg.getTypeA() == NVVM::WGMMATypes::f16),
+                flag(wg.getLayoutA() == NVVM::MMALayout::col),
+                flag(wg.getLayoutB() == NVVM::MMALayout::row),
+                flag(wg.getScaleD() == NVVM::WGMMAScaleOut::one), accAddr,
+                abi.site(ib, op)});
+      Value r = LLVM::UndefOp::create(ib, acc);
+      for (int64_t e = 0; e < n / 2; ++e)
+        r = LLVM::InsertValueOp::create(
+            ib, r,
+            memref::LoadOp::create(
+                ib, wgmmaAcc,
+                ValueRange{arith::ConstantIndexOp::create(ib, e)}),
+            ArrayRef<int64_t>{e});
+      wg.getResult().replaceAllUsesWith(r);
     } else if (auto ldm = dyn_cast<nvgpu::LdMatrixOp>(op)) {
       auto vt = cast<VectorType>(ldm.getRes().getType());
       int64_t n = ldm.getNumTiles();

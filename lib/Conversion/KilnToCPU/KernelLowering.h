@@ -51,6 +51,7 @@ struct SimtConfig {
   bool asyncCopy = true;      // cp.async for loads of interior tiles
   bool ldmatrix = true;       // mma.sync fragments loaded with ldmatrix
   bool registerAccumulators = true; // loop-carried mma accumulators in regs
+  bool wgmma = false;         // sm_90a: warpgroup tensor cores (wgmma)
   int64_t numStages = 2;      // software pipelining depth of loads in loops
   /// The block of the op being lowered when each buffer was allocated (its
   /// "home"; blocks outlive the ops lowered away): a buffer allocated inside
@@ -68,6 +69,8 @@ struct ViewInfo {
   SmallVector<Value> strides; // in elements
   Value unitStride;
 };
+
+struct MmaTiles; // KilnToGPU.cpp
 
 class KernelLowering {
 public:
@@ -215,6 +218,17 @@ private:
                                     Value tileBuf, RankedTensorType tileType,
                                     TypedAttr padAttr, bool isStore);
   LogicalResult lowerDotSimt(DotOp op, Value a, Value b, Value out);
+  /// The K loop of a warp-tiled tensor-core dot: this lane's accumulators
+  /// (`acc`, under the dot's WarpTiling) after it, by wgmma when the tiling
+  /// is a wgmma one and the operands are plain buffers, else mma.sync.
+  SmallVector<Value> runTiledDot(ImplicitLocOpBuilder &b, DotOp op,
+                                 const MmaTiles &mt,
+                                 ArrayRef<Value> rows, ArrayRef<Value> cols,
+                                 ValueRange acc);
+  /// A copy of the row-major 16-bit tile `src` [rows, cols] in wgmma's
+  /// no-swizzle core-matrix layout (cols % 8 == 0), without barrier.
+  Value coreMatrices(ImplicitLocOpBuilder &b, Value src, int64_t rows,
+                     int64_t cols, bool rowsAreMN, Type elt);
   /// A block barrier at `b`'s insertion point (clears unsyncedReads).
   void barrier(ImplicitLocOpBuilder &b);
   LogicalResult lowerReduceSimt(ReduceOp op);

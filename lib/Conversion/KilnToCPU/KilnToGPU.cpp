@@ -537,7 +537,6 @@ LogicalResult KernelLowering::lowerPipelinedLoad(LoadOp load,
 // Tensor cores: mma.sync.m16n8k16 over 16x8 output tiles
 //===----------------------------------------------------------------------===//
 
-namespace {
 /// mma.sync.m16n8k16 (row.col) on 16-bit operands in shared memory, f32
 /// accumulators in registers. Fragments per the PTX ISA, lane = 4 g + q:
 ///   A (16x16): reg r holds A[g + 8 (r & 1)][2q + 8 (r >> 1) + {0, 1}]
@@ -550,6 +549,7 @@ namespace {
 struct MmaTiles {
   Value a, bm;
   Type inElt;
+  bool plainOperands; // identity-layout, static 16-bit operand buffers
   bool useLdmatrix;
   Value warp, lane, g, q2, r8, rowOff, colOff;
 
@@ -689,13 +689,21 @@ struct MmaTiles {
   }
 };
 
-/// The warps as a WM x WN grid over the 16x8 output tiles, each owning
-/// TM x TN of them: chosen to load the fewest fragment registers per step
-/// (4 per A tile, 2 per B tile) with at most 128 accumulators per thread.
+/// Which warp owns which 16x8 output tiles of a tensor-core dot, each warp
+/// keeping TM x TN of them in registers (at most 128 f32 per thread).
+///  - mma.sync: the warps form a WM x WN grid; warp w at (w / WN, w % WN)
+///    owns row tiles [wm TM, (wm + 1) TM) and column tiles [wn TN, ...).
+///  - wgmma (sm_90a): the warpgroups (4 warps) form a grid with WN columns;
+///    warpgroup g at (g / WN, g % WN) owns TM blocks of 64 rows and TN * 8
+///    columns, and warp i of it rows 16 i to 16 i + 15 of each block: the
+///    register layout of wgmma.m64nNk16's accumulators, which per warp is
+///    that of TN mma.sync C fragments side by side.
+/// The tiling fixes the register layout; the instruction is chosen per dot
+/// (mma.sync also computes a wgmma tiling, when operands do not fit wgmma).
 struct WarpTiling {
   int64_t WN, TM, TN;
+  bool wgmma = false;
 };
-} // namespace
 
 static bool isTensorCoreDot(const SimtConfig &simt, DotOp op) {
   auto lhsType = op.getLhs().getType();
@@ -728,6 +736,41 @@ static std::optional<WarpTiling> planWarpTiling(int64_t M, int64_t N,
   return best;
 }
 
+/// The wgmma tiling: warpgroups over (M / 64) x N, each issuing
+/// m64nNk16 with N = TN * 8 <= 256, fewest shared-memory bytes read per
+/// 16-deep step (TM (64 + N) 16 per warpgroup), at most 128 accumulators.
+static std::optional<WarpTiling> planWgmmaTiling(int64_t M, int64_t N,
+                                                 int64_t warps) {
+  if (warps % 4 || M % 64 || N % 8)
+    return std::nullopt;
+  int64_t groups = warps / 4, blocksM = M / 64, bestCost = INT64_MAX;
+  std::optional<WarpTiling> best;
+  for (int64_t gm = 1; gm <= groups; ++gm) {
+    int64_t gn = groups / gm;
+    if (groups % gm || blocksM % gm || N % (8 * gn))
+      continue;
+    int64_t tm = blocksM / gm, n = N / gn;
+    if (n > 256 || tm * n / 2 > 128)
+      continue;
+    int64_t cost = tm * (64 + n);
+    if (cost < bestCost) {
+      bestCost = cost;
+      best = WarpTiling{gn, tm, n / 8, /*wgmma=*/true};
+    }
+  }
+  return best;
+}
+
+/// The tiling of a tensor-core dot's accumulators (see WarpTiling).
+static std::optional<WarpTiling> planDotTiling(const SimtConfig &simt,
+                                               int64_t M, int64_t N) {
+  int64_t warps = simt.numThreads / 32;
+  if (simt.wgmma)
+    if (auto wt = planWgmmaTiling(M, N, warps))
+      return wt;
+  return planWarpTiling(M, N, warps);
+}
+
 static MmaTiles mmaTiles(ImplicitLocOpBuilder &b, const SimtConfig &simt,
                          Value a, Value bm, Type inElt) {
   auto plain = [](Value buf) {
@@ -739,7 +782,8 @@ static MmaTiles mmaTiles(ImplicitLocOpBuilder &b, const SimtConfig &simt,
   mt.a = a;
   mt.bm = bm;
   mt.inElt = inElt;
-  mt.useLdmatrix = simt.ldmatrix && a && bm && plain(a) && plain(bm);
+  mt.plainOperands = a && bm && plain(a) && plain(bm);
+  mt.useLdmatrix = simt.ldmatrix && mt.plainOperands;
   Value c32 = cIdx(b, 32);
   mt.warp = arith::DivUIOp::create(b, simt.threadId, c32);
   mt.lane = arith::RemUIOp::create(b, simt.threadId, c32);
@@ -759,14 +803,25 @@ static MmaTiles mmaTiles(ImplicitLocOpBuilder &b, const SimtConfig &simt,
 static std::pair<SmallVector<Value>, SmallVector<Value>>
 warpTileBases(ImplicitLocOpBuilder &b, const MmaTiles &mt,
               const WarpTiling &wt) {
-  Value wm = arith::DivUIOp::create(b, mt.warp, cIdx(b, wt.WN));
-  Value wn = arith::RemUIOp::create(b, mt.warp, cIdx(b, wt.WN));
+  Value unit = wt.wgmma ? arith::DivUIOp::create(b, mt.warp, cIdx(b, 4))
+                        : mt.warp;
+  Value wm = arith::DivUIOp::create(b, unit, cIdx(b, wt.WN));
+  Value wn = arith::RemUIOp::create(b, unit, cIdx(b, wt.WN));
   SmallVector<Value> rows, cols;
-  for (int64_t i = 0; i < wt.TM; ++i)
-    rows.push_back(arith::MulIOp::create(
-        b, arith::AddIOp::create(b, arith::MulIOp::create(b, wm, cIdx(b, wt.TM)),
-                                 cIdx(b, i)),
-        cIdx(b, 16)));
+  for (int64_t i = 0; i < wt.TM; ++i) {
+    Value tile =
+        arith::AddIOp::create(b, arith::MulIOp::create(b, wm, cIdx(b, wt.TM)),
+                              cIdx(b, i));
+    if (!wt.wgmma) {
+      rows.push_back(arith::MulIOp::create(b, tile, cIdx(b, 16)));
+      continue;
+    }
+    // Block of 64 rows; this warp's 16 of them.
+    Value inGroup = arith::RemUIOp::create(b, mt.warp, cIdx(b, 4));
+    rows.push_back(arith::AddIOp::create(
+        b, arith::MulIOp::create(b, tile, cIdx(b, 64)),
+        arith::MulIOp::create(b, inGroup, cIdx(b, 16))));
+  }
   for (int64_t j = 0; j < wt.TN; ++j)
     cols.push_back(arith::MulIOp::create(
         b, arith::AddIOp::create(b, arith::MulIOp::create(b, wn, cIdx(b, wt.TN)),
@@ -829,9 +884,8 @@ SmallVector<unsigned> KernelLowering::registerAccumulators(scf::ForOp loop) {
     if (!dot || !dot.getResult().hasOneUse() ||
         yield.getOperand(i) != dot.getResult() || !isTensorCoreDot(*simt, dot))
       continue;
-    if (!planWarpTiling(dot.getLhs().getType().getDimSize(0),
-                        dot.getAcc().getType().getDimSize(1),
-                        simt->numThreads / 32))
+    if (!planDotTiling(*simt, dot.getLhs().getType().getDimSize(0),
+                       dot.getAcc().getType().getDimSize(1)))
       continue;
     if (rowVector)
       registerRowScales[*arg.getUsers().begin()] = rowVector;
@@ -847,9 +901,8 @@ warpTiledDot(ImplicitLocOpBuilder &b, const SimtConfig &simt, DotOp dot,
              Value a, Value bm) {
   auto lhsType = dot.getLhs().getType();
   MmaTiles mt = mmaTiles(b, simt, a, bm, lhsType.getElementType());
-  auto wt = *planWarpTiling(lhsType.getDimSize(0),
-                            dot.getAcc().getType().getDimSize(1),
-                            simt.numThreads / 32);
+  auto wt = *planDotTiling(simt, lhsType.getDimSize(0),
+                           dot.getAcc().getType().getDimSize(1));
   auto [rows, cols] = warpTileBases(b, mt, wt);
   return {mt, rows, cols};
 }
@@ -904,13 +957,155 @@ LogicalResult KernelLowering::lowerRegisterDot(DotOp op) {
     return failure();
   ImplicitLocOpBuilder b(op.getLoc(), op);
   auto [mt, rows, cols] = warpTiledDot(b, *simt, op, *a, *bm);
-  auto kLoop = mt.run(b, rows, cols, op.getLhs().getType().getDimSize(1),
-                      registerTiles.lookup(op.getAcc()));
-  registerTiles[op.getResult()] = SmallVector<Value>(kLoop.getResults());
+  registerTiles[op.getResult()] =
+      runTiledDot(b, op, mt, rows, cols, registerTiles.lookup(op.getAcc()));
   // The operand tiles may be overwritten next (the next iteration's loads).
   barrier(b);
   toErase.push_back(op);
   return success();
+}
+
+Value KernelLowering::coreMatrices(ImplicitLocOpBuilder &b, Value src,
+                                   int64_t rows, int64_t cols,
+                                   bool rowsAreMN, Type elt) {
+  Value core =
+      allocSharedTile(RankedTensorType::get({rows * cols}, elt), b.getLoc());
+  auto vt = VectorType::get(
+      {8}, cast<MemRefType>(core.getType()).getElementType());
+  distribute(b, *simt, {rows, cols / 8},
+             [&](ImplicitLocOpBuilder &ib, ValueRange idx) {
+               Value r = idx[0], cg = idx[1];
+               Value v = vector::LoadOp::create(
+                   ib, vt, src,
+                   ValueRange{r, arith::MulIOp::create(ib, cg, cIdx(ib, 8))});
+               Value r8 = arith::DivUIOp::create(ib, r, cIdx(ib, 8));
+               // Core matrix (MN group, K group) at (MN group * K/8 + K
+               // group) * 64 elements: SBO = K/8 * 128 bytes, LBO = 128.
+               Value group =
+                   rowsAreMN
+                       ? arith::AddIOp::create(
+                             ib, arith::MulIOp::create(ib, r8, cIdx(ib, cols / 8)),
+                             cg)
+                       : arith::AddIOp::create(
+                             ib, arith::MulIOp::create(ib, cg, cIdx(ib, rows / 8)),
+                             r8);
+               Value dst = arith::AddIOp::create(
+                   ib, arith::MulIOp::create(ib, group, cIdx(ib, 64)),
+                   arith::MulIOp::create(
+                       ib, arith::RemUIOp::create(ib, r, cIdx(ib, 8)),
+                       cIdx(ib, 8)));
+               vector::StoreOp::create(ib, v, core, ValueRange{dst});
+             });
+  return core;
+}
+
+/// The 64-bit wgmma matrix descriptor (PTX ISA, "Matrix Descriptor Format")
+/// of a no-swizzle operand at the start of `core`: start address, leading
+/// (K) byte offset 128 and stride (M/N) byte offset `sbo`, each >> 4.
+static Value wgmmaDescriptor(ImplicitLocOpBuilder &b, Value core,
+                             int64_t sbo) {
+  auto i64 = b.getI64Type();
+  auto type = cast<MemRefType>(core.getType());
+  auto meta = memref::ExtractStridedMetadataOp::create(b, core);
+  Value addr = arith::AddIOp::create(
+      b, memref::ExtractAlignedPointerAsIndexOp::create(b, core),
+      arith::MulIOp::create(b, meta.getOffset(),
+                            cIdx(b, type.getElementTypeBitWidth() / 8)));
+  Value a = arith::IndexCastOp::create(b, i64, addr);
+  auto c64 = [&](int64_t v) { return arith::ConstantIntOp::create(b, i64, v); };
+  Value start = arith::ShRUIOp::create(
+      b, arith::AndIOp::create(b, a, c64(0x3FFFF)), c64(4));
+  return arith::OrIOp::create(b, start,
+                              c64((128 >> 4) << 16 | (sbo >> 4) << 32));
+}
+
+SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
+                                               DotOp op, const MmaTiles &mt,
+                                               ArrayRef<Value> rows,
+                                               ArrayRef<Value> cols,
+                                               ValueRange acc) {
+  auto lhsType = op.getLhs().getType();
+  int64_t M = lhsType.getDimSize(0), K = lhsType.getDimSize(1),
+          N = op.getAcc().getType().getDimSize(1);
+  auto wt = *planDotTiling(*simt, M, N);
+  if (!wt.wgmma || !mt.plainOperands)
+    return SmallVector<Value>(mt.run(b, rows, cols, K, acc).getResults());
+
+  // wgmma.mma_async.m64nNk16 with both operands in shared memory, in the
+  // canonical no-swizzle layouts (8 x 16-byte core matrices, 128 contiguous
+  // bytes): A K-major, B MN-major (imm-trans-b). Each 16-byte row chunk of
+  // the row-major tiles moves whole, so the copy is vectorized.
+  Value aCore = coreMatrices(b, mt.a, M, K, /*rowsAreMN=*/true, mt.inElt);
+  Value bCore = coreMatrices(b, mt.bm, K, N, /*rowsAreMN=*/false, mt.inElt);
+  barrier(b);
+  int64_t sbo = K / 8 * 128, n = wt.TN * 8, steps = K / 16, unroll = 1;
+  for (int64_t u = 8; u >= 1; --u)
+    if (steps % u == 0) {
+      unroll = u;
+      break;
+    }
+  auto i64 = b.getI64Type();
+  Value descA = wgmmaDescriptor(b, aCore, sbo);
+  Value descB = wgmmaDescriptor(b, bCore, sbo);
+  // Descriptor offsets in 16-byte units: core matrix (g, k/8) is at
+  // (g * K/8 + k/8) * 8.
+  auto coreUnits = [&](ImplicitLocOpBuilder &lb, Value group, Value k0) {
+    Value units = arith::AddIOp::create(
+        lb, arith::MulIOp::create(lb, group, cIdx(lb, K / 8)),
+        arith::DivUIOp::create(lb, k0, cIdx(lb, 8)));
+    return arith::IndexCastOp::create(
+        lb, i64, arith::MulIOp::create(lb, units, cIdx(lb, 8)));
+  };
+  MLIRContext *ctx = b.getContext();
+  auto f32 = b.getF32Type();
+  auto accType = LLVM::LLVMStructType::getLiteral(
+      ctx, SmallVector<Type>(n / 2, f32));
+  auto type = mt.inElt.isBF16() ? NVVM::WGMMATypes::bf16 : NVVM::WGMMATypes::f16;
+  int64_t perBlock = n / 2;
+  auto loop = scf::ForOp::create(
+      b, cIdx(b, 0), cIdx(b, K), cIdx(b, 16 * unroll), acc,
+      [&](OpBuilder &kb, Location kl, Value kk, ValueRange it) {
+        ImplicitLocOpBuilder lb(kl, kb);
+        // The accumulators were last written by other instructions.
+        NVVM::WgmmaFenceAlignedOp::create(lb);
+        SmallVector<Value> structs;
+        for (size_t t = 0; t < rows.size(); ++t) {
+          Value s = LLVM::UndefOp::create(lb, accType);
+          for (int64_t e = 0; e < perBlock; ++e)
+            s = LLVM::InsertValueOp::create(lb, s, it[t * perBlock + e],
+                                            ArrayRef<int64_t>{e});
+          structs.push_back(s);
+        }
+        Value nGroup = arith::DivUIOp::create(lb, cols[0], cIdx(lb, 8));
+        for (int64_t u = 0; u < unroll; ++u) {
+          Value k0 = arith::AddIOp::create(lb, kk, cIdx(lb, 16 * u));
+          Value db = arith::AddIOp::create(lb, descB, coreUnits(lb, nGroup, k0));
+          for (size_t t = 0; t < rows.size(); ++t) {
+            // The warpgroup's block of 64 rows: 8 groups of 8 from row / 64 * 8.
+            Value mGroup = arith::MulIOp::create(
+                lb, arith::DivUIOp::create(lb, rows[t], cIdx(lb, 64)),
+                cIdx(lb, 8));
+            Value da =
+                arith::AddIOp::create(lb, descA, coreUnits(lb, mGroup, k0));
+            structs[t] = NVVM::WgmmaMmaAsyncOp::create(
+                lb, accType, structs[t], da, db,
+                NVVM::MMAShapeAttr::get(ctx, 64, n, 16), type, type,
+                NVVM::WGMMATypes::f32, NVVM::WGMMAScaleOut::one,
+                NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one,
+                NVVM::MMALayout::row, NVVM::MMALayout::row,
+                NVVM::MMAIntOverflowAttr());
+          }
+        }
+        NVVM::WgmmaGroupSyncAlignedOp::create(lb);
+        NVVM::WgmmaWaitGroupSyncOp::create(lb, 0);
+        SmallVector<Value> next;
+        for (Value s : structs)
+          for (int64_t e = 0; e < perBlock; ++e)
+            next.push_back(
+                LLVM::ExtractValueOp::create(lb, s, ArrayRef<int64_t>{e}));
+        scf::YieldOp::create(lb, next);
+      });
+  return SmallVector<Value>(loop.getResults());
 }
 
 /// Converts an element loaded from a buffer (storage type) to the type a dot
@@ -962,10 +1157,12 @@ LogicalResult KernelLowering::lowerDotSimt(DotOp op, Value a, Value bm,
   // mma.sync.m16n8k16 (row.col), fragments per the PTX ISA (MmaTiles).
   MmaTiles mt = mmaTiles(b, *simt, a, bm, inElt);
   int64_t tilesM = M / 16, tilesN = N / 8;
-  if (auto wt = planWarpTiling(M, N, simt->numThreads / 32)) {
+  if (auto wt = planDotTiling(*simt, M, N)) {
     auto [rows, cols] = warpTileBases(b, mt, *wt);
-    auto kLoop = mt.run(b, rows, cols, K, mt.loadAcc(b, rows, cols, out));
-    mt.storeAcc(b, rows, cols, kLoop.getResults(), out);
+    mt.storeAcc(b, rows, cols,
+                runTiledDot(b, op, mt, rows, cols,
+                            mt.loadAcc(b, rows, cols, out)),
+                out);
     barrier(b);
     return success();
   }
@@ -1441,6 +1638,7 @@ struct ConvertKilnToGPUPass
       SimtConfig config;
       config.numThreads = 32 * numWarps;
       config.tensorCores = tensorCores;
+      config.wgmma = tensorCores && wgmma && chip == "sm_90a";
       config.asyncCopy = asyncCopy;
       config.numStages = numStages;
       if (config.numStages < 2) {

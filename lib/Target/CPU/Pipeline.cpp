@@ -90,6 +90,8 @@ void kiln::buildGPUPipeline(OpPassManager &pm,
   nvvm.useBarePtrCallConv = true;
   nvvm.indexBitwidth = 64;
   gm.addPass(createConvertGpuOpsToNVVMOps(nvvm));
+  // NVVM ops without an LLVM intrinsic (wgmma.mma_async) as inline PTX.
+  gm.addPass(createConvertNVVMToLLVMPass());
   gm.addPass(createCanonicalizerPass());
   gm.addPass(createCSEPass());
   gm.addPass(createReconcileUnrealizedCastsPass());

@@ -86,6 +86,11 @@ typedef struct {
   pending_copy *copies;
   size_t num_copies, cap_copies;
   uint64_t next_group;
+  /* wgmma: a fence since the accumulators were last handed back, issued
+   * operations not yet committed, committed groups not yet retired. */
+  int wg_fenced;
+  int wg_uncommitted;
+  int wg_groups;
 } fiber;
 
 /* Per byte of the window: who last wrote and read it, in which epoch. */
@@ -115,6 +120,10 @@ typedef struct {
   uint32_t mma_a[kMaxThreads / kWarp][kWarp][4];
   uint32_t mma_b[kMaxThreads / kWarp][kWarp][2];
   int64_t ldm_addr[kMaxThreads / kWarp][kWarp];
+  /* warpgroup collectives (wgmma) */
+  uint64_t wg_gen[kMaxThreads / 128];
+  int wg_arrived[kMaxThreads / 128];
+  uint64_t wg_desc[kMaxThreads][2];
   /* shared memory and its checker */
   uint64_t epoch; /* advances at every barrier and every block */
   unsigned char *smem;
@@ -156,6 +165,9 @@ static void fiber_main(void) {
       fail("exits with cp.async copies in flight (no wait_group retired "
            "them): %s",
            f->copies[i].site);
+  if (f->wg_uncommitted || f->wg_groups)
+    fail("exits with wgmma.mma_async operations in flight (no "
+         "wgmma.wait_group retired them)");
   f->finished = 1;
   s->progress++;
   for (;;)
@@ -166,8 +178,14 @@ static block_state *state(void) {
   if (S)
     return S;
   block_state *s = (block_state *)calloc(1, sizeof(block_state));
-  void *smem = mmap(NULL, kSharedCapacity, PROT_READ | PROT_WRITE,
+  /* The window is aligned to its capacity (256 KiB), so that a wgmma
+   * matrix descriptor's 18-bit address field names a byte of it, as a
+   * shared-memory address does on the GPU. */
+  void *smem = mmap(NULL, 2 * kSharedCapacity, PROT_READ | PROT_WRITE,
                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (smem != MAP_FAILED)
+    smem = (void *)(((uintptr_t)smem + kSharedCapacity - 1) &
+                    ~(uintptr_t)(kSharedCapacity - 1));
   void *sh = mmap(NULL, kSharedCapacity * sizeof(shadow),
                   PROT_READ | PROT_WRITE,
                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -205,6 +223,7 @@ EMU_API void kiln_emu_run_block(thread_fn fn, void **argv, int32_t px,
   s->bar_gen = 0;
   s->bar_arrived = 0;
   memset(s->warp_arrived, 0, sizeof s->warp_arrived);
+  memset(s->wg_arrived, 0, sizeof s->wg_arrived);
   s->epoch++;
   memset(s->smem, 0xFF, (size_t)shared_bytes);
   for (int t = 0; t < num_threads; ++t) {
@@ -231,6 +250,9 @@ EMU_API void kiln_emu_run_block(thread_fn fn, void **argv, int32_t px,
     f->waiting = 0;
     f->num_copies = 0;
     f->next_group = 0;
+    f->wg_fenced = 0;
+    f->wg_uncommitted = 0;
+    f->wg_groups = 0;
   }
   int remaining = num_threads;
   while (remaining > 0) {
@@ -270,6 +292,10 @@ EMU_API int64_t kiln_emu_shared(void) {
 EMU_API void kiln_emu_barrier(void) {
   block_state *s = S;
   uint64_t gen = s->bar_gen;
+  fiber *f = &s->fibers[s->current];
+  if (f->wg_uncommitted || f->wg_groups)
+    fail("reaches a barrier with wgmma.mma_async operations in flight: they "
+         "may still read shared memory that other threads write next");
   s->progress++;
   if (++s->bar_arrived == s->num_threads) {
     s->bar_arrived = 0;
@@ -536,4 +562,131 @@ EMU_API void kiln_emu_mma_m16n8k16(int32_t is_f16, int32_t a0, int32_t a1,
   }
   warp_sync();
   memcpy((void *)(uintptr_t)out, d, sizeof d);
+}
+
+/* The 128 threads of the calling thread's warpgroup meet here. */
+static void warpgroup_sync(void) {
+  block_state *s = S;
+  int g = s->current / 128;
+  uint64_t gen = s->wg_gen[g];
+  s->progress++;
+  if (++s->wg_arrived[g] == 128) {
+    s->wg_arrived[g] = 0;
+    s->wg_gen[g]++;
+    return;
+  }
+  s->fibers[s->current].waiting = 2;
+  while (s->wg_gen[g] == gen)
+    yield();
+  s->fibers[s->current].waiting = 0;
+}
+
+EMU_API void kiln_emu_wgmma_fence(void) {
+  S->fibers[S->current].wg_fenced = 1;
+}
+
+EMU_API void kiln_emu_wgmma_commit(void) {
+  fiber *f = &S->fibers[S->current];
+  f->wg_groups++;
+  f->wg_uncommitted = 0;
+}
+
+/* Retires every committed group but the `n` most recent ones. Their
+ * results were computed at issue; what this checks is the protocol. The
+ * accumulators are then handed back to other instructions: the next
+ * wgmma.mma_async needs a wgmma.fence first. */
+EMU_API void kiln_emu_wgmma_wait(int32_t n) {
+  fiber *f = &S->fibers[S->current];
+  if (n < 0)
+    fail("wgmma.wait_group %d", n);
+  if (f->wg_groups > n)
+    f->wg_groups = n;
+  f->wg_fenced = 0;
+}
+
+/* The element (row, k) of an operand in shared memory under a no-swizzle
+ * matrix descriptor, per the PTX ISA ("Shared Memory Matrix Layout",
+ * canonical layouts, with T = 8 16-bit elements per 16 bytes):
+ *   K-major:  ((8,m),(T,2k)):((1T,SBO),(1,LBO)): core matrices of 8 rows of
+ *             16 bytes (8 consecutive k), row groups SBO apart, k groups LBO;
+ *   MN-major: ((T,1,m),(8,k)):((1,T,SBO),(1T,LBO)): core matrices of 8 k-rows
+ *             of 16 bytes (8 consecutive rows), row groups SBO apart, k
+ *             groups LBO.
+ * `row` is the M index of A or the N index of B. */
+static int64_t wgmma_element(uint64_t desc, int row, int k, int mn_major) {
+  block_state *s = S;
+  int64_t start = (int64_t)((desc & 0x3FFF) << 4);
+  int64_t lbo = (int64_t)(((desc >> 16) & 0x3FFF) << 4);
+  int64_t sbo = (int64_t)(((desc >> 32) & 0x3FFF) << 4);
+  int64_t off = start + (row / 8) * sbo + (k / 8) * lbo +
+                (mn_major ? (k % 8) * 16 + (row % 8) * 2
+                          : (row % 8) * 16 + (k % 8) * 2);
+  return (int64_t)(uintptr_t)s->smem + off;
+}
+
+/* wgmma.mma_async.sync.aligned.m64nNk16.f32.{bf16,f16}.{bf16,f16} with A and
+ * B from shared memory (descriptors), D += A * B (D = A * B without
+ * scale-d). Accumulator fragment per the PTX ISA ("Matrix Fragments for
+ * wgmma.mma_async.m64nNk16", accumulator D): warp w of the warpgroup holds
+ * rows 16 w to 16 w + 15; its element i (of N / 2) is at row
+ * 16 w + lane / 4 + 8 ((i % 4) / 2), column 2 (lane % 4) + (i % 2) + 8 (i / 4).
+ * All 128 threads must issue it with the same descriptors. */
+EMU_API void kiln_emu_wgmma(int64_t desc_a, int64_t desc_b, int32_t n,
+                            int32_t is_f16, int32_t trans_a, int32_t trans_b,
+                            int32_t scale_d, int64_t acc, const char *site) {
+  block_state *s = S;
+  fiber *f = &s->fibers[s->current];
+  int t = s->current;
+  if (s->num_threads % 128)
+    fail("%s: wgmma in a block of %d threads (not whole warpgroups)", site,
+         s->num_threads);
+  if (n < 8 || n > 256 || n % 8)
+    fail("%s: wgmma with N = %d (PTX allows multiples of 8 up to 256)", site,
+         n);
+  if (!f->wg_fenced)
+    fail("%s: wgmma.mma_async without a wgmma.fence since its registers "
+         "were last accessed",
+         site);
+  for (int i = 0; i < 2; ++i) {
+    uint64_t d = (uint64_t)(i ? desc_b : desc_a);
+    if (d >> 62)
+      fail("%s: wgmma descriptor %llx uses a swizzle mode (the emulator "
+           "knows the no-swizzle layout)",
+           site, (unsigned long long)d);
+    if ((d >> 16 & 0x3FFF) == 0 || (d >> 32 & 0x3FFF) == 0)
+      fail("%s: wgmma descriptor %llx has a zero leading or stride byte "
+           "offset",
+           site, (unsigned long long)d);
+  }
+  s->wg_desc[t][0] = (uint64_t)desc_a;
+  s->wg_desc[t][1] = (uint64_t)desc_b;
+  warpgroup_sync();
+  int first = t / 128 * 128;
+  for (int u = first; u < first + 128; ++u)
+    if (s->wg_desc[u][0] != s->wg_desc[t][0] ||
+        s->wg_desc[u][1] != s->wg_desc[t][1])
+      fail("%s: wgmma descriptors differ across the warpgroup (thread %d: "
+           "%llx %llx, thread %d: %llx %llx)",
+           site, t, (unsigned long long)s->wg_desc[t][0],
+           (unsigned long long)s->wg_desc[t][1], u,
+           (unsigned long long)s->wg_desc[u][0],
+           (unsigned long long)s->wg_desc[u][1]);
+  float (*cvt)(uint16_t) = is_f16 ? f16_to_float : bf16_to_float;
+  float *d = (float *)(uintptr_t)acc;
+  int w = (t % 128) / kWarp, lane = t % kWarp;
+  for (int i = 0; i < n / 2; ++i) {
+    int row = 16 * w + lane / 4 + 8 * ((i % 4) / 2);
+    int col = 2 * (lane % 4) + (i % 2) + 8 * (i / 4);
+    float sum = scale_d ? d[i] : 0.0f;
+    for (int k = 0; k < 16; ++k) {
+      uint16_t a = read_u16(wgmma_element((uint64_t)desc_a, row, k, trans_a),
+                            site);
+      uint16_t b = read_u16(wgmma_element((uint64_t)desc_b, col, k, trans_b),
+                            site);
+      sum += cvt(a) * cvt(b);
+    }
+    d[i] = sum;
+  }
+  warpgroup_sync();
+  f->wg_uncommitted++;
 }
