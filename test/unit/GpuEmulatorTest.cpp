@@ -44,6 +44,12 @@ void kiln_emu_cp_async_commit(void);
 void kiln_emu_cp_async_wait(int32_t n);
 void kiln_emu_ldmatrix(int64_t addr, int32_t n, int32_t trans, int64_t out,
                        const char *site);
+void kiln_emu_wgmma_fence(void);
+void kiln_emu_wgmma_commit(void);
+void kiln_emu_wgmma_wait(int32_t n);
+void kiln_emu_wgmma(int64_t descA, int64_t descB, int32_t n, int32_t isF16,
+                    int32_t transA, int32_t transB, int32_t scaleD,
+                    int64_t acc, const char *site);
 void kiln_emu_mma_m16n8k16(int32_t isF16, int32_t a0, int32_t a1, int32_t a2,
                            int32_t a3, int32_t b0, int32_t b1, float c0,
                            float c1, float c2, float c3, int64_t out);
@@ -166,6 +172,98 @@ TEST_CASE("mma.sync m16n8k16 follows the PTX fragment layout", "[emu]") {
         ref += double(gA[row][k]) * gB[k][col];
       CHECK(gD[lane][i] == ref);
     }
+}
+
+namespace {
+// One warpgroup: D (64 x 24) = A (64 x 16) * B (16 x 24) + D, operands in
+// shared memory in the no-swizzle canonical layouts of the PTX ISA, written
+// here straight from its CuTe formulas (T = 8 16-bit elements):
+//   K-major  ((8,m),(T,2k)):((1T,SBO),(1,LBO))
+//   MN-major ((T,1,m),(8,k)):((1,T,SBO),(1T,LBO))
+// with strides unlike the compiler's (LBO and SBO both exercised).
+constexpr int kWgN = 24;
+float wA[64][16], wB[16][kWgN], wD[128][kWgN / 2];
+int wTransA, wTransB, wScaleD;
+
+/// Byte offset of element (mn, k) of an operand laid out with lbo/sbo.
+int64_t canonical(int mn, int k, bool mnMajor, int64_t lbo, int64_t sbo) {
+  if (mnMajor) // ((T,1,m),(8,k)): mn % 8 contiguous, k % 8 rows of 16 bytes
+    return (mn % 8) * 2 + (mn / 8) * sbo + (k % 8) * 16 + (k / 8) * lbo;
+  return (mn % 8) * 16 + (mn / 8) * sbo + (k % 8) * 2 + (k / 8) * lbo;
+}
+
+int64_t descriptor(int64_t off, int64_t lbo, int64_t sbo) {
+  int64_t addr = kiln_emu_shared() + off;
+  return ((addr & 0x3FFFF) >> 4) | (lbo >> 4) << 16 | (sbo >> 4) << 32;
+}
+
+// A at byte 0 (LBO 1024, SBO 128 K-major; LBO 128, SBO 256 M-major), B at
+// byte 2048 (LBO 384, SBO 128 N-major; LBO 128, SBO 512 K-major).
+constexpr int64_t kBOff = 2048;
+int64_t aLbo() { return wTransA ? 128 : 1024; }
+int64_t aSbo() { return wTransA ? 256 : 128; }
+int64_t bLbo() { return wTransB ? 384 : 128; }
+int64_t bSbo() { return wTransB ? 128 : 512; }
+
+void wgmmaThread(void **, int32_t, int32_t, int32_t, int32_t, int32_t,
+                 int32_t) {
+  int t = kiln_emu_thread_id();
+  if (t == 0) {
+    auto put = [](int64_t off, float v) {
+      uint16_t h = toBF16(v);
+      kiln_emu_shared_access(kiln_emu_shared() + off, 2, 1, "setup");
+      std::memcpy(reinterpret_cast<char *>(kiln_emu_shared() + off), &h, 2);
+    };
+    for (int m = 0; m < 64; ++m)
+      for (int k = 0; k < 16; ++k)
+        put(canonical(m, k, wTransA, aLbo(), aSbo()), wA[m][k]);
+    for (int k = 0; k < 16; ++k)
+      for (int n = 0; n < kWgN; ++n)
+        put(kBOff + canonical(n, k, wTransB, bLbo(), bSbo()), wB[k][n]);
+  }
+  kiln_emu_barrier();
+  float *d = wD[t];
+  for (int i = 0; i < kWgN / 2; ++i)
+    d[i] = 1;
+  kiln_emu_wgmma_fence();
+  kiln_emu_wgmma(descriptor(0, aLbo(), aSbo()),
+                 descriptor(kBOff, bLbo(), bSbo()), kWgN, 0, wTransA, wTransB,
+                 wScaleD, int64_t(reinterpret_cast<uintptr_t>(d)), "wgmma");
+  kiln_emu_wgmma_commit();
+  kiln_emu_wgmma_wait(0);
+}
+} // namespace
+
+TEST_CASE("wgmma m64nNk16 follows the PTX layouts and descriptors", "[emu]") {
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> d(-4, 4);
+  for (auto &r : wA)
+    for (float &x : r)
+      x = float(d(rng));
+  for (auto &r : wB)
+    for (float &x : r)
+      x = float(d(rng));
+  for (int variant = 0; variant < 8; ++variant) {
+    wTransA = variant & 1;
+    wTransB = variant >> 1 & 1;
+    wScaleD = variant >> 2 & 1;
+    INFO("trans-a " << wTransA << ", trans-b " << wTransB << ", scale-d "
+                    << wScaleD);
+    run(wgmmaThread, nullptr, 128, 4096);
+    // Accumulator D of m64nNk16 (PTX ISA figure): warp w holds rows
+    // 16 w + lane / 4 (+ 8 for d[i], i % 4 >= 2), columns
+    // 2 (lane % 4) + (i % 2) + 8 (i / 4).
+    for (int t = 0; t < 128; ++t)
+      for (int i = 0; i < kWgN / 2; ++i) {
+        int w = t / 32, lane = t % 32;
+        int row = 16 * w + lane / 4 + (i % 4 >= 2 ? 8 : 0);
+        int col = 2 * (lane % 4) + (i % 2) + 8 * (i / 4);
+        double ref = wScaleD ? 1 : 0;
+        for (int k = 0; k < 16; ++k)
+          ref += double(wA[row][k]) * wB[k][col];
+        CHECK(wD[t][i] == ref);
+      }
+  }
 }
 
 namespace {
@@ -305,6 +403,57 @@ TEST_CASE("the checkers fire", "[emu]") {
     });
     CHECK(aborted);
     CHECK(err.find("deadlocks: 63 threads wait at a barrier") !=
+          std::string::npos);
+  }
+  SECTION("wgmma without a fence") {
+    auto [aborted, err] = inChild([] {
+      run(
+          [](void **, int32_t, int32_t, int32_t, int32_t, int32_t, int32_t) {
+            float d[4] = {};
+            kiln_emu_wgmma(descriptor(0, 128, 256), descriptor(0, 128, 256),
+                           8, 0, 0, 0, 1,
+                           int64_t(reinterpret_cast<uintptr_t>(d)), "the mma");
+          },
+          nullptr, 128, 4096);
+    });
+    CHECK(aborted);
+    CHECK(err.find("the mma: wgmma.mma_async without a wgmma.fence") !=
+          std::string::npos);
+  }
+  SECTION("wgmma descriptors that differ across the warpgroup") {
+    auto [aborted, err] = inChild([] {
+      run(
+          [](void **, int32_t, int32_t, int32_t, int32_t, int32_t, int32_t) {
+            float d[4] = {};
+            int64_t a = kiln_emu_thread_id() == 77 ? 16 : 0;
+            kiln_emu_wgmma_fence();
+            kiln_emu_wgmma(descriptor(a, 128, 256), descriptor(0, 128, 256),
+                           8, 0, 0, 0, 1,
+                           int64_t(reinterpret_cast<uintptr_t>(d)), "the mma");
+            kiln_emu_wgmma_commit();
+            kiln_emu_wgmma_wait(0);
+          },
+          nullptr, 128, 4096);
+    });
+    CHECK(aborted);
+    CHECK(err.find("differ across the warpgroup") != std::string::npos);
+  }
+  SECTION("a barrier with wgmma in flight") {
+    auto [aborted, err] = inChild([] {
+      run(
+          [](void **, int32_t, int32_t, int32_t, int32_t, int32_t, int32_t) {
+            float d[4] = {};
+            kiln_emu_wgmma_fence();
+            kiln_emu_wgmma(descriptor(0, 128, 256), descriptor(0, 128, 256),
+                           8, 0, 0, 0, 1,
+                           int64_t(reinterpret_cast<uintptr_t>(d)), "the mma");
+            kiln_emu_wgmma_commit();
+            kiln_emu_barrier(); // no wgmma.wait_group first
+          },
+          nullptr, 128, 4096);
+    });
+    CHECK(aborted);
+    CHECK(err.find("barrier with wgmma.mma_async operations in flight") !=
           std::string::npos);
   }
   SECTION("a thread that exits with copies in flight") {

@@ -1,7 +1,12 @@
 // The NVIDIA pipeline: tensor-core dot, cp.async loads, warp-shuffle
 // reductions and the dynamic shared-memory window, for sm_80 and sm_90a.
-// RUN: kilnc %s --target sm_80 --emit ptx | FileCheck %s --check-prefixes=PTX,SM80
-// RUN: kilnc %s --target sm_90a --emit ptx | FileCheck %s --check-prefixes=PTX,SM90
+// RUN: kilnc %s --target sm_80 --emit ptx | FileCheck %s --check-prefixes=PTX,SM80,MMA
+// RUN: kilnc %s --target sm_90a --emit ptx | FileCheck %s --check-prefixes=PTX,SM90,WGMMA
+// wgmma needs sm_90a: plain sm_90 keeps mma.sync.
+// RUN: kilnc %s --target sm_90 --emit ptx | FileCheck %s --check-prefix=MMA
+// Two warpgroups split the 64 columns: m64n32k16 each.
+// RUN: kilnc %s --target sm_90a --num-warps 8 --emit ptx | FileCheck %s --check-prefix=WG8
+// WG8: wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16
 // RUN: kilnc %s --target sm_90a --num-warps 8 -o %t.kb && head -c 512 %t.kb | FileCheck %s --check-prefix=BUNDLE
 // RUN: kiln-opt %s --convert-kiln-to-gpu | FileCheck %s --check-prefix=IR
 // The bf16 GEMM example: 16-byte cp.async pipelined two deep, ldmatrix
@@ -22,9 +27,21 @@
 // PTX-DAG: cp.async.cg.shared.global [{{.*}}], [{{.*}}], 16
 // PTX-DAG: cp.async.ca.shared.global
 // PTX-DAG: cp.async.wait_group 0
-// PTX-DAG: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
-// PTX-DAG: ldmatrix.sync.aligned.m8n8.x4.shared.b16
-// PTX-DAG: ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16
+// MMA-DAG: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+// MMA-DAG: ldmatrix.sync.aligned.m8n8.x4.shared.b16
+// MMA-DAG: ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16
+// The operands go to the core-matrix layout with 16-byte shared copies,
+// then K = 32 takes two m64n64k16 steps between one fence and one wait;
+// A is K-major (imm-trans-a 0), B N-major (imm-trans-b 1).
+// WGMMA: ld.shared.v4.b32
+// WGMMA: st.shared.v4.b32
+// WGMMA: bar.sync 0
+// WGMMA: wgmma.fence.sync.aligned
+// WGMMA: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {{.*}}, p, 1, 1, 0, 1;
+// WGMMA: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {{.*}}, p, 1, 1, 0, 1;
+// WGMMA-NOT: wgmma.mma_async
+// WGMMA: wgmma.commit_group.sync.aligned
+// WGMMA: wgmma.wait_group.sync.aligned {{[[:space:]]*}}0
 // PTX-DAG: shfl.sync.bfly.b32
 // PTX-DAG: bar.sync 0
 
