@@ -11,8 +11,8 @@
  * any CPU kernel: kiln_entry_NAME runs one thread block per program id.
  *
  * A block's threads are fibers on one host thread, switched at every
- * synchronisation point (barrier, warp shuffle, mma.sync) by a small x86-64
- * context switch. What it checks, beyond computing the kernel's results:
+ * synchronisation point (barrier, warp shuffle, mma.sync, wgmma) by a small
+ * x86-64 context switch. What it checks, beyond computing the kernel's results:
  *
  *   - barriers: every thread must reach each barrier; a thread that exits
  *     while others wait, or a wait that can never end, is a deadlock;
@@ -25,7 +25,11 @@
  *     copies in flight;
  *   - warp collectives follow the PTX ISA: shfl.bfly within width segments,
  *     mma.sync.m16n8k16 fragments as the ISA lays them out (row-major A,
- *     column-major B, f32 C/D).
+ *     column-major B, f32 C/D);
+ *   - wgmma.mma_async.m64nNk16 is a warpgroup collective with uniform
+ *     descriptors, operands read through the no-swizzle canonical layouts,
+ *     and the fence / commit_group / wait_group protocol checked (no barrier
+ *     or exit with operations in flight).
  *
  * A failed check is a compiler bug: the emulator prints what, where (block,
  * thread, address) and aborts. It is a testing target; it makes no attempt
