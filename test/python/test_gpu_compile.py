@@ -64,7 +64,10 @@ def _assemble(ptx_path, chip, tmp_path):
 def test_example_compiles_for_gpu(path, chip, tmp_path):
     out = str(tmp_path / "k.ptx")
     ptx = _compile([path], out, chip)
-    if "matmul_bf16" in path:
+    if "matmul_bf16" in path and chip == "sm_90a":
+        assert "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16" in ptx
+        assert "mma.sync" not in ptx
+    elif "matmul_bf16" in path:
         assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in ptx
     if "softmax" in path or "layernorm" in path:
         assert "shfl.sync.bfly" in ptx
@@ -79,18 +82,24 @@ def test_operator_compiles_for_gpu(op, chip, tmp_path):
     _assemble(out, chip, tmp_path)
 
 
+@pytest.mark.parametrize("chip", CHIPS)
 @pytest.mark.parametrize("op", ["block_sparse_attention", "conv"])
 @pytest.mark.parametrize("dtype", ["bf16", "f16"])
-def test_low_precision_uses_tensor_cores(op, dtype, tmp_path):
+def test_low_precision_uses_tensor_cores(op, dtype, chip, tmp_path):
     """bf16 and f16 fragments are typed differently in NVVM (i32 vs
-    vector<2xf16>); f16 once failed the verifier. ptxas checks the result."""
+    vector<2xf16>); f16 once failed the verifier. ptxas checks the result.
+    sm_90a runs these dots (64-row blocks, 4 warps) on wgmma."""
     out = str(tmp_path / "k.ptx")
-    ptx = _compile(["op", op, "--dtype", dtype], out, "sm_90a")
-    assert f"mma.sync.aligned.m16n8k16.row.col.f32.{dtype}.{dtype}.f32" in ptx
-    assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx
+    ptx = _compile(["op", op, "--dtype", dtype], out, chip)
+    if chip == "sm_90a":
+        assert f"wgmma.mma_async.sync.aligned.m64n64k16.f32.{dtype}.{dtype}" in ptx
+        assert "wgmma.wait_group.sync.aligned" in ptx
+    else:
+        assert f"mma.sync.aligned.m16n8k16.row.col.f32.{dtype}.{dtype}.f32" in ptx
+        assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx
     if op == "block_sparse_attention":
         assert "shfl.sync.bfly" in ptx
-    _assemble(out, "sm_90a", tmp_path)
+    _assemble(out, chip, tmp_path)
 
 
 def test_gpu_bundle_manifest(tmp_path):
