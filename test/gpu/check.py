@@ -203,7 +203,41 @@ a16, ar = bf16_bits(a)
 b16, br = bf16_bits(bm)
 c = poisoned((M, N))
 launch(example("matmul_bf16"), (cdiv(N, 64), cdiv(M, 64)), [a16, b16, c, M, N, K])
-check("example matmul bf16 (mma.sync)", c, ar.astype(np.float64) @ br, 1e-4, 1e-2)
+check("example matmul bf16 (tensor cores)", c, ar.astype(np.float64) @ br, 1e-4, 1e-2)
+
+# The bf16 GEMM at other block tiles and warp counts (the example's text with
+# its tile constants replaced), so one device run says which shape wins: on
+# sm_90a these run on wgmma with one or two warpgroups.
+GEMM_VARIANTS = [(64, 64, 128, 4), (128, 128, 64, 4), (128, 128, 64, 8), (128, 256, 64, 8)]
+
+
+def gemm_variant(bm_, bn_, bk_, warps):
+    name = f"gemm_bf16-{bm_}x{bn_}x{bk_}-w{warps}"
+    path = os.path.join(BUNDLES, name + ".kiln")
+    if not os.path.exists(path) and opts.record:
+        text = open(os.path.join(ROOT, "examples", "matmul_bf16.mlir")).read()
+        text = (text.replace("64x64xf32", "@C@")
+                    .replace("tensor<64x128xbf16>", "@A@")
+                    .replace("tensor<128x64xbf16>", "@B@")
+                    .replace("@C@", f"{bm_}x{bn_}xf32")
+                    .replace("@A@", f"tensor<{bm_}x{bk_}xbf16>")
+                    .replace("@B@", f"tensor<{bk_}x{bn_}xbf16>")
+                    .replace("%bm = arith.constant 64", f"%bm = arith.constant {bm_}")
+                    .replace("%bn = arith.constant 64", f"%bn = arith.constant {bn_}")
+                    .replace("%bk = arith.constant 128", f"%bk = arith.constant {bk_}"))
+        src = os.path.join(BUNDLES, name + ".mlir")
+        with open(src, "w") as f:
+            f.write(text)
+        compile_bundle(path, [src, "--num-warps", str(warps)])
+    return path
+
+
+for bm_, bn_, bk_, warps in GEMM_VARIANTS[1:]:
+    c = poisoned((M, N))
+    launch(gemm_variant(bm_, bn_, bk_, warps), (cdiv(N, bn_), cdiv(M, bm_)),
+           [a16, b16, c, M, N, K])
+    check(f"gemm bf16 {bm_}x{bn_}x{bk_}, {warps} warps", c, ar.astype(np.float64) @ br,
+          1e-4, 1e-2)
 
 
 def attention_reference(q, k, v, visible, scale):
@@ -481,12 +515,15 @@ if not EMULATED:
     a16 = torch.randn(S, S, device=dev).bfloat16()
     b16 = torch.randn(S, S, device=dev).bfloat16()
     c32 = torch.zeros(S, S, device=dev)
-    mm = load(example("matmul_bf16"))
-    t_kiln = bench(lambda: mm[(cdiv(S, 64), cdiv(S, 64))](a16, b16, c32, S, S, S), reps=3)
     t_torch = bench(lambda: torch.matmul(a16, b16))
     flops = 2 * S ** 3
-    rows.append((f"bf16 GEMM {S}^3 (f32 out)", flops / t_kiln / 1e12, flops / t_torch / 1e12,
-                 "TFLOP/s", "torch.matmul (bf16 out)"))
+    for bm_, bn_, bk_, warps in GEMM_VARIANTS:
+        mm = load(example("matmul_bf16") if (bm_, bn_, bk_) == (64, 64, 128)
+                  else gemm_variant(bm_, bn_, bk_, warps))
+        t_kiln = bench(lambda: mm[(cdiv(S, bn_), cdiv(S, bm_))](a16, b16, c32, S, S, S),
+                       reps=3)
+        rows.append((f"bf16 GEMM {S}^3 {bm_}x{bn_}x{bk_} w{warps}", flops / t_kiln / 1e12,
+                     flops / t_torch / 1e12, "TFLOP/s", "torch.matmul (bf16 out)"))
 
     # Attention forward, bf16, head dim 128, seq 4096: the library operator
     # launched directly on device tensors (the same bundle kind the checks

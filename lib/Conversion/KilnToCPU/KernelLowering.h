@@ -128,6 +128,8 @@ private:
   SmallVector<unsigned> registerAccumulators(scf::ForOp loop);
   SmallVector<Value> loadRegisterTile(ImplicitLocOpBuilder &b, DotOp dot,
                                       Value buf);
+  /// How many accumulator registers each lane holds for `dot`.
+  int64_t registerTileSize(DotOp dot);
   void storeRegisterTile(ImplicitLocOpBuilder &b, DotOp dot, ValueRange regs,
                          Value buf);
   LogicalResult lowerRegisterDot(DotOp op);

@@ -22,6 +22,7 @@
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/Interfaces/LoopLikeInterface.h"
 #include "llvm/ADT/SmallPtrSet.h"
@@ -1107,12 +1108,29 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
   }
   size_t numScalars = scalarInits.size();
   SmallVector<size_t> regCounts;
+  bool readInits = false;
   for (unsigned i : regPos) {
-    SmallVector<Value> regs =
-        loadRegisterTile(b, regDot(i), buffers.lookup(op.getInitArgs()[i]));
+    Value init = op.getInitArgs()[i];
+    SmallVector<Value> regs;
+    // A splat constant (the usual zeros) needs no buffer read.
+    DenseElementsAttr dense;
+    if (matchPattern(init, m_Constant(&dense)) && dense.isSplat() &&
+        isa<FloatType>(dense.getElementType())) {
+      Value c = arith::ConstantOp::create(
+          b, b.getF32FloatAttr(
+                 dense.getSplatValue<APFloat>().convertToDouble()));
+      regs.assign(registerTileSize(regDot(i)), c);
+    } else {
+      regs = loadRegisterTile(b, regDot(i), buffers.lookup(init));
+      readInits = true;
+    }
     regCounts.push_back(regs.size());
     llvm::append_range(scalarInits, regs);
   }
+  // The initial tiles' buffers are free once every thread has read them
+  // (the shared-memory planner ends a buffer's life at the next barrier).
+  if (readInits)
+    barrier(b);
   auto newLoop = scf::ForOp::create(b, op.getLowerBound(), op.getUpperBound(),
                                     op.getStep(), scalarInits);
   Block *newBody = newLoop.getBody();

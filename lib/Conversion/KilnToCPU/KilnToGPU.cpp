@@ -913,6 +913,12 @@ SmallVector<Value> KernelLowering::loadRegisterTile(ImplicitLocOpBuilder &b,
   return mt.loadAcc(b, rows, cols, buf);
 }
 
+int64_t KernelLowering::registerTileSize(DotOp dot) {
+  auto wt = *planDotTiling(*simt, dot.getLhs().getType().getDimSize(0),
+                           dot.getAcc().getType().getDimSize(1));
+  return wt.TM * wt.TN * 4;
+}
+
 void KernelLowering::storeRegisterTile(ImplicitLocOpBuilder &b, DotOp dot,
                                        ValueRange regs, Value buf) {
   auto [mt, rows, cols] = warpTiledDot(b, *simt, dot, Value(), Value());
