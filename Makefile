@@ -59,5 +59,8 @@ clean:
 
 # Bundles for the device check (test/gpu/run_gpu_checks.sh), compiled here
 # where the compiler lives; KILN_GPU_TARGET picks the GPU (default sm_90a).
+# The device check's bundles: the default target (sm_90a: wgmma) and sm_90
+# (mma.sync), so one device run compares them and a fault in one loses nothing.
 gpu-bundles: build
 	bash test/gpu/build-bundles.sh build/gpu-bundles
+	KILN_GPU_TARGET=sm_90 bash test/gpu/build-bundles.sh build/gpu-bundles-sm_90

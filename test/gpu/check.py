@@ -45,6 +45,9 @@ parser.add_argument("--record", action="store_true",
                     help="compile missing bundles with kilnc first (KILN_GPU_TARGET)")
 parser.add_argument("--target", default=os.environ.get("KILN_GPU_TARGET", "sm_90a"),
                     help="with --record: the target of a new bundle folder")
+parser.add_argument("--section", choices=["all", "examples", "ops", "bench"], default="all",
+                    help="run only this part (run_gpu_checks.sh runs each in its own "
+                         "process, so a fault or hang in one loses nothing else)")
 opts = parser.parse_args()
 BUNDLES = opts.bundles
 KILNC = os.environ.get("KILNC", os.path.join(ROOT, "build", "bin", "kilnc"))
@@ -63,6 +66,14 @@ rng = np.random.default_rng(1234)
 if not RUN:
     np.seterr(all="ignore")  # recording: outputs of unlaunched kernels are garbage
 failures, rows = [], []
+ACTIVE = True  # the current section runs (see section())
+
+
+def section(name):
+    """Starts a part of the script: it launches and checks only if selected
+    (recording always compiles everything)."""
+    global ACTIVE
+    ACTIVE = opts.record or opts.section in ("all", name)
 
 
 # -- bundles and launches ----------------------------------------------------------------
@@ -87,7 +98,7 @@ def load(path):
 def launch(path, grid, values):
     """Launches a bundle on numpy arrays (pointers) and scalars: directly on
     the emulator; on a GPU through device copies, copied back afterwards."""
-    if not RUN:
+    if not RUN or not ACTIVE:
         return
     bundle = load(path)
     grid = tuple(int(g) for g in grid)
@@ -140,7 +151,7 @@ ops.set_kernel_provider(provider)
 
 
 def check(name, got, ref, rtol, atol):
-    if not RUN:
+    if not RUN or not ACTIVE:
         return
     got = np.asarray(got, np.float64)
     ref = np.asarray(ref, np.float64)
@@ -172,6 +183,7 @@ def cdiv(a, b):
 
 
 # -- the examples ---------------------------------------------------------------------
+section("examples")
 
 n = 100_003
 x, y = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
@@ -275,6 +287,7 @@ check("example block_sparse_attention", out, ro, 1e-4, 1e-5)
 check("example block_sparse_attention lse", lse, rl, 1e-5, 1e-5)
 
 # -- the operators (kiln.ops, on the recorded bundles) ---------------------------------
+section("ops")
 
 
 def op_case(name, fn):
@@ -282,7 +295,7 @@ def op_case(name, fn):
     try:
         fn()
     except Exception as e:  # noqa: BLE001  (reported, counted, the run goes on)
-        if not RUN and isinstance(e, (IndexError, ValueError)):
+        if (not RUN or not ACTIVE) and isinstance(e, (IndexError, ValueError)):
             return  # outputs of unlaunched kernels are garbage
         print(f"FAIL {name}: {type(e).__name__}: {e}", flush=True)
         failures.append(name)
@@ -295,14 +308,14 @@ def case_embedding():
     check("op embedding f32", ops.embedding(weight, ids), weight[ids], 0, 0)
     bits, _ = bf16_bits(weight)
     got = ops.embedding(kiln.bf16(bits), ids)
-    if RUN:
+    if RUN and ACTIVE:
         check("op embedding bf16 (bit copy)", got.array.view(np.int16), bits[ids].view(np.int16),
               0, 0)
     bad = ids.copy()
     bad[5] = vocab + 3
     try:
         ops.embedding(weight, bad)
-        if RUN:
+        if RUN and ACTIVE:
             print("FAIL op embedding: an out-of-range id was not reported")
             failures.append("embedding range")
     except IndexError as e:
@@ -379,7 +392,7 @@ def case_dsa():
                     np.maximum(np.einsum("thd,sd->tsh", qi_.astype(np.float64), k_), 0))
     ref[np.arange(S)[None, :] > off + np.arange(T)[:, None]] = -np.inf
     check("op dsa_indexer", scores, ref, 1e-4, 1e-4)
-    ref_scores = ref.astype(np.float32) if RUN else scores
+    ref_scores = ref.astype(np.float32) if RUN and ACTIVE else scores
     sel = ops.dsa_topk(ref_scores, topk)
     rsel = np.full((T, topk), -1, np.int64)
     for t in range(T):
@@ -510,7 +523,8 @@ def bench(fn, reps=10):
     return times[len(times) // 2] / 1e3  # median, seconds
 
 
-if not EMULATED:
+section("bench")
+if not EMULATED and ACTIVE:
     S = int(os.environ.get("KILN_GPU_GEMM", "8192"))
     a16 = torch.randn(S, S, device=dev).bfloat16()
     b16 = torch.randn(S, S, device=dev).bfloat16()
@@ -627,4 +641,4 @@ if not EMULATED:
 if failures:
     print("FAILED:", ", ".join(failures))
     sys.exit(1)
-print(f"all checks passed ({TARGET})")
+print(f"all checks passed ({TARGET}, {opts.section})")
