@@ -227,6 +227,10 @@ private:
                                  const MmaTiles &mt,
                                  ArrayRef<Value> rows, ArrayRef<Value> cols,
                                  ValueRange acc);
+  /// The buffer a tile load writes: in SIMT mode on sm_90a, a load whose
+  /// tile only feeds a wgmma dot (with the other operand also such a load)
+  /// gets a rank-4 core-matrix view instead of a row-major buffer.
+  Value allocLoadTile(LoadOp load);
   /// A copy of the row-major 16-bit tile `src` [rows, cols] in wgmma's
   /// no-swizzle core-matrix layout (cols % 8 == 0), without barrier.
   Value coreMatrices(ImplicitLocOpBuilder &b, Value src, int64_t rows,

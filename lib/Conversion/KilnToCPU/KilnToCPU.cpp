@@ -1612,7 +1612,7 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
   if (auto load = dyn_cast<LoadOp>(op)) {
     if (auto it = pipelinedLoads.find(op); it != pipelinedLoads.end())
       return lowerPipelinedLoad(load, *it->second);
-    Value buf = allocTile(load.getResult().getType(), loc);
+    Value buf = allocLoadTile(load);
     buffers[load.getResult()] = buf;
     toErase.push_back(op);
     return lowerViewAccess(op, load.getView(), Value(), load.getOffsets(), buf,

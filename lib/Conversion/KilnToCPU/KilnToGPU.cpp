@@ -96,6 +96,20 @@ static SmallVector<Value> delinearize(ImplicitLocOpBuilder &b, Value linear,
   return idx;
 }
 
+/// The indices of tile element `idx` in `buf`: the same, or for a rank-4
+/// core-matrix buffer of a rank-2 tile (wgmma operands loaded in place, see
+/// allocLoadTile) (r / 8, r % 8, c / 8, c % 8).
+static SmallVector<Value> tileIndices(ImplicitLocOpBuilder &b, Value buf,
+                                      ValueRange idx) {
+  if (cast<MemRefType>(buf.getType()).getRank() == int64_t(idx.size()))
+    return SmallVector<Value>(idx);
+  Value c8 = cIdx(b, 8);
+  return {arith::DivUIOp::create(b, idx[0], c8),
+          arith::RemUIOp::create(b, idx[0], c8),
+          arith::DivUIOp::create(b, idx[1], c8),
+          arith::RemUIOp::create(b, idx[1], c8)};
+}
+
 /// Runs `fn` for the elements of `shape` this thread owns (linear layout),
 /// without the trailing barrier.
 static void distribute(ImplicitLocOpBuilder &b, SimtConfig &simt,
@@ -155,8 +169,9 @@ static void accessElement(ImplicitLocOpBuilder &b, const ViewInfo &vi,
     valid = arith::AndIOp::create(b, valid, arith::AndIOp::create(b, ge, lt));
   }
   Location loc = b.getLoc();
+  SmallVector<Value> at = tileIndices(b, tileBuf, idx);
   if (isStore) {
-    Value v = memref::LoadOp::create(b, tileBuf, idx);
+    Value v = memref::LoadOp::create(b, tileBuf, at);
     auto ifOp = scf::IfOp::create(b, TypeRange{}, valid, false);
     OpBuilder tb = ifOp.getThenBodyBuilder();
     memref::StoreOp::create(tb, loc, v, vi.memref, viewIdx);
@@ -169,7 +184,7 @@ static void accessElement(ImplicitLocOpBuilder &b, const ViewInfo &vi,
   OpBuilder eb = ifOp.getElseBodyBuilder();
   Value p = arith::ConstantOp::create(eb, loc, padAttr);
   scf::YieldOp::create(eb, loc, p);
-  memref::StoreOp::create(b, ifOp.getResult(0), tileBuf, idx);
+  memref::StoreOp::create(b, ifOp.getResult(0), tileBuf, at);
 }
 
 /// Whether a tile at `offsets` lies inside the view and the view's innermost
@@ -328,8 +343,9 @@ void KernelLowering::emitTileLoadSimt(ImplicitLocOpBuilder &b,
       for (int64_t d = 0; d < rank; ++d)
         viewIdx.push_back(viewIndex(cb, d, idx[d]));
       nvgpu::DeviceAsyncCopyOp::create(
-          cb, nvgpu::DeviceAsyncTokenType::get(cb.getContext()), tileBuf, idx,
-          vi.unitMemref, viewIdx, cb.getIndexAttr(per), Value(),
+          cb, nvgpu::DeviceAsyncTokenType::get(cb.getContext()), tileBuf,
+          tileIndices(cb, tileBuf, idx), vi.unitMemref, viewIdx,
+          cb.getIndexAttr(per), Value(),
           // 16-byte copies may bypass L1 (cp.async.cg): tiles are staged
           // in shared memory, not re-read through L1.
           v == 16 ? cb.getUnitAttr() : UnitAttr());
@@ -450,7 +466,7 @@ void KernelLowering::setupPipelining(scf::ForOp loop) {
     });
     PipelinedLoad pl{load, {}, slice};
     for (int64_t s = 0; s < simt->numStages; ++s)
-      pl.stages.push_back(allocTile(load.getResult().getType(), load.getLoc()));
+      pl.stages.push_back(allocLoadTile(load));
     state->loads.push_back(std::move(pl));
   }
   if (state->loads.empty())
@@ -1025,6 +1041,57 @@ static Value wgmmaDescriptor(ImplicitLocOpBuilder &b, Value core,
                               c64((128 >> 4) << 16 | (sbo >> 4) << 32));
 }
 
+/// Whether the tile `load` produces is only an operand of a dot that runs
+/// on wgmma with both operands straight from such loads: then it is loaded
+/// in wgmma's core-matrix layout (no copy before the dot). `*rowsAreMN`:
+/// it is the A operand (rows are M), else B (rows are K).
+static bool wgmmaOperandLoad(const SimtConfig &simt, LoadOp load,
+                             bool *rowsAreMN) {
+  if (!simt.wgmma || !simt.asyncCopy || !load.getResult().hasOneUse())
+    return false;
+  auto dot = dyn_cast<DotOp>(*load.getResult().getUsers().begin());
+  if (!dot || dot.getLhs() == dot.getRhs() || !isTensorCoreDot(simt, dot))
+    return false;
+  for (Value operand : {dot.getLhs(), dot.getRhs()}) {
+    auto l = operand.getDefiningOp<LoadOp>();
+    if (!l || !operand.hasOneUse() || dot.getAcc() == operand)
+      return false;
+  }
+  auto wt = planDotTiling(simt, dot.getLhs().getType().getDimSize(0),
+                          dot.getAcc().getType().getDimSize(1));
+  if (!wt || !wt->wgmma)
+    return false;
+  *rowsAreMN = dot.getLhs() == load.getResult();
+  return true;
+}
+
+Value KernelLowering::allocLoadTile(LoadOp load) {
+  RankedTensorType type = load.getResult().getType();
+  bool rowsAreMN;
+  if (!simt || !wgmmaOperandLoad(*simt, load, &rowsAreMN))
+    return allocTile(type, load.getLoc());
+  // The core-matrix layout as a strided rank-4 view (r / 8, r % 8, c / 8,
+  // c % 8) of a flat buffer: core matrix (MN group, K group) at (MN group *
+  // K/8 + K group) * 64 elements, as coreMatrices lays it out.
+  int64_t R = type.getDimSize(0), C = type.getDimSize(1);
+  Value flat = allocSharedTile(
+      RankedTensorType::get({R * C}, type.getElementType()), load.getLoc());
+  auto flatType = cast<MemRefType>(flat.getType());
+  SmallVector<int64_t> strides =
+      rowsAreMN ? SmallVector<int64_t>{C / 8 * 64, 8, 64, 1}
+                : SmallVector<int64_t>{64, 8, R / 8 * 64, 1};
+  auto coreType = MemRefType::get(
+      {R / 8, 8, C / 8, 8}, flatType.getElementType(),
+      StridedLayoutAttr::get(load.getContext(), 0, strides),
+      flatType.getMemorySpace());
+  OpBuilder b(load.getContext());
+  b.setInsertionPointAfterValue(flat);
+  return memref::ReinterpretCastOp::create(b, load.getLoc(), coreType, flat,
+                                           /*offset=*/0,
+                                           ArrayRef<int64_t>{R / 8, 8, C / 8, 8},
+                                           strides);
+}
+
 SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
                                                DotOp op, const MmaTiles &mt,
                                                ArrayRef<Value> rows,
@@ -1034,16 +1101,24 @@ SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
   int64_t M = lhsType.getDimSize(0), K = lhsType.getDimSize(1),
           N = op.getAcc().getType().getDimSize(1);
   auto wt = *planDotTiling(*simt, M, N);
-  if (!wt.wgmma || !mt.plainOperands)
+  auto isCore = [](Value buf) {
+    return buf && cast<MemRefType>(buf.getType()).getRank() == 4;
+  };
+  bool inPlace = isCore(mt.a) && isCore(mt.bm);
+  if (!wt.wgmma || (!mt.plainOperands && !inPlace))
     return SmallVector<Value>(mt.run(b, rows, cols, K, acc).getResults());
 
   // wgmma.mma_async.m64nNk16 with both operands in shared memory, in the
   // canonical no-swizzle layouts (8 x 16-byte core matrices, 128 contiguous
-  // bytes): A K-major, B MN-major (imm-trans-b). Each 16-byte row chunk of
-  // the row-major tiles moves whole, so the copy is vectorized.
-  Value aCore = coreMatrices(b, mt.a, M, K, /*rowsAreMN=*/true, mt.inElt);
-  Value bCore = coreMatrices(b, mt.bm, K, N, /*rowsAreMN=*/false, mt.inElt);
-  barrier(b);
+  // bytes): A K-major, B MN-major (imm-trans-b). Loads feeding only this dot
+  // wrote them so (allocLoadTile); other operands are copied over, each
+  // 16-byte row chunk of the row-major tiles whole (vectorized).
+  Value aCore = mt.a, bCore = mt.bm;
+  if (!inPlace) {
+    aCore = coreMatrices(b, mt.a, M, K, /*rowsAreMN=*/true, mt.inElt);
+    bCore = coreMatrices(b, mt.bm, K, N, /*rowsAreMN=*/false, mt.inElt);
+    barrier(b);
+  }
   int64_t sbo = K / 8 * 128, n = wt.TN * 8, steps = K / 16, unroll = 1;
   for (int64_t u = 8; u >= 1; --u)
     if (steps % u == 0) {
