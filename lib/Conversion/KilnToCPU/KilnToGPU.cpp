@@ -1050,8 +1050,9 @@ static bool wgmmaOperandLoad(const SimtConfig &simt, LoadOp load,
   if (!simt.wgmma || !simt.asyncCopy || !load.getResult().hasOneUse())
     return false;
   auto dot = dyn_cast<DotOp>(*load.getResult().getUsers().begin());
-  if (!dot || dot.getLhs() == dot.getRhs() || !isTensorCoreDot(simt, dot))
-    return false;
+  if (!dot || dot.getLhs() == dot.getRhs() || !isTensorCoreDot(simt, dot) ||
+      (load.getResult() != dot.getLhs() && load.getResult() != dot.getRhs()))
+    return false; // (an accumulator load stays row-major)
   for (Value operand : {dot.getLhs(), dot.getRhs()}) {
     auto l = operand.getDefiningOp<LoadOp>();
     if (!l || !operand.hasOneUse() || dot.getAcc() == operand)
