@@ -220,11 +220,13 @@ check("example matmul bf16 (tensor cores)", c, ar.astype(np.float64) @ br, 1e-4,
 # The bf16 GEMM at other block tiles and warp counts (the example's text with
 # its tile constants replaced), so one device run says which shape wins: on
 # sm_90a these run on wgmma with one or two warpgroups.
-GEMM_VARIANTS = [(64, 64, 128, 4), (128, 128, 64, 4), (128, 128, 64, 8), (128, 256, 64, 8)]
+# (block m, n, k, warps, pipeline stages); the first is the example as is.
+GEMM_VARIANTS = [(64, 64, 128, 4, 2), (128, 128, 64, 4, 3), (128, 128, 64, 8, 3),
+                 (128, 256, 64, 8, 3), (128, 256, 64, 8, 4)]
 
 
-def gemm_variant(bm_, bn_, bk_, warps):
-    name = f"gemm_bf16-{bm_}x{bn_}x{bk_}-w{warps}"
+def gemm_variant(bm_, bn_, bk_, warps, stages):
+    name = f"gemm_bf16-{bm_}x{bn_}x{bk_}-w{warps}-s{stages}"
     path = os.path.join(BUNDLES, name + ".kiln")
     if not os.path.exists(path) and opts.record:
         text = open(os.path.join(ROOT, "examples", "matmul_bf16.mlir")).read()
@@ -240,16 +242,16 @@ def gemm_variant(bm_, bn_, bk_, warps):
         src = os.path.join(BUNDLES, name + ".mlir")
         with open(src, "w") as f:
             f.write(text)
-        compile_bundle(path, [src, "--num-warps", str(warps)])
+        compile_bundle(path, [src, "--num-warps", str(warps), "--num-stages", str(stages)])
     return path
 
 
-for bm_, bn_, bk_, warps in GEMM_VARIANTS[1:]:
+for bm_, bn_, bk_, warps, stages in GEMM_VARIANTS[1:]:
     c = poisoned((M, N))
-    launch(gemm_variant(bm_, bn_, bk_, warps), (cdiv(N, bn_), cdiv(M, bm_)),
+    launch(gemm_variant(bm_, bn_, bk_, warps, stages), (cdiv(N, bn_), cdiv(M, bm_)),
            [a16, b16, c, M, N, K])
-    check(f"gemm bf16 {bm_}x{bn_}x{bk_}, {warps} warps", c, ar.astype(np.float64) @ br,
-          1e-4, 1e-2)
+    check(f"gemm bf16 {bm_}x{bn_}x{bk_}, {warps} warps, {stages} stages", c,
+          ar.astype(np.float64) @ br, 1e-4, 1e-2)
 
 
 def attention_reference(q, k, v, visible, scale):
@@ -532,13 +534,14 @@ if not EMULATED and ACTIVE:
     c32 = torch.zeros(S, S, device=dev)
     t_torch = bench(lambda: torch.matmul(a16, b16))
     flops = 2 * S ** 3
-    for bm_, bn_, bk_, warps in GEMM_VARIANTS:
-        mm = load(example("matmul_bf16") if (bm_, bn_, bk_) == (64, 64, 128)
-                  else gemm_variant(bm_, bn_, bk_, warps))
+    for i, (bm_, bn_, bk_, warps, stages) in enumerate(GEMM_VARIANTS):
+        mm = load(example("matmul_bf16") if i == 0
+                  else gemm_variant(bm_, bn_, bk_, warps, stages))
         t_kiln = bench(lambda: mm[(cdiv(S, bn_), cdiv(S, bm_))](a16, b16, c32, S, S, S),
                        reps=3)
-        rows.append((f"bf16 GEMM {S}^3 {bm_}x{bn_}x{bk_} w{warps}", flops / t_kiln / 1e12,
-                     flops / t_torch / 1e12, "TFLOP/s", "torch.matmul (bf16 out)"))
+        rows.append((f"bf16 GEMM {S}^3 {bm_}x{bn_}x{bk_} w{warps} s{stages}",
+                     flops / t_kiln / 1e12, flops / t_torch / 1e12, "TFLOP/s",
+                     "torch.matmul (bf16 out)"))
 
     # Attention forward, bf16, head dim 128, seq 4096: the library operator
     # launched directly on device tensors (the same bundle kind the checks

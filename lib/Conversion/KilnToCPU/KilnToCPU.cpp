@@ -1202,6 +1202,9 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
   term->insertOperands(term->getNumOperands(), regVals);
   ImplicitLocOpBuilder ab(op.getLoc(), newLoop->getBlock(),
                           std::next(Block::iterator(newLoop)));
+  // Every thread is done with the loop's buffers (stages, operands): the
+  // shared-memory planner may give their bytes to the result buffers.
+  barrier(ab);
   scalarIdx = 0;
   regIdx = numScalars;
   for (auto [i, r] : llvm::enumerate(op.getResults())) {
