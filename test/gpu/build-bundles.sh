@@ -7,9 +7,9 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${1:-$ROOT/build/gpu-bundles}
 TARGET=${KILN_GPU_TARGET:-sm_90a}
-if [ -f "$OUT/TARGET" ] && [ "$(cat "$OUT/TARGET")" != "$TARGET" ]; then
-  rm -rf "$OUT" # bundles of another target
-fi
+# Always from scratch: check.py keeps a bundle that exists, and one recorded
+# by an older compiler (or for another target) must not travel to the device.
+rm -rf "$OUT"
 KILNC=${KILNC:-$ROOT/build/bin/kilnc} PYTHONPATH=$ROOT/build/python \
   "${PYTHON:-$ROOT/build/venv/bin/python}" "$ROOT/test/gpu/check.py" --record \
   --target "$TARGET" "$OUT"
