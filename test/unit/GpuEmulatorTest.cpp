@@ -44,6 +44,7 @@ void kiln_emu_cp_async_commit(void);
 void kiln_emu_cp_async_wait(int32_t n);
 void kiln_emu_ldmatrix(int64_t addr, int32_t n, int32_t trans, int64_t out,
                        const char *site);
+void kiln_emu_fence_proxy_async(void);
 void kiln_emu_wgmma_fence(void);
 void kiln_emu_wgmma_commit(void);
 void kiln_emu_wgmma_wait(int32_t n);
@@ -183,7 +184,7 @@ namespace {
 // with strides unlike the compiler's (LBO and SBO both exercised).
 constexpr int kWgN = 24;
 float wA[64][16], wB[16][kWgN], wD[128][kWgN / 2];
-int wTransA, wTransB, wScaleD;
+int wTransA, wTransB, wScaleD, wSkipProxyFence;
 
 /// Byte offset of element (mn, k) of an operand laid out with lbo/sbo.
 int64_t canonical(int mn, int k, bool mnMajor, int64_t lbo, int64_t sbo) {
@@ -220,6 +221,8 @@ void wgmmaThread(void **, int32_t, int32_t, int32_t, int32_t, int32_t,
     for (int k = 0; k < 16; ++k)
       for (int n = 0; n < kWgN; ++n)
         put(kBOff + canonical(n, k, wTransB, bLbo(), bSbo()), wB[k][n]);
+    if (!wSkipProxyFence)
+      kiln_emu_fence_proxy_async(); // generic writes, async-proxy reads
   }
   kiln_emu_barrier();
   float *d = wD[t];
@@ -418,6 +421,15 @@ TEST_CASE("the checkers fire", "[emu]") {
     });
     CHECK(aborted);
     CHECK(err.find("the mma: wgmma.mma_async without a wgmma.fence") !=
+          std::string::npos);
+  }
+  SECTION("wgmma reading writes not fenced for the async proxy") {
+    auto [aborted, err] = inChild([] {
+      wSkipProxyFence = 1;
+      run(wgmmaThread, nullptr, 128, 4096);
+    });
+    CHECK(aborted);
+    CHECK(err.find("without a fence.proxy.async after it") !=
           std::string::npos);
   }
   SECTION("wgmma descriptors that differ across the warpgroup") {

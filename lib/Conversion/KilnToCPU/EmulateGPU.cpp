@@ -26,6 +26,7 @@
 //   void kiln_emu_mma_m16n8k16(i32 f16, i32 a x4, i32 b x2, f32 c x4, i64 out)
 //   void kiln_emu_ldmatrix(i64 rowAddr, i32 numTiles, i32 trans, i64 out,
 //                          i64 site)
+//   void kiln_emu_fence_proxy_async()
 //   void kiln_emu_wgmma_fence() / kiln_emu_wgmma_commit()
 //   void kiln_emu_wgmma_wait(i32 n)
 //   void kiln_emu_wgmma(i64 descA, i64 descB, i32 n, i32 f16, i32 transA,
@@ -293,6 +294,11 @@ LogicalResult EmulateGPUPass::emulate(gpu::GPUFuncOp kernel,
         s = LLVM::InsertValueOp::create(ib, s, e, ArrayRef<int64_t>{i});
       }
       mma.getResult().replaceAllUsesWith(s);
+    } else if (auto fence = dyn_cast<NVVM::FenceProxyOp>(op)) {
+      if (fence.getKind() != NVVM::ProxyKind::async_shared)
+        return op->emitError("kiln-emulate-gpu: only fence.proxy.async."
+                             "shared::cta is emulated");
+      abi.call(ib, "kiln_emu_fence_proxy_async", {});
     } else if (isa<NVVM::WgmmaFenceAlignedOp>(op)) {
       abi.call(ib, "kiln_emu_wgmma_fence", {});
     } else if (isa<NVVM::WgmmaGroupSyncAlignedOp>(op)) {

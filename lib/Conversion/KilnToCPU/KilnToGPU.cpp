@@ -141,6 +141,21 @@ void KernelLowering::barrier(ImplicitLocOpBuilder &b) {
   unsyncedReads = false;
 }
 
+/// fence.proxy.async.shared::cta: this thread's prior (generic-proxy) writes
+/// to shared memory are ordered before later async-proxy reads (wgmma), once
+/// a barrier hands them over (PTX ISA, "Async Proxy").
+static void asyncProxyFence(ImplicitLocOpBuilder &b) {
+  NVVM::FenceProxyOp::create(
+      b, NVVM::ProxyKind::async_shared,
+      NVVM::SharedSpaceAttr::get(b.getContext(), NVVM::SharedSpace::shared_cta));
+}
+
+/// Whether `buf` is a wgmma operand buffer in the core-matrix layout (see
+/// allocLoadTile): read by wgmma, so its writers fence the async proxy.
+static bool isCoreBuffer(Value buf) {
+  return buf && cast<MemRefType>(buf.getType()).getRank() == 4;
+}
+
 void KernelLowering::forEachIndexSimt(
     ImplicitLocOpBuilder &b, ArrayRef<int64_t> shape,
     function_ref<void(ImplicitLocOpBuilder &, ValueRange)> fn) {
@@ -290,6 +305,8 @@ LogicalResult KernelLowering::lowerViewAccessSimt(
     return success();
   }
   emitTileLoadSimt(b, vi, offsets, tileBuf, tileType, padAttr, /*wait=*/true);
+  if (isCoreBuffer(tileBuf))
+    asyncProxyFence(b);
   barrier(b);
   return success();
 }
@@ -540,6 +557,10 @@ LogicalResult KernelLowering::lowerPipelinedLoad(LoadOp load,
     }
     NVVM::CpAsyncCommitGroupOp::create(b);
     NVVM::CpAsyncWaitGroupOp::create(b, stages - 1);
+    if (llvm::any_of(state.loads, [](const PipelinedLoad &pl) {
+          return isCoreBuffer(pl.stages[0]);
+        }))
+      asyncProxyFence(b);
     barrier(b);
   }
   for (PipelinedLoad &pl : state.loads)
@@ -1102,10 +1123,7 @@ SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
   int64_t M = lhsType.getDimSize(0), K = lhsType.getDimSize(1),
           N = op.getAcc().getType().getDimSize(1);
   auto wt = *planDotTiling(*simt, M, N);
-  auto isCore = [](Value buf) {
-    return buf && cast<MemRefType>(buf.getType()).getRank() == 4;
-  };
-  bool inPlace = isCore(mt.a) && isCore(mt.bm);
+  bool inPlace = isCoreBuffer(mt.a) && isCoreBuffer(mt.bm);
   if (!wt.wgmma || (!mt.plainOperands && !inPlace))
     return SmallVector<Value>(mt.run(b, rows, cols, K, acc).getResults());
 
@@ -1118,6 +1136,7 @@ SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
   if (!inPlace) {
     aCore = coreMatrices(b, mt.a, M, K, /*rowsAreMN=*/true, mt.inElt);
     bCore = coreMatrices(b, mt.bm, K, N, /*rowsAreMN=*/false, mt.inElt);
+    asyncProxyFence(b);
     barrier(b);
   }
   int64_t sbo = K / 8 * 128, n = wt.TN * 8, steps = K / 16, unroll = 1;

@@ -95,6 +95,8 @@ typedef struct {
   int wg_fenced;
   int wg_uncommitted;
   int wg_groups;
+  /* fence.proxy.async count (wgmma reads need the writer's fence) */
+  uint64_t proxy_fences;
 } fiber;
 
 /* Per byte of the window: who last wrote and read it, in which epoch. */
@@ -102,6 +104,7 @@ typedef struct {
   uint64_t w_epoch, r_epoch;
   int32_t w_tid, r_tid; /* r_tid -2: several readers */
   const char *w_site, *r_site;
+  uint64_t w_proxy; /* the writer's async-proxy fence count at the write */
 } shadow;
 
 typedef struct {
@@ -130,6 +133,7 @@ typedef struct {
   uint64_t wg_desc[kMaxThreads][2];
   /* shared memory and its checker */
   uint64_t epoch; /* advances at every barrier and every block */
+  uint64_t block_epoch; /* the epoch this block started in */
   unsigned char *smem;
   shadow *shadow;
   fiber fibers[kMaxThreads];
@@ -229,6 +233,7 @@ EMU_API void kiln_emu_run_block(thread_fn fn, void **argv, int32_t px,
   memset(s->warp_arrived, 0, sizeof s->warp_arrived);
   memset(s->wg_arrived, 0, sizeof s->wg_arrived);
   s->epoch++;
+  s->block_epoch = s->epoch;
   memset(s->smem, 0xFF, (size_t)shared_bytes);
   for (int t = 0; t < num_threads; ++t) {
     fiber *f = &s->fibers[t];
@@ -257,6 +262,7 @@ EMU_API void kiln_emu_run_block(thread_fn fn, void **argv, int32_t px,
     f->wg_fenced = 0;
     f->wg_uncommitted = 0;
     f->wg_groups = 0;
+    f->proxy_fences = 0;
   }
   int remaining = num_threads;
   while (remaining > 0) {
@@ -384,6 +390,7 @@ EMU_API void kiln_emu_shared_access(int64_t addr, int32_t bytes,
       h->w_epoch = s->epoch;
       h->w_tid = t;
       h->w_site = site;
+      h->w_proxy = s->fibers[t].proxy_fences;
     } else if (!read_here) {
       h->r_epoch = s->epoch;
       h->r_tid = t;
@@ -585,6 +592,28 @@ static void warpgroup_sync(void) {
   s->fibers[s->current].waiting = 0;
 }
 
+EMU_API void kiln_emu_fence_proxy_async(void) {
+  S->fibers[S->current].proxy_fences++;
+}
+
+/* A 16-bit operand element read by wgmma (the async proxy): besides the
+ * generic checks, its last writer (in this block) must have issued a
+ * fence.proxy.async since writing it. */
+static uint16_t wgmma_read(int64_t addr, const char *site) {
+  block_state *s = S;
+  uint16_t v = read_u16(addr, site);
+  int64_t off = addr - (int64_t)(uintptr_t)s->smem;
+  for (int64_t i = off; i < off + 2; ++i) {
+    shadow *h = &s->shadow[i];
+    if (h->w_epoch && h->w_epoch >= s->block_epoch &&
+        s->fibers[h->w_tid].proxy_fences <= h->w_proxy)
+      fail("%s: wgmma reads shared byte %lld, which thread %d wrote (%s) "
+           "without a fence.proxy.async after it",
+           site, (long long)i, h->w_tid, h->w_site);
+  }
+  return v;
+}
+
 EMU_API void kiln_emu_wgmma_fence(void) {
   S->fibers[S->current].wg_fenced = 1;
 }
@@ -683,10 +712,10 @@ EMU_API void kiln_emu_wgmma(int64_t desc_a, int64_t desc_b, int32_t n,
     int col = 2 * (lane % 4) + (i % 2) + 8 * (i / 4);
     float sum = scale_d ? d[i] : 0.0f;
     for (int k = 0; k < 16; ++k) {
-      uint16_t a = read_u16(wgmma_element((uint64_t)desc_a, row, k, trans_a),
-                            site);
-      uint16_t b = read_u16(wgmma_element((uint64_t)desc_b, col, k, trans_b),
-                            site);
+      uint16_t a =
+          wgmma_read(wgmma_element((uint64_t)desc_a, row, k, trans_a), site);
+      uint16_t b =
+          wgmma_read(wgmma_element((uint64_t)desc_b, col, k, trans_b), site);
       sum += cvt(a) * cvt(b);
     }
     d[i] = sum;
