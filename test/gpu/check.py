@@ -36,6 +36,7 @@ import numpy as np
 
 import kiln
 import kiln.ops as ops
+from gemm_variants import GEMM_VARIANTS, gemm_name, gemm_source
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -217,31 +218,16 @@ c = poisoned((M, N))
 launch(example("matmul_bf16"), (cdiv(N, 64), cdiv(M, 64)), [a16, b16, c, M, N, K])
 check("example matmul bf16 (tensor cores)", c, ar.astype(np.float64) @ br, 1e-4, 1e-2)
 
-# The bf16 GEMM at other block tiles and warp counts (the example's text with
-# its tile constants replaced), so one device run says which shape wins: on
-# sm_90a these run on wgmma with one or two warpgroups.
-# (block m, n, k, warps, pipeline stages); the first is the example as is.
-GEMM_VARIANTS = [(64, 64, 128, 4, 2), (128, 128, 64, 4, 3), (128, 128, 64, 8, 3),
-                 (128, 256, 64, 8, 3), (128, 256, 64, 8, 4)]
-
-
+# The bf16 GEMM at other block tiles, warp counts and pipeline depths
+# (gemm_variants.py), so one device run says which shape wins: on sm_90a these
+# run on wgmma with one or two warpgroups.
 def gemm_variant(bm_, bn_, bk_, warps, stages):
-    name = f"gemm_bf16-{bm_}x{bn_}x{bk_}-w{warps}-s{stages}"
+    name = gemm_name(bm_, bn_, bk_, warps, stages)
     path = os.path.join(BUNDLES, name + ".kiln")
     if not os.path.exists(path) and opts.record:
-        text = open(os.path.join(ROOT, "examples", "matmul_bf16.mlir")).read()
-        text = (text.replace("64x64xf32", "@C@")
-                    .replace("tensor<64x128xbf16>", "@A@")
-                    .replace("tensor<128x64xbf16>", "@B@")
-                    .replace("@C@", f"{bm_}x{bn_}xf32")
-                    .replace("@A@", f"tensor<{bm_}x{bk_}xbf16>")
-                    .replace("@B@", f"tensor<{bk_}x{bn_}xbf16>")
-                    .replace("%bm = arith.constant 64", f"%bm = arith.constant {bm_}")
-                    .replace("%bn = arith.constant 64", f"%bn = arith.constant {bn_}")
-                    .replace("%bk = arith.constant 128", f"%bk = arith.constant {bk_}"))
         src = os.path.join(BUNDLES, name + ".mlir")
         with open(src, "w") as f:
-            f.write(text)
+            f.write(gemm_source(bm_, bn_, bk_))
         compile_bundle(path, [src, "--num-warps", str(warps), "--num-stages", str(stages)])
     return path
 

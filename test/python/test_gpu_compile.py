@@ -11,6 +11,7 @@ import re
 import os
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -71,6 +72,33 @@ def test_example_compiles_for_gpu(path, chip, tmp_path):
         assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in ptx
     if "softmax" in path or "layernorm" in path:
         assert "shfl.sync.bfly" in ptx
+    _assemble(out, chip, tmp_path)
+
+
+sys.path.insert(0, os.path.join(ROOT, "test", "gpu"))
+from gemm_variants import GEMM_VARIANTS, gemm_source  # noqa: E402
+
+
+@pytest.mark.parametrize("chip", CHIPS)
+@pytest.mark.parametrize("variant", GEMM_VARIANTS[1:], ids=lambda v: "x".join(map(str, v)))
+def test_device_check_gemm_variants_compile(variant, chip, tmp_path):
+    """The larger GEMM blocks the device check benchmarks: sm_90a runs them
+    on m64n128/m64n256 wgmma with operands loaded in place (no copy), sm_80
+    on mma.sync; both must fit in shared memory and assemble."""
+    bm, bn, bk, warps, stages = variant
+    src = tmp_path / "gemm.mlir"
+    src.write_text(gemm_source(bm, bn, bk))
+    out = str(tmp_path / "k.ptx")
+    ptx = _compile([str(src), "--num-warps", str(warps), "--num-stages", str(stages)], out,
+                   chip)
+    if chip == "sm_90a":
+        # One 64-row block per warpgroup when there are two: m64n(bn).
+        n = {(128, 128, 4): 128, (128, 128, 8): 128, (128, 256, 8): 256}[(bm, bn, warps)]
+        assert f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16" in ptx
+        assert "st.shared.v4" not in ptx
+        assert "fence.proxy.async.shared::cta" in ptx
+    else:
+        assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in ptx
     _assemble(out, chip, tmp_path)
 
 
