@@ -102,7 +102,7 @@ static SmallVector<Value> delinearize(ImplicitLocOpBuilder &b, Value linear,
 static SmallVector<Value> tileIndices(ImplicitLocOpBuilder &b, Value buf,
                                       ValueRange idx) {
   if (cast<MemRefType>(buf.getType()).getRank() == int64_t(idx.size()))
-    return SmallVector<Value>(idx);
+    return SmallVector<Value>(idx); // (a core buffer has rank 4, its tile 2)
   Value c8 = cIdx(b, 8);
   return {arith::DivUIOp::create(b, idx[0], c8),
           arith::RemUIOp::create(b, idx[0], c8),
@@ -150,10 +150,29 @@ static void asyncProxyFence(ImplicitLocOpBuilder &b) {
       NVVM::SharedSpaceAttr::get(b.getContext(), NVVM::SharedSpace::shared_cta));
 }
 
+/// The strides of a rank-4 core-matrix view (r / 8, r % 8, c / 8, c % 8) of
+/// a rows x cols tile: A (rows are M) or B (rows are K) of wgmma.
+static SmallVector<int64_t> coreStrides(int64_t rows, int64_t cols,
+                                        bool rowsAreMN) {
+  return rowsAreMN ? SmallVector<int64_t>{cols / 8 * 64, 8, 64, 1}
+                   : SmallVector<int64_t>{64, 8, rows / 8 * 64, 1};
+}
+
 /// Whether `buf` is a wgmma operand buffer in the core-matrix layout (see
 /// allocLoadTile): read by wgmma, so its writers fence the async proxy.
+/// (Ordinary tile buffers, of any rank, have the identity layout.)
 static bool isCoreBuffer(Value buf) {
-  return buf && cast<MemRefType>(buf.getType()).getRank() == 4;
+  if (!buf)
+    return false;
+  auto t = cast<MemRefType>(buf.getType());
+  auto layout = dyn_cast<StridedLayoutAttr>(t.getLayout());
+  if (t.getRank() != 4 || !layout || t.getDimSize(1) != 8 ||
+      t.getDimSize(3) != 8)
+    return false;
+  int64_t rows = t.getDimSize(0) * 8, cols = t.getDimSize(2) * 8;
+  ArrayRef<int64_t> strides = layout.getStrides();
+  return strides == ArrayRef<int64_t>(coreStrides(rows, cols, true)) ||
+         strides == ArrayRef<int64_t>(coreStrides(rows, cols, false));
 }
 
 void KernelLowering::forEachIndexSimt(
@@ -1099,9 +1118,7 @@ Value KernelLowering::allocLoadTile(LoadOp load) {
   Value flat = allocSharedTile(
       RankedTensorType::get({R * C}, type.getElementType()), load.getLoc());
   auto flatType = cast<MemRefType>(flat.getType());
-  SmallVector<int64_t> strides =
-      rowsAreMN ? SmallVector<int64_t>{C / 8 * 64, 8, 64, 1}
-                : SmallVector<int64_t>{64, 8, R / 8 * 64, 1};
+  SmallVector<int64_t> strides = coreStrides(R, C, rowsAreMN);
   auto coreType = MemRefType::get(
       {R / 8, 8, C / 8, 8}, flatType.getElementType(),
       StridedLayoutAttr::get(load.getContext(), 0, strides),
