@@ -134,6 +134,9 @@ private:
                          Value buf);
   LogicalResult lowerRegisterDot(DotOp op);
   DenseMap<Operation *, PipelinedLoop *> pipelinedLoads;
+  // This iteration's stage buffers (the loads' values): rewritten only
+  // after the next iteration's first barrier.
+  DenseSet<Value> pipelinedBuffers;
   void setupPipelining(scf::ForOp loop);
   LogicalResult lowerPipelinedLoad(LoadOp load, PipelinedLoop &state);
   SmallVector<Value> pipelinedAccessAt(ImplicitLocOpBuilder &b,

@@ -544,15 +544,24 @@ LogicalResult KernelLowering::lowerPipelinedLoad(LoadOp load,
   ImplicitLocOpBuilder b(load.getLoc(), load);
   int64_t stages = simt->numStages;
   if (!state.current) {
-    // At the first pipelined load of iteration k: issue iteration
-    // k + S - 1 into stage (k + S - 1) % S (read last in iteration k - 1,
-    // which every thread has finished), then wait until at most S - 1
-    // groups are in flight: iteration k's copies have landed.
+    // At the first pipelined load of iteration k: wait until iteration k's
+    // copies have landed (of the S - 1 + k groups committed so far, at most
+    // S - 2 are newer), fence them for wgmma if it reads them, and sync.
+    // Past that barrier every thread has finished iteration k - 1, so
+    // iteration k + S - 1 is issued into stage (k + S - 1) % S, the one
+    // iteration k - 1 read. (Issuing after the barrier is what lets a dot
+    // on pipelined operands end without one: see lowerRegisterDot.)
     Value iv = loop.getInductionVar();
     Value k = arith::DivUIOp::create(
         b, arith::SubIOp::create(b, iv, loop.getLowerBound()), loop.getStep());
     Value cS = cIdx(b, stages);
     state.current = arith::RemUIOp::create(b, k, cS);
+    NVVM::CpAsyncWaitGroupOp::create(b, stages - 2);
+    if (llvm::any_of(state.loads, [](const PipelinedLoad &pl) {
+          return isCoreBuffer(pl.stages[0]);
+        }))
+      asyncProxyFence(b);
+    barrier(b);
     Value next = arith::RemUIOp::create(
         b, arith::AddIOp::create(b, k, cIdx(b, stages - 1)), cS);
     Value ivNext = arith::AddIOp::create(
@@ -575,16 +584,12 @@ LogicalResult KernelLowering::lowerPipelinedLoad(LoadOp load,
                        /*wait=*/false);
     }
     NVVM::CpAsyncCommitGroupOp::create(b);
-    NVVM::CpAsyncWaitGroupOp::create(b, stages - 1);
-    if (llvm::any_of(state.loads, [](const PipelinedLoad &pl) {
-          return isCoreBuffer(pl.stages[0]);
-        }))
-      asyncProxyFence(b);
-    barrier(b);
   }
   for (PipelinedLoad &pl : state.loads)
-    if (pl.load == load)
+    if (pl.load == load) {
       buffers[load.getResult()] = selectStage(b, pl.stages, state.current);
+      pipelinedBuffers.insert(buffers[load.getResult()]);
+    }
   toErase.push_back(load);
   return success();
 }
@@ -1021,8 +1026,11 @@ LogicalResult KernelLowering::lowerRegisterDot(DotOp op) {
   auto [mt, rows, cols] = warpTiledDot(b, *simt, op, *a, *bm);
   registerTiles[op.getResult()] =
       runTiledDot(b, op, mt, rows, cols, registerTiles.lookup(op.getAcc()));
-  // The operand tiles may be overwritten next (the next iteration's loads).
-  barrier(b);
+  // The operand tiles may be overwritten next (the next iteration's loads),
+  // unless both are pipelined stages: those are overwritten only after the
+  // next iteration's first barrier (lowerPipelinedLoad).
+  if (!pipelinedBuffers.count(*a) || !pipelinedBuffers.count(*bm))
+    barrier(b);
   toErase.push_back(op);
   return success();
 }

@@ -21,8 +21,9 @@
  *     touching one byte between two barriers, at least one writing, is a
  *     data race;
  *   - cp.async: copies land only when a cp.async.wait_group retires their
- *     group (reading early sees the poison); a thread may not exit with
- *     copies in flight;
+ *     group (reading early sees the poison); a copy counts as a write from
+ *     its issue (racing with other threads' accesses since the last
+ *     barrier); a thread may not exit with copies in flight;
  *   - warp collectives follow the PTX ISA: shfl.bfly within width segments,
  *     mma.sync.m16n8k16 fragments as the ISA lays them out (row-major A,
  *     column-major B, f32 C/D);
@@ -418,6 +419,10 @@ EMU_API void kiln_emu_cp_async(int64_t dst, int64_t src, int64_t bytes,
          "destination %llx)",
          site, (long long)bytes, (unsigned long long)src,
          (unsigned long long)dst);
+  /* The copy may land any time until its wait_group: it is a write of this
+   * thread from now on (a race with another thread's access since the last
+   * barrier), and lands again, visibly, when retired. */
+  kiln_emu_shared_access(dst, (int32_t)bytes, 1, site);
   if (f->num_copies == f->cap_copies) {
     size_t cap = f->cap_copies ? 2 * f->cap_copies : 256;
     pending_copy *c =
