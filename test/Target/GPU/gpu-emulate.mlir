@@ -43,16 +43,17 @@
 
 // Software pipelining (num-stages 2, the default): the scan's load is issued
 // one iteration ahead into two rotating stage buffers; the prologue issues
-// iteration 0, each iteration issues the next and waits for its own.
+// iteration 0, each iteration waits for its own copies, syncs, then issues
+// the next into the stage the previous iteration read.
 // PIPE-LABEL: gpu.func @scan(
 // PIPE-SAME: kiln.shared_bytes = 36
 // PIPE: nvgpu.device_async_copy
 // PIPE: nvvm.cp.async.commit.group
 // PIPE-NEXT: scf.for
+// PIPE: nvvm.cp.async.wait.group 0
+// PIPE-NEXT: gpu.barrier
 // PIPE: nvgpu.device_async_copy
 // PIPE: nvvm.cp.async.commit.group
-// PIPE-NEXT: nvvm.cp.async.wait.group 1
-// PIPE-NEXT: gpu.barrier
 // PIPE: memref.load %{{.*}}[%c0] : memref<1xf32, #gpu.address_space<workgroup>>
 // PIPE: gpu.barrier
 // PIPE-NEXT: scf.yield
@@ -60,7 +61,7 @@
 // PIPE3: nvvm.cp.async.commit.group
 // PIPE3: nvvm.cp.async.commit.group
 // PIPE3-NEXT: scf.for
-// PIPE3: nvvm.cp.async.wait.group 2
+// PIPE3: nvvm.cp.async.wait.group 1
 
 // BUNDLE: code elf-shared-object
 // BUNDLE: launch cpu-target emu-sm_80

@@ -4,13 +4,20 @@
 // RUN: kiln-opt %s --convert-kiln-to-gpu=chip=sm_90a | FileCheck %s --check-prefix=SM90
 
 // 100 KiB tile (+ the 4-byte reduce result): two stages exceed sm_80's 163 KiB.
+// Unpipelined, each iteration copies, then waits (no prologue copy).
 // CHECK: kiln.shared_bytes.sum_rows = 102404
-// CHECK-NOT: nvvm.cp.async.wait.group 1
-// CHECK: nvvm.cp.async.wait.group 0
-// CHECK-NOT: nvvm.cp.async.wait.group 1
-// sm_90a allows 227 KiB: pipelined.
+// CHECK-NOT: nvvm.cp.async.commit.group
+// CHECK: scf.for
+// CHECK: nvgpu.device_async_copy
+// CHECK: nvvm.cp.async.commit.group
+// CHECK-NEXT: nvvm.cp.async.wait.group 0
+// sm_90a allows 227 KiB: pipelined (a prologue copy, two stage buffers).
 // SM90: kiln.shared_bytes.sum_rows = 204820
-// SM90: nvvm.cp.async.wait.group 1
+// SM90: nvgpu.device_async_copy
+// SM90: nvvm.cp.async.commit.group
+// SM90: scf.for
+// SM90: nvvm.cp.async.wait.group 0
+// SM90-NEXT: gpu.barrier
 
 kiln.func @sum_rows(%x: !kiln.ptr<f32>, %out: !kiln.ptr<f32>, %n: index) attributes {grid_rank = 1} {
   %c0 = arith.constant 0 : index

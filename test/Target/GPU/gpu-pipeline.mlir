@@ -19,7 +19,7 @@
 // GEMM90-NOT: st.shared.v4
 // GEMM90: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
 // GEMM-DAG: cp.async.cg.shared.global [{{.*}}], [{{.*}}], 16
-// GEMM-DAG: cp.async.wait_group {{[[:space:]]*}}1;
+// GEMM-DAG: cp.async.wait_group {{[[:space:]]*}}0;
 // GEMM-DAG: ldmatrix.sync.aligned.m8n8.x4.shared.b16
 // GEMM-DAG: ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16
 // GEMM-DAG: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
