@@ -320,21 +320,27 @@ EMU_API void kiln_emu_barrier(void) {
   s->fibers[s->current].waiting = 0;
 }
 
-/* All 32 lanes of the calling thread's warp meet here. */
-static void warp_sync(void) {
+/* `size` threads meet here: the calling thread's warp or warpgroup, whose
+ * generation counter and arrival count are *gen and *arrived. */
+static void group_sync(uint64_t *gen, int *arrived, int size) {
   block_state *s = S;
-  int w = s->current / kWarp;
-  uint64_t gen = s->warp_gen[w];
+  uint64_t g = *gen;
   s->progress++;
-  if (++s->warp_arrived[w] == kWarp) {
-    s->warp_arrived[w] = 0;
-    s->warp_gen[w]++;
+  if (++*arrived == size) {
+    *arrived = 0;
+    ++*gen;
     return;
   }
   s->fibers[s->current].waiting = 2;
-  while (s->warp_gen[w] == gen)
+  while (*gen == g)
     yield();
   s->fibers[s->current].waiting = 0;
+}
+
+/* All 32 lanes of the calling thread's warp meet here. */
+static void warp_sync(void) {
+  int w = S->current / kWarp;
+  group_sync(&S->warp_gen[w], &S->warp_arrived[w], kWarp);
 }
 
 static uint64_t shfl_xor(uint64_t v, int32_t offset, int32_t width) {
@@ -582,19 +588,8 @@ EMU_API void kiln_emu_mma_m16n8k16(int32_t is_f16, int32_t a0, int32_t a1,
 
 /* The 128 threads of the calling thread's warpgroup meet here. */
 static void warpgroup_sync(void) {
-  block_state *s = S;
-  int g = s->current / 128;
-  uint64_t gen = s->wg_gen[g];
-  s->progress++;
-  if (++s->wg_arrived[g] == 128) {
-    s->wg_arrived[g] = 0;
-    s->wg_gen[g]++;
-    return;
-  }
-  s->fibers[s->current].waiting = 2;
-  while (s->wg_gen[g] == gen)
-    yield();
-  s->fibers[s->current].waiting = 0;
+  int g = S->current / 128;
+  group_sync(&S->wg_gen[g], &S->wg_arrived[g], 128);
 }
 
 EMU_API void kiln_emu_fence_proxy_async(void) {
