@@ -234,6 +234,11 @@ private:
   /// tile only feeds a wgmma dot (with the other operand also such a load)
   /// gets a rank-4 core-matrix view instead of a row-major buffer.
   Value allocLoadTile(LoadOp load);
+  /// SIMT on sm_90a: a kiln.trans [1, 0] whose only use is the B operand
+  /// of a wgmma dot is not materialized: the dot reads its source X as a
+  /// K-major B (imm-trans-b 0). Its result maps to X's buffer.
+  bool deferTransToWgmma(TransOp op, Value srcBuf);
+  DenseSet<Value> deferredTrans;
   /// A copy of the row-major 16-bit tile `src` [rows, cols] in wgmma's
   /// no-swizzle core-matrix layout (cols % 8 == 0), without barrier.
   Value coreMatrices(ImplicitLocOpBuilder &b, Value src, int64_t rows,

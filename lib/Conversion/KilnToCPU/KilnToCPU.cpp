@@ -1778,6 +1778,12 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
     auto src = bufferOf(tr.getSrc(), op);
     if (failed(src))
       return failure();
+    if (simt && deferTransToWgmma(tr, *src)) {
+      buffers[tr.getResult()] = *src;
+      deferredTrans.insert(tr.getResult());
+      toErase.push_back(op);
+      return success();
+    }
     Value buf = allocTile(type, loc);
     ImplicitLocOpBuilder b(loc, op);
     ArrayRef<int32_t> order = tr.getOrder();

@@ -1024,8 +1024,11 @@ LogicalResult KernelLowering::lowerRegisterDot(DotOp op) {
     return failure();
   ImplicitLocOpBuilder b(op.getLoc(), op);
   auto [mt, rows, cols] = warpTiledDot(b, *simt, op, *a, *bm);
-  registerTiles[op.getResult()] =
+  SmallVector<Value> regs =
       runTiledDot(b, op, mt, rows, cols, registerTiles.lookup(op.getAcc()));
+  if (regs.empty())
+    return failure();
+  registerTiles[op.getResult()] = regs;
   // The operand tiles may be overwritten next (the next iteration's loads),
   // unless both are pipelined stages: those are overwritten only after the
   // next iteration's first barrier (lowerPipelinedLoad).
@@ -1114,6 +1117,22 @@ static bool wgmmaOperandLoad(const SimtConfig &simt, LoadOp load,
   return true;
 }
 
+bool KernelLowering::deferTransToWgmma(TransOp op, Value srcBuf) {
+  if (!simt->wgmma || op.getOrder() != ArrayRef<int32_t>{1, 0} ||
+      !op.getResult().hasOneUse())
+    return false;
+  auto dot = dyn_cast<DotOp>(*op.getResult().getUsers().begin());
+  if (!dot || dot.getRhs() != op.getResult() ||
+      dot.getLhs() == op.getResult() || dot.getAcc() == op.getResult() ||
+      !isTensorCoreDot(*simt, dot))
+    return false;
+  auto wt = planDotTiling(*simt, dot.getLhs().getType().getDimSize(0),
+                          dot.getAcc().getType().getDimSize(1));
+  auto t = cast<MemRefType>(srcBuf.getType());
+  return wt && wt->wgmma && t.getLayout().isIdentity() &&
+         t.hasStaticShape() && t.getElementTypeBitWidth() == 16;
+}
+
 Value KernelLowering::allocLoadTile(LoadOp load) {
   RankedTensorType type = load.getResult().getType();
   bool rowsAreMN;
@@ -1149,8 +1168,18 @@ SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
           N = op.getAcc().getType().getDimSize(1);
   auto wt = *planDotTiling(*simt, M, N);
   bool inPlace = isCoreBuffer(mt.a) && isCoreBuffer(mt.bm);
-  if (!wt.wgmma || (!mt.plainOperands && !inPlace))
+  // B = trans(X) not materialized (deferTransToWgmma): X [N, K] row-major
+  // is B K-major, laid out as A is.
+  bool bKMajor = deferredTrans.count(op.getRhs());
+  if (!wt.wgmma || (!mt.plainOperands && !inPlace)) {
+    if (bKMajor) {
+      op.emitError("kiln GPU lowering: the transposed operand of this dot "
+                   "was left to wgmma, whose other operand turned out not "
+                   "to be a plain buffer");
+      return {};
+    }
     return SmallVector<Value>(mt.run(b, rows, cols, K, acc).getResults());
+  }
 
   // wgmma.mma_async.m64nNk16 with both operands in shared memory, in the
   // canonical no-swizzle layouts (8 x 16-byte core matrices, 128 contiguous
@@ -1160,7 +1189,9 @@ SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
   Value aCore = mt.a, bCore = mt.bm;
   if (!inPlace) {
     aCore = coreMatrices(b, mt.a, M, K, /*rowsAreMN=*/true, mt.inElt);
-    bCore = coreMatrices(b, mt.bm, K, N, /*rowsAreMN=*/false, mt.inElt);
+    bCore = bKMajor
+                ? coreMatrices(b, mt.bm, N, K, /*rowsAreMN=*/true, mt.inElt)
+                : coreMatrices(b, mt.bm, K, N, /*rowsAreMN=*/false, mt.inElt);
     asyncProxyFence(b);
     barrier(b);
   }
@@ -1218,7 +1249,8 @@ SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
                 NVVM::MMAShapeAttr::get(ctx, 64, n, 16), type, type,
                 NVVM::WGMMATypes::f32, NVVM::WGMMAScaleOut::one,
                 NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one,
-                NVVM::MMALayout::row, NVVM::MMALayout::row,
+                NVVM::MMALayout::row,
+                bKMajor ? NVVM::MMALayout::col : NVVM::MMALayout::row,
                 NVVM::MMAIntOverflowAttr());
           }
         }
@@ -1285,10 +1317,11 @@ LogicalResult KernelLowering::lowerDotSimt(DotOp op, Value a, Value bm,
   int64_t tilesM = M / 16, tilesN = N / 8;
   if (auto wt = planDotTiling(*simt, M, N)) {
     auto [rows, cols] = warpTileBases(b, mt, *wt);
-    mt.storeAcc(b, rows, cols,
-                runTiledDot(b, op, mt, rows, cols,
-                            mt.loadAcc(b, rows, cols, out)),
-                out);
+    SmallVector<Value> regs =
+        runTiledDot(b, op, mt, rows, cols, mt.loadAcc(b, rows, cols, out));
+    if (regs.empty())
+      return failure();
+    mt.storeAcc(b, rows, cols, regs, out);
     barrier(b);
     return success();
   }
