@@ -46,7 +46,8 @@ parser.add_argument("--record", action="store_true",
                     help="compile missing bundles with kilnc first (KILN_GPU_TARGET)")
 parser.add_argument("--target", default=os.environ.get("KILN_GPU_TARGET", "sm_90a"),
                     help="with --record: the target of a new bundle folder")
-parser.add_argument("--section", choices=["all", "examples", "ops", "bench"], default="all",
+parser.add_argument("--section", choices=["all", "examples", "ops", "gemm", "bench"],
+                    default="all",
                     help="run only this part (run_gpu_checks.sh runs each in its own "
                          "process, so a fault or hang in one loses nothing else)")
 opts = parser.parse_args()
@@ -136,14 +137,19 @@ class _OpKernel:
         launch(self.path, grid, values)
 
 
-def provider(name, mods, config):
+def provider(name, mods, config, warps=None):
+    """kiln.ops' kernels from recorded bundles (`warps`: a non-default
+    num_warps, for the benchmarks' variants)."""
     if mods:
         raise RuntimeError("fused mask_mod/score_mod need the compiler; not in the device check")
     key = hashlib.sha1(json.dumps(sorted(config.items())).encode()).hexdigest()[:12]
-    path = os.path.join(BUNDLES, f"op-{name}-{key}.kiln")
+    suffix = f"-w{warps}" if warps else ""
+    path = os.path.join(BUNDLES, f"op-{name}-{key}{suffix}.kiln")
     args = ["op", name]
     for k, v in sorted(config.items()):
         args += [f"--{k}", v]
+    if warps:
+        args += ["--num-warps", str(warps)]
     compile_bundle(path, args)
     return _OpKernel(path)
 
@@ -478,16 +484,22 @@ BENCH_D = 128
 BENCH_WINDOW = 1024  # the block-sparse benchmark's sliding window
 
 
-def attention_bench_kernel(kind):
+def attention_bench_kernel(kind, warps=None):
     window = BENCH_WINDOW if kind == "sliding_window" else 256
     cfg = dict(head_dim=BENCH_D, block=64, mask=kind, window=window, prefix=0, gqa_group=1,
                softcap=0.0, dtype="bf16")
-    return provider("block_sparse_attention", "", {k_: str(v_) for k_, v_ in cfg.items()})
+    return provider("block_sparse_attention", "", {k_: str(v_) for k_, v_ in cfg.items()},
+                    warps)
 
+
+# The attention benchmark also at 8 warps (two warpgroups on sm_90a; block
+# 128 does not fit in shared memory at head dim 128).
+BENCH_WARPS = (None, 8)
 
 if not RUN:
     for kind in ("none", "causal", "sliding_window"):
-        attention_bench_kernel(kind)
+        for warps in BENCH_WARPS:
+            attention_bench_kernel(kind, warps)
     kb = [f for f in os.listdir(BUNDLES) if f.endswith(".kiln")]
     total = sum(os.path.getsize(os.path.join(BUNDLES, f)) for f in os.listdir(BUNDLES))
     print(f"recorded {len(kb)} bundles ({total / 1e6:.1f} MB with sources) for "
@@ -512,7 +524,7 @@ def bench(fn, reps=10):
     return times[len(times) // 2] / 1e3  # median, seconds
 
 
-section("bench")
+section("gemm")
 if not EMULATED and ACTIVE:
     S = int(os.environ.get("KILN_GPU_GEMM", "8192"))
     a16 = torch.randn(S, S, device=dev).bfloat16()
@@ -529,6 +541,8 @@ if not EMULATED and ACTIVE:
                      flops / t_kiln / 1e12, flops / t_torch / 1e12, "TFLOP/s",
                      "torch.matmul (bf16 out)"))
 
+section("bench")
+if not EMULATED and ACTIVE:
     # Attention forward, bf16, head dim 128, seq 4096: the library operator
     # launched directly on device tensors (the same bundle kind the checks
     # above ran through kiln.ops), dense and causal, vs SDPA.
@@ -539,11 +553,11 @@ if not EMULATED and ACTIVE:
              "causal": lambda b_, h_, qi, ki: ki <= qi,
              "sliding_window": lambda b_, h_, qi, ki: (ki <= qi) & (qi - ki < BENCH_WINDOW)}
 
-    def kiln_attention(kind):
+    def kiln_attention(kind, warps=None):
         """(launch, output): the operator's bundle on device tensors, with
         the argument list of kiln.ops.block_sparse_attention."""
         mask = ops.block_mask(rules[kind], B, H, SQ, SQ)
-        bundle = load(attention_bench_kernel(kind).path)
+        bundle = load(attention_bench_kernel(kind, warps).path)
         ot, lt = torch.empty(B, H, SQ, D, device=dev), torch.empty(B, H, SQ, device=dev)
         marr = [torch.from_numpy(np.ascontiguousarray(mask[n_], np.int32)).to(dev)
                 for n_ in ("kv_num", "kv_idx", "full_num", "full_idx")]
@@ -554,18 +568,21 @@ if not EMULATED and ACTIVE:
         return (lambda: bundle[grid](*args)), ot
 
     for kind in ("none", "causal"):
-        run_kiln, ot = kiln_attention(kind)
-        t_kiln = bench(run_kiln, reps=3)
         ref = F.scaled_dot_product_attention(qt, kt, vt, is_causal=kind == "causal")
-        err = (ot - ref.float()).abs().max().item()
-        if not err < 5e-2:
-            print(f"FAIL attention benchmark {kind}: max abs error {err:.3g} vs SDPA")
-            failures.append(f"attention bench {kind}")
         t_torch = bench(lambda: F.scaled_dot_product_attention(qt, kt, vt,
                                                                is_causal=kind == "causal"))
         fl = 4 * B * H * SQ * SQ * D * (0.5 if kind == "causal" else 1)
-        rows.append((f"attention {kind} s{SQ} d{D} bf16", fl / t_kiln / 1e12,
-                     fl / t_torch / 1e12, "TFLOP/s", "scaled_dot_product_attention"))
+        for warps in BENCH_WARPS:
+            run_kiln, ot = kiln_attention(kind, warps)
+            t_kiln = bench(run_kiln, reps=3)
+            err = (ot - ref.float()).abs().max().item()
+            if not err < 5e-2:
+                print(f"FAIL attention benchmark {kind} w{warps or 4}: max abs error "
+                      f"{err:.3g} vs SDPA")
+                failures.append(f"attention bench {kind} w{warps or 4}")
+            rows.append((f"attention {kind} s{SQ} d{D} bf16 w{warps or 4}",
+                         fl / t_kiln / 1e12, fl / t_torch / 1e12, "TFLOP/s",
+                         "scaled_dot_product_attention"))
 
     # Block-sparse (causal sliding window) vs flex_attention at the same mask,
     # where this PyTorch has it. Its torch.compile is timed and reported; any
@@ -619,14 +636,15 @@ if not EMULATED and ACTIVE:
     rows.append((f"vector add {n} f32", byts / t_kiln / 1e9, byts / t_torch / 1e9, "GB/s",
                  "torch.add"))
 
+if rows:  # the benchmark parts on a GPU
     print()
     print(f"GPU: {torch.cuda.get_device_name()}, bundles for {TARGET}")
     print("Kiln launches are synchronous (the runtime waits for each kernel); timings are")
     print("CUDA-event medians.")
-    print(f"| {'case':34} | {'kiln':>10} | {'torch':>10} | unit     | ratio | peer")
-    print(f"|{'-' * 36}|{'-' * 12}|{'-' * 12}|----------|-------|------")
+    print(f"| {'case':40} | {'kiln':>10} | {'torch':>10} | unit     | ratio | peer")
+    print(f"|{'-' * 42}|{'-' * 12}|{'-' * 12}|----------|-------|------")
     for name, kv_, tv, unit, peer in rows:
-        print(f"| {name:34} | {kv_:10.1f} | {tv:10.1f} | {unit:8} | {kv_ / tv:5.2f} | {peer}")
+        print(f"| {name:40} | {kv_:10.1f} | {tv:10.1f} | {unit:8} | {kv_ / tv:5.2f} | {peer}")
 
 if failures:
     print("FAILED:", ", ".join(failures))
