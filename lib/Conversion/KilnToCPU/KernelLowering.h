@@ -239,6 +239,9 @@ private:
   /// K-major B (imm-trans-b 0). Its result maps to X's buffer.
   bool deferTransToWgmma(TransOp op, Value srcBuf);
   DenseSet<Value> deferredTrans;
+  // wgmma operands defined outside the dot's loop, laid out before it once:
+  // (tile, rows are M/N) -> core-matrix copy.
+  DenseMap<std::pair<Value, unsigned>, Value> hoistedCores;
   /// A copy of the row-major 16-bit tile `src` [rows, cols] in wgmma's
   /// no-swizzle core-matrix layout (cols % 8 == 0), without barrier.
   Value coreMatrices(ImplicitLocOpBuilder &b, Value src, int64_t rows,

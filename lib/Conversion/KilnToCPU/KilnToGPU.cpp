@@ -1188,12 +1188,37 @@ SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
   // 16-byte row chunk of the row-major tiles whole (vectorized).
   Value aCore = mt.a, bCore = mt.bm;
   if (!inPlace) {
-    aCore = coreMatrices(b, mt.a, M, K, /*rowsAreMN=*/true, mt.inElt);
-    bCore = bKMajor
-                ? coreMatrices(b, mt.bm, N, K, /*rowsAreMN=*/true, mt.inElt)
-                : coreMatrices(b, mt.bm, K, N, /*rowsAreMN=*/false, mt.inElt);
-    asyncProxyFence(b);
-    barrier(b);
+    // An operand defined outside the loop around the dot (attention's q) is
+    // laid out once, before that loop; the others here.
+    auto loop = op->getParentOfType<scf::ForOp>();
+    bool copied = false;
+    auto core = [&](Value tile, Value buf, int64_t rows, int64_t cols,
+                    bool rowsAreMN) -> Value {
+      auto inside = [&](Value v) {
+        return loop->isAncestor(v.getParentBlock()->getParentOp());
+      };
+      if (!loop || inside(tile) || inside(buf)) {
+        copied = true;
+        return coreMatrices(b, buf, rows, cols, rowsAreMN, mt.inElt);
+      }
+      Value &cached = hoistedCores[{tile, rowsAreMN ? 1u : 0u}];
+      if (!cached) {
+        ImplicitLocOpBuilder hb(loop.getLoc(), loop);
+        cached = coreMatrices(hb, buf, rows, cols, rowsAreMN, mt.inElt);
+        // It lives across the loop (the planner widens it to the loop).
+        simt->bufferHome[cached.getDefiningOp()] = loop->getBlock();
+        asyncProxyFence(hb);
+        gpu::BarrierOp::create(hb);
+      }
+      return cached;
+    };
+    aCore = core(op.getLhs(), mt.a, M, K, /*rowsAreMN=*/true);
+    bCore = bKMajor ? core(op.getRhs(), mt.bm, N, K, /*rowsAreMN=*/true)
+                    : core(op.getRhs(), mt.bm, K, N, /*rowsAreMN=*/false);
+    if (copied) {
+      asyncProxyFence(b);
+      barrier(b);
+    }
   }
   int64_t sbo = K / 8 * 128, n = wt.TN * 8, steps = K / 16, unroll = 1;
   for (int64_t u = 8; u >= 1; --u)
