@@ -231,9 +231,13 @@ private:
                                  ArrayRef<Value> rows, ArrayRef<Value> cols,
                                  ValueRange acc);
   /// The buffer a tile load writes: in SIMT mode on sm_90a, a load whose
-  /// tile only feeds a wgmma dot (with the other operand also such a load)
-  /// gets a rank-4 core-matrix view instead of a row-major buffer.
+  /// tile only feeds a wgmma dot as A or B gets a rank-4 core-matrix view
+  /// instead of a row-major buffer.
   Value allocLoadTile(LoadOp load);
+  /// The same for the result of an elementwise op (attention's convert(p)).
+  Value allocResultTile(Value result, Location loc);
+  /// A rank-4 core-matrix view for a rank-2 16-bit tile (wgmma operand).
+  Value allocCoreTile(RankedTensorType type, bool rowsAreMN, Location loc);
   /// SIMT on sm_90a: a kiln.trans [1, 0] whose only use is the B operand
   /// of a wgmma dot is not materialized: the dot reads its source X as a
   /// K-major B (imm-trans-b 0). Its result maps to X's buffer.

@@ -136,12 +136,22 @@ Value KernelLowering::loadElems(ImplicitLocOpBuilder &b, Value buf,
 
 void KernelLowering::storeElems(ImplicitLocOpBuilder &b, Value value,
                                 Value buf, ValueRange idx, int64_t width) {
-  Type stored = cast<MemRefType>(buf.getType()).getElementType();
-  value = toType(b, b.getLoc(), value, stored);
+  auto type = cast<MemRefType>(buf.getType());
+  value = toType(b, b.getLoc(), value, type.getElementType());
+  SmallVector<Value> at(idx);
+  if (type.getRank() == 4 && idx.size() == 2) {
+    // A wgmma core-matrix buffer (SIMT, one element per store):
+    // (r / 8, r % 8, c / 8, c % 8).
+    Value c8 = arith::ConstantIndexOp::create(b, 8);
+    at = {arith::DivUIOp::create(b, idx[0], c8),
+          arith::RemUIOp::create(b, idx[0], c8),
+          arith::DivUIOp::create(b, idx[1], c8),
+          arith::RemUIOp::create(b, idx[1], c8)};
+  }
   if (width == 1)
-    memref::StoreOp::create(b, value, buf, idx);
+    memref::StoreOp::create(b, value, buf, at);
   else
-    vector::StoreOp::create(b, value, buf, idx);
+    vector::StoreOp::create(b, value, buf, at);
 }
 
 Value KernelLowering::splatConstant(ImplicitLocOpBuilder &b, TypedAttr attr,
@@ -705,9 +715,7 @@ LogicalResult KernelLowering::lowerElementwise(Operation *op) {
           break;
         }
       }
-    resultBufs.push_back(reuse ? reuse
-                               : allocTile(cast<RankedTensorType>(r.getType()),
-                                           op->getLoc()));
+    resultBufs.push_back(reuse ? reuse : allocResultTile(r, op->getLoc()));
   }
   ImplicitLocOpBuilder b(op->getLoc(), op);
   bool isSelect = isa<arith::SelectOp>(op);

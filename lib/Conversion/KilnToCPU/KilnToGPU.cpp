@@ -832,13 +832,16 @@ static std::optional<WarpTiling> planDotTiling(const SimtConfig &simt,
   return planWarpTiling(M, N, warps);
 }
 
+/// A row-major (identity-layout), static buffer of 16-bit elements.
+static bool isPlain16(Value buf) {
+  auto t = cast<MemRefType>(buf.getType());
+  return t.getLayout().isIdentity() && t.hasStaticShape() &&
+         t.getElementTypeBitWidth() == 16;
+}
+
 static MmaTiles mmaTiles(ImplicitLocOpBuilder &b, const SimtConfig &simt,
                          Value a, Value bm, Type inElt) {
-  auto plain = [](Value buf) {
-    auto t = cast<MemRefType>(buf.getType());
-    return t.getLayout().isIdentity() && t.hasStaticShape() &&
-           t.getElementTypeBitWidth() == 16;
-  };
+  auto plain = isPlain16;
   MmaTiles mt;
   mt.a = a;
   mt.bm = bm;
@@ -1092,29 +1095,62 @@ static Value wgmmaDescriptor(ImplicitLocOpBuilder &b, Value core,
                               c64((128 >> 4) << 16 | (sbo >> 4) << 32));
 }
 
-/// Whether the tile `load` produces is only an operand of a dot that runs
-/// on wgmma with both operands straight from such loads: then it is loaded
-/// in wgmma's core-matrix layout (no copy before the dot). `*rowsAreMN`:
-/// it is the A operand (rows are M), else B (rows are K).
-static bool wgmmaOperandLoad(const SimtConfig &simt, LoadOp load,
-                             bool *rowsAreMN) {
-  if (!simt.wgmma || !simt.asyncCopy || !load.getResult().hasOneUse())
+/// Whether tile `v` is only an operand (A or B) of a dot that runs on
+/// wgmma: then whatever produces it (a load, an elementwise op) writes it in
+/// wgmma's core-matrix layout directly and the dot copies nothing for it.
+/// `*rowsAreMN`: it is the A operand (rows are M), else B (rows are K).
+static bool wgmmaOperand(const SimtConfig &simt, Value v, bool *rowsAreMN) {
+  if (!simt.wgmma || !v.hasOneUse())
     return false;
-  auto dot = dyn_cast<DotOp>(*load.getResult().getUsers().begin());
-  if (!dot || dot.getLhs() == dot.getRhs() || !isTensorCoreDot(simt, dot) ||
-      (load.getResult() != dot.getLhs() && load.getResult() != dot.getRhs()))
-    return false; // (an accumulator load stays row-major)
-  for (Value operand : {dot.getLhs(), dot.getRhs()}) {
-    auto l = operand.getDefiningOp<LoadOp>();
-    if (!l || !operand.hasOneUse() || dot.getAcc() == operand)
-      return false;
-  }
+  auto dot = dyn_cast<DotOp>(*v.getUsers().begin());
+  if (!dot || dot.getLhs() == dot.getRhs() || dot.getAcc() == v ||
+      (v != dot.getLhs() && v != dot.getRhs()) || !isTensorCoreDot(simt, dot))
+    return false;
   auto wt = planDotTiling(simt, dot.getLhs().getType().getDimSize(0),
                           dot.getAcc().getType().getDimSize(1));
   if (!wt || !wt->wgmma)
     return false;
-  *rowsAreMN = dot.getLhs() == load.getResult();
+  *rowsAreMN = dot.getLhs() == v;
   return true;
+}
+
+Value KernelLowering::allocCoreTile(RankedTensorType type, bool rowsAreMN,
+                                    Location loc) {
+  // The core-matrix layout as a strided rank-4 view (r / 8, r % 8, c / 8,
+  // c % 8) of a flat buffer: core matrix (MN group, K group) at (MN group *
+  // K/8 + K group) * 64 elements, as coreMatrices lays it out.
+  int64_t R = type.getDimSize(0), C = type.getDimSize(1);
+  Value flat = allocSharedTile(
+      RankedTensorType::get({R * C}, type.getElementType()), loc);
+  auto flatType = cast<MemRefType>(flat.getType());
+  SmallVector<int64_t> strides = coreStrides(R, C, rowsAreMN);
+  auto coreType = MemRefType::get(
+      {R / 8, 8, C / 8, 8}, flatType.getElementType(),
+      StridedLayoutAttr::get(type.getContext(), 0, strides),
+      flatType.getMemorySpace());
+  OpBuilder b(type.getContext());
+  b.setInsertionPointAfterValue(flat);
+  return memref::ReinterpretCastOp::create(b, loc, coreType, flat,
+                                           /*offset=*/0,
+                                           ArrayRef<int64_t>{R / 8, 8, C / 8, 8},
+                                           strides);
+}
+
+Value KernelLowering::allocLoadTile(LoadOp load) {
+  RankedTensorType type = load.getResult().getType();
+  bool rowsAreMN;
+  if (!simt || !simt->asyncCopy ||
+      !wgmmaOperand(*simt, load.getResult(), &rowsAreMN))
+    return allocTile(type, load.getLoc());
+  return allocCoreTile(type, rowsAreMN, load.getLoc());
+}
+
+Value KernelLowering::allocResultTile(Value result, Location loc) {
+  auto type = cast<RankedTensorType>(result.getType());
+  bool rowsAreMN;
+  if (!simt || !wgmmaOperand(*simt, result, &rowsAreMN))
+    return allocTile(type, loc);
+  return allocCoreTile(type, rowsAreMN, loc);
 }
 
 bool KernelLowering::deferTransToWgmma(TransOp op, Value srcBuf) {
@@ -1133,31 +1169,6 @@ bool KernelLowering::deferTransToWgmma(TransOp op, Value srcBuf) {
          t.hasStaticShape() && t.getElementTypeBitWidth() == 16;
 }
 
-Value KernelLowering::allocLoadTile(LoadOp load) {
-  RankedTensorType type = load.getResult().getType();
-  bool rowsAreMN;
-  if (!simt || !wgmmaOperandLoad(*simt, load, &rowsAreMN))
-    return allocTile(type, load.getLoc());
-  // The core-matrix layout as a strided rank-4 view (r / 8, r % 8, c / 8,
-  // c % 8) of a flat buffer: core matrix (MN group, K group) at (MN group *
-  // K/8 + K group) * 64 elements, as coreMatrices lays it out.
-  int64_t R = type.getDimSize(0), C = type.getDimSize(1);
-  Value flat = allocSharedTile(
-      RankedTensorType::get({R * C}, type.getElementType()), load.getLoc());
-  auto flatType = cast<MemRefType>(flat.getType());
-  SmallVector<int64_t> strides = coreStrides(R, C, rowsAreMN);
-  auto coreType = MemRefType::get(
-      {R / 8, 8, C / 8, 8}, flatType.getElementType(),
-      StridedLayoutAttr::get(load.getContext(), 0, strides),
-      flatType.getMemorySpace());
-  OpBuilder b(load.getContext());
-  b.setInsertionPointAfterValue(flat);
-  return memref::ReinterpretCastOp::create(b, load.getLoc(), coreType, flat,
-                                           /*offset=*/0,
-                                           ArrayRef<int64_t>{R / 8, 8, C / 8, 8},
-                                           strides);
-}
-
 SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
                                                DotOp op, const MmaTiles &mt,
                                                ArrayRef<Value> rows,
@@ -1167,19 +1178,20 @@ SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
   int64_t M = lhsType.getDimSize(0), K = lhsType.getDimSize(1),
           N = op.getAcc().getType().getDimSize(1);
   auto wt = *planDotTiling(*simt, M, N);
-  bool inPlace = isCoreBuffer(mt.a) && isCoreBuffer(mt.bm);
   // B = trans(X) not materialized (deferTransToWgmma): X [N, K] row-major
   // is B K-major, laid out as A is.
   bool bKMajor = deferredTrans.count(op.getRhs());
-  if (!wt.wgmma || (!mt.plainOperands && !inPlace)) {
-    if (bKMajor) {
-      op.emitError("kiln GPU lowering: the transposed operand of this dot "
-                   "was left to wgmma, whose other operand turned out not "
-                   "to be a plain buffer");
+  auto usable = [](Value v) { return isCoreBuffer(v) || isPlain16(v); };
+  if (!wt.wgmma || !usable(mt.a) || !usable(mt.bm)) {
+    if (bKMajor || isCoreBuffer(mt.a) || isCoreBuffer(mt.bm)) {
+      op.emitError("kiln GPU lowering: an operand of this dot was laid out "
+                   "for wgmma, whose other operand turned out not to be a "
+                   "plain buffer");
       return {};
     }
     return SmallVector<Value>(mt.run(b, rows, cols, K, acc).getResults());
   }
+  bool inPlace = isCoreBuffer(mt.a) && isCoreBuffer(mt.bm);
 
   // wgmma.mma_async.m64nNk16 with both operands in shared memory, in the
   // canonical no-swizzle layouts (8 x 16-byte core matrices, 128 contiguous
@@ -1212,9 +1224,11 @@ SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
       }
       return cached;
     };
-    aCore = core(op.getLhs(), mt.a, M, K, /*rowsAreMN=*/true);
-    bCore = bKMajor ? core(op.getRhs(), mt.bm, N, K, /*rowsAreMN=*/true)
-                    : core(op.getRhs(), mt.bm, K, N, /*rowsAreMN=*/false);
+    if (!isCoreBuffer(mt.a))
+      aCore = core(op.getLhs(), mt.a, M, K, /*rowsAreMN=*/true);
+    if (!isCoreBuffer(mt.bm))
+      bCore = bKMajor ? core(op.getRhs(), mt.bm, N, K, /*rowsAreMN=*/true)
+                      : core(op.getRhs(), mt.bm, K, N, /*rowsAreMN=*/false);
     if (copied) {
       asyncProxyFence(b);
       barrier(b);
