@@ -259,6 +259,10 @@ private:
 /// `offsets`: for a gather (`idxBuf` set), dimension 0 reads the index tile.
 Value viewIndexAt(ImplicitLocOpBuilder &b, Value idxBuf, ValueRange offsets,
                   int64_t d, Value iv);
+/// The indices of tile element `idx` in buffer `buf`: `idx` itself, or for a
+/// wgmma core-matrix buffer (rank 4) of a rank-2 tile (r/8, r%8, c/8, c%8).
+SmallVector<Value> tileIndices(ImplicitLocOpBuilder &b, Value buf,
+                               ValueRange idx);
 /// An access's padding in the storage type (zero when absent).
 TypedAttr paddingAttr(Builder &b, Attribute padding, Type storage);
 

@@ -138,16 +138,8 @@ void KernelLowering::storeElems(ImplicitLocOpBuilder &b, Value value,
                                 Value buf, ValueRange idx, int64_t width) {
   auto type = cast<MemRefType>(buf.getType());
   value = toType(b, b.getLoc(), value, type.getElementType());
-  SmallVector<Value> at(idx);
-  if (type.getRank() == 4 && idx.size() == 2) {
-    // A wgmma core-matrix buffer (SIMT, one element per store):
-    // (r / 8, r % 8, c / 8, c % 8).
-    Value c8 = arith::ConstantIndexOp::create(b, 8);
-    at = {arith::DivUIOp::create(b, idx[0], c8),
-          arith::RemUIOp::create(b, idx[0], c8),
-          arith::DivUIOp::create(b, idx[1], c8),
-          arith::RemUIOp::create(b, idx[1], c8)};
-  }
+  // (A wgmma core-matrix buffer takes SIMT stores of one element.)
+  SmallVector<Value> at = tileIndices(b, buf, idx);
   if (width == 1)
     memref::StoreOp::create(b, value, buf, at);
   else

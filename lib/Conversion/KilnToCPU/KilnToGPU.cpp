@@ -99,8 +99,8 @@ static SmallVector<Value> delinearize(ImplicitLocOpBuilder &b, Value linear,
 /// The indices of tile element `idx` in `buf`: the same, or for a rank-4
 /// core-matrix buffer of a rank-2 tile (wgmma operands loaded in place, see
 /// allocLoadTile) (r / 8, r % 8, c / 8, c % 8).
-static SmallVector<Value> tileIndices(ImplicitLocOpBuilder &b, Value buf,
-                                      ValueRange idx) {
+SmallVector<Value> tileIndices(ImplicitLocOpBuilder &b, Value buf,
+                               ValueRange idx) {
   if (cast<MemRefType>(buf.getType()).getRank() == int64_t(idx.size()))
     return SmallVector<Value>(idx); // (a core buffer has rank 4, its tile 2)
   Value c8 = cIdx(b, 8);
