@@ -236,6 +236,9 @@ private:
   Value allocLoadTile(LoadOp load);
   /// The same for the result of an elementwise op (attention's convert(p)).
   Value allocResultTile(Value result, Location loc);
+  /// After an op that wrote `bufs` (and ended with a barrier at `b`): if one
+  /// is a core-matrix buffer, fence the async proxy before that barrier.
+  void fenceCoreWrites(ImplicitLocOpBuilder &b, ArrayRef<Value> bufs);
   /// A rank-4 core-matrix view for a rank-2 16-bit tile (wgmma operand).
   Value allocCoreTile(RankedTensorType type, bool rowsAreMN, Location loc);
   /// SIMT on sm_90a: a kiln.trans [1, 0] whose only use is the B operand

@@ -735,6 +735,7 @@ LogicalResult KernelLowering::lowerElementwise(Operation *op) {
     for (auto [r, buf] : llvm::zip(scalarOp->getResults(), resultBufs))
       storeElems(ib, r, buf, idx, w);
   });
+  fenceCoreWrites(b, resultBufs);
   for (auto [r, buf] : llvm::zip(op->getResults(), resultBufs))
     buffers[r] = buf;
   toErase.push_back(op);
@@ -1350,6 +1351,14 @@ LogicalResult KernelLowering::lowerReshape(Operation *op) {
   auto src = bufferOf(srcTile, op);
   if (failed(src))
     return failure();
+  // SIMT: a [1, R, C] load laid out for wgmma (rank-4 core-matrix buffer)
+  // reshaped to [R, C]: the same buffer serves the 2-D tile.
+  if (simt && cast<MemRefType>(src->getType()).getRank() == 4 &&
+      srcType.getRank() == 3 && type.getRank() == 2) {
+    buffers[op->getResult(0)] = *src;
+    toErase.push_back(op);
+    return success();
+  }
   Value buf = allocTile(type, loc);
   ImplicitLocOpBuilder b(loc, op);
   int64_t n = type.getNumElements();

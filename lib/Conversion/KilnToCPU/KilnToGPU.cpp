@@ -101,13 +101,13 @@ static SmallVector<Value> delinearize(ImplicitLocOpBuilder &b, Value linear,
 /// allocLoadTile) (r / 8, r % 8, c / 8, c % 8).
 SmallVector<Value> tileIndices(ImplicitLocOpBuilder &b, Value buf,
                                ValueRange idx) {
+  // A core buffer has rank 4; its tile rank 2, or 3 with a unit leading
+  // dimension (a [1, R, C] load reshaped to [R, C]).
   if (cast<MemRefType>(buf.getType()).getRank() == int64_t(idx.size()))
-    return SmallVector<Value>(idx); // (a core buffer has rank 4, its tile 2)
-  Value c8 = cIdx(b, 8);
-  return {arith::DivUIOp::create(b, idx[0], c8),
-          arith::RemUIOp::create(b, idx[0], c8),
-          arith::DivUIOp::create(b, idx[1], c8),
-          arith::RemUIOp::create(b, idx[1], c8)};
+    return SmallVector<Value>(idx);
+  Value r = idx[idx.size() - 2], c = idx.back(), c8 = cIdx(b, 8);
+  return {arith::DivUIOp::create(b, r, c8), arith::RemUIOp::create(b, r, c8),
+          arith::DivUIOp::create(b, c, c8), arith::RemUIOp::create(b, c, c8)};
 }
 
 /// Runs `fn` for the elements of `shape` this thread owns (linear layout),
@@ -1102,15 +1102,43 @@ static Value wgmmaDescriptor(ImplicitLocOpBuilder &b, Value core,
 static bool wgmmaOperand(const SimtConfig &simt, Value v, bool *rowsAreMN) {
   if (!simt.wgmma || !v.hasOneUse())
     return false;
-  auto dot = dyn_cast<DotOp>(*v.getUsers().begin());
+  Operation *user = *v.getUsers().begin();
+  // A load of [1, R, C] reshaped to [R, C] (attention's k and v): the
+  // reshape aliases the core buffer (lowerReshape).
+  auto type = cast<RankedTensorType>(v.getType());
+  if (auto reshape = dyn_cast<ReshapeOp>(user)) {
+    auto to = cast<RankedTensorType>(reshape.getResult().getType());
+    if (!v.getDefiningOp<LoadOp>() || type.getRank() != 3 ||
+        type.getDimSize(0) != 1 || to.getRank() != 2 ||
+        to.getShape() != type.getShape().drop_front() ||
+        !reshape.getResult().hasOneUse())
+      return false;
+    v = reshape.getResult();
+    user = *v.getUsers().begin();
+  } else if (type.getRank() != 2) {
+    return false;
+  }
+  // B = trans(X) (deferTransToWgmma): X is laid out as a K-major B, which is
+  // A's layout of X.
+  bool transposed = false;
+  if (auto tr = dyn_cast<TransOp>(user)) {
+    if (tr.getOrder() != ArrayRef<int32_t>{1, 0} ||
+        !tr.getResult().hasOneUse())
+      return false;
+    v = tr.getResult();
+    user = *v.getUsers().begin();
+    transposed = true;
+  }
+  auto dot = dyn_cast<DotOp>(user);
   if (!dot || dot.getLhs() == dot.getRhs() || dot.getAcc() == v ||
-      (v != dot.getLhs() && v != dot.getRhs()) || !isTensorCoreDot(simt, dot))
+      (v != dot.getLhs() && v != dot.getRhs()) ||
+      (transposed && v != dot.getRhs()) || !isTensorCoreDot(simt, dot))
     return false;
   auto wt = planDotTiling(simt, dot.getLhs().getType().getDimSize(0),
                           dot.getAcc().getType().getDimSize(1));
   if (!wt || !wt->wgmma)
     return false;
-  *rowsAreMN = dot.getLhs() == v;
+  *rowsAreMN = dot.getLhs() == v || transposed;
   return true;
 }
 
@@ -1119,7 +1147,7 @@ Value KernelLowering::allocCoreTile(RankedTensorType type, bool rowsAreMN,
   // The core-matrix layout as a strided rank-4 view (r / 8, r % 8, c / 8,
   // c % 8) of a flat buffer: core matrix (MN group, K group) at (MN group *
   // K/8 + K group) * 64 elements, as coreMatrices lays it out.
-  int64_t R = type.getDimSize(0), C = type.getDimSize(1);
+  int64_t R = type.getShape().drop_back().back(), C = type.getShape().back();
   Value flat = allocSharedTile(
       RankedTensorType::get({R * C}, type.getElementType()), loc);
   auto flatType = cast<MemRefType>(flat.getType());
@@ -1145,6 +1173,24 @@ Value KernelLowering::allocLoadTile(LoadOp load) {
   return allocCoreTile(type, rowsAreMN, load.getLoc());
 }
 
+void KernelLowering::fenceCoreWrites(ImplicitLocOpBuilder &b,
+                                     ArrayRef<Value> bufs) {
+  if (!simt || llvm::none_of(bufs, isCoreBuffer))
+    return;
+  // The op just lowered ends with its barrier: fence before it, so that the
+  // barrier hands the writes to wgmma (async proxy).
+  Block *block = b.getInsertionBlock();
+  auto it = b.getInsertionPoint();
+  if (it != block->begin())
+    if (auto bar = dyn_cast<gpu::BarrierOp>(*std::prev(it))) {
+      ImplicitLocOpBuilder fb(bar.getLoc(), bar);
+      asyncProxyFence(fb);
+      return;
+    }
+  asyncProxyFence(b);
+  barrier(b);
+}
+
 Value KernelLowering::allocResultTile(Value result, Location loc) {
   auto type = cast<RankedTensorType>(result.getType());
   bool rowsAreMN;
@@ -1164,9 +1210,17 @@ bool KernelLowering::deferTransToWgmma(TransOp op, Value srcBuf) {
     return false;
   auto wt = planDotTiling(*simt, dot.getLhs().getType().getDimSize(0),
                           dot.getAcc().getType().getDimSize(1));
+  if (!wt || !wt->wgmma)
+    return false;
+  // The source in place (its load laid it out K-major, see wgmmaOperand),
+  // or a row-major buffer the dot copies from.
   auto t = cast<MemRefType>(srcBuf.getType());
-  return wt && wt->wgmma && t.getLayout().isIdentity() &&
-         t.hasStaticShape() && t.getElementTypeBitWidth() == 16;
+  if (isCoreBuffer(srcBuf)) {
+    int64_t R = t.getDimSize(0) * 8, C = t.getDimSize(2) * 8;
+    return cast<StridedLayoutAttr>(t.getLayout()).getStrides() ==
+           ArrayRef<int64_t>(coreStrides(R, C, /*rowsAreMN=*/true));
+  }
+  return isPlain16(srcBuf);
 }
 
 SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
