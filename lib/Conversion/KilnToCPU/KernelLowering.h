@@ -142,6 +142,11 @@ private:
   SmallVector<Value> pipelinedAccessAt(ImplicitLocOpBuilder &b,
                                        PipelinedLoad &pl, Value ivOld,
                                        Value ivNew, const ViewInfo *&view);
+  /// Issues the cp.async copies of `state`'s loads for induction variable
+  /// `ivAt` into the buffers `stage` picks (without commit).
+  void issuePipelinedLoads(ImplicitLocOpBuilder &b, PipelinedLoop &state,
+                           Value iv, Value ivAt,
+                           function_ref<Value(PipelinedLoad &)> stage);
   /// The widest cp.async chunk for a tile row (0: none).
   int64_t asyncChunk(RankedTensorType tileType);
   /// Loads a tile from a view into `tileBuf` (interior tiles by cp.async,

@@ -455,6 +455,20 @@ SmallVector<Value> KernelLowering::pipelinedAccessAt(ImplicitLocOpBuilder &b,
   return offsets;
 }
 
+void KernelLowering::issuePipelinedLoads(
+    ImplicitLocOpBuilder &b, PipelinedLoop &state, Value iv, Value ivAt,
+    function_ref<Value(PipelinedLoad &)> stage) {
+  for (PipelinedLoad &pl : state.loads) {
+    const ViewInfo *vi;
+    SmallVector<Value> offsets = pipelinedAccessAt(b, pl, iv, ivAt, vi);
+    RankedTensorType type = pl.load.getResult().getType();
+    emitTileLoadSimt(b, *vi, offsets, stage(pl), type,
+                     paddingAttr(b, pl.load.getPaddingAttr(),
+                                 storageType(type.getElementType())),
+                     /*wait=*/false);
+  }
+}
+
 void KernelLowering::setupPipelining(scf::ForOp loop) {
   if (!simt || simt->numStages < 2 || !simt->asyncCopy)
     return;
@@ -520,17 +534,8 @@ void KernelLowering::setupPipelining(scf::ForOp loop) {
                               loop.getUpperBound()),
         false);
     ImplicitLocOpBuilder tb(loop.getLoc(), ifOp.getThenBodyBuilder());
-    for (PipelinedLoad &pl : state->loads) {
-      const ViewInfo *vi;
-      SmallVector<Value> offsets = pipelinedAccessAt(tb, pl, iv, ivj, vi);
-      emitTileLoadSimt(tb, *vi, offsets, pl.stages[j],
-                       pl.load.getResult().getType(),
-                       paddingAttr(tb, pl.load.getPaddingAttr(),
-                                   storageType(pl.load.getResult()
-                                                   .getType()
-                                                   .getElementType())),
-                       /*wait=*/false);
-    }
+    issuePipelinedLoads(tb, *state, iv, ivj,
+                        [&](PipelinedLoad &pl) { return pl.stages[j]; });
     NVVM::CpAsyncCommitGroupOp::create(b);
   }
   for (PipelinedLoad &pl : state->loads)
@@ -572,17 +577,9 @@ LogicalResult KernelLowering::lowerPipelinedLoad(LoadOp load,
                               loop.getUpperBound()),
         false);
     ImplicitLocOpBuilder tb(load.getLoc(), ifOp.getThenBodyBuilder());
-    for (PipelinedLoad &pl : state.loads) {
-      const ViewInfo *vi;
-      SmallVector<Value> offsets = pipelinedAccessAt(tb, pl, iv, ivNext, vi);
-      emitTileLoadSimt(tb, *vi, offsets, selectStage(tb, pl.stages, next),
-                       pl.load.getResult().getType(),
-                       paddingAttr(tb, pl.load.getPaddingAttr(),
-                                   storageType(pl.load.getResult()
-                                                   .getType()
-                                                   .getElementType())),
-                       /*wait=*/false);
-    }
+    issuePipelinedLoads(tb, state, iv, ivNext, [&](PipelinedLoad &pl) {
+      return selectStage(tb, pl.stages, next);
+    });
     NVVM::CpAsyncCommitGroupOp::create(b);
   }
   for (PipelinedLoad &pl : state.loads)
