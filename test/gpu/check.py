@@ -465,7 +465,41 @@ def case_patch_embed():
     check("op patch_embed (16x16)", got, ref, 1e-4, 1e-3)
 
 
+def case_mask_counts():
+    """block_mask_counts, the kernel behind @kiln.jit mask_mods: its fused
+    mod is traced where the compiler lives (recording) and kept with the
+    bundle, since tracing needs the compiler; on the device the bundle
+    launches directly and its per-block counts are checked against numpy."""
+    batch, heads, seq_q, seq_kv, block = 2, 3, 150, 170, 32
+    nqb, nkb = cdiv(seq_q, block), cdiv(seq_kv, block)
+    path = os.path.join(BUNDLES, f"op-block_mask_counts-dilated-{block}.kiln")
+    if opts.record and not os.path.exists(path):
+        from kiln import _kiln
+
+        @kiln.jit
+        def dilated_causal(b, h, q_idx, kv_idx):
+            return (kv_idx <= q_idx) & (kv_idx % 2 == h % 2)
+
+        src = os.path.join(BUNDLES, f"op-block_mask_counts-dilated-{block}.mlir")
+        with open(src, "w") as f:
+            f.write(_kiln.build_op_source(
+                "block_mask_counts", {"block": str(block)},
+                ops.mod_source(block, mask_mod=dilated_causal)))
+        compile_bundle(path, [src])
+    counts = np.full((batch * heads, nqb, nkb), -7, np.int32)
+    launch(path, (nqb, nkb, batch * heads), [counts, heads, seq_q, seq_kv, nqb, nkb])
+    q = np.arange(nqb * block)[:, None]
+    kv = np.arange(nkb * block)[None, :]
+    ref = np.zeros_like(counts)
+    for b in range(batch):
+        for h in range(heads):
+            vis = (kv <= q) & (kv % 2 == h % 2) & (q < seq_q) & (kv < seq_kv)
+            ref[b * heads + h] = vis.reshape(nqb, block, nkb, block).sum(axis=(1, 3))
+    check("op block_mask_counts (@kiln.jit mask_mod, recorded)", counts, ref, 0, 0)
+
+
 op_case("embedding", case_embedding)
+op_case("block_mask_counts", case_mask_counts)
 op_case("paged_kv_gather", case_paged_kv)
 op_case("moe", case_moe)
 op_case("attention f32 causal", lambda: case_attention("f32", "causal"))
