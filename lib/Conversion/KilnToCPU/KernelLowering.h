@@ -143,10 +143,12 @@ private:
                                        PipelinedLoad &pl, Value ivOld,
                                        Value ivNew, const ViewInfo *&view);
   /// Issues the cp.async copies of `state`'s loads for induction variable
-  /// `ivAt` into the buffers `stage` picks (without commit).
-  void issuePipelinedLoads(ImplicitLocOpBuilder &b, PipelinedLoop &state,
-                           Value iv, Value ivAt,
-                           function_ref<Value(PipelinedLoad &)> stage);
+  /// `ivAt` of `loop` (if the loop runs that iteration) into the buffers
+  /// `stage` picks, without commit.
+  void issuePipelinedLoads(
+      ImplicitLocOpBuilder &b, scf::ForOp loop, PipelinedLoop &state,
+      Value ivAt,
+      function_ref<Value(ImplicitLocOpBuilder &, PipelinedLoad &)> stage);
   /// The widest cp.async chunk for a tile row (0: none).
   int64_t asyncChunk(RankedTensorType tileType);
   /// Loads a tile from a view into `tileBuf` (interior tiles by cp.async,

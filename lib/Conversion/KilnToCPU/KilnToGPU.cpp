@@ -456,14 +456,23 @@ SmallVector<Value> KernelLowering::pipelinedAccessAt(ImplicitLocOpBuilder &b,
 }
 
 void KernelLowering::issuePipelinedLoads(
-    ImplicitLocOpBuilder &b, PipelinedLoop &state, Value iv, Value ivAt,
-    function_ref<Value(PipelinedLoad &)> stage) {
+    ImplicitLocOpBuilder &b, scf::ForOp loop, PipelinedLoop &state,
+    Value ivAt,
+    function_ref<Value(ImplicitLocOpBuilder &, PipelinedLoad &)> stage) {
+  // Only iterations the loop runs: ivAt < upper bound (uniform).
+  auto ifOp = scf::IfOp::create(
+      b, TypeRange{},
+      arith::CmpIOp::create(b, arith::CmpIPredicate::slt, ivAt,
+                            loop.getUpperBound()),
+      false);
+  ImplicitLocOpBuilder tb(b.getLoc(), ifOp.getThenBodyBuilder());
   for (PipelinedLoad &pl : state.loads) {
     const ViewInfo *vi;
-    SmallVector<Value> offsets = pipelinedAccessAt(b, pl, iv, ivAt, vi);
+    SmallVector<Value> offsets =
+        pipelinedAccessAt(tb, pl, loop.getInductionVar(), ivAt, vi);
     RankedTensorType type = pl.load.getResult().getType();
-    emitTileLoadSimt(b, *vi, offsets, stage(pl), type,
-                     paddingAttr(b, pl.load.getPaddingAttr(),
+    emitTileLoadSimt(tb, *vi, offsets, stage(tb, pl), type,
+                     paddingAttr(tb, pl.load.getPaddingAttr(),
                                  storageType(type.getElementType())),
                      /*wait=*/false);
   }
@@ -528,14 +537,10 @@ void KernelLowering::setupPipelining(scf::ForOp loop) {
     Value ivj = arith::AddIOp::create(
         b, loop.getLowerBound(),
         arith::MulIOp::create(b, loop.getStep(), cIdx(b, j)));
-    auto ifOp = scf::IfOp::create(
-        b, TypeRange{},
-        arith::CmpIOp::create(b, arith::CmpIPredicate::slt, ivj,
-                              loop.getUpperBound()),
-        false);
-    ImplicitLocOpBuilder tb(loop.getLoc(), ifOp.getThenBodyBuilder());
-    issuePipelinedLoads(tb, *state, iv, ivj,
-                        [&](PipelinedLoad &pl) { return pl.stages[j]; });
+    issuePipelinedLoads(b, loop, *state, ivj, [&](ImplicitLocOpBuilder &,
+                                                  PipelinedLoad &pl) {
+      return pl.stages[j];
+    });
     NVVM::CpAsyncCommitGroupOp::create(b);
   }
   for (PipelinedLoad &pl : state->loads)
@@ -571,15 +576,10 @@ LogicalResult KernelLowering::lowerPipelinedLoad(LoadOp load,
         b, arith::AddIOp::create(b, k, cIdx(b, stages - 1)), cS);
     Value ivNext = arith::AddIOp::create(
         b, iv, arith::MulIOp::create(b, loop.getStep(), cIdx(b, stages - 1)));
-    auto ifOp = scf::IfOp::create(
-        b, TypeRange{},
-        arith::CmpIOp::create(b, arith::CmpIPredicate::slt, ivNext,
-                              loop.getUpperBound()),
-        false);
-    ImplicitLocOpBuilder tb(load.getLoc(), ifOp.getThenBodyBuilder());
-    issuePipelinedLoads(tb, state, iv, ivNext, [&](PipelinedLoad &pl) {
-      return selectStage(tb, pl.stages, next);
-    });
+    issuePipelinedLoads(b, loop, state, ivNext,
+                        [&](ImplicitLocOpBuilder &tb, PipelinedLoad &pl) {
+                          return selectStage(tb, pl.stages, next);
+                        });
     NVVM::CpAsyncCommitGroupOp::create(b);
   }
   for (PipelinedLoad &pl : state.loads)
