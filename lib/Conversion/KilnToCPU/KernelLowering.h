@@ -247,19 +247,19 @@ private:
   /// is a core-matrix buffer, fence the async proxy before that barrier.
   void fenceCoreWrites(ImplicitLocOpBuilder &b, ArrayRef<Value> bufs);
   /// A rank-4 core-matrix view for a rank-2 16-bit tile (wgmma operand).
-  Value allocCoreTile(RankedTensorType type, bool rowsAreMN, Location loc);
+  Value allocCoreTile(RankedTensorType type, Location loc);
   /// SIMT on sm_90a: a kiln.trans [1, 0] whose only use is the B operand
   /// of a wgmma dot is not materialized: the dot reads its source X as a
   /// K-major B (imm-trans-b 0). Its result maps to X's buffer.
   bool deferTransToWgmma(TransOp op, Value srcBuf);
   DenseSet<Value> deferredTrans;
   // wgmma operands defined outside the dot's loop, laid out before it once:
-  // (tile, rows are M/N) -> core-matrix copy.
-  DenseMap<std::pair<Value, unsigned>, Value> hoistedCores;
+  // tile -> core-matrix copy.
+  DenseMap<Value, Value> hoistedCores;
   /// A copy of the row-major 16-bit tile `src` [rows, cols] in wgmma's
   /// no-swizzle core-matrix layout (cols % 8 == 0), without barrier.
   Value coreMatrices(ImplicitLocOpBuilder &b, Value src, int64_t rows,
-                     int64_t cols, bool rowsAreMN, Type elt);
+                     int64_t cols, Type elt);
   /// A block barrier at `b`'s insertion point (clears unsyncedReads).
   void barrier(ImplicitLocOpBuilder &b);
   LogicalResult lowerReduceSimt(ReduceOp op);

@@ -151,11 +151,15 @@ static void asyncProxyFence(ImplicitLocOpBuilder &b) {
 }
 
 /// The strides of a rank-4 core-matrix view (r / 8, r % 8, c / 8, c % 8) of
-/// a rows x cols tile: A (rows are M) or B (rows are K) of wgmma.
-static SmallVector<int64_t> coreStrides(int64_t rows, int64_t cols,
-                                        bool rowsAreMN) {
-  return rowsAreMN ? SmallVector<int64_t>{cols / 8 * 64, 8, 64, 1}
-                   : SmallVector<int64_t>{64, 8, rows / 8 * 64, 1};
+/// a rows x cols tile, the one layout of wgmma operands here: each column
+/// chunk of 8 elements (16 bytes) holds all rows contiguously, so core
+/// matrix (r / 8, c / 8) starts at (c / 8 * rows / 8 + r / 8) * 128 bytes.
+/// A TMA box of 8 columns by `rows` lands exactly as one chunk. The same
+/// buffer serves as a K-major operand (cols are K: k groups rows / 8 * 128
+/// bytes apart, row groups 128) and as an MN-major one (rows are K: k groups
+/// 128 apart, MN groups rows / 8 * 128); see runTiledDot.
+static SmallVector<int64_t> coreStrides(int64_t rows) {
+  return {64, 8, rows / 8 * 64, 1};
 }
 
 /// Whether `buf` is a wgmma operand buffer in the core-matrix layout (see
@@ -169,10 +173,8 @@ static bool isCoreBuffer(Value buf) {
   if (t.getRank() != 4 || !layout || t.getDimSize(1) != 8 ||
       t.getDimSize(3) != 8)
     return false;
-  int64_t rows = t.getDimSize(0) * 8, cols = t.getDimSize(2) * 8;
-  ArrayRef<int64_t> strides = layout.getStrides();
-  return strides == ArrayRef<int64_t>(coreStrides(rows, cols, true)) ||
-         strides == ArrayRef<int64_t>(coreStrides(rows, cols, false));
+  return layout.getStrides() ==
+         ArrayRef<int64_t>(coreStrides(t.getDimSize(0) * 8));
 }
 
 void KernelLowering::forEachIndexSimt(
@@ -1039,8 +1041,7 @@ LogicalResult KernelLowering::lowerRegisterDot(DotOp op) {
 }
 
 Value KernelLowering::coreMatrices(ImplicitLocOpBuilder &b, Value src,
-                                   int64_t rows, int64_t cols,
-                                   bool rowsAreMN, Type elt) {
+                                   int64_t rows, int64_t cols, Type elt) {
   Value core =
       allocSharedTile(RankedTensorType::get({rows * cols}, elt), b.getLoc());
   auto vt = VectorType::get(
@@ -1051,22 +1052,13 @@ Value KernelLowering::coreMatrices(ImplicitLocOpBuilder &b, Value src,
                Value v = vector::LoadOp::create(
                    ib, vt, src,
                    ValueRange{r, arith::MulIOp::create(ib, cg, cIdx(ib, 8))});
-               Value r8 = arith::DivUIOp::create(ib, r, cIdx(ib, 8));
-               // Core matrix (MN group, K group) at (MN group * K/8 + K
-               // group) * 64 elements: SBO = K/8 * 128 bytes, LBO = 128.
-               Value group =
-                   rowsAreMN
-                       ? arith::AddIOp::create(
-                             ib, arith::MulIOp::create(ib, r8, cIdx(ib, cols / 8)),
-                             cg)
-                       : arith::AddIOp::create(
-                             ib, arith::MulIOp::create(ib, cg, cIdx(ib, rows / 8)),
-                             r8);
-               Value dst = arith::AddIOp::create(
-                   ib, arith::MulIOp::create(ib, group, cIdx(ib, 64)),
-                   arith::MulIOp::create(
-                       ib, arith::RemUIOp::create(ib, r, cIdx(ib, 8)),
-                       cIdx(ib, 8)));
+               // Row r of column chunk cg (coreStrides): element
+               // cg * rows * 8 + r * 8.
+               Value dst = arith::MulIOp::create(
+                   ib,
+                   arith::AddIOp::create(
+                       ib, arith::MulIOp::create(ib, cg, cIdx(ib, rows)), r),
+                   cIdx(ib, 8));
                vector::StoreOp::create(ib, v, core, ValueRange{dst});
              });
   return core;
@@ -1074,8 +1066,8 @@ Value KernelLowering::coreMatrices(ImplicitLocOpBuilder &b, Value src,
 
 /// The 64-bit wgmma matrix descriptor (PTX ISA, "Matrix Descriptor Format")
 /// of a no-swizzle operand at the start of `core`: start address, leading
-/// (K) byte offset 128 and stride (M/N) byte offset `sbo`, each >> 4.
-static Value wgmmaDescriptor(ImplicitLocOpBuilder &b, Value core,
+/// (K) byte offset `lbo` and stride (M/N) byte offset `sbo`, each >> 4.
+static Value wgmmaDescriptor(ImplicitLocOpBuilder &b, Value core, int64_t lbo,
                              int64_t sbo) {
   auto i64 = b.getI64Type();
   auto type = cast<MemRefType>(core.getType());
@@ -1089,14 +1081,13 @@ static Value wgmmaDescriptor(ImplicitLocOpBuilder &b, Value core,
   Value start = arith::ShRUIOp::create(
       b, arith::AndIOp::create(b, a, c64(0x3FFFF)), c64(4));
   return arith::OrIOp::create(b, start,
-                              c64((128 >> 4) << 16 | (sbo >> 4) << 32));
+                              c64((lbo >> 4) << 16 | (sbo >> 4) << 32));
 }
 
 /// Whether tile `v` is only an operand (A or B) of a dot that runs on
 /// wgmma: then whatever produces it (a load, an elementwise op) writes it in
 /// wgmma's core-matrix layout directly and the dot copies nothing for it.
-/// `*rowsAreMN`: it is the A operand (rows are M), else B (rows are K).
-static bool wgmmaOperand(const SimtConfig &simt, Value v, bool *rowsAreMN) {
+static bool wgmmaOperand(const SimtConfig &simt, Value v) {
   if (!simt.wgmma || !v.hasOneUse())
     return false;
   Operation *user = *v.getUsers().begin();
@@ -1135,20 +1126,17 @@ static bool wgmmaOperand(const SimtConfig &simt, Value v, bool *rowsAreMN) {
                           dot.getAcc().getType().getDimSize(1));
   if (!wt || !wt->wgmma)
     return false;
-  *rowsAreMN = dot.getLhs() == v || transposed;
   return true;
 }
 
-Value KernelLowering::allocCoreTile(RankedTensorType type, bool rowsAreMN,
-                                    Location loc) {
-  // The core-matrix layout as a strided rank-4 view (r / 8, r % 8, c / 8,
-  // c % 8) of a flat buffer: core matrix (MN group, K group) at (MN group *
-  // K/8 + K group) * 64 elements, as coreMatrices lays it out.
+Value KernelLowering::allocCoreTile(RankedTensorType type, Location loc) {
+  // The core-matrix layout (coreStrides) as a strided rank-4 view (r / 8,
+  // r % 8, c / 8, c % 8) of a flat buffer, as coreMatrices lays it out.
   int64_t R = type.getShape().drop_back().back(), C = type.getShape().back();
   Value flat = allocSharedTile(
       RankedTensorType::get({R * C}, type.getElementType()), loc);
   auto flatType = cast<MemRefType>(flat.getType());
-  SmallVector<int64_t> strides = coreStrides(R, C, rowsAreMN);
+  SmallVector<int64_t> strides = coreStrides(R);
   auto coreType = MemRefType::get(
       {R / 8, 8, C / 8, 8}, flatType.getElementType(),
       StridedLayoutAttr::get(type.getContext(), 0, strides),
@@ -1163,11 +1151,9 @@ Value KernelLowering::allocCoreTile(RankedTensorType type, bool rowsAreMN,
 
 Value KernelLowering::allocLoadTile(LoadOp load) {
   RankedTensorType type = load.getResult().getType();
-  bool rowsAreMN;
-  if (!simt || !simt->asyncCopy ||
-      !wgmmaOperand(*simt, load.getResult(), &rowsAreMN))
+  if (!simt || !simt->asyncCopy || !wgmmaOperand(*simt, load.getResult()))
     return allocTile(type, load.getLoc());
-  return allocCoreTile(type, rowsAreMN, load.getLoc());
+  return allocCoreTile(type, load.getLoc());
 }
 
 void KernelLowering::fenceCoreWrites(ImplicitLocOpBuilder &b,
@@ -1190,10 +1176,9 @@ void KernelLowering::fenceCoreWrites(ImplicitLocOpBuilder &b,
 
 Value KernelLowering::allocResultTile(Value result, Location loc) {
   auto type = cast<RankedTensorType>(result.getType());
-  bool rowsAreMN;
-  if (!simt || !wgmmaOperand(*simt, result, &rowsAreMN))
+  if (!simt || !wgmmaOperand(*simt, result))
     return allocTile(type, loc);
-  return allocCoreTile(type, rowsAreMN, loc);
+  return allocCoreTile(type, loc);
 }
 
 bool KernelLowering::deferTransToWgmma(TransOp op, Value srcBuf) {
@@ -1209,15 +1194,9 @@ bool KernelLowering::deferTransToWgmma(TransOp op, Value srcBuf) {
                           dot.getAcc().getType().getDimSize(1));
   if (!wt || !wt->wgmma)
     return false;
-  // The source in place (its load laid it out K-major, see wgmmaOperand),
-  // or a row-major buffer the dot copies from.
-  auto t = cast<MemRefType>(srcBuf.getType());
-  if (isCoreBuffer(srcBuf)) {
-    int64_t R = t.getDimSize(0) * 8, C = t.getDimSize(2) * 8;
-    return cast<StridedLayoutAttr>(t.getLayout()).getStrides() ==
-           ArrayRef<int64_t>(coreStrides(R, C, /*rowsAreMN=*/true));
-  }
-  return isPlain16(srcBuf);
+  // The source in place (a core buffer [N, K] is a K-major B, see
+  // coreStrides), or a row-major buffer the dot copies from.
+  return isCoreBuffer(srcBuf) || isPlain16(srcBuf);
 }
 
 SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
@@ -1255,19 +1234,19 @@ SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
     // laid out once, before that loop; the others here.
     auto loop = op->getParentOfType<scf::ForOp>();
     bool copied = false;
-    auto core = [&](Value tile, Value buf, int64_t rows, int64_t cols,
-                    bool rowsAreMN) -> Value {
+    auto core = [&](Value tile, Value buf, int64_t rows,
+                    int64_t cols) -> Value {
       auto inside = [&](Value v) {
         return loop->isAncestor(v.getParentBlock()->getParentOp());
       };
       if (!loop || inside(tile) || inside(buf)) {
         copied = true;
-        return coreMatrices(b, buf, rows, cols, rowsAreMN, mt.inElt);
+        return coreMatrices(b, buf, rows, cols, mt.inElt);
       }
-      Value &cached = hoistedCores[{tile, rowsAreMN ? 1u : 0u}];
+      Value &cached = hoistedCores[tile];
       if (!cached) {
         ImplicitLocOpBuilder hb(loop.getLoc(), loop);
-        cached = coreMatrices(hb, buf, rows, cols, rowsAreMN, mt.inElt);
+        cached = coreMatrices(hb, buf, rows, cols, mt.inElt);
         // It lives across the loop (the planner widens it to the loop).
         simt->bufferHome[cached.getDefiningOp()] = loop->getBlock();
         asyncProxyFence(hb);
@@ -1276,30 +1255,41 @@ SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
       return cached;
     };
     if (!isCoreBuffer(mt.a))
-      aCore = core(op.getLhs(), mt.a, M, K, /*rowsAreMN=*/true);
+      aCore = core(op.getLhs(), mt.a, M, K);
     if (!isCoreBuffer(mt.bm))
-      bCore = bKMajor ? core(op.getRhs(), mt.bm, N, K, /*rowsAreMN=*/true)
-                      : core(op.getRhs(), mt.bm, K, N, /*rowsAreMN=*/false);
+      bCore = bKMajor ? core(op.getRhs(), mt.bm, N, K)
+                      : core(op.getRhs(), mt.bm, K, N);
     if (copied) {
       asyncProxyFence(b);
       barrier(b);
     }
   }
-  int64_t sbo = K / 8 * 128, n = wt.TN * 8, steps = K / 16, unroll = 1;
+  int64_t n = wt.TN * 8, steps = K / 16, unroll = 1;
   for (int64_t u = 8; u >= 1; --u)
     if (steps % u == 0) {
       unroll = u;
       break;
     }
   auto i64 = b.getI64Type();
-  Value descA = wgmmaDescriptor(b, aCore, sbo);
-  Value descB = wgmmaDescriptor(b, bCore, sbo);
-  // Descriptor offsets in 16-byte units: core matrix (g, k/8) is at
-  // (g * K/8 + k/8) * 8.
-  auto coreUnits = [&](ImplicitLocOpBuilder &lb, Value group, Value k0) {
-    Value units = arith::AddIOp::create(
-        lb, arith::MulIOp::create(lb, group, cIdx(lb, K / 8)),
-        arith::DivUIOp::create(lb, k0, cIdx(lb, 8)));
+  // Core matrix (row group g, column group c) of a [rows, cols] core buffer
+  // is at (c * rows / 8 + g) * 128 bytes (coreStrides). A [M, K] and a
+  // K-major B [N, K]: k groups rows / 8 * 128 bytes apart (LBO), MN groups
+  // 128 (SBO). An N-major B [K, N]: k groups 128 apart, N groups K / 8 * 128.
+  Value descA = wgmmaDescriptor(b, aCore, M / 8 * 128, 128);
+  Value descB = bKMajor ? wgmmaDescriptor(b, bCore, N / 8 * 128, 128)
+                        : wgmmaDescriptor(b, bCore, 128, K / 8 * 128);
+  // Descriptor offsets in 16-byte units of the core matrix at MN group
+  // `group` and k group k0 / 8.
+  auto coreUnits = [&](ImplicitLocOpBuilder &lb, Value group, Value k0,
+                       bool kMajor, int64_t mnExtent) {
+    Value kg = arith::DivUIOp::create(lb, k0, cIdx(lb, 8));
+    Value units =
+        kMajor ? arith::AddIOp::create(
+                     lb, arith::MulIOp::create(lb, kg, cIdx(lb, mnExtent / 8)),
+                     group)
+               : arith::AddIOp::create(
+                     lb, arith::MulIOp::create(lb, group, cIdx(lb, K / 8)),
+                     kg);
     return arith::IndexCastOp::create(
         lb, i64, arith::MulIOp::create(lb, units, cIdx(lb, 8)));
   };
@@ -1326,14 +1316,16 @@ SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
         Value nGroup = arith::DivUIOp::create(lb, cols[0], cIdx(lb, 8));
         for (int64_t u = 0; u < unroll; ++u) {
           Value k0 = arith::AddIOp::create(lb, kk, cIdx(lb, 16 * u));
-          Value db = arith::AddIOp::create(lb, descB, coreUnits(lb, nGroup, k0));
+          Value db = arith::AddIOp::create(
+              lb, descB, coreUnits(lb, nGroup, k0, bKMajor, N));
           for (size_t t = 0; t < rows.size(); ++t) {
             // The warpgroup's block of 64 rows: 8 groups of 8 from row / 64 * 8.
             Value mGroup = arith::MulIOp::create(
                 lb, arith::DivUIOp::create(lb, rows[t], cIdx(lb, 64)),
                 cIdx(lb, 8));
             Value da =
-                arith::AddIOp::create(lb, descA, coreUnits(lb, mGroup, k0));
+                arith::AddIOp::create(lb, descA,
+                                      coreUnits(lb, mGroup, k0, true, M));
             structs[t] = NVVM::WgmmaMmaAsyncOp::create(
                 lb, accType, structs[t], da, db,
                 NVVM::MMAShapeAttr::get(ctx, 64, n, 16), type, type,
