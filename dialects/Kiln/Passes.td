@@ -74,7 +74,11 @@ def ConvertKilnToGPU : Pass<"convert-kiln-to-gpu", "::mlir::ModuleOp"> {
     operands copied into the no-swizzle core-matrix layout and read through
     matrix descriptors; other dots run as one FMA chain per output element;
     `kiln.reduce` combines partial results of lane groups with butterfly
-    warp shuffles.
+    warp shuffles. On sm_90a, pipelined loads of views made before their
+    loop load by TMA (`cp.async.bulk.tensor` completing on a per-stage
+    `mbarrier`) when the view allows it at run time: the tensor maps are
+    built on the device, in a per-program global scratch the runtime passes
+    as a hidden last argument (`kiln.scratch_bytes` per program).
   }];
   let options = [
     Option<"chip", "chip", "std::string", /*default=*/"\"sm_80\"",
@@ -86,6 +90,9 @@ def ConvertKilnToGPU : Pass<"convert-kiln-to-gpu", "::mlir::ModuleOp"> {
     Option<"wgmma", "wgmma", "bool", /*default=*/"true",
            "On sm_90a, run eligible dots (M % 64 == 0, num-warps % 4 == 0) "
            "as warpgroup wgmma.mma_async">,
+    Option<"tma", "tma", "bool", /*default=*/"true",
+           "On sm_90a, load pipelined tiles with TMA (tensor maps built on "
+           "the device) where the view allows it">,
     Option<"numStages", "num-stages", "unsigned", /*default=*/"2",
            "Software pipelining depth: loads in loops are issued num-stages "
            "- 1 iterations ahead (1: off; lowered without it when the stage "

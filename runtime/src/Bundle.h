@@ -56,7 +56,15 @@ struct Manifest {
   std::vector<std::string> features;
   std::vector<ArgSpec> args;
   std::vector<std::pair<std::string, std::string>> launchParams;
+  /// `launch scratch_bytes`: global memory the runtime provides per program
+  /// (0: none). Set by checkScratchBytes, not by parseManifest.
+  uint32_t scratchBytes = 0;
 };
+
+/// Scratch memory per program (`launch scratch_bytes`): a multiple of
+/// kScratchAlignment, at most kMaxScratchBytes.
+inline constexpr uint32_t kScratchAlignment = 128;
+inline constexpr uint32_t kMaxScratchBytes = 1u << 20;
 
 /// A bundle whose header, checksum and manifest are valid. `code` points into
 /// the buffer given to readBundle and is only valid as long as it is.
@@ -71,6 +79,11 @@ kiln_status readBundle(const uint8_t *data, size_t size, ParsedBundle &out);
 
 /// Parses manifest text (see docs/bundle-format.md, "Manifest").
 kiln_status parseManifest(std::string_view text, Manifest &out);
+
+/// Validates `launch scratch_bytes` (any target) and stores it in
+/// manifest.scratchBytes; KILN_ERROR_BAD_BUNDLE naming the bundle and the
+/// value if it is not a decimal multiple of 128 in [0, 1 MiB].
+kiln_status checkScratchBytes(Manifest &manifest);
 
 /// Manifest spelling <-> enum. Return false for unknown spellings.
 bool parseDType(std::string_view text, kiln_dtype &out);

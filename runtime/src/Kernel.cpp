@@ -52,6 +52,9 @@ kiln_status loadBundle(const uint8_t *data, size_t size, kiln_kernel **out) {
   ParsedBundle bundle;
   if (kiln_status status = readBundle(data, size, bundle))
     return status;
+  // CPU and GPU kernels alike take the scratch buffer (Launch.cpp).
+  if (kiln_status status = checkScratchBytes(bundle.manifest))
+    return status;
   auto kernel = std::make_unique<kiln_kernel>();
 
   if (cuda::isGpuTarget(bundle.manifest.target)) {

@@ -4,9 +4,14 @@
 // Validation compares each argument with the signature from the manifest,
 // because a kernel called with the wrong types corrupts memory silently.
 // The launch path allocates nothing (unless a kernel has more than
-// kInlineArgs arguments) and only formats text when it reports an error.
-// GPU kernels share the validation and packing and then go to
-// cuda::launchGpuKernel (cuda/CudaKernel.cpp).
+// kInlineArgs arguments, or scratch memory) and only formats text when it
+// reports an error. GPU kernels share the validation and packing and then go
+// to cuda::launchGpuKernel (cuda/CudaKernel.cpp).
+//
+// A kernel with `launch scratch_bytes N` takes one more, hidden, argument
+// after its signature's: the base of N bytes per program, program (x, y, z)
+// at ((z * gy + y) * gx + x) * N. CPU launches allocate it per launch (they
+// are synchronous); GPU launches use the runtime stream's buffer.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,8 +19,11 @@
 #include "Runtime.h"
 #include "Status.h"
 
+#include <algorithm>
 #include <cinttypes>
+#include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <new>
 #include <string>
 #include <vector>
@@ -121,6 +129,77 @@ kiln_status checkArg(const kiln_kernel *kernel, size_t index,
   return nullptr;
 }
 
+/// The pointer array a kernel gets: the arguments, then the scratch
+/// buffer's slot when the kernel has one. Inline up to kInlineArgs entries.
+class PackedArgs {
+public:
+  /// Room for numArgs entries, plus the scratch slot (pointing at
+  /// scratchBase) if withScratch.
+  void **prepare(size_t numArgs, bool withScratch) {
+    size_t count = numArgs + (withScratch ? 1 : 0);
+    void **entries = inlineEntries;
+    if (count > kInlineArgs) {
+      heapEntries.resize(count);
+      entries = heapEntries.data();
+    }
+    if (withScratch)
+      entries[numArgs] = &scratchBase;
+    return entries;
+  }
+
+  /// The scratch buffer's base, passed to the kernel like a pointer
+  /// argument.
+  void *scratchBase = nullptr;
+
+private:
+  void *inlineEntries[kInlineArgs];
+  std::vector<void *> heapEntries;
+};
+
+/// Bytes of scratch memory the whole grid needs (0 if the kernel takes
+/// none).
+kiln_status scratchSize(const kiln_kernel *kernel, const GridJob &job,
+                        size_t &out) {
+  out = 0;
+  uint32_t perProgram = kernel->manifest.scratchBytes;
+  if (perProgram == 0)
+    return nullptr;
+  if (__builtin_mul_overflow(static_cast<uint64_t>(job.total),
+                             static_cast<uint64_t>(perProgram), &out) ||
+      out > static_cast<uint64_t>(PTRDIFF_MAX))
+    return makeStatus(KILN_ERROR_LAUNCH,
+                      "kernel '%s': %" PRId64
+                      " programs of %u bytes of scratch memory exceed the "
+                      "address space",
+                      kernel->manifest.name.c_str(), job.total, perProgram);
+  return nullptr;
+}
+
+/// Scratch memory of a CPU launch, 128-byte aligned, freed at scope exit.
+class CpuScratch {
+public:
+  CpuScratch() = default;
+  CpuScratch(const CpuScratch &) = delete;
+  CpuScratch &operator=(const CpuScratch &) = delete;
+  ~CpuScratch() { std::free(base); }
+
+  kiln_status allocate(const kiln_kernel *kernel, size_t bytes) {
+    // bytes is a multiple of the alignment, as aligned_alloc wants.
+    base = std::aligned_alloc(kScratchAlignment, bytes);
+    if (!base)
+      return makeStatus(KILN_ERROR_OUT_OF_MEMORY,
+                        "kernel '%s': cannot allocate %zu bytes of scratch "
+                        "memory (%u bytes per program)",
+                        kernel->manifest.name.c_str(), bytes,
+                        kernel->manifest.scratchBytes);
+    return nullptr;
+  }
+  void *get() const { return base; }
+
+private:
+  void *base = nullptr;
+};
+
 /// Runs a validated job: inline when the pool cannot help.
 kiln_status runJob(kiln_runtime *runtime, GridJob &job) {
   if (runtime->numThreads == 1 || job.total == 1) {
@@ -140,6 +219,28 @@ kiln_status runJob(kiln_runtime *runtime, GridJob &job) {
   return nullptr;
 }
 
+/// Runs validated, packed arguments (`packed` is `args`'s array, with the
+/// scratch slot when the kernel has one) on the GPU or the pool.
+kiln_status dispatch(kiln_runtime *runtime, kiln_kernel *kernel,
+                     PackedArgs &args, void *const *packed, size_t scratchBytes,
+                     const int64_t grid[3], bool synchronize, GridJob &job) {
+  if (kernel->isGpu())
+    return cuda::launchGpuKernel(runtime->gpuStream, kernel->gpu,
+                                 kernel->manifest.name, packed, scratchBytes,
+                                 &args.scratchBase, grid, synchronize);
+  // CPU kernels always run synchronously, so the scratch memory can be freed
+  // when the job returns.
+  CpuScratch scratch;
+  if (scratchBytes > 0) {
+    if (kiln_status status = scratch.allocate(kernel, scratchBytes))
+      return status;
+    args.scratchBase = scratch.get();
+  }
+  job.entry = kernel->code.entry;
+  job.args = packed;
+  return runJob(runtime, job);
+}
+
 /// kiln_launch and kiln_launch_async: validate, pack, run.
 kiln_status launchArgs(kiln_runtime *runtime, kiln_kernel *kernel,
                        const kiln_arg *args, size_t num_args,
@@ -156,30 +257,21 @@ kiln_status launchArgs(kiln_runtime *runtime, kiln_kernel *kernel,
     for (size_t i = 0; i < num_args; ++i)
       if (kiln_status status = checkArg(kernel, i, args[i]))
         return status;
+    size_t scratchBytes = 0;
+    if (kiln_status status = scratchSize(kernel, job, scratchBytes))
+      return status;
 
     // Every union member starts at the union's address, so &value points at
     // the argument's value in the kernel ABI's sense: at the void* for a
     // pointer argument, at the scalar otherwise. GPU kernels take the same
     // packing (cuLaunchKernel's kernelParams); a device pointer is 64 bits
     // like a void*.
-    void *inlinePacked[kInlineArgs];
-    std::vector<void *> heapPacked;
-    void **packed = inlinePacked;
-    if (num_args > kInlineArgs) {
-      heapPacked.resize(num_args);
-      packed = heapPacked.data();
-    }
+    PackedArgs packedArgs;
+    void **packed = packedArgs.prepare(num_args, scratchBytes > 0);
     for (size_t i = 0; i < num_args; ++i)
       packed[i] = const_cast<void *>(static_cast<const void *>(&args[i].value));
-
-    if (kernel->isGpu())
-      return cuda::launchGpuKernel(runtime->gpuStream, kernel->gpu,
-                                   kernel->manifest.name, packed, grid,
-                                   synchronize);
-    // CPU kernels always run synchronously.
-    job.entry = kernel->code.entry;
-    job.args = packed;
-    return runJob(runtime, job);
+    return dispatch(runtime, kernel, packedArgs, packed, scratchBytes, grid,
+                    synchronize, job);
   } catch (const std::bad_alloc &) {
     return outOfMemoryStatus();
   } catch (...) {
@@ -237,13 +329,20 @@ kiln_status kiln_launch_packed(kiln_runtime *runtime, kiln_kernel *kernel,
           !*static_cast<void *const *>(arg_ptrs[i]))
         return argError(kernel, i, "null pointer", "");
     }
-    if (kernel->isGpu())
-      return cuda::launchGpuKernel(runtime->gpuStream, kernel->gpu,
-                                   kernel->manifest.name, arg_ptrs, grid,
-                                   true);
-    job.entry = kernel->code.entry;
-    job.args = arg_ptrs;
-    return runJob(runtime, job);
+    size_t scratchBytes = 0;
+    if (kiln_status status = scratchSize(kernel, job, scratchBytes))
+      return status;
+    // The caller's array is used as it is unless the scratch slot has to be
+    // appended.
+    PackedArgs packedArgs;
+    void *const *packed = arg_ptrs;
+    if (scratchBytes > 0) {
+      void **extended = packedArgs.prepare(num_args, true);
+      std::copy(arg_ptrs, arg_ptrs + num_args, extended);
+      packed = extended;
+    }
+    return dispatch(runtime, kernel, packedArgs, packed, scratchBytes, grid,
+                    true, job);
   } catch (const std::bad_alloc &) {
     return outOfMemoryStatus();
   } catch (...) {

@@ -287,6 +287,35 @@ kiln_status parseManifest(std::string_view text, Manifest &out) {
   return Parser(out).parse(text);
 }
 
+kiln_status checkScratchBytes(Manifest &manifest) {
+  manifest.scratchBytes = 0;
+  const std::string *value = nullptr;
+  for (const auto &param : manifest.launchParams)
+    if (param.first == "scratch_bytes")
+      value = &param.second;
+  if (!value)
+    return nullptr;
+  // Plain decimal digits only: no sign, no spaces, no hex; stop before the
+  // value could overflow.
+  uint64_t bytes = 0;
+  bool valid = !value->empty();
+  for (char c : *value) {
+    if (c < '0' || c > '9' || bytes > kMaxScratchBytes) {
+      valid = false;
+      break;
+    }
+    bytes = bytes * 10 + static_cast<uint64_t>(c - '0');
+  }
+  if (!valid || bytes > kMaxScratchBytes || bytes % kScratchAlignment != 0)
+    return makeStatus(KILN_ERROR_BAD_BUNDLE,
+                      "bundle '%s': launch scratch_bytes is '%s', must be a "
+                      "multiple of %u in [0, %u]",
+                      manifest.name.c_str(), value->c_str(), kScratchAlignment,
+                      kMaxScratchBytes);
+  manifest.scratchBytes = static_cast<uint32_t>(bytes);
+  return nullptr;
+}
+
 } // namespace kiln::rt
 
 extern "C" {

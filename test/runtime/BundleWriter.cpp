@@ -100,6 +100,7 @@ std::string manifestFor(const std::string &kernel, const std::string &extra) {
                   "arg b scalar i16\narg c scalar i32\narg d scalar i64\n"
                   "arg e scalar f32\narg f scalar f64\narg g scalar u8\n"
                   "arg h scalar i1\narg k scalar bf16\narg l scalar f16\n"},
+      {"scratch", "grid-rank 3\narg out ptr i64\narg slot_bytes scalar i32\n"},
       {"nop", "grid-rank 3\n"},
   };
   return "kiln-bundle 1\n"

@@ -65,6 +65,7 @@ struct Mock {
   kiln_mock_get_counters_fn counters;
   kiln_mock_set_device_fn setDevice;
   kiln_mock_fail_next_fn failNext;
+  kiln_mock_allocation_size_fn allocationSize;
   int (*ctxGetCurrent)(void **);
 
   static Mock &get() {
@@ -81,10 +82,12 @@ struct Mock {
           dlsym(handle, "kiln_mock_set_device"));
       m.failNext = reinterpret_cast<kiln_mock_fail_next_fn>(
           dlsym(handle, "kiln_mock_fail_next"));
+      m.allocationSize = reinterpret_cast<kiln_mock_allocation_size_fn>(
+          dlsym(handle, "kiln_mock_allocation_size"));
       m.ctxGetCurrent = reinterpret_cast<int (*)(void **)>(
           dlsym(handle, "cuCtxGetCurrent"));
       REQUIRE((m.lastLaunch && m.counters && m.setDevice && m.failNext &&
-               m.ctxGetCurrent));
+               m.allocationSize && m.ctxGetCurrent));
       return m;
     }();
     return mock;
@@ -293,6 +296,12 @@ TEST_CASE("GPU manifests are checked before the driver is needed",
        KILN_ERROR_BAD_BUNDLE, "launch num_warps is 'four'"},
       {gpuManifest("sm_80", "ptx", "launch shared_bytes -1\n"), vaddPtx(),
        KILN_ERROR_BAD_BUNDLE, "launch shared_bytes is '-1'"},
+      {gpuManifest("sm_80", "ptx", "launch scratch_bytes 100\n"), vaddPtx(),
+       KILN_ERROR_BAD_BUNDLE,
+       "bundle 'vadd': launch scratch_bytes is '100', must be a multiple of "
+       "128 in [0, 1048576]"},
+      {gpuManifest("sm_80", "ptx", "launch scratch_bytes 2097152\n"), vaddPtx(),
+       KILN_ERROR_BAD_BUNDLE, "launch scratch_bytes is '2097152'"},
       {gpuManifest("sm_80", "ptx"), toBytes(std::string("x\0y", 3)),
        KILN_ERROR_LOAD, "PTX code contains a NUL byte at offset 1"},
       {gpuManifest("sm_80", "ptx"), Bytes(4, 0), KILN_ERROR_LOAD,
@@ -781,6 +790,234 @@ TEST_CASE("one runtime runs CPU and GPU kernels, from several threads",
   REQUIRE(Status(kiln_launch(runtime.get(), cpu.get(), cpuArgs, 4, grid))
               .ok());
   CHECK(out[5] == 3.0f);
+}
+
+namespace {
+
+/// vadd with `launch scratch_bytes 256`: the PTX entry has the hidden fifth
+/// parameter, the scratch buffer's address.
+Bytes scratchBundle() {
+  return makeBundle(
+      gpuManifest("sm_80", "ptx", "launch scratch_bytes 256\n"),
+      toBytes(ptx("kiln_vadd", {".u64", ".u64", ".u64", ".u32", ".u64"})));
+}
+
+} // namespace
+
+TEST_CASE("GPU kernels with scratch_bytes get the runtime's buffer",
+          "[mock][scratch]") {
+  if (!inMockProcess())
+    return;
+  Mock &mock = Mock::get();
+  KernelPtr kernel = loadOk(scratchBundle());
+  CHECK(kiln_kernel_num_args(kernel.get()) == 4); // the buffer is hidden
+  DeviceBuffer buffer(16);
+  kiln_arg args[] = {ptrArg(buffer.pointer, KILN_DTYPE_F32),
+                     ptrArg(buffer.pointer, KILN_DTYPE_F32),
+                     ptrArg(buffer.pointer, KILN_DTYPE_F32), i32Arg(-7)};
+  const kiln_mock_counters &counters = *mock.counters();
+  int allocs = counters.alloc_calls;
+  int frees = counters.free_calls;
+  int pendingFrees = counters.frees_with_pending_launches;
+  uint64_t first = 0, grown = 0;
+  {
+    RuntimePtr runtime = makeRuntime();
+    // 5 x 3 programs of 256 bytes: the minimum buffer, 64 KiB.
+    int64_t grid[3] = {5, 3, 1};
+    Status status(kiln_launch(runtime.get(), kernel.get(), args, 4, grid));
+    INFO(status.message());
+    REQUIRE(status.ok());
+    const kiln_mock_launch &launch = *mock.lastLaunch();
+    REQUIRE(launch.num_params == 5);
+    CHECK(launch.params[0] == bits(buffer.pointer));
+    CHECK(launch.params[3] == 0xfffffff9u);
+    first = launch.params[4];
+    CHECK(first != 0);
+    CHECK(first % 128 == 0);
+    CHECK(counters.alloc_calls == allocs + 1);
+    CHECK(counters.last_alloc_pointer == first);
+    CHECK(counters.last_alloc_size == 65536);
+    CHECK(mock.allocationSize(first) >= 256 * 15);
+
+    // Later launches that fit reuse it, through every launch function.
+    int64_t grid2[3] = {16, 16, 1}; // exactly 64 KiB
+    REQUIRE(
+        Status(kiln_launch(runtime.get(), kernel.get(), args, 4, grid2)).ok());
+    CHECK(mock.lastLaunch()->params[4] == first);
+    void *xp = buffer.pointer;
+    int32_t n = 42;
+    void *packed[] = {&xp, &xp, &xp, &n};
+    REQUIRE(
+        Status(kiln_launch_packed(runtime.get(), kernel.get(), packed, 4, grid))
+            .ok());
+    CHECK(mock.lastLaunch()->num_params == 5);
+    CHECK(mock.lastLaunch()->params[3] == 42);
+    CHECK(mock.lastLaunch()->params[4] == first);
+    REQUIRE(
+        Status(kiln_launch_async(runtime.get(), kernel.get(), args, 4, grid))
+            .ok());
+    CHECK(mock.lastLaunch()->params[4] == first);
+    CHECK(counters.alloc_calls == allocs + 1);
+    CHECK(counters.free_calls == frees);
+
+    // A larger grid grows it: the queued kernel may still use the old
+    // buffer, so the stream is synchronized before it is freed.
+    int syncs = counters.stream_syncs;
+    int64_t big[3] = {300, 3, 1}; // 230400 bytes -> 256 KiB
+    REQUIRE(Status(kiln_launch_async(runtime.get(), kernel.get(), args, 4, big))
+                .ok());
+    grown = mock.lastLaunch()->params[4];
+    CHECK(grown != first);
+    CHECK(grown % 128 == 0);
+    CHECK(counters.alloc_calls == allocs + 2);
+    CHECK(counters.last_alloc_size == 262144);
+    CHECK(mock.allocationSize(grown) == 262144);
+    CHECK(counters.free_calls == frees + 1);
+    CHECK(counters.last_free_pointer == first);
+    CHECK(mock.allocationSize(first) == 0);
+    CHECK(counters.syncs_at_last_free == syncs + 1);
+    CHECK(counters.stream_syncs == syncs + 1);
+    CHECK(counters.frees_with_pending_launches == pendingFrees);
+
+    // Kernels without scratch_bytes get nothing extra.
+    KernelPtr plain = loadOk(ptxBundle());
+    REQUIRE(Status(kiln_launch(runtime.get(), plain.get(), args, 4, big)).ok());
+    CHECK(mock.lastLaunch()->num_params == 4);
+    CHECK(counters.alloc_calls == allocs + 2);
+
+    // Queued work outlives the launch call; destruction waits for it.
+    REQUIRE(
+        Status(kiln_launch_async(runtime.get(), kernel.get(), args, 4, grid))
+            .ok());
+    CHECK(mock.lastLaunch()->params[4] == grown);
+  }
+  // The runtime's destruction frees the buffer, after synchronizing.
+  CHECK(counters.free_calls == frees + 2);
+  CHECK(counters.last_free_pointer == grown);
+  CHECK(mock.allocationSize(grown) == 0);
+  CHECK(counters.frees_with_pending_launches == pendingFrees);
+}
+
+TEST_CASE("each runtime has its own scratch buffer", "[mock][scratch]") {
+  if (!inMockProcess())
+    return;
+  Mock &mock = Mock::get();
+  KernelPtr kernel = loadOk(scratchBundle());
+  DeviceBuffer buffer(16);
+  kiln_arg args[] = {ptrArg(buffer.pointer, KILN_DTYPE_F32),
+                     ptrArg(buffer.pointer, KILN_DTYPE_F32),
+                     ptrArg(buffer.pointer, KILN_DTYPE_F32), i32Arg(1)};
+  int64_t grid[3] = {2, 1, 1};
+  RuntimePtr a = makeRuntime(), b = makeRuntime();
+  REQUIRE(Status(kiln_launch_async(a.get(), kernel.get(), args, 4, grid)).ok());
+  uint64_t bufferA = mock.lastLaunch()->params[4];
+  void *streamA = mock.lastLaunch()->stream;
+  REQUIRE(Status(kiln_launch_async(b.get(), kernel.get(), args, 4, grid)).ok());
+  CHECK(mock.lastLaunch()->params[4] != bufferA);
+  CHECK(mock.lastLaunch()->stream != streamA);
+  CHECK(Status(kiln_synchronize(a.get())).ok());
+  CHECK(Status(kiln_synchronize(b.get())).ok());
+}
+
+TEST_CASE("scratch buffer failures name the CUDA call", "[mock][scratch]") {
+  if (!inMockProcess())
+    return;
+  Mock &mock = Mock::get();
+  KernelPtr kernel = loadOk(scratchBundle());
+  RuntimePtr runtime = makeRuntime();
+  DeviceBuffer buffer(16);
+  kiln_arg args[] = {ptrArg(buffer.pointer, KILN_DTYPE_F32),
+                     ptrArg(buffer.pointer, KILN_DTYPE_F32),
+                     ptrArg(buffer.pointer, KILN_DTYPE_F32), i32Arg(4)};
+  int64_t grid[3] = {4, 1, 1};
+  int launches = mock.lastLaunch()->count;
+
+  mock.failNext("cuMemAlloc", 2); // CUDA_ERROR_OUT_OF_MEMORY
+  Status oom(kiln_launch(runtime.get(), kernel.get(), args, 4, grid));
+  CHECK(oom.code() == KILN_ERROR_OUT_OF_MEMORY);
+  CHECK(contains(oom.message(),
+                 "kernel 'vadd': scratch buffer of 65536 bytes: cuMemAlloc "
+                 "failed: CUDA_ERROR_OUT_OF_MEMORY (out of memory)"));
+  mock.failNext("cuMemAlloc", 1);
+  Status invalid(kiln_launch(runtime.get(), kernel.get(), args, 4, grid));
+  CHECK(invalid.code() == KILN_ERROR_LAUNCH);
+  CHECK(contains(invalid.message(),
+                 "cuMemAlloc failed: CUDA_ERROR_INVALID_VALUE"));
+  CHECK(mock.lastLaunch()->count == launches); // nothing launched
+
+  // The next launch allocates and runs.
+  REQUIRE(Status(kiln_launch(runtime.get(), kernel.get(), args, 4, grid)).ok());
+  uint64_t first = mock.lastLaunch()->params[4];
+  CHECK(first != 0);
+
+  // Growing waits for the stream; a failure there is reported and the old
+  // buffer kept.
+  int64_t big[3] = {1024, 1, 1}; // 256 KiB
+  int frees = mock.counters()->free_calls;
+  mock.failNext("cuStreamSynchronize", 700);
+  Status sync(kiln_launch(runtime.get(), kernel.get(), args, 4, big));
+  CHECK(sync.code() == KILN_ERROR_LAUNCH);
+  CHECK(contains(sync.message(),
+                 "kernel 'vadd': scratch buffer of 262144 bytes: "
+                 "cuStreamSynchronize failed: CUDA_ERROR_ILLEGAL_ADDRESS"));
+  CHECK(mock.counters()->free_calls == frees);
+  CHECK(mock.allocationSize(first) == 65536);
+  REQUIRE(Status(kiln_launch(runtime.get(), kernel.get(), args, 4, grid)).ok());
+  CHECK(mock.lastLaunch()->params[4] == first);
+
+  // Grids beyond what the address space holds are refused before the
+  // driver is asked.
+  int64_t huge[3] = {INT32_MAX, 65535, 1};
+  KernelPtr wide = loadOk(makeBundle(
+      gpuManifest("sm_80", "ptx", "launch scratch_bytes 1048576\n"),
+      toBytes(ptx("kiln_vadd", {".u64", ".u64", ".u64", ".u32", ".u64"}))));
+  int allocs = mock.counters()->alloc_calls;
+  Status overflow(kiln_launch(runtime.get(), wide.get(), args, 4, huge));
+  CHECK(overflow.code() == KILN_ERROR_LAUNCH);
+  CHECK(contains(overflow.message(), "bytes of scratch memory exceed the "
+                                     "address space"));
+  CHECK(mock.counters()->alloc_calls == allocs);
+}
+
+TEST_CASE("scratch launches from several host threads share the buffer",
+          "[mock][scratch]") {
+  if (!inMockProcess())
+    return;
+  Mock &mock = Mock::get();
+  KernelPtr kernel = loadOk(scratchBundle());
+  DeviceBuffer buffer(16);
+  kiln_arg args[] = {ptrArg(buffer.pointer, KILN_DTYPE_F32),
+                     ptrArg(buffer.pointer, KILN_DTYPE_F32),
+                     ptrArg(buffer.pointer, KILN_DTYPE_F32), i32Arg(4)};
+  int pendingFrees = mock.counters()->frees_with_pending_launches;
+  int allocs = mock.counters()->alloc_calls;
+  {
+    RuntimePtr runtime = makeRuntime();
+    constexpr int kThreads = 4, kIterations = 40;
+    std::vector<int> failures(kThreads, 0);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t)
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < kIterations; ++i) {
+          // Growing grids, queued without waiting: every growth happens with
+          // kernels of other threads in flight.
+          int64_t grid[3] = {int64_t(256) * (1 + i) + t, 1, 1};
+          kiln_status status =
+              kiln_launch_async(runtime.get(), kernel.get(), args, 4, grid);
+          failures[t] += status != nullptr;
+          kiln_status_free(status);
+        }
+      });
+    for (auto &thread : threads)
+      thread.join();
+    for (int t = 0; t < kThreads; ++t)
+      CHECK(failures[t] == 0);
+    CHECK(Status(kiln_synchronize(runtime.get())).ok());
+    // 64 KiB up to 256 * 40 programs * 256 bytes (2.5 MiB -> 4 MiB): at most
+    // 7 sizes, however the threads interleave.
+    CHECK(mock.counters()->alloc_calls - allocs <= 7);
+  }
+  CHECK(mock.counters()->frees_with_pending_launches == pendingFrees);
 }
 
 TEST_CASE("device memory helpers", "[mock]") {

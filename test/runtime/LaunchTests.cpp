@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <set>
 #include <thread>
@@ -289,6 +290,169 @@ TEST_CASE("grids with too many program ids are refused", "[launch]") {
   Status status(kiln_launch(runtime.get(), kernel.get(), nullptr, 0, grid));
   CHECK(status.code() == KILN_ERROR_LAUNCH);
   CHECK(contains(status.message(), "more than 2^62 program ids"));
+}
+
+/// Whether this is an AddressSanitizer build that aborts, rather than
+/// returning NULL, when an allocation exceeds its limits.
+bool sanitizerAbortsOnHugeAllocations() {
+#if defined(__SANITIZE_ADDRESS__)
+  bool asan = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  bool asan = true;
+#else
+  bool asan = false;
+#endif
+#else
+  bool asan = false;
+#endif
+  const char *options = std::getenv("ASAN_OPTIONS");
+  return asan &&
+         !(options && std::strstr(options, "allocator_may_return_null=1"));
+}
+
+/// Launches `scratch` (launch scratch_bytes 256) on a grid, through
+/// kiln_launch or kiln_launch_packed, and checks that every program got its
+/// own 128-byte aligned slot at base + linear id * 256.
+void checkScratch(kiln_runtime *runtime, kiln_kernel *kernel, int64_t gx,
+                  int64_t gy, int64_t gz, bool packed) {
+  CAPTURE(gx, gy, gz, packed);
+  const int64_t programs = gx * gy * gz;
+  const int32_t slotBytes = 256;
+  std::vector<int64_t> out(programs * 3, -1);
+  int64_t grid[3] = {gx, gy, gz};
+  kiln_status launched;
+  if (packed) {
+    int64_t *outp = out.data();
+    int32_t bytes = slotBytes;
+    void *args[] = {&outp, &bytes};
+    launched = kiln_launch_packed(runtime, kernel, args, 2, grid);
+  } else {
+    kiln_arg args[] = {ptrArg(out.data(), KILN_DTYPE_I64), i32Arg(slotBytes)};
+    launched = kiln_launch(runtime, kernel, args, 2, grid);
+  }
+  Status status(launched);
+  INFO(status.message());
+  REQUIRE(status.ok());
+  const int64_t base = out[0];
+  CHECK(base != 0);
+  CHECK(base % 128 == 0);
+  for (int64_t linear = 0; linear < programs; ++linear) {
+    CAPTURE(linear);
+    REQUIRE(out[linear * 3 + 0] == base + linear * slotBytes);
+    REQUIRE(out[linear * 3 + 1] == linear);
+    REQUIRE(out[linear * 3 + 2] == 1);
+  }
+}
+
+TEST_CASE("kernels with scratch_bytes get a slot per program",
+          "[launch][scratch]") {
+  KernelPtr kernel = load("scratch", "launch scratch_bytes 256\n");
+  // The scratch buffer is hidden: the signature is the manifest's.
+  CHECK(kiln_kernel_num_args(kernel.get()) == 2);
+  CHECK(std::string(kiln_kernel_launch_param(kernel.get(), "scratch_bytes")) ==
+        "256");
+  for (int threads : {1, 4}) {
+    CAPTURE(threads);
+    RuntimePtr runtime = makeRuntime(threads);
+    for (bool packed : {false, true}) {
+      checkScratch(runtime.get(), kernel.get(), 1, 1, 1, packed);
+      checkScratch(runtime.get(), kernel.get(), 5, 3, 7, packed);
+      checkScratch(runtime.get(), kernel.get(), 1, 13, 2, packed);
+      checkScratch(runtime.get(), kernel.get(), 37, 1, 3, packed);
+    }
+  }
+
+  RuntimePtr runtime = makeRuntime(2);
+  std::vector<int64_t> out(3 * 4, -1);
+  int64_t grid[3] = {2, 2, 1};
+  SECTION("kiln_launch_async runs it too") {
+    kiln_arg args[] = {ptrArg(out.data(), KILN_DTYPE_I64), i32Arg(256)};
+    Status status(
+        kiln_launch_async(runtime.get(), kernel.get(), args, 2, grid));
+    INFO(status.message());
+    REQUIRE(status.ok());
+    CHECK(out[0] % 128 == 0);
+    CHECK(out[3 * 3] == out[0] + 3 * 256);
+    CHECK(out[3 * 3 + 2] == 1);
+  }
+  SECTION("the arity is the signature's") {
+    kiln_arg args[] = {ptrArg(out.data(), KILN_DTYPE_I64), i32Arg(256),
+                       ptrArg(out.data(), KILN_DTYPE_I64)};
+    Status status(kiln_launch(runtime.get(), kernel.get(), args, 3, grid));
+    CHECK(status.code() == KILN_ERROR_INVALID_ARGUMENT);
+    CHECK(contains(status.message(),
+                   "kernel 'scratch' takes 2 argument(s), 3 given"));
+    int64_t *outp = out.data();
+    void *packed[] = {&outp, &outp, &outp};
+    Status packedStatus(
+        kiln_launch_packed(runtime.get(), kernel.get(), packed, 3, grid));
+    CHECK(packedStatus.code() == KILN_ERROR_INVALID_ARGUMENT);
+    CHECK(out[0] == -1); // nothing ran
+  }
+}
+
+TEST_CASE("bad scratch_bytes values are refused at load", "[bundle][scratch]") {
+  for (const char *bad :
+       {"100", "64", "129", "-128", "+128", "1048704", "2097152", "garbage",
+        "0x80", "12.8", "128k", "99999999999999999999999999"}) {
+    CAPTURE(bad);
+    Bytes bundle =
+        bundleFor("scratch", std::string("launch scratch_bytes ") + bad + "\n");
+    kiln_kernel *kernel = nullptr;
+    Status status(
+        kiln_bundle_load_memory(bundle.data(), bundle.size(), &kernel));
+    CHECK(kernel == nullptr);
+    CHECK(status.code() == KILN_ERROR_BAD_BUNDLE);
+    CHECK(contains(status.message(),
+                   std::string("bundle 'scratch': launch scratch_bytes is '") +
+                       bad + "', must be a multiple of 128 in [0, 1048576]"));
+  }
+  // The limits themselves are fine; 0 means no scratch buffer.
+  CHECK(kiln_kernel_num_args(load("nop", "launch scratch_bytes 0\n").get()) ==
+        0);
+  CHECK(kiln_kernel_num_args(
+            load("nop", "launch scratch_bytes 1048576\n").get()) == 0);
+  CHECK(kiln_kernel_num_args(load("nop", "launch scratch_bytes 128\n").get()) ==
+        0);
+
+  // From a file, the message names the file too.
+  TempDir dir;
+  std::string path = dir.path("bad.kiln");
+  writeFileBytes(path, bundleFor("scratch", "launch scratch_bytes 100\n"));
+  kiln_kernel *kernel = nullptr;
+  Status status(kiln_bundle_load_file(path.c_str(), &kernel));
+  CHECK(status.code() == KILN_ERROR_BAD_BUNDLE);
+  CHECK(contains(status.message(),
+                 path + ": bundle 'scratch': launch scratch_bytes is '100'"));
+}
+
+TEST_CASE("scratch memory for huge grids is refused, not wrapped",
+          "[launch][scratch]") {
+  RuntimePtr runtime = makeRuntime(2);
+  KernelPtr kernel = load("nop", "launch scratch_bytes 1048576\n");
+  // 2^62 - 2^32 + 1 programs: a valid grid, but 2^20 bytes each overflows.
+  int64_t overflowing[3] = {INT32_MAX, INT32_MAX, 1};
+  Status overflow(
+      kiln_launch(runtime.get(), kernel.get(), nullptr, 0, overflowing));
+  CHECK(overflow.code() == KILN_ERROR_LAUNCH);
+  CHECK(contains(overflow.message(),
+                 "kernel 'nop': 4611686014132420609 programs of 1048576 bytes "
+                 "of scratch memory exceed the address space"));
+  // 2^51 bytes fit in size_t but in no x86-64 address space. (AddressSanitizer
+  // aborts on such requests unless ASAN_OPTIONS has
+  // allocator_may_return_null=1.)
+  if (sanitizerAbortsOnHugeAllocations())
+    return;
+  int64_t huge[3] = {INT32_MAX, 1, 1};
+  Status tooBig(kiln_launch(runtime.get(), kernel.get(), nullptr, 0, huge));
+  CHECK(tooBig.code() == KILN_ERROR_OUT_OF_MEMORY);
+  CHECK(contains(tooBig.message(),
+                 "kernel 'nop': cannot allocate 2251799812636672 bytes of "
+                 "scratch memory (1048576 bytes per program)"));
+  void *none[1] = {nullptr};
+  Status packed(kiln_launch_packed(runtime.get(), kernel.get(), none, 0, huge));
+  CHECK(packed.code() == KILN_ERROR_OUT_OF_MEMORY);
 }
 
 TEST_CASE("packed launches", "[launch]") {

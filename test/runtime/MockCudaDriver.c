@@ -19,9 +19,12 @@
  *    copies them;
  *  - bad arguments give CUDA_ERROR_INVALID_VALUE / _INVALID_HANDLE.
  *
- * Device memory is host memory (malloc), tracked so that frees and copies of
- * unknown ranges fail. The CUDA types are declared here, independently of the
- * runtime's, with cuda.h's numeric values.
+ * Device memory is host memory (256-byte aligned, like the driver's),
+ * tracked so that frees and copies of unknown ranges fail; launches queued
+ * on each stream since its last synchronization are counted, so that tests
+ * can see memory freed under a kernel that may still run. The CUDA types are
+ * declared here, independently of the runtime's, with cuda.h's numeric
+ * values.
  *
  *===----------------------------------------------------------------------===*/
 
@@ -100,7 +103,8 @@ struct MockModule {
 };
 
 struct MockStream {
-  int unused;
+  /* Launches queued since the last cuStreamSynchronize. */
+  int pending;
 };
 
 struct Allocation {
@@ -207,6 +211,15 @@ EXPORT void kiln_mock_set_device(int cc, int max_shared_optin) {
   device_cc = cc;
   device_shared_optin = max_shared_optin;
   pthread_mutex_unlock(&mutex);
+}
+
+EXPORT unsigned long long
+kiln_mock_allocation_size(unsigned long long pointer) {
+  pthread_mutex_lock(&mutex);
+  struct Allocation *a = pointer ? find_allocation(pointer, 0, 1) : NULL;
+  unsigned long long size = a ? (unsigned long long)a->size : 0;
+  pthread_mutex_unlock(&mutex);
+  return size;
 }
 
 EXPORT void kiln_mock_fail_next(const char *call, int result) {
@@ -581,6 +594,8 @@ EXPORT CUresult cuFuncSetAttribute(CUfunction function, int attribute,
  *===----------------------------------------------------------------------===*/
 
 static struct MockStream *streams[64];
+/* Launches on the legacy default stream since its last synchronization. */
+static int default_stream_pending;
 
 static int known_stream(CUstream stream) {
   if (!stream)
@@ -630,6 +645,10 @@ EXPORT CUresult cuLaunchKernel(CUfunction function, unsigned grid_x,
     memcpy(&record.params[i], params[i], (size_t)f->param_sizes[i]);
   }
   last_launch = record;
+  if (stream)
+    ++stream->pending;
+  else
+    ++default_stream_pending;
   RETURN(CUDA_SUCCESS);
 }
 
@@ -667,6 +686,17 @@ EXPORT CUresult cuStreamSynchronize(CUstream stream) {
   ENTER("cuStreamSynchronize", 1);
   if (!known_stream(stream))
     RETURN(CUDA_ERROR_INVALID_HANDLE);
+  /* The legacy default stream synchronizes with the blocking streams, and
+     they with it; the mock has only blocking streams. */
+  if (stream) {
+    stream->pending = 0;
+    default_stream_pending = 0;
+  } else {
+    for (size_t i = 0; i < sizeof(streams) / sizeof(streams[0]); ++i)
+      if (streams[i])
+        streams[i]->pending = 0;
+    default_stream_pending = 0;
+  }
   ++counters.stream_syncs;
   RETURN(CUDA_SUCCESS);
 }
@@ -681,12 +711,17 @@ EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *pointer, size_t size) {
     RETURN(CUDA_ERROR_INVALID_VALUE);
   for (size_t i = 0; i < sizeof(allocations) / sizeof(allocations[0]); ++i) {
     if (!allocations[i].base) {
-      char *base = malloc(size);
-      if (!base)
+      /* The real driver aligns allocations to at least 256 bytes, and the
+         runtime relies on it (scratch buffers). */
+      void *base = NULL;
+      if (posix_memalign(&base, 256, size) != 0)
         RETURN(CUDA_ERROR_OUT_OF_MEMORY);
       allocations[i].base = base;
       allocations[i].size = size;
       ++counters.live_allocations;
+      ++counters.alloc_calls;
+      counters.last_alloc_size = size;
+      counters.last_alloc_pointer = (CUdeviceptr)(uintptr_t)base;
       *pointer = (CUdeviceptr)(uintptr_t)base;
       RETURN(CUDA_SUCCESS);
     }
@@ -703,6 +738,15 @@ EXPORT CUresult cuMemFree_v2(CUdeviceptr pointer) {
   a->base = NULL;
   a->size = 0;
   --counters.live_allocations;
+  ++counters.free_calls;
+  counters.last_free_pointer = pointer;
+  counters.syncs_at_last_free = counters.stream_syncs;
+  int pending = default_stream_pending;
+  for (size_t i = 0; i < sizeof(streams) / sizeof(streams[0]); ++i)
+    if (streams[i])
+      pending += streams[i]->pending;
+  if (pending)
+    ++counters.frees_with_pending_launches;
   RETURN(CUDA_SUCCESS);
 }
 

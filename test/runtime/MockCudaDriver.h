@@ -51,6 +51,17 @@ typedef struct kiln_mock_counters {
   int stream_syncs;
   int live_allocations;
   int ctx_set_current_calls;
+  /* Device memory (cuMemAlloc / cuMemFree), successful calls only. */
+  int alloc_calls;
+  unsigned long long last_alloc_size;
+  unsigned long long last_alloc_pointer;
+  int free_calls;
+  unsigned long long last_free_pointer;
+  /* stream_syncs when the last cuMemFree succeeded. */
+  int syncs_at_last_free;
+  /* cuMemFree calls made while some stream had launches queued since its
+     last cuStreamSynchronize (memory a kernel may still be using). */
+  int frees_with_pending_launches;
 } kiln_mock_counters;
 
 typedef const kiln_mock_launch *(*kiln_mock_last_launch_fn)(void);
@@ -60,6 +71,9 @@ typedef void (*kiln_mock_set_device_fn)(int cc, int max_shared_optin);
 /* The next call of the named entry point (e.g. "cuLaunchKernel") fails with
    `result` without doing anything. */
 typedef void (*kiln_mock_fail_next_fn)(const char *call, int result);
+/* Size of the live allocation starting exactly at `pointer`, 0 if none. */
+typedef unsigned long long (*kiln_mock_allocation_size_fn)(
+    unsigned long long pointer);
 
 #ifdef __cplusplus
 }

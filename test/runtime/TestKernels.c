@@ -89,6 +89,31 @@ KERNEL kiln_entry_scalars(void *const *args, int32_t pid_x, int32_t pid_y,
   out[9] = ARG(uint16_t, 10);
 }
 
+// `launch scratch_bytes N`: arg out ptr i64, arg slot_bytes scalar i32 (N),
+// then the hidden scratch buffer the runtime appends. Each program fills its
+// slot, bytes [linear * N, +N), with its linear id, reads it back and
+// records 3 entries: the slot's address, the slot's first word, and 1 if
+// every word of the slot still held the id.
+KERNEL kiln_entry_scratch(void *const *args, int32_t pid_x, int32_t pid_y,
+                          int32_t pid_z, int32_t grid_x, int32_t grid_y,
+                          int32_t grid_z) {
+  (void)grid_z;
+  int64_t *out = ARG(int64_t *, 0);
+  int32_t slot_bytes = ARG(int32_t, 1);
+  char *scratch = ARG(char *, 2);
+  int64_t linear = ((int64_t)pid_z * grid_y + pid_y) * grid_x + pid_x;
+  volatile int64_t *slot = (volatile int64_t *)(scratch + linear * slot_bytes);
+  int64_t words = slot_bytes / (int64_t)sizeof(int64_t);
+  for (int64_t i = 0; i < words; ++i)
+    slot[i] = linear;
+  int64_t intact = 1;
+  for (int64_t i = 0; i < words; ++i)
+    intact &= slot[i] == linear;
+  out[linear * 3 + 0] = (int64_t)(intptr_t)slot;
+  out[linear * 3 + 1] = slot[0];
+  out[linear * 3 + 2] = intact;
+}
+
 // No arguments; counts its calls. For launch overhead measurements.
 static int64_t nopCalls;
 KERNEL kiln_entry_nop(void *const *args, int32_t pid_x, int32_t pid_y,

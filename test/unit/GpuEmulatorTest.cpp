@@ -8,9 +8,9 @@
 // Hand-written "kernels" (C++ functions with the emulator's thread ABI) run
 // on lib/Target/GPUEmu/kiln_gpu_emu.c directly. They pin down the semantics
 // the emu-sm_XY target relies on (shuffles, mma.sync fragments, cp.async
-// groups) and show that each checker fires: a checker that cannot fail would
-// make every emulated test vacuous. Failing checks abort, so those run in a
-// forked child whose stderr is captured.
+// groups, TMA boxes, mbarrier phases) and show that each checker fires: a
+// checker that cannot fail would make every emulated test vacuous. Failing
+// checks abort, so those run in a forked child whose stderr is captured.
 //
 //===----------------------------------------------------------------------===//
 
@@ -54,6 +54,16 @@ void kiln_emu_wgmma(int64_t descA, int64_t descB, int32_t n, int32_t isF16,
 void kiln_emu_mma_m16n8k16(int32_t isF16, int32_t a0, int32_t a1, int32_t a2,
                            int32_t a3, int32_t b0, int32_t b1, float c0,
                            float c1, float c2, float c3, int64_t out);
+void kiln_emu_tensormap_replace(int64_t map, int32_t field, int32_t ord,
+                                int64_t value);
+void kiln_emu_tensormap_release(void);
+void kiln_emu_tensormap_acquire(int64_t map);
+void kiln_emu_mbarrier_init(int64_t bar, int32_t count);
+void kiln_emu_mbarrier_arrive_expect_tx(int64_t bar, int32_t bytes);
+void kiln_emu_mbarrier_wait(int64_t bar, int32_t parity);
+void kiln_emu_tma_load(int64_t dst, int64_t map, int32_t rank, int32_t c0,
+                       int32_t c1, int32_t c2, int32_t c3, int32_t c4,
+                       int64_t bar, const char *site);
 }
 
 namespace {
@@ -484,5 +494,558 @@ TEST_CASE("the checkers fire", "[emu]") {
     });
     CHECK(aborted);
     CHECK(err.find("copies in flight") != std::string::npos);
+  }
+}
+
+namespace {
+// tensormap.replace's fields, and the element types used here, in the PTX
+// encoding.
+enum : int32_t {
+  kFieldAddress,
+  kFieldRank,
+  kFieldBoxDim,
+  kFieldGlobalDim,
+  kFieldGlobalStride,
+  kFieldElementStride,
+  kFieldElemType,
+  kFieldInterleave,
+  kFieldSwizzle,
+  kFieldFill
+};
+enum : int64_t { kTypeU64 = 4, kTypeF32 = 7, kTypeBF16 = 10 };
+
+int64_t address(const void *p) {
+  return int64_t(reinterpret_cast<uintptr_t>(p));
+}
+int64_t smem(int64_t off) { return kiln_emu_shared() + off; }
+
+uint16_t load16(int64_t off) {
+  kiln_emu_shared_access(smem(off), 2, 0, "load16");
+  uint16_t v;
+  std::memcpy(&v, reinterpret_cast<char *>(smem(off)), 2);
+  return v;
+}
+
+/// A tiled tensor map: dimension 0 is the contiguous one; strides[i] (bytes)
+/// is dimension i + 1's.
+struct TensorDesc {
+  const void *base;
+  int rank;
+  int64_t type;
+  int64_t dims[5];
+  int64_t strides[4];
+  int64_t box[5];
+};
+
+/// What one thread of a TMA kernel does first, as the compiler emits it:
+/// zero-fill the map's 128 bytes with ordinary stores, one tensormap.replace
+/// per field, then the release and acquire fences.
+void buildMap(void *slot, const TensorDesc &d, bool release = true,
+              bool acquire = true, int64_t swizzle = 0) {
+  std::memset(slot, 0, 128);
+  int64_t map = address(slot);
+  kiln_emu_tensormap_replace(map, kFieldAddress, 0, address(d.base));
+  kiln_emu_tensormap_replace(map, kFieldRank, 0, d.rank - 1);
+  kiln_emu_tensormap_replace(map, kFieldElemType, 0, d.type);
+  for (int i = 0; i < d.rank; ++i) {
+    kiln_emu_tensormap_replace(map, kFieldGlobalDim, i, d.dims[i]);
+    kiln_emu_tensormap_replace(map, kFieldBoxDim, i, d.box[i]);
+    kiln_emu_tensormap_replace(map, kFieldElementStride, i, 1);
+    if (i + 1 < d.rank)
+      kiln_emu_tensormap_replace(map, kFieldGlobalStride, i, d.strides[i]);
+  }
+  kiln_emu_tensormap_replace(map, kFieldInterleave, 0, 0);
+  kiln_emu_tensormap_replace(map, kFieldSwizzle, 0, swizzle);
+  kiln_emu_tensormap_replace(map, kFieldFill, 0, 0);
+  if (release)
+    kiln_emu_tensormap_release();
+  if (acquire)
+    kiln_emu_tensormap_acquire(map);
+}
+
+alignas(64) unsigned char gMapSlot[4][128]; // "global memory" scratch slots
+
+// 2D: a ragged 37 x 45 f32 tensor with rows padded to 192 bytes, read in
+// 16 x 8 boxes (512 bytes) at corners inside, across and past its edges.
+constexpr int kRows = 37, kCols = 45, kPitch = 48;
+constexpr int kBoxW = 16, kBoxH = 8, kBoxes = 5;
+constexpr int64_t kBoxBytes = kBoxW * kBoxH * 4, kBar2d = kBoxes * kBoxBytes;
+alignas(16) float gGrid[kRows][kPitch];
+const int kCorner2d[kBoxes][2] = {
+    {-5, -3}, {37, 34}, {16, 8}, {40, -7}, {-20, 30}};
+float gGot2d[kBoxes * kBoxW * kBoxH];
+
+void tma2dThread(void **, int32_t, int32_t, int32_t, int32_t, int32_t,
+                 int32_t) {
+  int t = kiln_emu_thread_id();
+  int64_t bar = smem(kBar2d), map = address(gMapSlot[0]);
+  if (t == 0) {
+    buildMap(gMapSlot[0], {gGrid, 2, kTypeF32, {kCols, kRows}, {kPitch * 4},
+                           {kBoxW, kBoxH}});
+    kiln_emu_mbarrier_init(bar, 1);
+  }
+  kiln_emu_fence_proxy_async();
+  kiln_emu_barrier();
+  if (t == 0) {
+    kiln_emu_mbarrier_arrive_expect_tx(bar, int32_t(kBoxes * kBoxBytes));
+    for (int b = 0; b < kBoxes; ++b)
+      kiln_emu_tma_load(smem(b * kBoxBytes), map, 2, kCorner2d[b][0],
+                        kCorner2d[b][1], 0, 0, 0, bar, "tma 2d");
+  }
+  kiln_emu_mbarrier_wait(bar, 0);
+  kiln_emu_barrier();
+  for (int e = t; e < kBoxes * kBoxW * kBoxH; e += 128)
+    gGot2d[e] = load(4 * e);
+}
+
+// 3D: a 24 x 5 x 7 bf16-typed tensor (bits compared, values 16-bit ints),
+// rows padded to 64 bytes, planes to 336; boxes of 16 x 1 x 4 (128 bytes)
+// into two stages, refilled in a second phase of the same mbarrier. A
+// thread in the middle of the block produces, so that the others wait.
+constexpr int kD0 = 24, kD1 = 5, kD2 = 7, kRowPitch = 32, kPlanePitch = 168;
+constexpr int kProducer = 100;
+alignas(16) uint16_t gVol[kD2][kPlanePitch];
+const int kCorner3d[2][2][3] = {{{20, 4, -2}, {0, 5, 3}},
+                                {{-8, 2, 3}, {4, 0, 5}}};
+uint16_t gGot3d[2][128];
+
+void tma3dThread(void **, int32_t, int32_t, int32_t, int32_t, int32_t,
+                 int32_t) {
+  int t = kiln_emu_thread_id();
+  int64_t bar = smem(256), map = address(gMapSlot[1]);
+  if (t == kProducer) {
+    buildMap(gMapSlot[1],
+             {gVol, 3, kTypeBF16, {kD0, kD1, kD2},
+              {2 * kRowPitch, 2 * kPlanePitch}, {16, 1, 4}});
+    kiln_emu_mbarrier_init(bar, 1);
+    kiln_emu_fence_proxy_async();
+  }
+  kiln_emu_barrier();
+  for (int phase = 0; phase < 2; ++phase) {
+    if (phase == 1) {
+      // Parity semantics: phase 0 (parity 0) has completed and phase 1 is
+      // current, so this returns at once (it would block once phase 2 is).
+      kiln_emu_mbarrier_wait(bar, 0);
+      kiln_emu_barrier();
+    }
+    if (t == kProducer) {
+      kiln_emu_mbarrier_arrive_expect_tx(bar, 256);
+      for (int b = 0; b < 2; ++b) {
+        const int *c = kCorner3d[phase][b];
+        kiln_emu_tma_load(smem(128 * b), map, 3, c[0], c[1], c[2], 0, 0, bar,
+                          "tma 3d");
+      }
+    }
+    kiln_emu_mbarrier_wait(bar, phase); // threads before the producer block
+    // No barrier: observing the phase orders the copy before these reads.
+    gGot3d[phase][t] = load16(2 * t);
+    kiln_emu_barrier(); // everyone has read the stages before the refill
+  }
+}
+} // namespace
+
+TEST_CASE("TMA copies boxes with zero fill, mbarrier phases", "[emu]") {
+  for (int y = 0; y < kRows; ++y)
+    for (int x = 0; x < kPitch; ++x)
+      gGrid[y][x] = x < kCols ? float(1 + x + 100 * y) : -1.0f;
+  std::fill(std::begin(gGot2d), std::end(gGot2d), -2.0f);
+  run(tma2dThread, nullptr, 128, kBar2d + 128);
+  for (int b = 0; b < kBoxes; ++b)
+    for (int j1 = 0; j1 < kBoxH; ++j1)
+      for (int j0 = 0; j0 < kBoxW; ++j0) {
+        int x = kCorner2d[b][0] + j0, y = kCorner2d[b][1] + j1;
+        bool inside = x >= 0 && x < kCols && y >= 0 && y < kRows;
+        INFO("box " << b << ", element (" << j0 << ", " << j1 << ")");
+        CHECK(gGot2d[b * kBoxW * kBoxH + j1 * kBoxW + j0] ==
+              (inside ? gGrid[y][x] : 0.0f));
+      }
+
+  for (int z = 0; z < kD2; ++z)
+    for (int i = 0; i < kPlanePitch; ++i) {
+      int y = i / kRowPitch, x = i % kRowPitch;
+      gVol[z][i] = y < kD1 && x < kD0 ? uint16_t(1 + x + 30 * y + 200 * z)
+                                      : uint16_t(0xDEAD);
+    }
+  std::memset(gGot3d, 0xEE, sizeof gGot3d);
+  run(tma3dThread, nullptr, 128, 512);
+  for (int phase = 0; phase < 2; ++phase)
+    for (int t = 0; t < 128; ++t) {
+      // Box element (j0, 0, j2) of box t / 64 is element t % 64 (j0 fastest).
+      const int *c = kCorner3d[phase][t / 64];
+      int x = c[0] + t % 16, y = c[1], z = c[2] + t % 64 / 16;
+      bool inside = x >= 0 && x < kD0 && y >= 0 && y < kD1 && z >= 0 && z < kD2;
+      INFO("phase " << phase << ", thread " << t);
+      CHECK(gGot3d[phase][t] ==
+            (inside ? gVol[z][y * kRowPitch + x] : uint16_t(0)));
+    }
+}
+
+namespace {
+// wgmma straight from TMA-written operands: the same A and B images as the
+// wgmma test's, copied in one 2D box of u64 (32 x 16, 4096 bytes); no
+// fence.proxy.async between the copy and the wgmma, and no barrier between
+// the wait and the wgmma.
+alignas(16) uint16_t gOperands[2048];
+int gSkipTmaWait;
+
+void tmaWgmmaThread(void **, int32_t, int32_t, int32_t, int32_t, int32_t,
+                    int32_t) {
+  int t = kiln_emu_thread_id();
+  int64_t bar = smem(4096), map = address(gMapSlot[2]);
+  if (t == 0) {
+    buildMap(gMapSlot[2], {gOperands, 2, kTypeU64, {32, 16}, {256}, {32, 16}});
+    kiln_emu_mbarrier_init(bar, 1);
+    kiln_emu_fence_proxy_async(); // for the mbarrier's init, not the data
+  }
+  kiln_emu_barrier();
+  if (t == 0) {
+    kiln_emu_mbarrier_arrive_expect_tx(bar, 4096);
+    kiln_emu_tma_load(smem(0), map, 2, 0, 0, 0, 0, 0, bar, "operands");
+  }
+  if (!gSkipTmaWait)
+    kiln_emu_mbarrier_wait(bar, 0);
+  float *d = wD[t];
+  for (int i = 0; i < kWgN / 2; ++i)
+    d[i] = 1;
+  kiln_emu_wgmma_fence();
+  kiln_emu_wgmma(descriptor(0, aLbo(), aSbo()),
+                 descriptor(kBOff, bLbo(), bSbo()), kWgN, 0, wTransA, wTransB,
+                 1, int64_t(reinterpret_cast<uintptr_t>(d)), "wgmma");
+  kiln_emu_wgmma_commit();
+  kiln_emu_wgmma_wait(0);
+}
+} // namespace
+
+TEST_CASE("wgmma reads TMA-written operands without a proxy fence", "[emu]") {
+  std::mt19937 rng(13);
+  std::uniform_int_distribution<int> d(-4, 4);
+  for (auto &r : wA)
+    for (float &x : r)
+      x = float(d(rng));
+  for (auto &r : wB)
+    for (float &x : r)
+      x = float(d(rng));
+  for (int variant = 0; variant < 4; ++variant) {
+    wTransA = variant & 1;
+    wTransB = variant >> 1 & 1;
+    INFO("trans-a " << wTransA << ", trans-b " << wTransB);
+    std::memset(gOperands, 0, sizeof gOperands);
+    for (int m = 0; m < 64; ++m)
+      for (int k = 0; k < 16; ++k)
+        gOperands[canonical(m, k, wTransA, aLbo(), aSbo()) / 2] =
+            toBF16(wA[m][k]);
+    for (int k = 0; k < 16; ++k)
+      for (int n = 0; n < kWgN; ++n)
+        gOperands[(kBOff + canonical(n, k, wTransB, bLbo(), bSbo())) / 2] =
+            toBF16(wB[k][n]);
+    run(tmaWgmmaThread, nullptr, 128, 4096 + 128);
+    for (int t = 0; t < 128; ++t)
+      for (int i = 0; i < kWgN / 2; ++i) {
+        int w = t / 32, lane = t % 32;
+        int row = 16 * w + lane / 4 + (i % 4 >= 2 ? 8 : 0);
+        int col = 2 * (lane % 4) + (i % 2) + 8 * (i / 4);
+        double ref = 1;
+        for (int k = 0; k < 16; ++k)
+          ref += double(wA[row][k]) * wB[k][col];
+        CHECK(wD[t][i] == ref);
+      }
+  }
+}
+
+namespace {
+// The checkers' kernels (128 threads): a 16 x 16 f32 tensor read in 16 x 8
+// boxes (512 bytes) into stages at shared bytes 0 and 512, one mbarrier at
+// 1024; thread 0 builds the map and the mbarrier and issues the copies.
+alignas(16) float gSmall[16][16];
+constexpr int64_t kStage = 512, kCheckBar = 1024, kCheckShared = 1152;
+int gRelease = 1, gAcquire = 1, gInitFence = 1, gSwizzle = 0;
+
+int64_t checkMap() { return address(gMapSlot[3]); }
+int64_t checkBar() { return smem(kCheckBar); }
+
+void checkSetup() {
+  if (kiln_emu_thread_id() == 0) {
+    buildMap(gMapSlot[3], {gSmall, 2, kTypeF32, {16, 16}, {64}, {16, 8}},
+             gRelease, gAcquire, gSwizzle);
+    kiln_emu_mbarrier_init(checkBar(), 1);
+    if (gInitFence)
+      kiln_emu_fence_proxy_async();
+  }
+  kiln_emu_barrier();
+}
+
+/// Thread 0 fills the stage at `dst` with rows `row`..: arrive.expect_tx
+/// (the box's bytes, plus `extraTx`), then the copy.
+void checkFill(int64_t dst, int32_t row, int32_t extraTx = 0) {
+  kiln_emu_mbarrier_arrive_expect_tx(checkBar(), int32_t(kStage) + extraTx);
+  kiln_emu_tma_load(smem(dst), checkMap(), 2, 0, row, 0, 0, 0, checkBar(),
+                    "the tma");
+}
+
+void (*gTmaBody)();
+
+/// Runs `body` as every thread of a 128-thread block.
+void runTma(void (*body)()) {
+  gTmaBody = body;
+  run([](void **, int32_t, int32_t, int32_t, int32_t, int32_t,
+         int32_t) { gTmaBody(); },
+      nullptr, 128, kCheckShared);
+}
+
+bool has(const std::string &err, const char *text) {
+  return err.find(text) != std::string::npos;
+}
+} // namespace
+
+TEST_CASE("the TMA and mbarrier checkers fire", "[emu]") {
+  SECTION("the pipeline done right passes (the checks below break it)") {
+    auto [aborted, err] = inChild([] {
+      runTma([] {
+        int t = kiln_emu_thread_id();
+        checkSetup();
+        if (t == 0)
+          checkFill(0, 0);
+        kiln_emu_mbarrier_wait(checkBar(), 0);
+        (void)load(4 * t);
+        kiln_emu_barrier();
+        if (t == 0)
+          checkFill(0, 8);
+        kiln_emu_mbarrier_wait(checkBar(), 1);
+        (void)load(4 * t);
+      });
+    });
+    INFO(err);
+    CHECK_FALSE(aborted);
+    CHECK(err.empty());
+  }
+  SECTION("reading TMA bytes without waiting on the mbarrier") {
+    auto [aborted, err] = inChild([] {
+      runTma([] {
+        checkSetup();
+        if (kiln_emu_thread_id() == 0)
+          checkFill(0, 0);
+        kiln_emu_barrier(); // not a wait
+        (void)load(4 * kiln_emu_thread_id());
+      });
+    });
+    INFO(err);
+    CHECK(aborted);
+    CHECK(has(err, "load: reads bytes of a TMA copy (the tma) before "
+                   "waiting on its mbarrier"));
+  }
+  SECTION("wgmma reading TMA bytes without waiting on the mbarrier") {
+    auto [aborted, err] = inChild([] {
+      gSkipTmaWait = 1;
+      run(tmaWgmmaThread, nullptr, 128, 4096 + 128);
+    });
+    INFO(err);
+    CHECK(aborted);
+    CHECK(has(err, "wgmma: reads bytes of a TMA copy (operands) before "
+                   "waiting on its mbarrier"));
+  }
+  SECTION("a wait for the wrong parity") {
+    // The stale wait returns at once (phase 0 has completed), so the last
+    // thread through the barrier reads the stage before thread 0 refills
+    // it: the refill races with that read. (A thread reaching the wait after
+    // the refill would block for good, as phase 2 is then current.)
+    auto [aborted, err] = inChild([] {
+      runTma([] {
+        int t = kiln_emu_thread_id();
+        checkSetup();
+        if (t == 0)
+          checkFill(0, 0);
+        kiln_emu_mbarrier_wait(checkBar(), 0);
+        (void)load(4 * t);
+        kiln_emu_barrier();
+        if (t == 0)
+          checkFill(0, 8);
+        kiln_emu_mbarrier_wait(checkBar(), 0); // phase 1 has parity 1
+        (void)load(4 * t);
+      });
+    });
+    INFO(err);
+    CHECK(aborted);
+    CHECK(has(err, "thread 0 (warp 0): data race on shared byte 508: "
+                   "written here (the tma), and another thread read it"));
+  }
+  SECTION("a TMA into a stage another thread read since the last barrier") {
+    auto [aborted, err] = inChild([] {
+      runTma([] {
+        int t = kiln_emu_thread_id();
+        checkSetup();
+        if (t == 0)
+          checkFill(0, 0);
+        kiln_emu_mbarrier_wait(checkBar(), 0);
+        (void)load(4 * t);
+        (void)kiln_emu_shfl_xor_b32(0, 1, 32); // lane 1 has read
+        if (t == 0)
+          checkFill(0, 8); // no barrier since the reads
+      });
+    });
+    INFO(err);
+    CHECK(aborted);
+    CHECK(has(err, "data race on shared byte 4: written here (the tma), and "
+                   "another thread read it since the last barrier"));
+  }
+  SECTION("a TMA with a map its thread did not acquire") {
+    auto [aborted, err] = inChild([] {
+      gAcquire = 0;
+      runTma([] {
+        checkSetup();
+        if (kiln_emu_thread_id() == 0)
+          checkFill(0, 0);
+      });
+    });
+    INFO(err);
+    CHECK(aborted);
+    CHECK(has(err, "the tma: cp.async.bulk.tensor with the tensor map"));
+    CHECK(has(err, "this thread has not acquired it "
+                   "(fence.proxy.tensormap::generic.acquire) since thread 0 "
+                   "released it"));
+  }
+  SECTION("a TMA with a map not released after its last replace") {
+    auto [aborted, err] = inChild([] {
+      gRelease = 0;
+      runTma([] {
+        checkSetup();
+        if (kiln_emu_thread_id() == 0)
+          checkFill(0, 0);
+      });
+    });
+    INFO(err);
+    CHECK(aborted);
+    CHECK(has(err, "thread 0 modified it (tensormap.replace) with no "
+                   "fence.proxy.tensormap::generic.release after it"));
+  }
+  SECTION("a TMA with a map stored to after its release") {
+    auto [aborted, err] = inChild([] {
+      runTma([] {
+        checkSetup();
+        if (kiln_emu_thread_id() == 0) {
+          gMapSlot[3][0] ^= 16; // an ordinary store, not a replace
+          checkFill(0, 0);
+        }
+      });
+    });
+    INFO(err);
+    CHECK(aborted);
+    CHECK(has(err, "its bytes changed since its release"));
+  }
+  SECTION("a TMA with a swizzled map") {
+    auto [aborted, err] = inChild([] {
+      gSwizzle = 3; // 128B
+      runTma([] {
+        checkSetup();
+        if (kiln_emu_thread_id() == 0)
+          checkFill(0, 0);
+      });
+    });
+    INFO(err);
+    CHECK(aborted);
+    CHECK(has(err, "swizzle_mode 3 is not supported by the emulator"));
+  }
+  SECTION("a TMA to a destination not 128-byte aligned") {
+    auto [aborted, err] = inChild([] {
+      runTma([] {
+        checkSetup();
+        if (kiln_emu_thread_id() == 0)
+          checkFill(64, 0);
+      });
+    });
+    INFO(err);
+    CHECK(aborted);
+    CHECK(has(err, "destination (shared byte 64) is not 128-byte aligned"));
+  }
+  SECTION("a wait that never ends") {
+    auto [aborted, err] = inChild([] {
+      runTma([] {
+        checkSetup();
+        if (kiln_emu_thread_id() == 0)
+          checkFill(0, 0, 16); // expects 16 bytes no copy brings
+        kiln_emu_mbarrier_wait(checkBar(), 0);
+      });
+    });
+    INFO(err);
+    CHECK(aborted);
+    CHECK(has(err, "deadlocks: 0 threads wait at a barrier, 0 at a warp "
+                   "collective, 128 on an mbarrier, 0 have exited; the "
+                   "mbarrier at shared byte 1024 (128 waiting) never "
+                   "completes its phase 0: 0 of 1 arrivals and 16 "
+                   "transaction bytes pending"));
+  }
+  SECTION("a thread that exits with a TMA in flight") {
+    auto [aborted, err] = inChild([] {
+      runTma([] {
+        checkSetup();
+        if (kiln_emu_thread_id() == 0) // no arrive: the phase never ends
+          kiln_emu_tma_load(smem(0), checkMap(), 2, 0, 0, 0, 0, 0, checkBar(),
+                            "the tma");
+      });
+    });
+    INFO(err);
+    CHECK(aborted);
+    CHECK(has(err, "thread 0 (warp 0): exits with TMA copies in flight: the "
+                   "tma"));
+  }
+  SECTION("a block that ends before anyone waits for its TMA") {
+    auto [aborted, err] = inChild([] {
+      runTma([] {
+        checkSetup();
+        if (kiln_emu_thread_id() == 0)
+          checkFill(kStage, 0);
+      });
+    });
+    INFO(err);
+    CHECK(aborted);
+    CHECK(has(err, "ends with TMA copies in flight: no thread waited for "
+                   "phase 0 of the mbarrier at shared byte 1024, which "
+                   "completes the tma"));
+  }
+  SECTION("an ordinary load of an mbarrier") {
+    auto [aborted, err] = inChild([] {
+      runTma([] {
+        checkSetup();
+        (void)load(kCheckBar);
+      });
+    });
+    INFO(err);
+    CHECK(aborted);
+    CHECK(has(err, "load: shared-memory load touches byte 1024 of the "
+                   "mbarrier at shared byte 1024"));
+  }
+  SECTION("an mbarrier nobody initialized") {
+    auto [aborted, err] =
+        inChild([] { runTma([] { kiln_emu_mbarrier_wait(checkBar(), 0); }); });
+    INFO(err);
+    CHECK(aborted);
+    CHECK(has(err, "mbarrier.try_wait.parity on the mbarrier at shared byte "
+                   "1024, which no thread of this block initialized"));
+  }
+  SECTION("an mbarrier used with no barrier since its init") {
+    auto [aborted, err] = inChild([] {
+      runTma([] {
+        if (kiln_emu_thread_id() == 0)
+          kiln_emu_mbarrier_init(checkBar(), 1);
+        kiln_emu_mbarrier_wait(checkBar(), 1);
+      });
+    });
+    INFO(err);
+    CHECK(aborted);
+    CHECK(has(err, "thread 1 (warp 0): mbarrier.try_wait.parity on the "
+                   "mbarrier at shared byte 1024, which thread 0 initialized "
+                   "with no barrier since"));
+  }
+  SECTION("an mbarrier init the async proxy may not see") {
+    auto [aborted, err] = inChild([] {
+      gInitFence = 0;
+      runTma([] {
+        checkSetup();
+        if (kiln_emu_thread_id() == 0)
+          checkFill(0, 0);
+      });
+    });
+    INFO(err);
+    CHECK(aborted);
+    CHECK(has(err, "which thread 0 initialized with no fence.proxy.async"));
   }
 }

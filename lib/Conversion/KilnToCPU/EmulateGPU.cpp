@@ -32,6 +32,17 @@
 //   void kiln_emu_wgmma(i64 descA, i64 descB, i32 n, i32 f16, i32 transA,
 //                       i32 transB, i32 scaleD, i64 acc, i64 site)
 //                                     acc: this thread's n/2 f32, in/out
+//   void kiln_emu_tensormap_replace(i64 map, i32 field, i32 ord, i64 value)
+//                 field: global_address, rank, box_dim, global_dim,
+//                 global_stride, element_stride, elemtype, interleave_layout,
+//                 swizzle_mode, fill_mode (0 .. 9)
+//   void kiln_emu_tensormap_release() / kiln_emu_tensormap_acquire(i64 map)
+//   void kiln_emu_mbarrier_init(i64 bar, i32 count)
+//   void kiln_emu_mbarrier_arrive_expect_tx(i64 bar, i32 bytes)
+//   void kiln_emu_mbarrier_wait(i64 bar, i32 parity)   (until completed)
+//   void kiln_emu_mbarrier_inval(i64 bar)
+//   void kiln_emu_tma_load(i64 dst, i64 map, i32 rank, i32 c0..c4, i64 bar,
+//                          i64 site)
 //   void kiln_emu_shared_access(i64 addr, i32 bytes, i32 isWrite, i64 site)
 //   void kiln_emu_run_block(fn, ptr argv, i32 pid x3, i32 grid x3,
 //                           i32 numThreads, i64 sharedBytes, i64 name)
@@ -196,6 +207,12 @@ LogicalResult EmulateGPUPass::emulate(gpu::GPUFuncOp kernel,
   Value mmaOut, ldmOut, wgmmaAcc;
   WalkResult walk = body.walk([&](Operation *op) -> WalkResult {
     ImplicitLocOpBuilder ib(op->getLoc(), op);
+    // The integer address behind an !llvm.ptr operand.
+    auto address = [&](Value ptr) -> Value {
+      if (auto cast = ptr.getDefiningOp<LLVM::IntToPtrOp>())
+        return cast.getArg();
+      return LLVM::PtrToIntOp::create(ib, i64, ptr);
+    };
     auto toIndex = [&](Value v) {
       return arith::IndexCastOp::create(ib, ib.getIndexType(), v);
     };
@@ -382,6 +399,62 @@ LogicalResult EmulateGPUPass::emulate(gpu::GPUFuncOp kernel,
         v = vector::InsertOp::create(ib, pair, v, ArrayRef<int64_t>{i});
       }
       ldm.getRes().replaceAllUsesWith(v);
+    } else if (auto intr = dyn_cast<LLVM::CallIntrinsicOp>(op);
+               intr && intr.getIntrin().starts_with(
+                           "llvm.nvvm.tensormap.replace.")) {
+      // tensormap.replace.tile.FIELD [map], (ord,) value
+      StringRef field =
+          intr.getIntrin().drop_front(strlen("llvm.nvvm.tensormap.replace."));
+      static const char *const fields[] = {
+          "global.address", "rank",          "box.dim",
+          "global.dim",     "global.stride", "element.stride",
+          "elemtype",       "interleave.layout", "swizzle.mode",
+          "fill.mode"};
+      auto it = llvm::find(fields, field);
+      if (it == std::end(fields))
+        return op->emitError("kiln-emulate-gpu: no emulation for "
+                             "tensormap.replace of ")
+               << field;
+      ValueRange args = intr.getArgs();
+      Value ord = args.size() == 3 ? args[1]
+                                   : Value(arith::ConstantIntOp::create(ib, i32, 0));
+      Value value = args.back();
+      if (value.getType() != i64)
+        value = arith::ExtUIOp::create(ib, i64, value);
+      abi.call(ib, "kiln_emu_tensormap_replace",
+               {address(args[0]),
+                arith::ConstantIntOp::create(ib, i32, it - std::begin(fields)),
+                ord, value});
+    } else if (auto rel = dyn_cast<NVVM::FenceProxyReleaseOp>(op)) {
+      abi.call(ib, "kiln_emu_tensormap_release", {});
+    } else if (auto acq = dyn_cast<NVVM::FenceProxyAcquireOp>(op)) {
+      abi.call(ib, "kiln_emu_tensormap_acquire", {address(acq.getAddr())});
+    } else if (auto init = dyn_cast<NVVM::MBarrierInitOp>(op)) {
+      abi.call(ib, "kiln_emu_mbarrier_init",
+               {address(init.getAddr()), init.getCount()});
+    } else if (auto arrive = dyn_cast<NVVM::MBarrierArriveExpectTxOp>(op)) {
+      abi.call(ib, "kiln_emu_mbarrier_arrive_expect_tx",
+               {address(arrive.getAddr()), arrive.getTxcount()});
+    } else if (auto wait = dyn_cast<NVVM::MBarrierTryWaitParityOp>(op)) {
+      abi.call(ib, "kiln_emu_mbarrier_wait",
+               {address(wait.getAddr()), wait.getPhase()});
+    } else if (auto inval = dyn_cast<NVVM::MBarrierInvalOp>(op)) {
+      abi.call(ib, "kiln_emu_mbarrier_inval", {address(inval.getAddr())});
+    } else if (auto tma =
+                   dyn_cast<NVVM::CpAsyncBulkTensorGlobalToSharedClusterOp>(
+                       op)) {
+      ValueRange coords = tma.getCoordinates();
+      SmallVector<Value> args{address(tma.getDstMem()),
+                              address(tma.getTmaDescriptor()),
+                              arith::ConstantIntOp::create(
+                                  ib, i32, int64_t(coords.size()))};
+      for (size_t i = 0; i < 5; ++i)
+        args.push_back(i < coords.size()
+                           ? coords[i]
+                           : Value(arith::ConstantIntOp::create(ib, i32, 0)));
+      args.push_back(address(tma.getMbar()));
+      args.push_back(abi.site(ib, op));
+      abi.call(ib, "kiln_emu_tma_load", args);
     } else if (auto ret = dyn_cast<gpu::ReturnOp>(op)) {
       func::ReturnOp::create(ib);
     } else if (auto global = dyn_cast<memref::GetGlobalOp>(op)) {

@@ -52,6 +52,14 @@ struct SimtConfig {
   bool ldmatrix = true;       // mma.sync fragments loaded with ldmatrix
   bool registerAccumulators = true; // loop-carried mma accumulators in regs
   bool wgmma = false;         // sm_90a: warpgroup tensor cores (wgmma)
+  bool tma = false;           // sm_90a: pipelined loads by TMA
+  /// TMA: the kernel's hidden scratch argument (memref<?xi8>, global), this
+  /// program's linear id, the bytes each program owns there (a constant
+  /// patched once the kernel is lowered: 128 per tensor map) and the maps.
+  Value scratch;
+  Value programLinear;
+  Value scratchStride;
+  int64_t tensorMaps = 0;
   int64_t numStages = 2;      // software pipelining depth of loads in loops
   /// The block of the op being lowered when each buffer was allocated (its
   /// "home"; blocks outlive the ops lowered away): a buffer allocated inside
@@ -107,10 +115,20 @@ private:
     LoadOp load;
     SmallVector<Value> stages;      // numStages shared buffers
     SmallVector<Operation *> slice; // offset computation (body order)
+    // TMA (sm_90a): the load's tensor map (a slot of the scratch) and
+    // whether its view allows TMA (i1, uniform, decided before the loop);
+    // without it the load takes cp.async.
+    int64_t tensorMap = -1;
+    Value useTma;
+    int64_t tmaBytes = 0; // per stage fill
   };
   struct PipelinedLoop {
     SmallVector<PipelinedLoad> loads;
     Value current; // this iteration's stage index (set at the first load)
+    // TMA: one mbarrier per stage (i64 [S] in shared memory), whether any
+    // load of the loop goes by TMA (i1) and the bytes a stage fill expects.
+    Value barriers;
+    Value anyTma, txBytes;
   };
   SmallVector<std::unique_ptr<PipelinedLoop>> pipelinedLoops;
   // SIMT: loop-carried tensor-core accumulators kept in registers (each
@@ -147,8 +165,17 @@ private:
   /// `stage` picks, without commit.
   void issuePipelinedLoads(
       ImplicitLocOpBuilder &b, scf::ForOp loop, PipelinedLoop &state,
-      Value ivAt,
+      Value ivAt, Value stageIndex,
       function_ref<Value(ImplicitLocOpBuilder &, PipelinedLoad &)> stage);
+  /// TMA: whether pipelined load `pl` of `loop` can load by TMA (the
+  /// compile-time conditions; the view's are checked at run time).
+  bool tmaCandidate(const PipelinedLoad &pl, scf::ForOp loop);
+  /// TMA: before `loop` (at `b`): the run-time conditions, thread 0 builds
+  /// the tensor maps and initializes the stage mbarriers.
+  void setupTma(ImplicitLocOpBuilder &b, scf::ForOp loop, PipelinedLoop &state);
+  /// TMA: thread 0 issues `pl`'s boxes for a stage fill at `offsets`.
+  void issueTma(ImplicitLocOpBuilder &b, PipelinedLoad &pl,
+                ValueRange offsets, Value dst, Value barrier);
   /// The widest cp.async chunk for a tile row (0: none).
   int64_t asyncChunk(RankedTensorType tileType);
   /// Loads a tile from a view into `tileBuf` (interior tiles by cp.async,

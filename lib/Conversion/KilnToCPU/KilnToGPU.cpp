@@ -420,6 +420,296 @@ void KernelLowering::emitTileLoadSimt(ImplicitLocOpBuilder &b,
 }
 
 //===----------------------------------------------------------------------===//
+// TMA (sm_90a): pipelined loads by cp.async.bulk.tensor
+//===----------------------------------------------------------------------===//
+//
+// A pipelined load whose view is made before its loop loads by TMA when the
+// view allows it (checked at run time, uniformly: otherwise cp.async as on
+// sm_80). Kiln views are built inside the kernel, so the host cannot encode
+// tensor maps: before the loop, thread 0 writes one per such view into this
+// program's slot of the scratch the runtime passes (128 bytes each, zeroed,
+// then `tensormap.replace` per field), releases it to the tensor-map proxy
+// and acquires it. Each stage has an mbarrier (count 1): a fill is thread
+// 0's `mbarrier.arrive.expect_tx` of the stage's bytes and the loads' boxes;
+// iteration k waits for phase parity (k / S) & 1 of stage k % S. A wgmma
+// operand stage is a core buffer (coreStrides), which a box of 8 columns by
+// all rows fills as one column chunk; other tiles are one box. Out-of-range
+// elements read zero (the fill mode), which is kiln.load's padding.
+
+/// The byte address (index) of `m`'s first element.
+static Value byteAddress(ImplicitLocOpBuilder &b, Value m) {
+  auto type = cast<MemRefType>(m.getType());
+  auto meta = memref::ExtractStridedMetadataOp::create(b, m);
+  return arith::AddIOp::create(
+      b, memref::ExtractAlignedPointerAsIndexOp::create(b, m),
+      arith::MulIOp::create(
+          b, meta.getOffset(),
+          cIdx(b, std::max<int64_t>(1, type.getElementTypeBitWidth() / 8))));
+}
+
+/// An !llvm.ptr in address space `space` at byte address `addr` (index).
+static Value pointerAt(ImplicitLocOpBuilder &b, Value addr, unsigned space) {
+  return LLVM::IntToPtrOp::create(
+      b, LLVM::LLVMPointerType::get(b.getContext(), space),
+      Value(arith::IndexCastOp::create(b, b.getI64Type(), addr)));
+}
+
+static Value i32Const(ImplicitLocOpBuilder &b, int64_t v) {
+  return arith::ConstantIntOp::create(b, b.getI32Type(), v);
+}
+
+/// Runs `body` on thread 0 only.
+static void onThread0(ImplicitLocOpBuilder &b, Value threadId,
+                      function_ref<void(ImplicitLocOpBuilder &)> body) {
+  auto ifOp = scf::IfOp::create(
+      b, TypeRange{},
+      arith::CmpIOp::create(b, arith::CmpIPredicate::eq, threadId, cIdx(b, 0)),
+      false);
+  ImplicitLocOpBuilder tb(b.getLoc(), ifOp.getThenBodyBuilder());
+  body(tb);
+}
+
+/// Runs `body` when `cond` (i1) holds.
+static void when(ImplicitLocOpBuilder &b, Value cond,
+                 function_ref<void(ImplicitLocOpBuilder &)> body) {
+  auto ifOp = scf::IfOp::create(b, TypeRange{}, cond, false);
+  ImplicitLocOpBuilder tb(b.getLoc(), ifOp.getThenBodyBuilder());
+  body(tb);
+}
+
+/// The address (index) of this program's tensor map `slot` in the scratch.
+static Value tensorMapAddress(ImplicitLocOpBuilder &b, const SimtConfig &simt,
+                              int64_t slot) {
+  Value off = arith::AddIOp::create(
+      b,
+      arith::MulIOp::create(b, simt.programLinear, simt.scratchStride),
+      cIdx(b, slot * 128));
+  return arith::AddIOp::create(
+      b, memref::ExtractAlignedPointerAsIndexOp::create(b, simt.scratch), off);
+}
+
+static int64_t storageBytes(RankedTensorType type) {
+  return std::max<int64_t>(
+      1, storageType(type.getElementType()).getIntOrFloatBitWidth() / 8);
+}
+
+bool KernelLowering::tmaCandidate(const PipelinedLoad &pl, scf::ForOp loop) {
+  LoadOp load = pl.load;
+  Value view = load.getView();
+  if (!simt->tma || !simt->scratch ||
+      loop.getRegion().isAncestor(view.getParentRegion()) ||
+      !views.count(view))
+    return false;
+  // The fill mode reads zero bits out of range.
+  if (TypedAttr pad = load.getPaddingAttr()) {
+    bool zero = false;
+    if (auto f = dyn_cast<FloatAttr>(pad))
+      zero = f.getValue().bitcastToAPInt().isZero();
+    else if (auto i = dyn_cast<IntegerAttr>(pad))
+      zero = i.getValue().isZero();
+    if (!zero)
+      return false;
+  }
+  RankedTensorType type = load.getResult().getType();
+  int64_t rank = type.getRank(), eb = storageBytes(type);
+  if (rank < 2 || rank > 5)
+    return false;
+  ArrayRef<int64_t> shape = type.getShape();
+  for (int64_t d = 0; d + 2 < rank; ++d)
+    if (shape[d] != 1)
+      return false;
+  int64_t rows = shape[rank - 2], cols = shape[rank - 1];
+  // Box dimensions are at most 256 elements; the innermost spans a multiple
+  // of 16 bytes.
+  if (rows > 256 || (eb != 1 && eb != 2 && eb != 4 && eb != 8))
+    return false;
+  if (isCoreBuffer(pl.stages[0]))
+    return cols % 8 == 0 && eb == 2;
+  return cols <= 256 && cols * eb % 16 == 0;
+}
+
+void KernelLowering::setupTma(ImplicitLocOpBuilder &b, scf::ForOp loop,
+                              PipelinedLoop &state) {
+  SmallVector<PipelinedLoad *> tmaLoads;
+  for (PipelinedLoad &pl : state.loads)
+    if (tmaCandidate(pl, loop))
+      tmaLoads.push_back(&pl);
+  if (tmaLoads.empty())
+    return;
+  Value c0 = cIdx(b, 0), c16 = cIdx(b, 16);
+  Value anyTma = arith::ConstantIntOp::create(b, 0, 1);
+  Value tx = i32Const(b, 0);
+  // The view's conditions (uniform): unit innermost stride, a 16-byte
+  // aligned base, positive outer strides that are multiples of 16 bytes
+  // below 2^40, and sizes in [1, 2^30] (coordinates are clamped into
+  // [-2^30, 2^30], so they stay out of range when they were).
+  for (PipelinedLoad *pl : tmaLoads) {
+    const ViewInfo &vi = views[pl->load.getView()];
+    RankedTensorType type = pl->load.getResult().getType();
+    int64_t rank = type.getRank(), eb = storageBytes(type);
+    auto cmp = [&](arith::CmpIPredicate p, Value x, Value y) {
+      return arith::CmpIOp::create(b, p, x, y);
+    };
+    Value ok = vi.unitStride;
+    auto both = [&](Value c) { ok = arith::AndIOp::create(b, ok, c); };
+    Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, vi.memref);
+    both(cmp(arith::CmpIPredicate::eq, arith::RemUIOp::create(b, base, c16),
+             c0));
+    for (int64_t d = 0; d < rank; ++d) {
+      both(cmp(arith::CmpIPredicate::sge, vi.sizes[d], cIdx(b, 1)));
+      both(cmp(arith::CmpIPredicate::sle, vi.sizes[d], cIdx(b, 1 << 30)));
+      if (d + 1 == rank)
+        continue;
+      Value bytes = arith::MulIOp::create(b, vi.strides[d], cIdx(b, eb));
+      both(cmp(arith::CmpIPredicate::sgt, vi.strides[d], c0));
+      both(cmp(arith::CmpIPredicate::slt, vi.strides[d],
+               cIdx(b, (int64_t(1) << 40) / eb)));
+      both(cmp(arith::CmpIPredicate::eq, arith::RemUIOp::create(b, bytes, c16),
+               c0));
+    }
+    pl->useTma = ok;
+    pl->tensorMap = simt->tensorMaps++;
+    pl->tmaBytes = type.getNumElements() * eb;
+    anyTma = arith::OrIOp::create(b, anyTma, ok);
+    tx = arith::AddIOp::create(
+        b, tx,
+        arith::SelectOp::create(b, ok, i32Const(b, pl->tmaBytes),
+                                i32Const(b, 0)));
+  }
+  state.anyTma = anyTma;
+  state.txBytes = tx;
+  int64_t stages = simt->numStages;
+  state.barriers = allocSharedTile(
+      RankedTensorType::get({stages}, b.getI64Type()), loop.getLoc());
+  // Used across the loop (the planner keeps it for the whole loop).
+  simt->bufferHome[state.barriers.getDefiningOp()] = loop->getBlock();
+
+  onThread0(b, simt->threadId, [&](ImplicitLocOpBuilder &tb) {
+    for (PipelinedLoad *pl : tmaLoads)
+      when(tb, pl->useTma, [&](ImplicitLocOpBuilder &mb) {
+        const ViewInfo &vi = views[pl->load.getView()];
+        RankedTensorType type = pl->load.getResult().getType();
+        int64_t rank = type.getRank(), eb = storageBytes(type);
+        int64_t rows = type.getShape()[rank - 2],
+                cols = type.getShape()[rank - 1];
+        Value addr = tensorMapAddress(mb, *simt, pl->tensorMap);
+        // All-zero first (fields not replaced stay zero), then each field.
+        auto zeros = arith::ConstantOp::create(
+            mb, DenseElementsAttr::get(VectorType::get({16}, mb.getI8Type()),
+                                       mb.getI8IntegerAttr(0)));
+        Value off = arith::SubIOp::create(
+            mb, addr,
+            memref::ExtractAlignedPointerAsIndexOp::create(mb, simt->scratch));
+        for (int64_t j = 0; j < 8; ++j)
+          vector::StoreOp::create(
+              mb, zeros, simt->scratch,
+              ValueRange{arith::AddIOp::create(mb, off, cIdx(mb, 16 * j))});
+        Value map = pointerAt(mb, addr, 1);
+        auto replace = [&](StringRef field, ValueRange args) {
+          SmallVector<Value> operands{map};
+          operands.append(args.begin(), args.end());
+          LLVM::CallIntrinsicOp::create(
+              mb, mb.getStringAttr("llvm.nvvm.tensormap.replace." + field),
+              operands);
+        };
+        auto i64Of = [&](Value v) {
+          return arith::IndexCastOp::create(mb, mb.getI64Type(), v);
+        };
+        auto i32Of = [&](Value v) {
+          return arith::IndexCastOp::create(mb, mb.getI32Type(), v);
+        };
+        replace("global.address",
+                {i64Of(memref::ExtractAlignedPointerAsIndexOp::create(
+                    mb, vi.memref))});
+        replace("rank", {i32Const(mb, rank - 1)});
+        for (int64_t i = 0; i < rank; ++i) {
+          // Dimension i of the map is view dimension rank - 1 - i.
+          int64_t box = i == 0 ? (isCoreBuffer(pl->stages[0]) ? 8 : cols)
+                               : i == 1 ? rows : 1;
+          replace("box.dim", {i32Const(mb, i), i32Const(mb, box)});
+          replace("global.dim",
+                  {i32Const(mb, i), i32Of(vi.sizes[rank - 1 - i])});
+          replace("element.stride", {i32Const(mb, i), i32Const(mb, 1)});
+          if (i + 1 < rank)
+            replace("global.stride",
+                    {i32Const(mb, i),
+                     i64Of(arith::MulIOp::create(mb, vi.strides[rank - 2 - i],
+                                                 cIdx(mb, eb)))});
+        }
+        // Unsigned integers of the element's size: TMA copies bits.
+        int64_t elemtype = eb == 1 ? 0 : eb == 2 ? 1 : eb == 4 ? 2 : 4;
+        replace("elemtype", {i32Const(mb, elemtype)});
+        replace("interleave.layout", {i32Const(mb, 0)});
+        replace("swizzle.mode", {i32Const(mb, 0)});
+        replace("fill.mode", {i32Const(mb, 0)});
+      });
+    NVVM::FenceProxyReleaseOp::create(tb, NVVM::MemScopeKind::GPU);
+    for (PipelinedLoad *pl : tmaLoads)
+      when(tb, pl->useTma, [&](ImplicitLocOpBuilder &ab) {
+        NVVM::FenceProxyAcquireOp::create(
+            ab, NVVM::MemScopeKind::GPU,
+            pointerAt(ab, tensorMapAddress(ab, *simt, pl->tensorMap), 0),
+            i32Const(ab, 128));
+      });
+    when(tb, anyTma, [&](ImplicitLocOpBuilder &ib) {
+      Value bars = byteAddress(ib, state.barriers);
+      for (int64_t s = 0; s < stages; ++s)
+        NVVM::MBarrierInitOp::create(
+            ib, pointerAt(ib, arith::AddIOp::create(ib, bars, cIdx(ib, 8 * s)), 3),
+            i32Const(ib, 1), Value());
+    });
+  });
+  // The initialized barriers, to every thread and to the async proxy.
+  asyncProxyFence(b);
+  barrier(b);
+
+  // After the loop: every thread has passed its last wait (each iteration
+  // waits before its barrier), so the barriers can be invalidated before
+  // their bytes are reused.
+  ImplicitLocOpBuilder ab(loop.getLoc(), loop->getBlock(),
+                          std::next(Block::iterator(loop)));
+  onThread0(ab, simt->threadId, [&](ImplicitLocOpBuilder &tb) {
+    when(tb, anyTma, [&](ImplicitLocOpBuilder &ib) {
+      Value bars = byteAddress(ib, state.barriers);
+      for (int64_t s = 0; s < stages; ++s)
+        NVVM::MBarrierInvalOp::create(
+            ib,
+            pointerAt(ib, arith::AddIOp::create(ib, bars, cIdx(ib, 8 * s)), 3));
+    });
+  });
+}
+
+void KernelLowering::issueTma(ImplicitLocOpBuilder &b, PipelinedLoad &pl,
+                              ValueRange offsets, Value dst, Value barrier) {
+  RankedTensorType type = pl.load.getResult().getType();
+  int64_t rank = type.getRank();
+  int64_t rows = type.getShape()[rank - 2], cols = type.getShape()[rank - 1];
+  bool core = isCoreBuffer(pl.stages[0]);
+  Value map = pointerAt(b, tensorMapAddress(b, *simt, pl.tensorMap), 0);
+  auto coord = [&](Value off, int64_t add) -> Value {
+    Value v = arith::AddIOp::create(b, off, cIdx(b, add));
+    v = arith::MaxSIOp::create(b, v, cIdx(b, -(int64_t(1) << 30)));
+    v = arith::MinSIOp::create(b, v, cIdx(b, int64_t(1) << 30));
+    return arith::IndexCastOp::create(b, b.getI32Type(), v);
+  };
+  Value dstAddr = byteAddress(b, dst);
+  Value bar = pointerAt(b, barrier, 3);
+  int64_t boxCols = core ? 8 : cols;
+  for (int64_t c = 0; c < cols; c += boxCols) {
+    SmallVector<Value> coords{coord(offsets[rank - 1], c)};
+    for (int64_t d = rank - 2; d >= 0; --d)
+      coords.push_back(coord(offsets[d], 0));
+    // A core buffer's column chunk c / 8 holds all rows (16 bytes each).
+    // (A shared::cta address is this block's shared::cluster address.)
+    Value d = pointerAt(
+        b, arith::AddIOp::create(b, dstAddr, cIdx(b, c / 8 * rows * 16)), 7);
+    NVVM::CpAsyncBulkTensorGlobalToSharedClusterOp::create(
+        b, d, map, coords, bar, ValueRange{}, Value(), Value(),
+        NVVM::TMALoadMode::TILE, false, NVVM::CTAGroupKindAttr(), Value());
+  }
+}
+
+//===----------------------------------------------------------------------===//
 // Software pipelining of tile loads in loops (num_stages)
 //===----------------------------------------------------------------------===//
 
@@ -459,7 +749,7 @@ SmallVector<Value> KernelLowering::pipelinedAccessAt(ImplicitLocOpBuilder &b,
 
 void KernelLowering::issuePipelinedLoads(
     ImplicitLocOpBuilder &b, scf::ForOp loop, PipelinedLoop &state,
-    Value ivAt,
+    Value ivAt, Value stageIndex,
     function_ref<Value(ImplicitLocOpBuilder &, PipelinedLoad &)> stage) {
   // Only iterations the loop runs: ivAt < upper bound (uniform).
   auto ifOp = scf::IfOp::create(
@@ -468,15 +758,44 @@ void KernelLowering::issuePipelinedLoads(
                             loop.getUpperBound()),
       false);
   ImplicitLocOpBuilder tb(b.getLoc(), ifOp.getThenBodyBuilder());
+  // TMA: thread 0 arms the stage's mbarrier with the fill's bytes before
+  // issuing its boxes.
+  Value bar;
+  if (state.barriers) {
+    bar = arith::AddIOp::create(
+        tb, byteAddress(tb, state.barriers),
+        arith::MulIOp::create(tb, stageIndex, cIdx(tb, 8)));
+    onThread0(tb, simt->threadId, [&](ImplicitLocOpBuilder &t0) {
+      when(t0, state.anyTma, [&](ImplicitLocOpBuilder &ab) {
+        NVVM::MBarrierArriveExpectTxOp::create(
+            ab, Type(), pointerAt(ab, bar, 3), state.txBytes,
+            NVVM::MemScopeKind::CTA, false, Value());
+      });
+    });
+  }
   for (PipelinedLoad &pl : state.loads) {
     const ViewInfo *vi;
     SmallVector<Value> offsets =
         pipelinedAccessAt(tb, pl, loop.getInductionVar(), ivAt, vi);
     RankedTensorType type = pl.load.getResult().getType();
-    emitTileLoadSimt(tb, *vi, offsets, stage(tb, pl), type,
-                     paddingAttr(tb, pl.load.getPaddingAttr(),
-                                 storageType(type.getElementType())),
-                     /*wait=*/false);
+    Value dst = stage(tb, pl);
+    auto asyncCopies = [&](ImplicitLocOpBuilder &cb) {
+      emitTileLoadSimt(cb, *vi, offsets, dst, type,
+                       paddingAttr(cb, pl.load.getPaddingAttr(),
+                                   storageType(type.getElementType())),
+                       /*wait=*/false);
+    };
+    if (!pl.useTma) {
+      asyncCopies(tb);
+      continue;
+    }
+    auto tmaIf = scf::IfOp::create(tb, TypeRange{}, pl.useTma, true);
+    ImplicitLocOpBuilder yes(tb.getLoc(), tmaIf.getThenBodyBuilder());
+    onThread0(yes, simt->threadId, [&](ImplicitLocOpBuilder &t0) {
+      issueTma(t0, pl, offsets, dst, bar);
+    });
+    ImplicitLocOpBuilder no(tb.getLoc(), tmaIf.getElseBodyBuilder());
+    asyncCopies(no);
   }
 }
 
@@ -525,24 +844,27 @@ void KernelLowering::setupPipelining(scf::ForOp loop) {
     llvm::sort(slice, [](Operation *a, Operation *b) {
       return a->isBeforeInBlock(b);
     });
-    PipelinedLoad pl{load, {}, slice};
+    PipelinedLoad pl;
+    pl.load = load;
+    pl.slice = std::move(slice);
     for (int64_t s = 0; s < simt->numStages; ++s)
       pl.stages.push_back(allocLoadTile(load));
     state->loads.push_back(std::move(pl));
   }
   if (state->loads.empty())
     return;
+  ImplicitLocOpBuilder b(loop.getLoc(), loop);
+  setupTma(b, loop, *state);
   // Prologue: iterations 0 .. S-2, one cp.async group each (committed even
   // when empty, so that group counts stay uniform).
-  ImplicitLocOpBuilder b(loop.getLoc(), loop);
   for (int64_t j = 0; j + 1 < simt->numStages; ++j) {
     Value ivj = arith::AddIOp::create(
         b, loop.getLowerBound(),
         arith::MulIOp::create(b, loop.getStep(), cIdx(b, j)));
-    issuePipelinedLoads(b, loop, *state, ivj, [&](ImplicitLocOpBuilder &,
-                                                  PipelinedLoad &pl) {
-      return pl.stages[j];
-    });
+    issuePipelinedLoads(b, loop, *state, ivj, cIdx(b, j),
+                        [&](ImplicitLocOpBuilder &, PipelinedLoad &pl) {
+                          return pl.stages[j];
+                        });
     NVVM::CpAsyncCommitGroupOp::create(b);
   }
   for (PipelinedLoad &pl : state->loads)
@@ -569,6 +891,19 @@ LogicalResult KernelLowering::lowerPipelinedLoad(LoadOp load,
     Value cS = cIdx(b, stages);
     state.current = arith::RemUIOp::create(b, k, cS);
     NVVM::CpAsyncWaitGroupOp::create(b, stages - 2);
+    if (state.barriers)
+      when(b, state.anyTma, [&](ImplicitLocOpBuilder &wb) {
+        // Fill k / S of stage k % S: phase parity (k / S) & 1.
+        Value parity = arith::IndexCastOp::create(
+            wb, wb.getI32Type(),
+            arith::RemUIOp::create(wb, arith::DivUIOp::create(wb, k, cS),
+                                   cIdx(wb, 2)));
+        Value bar = arith::AddIOp::create(
+            wb, byteAddress(wb, state.barriers),
+            arith::MulIOp::create(wb, state.current, cIdx(wb, 8)));
+        NVVM::MBarrierTryWaitParityOp::create(wb, pointerAt(wb, bar, 3),
+                                              parity, i32Const(wb, 10000000));
+      });
     if (llvm::any_of(state.loads, [](const PipelinedLoad &pl) {
           return isCoreBuffer(pl.stages[0]);
         }))
@@ -578,7 +913,7 @@ LogicalResult KernelLowering::lowerPipelinedLoad(LoadOp load,
         b, arith::AddIOp::create(b, k, cIdx(b, stages - 1)), cS);
     Value ivNext = arith::AddIOp::create(
         b, iv, arith::MulIOp::create(b, loop.getStep(), cIdx(b, stages - 1)));
-    issuePipelinedLoads(b, loop, state, ivNext,
+    issuePipelinedLoads(b, loop, state, ivNext, next,
                         [&](ImplicitLocOpBuilder &tb, PipelinedLoad &pl) {
                           return selectStage(tb, pl.stages, next);
                         });
@@ -1711,6 +2046,8 @@ int64_t planSharedMemory(gpu::GPUFuncOp func, Value window,
   });
   int64_t total = 0;
   for (size_t i = 0; i < bufs.size(); ++i) {
+    // Tiles of whole 128-byte lines start on one: a TMA destination must.
+    int64_t align = bufs[i].bytes % 128 == 0 ? 128 : 16;
     SmallVector<std::pair<int64_t, int64_t>> taken;
     for (size_t j = 0; j < i; ++j)
       if (bufs[j].begin <= bufs[i].end && bufs[i].begin <= bufs[j].end)
@@ -1720,7 +2057,7 @@ int64_t planSharedMemory(gpu::GPUFuncOp func, Value window,
     for (auto [lo, hi] : taken) {
       if (offset + bufs[i].bytes <= lo)
         break;
-      offset = std::max(offset, (hi + 15) / 16 * 16);
+      offset = std::max(offset, (hi + align - 1) / align * align);
     }
     bufs[i].offset = offset;
     total = std::max(total, offset + bufs[i].bytes);
@@ -1766,6 +2103,11 @@ LogicalResult lowerKernelGPU(FuncOp kernel, gpu::GPUModuleOp gpuModule,
       signature.push_back(b.getStringAttr("scalar " + dt));
     }
   }
+  // TMA: the hidden per-program scratch (a bare global pointer, last);
+  // dropped again if no tensor map needs it.
+  size_t numUser = argTypes.size();
+  if (config.tma)
+    argTypes.push_back(MemRefType::get({1}, b.getI8Type()));
   auto gpuFunc = gpu::GPUFuncOp::create(b, loc, kernel.getSymName(),
                                         b.getFunctionType(argTypes, {}));
   gpuFunc->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
@@ -1779,9 +2121,11 @@ LogicalResult lowerKernelGPU(FuncOp kernel, gpu::GPUModuleOp gpuModule,
   body.getBlocks().clear();
   body.takeBody(kernel.getBody());
   Block &entry = body.front();
+  if (config.tma)
+    entry.addArgument(argTypes.back(), loc);
   {
     OpBuilder ab = OpBuilder::atBlockBegin(&entry);
-    for (auto [i, arg] : llvm::enumerate(entry.getArguments())) {
+    for (auto [i, arg] : llvm::enumerate(entry.getArguments().take_front(numUser))) {
       bool isIndex = arg.getType().isIndex();
       arg.setType(argTypes[i]);
       if (!isIndex)
@@ -1806,6 +2150,28 @@ LogicalResult lowerKernelGPU(FuncOp kernel, gpu::GPUModuleOp gpuModule,
     grid.push_back(arith::IndexCastOp::create(
         eb, eb.getI32Type(), gpu::GridDimOp::create(eb, dim)));
   config.threadId = gpu::ThreadIdOp::create(eb, gpu::Dimension::x);
+  if (config.tma) {
+    // memref<?xi8> over the scratch; program (x, y, z) owns bytes
+    // [((z gy + y) gx + x) * stride, + stride).
+    config.scratch = memref::ReinterpretCastOp::create(
+        eb, MemRefType::get({ShapedType::kDynamic}, eb.getI8Type()),
+        entry.getArguments().back(), OpFoldResult(eb.getIndexAttr(0)),
+        ArrayRef<OpFoldResult>{eb.getIndexAttr(int64_t(1) << 40)},
+        ArrayRef<OpFoldResult>{eb.getIndexAttr(1)});
+    auto idx = [&](Value v) {
+      return arith::IndexCastOp::create(eb, eb.getIndexType(), v);
+    };
+    config.programLinear = arith::AddIOp::create(
+        eb,
+        arith::MulIOp::create(
+            eb,
+            arith::AddIOp::create(
+                eb, arith::MulIOp::create(eb, idx(grid[2]), idx(grid[4])),
+                idx(grid[1])),
+            idx(grid[3])),
+        idx(grid[0]));
+    config.scratchStride = arith::ConstantIndexOp::create(eb, 0);
+  }
   auto space = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
   auto windowType = MemRefType::get({0}, eb.getI8Type(),
                                     MemRefLayoutAttrInterface{}, space);
@@ -1822,6 +2188,18 @@ LogicalResult lowerKernelGPU(FuncOp kernel, gpu::GPUModuleOp gpuModule,
     return failure();
   config.sharedBytes =
       planSharedMemory(gpuFunc, config.sharedBase, config.bufferHome);
+  int64_t scratchBytes = 128 * config.tensorMaps;
+  if (config.tma) {
+    if (scratchBytes) {
+      config.scratchStride.getDefiningOp<arith::ConstantOp>().setValueAttr(
+          b.getIndexAttr(scratchBytes));
+    } else {
+      // No tensor map: no hidden argument.
+      config.scratch.getDefiningOp()->erase();
+      config.scratchStride.getDefiningOp()->erase();
+      (void)gpuFunc.eraseArgument(numUser);
+    }
+  }
   int64_t limit = maxSharedBytes(chip);
   if (config.sharedBytes > limit && overLimit) {
     // The caller retries with fewer pipeline stages.
@@ -1840,6 +2218,12 @@ LogicalResult lowerKernelGPU(FuncOp kernel, gpu::GPUModuleOp gpuModule,
   gpuFunc->setAttr("kiln.shared_bytes", attr);
   gpuModule->getParentOfType<ModuleOp>()->setAttr(
       ("kiln.shared_bytes." + kernel.getSymName()).str(), attr);
+  if (scratchBytes) {
+    auto sattr = b.getI64IntegerAttr(scratchBytes);
+    gpuFunc->setAttr("kiln.scratch_bytes", sattr);
+    gpuModule->getParentOfType<ModuleOp>()->setAttr(
+        ("kiln.scratch_bytes." + kernel.getSymName()).str(), sattr);
+  }
   kernel.erase();
   return success();
 }
@@ -1880,6 +2264,7 @@ struct ConvertKilnToGPUPass
       config.numThreads = 32 * numWarps;
       config.tensorCores = tensorCores;
       config.wgmma = tensorCores && wgmma && chip == "sm_90a";
+      config.tma = tma && asyncCopy && chip == "sm_90a";
       config.asyncCopy = asyncCopy;
       config.numStages = numStages;
       if (config.numStages < 2) {

@@ -565,7 +565,8 @@ linkSharedObject(llvm::StringRef object, llvm::StringRef extraObject = "") {
 }
 
 static std::string buildManifest(const kiln::KernelInfo &k,
-                                 const kiln::CPUTarget &target) {
+                                 const kiln::CPUTarget &target,
+                                 int64_t scratchBytes) {
   std::string m;
   llvm::raw_string_ostream os(m);
   os << "kiln-bundle 1\n"
@@ -580,6 +581,10 @@ static std::string buildManifest(const kiln::KernelInfo &k,
      << "compiler " << kiln::compilerVersion() << "\n"
      << "grid-rank " << k.gridRank << "\n"
      << "launch cpu-target " << target.name << "\n";
+  // Emulated sm_90a kernels build TMA tensor maps in a per-program scratch
+  // the runtime passes as a hidden last argument.
+  if (scratchBytes)
+    os << "launch scratch_bytes " << scratchBytes << "\n";
   for (const auto &a : k.args)
     os << "arg " << a.name << " " << a.kind << " " << a.dtype << "\n";
   return m;
@@ -708,7 +713,11 @@ kiln::compileModule(ModuleOp module, const CompileOptions &options,
   auto so = linkSharedObject(*code, emulator);
   if (!so)
     return so.takeError();
-  result.bytes = writeBundle(buildManifest(*info, *target), *so);
+  int64_t scratchBytes = 0;
+  if (auto attr = module->getAttrOfType<mlir::IntegerAttr>(
+          "kiln.scratch_bytes." + info->name))
+    scratchBytes = attr.getInt();
+  result.bytes = writeBundle(buildManifest(*info, *target, scratchBytes), *so);
   return result;
 }
 

@@ -30,7 +30,29 @@
  *   - wgmma.mma_async.m64nNk16 is a warpgroup collective with uniform
  *     descriptors, operands read through the no-swizzle canonical layouts,
  *     and the fence / commit_group / wait_group protocol checked (no barrier
- *     or exit with operations in flight).
+ *     or exit with operations in flight);
+ *   - mbarriers (init, arrive.expect_tx, try_wait.parity) follow the PTX
+ *     ISA's phases, arrival and transaction counts; each lives in a side
+ *     table of the block: it must be initialised, 8-byte aligned, used by
+ *     other threads only after a barrier since its init, and its 8 bytes
+ *     are never touched by ordinary accesses; a wait yields, so waiting
+ *     forever is a deadlock that names the mbarrier;
+ *   - tensor maps are built with tensormap.replace (in the emulator's own
+ *     layout of the 128 bytes) and validated at each copy (rank, alignment,
+ *     dims, strides, box; no-swizzle, non-interleaved, zero-fill maps
+ *     only); the writer must release them (fence.proxy.tensormap::generic)
+ *     after its last replace and the issuing thread acquire them after that
+ *     release;
+ *   - cp.async.bulk.tensor (TMA) copies a box at issue, zero-filling what
+ *     lies outside the tensor, and completes its bytes on an mbarrier (whose
+ *     init the async proxy must see: a fence.proxy.async after it). It is a
+ *     write from its issue (racing with other threads' accesses since the
+ *     last barrier); its bytes may be read or written (by any thread, wgmma
+ *     included) only by a thread that has waited for the mbarrier phase it
+ *     belongs to, which then orders them without a barrier, and wgmma reads
+ *     them without a fence.proxy.async (they are async-proxy writes); a
+ *     thread may not exit while a copy it issued is incomplete, nor a block
+ *     end with a copy whose completion no thread waited for.
  *
  * A failed check is a compiler bug: the emulator prints what, where (block,
  * thread, address) and aborts. It is a testing target; it makes no attempt
@@ -87,7 +109,8 @@ typedef struct {
   void *sp;
   char *stack;
   int finished;
-  int waiting; /* 0 running, 1 block barrier, 2 warp collective */
+  int waiting; /* 0 running, 1 block barrier, 2 warp collective, 3 mbarrier */
+  int wait_bar; /* the mbarrier (index) waited for when waiting == 3 */
   pending_copy *copies;
   size_t num_copies, cap_copies;
   uint64_t next_group;
@@ -106,7 +129,63 @@ typedef struct {
   int32_t w_tid, r_tid; /* r_tid -2: several readers */
   const char *w_site, *r_site;
   uint64_t w_proxy; /* the writer's async-proxy fence count at the write */
+  /* The last write was a TMA copy (w_epoch in this block) completing on
+   * mbarrier tma_bar - 1 in its phase tma_phase; 0: a generic write. */
+  int32_t tma_bar;
+  /* 1 + the index of the mbarrier this byte belongs to, when it is one of
+   * the block's (see mbarrier_byte); stale values are ignored. */
+  int32_t mbar;
+  uint64_t tma_phase;
 } shadow;
+
+enum { kMaxMbarriers = 32, kMaxTensorMaps = 16, kTensorMapBytes = 128 };
+
+/* An mbarrier of the block. Its state lives here, not in its 8 bytes of
+ * shared memory (which ordinary accesses may not touch). */
+typedef struct {
+  int64_t off; /* in the shared window */
+  int32_t count, pending;
+  int64_t tx;
+  uint64_t phase; /* phases completed (in this slot, over its mbarriers) */
+  uint64_t phase0; /* phase at init: the current parity is phase - phase0 */
+  int32_t init_tid;
+  uint64_t init_epoch, init_proxy;
+  /* 1 + the phase the last TMA on it belongs to (0: none), and its site */
+  uint64_t tma_phase;
+  const char *tma_site;
+  uint32_t tma_issuers[kMaxThreads / 32]; /* TMAs in the current phase */
+} mbarrier;
+
+/* The emulator's layout of a tensor map's 128 bytes, which the kernel
+ * zero-fills and then sets with tensormap.replace: `set` says which fields
+ * (and ordinals) were replaced. Narrow fields saturate. */
+typedef struct {
+  uint64_t global_address;
+  uint64_t global_dim[5];
+  uint64_t global_stride[4];
+  uint16_t box_dim[5];
+  uint8_t element_stride[5];
+  uint8_t rank_m1, elemtype, interleave, swizzle, fill;
+  uint32_t set;
+} tensor_map;
+_Static_assert(sizeof(tensor_map) <= kTensorMapBytes,
+               "the emulator's tensor map must fit in 128 bytes");
+
+/* tensor_map.set bits, by field (ordinals follow their field's bit) */
+enum {
+  kSetAddress = 0, kSetRank = 1, kSetBoxDim = 2, kSetGlobalDim = 7,
+  kSetGlobalStride = 12, kSetElementStride = 16, kSetElemType = 21,
+  kSetInterleave = 22, kSetSwizzle = 23, kSetFill = 24
+};
+
+/* The release / acquire protocol of a tensor map modified in this block. */
+typedef struct {
+  int64_t addr;
+  int32_t writer; /* the last thread to tensormap.replace it; -1: none */
+  uint64_t replaced, released; /* clocks of the last replace, of the first
+                                  release after it (0: none) */
+  unsigned char image[kTensorMapBytes]; /* its bytes at that release */
+} tensormap_state;
 
 typedef struct {
   thread_fn fn;
@@ -137,6 +216,15 @@ typedef struct {
   uint64_t block_epoch; /* the epoch this block started in */
   unsigned char *smem;
   shadow *shadow;
+  /* mbarriers and the phases each thread has observed (waited for) */
+  mbarrier mbars[kMaxMbarriers];
+  int num_mbars;
+  uint64_t mb_seen[kMaxThreads][kMaxMbarriers];
+  /* tensor maps: events are ordered by tm_clock */
+  tensormap_state maps[kMaxTensorMaps];
+  int num_maps;
+  uint64_t tm_clock;
+  uint64_t tm_acquired[kMaxThreads][kMaxTensorMaps];
   fiber fibers[kMaxThreads];
 } block_state;
 
@@ -177,6 +265,15 @@ static void fiber_main(void) {
   if (f->wg_uncommitted || f->wg_groups)
     fail("exits with wgmma.mma_async operations in flight (no "
          "wgmma.wait_group retired them)");
+  for (int k = 0; k < s->num_mbars; ++k) {
+    mbarrier *m = &s->mbars[k];
+    if (m->tma_issuers[s->current / 32] >> (s->current % 32) & 1)
+      fail("exits with TMA copies in flight: %s (its mbarrier, at shared "
+           "byte %lld, is still in phase %llu: %d arrivals and %lld "
+           "transaction bytes pending)",
+           m->tma_site, (long long)m->off, (unsigned long long)m->phase,
+           m->pending, (long long)m->tx);
+  }
   f->finished = 1;
   s->progress++;
   for (;;)
@@ -233,6 +330,8 @@ EMU_API void kiln_emu_run_block(thread_fn fn, void **argv, int32_t px,
   s->bar_arrived = 0;
   memset(s->warp_arrived, 0, sizeof s->warp_arrived);
   memset(s->wg_arrived, 0, sizeof s->wg_arrived);
+  s->num_mbars = 0;
+  s->num_maps = 0;
   s->epoch++;
   s->block_epoch = s->epoch;
   memset(s->smem, 0xFF, (size_t)shared_bytes);
@@ -277,18 +376,52 @@ EMU_API void kiln_emu_run_block(thread_fn fn, void **argv, int32_t px,
         remaining--;
     }
     if (remaining > 0 && s->progress == before) {
-      int at_barrier = 0, at_warp = 0, done = 0;
+      int at_barrier = 0, at_warp = 0, at_mbar = 0, done = 0;
       for (int t = 0; t < num_threads; ++t) {
         at_barrier += s->fibers[t].waiting == 1 && !s->fibers[t].finished;
         at_warp += s->fibers[t].waiting == 2 && !s->fibers[t].finished;
+        at_mbar += s->fibers[t].waiting == 3 && !s->fibers[t].finished;
         done += s->fibers[t].finished;
       }
       s->current = 0;
       fprintf(stderr,
               "kiln GPU emulator: kernel '%s', block (%d,%d,%d) deadlocks: "
-              "%d threads wait at a barrier, %d at a warp collective, %d "
-              "have exited\n",
-              name, px, py, pz, at_barrier, at_warp, done);
+              "%d threads wait at a barrier, %d at a warp collective, %d on "
+              "an mbarrier, %d have exited",
+              name, px, py, pz, at_barrier, at_warp, at_mbar, done);
+      for (int k = 0; k < s->num_mbars; ++k) {
+        int waiters = 0;
+        for (int t = 0; t < num_threads; ++t)
+          waiters += s->fibers[t].waiting == 3 && !s->fibers[t].finished &&
+                     s->fibers[t].wait_bar == k;
+        mbarrier *m = &s->mbars[k];
+        if (waiters)
+          fprintf(stderr,
+                  "; the mbarrier at shared byte %lld (%d waiting) never "
+                  "completes its phase %llu: %d of %d arrivals and %lld "
+                  "transaction bytes pending",
+                  (long long)m->off, waiters, (unsigned long long)m->phase,
+                  m->pending, m->count, (long long)m->tx);
+      }
+      fprintf(stderr, "\n");
+      abort();
+    }
+  }
+  /* Every TMA copy's completion must have been waited for: the GPU may
+   * still be writing the shared memory of a block that did not. */
+  for (int k = 0; k < s->num_mbars; ++k) {
+    mbarrier *m = &s->mbars[k];
+    uint64_t seen = 0;
+    for (int t = 0; t < num_threads; ++t)
+      if (s->mb_seen[t][k] > seen)
+        seen = s->mb_seen[t][k];
+    if (m->tma_phase && seen < m->tma_phase) {
+      fprintf(stderr,
+              "kiln GPU emulator: kernel '%s', block (%d,%d,%d) ends with "
+              "TMA copies in flight: no thread waited for phase %llu of the "
+              "mbarrier at shared byte %lld, which completes %s\n",
+              name, px, py, pz, (unsigned long long)(m->tma_phase - 1),
+              (long long)m->off, m->tma_site);
       abort();
     }
   }
@@ -368,6 +501,24 @@ EMU_API int64_t kiln_emu_shfl_xor_b64(int64_t v, int32_t offset,
   return (int64_t)shfl_xor((uint64_t)v, offset, width);
 }
 
+/* Whether shared byte i (shadow h) belongs to one of the block's mbarriers. */
+static int mbarrier_byte(const shadow *h, int64_t i) {
+  block_state *s = S;
+  int k = h->mbar - 1;
+  return k >= 0 && k < s->num_mbars && s->mbars[k].off <= i &&
+         i < s->mbars[k].off + 8;
+}
+
+/* Whether the last write of a byte was a TMA copy of this block; if so,
+ * whether the current thread has waited for the phase that completes it. */
+static int tma_byte(const shadow *h) {
+  return h->tma_bar && h->w_epoch >= S->block_epoch;
+}
+
+static int tma_observed(const shadow *h) {
+  return S->mb_seen[S->current][h->tma_bar - 1] > h->tma_phase;
+}
+
 EMU_API void kiln_emu_shared_access(int64_t addr, int32_t bytes,
                                     int32_t is_write, const char *site) {
   block_state *s = S;
@@ -382,6 +533,24 @@ EMU_API void kiln_emu_shared_access(int64_t addr, int32_t bytes,
     shadow *h = &s->shadow[i];
     int wrote_here = h->w_epoch == s->epoch;
     int read_here = h->r_epoch == s->epoch;
+    if (h->mbar && mbarrier_byte(h, i))
+      fail("%s: shared-memory %s touches byte %lld of the mbarrier at "
+           "shared byte %lld (only mbarrier operations may access it)",
+           site, is_write ? "store" : "load", (long long)i,
+           (long long)s->mbars[h->mbar - 1].off);
+    /* A TMA copy's bytes are this thread's to access once it has waited
+     * for their mbarrier phase, which orders them (no barrier needed). */
+    if (tma_byte(h)) {
+      if (!tma_observed(h))
+        fail("%s: %s bytes of a TMA copy (%s) before waiting on its "
+             "mbarrier: shared byte %lld, completed by phase %llu of the "
+             "mbarrier at shared byte %lld, which this thread has not "
+             "waited for",
+             site, is_write ? "writes" : "reads", h->w_site, (long long)i,
+             (unsigned long long)h->tma_phase,
+             (long long)s->mbars[h->tma_bar - 1].off);
+      wrote_here = 0;
+    }
     if (wrote_here && h->w_tid != t)
       fail("data race on shared byte %lld: %s here (%s), and thread %d "
            "wrote it since the last barrier (%s)",
@@ -398,6 +567,7 @@ EMU_API void kiln_emu_shared_access(int64_t addr, int32_t bytes,
       h->w_tid = t;
       h->w_site = site;
       h->w_proxy = s->fibers[t].proxy_fences;
+      h->tma_bar = 0;
     } else if (!read_here) {
       h->r_epoch = s->epoch;
       h->r_tid = t;
@@ -598,14 +768,15 @@ EMU_API void kiln_emu_fence_proxy_async(void) {
 
 /* A 16-bit operand element read by wgmma (the async proxy): besides the
  * generic checks, its last writer (in this block) must have issued a
- * fence.proxy.async since writing it. */
+ * fence.proxy.async since writing it, unless that write was a TMA copy (the
+ * async proxy itself). */
 static uint16_t wgmma_read(int64_t addr, const char *site) {
   block_state *s = S;
   uint16_t v = read_u16(addr, site);
   int64_t off = addr - (int64_t)(uintptr_t)s->smem;
   for (int64_t i = off; i < off + 2; ++i) {
     shadow *h = &s->shadow[i];
-    if (h->w_epoch && h->w_epoch >= s->block_epoch &&
+    if (h->w_epoch && h->w_epoch >= s->block_epoch && !tma_byte(h) &&
         s->fibers[h->w_tid].proxy_fences <= h->w_proxy)
       fail("%s: wgmma reads shared byte %lld, which thread %d wrote (%s) "
            "without a fence.proxy.async after it",
@@ -722,4 +893,480 @@ EMU_API void kiln_emu_wgmma(int64_t desc_a, int64_t desc_b, int32_t n,
   }
   warpgroup_sync();
   f->wg_uncommitted++;
+}
+
+/* mbarrier.init.shared::cta.b64 [bar], count: phase 0, `count` arrivals
+ * pending, no transactions. An ordinary write of the thread (racing with
+ * other threads' accesses since the last barrier); from then on its 8 bytes
+ * belong to the mbarrier. */
+EMU_API void kiln_emu_mbarrier_init(int64_t bar, int32_t count) {
+  block_state *s = S;
+  int64_t off = bar - (int64_t)(uintptr_t)s->smem;
+  if (off < 0 || off + 8 > s->shared_bytes || off % 8)
+    fail("mbarrier.init at address %llx: not an 8-byte aligned mbarrier "
+         "inside the kernel's %lld bytes of shared memory",
+         (unsigned long long)bar, (long long)s->shared_bytes);
+  if (count < 1 || count > (1 << 20) - 1)
+    fail("mbarrier.init at shared byte %lld with count %d (PTX allows 1 to "
+         "2^20 - 1)",
+         (long long)off, count);
+  for (int k = 0; k < s->num_mbars; ++k)
+    if (s->mbars[k].off == off)
+      fail("mbarrier.init at shared byte %lld, which thread %d already "
+           "initialized in this block (without mbarrier.inval)",
+           (long long)off, s->mbars[k].init_tid);
+  /* A slot mbarrier.inval freed (off -1), else a new one. */
+  int k = 0;
+  while (k < s->num_mbars && s->mbars[k].off != -1)
+    ++k;
+  if (k == kMaxMbarriers)
+    fail("mbarrier.init at shared byte %lld: more than %d mbarriers in a "
+         "block (an emulator limit)",
+         (long long)off, kMaxMbarriers);
+  kiln_emu_shared_access(bar, 8, 1, "mbarrier.init");
+  int reused = k < s->num_mbars;
+  if (!reused)
+    s->num_mbars++;
+  mbarrier *m = &s->mbars[k];
+  /* A slot freed by mbarrier.inval keeps counting phases from where it was
+   * (bytes its earlier TMA copies wrote, and what threads saw of them, stay
+   * meaningful); the new mbarrier's parity starts at phase0. */
+  uint64_t phase = reused ? m->phase : 0;
+  memset(m, 0, sizeof *m);
+  m->phase = m->phase0 = phase;
+  m->off = off;
+  m->count = m->pending = count;
+  m->init_tid = s->current;
+  m->init_epoch = s->epoch;
+  m->init_proxy = s->fibers[s->current].proxy_fences;
+  for (int64_t i = off; i < off + 8; ++i)
+    s->shadow[i].mbar = k + 1;
+  if (!reused)
+    for (int t = 0; t < s->num_threads; ++t)
+      s->mb_seen[t][k] = 0;
+}
+
+/* mbarrier.inval.shared::cta.b64 [bar]: the 8 bytes become ordinary
+ * shared memory again (and the address may be initialized anew). Every TMA
+ * completing on it must have been waited for. */
+EMU_API void kiln_emu_mbarrier_inval(int64_t bar) {
+  block_state *s = S;
+  int64_t off = bar - (int64_t)(uintptr_t)s->smem;
+  for (int k = 0; k < s->num_mbars; ++k) {
+    mbarrier *m = &s->mbars[k];
+    if (m->off != off)
+      continue;
+    uint64_t seen = 0;
+    for (int t = 0; t < s->num_threads; ++t)
+      if (s->mb_seen[t][k] > seen)
+        seen = s->mb_seen[t][k];
+    if (m->tx || (m->tma_phase && seen < m->tma_phase))
+      fail("mbarrier.inval of the mbarrier at shared byte %lld with TMA "
+           "copies in flight (%s)",
+           (long long)off, m->tma_site ? m->tma_site : "?");
+    for (int64_t i = off; i < off + 8; ++i)
+      s->shadow[i].mbar = 0;
+    m->off = -1;
+    m->tma_phase = 0;
+    memset(m->tma_issuers, 0, sizeof m->tma_issuers);
+    return;
+  }
+  fail("mbarrier.inval at shared byte %lld, which is not an initialized "
+       "mbarrier of this block",
+       (long long)off);
+}
+
+/* The block's mbarrier at address `bar`, which `what` uses: initialised,
+ * and visible to the calling thread (a barrier since another thread's
+ * init). */
+static mbarrier *mbarrier_at(int64_t bar, const char *what) {
+  block_state *s = S;
+  int64_t off = bar - (int64_t)(uintptr_t)s->smem;
+  if (off < 0 || off + 8 > s->shared_bytes || off % 8)
+    fail("%s on the mbarrier at address %llx: not an 8-byte aligned "
+         "mbarrier inside the kernel's %lld bytes of shared memory",
+         what, (unsigned long long)bar, (long long)s->shared_bytes);
+  for (int k = 0; k < s->num_mbars; ++k) {
+    mbarrier *m = &s->mbars[k];
+    if (m->off != off)
+      continue;
+    if (m->init_tid != s->current && m->init_epoch == s->epoch)
+      fail("%s on the mbarrier at shared byte %lld, which thread %d "
+           "initialized with no barrier since (its init may not be "
+           "visible)",
+           what, (long long)off, m->init_tid);
+    return m;
+  }
+  fail("%s on the mbarrier at shared byte %lld, which no thread of this "
+       "block initialized (mbarrier.init)",
+       what, (long long)off);
+}
+
+/* The current phase completes once all arrivals and transaction bytes are
+ * in: the next one expects `count` arrivals again. */
+static void mbarrier_advance(mbarrier *m) {
+  if (m->pending || m->tx)
+    return;
+  m->phase++;
+  m->pending = m->count;
+  memset(m->tma_issuers, 0, sizeof m->tma_issuers);
+  S->progress++;
+}
+
+static void mbarrier_add_tx(mbarrier *m, int64_t bytes, const char *what) {
+  m->tx += bytes;
+  if (m->tx > (1 << 20) - 1 || m->tx < -((1 << 20) - 1))
+    fail("%s: the tx-count of the mbarrier at shared byte %lld leaves the "
+         "PTX range (+-(2^20 - 1)): %lld",
+         what, (long long)m->off, (long long)m->tx);
+}
+
+/* mbarrier.arrive.expect_tx.shared::cta.b64 _, [bar], bytes */
+EMU_API void kiln_emu_mbarrier_arrive_expect_tx(int64_t bar, int32_t bytes) {
+  mbarrier *m = mbarrier_at(bar, "mbarrier.arrive.expect_tx");
+  if (bytes < 0 || bytes > (1 << 20) - 1)
+    fail("mbarrier.arrive.expect_tx of %d bytes (PTX allows 0 to 2^20 - 1)",
+         bytes);
+  if (m->pending == 0)
+    fail("mbarrier.arrive.expect_tx on the mbarrier at shared byte %lld, "
+         "whose phase %llu expects no more arrivals",
+         (long long)m->off, (unsigned long long)m->phase);
+  mbarrier_add_tx(m, bytes, "mbarrier.arrive.expect_tx");
+  m->pending--;
+  mbarrier_advance(m);
+}
+
+/* The loop on mbarrier.try_wait.parity.shared::cta.b64 [bar], parity: it
+ * ends once the phase with that parity has completed, that is, once the
+ * current phase's parity differs. The thread has then observed every phase
+ * completed so far (their TMA bytes are its to access). */
+EMU_API void kiln_emu_mbarrier_wait(int64_t bar, int32_t parity) {
+  block_state *s = S;
+  mbarrier *m = mbarrier_at(bar, "mbarrier.try_wait.parity");
+  fiber *f = &s->fibers[s->current];
+  if (parity != 0 && parity != 1)
+    fail("mbarrier.try_wait.parity with parity %d", parity);
+  if (((m->phase - m->phase0) & 1) == (uint64_t)parity) {
+    f->waiting = 3;
+    f->wait_bar = (int)(m - s->mbars);
+    while (((m->phase - m->phase0) & 1) == (uint64_t)parity)
+      yield();
+    f->waiting = 0;
+    s->progress++;
+  }
+  uint64_t *seen = &s->mb_seen[s->current][m - s->mbars];
+  if (*seen < m->phase)
+    *seen = m->phase;
+}
+
+static const char *const kTensorMapFields[] = {
+    "global_address", "rank",           "box_dim",  "global_dim",
+    "global_stride",  "element_stride", "elemtype", "interleave_layout",
+    "swizzle_mode",   "fill_mode"};
+
+static void check_tensor_map_address(int64_t map, const char *what) {
+  if (!map || map % 64)
+    fail("%s on the tensor map at %llx, which is not 64-byte aligned", what,
+         (unsigned long long)map);
+}
+
+/* The protocol state of the tensor map at `map` (created if new). */
+static tensormap_state *tensormap_at(int64_t map) {
+  block_state *s = S;
+  for (int i = 0; i < s->num_maps; ++i)
+    if (s->maps[i].addr == map)
+      return &s->maps[i];
+  if (s->num_maps == kMaxTensorMaps)
+    fail("more than %d tensor maps in a block (an emulator limit)",
+         kMaxTensorMaps);
+  int i = s->num_maps++;
+  tensormap_state *e = &s->maps[i];
+  memset(e, 0, sizeof *e);
+  e->addr = map;
+  e->writer = -1;
+  for (int t = 0; t < s->num_threads; ++t)
+    s->tm_acquired[t][i] = 0;
+  return e;
+}
+
+static uint8_t saturate8(int64_t v) {
+  return v < 0 || v > 0xFF ? 0xFF : (uint8_t)v;
+}
+
+static uint16_t saturate16(int64_t v) {
+  return v < 0 || v > 0xFFFF ? 0xFFFF : (uint16_t)v;
+}
+
+/* tensormap.replace.tile.<field>.global.b1024 [map], (ord,) value. Values
+ * are checked where the map is used (cp.async.bulk.tensor). */
+EMU_API void kiln_emu_tensormap_replace(int64_t map, int32_t field, int32_t ord,
+                                        int64_t value) {
+  block_state *s = S;
+  check_tensor_map_address(map, "tensormap.replace");
+  if (field < 0 || field > 9)
+    fail("tensormap.replace of field %d (0 to 9 name the fields)", field);
+  int ords = field == 2 || field == 3 || field == 5 ? 5 : field == 4 ? 4 : 0;
+  if (ords && (ord < 0 || ord >= ords))
+    fail("tensormap.replace.%s with ordinal %d (PTX allows 0 to %d)",
+         kTensorMapFields[field], ord, ords - 1);
+  tensor_map *tm = (tensor_map *)(uintptr_t)map;
+  int bit = 0;
+  switch (field) {
+  case 0:
+    tm->global_address = (uint64_t)value;
+    bit = kSetAddress;
+    break;
+  case 1:
+    tm->rank_m1 = saturate8(value);
+    bit = kSetRank;
+    break;
+  case 2:
+    tm->box_dim[ord] = saturate16(value);
+    bit = kSetBoxDim + ord;
+    break;
+  case 3:
+    tm->global_dim[ord] = (uint64_t)value;
+    bit = kSetGlobalDim + ord;
+    break;
+  case 4:
+    tm->global_stride[ord] = (uint64_t)value;
+    bit = kSetGlobalStride + ord;
+    break;
+  case 5:
+    tm->element_stride[ord] = saturate8(value);
+    bit = kSetElementStride + ord;
+    break;
+  case 6:
+    tm->elemtype = saturate8(value);
+    bit = kSetElemType;
+    break;
+  case 7:
+    tm->interleave = saturate8(value);
+    bit = kSetInterleave;
+    break;
+  case 8:
+    tm->swizzle = saturate8(value);
+    bit = kSetSwizzle;
+    break;
+  default:
+    tm->fill = saturate8(value);
+    bit = kSetFill;
+    break;
+  }
+  tm->set |= 1u << bit;
+  tensormap_state *e = tensormap_at(map);
+  e->writer = s->current;
+  e->replaced = ++s->tm_clock;
+}
+
+/* fence.proxy.tensormap::generic.release.gpu: publishes this thread's
+ * replaces (of maps it modified last) to the tensormap proxy. */
+EMU_API void kiln_emu_tensormap_release(void) {
+  block_state *s = S;
+  for (int i = 0; i < s->num_maps; ++i) {
+    tensormap_state *e = &s->maps[i];
+    if (e->writer == s->current && e->released <= e->replaced) {
+      e->released = ++s->tm_clock;
+      memcpy(e->image, (const void *)(uintptr_t)e->addr, kTensorMapBytes);
+    }
+  }
+}
+
+/* fence.proxy.tensormap::generic.acquire.gpu [map], 128 */
+EMU_API void kiln_emu_tensormap_acquire(int64_t map) {
+  block_state *s = S;
+  check_tensor_map_address(map, "fence.proxy.tensormap::generic.acquire");
+  tensormap_state *e = tensormap_at(map);
+  s->tm_acquired[s->current][e - s->maps] = ++s->tm_clock;
+}
+
+/* The tensor map at `map` as a copy of rank `rank` uses it: built in this
+ * block, released after its last replace, acquired by this thread after
+ * that release, unchanged since, and valid (PTX ISA, "Tensor-map"; CUDA's
+ * cuTensorMapEncodeTiled). Returns its element size in bytes. */
+#define MAP_CHECK(cond, fmt, ...)                                              \
+  do {                                                                         \
+    if (!(cond))                                                               \
+      fail("%s: cp.async.bulk.tensor with the tensor map at %llx: " fmt, site, \
+           (unsigned long long)map, ##__VA_ARGS__);                            \
+  } while (0)
+#define MAP_SET(bit, name, ...)                                                \
+  MAP_CHECK(tm->set >> (bit) & 1, name " was never set (tensormap.replace)",  \
+            ##__VA_ARGS__)
+
+static int64_t check_tensor_map(int64_t map, int32_t rank, const char *site) {
+  block_state *s = S;
+  static const int8_t kElemBytes[13] = {1, 2, 4, 4, 8, 8, 2, 4, 4, 8, 2, 4, 4};
+  check_tensor_map_address(map, "cp.async.bulk.tensor");
+  tensormap_state *e = NULL;
+  for (int i = 0; i < s->num_maps; ++i)
+    if (s->maps[i].addr == map)
+      e = &s->maps[i];
+  MAP_CHECK(e && e->writer >= 0,
+            "no thread of this block built it with tensormap.replace (the "
+            "emulator checks maps built in the block)");
+  MAP_CHECK(e->released > e->replaced,
+            "thread %d modified it (tensormap.replace) with no "
+            "fence.proxy.tensormap::generic.release after it",
+            e->writer);
+  MAP_CHECK(s->tm_acquired[s->current][e - s->maps] > e->released,
+            "this thread has not acquired it "
+            "(fence.proxy.tensormap::generic.acquire) since thread %d "
+            "released it",
+            e->writer);
+  MAP_CHECK(!memcmp(e->image, (const void *)(uintptr_t)map, kTensorMapBytes),
+            "its bytes changed since its release (only tensormap.replace, "
+            "then a release, may modify a tensor map)");
+  const tensor_map *tm = (const tensor_map *)(uintptr_t)map;
+  MAP_SET(kSetRank, "the rank");
+  int map_rank = tm->rank_m1 + 1;
+  MAP_CHECK(map_rank <= 5, "rank %d (PTX allows 1 to 5)", map_rank);
+  MAP_CHECK(map_rank == rank,
+            "rank %d, but the instruction is cp.async.bulk.tensor.%dd",
+            map_rank, rank);
+  MAP_SET(kSetAddress, "the global address");
+  MAP_CHECK(tm->global_address % 16 == 0,
+            "global address %llx is not 16-byte aligned",
+            (unsigned long long)tm->global_address);
+  MAP_SET(kSetElemType, "the element type");
+  MAP_CHECK(tm->elemtype <= 12, "element type %d (PTX encodes 0 to 12)",
+            tm->elemtype);
+  int64_t esize = kElemBytes[tm->elemtype];
+  for (int i = 0; i < rank; ++i) {
+    MAP_SET(kSetBoxDim + i, "box_dim[%d]", i);
+    MAP_CHECK(tm->box_dim[i] >= 1 && tm->box_dim[i] <= 256,
+              "box_dim[%d] is %u (PTX allows 1 to 256)", i, tm->box_dim[i]);
+    MAP_SET(kSetGlobalDim + i, "global_dim[%d]", i);
+    MAP_CHECK(tm->global_dim[i] >= 1 && tm->global_dim[i] <= (1ull << 32),
+              "global_dim[%d] is %llu (PTX allows 1 to 2^32)", i,
+              (unsigned long long)tm->global_dim[i]);
+    MAP_SET(kSetElementStride + i, "element_stride[%d]", i);
+    MAP_CHECK(tm->element_stride[i] >= 1 && tm->element_stride[i] <= 8,
+              "element_stride[%d] is %u (PTX allows 1 to 8)", i,
+              tm->element_stride[i]);
+    MAP_CHECK(tm->element_stride[i] == 1,
+              "element_stride[%d] is %u: strided boxes are not supported by "
+              "the emulator",
+              i, tm->element_stride[i]);
+  }
+  for (int i = 0; i + 1 < rank; ++i) {
+    MAP_SET(kSetGlobalStride + i, "global_stride[%d]", i);
+    MAP_CHECK(tm->global_stride[i] % 16 == 0 &&
+                  tm->global_stride[i] < (1ull << 40),
+              "global_stride[%d] (of dimension %d) is %llu bytes (PTX "
+              "requires a multiple of 16 below 2^40)",
+              i, i + 1, (unsigned long long)tm->global_stride[i]);
+  }
+  MAP_CHECK(tm->box_dim[0] * esize % 16 == 0,
+            "box_dim[0] is %u elements of %lld bytes, not a multiple of 16 "
+            "bytes",
+            tm->box_dim[0], (long long)esize);
+  MAP_CHECK(tm->interleave <= 2, "interleave_layout %u (PTX encodes 0 to 2)",
+            tm->interleave);
+  MAP_CHECK(tm->interleave == 0,
+            "interleave_layout %u is not supported by the emulator (only "
+            "none, 0)",
+            tm->interleave);
+  MAP_CHECK(tm->swizzle <= 3, "swizzle_mode %u (sm_90a encodes 0 to 3)",
+            tm->swizzle);
+  MAP_CHECK(tm->swizzle == 0,
+            "swizzle_mode %u is not supported by the emulator (only none, 0)",
+            tm->swizzle);
+  MAP_CHECK(tm->fill <= 1, "fill_mode %u (PTX encodes 0 to 1)", tm->fill);
+  MAP_CHECK(tm->fill == 0,
+            "fill_mode %u is not supported by the emulator (only zero fill, "
+            "0)",
+            tm->fill);
+  return esize;
+}
+
+/* cp.async.bulk.tensor.<rank>d.shared::cluster.global.mbarrier::complete_tx
+ * ::bytes [dst], [map, {c0, ...}], [bar]: box element (j0, j1, ...), j0
+ * fastest, comes from tensor element (c0 + j0, c1 + j1, ...), zero when
+ * outside the tensor, and lands densely at dst in box order. The copy is
+ * done at issue; its bytes count as written by this thread (a race with
+ * other threads' accesses since the last barrier) and belong to the
+ * mbarrier's current phase, completed (as transaction bytes) at once. */
+EMU_API void kiln_emu_tma_load(int64_t dst, int64_t map, int32_t rank,
+                               int32_t c0, int32_t c1, int32_t c2, int32_t c3,
+                               int32_t c4, int64_t bar, const char *site) {
+  block_state *s = S;
+  int32_t t = s->current;
+  if (rank < 1 || rank > 5)
+    fail("%s: cp.async.bulk.tensor.%dd (PTX has 1d to 5d)", site, rank);
+  mbarrier *m = mbarrier_at(bar, "cp.async.bulk.tensor");
+  if (s->fibers[m->init_tid].proxy_fences <= m->init_proxy)
+    fail("%s: cp.async.bulk.tensor completes on the mbarrier at shared byte "
+         "%lld, which thread %d initialized with no fence.proxy.async (or "
+         "fence.mbarrier_init) after it: the async proxy may not see the "
+         "init",
+         site, (long long)m->off, m->init_tid);
+  int64_t esize = check_tensor_map(map, rank, site);
+  const tensor_map *tm = (const tensor_map *)(uintptr_t)map;
+  int64_t box = 1;
+  for (int i = 0; i < rank; ++i)
+    box *= tm->box_dim[i];
+  int64_t bytes = box * esize;
+  int64_t off = dst - (int64_t)(uintptr_t)s->smem;
+  if (off < 0 || off + bytes > s->shared_bytes)
+    fail("%s: cp.async.bulk.tensor of %lld bytes to shared byte %lld is "
+         "outside the kernel's %lld bytes",
+         site, (long long)bytes, (long long)off, (long long)s->shared_bytes);
+  if (off % 128)
+    fail("%s: cp.async.bulk.tensor destination (shared byte %lld) is not "
+         "128-byte aligned",
+         site, (long long)off);
+  int k = (int)(m - s->mbars);
+  for (int64_t i = off; i < off + bytes; ++i) {
+    shadow *h = &s->shadow[i];
+    if (h->mbar && mbarrier_byte(h, i))
+      fail("%s: cp.async.bulk.tensor overwrites byte %lld of the mbarrier "
+           "at shared byte %lld",
+           site, (long long)i, (long long)s->mbars[h->mbar - 1].off);
+    int tma = tma_byte(h);
+    if (tma && !tma_observed(h))
+      fail("%s: cp.async.bulk.tensor overwrites shared byte %lld of a TMA "
+           "copy (%s) whose mbarrier phase this thread has not waited for",
+           site, (long long)i, h->w_site);
+    if (h->w_epoch == s->epoch && h->w_tid != t && !tma)
+      fail("data race on shared byte %lld: written here (%s), and thread %d "
+           "wrote it since the last barrier (%s)",
+           (long long)i, site, h->w_tid, h->w_site);
+    if (h->r_epoch == s->epoch && h->r_tid != t)
+      fail("data race on shared byte %lld: written here (%s), and %s read "
+           "it since the last barrier (%s)",
+           (long long)i, site,
+           h->r_tid == -2 ? "several threads" : "another thread", h->r_site);
+    h->w_epoch = s->epoch;
+    h->w_tid = t;
+    h->w_site = site;
+    h->w_proxy = s->fibers[t].proxy_fences;
+    h->tma_bar = k + 1;
+    h->tma_phase = m->phase;
+  }
+  int32_t c[5] = {c0, c1, c2, c3, c4};
+  int64_t j[5] = {0, 0, 0, 0, 0};
+  unsigned char *out = s->smem + off;
+  for (int64_t e = 0; e < box; ++e, out += esize) {
+    uint64_t src = tm->global_address;
+    int inside = 1;
+    for (int i = 0; i < rank; ++i) {
+      int64_t x = (int64_t)c[i] + j[i];
+      if (x < 0 || (uint64_t)x >= tm->global_dim[i])
+        inside = 0;
+      else
+        src += (uint64_t)x * (i ? tm->global_stride[i - 1] : (uint64_t)esize);
+    }
+    if (inside)
+      memcpy(out, (const void *)(uintptr_t)src, (size_t)esize);
+    else
+      memset(out, 0, (size_t)esize);
+    for (int i = 0; i < rank && ++j[i] == tm->box_dim[i]; ++i)
+      j[i] = 0;
+  }
+  m->tma_phase = m->phase + 1;
+  m->tma_site = site;
+  m->tma_issuers[t / 32] |= 1u << (t % 32);
+  mbarrier_add_tx(m, -bytes, site);
+  mbarrier_advance(m);
 }

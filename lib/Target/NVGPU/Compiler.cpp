@@ -74,10 +74,11 @@ createNVPTXTargetMachine(llvm::StringRef chip, unsigned optLevel) {
   const llvm::Target *t = llvm::TargetRegistry::lookupTarget(triple, err);
   if (!t)
     return makeError("LLVM has no NVPTX target: " + err);
-  // PTX ISA 8.0 for the sm_90a features (wgmma, setmaxnreg), 7.0 otherwise.
-  std::string features = chip.ends_with("a") || smVersion(chip) >= 90
-                             ? "+ptx80"
-                             : "+ptx70";
+  // PTX ISA 8.3 for the sm_90a features (wgmma, tensormap.replace), 8.0
+  // for sm_90, 7.0 otherwise.
+  std::string features = chip.ends_with("a")        ? "+ptx83"
+                         : smVersion(chip) >= 90 ? "+ptx80"
+                                                 : "+ptx70";
   llvm::TargetOptions opts;
   auto level = optLevel >= 2 ? llvm::CodeGenOptLevel::Aggressive
                              : llvm::CodeGenOptLevel::Less;
@@ -183,7 +184,7 @@ llvm::Error linkLibdevice(llvm::Module &module, llvm::StringRef kernel) {
 
 std::string buildGPUManifest(const kiln::KernelInfo &k, llvm::StringRef chip,
                              bool cubin, unsigned numWarps,
-                             int64_t sharedBytes) {
+                             int64_t sharedBytes, int64_t scratchBytes) {
   std::string m;
   llvm::raw_string_ostream os(m);
   os << "kiln-bundle 1\n"
@@ -195,6 +196,10 @@ std::string buildGPUManifest(const kiln::KernelInfo &k, llvm::StringRef chip,
      << "grid-rank " << k.gridRank << "\n"
      << "launch num_warps " << numWarps << "\n"
      << "launch shared_bytes " << sharedBytes << "\n";
+  // TMA tensor maps live in a per-program scratch the runtime passes as a
+  // hidden last argument.
+  if (scratchBytes)
+    os << "launch scratch_bytes " << scratchBytes << "\n";
   for (const auto &a : k.args)
     os << "arg " << a.name << " " << a.kind << " " << a.dtype << "\n";
   return m;
@@ -286,12 +291,17 @@ kiln::detail::compileModuleGPU(ModuleOp module, const CompileOptions &options,
   if (auto s = module->getAttrOfType<mlir::IntegerAttr>("kiln.shared_bytes." +
                                                         info.name))
     sharedBytes = s.getInt();
+  int64_t scratchBytes = 0;
+  if (auto s = module->getAttrOfType<mlir::IntegerAttr>("kiln.scratch_bytes." +
+                                                        info.name))
+    scratchBytes = s.getInt();
   mlir::OwningOpRef<ModuleOp> device = ModuleOp::create(module.getLoc());
   for (Operation &op :
        llvm::make_early_inc_range(gpuModule.getBody()->getOperations())) {
     if (auto fn = llvm::dyn_cast<mlir::LLVM::LLVMFuncOp>(op)) {
       for (llvm::StringRef name :
-           {"kiln.shared_bytes", "kiln.signature", "kiln.grid_rank",
+           {"kiln.shared_bytes", "kiln.scratch_bytes", "kiln.signature",
+            "kiln.grid_rank",
             "gpu.kernel"})
         fn->removeAttr(name);
     }
@@ -351,7 +361,8 @@ kiln::detail::compileModuleGPU(ModuleOp module, const CompileOptions &options,
     code = std::move(*cubin);
   }
   result.bytes = writeBundle(
-      buildGPUManifest(info, chip, wantCubin, options.numWarps, sharedBytes),
+      buildGPUManifest(info, chip, wantCubin, options.numWarps, sharedBytes,
+                       scratchBytes),
       code);
   return result;
 }

@@ -179,7 +179,8 @@ typedef struct kiln_runtime kiln_runtime;
    process may run on. Negative values are refused. */
 KILN_API kiln_status kiln_runtime_create(int num_threads, kiln_runtime **out);
 /* Stops the workers. Must not be called while a launch is in progress.
-   NULL is accepted. */
+   If GPU kernels with scratch memory ran on it, waits for its stream and
+   frees the scratch buffer. NULL is accepted. */
 KILN_API void kiln_runtime_destroy(kiln_runtime *runtime);
 /* Threads a launch uses, the calling thread included; 0 for NULL. */
 KILN_API int kiln_runtime_num_threads(const kiln_runtime *runtime);
@@ -193,7 +194,9 @@ typedef struct kiln_kernel kiln_kernel;
 /* Loads a bundle: verifies the header and checksum, parses the manifest,
    refuses targets and CPU features this host lacks (requesting AMX state
    permission from the OS when the bundle needs amx-*), then loads the code
-   and resolves the entry symbol.
+   and resolves the entry symbol. A `launch scratch_bytes` value that is not
+   a multiple of 128 in [0, 1048576] is refused with KILN_ERROR_BAD_BUNDLE
+   (any target).
 
    GPU bundles (target sm_XY or sm_XYa, code ptx or cubin) initialize the
    CUDA driver on first use and are refused with KILN_ERROR_NO_DEVICE when
@@ -272,7 +275,20 @@ KILN_API const char *kiln_kernel_launch_param_key(const kiln_kernel *kernel,
    (32 * num_warps, 1, 1) on a stream the runtime owns (created on the first
    GPU launch, ordered with the legacy default stream), and kiln_launch
    waits for it (cuStreamSynchronize), so errors the kernel raises are
-   reported here and its results are visible when it returns. */
+   reported here and its results are visible when it returns.
+
+   Scratch memory: a kernel whose bundle has `launch scratch_bytes N` (N > 0)
+   gets one hidden pointer argument after those of its signature (which
+   num_args, the arity check and kiln_kernel_num_args do not count): a
+   128-byte aligned buffer of N bytes per program id, program (x, y, z) at
+   offset ((z * grid[1] + y) * grid[0] + x) * N, with unspecified contents.
+   This function and kiln_launch_packed / kiln_launch_async append it. CPU
+   kernels get host memory allocated for the launch (KILN_ERROR_OUT_OF_MEMORY
+   if that fails); GPU kernels get device memory that the runtime keeps and
+   reuses, grown when a launch needs more (after waiting for the kernels
+   already queued on the runtime's stream). A grid whose scratch memory
+   would not fit the address space is refused with KILN_ERROR_LAUNCH. See
+   docs/bundle-format.md, "Scratch memory". */
 KILN_API kiln_status kiln_launch(kiln_runtime *runtime, kiln_kernel *kernel,
                                  const kiln_arg *args, size_t num_args,
                                  const int64_t grid[3]);
@@ -280,7 +296,10 @@ KILN_API kiln_status kiln_launch(kiln_runtime *runtime, kiln_kernel *kernel,
 /* The fast path: arg_ptrs is already in the kernel ABI's packing, i.e.
    arg_ptrs[i] points at the i-th argument's value (for a pointer argument, at
    a void* holding the data pointer). Only arity, non-NULL-ness and the grid
-   are checked; kinds and dtypes are the caller's responsibility. */
+   are checked; kinds and dtypes are the caller's responsibility. The
+   scratch buffer of a kernel with `launch scratch_bytes` is appended by the
+   runtime, as for kiln_launch: arg_ptrs holds the signature's arguments
+   only. */
 KILN_API kiln_status kiln_launch_packed(kiln_runtime *runtime,
                                         kiln_kernel *kernel,
                                         void *const *arg_ptrs, size_t num_args,

@@ -14,6 +14,7 @@
 
 #include <cinttypes>
 #include <climits>
+#include <cstdint>
 #include <cstring>
 #include <elf.h>
 #include <string>
@@ -383,8 +384,15 @@ RuntimeStream::~RuntimeStream() {
     return;
   ScopedContext context(*driver);
   kiln_status status = context.enter("kiln_runtime_destroy");
-  if (!status)
+  if (!status) {
+    if (scratchBuffer) {
+      // Kernels launched asynchronously may still be using it. Errors have
+      // no one to go to; the driver reports them again to the next caller.
+      driver->cuStreamSynchronize(current);
+      driver->cuMemFree(scratchBuffer);
+    }
     driver->cuStreamDestroy(current);
+  }
   kiln_status_free(status);
 }
 
@@ -408,6 +416,42 @@ kiln_status RuntimeStream::get(const Driver &driver, CUstream &out) {
   return nullptr;
 }
 
+kiln_status RuntimeStream::reserveScratch(size_t bytes, const std::string &name,
+                                          CUdeviceptr &out) {
+  if (bytes <= scratchSize) {
+    out = scratchBuffer;
+    return nullptr;
+  }
+  // A power of two, so that a sequence of growing grids reallocates only
+  // logarithmically often.
+  size_t size = kMinScratchBuffer;
+  while (size < bytes && size <= SIZE_MAX / 2)
+    size *= 2;
+  if (size < bytes)
+    size = bytes;
+  const std::string where = "kernel '" + name + "': scratch buffer of " +
+                            std::to_string(size) + " bytes: ";
+  if (scratchBuffer) {
+    // Kernels queued earlier may still be using the old buffer.
+    CUstream current = stream.load(std::memory_order_relaxed);
+    if (CUresult result = driver->cuStreamSynchronize(current))
+      return callFailed(*driver, result, "cuStreamSynchronize",
+                        KILN_ERROR_LAUNCH, where);
+    // On failure the buffer is kept (and freed again at destruction).
+    if (CUresult result = driver->cuMemFree(scratchBuffer))
+      return callFailed(*driver, result, "cuMemFree", KILN_ERROR_LAUNCH, where);
+    scratchBuffer = 0;
+    scratchSize = 0;
+  }
+  CUdeviceptr allocated = 0;
+  if (CUresult result = driver->cuMemAlloc(&allocated, size))
+    return callFailed(*driver, result, "cuMemAlloc", KILN_ERROR_LAUNCH, where);
+  scratchBuffer = allocated;
+  scratchSize = size;
+  out = allocated;
+  return nullptr;
+}
+
 kiln_status RuntimeStream::synchronize() {
   CUstream current = stream.load(std::memory_order_acquire);
   if (!current)
@@ -423,6 +467,7 @@ kiln_status RuntimeStream::synchronize() {
 
 kiln_status launchGpuKernel(RuntimeStream &stream, const GpuCode &code,
                             const std::string &name, void *const *params,
+                            size_t scratchBytes, void **scratchSlot,
                             const int64_t grid[3], bool synchronize) {
   for (int i = 0; i < 3; ++i)
     if (grid[i] > code.maxGrid[i])
@@ -439,13 +484,29 @@ kiln_status launchGpuKernel(RuntimeStream &stream, const GpuCode &code,
     return status;
   // cuLaunchKernel reads each parameter's size from the entry's signature
   // and copies the values before it returns.
-  if (CUresult result = driver.cuLaunchKernel(
-          code.function, static_cast<unsigned>(grid[0]),
-          static_cast<unsigned>(grid[1]), static_cast<unsigned>(grid[2]),
-          code.blockX, 1, 1, code.sharedBytes, cuStream,
-          const_cast<void **>(params), nullptr))
-    return callFailed(driver, result, "cuLaunchKernel", KILN_ERROR_LAUNCH,
-                      "kernel '" + name + "': ");
+  auto launch = [&]() -> kiln_status {
+    if (CUresult result = driver.cuLaunchKernel(
+            code.function, static_cast<unsigned>(grid[0]),
+            static_cast<unsigned>(grid[1]), static_cast<unsigned>(grid[2]),
+            code.blockX, 1, 1, code.sharedBytes, cuStream,
+            const_cast<void **>(params), nullptr))
+      return callFailed(driver, result, "cuLaunchKernel", KILN_ERROR_LAUNCH,
+                        "kernel '" + name + "': ");
+    return nullptr;
+  };
+  if (scratchBytes == 0) {
+    if (kiln_status status = launch())
+      return status;
+  } else {
+    // Until the kernel is queued, no other launch may free the buffer.
+    std::unique_lock<std::mutex> lock = stream.lockScratch();
+    CUdeviceptr buffer = 0;
+    if (kiln_status status = stream.reserveScratch(scratchBytes, name, buffer))
+      return status;
+    *scratchSlot = reinterpret_cast<void *>(static_cast<uintptr_t>(buffer));
+    if (kiln_status status = launch())
+      return status;
+  }
   if (!synchronize)
     return nullptr;
   if (CUresult result = driver.cuStreamSynchronize(cuStream))

@@ -14,8 +14,10 @@
 #include "cuda/CudaDriver.h"
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <string>
 #include <string_view>
 
 namespace kiln::rt::cuda {
@@ -61,11 +63,18 @@ void unloadGpuCode(GpuCode &code);
 /// The stream GPU kernels of one kiln_runtime run on, created on first use.
 /// A blocking stream (CU_STREAM_DEFAULT): work on the legacy default stream
 /// (stream 0, where PyTorch works unless told otherwise) is ordered with it.
+///
+/// It also owns the scratch buffer of kernels with `launch scratch_bytes`:
+/// one device buffer that every such launch on the stream uses. Launches on
+/// one stream run in order, so a kernel never sees another kernel's use of
+/// it; growing it waits for the stream before freeing the old buffer.
 class RuntimeStream {
 public:
   RuntimeStream() = default;
   RuntimeStream(const RuntimeStream &) = delete;
   RuntimeStream &operator=(const RuntimeStream &) = delete;
+  /// Waits for the stream if it has a scratch buffer (queued kernels may use
+  /// it), frees the buffer, destroys the stream.
   ~RuntimeStream();
 
   /// The stream, created in the driver's context on first call.
@@ -73,17 +82,45 @@ public:
   /// Waits for the work queued so far; a no-op if no GPU kernel ran yet.
   kiln_status synchronize();
 
+  /// Guards the scratch buffer. Hold it from reserveScratch until the launch
+  /// that uses the buffer is queued, so that no other host thread can free
+  /// the buffer in between.
+  std::unique_lock<std::mutex> lockScratch() {
+    return std::unique_lock<std::mutex>(mutex);
+  }
+  /// The scratch buffer, grown to at least `bytes` bytes if it is smaller
+  /// (a power of two, at least kMinScratchBuffer): waits for the stream,
+  /// frees the old buffer and allocates the new one. Needs lockScratch()
+  /// held, the stream created (get) and the driver's context current. `name`
+  /// is the kernel's, for messages.
+  kiln_status reserveScratch(size_t bytes, const std::string &name,
+                             CUdeviceptr &out);
+
+  /// The smallest scratch buffer allocated, so that small grids do not grow
+  /// it launch after launch.
+  static constexpr size_t kMinScratchBuffer = 64 * 1024;
+
 private:
+  /// Guards the stream's creation and the scratch buffer.
   std::mutex mutex;
   std::atomic<CUstream> stream{nullptr};
   const Driver *driver = nullptr;
+  CUdeviceptr scratchBuffer = 0;
+  size_t scratchSize = 0;
 };
 
 /// Launches a validated GPU kernel: `params[i]` points at the i-th argument
 /// (the kernel ABI's packing, shared with CPU kernels). With `synchronize`,
 /// waits for the kernel and reports its errors.
+///
+/// `scratchBytes` > 0 (the whole grid's `launch scratch_bytes`): the kernel
+/// takes a hidden trailing parameter, the scratch buffer's address. `params`
+/// then has one more entry, pointing at *scratchSlot; the stream's scratch
+/// buffer (at least scratchBytes bytes) is stored there under the stream's
+/// scratch lock, which is held until the kernel is queued.
 kiln_status launchGpuKernel(RuntimeStream &stream, const GpuCode &code,
                             const std::string &name, void *const *params,
+                            size_t scratchBytes, void **scratchSlot,
                             const int64_t grid[3], bool synchronize);
 
 } // namespace kiln::rt::cuda
