@@ -1,0 +1,101 @@
+"""TMA on sm_90a, run by the SIMT emulator (emu-sm_90a runs on any x86-64
+host, so this file runs in every pytest suite).
+
+Pipelined loads of views made before their loop load by TMA when the view
+allows it at run time (16-byte aligned base and row strides), else by
+cp.async: each GEMM runs at sizes of both kinds, with ragged edges (TMA's
+zero fill), loops long enough for the mbarrier parity to wrap, 2 to 4
+stages, one and two warpgroups, bf16 tiles in wgmma's core-matrix layout
+(a TMA box per 8-column chunk) and f32 tiles in plain row-major buffers (one
+box). The emulator checks the protocol (tensor-map release/acquire,
+mbarrier phases, no read before the wait, no TMA into a stage still being
+read) and aborts on a violation. Outputs are poisoned; references are
+float64."""
+import numpy as np
+import pytest
+
+import kiln
+import kiln.language as kl
+from conftest import assert_close
+
+
+@pytest.fixture(autouse=True)
+def emulated_sm90a(monkeypatch):
+    monkeypatch.setenv("KILN_TARGET", "emu-sm_90a")
+
+
+@kiln.jit
+def gemm(a, b, c, m, n, k, BM: kl.constexpr, BN: kl.constexpr, BK: kl.constexpr):
+    pid_n = kl.program_id(0)
+    pid_m = kl.program_id(1)
+    va = kl.make_view(a, (m, k), (k, 1))
+    vb = kl.make_view(b, (k, n), (n, 1))
+    vc = kl.make_view(c, (m, n), (n, 1))
+    acc = kl.zeros((BM, BN), kl.float32)
+    for kk in range(0, k, BK):
+        ta = kl.load(va, offsets=(pid_m * BM, kk), shape=(BM, BK))
+        tb = kl.load(vb, offsets=(kk, pid_n * BN), shape=(BK, BN))
+        acc = kl.dot(ta, tb, acc)
+    kl.store(vc, acc, offsets=(pid_m * BM, pid_n * BN))
+
+
+def to_bf16_bits(x):
+    b = np.ascontiguousarray(x, np.float32).view(np.uint32)
+    return ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def from_bf16_bits(b):
+    return (b.astype(np.uint32) << 16).view(np.float32)
+
+
+def run(rng, dtype, m, n, k, bm, bn, bk, **launch):
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    if dtype == "bf16":
+        abits, bbits = to_bf16_bits(a), to_bf16_bits(b)
+        a, b = from_bf16_bits(abits), from_bf16_bits(bbits)
+        args = (kiln.bf16(abits), kiln.bf16(bbits))
+    else:
+        args = (a, b)
+    c = np.full((m, n), np.nan, np.float32)
+    grid = (kiln.cdiv(n, bn), kiln.cdiv(m, bm))
+    gemm[grid](*args, c, m, n, k, BM=bm, BN=bn, BK=bk, **launch)
+    assert_close(c, a.astype(np.float64) @ b, 1e-4, 1e-4 * np.sqrt(k))
+
+
+# (m, n, k): rows of a (k elements) and b (n) 16-byte multiples -> TMA;
+# otherwise the same loop falls back to cp.async.
+BF16_TMA = [(100, 72, 200), (64, 64, 512), (129, 136, 48)]
+BF16_FALLBACK = [(70, 65, 131), (64, 64, 250)]
+
+
+@pytest.mark.parametrize("mnk", BF16_TMA + BF16_FALLBACK)
+@pytest.mark.parametrize("stages", [2, 3])
+def test_bf16_gemm_wgmma_operands(rng, mnk, stages):
+    run(rng, "bf16", *mnk, 64, 64, 32, num_warps=4, num_stages=stages)
+
+
+@pytest.mark.parametrize("mnk", [(130, 72, 200), (128, 70, 99)])
+def test_bf16_gemm_two_warpgroups_four_stages(rng, mnk):
+    run(rng, "bf16", *mnk, 128, 64, 16, num_warps=8, num_stages=4)
+
+
+# f32: plain row-major stage buffers, one box per tile (rows of 32 f32).
+@pytest.mark.parametrize("mnk", [(50, 36, 100), (33, 68, 260), (50, 35, 99)])
+def test_f32_gemm_plain_tiles(rng, mnk):
+    run(rng, "f32", *mnk, 32, 32, 32, num_warps=4, num_stages=2)
+
+
+def test_misaligned_base_falls_back(rng):
+    # A view whose base is 2 bytes off a 16-byte boundary cannot be a tensor
+    # map: the kernel takes cp.async for it, with the same results.
+    m, n, k = 64, 64, 64
+    a = rng.standard_normal((m, k + 1)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    abits = to_bf16_bits(a).ravel()[1:1 + m * k]
+    a = from_bf16_bits(abits).reshape(m, k)
+    bbits = to_bf16_bits(b)
+    b = from_bf16_bits(bbits)
+    c = np.full((m, n), np.nan, np.float32)
+    gemm[(1, 1)](kiln.bf16(abits), kiln.bf16(bbits), c, m, n, k, BM=64, BN=64, BK=32)
+    assert_close(c, a.astype(np.float64) @ b, 1e-4, 1e-4 * np.sqrt(k))
