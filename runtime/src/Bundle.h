@@ -23,7 +23,11 @@ namespace kiln::rt {
 /// Fixed layout of the 64-byte bundle header (all fields little-endian).
 namespace header {
 inline constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'B', 'N', 'D', 'L'};
-inline constexpr uint32_t kFormatVersion = 1;
+/// Versions read: 1, and 2 (which may declare `launch scratch_bytes`: a
+/// kernel taking a hidden scratch argument, which a version-1 runtime would
+/// not pass; it refuses version 2 instead).
+inline constexpr uint32_t kMinFormatVersion = 1;
+inline constexpr uint32_t kFormatVersion = 2;
 inline constexpr size_t kSize = 64;
 inline constexpr size_t kMagicOffset = 0;
 inline constexpr size_t kVersionOffset = 8;
@@ -69,6 +73,7 @@ inline constexpr uint32_t kMaxScratchBytes = 1u << 20;
 /// A bundle whose header, checksum and manifest are valid. `code` points into
 /// the buffer given to readBundle and is only valid as long as it is.
 struct ParsedBundle {
+  uint32_t formatVersion = 0;
   Manifest manifest;
   const uint8_t *code = nullptr;
   size_t codeSize = 0;

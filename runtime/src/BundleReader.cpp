@@ -59,11 +59,13 @@ kiln_status readBundle(const uint8_t *data, size_t size, ParsedBundle &out) {
                       size, kSize);
 
   uint32_t version = readU32(data + kVersionOffset);
-  if (version != kFormatVersion)
+  if (version < kMinFormatVersion || version > kFormatVersion)
     return makeStatus(KILN_ERROR_BAD_BUNDLE,
                       "unsupported bundle format version %" PRIu32
-                      " (this runtime reads version %" PRIu32 ")",
-                      version, kFormatVersion);
+                      " (this runtime reads versions %" PRIu32 " to %" PRIu32
+                      ")",
+                      version, kMinFormatVersion, kFormatVersion);
+  out.formatVersion = version;
 
   uint64_t fileSize = readU64(data + kFileSizeOffset);
   if (fileSize > size)

@@ -55,6 +55,11 @@ kiln_status loadBundle(const uint8_t *data, size_t size, kiln_kernel **out) {
   // CPU and GPU kernels alike take the scratch buffer (Launch.cpp).
   if (kiln_status status = checkScratchBytes(bundle.manifest))
     return status;
+  if (bundle.manifest.scratchBytes && bundle.formatVersion < 2)
+    return makeStatus(KILN_ERROR_BAD_BUNDLE,
+                      "bundle '%s': launch scratch_bytes needs bundle format "
+                      "version 2 (the header says %u)",
+                      bundle.manifest.name.c_str(), bundle.formatVersion);
   auto kernel = std::make_unique<kiln_kernel>();
 
   if (cuda::isGpuTarget(bundle.manifest.target)) {

@@ -49,7 +49,10 @@ Bytes makeBundle(const std::string &manifest, const Bytes &code) {
   Bytes bundle(fileSize, 0);
   const char magic[] = "KILNBNDL";
   std::copy(magic, magic + 8, bundle.begin());
-  writeU32(bundle, kVersionAt, 1);
+  // Version 2 when the kernel takes the hidden scratch argument.
+  writeU32(bundle, kVersionAt,
+           manifest.find("\nlaunch scratch_bytes ") != std::string::npos ? 2
+                                                                         : 1);
   writeU32(bundle, kReservedAt, 0);
   writeU64(bundle, kManifestOffsetAt, manifestOffset);
   writeU64(bundle, kManifestSizeAt, manifest.size());

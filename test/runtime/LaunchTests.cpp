@@ -408,6 +408,21 @@ TEST_CASE("bad scratch_bytes values are refused at load", "[bundle][scratch]") {
                    std::string("bundle 'scratch': launch scratch_bytes is '") +
                        bad + "', must be a multiple of 128 in [0, 1048576]"));
   }
+  // A kernel that takes scratch in a version-1 bundle (which a runtime
+  // without scratch support would read, and launch without the argument) is
+  // refused: such bundles are version 2.
+  {
+    Bytes bundle = bundleFor("scratch", "launch scratch_bytes 256\n");
+    writeU32(bundle, kVersionAt, 1);
+    kiln_kernel *kernel = nullptr;
+    Status status(
+        kiln_bundle_load_memory(bundle.data(), bundle.size(), &kernel));
+    CHECK(kernel == nullptr);
+    CHECK(status.code() == KILN_ERROR_BAD_BUNDLE);
+    CHECK(contains(status.message(), "bundle 'scratch': launch scratch_bytes "
+                                     "needs bundle format version 2 (the "
+                                     "header says 1)"));
+  }
   // The limits themselves are fine; 0 means no scratch buffer.
   CHECK(kiln_kernel_num_args(load("nop", "launch scratch_bytes 0\n").get()) ==
         0);

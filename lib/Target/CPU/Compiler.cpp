@@ -352,7 +352,8 @@ static uint64_t fnv1a64(llvm::StringRef data) {
   return h;
 }
 
-std::string kiln::writeBundle(llvm::StringRef manifest, llvm::StringRef code) {
+std::string kiln::writeBundle(llvm::StringRef manifest, llvm::StringRef code,
+                              int64_t scratchBytes) {
   uint64_t codeOffset = (64 + manifest.size() + 7) / 8 * 8;
   std::string body = manifest.str();
   body.append(codeOffset - 64 - manifest.size(), '\0');
@@ -367,7 +368,7 @@ std::string kiln::writeBundle(llvm::StringRef manifest, llvm::StringRef code) {
     for (int i = 0; i < 8; ++i)
       out.push_back(char((v >> (8 * i)) & 0xff));
   };
-  put32(1);
+  put32(scratchBytes > 0 ? 2 : 1);
   put32(0);
   put64(64);
   put64(manifest.size());
@@ -717,7 +718,8 @@ kiln::compileModule(ModuleOp module, const CompileOptions &options,
   if (auto attr = module->getAttrOfType<mlir::IntegerAttr>(
           "kiln.scratch_bytes." + info->name))
     scratchBytes = attr.getInt();
-  result.bytes = writeBundle(buildManifest(*info, *target, scratchBytes), *so);
+  result.bytes = writeBundle(buildManifest(*info, *target, scratchBytes), *so,
+                             scratchBytes);
   return result;
 }
 

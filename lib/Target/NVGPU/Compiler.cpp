@@ -363,6 +363,6 @@ kiln::detail::compileModuleGPU(ModuleOp module, const CompileOptions &options,
   result.bytes = writeBundle(
       buildGPUManifest(info, chip, wantCubin, options.numWarps, sharedBytes,
                        scratchBytes),
-      code);
+      code, scratchBytes);
   return result;
 }

@@ -37,8 +37,9 @@
 extern "C" {
 #endif
 
-/* The bundle format version this runtime reads. */
-#define KILN_BUNDLE_FORMAT_VERSION 1
+/* The newest bundle format version this runtime reads (it reads 1 to this):
+ * version 2 bundles may declare `launch scratch_bytes`. */
+#define KILN_BUNDLE_FORMAT_VERSION 2
 
 /* Version of the runtime library, e.g. "0.1.0". */
 KILN_API const char *kiln_runtime_version(void);

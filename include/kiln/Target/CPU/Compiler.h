@@ -133,8 +133,12 @@ llvm::Expected<KernelInfo> describeKernel(mlir::ModuleOp module,
 /// A C/C++ header declaring a typed launcher for `kernel`.
 std::string emitCHeader(const KernelInfo &kernel);
 
-/// Builds bundle bytes from a manifest and code (docs/bundle-format.md).
-std::string writeBundle(llvm::StringRef manifest, llvm::StringRef code);
+/// Builds bundle bytes from a manifest and code (docs/bundle-format.md):
+/// format version 2 when the kernel takes the hidden scratch argument
+/// (`scratchBytes` > 0), so that runtimes that would not pass it refuse the
+/// bundle, else 1.
+std::string writeBundle(llvm::StringRef manifest, llvm::StringRef code,
+                        int64_t scratchBytes = 0);
 
 } // namespace kiln
 
