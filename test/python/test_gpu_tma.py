@@ -99,3 +99,35 @@ def test_misaligned_base_falls_back(rng):
     c = np.full((m, n), np.nan, np.float32)
     gemm[(1, 1)](kiln.bf16(abits), kiln.bf16(bbits), c, m, n, k, BM=64, BN=64, BK=32)
     assert_close(c, a.astype(np.float64) @ b, 1e-4, 1e-4 * np.sqrt(k))
+
+
+@kiln.jit
+def gemm_shifted(a, b, c, m, n, k, s, BM: kl.constexpr, BN: kl.constexpr, BK: kl.constexpr):
+    # C = A[:, s:s + k] @ B, A with k + s columns: A's boxes start at column
+    # kk + s.
+    pid_n = kl.program_id(0)
+    pid_m = kl.program_id(1)
+    va = kl.make_view(a, (m, k + s), (k + s, 1))
+    vb = kl.make_view(b, (k, n), (n, 1))
+    vc = kl.make_view(c, (m, n), (n, 1))
+    acc = kl.zeros((BM, BN), kl.float32)
+    for kk in range(0, k, BK):
+        ta = kl.load(va, offsets=(pid_m * BM, kk + s), shape=(BM, BK))
+        tb = kl.load(vb, offsets=(kk, pid_n * BN), shape=(BK, BN))
+        acc = kl.dot(ta, tb, acc)
+    kl.store(vc, acc, offsets=(pid_m * BM, pid_n * BN))
+
+
+@pytest.mark.parametrize("s", [3, 8])
+def test_column_offsets_off_a_chunk_take_cp_async(rng, s):
+    # A core-matrix tile's box starts on an 8-column chunk: with s = 3 every
+    # fill of A takes cp.async (while B's still go by TMA and arm the same
+    # mbarriers), with s = 8 both go by TMA (k + s = 96: A rows of 192 bytes).
+    m, n, k = 70, 64, 96 - s
+    a = rng.standard_normal((m, k + s)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    abits, bbits = to_bf16_bits(a), to_bf16_bits(b)
+    a, b = from_bf16_bits(abits), from_bf16_bits(bbits)
+    c = np.full((m, n), np.nan, np.float32)
+    gemm_shifted[(1, 2)](kiln.bf16(abits), kiln.bf16(bbits), c, m, n, k, s, BM=64, BN=64, BK=32)
+    assert_close(c, a[:, s:s + k].astype(np.float64) @ b, 1e-4, 1e-4 * np.sqrt(k))

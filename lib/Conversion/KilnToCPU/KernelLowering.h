@@ -125,10 +125,11 @@ private:
   struct PipelinedLoop {
     SmallVector<PipelinedLoad> loads;
     Value current; // this iteration's stage index (set at the first load)
-    // TMA: one mbarrier per stage (i64 [S] in shared memory), whether any
-    // load of the loop goes by TMA (i1) and the bytes a stage fill expects.
+    // TMA: one mbarrier per stage (i64 [S] in shared memory) and whether
+    // any load of the loop may go by TMA (i1): then every fill arms its
+    // stage's mbarrier and every iteration waits on it.
     Value barriers;
-    Value anyTma, txBytes;
+    Value anyTma;
   };
   SmallVector<std::unique_ptr<PipelinedLoop>> pipelinedLoops;
   // SIMT: loop-carried tensor-core accumulators kept in registers (each
@@ -173,7 +174,10 @@ private:
   /// TMA: before `loop` (at `b`): the run-time conditions, thread 0 builds
   /// the tensor maps and initializes the stage mbarriers.
   void setupTma(ImplicitLocOpBuilder &b, scf::ForOp loop, PipelinedLoop &state);
-  /// TMA: thread 0 issues `pl`'s boxes for a stage fill at `offsets`.
+  /// TMA: whether this fill of `pl` (at `offsets`) goes by TMA (i1).
+  Value tmaIssuable(ImplicitLocOpBuilder &b, const PipelinedLoad &pl,
+                    ValueRange offsets);
+  /// TMA: thread 0 issues `pl`'s box for a stage fill at `offsets`.
   void issueTma(ImplicitLocOpBuilder &b, PipelinedLoad &pl,
                 ValueRange offsets, Value dst, Value barrier);
   /// The widest cp.async chunk for a tile row (0: none).

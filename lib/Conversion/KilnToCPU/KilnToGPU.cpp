@@ -523,9 +523,44 @@ bool KernelLowering::tmaCandidate(const PipelinedLoad &pl, scf::ForOp loop) {
   // of 16 bytes.
   if (rows > 256 || (eb != 1 && eb != 2 && eb != 4 && eb != 8))
     return false;
+  // A core buffer's map has one dimension more (the column chunks).
   if (isCoreBuffer(pl.stages[0]))
-    return cols % 8 == 0 && eb == 2;
+    return cols % 8 == 0 && eb == 2 && rank <= 4;
   return cols <= 256 && cols * eb % 16 == 0;
+}
+
+/// The dimensions of `pl`'s tensor map, innermost first: global size, byte
+/// stride (none for dimension 0) and box size. A plain tile's map is its
+/// view's, reversed, with the tile as the box. A core buffer's splits the
+/// columns into chunks of 8 elements (16 bytes): (8 elements, rows, column
+/// chunks at a 16-byte stride, outer dimensions), box (8, R, C / 8, 1...):
+/// the box lands in shared memory as the core buffer's column chunks of all
+/// rows (coreStrides). Its view's column count must be a multiple of 8 (run
+/// time), or the last chunk would read past the row.
+struct TmaDim {
+  Value size, strideBytes;
+  int64_t box;
+};
+static SmallVector<TmaDim> tmaDims(ImplicitLocOpBuilder &b, const ViewInfo &vi,
+                                   RankedTensorType type, bool core) {
+  int64_t rank = type.getRank(), eb = storageBytes(type);
+  int64_t rows = type.getShape()[rank - 2], cols = type.getShape()[rank - 1];
+  auto stride = [&](int64_t d) {
+    return arith::MulIOp::create(b, vi.strides[d], cIdx(b, eb)).getResult();
+  };
+  SmallVector<TmaDim> dims;
+  if (core) {
+    dims.push_back({cIdx(b, 8), Value(), 8});
+    dims.push_back({vi.sizes[rank - 2], stride(rank - 2), rows});
+    dims.push_back({arith::DivUIOp::create(b, vi.sizes[rank - 1], cIdx(b, 8)),
+                    cIdx(b, 16), cols / 8});
+  } else {
+    dims.push_back({vi.sizes[rank - 1], Value(), cols});
+    dims.push_back({vi.sizes[rank - 2], stride(rank - 2), rows});
+  }
+  for (int64_t d = rank - 3; d >= 0; --d)
+    dims.push_back({vi.sizes[d], stride(d), 1});
+  return dims;
 }
 
 void KernelLowering::setupTma(ImplicitLocOpBuilder &b, scf::ForOp loop,
@@ -538,7 +573,6 @@ void KernelLowering::setupTma(ImplicitLocOpBuilder &b, scf::ForOp loop,
     return;
   Value c0 = cIdx(b, 0), c16 = cIdx(b, 16);
   Value anyTma = arith::ConstantIntOp::create(b, 0, 1);
-  Value tx = i32Const(b, 0);
   // The view's conditions (uniform): unit innermost stride, a 16-byte
   // aligned base, positive outer strides that are multiples of 16 bytes
   // below 2^40, and sizes in [1, 2^30] (coordinates are clamped into
@@ -552,6 +586,9 @@ void KernelLowering::setupTma(ImplicitLocOpBuilder &b, scf::ForOp loop,
     };
     Value ok = vi.unitStride;
     auto both = [&](Value c) { ok = arith::AndIOp::create(b, ok, c); };
+    if (isCoreBuffer(pl->stages[0]))
+      both(cmp(arith::CmpIPredicate::eq,
+               arith::RemUIOp::create(b, vi.sizes[rank - 1], cIdx(b, 8)), c0));
     Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, vi.memref);
     both(cmp(arith::CmpIPredicate::eq, arith::RemUIOp::create(b, base, c16),
              c0));
@@ -571,13 +608,8 @@ void KernelLowering::setupTma(ImplicitLocOpBuilder &b, scf::ForOp loop,
     pl->tensorMap = simt->tensorMaps++;
     pl->tmaBytes = type.getNumElements() * eb;
     anyTma = arith::OrIOp::create(b, anyTma, ok);
-    tx = arith::AddIOp::create(
-        b, tx,
-        arith::SelectOp::create(b, ok, i32Const(b, pl->tmaBytes),
-                                i32Const(b, 0)));
   }
   state.anyTma = anyTma;
-  state.txBytes = tx;
   int64_t stages = simt->numStages;
   state.barriers = allocSharedTile(
       RankedTensorType::get({stages}, b.getI64Type()), loop.getLoc());
@@ -589,9 +621,7 @@ void KernelLowering::setupTma(ImplicitLocOpBuilder &b, scf::ForOp loop,
       when(tb, pl->useTma, [&](ImplicitLocOpBuilder &mb) {
         const ViewInfo &vi = views[pl->load.getView()];
         RankedTensorType type = pl->load.getResult().getType();
-        int64_t rank = type.getRank(), eb = storageBytes(type);
-        int64_t rows = type.getShape()[rank - 2],
-                cols = type.getShape()[rank - 1];
+        int64_t eb = storageBytes(type);
         Value addr = tensorMapAddress(mb, *simt, pl->tensorMap);
         // All-zero first (fields not replaced stay zero), then each field.
         auto zeros = arith::ConstantOp::create(
@@ -612,29 +642,27 @@ void KernelLowering::setupTma(ImplicitLocOpBuilder &b, scf::ForOp loop,
               mb, mb.getStringAttr("llvm.nvvm.tensormap.replace." + field),
               operands);
         };
-        auto i64Of = [&](Value v) {
-          return arith::IndexCastOp::create(mb, mb.getI64Type(), v);
-        };
-        auto i32Of = [&](Value v) {
-          return arith::IndexCastOp::create(mb, mb.getI32Type(), v);
-        };
+        SmallVector<TmaDim> dims =
+            tmaDims(mb, vi, type, isCoreBuffer(pl->stages[0]));
         replace("global.address",
-                {i64Of(memref::ExtractAlignedPointerAsIndexOp::create(
-                    mb, vi.memref))});
-        replace("rank", {i32Const(mb, rank - 1)});
-        for (int64_t i = 0; i < rank; ++i) {
-          // Dimension i of the map is view dimension rank - 1 - i.
-          int64_t box = i == 0 ? (isCoreBuffer(pl->stages[0]) ? 8 : cols)
-                               : i == 1 ? rows : 1;
-          replace("box.dim", {i32Const(mb, i), i32Const(mb, box)});
+                {arith::IndexCastOp::create(
+                    mb, mb.getI64Type(),
+                    memref::ExtractAlignedPointerAsIndexOp::create(
+                        mb, vi.memref))});
+        replace("rank", {i32Const(mb, int64_t(dims.size()) - 1)});
+        for (auto [i, dim] : llvm::enumerate(dims)) {
+          int64_t ord = i;
+          replace("box.dim", {i32Const(mb, ord), i32Const(mb, dim.box)});
           replace("global.dim",
-                  {i32Const(mb, i), i32Of(vi.sizes[rank - 1 - i])});
-          replace("element.stride", {i32Const(mb, i), i32Const(mb, 1)});
-          if (i + 1 < rank)
+                  {i32Const(mb, ord),
+                   arith::IndexCastOp::create(mb, mb.getI32Type(), dim.size)});
+          replace("element.stride", {i32Const(mb, ord), i32Const(mb, 1)});
+          // global_stride ord i - 1 is dimension i's.
+          if (dim.strideBytes)
             replace("global.stride",
-                    {i32Const(mb, i),
-                     i64Of(arith::MulIOp::create(mb, vi.strides[rank - 2 - i],
-                                                 cIdx(mb, eb)))});
+                    {i32Const(mb, ord - 1),
+                     arith::IndexCastOp::create(mb, mb.getI64Type(),
+                                                dim.strideBytes)});
         }
         // Unsigned integers of the element's size: TMA copies bits.
         int64_t elemtype = eb == 1 ? 0 : eb == 2 ? 1 : eb == 4 ? 2 : 4;
@@ -679,34 +707,50 @@ void KernelLowering::setupTma(ImplicitLocOpBuilder &b, scf::ForOp loop,
   });
 }
 
+Value KernelLowering::tmaIssuable(ImplicitLocOpBuilder &b,
+                                  const PipelinedLoad &pl,
+                                  ValueRange offsets) {
+  if (!isCoreBuffer(pl.stages[0]))
+    return pl.useTma;
+  // A core buffer's box starts at a column chunk: an offset that is a
+  // multiple of 8 (else this fill takes cp.async).
+  Value col = offsets.back();
+  return arith::AndIOp::create(
+      b, pl.useTma,
+      arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                            arith::RemSIOp::create(b, col, cIdx(b, 8)),
+                            cIdx(b, 0)));
+}
+
 void KernelLowering::issueTma(ImplicitLocOpBuilder &b, PipelinedLoad &pl,
                               ValueRange offsets, Value dst, Value barrier) {
   RankedTensorType type = pl.load.getResult().getType();
   int64_t rank = type.getRank();
-  int64_t rows = type.getShape()[rank - 2], cols = type.getShape()[rank - 1];
-  bool core = isCoreBuffer(pl.stages[0]);
   Value map = pointerAt(b, tensorMapAddress(b, *simt, pl.tensorMap), 0);
-  auto coord = [&](Value off, int64_t add) -> Value {
-    Value v = arith::AddIOp::create(b, off, cIdx(b, add));
+  // Coordinates clamped into [-2^30, 2^30]: out of range stays out of range
+  // (sizes are at most 2^30, see setupTma).
+  auto coord = [&](Value v) -> Value {
     v = arith::MaxSIOp::create(b, v, cIdx(b, -(int64_t(1) << 30)));
     v = arith::MinSIOp::create(b, v, cIdx(b, int64_t(1) << 30));
     return arith::IndexCastOp::create(b, b.getI32Type(), v);
   };
-  Value dstAddr = byteAddress(b, dst);
-  Value bar = pointerAt(b, barrier, 3);
-  int64_t boxCols = core ? 8 : cols;
-  for (int64_t c = 0; c < cols; c += boxCols) {
-    SmallVector<Value> coords{coord(offsets[rank - 1], c)};
-    for (int64_t d = rank - 2; d >= 0; --d)
-      coords.push_back(coord(offsets[d], 0));
-    // A core buffer's column chunk c / 8 holds all rows (16 bytes each).
-    // (A shared::cta address is this block's shared::cluster address.)
-    Value d = pointerAt(
-        b, arith::AddIOp::create(b, dstAddr, cIdx(b, c / 8 * rows * 16)), 7);
-    NVVM::CpAsyncBulkTensorGlobalToSharedClusterOp::create(
-        b, d, map, coords, bar, ValueRange{}, Value(), Value(),
-        NVVM::TMALoadMode::TILE, false, NVVM::CTAGroupKindAttr(), Value());
+  SmallVector<Value> coords;
+  if (isCoreBuffer(pl.stages[0])) {
+    coords.push_back(i32Const(b, 0));
+    coords.push_back(coord(offsets[rank - 2]));
+    coords.push_back(coord(
+        arith::DivSIOp::create(b, offsets[rank - 1], cIdx(b, 8))));
+  } else {
+    coords.push_back(coord(offsets[rank - 1]));
+    coords.push_back(coord(offsets[rank - 2]));
   }
+  for (int64_t d = rank - 3; d >= 0; --d)
+    coords.push_back(coord(offsets[d]));
+  // (A shared::cta address is this block's shared::cluster address.)
+  NVVM::CpAsyncBulkTensorGlobalToSharedClusterOp::create(
+      b, pointerAt(b, byteAddress(b, dst), 7), map, coords,
+      pointerAt(b, barrier, 3), ValueRange{}, Value(), Value(),
+      NVVM::TMALoadMode::TILE, false, NVVM::CTAGroupKindAttr(), Value());
 }
 
 //===----------------------------------------------------------------------===//
@@ -758,41 +802,61 @@ void KernelLowering::issuePipelinedLoads(
                             loop.getUpperBound()),
       false);
   ImplicitLocOpBuilder tb(b.getLoc(), ifOp.getThenBodyBuilder());
-  // TMA: thread 0 arms the stage's mbarrier with the fill's bytes before
-  // issuing its boxes.
+  struct Fill {
+    const ViewInfo *vi;
+    SmallVector<Value> offsets;
+    Value dst, tma; // tma: i1, this fill by TMA (null: never)
+  };
+  SmallVector<Fill> fills;
+  for (PipelinedLoad &pl : state.loads) {
+    Fill f;
+    f.offsets = pipelinedAccessAt(tb, pl, loop.getInductionVar(), ivAt, f.vi);
+    f.dst = stage(tb, pl);
+    if (pl.useTma)
+      f.tma = tmaIssuable(tb, pl, f.offsets);
+    fills.push_back(std::move(f));
+  }
+  // TMA: every fill of a loop with tensor maps arms its stage's mbarrier
+  // (thread 0: one arrival, expecting the bytes of the boxes it then
+  // issues; none when every load of this fill takes cp.async).
   Value bar;
   if (state.barriers) {
     bar = arith::AddIOp::create(
         tb, byteAddress(tb, state.barriers),
         arith::MulIOp::create(tb, stageIndex, cIdx(tb, 8)));
+    Value tx = i32Const(tb, 0);
+    for (auto [pl, f] : llvm::zip(state.loads, fills))
+      if (f.tma)
+        tx = arith::AddIOp::create(
+            tb, tx,
+            arith::SelectOp::create(tb, f.tma, i32Const(tb, pl.tmaBytes),
+                                    i32Const(tb, 0)));
     onThread0(tb, simt->threadId, [&](ImplicitLocOpBuilder &t0) {
       when(t0, state.anyTma, [&](ImplicitLocOpBuilder &ab) {
         NVVM::MBarrierArriveExpectTxOp::create(
-            ab, Type(), pointerAt(ab, bar, 3), state.txBytes,
-            NVVM::MemScopeKind::CTA, false, Value());
+            ab, Type(), pointerAt(ab, bar, 3), tx, NVVM::MemScopeKind::CTA,
+            false, Value());
       });
     });
   }
-  for (PipelinedLoad &pl : state.loads) {
-    const ViewInfo *vi;
-    SmallVector<Value> offsets =
-        pipelinedAccessAt(tb, pl, loop.getInductionVar(), ivAt, vi);
+  for (size_t i = 0; i < fills.size(); ++i) {
+    PipelinedLoad &pl = state.loads[i];
+    Fill &f = fills[i];
     RankedTensorType type = pl.load.getResult().getType();
-    Value dst = stage(tb, pl);
     auto asyncCopies = [&](ImplicitLocOpBuilder &cb) {
-      emitTileLoadSimt(cb, *vi, offsets, dst, type,
+      emitTileLoadSimt(cb, *f.vi, f.offsets, f.dst, type,
                        paddingAttr(cb, pl.load.getPaddingAttr(),
                                    storageType(type.getElementType())),
                        /*wait=*/false);
     };
-    if (!pl.useTma) {
+    if (!f.tma) {
       asyncCopies(tb);
       continue;
     }
-    auto tmaIf = scf::IfOp::create(tb, TypeRange{}, pl.useTma, true);
+    auto tmaIf = scf::IfOp::create(tb, TypeRange{}, f.tma, true);
     ImplicitLocOpBuilder yes(tb.getLoc(), tmaIf.getThenBodyBuilder());
     onThread0(yes, simt->threadId, [&](ImplicitLocOpBuilder &t0) {
-      issueTma(t0, pl, offsets, dst, bar);
+      issueTma(t0, pl, f.offsets, f.dst, bar);
     });
     ImplicitLocOpBuilder no(tb.getLoc(), tmaIf.getElseBodyBuilder());
     asyncCopies(no);

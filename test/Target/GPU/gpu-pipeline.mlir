@@ -20,8 +20,9 @@
 // GEMM90: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
 // On sm_90a the loads go by TMA when the views allow it (cp.async else):
 // thread 0 builds two tensor maps in the program's scratch, each stage has an
-// mbarrier, a fill is arrive.expect_tx plus one box per 8-column chunk of the
-// core-matrix tile, an iteration waits on its stage's phase parity.
+// mbarrier, a fill is arrive.expect_tx plus one 3-d box (8 columns, all rows,
+// the column chunks) per core-matrix tile; an iteration waits on its stage's
+// phase parity.
 // RUN: kilnc %S/../../../examples/matmul_bf16.mlir --target sm_90a --emit ptx | FileCheck %s --check-prefix=TMA
 // TMA: tensormap.replace.tile.global_address.global.b1024.b64
 // TMA: tensormap.replace.tile.fill_mode.global.b1024.b32
@@ -29,7 +30,7 @@
 // TMA: fence.proxy.tensormap::generic.acquire.gpu [{{.*}}], 128;
 // TMA: mbarrier.init.shared.b64
 // TMA: mbarrier.arrive.expect_tx.shared.b64
-// TMA: cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+// TMA: cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
 // TMA: mbarrier.try_wait.parity.shared.b64
 // TMA: mbarrier.inval.shared.b64
 // RUN: kilnc %S/../../../examples/matmul_bf16.mlir --target sm_90a -o %t.mm.kb && head -c 512 %t.mm.kb | FileCheck %s --check-prefix=SCRATCH
