@@ -93,6 +93,7 @@ JIT::compile(llvm::StringRef source, llvm::StringRef name,
          std::to_string(compileOptions.optLevel) + "|" +
          std::to_string(compileOptions.numWarps) + "|" +
          std::to_string(compileOptions.numStages) + "|" +
+         (compileOptions.tma ? "tma|" : "notma|") +
          (compileOptions.cubin ? "cubin|" : "ptx|") +
          (compileOptions.target.empty() ? options.target
                                         : compileOptions.target);
@@ -219,6 +220,8 @@ JIT::compileUncached(llvm::StringRef source, llvm::StringRef name,
     feed(std::to_string(opts.numWarps));
     feed(std::to_string(opts.numStages));
     feed(opts.cubin ? "cubin" : "ptx");
+    if (!opts.tma)
+      feed("no-tma");
   }
   feed(canonical);
   std::array<uint8_t, 32> digest = sha.final();

@@ -218,32 +218,46 @@ c = poisoned((M, N))
 launch(example("matmul"), (cdiv(N, 64), cdiv(M, 64)), [a, bm, c, M, N, K])
 check("example matmul f32", c, a.astype(np.float64) @ bm, 1e-4, 1e-3)
 
-a16, ar = bf16_bits(a)
-b16, br = bf16_bits(bm)
-c = poisoned((M, N))
-launch(example("matmul_bf16"), (cdiv(N, 64), cdiv(M, 64)), [a16, b16, c, M, N, K])
-check("example matmul bf16 (tensor cores)", c, ar.astype(np.float64) @ br, 1e-4, 1e-2)
-
 # The bf16 GEMM at other block tiles, warp counts and pipeline depths
 # (gemm_variants.py), so one device run says which shape wins: on sm_90a these
 # run on wgmma with one or two warpgroups.
-def gemm_variant(bm_, bn_, bk_, warps, stages):
-    name = gemm_name(bm_, bn_, bk_, warps, stages)
+def gemm_variant(bm_, bn_, bk_, warps, stages, tma=True):
+    name = gemm_name(bm_, bn_, bk_, warps, stages) + ("" if tma else "-notma")
     path = os.path.join(BUNDLES, name + ".kiln")
     if not os.path.exists(path) and opts.record:
         src = os.path.join(BUNDLES, name + ".mlir")
         with open(src, "w") as f:
             f.write(gemm_source(bm_, bn_, bk_))
-        compile_bundle(path, [src, "--num-warps", str(warps), "--num-stages", str(stages)])
+        compile_bundle(path, [src, "--num-warps", str(warps), "--num-stages", str(stages)]
+                       + ([] if tma else ["--no-tma"]))
     return path
 
 
-for bm_, bn_, bk_, warps, stages in GEMM_VARIANTS[1:]:
+# On sm_90a the GEMM loads go by TMA; the example's shape and the largest one
+# are also recorded with cp.async loads (--no-tma), so one run separates TMA
+# from wgmma: checked here, timed side by side in the gemm section.
+NOTMA_VARIANTS = ([GEMM_VARIANTS[0], (128, 256, 64, 8, 3)]
+                  if TARGET.endswith("sm_90a") else [])
+
+
+# Two shapes: rows of 600 and 260 bytes (not 16-byte multiples: every load
+# takes cp.async, even on sm_90a), and of 592 and 272 bytes (TMA on sm_90a),
+# both ragged against every tile.
+for M, N, K, how in ((200, 130, 300, ""), (200, 136, 296, " [TMA sizes]")):
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    bm = rng.standard_normal((K, N)).astype(np.float32)
+    a16, ar = bf16_bits(a)
+    b16, br = bf16_bits(bm)
     c = poisoned((M, N))
-    launch(gemm_variant(bm_, bn_, bk_, warps, stages), (cdiv(N, bn_), cdiv(M, bm_)),
-           [a16, b16, c, M, N, K])
-    check(f"gemm bf16 {bm_}x{bn_}x{bk_}, {warps} warps, {stages} stages", c,
-          ar.astype(np.float64) @ br, 1e-4, 1e-2)
+    launch(example("matmul_bf16"), (cdiv(N, 64), cdiv(M, 64)), [a16, b16, c, M, N, K])
+    check("example matmul bf16 (tensor cores)" + how, c, ar.astype(np.float64) @ br, 1e-4, 1e-2)
+    for bm_, bn_, bk_, warps, stages, tma in (
+            [v + (True,) for v in GEMM_VARIANTS[1:]] + [v + (False,) for v in NOTMA_VARIANTS]):
+        c = poisoned((M, N))
+        launch(gemm_variant(bm_, bn_, bk_, warps, stages, tma), (cdiv(N, bn_), cdiv(M, bm_)),
+               [a16, b16, c, M, N, K])
+        check(f"gemm bf16 {bm_}x{bn_}x{bk_}, {warps} warps, {stages} stages"
+              + ("" if tma else ", cp.async (no TMA)") + how, c, ar.astype(np.float64) @ br, 1e-4, 1e-2)
 
 
 def attention_reference(q, k, v, visible, scale):
@@ -566,12 +580,14 @@ if not EMULATED and ACTIVE:
     c32 = torch.zeros(S, S, device=dev)
     t_torch = bench(lambda: torch.matmul(a16, b16))
     flops = 2 * S ** 3
-    for i, (bm_, bn_, bk_, warps, stages) in enumerate(GEMM_VARIANTS):
+    for i, (bm_, bn_, bk_, warps, stages, tma) in enumerate(
+            [v + (True,) for v in GEMM_VARIANTS] + [v + (False,) for v in NOTMA_VARIANTS]):
         mm = load(example("matmul_bf16") if i == 0
-                  else gemm_variant(bm_, bn_, bk_, warps, stages))
+                  else gemm_variant(bm_, bn_, bk_, warps, stages, tma))
         t_kiln = bench(lambda: mm[(cdiv(S, bn_), cdiv(S, bm_))](a16, b16, c32, S, S, S),
                        reps=3)
-        rows.append((f"bf16 GEMM {S}^3 {bm_}x{bn_}x{bk_} w{warps} s{stages}",
+        rows.append((f"bf16 GEMM {S}^3 {bm_}x{bn_}x{bk_} w{warps} s{stages}"
+                     + ("" if tma else " no-TMA"),
                      flops / t_kiln / 1e12, flops / t_torch / 1e12, "TFLOP/s",
                      "torch.matmul (bf16 out)"))
 

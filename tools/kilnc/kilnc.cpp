@@ -78,6 +78,10 @@ static cl::opt<unsigned> numStages(
     cl::desc("GPU targets: software pipelining depth of loads in loops "
              "(1 = off, default 2)"),
     cl::init(2), cl::cat(kilncCategory));
+static cl::opt<bool> noTma("no-tma",
+                           cl::desc("sm_90a: load pipelined tiles with "
+                                    "cp.async, not TMA"),
+                           cl::cat(kilncCategory));
 static cl::opt<bool> cubinBundle("cubin",
                                  cl::desc("GPU targets: put a cubin (ptxas) in "
                                           "the bundle instead of PTX"),
@@ -109,7 +113,7 @@ static int runOp(int argc, char **argv) {
   auto usage = [] {
     errs() << "usage: kilnc op NAME [--key value]... [-o FILE] [--target T] "
               "[--emit bundle|mlir|llvm|asm|ptx|obj|cubin|c-header|kiln]\n"
-              "       [--num-warps N] [--num-stages N] [--cubin]\n"
+              "       [--num-warps N] [--num-stages N] [--no-tma] [--cubin]\n"
               "       kilnc op --list\n";
     return 1;
   };
@@ -128,7 +132,7 @@ static int runOp(int argc, char **argv) {
   std::map<std::string, std::string> config;
   std::string output = "-", targetName = "host", emitName = "bundle",
               warps = "4", stagesText = "2";
-  bool cubin = false;
+  bool cubin = false, tma = true;
   for (int i = 3; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](std::string &dst) {
@@ -154,6 +158,8 @@ static int runOp(int argc, char **argv) {
         return usage();
     } else if (a == "--cubin") {
       cubin = true;
+    } else if (a == "--no-tma") {
+      tma = false;
     } else if (a.rfind("--", 0) == 0) {
       std::string key = a.substr(2), v;
       size_t eq = key.find('=');
@@ -193,6 +199,7 @@ static int runOp(int argc, char **argv) {
   kiln::CompileOptions options;
   options.target = targetName;
   options.cubin = cubin;
+  options.tma = tma;
   if (llvm::StringRef(warps).getAsInteger(10, options.numWarps)) {
     WithColor::error(errs(), "kilnc") << "--num-warps needs an integer\n";
     return 1;
@@ -247,6 +254,7 @@ int main(int argc, char **argv) {
   options.numWarps = numWarps;
   options.numStages = numStages;
   options.cubin = cubinBundle;
+  options.tma = !noTma;
   auto result = kiln::compileSource(context, (*input)->getBuffer(), inputFile,
                                     options, emit);
   if (!result) {

@@ -649,6 +649,7 @@ kiln::compileModule(ModuleOp module, const CompileOptions &options,
     pipelineOptions.chip = target->emulatedGPU;
     pipelineOptions.numWarps = options.numWarps;
     pipelineOptions.numStages = options.numStages;
+    pipelineOptions.tma = options.tma;
     kd::buildGPUEmulationPipeline(pm, pipelineOptions);
   }
   if (mlir::failed(pm.run(module))) {

@@ -72,6 +72,7 @@ static void addKilnToGPU(OpPassManager &pm,
   lowerOptions.chip = options.chip;
   lowerOptions.numWarps = options.numWarps;
   lowerOptions.numStages = options.numStages;
+  lowerOptions.tma = options.tma;
   pm.addPass(kiln::createConvertKilnToGPU(lowerOptions));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

@@ -269,6 +269,7 @@ kiln::detail::compileModuleGPU(ModuleOp module, const CompileOptions &options,
   pipelineOptions.chip = chip.str();
   pipelineOptions.numWarps = options.numWarps;
   pipelineOptions.numStages = options.numStages;
+  pipelineOptions.tma = options.tma;
   mlir::kiln::buildGPUPipeline(pm, pipelineOptions);
   if (mlir::failed(pm.run(module))) {
     std::string where =

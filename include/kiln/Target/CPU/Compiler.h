@@ -96,6 +96,8 @@ struct CompileOptions {
   /// GPU targets: software pipelining depth of loads in loops (1 to 8;
   /// 1 = off). Lowered without pipelining where the stages do not fit.
   unsigned numStages = 2;
+  /// sm_90a: load pipelined tiles with TMA where the views allow it.
+  bool tma = true;
   /// GPU targets: put a cubin (assembled by ptxas) in the bundle, not PTX.
   bool cubin = false;
 };

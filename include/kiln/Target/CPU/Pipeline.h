@@ -41,6 +41,10 @@ struct GPUPipelineOptions : public PassPipelineOptions<GPUPipelineOptions> {
       *this, "num-stages",
       llvm::cl::desc("Software pipelining depth of loads in loops"),
       llvm::cl::init(2)};
+  PassOptions::Option<bool> tma{
+      *this, "tma",
+      llvm::cl::desc("sm_90a: load pipelined tiles with TMA"),
+      llvm::cl::init(true)};
 };
 
 void buildGPUPipeline(OpPassManager &pm, const GPUPipelineOptions &options);
