@@ -25,6 +25,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
@@ -158,6 +160,8 @@ private:
   DenseSet<Value> pipelinedBuffers;
   void setupPipelining(scf::ForOp loop);
   LogicalResult lowerPipelinedLoad(LoadOp load, PipelinedLoop &state);
+  Value scalarReadAt(ImplicitLocOpBuilder &b, tensor::ExtractOp ex,
+                     IRMapping &map);
   SmallVector<Value> pipelinedAccessAt(ImplicitLocOpBuilder &b,
                                        PipelinedLoad &pl, Value ivOld,
                                        Value ivNew, const ViewInfo *&view);

@@ -770,6 +770,42 @@ static Value selectStage(ImplicitLocOpBuilder &b, ArrayRef<Value> stages,
   return v;
 }
 
+/// The element `ex` extracts from a one-element kiln.load, read from global
+/// memory at `b` (view and offsets mapped by `map`): every thread reads it
+/// (uniform), the padding where it lies outside the view.
+Value KernelLowering::scalarReadAt(ImplicitLocOpBuilder &b,
+                                   tensor::ExtractOp ex, IRMapping &map) {
+  auto load = ex.getTensor().getDefiningOp<LoadOp>();
+  const ViewInfo &vi = views[map.lookupOrDefault(load.getView())];
+  RankedTensorType type = load.getResult().getType();
+  Type storage = storageType(type.getElementType());
+  Value valid = arith::ConstantIntOp::create(b, 1, 1);
+  SmallVector<Value> at;
+  for (auto [d, off] : llvm::enumerate(load.getOffsets())) {
+    Value i = arith::AddIOp::create(b, map.lookupOrDefault(off),
+                                    map.lookupOrDefault(ex.getIndices()[d]));
+    valid = arith::AndIOp::create(
+        b, valid,
+        arith::AndIOp::create(
+            b, arith::CmpIOp::create(b, arith::CmpIPredicate::sge, i, cIdx(b, 0)),
+            arith::CmpIOp::create(b, arith::CmpIPredicate::slt, i,
+                                  vi.sizes[d])));
+    at.push_back(i);
+  }
+  auto ifOp = scf::IfOp::create(b, TypeRange{storage}, valid, true);
+  OpBuilder tb = ifOp.getThenBodyBuilder();
+  scf::YieldOp::create(
+      tb, b.getLoc(),
+      Value(memref::LoadOp::create(tb, b.getLoc(), vi.memref, at)));
+  OpBuilder eb = ifOp.getElseBodyBuilder();
+  scf::YieldOp::create(
+      eb, b.getLoc(),
+      Value(arith::ConstantOp::create(
+          eb, b.getLoc(),
+          paddingAttr(b, load.getPaddingAttr(), storage))));
+  return toType(b, b.getLoc(), ifOp.getResult(0), type.getElementType());
+}
+
 /// Recomputes a pipelined load's view and offsets for induction variable
 /// `ivNew` at `b` (a view made in the loop is made again and lowered);
 /// returns the offsets.
@@ -780,6 +816,10 @@ SmallVector<Value> KernelLowering::pipelinedAccessAt(ImplicitLocOpBuilder &b,
   IRMapping map;
   map.map(ivOld, ivNew);
   for (Operation *op : pl.slice) {
+    if (auto ex = dyn_cast<tensor::ExtractOp>(op)) {
+      map.map(ex.getResult(), scalarReadAt(b, ex, map));
+      continue;
+    }
     Operation *copy = b.clone(*op, map);
     if (auto mv = dyn_cast<MakeViewOp>(copy))
       (void)lowerMakeView(mv);
@@ -870,6 +910,13 @@ void KernelLowering::setupPipelining(scf::ForOp loop) {
   Region &region = loop.getRegion();
   Value iv = loop.getInductionVar();
   auto state = std::make_unique<PipelinedLoop>();
+  // Whether anything in the loop writes memory: if not, a value the loop
+  // reads (a block-sparse index) can be read again, ahead of time.
+  bool writes = false;
+  body->walk([&](Operation *op) {
+    if (auto effects = dyn_cast<MemoryEffectOpInterface>(op))
+      writes |= effects.hasEffect<MemoryEffects::Write>();
+  });
   for (Operation &o : *body) {
     auto load = dyn_cast<LoadOp>(&o);
     if (!load || asyncChunk(load.getResult().getType()) == 0)
@@ -887,6 +934,24 @@ void KernelLowering::setupPipelining(scf::ForOp loop) {
       if (!ok || v == iv || !region.isAncestor(v.getParentRegion()))
         return;
       Operation *def = v.getDefiningOp();
+      // An element of a one-element load in the body (an entry of a
+      // block-sparse index list): read from global memory again at issue
+      // (scalarReadAt), when the loop writes no memory.
+      if (auto ex = dyn_cast_or_null<tensor::ExtractOp>(def)) {
+        auto src = ex.getTensor().getDefiningOp<LoadOp>();
+        if (!writes && src && src->getBlock() == body &&
+            src.getResult().getType().getNumElements() == 1) {
+          if (!seen.insert(def).second)
+            return;
+          visit(src.getView());
+          for (Value off : src.getOffsets())
+            visit(off);
+          for (Value idx : ex.getIndices())
+            visit(idx);
+          slice.push_back(def);
+          return;
+        }
+      }
       if (!def || def->getBlock() != body || def->getNumRegions() != 0 ||
           !isMemoryEffectFree(def) ||
           (!isa<arith::ArithDialect>(def->getDialect()) &&
