@@ -247,8 +247,10 @@ void wgmmaThread(void **, int32_t, int32_t, int32_t, int32_t, int32_t,
 }
 } // namespace
 
-TEST_CASE("wgmma m64nNk16 follows the PTX layouts and descriptors", "[emu]") {
-  std::mt19937 rng(11);
+namespace {
+/// wA and wB: small integers (exact in bf16 and in f32 sums).
+void randomWgmmaOperands(unsigned seed) {
+  std::mt19937 rng(seed);
   std::uniform_int_distribution<int> d(-4, 4);
   for (auto &r : wA)
     for (float &x : r)
@@ -256,6 +258,28 @@ TEST_CASE("wgmma m64nNk16 follows the PTX layouts and descriptors", "[emu]") {
   for (auto &r : wB)
     for (float &x : r)
       x = float(d(rng));
+}
+
+/// wD against wA x wB (+ 1 with scale-d, every D starting at 1). The
+/// accumulator D of m64nNk16 (PTX ISA figure): warp w holds rows
+/// 16 w + lane / 4 (+ 8 for d[i], i % 4 >= 2), columns
+/// 2 (lane % 4) + (i % 2) + 8 (i / 4).
+void checkWgmmaAccumulators(int scaleD) {
+  for (int t = 0; t < 128; ++t)
+    for (int i = 0; i < kWgN / 2; ++i) {
+      int w = t / 32, lane = t % 32;
+      int row = 16 * w + lane / 4 + (i % 4 >= 2 ? 8 : 0);
+      int col = 2 * (lane % 4) + (i % 2) + 8 * (i / 4);
+      double ref = scaleD ? 1 : 0;
+      for (int k = 0; k < 16; ++k)
+        ref += double(wA[row][k]) * wB[k][col];
+      CHECK(wD[t][i] == ref);
+    }
+}
+} // namespace
+
+TEST_CASE("wgmma m64nNk16 follows the PTX layouts and descriptors", "[emu]") {
+  randomWgmmaOperands(11);
   for (int variant = 0; variant < 8; ++variant) {
     wTransA = variant & 1;
     wTransB = variant >> 1 & 1;
@@ -263,19 +287,7 @@ TEST_CASE("wgmma m64nNk16 follows the PTX layouts and descriptors", "[emu]") {
     INFO("trans-a " << wTransA << ", trans-b " << wTransB << ", scale-d "
                     << wScaleD);
     run(wgmmaThread, nullptr, 128, 4096);
-    // Accumulator D of m64nNk16 (PTX ISA figure): warp w holds rows
-    // 16 w + lane / 4 (+ 8 for d[i], i % 4 >= 2), columns
-    // 2 (lane % 4) + (i % 2) + 8 (i / 4).
-    for (int t = 0; t < 128; ++t)
-      for (int i = 0; i < kWgN / 2; ++i) {
-        int w = t / 32, lane = t % 32;
-        int row = 16 * w + lane / 4 + (i % 4 >= 2 ? 8 : 0);
-        int col = 2 * (lane % 4) + (i % 2) + 8 * (i / 4);
-        double ref = wScaleD ? 1 : 0;
-        for (int k = 0; k < 16; ++k)
-          ref += double(wA[row][k]) * wB[k][col];
-        CHECK(wD[t][i] == ref);
-      }
+    checkWgmmaAccumulators(wScaleD);
   }
 }
 
@@ -717,14 +729,7 @@ void tmaWgmmaThread(void **, int32_t, int32_t, int32_t, int32_t, int32_t,
 } // namespace
 
 TEST_CASE("wgmma reads TMA-written operands without a proxy fence", "[emu]") {
-  std::mt19937 rng(13);
-  std::uniform_int_distribution<int> d(-4, 4);
-  for (auto &r : wA)
-    for (float &x : r)
-      x = float(d(rng));
-  for (auto &r : wB)
-    for (float &x : r)
-      x = float(d(rng));
+  randomWgmmaOperands(13);
   for (int variant = 0; variant < 4; ++variant) {
     wTransA = variant & 1;
     wTransB = variant >> 1 & 1;
@@ -739,16 +744,7 @@ TEST_CASE("wgmma reads TMA-written operands without a proxy fence", "[emu]") {
         gOperands[(kBOff + canonical(n, k, wTransB, bLbo(), bSbo())) / 2] =
             toBF16(wB[k][n]);
     run(tmaWgmmaThread, nullptr, 128, 4096 + 128);
-    for (int t = 0; t < 128; ++t)
-      for (int i = 0; i < kWgN / 2; ++i) {
-        int w = t / 32, lane = t % 32;
-        int row = 16 * w + lane / 4 + (i % 4 >= 2 ? 8 : 0);
-        int col = 2 * (lane % 4) + (i % 2) + 8 * (i / 4);
-        double ref = 1;
-        for (int k = 0; k < 16; ++k)
-          ref += double(wA[row][k]) * wB[k][col];
-        CHECK(wD[t][i] == ref);
-      }
+    checkWgmmaAccumulators(1);
   }
 }
 
