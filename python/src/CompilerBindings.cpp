@@ -30,6 +30,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 
+#include <cstdlib>
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
 
@@ -432,6 +433,15 @@ TypedAttr paddingAttr(PyBuilder &p, Type tileType, const py::object &padding) {
 
 } // namespace
 
+namespace {
+/// sm_90a: TMA loads unless $KILN_TMA is 0 (an escape hatch while TMA is
+/// checked on the emulator only; kilnc has --no-tma).
+bool tmaFromEnvironment() {
+  const char *v = std::getenv("KILN_TMA");
+  return !(v && std::string(v) == "0");
+}
+} // namespace
+
 namespace kiln::python {
 void bindCompiler(py::module &m) {
   py::register_exception<IRError>(m, "IRError", PyExc_ValueError);
@@ -621,6 +631,7 @@ void bindCompiler(py::module &m) {
             // GPU targets (and emu-sm_XY) only.
             options.numWarps = numWarps;
             options.numStages = numStages;
+            options.tma = tmaFromEnvironment();
             llvm::Expected<std::shared_ptr<::kiln::Kernel>> k =
                 std::shared_ptr<::kiln::Kernel>();
             {
@@ -694,6 +705,7 @@ void bindCompiler(py::module &m) {
         o.target = target;
         o.numWarps = numWarps;
         o.numStages = numStages;
+        o.tma = tmaFromEnvironment();
         auto r = ::kiln::compileSource(ctx, source, name, o, kind);
         if (!r)
           throw IRError(llvm::toString(r.takeError()));
