@@ -264,7 +264,15 @@ private:
                                     Value idxBuf, ValueRange offsets,
                                     Value tileBuf, RankedTensorType tileType,
                                     TypedAttr padAttr, bool isStore);
-  LogicalResult lowerDotSimt(DotOp op, Value a, Value b, Value out);
+  /// `accSplat`: the accumulator is this constant (splatAccumulator), the
+  /// warp-tiled dot starts from it in registers and `out` only receives the
+  /// result.
+  LogicalResult lowerDotSimt(DotOp op, Value a, Value b, Value out,
+                             std::optional<double> accSplat = std::nullopt);
+  /// SIMT: the value of a dot's accumulator when it is a float splat
+  /// constant and the dot is warp-tiled on tensor cores (its registers then
+  /// start from the constant: no copy of the accumulator, no buffer read).
+  std::optional<double> splatAccumulator(DotOp op);
   /// The K loop of a warp-tiled tensor-core dot: this lane's accumulators
   /// (`acc`, under the dot's WarpTiling) after it, by wgmma when the tiling
   /// is a wgmma one and the operands are plain buffers, else mma.sync.

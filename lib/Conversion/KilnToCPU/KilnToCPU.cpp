@@ -765,14 +765,19 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
   Value out;
   Value acc = op.getAcc();
   bool sameBlock = acc.getParentBlock() == op->getBlock();
-  if (acc.hasOneUse() && sameBlock) {
+  std::optional<double> accSplat;
+  if (simt)
+    accSplat = splatAccumulator(op);
+  if (accSplat) {
+    out = allocTile(accType, op.getLoc()); // the result only
+  } else if (acc.hasOneUse() && sameBlock) {
     out = *c;
   } else {
     out = allocTile(accType, op.getLoc());
     copyTile(b, *c, out, accType);
   }
   if (simt) {
-    if (failed(lowerDotSimt(op, *a, *bb, out)))
+    if (failed(lowerDotSimt(op, *a, *bb, out, accSplat)))
       return failure();
     buffers[op.getResult()] = out;
     toErase.push_back(op);

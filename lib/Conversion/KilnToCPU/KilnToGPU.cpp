@@ -41,6 +41,7 @@
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/LoopLikeInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -1823,8 +1824,19 @@ static Value toAcc(ImplicitLocOpBuilder &b, Value v, Type inElt, Type accElt) {
   return arith::ExtSIOp::create(b, accElt, v);
 }
 
+std::optional<double> KernelLowering::splatAccumulator(DotOp op) {
+  DenseElementsAttr dense;
+  if (!matchPattern(op.getAcc(), m_Constant(&dense)) || !dense.isSplat() ||
+      !isa<FloatType>(dense.getElementType()) || !isTensorCoreDot(*simt, op) ||
+      !planDotTiling(*simt, op.getLhs().getType().getDimSize(0),
+                     op.getAcc().getType().getDimSize(1)))
+    return std::nullopt;
+  return dense.getSplatValue<APFloat>().convertToDouble();
+}
+
 LogicalResult KernelLowering::lowerDotSimt(DotOp op, Value a, Value bm,
-                                           Value out) {
+                                           Value out,
+                                           std::optional<double> accSplat) {
   auto lhsType = op.getLhs().getType();
   auto accType = op.getAcc().getType();
   int64_t M = lhsType.getDimSize(0), K = lhsType.getDimSize(1),
@@ -1863,8 +1875,13 @@ LogicalResult KernelLowering::lowerDotSimt(DotOp op, Value a, Value bm,
   int64_t tilesM = M / 16, tilesN = N / 8;
   if (auto wt = planDotTiling(*simt, M, N)) {
     auto [rows, cols] = warpTileBases(b, mt, *wt);
-    SmallVector<Value> regs =
-        runTiledDot(b, op, mt, rows, cols, mt.loadAcc(b, rows, cols, out));
+    SmallVector<Value> init;
+    if (accSplat)
+      init.assign(registerTileSize(op),
+                  arith::ConstantOp::create(b, b.getF32FloatAttr(*accSplat)));
+    else
+      init = mt.loadAcc(b, rows, cols, out);
+    SmallVector<Value> regs = runTiledDot(b, op, mt, rows, cols, init);
     if (regs.empty())
       return failure();
     mt.storeAcc(b, rows, cols, regs, out);
