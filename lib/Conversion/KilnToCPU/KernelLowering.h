@@ -273,6 +273,20 @@ private:
   /// constant and the dot is warp-tiled on tensor cores (its registers then
   /// start from the constant: no copy of the accumulator, no buffer read).
   std::optional<double> splatAccumulator(DotOp op);
+  /// SIMT: the op that will read a warp-tiled dot's result as an operand of
+  /// its fused elementwise expression (the result's only use, through
+  /// deferred ops), if any: the dot then keeps its result in registers
+  /// (fragmentResults) and that op computes each of this lane's fragment
+  /// elements itself (an epilogue: no shared-memory round trip, no barrier).
+  Operation *epilogueConsumer(DotOp op);
+  DenseMap<Value, std::pair<DotOp, SmallVector<Value>>> fragmentResults;
+  /// emitElems' value for a tile at the element being computed (width 1).
+  DenseMap<Value, Value> elemOverride;
+  /// Calls `fn` with the tile indices and value of each of this lane's
+  /// accumulator elements of warp-tiled `dot` (`regs`).
+  void forEachFragment(
+      ImplicitLocOpBuilder &b, DotOp dot, ValueRange regs,
+      function_ref<void(ImplicitLocOpBuilder &, ValueRange, Value)> fn);
   /// The K loop of a warp-tiled tensor-core dot: this lane's accumulators
   /// (`acc`, under the dot's WarpTiling) after it, by wgmma when the tiling
   /// is a wgmma one and the operands are plain buffers, else mma.sync.

@@ -598,6 +598,24 @@ static bool isElementwiseTileOp(Operation *op) {
                       [](Value r) { return isa<RankedTensorType>(r.getType()); });
 }
 
+Operation *KernelLowering::epilogueConsumer(DotOp op) {
+  Value r = op.getResult();
+  if (!r.hasOneUse())
+    return nullptr;
+  Operation *user = *r.getUsers().begin();
+  // Through deferred ops (each the only operand use of its single user) to
+  // the elementwise op that is materialized.
+  while (user->getBlock() == op->getBlock() && isElementwiseTileOp(user) &&
+         !registerRowScales.count(user) && canDefer(user))
+    user = *user->getResult(0).getUsers().begin();
+  if (user->getBlock() != op->getBlock() || !isElementwiseTileOp(user) ||
+      registerRowScales.count(user) || user->getNumResults() != 1 ||
+      cast<RankedTensorType>(user->getResult(0).getType()).getShape() !=
+          op.getResult().getType().getShape())
+    return nullptr;
+  return user;
+}
+
 bool KernelLowering::canDefer(Operation *op) {
   if (op->getNumResults() != 1 || !op->hasOneUse())
     return false;
@@ -627,6 +645,9 @@ Value KernelLowering::emitElems(ImplicitLocOpBuilder &ib, Value v,
                                 ValueRange idx, int64_t width) {
   Type elt = getElementTypeOrSelf(v.getType());
   auto vecOf = [&](Type e) { return VectorType::get({width}, e); };
+  if (width == 1)
+    if (Value o = elemOverride.lookup(v))
+      return o;
   Operation *def = v.getDefiningOp();
   if (!def || !deferred.contains(def))
     return loadElems(ib, buffers.lookup(v), idx, elt, width);
@@ -711,8 +732,38 @@ LogicalResult KernelLowering::lowerElementwise(Operation *op) {
   }
   ImplicitLocOpBuilder b(op->getLoc(), op);
   bool isSelect = isa<arith::SelectOp>(op);
-  forEachIndex(b, resultType.getShape(), w, [&](ImplicitLocOpBuilder &ib,
-                                                ValueRange idx) {
+  // SIMT: a dot result kept in registers for this op (epilogueConsumer):
+  // each lane computes the elements of its own fragments.
+  Value fragmentLeaf;
+  std::function<void(Value)> findFragment = [&](Value v) {
+    if (fragmentResults.count(v))
+      fragmentLeaf = v;
+    Operation *def = v.getDefiningOp();
+    if (def && deferred.contains(def) && !isa<BroadcastOp>(def))
+      for (Value o : def->getOperands())
+        findFragment(o);
+  };
+  if (simt)
+    for (Value v : op->getOperands())
+      findFragment(v);
+  auto forEach = [&](function_ref<void(ImplicitLocOpBuilder &, ValueRange)> fn) {
+    if (!fragmentLeaf) {
+      forEachIndex(b, resultType.getShape(), w, fn);
+      return;
+    }
+    auto &[dot, regs] = fragmentResults[fragmentLeaf];
+    forEachFragment(b, dot, regs,
+                    [&](ImplicitLocOpBuilder &ib, ValueRange idx, Value v) {
+                      elemOverride[fragmentLeaf] = v;
+                      fn(ib, idx);
+                    });
+    elemOverride.erase(fragmentLeaf);
+    fragmentResults.erase(fragmentLeaf);
+    barrier(b);
+  };
+  if (fragmentLeaf)
+    w = 1;
+  forEach([&](ImplicitLocOpBuilder &ib, ValueRange idx) {
     SmallVector<Value> operands;
     for (auto [i, v] : llvm::enumerate(op->getOperands())) {
       if (isa<RankedTensorType>(v.getType())) {

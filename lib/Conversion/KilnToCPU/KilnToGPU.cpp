@@ -1447,6 +1447,19 @@ int64_t KernelLowering::registerTileSize(DotOp dot) {
   return wt.TM * wt.TN * 4;
 }
 
+void KernelLowering::forEachFragment(
+    ImplicitLocOpBuilder &b, DotOp dot, ValueRange regs,
+    function_ref<void(ImplicitLocOpBuilder &, ValueRange, Value)> fn) {
+  auto [mt, rows, cols] = warpTiledDot(b, *simt, dot, Value(), Value());
+  size_t n = 0;
+  for (Value r : rows)
+    for (Value c : cols)
+      for (int64_t e = 0; e < 4; ++e) {
+        auto [i, j] = mt.cIndex(b, r, c, e);
+        fn(b, ValueRange{i, j}, regs[n++]);
+      }
+}
+
 void KernelLowering::storeRegisterTile(ImplicitLocOpBuilder &b, DotOp dot,
                                        ValueRange regs, Value buf) {
   auto [mt, rows, cols] = warpTiledDot(b, *simt, dot, Value(), Value());
@@ -1884,6 +1897,11 @@ LogicalResult KernelLowering::lowerDotSimt(DotOp op, Value a, Value bm,
     SmallVector<Value> regs = runTiledDot(b, op, mt, rows, cols, init);
     if (regs.empty())
       return failure();
+    if (epilogueConsumer(op)) {
+      // The consumer reads the fragments (lowerElementwise).
+      fragmentResults[op.getResult()] = {op, regs};
+      return success();
+    }
     mt.storeAcc(b, rows, cols, regs, out);
     barrier(b);
     return success();
