@@ -1,0 +1,67 @@
+"""Dot epilogues on the GPU targets, run by the SIMT emulator (so this file
+runs in every pytest suite): a warp-tiled tensor-core dot whose result feeds
+one elementwise expression keeps it in registers, and that expression is
+computed per lane on the dot's accumulator fragments (mma.sync on emu-sm_80,
+wgmma on emu-sm_90a, one and two warpgroups). The expressions read other
+tiles (a broadcast row and column vector, an iota mask) at the fragment
+elements' coordinates. Ragged sizes; outputs poisoned; float64 references."""
+import numpy as np
+import pytest
+
+import kiln
+import kiln.language as kl
+from conftest import assert_close
+
+
+@kiln.jit
+def dot_epilogue(a, b, bias, scale, c, m, n, k, BM: kl.constexpr, BN: kl.constexpr,
+                 BK: kl.constexpr):
+    # c = relu(a @ b * scale[:, None] + bias[None, :]), columns >= n - 3 zero.
+    pid_n = kl.program_id(0)
+    pid_m = kl.program_id(1)
+    va = kl.make_view(a, (m, k), (k, 1))
+    vb = kl.make_view(b, (k, n), (n, 1))
+    vc = kl.make_view(c, (m, n), (n, 1))
+    vbias = kl.make_view(bias, (1, n), (n, 1))
+    vscale = kl.make_view(scale, (m, 1), (1, 1))
+    ta = kl.load(va, offsets=(pid_m * BM, 0), shape=(BM, BK))
+    tb = kl.load(vb, offsets=(0, pid_n * BN), shape=(BK, BN))
+    s = kl.dot(ta, tb, kl.zeros((BM, BN), kl.float32))
+    cols = pid_n * BN + kl.arange(0, BN)
+    keep = kl.broadcast_to(kl.expand_dims(cols < n - 3, 0), (BM, BN))
+    row_scale = kl.load(vscale, offsets=(pid_m * BM, 0), shape=(BM, 1))
+    col_bias = kl.load(vbias, offsets=(0, pid_n * BN), shape=(1, BN))
+    y = kl.maximum(s * kl.broadcast_to(row_scale, (BM, BN)) + kl.broadcast_to(col_bias, (BM, BN)),
+                   kl.zeros((BM, BN), kl.float32))
+    kl.store(vc, kl.where(keep, y, kl.zeros((BM, BN), kl.float32)),
+             offsets=(pid_m * BM, pid_n * BN))
+
+
+def to_bf16_bits(x):
+    b = np.ascontiguousarray(x, np.float32).view(np.uint32)
+    return ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def from_bf16_bits(b):
+    return (b.astype(np.uint32) << 16).view(np.float32)
+
+
+@pytest.mark.parametrize("target,warps", [("emu-sm_80", 4), ("emu-sm_90a", 4), ("emu-sm_90a", 8)])
+@pytest.mark.parametrize("mn", [(64, 64), (100, 70), (130, 33)])
+def test_dot_epilogue_on_fragments(rng, monkeypatch, target, warps, mn):
+    monkeypatch.setenv("KILN_TARGET", target)
+    m, n = mn
+    k = 32  # one block of k: the dot's result is not loop-carried
+    abits = to_bf16_bits(rng.standard_normal((m, k)))
+    bbits = to_bf16_bits(rng.standard_normal((k, n)))
+    a, b = from_bf16_bits(abits).astype(np.float64), from_bf16_bits(bbits).astype(np.float64)
+    bias = rng.standard_normal(n).astype(np.float32)
+    scale = rng.standard_normal(m).astype(np.float32)
+    c = np.full((m, n), np.nan, np.float32)
+    bm = 128 if warps == 8 else 64
+    dot_epilogue[(kiln.cdiv(n, 64), kiln.cdiv(m, bm))](
+        kiln.bf16(abits), kiln.bf16(bbits), bias, scale, c, m, n, k, BM=bm, BN=64, BK=k,
+        num_warps=warps)
+    ref = np.maximum(a @ b * scale[:, None].astype(np.float64) + bias[None, :], 0)
+    ref[:, n - 3:] = 0
+    assert_close(c, ref, 1e-5, 1e-5)
