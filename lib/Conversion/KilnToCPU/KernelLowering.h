@@ -273,13 +273,22 @@ private:
   /// constant and the dot is warp-tiled on tensor cores (its registers then
   /// start from the constant: no copy of the accumulator, no buffer read).
   std::optional<double> splatAccumulator(DotOp op);
-  /// SIMT: the op that will read a warp-tiled dot's result as an operand of
-  /// its fused elementwise expression (the result's only use, through
-  /// deferred ops), if any: the dot then keeps its result in registers
-  /// (fragmentResults) and that op computes each of this lane's fragment
-  /// elements itself (an epilogue: no shared-memory round trip, no barrier).
-  Operation *epilogueConsumer(DotOp op);
+  /// SIMT: whether every use of tile `v` (a warp-tiled dot's result, or an
+  /// elementwise result computed on its fragments) can read it from this
+  /// lane's accumulator fragments of `dot`: fused elementwise expressions
+  /// (which then compute each fragment element themselves) and row
+  /// reductions when whole rows lie in one warp. Such a value stays in
+  /// registers (fragmentResults): no shared-memory round trip, no barrier.
+  /// Any other reader gets it stored first (bufferOf).
+  bool fragmentUses(Value v, DotOp dot);
   DenseMap<Value, std::pair<DotOp, SmallVector<Value>>> fragmentResults;
+  /// Stores a fragment value into its buffer at `user` (then a barrier).
+  void materializeFragments(Value v, Operation *user);
+  /// Whether each warp holds whole rows of warp-tiled `dot`'s result.
+  bool rowsInWarps(DotOp dot);
+  /// A reduction along the rows of a fragment value: per lane, then across
+  /// the four lanes of a row (shuffles).
+  void reduceFragmentRows(ReduceOp op, Value resultBuf);
   /// emitElems' value for a tile at the element being computed (width 1).
   DenseMap<Value, Value> elemOverride;
   /// Calls `fn` with the tile indices and value of each of this lane's

@@ -101,6 +101,8 @@ Value KernelLowering::allocTile(RankedTensorType type, Location loc) {
 }
 
 FailureOr<Value> KernelLowering::bufferOf(Value tile, Operation *user) {
+  if (fragmentResults.count(tile))
+    materializeFragments(tile, user);
   Value buf = buffers.lookup(tile);
   if (!buf)
     return user->emitError("kiln CPU lowering: tile operand has no buffer "
@@ -598,22 +600,34 @@ static bool isElementwiseTileOp(Operation *op) {
                       [](Value r) { return isa<RankedTensorType>(r.getType()); });
 }
 
-Operation *KernelLowering::epilogueConsumer(DotOp op) {
-  Value r = op.getResult();
-  if (!r.hasOneUse())
-    return nullptr;
-  Operation *user = *r.getUsers().begin();
-  // Through deferred ops (each the only operand use of its single user) to
-  // the elementwise op that is materialized.
-  while (user->getBlock() == op->getBlock() && isElementwiseTileOp(user) &&
-         !registerRowScales.count(user) && canDefer(user))
-    user = *user->getResult(0).getUsers().begin();
-  if (user->getBlock() != op->getBlock() || !isElementwiseTileOp(user) ||
-      registerRowScales.count(user) || user->getNumResults() != 1 ||
-      cast<RankedTensorType>(user->getResult(0).getType()).getShape() !=
-          op.getResult().getType().getShape())
-    return nullptr;
-  return user;
+bool KernelLowering::fragmentUses(Value v, DotOp dot) {
+  if (v.use_empty())
+    return false;
+  auto shape = cast<RankedTensorType>(v.getType()).getShape();
+  for (Operation *user : v.getUsers()) {
+    if (user->getBlock() != dot->getBlock())
+      return false;
+    if (auto red = dyn_cast<ReduceOp>(user)) {
+      ReduceKind k = red.getKind();
+      if (red.getAxis() != 1 || shape.size() != 2 || !rowsInWarps(dot) ||
+          !cast<RankedTensorType>(v.getType()).getElementType().isF32() ||
+          (k != ReduceKind::sum && k != ReduceKind::max &&
+           k != ReduceKind::min))
+        return false;
+      continue;
+    }
+    // Through deferred ops (each the only operand use of its single user) to
+    // the elementwise op that is materialized.
+    while (user->getBlock() == dot->getBlock() && isElementwiseTileOp(user) &&
+           !registerRowScales.count(user) && canDefer(user))
+      user = *user->getResult(0).getUsers().begin();
+    if (user->getBlock() != dot->getBlock() || !isElementwiseTileOp(user) ||
+        registerRowScales.count(user) || user->getNumResults() != 1 ||
+        cast<RankedTensorType>(user->getResult(0).getType()).getShape() !=
+            shape)
+      return false;
+  }
+  return true;
 }
 
 bool KernelLowering::canDefer(Operation *op) {
@@ -695,9 +709,33 @@ LogicalResult KernelLowering::lowerElementwise(Operation *op) {
   for (Type t : op->getResultTypes())
     types.push_back(getElementTypeOrSelf(t));
   int64_t w = vectorWidth(types, resultType.getShape().back());
+  // SIMT: dot results kept in registers that this expression reads
+  // (fragmentUses): each lane computes the elements of its own fragments.
+  // Leaves of several dots' layouts are stored first (bufferOf).
+  SmallVector<Value> fragmentLeaves;
+  std::function<void(Value)> findFragments = [&](Value v) {
+    if (fragmentResults.count(v) && !llvm::is_contained(fragmentLeaves, v))
+      fragmentLeaves.push_back(v);
+    Operation *def = v.getDefiningOp();
+    if (def && deferred.contains(def) && !isa<BroadcastOp>(def))
+      for (Value o : def->getOperands())
+        findFragments(o);
+  };
+  if (simt)
+    for (Value v : op->getOperands())
+      findFragments(v);
+  DotOp fragmentDot;
+  if (!fragmentLeaves.empty()) {
+    fragmentDot = fragmentResults[fragmentLeaves[0]].first;
+    if (llvm::any_of(fragmentLeaves, [&](Value l) {
+          return fragmentResults[l].first != fragmentDot;
+        }))
+      fragmentLeaves.clear(); // checkLeaves stores them all
+  }
   // Every tile the fused expression reads must have a buffer.
   std::function<LogicalResult(Value)> checkLeaves = [&](Value v) -> LogicalResult {
-    if (!isa<RankedTensorType>(v.getType()))
+    if (!isa<RankedTensorType>(v.getType()) ||
+        llvm::is_contained(fragmentLeaves, v))
       return success();
     Operation *def = v.getDefiningOp();
     if (!def || !deferred.contains(def))
@@ -732,37 +770,29 @@ LogicalResult KernelLowering::lowerElementwise(Operation *op) {
   }
   ImplicitLocOpBuilder b(op->getLoc(), op);
   bool isSelect = isa<arith::SelectOp>(op);
-  // SIMT: a dot result kept in registers for this op (epilogueConsumer):
-  // each lane computes the elements of its own fragments.
-  Value fragmentLeaf;
-  std::function<void(Value)> findFragment = [&](Value v) {
-    if (fragmentResults.count(v))
-      fragmentLeaf = v;
-    Operation *def = v.getDefiningOp();
-    if (def && deferred.contains(def) && !isa<BroadcastOp>(def))
-      for (Value o : def->getOperands())
-        findFragment(o);
-  };
-  if (simt)
-    for (Value v : op->getOperands())
-      findFragment(v);
+  // A fragment expression's result stays in registers too when its uses
+  // allow (fragmentUses), else it is stored element by element.
+  bool keepFragments = !fragmentLeaves.empty() && op->getNumResults() == 1 &&
+                       fragmentUses(op->getResult(0), fragmentDot);
+  SmallVector<Value> keptRegs;
   auto forEach = [&](function_ref<void(ImplicitLocOpBuilder &, ValueRange)> fn) {
-    if (!fragmentLeaf) {
+    if (fragmentLeaves.empty()) {
       forEachIndex(b, resultType.getShape(), w, fn);
       return;
     }
-    auto &[dot, regs] = fragmentResults[fragmentLeaf];
-    forEachFragment(b, dot, regs,
-                    [&](ImplicitLocOpBuilder &ib, ValueRange idx, Value v) {
-                      elemOverride[fragmentLeaf] = v;
+    size_t n = 0;
+    forEachFragment(b, fragmentDot, fragmentResults[fragmentLeaves[0]].second,
+                    [&](ImplicitLocOpBuilder &ib, ValueRange idx, Value) {
+                      for (Value leaf : fragmentLeaves)
+                        elemOverride[leaf] = fragmentResults[leaf].second[n];
+                      ++n;
                       fn(ib, idx);
                     });
-    elemOverride.erase(fragmentLeaf);
-    fragmentResults.erase(fragmentLeaf);
-    barrier(b);
+    for (Value leaf : fragmentLeaves)
+      elemOverride.erase(leaf);
+    if (!keepFragments)
+      barrier(b);
   };
-  if (fragmentLeaf)
-    w = 1;
   forEach([&](ImplicitLocOpBuilder &ib, ValueRange idx) {
     SmallVector<Value> operands;
     for (auto [i, v] : llvm::enumerate(op->getOperands())) {
@@ -783,10 +813,17 @@ LogicalResult KernelLowering::lowerElementwise(Operation *op) {
     OperationState state(op->getLoc(), op->getName().getStringRef(), operands,
                          resultTypes, op->getAttrs());
     Operation *scalarOp = ib.create(state);
+    if (keepFragments) {
+      keptRegs.push_back(scalarOp->getResult(0));
+      return;
+    }
     for (auto [r, buf] : llvm::zip(scalarOp->getResults(), resultBufs))
       storeElems(ib, r, buf, idx, w);
   });
-  fenceCoreWrites(b, resultBufs);
+  if (keepFragments)
+    fragmentResults[op->getResult(0)] = {fragmentDot, keptRegs};
+  else
+    fenceCoreWrites(b, resultBufs);
   for (auto [r, buf] : llvm::zip(op->getResults(), resultBufs))
     buffers[r] = buf;
   toErase.push_back(op);

@@ -1460,6 +1460,50 @@ void KernelLowering::forEachFragment(
       }
 }
 
+static Value shuffleXor(ImplicitLocOpBuilder &b, Value v, int64_t offset);
+
+void KernelLowering::materializeFragments(Value v, Operation *user) {
+  auto [dot, regs] = fragmentResults.lookup(v);
+  fragmentResults.erase(v);
+  ImplicitLocOpBuilder b(user->getLoc(), user);
+  storeRegisterTile(b, dot, regs, buffers.lookup(v));
+  barrier(b);
+}
+
+bool KernelLowering::rowsInWarps(DotOp dot) {
+  auto wt = planDotTiling(*simt, dot.getLhs().getType().getDimSize(0),
+                          dot.getAcc().getType().getDimSize(1));
+  return wt && wt->WN == 1;
+}
+
+void KernelLowering::reduceFragmentRows(ReduceOp op, Value resultBuf) {
+  auto [dot, regs] = fragmentResults.lookup(op.getSrc());
+  ImplicitLocOpBuilder b(op.getLoc(), op);
+  auto [mt, rows, cols] = warpTiledDot(b, *simt, dot, Value(), Value());
+  // Lane 4 g + q holds rows g and g + 8 of each 16-row tile, columns
+  // 2 q, 2 q + 1 of each 8-column tile (MmaTiles::cIndex): combine those,
+  // then across q (the four lanes of a row), and lane q = 0 writes.
+  Value first = arith::CmpIOp::create(
+      b, arith::CmpIPredicate::eq,
+      arith::RemUIOp::create(b, mt.lane, cIdx(b, 4)), cIdx(b, 0));
+  for (size_t ri = 0; ri < rows.size(); ++ri)
+    for (int64_t h = 0; h < 2; ++h) {
+      Value acc;
+      for (size_t ci = 0; ci < cols.size(); ++ci)
+        for (int64_t e = 2 * h; e < 2 * h + 2; ++e) {
+          Value v = regs[(ri * cols.size() + ci) * 4 + e];
+          acc = acc ? combine(b, op.getKind(), acc, v) : v;
+        }
+      for (int64_t off : {1, 2})
+        acc = combine(b, op.getKind(), acc, shuffleXor(b, acc, off));
+      Value row = mt.cIndex(b, rows[ri], cols[0], 2 * h)[0];
+      auto ifOp = scf::IfOp::create(b, TypeRange{}, first, false);
+      ImplicitLocOpBuilder tb(b.getLoc(), ifOp.getThenBodyBuilder());
+      memref::StoreOp::create(tb, acc, resultBuf, ValueRange{row});
+    }
+  barrier(b);
+}
+
 void KernelLowering::storeRegisterTile(ImplicitLocOpBuilder &b, DotOp dot,
                                        ValueRange regs, Value buf) {
   auto [mt, rows, cols] = warpTiledDot(b, *simt, dot, Value(), Value());
@@ -1897,8 +1941,8 @@ LogicalResult KernelLowering::lowerDotSimt(DotOp op, Value a, Value bm,
     SmallVector<Value> regs = runTiledDot(b, op, mt, rows, cols, init);
     if (regs.empty())
       return failure();
-    if (epilogueConsumer(op)) {
-      // The consumer reads the fragments (lowerElementwise).
+    if (fragmentUses(op.getResult(), op)) {
+      // Its readers take the fragments (lowerElementwise, lowerReduceSimt).
       fragmentResults[op.getResult()] = {op, regs};
       return success();
     }
@@ -1949,6 +1993,16 @@ static Value shuffleXor(ImplicitLocOpBuilder &b, Value v, int64_t offset) {
 }
 
 LogicalResult KernelLowering::lowerReduceSimt(ReduceOp op) {
+  // Rows of a dot result (or of an expression on it) still in registers.
+  if (fragmentResults.count(op.getSrc()) && op.getAxis() == 1 &&
+      fragmentUses(op.getSrc(), fragmentResults.lookup(op.getSrc()).first)) {
+    Value resultBuf = allocTile(
+        cast<RankedTensorType>(op.getResult().getType()), op.getLoc());
+    reduceFragmentRows(op, resultBuf);
+    buffers[op.getResult()] = resultBuf;
+    toErase.push_back(op);
+    return success();
+  }
   auto srcType = op.getSrc().getType();
   auto src = bufferOf(op.getSrc(), op);
   if (failed(src))
