@@ -65,3 +65,49 @@ def test_dot_epilogue_on_fragments(rng, monkeypatch, target, warps, mn):
     ref = np.maximum(a @ b * scale[:, None].astype(np.float64) + bias[None, :], 0)
     ref[:, n - 3:] = 0
     assert_close(c, ref, 1e-5, 1e-5)
+
+
+@kiln.jit
+def dot_row_softmax(a, b, out, rowmax, m, n, k, BM: kl.constexpr, BN: kl.constexpr,
+                    BK: kl.constexpr):
+    # p = softmax over the row of s = a @ b (columns >= n masked), and the
+    # row maxima: the dot result, the masked scores and the exponentials
+    # each feed a row reduction and another expression.
+    pid_m = kl.program_id(0)
+    va = kl.make_view(a, (m, k), (k, 1))
+    vb = kl.make_view(b, (k, n), (n, 1))
+    vo = kl.make_view(out, (m, n), (n, 1))
+    vmax = kl.make_view(rowmax, (m,), (1,))
+    ta = kl.load(va, offsets=(pid_m * BM, 0), shape=(BM, BK))
+    tb = kl.load(vb, offsets=(0, 0), shape=(BK, BN))
+    s = kl.dot(ta, tb, kl.zeros((BM, BN), kl.float32))
+    keep = kl.broadcast_to(kl.expand_dims(kl.arange(0, BN) < n, 0), (BM, BN))
+    s = kl.where(keep, s * 0.5, kl.full((BM, BN), float("-inf"), kl.float32))
+    mx = kl.max(s, axis=1)
+    p = kl.exp(s - kl.broadcast_to(kl.expand_dims(mx, 1), (BM, BN)))
+    total = kl.sum(p, axis=1)
+    kl.store(vo, p / kl.broadcast_to(kl.expand_dims(total, 1), (BM, BN)),
+             offsets=(pid_m * BM, 0))
+    kl.store(vmax, mx, offsets=(pid_m * BM,))
+
+
+@pytest.mark.parametrize("target,warps", [("emu-sm_80", 4), ("emu-sm_90a", 4), ("emu-sm_90a", 8)])
+@pytest.mark.parametrize("m,n", [(64, 64), (100, 50), (70, 9)])
+def test_row_reductions_on_fragments(rng, monkeypatch, target, warps, m, n):
+    # Whole rows per warp (wgmma with one warpgroup across the columns):
+    # the reductions run on the fragments with quad shuffles; otherwise
+    # (mma.sync's warp grid, two warpgroups) the values are stored first.
+    monkeypatch.setenv("KILN_TARGET", target)
+    k = 48
+    abits = to_bf16_bits(rng.standard_normal((m, k)))
+    bbits = to_bf16_bits(rng.standard_normal((k, n)))
+    a, b = from_bf16_bits(abits).astype(np.float64), from_bf16_bits(bbits).astype(np.float64)
+    out = np.full((m, n), np.nan, np.float32)
+    rowmax = np.full(m, np.nan, np.float32)
+    bm = 128 if warps == 8 else 64
+    dot_row_softmax[(kiln.cdiv(m, bm),)](kiln.bf16(abits), kiln.bf16(bbits), out, rowmax,
+                                         m, n, k, BM=bm, BN=64, BK=k, num_warps=warps)
+    s = a @ b * 0.5
+    e = np.exp(s - s.max(axis=1, keepdims=True))
+    assert_close(rowmax, s.max(axis=1), 1e-5, 1e-5)
+    assert_close(out, e / e.sum(axis=1, keepdims=True), 1e-5, 1e-6)
