@@ -1,10 +1,11 @@
 """Dot epilogues on the GPU targets, run by the SIMT emulator (so this file
-runs in every pytest suite): a warp-tiled tensor-core dot whose result feeds
-one elementwise expression keeps it in registers, and that expression is
-computed per lane on the dot's accumulator fragments (mma.sync on emu-sm_80,
-wgmma on emu-sm_90a, one and two warpgroups). The expressions read other
-tiles (a broadcast row and column vector, an iota mask) at the fragment
-elements' coordinates. Ragged sizes; outputs poisoned; float64 references."""
+runs in every pytest suite): on sm_90a a wgmma dot whose result feeds
+elementwise expressions and row reductions keeps it in registers, and each
+expression is computed per lane on the dot's accumulator fragments (one and
+two warpgroups); emu-sm_80 (mma.sync, through shared memory) is the same
+kernel the usual way. The expressions read other tiles (a broadcast row and
+column vector, an iota mask) at the fragment elements' coordinates. Ragged
+sizes; outputs poisoned; float64 references."""
 import numpy as np
 import pytest
 

@@ -284,6 +284,11 @@ private:
   DenseMap<Value, std::pair<DotOp, SmallVector<Value>>> fragmentResults;
   /// Stores a fragment value into its buffer at `user` (then a barrier).
   void materializeFragments(Value v, Operation *user);
+  /// Whether warp-tiled `dot` runs on wgmma. (Fragment values are kept for
+  /// those only: under mma.sync's warp grids, a row reduction needs shared
+  /// memory anyway, and the unrolled per-fragment code cost the head-dim-128
+  /// attention kernels up to 87 registers and spills.)
+  bool wgmmaTiled(DotOp dot);
   /// Whether each warp holds whole rows of warp-tiled `dot`'s result.
   bool rowsInWarps(DotOp dot);
   /// A reduction along the rows of a fragment value: per lane, then across

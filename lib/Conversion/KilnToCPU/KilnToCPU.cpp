@@ -601,7 +601,7 @@ static bool isElementwiseTileOp(Operation *op) {
 }
 
 bool KernelLowering::fragmentUses(Value v, DotOp dot) {
-  if (v.use_empty())
+  if (v.use_empty() || !wgmmaTiled(dot))
     return false;
   auto shape = cast<RankedTensorType>(v.getType()).getShape();
   for (Operation *user : v.getUsers()) {

@@ -1470,6 +1470,12 @@ void KernelLowering::materializeFragments(Value v, Operation *user) {
   barrier(b);
 }
 
+bool KernelLowering::wgmmaTiled(DotOp dot) {
+  auto wt = planDotTiling(*simt, dot.getLhs().getType().getDimSize(0),
+                          dot.getAcc().getType().getDimSize(1));
+  return wt && wt->wgmma;
+}
+
 bool KernelLowering::rowsInWarps(DotOp dot) {
   auto wt = planDotTiling(*simt, dot.getLhs().getType().getDimSize(0),
                           dot.getAcc().getType().getDimSize(1));
