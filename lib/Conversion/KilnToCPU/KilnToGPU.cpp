@@ -521,8 +521,10 @@ bool KernelLowering::tmaCandidate(const PipelinedLoad &pl, scf::ForOp loop) {
       return false;
   int64_t rows = shape[rank - 2], cols = shape[rank - 1];
   // Box dimensions are at most 256 elements; the innermost spans a multiple
-  // of 16 bytes.
-  if (rows > 256 || (eb != 1 && eb != 2 && eb != 4 && eb != 8))
+  // of 16 bytes. The destination must be 128-byte aligned, which the
+  // shared-memory planner gives buffers of whole 128-byte lines.
+  if (rows > 256 || (eb != 1 && eb != 2 && eb != 4 && eb != 8) ||
+      rows * cols * eb % 128 != 0)
     return false;
   // A core buffer's map has one dimension more (the column chunks).
   if (isCoreBuffer(pl.stages[0]))
