@@ -1,0 +1,18 @@
+// The library's block-sparse attention (bf16, head dim 64) on sm_90a: the key
+// and value blocks, whose offsets come from the block index lists, are
+// pipelined (the index read again from global memory at issue) and loaded by
+// TMA with 4-d maps (8 columns x rows x column chunks x batch-heads: the
+// wgmma core-matrix layout); the scores stay in wgmma fragments, their row
+// maximum and sum reduced with quad shuffles (bfly 1 and 2). With one stage
+// nothing is pipelined, so nothing goes by TMA.
+// RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_90a --emit ptx | FileCheck %s
+// RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_90a --num-stages 1 --emit ptx | FileCheck %s --check-prefix=S1
+// CHECK: tensormap.replace.tile.rank.global.b1024.b32
+// CHECK: mbarrier.init.shared.b64
+// CHECK: cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+// CHECK: mbarrier.try_wait.parity.shared.b64
+// CHECK: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
+// CHECK: shfl.sync.bfly.b32 {{.*}}, 1, 31, -1;
+// CHECK: shfl.sync.bfly.b32 {{.*}}, 2, 31, -1;
+// S1-NOT: cp.async.bulk.tensor
+// S1-NOT: mbarrier
