@@ -27,3 +27,14 @@ def assert_close(got, ref, rtol, atol):
     tol = atol + rtol * np.abs(ref[finite])
     bad = err > tol
     assert not bad.any(), f"{bad.sum()} of {bad.size} off; worst {err.max()}"
+
+
+def to_bf16_bits(x):
+    """Round-to-nearest-even float32 -> bfloat16 bits (uint16)."""
+    b = np.ascontiguousarray(x, np.float32).view(np.uint32)
+    return ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def from_bf16_bits(b):
+    """bfloat16 bits (uint16) -> float32."""
+    return (b.astype(np.uint32) << 16).view(np.float32)

@@ -11,7 +11,7 @@ import pytest
 
 import kiln
 import kiln.language as kl
-from conftest import assert_close
+from conftest import assert_close, from_bf16_bits, to_bf16_bits
 
 
 @kiln.jit
@@ -38,13 +38,6 @@ def dot_epilogue(a, b, bias, scale, c, m, n, k, BM: kl.constexpr, BN: kl.constex
              offsets=(pid_m * BM, pid_n * BN))
 
 
-def to_bf16_bits(x):
-    b = np.ascontiguousarray(x, np.float32).view(np.uint32)
-    return ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
-
-
-def from_bf16_bits(b):
-    return (b.astype(np.uint32) << 16).view(np.float32)
 
 
 @pytest.mark.parametrize("target,warps", [("emu-sm_80", 4), ("emu-sm_90a", 4), ("emu-sm_90a", 8)])

@@ -16,7 +16,7 @@ import pytest
 
 import kiln
 import kiln.language as kl
-from conftest import assert_close
+from conftest import assert_close, from_bf16_bits, to_bf16_bits
 
 
 @pytest.fixture(autouse=True)
@@ -39,13 +39,6 @@ def gemm(a, b, c, m, n, k, BM: kl.constexpr, BN: kl.constexpr, BK: kl.constexpr)
     kl.store(vc, acc, offsets=(pid_m * BM, pid_n * BN))
 
 
-def to_bf16_bits(x):
-    b = np.ascontiguousarray(x, np.float32).view(np.uint32)
-    return ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
-
-
-def from_bf16_bits(b):
-    return (b.astype(np.uint32) << 16).view(np.float32)
 
 
 def run(rng, dtype, m, n, k, bm, bn, bk, **launch):

@@ -5,7 +5,7 @@ import pytest
 
 import kiln
 import kiln.language as kl
-from conftest import assert_close
+from conftest import assert_close, from_bf16_bits, to_bf16_bits
 
 
 def test_list_ops():
@@ -105,14 +105,6 @@ def test_block_sparse_attention_from_a_mask_mod(rng, kind):
     assert_close(lse, rl, 2e-5, 2e-5)
 
 
-def to_bf16_bits(x):
-    """Round-to-nearest-even float32 -> bfloat16 bits (uint16)."""
-    b = np.ascontiguousarray(x, np.float32).view(np.uint32)
-    return ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
-
-
-def from_bf16_bits(b):
-    return (b.astype(np.uint32) << 16).view(np.float32)
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "f16"])
