@@ -46,7 +46,7 @@ parser.add_argument("--record", action="store_true",
                     help="compile missing bundles with kilnc first (KILN_GPU_TARGET)")
 parser.add_argument("--target", default=os.environ.get("KILN_GPU_TARGET", "sm_90a"),
                     help="with --record: the target of a new bundle folder")
-parser.add_argument("--section", choices=["all", "examples", "ops", "gemm", "bench"],
+parser.add_argument("--section", choices=["all", "notma", "examples", "ops", "gemm", "bench"],
                     default="all",
                     help="run only this part (run_gpu_checks.sh runs each in its own "
                          "process, so a fault or hang in one loses nothing else)")
@@ -71,11 +71,15 @@ failures, rows = [], []
 ACTIVE = True  # the current section runs (see section())
 
 
+def selected(name):
+    return opts.record or opts.section in ("all", name)
+
+
 def section(name):
     """Starts a part of the script: it launches and checks only if selected
     (recording always compiles everything)."""
     global ACTIVE
-    ACTIVE = opts.record or opts.section in ("all", name)
+    ACTIVE = selected(name)
 
 
 # -- bundles and launches ----------------------------------------------------------------
@@ -255,11 +259,16 @@ for M, N, K, how in ((200, 130, 300, ""), (200, 136, 296, " [TMA sizes]")):
     check("example matmul bf16 (tensor cores)" + how, c, ar.astype(np.float64) @ br, 1e-4, 1e-2)
     for bm_, bn_, bk_, warps, stages, tma in (
             [v + (True,) for v in GEMM_VARIANTS[1:]] + [v + (False,) for v in NOTMA_VARIANTS]):
+        # The cp.async variants are their own part ("notma", run first): if
+        # a TMA kernel faults, which ends the process's CUDA context, wgmma
+        # without TMA is still checked.
+        ACTIVE = selected("examples" if tma else "notma")
         c = poisoned((M, N))
         launch(gemm_variant(bm_, bn_, bk_, warps, stages, tma), (cdiv(N, bn_), cdiv(M, bm_)),
                [a16, b16, c, M, N, K])
         check(f"gemm bf16 {bm_}x{bn_}x{bk_}, {warps} warps, {stages} stages"
               + ("" if tma else ", cp.async (no TMA)") + how, c, ar.astype(np.float64) @ br, 1e-4, 1e-2)
+    ACTIVE = selected("examples")
 
 
 def attention_reference(q, k, v, visible, scale):
