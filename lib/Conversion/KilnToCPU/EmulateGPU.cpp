@@ -43,6 +43,8 @@
 //   void kiln_emu_mbarrier_inval(i64 bar)
 //   void kiln_emu_tma_load(i64 dst, i64 map, i32 rank, i32 c0..c4, i64 bar,
 //                          i64 site)
+//   void kiln_emu_wgmma_rs(i32 a x4, i64 descB, i32 n, i32 f16, i32 transB,
+//                          i32 scaleD, i64 acc, i64 site)   A in registers
 //   void kiln_emu_shared_access(i64 addr, i32 bytes, i32 isWrite, i64 site)
 //   void kiln_emu_run_block(fn, ptr argv, i32 pid x3, i32 grid x3,
 //                           i32 numThreads, i64 sharedBytes, i64 name)
@@ -372,6 +374,45 @@ LogicalResult EmulateGPUPass::emulate(gpu::GPUFuncOp kernel,
                 ValueRange{arith::ConstantIndexOp::create(ib, e)}),
             ArrayRef<int64_t>{e});
       wg.getResult().replaceAllUsesWith(r);
+    } else if (auto rs = dyn_cast<LLVM::InlineAsmOp>(op);
+               rs && rs->hasAttr("kiln.wgmma_rs")) {
+      // wgmma.mma_async with A in registers (runRegisterADot): operands are
+      // the N/2 accumulators, A's four registers, B's descriptor, scale-d.
+      ArrayRef<int64_t> info =
+          rs->getAttrOfType<DenseI64ArrayAttr>("kiln.wgmma_rs").asArrayRef();
+      int64_t n = info[0];
+      ValueRange ops = rs.getOperands();
+      if (info.size() != 3 || ops.size() != size_t(n / 2 + 6))
+        return op->emitError("kiln-emulate-gpu: malformed wgmma with A in "
+                             "registers");
+      if (!wgmmaAcc) {
+        ImplicitLocOpBuilder eb(loc, &entry, entry.begin());
+        wgmmaAcc = memref::AllocaOp::create(
+            eb, MemRefType::get({128}, eb.getF32Type()));
+      }
+      for (int64_t e = 0; e < n / 2; ++e)
+        memref::StoreOp::create(
+            ib, ops[e], wgmmaAcc,
+            ValueRange{arith::ConstantIndexOp::create(ib, e)});
+      Value accAddr = arith::IndexCastOp::create(
+          ib, i64,
+          memref::ExtractAlignedPointerAsIndexOp::create(ib, wgmmaAcc));
+      auto c32 = [&](int64_t v) {
+        return arith::ConstantIntOp::create(ib, i32, v);
+      };
+      abi.call(ib, "kiln_emu_wgmma_rs",
+               {ops[n / 2], ops[n / 2 + 1], ops[n / 2 + 2], ops[n / 2 + 3],
+                ops[n / 2 + 4], c32(n), c32(info[1]), c32(info[2]), c32(1),
+                accAddr, abi.site(ib, op)});
+      Value r = LLVM::UndefOp::create(ib, rs.getResult(0).getType());
+      for (int64_t e = 0; e < n / 2; ++e)
+        r = LLVM::InsertValueOp::create(
+            ib, r,
+            memref::LoadOp::create(
+                ib, wgmmaAcc,
+                ValueRange{arith::ConstantIndexOp::create(ib, e)}),
+            ArrayRef<int64_t>{e});
+      rs.getResult(0).replaceAllUsesWith(r);
     } else if (auto ldm = dyn_cast<nvgpu::LdMatrixOp>(op)) {
       auto vt = cast<VectorType>(ldm.getRes().getType());
       int64_t n = ldm.getNumTiles();

@@ -284,6 +284,16 @@ private:
   DenseMap<Value, std::pair<DotOp, SmallVector<Value>>> fragmentResults;
   /// Stores a fragment value into its buffer at `user` (then a barrier).
   void materializeFragments(Value v, Operation *user);
+  /// Whether fragment value `producer`'s result layout is the A-register
+  /// layout `consumer` (a wgmma dot) reads, so that it takes A from
+  /// registers (`wgmma.mma_async` with A in registers: attention's p·v).
+  bool registerOperandA(DotOp producer, DotOp consumer);
+  /// The K loop of a wgmma dot with A in registers (`aRegs`: the fragment
+  /// values of a producer dot's layout, see registerOperandA).
+  SmallVector<Value> runRegisterADot(ImplicitLocOpBuilder &b, DotOp op,
+                                     const MmaTiles &mt, ArrayRef<Value> rows,
+                                     ArrayRef<Value> cols, ValueRange acc,
+                                     ArrayRef<Value> aRegs);
   /// Whether warp-tiled `dot` runs on wgmma. (Fragment values are kept for
   /// those only: under mma.sync's warp grids, a row reduction needs shared
   /// memory anyway, and the unrolled per-fragment code cost the head-dim-128

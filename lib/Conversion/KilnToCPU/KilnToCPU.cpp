@@ -607,6 +607,12 @@ bool KernelLowering::fragmentUses(Value v, DotOp dot) {
   for (Operation *user : v.getUsers()) {
     if (user->getBlock() != dot->getBlock())
       return false;
+    if (auto d2 = dyn_cast<DotOp>(user)) {
+      if (d2.getLhs() != v || d2.getRhs() == v || d2.getAcc() == v ||
+          !registerOperandA(dot, d2))
+        return false;
+      continue;
+    }
     if (auto red = dyn_cast<ReduceOp>(user)) {
       ReduceKind k = red.getKind();
       if (red.getAxis() != 1 || shape.size() != 2 || !rowsInWarps(dot) ||

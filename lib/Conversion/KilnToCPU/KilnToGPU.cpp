@@ -1463,13 +1463,139 @@ void KernelLowering::forEachFragment(
 }
 
 static Value shuffleXor(ImplicitLocOpBuilder &b, Value v, int64_t offset);
+static Value wgmmaDescriptor(ImplicitLocOpBuilder &b, Value core, int64_t lbo,
+                             int64_t sbo);
 
 void KernelLowering::materializeFragments(Value v, Operation *user) {
   auto [dot, regs] = fragmentResults.lookup(v);
   fragmentResults.erase(v);
   ImplicitLocOpBuilder b(user->getLoc(), user);
-  storeRegisterTile(b, dot, regs, buffers.lookup(v));
+  Value buf = buffers.lookup(v);
+  forEachFragment(b, dot, regs,
+                  [&](ImplicitLocOpBuilder &ib, ValueRange idx, Value e) {
+                    storeElems(ib, e, buf, idx, 1);
+                  });
+  if (isCoreBuffer(buf))
+    asyncProxyFence(b);
   barrier(b);
+}
+
+bool KernelLowering::registerOperandA(DotOp producer, DotOp consumer) {
+  if (!wgmmaTiled(producer) || !wgmmaTiled(consumer) ||
+      !isTensorCoreDot(*simt, consumer))
+    return false;
+  int64_t M = producer.getLhs().getType().getDimSize(0);
+  auto p = *planDotTiling(*simt, M, producer.getAcc().getType().getDimSize(1));
+  auto c = *planDotTiling(*simt, consumer.getLhs().getType().getDimSize(0),
+                          consumer.getAcc().getType().getDimSize(1));
+  // Each warpgroup holds whole rows of the producer's result (all of the
+  // consumer's K) and computes whole rows of the consumer's, the same ones.
+  return consumer.getLhs().getType().getDimSize(0) == M && p.WN == 1 &&
+         c.WN == 1 && p.TM == c.TM &&
+         consumer.getLhs().getType().getDimSize(1) ==
+             producer.getAcc().getType().getDimSize(1);
+}
+
+SmallVector<Value> KernelLowering::runRegisterADot(
+    ImplicitLocOpBuilder &b, DotOp op, const MmaTiles &mt,
+    ArrayRef<Value> rows, ArrayRef<Value> cols, ValueRange acc,
+    ArrayRef<Value> aRegs) {
+  int64_t K = op.getLhs().getType().getDimSize(1),
+          N = op.getAcc().getType().getDimSize(1);
+  auto wt = *planDotTiling(*simt, op.getLhs().getType().getDimSize(0), N);
+  bool bKMajor = deferredTrans.count(op.getRhs());
+  Value bCore = mt.bm;
+  if (!isCoreBuffer(bCore)) {
+    if (bKMajor || !isPlain16(bCore)) {
+      op.emitError("kiln GPU lowering: the B operand of a wgmma with A in "
+                   "registers is not a plain buffer");
+      return {};
+    }
+    bCore = coreMatrices(b, mt.bm, K, N, mt.inElt);
+    asyncProxyFence(b);
+    barrier(b);
+  }
+  Value descB = bKMajor ? wgmmaDescriptor(b, bCore, N / 8 * 128, 128)
+                        : wgmmaDescriptor(b, bCore, 128, K / 8 * 128);
+  Type i32 = b.getI32Type(), i64 = b.getI64Type(), f32 = b.getF32Type();
+  int64_t n = wt.TN * 8, perBlock = n / 2, producerTN = K / 8;
+  bool f16 = mt.inElt.isF16();
+  // A register of two 16-bit elements, the lower k in the low half.
+  auto pack = [&](Value lo, Value hi) -> Value {
+    auto half = [&](Value v) -> Value {
+      Value bits = arith::BitcastOp::create(b, b.getI16Type(), v);
+      return arith::ExtUIOp::create(b, i32, bits);
+    };
+    return arith::OrIOp::create(
+        b, half(lo),
+        arith::ShLIOp::create(b, half(hi),
+                              arith::ConstantIntOp::create(b, i32, 16)));
+  };
+  std::string type = f16 ? "f16" : "bf16";
+  std::string text = "{\n.reg .pred p;\nsetp.ne.b32 p, $" +
+                     std::to_string(2 * perBlock + 5) +
+                     ", 0;\nwgmma.mma_async.sync.aligned.m64n" +
+                     std::to_string(n) + "k16.f32." + type + "." + type + " {";
+  std::string constraints;
+  for (int64_t e = 0; e < perBlock; ++e) {
+    text += (e ? ", $" : "$") + std::to_string(e);
+    constraints += "=f,";
+  }
+  for (int64_t e = 0; e < perBlock; ++e)
+    constraints += std::to_string(e) + ",";
+  constraints += "r,r,r,r,l,n";
+  for (int r = 0; r < 4; ++r)
+    text += (r ? ", $" : "}, {$") + std::to_string(2 * perBlock + r);
+  text += "}, $" + std::to_string(2 * perBlock + 4) + ", p, 1, 1, " +
+          (bKMajor ? "0" : "1") + ";\n}\n";
+  auto accType = LLVM::LLVMStructType::getLiteral(
+      b.getContext(), SmallVector<Type>(perBlock, f32));
+
+  SmallVector<Value> regs(acc.begin(), acc.end());
+  NVVM::WgmmaFenceAlignedOp::create(b);
+  Value nGroup = arith::DivUIOp::create(b, cols[0], cIdx(b, 8));
+  for (int64_t step = 0; step < K / 16; ++step) {
+    Value k0 = cIdx(b, 16 * step), kg = cIdx(b, 2 * step);
+    Value units =
+        bKMajor ? arith::AddIOp::create(
+                      b, arith::MulIOp::create(b, kg, cIdx(b, N / 8)), nGroup)
+                : arith::AddIOp::create(
+                      b, arith::MulIOp::create(b, nGroup, cIdx(b, K / 8)), kg);
+    (void)k0;
+    Value db = arith::AddIOp::create(
+        b, descB,
+        arith::IndexCastOp::create(
+            b, i64, arith::MulIOp::create(b, units, cIdx(b, 8))));
+    for (size_t t = 0; t < rows.size(); ++t) {
+      // The producer's accumulator blocks 2 step and 2 step + 1 (columns
+      // 16 step .. 16 step + 15) are this k step's A (MmaTiles::cIndex: e
+      // 0, 1 row g, e 2, 3 row g + 8).
+      auto at = [&](int64_t block, int64_t e) {
+        return aRegs[(t * producerTN + block) * 4 + e];
+      };
+      SmallVector<Value> operands(regs.begin() + t * perBlock,
+                                  regs.begin() + (t + 1) * perBlock);
+      operands.push_back(pack(at(2 * step, 0), at(2 * step, 1)));
+      operands.push_back(pack(at(2 * step, 2), at(2 * step, 3)));
+      operands.push_back(pack(at(2 * step + 1, 0), at(2 * step + 1, 1)));
+      operands.push_back(pack(at(2 * step + 1, 2), at(2 * step + 1, 3)));
+      operands.push_back(db);
+      operands.push_back(arith::ConstantIntOp::create(b, i32, 1));
+      auto asmOp = LLVM::InlineAsmOp::create(
+          b, accType, operands, text, constraints, /*has_side_effects=*/true,
+          /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
+          LLVM::AsmDialectAttr(), ArrayAttr());
+      // What the emulator reads (kiln-emulate-gpu): N, f16, N-major B.
+      asmOp->setAttr("kiln.wgmma_rs",
+                     b.getDenseI64ArrayAttr({n, f16 ? 1 : 0, bKMajor ? 0 : 1}));
+      for (int64_t e = 0; e < perBlock; ++e)
+        regs[t * perBlock + e] = LLVM::ExtractValueOp::create(
+            b, asmOp.getResult(0), ArrayRef<int64_t>{e});
+    }
+  }
+  NVVM::WgmmaGroupSyncAlignedOp::create(b);
+  NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
+  return regs;
 }
 
 bool KernelLowering::wgmmaTiled(DotOp dot) {
@@ -1551,20 +1677,32 @@ LogicalResult KernelLowering::lowerRegisterRowScale(Operation *mulf,
 }
 
 LogicalResult KernelLowering::lowerRegisterDot(DotOp op) {
-  auto a = bufferOf(op.getLhs(), op), bm = bufferOf(op.getRhs(), op);
+  // A in registers: the fragments of a producer dot's layout.
+  SmallVector<Value> aRegs;
+  if (auto it = fragmentResults.find(op.getLhs());
+      it != fragmentResults.end() && registerOperandA(it->second.first, op))
+    aRegs = it->second.second;
+  FailureOr<Value> a = Value();
+  if (aRegs.empty())
+    a = bufferOf(op.getLhs(), op);
+  auto bm = bufferOf(op.getRhs(), op);
   if (failed(a) || failed(bm))
     return failure();
   ImplicitLocOpBuilder b(op.getLoc(), op);
   auto [mt, rows, cols] = warpTiledDot(b, *simt, op, *a, *bm);
   SmallVector<Value> regs =
-      runTiledDot(b, op, mt, rows, cols, registerTiles.lookup(op.getAcc()));
+      aRegs.empty()
+          ? runTiledDot(b, op, mt, rows, cols,
+                        registerTiles.lookup(op.getAcc()))
+          : runRegisterADot(b, op, mt, rows, cols,
+                            registerTiles.lookup(op.getAcc()), aRegs);
   if (regs.empty())
     return failure();
   registerTiles[op.getResult()] = regs;
   // The operand tiles may be overwritten next (the next iteration's loads),
   // unless both are pipelined stages: those are overwritten only after the
   // next iteration's first barrier (lowerPipelinedLoad).
-  if (!pipelinedBuffers.count(*a) || !pipelinedBuffers.count(*bm))
+  if ((*a && !pipelinedBuffers.count(*a)) || !pipelinedBuffers.count(*bm))
     barrier(b);
   toErase.push_back(op);
   return success();

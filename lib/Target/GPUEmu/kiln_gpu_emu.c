@@ -211,6 +211,7 @@ typedef struct {
   uint64_t wg_gen[kMaxThreads / 128];
   int wg_arrived[kMaxThreads / 128];
   uint64_t wg_desc[kMaxThreads][2];
+  uint32_t wg_areg[kMaxThreads][4]; /* wgmma with A in registers */
   /* shared memory and its checker */
   uint64_t epoch; /* advances at every barrier and every block */
   uint64_t block_epoch; /* the epoch this block started in */
@@ -887,6 +888,72 @@ EMU_API void kiln_emu_wgmma(int64_t desc_a, int64_t desc_b, int32_t n,
           wgmma_read(wgmma_element((uint64_t)desc_a, row, k, trans_a), site);
       uint16_t b =
           wgmma_read(wgmma_element((uint64_t)desc_b, col, k, trans_b), site);
+      sum += cvt(a) * cvt(b);
+    }
+    d[i] = sum;
+  }
+  warpgroup_sync();
+  f->wg_uncommitted++;
+}
+
+/* wgmma.mma_async.sync.aligned.m64nNk16.f32.{bf16,f16}.{bf16,f16} with A
+ * in registers: four 32-bit registers per thread, two 16-bit elements each
+ * (the lower k in the low half), laid out per warp as mma.m16n8k16's A (PTX
+ * ISA, "Register Fragment of Matrix A" for wgmma .m64nNk16): warp w of the
+ * warpgroup holds rows 16 w .. 16 w + 15; lane 4 g + q holds, in register
+ * r, row g + 8 (r % 2), k 2 q + 8 (r / 2) + {0, 1}. B from shared memory
+ * through its descriptor, as kiln_emu_wgmma. */
+EMU_API void kiln_emu_wgmma_rs(int32_t a0, int32_t a1, int32_t a2, int32_t a3,
+                               int64_t desc_b, int32_t n, int32_t is_f16,
+                               int32_t trans_b, int32_t scale_d, int64_t acc,
+                               const char *site) {
+  block_state *s = S;
+  fiber *f = &s->fibers[s->current];
+  int t = s->current;
+  if (s->num_threads % 128)
+    fail("%s: wgmma in a block of %d threads (not whole warpgroups)", site,
+         s->num_threads);
+  if (n < 8 || n > 256 || n % 8)
+    fail("%s: wgmma with N = %d (PTX allows multiples of 8 up to 256)", site,
+         n);
+  if (!f->wg_fenced)
+    fail("%s: wgmma.mma_async without a wgmma.fence since its registers "
+         "were last accessed",
+         site);
+  uint64_t db = (uint64_t)desc_b;
+  if (db >> 62)
+    fail("%s: wgmma descriptor %llx uses a swizzle mode (the emulator knows "
+         "the no-swizzle layout)",
+         site, (unsigned long long)db);
+  if ((db >> 16 & 0x3FFF) == 0 || (db >> 32 & 0x3FFF) == 0)
+    fail("%s: wgmma descriptor %llx has a zero leading or stride byte offset",
+         site, (unsigned long long)db);
+  s->wg_desc[t][1] = db;
+  s->wg_areg[t][0] = (uint32_t)a0;
+  s->wg_areg[t][1] = (uint32_t)a1;
+  s->wg_areg[t][2] = (uint32_t)a2;
+  s->wg_areg[t][3] = (uint32_t)a3;
+  warpgroup_sync();
+  int first = t / 128 * 128;
+  for (int u = first; u < first + 128; ++u)
+    if (s->wg_desc[u][1] != db)
+      fail("%s: wgmma B descriptors differ across the warpgroup (thread %d: "
+           "%llx, thread %d: %llx)",
+           site, t, (unsigned long long)db, u,
+           (unsigned long long)s->wg_desc[u][1]);
+  float (*cvt)(uint16_t) = is_f16 ? f16_to_float : bf16_to_float;
+  float *d = (float *)(uintptr_t)acc;
+  int w = (t % 128) / kWarp, lane = t % kWarp;
+  for (int i = 0; i < n / 2; ++i) {
+    int row = 16 * w + lane / 4 + 8 * ((i % 4) / 2);
+    int col = 2 * (lane % 4) + (i % 2) + 8 * (i / 4);
+    float sum = scale_d ? d[i] : 0.0f;
+    int rr = row % 16;
+    for (int k = 0; k < 16; ++k) {
+      int a_thread = first + 32 * (row / 16) + 4 * (rr % 8) + (k % 8) / 2;
+      uint32_t ar = s->wg_areg[a_thread][(rr >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)];
+      uint16_t a = (uint16_t)(k & 1 ? ar >> 16 : ar & 0xFFFF);
+      uint16_t b = wgmma_read(wgmma_element(db, col, k, trans_b), site);
       sum += cvt(a) * cvt(b);
     }
     d[i] = sum;
