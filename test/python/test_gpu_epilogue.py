@@ -105,3 +105,53 @@ def test_row_reductions_on_fragments(rng, monkeypatch, target, warps, m, n):
     e = np.exp(s - s.max(axis=1, keepdims=True))
     assert_close(rowmax, s.max(axis=1), 1e-5, 1e-5)
     assert_close(out, e / e.sum(axis=1, keepdims=True), 1e-5, 1e-6)
+
+
+@kiln.jit
+def chained_dots(a, b, c, out, m, n, k, d, BM: kl.constexpr, BN: kl.constexpr,
+                 BK: kl.constexpr, BD: kl.constexpr, LOOP: kl.constexpr):
+    # out = sum over key blocks j of exp(a @ b[:, j] * 0.1) @ c[j, :] (the
+    # exponentials rounded to bf16), like attention without the max: the
+    # first dot's fragments become the second's A operand. With LOOP the
+    # second dot accumulates in registers across key blocks (A from
+    # registers); without, it is a single dot from zero (A stored first).
+    pid_m = kl.program_id(0)
+    va = kl.make_view(a, (m, k), (k, 1))
+    vb = kl.make_view(b, (k, n), (n, 1))
+    vc = kl.make_view(c, (n, d), (d, 1))
+    vo = kl.make_view(out, (m, d), (d, 1))
+    ta = kl.load(va, offsets=(pid_m * BM, 0), shape=(BM, BK))
+    acc = kl.zeros((BM, BD), kl.float32)
+    if LOOP:
+        for j in range(0, n, BN):
+            tb = kl.load(vb, offsets=(0, j), shape=(BK, BN))
+            p = kl.exp(kl.dot(ta, tb, kl.zeros((BM, BN), kl.float32)) * 0.1)
+            tc = kl.load(vc, offsets=(j, 0), shape=(BN, BD))
+            acc = kl.dot(p.to(kl.bfloat16), tc, acc)
+    else:
+        tb = kl.load(vb, offsets=(0, 0), shape=(BK, BN))
+        p = kl.exp(kl.dot(ta, tb, kl.zeros((BM, BN), kl.float32)) * 0.1)
+        tc = kl.load(vc, offsets=(0, 0), shape=(BN, BD))
+        acc = kl.dot(p.to(kl.bfloat16), tc, acc)
+    kl.store(vo, acc, offsets=(pid_m * BM, 0))
+
+
+@pytest.mark.parametrize("target,warps", [("emu-sm_80", 4), ("emu-sm_90a", 4), ("emu-sm_90a", 8)])
+@pytest.mark.parametrize("loop", [False, True])
+def test_chained_dots_a_from_fragments(rng, monkeypatch, target, warps, loop):
+    monkeypatch.setenv("KILN_TARGET", target)
+    m, k, d = 100, 32, 64
+    n = 150 if loop else 64
+    abits = to_bf16_bits(rng.standard_normal((m, k)))
+    bbits = to_bf16_bits(rng.standard_normal((k, n)))
+    cbits = to_bf16_bits(rng.standard_normal((n, d)))
+    a, b, c = (from_bf16_bits(x).astype(np.float64) for x in (abits, bbits, cbits))
+    out = np.full((m, d), np.nan, np.float32)
+    bm = 128 if warps == 8 else 64
+    chained_dots[(kiln.cdiv(m, bm),)](kiln.bf16(abits), kiln.bf16(bbits), kiln.bf16(cbits),
+                                      out, m, n, k, d, BM=bm, BN=64, BK=k, BD=d,
+                                      LOOP=loop, num_warps=warps)
+    # The reference rounds the exponentials to bf16 as the kernel does;
+    # columns of b past n (zero padding) give exp(0) = 1 against zero rows of c.
+    p = from_bf16_bits(to_bf16_bits(np.exp(a @ b * 0.1).astype(np.float32))).astype(np.float64)
+    assert_close(out, p @ c, 1e-2, 2e-2)

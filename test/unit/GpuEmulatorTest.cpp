@@ -45,6 +45,10 @@ void kiln_emu_cp_async_wait(int32_t n);
 void kiln_emu_ldmatrix(int64_t addr, int32_t n, int32_t trans, int64_t out,
                        const char *site);
 void kiln_emu_fence_proxy_async(void);
+void kiln_emu_wgmma_rs(int32_t a0, int32_t a1, int32_t a2, int32_t a3,
+                       int64_t descB, int32_t n, int32_t isF16,
+                       int32_t transB, int32_t scaleD, int64_t acc,
+                       const char *site);
 void kiln_emu_wgmma_fence(void);
 void kiln_emu_wgmma_commit(void);
 void kiln_emu_wgmma_wait(int32_t n);
@@ -287,6 +291,57 @@ TEST_CASE("wgmma m64nNk16 follows the PTX layouts and descriptors", "[emu]") {
     INFO("trans-a " << wTransA << ", trans-b " << wTransB << ", scale-d "
                     << wScaleD);
     run(wgmmaThread, nullptr, 128, 4096);
+    checkWgmmaAccumulators(wScaleD);
+  }
+}
+
+namespace {
+// The same product with A in registers: each thread's four registers built
+// from wA by the ISA's fragment table for wgmma .m64nNk16 A (as
+// mma.m16n8k16's per warp: lane 4 g + q, register r holds row
+// 16 warp + g + 8 (r % 2), k 2 q + 8 (r / 2) and the next k in the high
+// half); B in shared memory as above.
+void wgmmaRsThread(void **, int32_t, int32_t, int32_t, int32_t, int32_t,
+                   int32_t) {
+  int t = kiln_emu_thread_id();
+  if (t == 0) {
+    for (int k = 0; k < 16; ++k)
+      for (int n = 0; n < kWgN; ++n) {
+        int64_t off = kBOff + canonical(n, k, wTransB, bLbo(), bSbo());
+        uint16_t h = toBF16(wB[k][n]);
+        kiln_emu_shared_access(kiln_emu_shared() + off, 2, 1, "setup");
+        std::memcpy(reinterpret_cast<char *>(kiln_emu_shared() + off), &h, 2);
+      }
+    kiln_emu_fence_proxy_async();
+  }
+  kiln_emu_barrier();
+  int warp = t / 32, g = t % 32 / 4, q = t % 4;
+  int32_t a[4];
+  for (int r = 0; r < 4; ++r) {
+    int row = 16 * warp + g + 8 * (r % 2), k = 2 * q + 8 * (r / 2);
+    a[r] = int32_t(uint32_t(toBF16(wA[row][k])) |
+                   uint32_t(toBF16(wA[row][k + 1])) << 16);
+  }
+  float *d = wD[t];
+  for (int i = 0; i < kWgN / 2; ++i)
+    d[i] = 1;
+  kiln_emu_wgmma_fence();
+  kiln_emu_wgmma_rs(a[0], a[1], a[2], a[3], descriptor(kBOff, bLbo(), bSbo()),
+                    kWgN, 0, wTransB, wScaleD,
+                    int64_t(reinterpret_cast<uintptr_t>(d)), "wgmma rs");
+  kiln_emu_wgmma_commit();
+  kiln_emu_wgmma_wait(0);
+}
+} // namespace
+
+TEST_CASE("wgmma with A in registers follows the PTX fragment layout",
+          "[emu]") {
+  randomWgmmaOperands(12);
+  for (int variant = 0; variant < 4; ++variant) {
+    wTransB = variant & 1;
+    wScaleD = variant >> 1 & 1;
+    INFO("trans-b " << wTransB << ", scale-d " << wScaleD);
+    run(wgmmaRsThread, nullptr, 128, 4096);
     checkWgmmaAccumulators(wScaleD);
   }
 }
