@@ -270,7 +270,10 @@ class JITFunction:
                              f"but no CUDA device can run kernels here: {e}") from None
 
     def specialize(self, bound, grid_rank, num_warps=None, num_stages=None):
-        target = self.target_of(bound)
+        # The key names the target actually compiled for: host arrays take
+        # $KILN_TARGET as it is now (a kernel specialized for one target is
+        # not reused after it changes).
+        target = self.target_of(bound) or os.environ.get("KILN_TARGET", "host")
         num_warps = num_warps or default_num_warps()
         num_stages = num_stages or default_num_stages()
         key = (grid_rank, target, num_warps, num_stages) + tuple(a.key for a in bound)
