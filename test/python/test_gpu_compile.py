@@ -124,9 +124,13 @@ def test_low_precision_uses_tensor_cores(op, dtype, chip, tmp_path):
         assert "wgmma.wait_group.sync.aligned" in ptx
         if op == "block_sparse_attention":
             # q.k^T reads k itself as a K-major B (imm-trans-b 0, no transpose
-            # copy); p.v reads v N-major (imm-trans-b 1).
+            # copy), both operands from shared memory; p.v takes p from
+            # registers (four of them: A in registers, no imm-trans-a) and v
+            # N-major (imm-trans-b 1).
             trans_b = re.findall(r"wgmma\.mma_async[^;]*,\s*1,\s*1,\s*0,\s*([01]);", ptx)
-            assert set(trans_b) == {"0", "1"}, trans_b
+            assert set(trans_b) == {"0"}, trans_b
+            assert re.search(r"wgmma\.mma_async[^;]*\}, \{%r\d+, %r\d+, %r\d+, %r\d+\}, "
+                             r"%rd\d+, p, 1, 1, 1;", ptx)
     else:
         assert f"mma.sync.aligned.m16n8k16.row.col.f32.{dtype}.{dtype}.f32" in ptx
         assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx
