@@ -207,6 +207,32 @@ LogicalResult EmulateGPUPass::emulate(gpu::GPUFuncOp kernel,
   auto i32 = b.getI32Type(), i64 = b.getI64Type();
   SmallVector<Operation *> toErase;
   Value mmaOut, ldmOut, wgmmaAcc;
+  // wgmma accumulators go to the emulator through a per-thread buffer: the
+  // values stored (returns its address), then the results read back.
+  auto spillAcc = [&](ImplicitLocOpBuilder &ib, ValueRange values) -> Value {
+    if (!wgmmaAcc) {
+      ImplicitLocOpBuilder eb(loc, &entry, entry.begin());
+      wgmmaAcc =
+          memref::AllocaOp::create(eb, MemRefType::get({128}, eb.getF32Type()));
+    }
+    for (auto [e, v] : llvm::enumerate(values))
+      memref::StoreOp::create(
+          ib, v, wgmmaAcc,
+          ValueRange{arith::ConstantIndexOp::create(ib, int64_t(e))});
+    return arith::IndexCastOp::create(
+        ib, i64, memref::ExtractAlignedPointerAsIndexOp::create(ib, wgmmaAcc));
+  };
+  auto reloadAcc = [&](ImplicitLocOpBuilder &ib, Type structType,
+                       int64_t count) -> Value {
+    Value r = LLVM::UndefOp::create(ib, structType);
+    for (int64_t e = 0; e < count; ++e)
+      r = LLVM::InsertValueOp::create(
+          ib, r,
+          memref::LoadOp::create(
+              ib, wgmmaAcc, ValueRange{arith::ConstantIndexOp::create(ib, e)}),
+          ArrayRef<int64_t>{e});
+    return r;
+  };
   WalkResult walk = body.walk([&](Operation *op) -> WalkResult {
     ImplicitLocOpBuilder ib(op->getLoc(), op);
     // The integer address behind an !llvm.ptr operand.
@@ -340,20 +366,11 @@ LogicalResult EmulateGPUPass::emulate(gpu::GPUFuncOp kernel,
         return op->emitError("kiln-emulate-gpu: only wgmma.mma_async "
                              "m64nNk16 bf16/f16 with f32 accumulators is "
                              "emulated");
-      if (!wgmmaAcc) {
-        ImplicitLocOpBuilder eb(loc, &entry, entry.begin());
-        wgmmaAcc = memref::AllocaOp::create(
-            eb, MemRefType::get({128}, eb.getF32Type()));
-      }
+      SmallVector<Value> accIn;
       for (int64_t e = 0; e < n / 2; ++e)
-        memref::StoreOp::create(
-            ib,
-            LLVM::ExtractValueOp::create(ib, wg.getInouts(),
-                                         ArrayRef<int64_t>{e}),
-            wgmmaAcc, ValueRange{arith::ConstantIndexOp::create(ib, e)});
-      Value accAddr = arith::IndexCastOp::create(
-          ib, i64,
-          memref::ExtractAlignedPointerAsIndexOp::create(ib, wgmmaAcc));
+        accIn.push_back(LLVM::ExtractValueOp::create(ib, wg.getInouts(),
+                                                     ArrayRef<int64_t>{e}));
+      Value accAddr = spillAcc(ib, accIn);
       auto flag = [&](bool v) {
         return arith::ConstantIntOp::create(ib, i32, v ? 1 : 0);
       };
@@ -365,15 +382,7 @@ LogicalResult EmulateGPUPass::emulate(gpu::GPUFuncOp kernel,
                 flag(wg.getLayoutB() == NVVM::MMALayout::row),
                 flag(wg.getScaleD() == NVVM::WGMMAScaleOut::one), accAddr,
                 abi.site(ib, op)});
-      Value r = LLVM::UndefOp::create(ib, acc);
-      for (int64_t e = 0; e < n / 2; ++e)
-        r = LLVM::InsertValueOp::create(
-            ib, r,
-            memref::LoadOp::create(
-                ib, wgmmaAcc,
-                ValueRange{arith::ConstantIndexOp::create(ib, e)}),
-            ArrayRef<int64_t>{e});
-      wg.getResult().replaceAllUsesWith(r);
+      wg.getResult().replaceAllUsesWith(reloadAcc(ib, acc, n / 2));
     } else if (auto rs = dyn_cast<LLVM::InlineAsmOp>(op);
                rs && rs->hasAttr("kiln.wgmma_rs")) {
       // wgmma.mma_async with A in registers (runRegisterADot): operands are
@@ -385,18 +394,7 @@ LogicalResult EmulateGPUPass::emulate(gpu::GPUFuncOp kernel,
       if (info.size() != 3 || ops.size() != size_t(n / 2 + 6))
         return op->emitError("kiln-emulate-gpu: malformed wgmma with A in "
                              "registers");
-      if (!wgmmaAcc) {
-        ImplicitLocOpBuilder eb(loc, &entry, entry.begin());
-        wgmmaAcc = memref::AllocaOp::create(
-            eb, MemRefType::get({128}, eb.getF32Type()));
-      }
-      for (int64_t e = 0; e < n / 2; ++e)
-        memref::StoreOp::create(
-            ib, ops[e], wgmmaAcc,
-            ValueRange{arith::ConstantIndexOp::create(ib, e)});
-      Value accAddr = arith::IndexCastOp::create(
-          ib, i64,
-          memref::ExtractAlignedPointerAsIndexOp::create(ib, wgmmaAcc));
+      Value accAddr = spillAcc(ib, ops.take_front(n / 2));
       auto c32 = [&](int64_t v) {
         return arith::ConstantIntOp::create(ib, i32, v);
       };
@@ -404,15 +402,8 @@ LogicalResult EmulateGPUPass::emulate(gpu::GPUFuncOp kernel,
                {ops[n / 2], ops[n / 2 + 1], ops[n / 2 + 2], ops[n / 2 + 3],
                 ops[n / 2 + 4], c32(n), c32(info[1]), c32(info[2]), c32(1),
                 accAddr, abi.site(ib, op)});
-      Value r = LLVM::UndefOp::create(ib, rs.getResult(0).getType());
-      for (int64_t e = 0; e < n / 2; ++e)
-        r = LLVM::InsertValueOp::create(
-            ib, r,
-            memref::LoadOp::create(
-                ib, wgmmaAcc,
-                ValueRange{arith::ConstantIndexOp::create(ib, e)}),
-            ArrayRef<int64_t>{e});
-      rs.getResult(0).replaceAllUsesWith(r);
+      rs.getResult(0).replaceAllUsesWith(
+          reloadAcc(ib, rs.getResult(0).getType(), n / 2));
     } else if (auto ldm = dyn_cast<nvgpu::LdMatrixOp>(op)) {
       auto vt = cast<VectorType>(ldm.getRes().getType());
       int64_t n = ldm.getNumTiles();

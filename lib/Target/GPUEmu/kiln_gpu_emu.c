@@ -836,33 +836,43 @@ static int64_t wgmma_element(uint64_t desc, int row, int k, int mn_major) {
  * rows 16 w to 16 w + 15; its element i (of N / 2) is at row
  * 16 w + lane / 4 + 8 ((i % 4) / 2), column 2 (lane % 4) + (i % 2) + 8 (i / 4).
  * All 128 threads must issue it with the same descriptors. */
-EMU_API void kiln_emu_wgmma(int64_t desc_a, int64_t desc_b, int32_t n,
-                            int32_t is_f16, int32_t trans_a, int32_t trans_b,
-                            int32_t scale_d, int64_t acc, const char *site) {
+/* What every wgmma.mma_async issue must satisfy: whole warpgroups, a valid
+ * N, a wgmma.fence since the accumulators were last touched. */
+static void wgmma_check_issue(int32_t n, const char *site) {
   block_state *s = S;
-  fiber *f = &s->fibers[s->current];
-  int t = s->current;
   if (s->num_threads % 128)
     fail("%s: wgmma in a block of %d threads (not whole warpgroups)", site,
          s->num_threads);
   if (n < 8 || n > 256 || n % 8)
     fail("%s: wgmma with N = %d (PTX allows multiples of 8 up to 256)", site,
          n);
-  if (!f->wg_fenced)
+  if (!s->fibers[s->current].wg_fenced)
     fail("%s: wgmma.mma_async without a wgmma.fence since its registers "
          "were last accessed",
          site);
-  for (int i = 0; i < 2; ++i) {
-    uint64_t d = (uint64_t)(i ? desc_b : desc_a);
-    if (d >> 62)
-      fail("%s: wgmma descriptor %llx uses a swizzle mode (the emulator "
-           "knows the no-swizzle layout)",
-           site, (unsigned long long)d);
-    if ((d >> 16 & 0x3FFF) == 0 || (d >> 32 & 0x3FFF) == 0)
-      fail("%s: wgmma descriptor %llx has a zero leading or stride byte "
-           "offset",
-           site, (unsigned long long)d);
-  }
+}
+
+/* A shared-memory operand's descriptor: no swizzle, non-zero offsets. */
+static void wgmma_check_descriptor(uint64_t d, const char *site) {
+  if (d >> 62)
+    fail("%s: wgmma descriptor %llx uses a swizzle mode (the emulator "
+         "knows the no-swizzle layout)",
+         site, (unsigned long long)d);
+  if ((d >> 16 & 0x3FFF) == 0 || (d >> 32 & 0x3FFF) == 0)
+    fail("%s: wgmma descriptor %llx has a zero leading or stride byte "
+         "offset",
+         site, (unsigned long long)d);
+}
+
+EMU_API void kiln_emu_wgmma(int64_t desc_a, int64_t desc_b, int32_t n,
+                            int32_t is_f16, int32_t trans_a, int32_t trans_b,
+                            int32_t scale_d, int64_t acc, const char *site) {
+  block_state *s = S;
+  fiber *f = &s->fibers[s->current];
+  int t = s->current;
+  wgmma_check_issue(n, site);
+  wgmma_check_descriptor((uint64_t)desc_a, site);
+  wgmma_check_descriptor((uint64_t)desc_b, site);
   s->wg_desc[t][0] = (uint64_t)desc_a;
   s->wg_desc[t][1] = (uint64_t)desc_b;
   warpgroup_sync();
@@ -910,24 +920,9 @@ EMU_API void kiln_emu_wgmma_rs(int32_t a0, int32_t a1, int32_t a2, int32_t a3,
   block_state *s = S;
   fiber *f = &s->fibers[s->current];
   int t = s->current;
-  if (s->num_threads % 128)
-    fail("%s: wgmma in a block of %d threads (not whole warpgroups)", site,
-         s->num_threads);
-  if (n < 8 || n > 256 || n % 8)
-    fail("%s: wgmma with N = %d (PTX allows multiples of 8 up to 256)", site,
-         n);
-  if (!f->wg_fenced)
-    fail("%s: wgmma.mma_async without a wgmma.fence since its registers "
-         "were last accessed",
-         site);
+  wgmma_check_issue(n, site);
   uint64_t db = (uint64_t)desc_b;
-  if (db >> 62)
-    fail("%s: wgmma descriptor %llx uses a swizzle mode (the emulator knows "
-         "the no-swizzle layout)",
-         site, (unsigned long long)db);
-  if ((db >> 16 & 0x3FFF) == 0 || (db >> 32 & 0x3FFF) == 0)
-    fail("%s: wgmma descriptor %llx has a zero leading or stride byte offset",
-         site, (unsigned long long)db);
+  wgmma_check_descriptor(db, site);
   s->wg_desc[t][1] = db;
   s->wg_areg[t][0] = (uint32_t)a0;
   s->wg_areg[t][1] = (uint32_t)a1;
