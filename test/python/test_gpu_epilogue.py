@@ -151,7 +151,10 @@ def test_chained_dots_a_from_fragments(rng, monkeypatch, target, warps, loop):
     chained_dots[(kiln.cdiv(m, bm),)](kiln.bf16(abits), kiln.bf16(bbits), kiln.bf16(cbits),
                                       out, m, n, k, d, BM=bm, BN=64, BK=k, BD=d,
                                       LOOP=loop, num_warps=warps)
-    # The reference rounds the exponentials to bf16 as the kernel does;
-    # columns of b past n (zero padding) give exp(0) = 1 against zero rows of c.
+    # The reference rounds the exponentials to bf16 as the kernel does, but
+    # an exponential near a rounding boundary may round the other way in the
+    # kernel (f32 scores, its exp): one bf16 step of p (up to 0.016 here)
+    # times c, a few times per output, is the tolerance. A wrong fragment or
+    # register layout is off by tens.
     p = from_bf16_bits(to_bf16_bits(np.exp(a @ b * 0.1).astype(np.float32))).astype(np.float64)
-    assert_close(out, p @ c, 1e-2, 2e-2)
+    assert_close(out, p @ c, 1e-2, 0.2)
