@@ -864,6 +864,43 @@ static void wgmma_check_descriptor(uint64_t d, const char *site) {
          site, (unsigned long long)d);
 }
 
+/* This thread's accumulators of a warpgroup's m64nNk16 (PTX ISA, "Matrix
+ * Fragments for wgmma.mma_async.m64nNk16", accumulator D): warp w of the
+ * warpgroup holds rows 16 w to 16 w + 15; its element i (of N / 2) is at
+ * row 16 w + lane / 4 + 8 ((i % 4) / 2), column 2 (lane % 4) + (i % 2) +
+ * 8 (i / 4). A comes from shared memory through `desc_a`, or with desc_a 0
+ * from the warpgroup's registers (wg_areg, "Register Fragment of Matrix A":
+ * lane 4 g + q of warp w, register r, holds row 16 w + g + 8 (r % 2),
+ * k 2 q + 8 (r / 2) and the next k in the high half). */
+static void wgmma_accumulate(uint64_t desc_a, int trans_a, uint64_t desc_b,
+                             int trans_b, int n, int is_f16, int scale_d,
+                             float *d, const char *site) {
+  block_state *s = S;
+  int t = s->current, first = t / 128 * 128;
+  float (*cvt)(uint16_t) = is_f16 ? f16_to_float : bf16_to_float;
+  int w = (t % 128) / kWarp, lane = t % kWarp;
+  for (int i = 0; i < n / 2; ++i) {
+    int row = 16 * w + lane / 4 + 8 * ((i % 4) / 2);
+    int col = 2 * (lane % 4) + (i % 2) + 8 * (i / 4);
+    int rr = row % 16;
+    float sum = scale_d ? d[i] : 0.0f;
+    for (int k = 0; k < 16; ++k) {
+      uint16_t a;
+      if (desc_a) {
+        a = wgmma_read(wgmma_element(desc_a, row, k, trans_a), site);
+      } else {
+        int a_thread = first + 32 * (row / 16) + 4 * (rr % 8) + (k % 8) / 2;
+        uint32_t ar =
+            s->wg_areg[a_thread][(rr >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)];
+        a = (uint16_t)(k & 1 ? ar >> 16 : ar & 0xFFFF);
+      }
+      uint16_t b = wgmma_read(wgmma_element(desc_b, col, k, trans_b), site);
+      sum += cvt(a) * cvt(b);
+    }
+    d[i] = sum;
+  }
+}
+
 EMU_API void kiln_emu_wgmma(int64_t desc_a, int64_t desc_b, int32_t n,
                             int32_t is_f16, int32_t trans_a, int32_t trans_b,
                             int32_t scale_d, int64_t acc, const char *site) {
@@ -886,22 +923,8 @@ EMU_API void kiln_emu_wgmma(int64_t desc_a, int64_t desc_b, int32_t n,
            (unsigned long long)s->wg_desc[t][1], u,
            (unsigned long long)s->wg_desc[u][0],
            (unsigned long long)s->wg_desc[u][1]);
-  float (*cvt)(uint16_t) = is_f16 ? f16_to_float : bf16_to_float;
-  float *d = (float *)(uintptr_t)acc;
-  int w = (t % 128) / kWarp, lane = t % kWarp;
-  for (int i = 0; i < n / 2; ++i) {
-    int row = 16 * w + lane / 4 + 8 * ((i % 4) / 2);
-    int col = 2 * (lane % 4) + (i % 2) + 8 * (i / 4);
-    float sum = scale_d ? d[i] : 0.0f;
-    for (int k = 0; k < 16; ++k) {
-      uint16_t a =
-          wgmma_read(wgmma_element((uint64_t)desc_a, row, k, trans_a), site);
-      uint16_t b =
-          wgmma_read(wgmma_element((uint64_t)desc_b, col, k, trans_b), site);
-      sum += cvt(a) * cvt(b);
-    }
-    d[i] = sum;
-  }
+  wgmma_accumulate((uint64_t)desc_a, trans_a, (uint64_t)desc_b, trans_b, n,
+                   is_f16, scale_d, (float *)(uintptr_t)acc, site);
   warpgroup_sync();
   f->wg_uncommitted++;
 }
@@ -936,23 +959,8 @@ EMU_API void kiln_emu_wgmma_rs(int32_t a0, int32_t a1, int32_t a2, int32_t a3,
            "%llx, thread %d: %llx)",
            site, t, (unsigned long long)db, u,
            (unsigned long long)s->wg_desc[u][1]);
-  float (*cvt)(uint16_t) = is_f16 ? f16_to_float : bf16_to_float;
-  float *d = (float *)(uintptr_t)acc;
-  int w = (t % 128) / kWarp, lane = t % kWarp;
-  for (int i = 0; i < n / 2; ++i) {
-    int row = 16 * w + lane / 4 + 8 * ((i % 4) / 2);
-    int col = 2 * (lane % 4) + (i % 2) + 8 * (i / 4);
-    float sum = scale_d ? d[i] : 0.0f;
-    int rr = row % 16;
-    for (int k = 0; k < 16; ++k) {
-      int a_thread = first + 32 * (row / 16) + 4 * (rr % 8) + (k % 8) / 2;
-      uint32_t ar = s->wg_areg[a_thread][(rr >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)];
-      uint16_t a = (uint16_t)(k & 1 ? ar >> 16 : ar & 0xFFFF);
-      uint16_t b = wgmma_read(wgmma_element(db, col, k, trans_b), site);
-      sum += cvt(a) * cvt(b);
-    }
-    d[i] = sum;
-  }
+  wgmma_accumulate(0, 0, db, trans_b, n, is_f16, scale_d,
+                   (float *)(uintptr_t)acc, site);
   warpgroup_sync();
   f->wg_uncommitted++;
 }
