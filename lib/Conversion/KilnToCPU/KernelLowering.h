@@ -302,8 +302,48 @@ private:
   /// Whether each warp holds whole rows of warp-tiled `dot`'s result.
   bool rowsInWarps(DotOp dot);
   /// A reduction along the rows of a fragment value: per lane, then across
-  /// the four lanes of a row (shuffles).
-  void reduceFragmentRows(ReduceOp op, Value resultBuf);
+  /// the four lanes of a row (shuffles). Returns the row values (rowSlots),
+  /// the same in each of a row's four lanes.
+  SmallVector<Value> reduceFragmentRows(ReduceOp op);
+  /// SIMT on sm_90a: row vectors ([M] tiles, or their expand_dims [M, 1])
+  /// of a wgmma dot whose warps hold whole rows (wgmmaTiled, rowsInWarps)
+  /// kept in registers: each lane holds the values of the rows its
+  /// accumulator fragments touch (rowSlots), the four lanes of a row the
+  /// same ones. Row reductions of fragment values produce them; elementwise
+  /// ops on them compute per row; loops carry them (flash attention's
+  /// running max and sum); fragment expressions and register row scales
+  /// read them through broadcasts. They are kept only while every user is
+  /// in the defining block; any other reader gets them stored first
+  /// (bufferOf -> materializeRows).
+  DenseMap<Value, std::pair<DotOp, SmallVector<Value>>> rowFragments;
+  /// Whether warp-tiled dots `a` and `b` give each lane the same rows.
+  bool sameRows(DotOp a, DotOp b);
+  /// The tile row of each row slot of `dot`'s layout: slot 2 i + h is row
+  /// g + 8 h of this lane's i-th block of 16 rows (lane = 4 g + q).
+  SmallVector<Value> rowSlots(ImplicitLocOpBuilder &b, DotOp dot);
+  /// Lane q = 0 of each row stores its row values into `buf` (no barrier).
+  void storeRows(ImplicitLocOpBuilder &b, DotOp dot, ArrayRef<Value> regs,
+                 Value buf);
+  /// Every lane reads its rows of `buf` (no barrier).
+  SmallVector<Value> loadRows(ImplicitLocOpBuilder &b, DotOp dot, Value buf,
+                              Type elementType);
+  /// Stores row vector `v` at `b` into a new buffer, then a barrier.
+  void materializeRows(ImplicitLocOpBuilder &b, Value v);
+  /// Registers row vector `v` of `dot`'s layout, or stores it at `b` when a
+  /// user lies outside its block.
+  void defineRows(ImplicitLocOpBuilder &b, Value v, DotOp dot,
+                  SmallVector<Value> regs);
+  /// An elementwise op on row vectors, computed per row slot (returns
+  /// nullopt when `op` reads no row vector, or row vectors of different
+  /// layouts).
+  std::optional<LogicalResult> lowerRowElementwise(Operation *op);
+  /// The dot whose fragments forEachFragment is walking, and the row slot
+  /// of the element being computed (-1 outside).
+  DotOp fragmentRowDot;
+  int64_t fragmentRowSlot = -1;
+  /// lowerFor: the rank-1 f32 iter_args of `loop` carried as row vectors of
+  /// `layout` (a register accumulator's dot, see registerAccumulators).
+  SmallVector<unsigned> registerRowVectors(scf::ForOp loop, DotOp layout);
   /// emitElems' value for a tile at the element being computed (width 1).
   DenseMap<Value, Value> elemOverride;
   /// Calls `fn` with the tile indices and value of each of this lane's

@@ -103,6 +103,10 @@ Value KernelLowering::allocTile(RankedTensorType type, Location loc) {
 FailureOr<Value> KernelLowering::bufferOf(Value tile, Operation *user) {
   if (fragmentResults.count(tile))
     materializeFragments(tile, user);
+  if (rowFragments.count(tile)) {
+    ImplicitLocOpBuilder b(user->getLoc(), user);
+    materializeRows(b, tile);
+  }
   Value buf = buffers.lookup(tile);
   if (!buf)
     return user->emitError("kiln CPU lowering: tile operand has no buffer "
@@ -682,6 +686,12 @@ Value KernelLowering::emitElems(ImplicitLocOpBuilder &ib, Value v,
     SmallVector<Value> sidx;
     for (auto [d, iv] : llvm::enumerate(idx))
       sidx.push_back(srcType.getDimSize(d) == type.getDimSize(d) ? iv : c0);
+    // A row vector in registers (rowFragments) broadcast over the columns
+    // of the fragments being walked: this element's row value.
+    if (fragmentRowSlot >= 0 && width == 1)
+      if (auto it = rowFragments.find(bc.getSrc());
+          it != rowFragments.end() && sameRows(it->second.first, fragmentRowDot))
+        return it->second.second[fragmentRowSlot];
     bool innerBroadcast = srcType.getShape().back() != type.getShape().back();
     Value src = buffers.lookup(bc.getSrc());
     if (innerBroadcast) {
@@ -708,6 +718,9 @@ Value KernelLowering::emitElems(ImplicitLocOpBuilder &ib, Value v,
 }
 
 LogicalResult KernelLowering::lowerElementwise(Operation *op) {
+  if (simt)
+    if (std::optional<LogicalResult> rows = lowerRowElementwise(op))
+      return *rows;
   auto resultType = cast<RankedTensorType>(op->getResult(0).getType());
   SmallVector<Type> types;
   for (Value v : op->getOperands())
@@ -738,7 +751,8 @@ LogicalResult KernelLowering::lowerElementwise(Operation *op) {
         }))
       fragmentLeaves.clear(); // checkLeaves stores them all
   }
-  // Every tile the fused expression reads must have a buffer.
+  // Every tile the fused expression reads must have a buffer, but for
+  // fragments and row vectors of the fragments' rows (rowFragments).
   std::function<LogicalResult(Value)> checkLeaves = [&](Value v) -> LogicalResult {
     if (!isa<RankedTensorType>(v.getType()) ||
         llvm::is_contained(fragmentLeaves, v))
@@ -746,8 +760,13 @@ LogicalResult KernelLowering::lowerElementwise(Operation *op) {
     Operation *def = v.getDefiningOp();
     if (!def || !deferred.contains(def))
       return bufferOf(v, op);
-    if (auto bc = dyn_cast<BroadcastOp>(def))
+    if (auto bc = dyn_cast<BroadcastOp>(def)) {
+      auto it = rowFragments.find(bc.getSrc());
+      if (!fragmentLeaves.empty() && it != rowFragments.end() &&
+          sameRows(it->second.first, fragmentDot))
+        return success();
       return bufferOf(bc.getSrc(), op);
+    }
     for (Value o : def->getOperands())
       if (failed(checkLeaves(o)))
         return failure();
@@ -1189,6 +1208,17 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
   auto regDot = [&](unsigned i) {
     return regDots[llvm::find(regPos, i) - regPos.begin()];
   };
+  // SIMT on sm_90a: row vectors (flash attention's running max and sum)
+  // carried in registers, in the rows of the first accumulator dot whose
+  // warps hold whole rows (see rowFragments).
+  DotOp rowDot;
+  for (DotOp d : regDots)
+    if (sameRows(d, d)) {
+      rowDot = d;
+      break;
+    }
+  SmallVector<unsigned> rowPos = registerRowVectors(op, rowDot);
+  auto isRow = [&](unsigned i) { return llvm::is_contained(rowPos, i); };
   // Each other loop-carried tile lives in one buffer for the whole loop.
   SmallVector<Value> iterBufs(op.getNumRegionIterArgs());
   SmallVector<Value> scalarInits;
@@ -1197,7 +1227,7 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
       scalarInits.push_back(init);
       continue;
     }
-    if (isReg(i))
+    if (isReg(i) || isRow(i))
       continue;
     auto type = cast<RankedTensorType>(init.getType());
     auto src = bufferOf(init, op);
@@ -1227,6 +1257,28 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
     regCounts.push_back(regs.size());
     llvm::append_range(scalarInits, regs);
   }
+  // Row vectors: from a splat constant, from registers, or read.
+  size_t rowCount = rowPos.empty() ? 0 : rowSlots(b, rowDot).size();
+  for (unsigned i : rowPos) {
+    Value init = op.getInitArgs()[i];
+    SmallVector<Value> regs;
+    DenseElementsAttr dense;
+    if (matchPattern(init, m_Constant(&dense)) && dense.isSplat()) {
+      regs.assign(rowCount, arith::ConstantOp::create(
+                                b, b.getF32FloatAttr(dense.getSplatValue<APFloat>()
+                                                         .convertToDouble())));
+    } else if (auto it = rowFragments.find(init);
+               it != rowFragments.end() && sameRows(it->second.first, rowDot)) {
+      regs = it->second.second;
+    } else {
+      auto buf = bufferOf(init, op);
+      if (failed(buf))
+        return failure();
+      regs = loadRows(b, rowDot, *buf, b.getF32Type());
+      readInits = true;
+    }
+    llvm::append_range(scalarInits, regs);
+  }
   // The initial tiles' buffers are free once every thread has read them
   // (the shared-memory planner ends a buffer's life at the next barrier).
   if (readInits)
@@ -1240,6 +1292,10 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
   replacements.push_back(newLoop.getInductionVar());
   unsigned scalarIdx = 0;
   size_t regIdx = numScalars;
+  size_t rowIdx = regIdx;
+  for (unsigned i : regPos)
+    rowIdx += regCounts[llvm::find(regPos, i) - regPos.begin()];
+  const size_t firstRow = rowIdx;
   for (auto [i, arg] : llvm::enumerate(op.getRegionIterArgs())) {
     if (isReg(i)) {
       // Its only user, the dot, reads the registers.
@@ -1248,6 +1304,11 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
       registerTiles[arg] = SmallVector<Value>(
           newLoop.getRegionIterArgs().slice(regIdx, n));
       regIdx += n;
+    } else if (isRow(i)) {
+      replacements.push_back(arg);
+      rowFragments[arg] = {rowDot, SmallVector<Value>(newLoop.getRegionIterArgs()
+                                                          .slice(rowIdx, rowCount))};
+      rowIdx += rowCount;
     } else if (iterBufs[i]) {
       // A tile argument keeps its value; its users read the iteration buffer.
       replacements.push_back(arg);
@@ -1261,7 +1322,7 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
   if (!newBody->empty())
     newBody->getTerminator()->erase();
   for (auto [i, arg] : llvm::enumerate(oldBody->getArguments())) {
-    if (i > 0 && (iterBufs[i - 1] || isReg(i - 1)))
+    if (i > 0 && (iterBufs[i - 1] || isReg(i - 1) || isRow(i - 1)))
       continue;
     arg.replaceAllUsesWith(replacements[i]);
   }
@@ -1286,8 +1347,28 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
   SmallVector<Value> regVals, keep, keepDests;
   for (unsigned i : regPos)
     llvm::append_range(regVals, registerTiles.lookup(yield.getOperand(i)));
+  bool readYield = false;
+  for (unsigned i : rowPos) {
+    Value v = yield.getOperand(i);
+    if (auto it = rowFragments.find(v);
+        it != rowFragments.end() && sameRows(it->second.first, rowDot)) {
+      llvm::append_range(regVals, it->second.second);
+      continue;
+    }
+    // Not a row vector of these rows: read before anything is reassigned.
+    auto buf = bufferOf(v, yield);
+    if (failed(buf))
+      return failure();
+    ImplicitLocOpBuilder yb(yield.getLoc(), yield);
+    llvm::append_range(regVals, loadRows(yb, rowDot, *buf, yb.getF32Type()));
+    readYield = true;
+  }
+  if (readYield) {
+    ImplicitLocOpBuilder yb(yield.getLoc(), yield);
+    barrier(yb);
+  }
   for (auto [i, v] : llvm::enumerate(yield.getOperands()))
-    if (!isReg(i)) {
+    if (!isReg(i) && !isRow(i)) {
       keep.push_back(v);
       keepDests.push_back(iterBufs[i]);
     }
@@ -1307,6 +1388,7 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
   barrier(ab);
   scalarIdx = 0;
   regIdx = numScalars;
+  rowIdx = firstRow;
   for (auto [i, r] : llvm::enumerate(op.getResults())) {
     if (isReg(i)) {
       Value buf = allocTile(cast<RankedTensorType>(r.getType()), op.getLoc());
@@ -1315,6 +1397,19 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
                         buf);
       regIdx += n;
       buffers[r] = buf;
+    } else if (isRow(i)) {
+      // Stays in registers while its users are in this block (defineRows).
+      rowFragments[r] = {rowDot, SmallVector<Value>(
+                                     newLoop.getResults().slice(rowIdx, rowCount))};
+      rowIdx += rowCount;
+      if (llvm::any_of(r.getUsers(), [&](Operation *u) {
+            return u->getBlock() != op->getBlock();
+          })) {
+        Value buf = allocTile(cast<RankedTensorType>(r.getType()), op.getLoc());
+        storeRows(ab, rowDot, rowFragments.lookup(r).second, buf);
+        rowFragments.erase(r);
+        buffers[r] = buf;
+      }
     } else if (iterBufs[i]) {
       buffers[r] = iterBufs[i];
     } else {
@@ -1447,6 +1542,16 @@ LogicalResult KernelLowering::lowerReshape(Operation *op) {
   Value srcTile = op->getOperand(0);
   auto srcType = cast<RankedTensorType>(srcTile.getType());
   auto type = cast<RankedTensorType>(op->getResult(0).getType());
+  // SIMT: a row vector in registers expanded to [M, 1] stays there (its
+  // broadcasts read it per row).
+  if (auto ex = dyn_cast<ExpandDimsOp>(op); ex && ex.getAxis() == 1)
+    if (auto it = rowFragments.find(srcTile); it != rowFragments.end()) {
+      ImplicitLocOpBuilder b(loc, op);
+      auto [dot, regs] = it->second;
+      defineRows(b, op->getResult(0), dot, regs);
+      toErase.push_back(op);
+      return success();
+    }
   auto src = bufferOf(srcTile, op);
   if (failed(src))
     return failure();

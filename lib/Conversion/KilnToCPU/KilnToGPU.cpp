@@ -45,6 +45,7 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/LoopLikeInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/Support/SaveAndRestore.h"
 
 namespace mlir::kiln {
 #define GEN_PASS_DEF_CONVERTKILNTOGPU
@@ -1453,11 +1454,14 @@ void KernelLowering::forEachFragment(
     ImplicitLocOpBuilder &b, DotOp dot, ValueRange regs,
     function_ref<void(ImplicitLocOpBuilder &, ValueRange, Value)> fn) {
   auto [mt, rows, cols] = warpTiledDot(b, *simt, dot, Value(), Value());
+  llvm::SaveAndRestore<DotOp> rowDot(fragmentRowDot, dot);
+  llvm::SaveAndRestore<int64_t> rowSlot(fragmentRowSlot);
   size_t n = 0;
-  for (Value r : rows)
+  for (auto [ri, r] : llvm::enumerate(rows))
     for (Value c : cols)
       for (int64_t e = 0; e < 4; ++e) {
         auto [i, j] = mt.cIndex(b, r, c, e);
+        fragmentRowSlot = 2 * ri + (e >> 1);
         fn(b, ValueRange{i, j}, regs[n++]);
       }
 }
@@ -1610,16 +1614,15 @@ bool KernelLowering::rowsInWarps(DotOp dot) {
   return wt && wt->WN == 1;
 }
 
-void KernelLowering::reduceFragmentRows(ReduceOp op, Value resultBuf) {
+SmallVector<Value> KernelLowering::reduceFragmentRows(ReduceOp op) {
   auto [dot, regs] = fragmentResults.lookup(op.getSrc());
   ImplicitLocOpBuilder b(op.getLoc(), op);
   auto [mt, rows, cols] = warpTiledDot(b, *simt, dot, Value(), Value());
   // Lane 4 g + q holds rows g and g + 8 of each 16-row tile, columns
   // 2 q, 2 q + 1 of each 8-column tile (MmaTiles::cIndex): combine those,
-  // then across q (the four lanes of a row), and lane q = 0 writes.
-  Value first = arith::CmpIOp::create(
-      b, arith::CmpIPredicate::eq,
-      arith::RemUIOp::create(b, mt.lane, cIdx(b, 4)), cIdx(b, 0));
+  // then across q (the four lanes of a row). The butterflies leave every
+  // lane of the row with the same value (the combiners commute).
+  SmallVector<Value> result;
   for (size_t ri = 0; ri < rows.size(); ++ri)
     for (int64_t h = 0; h < 2; ++h) {
       Value acc;
@@ -1630,12 +1633,180 @@ void KernelLowering::reduceFragmentRows(ReduceOp op, Value resultBuf) {
         }
       for (int64_t off : {1, 2})
         acc = combine(b, op.getKind(), acc, shuffleXor(b, acc, off));
-      Value row = mt.cIndex(b, rows[ri], cols[0], 2 * h)[0];
-      auto ifOp = scf::IfOp::create(b, TypeRange{}, first, false);
-      ImplicitLocOpBuilder tb(b.getLoc(), ifOp.getThenBodyBuilder());
-      memref::StoreOp::create(tb, acc, resultBuf, ValueRange{row});
+      result.push_back(acc);
     }
+  return result;
+}
+
+bool KernelLowering::sameRows(DotOp a, DotOp b) {
+  if (!a || !b || !wgmmaTiled(a) || !wgmmaTiled(b) || !rowsInWarps(a) ||
+      !rowsInWarps(b))
+    return false;
+  int64_t M = a.getLhs().getType().getDimSize(0);
+  auto ta = *planDotTiling(*simt, M, a.getAcc().getType().getDimSize(1));
+  auto tb = *planDotTiling(*simt, b.getLhs().getType().getDimSize(0),
+                           b.getAcc().getType().getDimSize(1));
+  // WN = 1: warpgroup g owns row blocks [g TM, (g + 1) TM) in both.
+  return b.getLhs().getType().getDimSize(0) == M && ta.TM == tb.TM;
+}
+
+SmallVector<Value> KernelLowering::rowSlots(ImplicitLocOpBuilder &b,
+                                            DotOp dot) {
+  auto [mt, rows, cols] = warpTiledDot(b, *simt, dot, Value(), Value());
+  SmallVector<Value> slots;
+  for (Value r : rows)
+    for (int64_t h = 0; h < 2; ++h)
+      slots.push_back(mt.cIndex(b, r, cols[0], 2 * h)[0]);
+  return slots;
+}
+
+/// The indices of row `row` in a buffer of `buf`'s rank ([M] or [M, 1]).
+static SmallVector<Value> rowIndices(ImplicitLocOpBuilder &b, Value buf,
+                                     Value row) {
+  SmallVector<Value> idx{row};
+  for (int64_t d = 1; d < cast<MemRefType>(buf.getType()).getRank(); ++d)
+    idx.push_back(cIdx(b, 0));
+  return idx;
+}
+
+void KernelLowering::storeRows(ImplicitLocOpBuilder &b, DotOp dot,
+                               ArrayRef<Value> regs, Value buf) {
+  Value lane = arith::RemUIOp::create(b, simt->threadId, cIdx(b, 32));
+  Value first = arith::CmpIOp::create(
+      b, arith::CmpIPredicate::eq, arith::RemUIOp::create(b, lane, cIdx(b, 4)),
+      cIdx(b, 0));
+  auto ifOp = scf::IfOp::create(b, TypeRange{}, first, false);
+  ImplicitLocOpBuilder tb(b.getLoc(), ifOp.getThenBodyBuilder());
+  for (auto [row, v] : llvm::zip_equal(rowSlots(tb, dot), regs))
+    storeElems(tb, v, buf, rowIndices(tb, buf, row), 1);
+}
+
+SmallVector<Value> KernelLowering::loadRows(ImplicitLocOpBuilder &b,
+                                            DotOp dot, Value buf,
+                                            Type elementType) {
+  SmallVector<Value> regs;
+  for (Value row : rowSlots(b, dot))
+    regs.push_back(loadElems(b, buf, rowIndices(b, buf, row), elementType, 1));
+  return regs;
+}
+
+void KernelLowering::materializeRows(ImplicitLocOpBuilder &b, Value v) {
+  auto [dot, regs] = rowFragments.lookup(v);
+  rowFragments.erase(v);
+  Value buf = allocTile(cast<RankedTensorType>(v.getType()), b.getLoc());
+  storeRows(b, dot, regs, buf);
   barrier(b);
+  buffers[v] = buf;
+}
+
+void KernelLowering::defineRows(ImplicitLocOpBuilder &b, Value v, DotOp dot,
+                                SmallVector<Value> regs) {
+  rowFragments[v] = {dot, std::move(regs)};
+  Block *home = v.getParentBlock();
+  if (llvm::any_of(v.getUsers(),
+                   [&](Operation *u) { return u->getBlock() != home; }))
+    materializeRows(b, v);
+}
+
+std::optional<LogicalResult>
+KernelLowering::lowerRowElementwise(Operation *op) {
+  if (op->getNumResults() != 1 ||
+      cast<RankedTensorType>(op->getResult(0).getType()).getRank() != 1)
+    return std::nullopt;
+  // The tiles the fused expression reads: row vectors, splat constants,
+  // and buffers (read at the lane's rows).
+  SmallVector<Value> rowLeaves, bufferLeaves;
+  DenseMap<Value, Value> constants;
+  bool mixed = false;
+  std::function<void(Value)> walk = [&](Value v) {
+    if (!isa<RankedTensorType>(v.getType()))
+      return;
+    if (auto it = rowFragments.find(v); it != rowFragments.end()) {
+      if (!rowLeaves.empty() &&
+          !sameRows(rowFragments.lookup(rowLeaves[0]).first, it->second.first))
+        mixed = true;
+      if (!llvm::is_contained(rowLeaves, v))
+        rowLeaves.push_back(v);
+      return;
+    }
+    Operation *def = v.getDefiningOp();
+    if (def && deferred.contains(def) && !isa<BroadcastOp>(def)) {
+      for (Value o : def->getOperands())
+        walk(o);
+      return;
+    }
+    DenseElementsAttr dense;
+    if (matchPattern(v, m_Constant(&dense)) && dense.isSplat()) {
+      constants[v] = Value();
+      return;
+    }
+    bufferLeaves.push_back(v);
+  };
+  for (Value v : op->getOperands())
+    walk(v);
+  if (rowLeaves.empty() || mixed)
+    return std::nullopt;
+  DotOp dot = rowFragments.lookup(rowLeaves[0]).first;
+  for (Value v : bufferLeaves) {
+    Operation *def = v.getDefiningOp();
+    Value need = def && deferred.contains(def)
+                     ? cast<BroadcastOp>(def).getSrc()
+                     : v;
+    if (failed(bufferOf(need, op)))
+      return failure();
+  }
+  ImplicitLocOpBuilder b(op->getLoc(), op);
+  for (auto &[v, c] : constants) {
+    DenseElementsAttr dense;
+    matchPattern(v, m_Constant(&dense));
+    c = arith::ConstantOp::create(b, cast<TypedAttr>(dense.getSplatValue<Attribute>()));
+  }
+  SmallVector<Value> slots = rowSlots(b, dot), regs;
+  for (auto [s, row] : llvm::enumerate(slots)) {
+    for (Value leaf : rowLeaves)
+      elemOverride[leaf] = rowFragments.lookup(leaf).second[s];
+    for (auto &[v, c] : constants)
+      elemOverride[v] = c;
+    SmallVector<Value> operands;
+    for (Value v : op->getOperands())
+      operands.push_back(isa<RankedTensorType>(v.getType())
+                             ? emitElems(b, v, ValueRange{row}, 1)
+                             : v);
+    OperationState state(
+        op->getLoc(), op->getName().getStringRef(), operands,
+        TypeRange{getElementTypeOrSelf(op->getResult(0).getType())},
+        op->getAttrs());
+    regs.push_back(b.create(state)->getResult(0));
+  }
+  for (Value leaf : rowLeaves)
+    elemOverride.erase(leaf);
+  for (auto &[v, c] : constants)
+    elemOverride.erase(v);
+  if (!bufferLeaves.empty())
+    unsyncedReads = true; // no barrier follows these reads
+  defineRows(b, op->getResult(0), dot, std::move(regs));
+  toErase.push_back(op);
+  return success();
+}
+
+SmallVector<unsigned> KernelLowering::registerRowVectors(scf::ForOp loop,
+                                                         DotOp layout) {
+  SmallVector<unsigned> positions;
+  if (!layout || !sameRows(layout, layout))
+    return positions;
+  int64_t M = layout.getLhs().getType().getDimSize(0);
+  Block *body = loop.getBody();
+  for (auto [i, arg] : llvm::enumerate(loop.getRegionIterArgs())) {
+    auto type = dyn_cast<RankedTensorType>(arg.getType());
+    if (!type || type.getRank() != 1 || type.getDimSize(0) != M ||
+        !type.getElementType().isF32() || registerDotOfArg(arg))
+      continue;
+    if (llvm::any_of(arg.getUsers(),
+                     [&](Operation *u) { return u->getBlock() != body; }))
+      continue;
+    positions.push_back(i);
+  }
+  return positions;
 }
 
 void KernelLowering::storeRegisterTile(ImplicitLocOpBuilder &b, DotOp dot,
@@ -1649,28 +1820,31 @@ LogicalResult KernelLowering::lowerRegisterRowScale(Operation *mulf,
   auto mul = cast<arith::MulFOp>(mulf);
   auto dot = cast<DotOp>(*mul->getUsers().begin());
   Value acc = registerTiles.count(mul.getLhs()) ? mul.getLhs() : mul.getRhs();
-  auto rows = bufferOf(rowVector, mulf);
-  if (failed(rows))
-    return failure();
   ImplicitLocOpBuilder b(mulf->getLoc(), mulf);
+  // The scale of each row slot: from registers (a row vector of the same
+  // rows), else read from its buffer.
+  SmallVector<Value> scales;
+  if (auto it = rowFragments.find(rowVector);
+      it != rowFragments.end() && sameRows(it->second.first, dot)) {
+    scales = it->second.second;
+  } else {
+    auto rows = bufferOf(rowVector, mulf);
+    if (failed(rows))
+      return failure();
+    scales = loadRows(b, dot, *rows, b.getF32Type());
+    unsyncedReads = true;
+  }
   auto [mt, rowBases, colBases] =
       warpTiledDot(b, *simt, dot, Value(), Value());
-  // Each lane's element (i, j, e) sits in row rowBases[i] + g + 8 (e >> 1).
+  // Each lane's element (i, j, e) sits in row slot 2 i + (e >> 1).
   SmallVector<Value> scaled;
   ArrayRef<Value> regs = registerTiles[acc];
   size_t n = 0;
-  for (Value r : rowBases) {
-    Value s[2];
-    for (int64_t h = 0; h < 2; ++h) {
-      Value row = mt.cIndex(b, r, colBases[0], 2 * h)[0];
-      s[h] = toType(b, b.getLoc(),
-                    memref::LoadOp::create(b, *rows, ValueRange{row}),
-                    b.getF32Type());
-    }
+  for (size_t i = 0; i < rowBases.size(); ++i)
     for (size_t j = 0; j < colBases.size(); ++j)
       for (int64_t e = 0; e < 4; ++e, ++n)
-        scaled.push_back(arith::MulFOp::create(b, regs[n], s[e >> 1]));
-  }
+        scaled.push_back(
+            arith::MulFOp::create(b, regs[n], scales[2 * i + (e >> 1)]));
   registerTiles[mul.getResult()] = scaled;
   toErase.push_back(mulf);
   return success();
@@ -2142,10 +2316,10 @@ LogicalResult KernelLowering::lowerReduceSimt(ReduceOp op) {
   // Rows of a dot result (or of an expression on it) still in registers.
   if (fragmentResults.count(op.getSrc()) && op.getAxis() == 1 &&
       fragmentUses(op.getSrc(), fragmentResults.lookup(op.getSrc()).first)) {
-    Value resultBuf = allocTile(
-        cast<RankedTensorType>(op.getResult().getType()), op.getLoc());
-    reduceFragmentRows(op, resultBuf);
-    buffers[op.getResult()] = resultBuf;
+    SmallVector<Value> rows = reduceFragmentRows(op);
+    ImplicitLocOpBuilder b(op.getLoc(), op);
+    defineRows(b, op.getResult(), fragmentResults.lookup(op.getSrc()).first,
+               std::move(rows));
     toErase.push_back(op);
     return success();
   }
