@@ -38,3 +38,26 @@ def to_bf16_bits(x):
 def from_bf16_bits(b):
     """bfloat16 bits (uint16) -> float32."""
     return (b.astype(np.uint32) << 16).view(np.float32)
+
+
+def dense_reference(q, k, v, visible, scale):
+    """Attention in float64: softmax(q kᵀ scale, masked where not `visible(b,
+    h, q_idx, kv_idx)`) v and its log-sum-exp; rows that see no key get
+    out = 0 and lse = -inf. GQA: query head h reads key/value head h / group."""
+    B, Hq, S, D = q.shape
+    g = Hq // k.shape[1]
+    out = np.zeros(q.shape)
+    lse = np.full((B, Hq, S), -np.inf)
+    for b in range(B):
+        for h in range(Hq):
+            s = q[b, h].astype(np.float64) @ k[b, h // g].T.astype(np.float64) * scale
+            vis = visible(b, h, np.arange(S)[:, None], np.arange(k.shape[2])[None, :])
+            s = np.where(vis, s, -np.inf)
+            for i in range(S):
+                if not np.isfinite(s[i]).any():
+                    continue
+                m = s[i].max()
+                p = np.exp(s[i] - m)
+                out[b, h, i] = p @ v[b, h // g] / p.sum()
+                lse[b, h, i] = m + np.log(p.sum())
+    return out, lse

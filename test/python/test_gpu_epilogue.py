@@ -11,7 +11,7 @@ import pytest
 
 import kiln
 import kiln.language as kl
-from conftest import assert_close, from_bf16_bits, to_bf16_bits
+from conftest import assert_close, dense_reference, from_bf16_bits, to_bf16_bits
 
 
 @kiln.jit
@@ -158,3 +158,29 @@ def test_chained_dots_a_from_fragments(rng, monkeypatch, target, warps, loop):
     # register layout is off by tens.
     p = from_bf16_bits(to_bf16_bits(np.exp(a @ b * 0.1).astype(np.float32))).astype(np.float64)
     assert_close(out, p @ c, 1e-2, 0.2)
+
+
+@pytest.mark.parametrize("target,warps,block", [("emu-sm_90a", 8, 128), ("emu-sm_90a", 4, 128),
+                                                ("emu-sm_90a", 4, 64), ("emu-sm_80", 4, 64)])
+@pytest.mark.parametrize("kind", ["causal", "none"])
+def test_attention_row_statistics_in_registers(rng, monkeypatch, target, warps, block, kind):
+    # The library's bf16 attention at head dim 128. On sm_90a the running
+    # max and sum are row vectors carried in registers, in the rows of the
+    # warpgroups' wgmma fragments: block 128 at 8 warps is two warpgroups of
+    # 64 rows each (FlashAttention's shape), at 4 warps one warpgroup with
+    # two 64-row blocks (four rows per lane); block 64 at 4 warps one block.
+    # emu-sm_80 keeps them in shared memory. Ragged sequence, GQA.
+    monkeypatch.setenv("KILN_TARGET", target)
+    monkeypatch.setenv("KILN_NUM_WARPS", str(warps))
+    B, Hq, Hkv, S, D = 1, 2, 1, 300, 128
+    shapes = [(B, Hq, S, D), (B, Hkv, S, D), (B, Hkv, S, D)]
+    bits = [to_bf16_bits(rng.standard_normal(sh)) for sh in shapes]
+    x = [from_bf16_bits(b) for b in bits]
+    rule = {"causal": lambda b, h, qi, ki: ki <= qi,
+            "none": lambda b, h, qi, ki: np.ones_like(qi + ki, bool)}[kind]
+    mask = kiln.ops.block_mask(rule, B, Hq, S, S, block=block)
+    out, lse = kiln.ops.block_sparse_attention(*(kiln.bf16(b) for b in bits), mask, kind)
+    ro, rl = dense_reference(*x, rule, 1 / np.sqrt(D))
+    # P is rounded to bf16 before P @ V, as FlashAttention does.
+    assert_close(out, ro, 2e-2, 1e-2)
+    assert_close(lse, rl, 1e-4, 1e-4)

@@ -5,7 +5,7 @@ import pytest
 
 import kiln
 import kiln.language as kl
-from conftest import assert_close, from_bf16_bits, to_bf16_bits
+from conftest import assert_close, dense_reference, from_bf16_bits, to_bf16_bits
 
 
 def test_list_ops():
@@ -69,24 +69,6 @@ def test_moe_roundtrip(rng):
     assert_close(out, 2 * (w.sum(1, keepdims=True) * x.astype(np.float64)), 1e-5, 1e-5)
 
 
-def dense_reference(q, k, v, visible, scale):
-    B, Hq, S, D = q.shape
-    g = Hq // k.shape[1]
-    out = np.zeros(q.shape)
-    lse = np.full((B, Hq, S), -np.inf)
-    for b in range(B):
-        for h in range(Hq):
-            s = q[b, h].astype(np.float64) @ k[b, h // g].T.astype(np.float64) * scale
-            vis = visible(b, h, np.arange(S)[:, None], np.arange(k.shape[2])[None, :])
-            s = np.where(vis, s, -np.inf)
-            for i in range(S):
-                if not np.isfinite(s[i]).any():
-                    continue
-                m = s[i].max()
-                p = np.exp(s[i] - m)
-                out[b, h, i] = p @ v[b, h // g] / p.sum()
-                lse[b, h, i] = m + np.log(p.sum())
-    return out, lse
 
 
 @pytest.mark.parametrize("kind", ["causal", "sliding_window", "prefix_lm"])

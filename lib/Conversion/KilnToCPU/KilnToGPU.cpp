@@ -2572,8 +2572,13 @@ int64_t planSharedMemory(gpu::GPUFuncOp func, Value window,
         end = std::max(end, phaseEnd(span));
       }
     }
-    if (end < 0)
-      begin = end = 0; // never accessed
+    if (end < 0) {
+      // Never accessed (a result kept in registers): no bytes.
+      OpBuilder ob(view);
+      view.getByteShiftMutable().assign(
+          arith::ConstantIndexOp::create(ob, view.getLoc(), 0));
+      continue;
+    }
     bufs.push_back({view, begin, end, bytes, int64_t(bufs.size())});
   }
   // Largest first, each at the lowest 16-byte-aligned offset that does not
