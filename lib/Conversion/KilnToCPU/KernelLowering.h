@@ -149,6 +149,12 @@ private:
   SmallVector<unsigned> registerAccumulators(scf::ForOp loop);
   SmallVector<Value> loadRegisterTile(ImplicitLocOpBuilder &b, DotOp dot,
                                       Value buf);
+  /// Results of register accumulators whose users are all in the loop's
+  /// block stay in registers (under their dot's tiling): a following loop
+  /// carries them on; any other reader gets them stored first (bufferOf).
+  DenseMap<Value, std::pair<DotOp, SmallVector<Value>>> loopRegisters;
+  /// Whether warp-tiled dots `a` and `b` lay out their accumulators alike.
+  bool sameRegisterTiling(DotOp a, DotOp b);
   /// How many accumulator registers each lane holds for `dot`.
   int64_t registerTileSize(DotOp dot);
   void storeRegisterTile(ImplicitLocOpBuilder &b, DotOp dot, ValueRange regs,

@@ -101,8 +101,37 @@ Value KernelLowering::allocTile(RankedTensorType type, Location loc) {
 }
 
 FailureOr<Value> KernelLowering::bufferOf(Value tile, Operation *user) {
+  DenseElementsAttr splat;
+  if (!buffers.count(tile) && matchPattern(tile, m_Constant(&splat)) &&
+      splat.isSplat()) {
+    // A splat tile constant: filled where it is defined, once.
+    Operation *cst = tile.getDefiningOp();
+    llvm::SaveAndRestore<Operation *> at(current, cst);
+    llvm::SaveAndRestore<bool> reads(unsyncedReads);
+    auto type = cast<RankedTensorType>(tile.getType());
+    Value buf = allocTile(type, cst->getLoc());
+    ImplicitLocOpBuilder b(cst->getLoc(), cst->getBlock(),
+                           std::next(Block::iterator(cst)));
+    int64_t w = vectorWidth({type.getElementType()}, type.getShape().back());
+    Value v = splatConstant(b, cast<TypedAttr>(splat.getSplatValue<Attribute>()),
+                            w);
+    forEachIndex(b, type.getShape(), w, [&](ImplicitLocOpBuilder &ib,
+                                            ValueRange idx) {
+      storeElems(ib, v, buf, idx, w);
+    });
+    buffers[tile] = buf;
+  }
   if (fragmentResults.count(tile))
     materializeFragments(tile, user);
+  if (auto it = loopRegisters.find(tile); it != loopRegisters.end()) {
+    auto [dot, regs] = it->second;
+    loopRegisters.erase(it);
+    ImplicitLocOpBuilder b(user->getLoc(), user);
+    Value buf = allocTile(cast<RankedTensorType>(tile.getType()), user->getLoc());
+    storeRegisterTile(b, dot, regs, buf);
+    barrier(b);
+    buffers[tile] = buf;
+  }
   if (rowFragments.count(tile)) {
     ImplicitLocOpBuilder b(user->getLoc(), user);
     materializeRows(b, tile);
@@ -672,6 +701,10 @@ Value KernelLowering::emitElems(ImplicitLocOpBuilder &ib, Value v,
   if (width == 1)
     if (Value o = elemOverride.lookup(v))
       return o;
+  DenseElementsAttr splat;
+  if (matchPattern(v, m_Constant(&splat)) && splat.isSplat())
+    return splatConstant(ib, cast<TypedAttr>(splat.getSplatValue<Attribute>()),
+                         width);
   Operation *def = v.getDefiningOp();
   if (!def || !deferred.contains(def))
     return loadElems(ib, buffers.lookup(v), idx, elt, width);
@@ -867,8 +900,12 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
   int64_t M = lhsType.getDimSize(0), K = lhsType.getDimSize(1),
           N = accType.getDimSize(1);
   Type inElt = lhsType.getElementType(), accElt = accType.getElementType();
-  auto a = bufferOf(op.getLhs(), op), bb = bufferOf(op.getRhs(), op),
-       c = bufferOf(op.getAcc(), op);
+  std::optional<double> accSplat;
+  if (simt)
+    accSplat = splatAccumulator(op);
+  auto a = bufferOf(op.getLhs(), op), bb = bufferOf(op.getRhs(), op);
+  // (A splat accumulator in registers needs no buffer.)
+  FailureOr<Value> c = accSplat ? FailureOr<Value>(Value()) : bufferOf(op.getAcc(), op);
   if (failed(a) || failed(bb) || failed(c))
     return failure();
   ImplicitLocOpBuilder b(op.getLoc(), op);
@@ -878,9 +915,6 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
   Value out;
   Value acc = op.getAcc();
   bool sameBlock = acc.getParentBlock() == op->getBlock();
-  std::optional<double> accSplat;
-  if (simt)
-    accSplat = splatAccumulator(op);
   if (accSplat) {
     out = allocTile(accType, op.getLoc()); // the result only
   } else if (acc.hasOneUse() && sameBlock) {
@@ -1250,8 +1284,15 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
           b, b.getF32FloatAttr(
                  dense.getSplatValue<APFloat>().convertToDouble()));
       regs.assign(registerTileSize(regDot(i)), c);
+    } else if (auto it = loopRegisters.find(init);
+               it != loopRegisters.end() &&
+               sameRegisterTiling(it->second.first, regDot(i))) {
+      regs = it->second.second; // the previous loop's registers
     } else {
-      regs = loadRegisterTile(b, regDot(i), buffers.lookup(init));
+      auto buf = bufferOf(init, op);
+      if (failed(buf))
+        return failure();
+      regs = loadRegisterTile(b, regDot(i), *buf);
       readInits = true;
     }
     regCounts.push_back(regs.size());
@@ -1389,24 +1430,37 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
   scalarIdx = 0;
   regIdx = numScalars;
   rowIdx = firstRow;
+  bool stored = false;
+  auto usedHereOnly = [&](Value r) {
+    return llvm::all_of(r.getUsers(), [&](Operation *u) {
+      return u->getBlock() == op->getBlock();
+    });
+  };
   for (auto [i, r] : llvm::enumerate(op.getResults())) {
     if (isReg(i)) {
-      Value buf = allocTile(cast<RankedTensorType>(r.getType()), op.getLoc());
       size_t n = regCounts[llvm::find(regPos, i) - regPos.begin()];
-      storeRegisterTile(ab, regDot(i), newLoop.getResults().slice(regIdx, n),
-                        buf);
+      SmallVector<Value> regs(newLoop.getResults().slice(regIdx, n));
       regIdx += n;
+      // Stays in registers while its users are in this block (the next
+      // loop may carry it on: attention's partial then full key blocks);
+      // stored when something reads it (bufferOf).
+      if (usedHereOnly(r)) {
+        loopRegisters[r] = {regDot(i), regs};
+        continue;
+      }
+      Value buf = allocTile(cast<RankedTensorType>(r.getType()), op.getLoc());
+      storeRegisterTile(ab, regDot(i), regs, buf);
+      stored = true;
       buffers[r] = buf;
     } else if (isRow(i)) {
       // Stays in registers while its users are in this block (defineRows).
       rowFragments[r] = {rowDot, SmallVector<Value>(
                                      newLoop.getResults().slice(rowIdx, rowCount))};
       rowIdx += rowCount;
-      if (llvm::any_of(r.getUsers(), [&](Operation *u) {
-            return u->getBlock() != op->getBlock();
-          })) {
+      if (!usedHereOnly(r)) {
         Value buf = allocTile(cast<RankedTensorType>(r.getType()), op.getLoc());
         storeRows(ab, rowDot, rowFragments.lookup(r).second, buf);
+        stored = true;
         rowFragments.erase(r);
         buffers[r] = buf;
       }
@@ -1416,7 +1470,8 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
       r.replaceAllUsesWith(newLoop.getResult(scalarIdx++));
     }
   }
-  barrier(ab);
+  if (stored)
+    barrier(ab);
   toErase.push_back(op);
   return success();
 }
@@ -1921,16 +1976,8 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
       return op->emitError("kiln CPU lowering: only splat tile constants are "
                            "supported; build other constant tiles with "
                            "kiln.arange and arithmetic");
-    Value buf = allocTile(type, loc);
-    ImplicitLocOpBuilder b(loc, op);
-    int64_t w = vectorWidth({type.getElementType()}, type.getShape().back());
-    Value v = splatConstant(b, cast<TypedAttr>(splat.getSplatValue<Attribute>()),
-                            w);
-    forEachIndex(b, type.getShape(), w, [&](ImplicitLocOpBuilder &ib,
-                                            ValueRange idx) {
-      storeElems(ib, v, buf, idx, w);
-    });
-    buffers[cst.getResult()] = buf;
+    // Filled only when something reads a buffer (bufferOf): expressions
+    // use the value itself (emitElems), dots and loops a splat as such.
     toErase.push_back(op);
     return success();
   }

@@ -1407,8 +1407,11 @@ SmallVector<unsigned> KernelLowering::registerAccumulators(scf::ForOp loop) {
     return positions;
   auto yield = cast<scf::YieldOp>(loop.getBody()->getTerminator());
   for (auto [i, arg] : llvm::enumerate(loop.getRegionIterArgs())) {
+    Value init = loop.getInitArgs()[i];
+    DenseElementsAttr splat;
     if (!isa<RankedTensorType>(arg.getType()) ||
-        !buffers.count(loop.getInitArgs()[i]))
+        (!buffers.count(init) && !loopRegisters.count(init) &&
+         !(matchPattern(init, m_Constant(&splat)) && splat.isSplat())))
       continue;
     Value rowVector;
     DotOp dot = registerDotOf(arg, &rowVector);
@@ -1442,6 +1445,14 @@ SmallVector<Value> KernelLowering::loadRegisterTile(ImplicitLocOpBuilder &b,
                                                     DotOp dot, Value buf) {
   auto [mt, rows, cols] = warpTiledDot(b, *simt, dot, Value(), Value());
   return mt.loadAcc(b, rows, cols, buf);
+}
+
+bool KernelLowering::sameRegisterTiling(DotOp a, DotOp b) {
+  auto shape = [](DotOp d) {
+    return std::make_pair(d.getLhs().getType().getDimSize(0),
+                          d.getAcc().getType().getDimSize(1));
+  };
+  return shape(a) == shape(b); // the tiling is a function of M and N
 }
 
 int64_t KernelLowering::registerTileSize(DotOp dot) {
@@ -1713,10 +1724,9 @@ KernelLowering::lowerRowElementwise(Operation *op) {
   if (op->getNumResults() != 1 ||
       cast<RankedTensorType>(op->getResult(0).getType()).getRank() != 1)
     return std::nullopt;
-  // The tiles the fused expression reads: row vectors, splat constants,
-  // and buffers (read at the lane's rows).
+  // The tiles the fused expression reads: row vectors, splat constants
+  // (emitElems makes the value), and buffers (read at the lane's rows).
   SmallVector<Value> rowLeaves, bufferLeaves;
-  DenseMap<Value, Value> constants;
   bool mixed = false;
   std::function<void(Value)> walk = [&](Value v) {
     if (!isa<RankedTensorType>(v.getType()))
@@ -1736,10 +1746,8 @@ KernelLowering::lowerRowElementwise(Operation *op) {
       return;
     }
     DenseElementsAttr dense;
-    if (matchPattern(v, m_Constant(&dense)) && dense.isSplat()) {
-      constants[v] = Value();
+    if (matchPattern(v, m_Constant(&dense)) && dense.isSplat())
       return;
-    }
     bufferLeaves.push_back(v);
   };
   for (Value v : op->getOperands())
@@ -1756,17 +1764,10 @@ KernelLowering::lowerRowElementwise(Operation *op) {
       return failure();
   }
   ImplicitLocOpBuilder b(op->getLoc(), op);
-  for (auto &[v, c] : constants) {
-    DenseElementsAttr dense;
-    matchPattern(v, m_Constant(&dense));
-    c = arith::ConstantOp::create(b, cast<TypedAttr>(dense.getSplatValue<Attribute>()));
-  }
   SmallVector<Value> slots = rowSlots(b, dot), regs;
   for (auto [s, row] : llvm::enumerate(slots)) {
     for (Value leaf : rowLeaves)
       elemOverride[leaf] = rowFragments.lookup(leaf).second[s];
-    for (auto &[v, c] : constants)
-      elemOverride[v] = c;
     SmallVector<Value> operands;
     for (Value v : op->getOperands())
       operands.push_back(isa<RankedTensorType>(v.getType())
@@ -1780,8 +1781,6 @@ KernelLowering::lowerRowElementwise(Operation *op) {
   }
   for (Value leaf : rowLeaves)
     elemOverride.erase(leaf);
-  for (auto &[v, c] : constants)
-    elemOverride.erase(v);
   if (!bufferLeaves.empty())
     unsyncedReads = true; // no barrier follows these reads
   defineRows(b, op->getResult(0), dot, std::move(regs));
