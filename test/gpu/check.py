@@ -543,25 +543,31 @@ BENCH_D = 128
 BENCH_WINDOW = 1024  # the block-sparse benchmark's sliding window
 
 
-def attention_bench_kernel(kind, warps=None, stages=None):
+def attention_bench_kernel(kind, warps=None, stages=None, block=64):
     window = BENCH_WINDOW if kind == "sliding_window" else 256
-    cfg = dict(head_dim=BENCH_D, block=64, mask=kind, window=window, prefix=0, gqa_group=1,
+    cfg = dict(head_dim=BENCH_D, block=block, mask=kind, window=window, prefix=0, gqa_group=1,
                softcap=0.0, dtype="bf16")
     return provider("block_sparse_attention", "", {k_: str(v_) for k_, v_ in cfg.items()},
                     warps, stages)
 
 
-# The attention benchmark also at 8 warps (two warpgroups on sm_90a; block
-# 128 does not fit in shared memory at head dim 128), and each also with
-# num_stages 1: the key and value loads then wait in place (half the shared
-# memory, about 30 fewer registers) instead of being issued an iteration
-# ahead (index lists read ahead of time), so one run says which wins.
-BENCH_VARIANTS = ((None, None), (8, None), (None, 1), (8, 1))
+# The attention benchmark also at 8 warps (two warpgroups on sm_90a: at
+# block 64 they split the scores' columns, at block 128 each owns 64 rows,
+# FlashAttention's shape, and keeps its scores and row statistics in
+# registers), and each also with num_stages 1: the key and value loads then
+# wait in place (less shared memory, fewer registers) instead of being
+# issued an iteration ahead (index lists read ahead of time), so one run
+# says which wins. (warps, stages, block); None: the default. Block 128
+# only with wgmma (sm_90a): under mma.sync its scores go through shared
+# memory, 291 KiB.
+BENCH_VARIANTS = ((None, None, 64), (8, None, 64), (None, 1, 64), (8, 1, 64))
+if TARGET.endswith("sm_90a"):
+    BENCH_VARIANTS += ((8, None, 128), (8, 1, 128))
 
 if not RUN:
     for kind in ("none", "causal", "sliding_window"):
-        for warps, stages in BENCH_VARIANTS:
-            attention_bench_kernel(kind, warps, stages)
+        for warps, stages, block in BENCH_VARIANTS:
+            attention_bench_kernel(kind, warps, stages, block)
     kb = [f for f in os.listdir(BUNDLES) if f.endswith(".kiln")]
     total = sum(os.path.getsize(os.path.join(BUNDLES, f)) for f in os.listdir(BUNDLES))
     print(f"recorded {len(kb)} bundles ({total / 1e6:.1f} MB with sources) for "
@@ -617,11 +623,11 @@ if not EMULATED and ACTIVE:
              "causal": lambda b_, h_, qi, ki: ki <= qi,
              "sliding_window": lambda b_, h_, qi, ki: (ki <= qi) & (qi - ki < BENCH_WINDOW)}
 
-    def kiln_attention(kind, warps=None, stages=None):
+    def kiln_attention(kind, warps=None, stages=None, block=64):
         """(launch, output): the operator's bundle on device tensors, with
         the argument list of kiln.ops.block_sparse_attention."""
-        mask = ops.block_mask(rules[kind], B, H, SQ, SQ)
-        bundle = load(attention_bench_kernel(kind, warps, stages).path)
+        mask = ops.block_mask(rules[kind], B, H, SQ, SQ, block=block)
+        bundle = load(attention_bench_kernel(kind, warps, stages, block).path)
         ot, lt = torch.empty(B, H, SQ, D, device=dev), torch.empty(B, H, SQ, device=dev)
         marr = [torch.from_numpy(np.ascontiguousarray(mask[n_], np.int32)).to(dev)
                 for n_ in ("kv_num", "kv_idx", "full_num", "full_idx")]
@@ -636,11 +642,11 @@ if not EMULATED and ACTIVE:
         t_torch = bench(lambda: F.scaled_dot_product_attention(qt, kt, vt,
                                                                is_causal=kind == "causal"))
         fl = 4 * B * H * SQ * SQ * D * (0.5 if kind == "causal" else 1)
-        for warps, stages in BENCH_VARIANTS:
-            run_kiln, ot = kiln_attention(kind, warps, stages)
+        for warps, stages, block in BENCH_VARIANTS:
+            run_kiln, ot = kiln_attention(kind, warps, stages, block)
             t_kiln = bench(run_kiln, reps=3)
             err = (ot - ref.float()).abs().max().item()
-            tag = f"w{warps or 4} s{stages or 2}"
+            tag = f"w{warps or 4} s{stages or 2} b{block}"
             if not err < 5e-2:
                 print(f"FAIL attention benchmark {kind} {tag}: max abs error "
                       f"{err:.3g} vs SDPA")

@@ -238,9 +238,10 @@ private:
                                 bool isStore);
   LogicalResult lowerAtomicAdd(AtomicAddOp op);
   LogicalResult lowerElementwise(Operation *op);
-  // Elementwise fusion: a splat, broadcast or elementwise op whose only user
-  // is an elementwise op of the same shape in the same block is not
-  // materialized; the user computes it inline, element by element.
+  // Elementwise fusion: an elementwise op whose only user is an elementwise
+  // op of the same shape in the same block, or a splat or broadcast whose
+  // users all are, is not materialized; the users compute it inline,
+  // element by element.
   bool canDefer(Operation *op);
   void collectTypes(Value v, SmallVectorImpl<Type> &types);
   Value emitElems(ImplicitLocOpBuilder &ib, Value v, ValueRange idx,

@@ -670,16 +670,22 @@ bool KernelLowering::fragmentUses(Value v, DotOp dot) {
 }
 
 bool KernelLowering::canDefer(Operation *op) {
-  if (op->getNumResults() != 1 || !op->hasOneUse())
+  // A splat or broadcast costs a read (or nothing) per element wherever it
+  // is inlined, so it may have several users; an elementwise op only one.
+  bool cheap = isa<SplatOp, BroadcastOp>(op);
+  if (op->getNumResults() != 1 || op->use_empty() ||
+      (!cheap && !op->hasOneUse()))
     return false;
-  if (!isa<SplatOp, BroadcastOp>(op) && !isElementwiseTileOp(op))
+  if (!cheap && !isElementwiseTileOp(op))
     return false;
-  Operation *user = *op->getUsers().begin();
-  if (user->getBlock() != op->getBlock() || !isElementwiseTileOp(user))
-    return false;
-  return user->getResult(0).getType() == RankedTensorType::get(
-             cast<RankedTensorType>(op->getResult(0).getType()).getShape(),
-             cast<RankedTensorType>(user->getResult(0).getType()).getElementType());
+  auto shape = cast<RankedTensorType>(op->getResult(0).getType()).getShape();
+  return llvm::all_of(op->getUsers(), [&](Operation *user) {
+    return user->getBlock() == op->getBlock() && isElementwiseTileOp(user) &&
+           user->getResult(0).getType() ==
+               RankedTensorType::get(
+                   shape, cast<RankedTensorType>(user->getResult(0).getType())
+                              .getElementType());
+  });
 }
 
 void KernelLowering::collectTypes(Value v, SmallVectorImpl<Type> &types) {
