@@ -1567,6 +1567,22 @@ SmallVector<Value> KernelLowering::runRegisterADot(
       b.getContext(), SmallVector<Type>(perBlock, f32));
 
   SmallVector<Value> regs(acc.begin(), acc.end());
+  // Every A register is packed before the fence: ptxas otherwise injects a
+  // warpgroup.arrive before each wgmma whose registers were just written.
+  // The producer's accumulator blocks 2 step and 2 step + 1 (columns
+  // 16 step .. 16 step + 15) are k step `step`'s A (MmaTiles::cIndex: e
+  // 0, 1 row g, e 2, 3 row g + 8).
+  SmallVector<Value> aPacked;
+  for (size_t t = 0; t < rows.size(); ++t)
+    for (int64_t step = 0; step < K / 16; ++step) {
+      auto at = [&](int64_t block, int64_t e) {
+        return aRegs[(t * producerTN + block) * 4 + e];
+      };
+      aPacked.push_back(pack(at(2 * step, 0), at(2 * step, 1)));
+      aPacked.push_back(pack(at(2 * step, 2), at(2 * step, 3)));
+      aPacked.push_back(pack(at(2 * step + 1, 0), at(2 * step + 1, 1)));
+      aPacked.push_back(pack(at(2 * step + 1, 2), at(2 * step + 1, 3)));
+    }
   NVVM::WgmmaFenceAlignedOp::create(b);
   Value nGroup = arith::DivUIOp::create(b, cols[0], cIdx(b, 8));
   for (int64_t step = 0; step < K / 16; ++step) {
@@ -1582,18 +1598,10 @@ SmallVector<Value> KernelLowering::runRegisterADot(
         arith::IndexCastOp::create(
             b, i64, arith::MulIOp::create(b, units, cIdx(b, 8))));
     for (size_t t = 0; t < rows.size(); ++t) {
-      // The producer's accumulator blocks 2 step and 2 step + 1 (columns
-      // 16 step .. 16 step + 15) are this k step's A (MmaTiles::cIndex: e
-      // 0, 1 row g, e 2, 3 row g + 8).
-      auto at = [&](int64_t block, int64_t e) {
-        return aRegs[(t * producerTN + block) * 4 + e];
-      };
       SmallVector<Value> operands(regs.begin() + t * perBlock,
                                   regs.begin() + (t + 1) * perBlock);
-      operands.push_back(pack(at(2 * step, 0), at(2 * step, 1)));
-      operands.push_back(pack(at(2 * step, 2), at(2 * step, 3)));
-      operands.push_back(pack(at(2 * step + 1, 0), at(2 * step + 1, 1)));
-      operands.push_back(pack(at(2 * step + 1, 2), at(2 * step + 1, 3)));
+      llvm::append_range(operands, ArrayRef<Value>(aPacked).slice(
+                                       (t * (K / 16) + step) * 4, 4));
       operands.push_back(db);
       operands.push_back(arith::ConstantIntOp::create(b, i32, 1));
       auto asmOp = LLVM::InlineAsmOp::create(
