@@ -2072,7 +2072,9 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
     ImplicitLocOpBuilder b(loc, op);
     Value v = loadElems(b, *src, ex.getIndices(), ex.getType(), 1);
     ex.getResult().replaceAllUsesWith(v);
-    if (simt)
+    // (A pipelined stage is rewritten only after the next iteration's first
+    // barrier: reading it needs none of its own.)
+    if (simt && !pipelinedBuffers.count(*src))
       unsyncedReads = true;
     toErase.push_back(op);
     return success();
