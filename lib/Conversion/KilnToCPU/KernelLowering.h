@@ -88,6 +88,11 @@ public:
       : func(func), vectorBits(vectorBits) {}
   /// Switches to SIMT mode (the GPU target).
   void setSimt(SimtConfig *config) { simt = config; }
+  /// Names the lowering and its target in diagnostics.
+  std::string who() const {
+    return simt ? "kiln GPU lowering" : "kiln CPU lowering";
+  }
+  std::string target() const { return simt ? "GPU" : "CPU"; }
 
   LogicalResult run(Block &body, ArrayRef<Value> gridArgs);
 

@@ -138,9 +138,8 @@ FailureOr<Value> KernelLowering::bufferOf(Value tile, Operation *user) {
   }
   Value buf = buffers.lookup(tile);
   if (!buf)
-    return user->emitError("kiln CPU lowering: tile operand has no buffer "
-                           "(produced by an op the CPU target does not "
-                           "support)");
+    return user->emitError(who() + ": tile operand has no buffer (produced by an op the "
+                           + target() + " target does not support)");
   return buf;
 }
 
@@ -340,7 +339,7 @@ LogicalResult KernelLowering::lowerViewAccess(
     bool isStore) {
   auto it = views.find(view);
   if (it == views.end())
-    return op->emitError("kiln CPU lowering: the view must be made by a "
+    return op->emitError(who() + ": the view must be made by a "
                          "kiln.make_view in the same kernel");
   const ViewInfo &vi = it->second;
   ImplicitLocOpBuilder b(op->getLoc(), op);
@@ -588,7 +587,7 @@ LogicalResult KernelLowering::lowerViewAccess(
 LogicalResult KernelLowering::lowerAtomicAdd(AtomicAddOp op) {
   auto it = views.find(op.getView());
   if (it == views.end())
-    return op->emitError("kiln CPU lowering: the view must be made by a "
+    return op->emitError(who() + ": the view must be made by a "
                          "kiln.make_view in the same kernel");
   const ViewInfo &vi = it->second;
   auto tileType = op.getValue().getType();
@@ -1681,7 +1680,7 @@ LogicalResult KernelLowering::lowerGatherStore(GatherOp gather,
   auto gi = views.find(gather.getView());
   auto si = views.find(store.getView());
   if (gi == views.end() || si == views.end())
-    return store->emitError("kiln CPU lowering: the view must be made by a "
+    return store->emitError(who() + ": the view must be made by a "
                             "kiln.make_view in the same kernel");
   const ViewInfo &gv = gi->second, &sv = si->second;
   RankedTensorType type = gather.getResult().getType();
@@ -1979,7 +1978,7 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
       return success();
     auto splat = dyn_cast<SplatElementsAttr>(cst.getValue());
     if (!splat)
-      return op->emitError("kiln CPU lowering: only splat tile constants are "
+      return op->emitError(who() + ": only splat tile constants are "
                            "supported; build other constant tiles with "
                            "kiln.arange and arithmetic");
     // Filled only when something reads a buffer (bufferOf): expressions
@@ -2086,8 +2085,9 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
       llvm::all_of(op->getResults(), isTile))
     return lowerElementwise(op);
   if (touchesTiles)
-    return op->emitError("kiln CPU lowering: '")
-           << op->getName() << "' on tiles is not supported by the CPU target";
+    return op->emitError(who() + ": '")
+           << op->getName() << "' on tiles is not supported by the " << target()
+           << " target";
   return lowerRegions(op);
 }
 
