@@ -668,18 +668,38 @@ bool KernelLowering::fragmentUses(Value v, DotOp dot) {
   return true;
 }
 
+/// An elementwise op worth recomputing per element rather than storing:
+/// integer arithmetic (no division), comparisons, selects, casts.
+static bool cheapToRecompute(Operation *op) {
+  return isa<arith::AddIOp, arith::SubIOp, arith::MulIOp, arith::AndIOp,
+             arith::OrIOp, arith::XOrIOp, arith::CmpIOp, arith::CmpFOp,
+             arith::SelectOp, arith::ExtSIOp, arith::ExtUIOp, arith::TruncIOp,
+             arith::IndexCastOp, arith::MaxSIOp, arith::MinSIOp>(op);
+}
+
 bool KernelLowering::canDefer(Operation *op) {
-  // A splat or broadcast costs a read (or nothing) per element wherever it
-  // is inlined, so it may have several users; an elementwise op only one.
-  bool cheap = isa<SplatOp, BroadcastOp>(op);
+  // A splat, broadcast, iota or expand_dims costs a read (or nothing) per
+  // element wherever it is inlined, so it may have several users, and those
+  // may be such ops themselves; an elementwise op has one user.
+  bool cheap = isa<SplatOp, BroadcastOp, ArangeOp, ExpandDimsOp>(op);
   if (op->getNumResults() != 1 || op->use_empty() ||
       (!cheap && !op->hasOneUse()))
     return false;
   if (!cheap && !isElementwiseTileOp(op))
     return false;
+  // A row vector in registers expands to a row vector (lowerReshape).
+  if (isa<ExpandDimsOp>(op) && rowFragments.count(op->getOperand(0)))
+    return false;
   auto shape = cast<RankedTensorType>(op->getResult(0).getType()).getShape();
   return llvm::all_of(op->getUsers(), [&](Operation *user) {
-    return user->getBlock() == op->getBlock() && isElementwiseTileOp(user) &&
+    if (user->getBlock() != op->getBlock())
+      return false;
+    // Through a broadcast an op is computed once per element of the result:
+    // only cheap ones (integer and comparison arithmetic: the masks' index
+    // tiles), not exponentials or divisions.
+    if (isa<BroadcastOp, ExpandDimsOp>(user))
+      return (cheap || cheapToRecompute(op)) && canDefer(user);
+    return isElementwiseTileOp(user) &&
            user->getResult(0).getType() ==
                RankedTensorType::get(
                    shape, cast<RankedTensorType>(user->getResult(0).getType())
@@ -717,6 +737,28 @@ Value KernelLowering::emitElems(ImplicitLocOpBuilder &ib, Value v,
     Value s = splat.getValue();
     return width == 1 ? s : Value(vector::BroadcastOp::create(ib, vecOf(elt), s));
   }
+  if (auto ar = dyn_cast<ArangeOp>(def)) {
+    // start + i, lanes i .. i + width - 1.
+    auto it = cast<IntegerType>(elt);
+    Value v = arith::AddIOp::create(
+        ib, arith::IndexCastOp::create(ib, it, idx[0]),
+        arith::ConstantIntOp::create(ib, it, ar.getStart()));
+    if (width == 1)
+      return v;
+    SmallVector<APInt> lanes;
+    for (int64_t l = 0; l < width; ++l)
+      lanes.push_back(APInt(it.getWidth(), l));
+    return arith::AddIOp::create(
+        ib, vector::BroadcastOp::create(ib, vecOf(elt), v),
+        arith::ConstantOp::create(
+            ib, DenseElementsAttr::get(cast<ShapedType>(vecOf(elt)), lanes)));
+  }
+  if (auto ex = dyn_cast<ExpandDimsOp>(def)) {
+    // The source's element: the index without the unit dimension.
+    SmallVector<Value> sidx(idx.begin(), idx.end());
+    sidx.erase(sidx.begin() + ex.getAxis());
+    return emitElems(ib, ex.getSrc(), sidx, width);
+  }
   if (auto bc = dyn_cast<BroadcastOp>(def)) {
     auto srcType = bc.getSrc().getType();
     auto type = bc.getResult().getType();
@@ -731,12 +773,16 @@ Value KernelLowering::emitElems(ImplicitLocOpBuilder &ib, Value v,
           it != rowFragments.end() && sameRows(it->second.first, fragmentRowDot))
         return it->second.second[fragmentRowSlot];
     bool innerBroadcast = srcType.getShape().back() != type.getShape().back();
-    Value src = buffers.lookup(bc.getSrc());
+    Operation *srcDef = bc.getSrc().getDefiningOp();
+    bool inlineSrc = srcDef && deferred.contains(srcDef);
     if (innerBroadcast) {
-      Value s = loadElems(ib, src, sidx, elt, 1);
+      Value s = inlineSrc ? emitElems(ib, bc.getSrc(), sidx, 1)
+                          : loadElems(ib, buffers.lookup(bc.getSrc()), sidx, elt, 1);
       return width == 1 ? s : Value(vector::BroadcastOp::create(ib, vecOf(elt), s));
     }
-    return loadElems(ib, src, sidx, elt, width);
+    if (inlineSrc)
+      return emitElems(ib, bc.getSrc(), sidx, width);
+    return loadElems(ib, buffers.lookup(bc.getSrc()), sidx, elt, width);
   }
   // A deferred elementwise op: its operands, then the op on vectors.
   bool isSelect = isa<arith::SelectOp>(def);
@@ -803,6 +849,9 @@ LogicalResult KernelLowering::lowerElementwise(Operation *op) {
       if (!fragmentLeaves.empty() && it != rowFragments.end() &&
           sameRows(it->second.first, fragmentDot))
         return success();
+      Operation *srcDef = bc.getSrc().getDefiningOp();
+      if (srcDef && deferred.contains(srcDef))
+        return checkLeaves(bc.getSrc());
       return bufferOf(bc.getSrc(), op);
     }
     for (Value o : def->getOperands())

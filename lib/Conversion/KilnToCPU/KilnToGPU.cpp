@@ -1748,7 +1748,7 @@ KernelLowering::lowerRowElementwise(Operation *op) {
       return;
     }
     Operation *def = v.getDefiningOp();
-    if (def && deferred.contains(def) && !isa<BroadcastOp>(def)) {
+    if (def && deferred.contains(def)) {
       for (Value o : def->getOperands())
         walk(o);
       return;
@@ -1763,14 +1763,9 @@ KernelLowering::lowerRowElementwise(Operation *op) {
   if (rowLeaves.empty() || mixed)
     return std::nullopt;
   DotOp dot = rowFragments.lookup(rowLeaves[0]).first;
-  for (Value v : bufferLeaves) {
-    Operation *def = v.getDefiningOp();
-    Value need = def && deferred.contains(def)
-                     ? cast<BroadcastOp>(def).getSrc()
-                     : v;
-    if (failed(bufferOf(need, op)))
+  for (Value v : bufferLeaves)
+    if (failed(bufferOf(v, op)))
       return failure();
-  }
   ImplicitLocOpBuilder b(op->getLoc(), op);
   SmallVector<Value> slots = rowSlots(b, dot), regs;
   for (auto [s, row] : llvm::enumerate(slots)) {
