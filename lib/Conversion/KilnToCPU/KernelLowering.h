@@ -339,6 +339,12 @@ private:
   /// Every lane reads its rows of `buf` (no barrier).
   SmallVector<Value> loadRows(ImplicitLocOpBuilder &b, DotOp dot, Value buf,
                               Type elementType);
+  /// The values of [M] tile `v` at this lane's rows of `dot`'s layout: its
+  /// registers when it is a row vector of the same rows, else read from its
+  /// buffer at `b` (sets `read`; the caller syncs before a rewrite).
+  FailureOr<SmallVector<Value>> rowValues(ImplicitLocOpBuilder &b, Value v,
+                                          DotOp dot, Operation *user,
+                                          bool &read);
   /// Stores row vector `v` at `b` into a new buffer, then a barrier.
   void materializeRows(ImplicitLocOpBuilder &b, Value v);
   /// Registers row vector `v` of `dot`'s layout, or stores it at `b` when a

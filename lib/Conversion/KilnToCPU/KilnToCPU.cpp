@@ -1362,15 +1362,11 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
       regs.assign(rowCount, arith::ConstantOp::create(
                                 b, b.getF32FloatAttr(dense.getSplatValue<APFloat>()
                                                          .convertToDouble())));
-    } else if (auto it = rowFragments.find(init);
-               it != rowFragments.end() && sameRows(it->second.first, rowDot)) {
-      regs = it->second.second;
     } else {
-      auto buf = bufferOf(init, op);
-      if (failed(buf))
+      auto rows = rowValues(b, init, rowDot, op, readInits);
+      if (failed(rows))
         return failure();
-      regs = loadRows(b, rowDot, *buf, b.getF32Type());
-      readInits = true;
+      regs = *rows;
     }
     llvm::append_range(scalarInits, regs);
   }
@@ -1444,19 +1440,12 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
     llvm::append_range(regVals, registerTiles.lookup(yield.getOperand(i)));
   bool readYield = false;
   for (unsigned i : rowPos) {
-    Value v = yield.getOperand(i);
-    if (auto it = rowFragments.find(v);
-        it != rowFragments.end() && sameRows(it->second.first, rowDot)) {
-      llvm::append_range(regVals, it->second.second);
-      continue;
-    }
-    // Not a row vector of these rows: read before anything is reassigned.
-    auto buf = bufferOf(v, yield);
-    if (failed(buf))
-      return failure();
+    // (Read from a buffer before anything is reassigned.)
     ImplicitLocOpBuilder yb(yield.getLoc(), yield);
-    llvm::append_range(regVals, loadRows(yb, rowDot, *buf, yb.getF32Type()));
-    readYield = true;
+    auto rows = rowValues(yb, yield.getOperand(i), rowDot, yield, readYield);
+    if (failed(rows))
+      return failure();
+    llvm::append_range(regVals, *rows);
   }
   if (readYield) {
     ImplicitLocOpBuilder yb(yield.getLoc(), yield);

@@ -1709,6 +1709,19 @@ SmallVector<Value> KernelLowering::loadRows(ImplicitLocOpBuilder &b,
   return regs;
 }
 
+FailureOr<SmallVector<Value>>
+KernelLowering::rowValues(ImplicitLocOpBuilder &b, Value v, DotOp dot,
+                          Operation *user, bool &read) {
+  if (auto it = rowFragments.find(v);
+      it != rowFragments.end() && sameRows(it->second.first, dot))
+    return it->second.second;
+  auto buf = bufferOf(v, user);
+  if (failed(buf))
+    return failure();
+  read = true;
+  return loadRows(b, dot, *buf, getElementTypeOrSelf(v.getType()));
+}
+
 void KernelLowering::materializeRows(ImplicitLocOpBuilder &b, Value v) {
   auto [dot, regs] = rowFragments.lookup(v);
   rowFragments.erase(v);
@@ -1825,17 +1838,12 @@ LogicalResult KernelLowering::lowerRegisterRowScale(Operation *mulf,
   ImplicitLocOpBuilder b(mulf->getLoc(), mulf);
   // The scale of each row slot: from registers (a row vector of the same
   // rows), else read from its buffer.
-  SmallVector<Value> scales;
-  if (auto it = rowFragments.find(rowVector);
-      it != rowFragments.end() && sameRows(it->second.first, dot)) {
-    scales = it->second.second;
-  } else {
-    auto rows = bufferOf(rowVector, mulf);
-    if (failed(rows))
-      return failure();
-    scales = loadRows(b, dot, *rows, b.getF32Type());
+  bool read = false;
+  auto scales = rowValues(b, rowVector, dot, mulf, read);
+  if (failed(scales))
+    return failure();
+  if (read)
     unsyncedReads = true;
-  }
   auto [mt, rowBases, colBases] =
       warpTiledDot(b, *simt, dot, Value(), Value());
   // Each lane's element (i, j, e) sits in row slot 2 i + (e >> 1).
@@ -1846,7 +1854,7 @@ LogicalResult KernelLowering::lowerRegisterRowScale(Operation *mulf,
     for (size_t j = 0; j < colBases.size(); ++j)
       for (int64_t e = 0; e < 4; ++e, ++n)
         scaled.push_back(
-            arith::MulFOp::create(b, regs[n], scales[2 * i + (e >> 1)]));
+            arith::MulFOp::create(b, regs[n], (*scales)[2 * i + (e >> 1)]));
   registerTiles[mul.getResult()] = scaled;
   toErase.push_back(mulf);
   return success();
