@@ -45,6 +45,12 @@ def default_num_warps():
     return _env_int("KILN_NUM_WARPS", 4, 1, 32)
 
 
+def tma_enabled():
+    """sm_90a: pipelined loads go by TMA unless $KILN_TMA is 0 (read by the
+    compiler at each compile; part of every kernel cache key)."""
+    return os.environ.get("KILN_TMA", "1") != "0"
+
+
 def default_num_stages():
     """Software pipelining depth of loads in loops on GPU targets when a
     launch does not say (``num_stages=``): $KILN_NUM_STAGES, else 2."""
@@ -276,7 +282,8 @@ class JITFunction:
         target = self.target_of(bound) or os.environ.get("KILN_TARGET", "host")
         num_warps = num_warps or default_num_warps()
         num_stages = num_stages or default_num_stages()
-        key = (grid_rank, target, num_warps, num_stages) + tuple(a.key for a in bound)
+        key = (grid_rank, target, num_warps, num_stages, tma_enabled()) + tuple(
+            a.key for a in bound)
         with self._lock:
             ck = self.cache.get(key)
         if ck is not None:

@@ -184,3 +184,62 @@ def test_attention_row_statistics_in_registers(rng, monkeypatch, target, warps, 
     # P is rounded to bf16 before P @ V, as FlashAttention does.
     assert_close(out, ro, 2e-2, 1e-2)
     assert_close(lse, rl, 1e-4, 1e-4)
+
+
+@kiln.jit
+def online_softmax_log(a, b, c, out, mlog, m, n, k, d, BM: kl.constexpr, BN: kl.constexpr,
+                       BK: kl.constexpr, BD: kl.constexpr):
+    # Flash attention's loop (online softmax of a @ b, times c), and the
+    # running row maximum after each column block stored to mlog[block]:
+    # a row vector in registers that a store also reads inside the loop
+    # (stored there, then carried on in registers). Columns >= n masked.
+    pid_m = kl.program_id(0)
+    va = kl.make_view(a, (m, k), (k, 1))
+    vb = kl.make_view(b, (k, n), (n, 1))
+    vc = kl.make_view(c, (n, d), (d, 1))
+    vo = kl.make_view(out, (m, d), (d, 1))
+    vlog = kl.make_view(mlog, (kl.cdiv(n, BN), m), (m, 1))
+    ta = kl.load(va, offsets=(pid_m * BM, 0), shape=(BM, BK))
+    mrun = kl.full((BM,), float("-inf"), kl.float32)
+    lrun = kl.zeros((BM,), kl.float32)
+    acc = kl.zeros((BM, BD), kl.float32)
+    for j in range(0, n, BN):
+        tb = kl.load(vb, offsets=(0, j), shape=(BK, BN))
+        s = kl.dot(ta, tb, kl.zeros((BM, BN), kl.float32))
+        keep = kl.broadcast_to(kl.expand_dims(j + kl.arange(0, BN) < n, 0), (BM, BN))
+        s = kl.where(keep, s, kl.full((BM, BN), float("-inf"), kl.float32))
+        mnew = kl.maximum(mrun, kl.max(s, axis=1))
+        p = kl.exp(s - kl.broadcast_to(kl.expand_dims(mnew, 1), (BM, BN)))
+        alpha = kl.exp(mrun - mnew)
+        lrun = lrun * alpha + kl.sum(p, axis=1)
+        tc = kl.load(vc, offsets=(j, 0), shape=(BN, BD))
+        acc = kl.dot(p.to(kl.bfloat16), tc,
+                     acc * kl.broadcast_to(kl.expand_dims(alpha, 1), (BM, BD)))
+        kl.store(vlog, kl.expand_dims(mnew, 0), offsets=(j // BN, pid_m * BM))
+        mrun = mnew
+    kl.store(vo, acc / kl.broadcast_to(kl.expand_dims(lrun, 1), (BM, BD)),
+             offsets=(pid_m * BM, 0))
+
+
+@pytest.mark.parametrize("target,warps", [("emu-sm_80", 4), ("emu-sm_90a", 4), ("emu-sm_90a", 8)])
+def test_row_vectors_carried_and_stored_in_the_loop(rng, monkeypatch, target, warps):
+    monkeypatch.setenv("KILN_TARGET", target)
+    m, n, k, d = 150, 170, 32, 64
+    abits = to_bf16_bits(rng.standard_normal((m, k)))
+    bbits = to_bf16_bits(rng.standard_normal((k, n)))
+    cbits = to_bf16_bits(rng.standard_normal((n, d)))
+    a, b, c = (from_bf16_bits(x).astype(np.float64) for x in (abits, bbits, cbits))
+    bm, bn = (128 if warps == 8 else 64), 64
+    nb = -(-n // bn)
+    out = np.full((m, d), np.nan, np.float32)
+    mlog = np.full((nb, m), np.nan, np.float32)
+    online_softmax_log[(kiln.cdiv(m, bm),)](kiln.bf16(abits), kiln.bf16(bbits),
+                                            kiln.bf16(cbits), out, mlog, m, n, k, d,
+                                            BM=bm, BN=bn, BK=k, BD=d, num_warps=warps)
+    s = a @ b
+    ref_log = np.stack([s[:, :min(n, (i + 1) * bn)].max(axis=1) for i in range(nb)])
+    assert_close(mlog, ref_log, 1e-5, 1e-5)
+    # P is rounded to bf16 against the block's running max: the reference
+    # is exact softmax, so the tolerance is a few bf16 steps of P.
+    e = np.exp(s - s.max(axis=1, keepdims=True))
+    assert_close(out, e @ c / e.sum(axis=1, keepdims=True), 2e-2, 2e-2)

@@ -269,3 +269,25 @@ def test_specialized_shapes_match_the_generic_kernel(rng):
     assert len(kiln.ops._kernels) == before + 1
     with pytest.raises(kiln._kiln.IRError, match="no integer argument named 'bogus'"):
         kiln.ops.kernel("conv", **{"static.bogus": 3})
+
+
+def test_operator_kernels_follow_kiln_target_and_tma(rng, monkeypatch):
+    # The operator kernel cache is keyed by what the code depends on: after
+    # $KILN_TARGET or $KILN_TMA changes, the kernel is compiled again (a
+    # stale key once ran one target's kernels for another in tests that
+    # switch targets), and the results stay right.
+    w = rng.standard_normal((40, 24)).astype(np.float32)
+    ids = rng.integers(0, 40, 33)
+    cfg = dict(block_n=8, block_d=16, dtype="f32")
+    monkeypatch.setenv("KILN_TARGET", "host")
+    k_host = kiln.ops.kernel("embedding", **cfg)
+    assert_close(kiln.ops.embedding(w, ids, 8, 16), w[ids].astype(np.float64), 0, 0)
+    monkeypatch.setenv("KILN_TARGET", "emu-sm_90a")
+    k_emu = kiln.ops.kernel("embedding", **cfg)
+    assert k_emu is not k_host
+    assert_close(kiln.ops.embedding(w, ids, 8, 16), w[ids].astype(np.float64), 0, 0)
+    monkeypatch.setenv("KILN_TMA", "0")
+    assert kiln.ops.kernel("embedding", **cfg) is not k_emu
+    monkeypatch.setenv("KILN_TARGET", "host")
+    monkeypatch.delenv("KILN_TMA")
+    assert kiln.ops.kernel("embedding", **cfg) is k_host
