@@ -303,3 +303,37 @@ def test_loop_carried_tiles_are_assigned_in_parallel(rng, steps, flag):
     if flag > 0:
         a, c = c, a
     assert_close(out, a * 100 + b * 10 + c, 1e-5, 1e-5)
+
+
+@kiln.jit
+def reshape_views(x, out, n, BLOCK: kl.constexpr, LOOP: kl.constexpr):
+    # A reshape whose source dies there views the same bytes (no copy); one
+    # whose source lives on copies, so writing the result in place (r, read
+    # twice, is stored over the reshape's buffer) must not change t. In a
+    # loop, reshaping carried tiles (block arguments) copies too: the yield
+    # reassigns their buffers (here a swap).
+    pid = kl.program_id(0)
+    vx = kl.make_view(x, (n,), (1,))
+    vo = kl.make_view(out, (4, n), (n, 1))
+    t = kl.load(vx, offsets=(pid * BLOCK,), shape=(BLOCK,))
+    r = kl.reshape(t, (1, BLOCK)) * 2.0
+    kl.store(vo, r, offsets=(0, pid * BLOCK))
+    kl.store(vo, r + kl.expand_dims(t, 0), offsets=(1, pid * BLOCK))
+    a = kl.zeros((BLOCK,), kl.float32) + 1.0
+    b = kl.zeros((1, BLOCK), kl.float32) + 2.0
+    for _ in range(LOOP):
+        a, b = kl.reshape(b, (BLOCK,)), kl.reshape(a, (1, BLOCK))
+    kl.store(vo, kl.expand_dims(a + t, 0), offsets=(2, pid * BLOCK))
+    kl.store(vo, b + kl.expand_dims(t, 0), offsets=(3, pid * BLOCK))
+
+
+def test_reshape_views_and_copies(rng):
+    n = 300
+    x = rng.standard_normal(n).astype(np.float32)
+    out = np.full((4, n), np.nan, np.float32)
+    reshape_views[(kiln.cdiv(n, 128),)](x, out, n, BLOCK=128, LOOP=3)
+    xd = x.astype(np.float64)
+    assert_close(out[0], 2 * xd, 1e-6, 1e-6)
+    assert_close(out[1], 3 * xd, 1e-6, 1e-6)
+    assert_close(out[2], 2 + xd, 1e-6, 1e-6)
+    assert_close(out[3], 1 + xd, 1e-6, 1e-6)

@@ -1661,13 +1661,12 @@ LogicalResult KernelLowering::lowerReshape(Operation *op) {
     toErase.push_back(op);
     return success();
   }
-  Value buf = allocTile(type, loc);
   ImplicitLocOpBuilder b(loc, op);
   int64_t n = type.getNumElements();
   Type stored = storageType(type.getElementType());
-  auto flatType =
-      MemRefType::get({n}, stored, MemRefLayoutAttrInterface{},
-                      cast<MemRefType>(buf.getType()).getMemorySpace());
+  auto srcMemref = cast<MemRefType>(src->getType());
+  auto flatType = MemRefType::get({n}, stored, MemRefLayoutAttrInterface{},
+                                  srcMemref.getMemorySpace());
   auto flatten = [&](Value m, RankedTensorType t) -> Value {
     SmallVector<ReassociationIndices> re(1);
     for (int64_t d = 0; d < t.getRank(); ++d)
@@ -1676,6 +1675,29 @@ LogicalResult KernelLowering::lowerReshape(Operation *op) {
       return m;
     return memref::CollapseShapeOp::create(b, flatType, m, re);
   };
+  // The only use of a row-major tile defined here: the same bytes viewed in
+  // the new shape (row-major order does not change), no copy. (Not a block
+  // argument: a loop's yield may reassign its buffer.)
+  if (srcTile.hasOneUse() && srcTile.getDefiningOp() &&
+      srcMemref.getLayout().isIdentity() && srcMemref.hasStaticShape() &&
+      !deferredTrans.count(srcTile)) {
+    Value view = flatten(*src, srcType);
+    if (type.getRank() > 1) {
+      SmallVector<ReassociationIndices> re(1);
+      for (int64_t d = 0; d < type.getRank(); ++d)
+        re[0].push_back(d);
+      view = memref::ExpandShapeOp::create(
+          b, MemRefType::get(type.getShape(), stored, MemRefLayoutAttrInterface{},
+                             srcMemref.getMemorySpace()),
+          view, re);
+    }
+    if (pipelinedBuffers.count(*src))
+      pipelinedBuffers.insert(view);
+    buffers[op->getResult(0)] = view;
+    toErase.push_back(op);
+    return success();
+  }
+  Value buf = allocTile(type, loc);
   Value from = flatten(*src, srcType);
   Value to = flatten(buf, type);
   auto flatTensor = RankedTensorType::get({n}, type.getElementType());
