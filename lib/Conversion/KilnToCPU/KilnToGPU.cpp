@@ -2508,14 +2508,13 @@ int64_t maxSharedBytes(StringRef chip) {
   return 99 * 1024; // sm_86, sm_89
 }
 
-/// Shared memory per SM (bytes, 1 KiB of it reserved per block) and
-/// resident threads per SM.
-static std::pair<int64_t, int64_t> smResources(StringRef chip) {
+/// Shared memory per SM (bytes; 1 KiB of it is reserved per block).
+static int64_t sharedPerSM(StringRef chip) {
   if (chip.starts_with("sm_9") || chip.starts_with("sm_1"))
-    return {228 * 1024, 2048};
+    return 228 * 1024;
   if (chip == "sm_80" || chip == "sm_87")
-    return {164 * 1024, 2048};
-  return {100 * 1024, 1536}; // sm_86, sm_89
+    return 164 * 1024;
+  return 100 * 1024; // sm_86, sm_89
 }
 
 constexpr const char *kSharedName = "__kiln_smem";
@@ -2776,19 +2775,16 @@ LogicalResult lowerKernelGPU(FuncOp kernel, gpu::GPUModuleOp gpuModule,
            << (config.sharedBytes + 1023) / 1024
            << " KiB of shared memory for its tiles; " << chip << " allows "
            << limit / 1024 << " KiB per block: use smaller tiles";
-  // Registers: blocks that shared memory already limits to a few per SM may
-  // use the registers those few leave (ptxas otherwise aims at more blocks
-  // and spills: 168 registers and 52 bytes of spills for an attention kernel
-  // that 66 KiB of shared memory keeps at 3 blocks, or 232 and none at 1-2).
-  // Only where that leaves at least 128 registers per thread: small-tile
-  // kernels keep ptxas's choice.
+  // Registers: a block that shared memory already keeps alone on its SM may
+  // use every register (ptxas otherwise aims at more blocks and spills:
+  // 168 registers and 52 bytes of spills for an sm_90 attention kernel of
+  // 122 KiB, 232 and none with the hint). Where 2 or more blocks fit, the
+  // trade of occupancy against spills is left to ptxas: a hint of 2 held
+  // a 256-thread kernel to 128 registers and 2 KiB of spills.
   if (config.sharedBytes > 0) {
-    auto [perSM, threadsPerSM] = smResources(chip);
-    int64_t blocks = std::clamp<int64_t>(
-        perSM / (config.sharedBytes + 1024), 1, threadsPerSM / config.numThreads);
-    if (blocks * config.numThreads <= 512)
+    if (2 * (config.sharedBytes + 1024) > sharedPerSM(chip))
       gpuFunc->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
-                       b.getI32IntegerAttr(blocks));
+                       b.getI32IntegerAttr(1));
   }
   // Recorded on the outer module too: it survives the NVVM conversion.
   auto attr = b.getI64IntegerAttr(config.sharedBytes);

@@ -7,15 +7,15 @@
 // nothing is pipelined, so nothing goes by TMA.
 // RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_90a --emit ptx | FileCheck %s
 // RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_90a --num-stages 1 --emit ptx | FileCheck %s --check-prefix=S1
-// Shared memory (66 KiB at head dim 128, 1 stage) allows 3 blocks per SM:
-// ptxas may give each thread the registers 3 blocks leave (no spills) instead
-// of aiming at more blocks. Kernels with small tiles keep ptxas's choice.
-// RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 128 --target sm_90 --num-stages 1 --emit ptx | FileCheck %s --check-prefix=OCC
-// RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_90a --num-stages 1 --emit ptx | FileCheck %s --check-prefix=OCC64
+// Shared memory (113 KiB at head dim 128, 2 stages, on sm_90) keeps one
+// block per SM: ptxas may then use every register instead of aiming at more
+// blocks (and spilling). Kernels that fit 2 or more blocks get no hint.
+// RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 128 --target sm_90 --emit ptx | FileCheck %s --check-prefix=OCC
+// RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 128 --target sm_90 --num-stages 1 --emit ptx | FileCheck %s --check-prefix=OCC2
 // OCC: .maxntid 128, 1, 1
-// OCC-NEXT: .minnctapersm 3
-// OCC64: .maxntid 128, 1, 1
-// OCC64-NOT: .minnctapersm
+// OCC-NEXT: .minnctapersm 1
+// OCC2: .maxntid 128, 1, 1
+// OCC2-NOT: .minnctapersm
 // CHECK: tensormap.replace.tile.rank.global.b1024.b32
 // CHECK: mbarrier.init.shared.b64
 // CHECK: cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
