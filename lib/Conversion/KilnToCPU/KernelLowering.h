@@ -387,10 +387,11 @@ private:
   void fenceCoreWrites(ImplicitLocOpBuilder &b, ArrayRef<Value> bufs);
   /// A rank-4 core-matrix view for a rank-2 16-bit tile (wgmma operand).
   Value allocCoreTile(RankedTensorType type, Location loc);
-  /// SIMT on sm_90a: a kiln.trans [1, 0] whose only use is the B operand
-  /// of a wgmma dot is not materialized: the dot reads its source X as a
-  /// K-major B (imm-trans-b 0). Its result maps to X's buffer.
-  bool deferTransToWgmma(TransOp op, Value srcBuf);
+  /// SIMT: a kiln.trans [1, 0] whose only use is the B operand of a
+  /// tensor-core dot is not materialized: the dot reads its source X as a
+  /// K-major B (wgmma: imm-trans-b 0; mma.sync: X's 8x8 matrices are B's
+  /// fragments, ldmatrix without .trans). Its result maps to X's buffer.
+  bool deferTransToTensorCores(TransOp op, Value srcBuf);
   DenseSet<Value> deferredTrans;
   // wgmma operands defined outside the dot's loop, laid out before it once:
   // tile -> core-matrix copy.

@@ -2103,7 +2103,7 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
     auto src = bufferOf(tr.getSrc(), op);
     if (failed(src))
       return failure();
-    if (simt && deferTransToWgmma(tr, *src)) {
+    if (simt && deferTransToTensorCores(tr, *src)) {
       buffers[tr.getResult()] = *src;
       deferredTrans.insert(tr.getResult());
       toErase.push_back(op);

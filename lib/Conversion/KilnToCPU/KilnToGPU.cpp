@@ -1074,11 +1074,18 @@ LogicalResult KernelLowering::lowerPipelinedLoad(LoadOp load,
 /// They are loaded with ldmatrix (A: .x4; B, stored row-major: .x2.trans)
 /// from plain row-major buffers (16-byte rows: K % 16 and N % 8 hold, and
 /// buffers are 16-byte aligned), element by element otherwise.
+static Value arithAdd(ImplicitLocOpBuilder &b, Value x, Value y) {
+  return arith::AddIOp::create(b, x, y);
+}
+
 struct MmaTiles {
   Value a, bm;
   Type inElt;
   bool plainOperands; // identity-layout, static 16-bit operand buffers
   bool useLdmatrix;
+  // B given as X = Bᵀ [N, K] row-major (a kiln.trans not materialized,
+  // deferTransToTensorCores): its rows are B's columns.
+  bool bKMajor = false;
   Value warp, lane, g, q2, r8, rowOff, colOff;
 
   /// The 32-bit register of two 16-bit elements buf[r0][c0], buf[r1][c1].
@@ -1131,6 +1138,18 @@ struct MmaTiles {
   }
   /// The B fragment of rows [k0, k0 + 16), columns [col, col + 8).
   SmallVector<Value> fragB(ImplicitLocOpBuilder &b, Value k0, Value col) const {
+    if (bKMajor) {
+      // Register r holds B[2q + 8r + {0, 1}][g] = X[g][2q + 8r + {0, 1}]:
+      // X's 8x8 matrices (col, k0) and (col, k0 + 8), untransposed.
+      if (useLdmatrix)
+        return ldmatrix(b, bm, arithAdd(b, col, r8), arithAdd(b, k0, rowOff),
+                        2, false);
+      Value c = arithAdd(b, col, g);
+      Value k = arithAdd(b, k0, q2);
+      return {pack(b, bm, c, k, c, arithAdd(b, k, cIdx(b, 1))),
+              pack(b, bm, c, arithAdd(b, k, cIdx(b, 8)), c,
+                   arithAdd(b, k, cIdx(b, 9)))};
+    }
     if (useLdmatrix)
       // Lanes 0-15 name the rows of k +0 and k +8 (transposed on load).
       return ldmatrix(b, bm,
@@ -1958,7 +1977,7 @@ static bool wgmmaOperand(const SimtConfig &simt, Value v) {
   } else if (type.getRank() != 2) {
     return false;
   }
-  // B = trans(X) (deferTransToWgmma): X is laid out as a K-major B, which is
+  // B = trans(X) (deferTransToTensorCores): X is laid out as a K-major B, which is
   // A's layout of X.
   bool transposed = false;
   if (auto tr = dyn_cast<TransOp>(user)) {
@@ -2033,9 +2052,8 @@ Value KernelLowering::allocResultTile(Value result, Location loc) {
   return allocCoreTile(type, loc);
 }
 
-bool KernelLowering::deferTransToWgmma(TransOp op, Value srcBuf) {
-  if (!simt->wgmma || op.getOrder() != ArrayRef<int32_t>{1, 0} ||
-      !op.getResult().hasOneUse())
+bool KernelLowering::deferTransToTensorCores(TransOp op, Value srcBuf) {
+  if (op.getOrder() != ArrayRef<int32_t>{1, 0} || !op.getResult().hasOneUse())
     return false;
   auto dot = dyn_cast<DotOp>(*op.getResult().getUsers().begin());
   if (!dot || dot.getRhs() != op.getResult() ||
@@ -2044,11 +2062,12 @@ bool KernelLowering::deferTransToWgmma(TransOp op, Value srcBuf) {
     return false;
   auto wt = planDotTiling(*simt, dot.getLhs().getType().getDimSize(0),
                           dot.getAcc().getType().getDimSize(1));
-  if (!wt || !wt->wgmma)
-    return false;
-  // The source in place (a core buffer [N, K] is a K-major B, see
-  // coreStrides), or a row-major buffer the dot copies from.
-  return isCoreBuffer(srcBuf) || isPlain16(srcBuf);
+  // wgmma: the source in place (a core buffer [N, K] is a K-major B, see
+  // coreStrides), or a row-major buffer the dot copies from. mma.sync: a
+  // row-major buffer, whose 8x8 matrices are B's fragments untransposed.
+  if (wt && wt->wgmma)
+    return isCoreBuffer(srcBuf) || isPlain16(srcBuf);
+  return isPlain16(srcBuf);
 }
 
 SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
@@ -2060,18 +2079,21 @@ SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
   int64_t M = lhsType.getDimSize(0), K = lhsType.getDimSize(1),
           N = op.getAcc().getType().getDimSize(1);
   auto wt = *planDotTiling(*simt, M, N);
-  // B = trans(X) not materialized (deferTransToWgmma): X [N, K] row-major
+  // B = trans(X) not materialized (deferTransToTensorCores): X [N, K] row-major
   // is B K-major, laid out as A is.
   bool bKMajor = deferredTrans.count(op.getRhs());
   auto usable = [](Value v) { return isCoreBuffer(v) || isPlain16(v); };
   if (!wt.wgmma || !usable(mt.a) || !usable(mt.bm)) {
-    if (bKMajor || isCoreBuffer(mt.a) || isCoreBuffer(mt.bm)) {
+    // mma.sync (a deferred transpose's source is read as X = Bᵀ).
+    if (isCoreBuffer(mt.a) || isCoreBuffer(mt.bm)) {
       op.emitError("kiln GPU lowering: an operand of this dot was laid out "
                    "for wgmma, whose other operand turned out not to be a "
                    "plain buffer");
       return {};
     }
-    return SmallVector<Value>(mt.run(b, rows, cols, K, acc).getResults());
+    MmaTiles sync = mt;
+    sync.bKMajor = bKMajor;
+    return SmallVector<Value>(sync.run(b, rows, cols, K, acc).getResults());
   }
   bool inPlace = isCoreBuffer(mt.a) && isCoreBuffer(mt.bm);
 
@@ -2259,6 +2281,7 @@ LogicalResult KernelLowering::lowerDotSimt(DotOp op, Value a, Value bm,
 
   // mma.sync.m16n8k16 (row.col), fragments per the PTX ISA (MmaTiles).
   MmaTiles mt = mmaTiles(b, *simt, a, bm, inElt);
+  mt.bKMajor = deferredTrans.count(op.getRhs());
   int64_t tilesM = M / 16, tilesN = N / 8;
   if (auto wt = planDotTiling(*simt, M, N)) {
     auto [rows, cols] = warpTileBases(b, mt, *wt);
