@@ -333,6 +333,9 @@ private:
   /// The tile row of each row slot of `dot`'s layout: slot 2 i + h is row
   /// g + 8 h of this lane's i-th block of 16 rows (lane = 4 g + q).
   SmallVector<Value> rowSlots(ImplicitLocOpBuilder &b, DotOp dot);
+  /// How many row slots each lane has under `dot`'s layout (2 per block of
+  /// 64 rows its warpgroup owns).
+  int64_t rowSlotCount(DotOp dot);
   /// Lane q = 0 of each row stores its row values into `buf` (no barrier).
   void storeRows(ImplicitLocOpBuilder &b, DotOp dot, ArrayRef<Value> regs,
                  Value buf);

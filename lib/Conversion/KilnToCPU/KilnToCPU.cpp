@@ -1353,7 +1353,7 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
     llvm::append_range(scalarInits, regs);
   }
   // Row vectors: from a splat constant, from registers, or read.
-  size_t rowCount = rowPos.empty() ? 0 : rowSlots(b, rowDot).size();
+  size_t rowCount = rowPos.empty() ? 0 : rowSlotCount(rowDot);
   for (unsigned i : rowPos) {
     Value init = op.getInitArgs()[i];
     SmallVector<Value> regs;

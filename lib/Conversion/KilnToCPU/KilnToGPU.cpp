@@ -1688,6 +1688,12 @@ bool KernelLowering::sameRows(DotOp a, DotOp b) {
   return b.getLhs().getType().getDimSize(0) == M && ta.TM == tb.TM;
 }
 
+int64_t KernelLowering::rowSlotCount(DotOp dot) {
+  auto wt = *planDotTiling(*simt, dot.getLhs().getType().getDimSize(0),
+                           dot.getAcc().getType().getDimSize(1));
+  return 2 * wt.TM;
+}
+
 SmallVector<Value> KernelLowering::rowSlots(ImplicitLocOpBuilder &b,
                                             DotOp dot) {
   auto [mt, rows, cols] = warpTiledDot(b, *simt, dot, Value(), Value());
