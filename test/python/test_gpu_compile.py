@@ -58,6 +58,7 @@ def _assemble(ptx_path, chip, tmp_path):
                         str(tmp_path / "k.cubin")], capture_output=True, text=True,
                        timeout=600)
     assert r.returncode == 0, r.stderr  # also: no unresolved externs
+    return r.stderr
 
 
 @pytest.mark.parametrize("chip", CHIPS)
@@ -99,7 +100,19 @@ def test_device_check_gemm_variants_compile(variant, chip, tmp_path):
         assert "fence.proxy.async.shared::cta" in ptx
     else:
         assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in ptx
-    _assemble(out, chip, tmp_path)
+    info = _assemble(out, chip, tmp_path)
+    if chip == "sm_90a":
+        # At 3 stages or more each iteration's wgmma groups stay in flight
+        # while the next iteration's are issued (wait_group 1), by TMA and by
+        # cp.async, and ptxas keeps them asynchronous: it reports neither a
+        # serialization (C7515, C7518) nor a wait it had to inject (C7517).
+        for flags in ([], ["--no-tma"]):
+            if flags:
+                ptx = _compile([str(src), "--num-warps", str(warps), "--num-stages",
+                                str(stages), *flags], out, chip)
+                info = _assemble(out, chip, tmp_path)
+            assert ("wgmma.wait_group.sync.aligned \t1;" in ptx) == (stages >= 3), flags
+            assert "C75" not in info, (flags, info)
 
 
 @pytest.mark.parametrize("chip", CHIPS)

@@ -527,23 +527,42 @@ TEST_CASE("the checkers fire", "[emu]") {
     CHECK(aborted);
     CHECK(err.find("differ across the warpgroup") != std::string::npos);
   }
-  SECTION("a barrier with wgmma in flight") {
+  SECTION("a write of bytes an in-flight wgmma reads") {
+    // Warpgroup 0 issues two groups, reading bytes from 0 and from 4096,
+    // and retires only the first before the barrier: past it, warpgroup 1
+    // may overwrite the first group's operands, not the second's.
     auto [aborted, err] = inChild([] {
       run(
           [](void **, int32_t, int32_t, int32_t, int32_t, int32_t, int32_t) {
+            int t = kiln_emu_thread_id();
             float d[4] = {};
-            kiln_emu_wgmma_fence();
-            kiln_emu_wgmma(descriptor(0, 128, 256), descriptor(0, 128, 256),
-                           8, 0, 0, 0, 1,
-                           int64_t(reinterpret_cast<uintptr_t>(d)), "the mma");
-            kiln_emu_wgmma_commit();
-            kiln_emu_barrier(); // no wgmma.wait_group first
+            if (t < 128) {
+              for (int64_t at : {int64_t(0), int64_t(4096)}) {
+                kiln_emu_wgmma_fence();
+                kiln_emu_wgmma(descriptor(at, 128, 256),
+                               descriptor(at, 128, 256), 8, 0, 0, 0, 1,
+                               int64_t(reinterpret_cast<uintptr_t>(d)),
+                               "the mma");
+                kiln_emu_wgmma_commit();
+              }
+              kiln_emu_wgmma_wait(1);
+            }
+            kiln_emu_barrier(); // the second group is still in flight
+            if (t == 200) {
+              kiln_emu_shared_access(kiln_emu_shared() + 2, 2, 1, "retired");
+              kiln_emu_shared_access(kiln_emu_shared() + 4098, 2, 1,
+                                     "in flight");
+            }
+            if (t < 128)
+              kiln_emu_wgmma_wait(0);
           },
-          nullptr, 128, 4096);
+          nullptr, 256, 8192);
     });
     CHECK(aborted);
-    CHECK(err.find("barrier with wgmma.mma_async operations in flight") !=
-          std::string::npos);
+    CHECK(err.find("in flight: writes shared byte 4098, which a "
+                   "wgmma.mma_async of warpgroup 0 (its group 2) may still "
+                   "read") != std::string::npos);
+    CHECK(err.find("retired:") == std::string::npos);
   }
   SECTION("a thread that exits with copies in flight") {
     auto [aborted, err] = inChild([] {

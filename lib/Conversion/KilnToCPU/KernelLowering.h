@@ -137,8 +137,16 @@ private:
     // stage's mbarrier and every iteration waits on it.
     Value barriers;
     Value anyTma;
+    // How many iterations ahead loads are issued: S - 1, or S - 2 when the
+    // loop's wgmma dot stays in flight into the next iteration (inFlight):
+    // then the stage that dot reads is refilled one iteration later.
+    int64_t distance = 1;
+    DotOp inFlight;
   };
   SmallVector<std::unique_ptr<PipelinedLoop>> pipelinedLoops;
+  /// The dot of `loop` that may keep its wgmma groups in flight across
+  /// iterations (see setupPipelining), or null.
+  DotOp inFlightDot(scf::ForOp loop, const PipelinedLoop &state);
   // SIMT: loop-carried tensor-core accumulators kept in registers (each
   // lane's fragments under the dot's warp tiling), not in a shared buffer.
   DenseMap<Value, SmallVector<Value>> registerTiles;

@@ -988,9 +988,13 @@ void KernelLowering::setupPipelining(scf::ForOp loop) {
     return;
   ImplicitLocOpBuilder b(loop.getLoc(), loop);
   setupTma(b, loop, *state);
-  // Prologue: iterations 0 .. S-2, one cp.async group each (committed even
-  // when empty, so that group counts stay uniform).
-  for (int64_t j = 0; j + 1 < simt->numStages; ++j) {
+  state->distance = simt->numStages - 1;
+  // (The in-flight dot's last iteration retires its groups: runTiledDot.)
+  if ((state->inFlight = inFlightDot(loop, *state)))
+    state->distance = simt->numStages - 2;
+  // Prologue: iterations 0 .. D-1 (D: the distance), one cp.async group
+  // each (committed even when empty, so that group counts stay uniform).
+  for (int64_t j = 0; j < state->distance; ++j) {
     Value ivj = arith::AddIOp::create(
         b, loop.getLowerBound(),
         arith::MulIOp::create(b, loop.getStep(), cIdx(b, j)));
@@ -1012,18 +1016,22 @@ LogicalResult KernelLowering::lowerPipelinedLoad(LoadOp load,
   int64_t stages = simt->numStages;
   if (!state.current) {
     // At the first pipelined load of iteration k: wait until iteration k's
-    // copies have landed (of the S - 1 + k groups committed so far, at most
-    // S - 2 are newer), fence them for wgmma if it reads them, and sync.
+    // copies have landed (of the D + k groups committed so far, at most
+    // D - 1 are newer), fence them for wgmma if it reads them, and sync.
     // Past that barrier every thread has finished iteration k - 1, so
-    // iteration k + S - 1 is issued into stage (k + S - 1) % S, the one
-    // iteration k - 1 read. (Issuing after the barrier is what lets a dot
-    // on pipelined operands end without one: see lowerRegisterDot.)
+    // iteration k + D is issued into stage (k + D) % S: with D = S - 1 the
+    // one iteration k - 1 read; with D = S - 2 (an in-flight dot, whose
+    // groups of iteration k - 1 may still read its stage) the one iteration
+    // k - 2 read, whose groups every thread retired in iteration k - 1.
+    // (Issuing after the barrier is what lets a dot on pipelined operands
+    // end without one: see lowerRegisterDot.)
+    int64_t distance = state.distance;
     Value iv = loop.getInductionVar();
     Value k = arith::DivUIOp::create(
         b, arith::SubIOp::create(b, iv, loop.getLowerBound()), loop.getStep());
     Value cS = cIdx(b, stages);
     state.current = arith::RemUIOp::create(b, k, cS);
-    NVVM::CpAsyncWaitGroupOp::create(b, stages - 2);
+    NVVM::CpAsyncWaitGroupOp::create(b, distance - 1);
     if (state.barriers)
       when(b, state.anyTma, [&](ImplicitLocOpBuilder &wb) {
         // Fill k / S of stage k % S: phase parity (k / S) & 1.
@@ -1043,9 +1051,9 @@ LogicalResult KernelLowering::lowerPipelinedLoad(LoadOp load,
       asyncProxyFence(b);
     barrier(b);
     Value next = arith::RemUIOp::create(
-        b, arith::AddIOp::create(b, k, cIdx(b, stages - 1)), cS);
+        b, arith::AddIOp::create(b, k, cIdx(b, distance)), cS);
     Value ivNext = arith::AddIOp::create(
-        b, iv, arith::MulIOp::create(b, loop.getStep(), cIdx(b, stages - 1)));
+        b, iv, arith::MulIOp::create(b, loop.getStep(), cIdx(b, distance)));
     issuePipelinedLoads(b, loop, state, ivNext, next,
                         [&](ImplicitLocOpBuilder &tb, PipelinedLoad &pl) {
                           return selectStage(tb, pl.stages, next);
@@ -1445,6 +1453,54 @@ SmallVector<unsigned> KernelLowering::registerAccumulators(scf::ForOp loop) {
     positions.push_back(i);
   }
   return positions;
+}
+
+/// A GEMM loop's dot can leave its wgmma groups in flight at the end of an
+/// iteration (`wgmma.wait_group 1`: the next iteration's groups are issued
+/// while they run) when nothing but the next iteration's dot reads its
+/// accumulators and nothing overwrites its operands before they are
+/// retired: it is the loop's only dot, on wgmma (sm_90a), its accumulator a
+/// plain register loop-carried tile (no row rescale; see
+/// registerAccumulators), and both operands pipelined loads of this loop
+/// laid out in place for wgmma (B possibly through a deferred transpose).
+/// That takes a stage: the distance becomes S - 2, so S >= 3.
+DotOp KernelLowering::inFlightDot(scf::ForOp loop,
+                                  const PipelinedLoop &state) {
+  if (!simt->wgmma || !simt->registerAccumulators || simt->numStages < 3)
+    return DotOp();
+  DotOp dot;
+  bool several = false;
+  loop.getBody()->walk([&](DotOp d) {
+    several |= bool(dot);
+    dot = d;
+  });
+  if (!dot || several || dot->getBlock() != loop.getBody() ||
+      !isTensorCoreDot(*simt, dot))
+    return DotOp();
+  auto wt = planDotTiling(*simt, dot.getLhs().getType().getDimSize(0),
+                          dot.getAcc().getType().getDimSize(1));
+  if (!wt || !wt->wgmma)
+    return DotOp();
+  auto arg = dyn_cast<BlockArgument>(dot.getAcc());
+  Value rowVector;
+  if (!arg || arg.getOwner() != loop.getBody() ||
+      registerDotOf(arg, &rowVector) != dot || rowVector ||
+      !dot.getResult().hasOneUse() ||
+      loop.getBody()->getTerminator()->getOperand(arg.getArgNumber() - 1) !=
+          dot.getResult())
+    return DotOp();
+  auto pipelinedCore = [&](Value v) {
+    auto load = v.getDefiningOp<LoadOp>();
+    return load && llvm::any_of(state.loads, [&](const PipelinedLoad &pl) {
+             return pl.load == load && isCoreBuffer(pl.stages[0]);
+           });
+  };
+  Value rhs = dot.getRhs();
+  if (auto tr = rhs.getDefiningOp<TransOp>())
+    rhs = tr.getSrc();
+  if (!pipelinedCore(dot.getLhs()) || !pipelinedCore(rhs))
+    return DotOp();
+  return dot;
 }
 
 /// The MmaTiles of a warp-tiled dot and this warp's tile bases (`a`, `bm`:
@@ -2144,6 +2200,14 @@ SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
       barrier(b);
     }
   }
+  // The loop's in-flight dot (inFlightDot) as it was planned: its groups
+  // are retired by the next iteration's (wait_group 1), or after the loop.
+  bool inFlight =
+      inPlace && !acc.empty() && registerTiles.count(op.getAcc()) &&
+      pipelinedBuffers.count(mt.a) && pipelinedBuffers.count(mt.bm) &&
+      llvm::any_of(pipelinedLoops, [&](const auto &pl) {
+        return pl->inFlight == op;
+      });
   int64_t n = wt.TN * 8, steps = K / 16, unroll = 1;
   for (int64_t u = 8; u >= 1; --u)
     if (steps % u == 0) {
@@ -2217,7 +2281,7 @@ SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
           }
         }
         NVVM::WgmmaGroupSyncAlignedOp::create(lb);
-        NVVM::WgmmaWaitGroupSyncOp::create(lb, 0);
+        NVVM::WgmmaWaitGroupSyncOp::create(lb, inFlight ? 1 : 0);
         SmallVector<Value> next;
         for (Value s : structs)
           for (int64_t e = 0; e < perBlock; ++e)
@@ -2225,6 +2289,20 @@ SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
                 LLVM::ExtractValueOp::create(lb, s, ArrayRef<int64_t>{e}));
         scf::YieldOp::create(lb, next);
       });
+  if (inFlight) {
+    // The loop's last iteration retires its groups itself: a wait after
+    // the loop would follow the merge with the path that skips the loop,
+    // whose definitions of the accumulators make ptxas serialize every
+    // wgmma (C7515).
+    auto outer = cast<scf::ForOp>(op->getParentOp());
+    Value last = arith::CmpIOp::create(
+        b, arith::CmpIPredicate::sge,
+        arith::AddIOp::create(b, outer.getInductionVar(), outer.getStep()),
+        outer.getUpperBound());
+    when(b, last, [](ImplicitLocOpBuilder &wb) {
+      NVVM::WgmmaWaitGroupSyncOp::create(wb, 0);
+    });
+  }
   return SmallVector<Value>(loop.getResults());
 }
 

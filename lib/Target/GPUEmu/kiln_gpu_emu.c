@@ -29,8 +29,12 @@
  *     column-major B, f32 C/D);
  *   - wgmma.mma_async.m64nNk16 is a warpgroup collective with uniform
  *     descriptors, operands read through the no-swizzle canonical layouts,
- *     and the fence / commit_group / wait_group protocol checked (no barrier
- *     or exit with operations in flight);
+ *     and the fence / commit_group / wait_group protocol checked: an
+ *     operation's reads of shared memory last until its group is retired,
+ *     so a write of those bytes must come from a thread of its warpgroup
+ *     that retired it, or after a barrier that every thread of the
+ *     warpgroup reached having retired it; no exit with operations in
+ *     flight;
  *   - mbarriers (init, arrive.expect_tx, try_wait.parity) follow the PTX
  *     ISA's phases, arrival and transaction counts; each lives in a side
  *     table of the block: it must be initialised, 8-byte aligned, used by
@@ -119,6 +123,7 @@ typedef struct {
   int wg_fenced;
   int wg_uncommitted;
   int wg_groups;
+  uint32_t wg_committed; /* groups committed in this block */
   /* fence.proxy.async count (wgmma reads need the writer's fence) */
   uint64_t proxy_fences;
 } fiber;
@@ -136,6 +141,11 @@ typedef struct {
    * the block's (see mbarrier_byte); stale values are ignored. */
   int32_t mbar;
   uint64_t tma_phase;
+  /* wgmma reads: per warpgroup, the group (1-based, in its commit order) of
+   * the last wgmma.mma_async that read this byte; 0: none. Valid when
+   * wg_block is this block's epoch. */
+  uint64_t wg_block;
+  uint32_t wg_group[kMaxThreads / 128];
 } shadow;
 
 enum { kMaxMbarriers = 32, kMaxTensorMaps = 16, kTensorMapBytes = 128 };
@@ -212,6 +222,9 @@ typedef struct {
   int wg_arrived[kMaxThreads / 128];
   uint64_t wg_desc[kMaxThreads][2];
   uint32_t wg_areg[kMaxThreads][4]; /* wgmma with A in registers */
+  /* Per warpgroup: the groups every thread of it had retired at the last
+   * barrier (so every thread knows they no longer read shared memory). */
+  uint32_t wg_safe[kMaxThreads / 128];
   /* shared memory and its checker */
   uint64_t epoch; /* advances at every barrier and every block */
   uint64_t block_epoch; /* the epoch this block started in */
@@ -331,6 +344,7 @@ EMU_API void kiln_emu_run_block(thread_fn fn, void **argv, int32_t px,
   s->bar_arrived = 0;
   memset(s->warp_arrived, 0, sizeof s->warp_arrived);
   memset(s->wg_arrived, 0, sizeof s->wg_arrived);
+  memset(s->wg_safe, 0, sizeof s->wg_safe);
   s->num_mbars = 0;
   s->num_maps = 0;
   s->epoch++;
@@ -363,6 +377,7 @@ EMU_API void kiln_emu_run_block(thread_fn fn, void **argv, int32_t px,
     f->wg_fenced = 0;
     f->wg_uncommitted = 0;
     f->wg_groups = 0;
+    f->wg_committed = 0;
     f->proxy_fences = 0;
   }
   int remaining = num_threads;
@@ -437,13 +452,21 @@ EMU_API int64_t kiln_emu_shared(void) {
 EMU_API void kiln_emu_barrier(void) {
   block_state *s = S;
   uint64_t gen = s->bar_gen;
-  fiber *f = &s->fibers[s->current];
-  if (f->wg_uncommitted || f->wg_groups)
-    fail("reaches a barrier with wgmma.mma_async operations in flight: they "
-         "may still read shared memory that other threads write next");
   s->progress++;
   if (++s->bar_arrived == s->num_threads) {
     s->bar_arrived = 0;
+    /* wgmma groups retired before the barrier no longer read shared memory,
+     * for every thread past it (wgmma_write_check). */
+    for (int w = 0; w < s->num_threads / 128; ++w) {
+      uint32_t safe = UINT32_MAX;
+      for (int t = 128 * w; t < 128 * (w + 1); ++t) {
+        fiber *g = &s->fibers[t];
+        uint32_t retired = g->wg_committed - (uint32_t)g->wg_groups;
+        if (retired < safe)
+          safe = retired;
+      }
+      s->wg_safe[w] = safe;
+    }
     s->bar_gen++;
     s->epoch++;
     return;
@@ -520,6 +543,29 @@ static int tma_observed(const shadow *h) {
   return S->mb_seen[S->current][h->tma_bar - 1] > h->tma_phase;
 }
 
+/* A write of shared byte `i` (shadow `h`) by the current thread: no
+ * wgmma.mma_async that read it may still be in flight. It is known not to
+ * be when its group was retired (wgmma.wait_group) by every thread of its
+ * warpgroup before the last barrier, or by this thread itself if it is of
+ * that warpgroup. */
+static void wgmma_write_check(const shadow *h, int64_t i, const char *site) {
+  block_state *s = S;
+  if (h->wg_block != s->block_epoch)
+    return;
+  int t = s->current;
+  const fiber *f = &s->fibers[t];
+  for (int w = 0; w < s->num_threads / 128; ++w) {
+    uint32_t g = h->wg_group[w];
+    if (!g || s->wg_safe[w] >= g ||
+        (t / 128 == w && f->wg_committed - (uint32_t)f->wg_groups >= g))
+      continue;
+    fail("%s: writes shared byte %lld, which a wgmma.mma_async of warpgroup "
+         "%d (its group %u) may still read: no wgmma.wait_group of every "
+         "thread of that warpgroup retired it before a barrier",
+         site, (long long)i, w, g);
+  }
+}
+
 EMU_API void kiln_emu_shared_access(int64_t addr, int32_t bytes,
                                     int32_t is_write, const char *site) {
   block_state *s = S;
@@ -558,6 +604,7 @@ EMU_API void kiln_emu_shared_access(int64_t addr, int32_t bytes,
            (long long)i, is_write ? "written" : "read", site, h->w_tid,
            h->w_site);
     if (is_write) {
+      wgmma_write_check(h, i, site);
       if (read_here && h->r_tid != t)
         fail("data race on shared byte %lld: written here (%s), and %s "
              "read it since the last barrier (%s)",
@@ -775,8 +822,15 @@ static uint16_t wgmma_read(int64_t addr, const char *site) {
   block_state *s = S;
   uint16_t v = read_u16(addr, site);
   int64_t off = addr - (int64_t)(uintptr_t)s->smem;
+  const fiber *f = &s->fibers[s->current];
   for (int64_t i = off; i < off + 2; ++i) {
     shadow *h = &s->shadow[i];
+    /* This read lasts until its group is retired (wgmma_write_check). */
+    if (h->wg_block != s->block_epoch) {
+      memset(h->wg_group, 0, sizeof h->wg_group);
+      h->wg_block = s->block_epoch;
+    }
+    h->wg_group[s->current / 128] = f->wg_committed + 1;
     if (h->w_epoch && h->w_epoch >= s->block_epoch && !tma_byte(h) &&
         s->fibers[h->w_tid].proxy_fences <= h->w_proxy)
       fail("%s: wgmma reads shared byte %lld, which thread %d wrote (%s) "
@@ -793,6 +847,7 @@ EMU_API void kiln_emu_wgmma_fence(void) {
 EMU_API void kiln_emu_wgmma_commit(void) {
   fiber *f = &S->fibers[S->current];
   f->wg_groups++;
+  f->wg_committed++;
   f->wg_uncommitted = 0;
 }
 
@@ -1393,6 +1448,7 @@ EMU_API void kiln_emu_tma_load(int64_t dst, int64_t map, int32_t rank,
       fail("%s: cp.async.bulk.tensor overwrites byte %lld of the mbarrier "
            "at shared byte %lld",
            site, (long long)i, (long long)s->mbars[h->mbar - 1].off);
+    wgmma_write_check(h, i, site);
     int tma = tma_byte(h);
     if (tma && !tma_observed(h))
       fail("%s: cp.async.bulk.tensor overwrites shared byte %lld of a TMA "
