@@ -73,6 +73,16 @@ def test_bf16_gemm_two_warpgroups_four_stages(rng, mnk):
     run(rng, "bf16", *mnk, 128, 64, 16, num_warps=8, num_stages=4)
 
 
+# At 3 and 4 stages the dot's wgmma groups stay in flight into the next
+# iteration (wait_group 1) and the last iteration retires them itself: loops
+# of no iteration (k = 0: zeros), one, two, and a partial one.
+@pytest.mark.parametrize("k", [0, 16, 32, 40])
+@pytest.mark.parametrize("stages", [3, 4])
+def test_bf16_gemm_short_loops_in_flight(rng, k, stages):
+    run(rng, "bf16", 72, 80, k, 64, 64, 16, num_warps=4, num_stages=stages)
+    assert "@kiln_emu_wgmma_wait(i32 1)" in gemm.ir("llvm")
+
+
 # f32: plain row-major stage buffers, one box per tile (rows of 32 f32).
 @pytest.mark.parametrize("mnk", [(50, 36, 100), (33, 68, 260), (50, 35, 99)])
 def test_f32_gemm_plain_tiles(rng, mnk):
