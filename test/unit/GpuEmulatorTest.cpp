@@ -296,6 +296,69 @@ TEST_CASE("wgmma m64nNk16 follows the PTX layouts and descriptors", "[emu]") {
 }
 
 namespace {
+// The same product with both operands in the 128B-swizzled canonical layouts
+// (descriptor layout type 1), written from the ISA's CuTe formulas:
+//   K-major  Swizzle<3,4,3> o ((8,m),(T,2k)):((8T,SBO),(1,T))
+//   MN-major Swizzle<3,4,3> o ((T,8,m),(8,k)):((1,T,LBO),(8T,SBO))
+// A K-major operand is k 16..31 of rows of 64 (the descriptor's start 32
+// bytes into the line), as a wgmma's second k step within a 64-wide tile.
+constexpr int64_t kSwB = 8192;
+
+int64_t swizzled(int mn, int k, bool mnMajor, int64_t lbo) {
+  int64_t lin = mnMajor ? (mn % 64) * 2 + (mn / 64) * lbo + (k % 8) * 128 +
+                              (k / 8) * 1024
+                        : (mn % 8) * 128 + (mn / 8) * 1024 + (16 + k) * 2;
+  return lin ^ (((lin >> 7) & 7) << 4);
+}
+
+int64_t swizzledDescriptor(int64_t off, bool mnMajor, int64_t lbo) {
+  return descriptor(off + (mnMajor ? 0 : 32), lbo, 1024) |
+         int64_t(1) << 62;
+}
+
+void wgmmaSwizzledThread(void **, int32_t, int32_t, int32_t, int32_t,
+                         int32_t, int32_t) {
+  int t = kiln_emu_thread_id();
+  if (t == 0) {
+    auto put = [](int64_t off, float v) {
+      uint16_t h = toBF16(v);
+      kiln_emu_shared_access(kiln_emu_shared() + off, 2, 1, "setup");
+      std::memcpy(reinterpret_cast<char *>(kiln_emu_shared() + off), &h, 2);
+    };
+    for (int m = 0; m < 64; ++m)
+      for (int k = 0; k < 16; ++k)
+        put(swizzled(m, k, wTransA, 4096), wA[m][k]);
+    for (int k = 0; k < 16; ++k)
+      for (int n = 0; n < kWgN; ++n)
+        put(kSwB + swizzled(n, k, wTransB, 2048), wB[k][n]);
+    kiln_emu_fence_proxy_async();
+  }
+  kiln_emu_barrier();
+  float *d = wD[t];
+  for (int i = 0; i < kWgN / 2; ++i)
+    d[i] = 1;
+  kiln_emu_wgmma_fence();
+  kiln_emu_wgmma(swizzledDescriptor(0, wTransA, 4096),
+                 swizzledDescriptor(kSwB, wTransB, 2048), kWgN, 0, wTransA,
+                 wTransB, 1, int64_t(reinterpret_cast<uintptr_t>(d)),
+                 "wgmma sw128");
+  kiln_emu_wgmma_commit();
+  kiln_emu_wgmma_wait(0);
+}
+} // namespace
+
+TEST_CASE("wgmma reads the 128B-swizzled layouts", "[emu]") {
+  randomWgmmaOperands(12);
+  for (int variant = 0; variant < 4; ++variant) {
+    wTransA = variant & 1;
+    wTransB = variant >> 1 & 1;
+    INFO("trans-a " << wTransA << ", trans-b " << wTransB);
+    run(wgmmaSwizzledThread, nullptr, 128, 16384);
+    checkWgmmaAccumulators(1);
+  }
+}
+
+namespace {
 // The same product with A in registers: each thread's four registers built
 // from wA by the ISA's fragment table for wgmma .m64nNk16 A (as
 // mma.m16n8k16's per warp: lane 4 g + q, register r holds row
@@ -767,6 +830,60 @@ TEST_CASE("TMA copies boxes with zero fill, mbarrier phases", "[emu]") {
 }
 
 namespace {
+// The 128B swizzle: a ragged 20 x 70 bf16-typed tensor (rows padded to 80
+// elements) read in 64 x 16 boxes (rows of 128 bytes, 2 KiB) at corners
+// inside and across its edges, to 1024-byte aligned stages. Element
+// (j0, j1) of a box lands at byte j1 * 128 + j0 * 2 with its 16-byte chunk
+// (bits 4-6) XOR the line (bits 7-9).
+constexpr int kSwRows = 20, kSwCols = 70, kSwPitch = 80;
+alignas(16) uint16_t gSwGrid[kSwRows][kSwPitch];
+const int kSwCorner[2][2] = {{0, 0}, {30, 12}};
+uint16_t gSwGot[2][64 * 16];
+
+void tmaSwizzleThread(void **, int32_t, int32_t, int32_t, int32_t, int32_t,
+                      int32_t) {
+  int t = kiln_emu_thread_id();
+  int64_t bar = smem(4096), map = address(gMapSlot[0]);
+  if (t == 0) {
+    buildMap(gMapSlot[0],
+             {gSwGrid, 2, kTypeBF16, {kSwCols, kSwRows}, {2 * kSwPitch},
+              {64, 16}},
+             true, true, /*swizzle=*/3);
+    kiln_emu_mbarrier_init(bar, 1);
+    kiln_emu_fence_proxy_async();
+  }
+  kiln_emu_barrier();
+  if (t == 0) {
+    kiln_emu_mbarrier_arrive_expect_tx(bar, 4096);
+    for (int b = 0; b < 2; ++b)
+      kiln_emu_tma_load(smem(2048 * b), map, 2, kSwCorner[b][0],
+                        kSwCorner[b][1], 0, 0, 0, bar, "tma sw128");
+  }
+  kiln_emu_mbarrier_wait(bar, 0);
+  for (int e = t; e < 2 * 64 * 16; e += 128) {
+    int b = e / 1024, j = e % 1024;
+    int64_t lin = (j / 64) * 128 + (j % 64) * 2;
+    gSwGot[b][j] = load16(2048 * b + (lin ^ (((lin >> 7) & 7) << 4)));
+  }
+}
+} // namespace
+
+TEST_CASE("TMA lays boxes out in the 128B swizzle", "[emu]") {
+  for (int y = 0; y < kSwRows; ++y)
+    for (int x = 0; x < kSwPitch; ++x)
+      gSwGrid[y][x] = x < kSwCols ? uint16_t(1 + x + 100 * y) : uint16_t(0xDEAD);
+  std::memset(gSwGot, 0xEE, sizeof gSwGot);
+  run(tmaSwizzleThread, nullptr, 128, 4096 + 128);
+  for (int b = 0; b < 2; ++b)
+    for (int j = 0; j < 64 * 16; ++j) {
+      int x = kSwCorner[b][0] + j % 64, y = kSwCorner[b][1] + j / 64;
+      bool inside = x < kSwCols && y < kSwRows;
+      INFO("box " << b << ", element (" << j % 64 << ", " << j / 64 << ")");
+      CHECK(gSwGot[b][j] == (inside ? gSwGrid[y][x] : uint16_t(0)));
+    }
+}
+
+namespace {
 // wgmma straight from TMA-written operands: the same A and B images as the
 // wgmma test's, copied in one 2D box of u64 (32 x 16, 4096 bytes); no
 // fence.proxy.async between the copy and the wgmma, and no barrier between
@@ -1001,7 +1118,20 @@ TEST_CASE("the TMA and mbarrier checkers fire", "[emu]") {
     CHECK(aborted);
     CHECK(has(err, "its bytes changed since its release"));
   }
-  SECTION("a TMA with a swizzled map") {
+  SECTION("a TMA with a 64B-swizzled map") {
+    auto [aborted, err] = inChild([] {
+      gSwizzle = 2; // 64B
+      runTma([] {
+        checkSetup();
+        if (kiln_emu_thread_id() == 0)
+          checkFill(0, 0);
+      });
+    });
+    INFO(err);
+    CHECK(aborted);
+    CHECK(has(err, "swizzle_mode 2 is not supported by the emulator"));
+  }
+  SECTION("a TMA with a 128B-swizzled map of 64-byte rows") {
     auto [aborted, err] = inChild([] {
       gSwizzle = 3; // 128B
       runTma([] {
@@ -1012,7 +1142,7 @@ TEST_CASE("the TMA and mbarrier checkers fire", "[emu]") {
     });
     INFO(err);
     CHECK(aborted);
-    CHECK(has(err, "swizzle_mode 3 is not supported by the emulator"));
+    CHECK(has(err, "swizzle_mode 128B with box_dim[0] 16 elements of 4 bytes"));
   }
   SECTION("a TMA to a destination not 128-byte aligned") {
     auto [aborted, err] = inChild([] {

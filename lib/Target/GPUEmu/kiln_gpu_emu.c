@@ -28,7 +28,7 @@
  *     mma.sync.m16n8k16 fragments as the ISA lays them out (row-major A,
  *     column-major B, f32 C/D);
  *   - wgmma.mma_async.m64nNk16 is a warpgroup collective with uniform
- *     descriptors, operands read through the no-swizzle canonical layouts,
+ *     descriptors, operands read through the no-swizzle or 128B-swizzle canonical layouts,
  *     and the fence / commit_group / wait_group protocol checked: an
  *     operation's reads of shared memory last until its group is retired,
  *     so a write of those bytes must come from a thread of its warpgroup
@@ -43,8 +43,9 @@
  *     forever is a deadlock that names the mbarrier;
  *   - tensor maps are built with tensormap.replace (in the emulator's own
  *     layout of the 128 bytes) and validated at each copy (rank, alignment,
- *     dims, strides, box; no-swizzle, non-interleaved, zero-fill maps
- *     only); the writer must release them (fence.proxy.tensormap::generic)
+ *     dims, strides, box; non-interleaved, zero-fill maps, no swizzle or
+ *     the 128B swizzle of 128-byte box rows into 1024-byte aligned
+ *     destinations); the writer must release them (fence.proxy.tensormap::generic)
  *     after its last replace and the issuing thread acquire them after that
  *     release;
  *   - cp.async.bulk.tensor (TMA) copies a box at issue, zero-filling what
@@ -864,8 +865,13 @@ EMU_API void kiln_emu_wgmma_wait(int32_t n) {
   f->wg_fenced = 0;
 }
 
+/* The 128B swizzle of a shared-memory byte offset (of the 256 KiB-aligned
+ * window, so address bits): bits 4-6 (the 16-byte chunk of a 128-byte
+ * line) XOR bits 7-9 (the line, mod 8). */
+static int64_t swizzle128(int64_t off) { return off ^ (((off >> 7) & 7) << 4); }
+
 /* The element (row, k) of an operand in shared memory under a no-swizzle
- * matrix descriptor, per the PTX ISA ("Shared Memory Matrix Layout",
+ * (or, below, 128B-swizzle) matrix descriptor, per the PTX ISA ("Shared Memory Matrix Layout",
  * canonical layouts, with T = 8 16-bit elements per 16 bytes):
  *   K-major:  ((8,m),(T,2k)):((1T,SBO),(1,LBO)): core matrices of 8 rows of
  *             16 bytes (8 consecutive k), row groups SBO apart, k groups LBO;
@@ -878,9 +884,24 @@ static int64_t wgmma_element(uint64_t desc, int row, int k, int mn_major) {
   int64_t start = (int64_t)((desc & 0x3FFF) << 4);
   int64_t lbo = (int64_t)(((desc >> 16) & 0x3FFF) << 4);
   int64_t sbo = (int64_t)(((desc >> 32) & 0x3FFF) << 4);
-  int64_t off = start + (row / 8) * sbo + (k / 8) * lbo +
-                (mn_major ? (k % 8) * 16 + (row % 8) * 2
-                          : (row % 8) * 16 + (k % 8) * 2);
+  int64_t off;
+  if (desc >> 62 == 1) {
+    /* 128B swizzle (CuTe, as the ISA gives it, T = 8 16-bit elements):
+     *   K-major:  Swizzle<3,4,3> o ((8,m),(T,2k)):((8T,SBO),(1,T)): rows of
+     *             128 bytes, 8-row groups SBO apart, 16 consecutive k per
+     *             row (the start address selects them; LBO unused);
+     *   MN-major: Swizzle<3,4,3> o ((T,8,m),(8,k)):((1,T,LBO),(8T,SBO)):
+     *             k-rows of 64 MN elements (128 bytes), 8-k groups SBO
+     *             apart, 64-element MN blocks LBO apart. */
+    off = mn_major ? start + (row % 64) * 2 + (row / 64) * lbo +
+                         (k % 8) * 128 + (k / 8) * sbo
+                   : start + (row % 8) * 128 + (row / 8) * sbo + k * 2;
+    off = swizzle128(off);
+  } else {
+    off = start + (row / 8) * sbo + (k / 8) * lbo +
+          (mn_major ? (k % 8) * 16 + (row % 8) * 2
+                    : (row % 8) * 16 + (k % 8) * 2);
+  }
   return (int64_t)(uintptr_t)s->smem + off;
 }
 
@@ -909,9 +930,13 @@ static void wgmma_check_issue(int32_t n, const char *site) {
 
 /* A shared-memory operand's descriptor: no swizzle, non-zero offsets. */
 static void wgmma_check_descriptor(uint64_t d, const char *site) {
-  if (d >> 62)
-    fail("%s: wgmma descriptor %llx uses a swizzle mode (the emulator "
-         "knows the no-swizzle layout)",
+  if (d >> 62 > 1)
+    fail("%s: wgmma descriptor %llx uses the 64B or 32B swizzle mode (the "
+         "emulator knows no swizzle and 128B)",
+         site, (unsigned long long)d);
+  if (d >> 49 & 7)
+    fail("%s: wgmma descriptor %llx has a nonzero matrix base offset (the "
+         "emulator takes 1024-byte aligned swizzle patterns)",
          site, (unsigned long long)d);
   if ((d >> 16 & 0x3FFF) == 0 || (d >> 32 & 0x3FFF) == 0)
     fail("%s: wgmma descriptor %llx has a zero leading or stride byte "
@@ -1394,9 +1419,14 @@ static int64_t check_tensor_map(int64_t map, int32_t rank, const char *site) {
             tm->interleave);
   MAP_CHECK(tm->swizzle <= 3, "swizzle_mode %u (sm_90a encodes 0 to 3)",
             tm->swizzle);
-  MAP_CHECK(tm->swizzle == 0,
-            "swizzle_mode %u is not supported by the emulator (only none, 0)",
+  MAP_CHECK(tm->swizzle == 0 || tm->swizzle == 3,
+            "swizzle_mode %u is not supported by the emulator (only none, "
+            "0, and 128B, 3)",
             tm->swizzle);
+  MAP_CHECK(tm->swizzle != 3 || tm->box_dim[0] * esize == 128,
+            "swizzle_mode 128B with box_dim[0] %u elements of %lld bytes: "
+            "the emulator takes rows of exactly 128 bytes",
+            tm->box_dim[0], (long long)esize);
   MAP_CHECK(tm->fill <= 1, "fill_mode %u (PTX encodes 0 to 1)", tm->fill);
   MAP_CHECK(tm->fill == 0,
             "fill_mode %u is not supported by the emulator (only zero fill, "
@@ -1441,6 +1471,12 @@ EMU_API void kiln_emu_tma_load(int64_t dst, int64_t map, int32_t rank,
     fail("%s: cp.async.bulk.tensor destination (shared byte %lld) is not "
          "128-byte aligned",
          site, (long long)off);
+  int swizzle = tm->swizzle == 3;
+  if (swizzle && off % 1024)
+    fail("%s: cp.async.bulk.tensor with the 128B swizzle to shared byte %lld, "
+         "which is not 1024-byte aligned (the pattern repeats every 1024 "
+         "bytes of address)",
+         site, (long long)off);
   int k = (int)(m - s->mbars);
   for (int64_t i = off; i < off + bytes; ++i) {
     shadow *h = &s->shadow[i];
@@ -1472,8 +1508,11 @@ EMU_API void kiln_emu_tma_load(int64_t dst, int64_t map, int32_t rank,
   }
   int32_t c[5] = {c0, c1, c2, c3, c4};
   int64_t j[5] = {0, 0, 0, 0, 0};
-  unsigned char *out = s->smem + off;
-  for (int64_t e = 0; e < box; ++e, out += esize) {
+  for (int64_t e = 0; e < box; ++e) {
+    /* The 128B swizzle permutes the 16-byte chunks of each 128-byte line by
+     * the line's address bits 7-9 (PTX ISA, "Tensor-map swizzle modes"). */
+    int64_t at = off + e * esize;
+    unsigned char *out = s->smem + (swizzle ? swizzle128(at) : at);
     uint64_t src = tm->global_address;
     int inside = 1;
     for (int i = 0; i < rank; ++i) {
