@@ -71,8 +71,9 @@ def ConvertKilnToGPU : Pass<"convert-kiln-to-gpu", "::mlir::ModuleOp"> {
     K % 16 all zero runs on tensor cores: `mma.sync.m16n8k16` (warp-tiled,
     fragments loaded with `ldmatrix`), or on sm_90a, when M % 64 == 0 and
     the warps form whole warpgroups, `wgmma.mma_async.m64nNk16` with both
-    operands copied into the no-swizzle core-matrix layout and read through
-    matrix descriptors; other dots run as one FMA chain per output element;
+    operands in the no-swizzle core-matrix layout (pipelined loads of
+    128-byte rows: the 128B-swizzled one) and read through matrix
+    descriptors; other dots run as one FMA chain per output element;
     `kiln.reduce` combines partial results of lane groups with butterfly
     warp shuffles. On sm_90a, pipelined loads of views made before their
     loop load by TMA (`cp.async.bulk.tensor` completing on a per-stage
@@ -93,6 +94,9 @@ def ConvertKilnToGPU : Pass<"convert-kiln-to-gpu", "::mlir::ModuleOp"> {
     Option<"tma", "tma", "bool", /*default=*/"true",
            "On sm_90a, load pipelined tiles with TMA (tensor maps built on "
            "the device) where the view allows it">,
+    Option<"swizzle", "swizzle", "bool", /*default=*/"true",
+           "On sm_90a, lay out pipelined wgmma operand tiles whose rows are "
+           "whole 128-byte lines in the 128B-swizzled layout">,
     Option<"numStages", "num-stages", "unsigned", /*default=*/"2",
            "Software pipelining depth: loads in loops are issued num-stages "
            "- 1 iterations ahead (1: off; lowered without it when the stage "

@@ -94,6 +94,7 @@ JIT::compile(llvm::StringRef source, llvm::StringRef name,
          std::to_string(compileOptions.numWarps) + "|" +
          std::to_string(compileOptions.numStages) + "|" +
          (compileOptions.tma ? "tma|" : "notma|") +
+         (compileOptions.swizzle ? "swizzle|" : "noswizzle|") +
          (compileOptions.cubin ? "cubin|" : "ptx|") +
          (compileOptions.target.empty() ? options.target
                                         : compileOptions.target);
@@ -222,6 +223,8 @@ JIT::compileUncached(llvm::StringRef source, llvm::StringRef name,
     feed(opts.cubin ? "cubin" : "ptx");
     if (!opts.tma)
       feed("no-tma");
+    if (!opts.swizzle)
+      feed("no-swizzle");
   }
   feed(canonical);
   std::array<uint8_t, 32> digest = sha.final();

@@ -51,6 +51,13 @@ def tma_enabled():
     return os.environ.get("KILN_TMA", "1") != "0"
 
 
+def swizzle_enabled():
+    """sm_90a: pipelined wgmma operand tiles of 128-byte rows use the 128B
+    swizzle unless $KILN_SWIZZLE is 0 (read by the compiler at each compile;
+    part of every kernel cache key)."""
+    return os.environ.get("KILN_SWIZZLE", "1") != "0"
+
+
 def default_num_stages():
     """Software pipelining depth of loads in loops on GPU targets when a
     launch does not say (``num_stages=``): $KILN_NUM_STAGES, else 2."""
@@ -282,8 +289,8 @@ class JITFunction:
         target = self.target_of(bound) or os.environ.get("KILN_TARGET", "host")
         num_warps = num_warps or default_num_warps()
         num_stages = num_stages or default_num_stages()
-        key = (grid_rank, target, num_warps, num_stages, tma_enabled()) + tuple(
-            a.key for a in bound)
+        key = (grid_rank, target, num_warps, num_stages, tma_enabled(),
+               swizzle_enabled()) + tuple(a.key for a in bound)
         with self._lock:
             ck = self.cache.get(key)
         if ck is not None:

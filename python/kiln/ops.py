@@ -59,11 +59,13 @@ def kernel(name, mods="", **config):
     if _provider is not None:
         return _provider(name, mods, {k: str(v) for k, v in config.items()})
     from . import _kiln
-    from .jit import _get_jit, default_num_stages, default_num_warps, tma_enabled
-    # Everything the compiled code depends on: after $KILN_TARGET or
-    # $KILN_TMA change, a kernel compiled before is not reused.
+    from .jit import (_get_jit, default_num_stages, default_num_warps, swizzle_enabled,
+                      tma_enabled)
+    # Everything the compiled code depends on: after $KILN_TARGET, $KILN_TMA
+    # or $KILN_SWIZZLE change, a kernel compiled before is not reused.
     key = (name, mods, _get_jit().target, default_num_warps(), default_num_stages(),
-           tma_enabled(), tuple(sorted((k, str(v)) for k, v in config.items())))
+           tma_enabled(), swizzle_enabled(),
+           tuple(sorted((k, str(v)) for k, v in config.items())))
     with _lock:
         k = _kernels.get(key)
     if k is None:

@@ -440,6 +440,12 @@ bool tmaFromEnvironment() {
   const char *v = std::getenv("KILN_TMA");
   return !(v && std::string(v) == "0");
 }
+/// sm_90a: 128B-swizzled operand stages unless $KILN_SWIZZLE is 0 (the same
+/// kind of escape hatch; kilnc has --no-swizzle).
+bool swizzleFromEnvironment() {
+  const char *v = std::getenv("KILN_SWIZZLE");
+  return !(v && std::string(v) == "0");
+}
 } // namespace
 
 namespace kiln::python {
@@ -632,6 +638,7 @@ void bindCompiler(py::module &m) {
             options.numWarps = numWarps;
             options.numStages = numStages;
             options.tma = tmaFromEnvironment();
+            options.swizzle = swizzleFromEnvironment();
             llvm::Expected<std::shared_ptr<::kiln::Kernel>> k =
                 std::shared_ptr<::kiln::Kernel>();
             {
@@ -706,6 +713,7 @@ void bindCompiler(py::module &m) {
         o.numWarps = numWarps;
         o.numStages = numStages;
         o.tma = tmaFromEnvironment();
+        o.swizzle = swizzleFromEnvironment();
         auto r = ::kiln::compileSource(ctx, source, name, o, kind);
         if (!r)
           throw IRError(llvm::toString(r.takeError()));

@@ -11,6 +11,8 @@ box). The emulator checks the protocol (tensor-map release/acquire,
 mbarrier phases, no read before the wait, no TMA into a stage still being
 read) and aborts on a violation. Outputs are poisoned; references are
 float64."""
+import re
+
 import numpy as np
 import pytest
 
@@ -81,6 +83,82 @@ def test_bf16_gemm_two_warpgroups_four_stages(rng, mnk):
 def test_bf16_gemm_short_loops_in_flight(rng, k, stages):
     run(rng, "bf16", 72, 80, k, 64, 64, 16, num_warps=4, num_stages=stages)
     assert "@kiln_emu_wgmma_wait(i32 1)" in gemm.ir("llvm")
+
+
+# Tiles whose rows are whole 128-byte lines (64 bf16 columns) are stages in
+# the 128B swizzle: A [BM, 64], B [64, BN] N-major when each warpgroup's N
+# block is whole 64-column slabs, B [BN, 64] K-major through a transpose.
+# TMA writes them (one 2-d box per slab), and so do cp.async (16-byte
+# chunks, when TMA is off or the view does not allow it) and the
+# per-element edge path (unaligned rows). The emulator applies the swizzle
+# to the boxes and to wgmma's reads by address bits.
+@kiln.jit
+def gemm_bt(a, b, c, m, n, k, BM: kl.constexpr, BN: kl.constexpr, BK: kl.constexpr):
+    pid_n = kl.program_id(0)
+    pid_m = kl.program_id(1)
+    va = kl.make_view(a, (m, k), (k, 1))
+    vb = kl.make_view(b, (n, k), (k, 1))
+    vc = kl.make_view(c, (m, n), (n, 1))
+    acc = kl.zeros((BM, BN), kl.float32)
+    for kk in range(0, k, BK):
+        ta = kl.load(va, offsets=(pid_m * BM, kk), shape=(BM, BK))
+        tb = kl.load(vb, offsets=(pid_n * BN, kk), shape=(BN, BK))
+        acc = kl.dot(ta, kl.trans(tb), acc)
+    kl.store(vc, acc, offsets=(pid_m * BM, pid_n * BN))
+
+
+def sm90a_ptx(fn, warps, stages):
+    from kiln._kiln import compile_stage
+    ck = fn.last
+    return compile_stage(ck.kiln_ir, ck.filename, "asm", "sm_90a", warps, stages)
+
+
+@pytest.mark.parametrize("mnk", BF16_TMA + BF16_FALLBACK)
+@pytest.mark.parametrize("tile", [(64, 64, 64, 4), (64, 128, 64, 8), (128, 64, 64, 8)],
+                         ids=lambda t: "x".join(map(str, t)))
+def test_bf16_gemm_swizzled_stages(rng, mnk, tile):
+    bm, bn, bk, warps = tile
+    run(rng, "bf16", *mnk, bm, bn, bk, num_warps=warps, num_stages=3)
+    assert ptx_swizzled_boxes(sm90a_ptx(gemm, warps, 3)) >= 2
+
+
+@pytest.mark.parametrize("mnk", [(100, 72, 200), (70, 65, 131)])
+@pytest.mark.parametrize("stages", [2, 3])
+def test_bf16_gemm_swizzled_without_tma(rng, monkeypatch, mnk, stages):
+    monkeypatch.setenv("KILN_TMA", "0")
+    run(rng, "bf16", *mnk, 64, 64, 64, num_warps=4, num_stages=stages)
+
+
+@pytest.mark.parametrize("mnk", BF16_TMA + BF16_FALLBACK)
+def test_bf16_gemm_transposed_b_swizzled(rng, mnk):
+    m, n, k = mnk
+    abits = to_bf16_bits(rng.standard_normal((m, k)).astype(np.float32))
+    bbits = to_bf16_bits(rng.standard_normal((n, k)).astype(np.float32))
+    a, b = from_bf16_bits(abits), from_bf16_bits(bbits)
+    c = np.full((m, n), np.nan, np.float32)
+    gemm_bt[(kiln.cdiv(n, 64), kiln.cdiv(m, 64))](kiln.bf16(abits), kiln.bf16(bbits), c,
+                                                  m, n, k, BM=64, BN=64, BK=64,
+                                                  num_warps=4, num_stages=3)
+    assert_close(c, a.astype(np.float64) @ b.T, 1e-4, 1e-4 * np.sqrt(k))
+    assert ptx_swizzled_boxes(sm90a_ptx(gemm_bt, 4, 3)) >= 2
+
+
+def ptx_swizzled_boxes(ptx):
+    """The 2-d boxes of a kernel whose tensor maps take the 128B swizzle (3)."""
+    assert re.search(r"swizzle_mode\.global\.b1024\.b32\s+\[[^]]+\], 3;", ptx)
+    return ptx.count("cp.async.bulk.tensor.2d")
+
+
+def test_kiln_swizzle_0_keeps_core_tiles(rng, monkeypatch):
+    # The escape hatch: KILN_SWIZZLE=0 lays the same stages out as core
+    # matrices (3-d boxes), and is part of the specialization key.
+    run(rng, "bf16", 100, 72, 200, 64, 64, 64, num_warps=4, num_stages=2)
+    assert "cp.async.bulk.tensor.2d" in sm90a_ptx(gemm, 4, 2)
+    monkeypatch.setenv("KILN_SWIZZLE", "0")
+    run(rng, "bf16", 100, 72, 200, 64, 64, 64, num_warps=4, num_stages=2)
+    ptx = sm90a_ptx(gemm, 4, 2)
+    assert "cp.async.bulk.tensor.2d" not in ptx
+    assert "cp.async.bulk.tensor.3d" in ptx
 
 
 # f32: plain row-major stage buffers, one box per tile (rows of 32 f32).

@@ -82,6 +82,11 @@ static cl::opt<bool> noTma("no-tma",
                            cl::desc("sm_90a: load pipelined tiles with "
                                     "cp.async, not TMA"),
                            cl::cat(kilncCategory));
+static cl::opt<bool> noSwizzle(
+    "no-swizzle",
+    cl::desc("sm_90a: keep pipelined wgmma operands in the no-swizzle core "
+             "layout (not the 128B swizzle)"),
+    cl::cat(kilncCategory));
 static cl::opt<bool> cubinBundle("cubin",
                                  cl::desc("GPU targets: put a cubin (ptxas) in "
                                           "the bundle instead of PTX"),
@@ -113,7 +118,8 @@ static int runOp(int argc, char **argv) {
   auto usage = [] {
     errs() << "usage: kilnc op NAME [--key value]... [-o FILE] [--target T] "
               "[--emit bundle|mlir|llvm|asm|ptx|obj|cubin|c-header|kiln]\n"
-              "       [--num-warps N] [--num-stages N] [--no-tma] [--cubin]\n"
+              "       [--num-warps N] [--num-stages N] [--no-tma] [--no-swizzle]\n"
+              "       [--cubin]\n"
               "       kilnc op --list\n";
     return 1;
   };
@@ -132,7 +138,7 @@ static int runOp(int argc, char **argv) {
   std::map<std::string, std::string> config;
   std::string output = "-", targetName = "host", emitName = "bundle",
               warps = "4", stagesText = "2";
-  bool cubin = false, tma = true;
+  bool cubin = false, tma = true, swizzle = true;
   for (int i = 3; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](std::string &dst) {
@@ -160,6 +166,8 @@ static int runOp(int argc, char **argv) {
       cubin = true;
     } else if (a == "--no-tma") {
       tma = false;
+    } else if (a == "--no-swizzle") {
+      swizzle = false;
     } else if (a.rfind("--", 0) == 0) {
       std::string key = a.substr(2), v;
       size_t eq = key.find('=');
@@ -200,6 +208,7 @@ static int runOp(int argc, char **argv) {
   options.target = targetName;
   options.cubin = cubin;
   options.tma = tma;
+  options.swizzle = swizzle;
   if (llvm::StringRef(warps).getAsInteger(10, options.numWarps)) {
     WithColor::error(errs(), "kilnc") << "--num-warps needs an integer\n";
     return 1;
@@ -255,6 +264,7 @@ int main(int argc, char **argv) {
   options.numStages = numStages;
   options.cubin = cubinBundle;
   options.tma = !noTma;
+  options.swizzle = !noSwizzle;
   auto result = kiln::compileSource(context, (*input)->getBuffer(), inputFile,
                                     options, emit);
   if (!result) {

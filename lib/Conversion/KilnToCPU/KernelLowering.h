@@ -67,6 +67,10 @@ struct SimtConfig {
   /// "home"; blocks outlive the ops lowered away): a buffer allocated inside
   /// a loop body holds a value of one iteration.
   llvm::DenseMap<Operation *, Block *> bufferHome;
+  /// Buffers (their memref.view) that must start on a wider boundary than
+  /// the planner's 16 or 128 bytes: 128B-swizzled stages, 1024.
+  llvm::DenseMap<Operation *, int64_t> bufferAlign;
+  bool swizzle = true; // sm_90a: 128B-swizzled wgmma operand stages
 };
 
 /// What a lowered make_view knows: the memref over the view (dynamic strides),
@@ -128,6 +132,9 @@ private:
     int64_t tensorMap = -1;
     Value useTma;
     int64_t tmaBytes = 0; // per stage fill
+    // sm_90a: the stages are in the 128B-swizzled wgmma layout
+    // (swizzleCandidate), not the no-swizzle core layout.
+    bool swizzled = false;
   };
   struct PipelinedLoop {
     SmallVector<PipelinedLoad> loads;
@@ -177,6 +184,9 @@ private:
   // This iteration's stage buffers (the loads' values): rewritten only
   // after the next iteration's first barrier.
   DenseSet<Value> pipelinedBuffers;
+  // Stage buffers (of this iteration, or any) in the 128B-swizzled layout:
+  // their elements are where swizzledIndices says, not coreStrides.
+  DenseSet<Value> swizzledBuffers;
   void setupPipelining(scf::ForOp loop);
   LogicalResult lowerPipelinedLoad(LoadOp load, PipelinedLoop &state);
   Value scalarReadAt(ImplicitLocOpBuilder &b, tensor::ExtractOp ex,
@@ -211,7 +221,7 @@ private:
   void emitTileLoadSimt(ImplicitLocOpBuilder &b, const ViewInfo &vi,
                         ValueRange offsets, Value tileBuf,
                         RankedTensorType tileType, TypedAttr padAttr,
-                        bool wait);
+                        bool wait, bool swizzled = false);
 
   // Buffers and element access ------------------------------------------
   Value allocTile(RankedTensorType type, Location loc);

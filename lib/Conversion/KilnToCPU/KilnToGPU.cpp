@@ -112,6 +112,30 @@ SmallVector<Value> tileIndices(ImplicitLocOpBuilder &b, Value buf,
           arith::DivUIOp::create(b, c, c8), arith::RemUIOp::create(b, c, c8)};
 }
 
+/// The indices in a core buffer (the rank-4 view of coreStrides over a
+/// rows x cols tile) of tile element (r, c) = `idx` laid out in the 128B
+/// swizzle instead: column slabs of 64 elements, rows of 128 bytes in
+/// each, the 16-byte chunk c / 8 % 8 of row r at chunk position
+/// (c / 8 % 8) ^ (r % 8). Element offset (c / 64) rows 64 + r 64 +
+/// ((c / 8 % 8) ^ (r % 8)) 8 + c % 8, as in-bounds indices of the view
+/// (r % (rows / 8), chunk, 8 (c / 64) + r / (rows / 8), c % 8). The stage
+/// starts on 1024 bytes, so this is the hardware's address-bit swizzle.
+static SmallVector<Value> swizzledIndices(ImplicitLocOpBuilder &b,
+                                          int64_t rows, ValueRange idx) {
+  Value r = idx[idx.size() - 2], c = idx.back(), c8 = cIdx(b, 8);
+  Value groups = cIdx(b, rows / 8);
+  Value chunk = arith::XOrIOp::create(
+      b, arith::RemUIOp::create(b, arith::DivUIOp::create(b, c, c8), c8),
+      arith::RemUIOp::create(b, r, c8));
+  return {arith::RemUIOp::create(b, r, groups), chunk,
+          arith::AddIOp::create(
+              b,
+              arith::MulIOp::create(
+                  b, arith::DivUIOp::create(b, c, cIdx(b, 64)), c8),
+              arith::DivUIOp::create(b, r, groups)),
+          arith::RemUIOp::create(b, c, c8)};
+}
+
 /// Runs `fn` for the elements of `shape` this thread owns (linear layout),
 /// without the trailing barrier.
 static void distribute(ImplicitLocOpBuilder &b, SimtConfig &simt,
@@ -197,7 +221,7 @@ void KernelLowering::forEachIndexSimt(
 static void accessElement(ImplicitLocOpBuilder &b, const ViewInfo &vi,
                           ArrayRef<Value> viewIdx, Value tileBuf,
                           ValueRange idx, Type elt, TypedAttr padAttr,
-                          bool isStore) {
+                          bool isStore, int64_t swizzledRows = 0) {
   Value c0 = cIdx(b, 0);
   Value valid = arith::ConstantIntOp::create(b, 1, 1);
   for (auto [d, i] : llvm::enumerate(viewIdx)) {
@@ -207,7 +231,8 @@ static void accessElement(ImplicitLocOpBuilder &b, const ViewInfo &vi,
     valid = arith::AndIOp::create(b, valid, arith::AndIOp::create(b, ge, lt));
   }
   Location loc = b.getLoc();
-  SmallVector<Value> at = tileIndices(b, tileBuf, idx);
+  SmallVector<Value> at = swizzledRows ? swizzledIndices(b, swizzledRows, idx)
+                                       : tileIndices(b, tileBuf, idx);
   if (isStore) {
     Value v = memref::LoadOp::create(b, tileBuf, at);
     auto ifOp = scf::IfOp::create(b, TypeRange{}, valid, false);
@@ -351,10 +376,16 @@ int64_t KernelLowering::asyncChunk(RankedTensorType tileType) {
 void KernelLowering::emitTileLoadSimt(ImplicitLocOpBuilder &b,
                                       const ViewInfo &vi, ValueRange offsets,
                                       Value tileBuf, RankedTensorType tileType,
-                                      TypedAttr padAttr, bool wait) {
+                                      TypedAttr padAttr, bool wait,
+                                      bool swizzled) {
   Type elt = storageType(tileType.getElementType());
   ArrayRef<int64_t> shape = tileType.getShape();
   int64_t rank = tileType.getRank();
+  int64_t swizzledRows = swizzled ? shape[rank - 2] : 0;
+  auto indicesIn = [&](ImplicitLocOpBuilder &ib, ValueRange idx) {
+    return swizzled ? swizzledIndices(ib, swizzledRows, idx)
+                    : tileIndices(ib, tileBuf, idx);
+  };
   int64_t eltBytes = std::max<int64_t>(1, elt.getIntOrFloatBitWidth() / 8);
   int64_t chunk = asyncChunk(tileType);
   auto viewIndex = [&](ImplicitLocOpBuilder &ib, int64_t d, Value i) -> Value {
@@ -364,7 +395,8 @@ void KernelLowering::emitTileLoadSimt(ImplicitLocOpBuilder &b,
     SmallVector<Value> viewIdx;
     for (int64_t d = 0; d < rank; ++d)
       viewIdx.push_back(viewIndex(ib, d, idx[d]));
-    accessElement(ib, vi, viewIdx, tileBuf, idx, elt, padAttr, false);
+    accessElement(ib, vi, viewIdx, tileBuf, idx, elt, padAttr, false,
+                  swizzledRows);
   };
   // Interior tile with a unit innermost stride (uniform over the block):
   // each thread issues cp.async copies global -> shared.
@@ -384,7 +416,7 @@ void KernelLowering::emitTileLoadSimt(ImplicitLocOpBuilder &b,
         viewIdx.push_back(viewIndex(cb, d, idx[d]));
       nvgpu::DeviceAsyncCopyOp::create(
           cb, nvgpu::DeviceAsyncTokenType::get(cb.getContext()), tileBuf,
-          tileIndices(cb, tileBuf, idx), vi.unitMemref, viewIdx,
+          indicesIn(cb, idx), vi.unitMemref, viewIdx,
           cb.getIndexAttr(per), Value(),
           // 16-byte copies may bypass L1 (cp.async.cg): tiles are staged
           // in shared memory, not re-read through L1.
@@ -527,7 +559,10 @@ bool KernelLowering::tmaCandidate(const PipelinedLoad &pl, scf::ForOp loop) {
   if (rows > 256 || (eb != 1 && eb != 2 && eb != 4 && eb != 8) ||
       rows * cols * eb % 128 != 0)
     return false;
-  // A core buffer's map has one dimension more (the column chunks).
+  // A swizzled stage takes boxes of 64 columns (128-byte rows); a core
+  // buffer's map has one dimension more (the column chunks).
+  if (pl.swizzled)
+    return cols % 64 == 0 && eb == 2 && rank == 2;
   if (isCoreBuffer(pl.stages[0]))
     return cols % 8 == 0 && eb == 2 && rank <= 4;
   return cols <= 256 && cols * eb % 16 == 0;
@@ -540,26 +575,29 @@ bool KernelLowering::tmaCandidate(const PipelinedLoad &pl, scf::ForOp loop) {
 /// chunks at a 16-byte stride, outer dimensions), box (8, R, C / 8, 1...):
 /// the box lands in shared memory as the core buffer's column chunks of all
 /// rows (coreStrides). Its view's column count must be a multiple of 8 (run
-/// time), or the last chunk would read past the row.
+/// time), or the last chunk would read past the row. A swizzled stage's
+/// map is the view's with boxes of 64 columns (128 bytes) by R rows, one
+/// per column slab, written in the 128B swizzle.
 struct TmaDim {
   Value size, strideBytes;
   int64_t box;
 };
 static SmallVector<TmaDim> tmaDims(ImplicitLocOpBuilder &b, const ViewInfo &vi,
-                                   RankedTensorType type, bool core) {
+                                   RankedTensorType type, bool core,
+                                   bool swizzled) {
   int64_t rank = type.getRank(), eb = storageBytes(type);
   int64_t rows = type.getShape()[rank - 2], cols = type.getShape()[rank - 1];
   auto stride = [&](int64_t d) {
     return arith::MulIOp::create(b, vi.strides[d], cIdx(b, eb)).getResult();
   };
   SmallVector<TmaDim> dims;
-  if (core) {
+  if (core && !swizzled) {
     dims.push_back({cIdx(b, 8), Value(), 8});
     dims.push_back({vi.sizes[rank - 2], stride(rank - 2), rows});
     dims.push_back({arith::DivUIOp::create(b, vi.sizes[rank - 1], cIdx(b, 8)),
                     cIdx(b, 16), cols / 8});
   } else {
-    dims.push_back({vi.sizes[rank - 1], Value(), cols});
+    dims.push_back({vi.sizes[rank - 1], Value(), swizzled ? 64 : cols});
     dims.push_back({vi.sizes[rank - 2], stride(rank - 2), rows});
   }
   for (int64_t d = rank - 3; d >= 0; --d)
@@ -590,7 +628,7 @@ void KernelLowering::setupTma(ImplicitLocOpBuilder &b, scf::ForOp loop,
     };
     Value ok = vi.unitStride;
     auto both = [&](Value c) { ok = arith::AndIOp::create(b, ok, c); };
-    if (isCoreBuffer(pl->stages[0]))
+    if (isCoreBuffer(pl->stages[0]) && !pl->swizzled)
       both(cmp(arith::CmpIPredicate::eq,
                arith::RemUIOp::create(b, vi.sizes[rank - 1], cIdx(b, 8)), c0));
     Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, vi.memref);
@@ -647,7 +685,7 @@ void KernelLowering::setupTma(ImplicitLocOpBuilder &b, scf::ForOp loop,
               operands);
         };
         SmallVector<TmaDim> dims =
-            tmaDims(mb, vi, type, isCoreBuffer(pl->stages[0]));
+            tmaDims(mb, vi, type, isCoreBuffer(pl->stages[0]), pl->swizzled);
         replace("global.address",
                 {arith::IndexCastOp::create(
                     mb, mb.getI64Type(),
@@ -672,7 +710,8 @@ void KernelLowering::setupTma(ImplicitLocOpBuilder &b, scf::ForOp loop,
         int64_t elemtype = eb == 1 ? 0 : eb == 2 ? 1 : eb == 4 ? 2 : 4;
         replace("elemtype", {i32Const(mb, elemtype)});
         replace("interleave.layout", {i32Const(mb, 0)});
-        replace("swizzle.mode", {i32Const(mb, 0)});
+        // 3: the 128B swizzle (its boxes' rows are 128 bytes).
+        replace("swizzle.mode", {i32Const(mb, pl->swizzled ? 3 : 0)});
         replace("fill.mode", {i32Const(mb, 0)});
       });
     NVVM::FenceProxyReleaseOp::create(tb, NVVM::MemScopeKind::GPU);
@@ -714,7 +753,7 @@ void KernelLowering::setupTma(ImplicitLocOpBuilder &b, scf::ForOp loop,
 Value KernelLowering::tmaIssuable(ImplicitLocOpBuilder &b,
                                   const PipelinedLoad &pl,
                                   ValueRange offsets) {
-  if (!isCoreBuffer(pl.stages[0]))
+  if (!isCoreBuffer(pl.stages[0]) || pl.swizzled)
     return pl.useTma;
   // A core buffer's box starts at a column chunk: an offset that is a
   // multiple of 8 (else this fill takes cp.async).
@@ -739,6 +778,23 @@ void KernelLowering::issueTma(ImplicitLocOpBuilder &b, PipelinedLoad &pl,
     return arith::IndexCastOp::create(b, b.getI32Type(), v);
   };
   SmallVector<Value> coords;
+  if (pl.swizzled) {
+    // One box per 64-column slab, each R rows of 128 bytes.
+    int64_t rows = type.getDimSize(0), slabs = type.getDimSize(1) / 64;
+    Value base = byteAddress(b, dst);
+    for (int64_t s = 0; s < slabs; ++s)
+      NVVM::CpAsyncBulkTensorGlobalToSharedClusterOp::create(
+          b,
+          pointerAt(b, arith::AddIOp::create(b, base, cIdx(b, s * rows * 128)),
+                    7),
+          map,
+          ValueRange{coord(arith::AddIOp::create(b, offsets[1],
+                                                 cIdx(b, 64 * s))),
+                     coord(offsets[0])},
+          pointerAt(b, barrier, 3), ValueRange{}, Value(), Value(),
+          NVVM::TMALoadMode::TILE, false, NVVM::CTAGroupKindAttr(), Value());
+    return;
+  }
   if (isCoreBuffer(pl.stages[0])) {
     coords.push_back(i32Const(b, 0));
     coords.push_back(coord(offsets[rank - 2]));
@@ -891,7 +947,7 @@ void KernelLowering::issuePipelinedLoads(
       emitTileLoadSimt(cb, *f.vi, f.offsets, f.dst, type,
                        paddingAttr(cb, pl.load.getPaddingAttr(),
                                    storageType(type.getElementType())),
-                       /*wait=*/false);
+                       /*wait=*/false, pl.swizzled);
     };
     if (!f.tma) {
       asyncCopies(tb);
@@ -906,6 +962,8 @@ void KernelLowering::issuePipelinedLoads(
     asyncCopies(no);
   }
 }
+
+static bool swizzleCandidate(const SimtConfig &simt, LoadOp load);
 
 void KernelLowering::setupPipelining(scf::ForOp loop) {
   if (!simt || simt->numStages < 2 || !simt->asyncCopy)
@@ -982,6 +1040,16 @@ void KernelLowering::setupPipelining(scf::ForOp loop) {
     pl.slice = std::move(slice);
     for (int64_t s = 0; s < simt->numStages; ++s)
       pl.stages.push_back(allocLoadTile(load));
+    if (simt->swizzle && isCoreBuffer(pl.stages[0]) &&
+        swizzleCandidate(*simt, load)) {
+      // The 128B swizzle is anchored to address bits 7-9: each stage starts
+      // on 1024 bytes (the window does).
+      pl.swizzled = true;
+      for (Value stage : pl.stages)
+        simt->bufferAlign[stage.getDefiningOp<memref::ReinterpretCastOp>()
+                              .getSource()
+                              .getDefiningOp()] = 1024;
+    }
     state->loads.push_back(std::move(pl));
   }
   if (state->loads.empty())
@@ -1064,6 +1132,8 @@ LogicalResult KernelLowering::lowerPipelinedLoad(LoadOp load,
     if (pl.load == load) {
       buffers[load.getResult()] = selectStage(b, pl.stages, state.current);
       pipelinedBuffers.insert(buffers[load.getResult()]);
+      if (pl.swizzled)
+        swizzledBuffers.insert(buffers[load.getResult()]);
     }
   toErase.push_back(load);
   return success();
@@ -1553,8 +1623,80 @@ void KernelLowering::forEachFragment(
 }
 
 static Value shuffleXor(ImplicitLocOpBuilder &b, Value v, int64_t offset);
-static Value wgmmaDescriptor(ImplicitLocOpBuilder &b, Value core, int64_t lbo,
-                             int64_t sbo);
+/// How a wgmma operand buffer is laid out: K-major ([mn, k]: A, or B
+/// through a deferred transpose) or MN-major ([k, mn]: B), in the
+/// no-swizzle core layout (coreStrides) or the 128B swizzle
+/// (swizzledIndices).
+struct OperandLayout {
+  bool kMajor, swizzled;
+  int64_t mn, k;
+
+  /// The 64-bit matrix descriptor (PTX ISA, "Matrix Descriptor Format") of
+  /// the operand at the start of `buf`: start address, leading and stride
+  /// byte offsets (each >> 4), the layout type (1: 128B swizzle).
+  ///   no swizzle, K-major: k groups mn / 8 * 128 bytes apart (LBO), MN
+  ///     groups 128 (SBO); MN-major: k groups 128 apart (LBO), MN groups
+  ///     k / 8 * 128 (SBO);
+  ///   128B swizzle, K-major: rows of 128 bytes, 8-row groups 1024 apart
+  ///     (SBO; LBO unused, 16); MN-major: k rows of 128 bytes, 8-k groups
+  ///     1024 apart (SBO), 64-element MN slabs k * 128 apart (LBO).
+  Value descriptor(ImplicitLocOpBuilder &b, Value buf) const {
+    int64_t lbo, sbo;
+    if (swizzled) {
+      lbo = kMajor ? 16 : k * 128;
+      sbo = 1024;
+    } else {
+      lbo = kMajor ? mn / 8 * 128 : 128;
+      sbo = kMajor ? 128 : k / 8 * 128;
+    }
+    auto i64 = b.getI64Type();
+    auto type = cast<MemRefType>(buf.getType());
+    auto meta = memref::ExtractStridedMetadataOp::create(b, buf);
+    Value addr = arith::AddIOp::create(
+        b, memref::ExtractAlignedPointerAsIndexOp::create(b, buf),
+        arith::MulIOp::create(b, meta.getOffset(),
+                              cIdx(b, type.getElementTypeBitWidth() / 8)));
+    Value a = arith::IndexCastOp::create(b, i64, addr);
+    auto c64 = [&](int64_t v) {
+      return arith::ConstantIntOp::create(b, i64, v);
+    };
+    Value start = arith::ShRUIOp::create(
+        b, arith::AndIOp::create(b, a, c64(0x3FFFF)), c64(4));
+    return arith::OrIOp::create(
+        b, start,
+        c64((lbo >> 4) << 16 | (sbo >> 4) << 32 |
+            (swizzled ? int64_t(1) << 62 : 0)));
+  }
+
+  /// What to add to the descriptor (16-byte units, i64) for the operand's
+  /// 8-row MN group `group` (an index, MN / 8) and k step at `k0` (a
+  /// multiple of 16): no swizzle, the core matrix's offset; swizzled, the
+  /// row group's (K-major: and the 64-column slab's, plus 32 bytes per
+  /// k step inside it, which the hardware swizzles with the rest) or the
+  /// k rows' and the MN slab's (MN-major).
+  Value units(ImplicitLocOpBuilder &b, Value group, Value k0) const {
+    auto mul = [&](Value x, int64_t c) {
+      return arith::MulIOp::create(b, x, cIdx(b, c)).getResult();
+    };
+    auto div = [&](Value x, int64_t c) {
+      return arith::DivUIOp::create(b, x, cIdx(b, c)).getResult();
+    };
+    auto add = [&](Value x, Value y) {
+      return arith::AddIOp::create(b, x, y).getResult();
+    };
+    Value u;
+    if (!swizzled)
+      u = kMajor ? mul(add(mul(div(k0, 8), mn / 8), group), 8)
+                 : mul(add(mul(group, k / 8), div(k0, 8)), 8);
+    else if (kMajor)
+      u = add(add(mul(group, 64), mul(div(k0, 64), mn * 8)),
+              div(arith::RemUIOp::create(b, k0, cIdx(b, 64)), 8));
+    else
+      u = add(mul(div(group, 8), k * 8), mul(k0, 8));
+    return arith::IndexCastOp::create(b, b.getI64Type(), u);
+  }
+};
+
 
 void KernelLowering::materializeFragments(Value v, Operation *user) {
   auto [dot, regs] = fragmentResults.lookup(v);
@@ -1605,9 +1747,9 @@ SmallVector<Value> KernelLowering::runRegisterADot(
     asyncProxyFence(b);
     barrier(b);
   }
-  Value descB = bKMajor ? wgmmaDescriptor(b, bCore, N / 8 * 128, 128)
-                        : wgmmaDescriptor(b, bCore, 128, K / 8 * 128);
-  Type i32 = b.getI32Type(), i64 = b.getI64Type(), f32 = b.getF32Type();
+  OperandLayout bLayout{bKMajor, swizzledBuffers.count(bCore) > 0, N, K};
+  Value descB = bLayout.descriptor(b, bCore);
+  Type i32 = b.getI32Type(), f32 = b.getF32Type();
   int64_t n = wt.TN * 8, perBlock = n / 2, producerTN = K / 8;
   bool f16 = mt.inElt.isF16();
   // A register of two 16-bit elements, the lower k in the low half.
@@ -1661,17 +1803,8 @@ SmallVector<Value> KernelLowering::runRegisterADot(
   NVVM::WgmmaFenceAlignedOp::create(b);
   Value nGroup = arith::DivUIOp::create(b, cols[0], cIdx(b, 8));
   for (int64_t step = 0; step < K / 16; ++step) {
-    Value k0 = cIdx(b, 16 * step), kg = cIdx(b, 2 * step);
-    Value units =
-        bKMajor ? arith::AddIOp::create(
-                      b, arith::MulIOp::create(b, kg, cIdx(b, N / 8)), nGroup)
-                : arith::AddIOp::create(
-                      b, arith::MulIOp::create(b, nGroup, cIdx(b, K / 8)), kg);
-    (void)k0;
     Value db = arith::AddIOp::create(
-        b, descB,
-        arith::IndexCastOp::create(
-            b, i64, arith::MulIOp::create(b, units, cIdx(b, 8))));
+        b, descB, bLayout.units(b, nGroup, cIdx(b, 16 * step)));
     for (size_t t = 0; t < rows.size(); ++t) {
       SmallVector<Value> operands(regs.begin() + t * perBlock,
                                   regs.begin() + (t + 1) * perBlock);
@@ -1997,26 +2130,6 @@ Value KernelLowering::coreMatrices(ImplicitLocOpBuilder &b, Value src,
   return core;
 }
 
-/// The 64-bit wgmma matrix descriptor (PTX ISA, "Matrix Descriptor Format")
-/// of a no-swizzle operand at the start of `core`: start address, leading
-/// (K) byte offset `lbo` and stride (M/N) byte offset `sbo`, each >> 4.
-static Value wgmmaDescriptor(ImplicitLocOpBuilder &b, Value core, int64_t lbo,
-                             int64_t sbo) {
-  auto i64 = b.getI64Type();
-  auto type = cast<MemRefType>(core.getType());
-  auto meta = memref::ExtractStridedMetadataOp::create(b, core);
-  Value addr = arith::AddIOp::create(
-      b, memref::ExtractAlignedPointerAsIndexOp::create(b, core),
-      arith::MulIOp::create(b, meta.getOffset(),
-                            cIdx(b, type.getElementTypeBitWidth() / 8)));
-  Value a = arith::IndexCastOp::create(b, i64, addr);
-  auto c64 = [&](int64_t v) { return arith::ConstantIntOp::create(b, i64, v); };
-  Value start = arith::ShRUIOp::create(
-      b, arith::AndIOp::create(b, a, c64(0x3FFFF)), c64(4));
-  return arith::OrIOp::create(b, start,
-                              c64((lbo >> 4) << 16 | (sbo >> 4) << 32));
-}
-
 /// Whether tile `v` is only an operand (A or B) of a dot that runs on
 /// wgmma: then whatever produces it (a load, an elementwise op) writes it in
 /// wgmma's core-matrix layout directly and the dot copies nothing for it.
@@ -2060,6 +2173,31 @@ static bool wgmmaOperand(const SimtConfig &simt, Value v) {
   if (!wt || !wt->wgmma)
     return false;
   return true;
+}
+
+/// Whether a load that wgmmaOperand lays out in place can take the 128B
+/// swizzle instead (a pipelined stage: written only by TMA and the loop's
+/// copies, read only by wgmma): a rank-2 tile of 16-bit elements with
+/// whole 64-element slabs of columns (128-byte rows) and whole 8-row
+/// groups. As a K-major operand (A [M, K], or B [N, K] through a deferred
+/// transpose) any such tile; as an N-major B [K, N] each warpgroup's N
+/// block must be whole slabs too (its descriptor steps 64 columns by LBO).
+static bool swizzleCandidate(const SimtConfig &simt, LoadOp load) {
+  Value v = load.getResult();
+  auto type = cast<RankedTensorType>(v.getType());
+  if (!wgmmaOperand(simt, v) || type.getRank() != 2 ||
+      storageType(type.getElementType()).getIntOrFloatBitWidth() != 16 ||
+      type.getDimSize(1) % 64 || type.getDimSize(0) % 8)
+    return false;
+  Operation *user = *v.getUsers().begin();
+  if (isa<TransOp>(user))
+    return true; // K-major B
+  auto dot = cast<DotOp>(user);
+  if (dot.getLhs() == v)
+    return true; // A
+  auto wt = planDotTiling(simt, dot.getLhs().getType().getDimSize(0),
+                          dot.getAcc().getType().getDimSize(1));
+  return wt && wt->TN * 8 % 64 == 0;
 }
 
 Value KernelLowering::allocCoreTile(RankedTensorType type, Location loc) {
@@ -2214,29 +2352,13 @@ SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
       unroll = u;
       break;
     }
-  auto i64 = b.getI64Type();
-  // Core matrix (row group g, column group c) of a [rows, cols] core buffer
-  // is at (c * rows / 8 + g) * 128 bytes (coreStrides). A [M, K] and a
-  // K-major B [N, K]: k groups rows / 8 * 128 bytes apart (LBO), MN groups
-  // 128 (SBO). An N-major B [K, N]: k groups 128 apart, N groups K / 8 * 128.
-  Value descA = wgmmaDescriptor(b, aCore, M / 8 * 128, 128);
-  Value descB = bKMajor ? wgmmaDescriptor(b, bCore, N / 8 * 128, 128)
-                        : wgmmaDescriptor(b, bCore, 128, K / 8 * 128);
-  // Descriptor offsets in 16-byte units of the core matrix at MN group
-  // `group` and k group k0 / 8.
-  auto coreUnits = [&](ImplicitLocOpBuilder &lb, Value group, Value k0,
-                       bool kMajor, int64_t mnExtent) {
-    Value kg = arith::DivUIOp::create(lb, k0, cIdx(lb, 8));
-    Value units =
-        kMajor ? arith::AddIOp::create(
-                     lb, arith::MulIOp::create(lb, kg, cIdx(lb, mnExtent / 8)),
-                     group)
-               : arith::AddIOp::create(
-                     lb, arith::MulIOp::create(lb, group, cIdx(lb, K / 8)),
-                     kg);
-    return arith::IndexCastOp::create(
-        lb, i64, arith::MulIOp::create(lb, units, cIdx(lb, 8)));
-  };
+  // A [M, K] K-major; B [K, N] N-major, or [N, K] K-major (a deferred
+  // transpose); each in the core layout or, as a pipelined stage of
+  // 128-byte rows, the 128B swizzle (OperandLayout).
+  OperandLayout aLayout{true, swizzledBuffers.count(aCore) > 0, M, K};
+  OperandLayout bLayout{bKMajor, swizzledBuffers.count(bCore) > 0, N, K};
+  Value descA = aLayout.descriptor(b, aCore);
+  Value descB = bLayout.descriptor(b, bCore);
   MLIRContext *ctx = b.getContext();
   auto f32 = b.getF32Type();
   auto accType = LLVM::LLVMStructType::getLiteral(
@@ -2260,16 +2382,15 @@ SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
         Value nGroup = arith::DivUIOp::create(lb, cols[0], cIdx(lb, 8));
         for (int64_t u = 0; u < unroll; ++u) {
           Value k0 = arith::AddIOp::create(lb, kk, cIdx(lb, 16 * u));
-          Value db = arith::AddIOp::create(
-              lb, descB, coreUnits(lb, nGroup, k0, bKMajor, N));
+          Value db = arith::AddIOp::create(lb, descB,
+                                           bLayout.units(lb, nGroup, k0));
           for (size_t t = 0; t < rows.size(); ++t) {
             // The warpgroup's block of 64 rows: 8 groups of 8 from row / 64 * 8.
             Value mGroup = arith::MulIOp::create(
                 lb, arith::DivUIOp::create(lb, rows[t], cIdx(lb, 64)),
                 cIdx(lb, 8));
-            Value da =
-                arith::AddIOp::create(lb, descA,
-                                      coreUnits(lb, mGroup, k0, true, M));
+            Value da = arith::AddIOp::create(lb, descA,
+                                             aLayout.units(lb, mGroup, k0));
             structs[t] = NVVM::WgmmaMmaAsyncOp::create(
                 lb, accType, structs[t], da, db,
                 NVVM::MMAShapeAttr::get(ctx, 64, n, 16), type, type,
@@ -2638,7 +2759,8 @@ constexpr const char *kSharedName = "__kiln_smem";
 /// and each op's trailing barrier orders the hand-over between two buffers
 /// that share bytes.
 int64_t planSharedMemory(gpu::GPUFuncOp func, Value window,
-                         const DenseMap<Operation *, Block *> &home) {
+                         const DenseMap<Operation *, Block *> &home,
+                         const DenseMap<Operation *, int64_t> &alignment) {
   DenseMap<Operation *, int64_t> first, last;
   // Positions of an Euler tour: an op spans [entry, exit], around the spans
   // of the ops nested in it.
@@ -2717,6 +2839,7 @@ int64_t planSharedMemory(gpu::GPUFuncOp func, Value window,
   for (size_t i = 0; i < bufs.size(); ++i) {
     // Tiles of whole 128-byte lines start on one: a TMA destination must.
     int64_t align = bufs[i].bytes % 128 == 0 ? 128 : 16;
+    align = std::max(align, alignment.lookup(bufs[i].view));
     SmallVector<std::pair<int64_t, int64_t>> taken;
     for (size_t j = 0; j < i; ++j)
       if (bufs[j].begin <= bufs[i].end && bufs[i].begin <= bufs[j].end)
@@ -2856,7 +2979,8 @@ LogicalResult lowerKernelGPU(FuncOp kernel, gpu::GPUModuleOp gpuModule,
   if (failed(lowering.run(entry, grid)))
     return failure();
   config.sharedBytes =
-      planSharedMemory(gpuFunc, config.sharedBase, config.bufferHome);
+      planSharedMemory(gpuFunc, config.sharedBase, config.bufferHome,
+                       config.bufferAlign);
   int64_t scratchBytes = 128 * config.tensorMaps;
   if (config.tma) {
     if (scratchBytes) {
@@ -2945,6 +3069,7 @@ struct ConvertKilnToGPUPass
       config.tensorCores = tensorCores;
       config.wgmma = tensorCores && wgmma && chip == "sm_90a";
       config.tma = tma && asyncCopy && chip == "sm_90a";
+      config.swizzle = swizzle;
       config.asyncCopy = asyncCopy;
       config.numStages = numStages;
       if (config.numStages < 2) {

@@ -650,6 +650,7 @@ kiln::compileModule(ModuleOp module, const CompileOptions &options,
     pipelineOptions.numWarps = options.numWarps;
     pipelineOptions.numStages = options.numStages;
     pipelineOptions.tma = options.tma;
+    pipelineOptions.swizzle = options.swizzle;
     kd::buildGPUEmulationPipeline(pm, pipelineOptions);
   }
   if (mlir::failed(pm.run(module))) {

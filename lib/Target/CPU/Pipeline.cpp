@@ -73,6 +73,7 @@ static void addKilnToGPU(OpPassManager &pm,
   lowerOptions.numWarps = options.numWarps;
   lowerOptions.numStages = options.numStages;
   lowerOptions.tma = options.tma;
+  lowerOptions.swizzle = options.swizzle;
   pm.addPass(kiln::createConvertKilnToGPU(lowerOptions));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

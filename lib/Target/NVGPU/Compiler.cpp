@@ -270,6 +270,7 @@ kiln::detail::compileModuleGPU(ModuleOp module, const CompileOptions &options,
   pipelineOptions.numWarps = options.numWarps;
   pipelineOptions.numStages = options.numStages;
   pipelineOptions.tma = options.tma;
+  pipelineOptions.swizzle = options.swizzle;
   mlir::kiln::buildGPUPipeline(pm, pipelineOptions);
   if (mlir::failed(pm.run(module))) {
     std::string where =

@@ -20,19 +20,29 @@
 // GEMM90: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
 // On sm_90a the loads go by TMA when the views allow it (cp.async else):
 // thread 0 builds two tensor maps in the program's scratch, each stage has an
-// mbarrier, a fill is arrive.expect_tx plus one 3-d box (8 columns, all rows,
-// the column chunks) per core-matrix tile; an iteration waits on its stage's
-// phase parity.
+// mbarrier, a fill is arrive.expect_tx plus boxes; an iteration waits on its
+// stage's phase parity. The example's tiles have rows of 128 bytes or more
+// (A 64 x 128, B 128 x 64 bf16): their stages take the 128B swizzle, one
+// 2-d box of 64 columns per column slab (A two, B one) and descriptors of
+// layout type 1 (bit 62). With --no-swizzle they are core-matrix tiles, one
+// 3-d box each (8 columns, all rows, the column chunks).
 // RUN: kilnc %S/../../../examples/matmul_bf16.mlir --target sm_90a --emit ptx | FileCheck %s --check-prefix=TMA
 // TMA: tensormap.replace.tile.global_address.global.b1024.b64
+// TMA: tensormap.replace.tile.swizzle_mode.global.b1024.b32 [{{.*}}], 3;
 // TMA: tensormap.replace.tile.fill_mode.global.b1024.b32
 // TMA: fence.proxy.tensormap::generic.release.gpu;
 // TMA: fence.proxy.tensormap::generic.acquire.gpu [{{.*}}], 128;
 // TMA: mbarrier.init.shared.b64
 // TMA: mbarrier.arrive.expect_tx.shared.b64
-// TMA: cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+// TMA-COUNT-3: cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+// TMA: or.b64 {{.*}}, 4611686293305360384;
+// TMA: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
 // TMA: mbarrier.try_wait.parity.shared.b64
 // TMA: mbarrier.inval.shared.b64
+// RUN: kilnc %S/../../../examples/matmul_bf16.mlir --target sm_90a --no-swizzle --emit ptx | FileCheck %s --check-prefix=NOSWIZZLE
+// NOSWIZZLE: tensormap.replace.tile.swizzle_mode.global.b1024.b32 [{{.*}}], 0;
+// NOSWIZZLE: cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+// NOSWIZZLE-NOT: cp.async.bulk.tensor.2d
 // RUN: kilnc %S/../../../examples/matmul_bf16.mlir --target sm_90a -o %t.mm.kb && head -c 512 %t.mm.kb | FileCheck %s --check-prefix=SCRATCH
 // SCRATCH: launch scratch_bytes 256
 // Plain sm_90 has neither wgmma nor TMA (tensormap.replace is sm_90a).

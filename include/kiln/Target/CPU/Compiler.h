@@ -98,6 +98,9 @@ struct CompileOptions {
   unsigned numStages = 2;
   /// sm_90a: load pipelined tiles with TMA where the views allow it.
   bool tma = true;
+  /// sm_90a: pipelined wgmma operand tiles of 128-byte rows in the 128B
+  /// swizzle (else the no-swizzle core layout).
+  bool swizzle = true;
   /// GPU targets: put a cubin (assembled by ptxas) in the bundle, not PTX.
   bool cubin = false;
 };
