@@ -227,23 +227,29 @@ check("example matmul f32", c, a.astype(np.float64) @ bm, 1e-4, 1e-3)
 # The bf16 GEMM at other block tiles, warp counts and pipeline depths
 # (gemm_variants.py), so one device run says which shape wins: on sm_90a these
 # run on wgmma with one or two warpgroups.
-def gemm_variant(bm_, bn_, bk_, warps, stages, tma=True):
-    name = gemm_name(bm_, bn_, bk_, warps, stages) + ("" if tma else "-notma")
+def gemm_variant(bm_, bn_, bk_, warps, stages, how=""):
+    """`how`: "" (the defaults), "notma" (--no-tma) or "noswizzle"
+    (--no-swizzle)."""
+    name = gemm_name(bm_, bn_, bk_, warps, stages) + (f"-{how}" if how else "")
     path = os.path.join(BUNDLES, name + ".kiln")
     if not os.path.exists(path) and opts.record:
         src = os.path.join(BUNDLES, name + ".mlir")
         with open(src, "w") as f:
             f.write(gemm_source(bm_, bn_, bk_))
         compile_bundle(path, [src, "--num-warps", str(warps), "--num-stages", str(stages)]
-                       + ([] if tma else ["--no-tma"]))
+                       + ([f"--no-{how[2:]}"] if how else []))
     return path
 
 
-# On sm_90a the GEMM loads go by TMA; the example's shape and the largest one
-# are also recorded with cp.async loads (--no-tma), so one run separates TMA
-# from wgmma: checked here, timed side by side in the gemm section.
-NOTMA_VARIANTS = ([GEMM_VARIANTS[0], (128, 256, 64, 8, 3)]
-                  if TARGET.endswith("sm_90a") else [])
+# On sm_90a the GEMM loads go by TMA into 128B-swizzled stages; the example's
+# shape and the largest one are also recorded with cp.async loads (--no-tma)
+# and with no-swizzle core-matrix stages (--no-swizzle), so one run separates
+# TMA and the swizzle from wgmma: checked here, timed side by side in the
+# gemm section.
+ALT_SHAPES = [GEMM_VARIANTS[0], (128, 256, 64, 8, 3)] if TARGET.endswith("sm_90a") else []
+GEMM_RUNS = ([v + ("",) for v in GEMM_VARIANTS] + [v + ("notma",) for v in ALT_SHAPES]
+             + [v + ("noswizzle",) for v in ALT_SHAPES])
+GEMM_LABEL = {"": "", "notma": ", cp.async (no TMA)", "noswizzle": ", no swizzle"}
 
 
 # Two shapes: rows of 600 and 260 bytes (not 16-byte multiples: every load
@@ -257,17 +263,16 @@ for M, N, K, how in ((200, 130, 300, ""), (200, 136, 296, " [TMA sizes]")):
     c = poisoned((M, N))
     launch(example("matmul_bf16"), (cdiv(N, 64), cdiv(M, 64)), [a16, b16, c, M, N, K])
     check("example matmul bf16 (tensor cores)" + how, c, ar.astype(np.float64) @ br, 1e-4, 1e-2)
-    for bm_, bn_, bk_, warps, stages, tma in (
-            [v + (True,) for v in GEMM_VARIANTS[1:]] + [v + (False,) for v in NOTMA_VARIANTS]):
+    for bm_, bn_, bk_, warps, stages, alt in GEMM_RUNS[1:]:
         # The cp.async variants are their own part ("notma", run first): if
         # a TMA kernel faults, which ends the process's CUDA context, wgmma
         # without TMA is still checked.
-        ACTIVE = selected("examples" if tma else "notma")
+        ACTIVE = selected("notma" if alt == "notma" else "examples")
         c = poisoned((M, N))
-        launch(gemm_variant(bm_, bn_, bk_, warps, stages, tma), (cdiv(N, bn_), cdiv(M, bm_)),
+        launch(gemm_variant(bm_, bn_, bk_, warps, stages, alt), (cdiv(N, bn_), cdiv(M, bm_)),
                [a16, b16, c, M, N, K])
         check(f"gemm bf16 {bm_}x{bn_}x{bk_}, {warps} warps, {stages} stages"
-              + ("" if tma else ", cp.async (no TMA)") + how, c, ar.astype(np.float64) @ br, 1e-4, 1e-2)
+              + GEMM_LABEL[alt] + how, c, ar.astype(np.float64) @ br, 1e-4, 1e-2)
     ACTIVE = selected("examples")
 
 
@@ -600,14 +605,13 @@ if not EMULATED and ACTIVE:
     c32 = torch.zeros(S, S, device=dev)
     t_torch = bench(lambda: torch.matmul(a16, b16))
     flops = 2 * S ** 3
-    for i, (bm_, bn_, bk_, warps, stages, tma) in enumerate(
-            [v + (True,) for v in GEMM_VARIANTS] + [v + (False,) for v in NOTMA_VARIANTS]):
+    for i, (bm_, bn_, bk_, warps, stages, alt) in enumerate(GEMM_RUNS):
         mm = load(example("matmul_bf16") if i == 0
-                  else gemm_variant(bm_, bn_, bk_, warps, stages, tma))
+                  else gemm_variant(bm_, bn_, bk_, warps, stages, alt))
         t_kiln = bench(lambda: mm[(cdiv(S, bn_), cdiv(S, bm_))](a16, b16, c32, S, S, S),
                        reps=3)
         rows.append((f"bf16 GEMM {S}^3 {bm_}x{bn_}x{bk_} w{warps} s{stages}"
-                     + ("" if tma else " no-TMA"),
+                     + {"": "", "notma": " no-TMA", "noswizzle": " no-swizzle"}[alt],
                      flops / t_kiln / 1e12, flops / t_torch / 1e12, "TFLOP/s",
                      "torch.matmul (bf16 out)"))
 
