@@ -141,13 +141,15 @@ class _OpKernel:
         launch(self.path, grid, values)
 
 
-def provider(name, mods, config, warps=None, stages=None):
-    """kiln.ops' kernels from recorded bundles (`warps`, `stages`: a
-    non-default num_warps / num_stages, for the benchmarks' variants)."""
+def provider(name, mods, config, warps=None, stages=None, swizzle=True):
+    """kiln.ops' kernels from recorded bundles (`warps`, `stages`, `swizzle`:
+    a non-default num_warps / num_stages / --no-swizzle, for the benchmarks'
+    variants)."""
     if mods:
         raise RuntimeError("fused mask_mod/score_mod need the compiler; not in the device check")
     key = hashlib.sha1(json.dumps(sorted(config.items())).encode()).hexdigest()[:12]
-    suffix = (f"-w{warps}" if warps else "") + (f"-s{stages}" if stages else "")
+    suffix = ((f"-w{warps}" if warps else "") + (f"-s{stages}" if stages else "")
+              + ("" if swizzle else "-noswizzle"))
     path = os.path.join(BUNDLES, f"op-{name}-{key}{suffix}.kiln")
     args = ["op", name]
     for k, v in sorted(config.items()):
@@ -156,6 +158,8 @@ def provider(name, mods, config, warps=None, stages=None):
         args += ["--num-warps", str(warps)]
     if stages:
         args += ["--num-stages", str(stages)]
+    if not swizzle:
+        args += ["--no-swizzle"]
     compile_bundle(path, args)
     return _OpKernel(path)
 
@@ -548,12 +552,12 @@ BENCH_D = 128
 BENCH_WINDOW = 1024  # the block-sparse benchmark's sliding window
 
 
-def attention_bench_kernel(kind, warps=None, stages=None, block=64):
+def attention_bench_kernel(kind, warps=None, stages=None, block=64, swizzle=True):
     window = BENCH_WINDOW if kind == "sliding_window" else 256
     cfg = dict(head_dim=BENCH_D, block=block, mask=kind, window=window, prefix=0, gqa_group=1,
                softcap=0.0, dtype="bf16")
     return provider("block_sparse_attention", "", {k_: str(v_) for k_, v_ in cfg.items()},
-                    warps, stages)
+                    warps, stages, swizzle)
 
 
 # The attention benchmark also at 8 warps (two warpgroups on sm_90a: at
@@ -564,15 +568,17 @@ def attention_bench_kernel(kind, warps=None, stages=None, block=64):
 # issued an iteration ahead (index lists read ahead of time), so one run
 # says which wins. (warps, stages, block); None: the default. Block 128
 # only with wgmma (sm_90a): under mma.sync its scores go through shared
-# memory, 291 KiB.
-BENCH_VARIANTS = ((None, None, 64), (8, None, 64), (None, 1, 64), (8, 1, 64))
+# memory, 291 KiB. On sm_90a the pipelined key and value stages take the
+# 128B swizzle; the default shape is also timed without it (swizzle False).
+BENCH_VARIANTS = ((None, None, 64, True), (8, None, 64, True), (None, 1, 64, True),
+                  (8, 1, 64, True))
 if TARGET.endswith("sm_90a"):
-    BENCH_VARIANTS += ((8, None, 128), (8, 1, 128))
+    BENCH_VARIANTS += ((8, None, 128, True), (8, 1, 128, True), (None, None, 64, False))
 
 if not RUN:
     for kind in ("none", "causal", "sliding_window"):
-        for warps, stages, block in BENCH_VARIANTS:
-            attention_bench_kernel(kind, warps, stages, block)
+        for warps, stages, block, swizzle in BENCH_VARIANTS:
+            attention_bench_kernel(kind, warps, stages, block, swizzle)
     kb = [f for f in os.listdir(BUNDLES) if f.endswith(".kiln")]
     total = sum(os.path.getsize(os.path.join(BUNDLES, f)) for f in os.listdir(BUNDLES))
     print(f"recorded {len(kb)} bundles ({total / 1e6:.1f} MB with sources) for "
@@ -629,13 +635,13 @@ if not EMULATED and ACTIVE:
 
     masks = {}  # (kind, block) -> block mask (numpy, built once)
 
-    def kiln_attention(kind, warps=None, stages=None, block=64):
+    def kiln_attention(kind, warps=None, stages=None, block=64, swizzle=True):
         """(launch, output): the operator's bundle on device tensors, with
         the argument list of kiln.ops.block_sparse_attention."""
         if (kind, block) not in masks:
             masks[(kind, block)] = ops.block_mask(rules[kind], B, H, SQ, SQ, block=block)
         mask = masks[(kind, block)]
-        bundle = load(attention_bench_kernel(kind, warps, stages, block).path)
+        bundle = load(attention_bench_kernel(kind, warps, stages, block, swizzle).path)
         ot, lt = torch.empty(B, H, SQ, D, device=dev), torch.empty(B, H, SQ, device=dev)
         marr = [torch.from_numpy(np.ascontiguousarray(mask[n_], np.int32)).to(dev)
                 for n_ in ("kv_num", "kv_idx", "full_num", "full_idx")]
@@ -650,11 +656,11 @@ if not EMULATED and ACTIVE:
         t_torch = bench(lambda: F.scaled_dot_product_attention(qt, kt, vt,
                                                                is_causal=kind == "causal"))
         fl = 4 * B * H * SQ * SQ * D * (0.5 if kind == "causal" else 1)
-        for warps, stages, block in BENCH_VARIANTS:
-            run_kiln, ot = kiln_attention(kind, warps, stages, block)
+        for warps, stages, block, swizzle in BENCH_VARIANTS:
+            run_kiln, ot = kiln_attention(kind, warps, stages, block, swizzle)
             t_kiln = bench(run_kiln, reps=3)
             err = (ot - ref.float()).abs().max().item()
-            tag = f"w{warps or 4} s{stages or 2} b{block}"
+            tag = f"w{warps or 4} s{stages or 2} b{block}" + ("" if swizzle else " no-swizzle")
             if not err < 5e-2:
                 print(f"FAIL attention benchmark {kind} {tag}: max abs error "
                       f"{err:.3g} vs SDPA")

@@ -562,7 +562,7 @@ bool KernelLowering::tmaCandidate(const PipelinedLoad &pl, scf::ForOp loop) {
   // A swizzled stage takes boxes of 64 columns (128-byte rows); a core
   // buffer's map has one dimension more (the column chunks).
   if (pl.swizzled)
-    return cols % 64 == 0 && eb == 2 && rank == 2;
+    return cols % 64 == 0 && eb == 2;
   if (isCoreBuffer(pl.stages[0]))
     return cols % 8 == 0 && eb == 2 && rank <= 4;
   return cols <= 256 && cols * eb % 16 == 0;
@@ -779,20 +779,24 @@ void KernelLowering::issueTma(ImplicitLocOpBuilder &b, PipelinedLoad &pl,
   };
   SmallVector<Value> coords;
   if (pl.swizzled) {
-    // One box per 64-column slab, each R rows of 128 bytes.
-    int64_t rows = type.getDimSize(0), slabs = type.getDimSize(1) / 64;
+    // One box per 64-column slab, each R rows of 128 bytes (and the unit
+    // outer dimensions).
+    int64_t rows = type.getDimSize(rank - 2),
+            slabs = type.getDimSize(rank - 1) / 64;
     Value base = byteAddress(b, dst);
-    for (int64_t s = 0; s < slabs; ++s)
+    for (int64_t s = 0; s < slabs; ++s) {
+      SmallVector<Value> at{
+          coord(arith::AddIOp::create(b, offsets[rank - 1], cIdx(b, 64 * s))),
+          coord(offsets[rank - 2])};
+      for (int64_t d = rank - 3; d >= 0; --d)
+        at.push_back(coord(offsets[d]));
       NVVM::CpAsyncBulkTensorGlobalToSharedClusterOp::create(
           b,
           pointerAt(b, arith::AddIOp::create(b, base, cIdx(b, s * rows * 128)),
                     7),
-          map,
-          ValueRange{coord(arith::AddIOp::create(b, offsets[1],
-                                                 cIdx(b, 64 * s))),
-                     coord(offsets[0])},
-          pointerAt(b, barrier, 3), ValueRange{}, Value(), Value(),
+          map, at, pointerAt(b, barrier, 3), ValueRange{}, Value(), Value(),
           NVVM::TMALoadMode::TILE, false, NVVM::CTAGroupKindAttr(), Value());
+    }
     return;
   }
   if (isCoreBuffer(pl.stages[0])) {
@@ -2177,7 +2181,8 @@ static bool wgmmaOperand(const SimtConfig &simt, Value v) {
 
 /// Whether a load that wgmmaOperand lays out in place can take the 128B
 /// swizzle instead (a pipelined stage: written only by TMA and the loop's
-/// copies, read only by wgmma): a rank-2 tile of 16-bit elements with
+/// copies, read only by wgmma): a rank-2 tile (or [1, R, C] reshaped to
+/// [R, C]) of 16-bit elements with
 /// whole 64-element slabs of columns (128-byte rows) and whole 8-row
 /// groups. As a K-major operand (A [M, K], or B [N, K] through a deferred
 /// transpose) any such tile; as an N-major B [K, N] each warpgroup's N
@@ -2185,11 +2190,18 @@ static bool wgmmaOperand(const SimtConfig &simt, Value v) {
 static bool swizzleCandidate(const SimtConfig &simt, LoadOp load) {
   Value v = load.getResult();
   auto type = cast<RankedTensorType>(v.getType());
-  if (!wgmmaOperand(simt, v) || type.getRank() != 2 ||
+  int64_t rank = type.getRank();
+  if (!wgmmaOperand(simt, v) ||
       storageType(type.getElementType()).getIntOrFloatBitWidth() != 16 ||
-      type.getDimSize(1) % 64 || type.getDimSize(0) % 8)
+      type.getDimSize(rank - 1) % 64 || type.getDimSize(rank - 2) % 8)
     return false;
   Operation *user = *v.getUsers().begin();
+  // A [1, R, C] load reshaped to [R, C] (attention's k and v): the reshape
+  // aliases the stage (lowerReshape).
+  if (auto reshape = dyn_cast<ReshapeOp>(user)) {
+    v = reshape.getResult();
+    user = *v.getUsers().begin();
+  }
   if (isa<TransOp>(user))
     return true; // K-major B
   auto dot = cast<DotOp>(user);
