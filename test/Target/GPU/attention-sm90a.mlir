@@ -1,11 +1,16 @@
 // The library's block-sparse attention (bf16, head dim 64) on sm_90a: the key
 // and value blocks, whose offsets come from the block index lists, are
 // pipelined (the index read again from global memory at issue) and loaded by
-// TMA with 4-d maps (8 columns x rows x column chunks x batch-heads: the
-// wgmma core-matrix layout); the scores stay in wgmma fragments, their row
-// maximum and sum reduced with quad shuffles (bfly 1 and 2). With one stage
-// nothing is pipelined, so nothing goes by TMA.
+// TMA into 128B-swizzled stages, with 3-d maps (64 columns x rows x
+// batch-heads, swizzle mode 3); with --no-swizzle, 4-d maps (8 columns x rows
+// x column chunks x batch-heads: the wgmma core-matrix layout). The scores
+// stay in wgmma fragments, their row maximum and sum reduced with quad
+// shuffles (bfly 1 and 2). With one stage nothing is pipelined, so nothing
+// goes by TMA.
 // RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_90a --emit ptx | FileCheck %s
+// RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_90a --no-swizzle --emit ptx | FileCheck %s --check-prefix=CORE
+// CORE: tensormap.replace.tile.swizzle_mode.global.b1024.b32 [{{.*}}], 0;
+// CORE: cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
 // RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_90a --num-stages 1 --emit ptx | FileCheck %s --check-prefix=S1
 // Shared memory (113 KiB at head dim 128, 2 stages, on sm_90) keeps one
 // block per SM: ptxas may then use every register instead of aiming at more
@@ -17,8 +22,9 @@
 // OCC2: .maxntid 128, 1, 1
 // OCC2-NOT: .minnctapersm
 // CHECK: tensormap.replace.tile.rank.global.b1024.b32
+// CHECK: tensormap.replace.tile.swizzle_mode.global.b1024.b32 [{{.*}}], 3;
 // CHECK: mbarrier.init.shared.b64
-// CHECK: cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+// CHECK: cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
 // CHECK: mbarrier.try_wait.parity.shared.b64
 // CHECK: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
 // CHECK: shfl.sync.bfly.b32 {{.*}}, 1, 31, -1;
