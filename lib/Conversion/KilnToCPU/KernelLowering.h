@@ -185,7 +185,7 @@ private:
   // after the next iteration's first barrier.
   DenseSet<Value> pipelinedBuffers;
   // Stage buffers (of this iteration, or any) in the 128B-swizzled layout:
-  // their elements are where swizzledIndices says, not coreStrides.
+  // their elements are where swizzledOffset says, not coreStrides.
   DenseSet<Value> swizzledBuffers;
   void setupPipelining(scf::ForOp loop);
   LogicalResult lowerPipelinedLoad(LoadOp load, PipelinedLoop &state);

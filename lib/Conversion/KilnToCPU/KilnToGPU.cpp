@@ -112,28 +112,37 @@ SmallVector<Value> tileIndices(ImplicitLocOpBuilder &b, Value buf,
           arith::DivUIOp::create(b, c, c8), arith::RemUIOp::create(b, c, c8)};
 }
 
-/// The indices in a core buffer (the rank-4 view of coreStrides over a
-/// rows x cols tile) of tile element (r, c) = `idx` laid out in the 128B
-/// swizzle instead: column slabs of 64 elements, rows of 128 bytes in
-/// each, the 16-byte chunk c / 8 % 8 of row r at chunk position
-/// (c / 8 % 8) ^ (r % 8). Element offset (c / 64) rows 64 + r 64 +
-/// ((c / 8 % 8) ^ (r % 8)) 8 + c % 8, as in-bounds indices of the view
-/// (r % (rows / 8), chunk, 8 (c / 64) + r / (rows / 8), c % 8). The stage
-/// starts on 1024 bytes, so this is the hardware's address-bit swizzle.
-static SmallVector<Value> swizzledIndices(ImplicitLocOpBuilder &b,
-                                          int64_t rows, ValueRange idx) {
+/// The element offset, in a 128B-swizzled stage of a rows x cols tile, of
+/// tile element (r, c) = `idx` (trailing two indices): column slabs of 64
+/// elements, rows of 128 bytes in each, the 16-byte chunk c / 8 % 8 of row
+/// r at chunk position (c / 8 % 8) ^ (r % 8):
+///   (c / 64) rows 64 + r 64 + ((c / 8 % 8) ^ (r % 8)) 8 + c % 8.
+/// The stage starts on 1024 bytes, so this is the hardware's address-bit
+/// swizzle. Writers address the stage through swizzledView.
+static Value swizzledOffset(ImplicitLocOpBuilder &b, int64_t rows,
+                            ValueRange idx) {
   Value r = idx[idx.size() - 2], c = idx.back(), c8 = cIdx(b, 8);
-  Value groups = cIdx(b, rows / 8);
   Value chunk = arith::XOrIOp::create(
       b, arith::RemUIOp::create(b, arith::DivUIOp::create(b, c, c8), c8),
       arith::RemUIOp::create(b, r, c8));
-  return {arith::RemUIOp::create(b, r, groups), chunk,
-          arith::AddIOp::create(
-              b,
-              arith::MulIOp::create(
-                  b, arith::DivUIOp::create(b, c, cIdx(b, 64)), c8),
-              arith::DivUIOp::create(b, r, groups)),
-          arith::RemUIOp::create(b, c, c8)};
+  Value off = arith::MulIOp::create(
+      b, arith::DivUIOp::create(b, c, cIdx(b, 64)), cIdx(b, rows * 64));
+  off = arith::AddIOp::create(b, off,
+                              arith::MulIOp::create(b, r, cIdx(b, 64)));
+  off = arith::AddIOp::create(b, off, arith::MulIOp::create(b, chunk, c8));
+  return arith::AddIOp::create(b, off, arith::RemUIOp::create(b, c, c8));
+}
+
+/// A swizzled stage (a core buffer's rank-4 view) as the flat elements
+/// swizzledOffset indexes.
+static Value swizzledView(ImplicitLocOpBuilder &b, Value stage) {
+  auto t = cast<MemRefType>(stage.getType());
+  int64_t n = t.getNumElements();
+  return memref::ReinterpretCastOp::create(
+      b,
+      MemRefType::get({n}, t.getElementType(), MemRefLayoutAttrInterface{},
+                      t.getMemorySpace()),
+      stage, /*offset=*/0, ArrayRef<int64_t>{n}, ArrayRef<int64_t>{1});
 }
 
 /// Runs `fn` for the elements of `shape` this thread owns (linear layout),
@@ -222,6 +231,7 @@ static void accessElement(ImplicitLocOpBuilder &b, const ViewInfo &vi,
                           ArrayRef<Value> viewIdx, Value tileBuf,
                           ValueRange idx, Type elt, TypedAttr padAttr,
                           bool isStore, int64_t swizzledRows = 0) {
+  // A swizzled stage comes as its swizzledView.
   Value c0 = cIdx(b, 0);
   Value valid = arith::ConstantIntOp::create(b, 1, 1);
   for (auto [d, i] : llvm::enumerate(viewIdx)) {
@@ -231,8 +241,9 @@ static void accessElement(ImplicitLocOpBuilder &b, const ViewInfo &vi,
     valid = arith::AndIOp::create(b, valid, arith::AndIOp::create(b, ge, lt));
   }
   Location loc = b.getLoc();
-  SmallVector<Value> at = swizzledRows ? swizzledIndices(b, swizzledRows, idx)
-                                       : tileIndices(b, tileBuf, idx);
+  SmallVector<Value> at =
+      swizzledRows ? SmallVector<Value>{swizzledOffset(b, swizzledRows, idx)}
+                   : tileIndices(b, tileBuf, idx);
   if (isStore) {
     Value v = memref::LoadOp::create(b, tileBuf, at);
     auto ifOp = scf::IfOp::create(b, TypeRange{}, valid, false);
@@ -382,9 +393,12 @@ void KernelLowering::emitTileLoadSimt(ImplicitLocOpBuilder &b,
   ArrayRef<int64_t> shape = tileType.getShape();
   int64_t rank = tileType.getRank();
   int64_t swizzledRows = swizzled ? shape[rank - 2] : 0;
+  // A swizzled stage is written through its flat view (swizzledOffset).
+  Value target = swizzled ? swizzledView(b, tileBuf) : tileBuf;
   auto indicesIn = [&](ImplicitLocOpBuilder &ib, ValueRange idx) {
-    return swizzled ? swizzledIndices(ib, swizzledRows, idx)
-                    : tileIndices(ib, tileBuf, idx);
+    return swizzled
+               ? SmallVector<Value>{swizzledOffset(ib, swizzledRows, idx)}
+               : tileIndices(ib, tileBuf, idx);
   };
   int64_t eltBytes = std::max<int64_t>(1, elt.getIntOrFloatBitWidth() / 8);
   int64_t chunk = asyncChunk(tileType);
@@ -395,7 +409,7 @@ void KernelLowering::emitTileLoadSimt(ImplicitLocOpBuilder &b,
     SmallVector<Value> viewIdx;
     for (int64_t d = 0; d < rank; ++d)
       viewIdx.push_back(viewIndex(ib, d, idx[d]));
-    accessElement(ib, vi, viewIdx, tileBuf, idx, elt, padAttr, false,
+    accessElement(ib, vi, viewIdx, target, idx, elt, padAttr, false,
                   swizzledRows);
   };
   // Interior tile with a unit innermost stride (uniform over the block):
@@ -415,7 +429,7 @@ void KernelLowering::emitTileLoadSimt(ImplicitLocOpBuilder &b,
       for (int64_t d = 0; d < rank; ++d)
         viewIdx.push_back(viewIndex(cb, d, idx[d]));
       nvgpu::DeviceAsyncCopyOp::create(
-          cb, nvgpu::DeviceAsyncTokenType::get(cb.getContext()), tileBuf,
+          cb, nvgpu::DeviceAsyncTokenType::get(cb.getContext()), target,
           indicesIn(cb, idx), vi.unitMemref, viewIdx,
           cb.getIndexAttr(per), Value(),
           // 16-byte copies may bypass L1 (cp.async.cg): tiles are staged
@@ -1630,7 +1644,7 @@ static Value shuffleXor(ImplicitLocOpBuilder &b, Value v, int64_t offset);
 /// How a wgmma operand buffer is laid out: K-major ([mn, k]: A, or B
 /// through a deferred transpose) or MN-major ([k, mn]: B), in the
 /// no-swizzle core layout (coreStrides) or the 128B swizzle
-/// (swizzledIndices).
+/// (swizzledOffset).
 struct OperandLayout {
   bool kMajor, swizzled;
   int64_t mn, k;
