@@ -230,8 +230,7 @@ void KernelLowering::forEachIndexSimt(
 static void accessElement(ImplicitLocOpBuilder &b, const ViewInfo &vi,
                           ArrayRef<Value> viewIdx, Value tileBuf,
                           ValueRange idx, Type elt, TypedAttr padAttr,
-                          bool isStore, int64_t swizzledRows = 0) {
-  // A swizzled stage comes as its swizzledView.
+                          bool isStore) {
   Value c0 = cIdx(b, 0);
   Value valid = arith::ConstantIntOp::create(b, 1, 1);
   for (auto [d, i] : llvm::enumerate(viewIdx)) {
@@ -241,9 +240,7 @@ static void accessElement(ImplicitLocOpBuilder &b, const ViewInfo &vi,
     valid = arith::AndIOp::create(b, valid, arith::AndIOp::create(b, ge, lt));
   }
   Location loc = b.getLoc();
-  SmallVector<Value> at =
-      swizzledRows ? SmallVector<Value>{swizzledOffset(b, swizzledRows, idx)}
-                   : tileIndices(b, tileBuf, idx);
+  SmallVector<Value> at = tileIndices(b, tileBuf, idx);
   if (isStore) {
     Value v = memref::LoadOp::create(b, tileBuf, at);
     auto ifOp = scf::IfOp::create(b, TypeRange{}, valid, false);
@@ -409,8 +406,70 @@ void KernelLowering::emitTileLoadSimt(ImplicitLocOpBuilder &b,
     SmallVector<Value> viewIdx;
     for (int64_t d = 0; d < rank; ++d)
       viewIdx.push_back(viewIndex(ib, d, idx[d]));
-    accessElement(ib, vi, viewIdx, target, idx, elt, padAttr, false,
-                  swizzledRows);
+    accessElement(ib, vi, viewIdx, tileBuf, idx, elt, padAttr, false);
+  };
+  // A swizzled stage's element path: one 16-byte chunk per thread step,
+  // eight checked element reads (the padding outside the view) and one
+  // vector store at the chunk's swizzled place. (Element by element, the
+  // swizzle's row-dependent XOR cost ptxas some 45 registers in attention.)
+  auto elementChunks = [&](ImplicitLocOpBuilder &ib) {
+    SmallVector<int64_t> chunks(shape);
+    chunks.back() /= 8;
+    auto vecType = VectorType::get({8}, elt);
+    distribute(ib, *simt, chunks, [&](ImplicitLocOpBuilder &cb,
+                                      ValueRange cidx) {
+      SmallVector<Value> idx(cidx);
+      idx.back() = arith::MulIOp::create(cb, idx.back(), cIdx(cb, 8));
+      Value c0 = cIdx(cb, 0);
+      Value rowValid = arith::ConstantIntOp::create(cb, 1, 1);
+      SmallVector<Value> viewIdx;
+      for (int64_t d = 0; d < rank; ++d) {
+        viewIdx.push_back(viewIndex(cb, d, idx[d]));
+        if (d + 1 == rank)
+          continue;
+        rowValid = arith::AndIOp::create(
+            cb, rowValid,
+            arith::AndIOp::create(
+                cb,
+                arith::CmpIOp::create(cb, arith::CmpIPredicate::sge,
+                                      viewIdx[d], c0),
+                arith::CmpIOp::create(cb, arith::CmpIPredicate::slt,
+                                      viewIdx[d], vi.sizes[d])));
+      }
+      Value vec = arith::ConstantOp::create(
+          cb, DenseElementsAttr::get(vecType, padAttr));
+      for (int64_t e = 0; e < 8; ++e) {
+        SmallVector<Value> at(viewIdx);
+        at.back() = arith::AddIOp::create(cb, viewIdx.back(), cIdx(cb, e));
+        Value valid = arith::AndIOp::create(
+            cb, rowValid,
+            arith::AndIOp::create(
+                cb,
+                arith::CmpIOp::create(cb, arith::CmpIPredicate::sge,
+                                      at.back(), c0),
+                arith::CmpIOp::create(cb, arith::CmpIPredicate::slt,
+                                      at.back(), vi.sizes[rank - 1])));
+        auto ifOp = scf::IfOp::create(cb, TypeRange{vecType}, valid, true);
+        OpBuilder tb = ifOp.getThenBodyBuilder();
+        Value l = memref::LoadOp::create(tb, cb.getLoc(), vi.memref, at);
+        scf::YieldOp::create(
+            tb, cb.getLoc(),
+            Value(vector::InsertOp::create(tb, cb.getLoc(), l, vec,
+                                           ArrayRef<int64_t>{e})));
+        OpBuilder eb = ifOp.getElseBodyBuilder();
+        scf::YieldOp::create(eb, cb.getLoc(), vec);
+        vec = ifOp.getResult(0);
+      }
+      vector::StoreOp::create(
+          cb, vec, target, ValueRange{swizzledOffset(cb, swizzledRows, idx)},
+          /*nontemporal=*/false, llvm::MaybeAlign(16));
+    });
+  };
+  auto elements = [&](ImplicitLocOpBuilder &ib) {
+    if (swizzled)
+      elementChunks(ib);
+    else
+      distribute(ib, *simt, shape, general);
   };
   // Interior tile with a unit innermost stride (uniform over the block):
   // each thread issues cp.async copies global -> shared.
@@ -453,12 +512,12 @@ void KernelLowering::emitTileLoadSimt(ImplicitLocOpBuilder &b,
       if (eltBytes == 4)
         copies(nb, 4);
       else
-        distribute(nb, *simt, shape, general);
+        elements(nb);
     }
   }
   {
     ImplicitLocOpBuilder eb(b.getLoc(), ifOp.getElseBodyBuilder());
-    distribute(eb, *simt, shape, general);
+    elements(eb);
   }
   if (wait) {
     // Committed and awaited by every thread (uniform), copies or not.
