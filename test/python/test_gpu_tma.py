@@ -87,7 +87,9 @@ def test_bf16_gemm_short_loops_in_flight(rng, k, stages):
 
 # Tiles whose rows are whole 128-byte lines (64 bf16 columns) are stages in
 # the 128B swizzle: A [BM, 64], B [64, BN] N-major when each warpgroup's N
-# block is whole 64-column slabs, B [BN, 64] K-major through a transpose.
+# block is whole 64-column slabs (64 x 128 at 4 warps: one warpgroup reads
+# two slabs, LBO apart; at 8 warps each its own), B [BN, 64] K-major through
+# a transpose.
 # TMA writes them (one 2-d box per slab), and so do cp.async (16-byte
 # chunks, when TMA is off or the view does not allow it) and the
 # per-element edge path (unaligned rows). The emulator applies the swizzle
@@ -114,7 +116,8 @@ def sm90a_ptx(fn, warps, stages):
 
 
 @pytest.mark.parametrize("mnk", BF16_TMA + BF16_FALLBACK)
-@pytest.mark.parametrize("tile", [(64, 64, 64, 4), (64, 128, 64, 8), (128, 64, 64, 8)],
+@pytest.mark.parametrize("tile", [(64, 64, 64, 4), (64, 128, 64, 4), (64, 128, 64, 8),
+                                  (128, 64, 64, 8)],
                          ids=lambda t: "x".join(map(str, t)))
 def test_bf16_gemm_swizzled_stages(rng, mnk, tile):
     bm, bn, bk, warps = tile

@@ -31,10 +31,9 @@
  *     descriptors, operands read through the no-swizzle or 128B-swizzle canonical layouts,
  *     and the fence / commit_group / wait_group protocol checked: an
  *     operation's reads of shared memory last until its group is retired,
- *     so a write of those bytes must come from a thread of its warpgroup
- *     that retired it, or after a barrier that every thread of the
- *     warpgroup reached having retired it; no exit with operations in
- *     flight;
+ *     so a write of those bytes must come after a barrier that every thread
+ *     of the warpgroup reached having retired it; no exit with operations
+ *     in flight;
  *   - mbarriers (init, arrive.expect_tx, try_wait.parity) follow the PTX
  *     ISA's phases, arrival and transaction counts; each lives in a side
  *     table of the block: it must be initialised, 8-byte aligned, used by
@@ -547,18 +546,16 @@ static int tma_observed(const shadow *h) {
 /* A write of shared byte `i` (shadow `h`) by the current thread: no
  * wgmma.mma_async that read it may still be in flight. It is known not to
  * be when its group was retired (wgmma.wait_group) by every thread of its
- * warpgroup before the last barrier, or by this thread itself if it is of
- * that warpgroup. */
+ * warpgroup before the last barrier. (A thread's own wait_group promises
+ * only its own view of the groups, so even a thread of the warpgroup needs
+ * that barrier.) */
 static void wgmma_write_check(const shadow *h, int64_t i, const char *site) {
   block_state *s = S;
   if (h->wg_block != s->block_epoch)
     return;
-  int t = s->current;
-  const fiber *f = &s->fibers[t];
   for (int w = 0; w < s->num_threads / 128; ++w) {
     uint32_t g = h->wg_group[w];
-    if (!g || s->wg_safe[w] >= g ||
-        (t / 128 == w && f->wg_committed - (uint32_t)f->wg_groups >= g))
+    if (!g || s->wg_safe[w] >= g)
       continue;
     fail("%s: writes shared byte %lld, which a wgmma.mma_async of warpgroup "
          "%d (its group %u) may still read: no wgmma.wait_group of every "

@@ -13,10 +13,12 @@
 // fragments, warp-tiled mma.sync, vector stores of the f32 result.
 // RUN: kilnc %S/../../../examples/matmul_bf16.mlir --target sm_80 --emit ptx | FileCheck %s --check-prefix=GEMM
 // On sm_90a both operand loads feed only the dot, so they write wgmma's
-// core-matrix layout in place: no shared-to-shared copy before the wgmma.
+// layout in place: no shared-to-shared copy (ld.shared.v4, then st.shared.v4)
+// before the wgmma. (The swizzled stages' element path stores 16-byte chunks
+// it read element by element from global memory.)
 // RUN: kilnc %S/../../../examples/matmul_bf16.mlir --target sm_90a --emit ptx | FileCheck %s --check-prefix=GEMM90
 // GEMM90: cp.async.cg.shared.global [{{.*}}], [{{.*}}], 16
-// GEMM90-NOT: st.shared.v4
+// GEMM90-NOT: ld.shared.v4
 // GEMM90: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
 // On sm_90a the loads go by TMA when the views allow it (cp.async else):
 // thread 0 builds two tensor maps in the program's scratch, each stage has an
