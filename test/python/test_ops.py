@@ -273,7 +273,7 @@ def test_specialized_shapes_match_the_generic_kernel(rng):
 
 def test_operator_kernels_follow_kiln_target_and_tma(rng, monkeypatch):
     # The operator kernel cache is keyed by what the code depends on: after
-    # $KILN_TARGET or $KILN_TMA changes, the kernel is compiled again (a
+    # $KILN_TARGET, $KILN_TMA or $KILN_SWIZZLE changes, the kernel is compiled again (a
     # stale key once ran one target's kernels for another in tests that
     # switch targets), and the results stay right.
     w = rng.standard_normal((40, 24)).astype(np.float32)
@@ -287,7 +287,11 @@ def test_operator_kernels_follow_kiln_target_and_tma(rng, monkeypatch):
     assert k_emu is not k_host
     assert_close(kiln.ops.embedding(w, ids, 8, 16), w[ids].astype(np.float64), 0, 0)
     monkeypatch.setenv("KILN_TMA", "0")
-    assert kiln.ops.kernel("embedding", **cfg) is not k_emu
+    k_notma = kiln.ops.kernel("embedding", **cfg)
+    assert k_notma is not k_emu
+    monkeypatch.setenv("KILN_SWIZZLE", "0")
+    assert kiln.ops.kernel("embedding", **cfg) is not k_notma
     monkeypatch.setenv("KILN_TARGET", "host")
     monkeypatch.delenv("KILN_TMA")
+    monkeypatch.delenv("KILN_SWIZZLE")
     assert kiln.ops.kernel("embedding", **cfg) is k_host
