@@ -84,7 +84,7 @@ struct ViewInfo {
   Value unitStride;
 };
 
-struct MmaTiles; // KilnToGPU.cpp
+struct MmaTiles; // GPUTensorCores.cpp
 
 class KernelLowering {
 public:

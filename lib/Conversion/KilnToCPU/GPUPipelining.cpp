@@ -1,0 +1,723 @@
+//===- GPUPipelining.cpp - Pipelined tile loads, cp.async and TMA -------===//
+//
+// Part of the Kiln project, under the Apache License v2.0 with LLVM Exceptions.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// The GPU lowering's software pipelining of tile loads in loops
+// (num_stages; cp.async, and TMA on sm_90a). See KilnToGPU.cpp for the
+// SIMT mode as a whole and docs/gpu.md for the why.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelLowering.h"
+#include "SimtSupport.h"
+#include "kiln/Dialect/Kiln/IR/Kiln.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+using namespace mlir;
+using namespace mlir::kiln;
+using namespace mlir::kiln::detail;
+
+namespace mlir::kiln::detail {
+//===----------------------------------------------------------------------===//
+// TMA (sm_90a): pipelined loads by cp.async.bulk.tensor
+//===----------------------------------------------------------------------===//
+//
+// A pipelined load whose view is made before its loop loads by TMA when the
+// view allows it (checked at run time, uniformly: otherwise cp.async as on
+// sm_80). Kiln views are built inside the kernel, so the host cannot encode
+// tensor maps: before the loop, thread 0 writes one per such view into this
+// program's slot of the scratch the runtime passes (128 bytes each, zeroed,
+// then `tensormap.replace` per field), releases it to the tensor-map proxy
+// and acquires it. Each stage has an mbarrier (count 1): a fill is thread
+// 0's `mbarrier.arrive.expect_tx` of the stage's bytes and the loads' boxes;
+// iteration k waits for phase parity (k / S) & 1 of stage k % S. A wgmma
+// operand stage is a core buffer (coreStrides), which a box of 8 columns by
+// all rows fills as one column chunk; other tiles are one box. Out-of-range
+// elements read zero (the fill mode), which is kiln.load's padding.
+
+/// The byte address (index) of `m`'s first element.
+Value byteAddress(ImplicitLocOpBuilder &b, Value m) {
+  auto type = cast<MemRefType>(m.getType());
+  auto meta = memref::ExtractStridedMetadataOp::create(b, m);
+  return arith::AddIOp::create(
+      b, memref::ExtractAlignedPointerAsIndexOp::create(b, m),
+      arith::MulIOp::create(
+          b, meta.getOffset(),
+          cIdx(b, std::max<int64_t>(1, type.getElementTypeBitWidth() / 8))));
+}
+
+/// An !llvm.ptr in address space `space` at byte address `addr` (index).
+Value pointerAt(ImplicitLocOpBuilder &b, Value addr, unsigned space) {
+  return LLVM::IntToPtrOp::create(
+      b, LLVM::LLVMPointerType::get(b.getContext(), space),
+      Value(arith::IndexCastOp::create(b, b.getI64Type(), addr)));
+}
+
+Value i32Const(ImplicitLocOpBuilder &b, int64_t v) {
+  return arith::ConstantIntOp::create(b, b.getI32Type(), v);
+}
+
+/// Runs `body` on thread 0 only.
+void onThread0(ImplicitLocOpBuilder &b, Value threadId,
+                      function_ref<void(ImplicitLocOpBuilder &)> body) {
+  auto ifOp = scf::IfOp::create(
+      b, TypeRange{},
+      arith::CmpIOp::create(b, arith::CmpIPredicate::eq, threadId, cIdx(b, 0)),
+      false);
+  ImplicitLocOpBuilder tb(b.getLoc(), ifOp.getThenBodyBuilder());
+  body(tb);
+}
+
+/// Runs `body` when `cond` (i1) holds.
+void when(ImplicitLocOpBuilder &b, Value cond,
+                 function_ref<void(ImplicitLocOpBuilder &)> body) {
+  auto ifOp = scf::IfOp::create(b, TypeRange{}, cond, false);
+  ImplicitLocOpBuilder tb(b.getLoc(), ifOp.getThenBodyBuilder());
+  body(tb);
+}
+
+/// The address (index) of this program's tensor map `slot` in the scratch.
+static Value tensorMapAddress(ImplicitLocOpBuilder &b, const SimtConfig &simt,
+                              int64_t slot) {
+  Value off = arith::AddIOp::create(
+      b,
+      arith::MulIOp::create(b, simt.programLinear, simt.scratchStride),
+      cIdx(b, slot * 128));
+  return arith::AddIOp::create(
+      b, memref::ExtractAlignedPointerAsIndexOp::create(b, simt.scratch), off);
+}
+
+static int64_t storageBytes(RankedTensorType type) {
+  return std::max<int64_t>(
+      1, storageType(type.getElementType()).getIntOrFloatBitWidth() / 8);
+}
+
+bool KernelLowering::tmaCandidate(const PipelinedLoad &pl, scf::ForOp loop) {
+  LoadOp load = pl.load;
+  Value view = load.getView();
+  if (!simt->tma || !simt->scratch ||
+      loop.getRegion().isAncestor(view.getParentRegion()) ||
+      !views.count(view))
+    return false;
+  // The fill mode reads zero bits out of range.
+  if (TypedAttr pad = load.getPaddingAttr()) {
+    bool zero = false;
+    if (auto f = dyn_cast<FloatAttr>(pad))
+      zero = f.getValue().bitcastToAPInt().isZero();
+    else if (auto i = dyn_cast<IntegerAttr>(pad))
+      zero = i.getValue().isZero();
+    if (!zero)
+      return false;
+  }
+  RankedTensorType type = load.getResult().getType();
+  int64_t rank = type.getRank(), eb = storageBytes(type);
+  if (rank < 2 || rank > 5)
+    return false;
+  ArrayRef<int64_t> shape = type.getShape();
+  for (int64_t d = 0; d + 2 < rank; ++d)
+    if (shape[d] != 1)
+      return false;
+  int64_t rows = shape[rank - 2], cols = shape[rank - 1];
+  // Box dimensions are at most 256 elements; the innermost spans a multiple
+  // of 16 bytes. The destination must be 128-byte aligned, which the
+  // shared-memory planner gives buffers of whole 128-byte lines.
+  if (rows > 256 || (eb != 1 && eb != 2 && eb != 4 && eb != 8) ||
+      rows * cols * eb % 128 != 0)
+    return false;
+  // A swizzled stage takes boxes of 64 columns (128-byte rows); a core
+  // buffer's map has one dimension more (the column chunks).
+  if (pl.swizzled)
+    return cols % 64 == 0 && eb == 2;
+  if (isCoreBuffer(pl.stages[0]))
+    return cols % 8 == 0 && eb == 2 && rank <= 4;
+  return cols <= 256 && cols * eb % 16 == 0;
+}
+
+/// The dimensions of `pl`'s tensor map, innermost first: global size, byte
+/// stride (none for dimension 0) and box size. A plain tile's map is its
+/// view's, reversed, with the tile as the box. A core buffer's splits the
+/// columns into chunks of 8 elements (16 bytes): (8 elements, rows, column
+/// chunks at a 16-byte stride, outer dimensions), box (8, R, C / 8, 1...):
+/// the box lands in shared memory as the core buffer's column chunks of all
+/// rows (coreStrides). Its view's column count must be a multiple of 8 (run
+/// time), or the last chunk would read past the row. A swizzled stage's
+/// map is the view's with boxes of 64 columns (128 bytes) by R rows, one
+/// per column slab, written in the 128B swizzle.
+struct TmaDim {
+  Value size, strideBytes;
+  int64_t box;
+};
+static SmallVector<TmaDim> tmaDims(ImplicitLocOpBuilder &b, const ViewInfo &vi,
+                                   RankedTensorType type, bool core,
+                                   bool swizzled) {
+  int64_t rank = type.getRank(), eb = storageBytes(type);
+  int64_t rows = type.getShape()[rank - 2], cols = type.getShape()[rank - 1];
+  auto stride = [&](int64_t d) {
+    return arith::MulIOp::create(b, vi.strides[d], cIdx(b, eb)).getResult();
+  };
+  SmallVector<TmaDim> dims;
+  if (core && !swizzled) {
+    dims.push_back({cIdx(b, 8), Value(), 8});
+    dims.push_back({vi.sizes[rank - 2], stride(rank - 2), rows});
+    dims.push_back({arith::DivUIOp::create(b, vi.sizes[rank - 1], cIdx(b, 8)),
+                    cIdx(b, 16), cols / 8});
+  } else {
+    dims.push_back({vi.sizes[rank - 1], Value(), swizzled ? 64 : cols});
+    dims.push_back({vi.sizes[rank - 2], stride(rank - 2), rows});
+  }
+  for (int64_t d = rank - 3; d >= 0; --d)
+    dims.push_back({vi.sizes[d], stride(d), 1});
+  return dims;
+}
+
+void KernelLowering::setupTma(ImplicitLocOpBuilder &b, scf::ForOp loop,
+                              PipelinedLoop &state) {
+  SmallVector<PipelinedLoad *> tmaLoads;
+  for (PipelinedLoad &pl : state.loads)
+    if (tmaCandidate(pl, loop))
+      tmaLoads.push_back(&pl);
+  if (tmaLoads.empty())
+    return;
+  Value c0 = cIdx(b, 0), c16 = cIdx(b, 16);
+  Value anyTma = arith::ConstantIntOp::create(b, 0, 1);
+  // The view's conditions (uniform): unit innermost stride, a 16-byte
+  // aligned base, positive outer strides that are multiples of 16 bytes
+  // below 2^40, and sizes in [1, 2^30] (coordinates are clamped into
+  // [-2^30, 2^30], so they stay out of range when they were).
+  for (PipelinedLoad *pl : tmaLoads) {
+    const ViewInfo &vi = views[pl->load.getView()];
+    RankedTensorType type = pl->load.getResult().getType();
+    int64_t rank = type.getRank(), eb = storageBytes(type);
+    auto cmp = [&](arith::CmpIPredicate p, Value x, Value y) {
+      return arith::CmpIOp::create(b, p, x, y);
+    };
+    Value ok = vi.unitStride;
+    auto both = [&](Value c) { ok = arith::AndIOp::create(b, ok, c); };
+    if (isCoreBuffer(pl->stages[0]) && !pl->swizzled)
+      both(cmp(arith::CmpIPredicate::eq,
+               arith::RemUIOp::create(b, vi.sizes[rank - 1], cIdx(b, 8)), c0));
+    Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, vi.memref);
+    both(cmp(arith::CmpIPredicate::eq, arith::RemUIOp::create(b, base, c16),
+             c0));
+    for (int64_t d = 0; d < rank; ++d) {
+      both(cmp(arith::CmpIPredicate::sge, vi.sizes[d], cIdx(b, 1)));
+      both(cmp(arith::CmpIPredicate::sle, vi.sizes[d], cIdx(b, 1 << 30)));
+      if (d + 1 == rank)
+        continue;
+      Value bytes = arith::MulIOp::create(b, vi.strides[d], cIdx(b, eb));
+      both(cmp(arith::CmpIPredicate::sgt, vi.strides[d], c0));
+      both(cmp(arith::CmpIPredicate::slt, vi.strides[d],
+               cIdx(b, (int64_t(1) << 40) / eb)));
+      both(cmp(arith::CmpIPredicate::eq, arith::RemUIOp::create(b, bytes, c16),
+               c0));
+    }
+    pl->useTma = ok;
+    pl->tensorMap = simt->tensorMaps++;
+    pl->tmaBytes = type.getNumElements() * eb;
+    anyTma = arith::OrIOp::create(b, anyTma, ok);
+  }
+  state.anyTma = anyTma;
+  int64_t stages = simt->numStages;
+  state.barriers = allocSharedTile(
+      RankedTensorType::get({stages}, b.getI64Type()), loop.getLoc());
+  // Used across the loop (the planner keeps it for the whole loop).
+  simt->bufferHome[state.barriers.getDefiningOp()] = loop->getBlock();
+
+  onThread0(b, simt->threadId, [&](ImplicitLocOpBuilder &tb) {
+    for (PipelinedLoad *pl : tmaLoads)
+      when(tb, pl->useTma, [&](ImplicitLocOpBuilder &mb) {
+        const ViewInfo &vi = views[pl->load.getView()];
+        RankedTensorType type = pl->load.getResult().getType();
+        int64_t eb = storageBytes(type);
+        Value addr = tensorMapAddress(mb, *simt, pl->tensorMap);
+        // All-zero first (fields not replaced stay zero), then each field.
+        auto zeros = arith::ConstantOp::create(
+            mb, DenseElementsAttr::get(VectorType::get({16}, mb.getI8Type()),
+                                       mb.getI8IntegerAttr(0)));
+        Value off = arith::SubIOp::create(
+            mb, addr,
+            memref::ExtractAlignedPointerAsIndexOp::create(mb, simt->scratch));
+        for (int64_t j = 0; j < 8; ++j)
+          vector::StoreOp::create(
+              mb, zeros, simt->scratch,
+              ValueRange{arith::AddIOp::create(mb, off, cIdx(mb, 16 * j))});
+        Value map = pointerAt(mb, addr, 1);
+        auto replace = [&](StringRef field, ValueRange args) {
+          SmallVector<Value> operands{map};
+          operands.append(args.begin(), args.end());
+          LLVM::CallIntrinsicOp::create(
+              mb, mb.getStringAttr("llvm.nvvm.tensormap.replace." + field),
+              operands);
+        };
+        SmallVector<TmaDim> dims =
+            tmaDims(mb, vi, type, isCoreBuffer(pl->stages[0]), pl->swizzled);
+        replace("global.address",
+                {arith::IndexCastOp::create(
+                    mb, mb.getI64Type(),
+                    memref::ExtractAlignedPointerAsIndexOp::create(
+                        mb, vi.memref))});
+        replace("rank", {i32Const(mb, int64_t(dims.size()) - 1)});
+        for (auto [i, dim] : llvm::enumerate(dims)) {
+          int64_t ord = i;
+          replace("box.dim", {i32Const(mb, ord), i32Const(mb, dim.box)});
+          replace("global.dim",
+                  {i32Const(mb, ord),
+                   arith::IndexCastOp::create(mb, mb.getI32Type(), dim.size)});
+          replace("element.stride", {i32Const(mb, ord), i32Const(mb, 1)});
+          // global_stride ord i - 1 is dimension i's.
+          if (dim.strideBytes)
+            replace("global.stride",
+                    {i32Const(mb, ord - 1),
+                     arith::IndexCastOp::create(mb, mb.getI64Type(),
+                                                dim.strideBytes)});
+        }
+        // Unsigned integers of the element's size: TMA copies bits.
+        int64_t elemtype = eb == 1 ? 0 : eb == 2 ? 1 : eb == 4 ? 2 : 4;
+        replace("elemtype", {i32Const(mb, elemtype)});
+        replace("interleave.layout", {i32Const(mb, 0)});
+        // 3: the 128B swizzle (its boxes' rows are 128 bytes).
+        replace("swizzle.mode", {i32Const(mb, pl->swizzled ? 3 : 0)});
+        replace("fill.mode", {i32Const(mb, 0)});
+      });
+    NVVM::FenceProxyReleaseOp::create(tb, NVVM::MemScopeKind::GPU);
+    for (PipelinedLoad *pl : tmaLoads)
+      when(tb, pl->useTma, [&](ImplicitLocOpBuilder &ab) {
+        NVVM::FenceProxyAcquireOp::create(
+            ab, NVVM::MemScopeKind::GPU,
+            pointerAt(ab, tensorMapAddress(ab, *simt, pl->tensorMap), 0),
+            i32Const(ab, 128));
+      });
+    when(tb, anyTma, [&](ImplicitLocOpBuilder &ib) {
+      Value bars = byteAddress(ib, state.barriers);
+      for (int64_t s = 0; s < stages; ++s)
+        NVVM::MBarrierInitOp::create(
+            ib, pointerAt(ib, arith::AddIOp::create(ib, bars, cIdx(ib, 8 * s)), 3),
+            i32Const(ib, 1), Value());
+    });
+  });
+  // The initialized barriers, to every thread and to the async proxy.
+  asyncProxyFence(b);
+  barrier(b);
+
+  // After the loop: every thread has passed its last wait (each iteration
+  // waits before its barrier), so the barriers can be invalidated before
+  // their bytes are reused.
+  ImplicitLocOpBuilder ab(loop.getLoc(), loop->getBlock(),
+                          std::next(Block::iterator(loop)));
+  onThread0(ab, simt->threadId, [&](ImplicitLocOpBuilder &tb) {
+    when(tb, anyTma, [&](ImplicitLocOpBuilder &ib) {
+      Value bars = byteAddress(ib, state.barriers);
+      for (int64_t s = 0; s < stages; ++s)
+        NVVM::MBarrierInvalOp::create(
+            ib,
+            pointerAt(ib, arith::AddIOp::create(ib, bars, cIdx(ib, 8 * s)), 3));
+    });
+  });
+}
+
+Value KernelLowering::tmaIssuable(ImplicitLocOpBuilder &b,
+                                  const PipelinedLoad &pl,
+                                  ValueRange offsets) {
+  if (!isCoreBuffer(pl.stages[0]) || pl.swizzled)
+    return pl.useTma;
+  // A core buffer's box starts at a column chunk: an offset that is a
+  // multiple of 8 (else this fill takes cp.async).
+  Value col = offsets.back();
+  return arith::AndIOp::create(
+      b, pl.useTma,
+      arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                            arith::RemSIOp::create(b, col, cIdx(b, 8)),
+                            cIdx(b, 0)));
+}
+
+void KernelLowering::issueTma(ImplicitLocOpBuilder &b, PipelinedLoad &pl,
+                              ValueRange offsets, Value dst, Value barrier) {
+  RankedTensorType type = pl.load.getResult().getType();
+  int64_t rank = type.getRank();
+  Value map = pointerAt(b, tensorMapAddress(b, *simt, pl.tensorMap), 0);
+  // Coordinates clamped into [-2^30, 2^30]: out of range stays out of range
+  // (sizes are at most 2^30, see setupTma).
+  auto coord = [&](Value v) -> Value {
+    v = arith::MaxSIOp::create(b, v, cIdx(b, -(int64_t(1) << 30)));
+    v = arith::MinSIOp::create(b, v, cIdx(b, int64_t(1) << 30));
+    return arith::IndexCastOp::create(b, b.getI32Type(), v);
+  };
+  SmallVector<Value> coords;
+  if (pl.swizzled) {
+    // One box per 64-column slab, each R rows of 128 bytes (and the unit
+    // outer dimensions).
+    int64_t rows = type.getDimSize(rank - 2),
+            slabs = type.getDimSize(rank - 1) / 64;
+    Value base = byteAddress(b, dst);
+    for (int64_t s = 0; s < slabs; ++s) {
+      SmallVector<Value> at{
+          coord(arith::AddIOp::create(b, offsets[rank - 1], cIdx(b, 64 * s))),
+          coord(offsets[rank - 2])};
+      for (int64_t d = rank - 3; d >= 0; --d)
+        at.push_back(coord(offsets[d]));
+      NVVM::CpAsyncBulkTensorGlobalToSharedClusterOp::create(
+          b,
+          pointerAt(b, arith::AddIOp::create(b, base, cIdx(b, s * rows * 128)),
+                    7),
+          map, at, pointerAt(b, barrier, 3), ValueRange{}, Value(), Value(),
+          NVVM::TMALoadMode::TILE, false, NVVM::CTAGroupKindAttr(), Value());
+    }
+    return;
+  }
+  if (isCoreBuffer(pl.stages[0])) {
+    coords.push_back(i32Const(b, 0));
+    coords.push_back(coord(offsets[rank - 2]));
+    coords.push_back(coord(
+        arith::DivSIOp::create(b, offsets[rank - 1], cIdx(b, 8))));
+  } else {
+    coords.push_back(coord(offsets[rank - 1]));
+    coords.push_back(coord(offsets[rank - 2]));
+  }
+  for (int64_t d = rank - 3; d >= 0; --d)
+    coords.push_back(coord(offsets[d]));
+  // (A shared::cta address is this block's shared::cluster address.)
+  NVVM::CpAsyncBulkTensorGlobalToSharedClusterOp::create(
+      b, pointerAt(b, byteAddress(b, dst), 7), map, coords,
+      pointerAt(b, barrier, 3), ValueRange{}, Value(), Value(),
+      NVVM::TMALoadMode::TILE, false, NVVM::CTAGroupKindAttr(), Value());
+}
+
+//===----------------------------------------------------------------------===//
+// Software pipelining of tile loads in loops (num_stages)
+//===----------------------------------------------------------------------===//
+
+/// `stages[index]` as one SSA value (all stage buffers have one type).
+static Value selectStage(ImplicitLocOpBuilder &b, ArrayRef<Value> stages,
+                         Value index) {
+  Value v = stages[0];
+  for (size_t s = 1; s < stages.size(); ++s)
+    v = arith::SelectOp::create(
+        b,
+        arith::CmpIOp::create(b, arith::CmpIPredicate::eq, index,
+                              cIdx(b, int64_t(s))),
+        stages[s], v);
+  return v;
+}
+
+/// The element `ex` extracts from a one-element kiln.load, read from global
+/// memory at `b` (view and offsets mapped by `map`): every thread reads it
+/// (uniform), the padding where it lies outside the view.
+Value KernelLowering::scalarReadAt(ImplicitLocOpBuilder &b,
+                                   tensor::ExtractOp ex, IRMapping &map) {
+  auto load = ex.getTensor().getDefiningOp<LoadOp>();
+  const ViewInfo &vi = views[map.lookupOrDefault(load.getView())];
+  RankedTensorType type = load.getResult().getType();
+  Type storage = storageType(type.getElementType());
+  Value valid = arith::ConstantIntOp::create(b, 1, 1);
+  SmallVector<Value> at;
+  for (auto [d, off] : llvm::enumerate(load.getOffsets())) {
+    Value i = arith::AddIOp::create(b, map.lookupOrDefault(off),
+                                    map.lookupOrDefault(ex.getIndices()[d]));
+    valid = arith::AndIOp::create(
+        b, valid,
+        arith::AndIOp::create(
+            b, arith::CmpIOp::create(b, arith::CmpIPredicate::sge, i, cIdx(b, 0)),
+            arith::CmpIOp::create(b, arith::CmpIPredicate::slt, i,
+                                  vi.sizes[d])));
+    at.push_back(i);
+  }
+  auto ifOp = scf::IfOp::create(b, TypeRange{storage}, valid, true);
+  OpBuilder tb = ifOp.getThenBodyBuilder();
+  scf::YieldOp::create(
+      tb, b.getLoc(),
+      Value(memref::LoadOp::create(tb, b.getLoc(), vi.memref, at)));
+  OpBuilder eb = ifOp.getElseBodyBuilder();
+  scf::YieldOp::create(
+      eb, b.getLoc(),
+      Value(arith::ConstantOp::create(
+          eb, b.getLoc(),
+          paddingAttr(b, load.getPaddingAttr(), storage))));
+  return toType(b, b.getLoc(), ifOp.getResult(0), type.getElementType());
+}
+
+/// Recomputes a pipelined load's view and offsets for induction variable
+/// `ivNew` at `b` (a view made in the loop is made again and lowered);
+/// returns the offsets.
+SmallVector<Value> KernelLowering::pipelinedAccessAt(ImplicitLocOpBuilder &b,
+                                                     PipelinedLoad &pl,
+                                                     Value ivOld, Value ivNew,
+                                                     const ViewInfo *&view) {
+  IRMapping map;
+  map.map(ivOld, ivNew);
+  for (Operation *op : pl.slice) {
+    if (auto ex = dyn_cast<tensor::ExtractOp>(op)) {
+      map.map(ex.getResult(), scalarReadAt(b, ex, map));
+      continue;
+    }
+    Operation *copy = b.clone(*op, map);
+    if (auto mv = dyn_cast<MakeViewOp>(copy))
+      (void)lowerMakeView(mv);
+  }
+  view = &views[map.lookupOrDefault(pl.load.getView())];
+  SmallVector<Value> offsets;
+  for (Value off : pl.load.getOffsets())
+    offsets.push_back(map.lookupOrDefault(off));
+  return offsets;
+}
+
+void KernelLowering::issuePipelinedLoads(
+    ImplicitLocOpBuilder &b, scf::ForOp loop, PipelinedLoop &state,
+    Value ivAt, Value stageIndex,
+    function_ref<Value(ImplicitLocOpBuilder &, PipelinedLoad &)> stage) {
+  // Only iterations the loop runs: ivAt < upper bound (uniform).
+  auto ifOp = scf::IfOp::create(
+      b, TypeRange{},
+      arith::CmpIOp::create(b, arith::CmpIPredicate::slt, ivAt,
+                            loop.getUpperBound()),
+      false);
+  ImplicitLocOpBuilder tb(b.getLoc(), ifOp.getThenBodyBuilder());
+  struct Fill {
+    const ViewInfo *vi;
+    SmallVector<Value> offsets;
+    Value dst, tma; // tma: i1, this fill by TMA (null: never)
+  };
+  SmallVector<Fill> fills;
+  for (PipelinedLoad &pl : state.loads) {
+    Fill f;
+    f.offsets = pipelinedAccessAt(tb, pl, loop.getInductionVar(), ivAt, f.vi);
+    f.dst = stage(tb, pl);
+    if (pl.useTma)
+      f.tma = tmaIssuable(tb, pl, f.offsets);
+    fills.push_back(std::move(f));
+  }
+  // TMA: every fill of a loop with tensor maps arms its stage's mbarrier
+  // (thread 0: one arrival, expecting the bytes of the boxes it then
+  // issues; none when every load of this fill takes cp.async).
+  Value bar;
+  if (state.barriers) {
+    bar = arith::AddIOp::create(
+        tb, byteAddress(tb, state.barriers),
+        arith::MulIOp::create(tb, stageIndex, cIdx(tb, 8)));
+    Value tx = i32Const(tb, 0);
+    for (auto [pl, f] : llvm::zip(state.loads, fills))
+      if (f.tma)
+        tx = arith::AddIOp::create(
+            tb, tx,
+            arith::SelectOp::create(tb, f.tma, i32Const(tb, pl.tmaBytes),
+                                    i32Const(tb, 0)));
+    onThread0(tb, simt->threadId, [&](ImplicitLocOpBuilder &t0) {
+      when(t0, state.anyTma, [&](ImplicitLocOpBuilder &ab) {
+        NVVM::MBarrierArriveExpectTxOp::create(
+            ab, Type(), pointerAt(ab, bar, 3), tx, NVVM::MemScopeKind::CTA,
+            false, Value());
+      });
+    });
+  }
+  for (size_t i = 0; i < fills.size(); ++i) {
+    PipelinedLoad &pl = state.loads[i];
+    Fill &f = fills[i];
+    RankedTensorType type = pl.load.getResult().getType();
+    auto asyncCopies = [&](ImplicitLocOpBuilder &cb) {
+      emitTileLoadSimt(cb, *f.vi, f.offsets, f.dst, type,
+                       paddingAttr(cb, pl.load.getPaddingAttr(),
+                                   storageType(type.getElementType())),
+                       /*wait=*/false, pl.swizzled);
+    };
+    if (!f.tma) {
+      asyncCopies(tb);
+      continue;
+    }
+    auto tmaIf = scf::IfOp::create(tb, TypeRange{}, f.tma, true);
+    ImplicitLocOpBuilder yes(tb.getLoc(), tmaIf.getThenBodyBuilder());
+    onThread0(yes, simt->threadId, [&](ImplicitLocOpBuilder &t0) {
+      issueTma(t0, pl, f.offsets, f.dst, bar);
+    });
+    ImplicitLocOpBuilder no(tb.getLoc(), tmaIf.getElseBodyBuilder());
+    asyncCopies(no);
+  }
+}
+
+
+void KernelLowering::setupPipelining(scf::ForOp loop) {
+  if (!simt || simt->numStages < 2 || !simt->asyncCopy)
+    return;
+  Block *body = loop.getBody();
+  Region &region = loop.getRegion();
+  Value iv = loop.getInductionVar();
+  auto state = std::make_unique<PipelinedLoop>();
+  // Whether anything in the loop writes memory: if not, a value the loop
+  // reads (a block-sparse index) can be read again, ahead of time.
+  bool writes = false;
+  body->walk([&](Operation *op) {
+    if (auto effects = dyn_cast<MemoryEffectOpInterface>(op))
+      writes |= effects.hasEffect<MemoryEffects::Write>();
+  });
+  for (Operation &o : *body) {
+    auto load = dyn_cast<LoadOp>(&o);
+    if (!load || asyncChunk(load.getResult().getType()) == 0)
+      continue;
+    // The view and offsets: loop-invariant values, or side-effect-free
+    // arith (and kiln.make_view) on the induction variable and invariants
+    // in the body block itself.
+    Value view = load.getView();
+    if (!region.isAncestor(view.getParentRegion()) && !views.count(view))
+      continue;
+    SmallVector<Operation *> slice;
+    DenseSet<Operation *> seen;
+    bool ok = true;
+    std::function<void(Value)> visit = [&](Value v) {
+      if (!ok || v == iv || !region.isAncestor(v.getParentRegion()))
+        return;
+      Operation *def = v.getDefiningOp();
+      // An element of a one-element load in the body (an entry of a
+      // block-sparse index list): read from global memory again at issue
+      // (scalarReadAt), when the loop writes no memory.
+      if (auto ex = dyn_cast_or_null<tensor::ExtractOp>(def)) {
+        auto src = ex.getTensor().getDefiningOp<LoadOp>();
+        if (!writes && src && src->getBlock() == body &&
+            src.getResult().getType().getNumElements() == 1) {
+          if (!seen.insert(def).second)
+            return;
+          visit(src.getView());
+          for (Value off : src.getOffsets())
+            visit(off);
+          for (Value idx : ex.getIndices())
+            visit(idx);
+          slice.push_back(def);
+          return;
+        }
+      }
+      if (!def || def->getBlock() != body || def->getNumRegions() != 0 ||
+          !isMemoryEffectFree(def) ||
+          (!isa<arith::ArithDialect>(def->getDialect()) &&
+           !isa<MakeViewOp>(def))) {
+        ok = false;
+        return;
+      }
+      if (!seen.insert(def).second)
+        return;
+      for (Value operand : def->getOperands())
+        visit(operand);
+      slice.push_back(def);
+    };
+    visit(view);
+    for (Value off : load.getOffsets())
+      visit(off);
+    if (!ok)
+      continue;
+    llvm::sort(slice, [](Operation *a, Operation *b) {
+      return a->isBeforeInBlock(b);
+    });
+    PipelinedLoad pl;
+    pl.load = load;
+    pl.slice = std::move(slice);
+    for (int64_t s = 0; s < simt->numStages; ++s)
+      pl.stages.push_back(allocLoadTile(load));
+    if (simt->swizzle && isCoreBuffer(pl.stages[0]) &&
+        swizzleCandidate(*simt, load)) {
+      // The 128B swizzle is anchored to address bits 7-9: each stage starts
+      // on 1024 bytes (the window does).
+      pl.swizzled = true;
+      for (Value stage : pl.stages)
+        simt->bufferAlign[stage.getDefiningOp<memref::ReinterpretCastOp>()
+                              .getSource()
+                              .getDefiningOp()] = 1024;
+    }
+    state->loads.push_back(std::move(pl));
+  }
+  if (state->loads.empty())
+    return;
+  ImplicitLocOpBuilder b(loop.getLoc(), loop);
+  setupTma(b, loop, *state);
+  state->distance = simt->numStages - 1;
+  // (The in-flight dot's last iteration retires its groups: runTiledDot.)
+  if ((state->inFlight = inFlightDot(loop, *state)))
+    state->distance = simt->numStages - 2;
+  // Prologue: iterations 0 .. D-1 (D: the distance), one cp.async group
+  // each (committed even when empty, so that group counts stay uniform).
+  for (int64_t j = 0; j < state->distance; ++j) {
+    Value ivj = arith::AddIOp::create(
+        b, loop.getLowerBound(),
+        arith::MulIOp::create(b, loop.getStep(), cIdx(b, j)));
+    issuePipelinedLoads(b, loop, *state, ivj, cIdx(b, j),
+                        [&](ImplicitLocOpBuilder &, PipelinedLoad &pl) {
+                          return pl.stages[j];
+                        });
+    NVVM::CpAsyncCommitGroupOp::create(b);
+  }
+  for (PipelinedLoad &pl : state->loads)
+    pipelinedLoads[pl.load] = state.get();
+  pipelinedLoops.push_back(std::move(state));
+}
+
+LogicalResult KernelLowering::lowerPipelinedLoad(LoadOp load,
+                                                 PipelinedLoop &state) {
+  auto loop = cast<scf::ForOp>(load->getParentOp());
+  ImplicitLocOpBuilder b(load.getLoc(), load);
+  int64_t stages = simt->numStages;
+  if (!state.current) {
+    // At the first pipelined load of iteration k: wait until iteration k's
+    // copies have landed (of the D + k groups committed so far, at most
+    // D - 1 are newer), fence them for wgmma if it reads them, and sync.
+    // Past that barrier every thread has finished iteration k - 1, so
+    // iteration k + D is issued into stage (k + D) % S: with D = S - 1 the
+    // one iteration k - 1 read; with D = S - 2 (an in-flight dot, whose
+    // groups of iteration k - 1 may still read its stage) the one iteration
+    // k - 2 read, whose groups every thread retired in iteration k - 1.
+    // (Issuing after the barrier is what lets a dot on pipelined operands
+    // end without one: see lowerRegisterDot.)
+    int64_t distance = state.distance;
+    Value iv = loop.getInductionVar();
+    Value k = arith::DivUIOp::create(
+        b, arith::SubIOp::create(b, iv, loop.getLowerBound()), loop.getStep());
+    Value cS = cIdx(b, stages);
+    state.current = arith::RemUIOp::create(b, k, cS);
+    NVVM::CpAsyncWaitGroupOp::create(b, distance - 1);
+    if (state.barriers)
+      when(b, state.anyTma, [&](ImplicitLocOpBuilder &wb) {
+        // Fill k / S of stage k % S: phase parity (k / S) & 1.
+        Value parity = arith::IndexCastOp::create(
+            wb, wb.getI32Type(),
+            arith::RemUIOp::create(wb, arith::DivUIOp::create(wb, k, cS),
+                                   cIdx(wb, 2)));
+        Value bar = arith::AddIOp::create(
+            wb, byteAddress(wb, state.barriers),
+            arith::MulIOp::create(wb, state.current, cIdx(wb, 8)));
+        NVVM::MBarrierTryWaitParityOp::create(wb, pointerAt(wb, bar, 3),
+                                              parity, i32Const(wb, 10000000));
+      });
+    if (llvm::any_of(state.loads, [](const PipelinedLoad &pl) {
+          return isCoreBuffer(pl.stages[0]);
+        }))
+      asyncProxyFence(b);
+    barrier(b);
+    Value next = arith::RemUIOp::create(
+        b, arith::AddIOp::create(b, k, cIdx(b, distance)), cS);
+    Value ivNext = arith::AddIOp::create(
+        b, iv, arith::MulIOp::create(b, loop.getStep(), cIdx(b, distance)));
+    issuePipelinedLoads(b, loop, state, ivNext, next,
+                        [&](ImplicitLocOpBuilder &tb, PipelinedLoad &pl) {
+                          return selectStage(tb, pl.stages, next);
+                        });
+    NVVM::CpAsyncCommitGroupOp::create(b);
+  }
+  for (PipelinedLoad &pl : state.loads)
+    if (pl.load == load) {
+      buffers[load.getResult()] = selectStage(b, pl.stages, state.current);
+      pipelinedBuffers.insert(buffers[load.getResult()]);
+      if (pl.swizzled)
+        swizzledBuffers.insert(buffers[load.getResult()]);
+    }
+  toErase.push_back(load);
+  return success();
+}
+
+} // namespace mlir::kiln::detail

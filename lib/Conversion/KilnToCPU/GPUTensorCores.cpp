@@ -1,0 +1,1625 @@
+//===- GPUTensorCores.cpp - kiln.dot on mma.sync and wgmma --------------===//
+//
+// Part of the Kiln project, under the Apache License v2.0 with LLVM Exceptions.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// The GPU lowering of kiln.dot on tensor cores (mma.sync, and wgmma on
+// sm_90a), the register-resident values around them (accumulators, wgmma
+// fragments, row vectors) and warp-shuffle reductions. See KilnToGPU.cpp
+// for the SIMT mode as a whole and docs/gpu.md for the why.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelLowering.h"
+#include "SimtSupport.h"
+#include "kiln/Dialect/Kiln/IR/Kiln.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/Support/SaveAndRestore.h"
+
+using namespace mlir;
+using namespace mlir::kiln;
+using namespace mlir::kiln::detail;
+
+namespace mlir::kiln::detail {
+//===----------------------------------------------------------------------===//
+// Tensor cores: mma.sync.m16n8k16 over 16x8 output tiles
+//===----------------------------------------------------------------------===//
+
+/// mma.sync.m16n8k16 (row.col) on 16-bit operands in shared memory, f32
+/// accumulators in registers. Fragments per the PTX ISA, lane = 4 g + q:
+///   A (16x16): reg r holds A[g + 8 (r & 1)][2q + 8 (r >> 1) + {0, 1}]
+///   B (16x8):  reg r holds B[2q + 8 r + {0, 1}][g]
+///   C (16x8):  c[e] = C[g + 8 (e >> 1)][2q + (e & 1)]
+/// Two 16-bit elements per 32-bit register, the lower index in the low half.
+/// They are loaded with ldmatrix (A: .x4; B, stored row-major: .x2.trans)
+/// from plain row-major buffers (16-byte rows: K % 16 and N % 8 hold, and
+/// buffers are 16-byte aligned), element by element otherwise.
+static Value arithAdd(ImplicitLocOpBuilder &b, Value x, Value y) {
+  return arith::AddIOp::create(b, x, y);
+}
+
+struct MmaTiles {
+  Value a, bm;
+  Type inElt;
+  bool plainOperands; // identity-layout, static 16-bit operand buffers
+  bool useLdmatrix;
+  // B given as X = Bᵀ [N, K] row-major (a kiln.trans not materialized,
+  // deferTransToTensorCores): its rows are B's columns.
+  bool bKMajor = false;
+  Value warp, lane, g, q2, r8, rowOff, colOff;
+
+  /// The 32-bit register of two 16-bit elements buf[r0][c0], buf[r1][c1].
+  Value pack(ImplicitLocOpBuilder &b, Value buf, Value r0, Value c0, Value r1,
+             Value c1) const {
+    auto i32 = b.getI32Type();
+    Value lo = arith::ExtUIOp::create(
+        b, i32, memref::LoadOp::create(b, buf, ValueRange{r0, c0}));
+    Value hi = arith::ExtUIOp::create(
+        b, i32, memref::LoadOp::create(b, buf, ValueRange{r1, c1}));
+    hi = arith::ShLIOp::create(b, hi, arith::ConstantIntOp::create(b, i32, 16));
+    return typed(b, arith::OrIOp::create(b, lo, hi));
+  }
+  /// NVVM types f16 fragments as vector<2xf16>, bf16 ones as i32.
+  Value typed(ImplicitLocOpBuilder &b, Value reg) const {
+    if (!inElt.isF16())
+      return reg;
+    return LLVM::BitcastOp::create(b, VectorType::get({2}, b.getF16Type()),
+                                   reg);
+  }
+  /// ldmatrix.xN at this lane's row address: N registers.
+  SmallVector<Value> ldmatrix(ImplicitLocOpBuilder &b, Value buf, Value row,
+                              Value col, int64_t n, bool trans) const {
+    Type elt = cast<MemRefType>(buf.getType()).getElementType();
+    Value m = nvgpu::LdMatrixOp::create(b, VectorType::get({n, 2}, elt), buf,
+                                        ValueRange{row, col}, trans, n);
+    SmallVector<Value> regs;
+    for (int64_t i = 0; i < n; ++i) {
+      Value pair = vector::ExtractOp::create(b, m, ArrayRef<int64_t>{i});
+      regs.push_back(typed(b, LLVM::BitcastOp::create(b, b.getI32Type(), pair)));
+    }
+    return regs;
+  }
+  /// The A fragment of rows [row, row + 16), columns [k0, k0 + 16).
+  SmallVector<Value> fragA(ImplicitLocOpBuilder &b, Value row, Value k0) const {
+    if (useLdmatrix)
+      // Lane l names row l % 8 of matrix l / 8: (rows +0/+8) x (k +0/+8).
+      return ldmatrix(b, a,
+                      arith::AddIOp::create(
+                          b, row, arith::AddIOp::create(b, r8, rowOff)),
+                      arith::AddIOp::create(b, k0, colOff), 4, false);
+    Value r0 = arith::AddIOp::create(b, row, g);
+    Value r1 = arith::AddIOp::create(b, r0, cIdx(b, 8));
+    Value k = arith::AddIOp::create(b, k0, q2);
+    Value k1 = arith::AddIOp::create(b, k, cIdx(b, 1));
+    Value k8 = arith::AddIOp::create(b, k, cIdx(b, 8));
+    Value k9 = arith::AddIOp::create(b, k, cIdx(b, 9));
+    return {pack(b, a, r0, k, r0, k1), pack(b, a, r1, k, r1, k1),
+            pack(b, a, r0, k8, r0, k9), pack(b, a, r1, k8, r1, k9)};
+  }
+  /// The B fragment of rows [k0, k0 + 16), columns [col, col + 8).
+  SmallVector<Value> fragB(ImplicitLocOpBuilder &b, Value k0, Value col) const {
+    if (bKMajor) {
+      // Register r holds B[2q + 8r + {0, 1}][g] = X[g][2q + 8r + {0, 1}]:
+      // X's 8x8 matrices (col, k0) and (col, k0 + 8), untransposed.
+      if (useLdmatrix)
+        return ldmatrix(b, bm, arithAdd(b, col, r8), arithAdd(b, k0, rowOff),
+                        2, false);
+      Value c = arithAdd(b, col, g);
+      Value k = arithAdd(b, k0, q2);
+      return {pack(b, bm, c, k, c, arithAdd(b, k, cIdx(b, 1))),
+              pack(b, bm, c, arithAdd(b, k, cIdx(b, 8)), c,
+                   arithAdd(b, k, cIdx(b, 9)))};
+    }
+    if (useLdmatrix)
+      // Lanes 0-15 name the rows of k +0 and k +8 (transposed on load).
+      return ldmatrix(b, bm,
+                      arith::AddIOp::create(
+                          b, k0, arith::AddIOp::create(b, r8, rowOff)),
+                      col, 2, true);
+    Value c = arith::AddIOp::create(b, col, g);
+    Value k = arith::AddIOp::create(b, k0, q2);
+    Value k1 = arith::AddIOp::create(b, k, cIdx(b, 1));
+    Value k8 = arith::AddIOp::create(b, k, cIdx(b, 8));
+    Value k9 = arith::AddIOp::create(b, k, cIdx(b, 9));
+    return {pack(b, bm, k, c, k1, c), pack(b, bm, k8, c, k9, c)};
+  }
+  SmallVector<Value> mma(ImplicitLocOpBuilder &b, ArrayRef<Value> aRegs,
+                         ArrayRef<Value> bRegs, ValueRange acc) const {
+    auto f32 = b.getF32Type();
+    auto resType =
+        LLVM::LLVMStructType::getLiteral(b.getContext(), {f32, f32, f32, f32});
+    auto type = inElt.isBF16() ? NVVM::MMATypes::bf16 : NVVM::MMATypes::f16;
+    Value r = NVVM::MmaOp::create(
+        b, resType, aRegs, bRegs, acc, /*shape=*/{16, 8, 16},
+        /*b1Op=*/std::nullopt, /*intOverflow=*/std::nullopt,
+        /*multiplicandPtxTypes=*/std::array<NVVM::MMATypes, 2>{type, type},
+        /*multiplicandLayouts=*/
+        std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
+                                       NVVM::MMALayout::col});
+    SmallVector<Value> d;
+    for (int64_t i = 0; i < 4; ++i)
+      d.push_back(LLVM::ExtractValueOp::create(b, r, i));
+    return d;
+  }
+  /// Element e of this lane's C fragment of tile (row, col).
+  std::array<Value, 2> cIndex(ImplicitLocOpBuilder &b, Value row, Value col,
+                              int64_t e) const {
+    return {arith::AddIOp::create(
+                b, row, arith::AddIOp::create(b, g, cIdx(b, 8 * (e >> 1)))),
+            arith::AddIOp::create(
+                b, col, arith::AddIOp::create(b, q2, cIdx(b, e & 1)))};
+  }
+  /// This lane's accumulators of the tiles rows x cols (row-major pairs, 4
+  /// each) from/to a buffer.
+  SmallVector<Value> loadAcc(ImplicitLocOpBuilder &b, ArrayRef<Value> rows,
+                             ArrayRef<Value> cols, Value buf) const {
+    SmallVector<Value> regs;
+    for (Value r : rows)
+      for (Value c : cols)
+        for (int64_t e = 0; e < 4; ++e) {
+          auto [i, j] = cIndex(b, r, c, e);
+          regs.push_back(memref::LoadOp::create(b, buf, ValueRange{i, j}));
+        }
+    return regs;
+  }
+  void storeAcc(ImplicitLocOpBuilder &b, ArrayRef<Value> rows,
+                ArrayRef<Value> cols, ValueRange regs, Value buf) const {
+    size_t n = 0;
+    for (Value r : rows)
+      for (Value c : cols)
+        for (int64_t e = 0; e < 4; ++e) {
+          auto [i, j] = cIndex(b, r, c, e);
+          memref::StoreOp::create(b, regs[n++], buf, ValueRange{i, j});
+        }
+  }
+  /// The K loop: per 16-deep step, one A fragment per row tile and one B
+  /// fragment per column tile, then every pair's mma.sync.
+  scf::ForOp run(ImplicitLocOpBuilder &b, ArrayRef<Value> rows,
+                 ArrayRef<Value> cols, int64_t K, ValueRange cInit) const {
+    return scf::ForOp::create(
+        b, cIdx(b, 0), cIdx(b, K), cIdx(b, 16), cInit,
+        [&](OpBuilder &kb, Location kl, Value k0, ValueRange acc) {
+          ImplicitLocOpBuilder lb(kl, kb);
+          SmallVector<SmallVector<Value>> aFr, bFr;
+          for (Value r : rows)
+            aFr.push_back(fragA(lb, r, k0));
+          for (Value c : cols)
+            bFr.push_back(fragB(lb, k0, c));
+          SmallVector<Value> next;
+          for (size_t i = 0; i < rows.size(); ++i)
+            for (size_t j = 0; j < cols.size(); ++j)
+              llvm::append_range(
+                  next, mma(lb, aFr[i], bFr[j],
+                            acc.slice((i * cols.size() + j) * 4, 4)));
+          scf::YieldOp::create(lb, next);
+        });
+  }
+};
+
+/// Which warp owns which 16x8 output tiles of a tensor-core dot, each warp
+/// keeping TM x TN of them in registers (at most 128 f32 per thread).
+///  - mma.sync: the warps form a WM x WN grid; warp w at (w / WN, w % WN)
+///    owns row tiles [wm TM, (wm + 1) TM) and column tiles [wn TN, ...).
+///  - wgmma (sm_90a): the warpgroups (4 warps) form a grid with WN columns;
+///    warpgroup g at (g / WN, g % WN) owns TM blocks of 64 rows and TN * 8
+///    columns, and warp i of it rows 16 i to 16 i + 15 of each block: the
+///    register layout of wgmma.m64nNk16's accumulators, which per warp is
+///    that of TN mma.sync C fragments side by side.
+/// The tiling fixes the register layout; the instruction is chosen per dot
+/// (mma.sync also computes a wgmma tiling, when operands do not fit wgmma).
+struct WarpTiling {
+  int64_t WN, TM, TN;
+  bool wgmma = false;
+};
+
+static bool isTensorCoreDot(const SimtConfig &simt, DotOp op) {
+  auto lhsType = op.getLhs().getType();
+  auto accType = op.getAcc().getType();
+  int64_t M = lhsType.getDimSize(0), K = lhsType.getDimSize(1),
+          N = accType.getDimSize(1);
+  Type inElt = lhsType.getElementType();
+  return simt.tensorCores && (inElt.isBF16() || inElt.isF16()) &&
+         accType.getElementType().isF32() && M % 16 == 0 && N % 8 == 0 &&
+         K % 16 == 0 && simt.numThreads % 32 == 0;
+}
+
+static std::optional<WarpTiling> planWarpTiling(int64_t M, int64_t N,
+                                                int64_t warps) {
+  int64_t tilesM = M / 16, tilesN = N / 8, bestCost = INT64_MAX;
+  std::optional<WarpTiling> best;
+  for (int64_t wm = 1; wm <= warps; ++wm) {
+    int64_t wn = warps / wm;
+    if (warps % wm || tilesM % wm || tilesN % wn)
+      continue;
+    int64_t tm = tilesM / wm, tn = tilesN / wn;
+    if (tm * tn * 4 > 128)
+      continue;
+    int64_t cost = 4 * tm + 2 * tn;
+    if (cost < bestCost) {
+      bestCost = cost;
+      best = WarpTiling{wn, tm, tn};
+    }
+  }
+  return best;
+}
+
+/// The wgmma tiling: warpgroups over (M / 64) x N, each issuing
+/// m64nNk16 with N = TN * 8 <= 256, fewest shared-memory bytes read per
+/// 16-deep step (TM (64 + N) 16 per warpgroup), at most 128 accumulators.
+static std::optional<WarpTiling> planWgmmaTiling(int64_t M, int64_t N,
+                                                 int64_t warps) {
+  if (warps % 4 || M % 64 || N % 8)
+    return std::nullopt;
+  int64_t groups = warps / 4, blocksM = M / 64, bestCost = INT64_MAX;
+  std::optional<WarpTiling> best;
+  for (int64_t gm = 1; gm <= groups; ++gm) {
+    int64_t gn = groups / gm;
+    if (groups % gm || blocksM % gm || N % (8 * gn))
+      continue;
+    int64_t tm = blocksM / gm, n = N / gn;
+    if (n > 256 || tm * n / 2 > 128)
+      continue;
+    int64_t cost = tm * (64 + n);
+    if (cost < bestCost) {
+      bestCost = cost;
+      best = WarpTiling{gn, tm, n / 8, /*wgmma=*/true};
+    }
+  }
+  return best;
+}
+
+/// The tiling of a tensor-core dot's accumulators (see WarpTiling).
+static std::optional<WarpTiling> planDotTiling(const SimtConfig &simt,
+                                               int64_t M, int64_t N) {
+  int64_t warps = simt.numThreads / 32;
+  if (simt.wgmma)
+    if (auto wt = planWgmmaTiling(M, N, warps))
+      return wt;
+  return planWarpTiling(M, N, warps);
+}
+
+/// A row-major (identity-layout), static buffer of 16-bit elements.
+static bool isPlain16(Value buf) {
+  auto t = cast<MemRefType>(buf.getType());
+  return t.getLayout().isIdentity() && t.hasStaticShape() &&
+         t.getElementTypeBitWidth() == 16;
+}
+
+static MmaTiles mmaTiles(ImplicitLocOpBuilder &b, const SimtConfig &simt,
+                         Value a, Value bm, Type inElt) {
+  auto plain = isPlain16;
+  MmaTiles mt;
+  mt.a = a;
+  mt.bm = bm;
+  mt.inElt = inElt;
+  mt.plainOperands = a && bm && plain(a) && plain(bm);
+  mt.useLdmatrix = simt.ldmatrix && mt.plainOperands;
+  Value c32 = cIdx(b, 32);
+  mt.warp = arith::DivUIOp::create(b, simt.threadId, c32);
+  mt.lane = arith::RemUIOp::create(b, simt.threadId, c32);
+  mt.g = arith::DivUIOp::create(b, mt.lane, cIdx(b, 4));
+  mt.q2 = arith::MulIOp::create(
+      b, arith::RemUIOp::create(b, mt.lane, cIdx(b, 4)), cIdx(b, 2));
+  mt.r8 = arith::RemUIOp::create(b, mt.lane, cIdx(b, 8));
+  Value mi = arith::DivUIOp::create(b, mt.lane, cIdx(b, 8));
+  mt.rowOff = arith::MulIOp::create(
+      b, arith::RemUIOp::create(b, mi, cIdx(b, 2)), cIdx(b, 8));
+  mt.colOff = arith::MulIOp::create(
+      b, arith::DivUIOp::create(b, mi, cIdx(b, 2)), cIdx(b, 8));
+  return mt;
+}
+
+/// This warp's tile row and column bases under a warp tiling.
+static std::pair<SmallVector<Value>, SmallVector<Value>>
+warpTileBases(ImplicitLocOpBuilder &b, const MmaTiles &mt,
+              const WarpTiling &wt) {
+  Value unit = wt.wgmma ? arith::DivUIOp::create(b, mt.warp, cIdx(b, 4))
+                        : mt.warp;
+  Value wm = arith::DivUIOp::create(b, unit, cIdx(b, wt.WN));
+  Value wn = arith::RemUIOp::create(b, unit, cIdx(b, wt.WN));
+  SmallVector<Value> rows, cols;
+  for (int64_t i = 0; i < wt.TM; ++i) {
+    Value tile =
+        arith::AddIOp::create(b, arith::MulIOp::create(b, wm, cIdx(b, wt.TM)),
+                              cIdx(b, i));
+    if (!wt.wgmma) {
+      rows.push_back(arith::MulIOp::create(b, tile, cIdx(b, 16)));
+      continue;
+    }
+    // Block of 64 rows; this warp's 16 of them.
+    Value inGroup = arith::RemUIOp::create(b, mt.warp, cIdx(b, 4));
+    rows.push_back(arith::AddIOp::create(
+        b, arith::MulIOp::create(b, tile, cIdx(b, 64)),
+        arith::MulIOp::create(b, inGroup, cIdx(b, 16))));
+  }
+  for (int64_t j = 0; j < wt.TN; ++j)
+    cols.push_back(arith::MulIOp::create(
+        b, arith::AddIOp::create(b, arith::MulIOp::create(b, wn, cIdx(b, wt.TN)),
+                                 cIdx(b, j)),
+        cIdx(b, 8)));
+  return {rows, cols};
+}
+
+/// `v` as broadcast(expand_dims(rowVector [M], 1)) to [M, N]: the row vector.
+static Value rowBroadcastSource(Value v) {
+  auto bc = v.getDefiningOp<BroadcastOp>();
+  if (!bc)
+    return Value();
+  auto ex = bc.getSrc().getDefiningOp<ExpandDimsOp>();
+  if (!ex || ex.getAxis() != 1 || ex.getSrc().getType().getRank() != 1)
+    return Value();
+  return ex.getSrc();
+}
+
+/// The dot an accumulator iter_arg feeds (directly, or through a row
+/// rescaling by an arith.mulf), if that is its only use; else null.
+static DotOp registerDotOf(BlockArgument arg, Value *rowVector) {
+  if (!arg.hasOneUse())
+    return DotOp();
+  Operation *user = *arg.getUsers().begin();
+  Value acc = arg;
+  if (auto mul = dyn_cast<arith::MulFOp>(user)) {
+    Value other = mul.getLhs() == arg ? mul.getRhs() : mul.getLhs();
+    Value rv = rowBroadcastSource(other);
+    if (!rv || other == arg || !mul->hasOneUse() ||
+        mul->getBlock() != arg.getOwner())
+      return DotOp();
+    if (rowVector)
+      *rowVector = rv;
+    acc = mul.getResult();
+    user = *mul->getUsers().begin();
+  }
+  auto dot = dyn_cast<DotOp>(user);
+  if (!dot || dot.getAcc() != acc || dot.getLhs() == acc ||
+      dot.getRhs() == acc || dot->getBlock() != arg.getOwner())
+    return DotOp();
+  return dot;
+}
+
+DotOp KernelLowering::registerDotOfArg(BlockArgument arg) {
+  return registerDotOf(arg, nullptr);
+}
+
+SmallVector<unsigned> KernelLowering::registerAccumulators(scf::ForOp loop) {
+  SmallVector<unsigned> positions;
+  if (!simt || !simt->registerAccumulators)
+    return positions;
+  auto yield = cast<scf::YieldOp>(loop.getBody()->getTerminator());
+  for (auto [i, arg] : llvm::enumerate(loop.getRegionIterArgs())) {
+    Value init = loop.getInitArgs()[i];
+    DenseElementsAttr splat;
+    if (!isa<RankedTensorType>(arg.getType()) ||
+        (!buffers.count(init) && !loopRegisters.count(init) &&
+         !(matchPattern(init, m_Constant(&splat)) && splat.isSplat())))
+      continue;
+    Value rowVector;
+    DotOp dot = registerDotOf(arg, &rowVector);
+    if (!dot || !dot.getResult().hasOneUse() ||
+        yield.getOperand(i) != dot.getResult() || !isTensorCoreDot(*simt, dot))
+      continue;
+    if (!planDotTiling(*simt, dot.getLhs().getType().getDimSize(0),
+                       dot.getAcc().getType().getDimSize(1)))
+      continue;
+    if (rowVector)
+      registerRowScales[*arg.getUsers().begin()] = rowVector;
+    positions.push_back(i);
+  }
+  return positions;
+}
+
+/// A GEMM loop's dot can leave its wgmma groups in flight at the end of an
+/// iteration (`wgmma.wait_group 1`: the next iteration's groups are issued
+/// while they run) when nothing but the next iteration's dot reads its
+/// accumulators and nothing overwrites its operands before they are
+/// retired: it is the loop's only dot, on wgmma (sm_90a), its accumulator a
+/// plain register loop-carried tile (no row rescale; see
+/// registerAccumulators), and both operands pipelined loads of this loop
+/// laid out in place for wgmma (B possibly through a deferred transpose).
+/// That takes a stage: the distance becomes S - 2, so S >= 3.
+DotOp KernelLowering::inFlightDot(scf::ForOp loop,
+                                  const PipelinedLoop &state) {
+  if (!simt->wgmma || !simt->registerAccumulators || simt->numStages < 3)
+    return DotOp();
+  DotOp dot;
+  bool several = false;
+  loop.getBody()->walk([&](DotOp d) {
+    several |= bool(dot);
+    dot = d;
+  });
+  if (!dot || several || dot->getBlock() != loop.getBody() ||
+      !isTensorCoreDot(*simt, dot))
+    return DotOp();
+  auto wt = planDotTiling(*simt, dot.getLhs().getType().getDimSize(0),
+                          dot.getAcc().getType().getDimSize(1));
+  if (!wt || !wt->wgmma)
+    return DotOp();
+  auto arg = dyn_cast<BlockArgument>(dot.getAcc());
+  Value rowVector;
+  if (!arg || arg.getOwner() != loop.getBody() ||
+      registerDotOf(arg, &rowVector) != dot || rowVector ||
+      !dot.getResult().hasOneUse() ||
+      loop.getBody()->getTerminator()->getOperand(arg.getArgNumber() - 1) !=
+          dot.getResult())
+    return DotOp();
+  auto pipelinedCore = [&](Value v) {
+    auto load = v.getDefiningOp<LoadOp>();
+    return load && llvm::any_of(state.loads, [&](const PipelinedLoad &pl) {
+             return pl.load == load && isCoreBuffer(pl.stages[0]);
+           });
+  };
+  Value rhs = dot.getRhs();
+  if (auto tr = rhs.getDefiningOp<TransOp>())
+    rhs = tr.getSrc();
+  if (!pipelinedCore(dot.getLhs()) || !pipelinedCore(rhs))
+    return DotOp();
+  return dot;
+}
+
+/// The MmaTiles of a warp-tiled dot and this warp's tile bases (`a`, `bm`:
+/// its operand buffers, or null when only accumulators move).
+static std::tuple<MmaTiles, SmallVector<Value>, SmallVector<Value>>
+warpTiledDot(ImplicitLocOpBuilder &b, const SimtConfig &simt, DotOp dot,
+             Value a, Value bm) {
+  auto lhsType = dot.getLhs().getType();
+  MmaTiles mt = mmaTiles(b, simt, a, bm, lhsType.getElementType());
+  auto wt = *planDotTiling(simt, lhsType.getDimSize(0),
+                           dot.getAcc().getType().getDimSize(1));
+  auto [rows, cols] = warpTileBases(b, mt, wt);
+  return {mt, rows, cols};
+}
+
+SmallVector<Value> KernelLowering::loadRegisterTile(ImplicitLocOpBuilder &b,
+                                                    DotOp dot, Value buf) {
+  auto [mt, rows, cols] = warpTiledDot(b, *simt, dot, Value(), Value());
+  return mt.loadAcc(b, rows, cols, buf);
+}
+
+bool KernelLowering::sameRegisterTiling(DotOp a, DotOp b) {
+  auto shape = [](DotOp d) {
+    return std::make_pair(d.getLhs().getType().getDimSize(0),
+                          d.getAcc().getType().getDimSize(1));
+  };
+  return shape(a) == shape(b); // the tiling is a function of M and N
+}
+
+int64_t KernelLowering::registerTileSize(DotOp dot) {
+  auto wt = *planDotTiling(*simt, dot.getLhs().getType().getDimSize(0),
+                           dot.getAcc().getType().getDimSize(1));
+  return wt.TM * wt.TN * 4;
+}
+
+void KernelLowering::forEachFragment(
+    ImplicitLocOpBuilder &b, DotOp dot, ValueRange regs,
+    function_ref<void(ImplicitLocOpBuilder &, ValueRange, Value)> fn) {
+  auto [mt, rows, cols] = warpTiledDot(b, *simt, dot, Value(), Value());
+  llvm::SaveAndRestore<DotOp> rowDot(fragmentRowDot, dot);
+  llvm::SaveAndRestore<int64_t> rowSlot(fragmentRowSlot);
+  size_t n = 0;
+  for (auto [ri, r] : llvm::enumerate(rows))
+    for (Value c : cols)
+      for (int64_t e = 0; e < 4; ++e) {
+        auto [i, j] = mt.cIndex(b, r, c, e);
+        fragmentRowSlot = 2 * ri + (e >> 1);
+        fn(b, ValueRange{i, j}, regs[n++]);
+      }
+}
+
+static Value shuffleXor(ImplicitLocOpBuilder &b, Value v, int64_t offset);
+/// How a wgmma operand buffer is laid out: K-major ([mn, k]: A, or B
+/// through a deferred transpose) or MN-major ([k, mn]: B), in the
+/// no-swizzle core layout (coreStrides) or the 128B swizzle
+/// (swizzledOffset).
+struct OperandLayout {
+  bool kMajor, swizzled;
+  int64_t mn, k;
+
+  /// The 64-bit matrix descriptor (PTX ISA, "Matrix Descriptor Format") of
+  /// the operand at the start of `buf`: start address, leading and stride
+  /// byte offsets (each >> 4), the layout type (1: 128B swizzle).
+  ///   no swizzle, K-major: k groups mn / 8 * 128 bytes apart (LBO), MN
+  ///     groups 128 (SBO); MN-major: k groups 128 apart (LBO), MN groups
+  ///     k / 8 * 128 (SBO);
+  ///   128B swizzle, K-major: rows of 128 bytes, 8-row groups 1024 apart
+  ///     (SBO; LBO unused, 16); MN-major: k rows of 128 bytes, 8-k groups
+  ///     1024 apart (SBO), 64-element MN slabs k * 128 apart (LBO).
+  Value descriptor(ImplicitLocOpBuilder &b, Value buf) const {
+    int64_t lbo, sbo;
+    if (swizzled) {
+      lbo = kMajor ? 16 : k * 128;
+      sbo = 1024;
+    } else {
+      lbo = kMajor ? mn / 8 * 128 : 128;
+      sbo = kMajor ? 128 : k / 8 * 128;
+    }
+    auto i64 = b.getI64Type();
+    auto type = cast<MemRefType>(buf.getType());
+    auto meta = memref::ExtractStridedMetadataOp::create(b, buf);
+    Value addr = arith::AddIOp::create(
+        b, memref::ExtractAlignedPointerAsIndexOp::create(b, buf),
+        arith::MulIOp::create(b, meta.getOffset(),
+                              cIdx(b, type.getElementTypeBitWidth() / 8)));
+    Value a = arith::IndexCastOp::create(b, i64, addr);
+    auto c64 = [&](int64_t v) {
+      return arith::ConstantIntOp::create(b, i64, v);
+    };
+    Value start = arith::ShRUIOp::create(
+        b, arith::AndIOp::create(b, a, c64(0x3FFFF)), c64(4));
+    return arith::OrIOp::create(
+        b, start,
+        c64((lbo >> 4) << 16 | (sbo >> 4) << 32 |
+            (swizzled ? int64_t(1) << 62 : 0)));
+  }
+
+  /// What to add to the descriptor (16-byte units, i64) for the operand's
+  /// 8-row MN group `group` (an index, MN / 8) and k step at `k0` (a
+  /// multiple of 16): no swizzle, the core matrix's offset; swizzled, the
+  /// row group's (K-major: and the 64-column slab's, plus 32 bytes per
+  /// k step inside it, which the hardware swizzles with the rest) or the
+  /// k rows' and the MN slab's (MN-major).
+  Value units(ImplicitLocOpBuilder &b, Value group, Value k0) const {
+    auto mul = [&](Value x, int64_t c) {
+      return arith::MulIOp::create(b, x, cIdx(b, c)).getResult();
+    };
+    auto div = [&](Value x, int64_t c) {
+      return arith::DivUIOp::create(b, x, cIdx(b, c)).getResult();
+    };
+    auto add = [&](Value x, Value y) {
+      return arith::AddIOp::create(b, x, y).getResult();
+    };
+    Value u;
+    if (!swizzled)
+      u = kMajor ? mul(add(mul(div(k0, 8), mn / 8), group), 8)
+                 : mul(add(mul(group, k / 8), div(k0, 8)), 8);
+    else if (kMajor)
+      u = add(add(mul(group, 64), mul(div(k0, 64), mn * 8)),
+              div(arith::RemUIOp::create(b, k0, cIdx(b, 64)), 8));
+    else
+      u = add(mul(div(group, 8), k * 8), mul(k0, 8));
+    return arith::IndexCastOp::create(b, b.getI64Type(), u);
+  }
+};
+
+
+void KernelLowering::materializeFragments(Value v, Operation *user) {
+  auto [dot, regs] = fragmentResults.lookup(v);
+  fragmentResults.erase(v);
+  ImplicitLocOpBuilder b(user->getLoc(), user);
+  Value buf = buffers.lookup(v);
+  forEachFragment(b, dot, regs,
+                  [&](ImplicitLocOpBuilder &ib, ValueRange idx, Value e) {
+                    storeElems(ib, e, buf, idx, 1);
+                  });
+  if (isCoreBuffer(buf))
+    asyncProxyFence(b);
+  barrier(b);
+}
+
+bool KernelLowering::registerOperandA(DotOp producer, DotOp consumer) {
+  if (!wgmmaTiled(producer) || !wgmmaTiled(consumer) ||
+      !isTensorCoreDot(*simt, consumer))
+    return false;
+  int64_t M = producer.getLhs().getType().getDimSize(0);
+  auto p = *planDotTiling(*simt, M, producer.getAcc().getType().getDimSize(1));
+  auto c = *planDotTiling(*simt, consumer.getLhs().getType().getDimSize(0),
+                          consumer.getAcc().getType().getDimSize(1));
+  // Each warpgroup holds whole rows of the producer's result (all of the
+  // consumer's K) and computes whole rows of the consumer's, the same ones.
+  return consumer.getLhs().getType().getDimSize(0) == M && p.WN == 1 &&
+         c.WN == 1 && p.TM == c.TM &&
+         consumer.getLhs().getType().getDimSize(1) ==
+             producer.getAcc().getType().getDimSize(1);
+}
+
+SmallVector<Value> KernelLowering::runRegisterADot(
+    ImplicitLocOpBuilder &b, DotOp op, const MmaTiles &mt,
+    ArrayRef<Value> rows, ArrayRef<Value> cols, ValueRange acc,
+    ArrayRef<Value> aRegs) {
+  int64_t K = op.getLhs().getType().getDimSize(1),
+          N = op.getAcc().getType().getDimSize(1);
+  auto wt = *planDotTiling(*simt, op.getLhs().getType().getDimSize(0), N);
+  bool bKMajor = deferredTrans.count(op.getRhs());
+  Value bCore = mt.bm;
+  if (!isCoreBuffer(bCore)) {
+    if (bKMajor || !isPlain16(bCore)) {
+      op.emitError("kiln GPU lowering: the B operand of a wgmma with A in "
+                   "registers is not a plain buffer");
+      return {};
+    }
+    bCore = coreMatrices(b, mt.bm, K, N, mt.inElt);
+    asyncProxyFence(b);
+    barrier(b);
+  }
+  OperandLayout bLayout{bKMajor, swizzledBuffers.count(bCore) > 0, N, K};
+  Value descB = bLayout.descriptor(b, bCore);
+  Type i32 = b.getI32Type(), f32 = b.getF32Type();
+  int64_t n = wt.TN * 8, perBlock = n / 2, producerTN = K / 8;
+  bool f16 = mt.inElt.isF16();
+  // A register of two 16-bit elements, the lower k in the low half.
+  auto pack = [&](Value lo, Value hi) -> Value {
+    auto half = [&](Value v) -> Value {
+      Value bits = arith::BitcastOp::create(b, b.getI16Type(), v);
+      return arith::ExtUIOp::create(b, i32, bits);
+    };
+    return arith::OrIOp::create(
+        b, half(lo),
+        arith::ShLIOp::create(b, half(hi),
+                              arith::ConstantIntOp::create(b, i32, 16)));
+  };
+  std::string type = f16 ? "f16" : "bf16";
+  std::string text = "{\n.reg .pred p;\nsetp.ne.b32 p, $" +
+                     std::to_string(2 * perBlock + 5) +
+                     ", 0;\nwgmma.mma_async.sync.aligned.m64n" +
+                     std::to_string(n) + "k16.f32." + type + "." + type + " {";
+  std::string constraints;
+  for (int64_t e = 0; e < perBlock; ++e) {
+    text += (e ? ", $" : "$") + std::to_string(e);
+    constraints += "=f,";
+  }
+  for (int64_t e = 0; e < perBlock; ++e)
+    constraints += std::to_string(e) + ",";
+  constraints += "r,r,r,r,l,n";
+  for (int r = 0; r < 4; ++r)
+    text += (r ? ", $" : "}, {$") + std::to_string(2 * perBlock + r);
+  text += "}, $" + std::to_string(2 * perBlock + 4) + ", p, 1, 1, " +
+          (bKMajor ? "0" : "1") + ";\n}\n";
+  auto accType = LLVM::LLVMStructType::getLiteral(
+      b.getContext(), SmallVector<Type>(perBlock, f32));
+
+  SmallVector<Value> regs(acc.begin(), acc.end());
+  // Every A register is packed before the fence: ptxas otherwise injects a
+  // warpgroup.arrive before each wgmma whose registers were just written.
+  // The producer's accumulator blocks 2 step and 2 step + 1 (columns
+  // 16 step .. 16 step + 15) are k step `step`'s A (MmaTiles::cIndex: e
+  // 0, 1 row g, e 2, 3 row g + 8).
+  SmallVector<Value> aPacked;
+  for (size_t t = 0; t < rows.size(); ++t)
+    for (int64_t step = 0; step < K / 16; ++step) {
+      auto at = [&](int64_t block, int64_t e) {
+        return aRegs[(t * producerTN + block) * 4 + e];
+      };
+      aPacked.push_back(pack(at(2 * step, 0), at(2 * step, 1)));
+      aPacked.push_back(pack(at(2 * step, 2), at(2 * step, 3)));
+      aPacked.push_back(pack(at(2 * step + 1, 0), at(2 * step + 1, 1)));
+      aPacked.push_back(pack(at(2 * step + 1, 2), at(2 * step + 1, 3)));
+    }
+  NVVM::WgmmaFenceAlignedOp::create(b);
+  Value nGroup = arith::DivUIOp::create(b, cols[0], cIdx(b, 8));
+  for (int64_t step = 0; step < K / 16; ++step) {
+    Value db = arith::AddIOp::create(
+        b, descB, bLayout.units(b, nGroup, cIdx(b, 16 * step)));
+    for (size_t t = 0; t < rows.size(); ++t) {
+      SmallVector<Value> operands(regs.begin() + t * perBlock,
+                                  regs.begin() + (t + 1) * perBlock);
+      llvm::append_range(operands, ArrayRef<Value>(aPacked).slice(
+                                       (t * (K / 16) + step) * 4, 4));
+      operands.push_back(db);
+      operands.push_back(arith::ConstantIntOp::create(b, i32, 1));
+      auto asmOp = LLVM::InlineAsmOp::create(
+          b, accType, operands, text, constraints, /*has_side_effects=*/true,
+          /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
+          LLVM::AsmDialectAttr(), ArrayAttr());
+      // What the emulator reads (kiln-emulate-gpu): N, f16, N-major B.
+      asmOp->setAttr("kiln.wgmma_rs",
+                     b.getDenseI64ArrayAttr({n, f16 ? 1 : 0, bKMajor ? 0 : 1}));
+      for (int64_t e = 0; e < perBlock; ++e)
+        regs[t * perBlock + e] = LLVM::ExtractValueOp::create(
+            b, asmOp.getResult(0), ArrayRef<int64_t>{e});
+    }
+  }
+  NVVM::WgmmaGroupSyncAlignedOp::create(b);
+  NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
+  return regs;
+}
+
+bool KernelLowering::wgmmaTiled(DotOp dot) {
+  auto wt = planDotTiling(*simt, dot.getLhs().getType().getDimSize(0),
+                          dot.getAcc().getType().getDimSize(1));
+  return wt && wt->wgmma;
+}
+
+bool KernelLowering::rowsInWarps(DotOp dot) {
+  auto wt = planDotTiling(*simt, dot.getLhs().getType().getDimSize(0),
+                          dot.getAcc().getType().getDimSize(1));
+  return wt && wt->WN == 1;
+}
+
+SmallVector<Value> KernelLowering::reduceFragmentRows(ReduceOp op) {
+  auto [dot, regs] = fragmentResults.lookup(op.getSrc());
+  ImplicitLocOpBuilder b(op.getLoc(), op);
+  auto [mt, rows, cols] = warpTiledDot(b, *simt, dot, Value(), Value());
+  // Lane 4 g + q holds rows g and g + 8 of each 16-row tile, columns
+  // 2 q, 2 q + 1 of each 8-column tile (MmaTiles::cIndex): combine those,
+  // then across q (the four lanes of a row). The butterflies leave every
+  // lane of the row with the same value (the combiners commute).
+  SmallVector<Value> result;
+  for (size_t ri = 0; ri < rows.size(); ++ri)
+    for (int64_t h = 0; h < 2; ++h) {
+      Value acc;
+      for (size_t ci = 0; ci < cols.size(); ++ci)
+        for (int64_t e = 2 * h; e < 2 * h + 2; ++e) {
+          Value v = regs[(ri * cols.size() + ci) * 4 + e];
+          acc = acc ? combine(b, op.getKind(), acc, v) : v;
+        }
+      for (int64_t off : {1, 2})
+        acc = combine(b, op.getKind(), acc, shuffleXor(b, acc, off));
+      result.push_back(acc);
+    }
+  return result;
+}
+
+bool KernelLowering::sameRows(DotOp a, DotOp b) {
+  if (!a || !b || !wgmmaTiled(a) || !wgmmaTiled(b) || !rowsInWarps(a) ||
+      !rowsInWarps(b))
+    return false;
+  int64_t M = a.getLhs().getType().getDimSize(0);
+  auto ta = *planDotTiling(*simt, M, a.getAcc().getType().getDimSize(1));
+  auto tb = *planDotTiling(*simt, b.getLhs().getType().getDimSize(0),
+                           b.getAcc().getType().getDimSize(1));
+  // WN = 1: warpgroup g owns row blocks [g TM, (g + 1) TM) in both.
+  return b.getLhs().getType().getDimSize(0) == M && ta.TM == tb.TM;
+}
+
+int64_t KernelLowering::rowSlotCount(DotOp dot) {
+  auto wt = *planDotTiling(*simt, dot.getLhs().getType().getDimSize(0),
+                           dot.getAcc().getType().getDimSize(1));
+  return 2 * wt.TM;
+}
+
+SmallVector<Value> KernelLowering::rowSlots(ImplicitLocOpBuilder &b,
+                                            DotOp dot) {
+  auto [mt, rows, cols] = warpTiledDot(b, *simt, dot, Value(), Value());
+  SmallVector<Value> slots;
+  for (Value r : rows)
+    for (int64_t h = 0; h < 2; ++h)
+      slots.push_back(mt.cIndex(b, r, cols[0], 2 * h)[0]);
+  return slots;
+}
+
+/// The indices of row `row` in a buffer of `buf`'s rank ([M] or [M, 1]).
+static SmallVector<Value> rowIndices(ImplicitLocOpBuilder &b, Value buf,
+                                     Value row) {
+  SmallVector<Value> idx{row};
+  for (int64_t d = 1; d < cast<MemRefType>(buf.getType()).getRank(); ++d)
+    idx.push_back(cIdx(b, 0));
+  return idx;
+}
+
+void KernelLowering::storeRows(ImplicitLocOpBuilder &b, DotOp dot,
+                               ArrayRef<Value> regs, Value buf) {
+  Value lane = arith::RemUIOp::create(b, simt->threadId, cIdx(b, 32));
+  Value first = arith::CmpIOp::create(
+      b, arith::CmpIPredicate::eq, arith::RemUIOp::create(b, lane, cIdx(b, 4)),
+      cIdx(b, 0));
+  auto ifOp = scf::IfOp::create(b, TypeRange{}, first, false);
+  ImplicitLocOpBuilder tb(b.getLoc(), ifOp.getThenBodyBuilder());
+  for (auto [row, v] : llvm::zip_equal(rowSlots(tb, dot), regs))
+    storeElems(tb, v, buf, rowIndices(tb, buf, row), 1);
+}
+
+SmallVector<Value> KernelLowering::loadRows(ImplicitLocOpBuilder &b,
+                                            DotOp dot, Value buf,
+                                            Type elementType) {
+  SmallVector<Value> regs;
+  for (Value row : rowSlots(b, dot))
+    regs.push_back(loadElems(b, buf, rowIndices(b, buf, row), elementType, 1));
+  return regs;
+}
+
+FailureOr<SmallVector<Value>>
+KernelLowering::rowValues(ImplicitLocOpBuilder &b, Value v, DotOp dot,
+                          Operation *user, bool &read) {
+  if (auto it = rowFragments.find(v);
+      it != rowFragments.end() && sameRows(it->second.first, dot))
+    return it->second.second;
+  auto buf = bufferOf(v, user);
+  if (failed(buf))
+    return failure();
+  read = true;
+  return loadRows(b, dot, *buf, getElementTypeOrSelf(v.getType()));
+}
+
+void KernelLowering::materializeRows(ImplicitLocOpBuilder &b, Value v) {
+  auto [dot, regs] = rowFragments.lookup(v);
+  rowFragments.erase(v);
+  Value buf = allocTile(cast<RankedTensorType>(v.getType()), b.getLoc());
+  storeRows(b, dot, regs, buf);
+  barrier(b);
+  buffers[v] = buf;
+}
+
+void KernelLowering::defineRows(ImplicitLocOpBuilder &b, Value v, DotOp dot,
+                                SmallVector<Value> regs) {
+  rowFragments[v] = {dot, std::move(regs)};
+  Block *home = v.getParentBlock();
+  if (llvm::any_of(v.getUsers(),
+                   [&](Operation *u) { return u->getBlock() != home; }))
+    materializeRows(b, v);
+}
+
+std::optional<LogicalResult>
+KernelLowering::lowerRowElementwise(Operation *op) {
+  if (op->getNumResults() != 1 ||
+      cast<RankedTensorType>(op->getResult(0).getType()).getRank() != 1)
+    return std::nullopt;
+  // The tiles the fused expression reads: row vectors, splat constants
+  // (emitElems makes the value), and buffers (read at the lane's rows).
+  SmallVector<Value> rowLeaves, bufferLeaves;
+  bool mixed = false;
+  std::function<void(Value)> walk = [&](Value v) {
+    if (!isa<RankedTensorType>(v.getType()))
+      return;
+    if (auto it = rowFragments.find(v); it != rowFragments.end()) {
+      if (!rowLeaves.empty() &&
+          !sameRows(rowFragments.lookup(rowLeaves[0]).first, it->second.first))
+        mixed = true;
+      if (!llvm::is_contained(rowLeaves, v))
+        rowLeaves.push_back(v);
+      return;
+    }
+    Operation *def = v.getDefiningOp();
+    if (def && deferred.contains(def)) {
+      for (Value o : def->getOperands())
+        walk(o);
+      return;
+    }
+    DenseElementsAttr dense;
+    if (matchPattern(v, m_Constant(&dense)) && dense.isSplat())
+      return;
+    bufferLeaves.push_back(v);
+  };
+  for (Value v : op->getOperands())
+    walk(v);
+  if (rowLeaves.empty() || mixed)
+    return std::nullopt;
+  DotOp dot = rowFragments.lookup(rowLeaves[0]).first;
+  for (Value v : bufferLeaves)
+    if (failed(bufferOf(v, op)))
+      return failure();
+  ImplicitLocOpBuilder b(op->getLoc(), op);
+  SmallVector<Value> slots = rowSlots(b, dot), regs;
+  for (auto [s, row] : llvm::enumerate(slots)) {
+    for (Value leaf : rowLeaves)
+      elemOverride[leaf] = rowFragments.lookup(leaf).second[s];
+    SmallVector<Value> operands;
+    for (Value v : op->getOperands())
+      operands.push_back(isa<RankedTensorType>(v.getType())
+                             ? emitElems(b, v, ValueRange{row}, 1)
+                             : v);
+    OperationState state(
+        op->getLoc(), op->getName().getStringRef(), operands,
+        TypeRange{getElementTypeOrSelf(op->getResult(0).getType())},
+        op->getAttrs());
+    regs.push_back(b.create(state)->getResult(0));
+  }
+  for (Value leaf : rowLeaves)
+    elemOverride.erase(leaf);
+  if (!bufferLeaves.empty())
+    unsyncedReads = true; // no barrier follows these reads
+  defineRows(b, op->getResult(0), dot, std::move(regs));
+  toErase.push_back(op);
+  return success();
+}
+
+SmallVector<unsigned> KernelLowering::registerRowVectors(scf::ForOp loop,
+                                                         DotOp layout) {
+  SmallVector<unsigned> positions;
+  if (!layout || !sameRows(layout, layout))
+    return positions;
+  int64_t M = layout.getLhs().getType().getDimSize(0);
+  Block *body = loop.getBody();
+  for (auto [i, arg] : llvm::enumerate(loop.getRegionIterArgs())) {
+    auto type = dyn_cast<RankedTensorType>(arg.getType());
+    if (!type || type.getRank() != 1 || type.getDimSize(0) != M ||
+        !type.getElementType().isF32() || registerDotOfArg(arg))
+      continue;
+    if (llvm::any_of(arg.getUsers(),
+                     [&](Operation *u) { return u->getBlock() != body; }))
+      continue;
+    positions.push_back(i);
+  }
+  return positions;
+}
+
+void KernelLowering::storeRegisterTile(ImplicitLocOpBuilder &b, DotOp dot,
+                                       ValueRange regs, Value buf) {
+  auto [mt, rows, cols] = warpTiledDot(b, *simt, dot, Value(), Value());
+  mt.storeAcc(b, rows, cols, regs, buf);
+}
+
+LogicalResult KernelLowering::lowerRegisterRowScale(Operation *mulf,
+                                                    Value rowVector) {
+  auto mul = cast<arith::MulFOp>(mulf);
+  auto dot = cast<DotOp>(*mul->getUsers().begin());
+  Value acc = registerTiles.count(mul.getLhs()) ? mul.getLhs() : mul.getRhs();
+  ImplicitLocOpBuilder b(mulf->getLoc(), mulf);
+  // The scale of each row slot: from registers (a row vector of the same
+  // rows), else read from its buffer.
+  bool read = false;
+  auto scales = rowValues(b, rowVector, dot, mulf, read);
+  if (failed(scales))
+    return failure();
+  if (read)
+    unsyncedReads = true;
+  auto [mt, rowBases, colBases] =
+      warpTiledDot(b, *simt, dot, Value(), Value());
+  // Each lane's element (i, j, e) sits in row slot 2 i + (e >> 1).
+  SmallVector<Value> scaled;
+  ArrayRef<Value> regs = registerTiles[acc];
+  size_t n = 0;
+  for (size_t i = 0; i < rowBases.size(); ++i)
+    for (size_t j = 0; j < colBases.size(); ++j)
+      for (int64_t e = 0; e < 4; ++e, ++n)
+        scaled.push_back(
+            arith::MulFOp::create(b, regs[n], (*scales)[2 * i + (e >> 1)]));
+  registerTiles[mul.getResult()] = scaled;
+  toErase.push_back(mulf);
+  return success();
+}
+
+LogicalResult KernelLowering::lowerRegisterDot(DotOp op) {
+  // A in registers: the fragments of a producer dot's layout.
+  SmallVector<Value> aRegs;
+  if (auto it = fragmentResults.find(op.getLhs());
+      it != fragmentResults.end() && registerOperandA(it->second.first, op))
+    aRegs = it->second.second;
+  FailureOr<Value> a = Value();
+  if (aRegs.empty())
+    a = bufferOf(op.getLhs(), op);
+  auto bm = bufferOf(op.getRhs(), op);
+  if (failed(a) || failed(bm))
+    return failure();
+  ImplicitLocOpBuilder b(op.getLoc(), op);
+  auto [mt, rows, cols] = warpTiledDot(b, *simt, op, *a, *bm);
+  SmallVector<Value> regs =
+      aRegs.empty()
+          ? runTiledDot(b, op, mt, rows, cols,
+                        registerTiles.lookup(op.getAcc()))
+          : runRegisterADot(b, op, mt, rows, cols,
+                            registerTiles.lookup(op.getAcc()), aRegs);
+  if (regs.empty())
+    return failure();
+  registerTiles[op.getResult()] = regs;
+  // The operand tiles may be overwritten next (the next iteration's loads),
+  // unless both are pipelined stages: those are overwritten only after the
+  // next iteration's first barrier (lowerPipelinedLoad).
+  if ((*a && !pipelinedBuffers.count(*a)) || !pipelinedBuffers.count(*bm))
+    barrier(b);
+  toErase.push_back(op);
+  return success();
+}
+
+Value KernelLowering::coreMatrices(ImplicitLocOpBuilder &b, Value src,
+                                   int64_t rows, int64_t cols, Type elt) {
+  Value core =
+      allocSharedTile(RankedTensorType::get({rows * cols}, elt), b.getLoc());
+  auto vt = VectorType::get(
+      {8}, cast<MemRefType>(core.getType()).getElementType());
+  distribute(b, *simt, {rows, cols / 8},
+             [&](ImplicitLocOpBuilder &ib, ValueRange idx) {
+               Value r = idx[0], cg = idx[1];
+               Value v = vector::LoadOp::create(
+                   ib, vt, src,
+                   ValueRange{r, arith::MulIOp::create(ib, cg, cIdx(ib, 8))});
+               // Row r of column chunk cg (coreStrides): element
+               // cg * rows * 8 + r * 8.
+               Value dst = arith::MulIOp::create(
+                   ib,
+                   arith::AddIOp::create(
+                       ib, arith::MulIOp::create(ib, cg, cIdx(ib, rows)), r),
+                   cIdx(ib, 8));
+               vector::StoreOp::create(ib, v, core, ValueRange{dst});
+             });
+  return core;
+}
+
+/// Whether tile `v` is only an operand (A or B) of a dot that runs on
+/// wgmma: then whatever produces it (a load, an elementwise op) writes it in
+/// wgmma's core-matrix layout directly and the dot copies nothing for it.
+static bool wgmmaOperand(const SimtConfig &simt, Value v) {
+  if (!simt.wgmma || !v.hasOneUse())
+    return false;
+  Operation *user = *v.getUsers().begin();
+  // A load of [1, R, C] reshaped to [R, C] (attention's k and v): the
+  // reshape aliases the core buffer (lowerReshape).
+  auto type = cast<RankedTensorType>(v.getType());
+  if (auto reshape = dyn_cast<ReshapeOp>(user)) {
+    auto to = cast<RankedTensorType>(reshape.getResult().getType());
+    if (!v.getDefiningOp<LoadOp>() || type.getRank() != 3 ||
+        type.getDimSize(0) != 1 || to.getRank() != 2 ||
+        to.getShape() != type.getShape().drop_front() ||
+        !reshape.getResult().hasOneUse())
+      return false;
+    v = reshape.getResult();
+    user = *v.getUsers().begin();
+  } else if (type.getRank() != 2) {
+    return false;
+  }
+  // B = trans(X) (deferTransToTensorCores): X is laid out as a K-major B, which is
+  // A's layout of X.
+  bool transposed = false;
+  if (auto tr = dyn_cast<TransOp>(user)) {
+    if (tr.getOrder() != ArrayRef<int32_t>{1, 0} ||
+        !tr.getResult().hasOneUse())
+      return false;
+    v = tr.getResult();
+    user = *v.getUsers().begin();
+    transposed = true;
+  }
+  auto dot = dyn_cast<DotOp>(user);
+  if (!dot || dot.getLhs() == dot.getRhs() || dot.getAcc() == v ||
+      (v != dot.getLhs() && v != dot.getRhs()) ||
+      (transposed && v != dot.getRhs()) || !isTensorCoreDot(simt, dot))
+    return false;
+  auto wt = planDotTiling(simt, dot.getLhs().getType().getDimSize(0),
+                          dot.getAcc().getType().getDimSize(1));
+  if (!wt || !wt->wgmma)
+    return false;
+  return true;
+}
+
+/// Whether a load that wgmmaOperand lays out in place can take the 128B
+/// swizzle instead (a pipelined stage: written only by TMA and the loop's
+/// copies, read only by wgmma): a rank-2 tile (or [1, R, C] reshaped to
+/// [R, C]) of 16-bit elements with
+/// whole 64-element slabs of columns (128-byte rows) and whole 8-row
+/// groups. As a K-major operand (A [M, K], or B [N, K] through a deferred
+/// transpose) any such tile; as an N-major B [K, N] each warpgroup's N
+/// block must be whole slabs too (its descriptor steps 64 columns by LBO).
+bool swizzleCandidate(const SimtConfig &simt, LoadOp load) {
+  Value v = load.getResult();
+  auto type = cast<RankedTensorType>(v.getType());
+  int64_t rank = type.getRank();
+  if (!wgmmaOperand(simt, v) ||
+      storageType(type.getElementType()).getIntOrFloatBitWidth() != 16 ||
+      type.getDimSize(rank - 1) % 64 || type.getDimSize(rank - 2) % 8)
+    return false;
+  Operation *user = *v.getUsers().begin();
+  // A [1, R, C] load reshaped to [R, C] (attention's k and v): the reshape
+  // aliases the stage (lowerReshape).
+  if (auto reshape = dyn_cast<ReshapeOp>(user)) {
+    v = reshape.getResult();
+    user = *v.getUsers().begin();
+  }
+  if (isa<TransOp>(user))
+    return true; // K-major B
+  auto dot = cast<DotOp>(user);
+  if (dot.getLhs() == v)
+    return true; // A
+  auto wt = planDotTiling(simt, dot.getLhs().getType().getDimSize(0),
+                          dot.getAcc().getType().getDimSize(1));
+  return wt && wt->TN * 8 % 64 == 0;
+}
+
+Value KernelLowering::allocCoreTile(RankedTensorType type, Location loc) {
+  // The core-matrix layout (coreStrides) as a strided rank-4 view (r / 8,
+  // r % 8, c / 8, c % 8) of a flat buffer, as coreMatrices lays it out.
+  int64_t R = type.getShape().drop_back().back(), C = type.getShape().back();
+  Value flat = allocSharedTile(
+      RankedTensorType::get({R * C}, type.getElementType()), loc);
+  auto flatType = cast<MemRefType>(flat.getType());
+  SmallVector<int64_t> strides = coreStrides(R);
+  auto coreType = MemRefType::get(
+      {R / 8, 8, C / 8, 8}, flatType.getElementType(),
+      StridedLayoutAttr::get(type.getContext(), 0, strides),
+      flatType.getMemorySpace());
+  OpBuilder b(type.getContext());
+  b.setInsertionPointAfterValue(flat);
+  return memref::ReinterpretCastOp::create(b, loc, coreType, flat,
+                                           /*offset=*/0,
+                                           ArrayRef<int64_t>{R / 8, 8, C / 8, 8},
+                                           strides);
+}
+
+Value KernelLowering::allocLoadTile(LoadOp load) {
+  RankedTensorType type = load.getResult().getType();
+  if (!simt || !simt->asyncCopy || !wgmmaOperand(*simt, load.getResult()))
+    return allocTile(type, load.getLoc());
+  return allocCoreTile(type, load.getLoc());
+}
+
+void KernelLowering::fenceCoreWrites(ImplicitLocOpBuilder &b,
+                                     ArrayRef<Value> bufs) {
+  if (!simt || llvm::none_of(bufs, isCoreBuffer))
+    return;
+  // The op just lowered ends with its barrier: fence before it, so that the
+  // barrier hands the writes to wgmma (async proxy).
+  Block *block = b.getInsertionBlock();
+  auto it = b.getInsertionPoint();
+  if (it != block->begin())
+    if (auto bar = dyn_cast<gpu::BarrierOp>(*std::prev(it))) {
+      ImplicitLocOpBuilder fb(bar.getLoc(), bar);
+      asyncProxyFence(fb);
+      return;
+    }
+  asyncProxyFence(b);
+  barrier(b);
+}
+
+Value KernelLowering::allocResultTile(Value result, Location loc) {
+  auto type = cast<RankedTensorType>(result.getType());
+  if (!simt || !wgmmaOperand(*simt, result))
+    return allocTile(type, loc);
+  return allocCoreTile(type, loc);
+}
+
+bool KernelLowering::deferTransToTensorCores(TransOp op, Value srcBuf) {
+  if (op.getOrder() != ArrayRef<int32_t>{1, 0} || !op.getResult().hasOneUse())
+    return false;
+  auto dot = dyn_cast<DotOp>(*op.getResult().getUsers().begin());
+  if (!dot || dot.getRhs() != op.getResult() ||
+      dot.getLhs() == op.getResult() || dot.getAcc() == op.getResult() ||
+      !isTensorCoreDot(*simt, dot))
+    return false;
+  auto wt = planDotTiling(*simt, dot.getLhs().getType().getDimSize(0),
+                          dot.getAcc().getType().getDimSize(1));
+  // wgmma: the source in place (a core buffer [N, K] is a K-major B, see
+  // coreStrides), or a row-major buffer the dot copies from. mma.sync: a
+  // row-major buffer, whose 8x8 matrices are B's fragments untransposed.
+  if (wt && wt->wgmma)
+    return isCoreBuffer(srcBuf) || isPlain16(srcBuf);
+  return isPlain16(srcBuf);
+}
+
+SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
+                                               DotOp op, const MmaTiles &mt,
+                                               ArrayRef<Value> rows,
+                                               ArrayRef<Value> cols,
+                                               ValueRange acc) {
+  auto lhsType = op.getLhs().getType();
+  int64_t M = lhsType.getDimSize(0), K = lhsType.getDimSize(1),
+          N = op.getAcc().getType().getDimSize(1);
+  auto wt = *planDotTiling(*simt, M, N);
+  // B = trans(X) not materialized (deferTransToTensorCores): X [N, K] row-major
+  // is B K-major, laid out as A is.
+  bool bKMajor = deferredTrans.count(op.getRhs());
+  auto usable = [](Value v) { return isCoreBuffer(v) || isPlain16(v); };
+  if (!wt.wgmma || !usable(mt.a) || !usable(mt.bm)) {
+    // mma.sync (a deferred transpose's source is read as X = Bᵀ).
+    if (isCoreBuffer(mt.a) || isCoreBuffer(mt.bm)) {
+      op.emitError("kiln GPU lowering: an operand of this dot was laid out "
+                   "for wgmma, whose other operand turned out not to be a "
+                   "plain buffer");
+      return {};
+    }
+    MmaTiles sync = mt;
+    sync.bKMajor = bKMajor;
+    return SmallVector<Value>(sync.run(b, rows, cols, K, acc).getResults());
+  }
+  bool inPlace = isCoreBuffer(mt.a) && isCoreBuffer(mt.bm);
+
+  // wgmma.mma_async.m64nNk16 with both operands in shared memory, in the
+  // canonical no-swizzle layouts (8 x 16-byte core matrices, 128 contiguous
+  // bytes): A K-major, B MN-major (imm-trans-b). Loads feeding only this dot
+  // wrote them so (allocLoadTile); other operands are copied over, each
+  // 16-byte row chunk of the row-major tiles whole (vectorized).
+  Value aCore = mt.a, bCore = mt.bm;
+  if (!inPlace) {
+    // An operand defined outside the loop around the dot (attention's q) is
+    // laid out once, before that loop; the others here.
+    auto loop = op->getParentOfType<scf::ForOp>();
+    bool copied = false;
+    auto core = [&](Value tile, Value buf, int64_t rows,
+                    int64_t cols) -> Value {
+      auto inside = [&](Value v) {
+        return loop->isAncestor(v.getParentBlock()->getParentOp());
+      };
+      if (!loop || inside(tile) || inside(buf)) {
+        copied = true;
+        return coreMatrices(b, buf, rows, cols, mt.inElt);
+      }
+      Value &cached = hoistedCores[tile];
+      if (!cached) {
+        ImplicitLocOpBuilder hb(loop.getLoc(), loop);
+        cached = coreMatrices(hb, buf, rows, cols, mt.inElt);
+        // It lives across the loop (the planner widens it to the loop).
+        simt->bufferHome[cached.getDefiningOp()] = loop->getBlock();
+        asyncProxyFence(hb);
+        gpu::BarrierOp::create(hb);
+      }
+      return cached;
+    };
+    if (!isCoreBuffer(mt.a))
+      aCore = core(op.getLhs(), mt.a, M, K);
+    if (!isCoreBuffer(mt.bm))
+      bCore = bKMajor ? core(op.getRhs(), mt.bm, N, K)
+                      : core(op.getRhs(), mt.bm, K, N);
+    if (copied) {
+      asyncProxyFence(b);
+      barrier(b);
+    }
+  }
+  // The loop's in-flight dot (inFlightDot) as it was planned: its groups
+  // are retired by the next iteration's (wait_group 1), or after the loop.
+  bool inFlight =
+      inPlace && !acc.empty() && registerTiles.count(op.getAcc()) &&
+      pipelinedBuffers.count(mt.a) && pipelinedBuffers.count(mt.bm) &&
+      llvm::any_of(pipelinedLoops, [&](const auto &pl) {
+        return pl->inFlight == op;
+      });
+  int64_t n = wt.TN * 8, steps = K / 16, unroll = 1;
+  for (int64_t u = 8; u >= 1; --u)
+    if (steps % u == 0) {
+      unroll = u;
+      break;
+    }
+  // A [M, K] K-major; B [K, N] N-major, or [N, K] K-major (a deferred
+  // transpose); each in the core layout or, as a pipelined stage of
+  // 128-byte rows, the 128B swizzle (OperandLayout).
+  OperandLayout aLayout{true, swizzledBuffers.count(aCore) > 0, M, K};
+  OperandLayout bLayout{bKMajor, swizzledBuffers.count(bCore) > 0, N, K};
+  Value descA = aLayout.descriptor(b, aCore);
+  Value descB = bLayout.descriptor(b, bCore);
+  MLIRContext *ctx = b.getContext();
+  auto f32 = b.getF32Type();
+  auto accType = LLVM::LLVMStructType::getLiteral(
+      ctx, SmallVector<Type>(n / 2, f32));
+  auto type = mt.inElt.isBF16() ? NVVM::WGMMATypes::bf16 : NVVM::WGMMATypes::f16;
+  int64_t perBlock = n / 2;
+  auto loop = scf::ForOp::create(
+      b, cIdx(b, 0), cIdx(b, K), cIdx(b, 16 * unroll), acc,
+      [&](OpBuilder &kb, Location kl, Value kk, ValueRange it) {
+        ImplicitLocOpBuilder lb(kl, kb);
+        // The accumulators were last written by other instructions.
+        NVVM::WgmmaFenceAlignedOp::create(lb);
+        SmallVector<Value> structs;
+        for (size_t t = 0; t < rows.size(); ++t) {
+          Value s = LLVM::UndefOp::create(lb, accType);
+          for (int64_t e = 0; e < perBlock; ++e)
+            s = LLVM::InsertValueOp::create(lb, s, it[t * perBlock + e],
+                                            ArrayRef<int64_t>{e});
+          structs.push_back(s);
+        }
+        Value nGroup = arith::DivUIOp::create(lb, cols[0], cIdx(lb, 8));
+        for (int64_t u = 0; u < unroll; ++u) {
+          Value k0 = arith::AddIOp::create(lb, kk, cIdx(lb, 16 * u));
+          Value db = arith::AddIOp::create(lb, descB,
+                                           bLayout.units(lb, nGroup, k0));
+          for (size_t t = 0; t < rows.size(); ++t) {
+            // The warpgroup's block of 64 rows: 8 groups of 8 from row / 64 * 8.
+            Value mGroup = arith::MulIOp::create(
+                lb, arith::DivUIOp::create(lb, rows[t], cIdx(lb, 64)),
+                cIdx(lb, 8));
+            Value da = arith::AddIOp::create(lb, descA,
+                                             aLayout.units(lb, mGroup, k0));
+            structs[t] = NVVM::WgmmaMmaAsyncOp::create(
+                lb, accType, structs[t], da, db,
+                NVVM::MMAShapeAttr::get(ctx, 64, n, 16), type, type,
+                NVVM::WGMMATypes::f32, NVVM::WGMMAScaleOut::one,
+                NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one,
+                NVVM::MMALayout::row,
+                bKMajor ? NVVM::MMALayout::col : NVVM::MMALayout::row,
+                NVVM::MMAIntOverflowAttr());
+          }
+        }
+        NVVM::WgmmaGroupSyncAlignedOp::create(lb);
+        NVVM::WgmmaWaitGroupSyncOp::create(lb, inFlight ? 1 : 0);
+        SmallVector<Value> next;
+        for (Value s : structs)
+          for (int64_t e = 0; e < perBlock; ++e)
+            next.push_back(
+                LLVM::ExtractValueOp::create(lb, s, ArrayRef<int64_t>{e}));
+        scf::YieldOp::create(lb, next);
+      });
+  if (inFlight) {
+    // The loop's last iteration retires its groups itself: a wait after
+    // the loop would follow the merge with the path that skips the loop,
+    // whose definitions of the accumulators make ptxas serialize every
+    // wgmma (C7515).
+    auto outer = cast<scf::ForOp>(op->getParentOp());
+    Value last = arith::CmpIOp::create(
+        b, arith::CmpIPredicate::sge,
+        arith::AddIOp::create(b, outer.getInductionVar(), outer.getStep()),
+        outer.getUpperBound());
+    when(b, last, [](ImplicitLocOpBuilder &wb) {
+      NVVM::WgmmaWaitGroupSyncOp::create(wb, 0);
+    });
+  }
+  return SmallVector<Value>(loop.getResults());
+}
+
+/// Converts an element loaded from a buffer (storage type) to the type a dot
+/// accumulates in.
+static Value toAcc(ImplicitLocOpBuilder &b, Value v, Type inElt, Type accElt) {
+  v = toType(b, b.getLoc(), v, inElt);
+  if (inElt == accElt)
+    return v;
+  if (isa<FloatType>(accElt))
+    return arith::ExtFOp::create(b, accElt, v);
+  return arith::ExtSIOp::create(b, accElt, v);
+}
+
+std::optional<double> KernelLowering::splatAccumulator(DotOp op) {
+  DenseElementsAttr dense;
+  if (!matchPattern(op.getAcc(), m_Constant(&dense)) || !dense.isSplat() ||
+      !isa<FloatType>(dense.getElementType()) || !isTensorCoreDot(*simt, op) ||
+      !planDotTiling(*simt, op.getLhs().getType().getDimSize(0),
+                     op.getAcc().getType().getDimSize(1)))
+    return std::nullopt;
+  return dense.getSplatValue<APFloat>().convertToDouble();
+}
+
+LogicalResult KernelLowering::lowerDotSimt(DotOp op, Value a, Value bm,
+                                           Value out,
+                                           std::optional<double> accSplat) {
+  auto lhsType = op.getLhs().getType();
+  auto accType = op.getAcc().getType();
+  int64_t M = lhsType.getDimSize(0), K = lhsType.getDimSize(1),
+          N = accType.getDimSize(1);
+  Type inElt = lhsType.getElementType(), accElt = accType.getElementType();
+  ImplicitLocOpBuilder b(op.getLoc(), op);
+  if (!isTensorCoreDot(*simt, op)) {
+    // One FMA chain per output element, operands read from shared memory.
+    forEachIndexSimt(b, {M, N}, [&](ImplicitLocOpBuilder &ib, ValueRange idx) {
+      Value acc0 = toType(ib, ib.getLoc(),
+                          memref::LoadOp::create(ib, out, idx), accElt);
+      auto loop = scf::ForOp::create(
+          ib, cIdx(ib, 0), cIdx(ib, K), cIdx(ib, 1), ValueRange{acc0},
+          [&](OpBuilder &ob, Location loc, Value k, ValueRange it) {
+            ImplicitLocOpBuilder lb(loc, ob);
+            Value x = toAcc(lb, memref::LoadOp::create(lb, a, ValueRange{idx[0], k}),
+                            inElt, accElt);
+            Value y = toAcc(lb, memref::LoadOp::create(lb, bm, ValueRange{k, idx[1]}),
+                            inElt, accElt);
+            Value r;
+            if (isa<FloatType>(accElt))
+              r = math::FmaOp::create(lb, x, y, it[0]);
+            else
+              r = arith::AddIOp::create(lb, it[0], arith::MulIOp::create(lb, x, y));
+            scf::YieldOp::create(lb, r);
+          });
+      Value r = toType(ib, ib.getLoc(), loop.getResult(0),
+                       cast<MemRefType>(out.getType()).getElementType());
+      memref::StoreOp::create(ib, r, out, idx);
+    });
+    return success();
+  }
+
+  // mma.sync.m16n8k16 (row.col), fragments per the PTX ISA (MmaTiles).
+  MmaTiles mt = mmaTiles(b, *simt, a, bm, inElt);
+  mt.bKMajor = deferredTrans.count(op.getRhs());
+  int64_t tilesM = M / 16, tilesN = N / 8;
+  if (auto wt = planDotTiling(*simt, M, N)) {
+    auto [rows, cols] = warpTileBases(b, mt, *wt);
+    SmallVector<Value> init;
+    if (accSplat)
+      init.assign(registerTileSize(op),
+                  arith::ConstantOp::create(b, b.getF32FloatAttr(*accSplat)));
+    else
+      init = mt.loadAcc(b, rows, cols, out);
+    SmallVector<Value> regs = runTiledDot(b, op, mt, rows, cols, init);
+    if (regs.empty())
+      return failure();
+    if (fragmentUses(op.getResult(), op)) {
+      // Its readers take the fragments (lowerElementwise, lowerReduceSimt).
+      fragmentResults[op.getResult()] = {op, regs};
+      return success();
+    }
+    mt.storeAcc(b, rows, cols, regs, out);
+    barrier(b);
+    return success();
+  }
+  // Shapes that do not tile over the warps: one warp per 16x8 tile.
+  scf::ForOp::create(
+      b, mt.warp, cIdx(b, tilesM * tilesN), cIdx(b, simt->numThreads / 32),
+      ValueRange{}, [&](OpBuilder &ob, Location loc, Value t, ValueRange) {
+        ImplicitLocOpBuilder ib(loc, ob);
+        SmallVector<Value> rows{arith::MulIOp::create(
+            ib, arith::DivUIOp::create(ib, t, cIdx(ib, tilesN)), cIdx(ib, 16))};
+        SmallVector<Value> cols{arith::MulIOp::create(
+            ib, arith::RemUIOp::create(ib, t, cIdx(ib, tilesN)), cIdx(ib, 8))};
+        auto kLoop = mt.run(ib, rows, cols, K, mt.loadAcc(ib, rows, cols, out));
+        mt.storeAcc(ib, rows, cols, kLoop.getResults(), out);
+        scf::YieldOp::create(ib);
+      });
+  barrier(b);
+  return success();
+}
+
+/// A butterfly shuffle of any scalar up to 64 bits (as one or two i32).
+static Value shuffleXor(ImplicitLocOpBuilder &b, Value v, int64_t offset) {
+  Type t = v.getType();
+  unsigned bits = t.getIntOrFloatBitWidth();
+  auto i32 = b.getI32Type();
+  Value off = arith::ConstantIntOp::create(b, i32, offset);
+  Value width = arith::ConstantIntOp::create(b, i32, 32);
+  auto shfl = [&](Value x) {
+    return gpu::ShuffleOp::create(b, x, off, width, gpu::ShuffleMode::XOR)
+        .getShuffleResult();
+  };
+  if (bits == 32)
+    return shfl(v);
+  auto i64 = b.getI64Type();
+  Value w = isa<FloatType>(t) ? Value(arith::BitcastOp::create(b, i64, v)) : v;
+  Value lo = arith::TruncIOp::create(b, i32, w);
+  Value hi = arith::TruncIOp::create(
+      b, i32, arith::ShRUIOp::create(b, w, arith::ConstantIntOp::create(b, i64, 32)));
+  lo = arith::ExtUIOp::create(b, i64, shfl(lo));
+  hi = arith::ExtUIOp::create(b, i64, shfl(hi));
+  Value r = arith::OrIOp::create(
+      b, lo, arith::ShLIOp::create(b, hi, arith::ConstantIntOp::create(b, i64, 32)));
+  return isa<FloatType>(t) ? Value(arith::BitcastOp::create(b, t, r)) : r;
+}
+
+LogicalResult KernelLowering::lowerReduceSimt(ReduceOp op) {
+  // Rows of a dot result (or of an expression on it) still in registers.
+  if (fragmentResults.count(op.getSrc()) && op.getAxis() == 1 &&
+      fragmentUses(op.getSrc(), fragmentResults.lookup(op.getSrc()).first)) {
+    SmallVector<Value> rows = reduceFragmentRows(op);
+    ImplicitLocOpBuilder b(op.getLoc(), op);
+    defineRows(b, op.getResult(), fragmentResults.lookup(op.getSrc()).first,
+               std::move(rows));
+    toErase.push_back(op);
+    return success();
+  }
+  auto srcType = op.getSrc().getType();
+  auto src = bufferOf(op.getSrc(), op);
+  if (failed(src))
+    return failure();
+  Type elt = srcType.getElementType();
+  int64_t axis = op.getAxis();
+  ReduceKind kind = op.getKind();
+  bool isArg = kind == ReduceKind::argmax || kind == ReduceKind::argmin;
+  bool isMax = kind == ReduceKind::argmax;
+  bool isFloat = isa<FloatType>(elt);
+  ImplicitLocOpBuilder b(op.getLoc(), op);
+  auto resultTensor = dyn_cast<RankedTensorType>(op.getResult().getType());
+  SmallVector<int64_t> outShape(srcType.getShape());
+  outShape.erase(outShape.begin() + axis);
+  int64_t outCount = 1;
+  for (int64_t s : outShape)
+    outCount *= s;
+  // A scalar result goes through a one-element shared buffer.
+  Type resultElt = isArg ? Type(b.getI32Type()) : elt;
+  RankedTensorType bufType =
+      resultTensor ? resultTensor : RankedTensorType::get({1}, resultElt);
+  Value resultBuf = allocTile(bufType, op.getLoc());
+
+  // Work in a type the shuffles carry: 16-bit and narrower values widen to
+  // f32 / i32 (integer sums wrap the same way after truncation).
+  Type work = elt;
+  if (elt.getIntOrFloatBitWidth() < 32)
+    work = isFloat ? Type(b.getF32Type()) : Type(b.getI32Type());
+  auto widen = [&](ImplicitLocOpBuilder &ib, Value v) -> Value {
+    v = toType(ib, ib.getLoc(), v, elt);
+    if (work == elt)
+      return v;
+    return isFloat ? Value(arith::ExtFOp::create(ib, work, v))
+                   : Value(arith::ExtSIOp::create(ib, work, v));
+  };
+  auto narrow = [&](ImplicitLocOpBuilder &ib, Value v) -> Value {
+    if (work == elt)
+      return v;
+    return isFloat ? Value(arith::TruncFOp::create(ib, elt, v))
+                   : Value(arith::TruncIOp::create(ib, elt, v));
+  };
+  // Arg reductions carry (value, index); the better of two: the more extreme
+  // value, NaN beating numbers, ties to the lower index.
+  auto better = [&](ImplicitLocOpBuilder &ib, Value xv, Value xi, Value yv,
+                    Value yi) -> Value {
+    Value lowerIdx =
+        arith::CmpIOp::create(ib, arith::CmpIPredicate::slt, yi, xi);
+    if (!isFloat) {
+      Value strict = arith::CmpIOp::create(
+          ib, isMax ? arith::CmpIPredicate::sgt : arith::CmpIPredicate::slt,
+          yv, xv);
+      Value eq = arith::CmpIOp::create(ib, arith::CmpIPredicate::eq, yv, xv);
+      return arith::OrIOp::create(ib, strict,
+                                  arith::AndIOp::create(ib, eq, lowerIdx));
+    }
+    Value strict = arith::CmpFOp::create(
+        ib, isMax ? arith::CmpFPredicate::OGT : arith::CmpFPredicate::OLT, yv,
+        xv);
+    Value eq = arith::CmpFOp::create(ib, arith::CmpFPredicate::OEQ, yv, xv);
+    Value yNaN = arith::CmpFOp::create(ib, arith::CmpFPredicate::UNO, yv, yv);
+    Value xNaN = arith::CmpFOp::create(ib, arith::CmpFPredicate::UNO, xv, xv);
+    Value xNum = arith::XOrIOp::create(ib, xNaN,
+                                       arith::ConstantIntOp::create(ib, 1, 1));
+    Value bothNaN = arith::AndIOp::create(ib, xNaN, yNaN);
+    Value r = arith::OrIOp::create(ib, strict,
+                                   arith::AndIOp::create(ib, eq, lowerIdx));
+    r = arith::OrIOp::create(ib, r, arith::AndIOp::create(ib, yNaN, xNum));
+    return arith::OrIOp::create(ib, r,
+                                arith::AndIOp::create(ib, bothNaN, lowerIdx));
+  };
+
+  int64_t axisSize = srcType.getDimSize(axis);
+  int64_t group = 1;
+  while (group * 2 <= std::min<int64_t>(32, axisSize))
+    group *= 2;
+  int64_t groups = simt->numThreads / group;
+  int64_t rounds = (outCount + groups - 1) / groups;
+  Value tid = simt->threadId;
+  Value gi = arith::DivUIOp::create(b, tid, cIdx(b, group));
+  Value li = arith::RemUIOp::create(b, tid, cIdx(b, group));
+  TypedAttr ident = isArg ? TypedAttr() : reduceIdentity(b, kind, work);
+  if (isArg) {
+    // -inf / +inf (or the integer extreme) loses to every element.
+    ident = reduceIdentity(b, isMax ? ReduceKind::max : ReduceKind::min, work);
+  }
+  auto i32 = b.getI32Type();
+  scf::ForOp::create(
+      b, cIdx(b, 0), cIdx(b, rounds), cIdx(b, 1), ValueRange{},
+      [&](OpBuilder &ob, Location loc, Value round, ValueRange) {
+        ImplicitLocOpBuilder ib(loc, ob);
+        Value o = arith::AddIOp::create(
+            ib, arith::MulIOp::create(ib, round, cIdx(ib, groups)), gi);
+        Value valid = arith::CmpIOp::create(ib, arith::CmpIPredicate::ult, o,
+                                            cIdx(ib, outCount));
+        // Lanes past the last output work on output 0 and discard it, so
+        // that every lane of a warp reaches the shuffles.
+        Value oc = arith::SelectOp::create(ib, valid, o, cIdx(ib, 0));
+        SmallVector<Value> outIdx =
+            outShape.empty() ? SmallVector<Value>{} : delinearize(ib, oc, outShape);
+        SmallVector<Value> inits{arith::ConstantOp::create(ib, ident)};
+        if (isArg)
+          inits.push_back(arith::ConstantIntOp::create(ib, i32, INT32_MAX));
+        auto loop = scf::ForOp::create(
+            ib, li, cIdx(ib, axisSize), cIdx(ib, group), inits,
+            [&](OpBuilder &lb2, Location l2, Value r, ValueRange it) {
+              ImplicitLocOpBuilder lb(l2, lb2);
+              SmallVector<Value> idx(outIdx);
+              idx.insert(idx.begin() + axis, r);
+              Value x = widen(lb, memref::LoadOp::create(lb, *src, idx));
+              if (!isArg) {
+                scf::YieldOp::create(lb, combine(lb, kind, it[0], x));
+                return;
+              }
+              Value ri = arith::IndexCastOp::create(lb, i32, r);
+              Value take = better(lb, it[0], it[1], x, ri);
+              scf::YieldOp::create(
+                  lb, ValueRange{arith::SelectOp::create(lb, take, x, it[0]),
+                                 arith::SelectOp::create(lb, take, ri, it[1])});
+            });
+        Value v = loop.getResult(0);
+        Value vi = isArg ? loop.getResult(1) : Value();
+        for (int64_t off = group / 2; off >= 1; off /= 2) {
+          Value ov = shuffleXor(ib, v, off);
+          if (!isArg) {
+            v = combine(ib, kind, v, ov);
+            continue;
+          }
+          Value oi = shuffleXor(ib, vi, off);
+          Value take = better(ib, v, vi, ov, oi);
+          v = arith::SelectOp::create(ib, take, ov, v);
+          vi = arith::SelectOp::create(ib, take, oi, vi);
+        }
+        Value leader = arith::CmpIOp::create(ib, arith::CmpIPredicate::eq, li,
+                                             cIdx(ib, 0));
+        auto ifOp = scf::IfOp::create(ib, TypeRange{},
+                                      arith::AndIOp::create(ib, valid, leader),
+                                      false);
+        ImplicitLocOpBuilder tb(loc, ifOp.getThenBodyBuilder());
+        Value result = isArg ? vi : narrow(tb, v);
+        result = toType(tb, loc, result,
+                        cast<MemRefType>(resultBuf.getType()).getElementType());
+        SmallVector<Value> storeIdx(outIdx);
+        if (!resultTensor)
+          storeIdx.assign({cIdx(tb, 0)});
+        memref::StoreOp::create(tb, result, resultBuf, storeIdx);
+        scf::YieldOp::create(ib);
+      });
+  barrier(b);
+  if (resultTensor) {
+    buffers[op.getResult()] = resultBuf;
+  } else {
+    Value v = memref::LoadOp::create(b, resultBuf, ValueRange{cIdx(b, 0)});
+    op.getResult().replaceAllUsesWith(toType(b, b.getLoc(), v, resultElt));
+  }
+  toErase.push_back(op);
+  return success();
+}
+
+} // namespace mlir::kiln::detail

@@ -1,0 +1,60 @@
+//===- SimtSupport.h - Helpers shared by the GPU lowering's files -*- C++ -*-===//
+//
+// Part of the Kiln project, under the Apache License v2.0 with LLVM Exceptions.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// The small builders and layout predicates that the GPU lowering's three
+// files (KilnToGPU.cpp: SIMT mode, shared memory and the pass;
+// GPUPipelining.cpp: cp.async and TMA pipelining; GPUTensorCores.cpp:
+// mma.sync, wgmma and register-resident values) share. Internal to
+// lib/Conversion/KilnToCPU.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_LIB_CONVERSION_KILNTOCPU_SIMTSUPPORT_H
+#define KILN_LIB_CONVERSION_KILNTOCPU_SIMTSUPPORT_H
+
+#include "KernelLowering.h"
+
+namespace mlir::kiln::detail {
+
+/// An index constant.
+Value cIdx(ImplicitLocOpBuilder &b, int64_t v);
+/// An i32 constant.
+Value i32Const(ImplicitLocOpBuilder &b, int64_t v);
+/// Row-major delinearization of `linear` over `shape`.
+SmallVector<Value> delinearize(ImplicitLocOpBuilder &b, Value linear,
+                               ArrayRef<int64_t> shape);
+/// Runs `fn` for the elements of `shape` this thread owns (linear layout:
+/// thread t takes t, t + T, ...), without the trailing barrier.
+void distribute(ImplicitLocOpBuilder &b, SimtConfig &simt,
+                ArrayRef<int64_t> shape,
+                function_ref<void(ImplicitLocOpBuilder &, ValueRange)> fn);
+/// `fence.proxy.async.shared::cta`: this thread's generic shared-memory
+/// writes become visible to the async proxy (wgmma, TMA).
+void asyncProxyFence(ImplicitLocOpBuilder &b);
+/// Runs `body` on thread 0 only; when `cond` (i1) holds.
+void onThread0(ImplicitLocOpBuilder &b, Value threadId,
+               function_ref<void(ImplicitLocOpBuilder &)> body);
+void when(ImplicitLocOpBuilder &b, Value cond,
+          function_ref<void(ImplicitLocOpBuilder &)> body);
+/// The byte address (index) of memref `m`'s first element, and an address
+/// as an LLVM pointer in address space `space`.
+Value byteAddress(ImplicitLocOpBuilder &b, Value m);
+Value pointerAt(ImplicitLocOpBuilder &b, Value addr, unsigned space);
+
+/// wgmma operand buffers: the strides of the rank-4 core-matrix view of a
+/// rows-row tile, whether a buffer is one (KilnToGPU.cpp), and the 128B
+/// swizzle of pipelined stages (element offsets, the flat view writers use,
+/// which loads take it; GPUTensorCores.cpp).
+SmallVector<int64_t> coreStrides(int64_t rows);
+bool isCoreBuffer(Value buf);
+Value swizzledOffset(ImplicitLocOpBuilder &b, int64_t rows, ValueRange idx);
+Value swizzledView(ImplicitLocOpBuilder &b, Value stage);
+bool swizzleCandidate(const SimtConfig &simt, LoadOp load);
+
+} // namespace mlir::kiln::detail
+
+#endif // KILN_LIB_CONVERSION_KILNTOCPU_SIMTSUPPORT_H
