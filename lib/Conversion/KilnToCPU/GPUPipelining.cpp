@@ -637,6 +637,24 @@ void KernelLowering::setupPipelining(scf::ForOp loop) {
     return;
   ImplicitLocOpBuilder b(loop.getLoc(), loop);
   setupTma(b, loop, *state);
+  // A swizzled stage is filled by TMA exactly when its view allows it (a
+  // uniform condition, for the whole loop); a core-matrix one also needs
+  // each fill's column offset on a chunk, so any of its fills may be
+  // written by threads.
+  for (PipelinedLoad &pl : state->loads) {
+    if (!isCoreBuffer(pl.stages[0]))
+      continue;
+    Value byThreads =
+        pl.useTma && pl.swizzled
+            ? Value(arith::XOrIOp::create(
+                  b, pl.useTma, arith::ConstantIntOp::create(b, 1, 1)))
+            : Value(arith::ConstantIntOp::create(b, 1, 1));
+    state->threadWrittenCores =
+        state->threadWrittenCores
+            ? Value(arith::OrIOp::create(b, state->threadWrittenCores,
+                                         byThreads))
+            : byThreads;
+  }
   state->distance = simt->numStages - 1;
   // (The in-flight dot's last iteration retires its groups: runTiledDot.)
   if ((state->inFlight = inFlightDot(loop, *state)))
@@ -694,10 +712,8 @@ LogicalResult KernelLowering::lowerPipelinedLoad(LoadOp load,
         NVVM::MBarrierTryWaitParityOp::create(wb, pointerAt(wb, bar, 3),
                                               parity, i32Const(wb, 10000000));
       });
-    if (llvm::any_of(state.loads, [](const PipelinedLoad &pl) {
-          return isCoreBuffer(pl.stages[0]);
-        }))
-      asyncProxyFence(b);
+    if (state.threadWrittenCores)
+      when(b, state.threadWrittenCores, asyncProxyFence);
     barrier(b);
     Value next = arith::RemUIOp::create(
         b, arith::AddIOp::create(b, k, cIdx(b, distance)), cS);

@@ -144,6 +144,10 @@ private:
     // stage's mbarrier and every iteration waits on it.
     Value barriers;
     Value anyTma;
+    // Whether some fill of a wgmma operand stage may be written by threads
+    // (cp.async, per element) rather than TMA (i1, uniform; null: no such
+    // stage): then each iteration fences those writes for the async proxy.
+    Value threadWrittenCores;
     // How many iterations ahead loads are issued: S - 1, or S - 2 when the
     // loop's wgmma dot stays in flight into the next iteration (inFlight):
     // then the stage that dot reads is refilled one iteration later.
