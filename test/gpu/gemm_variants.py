@@ -15,9 +15,22 @@ def gemm_name(bm, bn, bk, warps, stages):
     return f"gemm_bf16-{bm}x{bn}x{bk}-w{warps}-s{stages}"
 
 
-def gemm_source(bm, bn, bk):
-    """The example's kiln IR for a bm x bn block tile walking k by bk."""
+def gemm_source(bm, bn, bk, out="f32"):
+    """The example's kiln IR for a bm x bn block tile walking k by bk; with
+    out="bf16" C is bf16 (the f32 sums rounded, as torch.matmul returns)."""
     text = open(os.path.join(ROOT, "examples", "matmul_bf16.mlir")).read()
+    if out == "bf16":
+        text = (text.replace('%c: !kiln.ptr<f32> {kiln.name = "c"}',
+                             '%c: !kiln.ptr<bf16> {kiln.name = "c"}')
+                .replace("!kiln.ptr<f32> -> !kiln.view<2xf32>",
+                         "!kiln.ptr<bf16> -> !kiln.view<2xbf16>")
+                .replace("  kiln.store %acc, %vc[%row, %col] : tensor<64x64xf32> -> "
+                         "!kiln.view<2xf32>",
+                         "  %acc16 = arith.truncf %acc : tensor<64x64xf32> to tensor<64x64xbf16>\n"
+                         "  kiln.store %acc16, %vc[%row, %col] : tensor<64x64xbf16> -> "
+                         "!kiln.view<2xbf16>")
+                .replace("tensor<64x64xbf16>", f"tensor<{bm}x{bn}xbf16>"))
+        assert "%acc16" in text and "ptr<f32>" not in text
     return (text.replace("64x64xf32", "@C@")
                 .replace("tensor<64x128xbf16>", "@A@")
                 .replace("tensor<128x64xbf16>", "@B@")
