@@ -149,19 +149,19 @@ def test_bf16_gemm_transposed_b_swizzled(rng, mnk):
 def ptx_swizzled_boxes(ptx):
     """The 2-d boxes of a kernel whose tensor maps take the 128B swizzle (3)."""
     assert re.search(r"swizzle_mode\.global\.b1024\.b32\s+\[[^]]+\], 3;", ptx)
-    return ptx.count("cp.async.bulk.tensor.2d")
+    return ptx.count("cp.async.bulk.tensor.2d.shared::cluster.global")
 
 
 def test_kiln_swizzle_0_keeps_core_tiles(rng, monkeypatch):
     # The escape hatch: KILN_SWIZZLE=0 lays the same stages out as core
     # matrices (3-d boxes), and is part of the specialization key.
     run(rng, "bf16", 100, 72, 200, 64, 64, 64, num_warps=4, num_stages=2)
-    assert "cp.async.bulk.tensor.2d" in sm90a_ptx(gemm, 4, 2)
+    assert "cp.async.bulk.tensor.2d.shared::cluster.global" in sm90a_ptx(gemm, 4, 2)
     monkeypatch.setenv("KILN_SWIZZLE", "0")
     run(rng, "bf16", 100, 72, 200, 64, 64, 64, num_warps=4, num_stages=2)
     ptx = sm90a_ptx(gemm, 4, 2)
-    assert "cp.async.bulk.tensor.2d" not in ptx
-    assert "cp.async.bulk.tensor.3d" in ptx
+    assert "cp.async.bulk.tensor.2d.shared::cluster.global" not in ptx
+    assert "cp.async.bulk.tensor.3d.shared::cluster.global" in ptx
 
 
 # f32: plain row-major stage buffers, one box per tile (rows of 32 f32).

@@ -68,6 +68,11 @@ void kiln_emu_mbarrier_wait(int64_t bar, int32_t parity);
 void kiln_emu_tma_load(int64_t dst, int64_t map, int32_t rank, int32_t c0,
                        int32_t c1, int32_t c2, int32_t c3, int32_t c4,
                        int64_t bar, const char *site);
+void kiln_emu_tma_store(int64_t src, int64_t map, int32_t rank, int32_t c0,
+                        int32_t c1, int32_t c2, int32_t c3, int32_t c4,
+                        const char *site);
+void kiln_emu_bulk_commit(void);
+void kiln_emu_bulk_wait(int32_t n);
 }
 
 namespace {
@@ -890,6 +895,72 @@ TEST_CASE("TMA lays boxes out in the 128B swizzle", "[emu]") {
       INFO("box " << b << ", element (" << j % 64 << ", " << j / 64 << ")");
       CHECK(gSwGot[b][j] == (inside ? gSwGrid[y][x] : uint16_t(0)));
     }
+}
+
+namespace {
+// TMA stores: a 16 x 8 f32 box (rows of 64 bytes) written by all threads,
+// fenced, then stored by thread 0 at corners inside and across the edges of
+// a ragged 20 x 13 tensor (rows padded to 24): elements outside it are not
+// written. gStoreSkip: 1 leaves out the writers' fence, 2 the wait.
+constexpr int kStRows = 13, kStCols = 20, kStPitch = 24;
+alignas(16) float gStGrid[kStRows][kStPitch];
+int gStoreSkip, gStoreCorner[2];
+
+void tmaStoreThread(void **, int32_t, int32_t, int32_t, int32_t, int32_t,
+                    int32_t) {
+  int t = kiln_emu_thread_id();
+  float v = float(1000 + t);
+  kiln_emu_shared_access(smem(4 * t), 4, 1, "fill");
+  std::memcpy(reinterpret_cast<char *>(smem(4 * t)), &v, 4);
+  if (gStoreSkip != 1)
+    kiln_emu_fence_proxy_async();
+  kiln_emu_barrier();
+  if (t == 0) {
+    buildMap(gMapSlot[0], {gStGrid, 2, kTypeF32, {kStCols, kStRows},
+                           {kStPitch * 4}, {16, 8}});
+    kiln_emu_tma_store(smem(0), address(gMapSlot[0]), 2, gStoreCorner[0],
+                       gStoreCorner[1], 0, 0, 0, "the store");
+    kiln_emu_bulk_commit();
+    if (gStoreSkip != 2)
+      kiln_emu_bulk_wait(0);
+  }
+  kiln_emu_barrier();
+}
+} // namespace
+
+TEST_CASE("TMA stores write the box's elements inside the tensor", "[emu]") {
+  for (auto corner : {std::pair<int, int>{2, 3}, {10, 9}, {-4, -2}}) {
+    gStoreCorner[0] = corner.first;
+    gStoreCorner[1] = corner.second;
+    for (auto &row : gStGrid)
+      for (float &x : row)
+        x = -1;
+    run(tmaStoreThread, nullptr, 128, 512);
+    for (int y = 0; y < kStRows; ++y)
+      for (int x = 0; x < kStPitch; ++x) {
+        int j0 = x - corner.first, j1 = y - corner.second;
+        bool stored = x < kStCols && j0 >= 0 && j0 < 16 && j1 >= 0 && j1 < 8;
+        INFO("corner (" << corner.first << ", " << corner.second
+                        << "), element (" << x << ", " << y << ")");
+        CHECK(gStGrid[y][x] == (stored ? float(1000 + j1 * 16 + j0) : -1.0f));
+      }
+  }
+  SECTION("the checkers fire") {
+    gStoreCorner[0] = gStoreCorner[1] = 0;
+    for (auto [skip, expected] :
+         {std::pair<int, const char *>{1, "the store: a TMA store reads shared "
+                                          "byte 0, which thread 0 wrote "
+                                          "(fill) without a fence.proxy.async"},
+          {2, "reaches a barrier with TMA stores in flight"}}) {
+      gStoreSkip = skip;
+      auto [aborted, err] =
+          inChild([] { run(tmaStoreThread, nullptr, 128, 512); });
+      INFO(err);
+      CHECK(aborted);
+      CHECK(err.find(expected) != std::string::npos);
+    }
+    gStoreSkip = 0;
+  }
 }
 
 namespace {

@@ -43,6 +43,8 @@
 //   void kiln_emu_mbarrier_inval(i64 bar)
 //   void kiln_emu_tma_load(i64 dst, i64 map, i32 rank, i32 c0..c4, i64 bar,
 //                          i64 site)
+//   void kiln_emu_tma_store(i64 src, i64 map, i32 rank, i32 c0..c4, i64 site)
+//   void kiln_emu_bulk_commit() / kiln_emu_bulk_wait(i32 n)
 //   void kiln_emu_wgmma_rs(i32 a x4, i64 descB, i32 n, i32 f16, i32 transB,
 //                          i32 scaleD, i64 acc, i64 site)   A in registers
 //   void kiln_emu_shared_access(i64 addr, i32 bytes, i32 isWrite, i64 site)
@@ -487,6 +489,24 @@ LogicalResult EmulateGPUPass::emulate(gpu::GPUFuncOp kernel,
       args.push_back(address(tma.getMbar()));
       args.push_back(abi.site(ib, op));
       abi.call(ib, "kiln_emu_tma_load", args);
+    } else if (auto st =
+                   dyn_cast<NVVM::CpAsyncBulkTensorSharedCTAToGlobalOp>(op)) {
+      ValueRange coords = st.getCoordinates();
+      SmallVector<Value> args{address(st.getSrcMem()),
+                              address(st.getTmaDescriptor()),
+                              arith::ConstantIntOp::create(
+                                  ib, i32, int64_t(coords.size()))};
+      for (size_t i = 0; i < 5; ++i)
+        args.push_back(i < coords.size()
+                           ? coords[i]
+                           : Value(arith::ConstantIntOp::create(ib, i32, 0)));
+      args.push_back(abi.site(ib, op));
+      abi.call(ib, "kiln_emu_tma_store", args);
+    } else if (isa<NVVM::CpAsyncBulkCommitGroupOp>(op)) {
+      abi.call(ib, "kiln_emu_bulk_commit", {});
+    } else if (auto bw = dyn_cast<NVVM::CpAsyncBulkWaitGroupOp>(op)) {
+      abi.call(ib, "kiln_emu_bulk_wait",
+               {arith::ConstantIntOp::create(ib, i32, bw.getGroup())});
     } else if (auto ret = dyn_cast<gpu::ReturnOp>(op)) {
       func::ReturnOp::create(ib);
     } else if (auto global = dyn_cast<memref::GetGlobalOp>(op)) {

@@ -156,10 +156,6 @@ bool KernelLowering::tmaCandidate(const PipelinedLoad &pl, scf::ForOp loop) {
 /// time), or the last chunk would read past the row. A swizzled stage's
 /// map is the view's with boxes of 64 columns (128 bytes) by R rows, one
 /// per column slab, written in the 128B swizzle.
-struct TmaDim {
-  Value size, strideBytes;
-  int64_t box;
-};
 static SmallVector<TmaDim> tmaDims(ImplicitLocOpBuilder &b, const ViewInfo &vi,
                                    RankedTensorType type, bool core,
                                    bool swizzled) {
@@ -183,6 +179,92 @@ static SmallVector<TmaDim> tmaDims(ImplicitLocOpBuilder &b, const ViewInfo &vi,
   return dims;
 }
 
+/// Whether view `vi` allows a TMA map of a rank-`rank` tile of `eb`-byte
+/// elements (i1, uniform, run time): unit innermost stride, a 16-byte
+/// aligned base, positive outer strides that are multiples of 16 bytes below
+/// 2^40, and sizes in [1, 2^30] (coordinates are clamped into
+/// [-2^30, 2^30], so they stay out of range when they were); with
+/// `chunkColumns`, a column count that is a multiple of 8 (core-matrix maps).
+Value KernelLowering::tmaViewAllows(ImplicitLocOpBuilder &b, const ViewInfo &vi,
+                                    int64_t rank, int64_t eb,
+                                    bool chunkColumns) {
+  Value c0 = cIdx(b, 0), c16 = cIdx(b, 16);
+  auto cmp = [&](arith::CmpIPredicate p, Value x, Value y) {
+    return arith::CmpIOp::create(b, p, x, y);
+  };
+  Value ok = vi.unitStride;
+  auto both = [&](Value c) { ok = arith::AndIOp::create(b, ok, c); };
+  if (chunkColumns)
+    both(cmp(arith::CmpIPredicate::eq,
+             arith::RemUIOp::create(b, vi.sizes[rank - 1], cIdx(b, 8)), c0));
+  Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, vi.memref);
+  both(cmp(arith::CmpIPredicate::eq, arith::RemUIOp::create(b, base, c16), c0));
+  for (int64_t d = 0; d < rank; ++d) {
+    both(cmp(arith::CmpIPredicate::sge, vi.sizes[d], cIdx(b, 1)));
+    both(cmp(arith::CmpIPredicate::sle, vi.sizes[d], cIdx(b, 1 << 30)));
+    if (d + 1 == rank)
+      continue;
+    Value bytes = arith::MulIOp::create(b, vi.strides[d], cIdx(b, eb));
+    both(cmp(arith::CmpIPredicate::sgt, vi.strides[d], c0));
+    both(cmp(arith::CmpIPredicate::slt, vi.strides[d],
+             cIdx(b, (int64_t(1) << 40) / eb)));
+    both(cmp(arith::CmpIPredicate::eq, arith::RemUIOp::create(b, bytes, c16),
+             c0));
+  }
+  return ok;
+}
+
+/// Thread 0 (at `mb`): writes tensor map `slot` of this program's scratch
+/// for view `vi` and `dims` (tmaDims) of `eb`-byte elements: zero-filled
+/// first (fields not replaced stay zero), then each field by
+/// `tensormap.replace`; the caller releases and acquires it.
+void KernelLowering::buildTensorMap(ImplicitLocOpBuilder &mb, int64_t slot,
+                                    const ViewInfo &vi, ArrayRef<TmaDim> dims,
+                                    int64_t eb, int64_t swizzleMode) {
+  Value addr = tensorMapAddress(mb, *simt, slot);
+  auto zeros = arith::ConstantOp::create(
+      mb, DenseElementsAttr::get(VectorType::get({16}, mb.getI8Type()),
+                                 mb.getI8IntegerAttr(0)));
+  Value off = arith::SubIOp::create(
+      mb, addr, memref::ExtractAlignedPointerAsIndexOp::create(mb, simt->scratch));
+  for (int64_t j = 0; j < 8; ++j)
+    vector::StoreOp::create(
+        mb, zeros, simt->scratch,
+        ValueRange{arith::AddIOp::create(mb, off, cIdx(mb, 16 * j))});
+  Value map = pointerAt(mb, addr, 1);
+  auto replace = [&](StringRef field, ValueRange args) {
+    SmallVector<Value> operands{map};
+    operands.append(args.begin(), args.end());
+    LLVM::CallIntrinsicOp::create(
+        mb, mb.getStringAttr("llvm.nvvm.tensormap.replace." + field), operands);
+  };
+  replace("global.address",
+          {arith::IndexCastOp::create(
+              mb, mb.getI64Type(),
+              memref::ExtractAlignedPointerAsIndexOp::create(mb, vi.memref))});
+  replace("rank", {i32Const(mb, int64_t(dims.size()) - 1)});
+  for (auto [i, dim] : llvm::enumerate(dims)) {
+    int64_t ord = i;
+    replace("box.dim", {i32Const(mb, ord), i32Const(mb, dim.box)});
+    replace("global.dim",
+            {i32Const(mb, ord),
+             arith::IndexCastOp::create(mb, mb.getI32Type(), dim.size)});
+    replace("element.stride", {i32Const(mb, ord), i32Const(mb, 1)});
+    // global_stride ord i - 1 is dimension i's.
+    if (dim.strideBytes)
+      replace("global.stride",
+              {i32Const(mb, ord - 1),
+               arith::IndexCastOp::create(mb, mb.getI64Type(), dim.strideBytes)});
+  }
+  // Unsigned integers of the element's size: TMA copies bits.
+  int64_t elemtype = eb == 1 ? 0 : eb == 2 ? 1 : eb == 4 ? 2 : 4;
+  replace("elemtype", {i32Const(mb, elemtype)});
+  replace("interleave.layout", {i32Const(mb, 0)});
+  // 3: the 128B swizzle (its boxes' rows are 128 bytes).
+  replace("swizzle.mode", {i32Const(mb, swizzleMode)});
+  replace("fill.mode", {i32Const(mb, 0)});
+}
+
 void KernelLowering::setupTma(ImplicitLocOpBuilder &b, scf::ForOp loop,
                               PipelinedLoop &state) {
   SmallVector<PipelinedLoad *> tmaLoads;
@@ -191,39 +273,13 @@ void KernelLowering::setupTma(ImplicitLocOpBuilder &b, scf::ForOp loop,
       tmaLoads.push_back(&pl);
   if (tmaLoads.empty())
     return;
-  Value c0 = cIdx(b, 0), c16 = cIdx(b, 16);
   Value anyTma = arith::ConstantIntOp::create(b, 0, 1);
-  // The view's conditions (uniform): unit innermost stride, a 16-byte
-  // aligned base, positive outer strides that are multiples of 16 bytes
-  // below 2^40, and sizes in [1, 2^30] (coordinates are clamped into
-  // [-2^30, 2^30], so they stay out of range when they were).
   for (PipelinedLoad *pl : tmaLoads) {
     const ViewInfo &vi = views[pl->load.getView()];
     RankedTensorType type = pl->load.getResult().getType();
-    int64_t rank = type.getRank(), eb = storageBytes(type);
-    auto cmp = [&](arith::CmpIPredicate p, Value x, Value y) {
-      return arith::CmpIOp::create(b, p, x, y);
-    };
-    Value ok = vi.unitStride;
-    auto both = [&](Value c) { ok = arith::AndIOp::create(b, ok, c); };
-    if (isCoreBuffer(pl->stages[0]) && !pl->swizzled)
-      both(cmp(arith::CmpIPredicate::eq,
-               arith::RemUIOp::create(b, vi.sizes[rank - 1], cIdx(b, 8)), c0));
-    Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, vi.memref);
-    both(cmp(arith::CmpIPredicate::eq, arith::RemUIOp::create(b, base, c16),
-             c0));
-    for (int64_t d = 0; d < rank; ++d) {
-      both(cmp(arith::CmpIPredicate::sge, vi.sizes[d], cIdx(b, 1)));
-      both(cmp(arith::CmpIPredicate::sle, vi.sizes[d], cIdx(b, 1 << 30)));
-      if (d + 1 == rank)
-        continue;
-      Value bytes = arith::MulIOp::create(b, vi.strides[d], cIdx(b, eb));
-      both(cmp(arith::CmpIPredicate::sgt, vi.strides[d], c0));
-      both(cmp(arith::CmpIPredicate::slt, vi.strides[d],
-               cIdx(b, (int64_t(1) << 40) / eb)));
-      both(cmp(arith::CmpIPredicate::eq, arith::RemUIOp::create(b, bytes, c16),
-               c0));
-    }
+    int64_t eb = storageBytes(type);
+    Value ok = tmaViewAllows(b, vi, type.getRank(), eb,
+                             isCoreBuffer(pl->stages[0]) && !pl->swizzled);
     pl->useTma = ok;
     pl->tensorMap = simt->tensorMaps++;
     pl->tmaBytes = type.getNumElements() * eb;
@@ -241,56 +297,10 @@ void KernelLowering::setupTma(ImplicitLocOpBuilder &b, scf::ForOp loop,
       when(tb, pl->useTma, [&](ImplicitLocOpBuilder &mb) {
         const ViewInfo &vi = views[pl->load.getView()];
         RankedTensorType type = pl->load.getResult().getType();
-        int64_t eb = storageBytes(type);
-        Value addr = tensorMapAddress(mb, *simt, pl->tensorMap);
-        // All-zero first (fields not replaced stay zero), then each field.
-        auto zeros = arith::ConstantOp::create(
-            mb, DenseElementsAttr::get(VectorType::get({16}, mb.getI8Type()),
-                                       mb.getI8IntegerAttr(0)));
-        Value off = arith::SubIOp::create(
-            mb, addr,
-            memref::ExtractAlignedPointerAsIndexOp::create(mb, simt->scratch));
-        for (int64_t j = 0; j < 8; ++j)
-          vector::StoreOp::create(
-              mb, zeros, simt->scratch,
-              ValueRange{arith::AddIOp::create(mb, off, cIdx(mb, 16 * j))});
-        Value map = pointerAt(mb, addr, 1);
-        auto replace = [&](StringRef field, ValueRange args) {
-          SmallVector<Value> operands{map};
-          operands.append(args.begin(), args.end());
-          LLVM::CallIntrinsicOp::create(
-              mb, mb.getStringAttr("llvm.nvvm.tensormap.replace." + field),
-              operands);
-        };
-        SmallVector<TmaDim> dims =
-            tmaDims(mb, vi, type, isCoreBuffer(pl->stages[0]), pl->swizzled);
-        replace("global.address",
-                {arith::IndexCastOp::create(
-                    mb, mb.getI64Type(),
-                    memref::ExtractAlignedPointerAsIndexOp::create(
-                        mb, vi.memref))});
-        replace("rank", {i32Const(mb, int64_t(dims.size()) - 1)});
-        for (auto [i, dim] : llvm::enumerate(dims)) {
-          int64_t ord = i;
-          replace("box.dim", {i32Const(mb, ord), i32Const(mb, dim.box)});
-          replace("global.dim",
-                  {i32Const(mb, ord),
-                   arith::IndexCastOp::create(mb, mb.getI32Type(), dim.size)});
-          replace("element.stride", {i32Const(mb, ord), i32Const(mb, 1)});
-          // global_stride ord i - 1 is dimension i's.
-          if (dim.strideBytes)
-            replace("global.stride",
-                    {i32Const(mb, ord - 1),
-                     arith::IndexCastOp::create(mb, mb.getI64Type(),
-                                                dim.strideBytes)});
-        }
-        // Unsigned integers of the element's size: TMA copies bits.
-        int64_t elemtype = eb == 1 ? 0 : eb == 2 ? 1 : eb == 4 ? 2 : 4;
-        replace("elemtype", {i32Const(mb, elemtype)});
-        replace("interleave.layout", {i32Const(mb, 0)});
-        // 3: the 128B swizzle (its boxes' rows are 128 bytes).
-        replace("swizzle.mode", {i32Const(mb, pl->swizzled ? 3 : 0)});
-        replace("fill.mode", {i32Const(mb, 0)});
+        buildTensorMap(mb, pl->tensorMap, vi,
+                       tmaDims(mb, vi, type, isCoreBuffer(pl->stages[0]),
+                               pl->swizzled),
+                       storageBytes(type), pl->swizzled ? 3 : 0);
       });
     NVVM::FenceProxyReleaseOp::create(tb, NVVM::MemScopeKind::GPU);
     for (PipelinedLoad *pl : tmaLoads)
@@ -393,6 +403,67 @@ void KernelLowering::issueTma(ImplicitLocOpBuilder &b, PipelinedLoad &pl,
       b, pointerAt(b, byteAddress(b, dst), 7), map, coords,
       pointerAt(b, barrier, 3), ValueRange{}, Value(), Value(),
       NVVM::TMALoadMode::TILE, false, NVVM::CTAGroupKindAttr(), Value());
+}
+
+bool KernelLowering::tmaStoreCandidate(Operation *op, Value tileBuf,
+                                       RankedTensorType type) {
+  // Stores outside loops (an epilogue): the map is built where the store
+  // is, once.
+  if (!simt || !simt->tma || !simt->scratch ||
+      op->getParentOfType<scf::ForOp>())
+    return false;
+  auto bufType = cast<MemRefType>(tileBuf.getType());
+  int64_t rank = type.getRank(), eb = storageBytes(type);
+  if (!bufType.getLayout().isIdentity() || !bufType.hasStaticShape() ||
+      bufType.getRank() != rank || rank < 2 || rank > 5 ||
+      (eb != 1 && eb != 2 && eb != 4 && eb != 8))
+    return false;
+  ArrayRef<int64_t> shape = type.getShape();
+  for (int64_t d = 0; d + 2 < rank; ++d)
+    if (shape[d] != 1)
+      return false;
+  int64_t rows = shape[rank - 2], cols = shape[rank - 1];
+  // A box of the whole tile (at most 256 x 256, rows of a multiple of 16
+  // bytes) from a buffer of whole 128-byte lines (the planner starts those
+  // on one).
+  return rows <= 256 && cols <= 256 && cols * eb % 16 == 0 &&
+         rows * cols * eb % 128 == 0;
+}
+
+void KernelLowering::emitTmaStore(ImplicitLocOpBuilder &b, const ViewInfo &vi,
+                                  ValueRange offsets, Value tileBuf,
+                                  RankedTensorType type) {
+  int64_t rank = type.getRank(), slot = simt->tensorMaps++;
+  // Every thread's writes of the tile (the ops before, up to their
+  // barrier) to the async proxy, then thread 0 alone: it builds the map,
+  // issues the box and waits for the whole bulk group (the global writes
+  // done, the tile read) before the caller's barrier frees the buffer.
+  asyncProxyFence(b);
+  barrier(b);
+  onThread0(b, simt->threadId, [&](ImplicitLocOpBuilder &tb) {
+    buildTensorMap(tb, slot, vi,
+                   tmaDims(tb, vi, type, /*core=*/false, /*swizzled=*/false),
+                   storageBytes(type), /*swizzleMode=*/0);
+    NVVM::FenceProxyReleaseOp::create(tb, NVVM::MemScopeKind::GPU);
+    Value map = pointerAt(tb, tensorMapAddress(tb, *simt, slot), 0);
+    NVVM::FenceProxyAcquireOp::create(tb, NVVM::MemScopeKind::GPU, map,
+                                      i32Const(tb, 128));
+    // Coordinates clamped into [-2^30, 2^30]; the box's elements outside
+    // the view are not written.
+    auto coord = [&](Value v) -> Value {
+      v = arith::MaxSIOp::create(tb, v, cIdx(tb, -(int64_t(1) << 30)));
+      v = arith::MinSIOp::create(tb, v, cIdx(tb, int64_t(1) << 30));
+      return arith::IndexCastOp::create(tb, tb.getI32Type(), v);
+    };
+    SmallVector<Value> coords;
+    for (int64_t d = rank - 1; d >= 0; --d)
+      coords.push_back(coord(offsets[d]));
+    NVVM::CpAsyncBulkTensorSharedCTAToGlobalOp::create(
+        tb, map, pointerAt(tb, byteAddress(tb, tileBuf), 3), coords, Value(),
+        NVVM::TMAStoreMode::TILE, Value());
+    NVVM::CpAsyncBulkCommitGroupOp::create(tb);
+    NVVM::CpAsyncBulkWaitGroupOp::create(tb, 0, UnitAttr());
+  });
 }
 
 //===----------------------------------------------------------------------===//

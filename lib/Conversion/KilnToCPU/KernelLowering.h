@@ -85,6 +85,12 @@ struct ViewInfo {
 };
 
 struct MmaTiles; // GPUTensorCores.cpp
+/// One dimension of a TMA tensor map, innermost first: the global size, the
+/// byte stride (none for dimension 0) and the box size (GPUPipelining.cpp).
+struct TmaDim {
+  Value size, strideBytes;
+  int64_t box;
+};
 
 class KernelLowering {
 public:
@@ -211,6 +217,24 @@ private:
   /// TMA: before `loop` (at `b`): the run-time conditions, thread 0 builds
   /// the tensor maps and initializes the stage mbarriers.
   void setupTma(ImplicitLocOpBuilder &b, scf::ForOp loop, PipelinedLoop &state);
+  /// TMA: whether a view allows a map (i1, run time), and thread 0's
+  /// writing of one into the scratch.
+  Value tmaViewAllows(ImplicitLocOpBuilder &b, const ViewInfo &vi,
+                      int64_t rank, int64_t eb, bool chunkColumns);
+  void buildTensorMap(ImplicitLocOpBuilder &mb, int64_t slot,
+                      const ViewInfo &vi, ArrayRef<TmaDim> dims, int64_t eb,
+                      int64_t swizzleMode);
+  /// TMA store (sm_90a): a plain row-major tile stored to its view by one
+  /// box from shared memory when the view allows it (else false: the caller
+  /// stores it by threads).
+  bool tmaStoreCandidate(Operation *op, Value tileBuf,
+                         RankedTensorType tileType);
+  void emitTmaStore(ImplicitLocOpBuilder &b, const ViewInfo &vi,
+                    ValueRange offsets, Value tileBuf, RankedTensorType type);
+  /// A tile stored to a strided view by the block's threads (no barrier).
+  void storeByThreads(ImplicitLocOpBuilder &b, const ViewInfo &vi,
+                      ValueRange offsets, Value tileBuf,
+                      RankedTensorType tileType, TypedAttr padAttr);
   /// TMA: whether this fill of `pl` (at `offsets`) goes by TMA (i1).
   Value tmaIssuable(ImplicitLocOpBuilder &b, const PipelinedLoad &pl,
                     ValueRange offsets);

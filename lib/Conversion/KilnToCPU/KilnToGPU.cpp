@@ -322,10 +322,59 @@ LogicalResult KernelLowering::lowerViewAccessSimt(
 
   int64_t eltBytes = std::max<int64_t>(1, elt.getIntOrFloatBitWidth() / 8);
   int64_t chunk = asyncChunk(tileType);
+  if (isStore && !indices && tmaStoreCandidate(op, tileBuf, tileType)) {
+    // sm_90a: one TMA box from shared memory when the view allows it
+    // (emitTmaStore; out-of-range elements are not written); else by
+    // threads, as below.
+    Value allowed = tmaViewAllows(b, vi, rank, eltBytes, false);
+    auto ifOp = scf::IfOp::create(b, TypeRange{}, allowed, true);
+    ImplicitLocOpBuilder tb(b.getLoc(), ifOp.getThenBodyBuilder());
+    emitTmaStore(tb, vi, offsets, tileBuf, tileType);
+    ImplicitLocOpBuilder eb(b.getLoc(), ifOp.getElseBodyBuilder());
+    storeByThreads(eb, vi, offsets, tileBuf, tileType, padAttr);
+    barrier(b);
+    return success();
+  }
   if (isStore && !indices && chunk > eltBytes && !vi.strides.empty()) {
-    // Interior tiles with aligned rows: each thread stores whole chunks
-    // (16, 8 or 4 bytes: one vector load from shared memory, one vector
-    // store to global memory); other tiles element by element.
+    storeByThreads(b, vi, offsets, tileBuf, tileType, padAttr);
+    barrier(b);
+    return success();
+  }
+  if (isStore || indices || !simt->asyncCopy || chunk == 0) {
+    forEachIndexSimt(b, shape, general);
+    return success();
+  }
+  emitTileLoadSimt(b, vi, offsets, tileBuf, tileType, padAttr, /*wait=*/true);
+  if (isCoreBuffer(tileBuf))
+    asyncProxyFence(b);
+  barrier(b);
+  return success();
+}
+
+/// A store of a whole tile to a strided view by threads, without the
+/// trailing barrier: interior tiles with aligned rows in whole chunks (16, 8
+/// or 4 bytes: one vector load from shared memory, one vector store to
+/// global memory), other tiles element by element with exact masks.
+void KernelLowering::storeByThreads(ImplicitLocOpBuilder &b,
+                                    const ViewInfo &vi, ValueRange offsets,
+                                    Value tileBuf, RankedTensorType tileType,
+                                    TypedAttr padAttr) {
+  Type elt = storageType(tileType.getElementType());
+  ArrayRef<int64_t> shape = tileType.getShape();
+  int64_t rank = tileType.getRank();
+  int64_t eltBytes = std::max<int64_t>(1, elt.getIntOrFloatBitWidth() / 8);
+  int64_t chunk = asyncChunk(tileType);
+  auto general = [&](ImplicitLocOpBuilder &ib, ValueRange idx) {
+    SmallVector<Value> viewIdx;
+    for (int64_t d = 0; d < rank; ++d)
+      viewIdx.push_back(arith::AddIOp::create(ib, offsets[d], idx[d]));
+    accessElement(ib, vi, viewIdx, tileBuf, idx, elt, padAttr, true);
+  };
+  if (chunk <= eltBytes || vi.strides.empty()) {
+    distribute(b, *simt, shape, general);
+    return;
+  }
+  {
     auto ifOp = scf::IfOp::create(
         b, TypeRange{},
         arith::AndIOp::create(b, interiorTile(b, vi, offsets, shape),
@@ -354,18 +403,7 @@ LogicalResult KernelLowering::lowerViewAccessSimt(
       ImplicitLocOpBuilder eb(b.getLoc(), ifOp.getElseBodyBuilder());
       distribute(eb, *simt, shape, general);
     }
-    barrier(b);
-    return success();
   }
-  if (isStore || indices || !simt->asyncCopy || chunk == 0) {
-    forEachIndexSimt(b, shape, general);
-    return success();
-  }
-  emitTileLoadSimt(b, vi, offsets, tileBuf, tileType, padAttr, /*wait=*/true);
-  if (isCoreBuffer(tileBuf))
-    asyncProxyFence(b);
-  barrier(b);
-  return success();
 }
 
 int64_t KernelLowering::asyncChunk(RankedTensorType tileType) {

@@ -44,7 +44,10 @@
  *     layout of the 128 bytes) and validated at each copy (rank, alignment,
  *     dims, strides, box; non-interleaved, zero-fill maps, no swizzle or
  *     the 128B swizzle of 128-byte box rows into 1024-byte aligned
- *     destinations); the writer must release them (fence.proxy.tensormap::generic)
+ *     destinations), and TMA stores (cp.async.bulk.tensor shared -> global,
+ *     no swizzle) whose shared bytes must have been fenced by their writers
+ *     and which their thread must wait for (cp.async.bulk.wait_group)
+ *     before its next barrier or exit; the writer must release them (fence.proxy.tensormap::generic)
  *     after its last replace and the issuing thread acquire them after that
  *     release;
  *   - cp.async.bulk.tensor (TMA) copies a box at issue, zero-filling what
@@ -124,6 +127,9 @@ typedef struct {
   int wg_uncommitted;
   int wg_groups;
   uint32_t wg_committed; /* groups committed in this block */
+  /* TMA stores (cp.async.bulk.tensor shared -> global): issued and not
+   * committed, committed bulk groups not waited for. */
+  int bulk_uncommitted, bulk_groups;
   /* fence.proxy.async count (wgmma reads need the writer's fence) */
   uint64_t proxy_fences;
 } fiber;
@@ -279,6 +285,9 @@ static void fiber_main(void) {
   if (f->wg_uncommitted || f->wg_groups)
     fail("exits with wgmma.mma_async operations in flight (no "
          "wgmma.wait_group retired them)");
+  if (f->bulk_uncommitted || f->bulk_groups)
+    fail("exits with TMA stores in flight (no cp.async.bulk.wait_group "
+         "retired them)");
   for (int k = 0; k < s->num_mbars; ++k) {
     mbarrier *m = &s->mbars[k];
     if (m->tma_issuers[s->current / 32] >> (s->current % 32) & 1)
@@ -378,6 +387,8 @@ EMU_API void kiln_emu_run_block(thread_fn fn, void **argv, int32_t px,
     f->wg_uncommitted = 0;
     f->wg_groups = 0;
     f->wg_committed = 0;
+    f->bulk_uncommitted = 0;
+    f->bulk_groups = 0;
     f->proxy_fences = 0;
   }
   int remaining = num_threads;
@@ -452,6 +463,11 @@ EMU_API int64_t kiln_emu_shared(void) {
 EMU_API void kiln_emu_barrier(void) {
   block_state *s = S;
   uint64_t gen = s->bar_gen;
+  fiber *self = &s->fibers[s->current];
+  if (self->bulk_uncommitted || self->bulk_groups)
+    fail("reaches a barrier with TMA stores in flight: they may still read "
+         "shared memory that other threads write next (no "
+         "cp.async.bulk.wait_group before it)");
   s->progress++;
   if (++s->bar_arrived == s->num_threads) {
     s->bar_arrived = 0;
@@ -1531,4 +1547,81 @@ EMU_API void kiln_emu_tma_load(int64_t dst, int64_t map, int32_t rank,
   m->tma_issuers[t / 32] |= 1u << (t % 32);
   mbarrier_add_tx(m, -bytes, site);
   mbarrier_advance(m);
+}
+
+/* cp.async.bulk.tensor.Nd.global.shared::cta.tile.bulk_group [map, coords],
+ * [src]: the box at `src` to the tensor, elements outside it not written.
+ * The map is checked as a load's is; the shared bytes are read now (their
+ * writers must have fenced them for the async proxy, as for wgmma), and
+ * they may not be rewritten before the issuing thread's
+ * cp.async.bulk.wait_group (checked at its next barrier). */
+EMU_API void kiln_emu_tma_store(int64_t src, int64_t map, int32_t rank,
+                                int32_t c0, int32_t c1, int32_t c2, int32_t c3,
+                                int32_t c4, const char *site) {
+  block_state *s = S;
+  fiber *f = &s->fibers[s->current];
+  if (rank < 1 || rank > 5)
+    fail("%s: cp.async.bulk.tensor.%dd (PTX has 1d to 5d)", site, rank);
+  int64_t esize = check_tensor_map(map, rank, site);
+  const tensor_map *tm = (const tensor_map *)(uintptr_t)map;
+  if (tm->swizzle)
+    fail("%s: a TMA store with a swizzled map (the emulator stores "
+         "unswizzled boxes)",
+         site);
+  int64_t box = 1;
+  for (int i = 0; i < rank; ++i)
+    box *= tm->box_dim[i];
+  int64_t off = src - (int64_t)(uintptr_t)s->smem;
+  if (off < 0 || off + box * esize > s->shared_bytes)
+    fail("%s: TMA store of %lld bytes from shared byte %lld is outside the "
+         "kernel's %lld bytes",
+         site, (long long)(box * esize), (long long)off,
+         (long long)s->shared_bytes);
+  if (off % 128)
+    fail("%s: TMA store source (shared byte %lld) is not 128-byte aligned",
+         site, (long long)off);
+  for (int64_t i = off; i < off + box * esize; ++i) {
+    const shadow *h = &s->shadow[i];
+    if (h->w_epoch && h->w_epoch >= s->block_epoch && !tma_byte(h) &&
+        s->fibers[h->w_tid].proxy_fences <= h->w_proxy)
+      fail("%s: a TMA store reads shared byte %lld, which thread %d wrote "
+           "(%s) without a fence.proxy.async after it",
+           site, (long long)i, h->w_tid, h->w_site);
+  }
+  kiln_emu_shared_access(src, (int32_t)(box * esize), 0, site);
+  int32_t c[5] = {c0, c1, c2, c3, c4};
+  int64_t j[5] = {0, 0, 0, 0, 0};
+  const unsigned char *in = s->smem + off;
+  for (int64_t e = 0; e < box; ++e, in += esize) {
+    uint64_t dst = tm->global_address;
+    int inside = 1;
+    for (int i = 0; i < rank; ++i) {
+      int64_t x = (int64_t)c[i] + j[i];
+      if (x < 0 || (uint64_t)x >= tm->global_dim[i])
+        inside = 0;
+      else
+        dst += (uint64_t)x * (i ? tm->global_stride[i - 1] : (uint64_t)esize);
+    }
+    if (inside)
+      memcpy((void *)(uintptr_t)dst, in, (size_t)esize);
+    for (int i = 0; i < rank && ++j[i] == tm->box_dim[i]; ++i)
+      j[i] = 0;
+  }
+  f->bulk_uncommitted++;
+}
+
+EMU_API void kiln_emu_bulk_commit(void) {
+  fiber *f = &S->fibers[S->current];
+  if (f->bulk_uncommitted)
+    f->bulk_groups++;
+  f->bulk_uncommitted = 0;
+}
+
+/* cp.async.bulk.wait_group[.read] n: all but the n most recent groups. */
+EMU_API void kiln_emu_bulk_wait(int32_t n) {
+  fiber *f = &S->fibers[S->current];
+  if (n < 0)
+    fail("cp.async.bulk.wait_group %d", n);
+  if (f->bulk_groups > n)
+    f->bulk_groups = n;
 }

@@ -44,9 +44,19 @@
 // RUN: kilnc %S/../../../examples/matmul_bf16.mlir --target sm_90a --no-swizzle --emit ptx | FileCheck %s --check-prefix=NOSWIZZLE
 // NOSWIZZLE: tensormap.replace.tile.swizzle_mode.global.b1024.b32 [{{.*}}], 0;
 // NOSWIZZLE: cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
-// NOSWIZZLE-NOT: cp.async.bulk.tensor.2d
+// NOSWIZZLE-NOT: cp.async.bulk.tensor.2d.shared::cluster.global
+// The C tile goes out by one TMA store (a third tensor map, 128 bytes of
+// scratch each), which thread 0 waits for before the block's barrier.
 // RUN: kilnc %S/../../../examples/matmul_bf16.mlir --target sm_90a -o %t.mm.kb && head -c 512 %t.mm.kb | FileCheck %s --check-prefix=SCRATCH
-// SCRATCH: launch scratch_bytes 256
+// SCRATCH: launch scratch_bytes 384
+// RUN: kilnc %S/../../../examples/matmul_bf16.mlir --target sm_90a --emit ptx | FileCheck %s --check-prefix=TMASTORE
+// TMASTORE: wgmma.mma_async
+// TMASTORE: fence.proxy.tensormap::generic.release.gpu;
+// TMASTORE: fence.proxy.tensormap::generic.acquire.gpu
+// TMASTORE: cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group
+// TMASTORE-NEXT: cp.async.bulk.commit_group;
+// TMASTORE-NEXT: cp.async.bulk.wait_group 0;
+// TMASTORE: st.global.v4
 // Plain sm_90 has neither wgmma nor TMA (tensormap.replace is sm_90a).
 // RUN: kilnc %S/../../../examples/matmul_bf16.mlir --target sm_90 --emit ptx | FileCheck %s --check-prefix=NOTMA
 // NOTMA-NOT: cp.async.bulk.tensor
