@@ -463,6 +463,12 @@ void KernelLowering::emitTmaStore(ImplicitLocOpBuilder &b, const ViewInfo &vi,
         NVVM::TMAStoreMode::TILE, Value());
     NVVM::CpAsyncBulkCommitGroupOp::create(tb);
     NVVM::CpAsyncBulkWaitGroupOp::create(tb, 0, UnitAttr());
+    // The async proxy's global writes, ordered before this thread's later
+    // generic accesses (and, through the caller's barrier, the block's):
+    // a later load of the same memory in this kernel sees them.
+    NVVM::FenceProxyOp::create(
+        tb, NVVM::ProxyKind::async_global,
+        NVVM::SharedSpaceAttr());
   });
 }
 

@@ -56,6 +56,7 @@
 // TMASTORE: cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group
 // TMASTORE-NEXT: cp.async.bulk.commit_group;
 // TMASTORE-NEXT: cp.async.bulk.wait_group 0;
+// TMASTORE-NEXT: fence.proxy.async.global;
 // TMASTORE: st.global.v4
 // Plain sm_90 has neither wgmma nor TMA (tensormap.replace is sm_90a).
 // RUN: kilnc %S/../../../examples/matmul_bf16.mlir --target sm_90 --emit ptx | FileCheck %s --check-prefix=NOTMA
