@@ -24,6 +24,7 @@
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/LoopLikeInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 using namespace mlir;
@@ -410,7 +411,7 @@ bool KernelLowering::tmaStoreCandidate(Operation *op, Value tileBuf,
   // Stores outside loops (an epilogue): the map is built where the store
   // is, once.
   if (!simt || !simt->tma || !simt->scratch ||
-      op->getParentOfType<scf::ForOp>())
+      op->getParentOfType<LoopLikeOpInterface>())
     return false;
   auto bufType = cast<MemRefType>(tileBuf.getType());
   int64_t rank = type.getRank(), eb = storageBytes(type);
@@ -434,11 +435,14 @@ void KernelLowering::emitTmaStore(ImplicitLocOpBuilder &b, const ViewInfo &vi,
                                   ValueRange offsets, Value tileBuf,
                                   RankedTensorType type) {
   int64_t rank = type.getRank(), slot = simt->tensorMaps++;
-  // Every thread's writes of the tile (the ops before, up to their
-  // barrier) to the async proxy, then thread 0 alone: it builds the map,
-  // issues the box and waits for the whole bulk group (the global writes
-  // done, the tile read) before the caller's barrier frees the buffer.
-  asyncProxyFence(b);
+  // Every thread's earlier writes to the async proxy (`fence.proxy.async`,
+  // all state spaces: the tile in shared memory, and any earlier generic
+  // store to the same global memory, which the box must land after), then
+  // thread 0 alone: it builds the map, issues the box and waits for the
+  // whole bulk group (the global writes done, the tile read) before the
+  // caller's barrier frees the buffer.
+  NVVM::FenceProxyOp::create(b, NVVM::ProxyKind::async,
+                             NVVM::SharedSpaceAttr());
   barrier(b);
   onThread0(b, simt->threadId, [&](ImplicitLocOpBuilder &tb) {
     buildTensorMap(tb, slot, vi,
