@@ -246,6 +246,18 @@ LogicalResult EmulateGPUPass::emulate(gpu::GPUFuncOp kernel,
     auto toIndex = [&](Value v) {
       return arith::IndexCastOp::create(ib, ib.getIndexType(), v);
     };
+    // A TMA copy's leading arguments: the shared address, the map, the rank
+    // and five coordinates (unused ones 0).
+    auto tmaArgs = [&](Value smem, Value map, ValueRange coords) {
+      SmallVector<Value> args{
+          address(smem), address(map),
+          arith::ConstantIntOp::create(ib, i32, int64_t(coords.size()))};
+      for (size_t i = 0; i < 5; ++i)
+        args.push_back(i < coords.size()
+                           ? coords[i]
+                           : Value(arith::ConstantIntOp::create(ib, i32, 0)));
+      return args;
+    };
     if (auto id = dyn_cast<gpu::BlockIdOp>(op)) {
       op->getResult(0).replaceAllUsesWith(
           toIndex(grid[static_cast<int>(id.getDimension())]));
@@ -484,15 +496,9 @@ LogicalResult EmulateGPUPass::emulate(gpu::GPUFuncOp kernel,
     } else if (auto tma =
                    dyn_cast<NVVM::CpAsyncBulkTensorGlobalToSharedClusterOp>(
                        op)) {
-      ValueRange coords = tma.getCoordinates();
-      SmallVector<Value> args{address(tma.getDstMem()),
-                              address(tma.getTmaDescriptor()),
-                              arith::ConstantIntOp::create(
-                                  ib, i32, int64_t(coords.size()))};
-      for (size_t i = 0; i < 5; ++i)
-        args.push_back(i < coords.size()
-                           ? coords[i]
-                           : Value(arith::ConstantIntOp::create(ib, i32, 0)));
+      SmallVector<Value> args = tmaArgs(tma.getDstMem(),
+                                        tma.getTmaDescriptor(),
+                                        tma.getCoordinates());
       args.push_back(address(tma.getMbar()));
       args.push_back(abi.site(ib, op));
       abi.call(ib, "kiln_emu_tma_load", args);
@@ -502,15 +508,8 @@ LogicalResult EmulateGPUPass::emulate(gpu::GPUFuncOp kernel,
           st.getMode() != NVVM::TMAStoreMode::TILE)
         return op->emitError("kiln-emulate-gpu: TMA stores are emulated in "
                              "tile mode, without a cache hint or predicate");
-      ValueRange coords = st.getCoordinates();
-      SmallVector<Value> args{address(st.getSrcMem()),
-                              address(st.getTmaDescriptor()),
-                              arith::ConstantIntOp::create(
-                                  ib, i32, int64_t(coords.size()))};
-      for (size_t i = 0; i < 5; ++i)
-        args.push_back(i < coords.size()
-                           ? coords[i]
-                           : Value(arith::ConstantIntOp::create(ib, i32, 0)));
+      SmallVector<Value> args =
+          tmaArgs(st.getSrcMem(), st.getTmaDescriptor(), st.getCoordinates());
       args.push_back(abi.site(ib, op));
       abi.call(ib, "kiln_emu_tma_store", args);
     } else if (isa<NVVM::CpAsyncBulkCommitGroupOp>(op)) {

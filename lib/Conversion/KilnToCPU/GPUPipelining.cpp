@@ -106,6 +106,26 @@ static int64_t storageBytes(RankedTensorType type) {
       1, storageType(type.getElementType()).getIntOrFloatBitWidth() / 8);
 }
 
+/// A tile TMA can move as one map's box: rank 2 to 5, every dimension but
+/// the last two of size 1.
+static bool boxShaped(RankedTensorType type) {
+  int64_t rank = type.getRank();
+  if (rank < 2 || rank > 5)
+    return false;
+  for (int64_t d = 0; d + 2 < rank; ++d)
+    if (type.getDimSize(d) != 1)
+      return false;
+  return true;
+}
+
+/// A TMA coordinate: `v` clamped into [-2^30, 2^30] as i32 (out of range
+/// stays out of range: sizes are at most 2^30, see tmaViewAllows).
+static Value tmaCoord(ImplicitLocOpBuilder &b, Value v) {
+  v = arith::MaxSIOp::create(b, v, cIdx(b, -(int64_t(1) << 30)));
+  v = arith::MinSIOp::create(b, v, cIdx(b, int64_t(1) << 30));
+  return arith::IndexCastOp::create(b, b.getI32Type(), v);
+}
+
 bool KernelLowering::tmaCandidate(const PipelinedLoad &pl, scf::ForOp loop) {
   LoadOp load = pl.load;
   Value view = load.getView();
@@ -125,13 +145,9 @@ bool KernelLowering::tmaCandidate(const PipelinedLoad &pl, scf::ForOp loop) {
   }
   RankedTensorType type = load.getResult().getType();
   int64_t rank = type.getRank(), eb = storageBytes(type);
-  if (rank < 2 || rank > 5)
+  if (!boxShaped(type))
     return false;
-  ArrayRef<int64_t> shape = type.getShape();
-  for (int64_t d = 0; d + 2 < rank; ++d)
-    if (shape[d] != 1)
-      return false;
-  int64_t rows = shape[rank - 2], cols = shape[rank - 1];
+  int64_t rows = type.getDimSize(rank - 2), cols = type.getDimSize(rank - 1);
   // Box dimensions are at most 256 elements; the innermost spans a multiple
   // of 16 bytes. The destination must be 128-byte aligned, which the
   // shared-memory planner gives buffers of whole 128-byte lines.
@@ -359,13 +375,7 @@ void KernelLowering::issueTma(ImplicitLocOpBuilder &b, PipelinedLoad &pl,
   RankedTensorType type = pl.load.getResult().getType();
   int64_t rank = type.getRank();
   Value map = pointerAt(b, tensorMapAddress(b, *simt, pl.tensorMap), 0);
-  // Coordinates clamped into [-2^30, 2^30]: out of range stays out of range
-  // (sizes are at most 2^30, see setupTma).
-  auto coord = [&](Value v) -> Value {
-    v = arith::MaxSIOp::create(b, v, cIdx(b, -(int64_t(1) << 30)));
-    v = arith::MinSIOp::create(b, v, cIdx(b, int64_t(1) << 30));
-    return arith::IndexCastOp::create(b, b.getI32Type(), v);
-  };
+  auto coord = [&](Value v) { return tmaCoord(b, v); };
   SmallVector<Value> coords;
   if (pl.swizzled) {
     // One box per 64-column slab, each R rows of 128 bytes (and the unit
@@ -416,14 +426,10 @@ bool KernelLowering::tmaStoreCandidate(Operation *op, Value tileBuf,
   auto bufType = cast<MemRefType>(tileBuf.getType());
   int64_t rank = type.getRank(), eb = storageBytes(type);
   if (!bufType.getLayout().isIdentity() || !bufType.hasStaticShape() ||
-      bufType.getRank() != rank || rank < 2 || rank > 5 ||
+      bufType.getRank() != rank || !boxShaped(type) ||
       (eb != 1 && eb != 2 && eb != 4 && eb != 8))
     return false;
-  ArrayRef<int64_t> shape = type.getShape();
-  for (int64_t d = 0; d + 2 < rank; ++d)
-    if (shape[d] != 1)
-      return false;
-  int64_t rows = shape[rank - 2], cols = shape[rank - 1];
+  int64_t rows = type.getDimSize(rank - 2), cols = type.getDimSize(rank - 1);
   // A box of the whole tile (at most 256 x 256, rows of a multiple of 16
   // bytes) from a buffer of whole 128-byte lines (the planner starts those
   // on one).
@@ -452,16 +458,10 @@ void KernelLowering::emitTmaStore(ImplicitLocOpBuilder &b, const ViewInfo &vi,
     Value map = pointerAt(tb, tensorMapAddress(tb, *simt, slot), 0);
     NVVM::FenceProxyAcquireOp::create(tb, NVVM::MemScopeKind::GPU, map,
                                       i32Const(tb, 128));
-    // Coordinates clamped into [-2^30, 2^30]; the box's elements outside
-    // the view are not written.
-    auto coord = [&](Value v) -> Value {
-      v = arith::MaxSIOp::create(tb, v, cIdx(tb, -(int64_t(1) << 30)));
-      v = arith::MinSIOp::create(tb, v, cIdx(tb, int64_t(1) << 30));
-      return arith::IndexCastOp::create(tb, tb.getI32Type(), v);
-    };
+    // The box's elements outside the view are not written.
     SmallVector<Value> coords;
     for (int64_t d = rank - 1; d >= 0; --d)
-      coords.push_back(coord(offsets[d]));
+      coords.push_back(tmaCoord(tb, offsets[d]));
     NVVM::CpAsyncBulkTensorSharedCTAToGlobalOp::create(
         tb, map, pointerAt(tb, byteAddress(tb, tileBuf), 3), coords, Value(),
         NVVM::TMAStoreMode::TILE, Value());
