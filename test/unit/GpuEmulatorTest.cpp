@@ -16,6 +16,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <csignal>
 #include <cstdint>
@@ -905,6 +906,7 @@ namespace {
 constexpr int kStRows = 13, kStCols = 20, kStPitch = 24;
 alignas(16) float gStGrid[kStRows][kStPitch];
 int gStoreSkip, gStoreCorner[2];
+float gStBeforeWait; // a stored element, read between the issue and the wait
 
 void tmaStoreThread(void **, int32_t, int32_t, int32_t, int32_t, int32_t,
                     int32_t) {
@@ -921,6 +923,8 @@ void tmaStoreThread(void **, int32_t, int32_t, int32_t, int32_t, int32_t,
     kiln_emu_tma_store(smem(0), address(gMapSlot[0]), 2, gStoreCorner[0],
                        gStoreCorner[1], 0, 0, 0, "the store");
     kiln_emu_bulk_commit();
+    gStBeforeWait = gStGrid[std::max(0, gStoreCorner[1])]
+                           [std::max(0, gStoreCorner[0])];
     if (gStoreSkip != 2)
       kiln_emu_bulk_wait(0);
   }
@@ -936,6 +940,8 @@ TEST_CASE("TMA stores write the box's elements inside the tensor", "[emu]") {
       for (float &x : row)
         x = -1;
     run(tmaStoreThread, nullptr, 128, 512);
+    // The global writes land at the wait, not at the issue.
+    CHECK(gStBeforeWait == -1.0f);
     for (int y = 0; y < kStRows; ++y)
       for (int x = 0; x < kStPitch; ++x) {
         int j0 = x - corner.first, j1 = y - corner.second;

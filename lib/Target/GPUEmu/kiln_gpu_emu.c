@@ -130,6 +130,16 @@ typedef struct {
   /* TMA stores (cp.async.bulk.tensor shared -> global): issued and not
    * committed, committed bulk groups not waited for. */
   int bulk_uncommitted, bulk_groups;
+  /* Their global writes, made when a wait retires their group (so a read
+   * of the destination before it sees the old values): the element's
+   * address, size, bytes and group (UINT64_MAX until committed). */
+  struct bulk_write {
+    uint64_t dst, group;
+    int32_t bytes;
+    unsigned char data[8];
+  } *bulk_writes;
+  size_t num_bulk_writes, cap_bulk_writes;
+  uint64_t next_bulk_group;
   /* fence.proxy.async count (wgmma reads need the writer's fence) */
   uint64_t proxy_fences;
 } fiber;
@@ -389,6 +399,8 @@ EMU_API void kiln_emu_run_block(thread_fn fn, void **argv, int32_t px,
     f->wg_committed = 0;
     f->bulk_uncommitted = 0;
     f->bulk_groups = 0;
+    f->num_bulk_writes = 0;
+    f->next_bulk_group = 0;
     f->proxy_fences = 0;
   }
   int remaining = num_threads;
@@ -1554,7 +1566,8 @@ EMU_API void kiln_emu_tma_load(int64_t dst, int64_t map, int32_t rank,
  * The map is checked as a load's is; the shared bytes are read now (their
  * writers must have fenced them for the async proxy, as for wgmma), and
  * they may not be rewritten before the issuing thread's
- * cp.async.bulk.wait_group (checked at its next barrier). */
+ * cp.async.bulk.wait_group (checked at its next barrier). The global
+ * writes land when that wait retires the group (kiln_emu_bulk_wait). */
 EMU_API void kiln_emu_tma_store(int64_t src, int64_t map, int32_t rank,
                                 int32_t c0, int32_t c1, int32_t c2, int32_t c3,
                                 int32_t c4, const char *site) {
@@ -1602,8 +1615,23 @@ EMU_API void kiln_emu_tma_store(int64_t src, int64_t map, int32_t rank,
       else
         dst += (uint64_t)x * (i ? tm->global_stride[i - 1] : (uint64_t)esize);
     }
-    if (inside)
-      memcpy((void *)(uintptr_t)dst, in, (size_t)esize);
+    if (inside) {
+      if (f->num_bulk_writes == f->cap_bulk_writes) {
+        size_t cap = f->cap_bulk_writes ? 2 * f->cap_bulk_writes : 4096;
+        void *w = realloc(f->bulk_writes, cap * sizeof *f->bulk_writes);
+        if (!w) {
+          fprintf(stderr, "kiln GPU emulator: out of memory\n");
+          abort();
+        }
+        f->bulk_writes = w;
+        f->cap_bulk_writes = cap;
+      }
+      struct bulk_write *w = &f->bulk_writes[f->num_bulk_writes++];
+      w->dst = dst;
+      w->group = UINT64_MAX;
+      w->bytes = (int32_t)esize;
+      memcpy(w->data, in, (size_t)esize);
+    }
     for (int i = 0; i < rank && ++j[i] == tm->box_dim[i]; ++i)
       j[i] = 0;
   }
@@ -1612,16 +1640,33 @@ EMU_API void kiln_emu_tma_store(int64_t src, int64_t map, int32_t rank,
 
 EMU_API void kiln_emu_bulk_commit(void) {
   fiber *f = &S->fibers[S->current];
+  for (size_t i = 0; i < f->num_bulk_writes; ++i)
+    if (f->bulk_writes[i].group == UINT64_MAX)
+      f->bulk_writes[i].group = f->next_bulk_group;
+  f->next_bulk_group++;
   if (f->bulk_uncommitted)
     f->bulk_groups++;
   f->bulk_uncommitted = 0;
 }
 
-/* cp.async.bulk.wait_group[.read] n: all but the n most recent groups. */
+/* cp.async.bulk.wait_group n: all but the n most recent groups complete:
+ * their global writes land now. */
 EMU_API void kiln_emu_bulk_wait(int32_t n) {
   fiber *f = &S->fibers[S->current];
   if (n < 0)
     fail("cp.async.bulk.wait_group %d", n);
+  uint64_t keep_from =
+      f->next_bulk_group > (uint64_t)n ? f->next_bulk_group - n : 0;
+  size_t live = 0;
+  for (size_t i = 0; i < f->num_bulk_writes; ++i) {
+    struct bulk_write w = f->bulk_writes[i];
+    if (w.group != UINT64_MAX && w.group < keep_from) {
+      memcpy((void *)(uintptr_t)w.dst, w.data, (size_t)w.bytes);
+      continue;
+    }
+    f->bulk_writes[live++] = w;
+  }
+  f->num_bulk_writes = live;
   if (f->bulk_groups > n)
     f->bulk_groups = n;
 }
