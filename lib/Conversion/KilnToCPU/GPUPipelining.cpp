@@ -419,8 +419,11 @@ void KernelLowering::issueTma(ImplicitLocOpBuilder &b, PipelinedLoad &pl,
 bool KernelLowering::tmaStoreCandidate(Operation *op, Value tileBuf,
                                        RankedTensorType type) {
   // Stores outside loops (an epilogue): the map is built where the store
-  // is, once.
-  if (!simt || !simt->tma || !simt->scratch ||
+  // is, once. Only in kernels that already build maps for their pipelined
+  // loads (a GEMM's or attention's epilogue): in a small kernel (a
+  // softmax, a gather) thread 0's map building and its fences would not be
+  // paid back by one store.
+  if (!simt || !simt->tma || !simt->scratch || simt->tensorMaps == 0 ||
       op->getParentOfType<LoopLikeOpInterface>())
     return false;
   auto bufType = cast<MemRefType>(tileBuf.getType());
