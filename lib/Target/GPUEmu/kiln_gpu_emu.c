@@ -840,6 +840,16 @@ EMU_API void kiln_emu_fence_proxy_async(void) {
   S->fibers[S->current].proxy_fences++;
 }
 
+/* Whether byte `h`'s last write in this block is a generic one its writer
+ * has not yet fenced for the async proxy (fence.proxy.async after it): the
+ * async proxy (wgmma, a TMA store) may not read it. TMA writes are the async
+ * proxy's own. */
+static int unfenced_for_async(const shadow *h) {
+  block_state *s = S;
+  return h->w_epoch && h->w_epoch >= s->block_epoch && !tma_byte(h) &&
+         s->fibers[h->w_tid].proxy_fences <= h->w_proxy;
+}
+
 /* A 16-bit operand element read by wgmma (the async proxy): besides the
  * generic checks, its last writer (in this block) must have issued a
  * fence.proxy.async since writing it, unless that write was a TMA copy (the
@@ -857,8 +867,7 @@ static uint16_t wgmma_read(int64_t addr, const char *site) {
       h->wg_block = s->block_epoch;
     }
     h->wg_group[s->current / 128] = f->wg_committed + 1;
-    if (h->w_epoch && h->w_epoch >= s->block_epoch && !tma_byte(h) &&
-        s->fibers[h->w_tid].proxy_fences <= h->w_proxy)
+    if (unfenced_for_async(h))
       fail("%s: wgmma reads shared byte %lld, which thread %d wrote (%s) "
            "without a fence.proxy.async after it",
            site, (long long)i, h->w_tid, h->w_site);
@@ -1595,8 +1604,7 @@ EMU_API void kiln_emu_tma_store(int64_t src, int64_t map, int32_t rank,
          site, (long long)off);
   for (int64_t i = off; i < off + box * esize; ++i) {
     const shadow *h = &s->shadow[i];
-    if (h->w_epoch && h->w_epoch >= s->block_epoch && !tma_byte(h) &&
-        s->fibers[h->w_tid].proxy_fences <= h->w_proxy)
+    if (unfenced_for_async(h))
       fail("%s: a TMA store reads shared byte %lld, which thread %d wrote "
            "(%s) without a fence.proxy.async after it",
            site, (long long)i, h->w_tid, h->w_site);
