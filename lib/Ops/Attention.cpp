@@ -26,18 +26,24 @@ namespace kiln::ops {
 using namespace mlir;
 namespace kd = mlir::kiln;
 
+/// The key block size: `block_kv`, or `block` when it is 0 (square blocks).
+static int64_t keyBlock(const Config &c) {
+  int64_t kv = c.getInt("block_kv");
+  return kv == 0 ? c.getInt("block") : kv;
+}
+
 llvm::Error buildBlockSparseAttention(ModuleOp module,
                                                  const Config &c,
                                                  const MaskMod &maskMod,
                                                  const ScoreMod &scoreMod) {
   MLIRContext *ctx = module.getContext();
   const int64_t D = c.getInt("head_dim"), BM = c.getInt("block"),
-                BN = c.getInt("block");
+                BN = keyBlock(c);
   const int64_t group = c.getInt("gqa_group");
-  if (D <= 0 || BM <= 0 || group <= 0)
+  if (D <= 0 || BM <= 0 || BN <= 0 || group <= 0)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "block_sparse_attention: head_dim, block "
-                                   "and gqa_group must be positive");
+                                   "block_sparse_attention: head_dim, block, "
+                                   "block_kv and gqa_group must be positive");
   const std::string mask = c.getString("mask");
   Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32),
        i64 = IntegerType::get(ctx, 64);
@@ -178,11 +184,11 @@ static llvm::Error checkModSignature(Operation *op, llvm::StringRef what,
 /// score_mod functions of `c.mods` (from Python's @kiln.jit) inlined.
 static llvm::Error buildRegistered(ModuleOp module, const Config &c) {
   MLIRContext *ctx = module.getContext();
-  int64_t BM = c.getInt("block");
+  int64_t BM = c.getInt("block"), BN = keyBlock(c);
   Type i32 = IntegerType::get(ctx, 32), f32 = Float32Type::get(ctx),
        i1 = IntegerType::get(ctx, 1);
-  Type qTy = RankedTensorType::get({BM, 1}, i32), kvTy = RankedTensorType::get({1, BM}, i32);
-  Type sTy = RankedTensorType::get({BM, BM}, f32), mTy = RankedTensorType::get({BM, BM}, i1);
+  Type qTy = RankedTensorType::get({BM, 1}, i32), kvTy = RankedTensorType::get({1, BN}, i32);
+  Type sTy = RankedTensorType::get({BM, BN}, f32), mTy = RankedTensorType::get({BM, BN}, i1);
   MaskMod maskMod;
   ScoreMod scoreMod;
   if (Operation *fn = c.lookupMod("mask_mod")) {
@@ -219,14 +225,17 @@ static llvm::Error buildRegistered(ModuleOp module, const Config &c) {
 /// host-side block-mask builder when mask_mod is device code.
 static llvm::Error buildBlockMaskCounts(ModuleOp module, const Config &c) {
   MLIRContext *ctx = module.getContext();
-  int64_t BM = c.getInt("block");
+  int64_t BM = c.getInt("block"), BN = keyBlock(c);
+  if (BM <= 0 || BN <= 0)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "block_mask_counts: block and block_kv must be positive");
   Type i32 = IntegerType::get(ctx, 32), i64 = IntegerType::get(ctx, 64),
        i1 = IntegerType::get(ctx, 1);
-  Type qTy = RankedTensorType::get({BM, 1}, i32), kvTy = RankedTensorType::get({1, BM}, i32);
+  Type qTy = RankedTensorType::get({BM, 1}, i32), kvTy = RankedTensorType::get({1, BN}, i32);
   Operation *fn = c.lookupMod("mask_mod");
   if (fn)
     if (auto e = checkModSignature(fn, "mask_mod", {i32, i32, qTy, kvTy},
-                                   RankedTensorType::get({BM, BM}, i1)))
+                                   RankedTensorType::get({BM, BN}, i1)))
       return e;
   KernelBuilder k(module, "block_mask_counts",
                   {{"counts", kd::PtrType::get(ctx, i32)}, {"heads", i64},
@@ -236,9 +245,9 @@ static llvm::Error buildBlockMaskCounts(ModuleOp module, const Config &c) {
   Value qb = k.pid(0), kb = k.pid(1), bh = k.pid(2);
   Value b = k.div(bh, k.toIndex(heads)), h = k.rem(bh, k.toIndex(heads));
   Value qIdx = k.expand(k.add(k.arange(BM), k.convert(k.mul(qb, k.cIndex(BM)), i32)), 1);
-  Value kvIdx = k.expand(k.add(k.arange(BM), k.convert(k.mul(kb, k.cIndex(BM)), i32)), 0);
-  Value vis = k.andI(k.broadcastTo(k.cmp(Cmp::LT, qIdx, k.convert(k.arg("seq_q"), i32)), {BM, BM}),
-                     k.broadcastTo(k.cmp(Cmp::LT, kvIdx, k.convert(k.arg("seq_kv"), i32)), {BM, BM}));
+  Value kvIdx = k.expand(k.add(k.arange(BN), k.convert(k.mul(kb, k.cIndex(BN)), i32)), 0);
+  Value vis = k.andI(k.broadcastTo(k.cmp(Cmp::LT, qIdx, k.convert(k.arg("seq_q"), i32)), {BM, BN}),
+                     k.broadcastTo(k.cmp(Cmp::LT, kvIdx, k.convert(k.arg("seq_kv"), i32)), {BM, BN}));
   if (fn) {
     auto r = inlineFunction(k, fn, {k.convert(b, i32), k.convert(h, i32), qIdx, kvIdx});
     if (!r)
@@ -246,7 +255,7 @@ static llvm::Error buildBlockMaskCounts(ModuleOp module, const Config &c) {
     vis = k.andI(vis, (*r)[0]);
   }
   Value n = k.reduce(kd::ReduceKind::sum,
-                     k.reshape(k.select(vis, k.cI32(1), k.cI32(0)), {BM * BM}), 0);
+                     k.reshape(k.select(vis, k.cI32(1), k.cI32(0)), {BM * BN}), 0);
   Value counts = k.denseView(k.arg("counts"), {k.mul(k.numPrograms(2), k.cIndex(1)),
                                                k.arg("nqb"), k.arg("nkb")});
   k.store(k.splat(n, {1, 1, 1}), counts, {bh, qb, kb});
@@ -261,7 +270,8 @@ void registerAttentionOps(std::vector<OpInfo> &ops) {
        "masks, GQA/MQA and score soft-capping; returns out and log-sum-exp",
        {dtypeParam(),
         {"head_dim", Param::Int, "64", "head dimension D", {}},
-        {"block", Param::Int, "64", "query and key block size", {}},
+        {"block", Param::Int, "64", "query block size (and key block size unless block_kv)", {}},
+        {"block_kv", Param::Int, "0", "key block size; 0: the same as block", {}},
         {"mask", Param::String, "none", "mask applied inside partial blocks",
          {"none", "causal", "sliding_window", "prefix_lm", "document"}},
         {"window", Param::Int, "256", "sliding_window: keys with q - kv < window", {}},
@@ -272,7 +282,8 @@ void registerAttentionOps(std::vector<OpInfo> &ops) {
   ops.push_back({"block_mask_counts",
                  "per (batch x head, query block, key block), how many (q, kv) pairs "
                  "mask_mod keeps: builds a block mask from a device mask_mod",
-                 {{"block", Param::Int, "64", "block size", {}}},
+                 {{"block", Param::Int, "64", "query block size", {}},
+                  {"block_kv", Param::Int, "0", "key block size; 0: the same as block", {}}},
                  buildBlockMaskCounts});
 }
 

@@ -208,12 +208,11 @@ buildOpSource(llvm::StringRef name,
   return s;
 }
 
-BlockMask makeBlockMask(
-    int64_t batchHeads, int64_t seqQ, int64_t seqKV, int64_t block,
-    const std::function<bool(int64_t, int64_t, int64_t)> &visible) {
+BlockMask makeBlockMask(int64_t batchHeads, int64_t seqQ, int64_t seqKV,
+                        int64_t blockQ, int64_t blockKV, const Visible &visible) {
   BlockMask m;
-  m.numQBlocks = (seqQ + block - 1) / block;
-  int64_t nkb = (seqKV + block - 1) / block;
+  m.numQBlocks = (seqQ + blockQ - 1) / blockQ;
+  int64_t nkb = (seqKV + blockKV - 1) / blockKV;
   m.maxBlocks = std::max<int64_t>(nkb, 1);
   m.kvNum.assign(batchHeads * m.numQBlocks, 0);
   m.fullNum.assign(batchHeads * m.numQBlocks, 0);
@@ -224,8 +223,8 @@ BlockMask makeBlockMask(
       int64_t row = bh * m.numQBlocks + qb;
       for (int64_t kb = 0; kb < nkb; ++kb) {
         int64_t seen = 0, total = 0;
-        for (int64_t q = qb * block; q < std::min(seqQ, (qb + 1) * block); ++q)
-          for (int64_t k = kb * block; k < std::min(seqKV, (kb + 1) * block);
+        for (int64_t q = qb * blockQ; q < std::min(seqQ, (qb + 1) * blockQ); ++q)
+          for (int64_t k = kb * blockKV; k < std::min(seqKV, (kb + 1) * blockKV);
                ++k) {
             ++total;
             seen += visible(bh, q, k) ? 1 : 0;
@@ -234,7 +233,7 @@ BlockMask makeBlockMask(
           continue;
         // A block that is cut by the sequence end still needs the key mask,
         // which the kernel applies in the partial loop only.
-        bool full = seen == total && (kb + 1) * block <= seqKV;
+        bool full = seen == total && (kb + 1) * blockKV <= seqKV;
         if (full)
           m.fullIdx[row * m.maxBlocks + m.fullNum[row]++] = int32_t(kb);
         else

@@ -233,23 +233,26 @@ def moe_unpermute(y, slot_rows, weights, block_t=16, block_h=128):
 # ---------------------------------------------------------------------------
 
 
-def mod_source(block, mask_mod=None, score_mod=None):
-    """IR (one module) of the @kiln.jit functions to fuse, see _add_mod."""
+def mod_source(block, mask_mod=None, score_mod=None, block_kv=None):
+    """IR (one module) of the @kiln.jit functions to fuse, see _add_mod.
+    `block` query rows by `block_kv` keys (default: `block`)."""
     from . import _kiln
     b = _kiln.Builder()
+    shape = (block, block_kv or block)
     if mask_mod is not None:
-        _add_mod(b, mask_mod, "mask_mod", block)
+        _add_mod(b, mask_mod, "mask_mod", shape)
     if score_mod is not None:
-        _add_mod(b, score_mod, "score_mod", block)
+        _add_mod(b, score_mod, "score_mod", shape)
     return b.text(True)
 
 
-def _add_mod(b, fn, kind, block):
+def _add_mod(b, fn, kind, shape):
     """IR of a @kiln.jit mask_mod(b, h, q_idx, kv_idx) or
     score_mod(score, b, h, q_idx, kv_idx), built by the front end as a
-    function the attention generator inlines into its kernel. q_idx is a
-    [block, 1] int32 tile, kv_idx [1, block], b and h int32 scalars, score a
-    [block, block] float32 tile; mask_mod returns booleans, score_mod scores."""
+    function the attention generator inlines into its kernel. For a
+    (block, block_kv) `shape`: q_idx is a [block, 1] int32 tile, kv_idx
+    [1, block_kv], b and h int32 scalars, score a [block, block_kv] float32
+    tile; mask_mod returns booleans, score_mod scores."""
     from . import language as kl
     from .frontend import CodeGen, CompilationError, KilnError, Tile
     from .jit import JITFunction
@@ -267,10 +270,10 @@ def _add_mod(b, fn, kind, block):
     i32 = b.scalar_type("i32")
     f32 = b.scalar_type("f32")
     specs = [("b", i32, kl.int32, ()), ("h", i32, kl.int32, ()),
-             ("q_idx", b.tile_type([block, 1], i32), kl.int32, (block, 1)),
-             ("kv_idx", b.tile_type([1, block], i32), kl.int32, (1, block))]
+             ("q_idx", b.tile_type([shape[0], 1], i32), kl.int32, (shape[0], 1)),
+             ("kv_idx", b.tile_type([1, shape[1]], i32), kl.int32, (1, shape[1]))]
     if kind == "score_mod":
-        specs.insert(0, ("score", b.tile_type([block, block], f32), kl.float32, (block, block)))
+        specs.insert(0, ("score", b.tile_type(list(shape), f32), kl.float32, shape))
     fdef = tree.body[0]
     b.set_loc(filename, first + fdef.lineno - 1, fdef.col_offset + 1)
     args = b.begin_function(kind, [s[1] for s in specs])
@@ -284,45 +287,56 @@ def _add_mod(b, fn, kind, block):
     try:
         result = cg.to_tile(result)
         if kind == "mask_mod":
-            result = cg.broadcast_to(cg.truth(result), (block, block))
+            result = cg.broadcast_to(cg.truth(result), shape)
         else:
-            result = cg.broadcast_to(cg.cast(result, kl.float32), (block, block))
+            result = cg.broadcast_to(cg.cast(result, kl.float32), shape)
     except KilnError as e:
         raise CompilationError(f"{kind} {fn.__name__}: {e}", filename,
                                first + fdef.lineno - 1, 0) from None
     b.end_function([result.value])
 
 
-def block_mask(mask_mod, batch, heads, seq_q, seq_kv, block=64):
+def _block_sizes(block, block_kv):
+    block_kv = block if block_kv is None else block_kv
+    for name, v in (("block", block), ("block_kv", block_kv)):
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v <= 0:
+            raise ValueError(f"block_mask: {name} must be a positive integer, got {v!r}")
+    return int(block), int(block_kv)
+
+
+def block_mask(mask_mod, batch, heads, seq_q, seq_kv, block=64, block_kv=None):
     """FlexAttention-style block mask from ``mask_mod(b, h, q_idx, kv_idx)``:
     a @kiln.jit function (evaluated by a kernel, the same code the attention
     kernel fuses) or a numpy-vectorized Python function returning booleans.
-    Returns a dict of the kernel's kv_num/kv_idx (partial blocks) and
-    full_num/full_idx (fully visible)."""
+    Query blocks have `block` rows, key blocks `block_kv` keys (default
+    `block`); block_sparse_attention runs with the same sizes. Returns a dict
+    of the kernel's kv_num/kv_idx (partial blocks) and full_num/full_idx
+    (fully visible)."""
+    block, block_kv = _block_sizes(block, block_kv)
     if type(mask_mod).__name__ == "JITFunction":
-        return _block_mask_on_device(mask_mod, batch, heads, seq_q, seq_kv, block)
-    nqb, nkb = _cdiv(seq_q, block), _cdiv(seq_kv, block)
+        return _block_mask_on_device(mask_mod, batch, heads, seq_q, seq_kv, block, block_kv)
+    nqb, nkb = _cdiv(seq_q, block), _cdiv(seq_kv, block_kv)
     maxb = max(nkb, 1)
     kv_num = np.zeros((batch * heads, nqb), np.int32)
     full_num = np.zeros((batch * heads, nqb), np.int32)
     kv_idx = np.full((batch * heads, nqb, maxb), -1, np.int32)
     full_idx = np.full((batch * heads, nqb, maxb), -1, np.int32)
     q = np.arange(nqb * block)[:, None]
-    kv = np.arange(nkb * block)[None, :]
+    kv = np.arange(nkb * block_kv)[None, :]
     inside = (q < seq_q) & (kv < seq_kv)
     for b in range(batch):
         for h in range(heads):
             vis = np.asarray(mask_mod(b, h, q, kv), dtype=bool)
             vis = np.broadcast_to(vis, inside.shape) & inside
-            blocks = vis.reshape(nqb, block, nkb, block)
+            blocks = vis.reshape(nqb, block, nkb, block_kv)
             seen = blocks.sum(axis=(1, 3))
-            total = inside.reshape(nqb, block, nkb, block).sum(axis=(1, 3))
+            total = inside.reshape(nqb, block, nkb, block_kv).sum(axis=(1, 3))
             row = b * heads + h
             for qb in range(nqb):
                 for kb in range(nkb):
                     if seen[qb, kb] == 0:
                         continue
-                    full = seen[qb, kb] == total[qb, kb] and (kb + 1) * block <= seq_kv
+                    full = seen[qb, kb] == total[qb, kb] and (kb + 1) * block_kv <= seq_kv
                     if full:
                         full_idx[row, qb, full_num[row, qb]] = kb
                         full_num[row, qb] += 1
@@ -330,21 +344,28 @@ def block_mask(mask_mod, batch, heads, seq_q, seq_kv, block=64):
                         kv_idx[row, qb, kv_num[row, qb]] = kb
                         kv_num[row, qb] += 1
     return {"kv_num": kv_num, "kv_idx": kv_idx, "full_num": full_num, "full_idx": full_idx,
-            "block": block, "nqb": nqb, "maxb": maxb}
+            "block": block, "block_kv": block_kv, "nqb": nqb, "maxb": maxb}
 
 
-def _block_mask_on_device(mask_mod, batch, heads, seq_q, seq_kv, block):
-    nqb, nkb = _cdiv(seq_q, block), _cdiv(seq_kv, block)
+def _kv_config(block, block_kv):
+    """The kernels' block_kv setting: absent for square blocks, so their
+    cache keys (and recorded bundles) do not depend on how it was spelled."""
+    return {} if block_kv == block else {"block_kv": block_kv}
+
+
+def _block_mask_on_device(mask_mod, batch, heads, seq_q, seq_kv, block, block_kv):
+    nqb, nkb = _cdiv(seq_q, block), _cdiv(seq_kv, block_kv)
     counts = np.zeros((batch * heads, nqb, nkb), np.int32)
-    kernel("block_mask_counts", mods=mod_source(block, mask_mod=mask_mod), block=block).launch(
+    kernel("block_mask_counts", mods=mod_source(block, mask_mod=mask_mod, block_kv=block_kv),
+           block=block, **_kv_config(block, block_kv)).launch(
         [_ptr(counts), heads, seq_q, seq_kv, nqb, nkb], [nqb, nkb, batch * heads])
     qn = np.minimum(block, seq_q - np.arange(nqb) * block)
-    kn = np.minimum(block, seq_kv - np.arange(nkb) * block)
+    kn = np.minimum(block_kv, seq_kv - np.arange(nkb) * block_kv)
     total = qn[:, None] * kn[None, :]
     maxb = max(nkb, 1)
-    full = (counts == total[None]) & ((np.arange(nkb) + 1) * block <= seq_kv)[None, None, :]
+    full = (counts == total[None]) & ((np.arange(nkb) + 1) * block_kv <= seq_kv)[None, None, :]
     partial = (counts > 0) & ~full
-    out = {"block": block, "nqb": nqb, "maxb": maxb}
+    out = {"block": block, "block_kv": block_kv, "nqb": nqb, "maxb": maxb}
     for name, sel in (("kv", partial), ("full", full)):
         num = sel.sum(axis=2).astype(np.int32)
         idx = np.full((batch * heads, nqb, maxb), -1, np.int32)
@@ -380,12 +401,32 @@ def block_sparse_attention(q, k, v, mask, mask_kind="none", window=256, prefix=0
     doc_ids = _i32(doc_ids)
     out = np.empty(q.shape, np.float32)
     lse = np.empty((B, Hq, S), np.float32)
+    block = mask["block"]
+    block_kv = mask.get("block_kv", block)
+    nqb, maxb = mask["nqb"], mask["maxb"]
+    if nqb != _cdiv(S, block) or maxb < _cdiv(Skv, block_kv):
+        raise ValueError(f"block_sparse_attention: the block mask was built for another shape "
+                         f"({nqb} query blocks of {block}, {maxb} key blocks of {block_kv}); "
+                         f"q has {S} rows and k {Skv}")
+    for n in ("kv_num", "full_num", "kv_idx", "full_idx"):
+        want = (B * Hq, nqb) + ((maxb,) if n.endswith("idx") else ())
+        if np.shape(mask[n]) != want:
+            raise ValueError(f"block_sparse_attention: mask[{n!r}] has shape "
+                             f"{np.shape(mask[n])}, expected {want} (batch x heads, ...)")
+    nkb = _cdiv(Skv, block_kv)
+    for kind in ("kv", "full"):
+        num, idx = np.asarray(mask[f"{kind}_num"]), np.asarray(mask[f"{kind}_idx"])
+        listed = np.arange(maxb)[None, None, :] < num[:, :, None]
+        if (num < 0).any() or (num > maxb).any() or \
+                ((idx < 0) | (idx >= nkb))[listed].any():
+            raise ValueError(f"block_sparse_attention: mask[{kind + '_idx'!r}] lists a key "
+                             f"block outside 0..{nkb - 1}")
     mods = ""
     if mask_mod is not None or score_mod is not None:
-        mods = mod_source(mask["block"], mask_mod=mask_mod, score_mod=score_mod)
-    kern = kernel("block_sparse_attention", mods=mods, head_dim=D, block=mask["block"],
-                  mask=mask_kind, window=window, prefix=prefix, gqa_group=Hq // Hkv,
-                  softcap=softcap, dtype=dtype)
+        mods = mod_source(block, mask_mod=mask_mod, score_mod=score_mod, block_kv=block_kv)
+    kern = kernel("block_sparse_attention", mods=mods, head_dim=D, block=block,
+                  **_kv_config(block, block_kv), mask=mask_kind, window=window, prefix=prefix,
+                  gqa_group=Hq // Hkv, softcap=softcap, dtype=dtype)
     arrays = [_i32(mask[n]) for n in ("kv_num", "kv_idx", "full_num", "full_idx")]
     kern.launch([_ptr(q), _ptr(k), _ptr(v), _ptr(out), _ptr(lse)] + [_ptr(a) for a in arrays] +
                 [_ptr(doc_ids), B, Hq, S, Skv, mask["nqb"], mask["maxb"],

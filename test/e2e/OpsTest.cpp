@@ -195,13 +195,15 @@ struct AttnCase {
   double softcap = 0;
   bool emptyHead = false;
   std::string dtype = "f32"; // q, k, v element type (bf16: rounded inputs)
+  int64_t blockQ = 64, blockKV = 64; // the kernel's block and block_kv
 };
 
 void runBlockSparse(const AttnCase &tc) {
-  const int64_t B = 2, Hq = 4, group = 2, Hkv = Hq / group, S = 150, D = 64, BLK = 64;
+  const int64_t B = 2, Hq = 4, group = 2, Hkv = Hq / group, S = 150, D = 64;
   Cfg cfg = {{"mask", tc.mask}, {"window", std::to_string(tc.window)},
              {"prefix", std::to_string(tc.prefix)}, {"gqa_group", std::to_string(group)},
-             {"softcap", std::to_string(tc.softcap)}, {"dtype", tc.dtype}};
+             {"softcap", std::to_string(tc.softcap)}, {"dtype", tc.dtype},
+             {"block", std::to_string(tc.blockQ)}, {"block_kv", std::to_string(tc.blockKV)}};
   auto k = compileOp("block_sparse_attention", cfg);
   auto q = randomVector(B * Hq * S * D), kk = randomVector(B * Hkv * S * D),
        v = randomVector(B * Hkv * S * D);
@@ -240,7 +242,8 @@ void runBlockSparse(const AttnCase &tc) {
       return doc[b * S + qi] == doc[b * S + ki];
     return true;
   };
-  kiln::ops::BlockMask bm = kiln::ops::makeBlockMask(B * Hq, S, S, BLK, visible);
+  kiln::ops::BlockMask bm =
+      kiln::ops::makeBlockMask(B * Hq, S, S, tc.blockQ, tc.blockKV, visible);
   std::vector<float> out(B * Hq * S * D, poison()), lse(B * Hq * S, poison());
   float scale = 1.0f / std::sqrt(float(D));
   REQUIRE_NOLAUNCHERROR(sharedJIT().launch(
@@ -307,6 +310,12 @@ TEST_CASE("block-sparse attention with built-in masks and GQA", "[ops]") {
   }
   SECTION("bf16 with an empty head and soft-capping") {
     runBlockSparse({"document", 0, 0, 30.0, true, "bf16"});
+  }
+  SECTION("query blocks of 32, key blocks of 16 (sliding window)") {
+    runBlockSparse({"sliding_window", 40, 0, 0, false, "f32", 32, 16});
+  }
+  SECTION("query blocks of 16, key blocks of 64 (document, bf16)") {
+    runBlockSparse({"document", 0, 0, 0, false, "bf16", 16, 64});
   }
 }
 

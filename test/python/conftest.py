@@ -40,10 +40,11 @@ def from_bf16_bits(b):
     return (b.astype(np.uint32) << 16).view(np.float32)
 
 
-def dense_reference(q, k, v, visible, scale):
-    """Attention in float64: softmax(q kᵀ scale, masked where not `visible(b,
-    h, q_idx, kv_idx)`) v and its log-sum-exp; rows that see no key get
-    out = 0 and lse = -inf. GQA: query head h reads key/value head h / group."""
+def dense_reference(q, k, v, visible, scale, bias=None):
+    """Attention in float64: softmax(q kᵀ scale (+ bias(h, q_idx, kv_idx)),
+    masked where not `visible(b, h, q_idx, kv_idx)`) v and its log-sum-exp;
+    rows that see no key get out = 0 and lse = -inf. GQA: query head h reads
+    key/value head h / group."""
     B, Hq, S, D = q.shape
     g = Hq // k.shape[1]
     out = np.zeros(q.shape)
@@ -51,7 +52,10 @@ def dense_reference(q, k, v, visible, scale):
     for b in range(B):
         for h in range(Hq):
             s = q[b, h].astype(np.float64) @ k[b, h // g].T.astype(np.float64) * scale
-            vis = visible(b, h, np.arange(S)[:, None], np.arange(k.shape[2])[None, :])
+            qi, ki = np.arange(S)[:, None], np.arange(k.shape[2])[None, :]
+            if bias is not None:
+                s = s + bias(h, qi, ki)
+            vis = visible(b, h, qi, ki)
             s = np.where(vis, s, -np.inf)
             for i in range(S):
                 if not np.isfinite(s[i]).any():

@@ -161,7 +161,10 @@ def test_chained_dots_a_from_fragments(rng, monkeypatch, target, warps, loop):
 
 
 @pytest.mark.parametrize("target,warps,block", [("emu-sm_90a", 8, 128), ("emu-sm_90a", 4, 128),
-                                                ("emu-sm_90a", 4, 64), ("emu-sm_80", 4, 64)])
+                                                ("emu-sm_90a", 4, 64), ("emu-sm_80", 4, 64),
+                                                ("emu-sm_90a", 8, (128, 64)),
+                                                ("emu-sm_80", 8, (128, 64))],
+                         ids=lambda v: f"{v[0]}x{v[1]}" if isinstance(v, tuple) else None)
 @pytest.mark.parametrize("kind", ["causal", "none"])
 def test_attention_row_statistics_in_registers(rng, monkeypatch, target, warps, block, kind):
     # The library's bf16 attention at head dim 128. On sm_90a the running
@@ -169,7 +172,9 @@ def test_attention_row_statistics_in_registers(rng, monkeypatch, target, warps, 
     # warpgroups' wgmma fragments: block 128 at 8 warps is two warpgroups of
     # 64 rows each (FlashAttention's shape), at 4 warps one warpgroup with
     # two 64-row blocks (four rows per lane); block 64 at 4 warps one block.
-    # emu-sm_80 keeps them in shared memory. Ragged sequence, GQA.
+    # (128, 64): query blocks of 128 rows, key blocks of 64, at 8 warps two
+    # warpgroups with 64x64 scores each. emu-sm_80 keeps them in shared
+    # memory. Ragged sequence, GQA.
     monkeypatch.setenv("KILN_TARGET", target)
     monkeypatch.setenv("KILN_NUM_WARPS", str(warps))
     B, Hq, Hkv, S, D = 1, 2, 1, 300, 128
@@ -178,7 +183,8 @@ def test_attention_row_statistics_in_registers(rng, monkeypatch, target, warps, 
     x = [from_bf16_bits(b) for b in bits]
     rule = {"causal": lambda b, h, qi, ki: ki <= qi,
             "none": lambda b, h, qi, ki: np.ones_like(qi + ki, bool)}[kind]
-    mask = kiln.ops.block_mask(rule, B, Hq, S, S, block=block)
+    block, block_kv = block if isinstance(block, tuple) else (block, block)
+    mask = kiln.ops.block_mask(rule, B, Hq, S, S, block=block, block_kv=block_kv)
     out, lse = kiln.ops.block_sparse_attention(*(kiln.bf16(b) for b in bits), mask, kind)
     ro, rl = dense_reference(*x, rule, 1 / np.sqrt(D))
     # P is rounded to bf16 before P @ V, as FlashAttention does.

@@ -239,6 +239,57 @@ def test_python_mask_mod_and_score_mod_are_fused(rng):
 
 
 @kiln.jit
+def shifted_causal(b, h, q_idx, kv_idx):
+    return kv_idx <= q_idx + 8 * h
+
+
+@pytest.mark.parametrize("block,block_kv", [(32, 16), (16, 48)])
+def test_rectangular_blocks(rng, block, block_kv):
+    # Query blocks of `block` rows, key blocks of `block_kv` keys: the block
+    # mask (built by the @kiln.jit mask_mod on the device and by numpy on the
+    # host, which must agree), the fused mask_mod and score_mod and the
+    # kernel's tiles all take both sizes. Sequences are not multiples of
+    # either; GQA.
+    B, Hq, Hkv, S, Skv, D = 1, 2, 1, 75, 101, 32
+    q = rng.standard_normal((B, Hq, S, D)).astype(np.float32)
+    k = rng.standard_normal((B, Hkv, Skv, D)).astype(np.float32)
+    v = rng.standard_normal((B, Hkv, Skv, D)).astype(np.float32)
+    np_mod = lambda b, h, qi, ki: ki <= qi + 8 * h
+    device = kiln.ops.block_mask(shifted_causal, B, Hq, S, Skv, block=block, block_kv=block_kv)
+    host = kiln.ops.block_mask(np_mod, B, Hq, S, Skv, block=block, block_kv=block_kv)
+    assert device["nqb"] == -(-S // block) and device["maxb"] == -(-Skv // block_kv)
+    for key in ("kv_num", "kv_idx", "full_num", "full_idx"):
+        assert (device[key] == host[key]).all(), key
+    assert host["full_num"].sum() > 0 and host["kv_num"].sum() > 0
+    out, lse = kiln.ops.block_sparse_attention(q, k, v, device, mask_mod=shifted_causal,
+                                               score_mod=alibi)
+    ro, rl = dense_reference(q, k, v, np_mod, 1 / np.sqrt(D),
+                             bias=lambda h, qi, ki: -0.05 * (h + 1) * (qi - ki))
+    assert_close(out, ro, 2e-4, 2e-5)
+    assert_close(lse, rl, 2e-5, 2e-5)
+
+
+def test_block_mask_must_match_the_launch(rng):
+    q = rng.standard_normal((1, 2, 70, 16)).astype(np.float32)
+    causal = lambda b, h, qi, ki: ki <= qi
+    with pytest.raises(ValueError, match="block_kv must be a positive integer"):
+        kiln.ops.block_mask(causal, 1, 2, 70, 70, block=32, block_kv=0)
+    with pytest.raises(ValueError, match="built for another shape"):
+        kiln.ops.block_sparse_attention(q, q, q, kiln.ops.block_mask(causal, 1, 2, 40, 70))
+    with pytest.raises(ValueError, match="built for another shape"):
+        kiln.ops.block_sparse_attention(
+            q, q, q, kiln.ops.block_mask(causal, 1, 2, 70, 70, block=32, block_kv=64)
+            | {"maxb": 1})
+    with pytest.raises(ValueError, match=r"mask\['kv_num'\] has shape"):
+        kiln.ops.block_sparse_attention(q, q, q, kiln.ops.block_mask(causal, 1, 1, 70, 70))
+    bad = kiln.ops.block_mask(causal, 1, 2, 70, 70, block=16, block_kv=32)
+    bad["full_idx"] = bad["full_idx"].copy()
+    bad["full_idx"][1, 3, 0] = 3  # key blocks of 32: 0..2
+    with pytest.raises(ValueError, match="outside 0..2"):
+        kiln.ops.block_sparse_attention(q, q, q, bad)
+
+
+@kiln.jit
 def wrong_arity(b, h, q_idx):
     return q_idx > 0
 
