@@ -64,9 +64,25 @@ def default_num_stages():
     return _env_int("KILN_NUM_STAGES", 2, 1, 8)
 
 
+def chip_for(major, minor, known):
+    """The target for a device of compute capability major.minor: ``sm_90a``
+    on Hopper, its own ``sm_XY`` when the compiler knows it, else the newest
+    known chip of the same major version below it (code for sm_XY runs on
+    every sm_XZ with Z >= Y: sm_103 runs sm_100 code), else ``sm_XY`` (the
+    compiler then names the chips it knows)."""
+    if (major, minor) == (9, 0):
+        return "sm_90a"
+    own = f"sm_{major}{minor}"
+    if own in known:
+        return own
+    older = [c for c in known if not c.endswith("a") and c[3:-1] == str(major)
+             and int(c[-1]) < minor]
+    return max(older, key=lambda c: int(c[-1])) if older else own
+
+
 def gpu_target():
-    """The NVIDIA target of the CUDA device kernels run on: ``sm_XY`` from its
-    compute capability, ``sm_90a`` on Hopper (or $KILN_GPU_TARGET)."""
+    """The NVIDIA target of the CUDA device kernels run on (chip_for its
+    compute capability), or $KILN_GPU_TARGET."""
     global _gpu_target
     if _gpu_target is None:
         env = os.environ.get("KILN_GPU_TARGET")
@@ -74,8 +90,12 @@ def gpu_target():
             _gpu_target = env
         else:
             from ._kiln import cuda_compute_capability
-            major, minor = cuda_compute_capability()
-            _gpu_target = f"sm_{major}{minor}" + ("a" if (major, minor) == (9, 0) else "")
+            try:
+                from ._kiln import gpu_chips
+                known = gpu_chips()
+            except ImportError:  # the runtime-only module: bundles name their chip
+                known = []
+            _gpu_target = chip_for(*cuda_compute_capability(), known)
     return _gpu_target
 
 

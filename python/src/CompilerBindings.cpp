@@ -18,6 +18,7 @@
 #include "kiln/JIT/JIT.h"
 #include "kiln/Ops/Ops.h"
 #include "kiln/Target/CPU/Compiler.h"
+#include "kiln/Target/GPUChips.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -677,6 +678,15 @@ void bindCompiler(py::module &m) {
       py::arg("mods") = "",
       "The kiln IR of an operator of the library (see docs/ops.md); `mods` holds "
       "functions to fuse into it (e.g. func.func @mask_mod).");
+  m.def(
+      "gpu_chips",
+      [] {
+        std::vector<std::string> names;
+        for (const ::kiln::GPUChip &c : ::kiln::kGPUChips)
+          names.push_back(c.name);
+        return names;
+      },
+      "The NVIDIA architectures the compiler targets (sm_80, ..., sm_90a, ...).");
   m.def("list_ops", [] {
     py::list out;
     for (const auto &op : ::kiln::ops::registry()) {

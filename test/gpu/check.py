@@ -387,7 +387,12 @@ def case_moe():
     check("op moe_unpermute", got, ref, 1e-5, 1e-5)
 
 
-def case_attention(dtype, mask_kind, heads=(2, 1), seq=150, window=64):
+def block_sizes(block):
+    """An attention block: 64 (square) or (query block, key block)."""
+    return block if isinstance(block, tuple) else (block, block)
+
+
+def case_attention(dtype, mask_kind, heads=(2, 1), seq=150, window=64, block=64):
     B, Hq, Hkv, S, D = 2, heads[0], heads[1], seq, 64
     q = rng.standard_normal((B, Hq, S, D)).astype(np.float32)
     k = rng.standard_normal((B, Hkv, S, D)).astype(np.float32)
@@ -395,7 +400,8 @@ def case_attention(dtype, mask_kind, heads=(2, 1), seq=150, window=64):
     rules = {"none": lambda b_, h_, qi, ki: np.ones_like(qi + ki, bool),
              "causal": lambda b_, h_, qi, ki: ki <= qi,
              "sliding_window": lambda b_, h_, qi, ki: (ki <= qi) & (qi - ki < window)}
-    mask = ops.block_mask(rules[mask_kind], B, Hq, S, S)
+    bq, bkv = block_sizes(block)
+    mask = ops.block_mask(rules[mask_kind], B, Hq, S, S, block=bq, block_kv=bkv)
     if dtype == "bf16":
         bits = [bf16_bits(a) for a in (q, k, v)]
         args = [kiln.bf16(bb) for bb, _ in bits]
@@ -412,9 +418,9 @@ def case_attention(dtype, mask_kind, heads=(2, 1), seq=150, window=64):
     vis = np.broadcast_to(rules[mask_kind](0, 0, qi, ki), (B, Hq, S, S))
     ro, rl = attention_reference(q, kr, vr, vis, 1 / math.sqrt(D))
     tol = 1e-4 if dtype == "f32" else 2e-3
-    check(f"op block_sparse_attention {dtype} {mask_kind} (Hq {Hq}, Hkv {Hkv})", out, ro, tol,
-          tol)
-    check(f"op block_sparse_attention {dtype} {mask_kind} lse", lse, rl, tol, tol)
+    name = f"op block_sparse_attention {dtype} {mask_kind} blocks {bq}x{bkv}"
+    check(f"{name} (Hq {Hq}, Hkv {Hkv})", out, ro, tol, tol)
+    check(f"{name} lse", lse, rl, tol, tol)
 
 
 def case_dsa():
@@ -547,6 +553,8 @@ op_case("moe", case_moe)
 op_case("attention f32 causal", lambda: case_attention("f32", "causal"))
 op_case("attention bf16 sliding_window", lambda: case_attention("bf16", "sliding_window", (4, 2)))
 op_case("attention f16 none", lambda: case_attention("f16", "none", (3, 1)))
+op_case("attention bf16 causal 128x64",
+        lambda: case_attention("bf16", "causal", (2, 2), seq=300, block=(128, 64)))
 op_case("dsa", case_dsa)
 op_case("conv2d f32", lambda: case_conv("f32"))
 op_case("conv2d bf16", lambda: case_conv("bf16"))
@@ -560,10 +568,19 @@ BENCH_D = 128
 BENCH_WINDOW = 1024  # the block-sparse benchmark's sliding window
 
 
+def variant_tag(warps, stages, block, swizzle):
+    bq, bkv = block_sizes(block)
+    return (f"w{warps or 4} s{stages or 2} b{bq}" + (f"x{bkv}" if bkv != bq else "")
+            + ("" if swizzle else " no-swizzle"))
+
+
 def attention_bench_kernel(kind, warps=None, stages=None, block=64, swizzle=True):
     window = BENCH_WINDOW if kind == "sliding_window" else 256
-    cfg = dict(head_dim=BENCH_D, block=block, mask=kind, window=window, prefix=0, gqa_group=1,
+    bq, bkv = block_sizes(block)
+    cfg = dict(head_dim=BENCH_D, block=bq, mask=kind, window=window, prefix=0, gqa_group=1,
                softcap=0.0, dtype="bf16")
+    if bkv != bq:
+        cfg["block_kv"] = bkv
     return provider("block_sparse_attention", "", {k_: str(v_) for k_, v_ in cfg.items()},
                     warps, stages, swizzle)
 
@@ -574,14 +591,20 @@ def attention_bench_kernel(kind, warps=None, stages=None, block=64, swizzle=True
 # registers), and each also with num_stages 1: the key and value loads then
 # wait in place (less shared memory, fewer registers) instead of being
 # issued an iteration ahead (index lists read ahead of time), so one run
-# says which wins. (warps, stages, block); None: the default. Block 128
-# only with wgmma (sm_90a): under mma.sync its scores go through shared
-# memory, 291 KiB. On sm_90a the pipelined key and value stages take the
-# 128B swizzle; the default shape is also timed without it (swizzle False).
+# says which wins. (warps, stages, block, swizzle); None: the default.
+# Block (128, 64): query blocks of 128 rows, key blocks of 64 keys; at 8
+# warps each warpgroup (or each warp's 16 rows under mma.sync) owns its rows
+# and the scores are 64x64 per warpgroup, so the key and value tiles serve
+# twice the rows of block 64 with the registers of block 64 at 4 warps.
+# Block 128 only with wgmma (sm_90a): under mma.sync its scores go through
+# shared memory, 291 KiB. On sm_90a the pipelined key and value stages take
+# the 128B swizzle; the default shape is also timed without it (swizzle
+# False).
 BENCH_VARIANTS = ((None, None, 64, True), (8, None, 64, True), (None, 1, 64, True),
-                  (8, 1, 64, True))
+                  (8, 1, 64, True), (8, None, (128, 64), True))
 if TARGET.endswith("sm_90a"):
-    BENCH_VARIANTS += ((8, None, 128, True), (8, 1, 128, True), (None, None, 64, False))
+    BENCH_VARIANTS += ((8, None, 128, True), (8, 1, 128, True), (8, 1, (128, 64), True),
+                       (None, None, 64, False))
 
 if not RUN:
     for kind in ("none", "causal", "sliding_window"):
@@ -650,7 +673,9 @@ if not EMULATED and ACTIVE:
         """(launch, output): the operator's bundle on device tensors, with
         the argument list of kiln.ops.block_sparse_attention."""
         if (kind, block) not in masks:
-            masks[(kind, block)] = ops.block_mask(rules[kind], B, H, SQ, SQ, block=block)
+            bq, bkv = block_sizes(block)
+            masks[(kind, block)] = ops.block_mask(rules[kind], B, H, SQ, SQ, block=bq,
+                                                  block_kv=bkv)
         mask = masks[(kind, block)]
         bundle = load(attention_bench_kernel(kind, warps, stages, block, swizzle).path)
         ot, lt = torch.empty(B, H, SQ, D, device=dev), torch.empty(B, H, SQ, device=dev)
@@ -671,7 +696,7 @@ if not EMULATED and ACTIVE:
             run_kiln, ot = kiln_attention(kind, warps, stages, block, swizzle)
             t_kiln = bench(run_kiln, reps=3)
             err = (ot - ref.float()).abs().max().item()
-            tag = f"w{warps or 4} s{stages or 2} b{block}" + ("" if swizzle else " no-swizzle")
+            tag = variant_tag(warps, stages, block, swizzle)
             if not err < 5e-2:
                 print(f"FAIL attention benchmark {kind} {tag}: max abs error "
                       f"{err:.3g} vs SDPA")
@@ -698,17 +723,21 @@ if not EMULATED and ACTIVE:
             ref = flex(qt, kt, vt, block_mask=fmask)
             torch.cuda.synchronize()
             print(f"flex_attention: block mask and torch.compile took {time.time() - t0:.1f} s")
-            run_kiln, ot = kiln_attention("sliding_window")
-            t_kiln = bench(run_kiln, reps=3)
-            err = (ot - ref.float()).abs().max().item()
-            if not err < 5e-2:
-                print(f"FAIL block-sparse benchmark: max abs error {err:.3g} vs flex_attention")
-                failures.append("block-sparse bench")
             t_torch = bench(lambda: flex(qt, kt, vt, block_mask=fmask))
             pairs = sum(min(i + 1, BENCH_WINDOW) for i in range(SQ))  # visible (q, k)
             fl = 4 * B * H * pairs * D
-            rows.append((f"block-sparse window {BENCH_WINDOW} s{SQ}", fl / t_kiln / 1e12,
-                         fl / t_torch / 1e12, "TFLOP/s", "flex_attention (compiled)"))
+            for warps, stages, block, swizzle in BENCH_VARIANTS:
+                tag = variant_tag(warps, stages, block, swizzle)
+                run_kiln, ot = kiln_attention("sliding_window", warps, stages, block, swizzle)
+                t_kiln = bench(run_kiln, reps=3)
+                err = (ot - ref.float()).abs().max().item()
+                if not err < 5e-2:
+                    print(f"FAIL block-sparse benchmark {tag}: max abs error {err:.3g} vs "
+                          "flex_attention")
+                    failures.append(f"block-sparse bench {tag}")
+                rows.append((f"block-sparse window {BENCH_WINDOW} s{SQ} {tag}",
+                             fl / t_kiln / 1e12, fl / t_torch / 1e12, "TFLOP/s",
+                             "flex_attention (compiled)"))
         except Exception as e:  # noqa: BLE001
             print(f"flex_attention comparison failed: {type(e).__name__}: {e}")
 

@@ -76,6 +76,26 @@ def test_example_compiles_for_gpu(path, chip, tmp_path):
     _assemble(out, chip, tmp_path)
 
 
+# Every architecture kilnc accepts: NVPTX aborts on a PTX ISA version older
+# than the chip (sm_86 and sm_89 did, with 7.0), so each one compiles the
+# tensor-core example and ptxas assembles it for that chip.
+ALL_CHIPS = ["sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_120"]
+
+
+def test_every_known_chip_compiles_and_others_are_refused(tmp_path):
+    out = subprocess.run([KILNC, "--help"], capture_output=True, text=True).stdout
+    r = subprocess.run([KILNC, os.path.join(ROOT, "examples", "vector_add.mlir"), "--target",
+                        "sm_75", "-o", str(tmp_path / "x")], capture_output=True, text=True)
+    assert r.returncode == 1 and "known: " + ", ".join(ALL_CHIPS) in r.stderr, r.stderr
+    assert ", ".join(ALL_CHIPS) in " ".join(out.split())
+    for chip in ALL_CHIPS:
+        ptx = _compile([os.path.join(ROOT, "examples", "matmul_bf16.mlir")],
+                       str(tmp_path / f"{chip}.ptx"), chip)
+        want = "wgmma.mma_async" if chip == "sm_90a" else "mma.sync.aligned.m16n8k16"
+        assert want in ptx, chip
+        _assemble(str(tmp_path / f"{chip}.ptx"), chip, tmp_path)
+
+
 sys.path.insert(0, os.path.join(ROOT, "test", "gpu"))
 from gemm_variants import GEMM_VARIANTS, gemm_source  # noqa: E402
 
@@ -283,3 +303,18 @@ def test_ir_of_a_gpu_specialization_shows_its_launch_options():
     ptx = ck.ir("asm")
     assert ".maxntid 256, 1, 1" in ptx
     assert re.search(r"cp\.async\.wait_group\s+1;", ptx)  # S - 2 newer groups
+
+
+def test_device_chip_choice():
+    # @kiln.jit's target for a CUDA device of compute capability (major, minor).
+    from kiln import _kiln
+    from kiln.jit import chip_for
+    known = _kiln.gpu_chips()
+    assert known == ALL_CHIPS
+    assert chip_for(9, 0, known) == "sm_90a"
+    assert chip_for(8, 6, known) == "sm_86"
+    assert chip_for(8, 8, known) == "sm_87"    # newest known 8.x below 8.8
+    assert chip_for(10, 3, known) == "sm_100"  # sm_100 code runs on 10.3
+    assert chip_for(12, 1, known) == "sm_120"
+    assert chip_for(7, 5, known) == "sm_75"    # unknown: the compiler says so
+    assert chip_for(11, 0, known) == "sm_110"

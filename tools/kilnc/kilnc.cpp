@@ -42,7 +42,7 @@ static cl::opt<std::string>
     target("target",
            cl::desc("Target: host (default), x86-64 (= host), x86-64-avx512, "
                     "x86-64-avx2, x86-64-sse; NVIDIA GPUs: sm_80, sm_86, "
-                    "sm_89, sm_90, sm_90a"),
+                    "sm_87, sm_89, sm_90, sm_90a, sm_100, sm_120"),
            cl::init("host"), cl::cat(kilncCategory));
 static cl::opt<std::string> kernelName("kernel",
                                        cl::desc("Kernel to compile when the file "

@@ -34,6 +34,7 @@
 #include "SimtSupport.h"
 #include "kiln/Conversion/Passes.h"
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
+#include "kiln/Target/GPUChips.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -573,23 +574,14 @@ void KernelLowering::emitTileLoadSimt(ImplicitLocOpBuilder &b,
 
 namespace {
 
-/// Largest dynamic shared memory per block (opt-in) of the architectures.
+/// Largest dynamic shared memory per block (opt-in) of the architecture
+/// (the pass refuses chips outside the table first).
 int64_t maxSharedBytes(StringRef chip) {
-  if (chip.starts_with("sm_9") || chip.starts_with("sm_1"))
-    return 227 * 1024;
-  if (chip == "sm_80" || chip == "sm_87")
-    return 163 * 1024;
-  return 99 * 1024; // sm_86, sm_89
+  return ::kiln::findGPUChip(chip)->maxSharedPerBlock;
 }
 
 /// Shared memory per SM (bytes; 1 KiB of it is reserved per block).
-static int64_t sharedPerSM(StringRef chip) {
-  if (chip.starts_with("sm_9") || chip.starts_with("sm_1"))
-    return 228 * 1024;
-  if (chip == "sm_80" || chip == "sm_87")
-    return 164 * 1024;
-  return 100 * 1024; // sm_86, sm_89
-}
+static int64_t sharedPerSM(StringRef chip) { return ::kiln::findGPUChip(chip)->sharedPerSM; }
 
 constexpr const char *kSharedName = "__kiln_smem";
 
@@ -879,7 +871,7 @@ LogicalResult lowerKernelGPU(FuncOp kernel, gpu::GPUModuleOp gpuModule,
 }
 
 struct ConvertKilnToGPUPass
-    : kiln::impl::ConvertKilnToGPUBase<ConvertKilnToGPUPass> {
+    : mlir::kiln::impl::ConvertKilnToGPUBase<ConvertKilnToGPUPass> {
   using Base::Base;
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -889,6 +881,11 @@ struct ConvertKilnToGPUPass
     }
     if (numStages < 1 || numStages > 8) {
       module.emitError("convert-kiln-to-gpu: num-stages must be in [1, 8]");
+      return signalPassFailure();
+    }
+    if (!::kiln::findGPUChip(chip)) {
+      module.emitError("convert-kiln-to-gpu: unknown chip '")
+          << chip << "'; known: " << ::kiln::knownGPUChips();
       return signalPassFailure();
     }
     SmallVector<FuncOp> kernels;

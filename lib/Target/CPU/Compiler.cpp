@@ -9,6 +9,7 @@
 #include "CompilerSupport.h"
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
 #include "kiln/Target/CPU/Pipeline.h"
+#include "kiln/Target/GPUChips.h"
 #include "kiln/runtime.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -143,13 +144,8 @@ llvm::Expected<kiln::CPUTarget> kiln::resolveCPUTarget(llvm::StringRef name) {
   }
   if (isGPUTarget(name)) {
     // A GPU target as the JIT keys it: the architecture is the "cpu".
-    llvm::StringRef digits = name.drop_front(3);
-    digits.consume_back("a");
-    unsigned v = 0;
-    if (digits.getAsInteger(10, v) || v < 80)
-      return makeError("unknown GPU target '" + name +
-                       "': kiln supports sm_80 and newer (sm_80, sm_86, "
-                       "sm_89, sm_90, sm_90a, ...)");
+    if (!findGPUChip(name))
+      return makeError("unknown GPU target '" + name + "'; known: " + knownGPUChips());
     return kiln::CPUTarget{name.str(), name.str(), "", 0, {}, {}};
   }
   if (name == "x86-64-avx512" || name == "avx512")
@@ -160,7 +156,7 @@ llvm::Expected<kiln::CPUTarget> kiln::resolveCPUTarget(llvm::StringRef name) {
     return sseTarget();
   return makeError("unknown target '" + name +
                    "'; known: host, x86-64, x86-64-avx512, x86-64-avx2, "
-                   "x86-64-sse, sm_80, sm_86, sm_89, sm_90, sm_90a, and "
+                   "x86-64-sse, " + knownGPUChips() + ", and "
                    "emu-sm_XY (the GPU lowering on the CPU emulator)");
 }
 

@@ -16,6 +16,7 @@
 #include "kiln/Target/CPU/Compiler.h"
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
 #include "kiln/Target/CPU/Pipeline.h"
+#include "kiln/Target/GPUChips.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -50,16 +51,6 @@ using mlir::ModuleOp;
 
 namespace {
 
-/// sm_80 -> 80, sm_90a -> 90; 0 when malformed.
-unsigned smVersion(llvm::StringRef chip) {
-  llvm::StringRef digits = chip.drop_front(3);
-  digits.consume_back("a");
-  unsigned v = 0;
-  if (digits.getAsInteger(10, v))
-    return 0;
-  return v;
-}
-
 llvm::Expected<std::unique_ptr<llvm::TargetMachine>>
 createNVPTXTargetMachine(llvm::StringRef chip, unsigned optLevel) {
   static std::once_flag once;
@@ -74,11 +65,12 @@ createNVPTXTargetMachine(llvm::StringRef chip, unsigned optLevel) {
   const llvm::Target *t = llvm::TargetRegistry::lookupTarget(triple, err);
   if (!t)
     return makeError("LLVM has no NVPTX target: " + err);
-  // PTX ISA 8.3 for the sm_90a features (wgmma, tensormap.replace), 8.0
-  // for sm_90, 7.0 otherwise.
-  std::string features = chip.ends_with("a")        ? "+ptx83"
-                         : smVersion(chip) >= 90 ? "+ptx80"
-                                                 : "+ptx70";
+  // The chip's PTX ISA version (GPUChips.h): NVPTX aborts on a version
+  // older than the chip.
+  const kiln::GPUChip *gpu = kiln::findGPUChip(chip);
+  if (!gpu)
+    return makeError("unknown GPU target '" + chip + "'; known: " + kiln::knownGPUChips());
+  std::string features = "+ptx" + std::to_string(gpu->ptxVersion);
   llvm::TargetOptions opts;
   auto level = optLevel >= 2 ? llvm::CodeGenOptLevel::Aggressive
                              : llvm::CodeGenOptLevel::Less;
@@ -227,10 +219,8 @@ llvm::Expected<kiln::CompileResult>
 kiln::detail::compileModuleGPU(ModuleOp module, const CompileOptions &options,
                                EmitKind emit, const KernelInfo &info) {
   llvm::StringRef chip = options.target;
-  if (smVersion(chip) < 80)
-    return makeError("unknown GPU target '" + chip +
-                     "': kiln supports sm_80 and newer (sm_80, sm_86, sm_89, "
-                     "sm_90, sm_90a, ...)");
+  if (!kiln::findGPUChip(chip))
+    return makeError("unknown GPU target '" + chip + "'; known: " + kiln::knownGPUChips());
   if (options.numWarps < 1 || options.numWarps > 32)
     return makeError("num_warps must be in [1, 32], not " +
                      llvm::Twine(options.numWarps));
