@@ -281,14 +281,76 @@ static std::optional<WarpTiling> planWgmmaTiling(int64_t M, int64_t N,
   return best;
 }
 
-/// The tiling of a tensor-core dot's accumulators (see WarpTiling).
+/// mma.sync with whole rows per warp (WN = 1): warp w owns row tiles
+/// [w TM, (w + 1) TM) and every column, as a warpgroup's warps do under
+/// wgmma; at most 128 accumulators per thread.
+static std::optional<WarpTiling> planRowTiling(int64_t M, int64_t N,
+                                               int64_t warps) {
+  int64_t tilesM = M / 16, tilesN = N / 8;
+  if (tilesM % warps || (tilesM / warps) * tilesN * 4 > 128)
+    return std::nullopt;
+  return WarpTiling{1, tilesM / warps, tilesN};
+}
+
+/// The tiling of a tensor-core dot's accumulators (see WarpTiling): wgmma's
+/// where it applies; for mma.sync, whole rows per warp for the dots
+/// planRowDots picked (their results stay in registers), else the warp
+/// grid that reads the fewest operand bytes.
 static std::optional<WarpTiling> planDotTiling(const SimtConfig &simt,
-                                               int64_t M, int64_t N) {
+                                               DotOp dot) {
+  int64_t M = dot.getLhs().getType().getDimSize(0),
+          N = dot.getAcc().getType().getDimSize(1);
   int64_t warps = simt.numThreads / 32;
   if (simt.wgmma)
     if (auto wt = planWgmmaTiling(M, N, warps))
       return wt;
+  if (simt.rowDots.count(dot))
+    if (auto wt = planRowTiling(M, N, warps))
+      return wt;
   return planWarpTiling(M, N, warps);
+}
+
+static Value rowBroadcastSource(Value v);
+
+/// Whether a dot's result goes, through elementwise ops, into a row
+/// reduction or another dot's A, or its accumulator is rescaled per row:
+/// flash attention's scores and P·V.
+static bool wantsRows(DotOp dot) {
+  if (auto mul = dot.getAcc().getDefiningOp<arith::MulFOp>())
+    if (rowBroadcastSource(mul.getLhs()) || rowBroadcastSource(mul.getRhs()))
+      return true;
+  SmallVector<Value> work{dot.getResult()};
+  DenseSet<Value> seen;
+  auto shape = dot.getResult().getType().getShape();
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    if (!seen.insert(v).second)
+      continue;
+    for (Operation *user : v.getUsers()) {
+      if (auto red = dyn_cast<ReduceOp>(user)) {
+        if (red.getAxis() == 1)
+          return true;
+      } else if (auto d2 = dyn_cast<DotOp>(user)) {
+        if (d2.getLhs() == v)
+          return true;
+      } else if (user->hasTrait<OpTrait::Elementwise>() &&
+                 user->getNumResults() == 1) {
+        auto t = dyn_cast<RankedTensorType>(user->getResult(0).getType());
+        if (t && t.getShape() == shape)
+          work.push_back(user->getResult(0));
+      }
+    }
+  }
+  return false;
+}
+
+void planRowDots(SimtConfig &simt, Operation *body) {
+  if (!simt.tensorCores || !simt.registerAccumulators || !simt.rowFragments)
+    return;
+  body->walk([&](DotOp dot) {
+    if (isTensorCoreDot(simt, dot) && wantsRows(dot))
+      simt.rowDots.insert(dot);
+  });
 }
 
 /// A row-major (identity-layout), static buffer of 16-bit elements.
@@ -410,8 +472,7 @@ SmallVector<unsigned> KernelLowering::registerAccumulators(scf::ForOp loop) {
     if (!dot || !dot.getResult().hasOneUse() ||
         yield.getOperand(i) != dot.getResult() || !isTensorCoreDot(*simt, dot))
       continue;
-    if (!planDotTiling(*simt, dot.getLhs().getType().getDimSize(0),
-                       dot.getAcc().getType().getDimSize(1)))
+    if (!planDotTiling(*simt, dot))
       continue;
     if (rowVector)
       registerRowScales[*arg.getUsers().begin()] = rowVector;
@@ -442,8 +503,7 @@ DotOp KernelLowering::inFlightDot(scf::ForOp loop,
   if (!dot || several || dot->getBlock() != loop.getBody() ||
       !isTensorCoreDot(*simt, dot))
     return DotOp();
-  auto wt = planDotTiling(*simt, dot.getLhs().getType().getDimSize(0),
-                          dot.getAcc().getType().getDimSize(1));
+  auto wt = planDotTiling(*simt, dot);
   if (!wt || !wt->wgmma)
     return DotOp();
   auto arg = dyn_cast<BlockArgument>(dot.getAcc());
@@ -475,8 +535,7 @@ warpTiledDot(ImplicitLocOpBuilder &b, const SimtConfig &simt, DotOp dot,
              Value a, Value bm) {
   auto lhsType = dot.getLhs().getType();
   MmaTiles mt = mmaTiles(b, simt, a, bm, lhsType.getElementType());
-  auto wt = *planDotTiling(simt, lhsType.getDimSize(0),
-                           dot.getAcc().getType().getDimSize(1));
+  auto wt = *planDotTiling(simt, dot);
   auto [rows, cols] = warpTileBases(b, mt, wt);
   return {mt, rows, cols};
 }
@@ -496,8 +555,7 @@ bool KernelLowering::sameRegisterTiling(DotOp a, DotOp b) {
 }
 
 int64_t KernelLowering::registerTileSize(DotOp dot) {
-  auto wt = *planDotTiling(*simt, dot.getLhs().getType().getDimSize(0),
-                           dot.getAcc().getType().getDimSize(1));
+  auto wt = *planDotTiling(*simt, dot);
   return wt.TM * wt.TN * 4;
 }
 
@@ -608,16 +666,16 @@ void KernelLowering::materializeFragments(Value v, Operation *user) {
 }
 
 bool KernelLowering::registerOperandA(DotOp producer, DotOp consumer) {
-  if (!wgmmaTiled(producer) || !wgmmaTiled(consumer) ||
+  if (!fragmentTiled(producer) || !fragmentTiled(consumer) ||
       !isTensorCoreDot(*simt, consumer))
     return false;
   int64_t M = producer.getLhs().getType().getDimSize(0);
-  auto p = *planDotTiling(*simt, M, producer.getAcc().getType().getDimSize(1));
-  auto c = *planDotTiling(*simt, consumer.getLhs().getType().getDimSize(0),
-                          consumer.getAcc().getType().getDimSize(1));
+  auto p = *planDotTiling(*simt, producer);
+  auto c = *planDotTiling(*simt, consumer);
   // Each warpgroup holds whole rows of the producer's result (all of the
   // consumer's K) and computes whole rows of the consumer's, the same ones.
   return consumer.getLhs().getType().getDimSize(0) == M && p.WN == 1 &&
+         p.wgmma == c.wgmma &&
          c.WN == 1 && p.TM == c.TM &&
          consumer.getLhs().getType().getDimSize(1) ==
              producer.getAcc().getType().getDimSize(1);
@@ -629,7 +687,7 @@ SmallVector<Value> KernelLowering::runRegisterADot(
     ArrayRef<Value> aRegs) {
   int64_t K = op.getLhs().getType().getDimSize(1),
           N = op.getAcc().getType().getDimSize(1);
-  auto wt = *planDotTiling(*simt, op.getLhs().getType().getDimSize(0), N);
+  auto wt = *planDotTiling(*simt, op);
   bool bKMajor = deferredTrans.count(op.getRhs());
   Value bCore = mt.bm;
   if (!isCoreBuffer(bCore)) {
@@ -724,15 +782,62 @@ SmallVector<Value> KernelLowering::runRegisterADot(
   return regs;
 }
 
-bool KernelLowering::wgmmaTiled(DotOp dot) {
-  auto wt = planDotTiling(*simt, dot.getLhs().getType().getDimSize(0),
-                          dot.getAcc().getType().getDimSize(1));
-  return wt && wt->wgmma;
+SmallVector<Value> KernelLowering::runRegisterADotSync(
+    ImplicitLocOpBuilder &b, DotOp op, ArrayRef<Value> rows,
+    ArrayRef<Value> cols, ValueRange acc, ArrayRef<Value> aRegs, Value bBuf) {
+  int64_t K = op.getLhs().getType().getDimSize(1);
+  Type inElt = op.getLhs().getType().getElementType();
+  // Only B is read from shared memory: ldmatrix when it is a plain buffer.
+  MmaTiles mt = mmaTiles(b, *simt, Value(), bBuf, inElt);
+  mt.useLdmatrix = simt->ldmatrix && isPlain16(bBuf);
+  mt.bKMajor = deferredTrans.count(op.getRhs());
+  Type i32 = b.getI32Type();
+  auto pack = [&](Value lo, Value hi) -> Value {
+    auto half = [&](Value v) -> Value {
+      Value bits = arith::BitcastOp::create(b, b.getI16Type(), v);
+      return arith::ExtUIOp::create(b, i32, bits);
+    };
+    return mt.typed(
+        b, arith::OrIOp::create(
+               b, half(lo),
+               arith::ShLIOp::create(b, half(hi),
+                                     arith::ConstantIntOp::create(b, i32, 16))));
+  };
+  // The producer's C tiles 2 s and 2 s + 1 (columns 16 s .. 16 s + 15) are
+  // k step s's A: C elements 0, 1 (row g) and 2, 3 (row g + 8) of each, in
+  // A's register order (rows g, g + 8 at k 2q; then at k 2q + 8).
+  int64_t producerTN = K / 8;
+  SmallVector<Value> regs(acc.begin(), acc.end());
+  for (int64_t step = 0; step < K / 16; ++step) {
+    Value k0 = cIdx(b, 16 * step);
+    SmallVector<SmallVector<Value>> bFr;
+    for (Value c : cols)
+      bFr.push_back(mt.fragB(b, k0, c));
+    for (size_t t = 0; t < rows.size(); ++t) {
+      auto at = [&](int64_t block, int64_t e) {
+        return aRegs[(t * producerTN + block) * 4 + e];
+      };
+      SmallVector<Value> aFr = {pack(at(2 * step, 0), at(2 * step, 1)),
+                                pack(at(2 * step, 2), at(2 * step, 3)),
+                                pack(at(2 * step + 1, 0), at(2 * step + 1, 1)),
+                                pack(at(2 * step + 1, 2), at(2 * step + 1, 3))};
+      for (size_t j = 0; j < cols.size(); ++j) {
+        size_t base = (t * cols.size() + j) * 4;
+        auto d = mt.mma(b, aFr, bFr[j], ValueRange(regs).slice(base, 4));
+        std::copy(d.begin(), d.end(), regs.begin() + base);
+      }
+    }
+  }
+  return regs;
+}
+
+bool KernelLowering::fragmentTiled(DotOp dot) {
+  auto wt = planDotTiling(*simt, dot);
+  return wt && (wt->wgmma || (simt->rowDots.count(dot) && wt->WN == 1));
 }
 
 bool KernelLowering::rowsInWarps(DotOp dot) {
-  auto wt = planDotTiling(*simt, dot.getLhs().getType().getDimSize(0),
-                          dot.getAcc().getType().getDimSize(1));
+  auto wt = planDotTiling(*simt, dot);
   return wt && wt->WN == 1;
 }
 
@@ -761,20 +866,20 @@ SmallVector<Value> KernelLowering::reduceFragmentRows(ReduceOp op) {
 }
 
 bool KernelLowering::sameRows(DotOp a, DotOp b) {
-  if (!a || !b || !wgmmaTiled(a) || !wgmmaTiled(b) || !rowsInWarps(a) ||
+  if (!a || !b || !fragmentTiled(a) || !fragmentTiled(b) || !rowsInWarps(a) ||
       !rowsInWarps(b))
     return false;
   int64_t M = a.getLhs().getType().getDimSize(0);
-  auto ta = *planDotTiling(*simt, M, a.getAcc().getType().getDimSize(1));
-  auto tb = *planDotTiling(*simt, b.getLhs().getType().getDimSize(0),
-                           b.getAcc().getType().getDimSize(1));
-  // WN = 1: warpgroup g owns row blocks [g TM, (g + 1) TM) in both.
-  return b.getLhs().getType().getDimSize(0) == M && ta.TM == tb.TM;
+  auto ta = *planDotTiling(*simt, a);
+  auto tb = *planDotTiling(*simt, b);
+  // WN = 1: warpgroup (mma.sync: warp) g owns row blocks [g TM, (g + 1) TM)
+  // in both.
+  return b.getLhs().getType().getDimSize(0) == M && ta.TM == tb.TM &&
+         ta.wgmma == tb.wgmma;
 }
 
 int64_t KernelLowering::rowSlotCount(DotOp dot) {
-  auto wt = *planDotTiling(*simt, dot.getLhs().getType().getDimSize(0),
-                           dot.getAcc().getType().getDimSize(1));
+  auto wt = *planDotTiling(*simt, dot);
   return 2 * wt.TM;
 }
 
@@ -983,12 +1088,15 @@ LogicalResult KernelLowering::lowerRegisterDot(DotOp op) {
     return failure();
   ImplicitLocOpBuilder b(op.getLoc(), op);
   auto [mt, rows, cols] = warpTiledDot(b, *simt, op, *a, *bm);
-  SmallVector<Value> regs =
-      aRegs.empty()
-          ? runTiledDot(b, op, mt, rows, cols,
-                        registerTiles.lookup(op.getAcc()))
-          : runRegisterADot(b, op, mt, rows, cols,
-                            registerTiles.lookup(op.getAcc()), aRegs);
+  SmallVector<Value> regs;
+  if (aRegs.empty())
+    regs = runTiledDot(b, op, mt, rows, cols, registerTiles.lookup(op.getAcc()));
+  else if (planDotTiling(*simt, op)->wgmma)
+    regs = runRegisterADot(b, op, mt, rows, cols, registerTiles.lookup(op.getAcc()),
+                           aRegs);
+  else
+    regs = runRegisterADotSync(b, op, rows, cols, registerTiles.lookup(op.getAcc()),
+                               aRegs, *bm);
   if (regs.empty())
     return failure();
   registerTiles[op.getResult()] = regs;
@@ -1063,8 +1171,7 @@ static bool wgmmaOperand(const SimtConfig &simt, Value v) {
       (v != dot.getLhs() && v != dot.getRhs()) ||
       (transposed && v != dot.getRhs()) || !isTensorCoreDot(simt, dot))
     return false;
-  auto wt = planDotTiling(simt, dot.getLhs().getType().getDimSize(0),
-                          dot.getAcc().getType().getDimSize(1));
+  auto wt = planDotTiling(simt, dot);
   if (!wt || !wt->wgmma)
     return false;
   return true;
@@ -1098,8 +1205,7 @@ bool swizzleCandidate(const SimtConfig &simt, LoadOp load) {
   auto dot = cast<DotOp>(user);
   if (dot.getLhs() == v)
     return true; // A
-  auto wt = planDotTiling(simt, dot.getLhs().getType().getDimSize(0),
-                          dot.getAcc().getType().getDimSize(1));
+  auto wt = planDotTiling(simt, dot);
   return wt && wt->TN * 8 % 64 == 0;
 }
 
@@ -1163,8 +1269,7 @@ bool KernelLowering::deferTransToTensorCores(TransOp op, Value srcBuf) {
       dot.getLhs() == op.getResult() || dot.getAcc() == op.getResult() ||
       !isTensorCoreDot(*simt, dot))
     return false;
-  auto wt = planDotTiling(*simt, dot.getLhs().getType().getDimSize(0),
-                          dot.getAcc().getType().getDimSize(1));
+  auto wt = planDotTiling(*simt, dot);
   // wgmma: the source in place (a core buffer [N, K] is a K-major B, see
   // coreStrides), or a row-major buffer the dot copies from. mma.sync: a
   // row-major buffer, whose 8x8 matrices are B's fragments untransposed.
@@ -1181,7 +1286,7 @@ SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
   auto lhsType = op.getLhs().getType();
   int64_t M = lhsType.getDimSize(0), K = lhsType.getDimSize(1),
           N = op.getAcc().getType().getDimSize(1);
-  auto wt = *planDotTiling(*simt, M, N);
+  auto wt = *planDotTiling(*simt, op);
   // B = trans(X) not materialized (deferTransToTensorCores): X [N, K] row-major
   // is B K-major, laid out as A is.
   bool bKMajor = deferredTrans.count(op.getRhs());
@@ -1345,8 +1450,7 @@ std::optional<double> KernelLowering::splatAccumulator(DotOp op) {
   DenseElementsAttr dense;
   if (!matchPattern(op.getAcc(), m_Constant(&dense)) || !dense.isSplat() ||
       !isa<FloatType>(dense.getElementType()) || !isTensorCoreDot(*simt, op) ||
-      !planDotTiling(*simt, op.getLhs().getType().getDimSize(0),
-                     op.getAcc().getType().getDimSize(1)))
+      !planDotTiling(*simt, op))
     return std::nullopt;
   return dense.getSplatValue<APFloat>().convertToDouble();
 }
@@ -1391,7 +1495,7 @@ LogicalResult KernelLowering::lowerDotSimt(DotOp op, Value a, Value bm,
   MmaTiles mt = mmaTiles(b, *simt, a, bm, inElt);
   mt.bKMajor = deferredTrans.count(op.getRhs());
   int64_t tilesM = M / 16, tilesN = N / 8;
-  if (auto wt = planDotTiling(*simt, M, N)) {
+  if (auto wt = planDotTiling(*simt, op)) {
     auto [rows, cols] = warpTileBases(b, mt, *wt);
     SmallVector<Value> init;
     if (accSplat)

@@ -71,7 +71,17 @@ struct SimtConfig {
   /// the planner's 16 or 128 bytes: 128B-swizzled stages, 1024.
   llvm::DenseMap<Operation *, int64_t> bufferAlign;
   bool swizzle = true; // sm_90a: 128B-swizzled wgmma operand stages
+  /// mma.sync: keep flash-attention-shaped dot results (row reductions,
+  /// register A operands, row-rescaled accumulators) in registers, the
+  /// dots' warps owning whole rows (planRowDots).
+  bool rowFragments = true;
+  /// The dots whose mma.sync tiling gives each warp whole rows.
+  llvm::SmallPtrSet<Operation *, 4> rowDots;
 };
+
+/// Fills SimtConfig::rowDots from the kernel body, before it is lowered
+/// (GPUTensorCores.cpp).
+void planRowDots(SimtConfig &simt, Operation *body);
 
 /// What a lowered make_view knows: the memref over the view (dynamic strides),
 /// the same memref with a static unit innermost stride (used only when the
@@ -343,8 +353,8 @@ private:
   /// Stores a fragment value into its buffer at `user` (then a barrier).
   void materializeFragments(Value v, Operation *user);
   /// Whether fragment value `producer`'s result layout is the A-register
-  /// layout `consumer` (a wgmma dot) reads, so that it takes A from
-  /// registers (`wgmma.mma_async` with A in registers: attention's p·v).
+  /// layout `consumer` reads (both on wgmma, or both on mma.sync with whole
+  /// rows per warp), so that it takes A from registers (attention's p·v).
   bool registerOperandA(DotOp producer, DotOp consumer);
   /// The K loop of a wgmma dot with A in registers (`aRegs`: the fragment
   /// values of a producer dot's layout, see registerOperandA).
@@ -352,11 +362,20 @@ private:
                                      const MmaTiles &mt, ArrayRef<Value> rows,
                                      ArrayRef<Value> cols, ValueRange acc,
                                      ArrayRef<Value> aRegs);
-  /// Whether warp-tiled `dot` runs on wgmma. (Fragment values are kept for
-  /// those only: under mma.sync's warp grids, a row reduction needs shared
-  /// memory anyway, and the unrolled per-fragment code cost the head-dim-128
-  /// attention kernels up to 87 registers and spills.)
-  bool wgmmaTiled(DotOp dot);
+  /// The same on mma.sync: per 16-deep step, the A fragment is two of the
+  /// producer's C fragments side by side (FlashAttention 2's trick), B
+  /// comes from shared memory (ldmatrix).
+  SmallVector<Value> runRegisterADotSync(ImplicitLocOpBuilder &b, DotOp op,
+                                         ArrayRef<Value> rows,
+                                         ArrayRef<Value> cols, ValueRange acc,
+                                         ArrayRef<Value> aRegs, Value bBuf);
+  /// Whether warp-tiled `dot`'s result can be kept as fragment values: it
+  /// runs on wgmma, or on mma.sync with whole rows per warp (planRowDots:
+  /// flash-attention-shaped dots). Under mma.sync's warp grids a row
+  /// reduction needs shared memory anyway, and the unrolled per-fragment
+  /// code cost the head-dim-128 attention kernels up to 87 registers and
+  /// spills, so other mma.sync dots store their results.
+  bool fragmentTiled(DotOp dot);
   /// Whether each warp holds whole rows of warp-tiled `dot`'s result.
   bool rowsInWarps(DotOp dot);
   /// A reduction along the rows of a fragment value: per lane, then across
@@ -364,7 +383,7 @@ private:
   /// the same in each of a row's four lanes.
   SmallVector<Value> reduceFragmentRows(ReduceOp op);
   /// SIMT on sm_90a: row vectors ([M] tiles, or their expand_dims [M, 1])
-  /// of a wgmma dot whose warps hold whole rows (wgmmaTiled, rowsInWarps)
+  /// of a dot whose warps hold whole rows (fragmentTiled, rowsInWarps)
   /// kept in registers: each lane holds the values of the rows its
   /// accumulator fragments touch (rowSlots), the four lanes of a row the
   /// same ones. Row reductions of fragment values produce them; elementwise

@@ -633,7 +633,7 @@ static bool isElementwiseTileOp(Operation *op) {
 }
 
 bool KernelLowering::fragmentUses(Value v, DotOp dot) {
-  if (v.use_empty() || !wgmmaTiled(dot))
+  if (v.use_empty() || !fragmentTiled(dot))
     return false;
   auto shape = cast<RankedTensorType>(v.getType()).getShape();
   for (Operation *user : v.getUsers()) {

@@ -812,6 +812,7 @@ LogicalResult lowerKernelGPU(FuncOp kernel, gpu::GPUModuleOp gpuModule,
                       MemRefLayoutAttrInterface{}, space),
       window);
 
+  planRowDots(config, gpuFunc);
   KernelLowering lowering(gpuFunc, /*vectorBits=*/32);
   lowering.setSimt(&config);
   if (failed(lowering.run(entry, grid)))

@@ -14,14 +14,15 @@
 // CORE: tensormap.replace.tile.swizzle_mode.global.b1024.b32 [{{.*}}], 0;
 // CORE: cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
 // RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_90a --num-stages 1 --emit ptx | FileCheck %s --check-prefix=S1
-// Shared memory (113 KiB at head dim 128, 2 stages, on sm_90) keeps one
-// block per SM: ptxas may then use every register instead of aiming at more
-// blocks (and spilling). Kernels that fit 2 or more blocks get no hint.
-// RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 128 --target sm_90 --emit ptx | FileCheck %s --check-prefix=OCC
-// RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 128 --target sm_90 --num-stages 1 --emit ptx | FileCheck %s --check-prefix=OCC2
-// OCC: .maxntid 128, 1, 1
+// Shared memory (160 KiB at head dim 128, block 128, 8 warps, 2 stages, on
+// sm_90) keeps one block per SM: ptxas may then use every register instead
+// of aiming at more blocks (and spilling). Kernels that fit 2 or more blocks
+// (96 KiB at 1 stage) get no hint.
+// RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 128 --block 128 --num-warps 8 --target sm_90 --emit ptx | FileCheck %s --check-prefix=OCC
+// RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 128 --block 128 --num-warps 8 --target sm_90 --num-stages 1 --emit ptx | FileCheck %s --check-prefix=OCC2
+// OCC: .maxntid 256, 1, 1
 // OCC-NEXT: .minnctapersm 1
-// OCC2: .maxntid 128, 1, 1
+// OCC2: .maxntid 256, 1, 1
 // OCC2-NOT: .minnctapersm
 // CHECK: tensormap.replace.tile.rank.global.b1024.b32
 // CHECK: tensormap.replace.tile.swizzle_mode.global.b1024.b32 [{{.*}}], 3;
