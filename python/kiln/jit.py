@@ -295,6 +295,12 @@ class JITFunction:
             raise ValueError(f"{self.__name__}: some array arguments live on a CUDA device "
                              "and some in host memory; pass all of them on one")
         if not any(ptrs):
+            env = os.environ.get("KILN_TARGET", "host")
+            if ptrs and env.startswith("sm_"):
+                raise ValueError(f"{self.__name__}: KILN_TARGET={env} compiles for a GPU, but "
+                                 "the array arguments are host (numpy) arrays, which its "
+                                 "kernels cannot read; pass CUDA arrays (PyTorch CUDA "
+                                 "tensors) or unset KILN_TARGET")
             return None
         try:
             return gpu_target()

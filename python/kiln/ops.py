@@ -7,6 +7,7 @@ arrays. Semantics, shapes and configuration: docs/ops.md.
 
 from __future__ import annotations
 
+import os
 import threading
 
 import numpy as np
@@ -61,6 +62,11 @@ def kernel(name, mods="", **config):
     from . import _kiln
     from .jit import (_get_jit, default_num_stages, default_num_warps, swizzle_enabled,
                       tma_enabled)
+    target = os.environ.get("KILN_TARGET", "host")
+    if target.startswith("sm_"):
+        raise ValueError(f"kiln.ops runs on host (numpy) arrays, and KILN_TARGET={target} "
+                         "compiles for a GPU whose kernels cannot read them; unset "
+                         "KILN_TARGET (emu-sm_XY runs the GPU lowering on the host)")
     # Everything the compiled code depends on: after $KILN_TARGET, $KILN_TMA
     # or $KILN_SWIZZLE change, a kernel compiled before is not reused.
     key = (name, mods, _get_jit().target, default_num_warps(), default_num_stages(),

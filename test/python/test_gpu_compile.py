@@ -286,6 +286,17 @@ try:
     sys.exit("mixed host/device launch was accepted")
 except ValueError as e:
     assert "CUDA device" in str(e)
+# Host arrays for a GPU KILN_TARGET: refused (its kernels cannot read them),
+# by @kiln.jit and by kiln.ops.
+os.environ["KILN_TARGET"] = "sm_80"
+for call in (lambda: add[(4,)](*(np.zeros(n, np.float32) for _ in range(3)), n, BLOCK=256),
+             lambda: kiln.ops.embedding(np.zeros((4, 8), np.float32), np.array([1]))):
+    try:
+        call()
+        sys.exit("host arrays with KILN_TARGET=sm_80 were accepted")
+    except ValueError as e:
+        assert "KILN_TARGET=sm_80" in str(e) and "host" in str(e), e
+del os.environ["KILN_TARGET"]
 # A non-contiguous device array: refused.
 try:
     add[(4,)](FakeCudaArray(0x7000000, (n,), strides=(8,)), xs[1], xs[2], n, BLOCK=256)
