@@ -845,16 +845,20 @@ LogicalResult lowerKernelGPU(FuncOp kernel, gpu::GPUModuleOp gpuModule,
            << (config.sharedBytes + 1023) / 1024
            << " KiB of shared memory for its tiles; " << chip << " allows "
            << limit / 1024 << " KiB per block: use smaller tiles";
-  // Registers: a block that shared memory already keeps alone on its SM may
-  // use every register (ptxas otherwise aims at more blocks and spills:
-  // 168 registers and 52 bytes of spills for an sm_90 attention kernel of
-  // 122 KiB, 232 and none with the hint). Where 2 or more blocks fit, the
-  // trade of occupancy against spills is left to ptxas: a hint of 2 held
-  // a 256-thread kernel to 128 registers and 2 KiB of spills.
+  // Registers: when shared memory allows only `fit` blocks per SM and
+  // `fit` blocks may each use 255 registers per thread (65536 per SM), ptxas
+  // is told `fit` (.minnctapersm): it otherwise aims at more blocks than
+  // can be resident and spills (168 registers and 52 bytes of spills for an
+  // sm_90 attention kernel of 122 KiB alone on its SM, 232 and none with a
+  // hint of 1; 168 and 8-60 B for the 80 KiB mma.sync attention at 2 per SM).
+  // Where the hint would cap registers, the trade of occupancy against
+  // spills is left to ptxas: a hint of 2 held a 256-thread kernel to 128
+  // registers and 2 KiB of spills.
   if (config.sharedBytes > 0) {
-    if (2 * (config.sharedBytes + 1024) > sharedPerSM(chip))
+    int64_t fit = sharedPerSM(chip) / (config.sharedBytes + 1024);
+    if (fit >= 1 && fit * config.numThreads * 255 <= 65536)
       gpuFunc->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
-                       b.getI32IntegerAttr(1));
+                       b.getI32IntegerAttr(fit));
   }
   // Recorded on the outer module too: it survives the NVVM conversion.
   auto attr = b.getI64IntegerAttr(config.sharedBytes);

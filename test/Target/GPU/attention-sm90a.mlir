@@ -16,8 +16,12 @@
 // RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_90a --num-stages 1 --emit ptx | FileCheck %s --check-prefix=S1
 // Shared memory (160 KiB at head dim 128, block 128, 8 warps, 2 stages, on
 // sm_90) keeps one block per SM: ptxas may then use every register instead
-// of aiming at more blocks (and spilling). Kernels that fit 2 or more blocks
-// (96 KiB at 1 stage) get no hint.
+// of aiming at more blocks (and spilling). At 80 KiB and 4 warps two fit,
+// each with 255 registers per thread: the hint is 2. Where the hint would
+// cap registers (2 blocks of 8 warps at 96 KiB, 1 stage) there is none.
+// RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 128 --target sm_90 --emit ptx | FileCheck %s --check-prefix=OCC3
+// OCC3: .maxntid 128, 1, 1
+// OCC3-NEXT: .minnctapersm 2
 // RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 128 --block 128 --num-warps 8 --target sm_90 --emit ptx | FileCheck %s --check-prefix=OCC
 // RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 128 --block 128 --num-warps 8 --target sm_90 --num-stages 1 --emit ptx | FileCheck %s --check-prefix=OCC2
 // OCC: .maxntid 256, 1, 1
