@@ -85,10 +85,17 @@ def section(name):
 # -- bundles and launches ----------------------------------------------------------------
 
 def compile_bundle(path, args):
+    """Records a bundle. For a GPU, the examples hold PTX (the driver JIT-
+    compiles it at load: that path is checked too) and every other kernel a
+    cubin assembled here by ptxas, so the device run spends no time in the
+    driver's PTX compiler (about a second per attention kernel on this
+    machine's ptxas, for some 30 of them in the benchmark part)."""
     if os.path.exists(path):
         return
     if not opts.record:
         sys.exit(f"missing bundle {path}: run `make gpu-bundles` where the compiler lives")
+    if not TARGET.startswith("emu-") and not os.path.basename(path).startswith("example-"):
+        args = [*args, "--cubin"]
     subprocess.run([KILNC, *args, "--target", TARGET, "-o", path], check=True)
 
 
