@@ -249,3 +249,45 @@ def test_row_vectors_carried_and_stored_in_the_loop(rng, monkeypatch, target, wa
     # is exact softmax, so the tolerance is a few bf16 steps of P.
     e = np.exp(s - s.max(axis=1, keepdims=True))
     assert_close(out, e @ c / e.sum(axis=1, keepdims=True), 2e-2, 2e-2)
+
+
+@kiln.jit
+def rescaled_then_plain(a, b, scale, out, m, n, k, BM: kl.constexpr, BN: kl.constexpr,
+                        BK: kl.constexpr):
+    # Two loops carry one accumulator in registers: the first rescales it
+    # per row before each dot (flash attention's shape: under mma.sync its
+    # warps own whole rows), the second is a plain GEMM loop (a warp grid).
+    # The second must not take the first's registers as if laid out alike.
+    pid_m = kl.program_id(0)
+    va = kl.make_view(a, (m, k), (k, 1))
+    vb = kl.make_view(b, (k, n), (n, 1))
+    vo = kl.make_view(out, (m, n), (n, 1))
+    half = kl.load(kl.make_view(scale, (m,), (1,)), offsets=(pid_m * BM,), shape=(BM,))
+    acc = kl.zeros((BM, BN), kl.float32)
+    for j in range(0, k, BK):
+        ta = kl.load(va, offsets=(pid_m * BM, j), shape=(BM, BK))
+        tb = kl.load(vb, offsets=(j, 0), shape=(BK, BN))
+        acc = kl.dot(ta, tb, acc * kl.broadcast_to(kl.expand_dims(half, 1), (BM, BN)))
+    for j in range(0, k, BK):
+        ta = kl.load(va, offsets=(pid_m * BM, j), shape=(BM, BK))
+        tb = kl.load(vb, offsets=(j, 0), shape=(BK, BN))
+        acc = kl.dot(ta, tb, acc)
+    kl.store(vo, acc, offsets=(pid_m * BM, 0))
+
+
+@pytest.mark.parametrize("target", ["emu-sm_80", "emu-sm_90a"])
+def test_loops_with_different_register_layouts(rng, monkeypatch, target):
+    monkeypatch.setenv("KILN_TARGET", target)
+    m, n, k, BK = 100, 64, 80, 16
+    abits = to_bf16_bits(rng.standard_normal((m, k)))
+    bbits = to_bf16_bits(rng.standard_normal((k, n)))
+    a, b = from_bf16_bits(abits).astype(np.float64), from_bf16_bits(bbits).astype(np.float64)
+    out = np.full((m, n), np.nan, np.float32)
+    scale = rng.uniform(0.25, 1.0, m).astype(np.float32)
+    rescaled_then_plain[(kiln.cdiv(m, 64),)](kiln.bf16(abits), kiln.bf16(bbits), scale, out, m,
+                                             n, k, BM=64, BN=64, BK=BK, num_warps=4)
+    ref = np.zeros((m, n))
+    for j in range(0, k, BK):
+        ref = ref * scale[:, None] + a[:, j:j + BK] @ b[j:j + BK]
+    ref = ref + a @ b
+    assert_close(out, ref, 1e-5, 1e-4)

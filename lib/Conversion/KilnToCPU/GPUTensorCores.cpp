@@ -551,7 +551,11 @@ bool KernelLowering::sameRegisterTiling(DotOp a, DotOp b) {
     return std::make_pair(d.getLhs().getType().getDimSize(0),
                           d.getAcc().getType().getDimSize(1));
   };
-  return shape(a) == shape(b); // the tiling is a function of M and N
+  // The tiling is a function of M, N and (mma.sync) whether the dot takes
+  // whole rows per warp (planRowDots).
+  auto ta = planDotTiling(*simt, a), tb = planDotTiling(*simt, b);
+  return shape(a) == shape(b) && ta && tb && ta->WN == tb->WN && ta->TM == tb->TM &&
+         ta->TN == tb->TN && ta->wgmma == tb->wgmma;
 }
 
 int64_t KernelLowering::registerTileSize(DotOp dot) {
