@@ -78,8 +78,11 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
   Value vIdx = k.denseView(k.arg("kv_idx"), {bhAll, nqb, maxb});
   Value vFullNum = k.denseView(k.arg("full_num"), {bhAll, nqb});
   Value vFullIdx = k.denseView(k.arg("full_idx"), {bhAll, nqb, maxb});
-  Value vDoc = k.denseView(k.arg("doc_ids"), {batch, seqQ});
-  Value vDocKV = k.denseView(k.arg("doc_ids"), {batch, seqKV});
+  // doc_ids [batch, max(seq_q, seq_kv)]: position i's document, for queries
+  // and keys alike (row stride max(seq_q, seq_kv) in both views).
+  Value docLen = k.max(k.toIndex(seqQ), k.toIndex(seqKV));
+  Value vDoc = k.view(k.arg("doc_ids"), {batch, seqQ}, {docLen, k.cIndex(1)});
+  Value vDocKV = k.view(k.arg("doc_ids"), {batch, seqKV}, {docLen, k.cIndex(1)});
 
   Value qt = k.reshape(k.load(vq, {bh, q0, k.cIndex(0)}, {1, BM, D}), {BM, D});
   // f32: scale q once. bf16/f16: q stays in its type for the dot (f32
@@ -185,6 +188,10 @@ static llvm::Error checkModSignature(Operation *op, llvm::StringRef what,
 static llvm::Error buildRegistered(ModuleOp module, const Config &c) {
   MLIRContext *ctx = module.getContext();
   int64_t BM = c.getInt("block"), BN = keyBlock(c);
+  if (BM <= 0 || BN <= 0)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "block_sparse_attention: block and block_kv must be "
+                                   "positive");
   Type i32 = IntegerType::get(ctx, 32), f32 = Float32Type::get(ctx),
        i1 = IntegerType::get(ctx, 1);
   Type qTy = RankedTensorType::get({BM, 1}, i32), kvTy = RankedTensorType::get({1, BN}, i32);

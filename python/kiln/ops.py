@@ -395,8 +395,10 @@ def block_sparse_attention(q, k, v, mask, mask_kind="none", window=256, prefix=0
     the block mask was built from. A @kiln.jit `score_mod(score, b, h, q_idx,
     kv_idx)` rewrites scores (before soft-capping). Both are fused into the
     kernel. q, k and v are float32, float16, or all three kiln.bf16-wrapped
-    uint16 arrays; scores, softmax and the outputs are float32. Returns
-    (out [B, Hq, S, D] float32, lse [B, Hq, S])."""
+    uint16 arrays; scores, softmax and the outputs are float32. `doc_ids`
+    [B, max(S, Skv)] int32 is the document of each position, queries' and
+    keys' alike (mask_kind "document"). Returns (out [B, Hq, S, D] float32,
+    lse [B, Hq, S])."""
     (q, k, v), dtype = _same_type("block_sparse_attention", q=q, k=k, v=v)
     B, Hq, S, D = q.shape
     Hkv, Skv = k.shape[1], k.shape[2]
@@ -405,6 +407,9 @@ def block_sparse_attention(q, k, v, mask, mask_kind="none", window=256, prefix=0
     if doc_ids is None:
         doc_ids = np.zeros((B, max(S, Skv)), np.int32)
     doc_ids = _i32(doc_ids)
+    if doc_ids.shape != (B, max(S, Skv)):
+        raise ValueError(f"block_sparse_attention: doc_ids has shape {doc_ids.shape}, expected "
+                         f"(batch, max(seq_q, seq_kv)) = {(B, max(S, Skv))}")
     out = np.empty(q.shape, np.float32)
     lse = np.empty((B, Hq, S), np.float32)
     block = mask["block"]
@@ -427,6 +432,12 @@ def block_sparse_attention(q, k, v, mask, mask_kind="none", window=256, prefix=0
                 ((idx < 0) | (idx >= nkb))[listed].any():
             raise ValueError(f"block_sparse_attention: mask[{kind + '_idx'!r}] lists a key "
                              f"block outside 0..{nkb - 1}")
+        # Full blocks skip the key mask: one cut by the sequence end would
+        # read keys past it (block_mask lists those as partial).
+        if kind == "full" and ((idx + 1) * block_kv > Skv)[listed].any():
+            raise ValueError(f"block_sparse_attention: mask['full_idx'] lists a key block "
+                             f"that ends past seq_kv {Skv} (the mask was built for "
+                             f"another key length); it must be partial")
     mods = ""
     if mask_mod is not None or score_mod is not None:
         mods = mod_source(block, mask_mod=mask_mod, score_mod=score_mod, block_kv=block_kv)

@@ -269,6 +269,27 @@ def test_rectangular_blocks(rng, block, block_kv):
     assert_close(lse, rl, 2e-5, 2e-5)
 
 
+def test_document_mask_with_more_keys_than_queries(rng):
+    # doc_ids [B, max(S, Skv)] indexes queries and keys alike; batch 1's row
+    # starts at max(S, Skv), not at S or Skv.
+    B, Hq, Hkv, S, Skv, D = 2, 2, 1, 70, 130, 32
+    q = rng.standard_normal((B, Hq, S, D)).astype(np.float32)
+    k = rng.standard_normal((B, Hkv, Skv, D)).astype(np.float32)
+    v = rng.standard_normal((B, Hkv, Skv, D)).astype(np.float32)
+    docs = np.sort(rng.integers(0, 4, (B, Skv)), axis=1).astype(np.int32)
+    docs[1] += 10  # no document shared across the batch
+    # (block_mask evaluates the rule on whole blocks: positions past the
+    # sequences, clipped here, are masked anyway.)
+    rule = lambda b, h, qi, ki: docs[b][np.minimum(qi, Skv - 1)] == docs[b][np.minimum(ki, Skv - 1)]
+    mask = kiln.ops.block_mask(rule, B, Hq, S, Skv, block=32, block_kv=32)
+    out, lse = kiln.ops.block_sparse_attention(q, k, v, mask, "document", doc_ids=docs)
+    ro, rl = dense_reference(q, k, v, rule, 1 / np.sqrt(D))
+    assert_close(out, ro, 2e-4, 2e-5)
+    assert_close(lse, rl, 2e-5, 2e-5)
+    with pytest.raises(ValueError, match="doc_ids has shape"):
+        kiln.ops.block_sparse_attention(q, k, v, mask, "document", doc_ids=docs[:, :S])
+
+
 def test_block_mask_must_match_the_launch(rng):
     q = rng.standard_normal((1, 2, 70, 16)).astype(np.float32)
     causal = lambda b, h, qi, ki: ki <= qi
@@ -287,6 +308,11 @@ def test_block_mask_must_match_the_launch(rng):
     bad["full_idx"][1, 3, 0] = 3  # key blocks of 32: 0..2
     with pytest.raises(ValueError, match="outside 0..2"):
         kiln.ops.block_sparse_attention(q, q, q, bad)
+    # A mask for 96 keys (block 2 full) used with 70: block 2 ends past them.
+    longer = kiln.ops.block_mask(lambda b, h, qi, ki: ki >= 0, 1, 2, 70, 96, block=16,
+                                 block_kv=32)
+    with pytest.raises(ValueError, match="ends past seq_kv 70"):
+        kiln.ops.block_sparse_attention(q, q, q, longer)
 
 
 @kiln.jit

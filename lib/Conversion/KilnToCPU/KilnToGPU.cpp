@@ -846,8 +846,9 @@ LogicalResult lowerKernelGPU(FuncOp kernel, gpu::GPUModuleOp gpuModule,
            << " KiB of shared memory for its tiles; " << chip << " allows "
            << limit / 1024 << " KiB per block: use smaller tiles";
   // Registers: when shared memory allows only `fit` blocks per SM and
-  // `fit` blocks may each use 255 registers per thread (65536 per SM), ptxas
-  // is told `fit` (.minnctapersm): it otherwise aims at more blocks than
+  // `fit` blocks may each use 255 registers per thread (65536 per SM), or
+  // `fit` is 1 (a hint of 1 caps nothing below the hardware's own limit),
+  // ptxas is told `fit` (.minnctapersm): it otherwise aims at more blocks than
   // can be resident and spills (168 registers and 52 bytes of spills for an
   // sm_90 attention kernel of 122 KiB alone on its SM, 232 and none with a
   // hint of 1; 168 and 8-60 B for the 80 KiB mma.sync attention at 2 per SM).
@@ -856,7 +857,7 @@ LogicalResult lowerKernelGPU(FuncOp kernel, gpu::GPUModuleOp gpuModule,
   // registers and 2 KiB of spills.
   if (config.sharedBytes > 0) {
     int64_t fit = sharedPerSM(chip) / (config.sharedBytes + 1024);
-    if (fit >= 1 && fit * config.numThreads * 255 <= 65536)
+    if (fit == 1 || (fit > 1 && fit * config.numThreads * 255 <= 65536))
       gpuFunc->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
                        b.getI32IntegerAttr(fit));
   }
