@@ -171,22 +171,29 @@ static llvm::Error buildSparseAttention(ModuleOp module, const Config &c) {
                                    "dsa_sparse_attention: d_v must be <= d_qk");
   Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32),
        i64 = IntegerType::get(ctx, 64);
-  auto P = [&](Type t) { return kd::PtrType::get(ctx, t); };
+  // q and kv in `dtype`; scores, softmax state, out and lse in f32. bf16/f16:
+  // the dots take the narrow type (f32 accumulation), the scale goes on the
+  // f32 scores, and P is rounded to the input type for P @ V (as in
+  // block_sparse_attention and FlashMLA).
+  Type t = elementType(ctx, c.getString("dtype"));
+  const bool lowPrecision = t != f32;
+  auto P = [&](Type ty) { return kd::PtrType::get(ctx, ty); };
   KernelBuilder k(module, "dsa_sparse_attention",
-                  {{"q", P(f32)}, {"kv", P(f32)}, {"indices", P(i32)},
+                  {{"q", P(t)}, {"kv", P(t)}, {"indices", P(i32)},
                    {"out", P(f32)}, {"lse", P(f32)},
                    {"sq", i64}, {"hq", i64}, {"skv", i64}, {"topk", i64},
                    {"scale", f32}},
                   2, &c.statics);
   Value Sq = k.arg("sq"), Hq = k.arg("hq"), Skv = k.arg("skv"), topk = k.arg("topk");
-  Value t = k.pid(0), h0 = k.mul(k.pid(1), k.cIndex(HB));
+  Value tok = k.pid(0), h0 = k.mul(k.pid(1), k.cIndex(HB));
   Value vq = k.denseView(k.arg("q"), {Sq, Hq, k.cIndex(DQK)});
   Value vkv = k.denseView(k.arg("kv"), {Skv, k.cIndex(DQK)});
   Value vi = k.denseView(k.arg("indices"), {Sq, topk});
   Value vo = k.denseView(k.arg("out"), {Sq, Hq, k.cIndex(DV)});
   Value vl = k.denseView(k.arg("lse"), {Sq, Hq});
-  Value qt = k.mul(k.reshape(k.load(vq, {t, h0, k.cIndex(0)}, {1, HB, DQK}), {HB, DQK}),
-                   k.arg("scale"));
+  Value qt = k.reshape(k.load(vq, {tok, h0, k.cIndex(0)}, {1, HB, DQK}), {HB, DQK});
+  if (!lowPrecision)
+    qt = k.mul(qt, k.arg("scale"));
   Value negInf = k.cF32(-INFINITY);
   Value zeroS = k.constant(k.tile({HB, BK}, f32), 0.0);
   SmallVector<Value> init = {k.constant(k.tile({HB}, f32), -INFINITY),
@@ -194,12 +201,14 @@ static llvm::Error buildSparseAttention(ModuleOp module, const Config &c) {
                              k.constant(k.tile({HB, DV}, f32), 0.0)};
   auto st = k.forLoop(k.cIndex(0), topk, k.cIndex(BK), init, [&](Value c0, ValueRange it) {
     Value m = it[0], l = it[1], acc = it[2];
-    Value idx = k.reshape(k.load(vi, {t, c0}, {1, BK}, -1), {BK});
+    Value idx = k.reshape(k.load(vi, {tok, c0}, {1, BK}, -1), {BK});
     Value valid = k.andI(k.cmp(Cmp::GE, idx, k.cI32(0)),
                          k.cmp(Cmp::LT, idx, k.convert(Skv, i32)));
     Value safeIdx = k.select(valid, idx, k.cI32(-1));
     Value rows = k.gather(vkv, safeIdx, {k.cIndex(0)}, {BK, DQK}, 0);
     Value s = k.dot(qt, k.trans(rows), zeroS);
+    if (lowPrecision)
+      s = k.mul(s, k.arg("scale"));
     s = k.select(k.broadcastTo(k.expand(valid, 0), {HB, BK}), s, negInf);
     Value mNew = k.max(m, k.reduce(kd::ReduceKind::max, s, 1));
     Value mSafe = k.select(k.cmp(Cmp::EQ, mNew, negInf), k.cF32(0.0), mNew);
@@ -207,14 +216,15 @@ static llvm::Error buildSparseAttention(ModuleOp module, const Config &c) {
     Value alpha = k.exp(k.sub(m, mSafe));
     Value lNew = k.add(k.mul(l, alpha), k.reduce(kd::ReduceKind::sum, p, 1));
     Value vrows = k.gather(vkv, safeIdx, {k.cIndex(0)}, {BK, DV}, 0);
-    Value accNew = k.dot(p, vrows, k.mul(acc, k.broadcastTo(k.expand(alpha, 1), {HB, DV})));
+    Value pv = lowPrecision ? k.convert(p, t) : p;
+    Value accNew = k.dot(pv, vrows, k.mul(acc, k.broadcastTo(k.expand(alpha, 1), {HB, DV})));
     return SmallVector<Value>{mNew, lNew, accNew};
   });
   Value l = st[1];
   Value lSafe = k.select(k.cmp(Cmp::EQ, l, k.cF32(0.0)), k.cF32(1.0), l);
   Value o = k.div(st[2], k.broadcastTo(k.expand(lSafe, 1), {HB, DV}));
-  k.store(k.reshape(o, {1, HB, DV}), vo, {t, h0, k.cIndex(0)});
-  k.store(k.expand(k.add(st[0], k.log(l)), 0), vl, {t, h0});
+  k.store(k.reshape(o, {1, HB, DV}), vo, {tok, h0, k.cIndex(0)});
+  k.store(k.expand(k.add(st[0], k.log(l)), 0), vl, {tok, h0});
   k.finish();
   return llvm::Error::success();
 }
@@ -238,7 +248,8 @@ void registerDSAOps(std::vector<OpInfo> &ops) {
   ops.push_back({"dsa_sparse_attention",
                  "token-sparse MQA attention over selected kv rows (DeepSeek sparse "
                  "MLA shape); returns out and log-sum-exp",
-                 {{"d_qk", Param::Int, "576", "query/key head dimension", {}},
+                 {dtypeParam(),
+                  {"d_qk", Param::Int, "576", "query/key head dimension", {}},
                   {"d_v", Param::Int, "512", "value dimension (first d_v columns of kv)", {}},
                   {"heads_block", Param::Int, "16", "query heads per program", {}},
                   {"block_k", Param::Int, "64", "selected keys per step", {}}},

@@ -481,15 +481,18 @@ def dsa_topk(scores, k, block=256):
 
 def dsa_sparse_attention(q, kv, indices, d_v, scale=None, heads_block=16, block_k=64):
     """q [Sq, Hq, Dqk], kv [Skv, Dqk] (values: first d_v columns), indices
-    [Sq, topk] (-1 skipped) -> (out [Sq, Hq, d_v], lse [Sq, Hq])."""
-    q, kv, indices = _f32(q, "q"), _f32(kv, "kv"), _i32(indices)
+    [Sq, topk] (-1 skipped) -> (out [Sq, Hq, d_v], lse [Sq, Hq]) in float32.
+    q and kv are float32, both float16, or both kiln.bf16 (f32 accumulation;
+    P rounded to their type before P @ V)."""
+    (q, kv), dtype = _same_type("dsa_sparse_attention", q=q, kv=kv)
+    indices = _i32(indices)
     Sq, Hq, Dqk = q.shape
     Skv = kv.shape[0]
     topk = indices.shape[1]
     out = np.empty((Sq, Hq, d_v), np.float32)
     lse = np.empty((Sq, Hq), np.float32)
     kernel("dsa_sparse_attention", d_qk=Dqk, d_v=d_v, heads_block=heads_block,
-           block_k=block_k).launch(
+           block_k=block_k, dtype=dtype).launch(
         [_ptr(q), _ptr(kv), _ptr(indices), _ptr(out), _ptr(lse), Sq, Hq, Skv, topk,
          float(scale if scale is not None else 1.0 / np.sqrt(Dqk))],
         [Sq, _cdiv(Hq, heads_block)])

@@ -467,6 +467,31 @@ def case_dsa():
     check("op dsa_sparse_attention lse", lse, rl, 1e-4, 1e-4)
 
 
+def case_dsa_bf16():
+    """bf16 token-sparse attention at DeepSeek's MLA shape (d_qk 576, d_v 512):
+    tensor cores, P rounded to bf16 before P @ V (as in the reference)."""
+    Sq, Hq, Skv, Dqk, Dv, topk = 4, 32, 300, 576, 512, 90
+    q, qr = bf16_bits(rng.standard_normal((Sq, Hq, Dqk)).astype(np.float32))
+    kv, kvr = bf16_bits(rng.standard_normal((Skv, Dqk)).astype(np.float32))
+    use = np.full((Sq, topk), -1, np.int32)
+    for t, n in enumerate((90, 61, 1, 0)):
+        use[t, :n] = rng.choice(Skv, n, replace=False)
+    out, lse = ops.dsa_sparse_attention(kiln.bf16(q), kiln.bf16(kv), use, Dv, block_k=32)
+    ro, rl = np.zeros((Sq, Hq, Dv)), np.full((Sq, Hq), -np.inf)
+    for t in range(Sq):
+        keys = use[t][use[t] >= 0]
+        if keys.size == 0:
+            continue
+        sc = qr[t].astype(np.float64) @ kvr[keys].T.astype(np.float64) / math.sqrt(Dqk)
+        mx = sc.max(axis=1, keepdims=True)
+        p = np.exp(sc - mx)
+        pr = bf16_bits(p.astype(np.float32))[1].astype(np.float64)
+        ro[t] = pr @ kvr[keys, :Dv] / p.sum(axis=1, keepdims=True)
+        rl[t] = np.log(p.sum(axis=1)) + mx[:, 0]
+    check("op dsa_sparse_attention bf16 (d_qk 576, d_v 512)", out, ro, 1e-2, 1e-2)
+    check("op dsa_sparse_attention bf16 lse", lse, rl, 1e-4, 1e-4)
+
+
 def conv_reference(x, w, bias, stride, pad):
     """NHWC x [N, H, W, C], w [KH, KW, C, OC]."""
     N, H, W, C = x.shape
@@ -566,6 +591,7 @@ op_case("attention f16 none", lambda: case_attention("f16", "none", (3, 1)))
 op_case("attention bf16 causal 64x32",
         lambda: case_attention("bf16", "causal", (2, 2), seq=300, block=(64, 32)))
 op_case("dsa", case_dsa)
+op_case("dsa bf16", case_dsa_bf16)
 op_case("conv2d f32", lambda: case_conv("f32"))
 op_case("conv2d bf16", lambda: case_conv("bf16"))
 op_case("depthwise_conv2d", case_depthwise)

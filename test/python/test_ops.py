@@ -1,5 +1,7 @@
 """kiln.ops from Python, against numpy float64 references (the C++ tests in
 test/e2e/OpsTest.cpp cover more configurations)."""
+import os
+
 import numpy as np
 import pytest
 
@@ -141,6 +143,49 @@ def test_dsa_pipeline(rng):
         s = qq[t].astype(np.float64) @ kv[sel].T / np.sqrt(Dqk)
         p = np.exp(s - s.max(1, keepdims=True))
         assert_close(out[t], p @ kv[sel, :Dv] / p.sum(1, keepdims=True), 1e-4, 1e-5)
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "f16"])
+def test_dsa_sparse_attention_in_low_precision(rng, dtype):
+    # DeepSeek's MLA shape (d_qk 576, d_v 512 = the first 512 columns of kv)
+    # at 64 heads per program, ragged top-k lists with -1 padding and an
+    # out-of-range index (skipped). The reference uses the same rounded
+    # inputs and rounds P to the input type before P @ V, as the kernel does.
+    # The emulated GPU targets take a smaller head (576 x 64 heads needs
+    # more shared memory than a block has).
+    Sq, Hq, Skv, Dqk, Dv, topk, hb = 3, 64, 200, 576, 512, 100, 64
+    if os.environ.get("KILN_TARGET", "host").startswith("emu-"):
+        Hq, Dqk, Dv, hb = 32, 192, 128, 16
+    q = rng.standard_normal((Sq, Hq, Dqk)).astype(np.float32)
+    kv = rng.standard_normal((Skv, Dqk)).astype(np.float32)
+    idx = np.full((Sq, topk), -1, np.int32)
+    for t, n in enumerate((100, 37, 0)):
+        idx[t, :n] = rng.choice(Skv, n, replace=False)
+    idx[1, 37] = Skv + 5
+    if dtype == "bf16":
+        qb, kvb = to_bf16_bits(q), to_bf16_bits(kv)
+        args = (kiln.bf16(qb), kiln.bf16(kvb))
+        q, kv = from_bf16_bits(qb), from_bf16_bits(kvb)
+        round_p = lambda p: from_bf16_bits(to_bf16_bits(p.astype(np.float32)))
+    else:
+        args = (q.astype(np.float16), kv.astype(np.float16))
+        q, kv = (a.astype(np.float32) for a in args)
+        round_p = lambda p: p.astype(np.float16)
+    out, lse = kiln.ops.dsa_sparse_attention(*args, idx, Dv, heads_block=hb, block_k=32)
+    assert out.dtype == np.float32 and out.shape == (Sq, Hq, Dv)
+    for t in range(Sq):
+        sel = idx[t][(idx[t] >= 0) & (idx[t] < Skv)]
+        if sel.size == 0:
+            assert (out[t] == 0).all() and np.isneginf(lse[t]).all()
+            continue
+        s = q[t].astype(np.float64) @ kv[sel].T.astype(np.float64) / np.sqrt(Dqk)
+        m = s.max(1, keepdims=True)
+        p = np.exp(s - m)
+        ref = round_p(p).astype(np.float64) @ kv[sel, :Dv] / p.sum(1, keepdims=True)
+        assert_close(out[t], ref, 2e-2, 1e-2)
+        assert_close(lse[t], (m + np.log(p.sum(1, keepdims=True)))[:, 0], 1e-4, 1e-4)
+    with pytest.raises(TypeError, match="must both be kiln.bf16"):
+        kiln.ops.dsa_sparse_attention(kiln.bf16(to_bf16_bits(q)), kv, idx, Dv)
 
 
 def test_conv2d_and_depthwise(rng):
