@@ -59,6 +59,17 @@ std::pair<double, double> timePair(const std::function<void()> &f,
   return {median(a), g ? median(b) : 0.0};
 }
 
+/// float32 -> bfloat16 bits, round to nearest even.
+std::vector<uint16_t> toBF16(const std::vector<float> &x) {
+  std::vector<uint16_t> b(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &x[i], 4);
+    b[i] = uint16_t((bits + 0x7fff + ((bits >> 16) & 1)) >> 16);
+  }
+  return b;
+}
+
 std::vector<float> rnd(size_t n) {
   static std::mt19937 rng(7);
   std::uniform_real_distribution<float> d(-1, 1);
@@ -299,15 +310,6 @@ int main(int argc, char **argv) {
     record("attention_block_sparse_time_vs_dense", ts / td * 100, "%", "density", (ts / td) / density);
 
     // bf16 q, k, v (f32 accumulation), dense, against the f32 kernel.
-    auto toBF16 = [](const std::vector<float> &x) {
-      std::vector<uint16_t> b(x.size());
-      for (size_t i = 0; i < x.size(); ++i) {
-        uint32_t bits;
-        std::memcpy(&bits, &x[i], 4);
-        b[i] = uint16_t((bits + 0x7fff + ((bits >> 16) & 1)) >> 16);
-      }
-      return b;
-    };
     auto qb = toBF16(q), kb = toBF16(kk), vb = toBF16(v);
     auto k16 = op("block_sparse_attention", {{"dtype", "bf16"}});
     auto run16 = [&] {
@@ -355,8 +357,29 @@ int main(int argc, char **argv) {
              {T, 1});
     }, nullptr);
     (void)u3;
-    record("dsa_sparse_attention_topk2048_h16_576_512", 2.0 * T * Hq * 2048 * (Dqk + Dv) / t3 / 1e9,
-           "GFLOP/s");
+    double dsaFlops = 2.0 * T * Hq * 2048 * (Dqk + Dv);
+    record("dsa_sparse_attention_topk2048_h16_576_512", dsaFlops / t3 / 1e9, "GFLOP/s");
+    // bf16 q and kv (f32 accumulation, AMX where the CPU has it), against
+    // the f32 kernel in the same run.
+    auto qq16 = toBF16(qq), kv16 = toBF16(kv);
+    auto sa16 = op("dsa_sparse_attention", {{"dtype", "bf16"}});
+    auto [t4, t5] = timePair(
+        [&] {
+          launch(*sa16, {kiln::argPtr(qq16.data(), KILN_DTYPE_BF16),
+                         kiln::argPtr(kv16.data(), KILN_DTYPE_BF16), kiln::arg(idx.data()),
+                         kiln::arg(out.data()), kiln::arg(lse.data()), kiln::arg(T),
+                         kiln::arg(Hq), kiln::arg(S), kiln::arg(int64_t(2048)),
+                         kiln::arg(0.05f)},
+                 {T, 1});
+        },
+        [&] {
+          launch(*sa, {kiln::arg(qq.data()), kiln::arg(kv.data()), kiln::arg(idx.data()),
+                       kiln::arg(out.data()), kiln::arg(lse.data()), kiln::arg(T), kiln::arg(Hq),
+                       kiln::arg(S), kiln::arg(int64_t(2048)), kiln::arg(0.05f)},
+                 {T, 1});
+        });
+    record("dsa_sparse_attention_bf16", dsaFlops / t4 / 1e9, "GFLOP/s", "the f32 Kiln kernel",
+           t5 / t4);
   }
 
   std::printf("\nVision convolutions (peer: oneDNN convolution, NHWC f32)\n");
