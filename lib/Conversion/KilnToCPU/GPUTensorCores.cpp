@@ -136,6 +136,33 @@ struct MmaTiles {
     Value k9 = arith::AddIOp::create(b, k, cIdx(b, 9));
     return {pack(b, bm, k, c, k1, c), pack(b, bm, k8, c, k9, c)};
   }
+  /// The B fragments of rows [k0, k0 + 16) for the column tiles `cols`,
+  /// which a warp tiling makes consecutive (cols[j + 1] = cols[j] + 8): with
+  /// ldmatrix, two tiles per `.x4` (lanes 16-31 name the second tile's
+  /// matrices, the colOff of A's `.x4`), else one fragB each.
+  SmallVector<SmallVector<Value>> fragBs(ImplicitLocOpBuilder &b, Value k0,
+                                         ArrayRef<Value> cols) const {
+    SmallVector<SmallVector<Value>> out;
+    size_t j = 0;
+    if (useLdmatrix)
+      for (; j + 1 < cols.size(); j += 2) {
+        SmallVector<Value> r =
+            bKMajor
+                // X [N, K]: matrices (col, k0), (col, k0 + 8), (col + 8, k0),
+                // (col + 8, k0 + 8), untransposed.
+                ? ldmatrix(b, bm, arithAdd(b, cols[j], arithAdd(b, r8, colOff)),
+                           arithAdd(b, k0, rowOff), 4, false)
+                // B [K, N]: (k0, col), (k0 + 8, col), (k0, col + 8),
+                // (k0 + 8, col + 8), transposed on load.
+                : ldmatrix(b, bm, arithAdd(b, k0, arithAdd(b, r8, rowOff)),
+                           arithAdd(b, cols[j], colOff), 4, true);
+        out.push_back({r[0], r[1]});
+        out.push_back({r[2], r[3]});
+      }
+    for (; j < cols.size(); ++j)
+      out.push_back(fragB(b, k0, cols[j]));
+    return out;
+  }
   SmallVector<Value> mma(ImplicitLocOpBuilder &b, ArrayRef<Value> aRegs,
                          ArrayRef<Value> bRegs, ValueRange acc) const {
     auto f32 = b.getF32Type();
@@ -193,11 +220,10 @@ struct MmaTiles {
         b, cIdx(b, 0), cIdx(b, K), cIdx(b, 16), cInit,
         [&](OpBuilder &kb, Location kl, Value k0, ValueRange acc) {
           ImplicitLocOpBuilder lb(kl, kb);
-          SmallVector<SmallVector<Value>> aFr, bFr;
+          SmallVector<SmallVector<Value>> aFr;
           for (Value r : rows)
             aFr.push_back(fragA(lb, r, k0));
-          for (Value c : cols)
-            bFr.push_back(fragB(lb, k0, c));
+          SmallVector<SmallVector<Value>> bFr = fragBs(lb, k0, cols);
           SmallVector<Value> next;
           for (size_t i = 0; i < rows.size(); ++i)
             for (size_t j = 0; j < cols.size(); ++j)
@@ -814,9 +840,7 @@ SmallVector<Value> KernelLowering::runRegisterADotSync(
   SmallVector<Value> regs(acc.begin(), acc.end());
   for (int64_t step = 0; step < K / 16; ++step) {
     Value k0 = cIdx(b, 16 * step);
-    SmallVector<SmallVector<Value>> bFr;
-    for (Value c : cols)
-      bFr.push_back(mt.fragB(b, k0, c));
+    SmallVector<SmallVector<Value>> bFr = mt.fragBs(b, k0, cols);
     for (size_t t = 0; t < rows.size(); ++t) {
       auto at = [&](int64_t block, int64_t e) {
         return aRegs[(t * producerTN + block) * 4 + e];

@@ -65,7 +65,7 @@
 // GEMM-DAG: cp.async.cg.shared.global [{{.*}}], [{{.*}}], 16
 // GEMM-DAG: cp.async.wait_group {{[[:space:]]*}}0;
 // GEMM-DAG: ldmatrix.sync.aligned.m8n8.x4.shared.b16
-// GEMM-DAG: ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16
+// GEMM-DAG: ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16
 // GEMM-DAG: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
 // GEMM-DAG: st.global.v4.b32
 
@@ -79,7 +79,8 @@
 // PTX-DAG: cp.async.wait_group 0
 // MMA-DAG: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
 // MMA-DAG: ldmatrix.sync.aligned.m8n8.x4.shared.b16
-// MMA-DAG: ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16
+// B's fragments, two 8-column tiles per ldmatrix:
+// MMA-DAG: ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16
 // The operand loads write the core-matrix layout (no shared-to-shared
 // copy), then K = 32 takes two m64n64k16 steps between one fence and one
 // wait; A is K-major (imm-trans-a 0), B N-major (imm-trans-b 1).
