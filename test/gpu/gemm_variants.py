@@ -15,10 +15,53 @@ def gemm_name(bm, bn, bk, warps, stages):
     return f"gemm_bf16-{bm}x{bn}x{bk}-w{warps}-s{stages}"
 
 
-def gemm_source(bm, bn, bk, out="f32"):
+# The grouped program order: the launch grid stays (cdiv(n, bn), cdiv(m, bm)),
+# but program (x, y) takes the tile of linear id x + y * gx in Triton's
+# GROUP_M order: GROUP row blocks walked column by column, so the programs
+# resident at once share A rows and B columns in L2.
+GROUP = 8
+_PIDS = """  %pn = kiln.program_id x : i32
+  %pm = kiln.program_id y : i32
+  %pn_i = arith.index_cast %pn : i32 to index
+  %pm_i = arith.index_cast %pm : i32 to index
+"""
+_GROUPED_PIDS = f"""  %px = kiln.program_id x : i32
+  %py = kiln.program_id y : i32
+  %px_i = arith.index_cast %px : i32 to index
+  %py_i = arith.index_cast %py : i32 to index
+  %gbm = arith.constant @BM@ : index
+  %gbn = arith.constant @BN@ : index
+  %group = arith.constant {GROUP} : index
+  %g1 = arith.constant 1 : index
+  %mt0 = arith.addi %m, %gbm : index
+  %mt1 = arith.subi %mt0, %g1 : index
+  %tiles_m = arith.divui %mt1, %gbm : index
+  %nt0 = arith.addi %n, %gbn : index
+  %nt1 = arith.subi %nt0, %g1 : index
+  %tiles_n = arith.divui %nt1, %gbn : index
+  %lin0 = arith.muli %py_i, %tiles_n : index
+  %lin = arith.addi %lin0, %px_i : index
+  %per_group = arith.muli %group, %tiles_n : index
+  %group_id = arith.divui %lin, %per_group : index
+  %first_m = arith.muli %group_id, %group : index
+  %left_m = arith.subi %tiles_m, %first_m : index
+  %group_m = arith.minui %left_m, %group : index
+  %in_group = arith.remui %lin, %per_group : index
+  %off_m = arith.remui %in_group, %group_m : index
+  %pm_i = arith.addi %first_m, %off_m : index
+  %pn_i = arith.divui %in_group, %group_m : index
+"""
+
+
+def gemm_source(bm, bn, bk, out="f32", grouped=False):
     """The example's kiln IR for a bm x bn block tile walking k by bk; with
-    out="bf16" C is bf16 (the f32 sums rounded, as torch.matmul returns)."""
+    out="bf16" C is bf16 (the f32 sums rounded, as torch.matmul returns);
+    `grouped`: the GROUP_M program order (same launch grid)."""
     text = open(os.path.join(ROOT, "examples", "matmul_bf16.mlir")).read()
+    if grouped:
+        assert _PIDS in text
+        text = text.replace(_PIDS, _GROUPED_PIDS.replace("@BM@", str(bm))
+                            .replace("@BN@", str(bn)))
     if out == "bf16":
         text = (text.replace('%c: !kiln.ptr<f32> {kiln.name = "c"}',
                              '%c: !kiln.ptr<bf16> {kiln.name = "c"}')

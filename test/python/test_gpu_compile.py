@@ -101,14 +101,16 @@ from gemm_variants import GEMM_VARIANTS, gemm_source  # noqa: E402
 
 
 @pytest.mark.parametrize("chip", CHIPS)
-@pytest.mark.parametrize("variant", GEMM_VARIANTS[1:], ids=lambda v: "x".join(map(str, v)))
+@pytest.mark.parametrize("variant", GEMM_VARIANTS[1:] + [GEMM_VARIANTS[-1] + ("grouped",)],
+                         ids=lambda v: "x".join(map(str, v)))
 def test_device_check_gemm_variants_compile(variant, chip, tmp_path):
     """The larger GEMM blocks the device check benchmarks: sm_90a runs them
     on m64n128/m64n256 wgmma with operands loaded in place (no copy), sm_80
-    on mma.sync; both must fit in shared memory and assemble."""
-    bm, bn, bk, warps, stages = variant
+    on mma.sync; both must fit in shared memory and assemble. The last one
+    also in the grouped program order."""
+    bm, bn, bk, warps, stages = variant[:5]
     src = tmp_path / "gemm.mlir"
-    src.write_text(gemm_source(bm, bn, bk))
+    src.write_text(gemm_source(bm, bn, bk, grouped=variant[5:] == ("grouped",)))
     out = str(tmp_path / "k.ptx")
     ptx = _compile([str(src), "--num-warps", str(warps), "--num-stages", str(stages)], out,
                    chip)
