@@ -83,6 +83,27 @@ def kernel(name, mods="", **config):
     return k
 
 
+def _host_only(fn):
+    """kiln.ops runs on host (numpy) arrays: a CUDA array argument (anything
+    with __cuda_array_interface__, as PyTorch CUDA tensors and CuPy arrays
+    have; also inside the mask dict) is refused with a TypeError naming the
+    operator and the argument, before numpy would try to convert it."""
+    import functools
+    import inspect
+    sig = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        for name, v in sig.bind_partial(*args, **kwargs).arguments.items():
+            values = v.values() if isinstance(v, dict) else (v,)
+            if any(hasattr(x, "__cuda_array_interface__") for x in values):
+                raise TypeError(f"kiln.ops.{fn.__name__}: argument '{name}' is a CUDA "
+                                "device array; kiln.ops runs on host (numpy) arrays (a "
+                                "@kiln.jit kernel launches on CUDA arrays)")
+        return fn(*args, **kwargs)
+    return wrapper
+
+
 def _f32(a, name):
     a = np.ascontiguousarray(a, dtype=np.float32)
     return a
@@ -138,6 +159,7 @@ def _rows(a, name):
     return _f32(a, name), "f32", lambda x: x
 
 
+@_host_only
 def embedding(weight, ids, block_n=8, block_d=1024):
     """out[r] = weight[ids[r]]; raises IndexError if any id is out of range
     (those rows are never read: they come back as zeros in `e.partial`).
@@ -159,6 +181,7 @@ def embedding(weight, ids, block_n=8, block_d=1024):
     return wrap(out)
 
 
+@_host_only
 def paged_kv_gather(cache, block_table, seq_lens, max_len=None, block_t=8, block_w=1024):
     """Contiguous [batch, max_len, ...] from a paged cache [num_blocks,
     block_size, ...]; positions past seq_lens[b] are zero. Raises IndexError
@@ -185,6 +208,7 @@ def paged_kv_gather(cache, block_table, seq_lens, max_len=None, block_t=8, block
     return wrap(out)
 
 
+@_host_only
 def moe_route(topk_ids, num_experts):
     """Groups the (token, k) slots by expert (stable): returns src_rows [rows]
     (token of each grouped row), slot_rows [tokens, k] (row of each slot) and
@@ -203,6 +227,7 @@ def moe_route(topk_ids, num_experts):
     return src_rows, slot_rows.reshape(tokens, k), offsets
 
 
+@_host_only
 def moe_permute(x, src_rows, block_r=8, block_h=1024):
     """out[r] = x[src_rows[r]] (rows grouped by expert; -1 rows are zero).
     x: float32, float16 or kiln.bf16; out has the same type."""
@@ -221,6 +246,7 @@ def moe_permute(x, src_rows, block_r=8, block_h=1024):
     return wrap(out)
 
 
+@_host_only
 def moe_unpermute(y, slot_rows, weights, block_t=16, block_h=128):
     y = _f32(y, "y")
     slot_rows, weights = _i32(slot_rows), _f32(weights, "weights")
@@ -385,6 +411,7 @@ def _block_mask_on_device(mask_mod, batch, heads, seq_q, seq_kv, block, block_kv
     return out
 
 
+@_host_only
 def block_sparse_attention(q, k, v, mask, mask_kind="none", window=256, prefix=0,
                            doc_ids=None, softcap=0.0, scale=None, mask_mod=None,
                            score_mod=None):
@@ -457,6 +484,7 @@ def block_sparse_attention(q, k, v, mask, mask_kind="none", window=256, prefix=0
 # ---------------------------------------------------------------------------
 
 
+@_host_only
 def dsa_indexer(q, w, k, q_offset=0, causal=True, block_t=16, block_s=64):
     """I[t, s] = sum_j w[t, j] * relu(q[t, j] . k[s]); -inf for s > q_offset + t."""
     q, w, k = _f32(q, "q"), _f32(w, "w"), _f32(k, "k")
@@ -469,6 +497,7 @@ def dsa_indexer(q, w, k, q_offset=0, causal=True, block_t=16, block_s=64):
     return out
 
 
+@_host_only
 def dsa_topk(scores, k, block=256):
     """Indices of the k largest finite scores per row (ascending index order;
     ties to the lower index; -1 padding)."""
@@ -479,6 +508,7 @@ def dsa_topk(scores, k, block=256):
     return out
 
 
+@_host_only
 def dsa_sparse_attention(q, kv, indices, d_v, scale=None, heads_block=16, block_k=64):
     """q [Sq, Hq, Dqk], kv [Skv, Dqk] (values: first d_v columns), indices
     [Sq, topk] (-1 skipped) -> (out [Sq, Hq, d_v], lse [Sq, Hq]) in float32.
@@ -526,6 +556,7 @@ def _shape(a):
     return a.array.shape if isinstance(a, bf16) else np.shape(a)
 
 
+@_host_only
 def conv(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1,
          block_m=64, block_n=64, block_c=32, specialize=False):
     """N-D convolution, channels last: x [N, T, H, W, C], w [KT, KH, KW, C/groups,
@@ -562,6 +593,7 @@ def conv(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1,
     return out
 
 
+@_host_only
 def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, specialize=False,
            **blocks):
     """NHWC conv2d: x [N, H, W, C], w [KH, KW, C/groups, OC] -> [N, OH, OW, OC]."""
@@ -574,6 +606,7 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, specializ
     return out[:, 0]
 
 
+@_host_only
 def patch_embed(x, w, bias=None, patch=16, temporal_patch=1, **blocks):
     """Patch embedding: a convolution with kernel = stride = patch (and a
     temporal patch for video, Qwen2-VL-style). x [N, T, H, W, C], w
@@ -591,6 +624,7 @@ def patch_embed(x, w, bias=None, patch=16, temporal_patch=1, **blocks):
     return conv(x, w, bias, (temporal_patch, patch, patch), 0, 1, 1, **blocks)
 
 
+@_host_only
 def depthwise_conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, block_w=32, block_c=64):
     """x [N, H, W, C], w [KH, KW, C] -> [N, OH, OW, C]."""
     x, w = _f32(x, "x"), _f32(w, "w")

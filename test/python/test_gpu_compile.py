@@ -299,6 +299,14 @@ for call in (lambda: add[(4,)](*(np.zeros(n, np.float32) for _ in range(3)), n, 
     except ValueError as e:
         assert "KILN_TARGET=sm_80" in str(e) and "host" in str(e), e
 del os.environ["KILN_TARGET"]
+# kiln.ops runs on host arrays: a CUDA array is refused by name.
+for call, arg in ((lambda: kiln.ops.embedding(xs[0], np.array([1])), "weight"),
+                  (lambda: kiln.ops.dsa_topk(xs[1], 4), "scores")):
+    try:
+        call()
+        sys.exit("kiln.ops accepted a CUDA array")
+    except TypeError as e:
+        assert f"argument '{arg}' is a CUDA device array" in str(e), e
 # A non-contiguous device array: refused.
 try:
     add[(4,)](FakeCudaArray(0x7000000, (n,), strides=(8,)), xs[1], xs[2], n, BLOCK=256)
