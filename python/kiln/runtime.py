@@ -46,14 +46,25 @@ class Bundle:
         if not isinstance(grid, (tuple, list)) or not 1 <= len(grid) <= 3:
             raise ValueError(f"the grid must be an int or a tuple of 1 to 3 ints, got {grid!r}")
 
+        gpu = self._kernel.is_gpu
+
         def launch(*args):
             values = []
             for (name, kind, dtype), a in zip(self._kernel.signature, args):
                 if kind == "ptr":
                     dev = _device_address(a)
                     if dev is not None:  # a CUDA array, for GPU bundles
+                        if not gpu:
+                            raise TypeError(f"argument '{name}' is a CUDA device array, "
+                                            f"and this kernel runs on the host "
+                                            f"({self._kernel.target}): pass a numpy array")
                         values.append(dev)
                         continue
+                    if gpu:
+                        raise TypeError(f"argument '{name}' is a host array, and this "
+                                        f"kernel runs on the GPU ({self._kernel.target}): "
+                                        "pass a CUDA array (a PyTorch CUDA tensor, or "
+                                        "anything with __cuda_array_interface__)")
                     if not isinstance(a, np.ndarray):
                         raise TypeError(f"argument '{name}' must be a numpy array "
                                         "(or a CUDA array for GPU bundles)")

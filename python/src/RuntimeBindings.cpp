@@ -159,6 +159,10 @@ void kiln::python::bindRuntime(py::module &m) {
                              [](PyKernel &k) { return kiln_kernel_name(k.handle); })
       .def_property_readonly("signature", &signature)
       .def_property_readonly(
+          "is_gpu", [](PyKernel &k) { return kiln_kernel_is_gpu(k.handle) != 0; })
+      .def_property_readonly(
+          "target", [](PyKernel &k) { return kiln_kernel_target(k.handle); })
+      .def_property_readonly(
           "grid_rank", [](PyKernel &k) { return kiln_kernel_grid_rank(k.handle); })
       .def_property_readonly("features", [](PyKernel &k) {
         std::vector<std::string> f;

@@ -215,6 +215,36 @@ out = poisoned(n)
 launch(example("vector_add"), (cdiv(n, 1024),), [x, y, out, n])
 check("example vector_add", out, x.astype(np.float64) + y, 1e-6, 1e-6)
 
+
+
+def refused(name, fn, exc, words):
+    """A bad launch or bundle must raise `exc` with a message holding `words`."""
+    try:
+        fn()
+    except exc as e:
+        ok = all(w.lower() in str(e).lower() for w in words)
+        print(f"{'PASS' if ok else 'FAIL'} {name}: refused: {e}", flush=True)
+        if not ok:
+            failures.append(name)
+        return
+    print(f"FAIL {name}: accepted", flush=True)
+    failures.append(name)
+
+
+# Bad input on the device: a cubin for another architecture (recorded for
+# sm_80) is refused at load; host arrays for a GPU kernel are refused before
+# the launch (the kernel would fault on host pointers).
+other_arch = os.path.join(BUNDLES, "refuse-sm_80-vector_add.kiln")
+if opts.record and not EMULATED and not os.path.exists(other_arch):
+    subprocess.run([KILNC, os.path.join(ROOT, "examples", "vector_add.mlir"), "--target",
+                    "sm_80", "--cubin", "-o", other_arch], check=True)
+if RUN and not EMULATED and ACTIVE:
+    refused("sm_80 cubin on this GPU", lambda: kiln.load_bundle(other_arch), Exception,
+            ["sm_80"])
+    refused("host arrays for a GPU kernel",
+            lambda: load(example("vector_add"))[(cdiv(n, 1024),)](x, y, out, n), TypeError,
+            ["host array", "runs on the GPU"])
+
 m, k = 37, 1000
 xs = (rng.standard_normal((m, k)) * 4).astype(np.float32)
 out = poisoned((m, k))
@@ -675,6 +705,15 @@ if not RUN:
 # -- benchmarks against PyTorch (GPU only) ---------------------------------------------
 
 
+def add_row(row):
+    """A table row; also printed at once, so a part stopped at its time limit
+    still reports the rows it measured."""
+    rows.append(row)
+    name, kv_, tv, unit, peer = row
+    print(f"row: {name}: kiln {kv_:.1f} {unit}, torch {tv:.1f} ({kv_ / tv:.2f}x {peer})",
+          flush=True)
+
+
 def bench(fn, reps=10):
     fn()
     torch.cuda.synchronize()
@@ -705,7 +744,7 @@ if not EMULATED and ACTIVE:
         c_out = c16 if alt == "bf16out" else c32
         t_kiln = bench(lambda: mm[(cdiv(S, bn_), cdiv(S, bm_))](a16, b16, c_out, S, S, S),
                        reps=3)
-        rows.append((f"bf16 GEMM {S}^3 {bm_}x{bn_}x{bk_} w{warps} s{stages}"
+        add_row((f"bf16 GEMM {S}^3 {bm_}x{bn_}x{bk_} w{warps} s{stages}"
                      + {"": "", "notma": " no-TMA", "noswizzle": " no-swizzle",
                         "bf16out": " bf16 C", "grouped": " grouped"}[alt],
                      flops / t_kiln / 1e12, flops / t_torch / 1e12, "TFLOP/s",
@@ -757,7 +796,7 @@ if not EMULATED and ACTIVE:
                 print(f"FAIL attention benchmark {kind} {tag}: max abs error "
                       f"{err:.3g} vs SDPA")
                 failures.append(f"attention bench {kind} {tag}")
-            rows.append((f"attention {kind} s{SQ} d{D} bf16 {tag}",
+            add_row((f"attention {kind} s{SQ} d{D} bf16 {tag}",
                          fl / t_kiln / 1e12, fl / t_torch / 1e12, "TFLOP/s",
                          "scaled_dot_product_attention"))
 
@@ -791,7 +830,7 @@ if not EMULATED and ACTIVE:
                     print(f"FAIL block-sparse benchmark {tag}: max abs error {err:.3g} vs "
                           "flex_attention")
                     failures.append(f"block-sparse bench {tag}")
-                rows.append((f"block-sparse window {BENCH_WINDOW} s{SQ} {tag}",
+                add_row((f"block-sparse window {BENCH_WINDOW} s{SQ} {tag}",
                              fl / t_kiln / 1e12, fl / t_torch / 1e12, "TFLOP/s",
                              "flex_attention (compiled)"))
         except Exception as e:  # noqa: BLE001
@@ -804,7 +843,7 @@ if not EMULATED and ACTIVE:
     t_kiln = bench(lambda: sm[(m,)](xs_t, out_t, m, k))
     t_torch = bench(lambda: torch.softmax(xs_t, dim=1))
     byts = 2 * m * k * 4
-    rows.append((f"softmax {m}x{k} f32", byts / t_kiln / 1e9, byts / t_torch / 1e9, "GB/s",
+    add_row((f"softmax {m}x{k} f32", byts / t_kiln / 1e9, byts / t_torch / 1e9, "GB/s",
                  "torch.softmax"))
 
     n = 1 << 26
@@ -814,7 +853,7 @@ if not EMULATED and ACTIVE:
     t_kiln = bench(lambda: va[(cdiv(n, 1024),)](xt, yt, out_t, n))
     t_torch = bench(lambda: torch.add(xt, yt, out=out_t))
     byts = 3 * n * 4
-    rows.append((f"vector add {n} f32", byts / t_kiln / 1e9, byts / t_torch / 1e9, "GB/s",
+    add_row((f"vector add {n} f32", byts / t_kiln / 1e9, byts / t_torch / 1e9, "GB/s",
                  "torch.add"))
 
 if rows:  # the benchmark parts on a GPU

@@ -7,10 +7,12 @@
 #
 #   bash test/gpu/run_gpu_checks.sh [BUNDLE_DIR...]
 #
-# Each bundle folder's examples, operators and benchmarks run in separate
-# processes under a time limit (KILN_GPU_SECTION_TIMEOUT, default 150 s): a
+# Each bundle folder's parts run in separate processes under time limits, so a
 # kernel that faults (which poisons the CUDA context) or hangs costs only its
-# own part. Exits non-zero if any part failed.
+# own part. The checking parts (notma, examples, ops) of every folder run at
+# once (KILN_GPU_CHECK_TIMEOUT, default 150 s each); then the timed parts
+# (gemm, bench) one after another, alone on the GPU (KILN_GPU_BENCH_TIMEOUT,
+# default 200 s each). Exits non-zero if any part failed.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 if [ $# -eq 0 ]; then
@@ -19,32 +21,66 @@ if [ $# -eq 0 ]; then
 fi
 BUILD=${KILN_GPU_BUILD:-/tmp/kiln-runtime-build}
 PY=${PYTHON:-python3}
-LIMIT=${KILN_GPU_SECTION_TIMEOUT:-150}
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
-set -e
+CHECK_LIMIT=${KILN_GPU_CHECK_TIMEOUT:-150}
+BENCH_LIMIT=${KILN_GPU_BENCH_TIMEOUT:-200}
+nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader || true
+mkdir -p "$BUILD"
 # pybind11 from pip when this Python has it, else where cmake finds it.
 PB=()
 if PBDIR=$("$PY" -m pybind11 --cmakedir 2>/dev/null); then PB=(-Dpybind11_DIR="$PBDIR"); fi
-cmake -S "$ROOT" -B "$BUILD" -G Ninja -DKILN_RUNTIME_ONLY=ON \
-  -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE="$(command -v "$PY")" \
-  "${PB[@]}" >/dev/null
-ninja -C "$BUILD" >/dev/null
-set +e
+start=$SECONDS
+if ! cmake -S "$ROOT" -B "$BUILD" -G Ninja -DKILN_RUNTIME_ONLY=ON \
+    -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE="$(command -v "$PY")" \
+    "${PB[@]}" >"$BUILD/configure.log" 2>&1; then
+  tail -n 40 "$BUILD/configure.log"; echo "configuring the runtime failed"; exit 2
+fi
+if ! ninja -C "$BUILD" >"$BUILD/build.log" 2>&1; then
+  tail -n 60 "$BUILD/build.log"; echo "building the runtime failed"; exit 2
+fi
+echo "runtime and Python module built in $((SECONDS - start)) s"
+
 summary=()
 status=0
+run_part() {  # DIR PART LIMIT: one part in its own process
+  PYTHONPATH="$BUILD/python" PYTHONUNBUFFERED=1 timeout -k 10 "$3" \
+    "$PY" "$ROOT/test/gpu/check.py" --section "$2" "$1"
+}
+record() {  # DIR PART LIMIT RC SECONDS
+  local result
+  case $4 in
+    0) result=passed ;;
+    124|137) result="TIMED OUT after $3 s" ;;
+    *) result="FAILED (exit $4)" ;;
+  esac
+  [ "$4" -eq 0 ] || status=1
+  summary+=("$(cat "$1/TARGET") $2: $result ($5 s)")
+}
+
+logs=$(mktemp -d)
+declare -A pids
+t0=$SECONDS
 for dir in "$@"; do
-  for part in notma examples ops gemm bench; do
+  for part in notma examples ops; do
+    key="$(basename "$dir")-$part"
+    run_part "$dir" "$part" "$CHECK_LIMIT" >"$logs/$key" 2>&1 &
+    pids[$key]=$!
+  done
+done
+for dir in "$@"; do
+  for part in notma examples ops; do
+    key="$(basename "$dir")-$part"
+    wait "${pids[$key]}"; rc=$?
     echo "== $(cat "$dir/TARGET") $part ($dir)"
-    PYTHONPATH="$BUILD/python" PYTHONUNBUFFERED=1 timeout -k 10 "$LIMIT" \
-      "$PY" "$ROOT/test/gpu/check.py" --section "$part" "$dir"
-    rc=$?
-    case $rc in
-      0) result=passed ;;
-      124|137) result="TIMED OUT after ${LIMIT} s" ;;
-      *) result="FAILED (exit $rc)" ;;
-    esac
-    [ $rc -eq 0 ] || status=1
-    summary+=("$(cat "$dir/TARGET") $part: $result")
+    cat "$logs/$key"
+    record "$dir" "$part" "$CHECK_LIMIT" "$rc" "$((SECONDS - t0))"
+  done
+done
+for dir in "$@"; do
+  for part in gemm bench; do
+    echo "== $(cat "$dir/TARGET") $part ($dir)"
+    t0=$SECONDS
+    run_part "$dir" "$part" "$BENCH_LIMIT"; rc=$?
+    record "$dir" "$part" "$BENCH_LIMIT" "$rc" "$((SECONDS - t0))"
   done
 done
 echo

@@ -307,6 +307,25 @@ for call, arg in ((lambda: kiln.ops.embedding(xs[0], np.array([1])), "weight"),
         sys.exit("kiln.ops accepted a CUDA array")
     except TypeError as e:
         assert f"argument '{arg}' is a CUDA device array" in str(e), e
+# Bundles launched on arrays of the other side: refused before the launch
+# (host pointers in a GPU kernel fault; device pointers in a CPU kernel crash).
+gpu_b = kiln.load_bundle(os.environ["KILN_TEST_GPU_BUNDLE"])
+host_b = kiln.load_bundle(os.environ["KILN_TEST_HOST_BUNDLE"])
+assert gpu_b._kernel.is_gpu and gpu_b._kernel.target == "sm_80"
+assert not host_b._kernel.is_gpu
+before = mock.kiln_mock_last_launch().contents.count
+for call, what in ((lambda: gpu_b[(1,)](*(np.zeros(n, np.float32) for _ in range(3)), n),
+                    "argument 'x' is a host array, and this kernel runs on the GPU (sm_80)"),
+                   (lambda: host_b[(1,)](*xs, n),
+                    "argument 'x' is a CUDA device array, and this kernel runs on the host")):
+    try:
+        call()
+        sys.exit("a bundle launched on arrays of the other side")
+    except TypeError as e:
+        assert what in str(e), e
+assert mock.kiln_mock_last_launch().contents.count == before
+gpu_b[(1,)](*xs, n)
+assert mock.kiln_mock_last_launch().contents.count == before + 1
 # A non-contiguous device array: refused.
 try:
     add[(4,)](FakeCudaArray(0x7000000, (n,), strides=(8,)), xs[1], xs[2], n, BLOCK=256)
@@ -329,6 +348,10 @@ def test_python_launch_on_cuda_arrays_with_mock_driver(tmp_path):
     env = dict(os.environ, KILN_CUDA_DRIVER=mock, KILN_MOCK_CUDA_CC="80",
                KILN_CACHE_DIR=str(tmp_path / "cache"))
     env.pop("KILN_GPU_TARGET", None)
+    for name, target in (("KILN_TEST_GPU_BUNDLE", "sm_80"), ("KILN_TEST_HOST_BUNDLE", "host")):
+        env[name] = str(tmp_path / f"vector_add-{target}.kiln")
+        subprocess.run([KILNC, os.path.join(ROOT, "examples", "vector_add.mlir"),
+                        "--target", target, "-o", env[name]], check=True)
     script = tmp_path / "launch.py"
     script.write_text(LAUNCH_SCRIPT)
     r = subprocess.run([os.sys.executable, str(script)], capture_output=True, text=True,
