@@ -157,10 +157,22 @@ def KilnApproximateMath : Pass<"kiln-approximate-math"> {
     scalars and vectors into polynomial approximations made of arithmetic
     only (upstream's approximation patterns), so that they stay in vector
     registers instead of becoming calls into libm.
+
+    With `nvvm-ex2` (the NVIDIA pipeline), f32 `math.exp` and `math.exp2`
+    inside `gpu.module`s become the special-function unit's `ex2.approx.ftz`
+    instead (`exp(x) = 2^(x log2 e)`, CUDA's `__expf`): one instruction
+    where the polynomial takes about twenty, and the exponential is the
+    inner loop of every softmax and attention kernel. Its relative error is
+    about 2^-22 plus the rounding of `x log2 e` (|x| 2^-24); results below
+    2^-126 flush to zero. The SIMT emulator keeps the polynomial.
   }];
+  let options = [
+    Option<"nvvmEx2", "nvvm-ex2", "bool", /*default=*/"false",
+           "f32 exp/exp2 in gpu.modules as NVVM ex2.approx.ftz">,
+  ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
-    "::mlir::vector::VectorDialect"
+    "::mlir::vector::VectorDialect", "::mlir::LLVM::LLVMDialect"
   ];
 }
 

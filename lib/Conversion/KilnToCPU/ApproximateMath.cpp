@@ -7,7 +7,12 @@
 
 #include "kiln/Conversion/Passes.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Math/Transforms/Approximation.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
@@ -16,15 +21,84 @@ namespace mlir::kiln {
 #include "kiln/Dialect/Kiln/Passes.h.inc"
 } // namespace mlir::kiln
 
+#include <cmath>
+#include <type_traits>
+
 using namespace mlir;
 
 namespace {
+/// f32 `math.exp`/`math.exp2` (scalars, or vectors element by element) as
+/// NVVM's `ex2.approx.ftz.f32`: exp(x) = 2^(x * log2(e)).
+template <typename MathOp>
+struct ExpAsNvvmEx2 : OpRewritePattern<MathOp> {
+  using OpRewritePattern<MathOp>::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(MathOp op,
+                                PatternRewriter &rewriter) const override {
+    Type type = op.getType();
+    auto vecType = dyn_cast<VectorType>(type);
+    if (!getElementTypeOrSelf(type).isF32() ||
+        (vecType && (vecType.isScalable() || vecType.getRank() != 1)))
+      return failure();
+    Location loc = op.getLoc();
+    Value x = op.getOperand();
+    if constexpr (std::is_same_v<MathOp, math::ExpOp>) {
+      Value log2e = arith::ConstantOp::create(
+          rewriter, loc, type,
+          vecType ? TypedAttr(DenseElementsAttr::get(
+                        vecType, rewriter.getF32FloatAttr(M_LOG2E)))
+                  : TypedAttr(rewriter.getF32FloatAttr(M_LOG2E)));
+      x = arith::MulFOp::create(rewriter, loc, x, log2e);
+    }
+    auto ex2 = [&](Value v) -> Value {
+      return LLVM::CallIntrinsicOp::create(
+                 rewriter, loc, rewriter.getF32Type(),
+                 rewriter.getStringAttr("llvm.nvvm.ex2.approx.ftz.f32"),
+                 ValueRange{v})
+          .getResult(0);
+    };
+    if (!vecType) {
+      rewriter.replaceOp(op, ex2(x));
+      return success();
+    }
+    Value result = arith::ConstantOp::create(
+        rewriter, loc, vecType,
+        DenseElementsAttr::get(vecType, rewriter.getF32FloatAttr(0)));
+    for (int64_t i = 0, e = vecType.getNumElements(); i < e; ++i) {
+      Value elt = vector::ExtractOp::create(rewriter, loc, x, i);
+      result = vector::InsertOp::create(rewriter, loc, ex2(elt), result, i);
+    }
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
 struct KilnApproximateMathPass
     : kiln::impl::KilnApproximateMathBase<KilnApproximateMathPass> {
+  using Base::Base;
+
   void runOnOperation() override {
-    RewritePatternSet patterns(&getContext());
+    MLIRContext *ctx = &getContext();
     // Expansions first (tanh, sinh, ... in terms of exp), then polynomials.
-    populateMathF32ExpansionPatterns(patterns, [](StringRef) { return true; });
+    RewritePatternSet expansions(ctx);
+    populateMathF32ExpansionPatterns(expansions, [](StringRef) { return true; });
+    if (failed(applyPatternsGreedily(getOperation(), std::move(expansions))))
+      return signalPassFailure();
+    if (nvvmEx2) {
+      FrozenRewritePatternSet ex2 = [&] {
+        RewritePatternSet p(ctx);
+        p.add<ExpAsNvvmEx2<math::ExpOp>, ExpAsNvvmEx2<math::Exp2Op>>(ctx);
+        return FrozenRewritePatternSet(std::move(p));
+      }();
+      WalkResult walk = getOperation()->walk([&](gpu::GPUModuleOp module) {
+        if (failed(applyPatternsGreedily(module, ex2)))
+          return WalkResult::interrupt();
+        return WalkResult::skip();
+      });
+      if (walk.wasInterrupted())
+        return signalPassFailure();
+    }
+    RewritePatternSet patterns(ctx);
     populateMathPolynomialApproximationPatterns(patterns,
                                                 [](StringRef) { return true; });
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))

@@ -20,8 +20,10 @@ using namespace mlir;
 /// Shared by both targets: transcendentals as polynomials, and bf16/f16
 /// computed in f32 with the bf16 conversions expanded into integer ops (x86
 /// without AVX512-BF16 would call libgcc for them).
-static void addFloatLowering(OpPassManager &pm) {
-  pm.addPass(kiln::createKilnApproximateMath());
+static void addFloatLowering(OpPassManager &pm, bool nvvmEx2 = false) {
+  kiln::KilnApproximateMathOptions approx;
+  approx.nvvmEx2 = nvvmEx2;
+  pm.addPass(kiln::createKilnApproximateMath(approx));
   arith::ArithEmulateUnsupportedFloatsOptions emulate;
   emulate.sourceTypeStrs = {"bf16", "f16"};
   emulate.targetTypeStr = "f32";
@@ -82,7 +84,7 @@ static void addKilnToGPU(OpPassManager &pm,
 void kiln::buildGPUPipeline(OpPassManager &pm,
                             const GPUPipelineOptions &options) {
   addKilnToGPU(pm, options);
-  addFloatLowering(pm);
+  addFloatLowering(pm, /*nvvmEx2=*/true);
   OpPassManager &gm = pm.nest<gpu::GPUModuleOp>();
   gm.addPass(createConvertNVGPUToNVVMPass());
   gm.addPass(memref::createExpandStridedMetadataPass());
