@@ -150,6 +150,21 @@ def EmulateGPU : Pass<"kiln-emulate-gpu", "::mlir::ModuleOp"> {
   ];
 }
 
+def KilnExpandArithForNVVM : Pass<"kiln-expand-arith-nvvm"> {
+  let summary = "Expands only the arith ops NVPTX has no instruction for";
+  let description = [{
+    The NVIDIA pipeline's replacement for `arith-expand`: it expands integer
+    `ceildivsi`/`floordivsi`/`ceildivui` and the scaling conversions, and
+    leaves to the NVPTX backend what sm_80 and newer do in one instruction:
+    `arith.maximumf`/`minimumf` (NaN-propagating: `max.NaN.f32`, where
+    `arith-expand` makes two NaN tests and two selects of each) and bf16
+    conversions (`cvt.rn.bf16.f32`/`cvt.rn.bf16x2.f32`, where `arith-expand`
+    makes about seven integer instructions per element). Attention's
+    softmax is mostly these. The CPU and the SIMT emulator keep `arith-expand`.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect"];
+}
+
 def KilnApproximateMath : Pass<"kiln-approximate-math"> {
   let summary = "Replaces f32 transcendentals with vectorizable polynomials";
   let description = [{

@@ -13,7 +13,7 @@ import numpy as np
 
 from . import language as kl
 from .frontend import CodeGen, CompilationError, Pointer, Tile, parse_function
-from .runtime import bf16  # noqa: F401  (kiln.bf16; lives with the runtime)
+from .runtime import bf16, cuda_array_view  # noqa: F401  (kiln.bf16 lives with the runtime)
 
 _jit_lock = threading.Lock()
 _jits = {}
@@ -100,39 +100,22 @@ def gpu_target():
 
 
 class DeviceArray:
-    """A CUDA device buffer seen through ``__cuda_array_interface__`` (or a
-    PyTorch CUDA tensor): its address, dtype and shape."""
+    """A CUDA device buffer (a PyTorch CUDA tensor, ``__cuda_array_interface__``
+    or a CUDA DLPack exporter; see kiln.runtime.cuda_array_view): its
+    address, dtype and shape."""
 
-    def __init__(self, obj, name):
-        bf16 = _torch_bf16(obj)
-        if bf16:
-            self.ptr, self.dtype = obj.data_ptr(), kl.bfloat16
-            shape, strides, itemsize = tuple(obj.shape), tuple(obj.stride()), 2
-            strides = tuple(s * itemsize for s in strides)
+    def __init__(self, view, name):
+        if view.dtype == "bfloat16":
+            self.dtype = kl.bfloat16
         else:
-            cai = obj.__cuda_array_interface__
-            self.ptr = int(cai["data"][0])
-            npdt = np.dtype(cai["typestr"])
-            self.dtype = kl.from_numpy(npdt)
+            self.dtype = kl.from_numpy(view.dtype)
             if self.dtype is None:
-                raise TypeError(f"argument '{name}' has dtype {npdt}, which kernels cannot "
-                                "take")
-            shape, strides, itemsize = tuple(cai["shape"]), cai.get("strides"), npdt.itemsize
-        if strides is not None:
-            expect, step = [], itemsize
-            for n in reversed(shape):
-                expect.append(step)
-                step *= n
-            if any(n > 1 and s != e for n, s, e in zip(shape, strides, reversed(expect))):
-                raise ValueError(f"argument '{name}' is a non-contiguous device array; pass "
-                                 ".contiguous()")
-        self.shape = shape
-
-
-def _torch_bf16(obj):
-    return (type(obj).__module__.startswith("torch") and
-            str(getattr(obj, "dtype", "")) == "torch.bfloat16" and
-            bool(getattr(obj, "is_cuda", False)))
+                raise TypeError(f"argument '{name}' has dtype {view.dtype}, which kernels "
+                                "cannot take")
+        if not view.contiguous():
+            raise ValueError(f"argument '{name}' is a non-contiguous device array; pass "
+                             ".contiguous()")
+        self.ptr, self.shape = view.ptr, view.shape
 
 
 class _Arg:
@@ -153,9 +136,11 @@ def _as_array(obj, name):
         return obj.array, kl.bfloat16
     if isinstance(obj, DeviceArray):
         return obj, obj.dtype
-    if hasattr(obj, "__cuda_array_interface__") or _torch_bf16(obj):
-        d = DeviceArray(obj, name)
-        return d, d.dtype
+    if not isinstance(obj, np.ndarray):
+        view = cuda_array_view(obj, name)
+        if view is not None:
+            d = DeviceArray(view, name)
+            return d, d.dtype
     if not isinstance(obj, np.ndarray) and hasattr(obj, "__dlpack__"):
         try:
             obj = np.from_dlpack(obj)

@@ -12,7 +12,7 @@ import threading
 
 import numpy as np
 
-from .runtime import bf16
+from .runtime import bf16, is_cuda_array
 
 __all__ = ["list_ops", "kernel", "mod_source", "embedding", "paged_kv_gather", "moe_route", "moe_permute",
            "moe_unpermute", "block_mask", "block_sparse_attention", "dsa_indexer", "dsa_topk",
@@ -86,8 +86,9 @@ def kernel(name, mods="", **config):
 def _host_only(fn):
     """kiln.ops runs on host (numpy) arrays: a CUDA array argument (anything
     with __cuda_array_interface__, as PyTorch CUDA tensors and CuPy arrays
-    have; also inside the mask dict) is refused with a TypeError naming the
-    operator and the argument, before numpy would try to convert it."""
+    have, or a DLPack exporter on a CUDA device; also inside the mask dict)
+    is refused with a TypeError naming the operator and the argument, before
+    numpy would try to convert it."""
     import functools
     import inspect
     sig = inspect.signature(fn)
@@ -96,7 +97,7 @@ def _host_only(fn):
     def wrapper(*args, **kwargs):
         for name, v in sig.bind_partial(*args, **kwargs).arguments.items():
             values = v.values() if isinstance(v, dict) else (v,)
-            if any(hasattr(x, "__cuda_array_interface__") for x in values):
+            if any(is_cuda_array(x) for x in values):
                 raise TypeError(f"kiln.ops.{fn.__name__}: argument '{name}' is a CUDA "
                                 "device array; kiln.ops runs on host (numpy) arrays (a "
                                 "@kiln.jit kernel launches on CUDA arrays)")

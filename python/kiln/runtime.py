@@ -52,7 +52,7 @@ class Bundle:
             values = []
             for (name, kind, dtype), a in zip(self._kernel.signature, args):
                 if kind == "ptr":
-                    dev = _device_address(a)
+                    dev = _device_address(a, name)
                     if dev is not None:  # a CUDA array, for GPU bundles
                         if not gpu:
                             raise TypeError(f"argument '{name}' is a CUDA device array, "
@@ -78,17 +78,139 @@ class Bundle:
         return launch
 
 
-def _device_address(a):
-    """The device address of a CUDA array (``__cuda_array_interface__`` or a
-    PyTorch CUDA tensor, bfloat16 included), else None."""
-    if type(a).__module__.startswith("torch") and getattr(a, "is_cuda", False):
-        if not a.is_contiguous():
-            raise ValueError("a non-contiguous CUDA tensor; pass .contiguous()")
-        return a.data_ptr()
-    cai = getattr(a, "__cuda_array_interface__", None)
+class CudaArrayView:
+    """What a launch needs of a CUDA array: its device address, shape,
+    byte strides (None: contiguous) and element type (a numpy dtype, or
+    "bfloat16", which numpy lacks)."""
+
+    __slots__ = ("ptr", "shape", "strides", "dtype", "itemsize")
+
+    def __init__(self, ptr, shape, strides, dtype, itemsize):
+        self.ptr, self.shape, self.strides = ptr, tuple(shape), strides
+        self.dtype, self.itemsize = dtype, itemsize
+
+    def contiguous(self):
+        if self.strides is None:
+            return True
+        step = self.itemsize
+        for n, s in zip(reversed(self.shape), reversed(self.strides)):
+            if n > 1 and s != step:
+                return False
+            step *= n
+        return True
+
+
+_KDL_CUDA, _KDL_CUDA_MANAGED = 2, 13  # DLPack device types on the GPU
+
+
+def _kiln_device():
+    """The CUDA device ordinal the runtime launches on (KILN_CUDA_DEVICE)."""
+    import os
+    try:
+        return int(os.environ.get("KILN_CUDA_DEVICE", "0"))
+    except ValueError:
+        return 0
+
+
+def _check_device(index, name):
+    if index is not None and index != _kiln_device():
+        raise ValueError(f"argument '{name}' is on CUDA device {index}, and kiln launches on "
+                         f"device {_kiln_device()} (KILN_CUDA_DEVICE)")
+
+
+def _dlpack_view(obj, name):
+    """A CUDA array exported through DLPack (``__dlpack__``): the legacy
+    ``dltensor`` capsule is read, not consumed (its destructor still frees
+    it; `obj` keeps the memory alive)."""
+    import ctypes
+
+    class DLTensor(ctypes.Structure):
+        _fields_ = [("data", ctypes.c_void_p), ("device_type", ctypes.c_int32),
+                    ("device_id", ctypes.c_int32), ("ndim", ctypes.c_int32),
+                    ("code", ctypes.c_uint8), ("bits", ctypes.c_uint8),
+                    ("lanes", ctypes.c_uint16), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                    ("strides", ctypes.POINTER(ctypes.c_int64)),
+                    ("byte_offset", ctypes.c_uint64)]
+
+    capsule = obj.__dlpack__()
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    valid = ctypes.pythonapi.PyCapsule_IsValid
+    valid.restype, valid.argtypes = ctypes.c_int, [ctypes.py_object, ctypes.c_char_p]
+    if not valid(capsule, b"dltensor"):
+        raise ValueError(f"argument '{name}': __dlpack__ did not return a DLPack tensor")
+    t = DLTensor.from_address(get(capsule, b"dltensor"))
+    if t.device_type not in (_KDL_CUDA, _KDL_CUDA_MANAGED):
+        return None
+    _check_device(t.device_id, name)
+    if t.lanes != 1:
+        raise TypeError(f"argument '{name}' is a vector-typed DLPack array")
+    kinds = {0: "i", 1: "u", 2: "f", 6: "b"}
+    if t.code == 4 and t.bits == 16:
+        dtype = "bfloat16"
+    elif t.code in kinds and t.bits % 8 == 0:
+        dtype = np.dtype("bool" if t.code == 6 else f"{kinds[t.code]}{t.bits // 8}")
+    else:
+        raise TypeError(f"argument '{name}' has a DLPack type (code {t.code}, {t.bits} bits) "
+                        "kernels cannot take")
+    itemsize = max(1, t.bits // 8)
+    shape = [t.shape[i] for i in range(t.ndim)]
+    strides = None if not t.strides else [t.strides[i] * itemsize for i in range(t.ndim)]
+    return CudaArrayView((t.data or 0) + t.byte_offset, shape, strides, dtype, itemsize)
+
+
+def is_cuda_array(obj):
+    """Whether `obj` is a CUDA array (see cuda_array_view), without reading it."""
+    if hasattr(obj, "__cuda_array_interface__"):
+        return True
+    if type(obj).__module__.startswith("torch") and getattr(obj, "is_cuda", False):
+        return True
+    dev = getattr(obj, "__dlpack_device__", None)
+    if dev is None or isinstance(obj, np.ndarray):
+        return False
+    try:
+        return dev()[0] in (_KDL_CUDA, _KDL_CUDA_MANAGED)
+    except Exception:  # noqa: BLE001 - not a usable exporter
+        return False
+
+
+def cuda_array_view(obj, name="array"):
+    """The CudaArrayView of a CUDA array (a PyTorch CUDA tensor, anything with
+    ``__cuda_array_interface__``, or a DLPack exporter whose device is a
+    CUDA GPU), else None. A tensor on another device than the runtime's is
+    refused."""
+    if type(obj).__module__.startswith("torch") and getattr(obj, "is_cuda", False):
+        _check_device(obj.device.index, name)
+        size = obj.element_size()
+        bf = str(obj.dtype) == "torch.bfloat16"
+        dtype = "bfloat16" if bf else np.dtype(str(obj.dtype).replace("torch.", ""))
+        return CudaArrayView(obj.data_ptr(), obj.shape, [s * size for s in obj.stride()],
+                             dtype, size)
+    cai = getattr(obj, "__cuda_array_interface__", None)
     if cai is not None:
-        return int(cai["data"][0])
+        dtype = np.dtype(cai["typestr"])
+        return CudaArrayView(int(cai["data"][0]), cai["shape"], cai.get("strides"), dtype,
+                             dtype.itemsize)
+    dev = getattr(obj, "__dlpack_device__", None)
+    if dev is not None and hasattr(obj, "__dlpack__"):
+        try:
+            kind, _ = dev()
+        except Exception:  # noqa: BLE001 - not a usable exporter: not a CUDA array
+            return None
+        if kind in (_KDL_CUDA, _KDL_CUDA_MANAGED):
+            return _dlpack_view(obj, name)
     return None
+
+
+def _device_address(a, name="array"):
+    """The device address of a CUDA array (see cuda_array_view), else None."""
+    view = cuda_array_view(a, name)
+    if view is None:
+        return None
+    if not view.contiguous():
+        raise ValueError(f"argument '{name}' is a non-contiguous CUDA array; pass "
+                         ".contiguous()")
+    return view.ptr
 
 
 def load_bundle(path: str, num_threads: int = 0) -> Bundle:

@@ -690,7 +690,8 @@ def attention_bench_kernel(kind, warps=None, stages=None, block=64, swizzle=True
 BENCH_VARIANTS = ((None, None, 64, True), (8, None, 64, True), (None, 1, 64, True),
                   (8, 1, 64, True), (8, None, (128, 64), True), (8, None, 128, True))
 if TARGET.endswith("sm_90a"):
-    BENCH_VARIANTS += ((8, 1, 128, True), (8, 1, (128, 64), True), (None, None, 64, False))
+    BENCH_VARIANTS += ((8, 1, 128, True), (8, 1, (128, 64), True), (None, None, 64, False),
+                       (None, 3, 64, True))
 
 if not RUN:
     for kind in ("none", "causal", "sliding_window"):

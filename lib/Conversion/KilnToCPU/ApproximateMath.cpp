@@ -8,6 +8,7 @@
 #include "kiln/Conversion/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Arith/Transforms/Passes.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -18,6 +19,7 @@
 
 namespace mlir::kiln {
 #define GEN_PASS_DEF_KILNAPPROXIMATEMATH
+#define GEN_PASS_DEF_KILNEXPANDARITHFORNVVM
 #include "kiln/Dialect/Kiln/Passes.h.inc"
 } // namespace mlir::kiln
 
@@ -48,7 +50,22 @@ struct ExpAsNvvmEx2 : OpRewritePattern<MathOp> {
           vecType ? TypedAttr(DenseElementsAttr::get(
                         vecType, rewriter.getF32FloatAttr(M_LOG2E)))
                   : TypedAttr(rewriter.getF32FloatAttr(M_LOG2E)));
-      x = arith::MulFOp::create(rewriter, loc, x, log2e);
+      // Softmax's exp(s * c - m) (or exp(s - m)) as one fma,
+      // s * (c log2 e) - m log2 e, FlashAttention's form: m log2 e and
+      // c log2 e are per row or uniform, computed once.
+      if (auto sub = x.getDefiningOp<arith::SubFOp>()) {
+        Value y = sub.getLhs(), scale = log2e;
+        if (auto mul = y.getDefiningOp<arith::MulFOp>()) {
+          y = mul.getLhs();
+          scale = arith::MulFOp::create(rewriter, loc, mul.getRhs(), log2e);
+        }
+        Value m = arith::MulFOp::create(rewriter, loc, sub.getRhs(), log2e);
+        // llvm.intr.fma, not math.fma (which becomes a libdevice call).
+        x = LLVM::FMAOp::create(rewriter, loc, y, scale,
+                                arith::NegFOp::create(rewriter, loc, m));
+      } else {
+        x = arith::MulFOp::create(rewriter, loc, x, log2e);
+      }
     }
     auto ex2 = [&](Value v) -> Value {
       return LLVM::CallIntrinsicOp::create(
@@ -101,6 +118,19 @@ struct KilnApproximateMathPass
     RewritePatternSet patterns(ctx);
     populateMathPolynomialApproximationPatterns(patterns,
                                                 [](StringRef) { return true; });
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      signalPassFailure();
+  }
+};
+} // namespace
+
+namespace {
+struct KilnExpandArithForNVVMPass
+    : kiln::impl::KilnExpandArithForNVVMBase<KilnExpandArithForNVVMPass> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    arith::populateCeilFloorDivExpandOpsPatterns(patterns);
+    arith::populateExpandScalingExtTruncPatterns(patterns);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

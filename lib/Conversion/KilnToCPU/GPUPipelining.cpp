@@ -160,6 +160,9 @@ bool KernelLowering::tmaCandidate(const PipelinedLoad &pl, scf::ForOp loop) {
     return cols % 64 == 0 && eb == 2;
   if (isCoreBuffer(pl.stages[0]))
     return cols % 8 == 0 && eb == 2 && rank <= 4;
+  // A box lands dense: not in a buffer with padded rows (mma.sync operands).
+  if (isPaddedBuffer(pl.stages[0]))
+    return false;
   return cols <= 256 && cols * eb % 16 == 0;
 }
 

@@ -38,6 +38,19 @@ namespace mlir::kiln::detail {
 // Tensor cores: mma.sync.m16n8k16 over 16x8 output tiles
 //===----------------------------------------------------------------------===//
 
+static Value arithAdd(ImplicitLocOpBuilder &b, Value x, Value y) {
+  return arith::AddIOp::create(b, x, y);
+}
+
+/// A register of two 16-bit floats (`lo` in the low half) as an i32, built
+/// as a 2-element vector so that two f32 -> bf16/f16 roundings feeding it
+/// become one cvt.rn.bf16x2.f32 (cvt.rn.f16x2.f32) on NVPTX.
+static Value packHalves(ImplicitLocOpBuilder &b, Value lo, Value hi) {
+  Value pair = vector::FromElementsOp::create(
+      b, VectorType::get({2}, lo.getType()), ValueRange{lo, hi});
+  return LLVM::BitcastOp::create(b, b.getI32Type(), pair);
+}
+
 /// mma.sync.m16n8k16 (row.col) on 16-bit operands in shared memory, f32
 /// accumulators in registers. Fragments per the PTX ISA, lane = 4 g + q:
 ///   A (16x16): reg r holds A[g + 8 (r & 1)][2q + 8 (r >> 1) + {0, 1}]
@@ -47,10 +60,6 @@ namespace mlir::kiln::detail {
 /// They are loaded with ldmatrix (A: .x4; B, stored row-major: .x2.trans)
 /// from plain row-major buffers (16-byte rows: K % 16 and N % 8 hold, and
 /// buffers are 16-byte aligned), element by element otherwise.
-static Value arithAdd(ImplicitLocOpBuilder &b, Value x, Value y) {
-  return arith::AddIOp::create(b, x, y);
-}
-
 struct MmaTiles {
   Value a, bm;
   Type inElt;
@@ -386,9 +395,17 @@ static bool isPlain16(Value buf) {
          t.getElementTypeBitWidth() == 16;
 }
 
+/// A static rank-2 buffer of 16-bit elements in rows, plain or padded
+/// (allocPaddedTile): what mma.sync's ldmatrix and element reads take.
+static bool isRowMajor16(Value buf) {
+  auto t = cast<MemRefType>(buf.getType());
+  return t.getRank() == 2 && t.getElementTypeBitWidth() == 16 &&
+         (isPlain16(buf) || isPaddedBuffer(buf));
+}
+
 static MmaTiles mmaTiles(ImplicitLocOpBuilder &b, const SimtConfig &simt,
                          Value a, Value bm, Type inElt) {
-  auto plain = isPlain16;
+  auto plain = isRowMajor16;
   MmaTiles mt;
   mt.a = a;
   mt.bm = bm;
@@ -736,16 +753,7 @@ SmallVector<Value> KernelLowering::runRegisterADot(
   int64_t n = wt.TN * 8, perBlock = n / 2, producerTN = K / 8;
   bool f16 = mt.inElt.isF16();
   // A register of two 16-bit elements, the lower k in the low half.
-  auto pack = [&](Value lo, Value hi) -> Value {
-    auto half = [&](Value v) -> Value {
-      Value bits = arith::BitcastOp::create(b, b.getI16Type(), v);
-      return arith::ExtUIOp::create(b, i32, bits);
-    };
-    return arith::OrIOp::create(
-        b, half(lo),
-        arith::ShLIOp::create(b, half(hi),
-                              arith::ConstantIntOp::create(b, i32, 16)));
-  };
+  auto pack = [&](Value lo, Value hi) { return packHalves(b, lo, hi); };
   std::string type = f16 ? "f16" : "bf16";
   std::string text = "{\n.reg .pred p;\nsetp.ne.b32 p, $" +
                      std::to_string(2 * perBlock + 5) +
@@ -819,19 +827,10 @@ SmallVector<Value> KernelLowering::runRegisterADotSync(
   Type inElt = op.getLhs().getType().getElementType();
   // Only B is read from shared memory: ldmatrix when it is a plain buffer.
   MmaTiles mt = mmaTiles(b, *simt, Value(), bBuf, inElt);
-  mt.useLdmatrix = simt->ldmatrix && isPlain16(bBuf);
+  mt.useLdmatrix = simt->ldmatrix && isRowMajor16(bBuf);
   mt.bKMajor = deferredTrans.count(op.getRhs());
-  Type i32 = b.getI32Type();
-  auto pack = [&](Value lo, Value hi) -> Value {
-    auto half = [&](Value v) -> Value {
-      Value bits = arith::BitcastOp::create(b, b.getI16Type(), v);
-      return arith::ExtUIOp::create(b, i32, bits);
-    };
-    return mt.typed(
-        b, arith::OrIOp::create(
-               b, half(lo),
-               arith::ShLIOp::create(b, half(hi),
-                                     arith::ConstantIntOp::create(b, i32, 16))));
+  auto pack = [&](Value lo, Value hi) {
+    return mt.typed(b, packHalves(b, lo, hi));
   };
   // The producer's C tiles 2 s and 2 s + 1 (columns 16 s .. 16 s + 15) are
   // k step s's A: C elements 0, 1 (row g) and 2, 3 (row g + 8) of each, in
@@ -1161,15 +1160,14 @@ Value KernelLowering::coreMatrices(ImplicitLocOpBuilder &b, Value src,
   return core;
 }
 
-/// Whether tile `v` is only an operand (A or B) of a dot that runs on
-/// wgmma: then whatever produces it (a load, an elementwise op) writes it in
-/// wgmma's core-matrix layout directly and the dot copies nothing for it.
-static bool wgmmaOperand(const SimtConfig &simt, Value v) {
-  if (!simt.wgmma || !v.hasOneUse())
-    return false;
+/// The tensor-core dot that tile `v` is only an operand (A or B) of, if
+/// any: directly, through a transpose (B = trans(X),
+/// deferTransToTensorCores), or as a [1, R, C] load reshaped to [R, C]
+/// (attention's k and v; the reshape aliases the buffer, lowerReshape).
+static DotOp tensorCoreOperandDot(const SimtConfig &simt, Value v) {
+  if (!v.hasOneUse())
+    return DotOp();
   Operation *user = *v.getUsers().begin();
-  // A load of [1, R, C] reshaped to [R, C] (attention's k and v): the
-  // reshape aliases the core buffer (lowerReshape).
   auto type = cast<RankedTensorType>(v.getType());
   if (auto reshape = dyn_cast<ReshapeOp>(user)) {
     auto to = cast<RankedTensorType>(reshape.getResult().getType());
@@ -1177,19 +1175,18 @@ static bool wgmmaOperand(const SimtConfig &simt, Value v) {
         type.getDimSize(0) != 1 || to.getRank() != 2 ||
         to.getShape() != type.getShape().drop_front() ||
         !reshape.getResult().hasOneUse())
-      return false;
+      return DotOp();
     v = reshape.getResult();
     user = *v.getUsers().begin();
   } else if (type.getRank() != 2) {
-    return false;
+    return DotOp();
   }
-  // B = trans(X) (deferTransToTensorCores): X is laid out as a K-major B, which is
-  // A's layout of X.
+  // B = trans(X): X is laid out as a K-major B, which is A's layout of X.
   bool transposed = false;
   if (auto tr = dyn_cast<TransOp>(user)) {
     if (tr.getOrder() != ArrayRef<int32_t>{1, 0} ||
         !tr.getResult().hasOneUse())
-      return false;
+      return DotOp();
     v = tr.getResult();
     user = *v.getUsers().begin();
     transposed = true;
@@ -1198,11 +1195,55 @@ static bool wgmmaOperand(const SimtConfig &simt, Value v) {
   if (!dot || dot.getLhs() == dot.getRhs() || dot.getAcc() == v ||
       (v != dot.getLhs() && v != dot.getRhs()) ||
       (transposed && v != dot.getRhs()) || !isTensorCoreDot(simt, dot))
+    return DotOp();
+  return dot;
+}
+
+/// Whether tile `v` is only an operand (A or B) of a dot that runs on
+/// wgmma: then whatever produces it (a load, an elementwise op) writes it in
+/// wgmma's core-matrix layout directly and the dot copies nothing for it.
+static bool wgmmaOperand(const SimtConfig &simt, Value v) {
+  if (!simt.wgmma)
+    return false;
+  DotOp dot = tensorCoreOperandDot(simt, v);
+  if (!dot)
     return false;
   auto wt = planDotTiling(simt, dot);
-  if (!wt || !wt->wgmma)
+  return wt && wt->wgmma;
+}
+
+/// Whether loaded tile `v` is only an operand of a dot that runs on
+/// mma.sync and reads it with ldmatrix, in rows of a multiple of 64 bytes:
+/// then its buffer gets padded rows (allocPaddedTile). ldmatrix reads eight
+/// rows at one column; at a row pitch of a multiple of 128 bytes those are
+/// eight addresses in the same four banks (an 8-way conflict), at a pitch
+/// of 16 bytes more they cover all 32.
+static bool mmaSyncOperand(const SimtConfig &simt, Value v) {
+  auto type = cast<RankedTensorType>(v.getType());
+  if (!simt.padRows || !simt.ldmatrix || !type.hasStaticShape() ||
+      storageType(type.getElementType()).getIntOrFloatBitWidth() != 16 ||
+      type.getShape().back() * 2 % 64)
     return false;
-  return true;
+  auto onMmaSync = [&](DotOp dot) {
+    auto wt = planDotTiling(simt, dot);
+    return wt && !wt->wgmma;
+  };
+  if (DotOp dot = tensorCoreOperandDot(simt, v))
+    return onMmaSync(dot);
+  // Or the A operand of several such dots (attention's q, read by the loops
+  // over full and over partial key blocks), possibly through the reshape.
+  if (v.hasOneUse() && type.getRank() == 3 && type.getDimSize(0) == 1)
+    if (auto reshape = dyn_cast<ReshapeOp>(*v.getUsers().begin());
+        reshape && v.getDefiningOp<LoadOp>() &&
+        reshape.getResult().getType().getShape() == type.getShape().drop_front())
+      v = reshape.getResult();
+  if (cast<RankedTensorType>(v.getType()).getRank() != 2 || v.use_empty())
+    return false;
+  return llvm::all_of(v.getUsers(), [&](Operation *user) {
+    auto dot = dyn_cast<DotOp>(user);
+    return dot && dot.getLhs() == v && dot.getRhs() != v && dot.getAcc() != v &&
+           isTensorCoreDot(simt, dot) && onMmaSync(dot);
+  });
 }
 
 /// Whether a load that wgmmaOperand lays out in place can take the 128B
@@ -1257,11 +1298,38 @@ Value KernelLowering::allocCoreTile(RankedTensorType type, Location loc) {
                                            strides);
 }
 
+Value KernelLowering::allocPaddedTile(RankedTensorType type, Location loc) {
+  // Rows of C + kRowPad elements (16 more bytes) in a flat buffer, viewed
+  // as the tile's shape with those strides (isPaddedBuffer).
+  ArrayRef<int64_t> shape = type.getShape();
+  int64_t rank = type.getRank(), C = shape.back(), pitch = C + kRowPad;
+  int64_t rows = type.getNumElements() / C;
+  Value flat = allocSharedTile(
+      RankedTensorType::get({rows * pitch}, type.getElementType()), loc);
+  auto flatType = cast<MemRefType>(flat.getType());
+  simt->paddingBytes += rows * kRowPad * flatType.getElementTypeBitWidth() / 8;
+  SmallVector<int64_t> strides(rank, 1);
+  if (rank >= 2)
+    strides[rank - 2] = pitch;
+  for (int64_t d = rank - 3; d >= 0; --d)
+    strides[d] = strides[d + 1] * shape[d + 1];
+  auto paddedType = MemRefType::get(
+      shape, flatType.getElementType(),
+      StridedLayoutAttr::get(type.getContext(), 0, strides),
+      flatType.getMemorySpace());
+  OpBuilder b(type.getContext());
+  b.setInsertionPointAfterValue(flat);
+  return memref::ReinterpretCastOp::create(b, loc, paddedType, flat,
+                                           /*offset=*/0, shape, strides);
+}
+
 Value KernelLowering::allocLoadTile(LoadOp load) {
   RankedTensorType type = load.getResult().getType();
-  if (!simt || !simt->asyncCopy || !wgmmaOperand(*simt, load.getResult()))
-    return allocTile(type, load.getLoc());
-  return allocCoreTile(type, load.getLoc());
+  if (simt && simt->asyncCopy && wgmmaOperand(*simt, load.getResult()))
+    return allocCoreTile(type, load.getLoc());
+  if (simt && mmaSyncOperand(*simt, load.getResult()))
+    return allocPaddedTile(type, load.getLoc());
+  return allocTile(type, load.getLoc());
 }
 
 void KernelLowering::fenceCoreWrites(ImplicitLocOpBuilder &b,
@@ -1300,10 +1368,11 @@ bool KernelLowering::deferTransToTensorCores(TransOp op, Value srcBuf) {
   auto wt = planDotTiling(*simt, dot);
   // wgmma: the source in place (a core buffer [N, K] is a K-major B, see
   // coreStrides), or a row-major buffer the dot copies from. mma.sync: a
-  // row-major buffer, whose 8x8 matrices are B's fragments untransposed.
+  // row-major buffer (rows padded or not), whose 8x8 matrices are B's
+  // fragments untransposed.
   if (wt && wt->wgmma)
     return isCoreBuffer(srcBuf) || isPlain16(srcBuf);
-  return isPlain16(srcBuf);
+  return isRowMajor16(srcBuf);
 }
 
 SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,

@@ -71,6 +71,10 @@ struct SimtConfig {
   /// the planner's 16 or 128 bytes: 128B-swizzled stages, 1024.
   llvm::DenseMap<Operation *, int64_t> bufferAlign;
   bool swizzle = true; // sm_90a: 128B-swizzled wgmma operand stages
+  /// mma.sync operand buffers get padded rows (allocPaddedTile), and the
+  /// bytes that added (an upper bound of what dropping it saves).
+  bool padRows = true;
+  int64_t paddingBytes = 0;
   /// mma.sync: keep flash-attention-shaped dot results (row reductions,
   /// register A operands, row-rescaled accumulators) in registers, the
   /// dots' warps owning whole rows (planRowDots).
@@ -455,6 +459,9 @@ private:
   void fenceCoreWrites(ImplicitLocOpBuilder &b, ArrayRef<Value> bufs);
   /// A rank-4 core-matrix view for a rank-2 16-bit tile (wgmma operand).
   Value allocCoreTile(RankedTensorType type, Location loc);
+  /// A shared buffer for `type` whose rows are kRowPad elements longer
+  /// (strided view; mma.sync operands, see mmaSyncOperand).
+  Value allocPaddedTile(RankedTensorType type, Location loc);
   /// SIMT: a kiln.trans [1, 0] whose only use is the B operand of a
   /// tensor-core dot is not materialized: the dot reads its source X as a
   /// K-major B (wgmma: imm-trans-b 0; mma.sync: X's 8x8 matrices are B's

@@ -17,6 +17,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "KernelLowering.h"
+#include "SimtSupport.h"
 #include "kiln/Conversion/Passes.h"
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
 
@@ -1662,6 +1663,22 @@ LogicalResult KernelLowering::lowerReshape(Operation *op) {
     return success();
   }
   ImplicitLocOpBuilder b(loc, op);
+  // SIMT: a [1, R, C] load with padded rows (an mma.sync operand,
+  // allocPaddedTile) reshaped to [R, C]: the same rows, viewed in 2-D.
+  if (simt && isPaddedBuffer(*src) && srcType.getRank() == 3 &&
+      type.getRank() == 2 && srcType.getDimSize(0) == 1 &&
+      srcType.getShape().drop_front() == type.getShape()) {
+    auto srcPadded = cast<MemRefType>(src->getType());
+    SmallVector<int64_t> strides = {type.getDimSize(1) + kRowPad, 1};
+    auto viewType = MemRefType::get(
+        type.getShape(), srcPadded.getElementType(),
+        StridedLayoutAttr::get(b.getContext(), 0, strides),
+        srcPadded.getMemorySpace());
+    buffers[op->getResult(0)] = memref::ReinterpretCastOp::create(
+        b, viewType, *src, /*offset=*/0, type.getShape(), strides);
+    toErase.push_back(op);
+    return success();
+  }
   int64_t n = type.getNumElements();
   Type stored = storageType(type.getElementType());
   auto srcMemref = cast<MemRefType>(src->getType());

@@ -199,9 +199,27 @@ SmallVector<int64_t> coreStrides(int64_t rows) {
   return {64, 8, rows / 8 * 64, 1};
 }
 
+/// Whether `buf` is an mma.sync operand buffer with padded rows (see
+/// allocPaddedTile): the tile's shape, unit innermost stride, rows kRowPad
+/// elements longer than the tile's.
+bool isPaddedBuffer(Value buf) {
+  if (!buf)
+    return false;
+  auto t = cast<MemRefType>(buf.getType());
+  auto layout = dyn_cast<StridedLayoutAttr>(t.getLayout());
+  int64_t rank = t.getRank();
+  if (!layout || rank < 2 || rank > 3 || !t.hasStaticShape() ||
+      layout.getOffset() != 0)
+    return false;
+  ArrayRef<int64_t> strides = layout.getStrides();
+  return strides[rank - 1] == 1 &&
+         strides[rank - 2] == t.getDimSize(rank - 1) + kRowPad;
+}
+
 /// Whether `buf` is a wgmma operand buffer in the core-matrix layout (see
 /// allocLoadTile): read by wgmma, so its writers fence the async proxy.
-/// (Ordinary tile buffers, of any rank, have the identity layout.)
+/// (Ordinary tile buffers, of any rank, have the identity layout; mma.sync
+/// operands may have padded rows, isPaddedBuffer.)
 bool isCoreBuffer(Value buf) {
   if (!buf)
     return false;
@@ -833,8 +851,18 @@ LogicalResult lowerKernelGPU(FuncOp kernel, gpu::GPUModuleOp gpuModule,
     }
   }
   int64_t limit = maxSharedBytes(chip);
-  if (config.sharedBytes > limit && overLimit) {
-    // The caller retries with fewer pipeline stages.
+  auto blocksPerSM = [&](int64_t bytes) {
+    return sharedPerSM(chip) / (bytes + 1024);
+  };
+  // Padded mma.sync rows (allocPaddedTile) are worth a conflict-free
+  // ldmatrix, not a block per SM: when dropping them could let one more
+  // block reside, the caller retries without them.
+  bool paddingCostsABlock =
+      config.paddingBytes > 0 &&
+      blocksPerSM(config.sharedBytes - config.paddingBytes) >
+          blocksPerSM(config.sharedBytes);
+  if ((config.sharedBytes > limit || paddingCostsABlock) && overLimit) {
+    // The caller retries without padding, then with fewer pipeline stages.
     *overLimit = true;
     gpuFunc.erase();
     return failure();
@@ -920,29 +948,39 @@ struct ConvertKilnToGPUPass
       config.tma = tma && asyncCopy && chip == "sm_90a";
       config.swizzle = swizzle;
       config.asyncCopy = asyncCopy;
-      config.numStages = numStages;
-      if (config.numStages < 2) {
-        if (failed(lowerKernelGPU(k, gpuModule, config, chip)))
+      // Pipelining costs a stage buffer per load, and padded mma.sync rows
+      // 16 bytes per row: a kernel whose tiles do not fit (or whose padding
+      // costs a block per SM) is lowered again without the padding, then
+      // without pipelining (the lowering consumes the kernel, so the tries
+      // before the last work on a copy).
+      SmallVector<std::pair<int64_t, bool>> tries = {{numStages, true},
+                                                     {numStages, false}};
+      if (numStages > 1)
+        tries.append({{1, true}, {1, false}});
+      bool done = false;
+      for (auto [i, t] : llvm::enumerate(tries)) {
+        config.numStages = t.first;
+        config.padRows = t.second;
+        if (i + 1 == tries.size()) {
+          if (failed(lowerKernelGPU(k, gpuModule, config, chip)))
+            return signalPassFailure();
+          done = true;
+          break;
+        }
+        OpBuilder cb(k);
+        auto copy = cast<FuncOp>(cb.clone(*k.getOperation()));
+        bool overLimit = false;
+        if (succeeded(lowerKernelGPU(copy, gpuModule, config, chip,
+                                     &overLimit))) {
+          k.erase();
+          done = true;
+          break;
+        }
+        if (!overLimit)
           return signalPassFailure();
-        continue;
+        copy.erase();
       }
-      // Pipelining costs a stage buffer per load; a kernel whose tiles do
-      // not fit that way is lowered again without it (the lowering consumes
-      // the kernel, so it works on a copy).
-      OpBuilder cb(k);
-      auto copy = cast<FuncOp>(cb.clone(*k.getOperation()));
-      bool overLimit = false;
-      if (succeeded(lowerKernelGPU(copy, gpuModule, config, chip,
-                                   &overLimit))) {
-        k.erase();
-        continue;
-      }
-      if (!overLimit)
-        return signalPassFailure();
-      copy.erase();
-      config.numStages = 1;
-      if (failed(lowerKernelGPU(k, gpuModule, config, chip)))
-        return signalPassFailure();
+      (void)done;
     }
   }
 };

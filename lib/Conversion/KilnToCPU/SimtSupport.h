@@ -51,6 +51,10 @@ Value pointerAt(ImplicitLocOpBuilder &b, Value addr, unsigned space);
 /// which loads take it; GPUTensorCores.cpp).
 SmallVector<int64_t> coreStrides(int64_t rows);
 bool isCoreBuffer(Value buf);
+/// Elements added to each row of an mma.sync operand buffer (16 bytes of
+/// 16-bit elements): ldmatrix's eight rows then fall in different banks.
+constexpr int64_t kRowPad = 8;
+bool isPaddedBuffer(Value buf);
 Value swizzledOffset(ImplicitLocOpBuilder &b, int64_t rows, ValueRange idx);
 Value swizzledView(ImplicitLocOpBuilder &b, Value stage);
 bool swizzleCandidate(const SimtConfig &simt, LoadOp load);

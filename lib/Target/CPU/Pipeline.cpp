@@ -20,14 +20,22 @@ using namespace mlir;
 /// Shared by both targets: transcendentals as polynomials, and bf16/f16
 /// computed in f32 with the bf16 conversions expanded into integer ops (x86
 /// without AVX512-BF16 would call libgcc for them).
-static void addFloatLowering(OpPassManager &pm, bool nvvmEx2 = false) {
+///
+/// For NVIDIA GPUs (`nvvm`), exp is the special-function unit's ex2, and
+/// NaN-propagating max/min and the bf16 conversions stay single instructions
+/// (max.NaN.f32, cvt.rn.bf16x2.f32; sm_80 and newer) instead of expansions.
+static void addFloatLowering(OpPassManager &pm, bool nvvm = false) {
   kiln::KilnApproximateMathOptions approx;
-  approx.nvvmEx2 = nvvmEx2;
+  approx.nvvmEx2 = nvvm;
   pm.addPass(kiln::createKilnApproximateMath(approx));
   arith::ArithEmulateUnsupportedFloatsOptions emulate;
   emulate.sourceTypeStrs = {"bf16", "f16"};
   emulate.targetTypeStr = "f32";
   pm.addPass(arith::createArithEmulateUnsupportedFloats(emulate));
+  if (nvvm) {
+    pm.addPass(kiln::createKilnExpandArithForNVVM());
+    return;
+  }
   arith::ArithExpandOpsPassOptions expand;
   expand.includeBf16 = true;
   pm.addPass(arith::createArithExpandOpsPass(expand));
@@ -84,7 +92,7 @@ static void addKilnToGPU(OpPassManager &pm,
 void kiln::buildGPUPipeline(OpPassManager &pm,
                             const GPUPipelineOptions &options) {
   addKilnToGPU(pm, options);
-  addFloatLowering(pm, /*nvvmEx2=*/true);
+  addFloatLowering(pm, /*nvvm=*/true);
   OpPassManager &gm = pm.nest<gpu::GPUModuleOp>();
   gm.addPass(createConvertNVGPUToNVVMPass());
   gm.addPass(memref::createExpandStridedMetadataPass());

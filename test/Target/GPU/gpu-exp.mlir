@@ -1,13 +1,21 @@
 // On NVIDIA GPUs f32 exp is the special-function unit's ex2.approx.ftz
 // (exp(x) = 2^(x log2 e), as CUDA's __expf), not the polynomial the CPU and
 // the SIMT emulator use (a floor, an exponent shift and about twenty more
-// instructions per element). Softmax and attention spend their inner loop on it.
+// instructions per element). Softmax and attention spend their inner loop on it:
+// exp(x - m) is one fma, x log2 e - m log2 e, and the row max is max.NaN.
 // RUN: kilnc %S/../../../examples/softmax.mlir --target sm_80 --emit ptx | FileCheck %s
 // RUN: kilnc %S/../../../examples/softmax.mlir --target sm_90a --emit ptx | FileCheck %s
 // RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_90a --emit ptx | FileCheck %s
-// CHECK: mul.rn.f32 {{.*}}, 0f3FB8AA3B;
+// CHECK: max.NaN.f32
+// CHECK: fma.rn.f32 {{.*}}, 0f3FB8AA3B, %r{{[0-9]+}};
 // CHECK: ex2.approx.ftz.f32
 // CHECK-NOT: cvt.rmi.f32.f32
+// CHECK-NOT: setp.nan.f32
+// Attention's P goes to the P.V dot's A registers as bf16 pairs: one cvt each.
+// RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_90a --emit ptx | FileCheck %s --check-prefix=PACK
+// RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_80 --emit ptx | FileCheck %s --check-prefix=PACK
+// PACK: cvt.rn.bf16x2.f32
+// PACK-NOT: cvt.rn.bf16.f32
 // The emulator keeps the polynomial (it runs on the host).
 // RUN: kiln-opt %S/../../../examples/softmax.mlir --kiln-gpu-emulation-pipeline | FileCheck %s --check-prefix=EMU
 // EMU-NOT: nvvm.ex2
@@ -24,6 +32,12 @@
 // PASS: vector.extract %{{.*}}[1] : f32 from vector<2xf32>
 // PASS: llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"
 // PASS-NOT: math.exp2
+// exp(s c - m): fma(s, c log2 e, -(m log2 e)).
+// PASS: %[[C:.*]] = arith.mulf %[[SC:.*]], %{{.*}} : f32
+// PASS: %[[M:.*]] = arith.mulf %[[MAX:.*]], %{{.*}} : f32
+// PASS: %[[N:.*]] = arith.negf %[[M]] : f32
+// PASS: %[[F:.*]] = llvm.intr.fma(%[[S:.*]], %[[C]], %[[N]]) : (f32, f32, f32) -> f32
+// PASS: llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"(%[[F]])
 // f64 stays (a polynomial does not apply either: libdevice).
 // PASS: math.exp %{{.*}} : f64
 module attributes {gpu.container_module} {
@@ -32,10 +46,15 @@ module attributes {gpu.container_module} {
     return %y : f32
   }
   gpu.module @m {
-    gpu.func @device(%x: f32, %v: vector<2xf32>, %d: f64, %p: !llvm.ptr) kernel {
+    gpu.func @device(%x: f32, %v: vector<2xf32>, %d: f64, %p: !llvm.ptr,
+                     %s: f32, %c: f32, %m: f32) kernel {
       %y = math.exp %x : f32
       %w = math.exp2 %v : vector<2xf32>
+      %sc = arith.mulf %s, %c : f32
+      %t = arith.subf %sc, %m : f32
+      %e = math.exp %t : f32
       %z = math.exp %d : f64
+      llvm.store %e, %p : f32, !llvm.ptr
       llvm.store %y, %p : f32, !llvm.ptr
       llvm.store %w, %p : vector<2xf32>, !llvm.ptr
       llvm.store %z, %p : f64, !llvm.ptr
