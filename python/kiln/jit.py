@@ -108,7 +108,7 @@ class DeviceArray:
         if view.dtype == "bfloat16":
             self.dtype = kl.bfloat16
         else:
-            self.dtype = kl.from_numpy(view.dtype)
+            self.dtype = None if isinstance(view.dtype, str) else kl.from_numpy(view.dtype)
             if self.dtype is None:
                 raise TypeError(f"argument '{name}' has dtype {view.dtype}, which kernels "
                                 "cannot take")

@@ -182,8 +182,12 @@ def cuda_array_view(obj, name="array"):
     if type(obj).__module__.startswith("torch") and getattr(obj, "is_cuda", False):
         _check_device(obj.device.index, name)
         size = obj.element_size()
-        bf = str(obj.dtype) == "torch.bfloat16"
-        dtype = "bfloat16" if bf else np.dtype(str(obj.dtype).replace("torch.", ""))
+        dtype = str(obj.dtype).replace("torch.", "")
+        if dtype != "bfloat16":
+            try:
+                dtype = np.dtype(dtype)
+            except TypeError:
+                pass  # a type numpy lacks (float8, ...): named, refused by kernels
         return CudaArrayView(obj.data_ptr(), obj.shape, [s * size for s in obj.stride()],
                              dtype, size)
     cai = getattr(obj, "__cuda_array_interface__", None)

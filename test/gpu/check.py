@@ -46,7 +46,8 @@ parser.add_argument("--record", action="store_true",
                     help="compile missing bundles with kilnc first (KILN_GPU_TARGET)")
 parser.add_argument("--target", default=os.environ.get("KILN_GPU_TARGET", "sm_90a"),
                     help="with --record: the target of a new bundle folder")
-parser.add_argument("--section", choices=["all", "notma", "examples", "ops", "gemm", "bench"],
+parser.add_argument("--section", choices=["all", "notma", "examples", "ops", "gemm", "bench",
+                                          "opbench"],
                     default="all",
                     help="run only this part (run_gpu_checks.sh runs each in its own "
                          "process, so a fault or hang in one loses nothing else)")
@@ -108,9 +109,16 @@ def load(path):
     return _loaded[path]
 
 
+_captured = None  # a list while the op benchmarks capture kiln.ops' launches
+
+
 def launch(path, grid, values):
     """Launches a bundle on numpy arrays (pointers) and scalars: directly on
-    the emulator; on a GPU through device copies, copied back afterwards."""
+    the emulator; on a GPU through device copies, copied back afterwards.
+    (While the op benchmarks capture, it only records the launch.)"""
+    if _captured is not None:
+        _captured.append((path, tuple(int(g) for g in grid), list(values)))
+        return
     if not RUN or not ACTIVE:
         return
     bundle = load(path)
@@ -693,10 +701,125 @@ if TARGET.endswith("sm_90a"):
     BENCH_VARIANTS += ((8, 1, 128, True), (8, 1, (128, 64), True), (None, None, 64, False),
                        (None, 3, 64, True))
 
+
+
+def opbench_cases():
+    """The op benchmarks: (name, kiln.ops call, output argument of its first
+    launch, PyTorch peer, work, unit, peer name, tolerance). Inputs are made
+    here with numpy; the peers' device tensors only when run (on a GPU)."""
+    r = np.random.default_rng(7)
+
+    def bits(*shape, scale=1.0):
+        return bf16_bits(r.standard_normal(shape, dtype=np.float32) * scale)[0]
+
+    def dev_bf16(b):
+        return torch.from_numpy(b.view(np.int16)).to(dev).view(torch.bfloat16)
+
+    def lazy(make):  # the peer, with its tensors made at the first call
+        state = {}
+
+        def peer():
+            if "fn" not in state:
+                state["fn"] = make()
+            return state["fn"]()
+        return peer
+    cases = []
+
+    # Embedding rows (bf16): a 32000 x 4096 table, 16384 ids.
+    vocab, dim, n_ids = 32000, 4096, 16384
+    wb, ids = bits(vocab, dim), r.integers(0, vocab, n_ids).astype(np.int32)
+    cases.append((f"embedding bf16 {vocab}x{dim}, {n_ids} ids",
+                  lambda: ops.embedding(kiln.bf16(wb), ids), 2,
+                  lazy(lambda: (lambda wt, it: lambda: torch.nn.functional.embedding(it, wt))(
+                      dev_bf16(wb), torch.from_numpy(ids).to(dev))),
+                  2 * n_ids * dim * 2, "GB/s", "F.embedding", 0))
+
+    # Paged KV cache gather (bf16): 4096 pages of 16 tokens x 8 heads x 128,
+    # 16 sequences of 2000 tokens.
+    pages, page, heads, hd, batch, ln = 4096, 16, 8, 128, 16, 2000
+    cb = bits(pages, page, heads, hd)
+    per = (ln + page - 1) // page
+    table = np.stack([r.permutation(pages)[:per] for _ in range(batch)]).astype(np.int32)
+    lens = np.full(batch, ln, np.int32)
+
+    def paged_peer():
+        ct, tt = dev_bf16(cb), torch.from_numpy(table).to(dev).long()
+        return lambda: ct[tt].reshape(batch, per * page, heads, hd)[:, :ln].contiguous()
+    cases.append((f"paged_kv_gather bf16 {batch}x{ln} tokens",
+                  lambda: ops.paged_kv_gather(kiln.bf16(cb), table, lens), 3, lazy(paged_peer),
+                  2 * batch * ln * heads * hd * 2, "GB/s", "torch indexing", 0))
+
+    # MoE permute (bf16): 4096 tokens x 4096 hidden, top-8 of 64 experts.
+    tokens, hidden, experts, topk = 4096, 4096, 64, 8
+    xb = bits(tokens, hidden)
+    src = ops.moe_route(np.argsort(r.random((tokens, experts)), axis=1)[:, :topk], experts)[0]
+
+    def moe_peer():
+        xt_, st = dev_bf16(xb), torch.from_numpy(src).to(dev).long()
+        return lambda: xt_.index_select(0, st)
+    cases.append((f"moe_permute bf16 {tokens}x{hidden} top{topk}",
+                  lambda: ops.moe_permute(kiln.bf16(xb), src), 2, lazy(moe_peer),
+                  2 * src.size * hidden * 2, "GB/s", "index_select", 0))
+
+    # conv2d 3x3 (bf16, NHWC, f32 out): 32 x 56 x 56 x 64 -> 64 (a ResNet stage).
+    N, H, W, C, OC = 32, 56, 56, 64, 64
+    xcb, wcb = bits(N, H, W, C), bits(3, 3, C, OC, scale=0.1)
+
+    def conv_peer():
+        xct = dev_bf16(xcb).permute(0, 3, 1, 2)  # NCHW view of NHWC (channels_last)
+        wct = dev_bf16(wcb).permute(3, 2, 0, 1).contiguous(memory_format=torch.channels_last)
+        return lambda: torch.nn.functional.conv2d(xct, wct, padding=1).permute(0, 2, 3, 1)
+    cases.append((f"conv2d 3x3 bf16 {N}x{H}x{W}x{C}->{OC}",
+                  lambda: ops.conv2d(kiln.bf16(xcb), kiln.bf16(wcb), None, stride=1,
+                                     padding=1), 3, lazy(conv_peer),
+                  2 * N * H * W * OC * C * 9, "TFLOP/s", "F.conv2d (cuDNN, bf16 out)", 0.1))
+
+    # DeepSeek sparse attention (bf16, MLA shape): 64 query tokens x 128 heads,
+    # d_qk 576, d_v 512, top-2048 of 32768 cached keys.
+    Sq, Hq, Skv, Dqk, Dv, kk = 64, 128, 32768, 576, 512, 2048
+    qb, kvb = bits(Sq, Hq, Dqk), bits(Skv, Dqk)
+    use = np.sort(np.argsort(r.random((Sq, Skv)), axis=1)[:, :kk], axis=1).astype(np.int32)
+
+    def dsa_peer(exact=False):
+        qt_, kvt_, ut = dev_bf16(qb), dev_bf16(kvb), torch.from_numpy(use).to(dev).long()
+
+        def run():  # what a PyTorch user writes: bf16 einsums around an f32 softmax
+            kvg = kvt_[ut]  # [Sq, topk, Dqk]
+            sc = torch.einsum("thd,tkd->thk", qt_, kvg).float() / math.sqrt(Dqk)
+            p = torch.softmax(sc, dim=-1).bfloat16()
+            return torch.einsum("thk,tkd->thd", p, kvg[..., :Dv]).float()
+
+        def reference():  # f32 scores and P @ V, P rounded to bf16 as the kernel does
+            kvg = kvt_[ut].float()
+            sc = torch.einsum("thd,tkd->thk", qt_.float(), kvg) / math.sqrt(Dqk)
+            p = torch.softmax(sc, dim=-1).bfloat16().float()
+            return torch.einsum("thk,tkd->thd", p, kvg[..., :Dv])
+        return reference if exact else run
+    cases.append((f"dsa_sparse_attention bf16 {Sq}x{Hq} top{kk}",
+                  lambda: ops.dsa_sparse_attention(kiln.bf16(qb), kiln.bf16(kvb), use, Dv), 3,
+                  lazy(dsa_peer), Sq * Hq * kk * (Dqk + Dv) * 2, "TFLOP/s",
+                  "gather + einsum + softmax", 1e-2, lazy(lambda: dsa_peer(exact=True))))
+
+    # DSA top-k: 2048 of 32768 scores for 1024 tokens (indices in ascending order).
+    T, S, kt = 1024, 32768, 2048
+    sc_ = r.standard_normal((T, S), dtype=np.float32)
+
+    def topk_peer():
+        st = torch.from_numpy(sc_).to(dev)
+        return lambda: torch.sort(torch.topk(st, kt, dim=1, sorted=False).indices,
+                                  dim=1).values.int()
+    cases.append((f"dsa_topk {kt} of {S}, {T} rows", lambda: ops.dsa_topk(sc_, kt), 1,
+                  lazy(topk_peer), T * S * 4, "GB/s", "torch.topk + sort", 0))
+    return cases
+
+
 if not RUN:
     for kind in ("none", "causal", "sliding_window"):
         for warps, stages, block, swizzle in BENCH_VARIANTS:
             attention_bench_kernel(kind, warps, stages, block, swizzle)
+    if not EMULATED:
+        for case in opbench_cases():
+            case[1]()  # compiles (records) the operator's kernels
     kb = [f for f in os.listdir(BUNDLES) if f.endswith(".kiln")]
     total = sum(os.path.getsize(os.path.join(BUNDLES, f)) for f in os.listdir(BUNDLES))
     print(f"recorded {len(kb)} bundles ({total / 1e6:.1f} MB with sources) for "
@@ -856,6 +979,63 @@ if not EMULATED and ACTIVE:
     byts = 3 * n * 4
     add_row((f"vector add {n} f32", byts / t_kiln / 1e9, byts / t_torch / 1e9, "GB/s",
                  "torch.add"))
+
+# -- the library's other operators on the GPU vs PyTorch (GPU only) ------------------
+# Each kiln.ops call runs once with its launches captured (the wrappers' own
+# argument lists and grids), its numpy arrays are copied to the device once,
+# and the captured launches are timed on those device tensors. The PyTorch
+# peer runs on the same data; the first output is compared with it.
+section("opbench")
+
+
+def op_on_device(fn):
+    """kiln.ops call `fn` as device launches: (run, device tensor of array)."""
+    global _captured
+    _captured = []
+    try:
+        fn()
+    finally:
+        caps, _captured = _captured, None
+    tensors = {}
+
+    def dev_of(a):
+        if id(a) not in tensors:
+            host = np.ascontiguousarray(a.view(np.int16) if a.dtype == np.uint16 else a)
+            tensors[id(a)] = (a, torch.from_numpy(host).to(dev))
+        return tensors[id(a)][1]
+
+    runs = [(load(path), grid, [dev_of(v) if isinstance(v, np.ndarray) else v for v in vals])
+            for path, grid, vals in caps]
+
+    def run():
+        for bundle, grid, args in runs:
+            bundle[grid](*args)
+    return run, caps, dev_of
+
+
+def op_bench(name, fn, out_at, torch_fn, work, unit, peer, tol, ref_fn=None):
+    """Times kiln.ops call `fn` (its first launch's argument `out_at` is the
+    output compared) against `torch_fn` (returns the same values; `ref_fn`,
+    if given, a more exact reference to compare with)."""
+    run, caps, dev_of = op_on_device(fn)
+    run()
+    torch.cuda.synchronize()
+    ref = (ref_fn or torch_fn)()
+    got = dev_of(caps[0][2][out_at])
+    if got.dtype == torch.int16:  # bf16 bits
+        got = got.view(torch.bfloat16)
+    err = (got.float().reshape(ref.shape) - ref.float()).abs().max().item()
+    if not err <= tol:
+        print(f"FAIL op benchmark {name}: max abs error {err:.3g} vs {peer}", flush=True)
+        failures.append(f"op bench {name}")
+    t_kiln, t_torch = bench(run, reps=5), bench(torch_fn, reps=5)
+    scale = 1e12 if unit == "TFLOP/s" else 1e9
+    add_row((name, work / t_kiln / scale, work / t_torch / scale, unit, peer))
+
+
+if ACTIVE and not EMULATED:
+    for case in opbench_cases():
+        op_bench(*case)
 
 if rows:  # the benchmark parts on a GPU
     print()

@@ -11,7 +11,7 @@
 # kernel that faults (which poisons the CUDA context) or hangs costs only its
 # own part. The checking parts (notma, examples, ops) of every folder run at
 # once (KILN_GPU_CHECK_TIMEOUT, default 150 s each); then the timed parts
-# (gemm, bench) one after another, alone on the GPU (KILN_GPU_BENCH_TIMEOUT,
+# (gemm, bench, opbench) one after another, alone on the GPU (KILN_GPU_BENCH_TIMEOUT,
 # default 200 s each). Exits non-zero if any part failed.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -76,7 +76,7 @@ for dir in "$@"; do
   done
 done
 for dir in "$@"; do
-  for part in gemm bench; do
+  for part in gemm bench opbench; do
     echo "== $(cat "$dir/TARGET") $part ($dir)"
     t0=$SECONDS
     run_part "$dir" "$part" "$BENCH_LIMIT"; rc=$?
