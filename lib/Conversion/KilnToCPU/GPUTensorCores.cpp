@@ -1307,7 +1307,6 @@ Value KernelLowering::allocPaddedTile(RankedTensorType type, Location loc) {
   Value flat = allocSharedTile(
       RankedTensorType::get({rows * pitch}, type.getElementType()), loc);
   auto flatType = cast<MemRefType>(flat.getType());
-  simt->paddingBytes += rows * kRowPad * flatType.getElementTypeBitWidth() / 8;
   SmallVector<int64_t> strides(rank, 1);
   if (rank >= 2)
     strides[rank - 2] = pitch;

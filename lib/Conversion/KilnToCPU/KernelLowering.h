@@ -71,10 +71,8 @@ struct SimtConfig {
   /// the planner's 16 or 128 bytes: 128B-swizzled stages, 1024.
   llvm::DenseMap<Operation *, int64_t> bufferAlign;
   bool swizzle = true; // sm_90a: 128B-swizzled wgmma operand stages
-  /// mma.sync operand buffers get padded rows (allocPaddedTile), and the
-  /// bytes that added (an upper bound of what dropping it saves).
+  /// mma.sync operand buffers get padded rows (allocPaddedTile).
   bool padRows = true;
-  int64_t paddingBytes = 0;
   /// mma.sync: keep flash-attention-shaped dot results (row reductions,
   /// register A operands, row-rescaled accumulators) in registers, the
   /// dots' warps owning whole rows (planRowDots).

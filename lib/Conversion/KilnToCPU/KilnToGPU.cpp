@@ -851,18 +851,8 @@ LogicalResult lowerKernelGPU(FuncOp kernel, gpu::GPUModuleOp gpuModule,
     }
   }
   int64_t limit = maxSharedBytes(chip);
-  auto blocksPerSM = [&](int64_t bytes) {
-    return sharedPerSM(chip) / (bytes + 1024);
-  };
-  // Padded mma.sync rows (allocPaddedTile) are worth a conflict-free
-  // ldmatrix, not a block per SM: when dropping them could let one more
-  // block reside, the caller retries without them.
-  bool paddingCostsABlock =
-      config.paddingBytes > 0 &&
-      blocksPerSM(config.sharedBytes - config.paddingBytes) >
-          blocksPerSM(config.sharedBytes);
-  if ((config.sharedBytes > limit || paddingCostsABlock) && overLimit) {
-    // The caller retries without padding, then with fewer pipeline stages.
+  if (config.sharedBytes > limit && overLimit) {
+    // The caller retries with fewer pipeline stages, then without padding.
     *overLimit = true;
     gpuFunc.erase();
     return failure();
@@ -949,14 +939,19 @@ struct ConvertKilnToGPUPass
       config.swizzle = swizzle;
       config.asyncCopy = asyncCopy;
       // Pipelining costs a stage buffer per load, and padded mma.sync rows
-      // 16 bytes per row: a kernel whose tiles do not fit (or whose padding
-      // costs a block per SM) is lowered again without the padding, then
-      // without pipelining (the lowering consumes the kernel, so the tries
-      // before the last work on a copy).
-      SmallVector<std::pair<int64_t, bool>> tries = {{numStages, true},
-                                                     {numStages, false}};
+      // 16 bytes per row: a kernel whose tiles do not fit is lowered again
+      // without pipelining, then without the padding (the lowering consumes
+      // the kernel, so the tries before the last work on a copy). The
+      // padding goes last: on the H200, 8-way ldmatrix conflicts cost the
+      // mma.sync GEMM and attention 5-10x, one stage instead of two cost
+      // attention about 25%, so neither a stage nor a second block per SM
+      // is worth the conflicts.
+      SmallVector<std::pair<int64_t, bool>> tries = {{numStages, true}};
       if (numStages > 1)
-        tries.append({{1, true}, {1, false}});
+        tries.push_back({1, true});
+      tries.push_back({numStages, false});
+      if (numStages > 1)
+        tries.push_back({1, false});
       bool done = false;
       for (auto [i, t] : llvm::enumerate(tries)) {
         config.numStages = t.first;
