@@ -178,7 +178,8 @@ def KilnApproximateMath : Pass<"kiln-approximate-math"> {
     instead (`exp(x) = 2^(x log2 e)`, CUDA's `__expf`): one instruction
     where the polynomial takes about twenty, and the exponential is the
     inner loop of every softmax and attention kernel. Its relative error is
-    about 2^-22 plus the rounding of `x log2 e` (|x| 2^-24); results below
+    about 2^-22 plus the rounding of `x log2 e` (|x| 2^-24; softmax's
+    `exp(s c - m)` takes `x = fma(s, c, -m)`, one rounding); results below
     2^-126 flush to zero. The SIMT emulator keeps the polynomial.
   }];
   let options = [

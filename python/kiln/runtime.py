@@ -133,10 +133,12 @@ def _dlpack_view(obj, name):
                     ("byte_offset", ctypes.c_uint64)]
 
     capsule = obj.__dlpack__()
-    get = ctypes.pythonapi.PyCapsule_GetPointer
-    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
-    valid = ctypes.pythonapi.PyCapsule_IsValid
-    valid.restype, valid.argtypes = ctypes.c_int, [ctypes.py_object, ctypes.c_char_p]
+    # Private prototypes: setting argtypes on ctypes.pythonapi's functions
+    # would change them for the whole process.
+    get = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+        ("PyCapsule_GetPointer", ctypes.pythonapi))
+    valid = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_char_p)(
+        ("PyCapsule_IsValid", ctypes.pythonapi))
     if not valid(capsule, b"dltensor"):
         raise ValueError(f"argument '{name}': __dlpack__ did not return a DLPack tensor")
     t = DLTensor.from_address(get(capsule, b"dltensor"))
@@ -159,11 +161,32 @@ def _dlpack_view(obj, name):
     return CudaArrayView((t.data or 0) + t.byte_offset, shape, strides, dtype, itemsize)
 
 
+def _has_cai(obj):
+    # PyTorch raises (not AttributeError) for tensors that need grad or whose
+    # dtype has no typestr: those are still CUDA arrays.
+    try:
+        return hasattr(obj, "__cuda_array_interface__")
+    except Exception:  # noqa: BLE001
+        return True
+
+
+def _dlpack_device_id(obj):
+    """The CUDA device of a DLPack exporter (None if not one, or unknown)."""
+    dev = getattr(obj, "__dlpack_device__", None)
+    if dev is None or isinstance(obj, np.ndarray):
+        return None
+    try:
+        kind, index = dev()
+    except Exception:  # noqa: BLE001 - not a usable exporter
+        return None
+    return index if kind in (_KDL_CUDA, _KDL_CUDA_MANAGED) else None
+
+
 def is_cuda_array(obj):
     """Whether `obj` is a CUDA array (see cuda_array_view), without reading it."""
-    if hasattr(obj, "__cuda_array_interface__"):
-        return True
     if type(obj).__module__.startswith("torch") and getattr(obj, "is_cuda", False):
+        return True
+    if _has_cai(obj):
         return True
     dev = getattr(obj, "__dlpack_device__", None)
     if dev is None or isinstance(obj, np.ndarray):
@@ -192,6 +215,8 @@ def cuda_array_view(obj, name="array"):
                              dtype, size)
     cai = getattr(obj, "__cuda_array_interface__", None)
     if cai is not None:
+        # The interface has no device; CuPy and Numba arrays also export DLPack.
+        _check_device(_dlpack_device_id(obj), name)
         dtype = np.dtype(cai["typestr"])
         return CudaArrayView(int(cai["data"][0]), cai["shape"], cai.get("strides"), dtype,
                              dtype.itemsize)

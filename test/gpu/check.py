@@ -247,8 +247,11 @@ if opts.record and not EMULATED and not os.path.exists(other_arch):
     subprocess.run([KILNC, os.path.join(ROOT, "examples", "vector_add.mlir"), "--target",
                     "sm_80", "--cubin", "-o", other_arch], check=True)
 if RUN and not EMULATED and ACTIVE:
-    refused("sm_80 cubin on this GPU", lambda: kiln.load_bundle(other_arch), Exception,
-            ["sm_80"])
+    if not os.path.exists(other_arch):
+        sys.exit(f"missing bundle {other_arch}: run `make gpu-bundles` where the compiler lives")
+    if torch.cuda.get_device_capability() != (8, 0):  # on an A100 it is this GPU's
+        refused("sm_80 cubin on this GPU", lambda: kiln.load_bundle(other_arch), Exception,
+                ["compiled for sm_80", "the device is"])
     refused("host arrays for a GPU kernel",
             lambda: load(example("vector_add"))[(cdiv(n, 1024),)](x, y, out, n), TypeError,
             ["host array", "runs on the GPU"])

@@ -59,16 +59,20 @@ record() {  # DIR PART LIMIT RC SECONDS
 logs=$(mktemp -d)
 declare -A pids
 t0=$SECONDS
+i=0
 for dir in "$@"; do
+  i=$((i + 1))
   for part in notma examples ops; do
-    key="$(basename "$dir")-$part"
+    key="$i-$part"
     run_part "$dir" "$part" "$CHECK_LIMIT" >"$logs/$key" 2>&1 &
     pids[$key]=$!
   done
 done
+i=0
 for dir in "$@"; do
+  i=$((i + 1))
   for part in notma examples ops; do
-    key="$(basename "$dir")-$part"
+    key="$i-$part"
     wait "${pids[$key]}"; rc=$?
     echo "== $(cat "$dir/TARGET") $part ($dir)"
     cat "$logs/$key"

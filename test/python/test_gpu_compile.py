@@ -388,6 +388,17 @@ for bad, what, exc in ((FakeDLPack(0x7100000, n, device=(2, 1)), "on CUDA device
             sys.exit(f"a DLPack array {what} was accepted")
         except exc as e:
             assert what in str(e), e
+# A __cuda_array_interface__ array that also says (through DLPack) it lives
+# on another device: refused too.
+other = FakeCudaArray(0x7100000, (n,))
+other.__dlpack_device__ = lambda: (2, 1)
+for call in (lambda: add[(4,)](other, dl[1], dl[2], n, BLOCK=256),
+             lambda: gpu_b[(1,)](other, dl[1], dl[2], n)):
+    try:
+        call()
+        sys.exit("a CUDA array on device 1 was accepted")
+    except ValueError as e:
+        assert "on CUDA device 1" in str(e), e
 try:
     kiln.ops.embedding(dl[0], np.array([1]))
     sys.exit("kiln.ops accepted a CUDA DLPack array")

@@ -1674,8 +1674,12 @@ LogicalResult KernelLowering::lowerReshape(Operation *op) {
         type.getShape(), srcPadded.getElementType(),
         StridedLayoutAttr::get(b.getContext(), 0, strides),
         srcPadded.getMemorySpace());
-    buffers[op->getResult(0)] = memref::ReinterpretCastOp::create(
+    Value view = memref::ReinterpretCastOp::create(
         b, viewType, *src, /*offset=*/0, type.getShape(), strides);
+    // A pipelined stage stays one (its readers need no barrier of their own).
+    if (pipelinedBuffers.count(*src))
+      pipelinedBuffers.insert(view);
+    buffers[op->getResult(0)] = view;
     toErase.push_back(op);
     return success();
   }
