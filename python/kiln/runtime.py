@@ -104,12 +104,14 @@ _KDL_CUDA, _KDL_CUDA_MANAGED = 2, 13  # DLPack device types on the GPU
 
 
 def _kiln_device():
-    """The CUDA device ordinal the runtime launches on (KILN_CUDA_DEVICE)."""
+    """The CUDA device ordinal the runtime launches on (KILN_CUDA_DEVICE,
+    default 0; the runtime refuses anything but a non-negative integer)."""
     import os
-    try:
-        return int(os.environ.get("KILN_CUDA_DEVICE", "0"))
-    except ValueError:
-        return 0
+    value = os.environ.get("KILN_CUDA_DEVICE") or "0"
+    if not (value.isascii() and value.isdigit()):
+        raise ValueError(f"KILN_CUDA_DEVICE is '{value}', must be a device ordinal "
+                         "(0, 1, ...)")
+    return int(value)
 
 
 def _check_device(index, name):

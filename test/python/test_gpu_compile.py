@@ -388,6 +388,14 @@ for bad, what, exc in ((FakeDLPack(0x7100000, n, device=(2, 1)), "on CUDA device
             sys.exit(f"a DLPack array {what} was accepted")
         except exc as e:
             assert what in str(e), e
+# A malformed KILN_CUDA_DEVICE is an error here too (the runtime refuses it).
+os.environ["KILN_CUDA_DEVICE"] = "one"
+try:
+    gpu_b[(1,)](*dl, n)
+    sys.exit("KILN_CUDA_DEVICE=one was accepted")
+except ValueError as e:
+    assert "KILN_CUDA_DEVICE is 'one'" in str(e), e
+del os.environ["KILN_CUDA_DEVICE"]
 # A __cuda_array_interface__ array that also says (through DLPack) it lives
 # on another device: refused too.
 other = FakeCudaArray(0x7100000, (n,))
