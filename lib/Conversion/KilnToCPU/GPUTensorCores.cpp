@@ -863,6 +863,10 @@ bool KernelLowering::fragmentTiled(DotOp dot) {
   return wt && (wt->wgmma || (simt->rowDots.count(dot) && wt->WN == 1));
 }
 
+bool KernelLowering::warpTiled(DotOp dot) {
+  return planDotTiling(*simt, dot).has_value();
+}
+
 bool KernelLowering::rowsInWarps(DotOp dot) {
   auto wt = planDotTiling(*simt, dot);
   return wt && wt->WN == 1;

@@ -350,7 +350,9 @@ private:
   /// reductions when whole rows lie in one warp. Such a value stays in
   /// registers (fragmentResults): no shared-memory round trip, no barrier.
   /// Any other reader gets it stored first (bufferOf).
-  bool fragmentUses(Value v, DotOp dot);
+  /// (`elementwiseOnly`: the uses are elementwise expressions only, which
+  /// need no whole rows: any warp tiling of `dot` will do.)
+  bool fragmentUses(Value v, DotOp dot, bool elementwiseOnly = false);
   DenseMap<Value, std::pair<DotOp, SmallVector<Value>>> fragmentResults;
   /// Stores a fragment value into its buffer at `user` (then a barrier).
   void materializeFragments(Value v, Operation *user);
@@ -380,6 +382,9 @@ private:
   bool fragmentTiled(DotOp dot);
   /// Whether each warp holds whole rows of warp-tiled `dot`'s result.
   bool rowsInWarps(DotOp dot);
+  /// Whether `dot` runs on tensor cores with a warp tiling (its result in
+  /// fragments of registers).
+  bool warpTiled(DotOp dot);
   /// A reduction along the rows of a fragment value: per lane, then across
   /// the four lanes of a row (shuffles). Returns the row values (rowSlots),
   /// the same in each of a row's four lanes.

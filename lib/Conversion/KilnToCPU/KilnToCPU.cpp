@@ -633,12 +633,18 @@ static bool isElementwiseTileOp(Operation *op) {
                       [](Value r) { return isa<RankedTensorType>(r.getType()); });
 }
 
-bool KernelLowering::fragmentUses(Value v, DotOp dot) {
-  if (v.use_empty() || !fragmentTiled(dot))
+bool KernelLowering::fragmentUses(Value v, DotOp dot, bool elementwiseOnly) {
+  if (v.use_empty() ||
+      !(elementwiseOnly ? warpTiled(dot) : fragmentTiled(dot)))
     return false;
   auto shape = cast<RankedTensorType>(v.getType()).getShape();
+  // The registers are defined where `v` is: the dot's block, or after the
+  // loop that carried them (a loop result, lowerFor).
+  Block *home = v.getParentBlock();
   for (Operation *user : v.getUsers()) {
-    if (user->getBlock() != dot->getBlock())
+    if (user->getBlock() != home)
+      return false;
+    if (elementwiseOnly && isa<DotOp, ReduceOp>(user))
       return false;
     if (auto d2 = dyn_cast<DotOp>(user)) {
       if (d2.getLhs() != v || d2.getRhs() == v || d2.getAcc() == v ||
@@ -657,10 +663,10 @@ bool KernelLowering::fragmentUses(Value v, DotOp dot) {
     }
     // Through deferred ops (each the only operand use of its single user) to
     // the elementwise op that is materialized.
-    while (user->getBlock() == dot->getBlock() && isElementwiseTileOp(user) &&
+    while (user->getBlock() == home && isElementwiseTileOp(user) &&
            !registerRowScales.count(user) && canDefer(user))
       user = *user->getResult(0).getUsers().begin();
-    if (user->getBlock() != dot->getBlock() || !isElementwiseTileOp(user) ||
+    if (user->getBlock() != home || !isElementwiseTileOp(user) ||
         registerRowScales.count(user) || user->getNumResults() != 1 ||
         cast<RankedTensorType>(user->getResult(0).getType()).getShape() !=
             shape)
@@ -1485,6 +1491,16 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
       size_t n = regCounts[llvm::find(regPos, i) - regPos.begin()];
       SmallVector<Value> regs(newLoop.getResults().slice(regIdx, n));
       regIdx += n;
+      // Its users compute on the fragments (an epilogue: a GEMM's cast to
+      // bf16, attention's division by the row sums), as on a dot's result:
+      // no f32 tile goes through shared memory. Elementwise readers need no
+      // whole rows, so they do under any tiling (the mma.sync warp grid).
+      if (usedHereOnly(r) &&
+          (fragmentUses(r, regDot(i)) ||
+           fragmentUses(r, regDot(i), /*elementwiseOnly=*/true))) {
+        fragmentResults[r] = {regDot(i), regs};
+        continue;
+      }
       // Stays in registers while its users are in this block (the next
       // loop may carry it on: attention's partial then full key blocks);
       // stored when something reads it (bufferOf).

@@ -940,18 +940,16 @@ struct ConvertKilnToGPUPass
       config.asyncCopy = asyncCopy;
       // Pipelining costs a stage buffer per load, and padded mma.sync rows
       // 16 bytes per row: a kernel whose tiles do not fit is lowered again
-      // without pipelining, then without the padding (the lowering consumes
-      // the kernel, so the tries before the last work on a copy). The
-      // padding goes last: on the H200, 8-way ldmatrix conflicts cost the
-      // mma.sync GEMM and attention 5-10x, one stage instead of two cost
-      // attention about 25%, so neither a stage nor a second block per SM
-      // is worth the conflicts.
-      SmallVector<std::pair<int64_t, bool>> tries = {{numStages, true}};
-      if (numStages > 1)
-        tries.push_back({1, true});
-      tries.push_back({numStages, false});
-      if (numStages > 1)
-        tries.push_back({1, false});
+      // with one stage less at a time, then without the padding (the
+      // lowering consumes the kernel, so the tries before the last work on
+      // a copy). The padding goes last: on the H200, 8-way ldmatrix
+      // conflicts cost the mma.sync GEMM and attention 5-10x, one stage
+      // instead of two cost attention about 25%, so neither a stage nor a
+      // second block per SM is worth the conflicts.
+      SmallVector<std::pair<int64_t, bool>> tries;
+      for (bool pad : {true, false})
+        for (int64_t s = numStages; s >= 1; --s)
+          tries.push_back({s, pad});
       bool done = false;
       for (auto [i, t] : llvm::enumerate(tries)) {
         config.numStages = t.first;
