@@ -1460,6 +1460,17 @@ SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
       unroll = u;
       break;
     }
+  // A +0 accumulator (attention's scores) is not moved into the registers:
+  // the first k step runs with scale-d = 0 (D = A B), so the k loop is
+  // unrolled whole (up to 16 steps: head dim 256).
+  bool zeroInit = !acc.empty() && steps <= 16 && llvm::all_of(acc, [](Value v) {
+    return matchPattern(v, m_PosZeroFloat());
+  });
+  SmallVector<Value> init(acc.begin(), acc.end());
+  if (zeroInit) {
+    unroll = steps;
+    init.assign(acc.size(), LLVM::UndefOp::create(b, b.getF32Type()));
+  }
   // A [M, K] K-major; B [K, N] N-major, or [N, K] K-major (a deferred
   // transpose); each in the core layout or, as a pipelined stage of
   // 128-byte rows, the 128B swizzle (OperandLayout).
@@ -1474,7 +1485,7 @@ SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
   auto type = mt.inElt.isBF16() ? NVVM::WGMMATypes::bf16 : NVVM::WGMMATypes::f16;
   int64_t perBlock = n / 2;
   auto loop = scf::ForOp::create(
-      b, cIdx(b, 0), cIdx(b, K), cIdx(b, 16 * unroll), acc,
+      b, cIdx(b, 0), cIdx(b, K), cIdx(b, 16 * unroll), init,
       [&](OpBuilder &kb, Location kl, Value kk, ValueRange it) {
         ImplicitLocOpBuilder lb(kl, kb);
         // The accumulators were last written by other instructions.
@@ -1502,7 +1513,9 @@ SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
             structs[t] = NVVM::WgmmaMmaAsyncOp::create(
                 lb, accType, structs[t], da, db,
                 NVVM::MMAShapeAttr::get(ctx, 64, n, 16), type, type,
-                NVVM::WGMMATypes::f32, NVVM::WGMMAScaleOut::one,
+                NVVM::WGMMATypes::f32,
+                zeroInit && u == 0 ? NVVM::WGMMAScaleOut::zero
+                                   : NVVM::WGMMAScaleOut::one,
                 NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one,
                 NVVM::MMALayout::row,
                 bKMajor ? NVVM::MMALayout::col : NVVM::MMALayout::row,

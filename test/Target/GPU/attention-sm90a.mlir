@@ -28,6 +28,13 @@
 // OCC-NEXT: .minnctapersm 1
 // OCC2: .maxntid 256, 1, 1
 // OCC2-NOT: .minnctapersm
+// The scores start from +0: no moves of zeros into 32 accumulator registers;
+// the first k step's wgmma runs with scale-d 0 (D = A B), the others with 1.
+// RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_90a --emit ptx | FileCheck %s --check-prefix=ZERO
+// ZERO: setp.ne.b32 p, 0, 0;
+// ZERO-NEXT: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
+// ZERO: setp.ne.b32 p, 1, 0;
+// ZERO-NEXT: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
 // CHECK: tensormap.replace.tile.rank.global.b1024.b32
 // CHECK: tensormap.replace.tile.swizzle_mode.global.b1024.b32 [{{.*}}], 3;
 // CHECK: mbarrier.init.shared.b64
