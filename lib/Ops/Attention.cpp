@@ -150,6 +150,12 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
                         Value kb = k.loadScalar(idxView, {bh, qb, j}, 0);
                         return block(kb, partial, it);
                       });
+    // On sm_90a the scores of the next full block are computed while this
+    // one's softmax runs (GPUOverlap.cpp; it costs one more q kᵀ per loop,
+    // so not for the partial blocks, one or two per query block).
+    if (!partial)
+      state[0].getDefiningOp()->setAttr("kiln.overlap",
+                                        UnitAttr::get(state[0].getContext()));
   }
   Value l = state[1];
   Value lSafe = k.select(k.cmp(Cmp::EQ, l, k.cF32(0.0)), k.cF32(1.0), l);

@@ -494,6 +494,22 @@ static DotOp registerDotOf(BlockArgument arg, Value *rowVector) {
   return dot;
 }
 
+DotOp KernelLowering::fragmentCarry(scf::ForOp loop, unsigned i) {
+  if (!simt || !simt->wgmma || i >= loop.getNumRegionIterArgs())
+    return DotOp();
+  auto yield = cast<scf::YieldOp>(loop.getBody()->getTerminator());
+  auto next = yield.getOperand(i).getDefiningOp<DotOp>();
+  auto init = loop.getInitArgs()[i].getDefiningOp<DotOp>();
+  BlockArgument arg = loop.getRegionIterArgs()[i];
+  if (!next || !init || next->getBlock() != loop.getBody() ||
+      !next.getResult().hasOneUse() || !init.getResult().hasOneUse() ||
+      !loop.getResult(i).use_empty() || !isTensorCoreDot(*simt, next) ||
+      !isTensorCoreDot(*simt, init) || !fragmentTiled(next) ||
+      !sameRegisterTiling(init, next) || !fragmentUses(arg, next))
+    return DotOp();
+  return next;
+}
+
 DotOp KernelLowering::registerDotOfArg(BlockArgument arg) {
   return registerDotOf(arg, nullptr);
 }
@@ -1421,11 +1437,20 @@ SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
       auto inside = [&](Value v) {
         return loop->isAncestor(v.getParentBlock()->getParentOp());
       };
-      if (!loop || inside(tile) || inside(buf)) {
+      if (loop && (inside(tile) || inside(buf))) {
         copied = true;
         return coreMatrices(b, buf, rows, cols, mt.inElt);
       }
       Value &cached = hoistedCores[tile];
+      if (!loop) {
+        // Outside any loop (an overlapped loop's first scores, before it):
+        // the copy is kept for the dots of later loops over the operand.
+        if (!cached || cached.getParentBlock() != op->getBlock()) {
+          copied = true;
+          cached = coreMatrices(b, buf, rows, cols, mt.inElt);
+        }
+        return cached;
+      }
       if (!cached) {
         ImplicitLocOpBuilder hb(loop.getLoc(), loop);
         cached = coreMatrices(hb, buf, rows, cols, mt.inElt);
@@ -1454,6 +1479,19 @@ SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
       llvm::any_of(pipelinedLoops, [&](const auto &pl) {
         return pl->inFlight == op;
       });
+  // Scores computed an iteration ahead (fragmentCarry: the result only goes
+  // to the next iteration) are not waited for here: a later wgmma dot of the
+  // iteration (p v) waits for every group, so this one runs while the
+  // iteration's softmax does.
+  bool deferWait = false;
+  if (!inFlight && op.getResult().hasOneUse())
+    if (auto yield = dyn_cast<scf::YieldOp>(*op->getUsers().begin()))
+      for (Operation *o = op->getNextNode(); o && o != yield; o = o->getNextNode())
+        if (auto later = dyn_cast<DotOp>(o); later && isTensorCoreDot(*simt, later) &&
+                                            planDotTiling(*simt, later)->wgmma) {
+          deferWait = true;
+          break;
+        }
   int64_t n = wt.TN * 8, steps = K / 16, unroll = 1;
   for (int64_t u = 8; u >= 1; --u)
     if (steps % u == 0) {
@@ -1523,7 +1561,8 @@ SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
           }
         }
         NVVM::WgmmaGroupSyncAlignedOp::create(lb);
-        NVVM::WgmmaWaitGroupSyncOp::create(lb, inFlight ? 1 : 0);
+        if (!deferWait)
+          NVVM::WgmmaWaitGroupSyncOp::create(lb, inFlight ? 1 : 0);
         SmallVector<Value> next;
         for (Value s : structs)
           for (int64_t e = 0; e < perBlock; ++e)

@@ -353,6 +353,15 @@ private:
   /// (`elementwiseOnly`: the uses are elementwise expressions only, which
   /// need no whole rows: any warp tiling of `dot` will do.)
   bool fragmentUses(Value v, DotOp dot, bool elementwiseOnly = false);
+  /// The dot whose fragments `loop`'s iter_arg `i` carries in registers, or
+  /// null: the scores an overlapped loop computes an iteration ahead
+  /// (GPUOverlap.cpp). The init is a dot's result used only there, the
+  /// yielded value a dot of the body used only there, both with the same
+  /// register tiling; every reader in the body takes fragments, and the
+  /// loop's result is unused.
+  DotOp fragmentCarry(scf::ForOp loop, unsigned i);
+  /// The yielded dots of fragmentCarry, once their loop is being lowered.
+  llvm::SmallPtrSet<Operation *, 2> carriedDots;
   DenseMap<Value, std::pair<DotOp, SmallVector<Value>>> fragmentResults;
   /// Stores a fragment value into its buffer at `user` (then a barrier).
   void materializeFragments(Value v, Operation *user);

@@ -641,9 +641,26 @@ bool KernelLowering::fragmentUses(Value v, DotOp dot, bool elementwiseOnly) {
   // The registers are defined where `v` is: the dot's block, or after the
   // loop that carried them (a loop result, lowerFor).
   Block *home = v.getParentBlock();
-  for (Operation *user : v.getUsers()) {
+  for (OpOperand &use : v.getUses()) {
+    Operation *user = use.getOwner();
     if (user->getBlock() != home)
       return false;
+    // Carried to the next iteration, or into a loop, in registers.
+    if (isa<scf::YieldOp>(user)) {
+      // (Decided by lowerFor before the body is lowered.)
+      if (!carriedDots.contains(dot) || v != dot.getResult())
+        return false;
+      continue;
+    }
+    if (auto loop = dyn_cast<scf::ForOp>(user)) {
+      if (use.getOperandNumber() < loop.getNumControlOperands())
+        return false;
+      DotOp carry =
+          fragmentCarry(loop, use.getOperandNumber() - loop.getNumControlOperands());
+      if (!carry || !sameRegisterTiling(carry, dot))
+        return false;
+      continue;
+    }
     if (elementwiseOnly && isa<DotOp, ReduceOp>(user))
       return false;
     if (auto d2 = dyn_cast<DotOp>(user)) {
@@ -1314,6 +1331,17 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
     }
   SmallVector<unsigned> rowPos = registerRowVectors(op, rowDot);
   auto isRow = [&](unsigned i) { return llvm::is_contained(rowPos, i); };
+  // Fragments carried to the next iteration (an overlapped loop's scores).
+  SmallVector<unsigned> fragPos;
+  SmallVector<DotOp> fragDots;
+  for (unsigned i = 0; i < op.getNumRegionIterArgs(); ++i)
+    if (!isReg(i) && !isRow(i))
+      if (DotOp d = fragmentCarry(op, i)) {
+        fragPos.push_back(i);
+        fragDots.push_back(d);
+        carriedDots.insert(d);
+      }
+  auto isFrag = [&](unsigned i) { return llvm::is_contained(fragPos, i); };
   // Each other loop-carried tile lives in one buffer for the whole loop.
   SmallVector<Value> iterBufs(op.getNumRegionIterArgs());
   SmallVector<Value> scalarInits;
@@ -1322,7 +1350,7 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
       scalarInits.push_back(init);
       continue;
     }
-    if (isReg(i) || isRow(i))
+    if (isReg(i) || isRow(i) || isFrag(i))
       continue;
     auto type = cast<RankedTensorType>(init.getType());
     auto src = bufferOf(init, op);
@@ -1377,6 +1405,19 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
     }
     llvm::append_range(scalarInits, regs);
   }
+  // Carried fragments: the init dot kept its result in registers
+  // (fragmentUses accepts this loop as its reader).
+  SmallVector<size_t> fragCounts;
+  for (unsigned i : fragPos) {
+    Value init = op.getInitArgs()[i];
+    auto it = fragmentResults.find(init);
+    if (it == fragmentResults.end())
+      return op.emitError("kiln GPU lowering: the fragments this loop carries "
+                          "were not kept in registers");
+    fragCounts.push_back(it->second.second.size());
+    llvm::append_range(scalarInits, it->second.second);
+    fragmentResults.erase(it);
+  }
   // The initial tiles' buffers are free once every thread has read them
   // (the shared-memory planner ends a buffer's life at the next barrier).
   if (readInits)
@@ -1394,6 +1435,7 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
   for (unsigned i : regPos)
     rowIdx += regCounts[llvm::find(regPos, i) - regPos.begin()];
   const size_t firstRow = rowIdx;
+  size_t fragIdx = rowIdx + rowPos.size() * rowCount;
   for (auto [i, arg] : llvm::enumerate(op.getRegionIterArgs())) {
     if (isReg(i)) {
       // Its only user, the dot, reads the registers.
@@ -1407,6 +1449,13 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
       rowFragments[arg] = {rowDot, SmallVector<Value>(newLoop.getRegionIterArgs()
                                                           .slice(rowIdx, rowCount))};
       rowIdx += rowCount;
+    } else if (isFrag(i)) {
+      replacements.push_back(arg);
+      size_t k = llvm::find(fragPos, i) - fragPos.begin();
+      fragmentResults[arg] = {fragDots[k], SmallVector<Value>(
+                                               newLoop.getRegionIterArgs().slice(
+                                                   fragIdx, fragCounts[k]))};
+      fragIdx += fragCounts[k];
     } else if (iterBufs[i]) {
       // A tile argument keeps its value; its users read the iteration buffer.
       replacements.push_back(arg);
@@ -1420,7 +1469,8 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
   if (!newBody->empty())
     newBody->getTerminator()->erase();
   for (auto [i, arg] : llvm::enumerate(oldBody->getArguments())) {
-    if (i > 0 && (iterBufs[i - 1] || isReg(i - 1) || isRow(i - 1)))
+    if (i > 0 && (iterBufs[i - 1] || isReg(i - 1) || isRow(i - 1) ||
+                  isFrag(i - 1)))
       continue;
     arg.replaceAllUsesWith(replacements[i]);
   }
@@ -1432,7 +1482,7 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
   // Rewrite the yield: copy yielded tiles into the iteration buffers. If a
   // yielded tile is another position's iteration buffer, stage through
   // temporaries so the parallel assignment stays correct.
-  if (regPos.empty()) {
+  if (regPos.empty() && fragPos.empty()) {
     if (failed(rewriteYield(*newBody, iterBufs)))
       return failure();
     mapRebuiltResults(op.getResults(), iterBufs, newLoop.getResults(), buffers);
@@ -1458,8 +1508,15 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
     ImplicitLocOpBuilder yb(yield.getLoc(), yield);
     barrier(yb);
   }
+  for (unsigned i : fragPos) {
+    auto it = fragmentResults.find(yield.getOperand(i));
+    if (it == fragmentResults.end())
+      return op.emitError("kiln GPU lowering: the fragments this loop carries "
+                          "were not kept in registers");
+    llvm::append_range(regVals, it->second.second);
+  }
   for (auto [i, v] : llvm::enumerate(yield.getOperands()))
-    if (!isReg(i) && !isRow(i)) {
+    if (!isReg(i) && !isRow(i) && !isFrag(i)) {
       keep.push_back(v);
       keepDests.push_back(iterBufs[i]);
     }
@@ -1524,6 +1581,8 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
         rowFragments.erase(r);
         buffers[r] = buf;
       }
+    } else if (isFrag(i)) {
+      continue; // unused (fragmentCarry)
     } else if (iterBufs[i]) {
       buffers[r] = iterBufs[i];
     } else {

@@ -931,6 +931,12 @@ struct ConvertKilnToGPUPass
         MemRefType::get({0}, b.getI8Type(), MemRefLayoutAttrInterface{}, space),
         Attribute(), /*constant=*/false, b.getI64IntegerAttr(1024));
     for (FuncOp k : kernels) {
+      // sm_90a: loops marked for overlap compute their scores an iteration
+      // ahead (GPUOverlap.cpp); elsewhere the mark is dropped.
+      if (tensorCores && wgmma && chip == "sm_90a")
+        overlapMarkedLoops(k);
+      else
+        k.walk([](scf::ForOp loop) { loop->removeAttr(kOverlapAttr); });
       SimtConfig config;
       config.numThreads = 32 * numWarps;
       config.tensorCores = tensorCores;

@@ -59,6 +59,14 @@ Value swizzledOffset(ImplicitLocOpBuilder &b, int64_t rows, ValueRange idx);
 Value swizzledView(ImplicitLocOpBuilder &b, Value stage);
 bool swizzleCandidate(const SimtConfig &simt, LoadOp load);
 
+/// The mark on an scf.for whose first dot from a constant accumulator is
+/// computed an iteration ahead on sm_90a (GPUOverlap.cpp); the other
+/// lowerings ignore it.
+constexpr llvm::StringLiteral kOverlapAttr = "kiln.overlap";
+/// Rotates the marked loops of `kernel` (removing the marks); returns how
+/// many were rotated.
+int overlapMarkedLoops(Operation *kernel);
+
 } // namespace mlir::kiln::detail
 
 #endif // KILN_LIB_CONVERSION_KILNTOCPU_SIMTSUPPORT_H
