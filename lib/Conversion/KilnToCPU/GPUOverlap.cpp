@@ -86,14 +86,15 @@ static bool writesMemory(scf::ForOp loop) {
   return w.wasInterrupted();
 }
 
-static bool rotate(scf::ForOp loop) {
+static bool rotate(scf::ForOp loop, const SimtConfig &simt) {
   Block *body = loop.getBody();
   DotOp dot;
   for (Operation &op : *body)
     if ((dot = dyn_cast<DotOp>(op)))
       break;
   DenseElementsAttr splat;
-  if (!dot || !matchPattern(dot.getAcc(), m_Constant(&splat)) ||
+  if (!dot || !isWgmmaDot(simt, dot) ||
+      !matchPattern(dot.getAcc(), m_Constant(&splat)) ||
       !splat.isSplat() || !loop.isDefinedOutsideOfLoop(dot.getLhs()) ||
       writesMemory(loop))
     return false;
@@ -145,7 +146,7 @@ static bool rotate(scf::ForOp loop) {
   return true;
 }
 
-int overlapMarkedLoops(Operation *kernel) {
+int overlapMarkedLoops(Operation *kernel, const SimtConfig &simt) {
   SmallVector<scf::ForOp> loops;
   kernel->walk([&](scf::ForOp loop) {
     if (loop->hasAttr(kOverlapAttr))
@@ -154,7 +155,7 @@ int overlapMarkedLoops(Operation *kernel) {
   int rotated = 0;
   for (scf::ForOp loop : loops) {
     loop->removeAttr(kOverlapAttr);
-    rotated += rotate(loop);
+    rotated += rotate(loop, simt);
   }
   return rotated;
 }

@@ -494,6 +494,13 @@ static DotOp registerDotOf(BlockArgument arg, Value *rowVector) {
   return dot;
 }
 
+bool mlir::kiln::detail::isWgmmaDot(const SimtConfig &simt, DotOp op) {
+  if (!isTensorCoreDot(simt, op))
+    return false;
+  auto wt = planDotTiling(simt, op);
+  return wt && wt->wgmma;
+}
+
 DotOp KernelLowering::fragmentCarry(scf::ForOp loop, unsigned i) {
   if (!simt || !simt->wgmma || i >= loop.getNumRegionIterArgs())
     return DotOp();

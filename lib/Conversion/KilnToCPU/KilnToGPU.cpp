@@ -931,12 +931,6 @@ struct ConvertKilnToGPUPass
         MemRefType::get({0}, b.getI8Type(), MemRefLayoutAttrInterface{}, space),
         Attribute(), /*constant=*/false, b.getI64IntegerAttr(1024));
     for (FuncOp k : kernels) {
-      // sm_90a: loops marked for overlap compute their scores an iteration
-      // ahead (GPUOverlap.cpp); elsewhere the mark is dropped.
-      if (tensorCores && wgmma && chip == "sm_90a")
-        overlapMarkedLoops(k);
-      else
-        k.walk([](scf::ForOp loop) { loop->removeAttr(kOverlapAttr); });
       SimtConfig config;
       config.numThreads = 32 * numWarps;
       config.tensorCores = tensorCores;
@@ -944,6 +938,9 @@ struct ConvertKilnToGPUPass
       config.tma = tma && asyncCopy && chip == "sm_90a";
       config.swizzle = swizzle;
       config.asyncCopy = asyncCopy;
+      // Loops marked for overlap compute their wgmma scores an iteration
+      // ahead (GPUOverlap.cpp); other marks are dropped.
+      overlapMarkedLoops(k, config);
       // Pipelining costs a stage buffer per load, and padded mma.sync rows
       // 16 bytes per row: a kernel whose tiles do not fit is lowered again
       // with one stage less at a time, then without the padding (the

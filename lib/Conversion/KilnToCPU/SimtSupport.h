@@ -63,9 +63,11 @@ bool swizzleCandidate(const SimtConfig &simt, LoadOp load);
 /// computed an iteration ahead on sm_90a (GPUOverlap.cpp); the other
 /// lowerings ignore it.
 constexpr llvm::StringLiteral kOverlapAttr = "kiln.overlap";
-/// Rotates the marked loops of `kernel` (removing the marks); returns how
-/// many were rotated.
-int overlapMarkedLoops(Operation *kernel);
+/// Rotates the marked loops of `kernel` whose first dot runs on wgmma under
+/// `simt` (removing every mark); returns how many were rotated.
+int overlapMarkedLoops(Operation *kernel, const SimtConfig &simt);
+/// Whether `op` runs as wgmma under `simt` (GPUTensorCores.cpp).
+bool isWgmmaDot(const SimtConfig &simt, DotOp op);
 
 } // namespace mlir::kiln::detail
 

@@ -35,6 +35,25 @@
 // ZERO-NEXT: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
 // ZERO: setp.ne.b32 p, 1, 0;
 // ZERO-NEXT: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
+// Overlap (GPUOverlap.cpp): the loop over full key blocks computes the next
+// block's scores while this one's softmax runs. Its first wgmma group (the
+// next scores) is committed without a wait; the p v group's wait retires
+// both. The partial-block loop and the scores before the full loop wait at
+// once.
+// RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_90a --emit ptx | FileCheck %s --check-prefix=OVL
+// OVL: wgmma.commit_group.sync.aligned;
+// OVL-NEXT: wgmma.wait_group.sync.aligned 0;
+// OVL: ex2.approx.ftz.f32
+// OVL: wgmma.commit_group.sync.aligned;
+// OVL-NEXT: wgmma.wait_group.sync.aligned 0;
+// OVL: wgmma.commit_group.sync.aligned;
+// OVL-NEXT: wgmma.wait_group.sync.aligned 0;
+// OVL: wgmma.commit_group.sync.aligned;
+// OVL-NOT: wgmma.wait_group
+// OVL: ex2.approx.ftz.f32
+// OVL: wgmma.commit_group.sync.aligned;
+// OVL-NEXT: wgmma.wait_group.sync.aligned 0;
+// OVL-NOT: wgmma.mma_async
 // CHECK: tensormap.replace.tile.rank.global.b1024.b32
 // CHECK: tensormap.replace.tile.swizzle_mode.global.b1024.b32 [{{.*}}], 3;
 // CHECK: mbarrier.init.shared.b64
