@@ -93,7 +93,7 @@ static bool rotate(scf::ForOp loop, const SimtConfig &simt) {
     if ((dot = dyn_cast<DotOp>(op)))
       break;
   DenseElementsAttr splat;
-  if (!dot || !isWgmmaDot(simt, dot) ||
+  if (!dot || !isWgmmaRowDot(simt, dot) ||
       !matchPattern(dot.getAcc(), m_Constant(&splat)) ||
       !splat.isSplat() || !loop.isDefinedOutsideOfLoop(dot.getLhs()) ||
       writesMemory(loop))

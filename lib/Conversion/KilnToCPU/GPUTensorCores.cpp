@@ -494,11 +494,11 @@ static DotOp registerDotOf(BlockArgument arg, Value *rowVector) {
   return dot;
 }
 
-bool mlir::kiln::detail::isWgmmaDot(const SimtConfig &simt, DotOp op) {
+bool mlir::kiln::detail::isWgmmaRowDot(const SimtConfig &simt, DotOp op) {
   if (!isTensorCoreDot(simt, op))
     return false;
   auto wt = planDotTiling(simt, op);
-  return wt && wt->wgmma;
+  return wt && wt->wgmma && wt->WN == 1;
 }
 
 DotOp KernelLowering::fragmentCarry(scf::ForOp loop, unsigned i) {
@@ -1236,7 +1236,7 @@ static bool wgmmaOperand(const SimtConfig &simt, Value v) {
   if (!dot)
     return false;
   auto wt = planDotTiling(simt, dot);
-  return wt && wt->wgmma;
+  return wt && wt->wgmma && wt->WN == 1;
 }
 
 /// Whether loaded tile `v` is only an operand of a dot that runs on

@@ -63,11 +63,13 @@ bool swizzleCandidate(const SimtConfig &simt, LoadOp load);
 /// computed an iteration ahead on sm_90a (GPUOverlap.cpp); the other
 /// lowerings ignore it.
 constexpr llvm::StringLiteral kOverlapAttr = "kiln.overlap";
-/// Rotates the marked loops of `kernel` whose first dot runs on wgmma under
-/// `simt` (removing every mark); returns how many were rotated.
+/// Rotates the marked loops of `kernel` whose first dot runs on wgmma with
+/// whole rows per warpgroup under `simt` (removing every mark); returns how many were rotated.
 int overlapMarkedLoops(Operation *kernel, const SimtConfig &simt);
-/// Whether `op` runs as wgmma under `simt` (GPUTensorCores.cpp).
-bool isWgmmaDot(const SimtConfig &simt, DotOp op);
+/// Whether `op` runs as wgmma under `simt` with whole rows in each
+/// warpgroup, so that row reductions of its result stay in registers
+/// (GPUTensorCores.cpp).
+bool isWgmmaRowDot(const SimtConfig &simt, DotOp op);
 
 } // namespace mlir::kiln::detail
 
