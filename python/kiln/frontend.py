@@ -388,10 +388,20 @@ class CodeGen(ast.NodeVisitor):
         if node.orelse:
             raise KilnError("for ... else is not supported")
         it = node.iter
-        if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"):
-            raise KilnError("kernels support 'for' over range(...) only")
-        if it.keywords:
-            raise KilnError("range() takes no keyword arguments")
+        fn = self.visit(it.func) if isinstance(it, ast.Call) else None
+        is_kl_range = getattr(fn, "_kiln_builtin", None) == "range"
+        if not (fn is builtins.range or is_kl_range):
+            raise KilnError("kernels support 'for' over range(...) or kl.range(...) only")
+        overlap = False
+        for k in it.keywords:
+            if not is_kl_range or k.arg != "overlap":
+                raise KilnError("range() takes no keyword arguments; kl.range() takes "
+                                "only overlap=")
+            v = self.visit(k.value)
+            v = v.value if isinstance(v, kl.constexpr) else v
+            if not isinstance(v, bool):
+                raise KilnError("kl.range(overlap=...) must be a compile-time bool")
+            overlap = v
         args = [self.visit(a) for a in it.args]
         if not 1 <= len(args) <= 3:
             raise KilnError("range expects 1 to 3 arguments")
@@ -416,7 +426,7 @@ class CodeGen(ast.NodeVisitor):
         before = {n: self.lookup(n, node) for n in carried}
         outer_names = set(self.scopes[-1])
         iv, iters = self.b.for_begin(lb.value, ub.value, st.value,
-                                     [before[n].value for n in carried])
+                                     [before[n].value for n in carried], overlap)
         for n, v in zip(carried, iters):
             self.assign(n, Tile(v, before[n].dtype, before[n].shape))
         self.assign(node.target.id,

@@ -18,6 +18,7 @@ __all__ = [
     "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sigmoid", "tanh", "sin",
     "cos", "erf", "abs", "floor", "ceil", "where", "maximum", "minimum",
     "trans", "reshape", "broadcast_to", "expand_dims", "cdiv", "static_print",
+    "range",
 ]
 
 
@@ -293,3 +294,14 @@ def cdiv(a, b):
 @builtin
 def static_print(*args):
     """Prints compile-time values while the kernel is compiled."""
+
+
+@builtin
+def range(*args, overlap=False):  # noqa: A001 (kl.range, as in Triton)
+    """`for j in kl.range(start, stop, step, overlap=True)`: a loop like
+    `range(...)`, with a hint for the compiler. `overlap` (a compile-time
+    bool): on sm_90a, compute the loop's first tensor-core dot from a constant
+    accumulator (attention's scores) one iteration ahead, so that it runs on
+    the tensor cores while the rest of the iteration (the softmax) runs on
+    the other units. It costs one more such dot per loop; other targets
+    ignore it. See docs/gpu.md, "Overlap"."""

@@ -296,8 +296,10 @@ public:
 
   // Control flow -----------------------------------------------------------------
   py::tuple forBegin(Value lb, Value ub, Value step,
-                     const std::vector<Value> &inits) {
+                     const std::vector<Value> &inits, bool overlap) {
     auto op = scf::ForOp::create(*b, loc, lb, ub, step, inits);
+    if (overlap) // kl.range(overlap=True): see GPUOverlap.cpp
+      op->setAttr("kiln.overlap", UnitAttr::get(op.getContext()));
     stack.push_back(b->saveInsertionPoint());
     Block *body = op.getBody();
     if (!body->empty() && body->back().hasTrait<OpTrait::IsTerminator>())
@@ -604,7 +606,8 @@ void bindCompiler(py::module &m) {
                throw IRError("extract needs a tile and one index per dimension");
              return p.make<tensor::ExtractOp>(tile, idx);
            })
-      .def("for_begin", &PyBuilder::forBegin)
+      .def("for_begin", &PyBuilder::forBegin, py::arg("lb"), py::arg("ub"),
+           py::arg("step"), py::arg("inits"), py::arg("overlap") = false)
       .def("for_end", &PyBuilder::forEnd)
       .def("if_begin", &PyBuilder::ifBegin)
       .def("if_else", &PyBuilder::ifElse)

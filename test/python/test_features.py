@@ -337,3 +337,73 @@ def test_reshape_views_and_copies(rng):
     assert_close(out[1], 3 * xd, 1e-6, 1e-6)
     assert_close(out[2], 2 + xd, 1e-6, 1e-6)
     assert_close(out[3], 1 + xd, 1e-6, 1e-6)
+
+
+@kiln.jit
+def overlapped_attention(q, k, v, out, seq, scale, D: kl.constexpr, BM: kl.constexpr,
+                         BN: kl.constexpr):
+    # f16 flash attention whose key loop asks for overlap: on sm_90a the
+    # scores of the next key block are computed while this one's softmax
+    # runs (docs/gpu.md, "Overlap"); elsewhere the hint changes nothing.
+    qb = kl.program_id(0)
+    vq = kl.make_view(q, (seq, D), (D, 1))
+    vk = kl.make_view(k, (seq, D), (D, 1))
+    vv = kl.make_view(v, (seq, D), (D, 1))
+    vo = kl.make_view(out, (seq, D), (D, 1))
+    qt = kl.load(vq, offsets=(qb * BM, 0), shape=(BM, D))
+    m_i = kl.full((BM,), float("-inf"), kl.float32)
+    l_i = kl.zeros((BM,), kl.float32)
+    acc = kl.zeros((BM, D), kl.float32)
+    for start in kl.range(0, seq, BN, overlap=True):
+        kt = kl.load(vk, offsets=(start, 0), shape=(BN, D))
+        s = kl.dot(qt, kl.trans(kt)) * scale
+        cols = start + kl.arange(0, BN)
+        s = kl.where(cols[None, :] < seq, s, float("-inf"))
+        m_new = kl.maximum(m_i, kl.max(s, axis=1))
+        p = kl.exp(s - m_new[:, None])
+        alpha = kl.exp(m_i - m_new)
+        l_i = l_i * alpha + kl.sum(p, axis=1)
+        vt = kl.load(vv, offsets=(start, 0), shape=(BN, D))
+        acc = kl.dot(kl.float16(p), vt, acc * alpha[:, None])
+        m_i = m_new
+    kl.store(vo, acc / l_i[:, None], offsets=(qb * BM, 0))
+
+
+@pytest.mark.parametrize("seq", [1, 64, 200])
+def test_overlapped_loop(rng, seq):
+    q, k, v = (rng.standard_normal((seq, 64)).astype(np.float16) for _ in range(3))
+    out = np.full((seq, 64), np.nan, np.float32)
+    overlapped_attention[(kiln.cdiv(seq, 64),)](q, k, v, out, seq, 0.125, D=64, BM=64, BN=64)
+    s = q.astype(np.float64) @ k.astype(np.float64).T * 0.125
+    p = np.exp(s - s.max(1, keepdims=True))
+    ref = (p / p.sum(1, keepdims=True)) @ v.astype(np.float64)
+    assert_close(out, ref, 5e-3, 2e-3)  # P is rounded to f16 for the second dot
+    assert "kiln.overlap" in overlapped_attention.ir("kiln")
+
+
+@kiln.jit
+def range_hint(out, n, FLAG: kl.constexpr):
+    for i in kl.range(0, n, overlap=FLAG):
+        kl.store(out + i * 4 + kl.arange(0, 4), kl.zeros((4,), kl.float32))
+
+
+@kiln.jit
+def range_keyword(out, n):
+    for i in range(0, n, overlap=True):
+        kl.store(out + i * 4 + kl.arange(0, 4), kl.zeros((4,), kl.float32))
+
+
+@kiln.jit
+def range_hint_not_constant(out, n):
+    for i in kl.range(0, n, overlap=n):
+        kl.store(out + i * 4 + kl.arange(0, 4), kl.zeros((4,), kl.float32))
+
+
+def test_range_keywords_are_checked():
+    out = np.full(8, np.nan, np.float32)
+    range_hint[(1,)](out, 2, FLAG=False)  # no dot: nothing to overlap
+    assert (out == 0).all()
+    with pytest.raises(kiln.CompilationError, match=r"range\(\) takes no keyword"):
+        range_keyword[(1,)](out, 2)
+    with pytest.raises(kiln.CompilationError, match="compile-time bool"):
+        range_hint_not_constant[(1,)](out, 2)
