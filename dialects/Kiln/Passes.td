@@ -79,7 +79,12 @@ def ConvertKilnToGPU : Pass<"convert-kiln-to-gpu", "::mlir::ModuleOp"> {
     loop load by TMA (`cp.async.bulk.tensor` completing on a per-stage
     `mbarrier`) when the view allows it at run time: the tensor maps are
     built on the device, in a per-program global scratch the runtime passes
-    as a hidden last argument (`kiln.scratch_bytes` per program).
+    as a hidden last argument (`kiln.scratch_bytes` per program). Also on
+    sm_90a, an `scf.for` marked `kiln.overlap` computes its first wgmma dot
+    from a constant accumulator one iteration ahead, carried in registers
+    and not waited for until the iteration's next wgmma dot (attention's
+    scores overlap its softmax; docs/gpu.md, "Overlap"); elsewhere the mark
+    is dropped.
   }];
   let options = [
     Option<"chip", "chip", "std::string", /*default=*/"\"sm_80\"",

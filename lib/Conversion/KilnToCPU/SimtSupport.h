@@ -5,10 +5,11 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// The small builders and layout predicates that the GPU lowering's three
-// files (KilnToGPU.cpp: SIMT mode, shared memory and the pass;
+// The small builders and layout predicates that the GPU lowering's files
+// (KilnToGPU.cpp: SIMT mode, shared memory and the pass;
 // GPUPipelining.cpp: cp.async and TMA pipelining; GPUTensorCores.cpp:
-// mma.sync, wgmma and register-resident values) share. Internal to
+// mma.sync, wgmma and register-resident values; GPUOverlap.cpp: a loop's
+// scores an iteration ahead) share. Internal to
 // lib/Conversion/KilnToCPU.
 //
 //===----------------------------------------------------------------------===//
