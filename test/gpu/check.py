@@ -804,8 +804,11 @@ def opbench_cases():
                   "gather + einsum + softmax", 1e-2, lazy(lambda: dsa_peer(exact=True))))
 
     # DSA top-k: 2048 of 32768 scores for 1024 tokens (indices in ascending order).
+    # Distinct scores (a shuffled 0..S-1 per row plus a fraction below 0.5,
+    # exact in f32): no ties, so the index sets must agree exactly.
     T, S, kt = 1024, 32768, 2048
-    sc_ = r.standard_normal((T, S), dtype=np.float32)
+    sc_ = (r.permuted(np.tile(np.arange(S, dtype=np.float32), (T, 1)), axis=1)
+           + r.random((T, S), dtype=np.float32) * 0.5).astype(np.float32)
 
     def topk_peer():
         st = torch.from_numpy(sc_).to(dev)
