@@ -99,6 +99,9 @@ def ConvertKilnToGPU : Pass<"convert-kiln-to-gpu", "::mlir::ModuleOp"> {
     Option<"tma", "tma", "bool", /*default=*/"true",
            "On sm_90a, load pipelined tiles with TMA (tensor maps built on "
            "the device) where the view allows it">,
+    Option<"overlap", "overlap", "bool", /*default=*/"true",
+           "sm_90a: compute the first dot of loops marked kiln.overlap an "
+           "iteration ahead (else the marks are dropped)">,
     Option<"swizzle", "swizzle", "bool", /*default=*/"true",
            "On sm_90a, lay out pipelined wgmma operand tiles whose rows are "
            "whole 128-byte lines in the 128B-swizzled layout">,

@@ -95,6 +95,7 @@ JIT::compile(llvm::StringRef source, llvm::StringRef name,
          std::to_string(compileOptions.numStages) + "|" +
          (compileOptions.tma ? "tma|" : "notma|") +
          (compileOptions.swizzle ? "swizzle|" : "noswizzle|") +
+         (compileOptions.overlap ? "overlap|" : "nooverlap|") +
          (compileOptions.cubin ? "cubin|" : "ptx|") +
          (compileOptions.target.empty() ? options.target
                                         : compileOptions.target);
@@ -225,6 +226,8 @@ JIT::compileUncached(llvm::StringRef source, llvm::StringRef name,
       feed("no-tma");
     if (!opts.swizzle)
       feed("no-swizzle");
+    if (!opts.overlap)
+      feed("no-overlap");
   }
   feed(canonical);
   std::array<uint8_t, 32> digest = sha.final();

@@ -58,6 +58,14 @@ def swizzle_enabled():
     return os.environ.get("KILN_SWIZZLE", "1") != "0"
 
 
+def overlap_enabled():
+    """sm_90a: loops marked for overlap (kl.range(overlap=True), attention's
+    full-block loop) compute their scores an iteration ahead unless
+    $KILN_OVERLAP is 0 (read by the compiler at each compile; part of every
+    kernel cache key)."""
+    return os.environ.get("KILN_OVERLAP", "1") != "0"
+
+
 def default_num_stages():
     """Software pipelining depth of loads in loops on GPU targets when a
     launch does not say (``num_stages=``): $KILN_NUM_STAGES, else 2."""
@@ -301,7 +309,7 @@ class JITFunction:
         num_warps = num_warps or default_num_warps()
         num_stages = num_stages or default_num_stages()
         key = (grid_rank, target, num_warps, num_stages, tma_enabled(),
-               swizzle_enabled()) + tuple(a.key for a in bound)
+               swizzle_enabled(), overlap_enabled()) + tuple(a.key for a in bound)
         with self._lock:
             ck = self.cache.get(key)
         if ck is not None:

@@ -449,6 +449,12 @@ bool swizzleFromEnvironment() {
   const char *v = std::getenv("KILN_SWIZZLE");
   return !(v && std::string(v) == "0");
 }
+/// sm_90a: kiln.overlap marks honoured unless $KILN_OVERLAP is 0 (kilnc has
+/// --no-overlap).
+bool overlapFromEnvironment() {
+  const char *v = std::getenv("KILN_OVERLAP");
+  return !(v && std::string(v) == "0");
+}
 } // namespace
 
 namespace kiln::python {
@@ -643,6 +649,7 @@ void bindCompiler(py::module &m) {
             options.numStages = numStages;
             options.tma = tmaFromEnvironment();
             options.swizzle = swizzleFromEnvironment();
+            options.overlap = overlapFromEnvironment();
             llvm::Expected<std::shared_ptr<::kiln::Kernel>> k =
                 std::shared_ptr<::kiln::Kernel>();
             {
@@ -727,6 +734,7 @@ void bindCompiler(py::module &m) {
         o.numStages = numStages;
         o.tma = tmaFromEnvironment();
         o.swizzle = swizzleFromEnvironment();
+        o.overlap = overlapFromEnvironment();
         auto r = ::kiln::compileSource(ctx, source, name, o, kind);
         if (!r)
           throw IRError(llvm::toString(r.takeError()));

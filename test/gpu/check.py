@@ -156,15 +156,15 @@ class _OpKernel:
         launch(self.path, grid, values)
 
 
-def provider(name, mods, config, warps=None, stages=None, swizzle=True):
-    """kiln.ops' kernels from recorded bundles (`warps`, `stages`, `swizzle`:
-    a non-default num_warps / num_stages / --no-swizzle, for the benchmarks'
-    variants)."""
+def provider(name, mods, config, warps=None, stages=None, swizzle=True, overlap=True):
+    """kiln.ops' kernels from recorded bundles (`warps`, `stages`, `swizzle`,
+    `overlap`: a non-default num_warps / num_stages / --no-swizzle /
+    --no-overlap, for the benchmarks' variants)."""
     if mods:
         raise RuntimeError("fused mask_mod/score_mod need the compiler; not in the device check")
     key = hashlib.sha1(json.dumps(sorted(config.items())).encode()).hexdigest()[:12]
     suffix = ((f"-w{warps}" if warps else "") + (f"-s{stages}" if stages else "")
-              + ("" if swizzle else "-noswizzle"))
+              + ("" if swizzle else "-noswizzle") + ("" if overlap else "-nooverlap"))
     path = os.path.join(BUNDLES, f"op-{name}-{key}{suffix}.kiln")
     args = ["op", name]
     for k, v in sorted(config.items()):
@@ -175,6 +175,8 @@ def provider(name, mods, config, warps=None, stages=None, swizzle=True):
         args += ["--num-stages", str(stages)]
     if not swizzle:
         args += ["--no-swizzle"]
+    if not overlap:
+        args += ["--no-overlap"]
     compile_bundle(path, args)
     return _OpKernel(path)
 
@@ -667,13 +669,14 @@ BENCH_D = 128
 BENCH_WINDOW = 1024  # the block-sparse benchmark's sliding window
 
 
-def variant_tag(warps, stages, block, swizzle):
+def variant_tag(warps, stages, block, swizzle, overlap=True):
     bq, bkv = block_sizes(block)
     return (f"w{warps or 4} s{stages or 2} b{bq}" + (f"x{bkv}" if bkv != bq else "")
-            + ("" if swizzle else " no-swizzle"))
+            + ("" if swizzle else " no-swizzle") + ("" if overlap else " no-overlap"))
 
 
-def attention_bench_kernel(kind, warps=None, stages=None, block=64, swizzle=True):
+def attention_bench_kernel(kind, warps=None, stages=None, block=64, swizzle=True,
+                           overlap=True):
     window = BENCH_WINDOW if kind == "sliding_window" else 256
     bq, bkv = block_sizes(block)
     cfg = dict(head_dim=BENCH_D, block=bq, mask=kind, window=window, prefix=0, gqa_group=1,
@@ -681,7 +684,7 @@ def attention_bench_kernel(kind, warps=None, stages=None, block=64, swizzle=True
     if bkv != bq:
         cfg["block_kv"] = bkv
     return provider("block_sparse_attention", "", {k_: str(v_) for k_, v_ in cfg.items()},
-                    warps, stages, swizzle)
+                    warps, stages, swizzle, overlap)
 
 
 # The attention benchmark also at 8 warps (two warpgroups on sm_90a: at
@@ -703,6 +706,12 @@ BENCH_VARIANTS = ((None, None, 64, True), (8, None, 64, True), (None, 1, 64, Tru
 if TARGET.endswith("sm_90a"):
     BENCH_VARIANTS += ((8, 1, 128, True), (8, 1, (128, 64), True), (None, None, 64, False),
                        (None, 3, 64, True))
+# (warps, stages, block, swizzle, overlap): on sm_90a the full-block loop
+# computes the next scores during the softmax (docs/gpu.md, "Overlap"); the
+# two fastest shapes of the H200 run are also timed without it.
+BENCH_VARIANTS = tuple(v + (True,) for v in BENCH_VARIANTS)
+if TARGET.endswith("sm_90a"):
+    BENCH_VARIANTS += ((8, None, 128, True, False), (8, None, (128, 64), True, False))
 
 
 
@@ -821,8 +830,8 @@ def opbench_cases():
 
 if not RUN:
     for kind in ("none", "causal", "sliding_window"):
-        for warps, stages, block, swizzle in BENCH_VARIANTS:
-            attention_bench_kernel(kind, warps, stages, block, swizzle)
+        for variant in BENCH_VARIANTS:
+            attention_bench_kernel(kind, *variant)
     if not EMULATED:
         for case in opbench_cases():
             case[1]()  # compiles (records) the operator's kernels
@@ -894,7 +903,7 @@ if not EMULATED and ACTIVE:
 
     masks = {}  # (kind, block) -> block mask (numpy, built once)
 
-    def kiln_attention(kind, warps=None, stages=None, block=64, swizzle=True):
+    def kiln_attention(kind, warps=None, stages=None, block=64, swizzle=True, overlap=True):
         """(launch, output): the operator's bundle on device tensors, with
         the argument list of kiln.ops.block_sparse_attention."""
         if (kind, block) not in masks:
@@ -902,7 +911,8 @@ if not EMULATED and ACTIVE:
             masks[(kind, block)] = ops.block_mask(rules[kind], B, H, SQ, SQ, block=bq,
                                                   block_kv=bkv)
         mask = masks[(kind, block)]
-        bundle = load(attention_bench_kernel(kind, warps, stages, block, swizzle).path)
+        bundle = load(attention_bench_kernel(kind, warps, stages, block, swizzle,
+                                             overlap).path)
         ot, lt = torch.empty(B, H, SQ, D, device=dev), torch.empty(B, H, SQ, device=dev)
         marr = [torch.from_numpy(np.ascontiguousarray(mask[n_], np.int32)).to(dev)
                 for n_ in ("kv_num", "kv_idx", "full_num", "full_idx")]
@@ -917,11 +927,11 @@ if not EMULATED and ACTIVE:
         t_torch = bench(lambda: F.scaled_dot_product_attention(qt, kt, vt,
                                                                is_causal=kind == "causal"))
         fl = 4 * B * H * SQ * SQ * D * (0.5 if kind == "causal" else 1)
-        for warps, stages, block, swizzle in BENCH_VARIANTS:
-            run_kiln, ot = kiln_attention(kind, warps, stages, block, swizzle)
+        for variant in BENCH_VARIANTS:
+            run_kiln, ot = kiln_attention(kind, *variant)
             t_kiln = bench(run_kiln, reps=3)
             err = (ot - ref.float()).abs().max().item()
-            tag = variant_tag(warps, stages, block, swizzle)
+            tag = variant_tag(*variant)
             if not err < 5e-2:
                 print(f"FAIL attention benchmark {kind} {tag}: max abs error "
                       f"{err:.3g} vs SDPA")
@@ -951,9 +961,9 @@ if not EMULATED and ACTIVE:
             t_torch = bench(lambda: flex(qt, kt, vt, block_mask=fmask))
             pairs = sum(min(i + 1, BENCH_WINDOW) for i in range(SQ))  # visible (q, k)
             fl = 4 * B * H * pairs * D
-            for warps, stages, block, swizzle in BENCH_VARIANTS:
-                tag = variant_tag(warps, stages, block, swizzle)
-                run_kiln, ot = kiln_attention("sliding_window", warps, stages, block, swizzle)
+            for variant in BENCH_VARIANTS:
+                tag = variant_tag(*variant)
+                run_kiln, ot = kiln_attention("sliding_window", *variant)
                 t_kiln = bench(run_kiln, reps=3)
                 err = (ot - ref.float()).abs().max().item()
                 if not err < 5e-2:

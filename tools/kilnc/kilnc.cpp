@@ -87,6 +87,11 @@ static cl::opt<bool> noSwizzle(
     cl::desc("sm_90a: keep pipelined wgmma operands in the no-swizzle core "
              "layout (not the 128B swizzle)"),
     cl::cat(kilncCategory));
+static cl::opt<bool> noOverlap(
+    "no-overlap",
+    cl::desc("sm_90a: ignore kiln.overlap loop marks (attention's scores are "
+             "then computed in their own iteration)"),
+    cl::cat(kilncCategory));
 static cl::opt<bool> cubinBundle("cubin",
                                  cl::desc("GPU targets: put a cubin (ptxas) in "
                                           "the bundle instead of PTX"),
@@ -119,7 +124,7 @@ static int runOp(int argc, char **argv) {
     errs() << "usage: kilnc op NAME [--key value]... [-o FILE] [--target T] "
               "[--emit bundle|mlir|llvm|asm|ptx|obj|cubin|c-header|kiln]\n"
               "       [--num-warps N] [--num-stages N] [--no-tma] [--no-swizzle]\n"
-              "       [--cubin]\n"
+              "       [--no-overlap] [--cubin]\n"
               "       kilnc op --list\n";
     return 1;
   };
@@ -138,7 +143,7 @@ static int runOp(int argc, char **argv) {
   std::map<std::string, std::string> config;
   std::string output = "-", targetName = "host", emitName = "bundle",
               warps = "4", stagesText = "2";
-  bool cubin = false, tma = true, swizzle = true;
+  bool cubin = false, tma = true, swizzle = true, overlap = true;
   for (int i = 3; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](std::string &dst) {
@@ -168,6 +173,8 @@ static int runOp(int argc, char **argv) {
       tma = false;
     } else if (a == "--no-swizzle") {
       swizzle = false;
+    } else if (a == "--no-overlap") {
+      overlap = false;
     } else if (a.rfind("--", 0) == 0) {
       std::string key = a.substr(2), v;
       size_t eq = key.find('=');
@@ -209,6 +216,7 @@ static int runOp(int argc, char **argv) {
   options.cubin = cubin;
   options.tma = tma;
   options.swizzle = swizzle;
+  options.overlap = overlap;
   if (llvm::StringRef(warps).getAsInteger(10, options.numWarps)) {
     WithColor::error(errs(), "kilnc") << "--num-warps needs an integer\n";
     return 1;
@@ -265,6 +273,7 @@ int main(int argc, char **argv) {
   options.cubin = cubinBundle;
   options.tma = !noTma;
   options.swizzle = !noSwizzle;
+  options.overlap = !noOverlap;
   auto result = kiln::compileSource(context, (*input)->getBuffer(), inputFile,
                                     options, emit);
   if (!result) {

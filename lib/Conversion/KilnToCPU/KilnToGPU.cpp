@@ -940,7 +940,10 @@ struct ConvertKilnToGPUPass
       config.asyncCopy = asyncCopy;
       // Loops marked for overlap compute their wgmma scores an iteration
       // ahead (GPUOverlap.cpp); other marks are dropped.
-      overlapMarkedLoops(k, config);
+      if (overlap)
+        overlapMarkedLoops(k, config);
+      else
+        k.walk([](scf::ForOp loop) { loop->removeAttr(kOverlapAttr); });
       // Pipelining costs a stage buffer per load, and padded mma.sync rows
       // 16 bytes per row: a kernel whose tiles do not fit is lowered again
       // with one stage less at a time, then without the padding (the

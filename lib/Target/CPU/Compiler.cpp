@@ -647,6 +647,7 @@ kiln::compileModule(ModuleOp module, const CompileOptions &options,
     pipelineOptions.numStages = options.numStages;
     pipelineOptions.tma = options.tma;
     pipelineOptions.swizzle = options.swizzle;
+    pipelineOptions.overlap = options.overlap;
     kd::buildGPUEmulationPipeline(pm, pipelineOptions);
   }
   if (mlir::failed(pm.run(module))) {

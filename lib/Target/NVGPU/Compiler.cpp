@@ -261,6 +261,7 @@ kiln::detail::compileModuleGPU(ModuleOp module, const CompileOptions &options,
   pipelineOptions.numStages = options.numStages;
   pipelineOptions.tma = options.tma;
   pipelineOptions.swizzle = options.swizzle;
+  pipelineOptions.overlap = options.overlap;
   mlir::kiln::buildGPUPipeline(pm, pipelineOptions);
   if (mlir::failed(pm.run(module))) {
     std::string where =

@@ -54,6 +54,11 @@
 // OVL: wgmma.commit_group.sync.aligned;
 // OVL-NEXT: wgmma.wait_group.sync.aligned 0;
 // OVL-NOT: wgmma.mma_async
+// kilnc --no-overlap (KILN_OVERLAP=0) drops the mark: every group is waited for
+// at once, and there is no dot before the full-block loop.
+// RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_90a --no-overlap --emit ptx | FileCheck %s --check-prefix=NOOVL
+// NOOVL-COUNT-4: wgmma.wait_group.sync.aligned 0;
+// NOOVL-NOT: wgmma.wait_group
 // CHECK: tensormap.replace.tile.rank.global.b1024.b32
 // CHECK: tensormap.replace.tile.swizzle_mode.global.b1024.b32 [{{.*}}], 3;
 // CHECK: mbarrier.init.shared.b64

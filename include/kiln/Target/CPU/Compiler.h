@@ -101,6 +101,9 @@ struct CompileOptions {
   /// sm_90a: pipelined wgmma operand tiles of 128-byte rows in the 128B
   /// swizzle (else the no-swizzle core layout).
   bool swizzle = true;
+  /// sm_90a: loops marked kiln.overlap compute their scores an iteration
+  /// ahead (docs/gpu.md, "Overlap"); false ignores the marks.
+  bool overlap = true;
   /// GPU targets: put a cubin (assembled by ptxas) in the bundle, not PTX.
   bool cubin = false;
 };

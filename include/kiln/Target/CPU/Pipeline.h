@@ -49,6 +49,11 @@ struct GPUPipelineOptions : public PassPipelineOptions<GPUPipelineOptions> {
       *this, "swizzle",
       llvm::cl::desc("sm_90a: 128B-swizzled wgmma operand stages"),
       llvm::cl::init(true)};
+  PassOptions::Option<bool> overlap{
+      *this, "overlap",
+      llvm::cl::desc("sm_90a: compute the first dot of loops marked "
+                     "kiln.overlap an iteration ahead"),
+      llvm::cl::init(true)};
 };
 
 void buildGPUPipeline(OpPassManager &pm, const GPUPipelineOptions &options);
