@@ -85,9 +85,17 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
   Value vDocKV = k.view(k.arg("doc_ids"), {batch, seqKV}, {docLen, k.cIndex(1)});
 
   Value qt = k.reshape(k.load(vq, {bh, q0, k.cIndex(0)}, {1, BM, D}), {BM, D});
+  // The softmax runs in base 2, as FlashAttention and Triton's tutorial do:
+  // scores s2 = s log2(e), so p = 2^(s2 - m2) is one subtraction and the
+  // GPU's ex2 per score, and the running max m2 and the rescale
+  // 2^(m2_old - m2_new) use the same values as p (exactly consistent); the
+  // log-sum-exp goes back to base e at the end. The scale and log2(e) are
+  // one factor unless a score_mod needs the scaled scores in base e.
+  const double log2e = 1.4426950408889634;
+  Value scale2 = k.mul(k.arg("scale"), k.cF32(log2e));
   // f32: scale q once. bf16/f16: q stays in its type for the dot (f32
   // accumulation) and the scale is applied to the f32 scores instead.
-  Value qs = lowPrecision ? qt : k.mul(qt, k.arg("scale"));
+  Value qs = lowPrecision ? qt : k.mul(qt, scoreMod ? k.arg("scale") : scale2);
   Value qIdx = k.expand(k.add(k.arange(BM), k.convert(q0, i32)), 1); // [BM, 1]
   Value negInf = k.cF32(-INFINITY);
   Value zeroAcc = k.constant(k.tile({BM, D}, f32), 0.0);
@@ -102,10 +110,10 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
     Value kt = k.reshape(k.load(vk, {bkv, krow, k.cIndex(0)}, {1, BN, D}), {BN, D});
     Value s = k.dot(qs, k.trans(kt), zeroS);
     if (lowPrecision)
-      s = k.mul(s, k.arg("scale"));
+      s = k.mul(s, scoreMod ? k.arg("scale") : scale2);
     Value kvIdx = k.expand(k.add(k.arange(BN), k.convert(krow, i32)), 0); // [1, BN]
     if (scoreMod)
-      s = scoreMod(k, s, b, h, qIdx, kvIdx);
+      s = k.mul(scoreMod(k, s, b, h, qIdx, kvIdx), k.cF32(log2e));
     if (applyMask) {
       Value keep = k.broadcastTo(k.cmp(Cmp::LT, kvIdx, k.convert(seqKV, i32)), {BM, BN});
       Value builtin;
@@ -129,8 +137,8 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
     }
     Value mNew = k.max(m, k.reduce(kd::ReduceKind::max, s, 1));
     Value mSafe = k.select(k.cmp(Cmp::EQ, mNew, negInf), k.cF32(0.0), mNew);
-    Value p = k.exp(k.sub(s, k.broadcastTo(k.expand(mSafe, 1), {BM, BN})));
-    Value alpha = k.exp(k.sub(m, mSafe));
+    Value p = k.exp2(k.sub(s, k.broadcastTo(k.expand(mSafe, 1), {BM, BN})));
+    Value alpha = k.exp2(k.sub(m, mSafe));
     Value lNew = k.add(k.mul(l, alpha), k.reduce(kd::ReduceKind::sum, p, 1));
     Value vt = k.reshape(k.load(vv, {bkv, krow, k.cIndex(0)}, {1, BN, D}), {BN, D});
     // bf16/f16: P is rounded to v's type for the second dot, as
@@ -161,7 +169,7 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
   Value lSafe = k.select(k.cmp(Cmp::EQ, l, k.cF32(0.0)), k.cF32(1.0), l);
   Value o = k.div(state[2], k.broadcastTo(k.expand(lSafe, 1), {BM, D}));
   k.store(k.reshape(o, {1, BM, D}), vo, {bh, q0, k.cIndex(0)});
-  Value lse = k.add(state[0], k.log(l));
+  Value lse = k.add(k.mul(state[0], k.cF32(1.0 / log2e)), k.log(l));
   k.store(k.expand(lse, 0), vl, {bh, q0});
   k.finish();
   return llvm::Error::success();

@@ -209,6 +209,7 @@ Value KernelBuilder::select(Value c, Value x, Value y) {
 }
 
 Value KernelBuilder::exp(Value x) { return math::ExpOp::create(b, location, x); }
+Value KernelBuilder::exp2(Value x) { return math::Exp2Op::create(b, location, x); }
 Value KernelBuilder::log(Value x) { return math::LogOp::create(b, location, x); }
 Value KernelBuilder::relu(Value x) {
   return max(x, constant(getElementTypeOrSelf(x.getType()), 0.0));

@@ -870,6 +870,9 @@ class CodeGen(ast.NodeVisitor):
         self.check_grid_axis(axis)
         return Tile(self.b.num_programs(axis), kl.int32, ())
 
+    def builtin_range(self, *args, **kwargs):
+        raise KilnError("kl.range() is only supported as the iterable of a for loop")
+
     def builtin_arange(self, start, end=None):
         if end is None:
             start, end = 0, start

@@ -399,6 +399,12 @@ def range_hint_not_constant(out, n):
         kl.store(out + i * 4 + kl.arange(0, 4), kl.zeros((4,), kl.float32))
 
 
+@kiln.jit
+def range_as_value(out, n):
+    r = kl.range(0, n)
+    kl.store(out + kl.arange(0, 4), kl.zeros((4,), kl.float32))
+
+
 def test_range_keywords_are_checked():
     out = np.full(8, np.nan, np.float32)
     range_hint[(1,)](out, 2, FLAG=False)  # no dot: nothing to overlap
@@ -407,3 +413,5 @@ def test_range_keywords_are_checked():
         range_keyword[(1,)](out, 2)
     with pytest.raises(kiln.CompilationError, match="compile-time bool"):
         range_hint_not_constant[(1,)](out, 2)
+    with pytest.raises(kiln.CompilationError, match="only supported as the iterable"):
+        range_as_value[(1,)](out, 2)

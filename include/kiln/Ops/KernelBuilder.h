@@ -88,6 +88,7 @@ public:
   mlir::Value orI(mlir::Value a, mlir::Value b);
   mlir::Value select(mlir::Value cond, mlir::Value a, mlir::Value b);
   mlir::Value exp(mlir::Value a);
+  mlir::Value exp2(mlir::Value a);
   mlir::Value log(mlir::Value a);
   mlir::Value relu(mlir::Value a);
 

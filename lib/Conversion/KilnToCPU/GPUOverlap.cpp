@@ -62,6 +62,19 @@ static FailureOr<SmallVector<Operation *>> dotSlice(scf::ForOp loop,
       continue;
     if (def->getNumRegions() || !(isPure(def) || isa<LoadOp>(def)))
       return failure();
+    // A load an iteration ahead reads past the loop's range (and before an
+    // empty loop): only from a view with bounds, where that reads padding.
+    // Python's unmasked pointer loads view memory without bounds.
+    if (auto load = dyn_cast<LoadOp>(def)) {
+      auto view = load.getView().getDefiningOp<MakeViewOp>();
+      if (!view)
+        return failure();
+      for (Value size : view.getSizes()) {
+        APInt c;
+        if (matchPattern(size, m_ConstantInt(&c)) && c.getSExtValue() >= (int64_t(1) << 40))
+          return failure();
+      }
+    }
     slice.insert(def);
     llvm::append_range(work, def->getOperands());
   }
@@ -115,6 +128,7 @@ static bool rotate(scf::ForOp loop, const SimtConfig &simt) {
   inits.push_back(s0);
   auto next = scf::ForOp::create(b, loc, loop.getLowerBound(),
                                  loop.getUpperBound(), loop.getStep(), inits);
+  next->setDiscardableAttrs(loop->getDiscardableAttrDictionary());
   Block *nb = next.getBody();
   if (!nb->empty())
     nb->getTerminator()->erase();

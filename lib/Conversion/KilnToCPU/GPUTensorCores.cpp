@@ -501,6 +501,14 @@ bool mlir::kiln::detail::isWgmmaRowDot(const SimtConfig &simt, DotOp op) {
   return wt && wt->wgmma && wt->WN == 1;
 }
 
+void KernelLowering::retirePendingWgmma(Operation *before) {
+  if (!wgmmaPending)
+    return;
+  ImplicitLocOpBuilder b(before->getLoc(), before);
+  NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
+  wgmmaPending = false;
+}
+
 DotOp KernelLowering::fragmentCarry(scf::ForOp loop, unsigned i) {
   if (!simt || !simt->wgmma || i >= loop.getNumRegionIterArgs())
     return DotOp();
@@ -840,6 +848,7 @@ SmallVector<Value> KernelLowering::runRegisterADot(
   }
   NVVM::WgmmaGroupSyncAlignedOp::create(b);
   NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
+  wgmmaPending = false;
   return regs;
 }
 
@@ -1236,7 +1245,7 @@ static bool wgmmaOperand(const SimtConfig &simt, Value v) {
   if (!dot)
     return false;
   auto wt = planDotTiling(simt, dot);
-  return wt && wt->wgmma && wt->WN == 1;
+  return wt && wt->wgmma;
 }
 
 /// Whether loaded tile `v` is only an operand of a dot that runs on
@@ -1449,16 +1458,21 @@ SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
         return coreMatrices(b, buf, rows, cols, mt.inElt);
       }
       Value &cached = hoistedCores[tile];
+      // A copy made for an earlier dot serves when it dominates `at`.
+      auto dominates = [](Value c, Operation *at) {
+        Operation *a = c.getParentBlock()->findAncestorOpInBlock(*at);
+        return a && c.getDefiningOp()->isBeforeInBlock(a);
+      };
       if (!loop) {
         // Outside any loop (an overlapped loop's first scores, before it):
         // the copy is kept for the dots of later loops over the operand.
-        if (!cached || cached.getParentBlock() != op->getBlock()) {
+        if (!cached || !dominates(cached, op)) {
           copied = true;
           cached = coreMatrices(b, buf, rows, cols, mt.inElt);
         }
         return cached;
       }
-      if (!cached) {
+      if (!cached || !dominates(cached, loop)) {
         ImplicitLocOpBuilder hb(loop.getLoc(), loop);
         cached = coreMatrices(hb, buf, rows, cols, mt.inElt);
         // It lives across the loop (the planner widens it to the loop).
@@ -1486,19 +1500,23 @@ SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
       llvm::any_of(pipelinedLoops, [&](const auto &pl) {
         return pl->inFlight == op;
       });
-  // Scores computed an iteration ahead (fragmentCarry: the result only goes
-  // to the next iteration) are not waited for here: a later wgmma dot of the
-  // iteration (p v) waits for every group, so this one runs while the
-  // iteration's softmax does.
-  bool deferWait = false;
-  if (!inFlight && op.getResult().hasOneUse())
-    if (auto yield = dyn_cast<scf::YieldOp>(*op->getUsers().begin()))
-      for (Operation *o = op->getNextNode(); o && o != yield; o = o->getNextNode())
-        if (auto later = dyn_cast<DotOp>(o); later && isTensorCoreDot(*simt, later) &&
-                                            planDotTiling(*simt, later)->wgmma) {
-          deferWait = true;
-          break;
-        }
+  // Scores computed an iteration ahead (carriedDots: the result only goes to
+  // the next iteration) are not waited for here, so they run while the
+  // iteration's softmax does: the next wait_group 0 (the p v dot's) retires
+  // them, or lowerFor waits before the yield (wgmmaPending). Only when both
+  // operands outlive the iteration's barriers: a pipelined stage (refilled
+  // after the next iteration's first barrier) or a copy made before the
+  // loop; a buffer of this iteration may be given to a later tile while
+  // the group still reads it.
+  auto outlivesIteration = [&](Value buf) {
+    return pipelinedBuffers.count(buf) ||
+           llvm::any_of(hoistedCores, [&](const auto &kv) {
+             return kv.second == buf && !op->getParentOp()->isAncestor(
+                                            buf.getDefiningOp());
+           });
+  };
+  bool deferWait = !inFlight && carriedDots.contains(op) &&
+                   outlivesIteration(aCore) && outlivesIteration(bCore);
   int64_t n = wt.TN * 8, steps = K / 16, unroll = 1;
   for (int64_t u = 8; u >= 1; --u)
     if (steps % u == 0) {
@@ -1570,6 +1588,7 @@ SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
         NVVM::WgmmaGroupSyncAlignedOp::create(lb);
         if (!deferWait)
           NVVM::WgmmaWaitGroupSyncOp::create(lb, inFlight ? 1 : 0);
+        wgmmaPending = deferWait || (wgmmaPending && inFlight);
         SmallVector<Value> next;
         for (Value s : structs)
           for (int64_t e = 0; e < perBlock; ++e)

@@ -362,6 +362,10 @@ private:
   DotOp fragmentCarry(scf::ForOp loop, unsigned i);
   /// The yielded dots of fragmentCarry, once their loop is being lowered.
   llvm::SmallPtrSet<Operation *, 2> carriedDots;
+  /// A wgmma group of a carried dot was committed and no wait_group 0 has
+  /// retired it yet: lowerFor waits before the yield.
+  bool wgmmaPending = false;
+  void retirePendingWgmma(Operation *before);
   DenseMap<Value, std::pair<DotOp, SmallVector<Value>>> fragmentResults;
   /// Stores a fragment value into its buffer at `user` (then a barrier).
   void materializeFragments(Value v, Operation *user);

@@ -1408,15 +1408,22 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
   // Carried fragments: the init dot kept its result in registers
   // (fragmentUses accepts this loop as its reader).
   SmallVector<size_t> fragCounts;
-  for (unsigned i : fragPos) {
+  for (auto [k, i] : llvm::enumerate(fragPos)) {
     Value init = op.getInitArgs()[i];
-    auto it = fragmentResults.find(init);
-    if (it == fragmentResults.end())
-      return op.emitError("kiln GPU lowering: the fragments this loop carries "
-                          "were not kept in registers");
-    fragCounts.push_back(it->second.second.size());
-    llvm::append_range(scalarInits, it->second.second);
-    fragmentResults.erase(it);
+    SmallVector<Value> regs;
+    if (auto it = fragmentResults.find(init); it != fragmentResults.end()) {
+      regs = it->second.second;
+      fragmentResults.erase(it);
+    } else {
+      // Stored after all (its dot saw other readers): read it back.
+      auto buf = bufferOf(init, op);
+      if (failed(buf))
+        return failure();
+      regs = loadRegisterTile(b, fragDots[k], *buf);
+      readInits = true;
+    }
+    fragCounts.push_back(regs.size());
+    llvm::append_range(scalarInits, regs);
   }
   // The initial tiles' buffers are free once every thread has read them
   // (the shared-memory planner ends a buffer's life at the next barrier).
@@ -1478,6 +1485,9 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
 
   if (failed(lowerBlock(*newBody)))
     return failure();
+  // A carried dot's group that no later wgmma dot retired: its registers
+  // go to the next iteration through the yield.
+  retirePendingWgmma(newBody->getTerminator());
 
   // Rewrite the yield: copy yielded tiles into the iteration buffers. If a
   // yielded tile is another position's iteration buffer, stage through

@@ -939,11 +939,15 @@ struct ConvertKilnToGPUPass
       config.swizzle = swizzle;
       config.asyncCopy = asyncCopy;
       // Loops marked for overlap compute their wgmma scores an iteration
-      // ahead (GPUOverlap.cpp); other marks are dropped.
-      if (overlap)
-        overlapMarkedLoops(k, config);
-      else
-        k.walk([](scf::ForOp loop) { loop->removeAttr(kOverlapAttr); });
+      // ahead (GPUOverlap.cpp), in each try with at least two stages: the
+      // deferred wait needs the next key block in a pipelined stage, which
+      // outlives the iteration. Otherwise the marks are dropped.
+      auto prepare = [&](FuncOp f) {
+        if (overlap && config.numStages >= 2)
+          overlapMarkedLoops(f, config);
+        else
+          f.walk([](scf::ForOp loop) { loop->removeAttr(kOverlapAttr); });
+      };
       // Pipelining costs a stage buffer per load, and padded mma.sync rows
       // 16 bytes per row: a kernel whose tiles do not fit is lowered again
       // with one stage less at a time, then without the padding (the
@@ -961,6 +965,7 @@ struct ConvertKilnToGPUPass
         config.numStages = t.first;
         config.padRows = t.second;
         if (i + 1 == tries.size()) {
+          prepare(k);
           if (failed(lowerKernelGPU(k, gpuModule, config, chip)))
             return signalPassFailure();
           done = true;
@@ -968,6 +973,7 @@ struct ConvertKilnToGPUPass
         }
         OpBuilder cb(k);
         auto copy = cast<FuncOp>(cb.clone(*k.getOperation()));
+        prepare(copy);
         bool overLimit = false;
         if (succeeded(lowerKernelGPU(copy, gpuModule, config, chip,
                                      &overLimit))) {

@@ -2,21 +2,26 @@
 // (exp(x) = 2^(x log2 e), as CUDA's __expf), not the polynomial the CPU and
 // the SIMT emulator use (a floor, an exponent shift and about twenty more
 // instructions per element). Softmax and attention spend their inner loop on it:
-// exp(s c - m) is ex2(fma(s, c log2 e, -(m log2 e))), as FlashAttention has
-// it (c log2 e is hoisted, m log2 e shared by a row), and the row max is
+// exp(s c - m) is fma(s, c, -m) times log2 e (the subtraction before the
+// scaling keeps the error relative to s c - m, not to m), and the row max is
 // max.NaN.
 // RUN: kilnc %S/../../../examples/softmax.mlir --target sm_80 --emit ptx | FileCheck %s
 // RUN: kilnc %S/../../../examples/softmax.mlir --target sm_90a --emit ptx | FileCheck %s
-// RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_90a --emit ptx | FileCheck %s
+// RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_90a --emit ptx | FileCheck %s --check-prefix=ATT
 // CHECK: max.NaN.f32
-// CHECK: {{mul|fma}}.rn.f32 {{.*}}0f{{3|B}}FB8AA3B
+// CHECK: mul.rn.f32 {{.*}}, 0f3FB8AA3B;
 // CHECK: ex2.approx.ftz.f32
 // CHECK-NOT: cvt.rmi.f32.f32
 // CHECK-NOT: setp.nan.f32
-// In attention's loop the fma's result is ex2's input: nothing between them.
-// RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_90a --emit ptx | FileCheck %s --check-prefix=FMA
-// FMA: fma.rn.f32 %r[[X:[0-9]+]],
-// FMA-NEXT: ex2.approx.ftz.f32 %r{{[0-9]+}}, %r[[X]];
+// ATT: max.NaN.f32
+// ATT: ex2.approx.ftz.f32
+// ATT-NOT: cvt.rmi.f32.f32
+// ATT-NOT: setp.nan.f32
+// Attention's softmax runs in base 2 (scores times scale log2 e, once):
+// each probability is one subtraction and ex2, nothing between them.
+// RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_90a --emit ptx | FileCheck %s --check-prefix=EX2
+// EX2: sub.rn.f32 %r[[X:[0-9]+]],
+// EX2-NEXT: ex2.approx.ftz.f32 %r{{[0-9]+}}, %r[[X]];
 // Attention's P goes to the P.V dot's A registers as bf16 pairs: one cvt each.
 // RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_90a --emit ptx | FileCheck %s --check-prefix=PACK
 // RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_80 --emit ptx | FileCheck %s --check-prefix=PACK
@@ -38,12 +43,11 @@
 // PASS: vector.extract %{{.*}}[1] : f32 from vector<2xf32>
 // PASS: llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"
 // PASS-NOT: math.exp2
-// exp(s c - m): fma(s, c log2 e, -(m log2 e)), nothing after it.
-// PASS: %[[C:.*]] = arith.mulf %arg5, %[[E:.*]] : f32
-// PASS: %[[M:.*]] = arith.mulf %arg6, %[[E]] : f32
-// PASS: %[[N:.*]] = arith.negf %[[M]] : f32
-// PASS: %[[F:.*]] = llvm.intr.fma(%arg4, %[[C]], %[[N]]) : (f32, f32, f32) -> f32
-// PASS-NEXT: llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"(%[[F]])
+// exp(s c - m): fma(s, c, -m), then times log2 e.
+// PASS: %[[N:.*]] = arith.negf %arg6 : f32
+// PASS: %[[F:.*]] = llvm.intr.fma(%arg4, %arg5, %[[N]]) : (f32, f32, f32) -> f32
+// PASS: %[[L2:.*]] = arith.mulf %[[F]], %{{.*}} : f32
+// PASS: llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"(%[[L2]])
 // f64 stays (a polynomial does not apply either: libdevice).
 // PASS: math.exp %{{.*}} : f64
 module attributes {gpu.container_module} {
