@@ -44,23 +44,25 @@ struct ExpAsNvvmEx2 : OpRewritePattern<MathOp> {
       return failure();
     Location loc = op.getLoc();
     Value x = op.getOperand();
+    // Softmax's exp(s * c - m): s * c - m as one fma (one rounding, so at
+    // least as exact as the two ops), then (exp) times log2 e. Not
+    // s (c log2 e) - m log2 e (FlashAttention's form, one op less): there
+    // m log2 e is rounded on its own, an error of |m| 2^-24 in the exponent,
+    // 1e-4 relative at m = 1000. Base-2 softmax (attention's exp2(s c - m),
+    // c = scale log2 e) is the fma and the ex2: the scaled scores need not
+    // stay live past the row maximum.
+    if (auto sub = x.getDefiningOp<arith::SubFOp>())
+      if (auto mul = sub.getLhs().getDefiningOp<arith::MulFOp>())
+        // llvm.intr.fma, not math.fma (which becomes a libdevice call).
+        x = LLVM::FMAOp::create(rewriter, loc, mul.getLhs(), mul.getRhs(),
+                                arith::NegFOp::create(rewriter, loc,
+                                                      sub.getRhs()));
     if constexpr (std::is_same_v<MathOp, math::ExpOp>) {
       Value log2e = arith::ConstantOp::create(
           rewriter, loc, type,
           vecType ? TypedAttr(DenseElementsAttr::get(
                         vecType, rewriter.getF32FloatAttr(M_LOG2E)))
                   : TypedAttr(rewriter.getF32FloatAttr(M_LOG2E)));
-      // Softmax's exp(s * c - m): s * c - m as one fma (one rounding, so
-      // at least as exact as the two ops), then times log2 e. Not
-      // s (c log2 e) - m log2 e (FlashAttention's form, one op less): there
-      // m log2 e is rounded on its own, an error of |m| 2^-24 in the
-      // exponent, 1e-4 relative at m = 1000.
-      if (auto sub = x.getDefiningOp<arith::SubFOp>())
-        if (auto mul = sub.getLhs().getDefiningOp<arith::MulFOp>())
-          // llvm.intr.fma, not math.fma (which becomes a libdevice call).
-          x = LLVM::FMAOp::create(rewriter, loc, mul.getLhs(), mul.getRhs(),
-                                  arith::NegFOp::create(rewriter, loc,
-                                                        sub.getRhs()));
       x = arith::MulFOp::create(rewriter, loc, x, log2e);
     }
     auto ex2 = [&](Value v) -> Value {

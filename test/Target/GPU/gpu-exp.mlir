@@ -17,11 +17,16 @@
 // ATT: ex2.approx.ftz.f32
 // ATT-NOT: cvt.rmi.f32.f32
 // ATT-NOT: setp.nan.f32
-// Attention's softmax runs in base 2 (scores times scale log2 e, once):
-// each probability is one subtraction and ex2, nothing between them.
-// RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_90a --emit ptx | FileCheck %s --check-prefix=EX2
-// EX2: sub.rn.f32 %r[[X:[0-9]+]],
-// EX2-NEXT: ex2.approx.ftz.f32 %r{{[0-9]+}}, %r[[X]];
+// Attention's softmax runs in base 2 (scores times scale log2 e): each
+// probability is an fma (s c - m; a subtraction where the mask selected the
+// scaled score) and ex2, nothing between them.
+// RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_90a --emit ptx > %t.ptx
+// RUN: grep -B1 ex2.approx.ftz.f32 %t.ptx | FileCheck %s --check-prefix=EX2S
+// RUN: grep -B1 ex2.approx.ftz.f32 %t.ptx | FileCheck %s --check-prefix=EX2F
+// EX2S: sub.rn.f32 %r[[X:[0-9]+]],
+// EX2S-NEXT: ex2.approx.ftz.f32 %r{{[0-9]+}}, %r[[X]];
+// EX2F: fma.rn.f32 %r[[Y:[0-9]+]],
+// EX2F-NEXT: ex2.approx.ftz.f32 %r{{[0-9]+}}, %r[[Y]];
 // Attention's P goes to the P.V dot's A registers as bf16 pairs: one cvt each.
 // RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_90a --emit ptx | FileCheck %s --check-prefix=PACK
 // RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_80 --emit ptx | FileCheck %s --check-prefix=PACK
