@@ -133,7 +133,7 @@ def unsupported_nested_def(x, n):
 @broken
 @kiln.jit
 def for_over_list(x, n):
-    for i in [1, 2, 3]:  # error: kernels support 'for' over range(...) only
+    for i in [1, 2, 3]:  # error: kernels support 'for' over range(...) or kl.range(...) only
         pass
 
 
