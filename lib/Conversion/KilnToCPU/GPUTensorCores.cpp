@@ -1457,24 +1457,28 @@ SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
         copied = true;
         return coreMatrices(b, buf, rows, cols, mt.inElt);
       }
-      Value &cached = hoistedCores[tile];
-      // A copy made for an earlier dot serves when it dominates `at`.
-      auto dominates = [](Value c, Operation *at) {
-        Operation *a = c.getParentBlock()->findAncestorOpInBlock(*at);
-        return a && c.getDefiningOp()->isBeforeInBlock(a);
+      auto &[cached, point] = hoistedCores[tile];
+      // A copy made before `point` serves at `at` when `point` dominates it.
+      auto dominates = [&](Operation *at) {
+        if (!cached)
+          return false;
+        Operation *a = point->getBlock()->findAncestorOpInBlock(*at);
+        return a && (a == point || point->isBeforeInBlock(a));
       };
       if (!loop) {
         // Outside any loop (an overlapped loop's first scores, before it):
         // the copy is kept for the dots of later loops over the operand.
-        if (!cached || !dominates(cached, op)) {
+        if (!dominates(op)) {
           copied = true;
           cached = coreMatrices(b, buf, rows, cols, mt.inElt);
+          point = op;
         }
         return cached;
       }
-      if (!cached || !dominates(cached, loop)) {
+      if (!dominates(loop)) {
         ImplicitLocOpBuilder hb(loop.getLoc(), loop);
         cached = coreMatrices(hb, buf, rows, cols, mt.inElt);
+        point = loop;
         // It lives across the loop (the planner widens it to the loop).
         simt->bufferHome[cached.getDefiningOp()] = loop->getBlock();
         asyncProxyFence(hb);
@@ -1511,8 +1515,8 @@ SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
   auto outlivesIteration = [&](Value buf) {
     return pipelinedBuffers.count(buf) ||
            llvm::any_of(hoistedCores, [&](const auto &kv) {
-             return kv.second == buf && !op->getParentOp()->isAncestor(
-                                            buf.getDefiningOp());
+             return kv.second.first == buf &&
+                    !op->getParentOp()->isProperAncestor(kv.second.second);
            });
   };
   bool deferWait = !inFlight && carriedDots.contains(op) &&
@@ -1534,6 +1538,9 @@ SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
     unroll = steps;
     init.assign(acc.size(), LLVM::UndefOp::create(b, b.getF32Type()));
   }
+  // In-flight accumulators must not pass through the k loop's carried
+  // values (ptxas may move them): defer only a k loop of one iteration.
+  deferWait &= unroll == steps;
   // A [M, K] K-major; B [K, N] N-major, or [N, K] K-major (a deferred
   // transpose); each in the core layout or, as a pipelined stage of
   // 128-byte rows, the 128B swizzle (OperandLayout).
@@ -1588,7 +1595,8 @@ SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
         NVVM::WgmmaGroupSyncAlignedOp::create(lb);
         if (!deferWait)
           NVVM::WgmmaWaitGroupSyncOp::create(lb, inFlight ? 1 : 0);
-        wgmmaPending = deferWait || (wgmmaPending && inFlight);
+        // Any wait retires the older groups (wait_group 1 all but this one).
+        wgmmaPending = deferWait;
         SmallVector<Value> next;
         for (Value s : structs)
           for (int64_t e = 0; e < perBlock; ++e)

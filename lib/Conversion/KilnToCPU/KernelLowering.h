@@ -486,7 +486,9 @@ private:
   DenseSet<Value> deferredTrans;
   // wgmma operands defined outside the dot's loop, laid out before it once:
   // tile -> core-matrix copy.
-  DenseMap<Value, Value> hoistedCores;
+  /// With the op before which the copy was made (its buffer's view sits at
+  /// the kernel's start, so only this says where the copy is valid).
+  DenseMap<Value, std::pair<Value, Operation *>> hoistedCores;
   /// A copy of the row-major 16-bit tile `src` [rows, cols] in wgmma's
   /// no-swizzle core-matrix layout (cols % 8 == 0), without barrier.
   Value coreMatrices(ImplicitLocOpBuilder &b, Value src, int64_t rows,

@@ -1306,8 +1306,10 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
   if (simt)
     setupPipelining(op);
   bool carriesTiles = llvm::any_of(op.getInitArgs(), isTile);
-  if (!carriesTiles)
+  if (!carriesTiles) {
+    llvm::SaveAndRestore<bool> pending(wgmmaPending);
     return lowerBlock(*op.getBody());
+  }
 
   ImplicitLocOpBuilder b(op.getLoc(), op);
   // SIMT: tensor-core accumulators carried in registers (after the scalars).
@@ -1483,11 +1485,16 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
   }
   newBody->getOperations().splice(newBody->end(), oldBody->getOperations());
 
-  if (failed(lowerBlock(*newBody)))
-    return failure();
-  // A carried dot's group that no later wgmma dot retired: its registers
-  // go to the next iteration through the yield.
-  retirePendingWgmma(newBody->getTerminator());
+  {
+    // The body's own deferred groups are retired before its yield; an
+    // outer one stays pending (the body's waits may not run).
+    llvm::SaveAndRestore<bool> pending(wgmmaPending, false);
+    if (failed(lowerBlock(*newBody)))
+      return failure();
+    // A carried dot's group that no later wgmma dot retired: its registers
+    // go to the next iteration through the yield.
+    retirePendingWgmma(newBody->getTerminator());
+  }
 
   // Rewrite the yield: copy yielded tiles into the iteration buffers. If a
   // yielded tile is another position's iteration buffer, stage through
@@ -1631,6 +1638,7 @@ LogicalResult KernelLowering::lowerIf(scf::IfOp op) {
       continue;
     newBlock->getOperations().splice(newBlock->end(),
                                      oldRegion.front().getOperations());
+    llvm::SaveAndRestore<bool> pending(wgmmaPending);
     if (failed(lowerBlock(*newBlock)))
       return failure();
     if (failed(rewriteYield(*newBlock, resultBufs)))
@@ -1698,6 +1706,7 @@ LogicalResult KernelLowering::lowerWhile(scf::WhileOp op) {
     to->getOperations().splice(to->end(), from->getOperations());
   };
   moveBody(before, newBefore, inBufs);
+  llvm::SaveAndRestore<bool> pending(wgmmaPending);
   if (failed(lowerBlock(*newBefore)))
     return failure();
   auto cond = cast<scf::ConditionOp>(newBefore->getTerminator());
@@ -2258,6 +2267,8 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
 }
 
 LogicalResult KernelLowering::lowerRegions(Operation *op) {
+  // A wait inside a region may not run: it retires nothing out here.
+  llvm::SaveAndRestore<bool> pending(wgmmaPending);
   for (Region &r : op->getRegions())
     for (Block &blk : r)
       if (failed(lowerBlock(blk)))
