@@ -139,6 +139,38 @@ def test_device_check_gemm_variants_compile(variant, chip, tmp_path):
             assert "C75" not in info, (flags, info)
 
 
+@pytest.mark.parametrize("shape", [("64", "4", "none"), ("128", "8", "causal"),
+                                   ("128", "8", "sliding_window")],
+                         ids=lambda v: "-".join(v))
+def test_overlapped_attention_is_not_serialized(shape, tmp_path):
+    """Attention's full-block loop on sm_90a computes the next block's
+    scores while this one's softmax runs (docs/gpu.md, "Overlap"): that
+    holds only if ptxas keeps the scores' wgmma group asynchronous across
+    the exponentials. It reports no serialization (C7515, C7518) nor an
+    injected wait (C7517), and spills nothing; with --no-overlap there is
+    one wait more (the scores' own)."""
+    block, warps, mask = shape
+    args = ["op", "block_sparse_attention", "--dtype", "bf16", "--head_dim", "128",
+            "--block", block, "--mask", mask, "--window", "1024", "--num-warps", warps]
+    out = str(tmp_path / "k.ptx")
+    ptx = _compile(args, out, "sm_90a")
+    info = _assemble(out, "sm_90a", tmp_path)
+    assert "C75" not in info, info
+    assert " 0 bytes spill stores" in info, info
+    waits = ptx.count("wgmma.wait_group.sync.aligned")
+    plain = _compile(args + ["--no-overlap"], out, "sm_90a")
+    assert plain.count("wgmma.wait_group.sync.aligned") == waits
+    # Same count (four dots waited for either way: partial loop's two, the
+    # scores before the full loop and p v; or the full loop's own scores):
+    # what differs is where the full loop's first wait is.
+    def commits_before_exponentials(text):
+        after = text.split("wgmma.commit_group")[1:]
+        return [c for c in after if "ex2.approx.ftz.f32" in c and
+                c.find("ex2.approx.ftz.f32") < (c.find("wgmma.wait_group") % (len(c) + 1))]
+    assert commits_before_exponentials(ptx), "no scores group runs during the softmax"
+    assert not commits_before_exponentials(plain)
+
+
 @pytest.mark.parametrize("chip", CHIPS)
 @pytest.mark.parametrize("op", _ops())
 def test_operator_compiles_for_gpu(op, chip, tmp_path):
