@@ -86,11 +86,13 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
 
   Value qt = k.reshape(k.load(vq, {bh, q0, k.cIndex(0)}, {1, BM, D}), {BM, D});
   // The softmax runs in base 2, as FlashAttention and Triton's tutorial do:
-  // scores s2 = s log2(e), so p = 2^(s2 - m2) is one subtraction and the
-  // GPU's ex2 per score, and the running max m2 and the rescale
-  // 2^(m2_old - m2_new) use the same values as p (exactly consistent); the
-  // log-sum-exp goes back to base e at the end. The scale and log2(e) are
-  // one factor unless a score_mod needs the scaled scores in base e.
+  // scores s2 = s c with c = scale log2(e), so p = 2^(s2 - m2) is one fma
+  // (s c - m2, on NVIDIA) and the GPU's ex2 per score, and the rescale
+  // 2^(m2_old - m2_new) subtracts the very m2 values p was shifted by (the
+  // fma's unrounded s c puts the maximum's p within half an ulp of m2 of 1;
+  // that shift is per row and cancels). The log-sum-exp goes back to base e
+  // at the end. The scale and log2(e) are one factor unless a score_mod
+  // needs the scaled scores in base e.
   const double log2e = 1.4426950408889634;
   Value scale2 = k.mul(k.arg("scale"), k.cF32(log2e));
   // f32: scale q once. bf16/f16: q stays in its type for the dot (f32
