@@ -117,20 +117,30 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
     if (scoreMod)
       s = k.mul(scoreMod(k, s, b, h, qIdx, kvIdx), k.cF32(log2e));
     if (applyMask) {
-      Value keep = k.broadcastTo(k.cmp(Cmp::LT, kvIdx, k.convert(seqKV, i32)), {BM, BN});
-      Value builtin;
-      if (mask == "causal")
-        builtin = k.cmp(Cmp::LE, kvIdx, qIdx);
-      else if (mask == "sliding_window")
-        builtin = k.andI(k.cmp(Cmp::LE, kvIdx, qIdx),
-                         k.cmp(Cmp::LT, k.sub(qIdx, kvIdx), k.cI32(c.getInt("window"))));
-      else if (mask == "prefix_lm")
-        builtin = k.orI(k.cmp(Cmp::LT, kvIdx, k.cI32(c.getInt("prefix"))),
-                        k.cmp(Cmp::LE, kvIdx, qIdx));
-      else if (mask == "document") {
-        Value docK = k.expand(k.reshape(k.load(vDocKV, {b, krow}, {1, BN}, -2), {BN}), 0);
-        builtin = k.cmp(Cmp::EQ, docQ, docK);
+      // The built-in masks as a range of keys per query row, [lo, hi] with
+      // hi < seq_kv: one or two comparisons per score against values
+      // computed once per row (causal: kv <= min(q, seq_kv - 1); prefix
+      // LM: kv <= min(max(q, prefix - 1), seq_kv - 1); sliding window: and
+      // kv >= q - window + 1), instead of a comparison per rule and their
+      // conjunction per score.
+      Value lastKV = k.sub(k.convert(seqKV, i32), k.cI32(1));
+      Value keep, builtin;
+      if (mask == "causal" || mask == "sliding_window") {
+        keep = k.cmp(Cmp::LE, kvIdx, k.min(qIdx, lastKV));
+        if (mask == "sliding_window")
+          keep = k.andI(keep, k.cmp(Cmp::GE, kvIdx,
+                                    k.sub(qIdx, k.cI32(c.getInt("window") - 1))));
+      } else if (mask == "prefix_lm") {
+        Value hi = k.min(k.max(qIdx, k.cI32(c.getInt("prefix") - 1)), lastKV);
+        keep = k.cmp(Cmp::LE, kvIdx, hi);
+      } else {
+        keep = k.cmp(Cmp::LE, kvIdx, lastKV);
+        if (mask == "document") {
+          Value docK = k.expand(k.reshape(k.load(vDocKV, {b, krow}, {1, BN}, -2), {BN}), 0);
+          builtin = k.cmp(Cmp::EQ, docQ, docK);
+        }
       }
+      keep = k.broadcastTo(keep, {BM, BN});
       if (builtin)
         keep = k.andI(keep, k.broadcastTo(builtin, {BM, BN}));
       if (maskMod)
