@@ -19,6 +19,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/IR/Matchers.h"
 
 #include <cmath>
 
@@ -114,8 +115,21 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
     if (lowPrecision)
       s = k.mul(s, scoreMod ? k.arg("scale") : scale2);
     Value kvIdx = k.expand(k.add(k.arange(BN), k.convert(krow, i32)), 0); // [1, BN]
-    if (scoreMod)
-      s = k.mul(scoreMod(k, s, b, h, qIdx, kvIdx), k.cF32(log2e));
+    if (scoreMod) {
+      // Back to base 2 after the score_mod. A mod that ends in a product by
+      // a constant (softcap: cap tanh(s / cap)) takes log2(e) into it.
+      Value r = scoreMod(k, s, b, h, qIdx, kvIdx);
+      double factor = log2e;
+      FloatAttr cst;
+      if (auto mul = r.getDefiningOp<arith::MulFOp>(); mul && mul->use_empty())
+        if (auto sp = mul.getRhs().getDefiningOp<kd::SplatOp>())
+          if (matchPattern(sp.getOperand(), m_Constant(&cst))) {
+            factor *= cst.getValueAsDouble();
+            r = mul.getLhs();
+            mul->erase();
+          }
+      s = k.mul(r, k.cF32(factor));
+    }
     if (applyMask) {
       // The built-in masks as a range of keys per query row, [lo, hi] with
       // hi < seq_kv: one or two comparisons per score against values
@@ -172,8 +186,11 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
                       });
     // On sm_90a the scores of the next full block are computed while this
     // one's softmax runs (GPUOverlap.cpp; it costs one more q kᵀ per loop,
-    // so not for the partial blocks, one or two per query block).
-    if (!partial)
+    // so not for the partial blocks, one or two per query block). Not with
+    // a score_mod either: the next scores' registers stay live across it,
+    // and softcap's tanh at block 128 and 8 warps then spills 284 bytes
+    // (20 without the overlap).
+    if (!partial && !scoreMod)
       state[0].getDefiningOp()->setAttr("kiln.overlap",
                                         UnitAttr::get(state[0].getContext()));
   }
@@ -245,7 +262,9 @@ static llvm::Error buildRegistered(ModuleOp module, const Config &c) {
             k, userScore, {s, k.convert(b, i32), k.convert(h, i32), q, kv}))[0];
       if (cap > 0) {
         // Gemma-style soft capping: cap * tanh(s / cap).
-        Value t = math::TanhOp::create(k.builder(), k.loc(), k.div(s, k.cF32(cap)));
+        // s / cap as s (1 / cap): a division is a long sequence on GPUs;
+        // the reciprocal's rounding is 2^-24 relative.
+        Value t = math::TanhOp::create(k.builder(), k.loc(), k.mul(s, k.cF32(1.0 / cap)));
         s = k.mul(t, k.cF32(cap));
       }
       return s;
