@@ -440,3 +440,30 @@ def test_attention_without_overlap(rng, monkeypatch):
         outs.append(out)
     # The same dots in the same order, only issued earlier: bit for bit.
     assert np.array_equal(outs[0], outs[1])
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_block_sparse_attention_softcap(rng, dtype):
+    # Gemma-style soft capping, cap tanh(s / cap), on every target the suite
+    # runs (on GPUs the kernel folds log2 e into the cap's multiply and keeps
+    # its full-block loop without overlap).
+    B, H, S, D, cap = 1, 2, 150, 64, 5.0
+    x = [rng.standard_normal((B, H, S, D)).astype(np.float32) * 2 for _ in range(3)]
+    if dtype == "bf16":
+        bits = [to_bf16_bits(a) for a in x]
+        args = [kiln.bf16(b) for b in bits]
+        x = [from_bf16_bits(b) for b in bits]
+    else:
+        args = x
+    causal = lambda b, h, qi, ki: ki <= qi
+    mask = kiln.ops.block_mask(causal, B, H, S, S)
+    out, lse = kiln.ops.block_sparse_attention(*args, mask, "causal", softcap=cap)
+    q, k, v = (a.astype(np.float64) for a in x)
+    s = cap * np.tanh(q @ k.transpose(0, 1, 3, 2) / np.sqrt(D) / cap)
+    s = np.where(np.tril(np.ones((S, S), bool)), s, -np.inf)
+    m = s.max(-1, keepdims=True)
+    p = np.exp(s - m)
+    ro = p @ v / p.sum(-1, keepdims=True)
+    rl = (m + np.log(p.sum(-1, keepdims=True)))[..., 0]
+    assert_close(out, ro, 2e-2 if dtype == "bf16" else 2e-4, 1e-2 if dtype == "bf16" else 2e-5)
+    assert_close(lse, rl, 1e-4, 1e-4)
