@@ -21,6 +21,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/IR/Matchers.h"
 
+#include <cfloat>
 #include <cmath>
 
 namespace kiln::ops {
@@ -46,6 +47,22 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
                                    "block_sparse_attention: head_dim, block, "
                                    "block_kv and gqa_group must be positive");
   const std::string mask = c.getString("mask");
+  // The masks compare int32 positions; softcap multiplies by 1 / cap.
+  const int64_t window = c.getInt("window"), prefix = c.getInt("prefix");
+  const double cap = c.getFloat("softcap");
+  if (mask == "sliding_window" && (window < 1 || window > INT32_MAX))
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "block_sparse_attention: window must be in "
+                                   "[1, 2^31 - 1], got %lld", (long long)window);
+  if (mask == "prefix_lm" && (prefix < 0 || prefix > INT32_MAX))
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "block_sparse_attention: prefix must be in "
+                                   "[0, 2^31 - 1], got %lld", (long long)prefix);
+  if (!(cap == 0 || (cap >= FLT_MIN && cap <= FLT_MAX)))
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "block_sparse_attention: softcap must be 0 "
+                                   "(off) or a positive normal float, got %g",
+                                   cap);
   Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32),
        i64 = IntegerType::get(ctx, 64);
   // q, k and v in `dtype`; scores, softmax state, out and lse in f32.
@@ -123,7 +140,8 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
       FloatAttr cst;
       if (auto mul = r.getDefiningOp<arith::MulFOp>(); mul && mul->use_empty())
         if (auto sp = mul.getRhs().getDefiningOp<kd::SplatOp>())
-          if (matchPattern(sp.getOperand(), m_Constant(&cst))) {
+          if (matchPattern(sp.getOperand(), m_Constant(&cst)) &&
+              std::isnormal(float(factor * cst.getValueAsDouble()))) {
             factor *= cst.getValueAsDouble();
             r = mul.getLhs();
             mul->erase();

@@ -467,3 +467,34 @@ def test_block_sparse_attention_softcap(rng, dtype):
     rl = (m + np.log(p.sum(-1, keepdims=True)))[..., 0]
     assert_close(out, ro, 2e-2 if dtype == "bf16" else 2e-4, 1e-2 if dtype == "bf16" else 2e-5)
     assert_close(lse, rl, 1e-4, 1e-4)
+
+
+@pytest.mark.parametrize("kind,window,prefix", [("sliding_window", 1, 0), ("prefix_lm", 0, 0),
+                                                ("causal", 0, 0)])
+def test_mask_edges(rng, kind, window, prefix):
+    # The built-in masks' edge parameters (window 1: the diagonal only;
+    # prefix 0: causal), with fewer keys than queries (seq_kv < seq_q).
+    B, H, S, Skv, D = 1, 2, 100, 70, 32
+    q = rng.standard_normal((B, H, S, D)).astype(np.float32)
+    k, v = (rng.standard_normal((B, H, Skv, D)).astype(np.float32) for _ in range(2))
+    rule = {"sliding_window": lambda b, h, qi, ki: (ki <= qi) & (qi - ki < window),
+            "prefix_lm": lambda b, h, qi, ki: (ki < prefix) | (ki <= qi),
+            "causal": lambda b, h, qi, ki: ki <= qi}[kind]
+    mask = kiln.ops.block_mask(rule, B, H, S, Skv)
+    out, lse = kiln.ops.block_sparse_attention(q, k, v, mask, kind, window=max(window, 1),
+                                               prefix=prefix)
+    ro, rl = dense_reference(q, k, v, rule, 1 / np.sqrt(D))
+    assert_close(out, ro, 2e-4, 2e-5)
+    assert_close(lse, rl, 2e-5, 2e-5)
+
+
+def test_mask_parameters_are_checked(rng):
+    q = rng.standard_normal((1, 1, 8, 16)).astype(np.float32)
+    mask = kiln.ops.block_mask(lambda b, h, qi, ki: ki <= qi, 1, 1, 8, 8)
+    for kwargs, what in [(dict(mask_kind="sliding_window", window=0), "window must be in"),
+                         (dict(mask_kind="sliding_window", window=2**31), "window must be in"),
+                         (dict(mask_kind="prefix_lm", prefix=-1), "prefix must be in"),
+                         (dict(softcap=-1.0), "softcap must be 0"),
+                         (dict(softcap=float("inf")), "softcap must be 0")]:
+        with pytest.raises(ValueError, match=what):
+            kiln.ops.block_sparse_attention(q, q, q, mask, **kwargs)
