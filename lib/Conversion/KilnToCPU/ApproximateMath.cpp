@@ -29,6 +29,16 @@ namespace mlir::kiln {
 using namespace mlir;
 
 namespace {
+/// An f32 constant of `type` (a scalar, or a vector splat).
+static Value f32Constant(PatternRewriter &rewriter, Location loc, Type type,
+                         double value) {
+  auto attr = rewriter.getF32FloatAttr(value);
+  auto vecType = dyn_cast<VectorType>(type);
+  return arith::ConstantOp::create(
+      rewriter, loc, type,
+      vecType ? TypedAttr(DenseElementsAttr::get(vecType, attr)) : TypedAttr(attr));
+}
+
 /// f32 `math.exp`/`math.exp2` (scalars, or vectors element by element) as
 /// NVVM's `ex2.approx.ftz.f32`: exp(x) = 2^(x * log2(e)).
 template <typename MathOp>
@@ -57,14 +67,9 @@ struct ExpAsNvvmEx2 : OpRewritePattern<MathOp> {
         x = LLVM::FMAOp::create(rewriter, loc, mul.getLhs(), mul.getRhs(),
                                 arith::NegFOp::create(rewriter, loc,
                                                       sub.getRhs()));
-    if constexpr (std::is_same_v<MathOp, math::ExpOp>) {
-      Value log2e = arith::ConstantOp::create(
-          rewriter, loc, type,
-          vecType ? TypedAttr(DenseElementsAttr::get(
-                        vecType, rewriter.getF32FloatAttr(M_LOG2E)))
-                  : TypedAttr(rewriter.getF32FloatAttr(M_LOG2E)));
-      x = arith::MulFOp::create(rewriter, loc, x, log2e);
-    }
+    if constexpr (std::is_same_v<MathOp, math::ExpOp>)
+      x = arith::MulFOp::create(rewriter, loc, x,
+                                f32Constant(rewriter, loc, type, M_LOG2E));
     auto ex2 = [&](Value v) -> Value {
       return LLVM::CallIntrinsicOp::create(
                  rewriter, loc, rewriter.getF32Type(),
@@ -76,9 +81,7 @@ struct ExpAsNvvmEx2 : OpRewritePattern<MathOp> {
       rewriter.replaceOp(op, ex2(x));
       return success();
     }
-    Value result = arith::ConstantOp::create(
-        rewriter, loc, vecType,
-        DenseElementsAttr::get(vecType, rewriter.getF32FloatAttr(0)));
+    Value result = f32Constant(rewriter, loc, vecType, 0);
     for (int64_t i = 0, e = vecType.getNumElements(); i < e; ++i) {
       Value elt = vector::ExtractOp::create(rewriter, loc, x, i);
       result = vector::InsertOp::create(rewriter, loc, ex2(elt), result, i);
@@ -101,12 +104,7 @@ struct Exp2AsExp : OpRewritePattern<math::Exp2Op> {
     Type type = op.getType();
     if (!getElementTypeOrSelf(type).isF32())
       return failure();
-    auto vecType = dyn_cast<VectorType>(type);
-    Value ln2 = arith::ConstantOp::create(
-        rewriter, op.getLoc(), type,
-        vecType ? TypedAttr(DenseElementsAttr::get(vecType,
-                                                   rewriter.getF32FloatAttr(M_LN2)))
-                : TypedAttr(rewriter.getF32FloatAttr(M_LN2)));
+    Value ln2 = f32Constant(rewriter, op.getLoc(), type, M_LN2);
     rewriter.replaceOpWithNewOp<math::ExpOp>(
         op, arith::MulFOp::create(rewriter, op.getLoc(), op.getOperand(), ln2));
     return success();
