@@ -79,7 +79,17 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
   KernelBuilder k(module, "block_sparse_attention", args, 2, &c.statics);
   Value batch = k.arg("batch"), heads = k.arg("heads"), seqQ = k.arg("seq_q"),
         seqKV = k.arg("seq_kv"), nqb = k.arg("nqb"), maxb = k.arg("maxb");
-  Value qb = k.pid(0), bh = k.pid(1);
+  // Programs start in launch order (x fastest), so the query blocks go from
+  // the last to the first, each over every (batch, head): with a causal or
+  // sliding-window mask the longest programs start first and the short ones
+  // fill the last wave (longest-processing-time-first). At seq 4096, block
+  // 128 and 16 heads on 132 SMs, a causal launch in the plain order ends 85
+  // block-times after it starts, this order 65: the ideal is 64. The grid stays
+  // (query blocks, batch x heads); this is a bijection of it.
+  Value np0 = k.numPrograms(0), np1 = k.numPrograms(1);
+  Value linear = k.add(k.pid(0), k.mul(np0, k.pid(1)));
+  Value qb = k.sub(k.sub(np0, k.cIndex(1)), k.div(linear, np1));
+  Value bh = k.rem(linear, np1);
   Value b = k.div(bh, k.toIndex(heads));
   Value h = k.rem(bh, k.toIndex(heads));
   Value kvHeads = k.div(k.toIndex(heads), k.cIndex(group));
@@ -112,7 +122,14 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
   // at the end. The scale and log2(e) are one factor unless a score_mod
   // needs the scaled scores in base e.
   const double log2e = 1.4426950408889634;
+  // The scale must be positive (as in FlashAttention, which takes the row
+  // maximum of the unscaled scores too): kiln.ops refuses others, and where
+  // the kernel relies on it (bf16/f16 without a score_mod, below) a scale that
+  // is not > 0 makes every output NaN rather than a wrong number.
   Value scale2 = k.mul(k.arg("scale"), k.cF32(log2e));
+  if (lowPrecision && !scoreMod && !c.getInt("overlap"))
+    scale2 = k.select(k.cmp(Cmp::GT, k.arg("scale"), k.cF32(0.0)), scale2,
+                      k.cF32(NAN));
   // f32: scale q once. bf16/f16: q stays in its type for the dot (f32
   // accumulation) and the scale is applied to the f32 scores instead.
   Value qs = lowPrecision ? qt : k.mul(qt, scoreMod ? k.arg("scale") : scale2);
@@ -129,7 +146,13 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
     Value krow = k.mul(k.toIndex(kb), k.cIndex(BN));
     Value kt = k.reshape(k.load(vk, {bkv, krow, k.cIndex(0)}, {1, BN, D}), {BN, D});
     Value s = k.dot(qs, k.trans(kt), zeroS);
-    if (lowPrecision)
+    // bf16/f16 without a score_mod: s stays unscaled. The row maximum of
+    // s c is c max(s) for c > 0 (rounding is monotonic, so bit for bit), and
+    // p = 2^(s c - m2) is one fma per score: the scale costs one product per
+    // row, not one per score. (Not with overlap: at block 128 and 8 warps
+    // the carried unscaled scores then spill 100 bytes.)
+    const bool scaleLate = lowPrecision && !scoreMod && !c.getInt("overlap");
+    if (lowPrecision && !scaleLate)
       s = k.mul(s, scoreMod ? k.arg("scale") : scale2);
     Value kvIdx = k.expand(k.add(k.arange(BN), k.convert(krow, i32)), 0); // [1, BN]
     if (scoreMod) {
@@ -179,9 +202,13 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
         keep = k.andI(keep, k.broadcastTo(maskMod(k, b, h, qIdx, kvIdx), {BM, BN}));
       s = k.select(keep, s, negInf);
     }
-    Value mNew = k.max(m, k.reduce(kd::ReduceKind::max, s, 1));
+    Value rowMax = k.reduce(kd::ReduceKind::max, s, 1);
+    if (scaleLate)
+      rowMax = k.mul(rowMax, scale2);
+    Value mNew = k.max(m, rowMax);
     Value mSafe = k.select(k.cmp(Cmp::EQ, mNew, negInf), k.cF32(0.0), mNew);
-    Value p = k.exp2(k.sub(s, k.broadcastTo(k.expand(mSafe, 1), {BM, BN})));
+    Value p = k.exp2(k.sub(scaleLate ? k.mul(s, scale2) : s,
+                           k.broadcastTo(k.expand(mSafe, 1), {BM, BN})));
     Value alpha = k.exp2(k.sub(m, mSafe));
     Value lNew = k.add(k.mul(l, alpha), k.reduce(kd::ReduceKind::sum, p, 1));
     Value vt = k.reshape(k.load(vv, {bkv, krow, k.cIndex(0)}, {1, BN, D}), {BN, D});
@@ -208,7 +235,7 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
     // a score_mod either: the next scores' registers stay live across it,
     // and softcap's tanh at block 128 and 8 warps then spills 284 bytes
     // (20 without the overlap).
-    if (!partial && !scoreMod)
+    if (!partial && !scoreMod && c.getInt("overlap"))
       state[0].getDefiningOp()->setAttr("kiln.overlap",
                                         UnitAttr::get(state[0].getContext()));
   }
@@ -347,7 +374,11 @@ void registerAttentionOps(std::vector<OpInfo> &ops) {
         {"window", Param::Int, "256", "sliding_window: keys with q - kv < window", {}},
         {"prefix", Param::Int, "0", "prefix_lm: keys < prefix are visible to all", {}},
         {"gqa_group", Param::Int, "1", "query heads per key/value head (GQA; MQA = heads)", {}},
-        {"softcap", Param::Float, "0", "score_mod cap * tanh(s / cap) when > 0", {}}},
+        {"softcap", Param::Float, "0", "score_mod cap * tanh(s / cap) when > 0", {}},
+        {"overlap", Param::Int, "0",
+         "1: on sm_90a, the next full block's scores run during this one's softmax "
+         "(off by default: 5% slower on an H200, docs/performance.md)",
+         {}}},
        buildRegistered});
   ops.push_back({"block_mask_counts",
                  "per (batch x head, query block, key block), how many (q, kv) pairs "

@@ -416,7 +416,7 @@ def _block_mask_on_device(mask_mod, batch, heads, seq_q, seq_kv, block, block_kv
 @_host_only
 def block_sparse_attention(q, k, v, mask, mask_kind="none", window=256, prefix=0,
                            doc_ids=None, softcap=0.0, scale=None, mask_mod=None,
-                           score_mod=None):
+                           score_mod=None, overlap=False):
     """q [B, Hq, S, D], k/v [B, Hkv, Skv, D] (Hq a multiple of Hkv: GQA/MQA),
     `mask` from block_mask(). Inside partial blocks the kernel applies the
     built-in `mask_kind` (none, causal, sliding_window, prefix_lm, document)
@@ -426,7 +426,10 @@ def block_sparse_attention(q, k, v, mask, mask_kind="none", window=256, prefix=0
     kernel. q, k and v are float32, float16, or all three kiln.bf16-wrapped
     uint16 arrays; scores, softmax and the outputs are float32. `doc_ids`
     [B, max(S, Skv)] int32 is the document of each position, queries' and
-    keys' alike (mask_kind "document"). Returns (out [B, Hq, S, D] float32,
+    keys' alike (mask_kind "document"). `scale` (default 1 / sqrt(D)) must be
+    a positive float. `overlap`: on sm_90a, compute the next full block's
+    scores during this one's softmax (off by default: it measured slower on
+    an H200, docs/performance.md). Returns (out [B, Hq, S, D] float32,
     lse [B, Hq, S])."""
     (q, k, v), dtype = _same_type("block_sparse_attention", q=q, k=k, v=v)
     B, Hq, S, D = q.shape
@@ -467,16 +470,21 @@ def block_sparse_attention(q, k, v, mask, mask_kind="none", window=256, prefix=0
             raise ValueError(f"block_sparse_attention: mask['full_idx'] lists a key block "
                              f"that ends past seq_kv {Skv} (the mask was built for "
                              f"another key length); it must be partial")
+    scale = float(scale if scale is not None else 1.0 / np.sqrt(D))
+    if not (np.isfinite(scale) and scale > 0):
+        raise ValueError(f"block_sparse_attention: scale must be a positive finite float, "
+                         f"got {scale}")
     mods = ""
     if mask_mod is not None or score_mod is not None:
         mods = mod_source(block, mask_mod=mask_mod, score_mod=score_mod, block_kv=block_kv)
     kern = kernel("block_sparse_attention", mods=mods, head_dim=D, block=block,
                   **_kv_config(block, block_kv), mask=mask_kind, window=window, prefix=prefix,
-                  gqa_group=Hq // Hkv, softcap=softcap, dtype=dtype)
+                  gqa_group=Hq // Hkv, softcap=softcap, dtype=dtype,
+                  **({"overlap": 1} if overlap else {}))
     arrays = [_i32(mask[n]) for n in ("kv_num", "kv_idx", "full_num", "full_idx")]
     kern.launch([_ptr(q), _ptr(k), _ptr(v), _ptr(out), _ptr(lse)] + [_ptr(a) for a in arrays] +
                 [_ptr(doc_ids), B, Hq, S, Skv, mask["nqb"], mask["maxb"],
-                 float(scale if scale is not None else 1.0 / np.sqrt(D))],
+                 scale],
                 [mask["nqb"], B * Hq])
     return out, lse
 

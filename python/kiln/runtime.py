@@ -48,7 +48,11 @@ class Bundle:
 
         gpu = self._kernel.is_gpu
 
-        def launch(*args):
+        def launch(*args, wait=True):
+            """wait=False (GPU bundles): the kernel is queued on the runtime's
+            stream, which is ordered with the legacy default stream (PyTorch's
+            default), and the call returns; the arrays must stay alive until
+            it ran. Bundle.synchronize() waits and reports its errors."""
             values = []
             for (name, kind, dtype), a in zip(self._kernel.signature, args):
                 if kind == "ptr":
@@ -73,9 +77,14 @@ class Bundle:
                     values.append(a.ctypes.data)
                 else:
                     values.append(a)
-            self._kernel.launch(values, list(grid))
+            self._kernel.launch(values, list(grid), wait)
 
         return launch
+
+    def synchronize(self):
+        """Waits for this bundle's runtime's GPU kernels launched with
+        wait=False; raises LaunchError if one failed."""
+        self._kernel.synchronize()
 
 
 class CudaArrayView:

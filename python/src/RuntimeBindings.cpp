@@ -49,9 +49,10 @@ std::shared_ptr<kiln_runtime> &defaultRuntime() {
   return rt;
 }
 
-/// Converts the Python arguments by the kernel's signature and launches.
+/// Converts the Python arguments by the kernel's signature and launches;
+/// with `wait` false a GPU kernel is only queued (kiln_launch_async).
 void launch(PyKernel &k, const std::vector<py::object> &args,
-            const std::vector<int64_t> &grid) {
+            const std::vector<int64_t> &grid, bool wait) {
   size_t n = kiln_kernel_num_args(k.handle);
   if (args.size() != n)
     throw py::type_error("kernel '" + std::string(kiln_kernel_name(k.handle)) +
@@ -118,7 +119,9 @@ void launch(PyKernel &k, const std::vector<py::object> &args,
   kiln_status st;
   {
     py::gil_scoped_release release;
-    st = kiln_launch(k.runtime, k.handle, packed.data(), packed.size(), g);
+    st = wait ? kiln_launch(k.runtime, k.handle, packed.data(), packed.size(), g)
+              : kiln_launch_async(k.runtime, k.handle, packed.data(),
+                                  packed.size(), g);
   }
   if (st)
     raise(st);
@@ -154,7 +157,21 @@ PyKernel loadBytes(const std::string &bytes, int threads) {
 void kiln::python::bindRuntime(py::module &m) {
   py::register_exception<LaunchError>(m, "LaunchError", PyExc_RuntimeError);
   py::class_<PyKernel>(m, "Kernel", py::module_local())
-      .def("launch", &launch, py::arg("args"), py::arg("grid"))
+      .def("launch", &launch, py::arg("args"), py::arg("grid"),
+           py::arg("wait") = true)
+      .def(
+          "synchronize",
+          [](PyKernel &k) {
+            kiln_status st;
+            {
+              py::gil_scoped_release release;
+              st = kiln_synchronize(k.runtime);
+            }
+            if (st)
+              raise(st);
+          },
+          "Waits for the GPU kernels launched with wait=False on this "
+          "kernel's runtime; raises LaunchError for an error they raised")
       .def_property_readonly("name",
                              [](PyKernel &k) { return kiln_kernel_name(k.handle); })
       .def_property_readonly("signature", &signature)

@@ -221,6 +221,13 @@ def test_bundles_from_kilnc_run_through_the_runtime_only_module(tmp_path):
     out[:] = np.nan
     b[(3,)](x, y, out, n)
     assert (out == x + 1).all()
+    # wait=False queues a GPU kernel; a CPU kernel has run when it returns.
+    out[:] = np.nan
+    b[(3,)](x, y - 2, out, n, wait=False)
+    b.synchronize()
+    assert (out == x - 1).all()
+    with pytest.raises(TypeError):
+        b[(3,)](x, y, out, n, sync=False)
 
 
 @kiln.jit
@@ -341,10 +348,12 @@ def test_reshape_views_and_copies(rng):
 
 @kiln.jit
 def overlapped_attention(q, k, v, out, seq, scale, D: kl.constexpr, BM: kl.constexpr,
-                         BN: kl.constexpr):
+                         BN: kl.constexpr, RAW: kl.constexpr):
     # f16 flash attention whose key loop asks for overlap: on sm_90a the
     # scores of the next key block are computed while this one's softmax
     # runs (docs/gpu.md, "Overlap"); elsewhere the hint changes nothing.
+    # RAW: the row maximum is taken of the dot's result itself (the carried
+    # scores read by a reduction, then by the exponentials).
     qb = kl.program_id(0)
     vq = kl.make_view(q, (seq, D), (D, 1))
     vk = kl.make_view(k, (seq, D), (D, 1))
@@ -356,11 +365,16 @@ def overlapped_attention(q, k, v, out, seq, scale, D: kl.constexpr, BM: kl.const
     acc = kl.zeros((BM, D), kl.float32)
     for start in kl.range(0, seq, BN, overlap=True):
         kt = kl.load(vk, offsets=(start, 0), shape=(BN, D))
-        s = kl.dot(qt, kl.trans(kt)) * scale
         cols = start + kl.arange(0, BN)
-        s = kl.where(cols[None, :] < seq, s, float("-inf"))
-        m_new = kl.maximum(m_i, kl.max(s, axis=1))
-        p = kl.exp(s - m_new[:, None])
+        if RAW:
+            s = kl.dot(qt, kl.trans(kt))
+            m_new = kl.maximum(m_i, kl.max(s, axis=1) * scale)  # keys past seq read 0
+            p = kl.where(cols[None, :] < seq, kl.exp(s * scale - m_new[:, None]), 0.0)
+        else:
+            s = kl.dot(qt, kl.trans(kt)) * scale
+            s = kl.where(cols[None, :] < seq, s, float("-inf"))
+            m_new = kl.maximum(m_i, kl.max(s, axis=1))
+            p = kl.exp(s - m_new[:, None])
         alpha = kl.exp(m_i - m_new)
         l_i = l_i * alpha + kl.sum(p, axis=1)
         vt = kl.load(vv, offsets=(start, 0), shape=(BN, D))
@@ -369,11 +383,13 @@ def overlapped_attention(q, k, v, out, seq, scale, D: kl.constexpr, BM: kl.const
     kl.store(vo, acc / l_i[:, None], offsets=(qb * BM, 0))
 
 
+@pytest.mark.parametrize("raw", [False, True])
 @pytest.mark.parametrize("seq", [1, 64, 200])
-def test_overlapped_loop(rng, seq):
+def test_overlapped_loop(rng, seq, raw):
     q, k, v = (rng.standard_normal((seq, 64)).astype(np.float16) for _ in range(3))
     out = np.full((seq, 64), np.nan, np.float32)
-    overlapped_attention[(kiln.cdiv(seq, 64),)](q, k, v, out, seq, 0.125, D=64, BM=64, BN=64)
+    overlapped_attention[(kiln.cdiv(seq, 64),)](q, k, v, out, seq, 0.125, D=64, BM=64, BN=64,
+                                                RAW=raw)
     s = q.astype(np.float64) @ k.astype(np.float64).T * 0.125
     p = np.exp(s - s.max(1, keepdims=True))
     ref = (p / p.sum(1, keepdims=True)) @ v.astype(np.float64)

@@ -151,7 +151,8 @@ def test_overlapped_attention_is_not_serialized(shape, tmp_path):
     one wait more (the scores' own)."""
     block, warps, mask = shape
     args = ["op", "block_sparse_attention", "--dtype", "bf16", "--head_dim", "128",
-            "--block", block, "--mask", mask, "--window", "1024", "--num-warps", warps]
+            "--block", block, "--mask", mask, "--window", "1024", "--num-warps", warps,
+            "--overlap", "1"]
     out = str(tmp_path / "k.ptx")
     ptx = _compile(args, out, "sm_90a")
     info = _assemble(out, "sm_90a", tmp_path)

@@ -424,8 +424,9 @@ def test_operator_kernels_follow_kiln_target_and_tma(rng, monkeypatch):
 
 
 def test_attention_without_overlap(rng, monkeypatch):
-    # KILN_OVERLAP=0 drops attention's overlap mark (sm_90a); the results are
-    # the same either way, on every target.
+    # overlap=True marks attention's full-block loop (sm_90a), and
+    # KILN_OVERLAP=0 drops the mark; the results are the same either way, on
+    # every target.
     B, H, S, D = 1, 2, 200, 64
     bits = [to_bf16_bits(rng.standard_normal((B, H, S, D)).astype(np.float32))
             for _ in range(3)]
@@ -433,13 +434,41 @@ def test_attention_without_overlap(rng, monkeypatch):
     mask = kiln.ops.block_mask(lambda b, h, qi, ki: ki <= qi, B, H, S, S)
     ro, _ = dense_reference(*x, lambda b, h, qi, ki: ki <= qi, 1 / np.sqrt(D))
     outs = []
-    for overlap in ("1", "0"):
-        monkeypatch.setenv("KILN_OVERLAP", overlap)
-        out, _ = kiln.ops.block_sparse_attention(*[kiln.bf16(b) for b in bits], mask, "causal")
+    for overlap, env in ((True, "1"), (True, "0"), (False, "1")):
+        monkeypatch.setenv("KILN_OVERLAP", env)
+        out, _ = kiln.ops.block_sparse_attention(*[kiln.bf16(b) for b in bits], mask, "causal",
+                                                 overlap=overlap)
         assert_close(out, ro, 2e-2, 1e-2)
         outs.append(out)
     # The same dots in the same order, only issued earlier: bit for bit.
-    assert np.array_equal(outs[0], outs[1])
+    assert np.array_equal(outs[0], outs[1]) and np.array_equal(outs[0], outs[2])
+
+
+def test_attention_scale_must_be_positive(rng):
+    # The bf16 kernel takes the row maximum of the unscaled scores (as
+    # FlashAttention does), which is right for a positive scale only: kiln.ops
+    # refuses others, and the kernel launched directly turns them into NaN.
+    B, H, S, D = 1, 1, 70, 64
+    bits = [to_bf16_bits(rng.standard_normal((B, H, S, D)).astype(np.float32))
+            for _ in range(3)]
+    mask = kiln.ops.block_mask(lambda b, h, qi, ki: ki <= qi, B, H, S, S)
+    for bad in (-0.125, 0.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="scale must be a positive"):
+            kiln.ops.block_sparse_attention(*[kiln.bf16(b) for b in bits], mask, "causal",
+                                            scale=bad)
+    kern = kiln.ops.kernel("block_sparse_attention", head_dim=D, block=64, mask="causal",
+                           window=256, prefix=0, gqa_group=1, softcap=0.0, dtype="bf16")
+    arrays = [np.ascontiguousarray(mask[n], np.int32)
+              for n in ("kv_num", "kv_idx", "full_num", "full_idx")]
+    docs = np.zeros((B, S), np.int32)
+    for scale, finite in ((0.125, True), (-0.125, False)):
+        out = np.full((B, H, S, D), np.nan, np.float32)
+        lse = np.full((B, H, S), np.nan, np.float32)
+        kern.launch([a.ctypes.data for a in bits] + [out.ctypes.data, lse.ctypes.data] +
+                    [a.ctypes.data for a in arrays] +
+                    [docs.ctypes.data, B, H, S, S, mask["nqb"], mask["maxb"], scale],
+                    [mask["nqb"], B * H])
+        assert np.isfinite(out).all() if finite else np.isnan(out).all()
 
 
 @pytest.mark.parametrize("dtype", ["f32", "bf16"])

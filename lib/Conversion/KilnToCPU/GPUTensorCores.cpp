@@ -734,6 +734,11 @@ void KernelLowering::materializeFragments(Value v, Operation *user) {
   fragmentResults.erase(v);
   ImplicitLocOpBuilder b(user->getLoc(), user);
   Value buf = buffers.lookup(v);
+  if (!buf) {
+    // Fragments carried by a loop (lowerFor) have no buffer of their own.
+    buf = allocTile(cast<RankedTensorType>(v.getType()), user->getLoc());
+    buffers[v] = buf;
+  }
   forEachFragment(b, dot, regs,
                   [&](ImplicitLocOpBuilder &ib, ValueRange idx, Value e) {
                     storeElems(ib, e, buf, idx, 1);

@@ -639,8 +639,11 @@ bool KernelLowering::fragmentUses(Value v, DotOp dot, bool elementwiseOnly) {
     return false;
   auto shape = cast<RankedTensorType>(v.getType()).getShape();
   // The registers are defined where `v` is: the dot's block, or after the
-  // loop that carried them (a loop result, lowerFor).
-  Block *home = v.getParentBlock();
+  // loop that carried them (a loop result, lowerFor). A loop's fragment
+  // argument is used in the loop's body, which lowerFor moves into a new
+  // loop: its users' block, then, not the old body it belongs to.
+  Block *home = isa<BlockArgument>(v) ? v.getUses().begin()->getOwner()->getBlock()
+                                      : v.getParentBlock();
   for (OpOperand &use : v.getUses()) {
     Operation *user = use.getOwner();
     if (user->getBlock() != home)

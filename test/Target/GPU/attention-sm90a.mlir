@@ -40,7 +40,7 @@
 // next scores) is committed without a wait; the p v group's wait retires
 // both. The partial-block loop and the scores before the full loop wait at
 // once.
-// RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_90a --emit ptx | FileCheck %s --check-prefix=OVL
+// RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --overlap 1 --target sm_90a --emit ptx | FileCheck %s --check-prefix=OVL
 // OVL: wgmma.commit_group.sync.aligned;
 // OVL-NEXT: wgmma.wait_group.sync.aligned 0;
 // OVL: ex2.approx.ftz.f32
@@ -55,8 +55,10 @@
 // OVL-NEXT: wgmma.wait_group.sync.aligned 0;
 // OVL-NOT: wgmma.mma_async
 // kilnc --no-overlap (KILN_OVERLAP=0) drops the mark: every group is waited for
-// at once, and there is no dot before the full-block loop.
-// RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_90a --no-overlap --emit ptx | FileCheck %s --check-prefix=NOOVL
+// at once, and there is no dot before the full-block loop. So does the
+// operator's default (overlap 0).
+// RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --overlap 1 --target sm_90a --no-overlap --emit ptx | FileCheck %s --check-prefix=NOOVL
+// RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_90a --emit ptx | FileCheck %s --check-prefix=NOOVL
 // NOOVL-COUNT-4: wgmma.wait_group.sync.aligned 0;
 // NOOVL-NOT: wgmma.wait_group
 // CHECK: tensormap.replace.tile.rank.global.b1024.b32
