@@ -1360,7 +1360,27 @@ EMU_API void kiln_emu_tensormap_release(void) {
 EMU_API void kiln_emu_tensormap_acquire(int64_t map) {
   block_state *s = S;
   check_tensor_map_address(map, "fence.proxy.tensormap::generic.acquire");
+  int known = 0;
+  for (int i = 0; i < s->num_maps; ++i)
+    known |= s->maps[i].addr == map;
   tensormap_state *e = tensormap_at(map);
+  if (!known) {
+    /* Never replaced here: a map built elsewhere (in shared memory) and
+     * copied here by generic stores before this thread's release, which the
+     * emulator does not see. It takes the protocol state of this thread's
+     * released map with the same bytes; none: the use reports it unbuilt. */
+    for (int i = 0; i < s->num_maps; ++i) {
+      tensormap_state *src = &s->maps[i];
+      if (src != e && src->writer == s->current && src->released > src->replaced &&
+          !memcmp(src->image, (const void *)(uintptr_t)map, kTensorMapBytes)) {
+        e->writer = src->writer;
+        e->replaced = src->replaced;
+        e->released = src->released;
+        memcpy(e->image, src->image, kTensorMapBytes);
+        break;
+      }
+    }
+  }
   s->tm_acquired[s->current][e - s->maps] = ++s->tm_clock;
 }
 
