@@ -11,7 +11,7 @@
 // RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_90a --emit ptx | FileCheck %s
 // RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_90a --emit ptx | FileCheck %s --check-prefix=STORE
 // RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_90a --no-swizzle --emit ptx | FileCheck %s --check-prefix=CORE
-// CORE: tensormap.replace.tile.swizzle_mode.global.b1024.b32 [{{.*}}], 0;
+// CORE: tensormap.replace.tile.swizzle_mode.shared::cta.b1024.b32 [{{.*}}], 0;
 // CORE: cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
 // RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_90a --num-stages 1 --emit ptx | FileCheck %s --check-prefix=S1
 // Shared memory (160 KiB at head dim 128, block 128, 8 warps, 2 stages, on
@@ -61,8 +61,8 @@
 // RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_90a --emit ptx | FileCheck %s --check-prefix=NOOVL
 // NOOVL-COUNT-4: wgmma.wait_group.sync.aligned 0;
 // NOOVL-NOT: wgmma.wait_group
-// CHECK: tensormap.replace.tile.rank.global.b1024.b32
-// CHECK: tensormap.replace.tile.swizzle_mode.global.b1024.b32 [{{.*}}], 3;
+// CHECK: tensormap.replace.tile.rank.shared::cta.b1024.b32
+// CHECK: tensormap.replace.tile.swizzle_mode.shared::cta.b1024.b32 [{{.*}}], 3;
 // CHECK: mbarrier.init.shared.b64
 // CHECK: cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
 // CHECK: mbarrier.try_wait.parity.shared.b64

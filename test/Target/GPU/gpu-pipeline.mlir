@@ -29,9 +29,11 @@
 // layout type 1 (bit 62). With --no-swizzle they are core-matrix tiles, one
 // 3-d box each (8 columns, all rows, the column chunks).
 // RUN: kilnc %S/../../../examples/matmul_bf16.mlir --target sm_90a --emit ptx | FileCheck %s --check-prefix=TMA
-// TMA: tensormap.replace.tile.global_address.global.b1024.b64
-// TMA: tensormap.replace.tile.swizzle_mode.global.b1024.b32 [{{.*}}], 3;
-// TMA: tensormap.replace.tile.fill_mode.global.b1024.b32
+// TMA: tensormap.replace.tile.global_address.shared::cta.b1024.b64
+// TMA: tensormap.replace.tile.swizzle_mode.shared::cta.b1024.b32 [{{.*}}], 3;
+// TMA: tensormap.replace.tile.fill_mode.shared::cta.b1024.b32
+// The map is built in shared memory, then copied to the global scratch.
+// TMA-COUNT-8: st.global.v4.b32
 // TMA: fence.proxy.tensormap::generic.release.gpu;
 // TMA: fence.proxy.tensormap::generic.acquire.gpu [{{.*}}], 128;
 // TMA: mbarrier.init.shared.b64
@@ -42,7 +44,7 @@
 // TMA: mbarrier.try_wait.parity.shared.b64
 // TMA: mbarrier.inval.shared.b64
 // RUN: kilnc %S/../../../examples/matmul_bf16.mlir --target sm_90a --no-swizzle --emit ptx | FileCheck %s --check-prefix=NOSWIZZLE
-// NOSWIZZLE: tensormap.replace.tile.swizzle_mode.global.b1024.b32 [{{.*}}], 0;
+// NOSWIZZLE: tensormap.replace.tile.swizzle_mode.shared::cta.b1024.b32 [{{.*}}], 0;
 // NOSWIZZLE: cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
 // NOSWIZZLE-NOT: cp.async.bulk.tensor.2d.shared::cluster.global
 // The C tile goes out by one TMA store (a third tensor map, 128 bytes of
