@@ -148,7 +148,7 @@ def test_bf16_gemm_transposed_b_swizzled(rng, mnk):
 
 def ptx_swizzled_boxes(ptx):
     """The 2-d boxes of a kernel whose tensor maps take the 128B swizzle (3)."""
-    assert re.search(r"swizzle_mode\.global\.b1024\.b32\s+\[[^]]+\], 3;", ptx)
+    assert re.search(r"swizzle_mode\.shared::cta\.b1024\.b32\s+\[[^]]+\], 3;", ptx)
     return ptx.count("cp.async.bulk.tensor.2d.shared::cluster.global")
 
 
