@@ -911,14 +911,15 @@ if not EMULATED and ACTIVE:
 
     def kiln_attention(kind, warps=None, stages=None, block=64, swizzle=True, overlap=False):
         """(launch, output): the operator's bundle on device tensors, with
-        the argument list of kiln.ops.block_sparse_attention."""
+        the argument list of kiln.ops.block_sparse_attention. Kind "fixed":
+        the dense kernel on the block mask in masks[("fixed", block)]."""
         if (kind, block) not in masks:
             bq, bkv = block_sizes(block)
             masks[(kind, block)] = ops.block_mask(rules[kind], B, H, SQ, SQ, block=bq,
                                                   block_kv=bkv)
         mask = masks[(kind, block)]
-        bundle = load(attention_bench_kernel(kind, warps, stages, block, swizzle,
-                                             overlap).path)
+        bundle = load(attention_bench_kernel("none" if kind == "fixed" else kind, warps,
+                                             stages, block, swizzle, overlap).path)
         ot, lt = torch.empty(B, H, SQ, D, device=dev), torch.empty(B, H, SQ, device=dev)
         marr = [torch.from_numpy(np.ascontiguousarray(mask[n_], np.int32)).to(dev)
                 for n_ in ("kv_num", "kv_idx", "full_num", "full_idx")]
@@ -947,6 +948,30 @@ if not EMULATED and ACTIVE:
             add_row((f"attention {kind} s{SQ} d{D} bf16 {tag}",
                          fl / t_kiln / 1e12, fl / t_torch / 1e12, "TFLOP/s",
                          "scaled_dot_product_attention"))
+
+    # The fixed cost per program: the dense kernels again with no key block
+    # (kv_num = full_num = 0: the prologue, the two empty loops, the
+    # epilogue) and with one full block, at the two main shapes. The grid is
+    # the same (512 or 1024 programs); per program: time x SMs / programs.
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for variant in ((8, None, 128, True, False), (None, None, 64, True, False)):
+        base = masks.get(("none", variant[2]))
+        if base is None:
+            continue
+        for label, nfull in (("no key block", 0), ("one full block", 1)):
+            m_ = dict(base)
+            m_["kv_num"] = np.zeros_like(base["kv_num"])
+            m_["full_num"] = np.full_like(base["full_num"], nfull)
+            m_["full_idx"] = np.zeros_like(base["full_idx"])
+            masks[("fixed", variant[2])] = m_
+            run_kiln, ot, bundle = kiln_attention("fixed", *variant)
+            t_fixed = bench(run_kiln, reps=5, batch=3)
+            kiln_sync(bundle)
+            progs = m_["nqb"] * B * H
+            print(f"fixed cost {variant_tag(*variant)} {label}: {t_fixed * 1e6:.1f} us for "
+                  f"{progs} programs, {t_fixed * 1e6 * sms / progs:.2f} us per program "
+                  f"(on {sms} SMs)")
+            del masks[("fixed", variant[2])]
 
     # Block-sparse (causal sliding window) vs flex_attention at the same mask,
     # where this PyTorch has it. Its torch.compile is timed and reported; any

@@ -315,16 +315,28 @@ void KernelLowering::setupTma(ImplicitLocOpBuilder &b, scf::ForOp loop,
   if (tmaLoads.empty())
     return;
   Value anyTma = arith::ConstantIntOp::create(b, 0, 1);
+  SmallVector<PipelinedLoad *> newMaps; // the others reuse a built map
+  DominanceInfo dom(func);
   for (PipelinedLoad *pl : tmaLoads) {
     const ViewInfo &vi = views[pl->load.getView()];
     RankedTensorType type = pl->load.getResult().getType();
     int64_t eb = storageBytes(type);
-    Value ok = tmaViewAllows(b, vi, type.getRank(), eb,
-                             isCoreBuffer(pl->stages[0]) && !pl->swizzled);
-    pl->useTma = ok;
-    pl->tensorMap = simt->tensorMaps++;
     pl->tmaBytes = type.getNumElements() * eb;
-    anyTma = arith::OrIOp::create(b, anyTma, ok);
+    auto key = std::make_tuple(pl->load.getView().getAsOpaquePointer(),
+                               type.getAsOpaquePointer(),
+                               isCoreBuffer(pl->stages[0]), pl->swizzled);
+    auto it = builtMaps.find(key);
+    if (it != builtMaps.end() && dom.properlyDominates(it->second.ok, loop)) {
+      pl->useTma = it->second.ok;
+      pl->tensorMap = it->second.slot;
+    } else {
+      pl->useTma = tmaViewAllows(b, vi, type.getRank(), eb,
+                                 isCoreBuffer(pl->stages[0]) && !pl->swizzled);
+      pl->tensorMap = simt->tensorMaps++;
+      builtMaps[key] = {pl->tensorMap, pl->useTma};
+      newMaps.push_back(pl);
+    }
+    anyTma = arith::OrIOp::create(b, anyTma, pl->useTma);
   }
   state.anyTma = anyTma;
   int64_t stages = simt->numStages;
@@ -334,7 +346,7 @@ void KernelLowering::setupTma(ImplicitLocOpBuilder &b, scf::ForOp loop,
   simt->bufferHome[state.barriers.getDefiningOp()] = loop->getBlock();
 
   onThread0(b, simt->threadId, [&](ImplicitLocOpBuilder &tb) {
-    for (PipelinedLoad *pl : tmaLoads)
+    for (PipelinedLoad *pl : newMaps)
       when(tb, pl->useTma, [&](ImplicitLocOpBuilder &mb) {
         const ViewInfo &vi = views[pl->load.getView()];
         RankedTensorType type = pl->load.getResult().getType();
@@ -343,8 +355,9 @@ void KernelLowering::setupTma(ImplicitLocOpBuilder &b, scf::ForOp loop,
                                pl->swizzled),
                        storageBytes(type), pl->swizzled ? 3 : 0);
       });
-    NVVM::FenceProxyReleaseOp::create(tb, NVVM::MemScopeKind::GPU);
-    for (PipelinedLoad *pl : tmaLoads)
+    if (!newMaps.empty())
+      NVVM::FenceProxyReleaseOp::create(tb, NVVM::MemScopeKind::GPU);
+    for (PipelinedLoad *pl : newMaps)
       when(tb, pl->useTma, [&](ImplicitLocOpBuilder &ab) {
         NVVM::FenceProxyAcquireOp::create(
             ab, NVVM::MemScopeKind::GPU,

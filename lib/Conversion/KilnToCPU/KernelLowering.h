@@ -30,6 +30,10 @@
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
+#include "mlir/IR/Dominance.h"
+
+#include <map>
+#include <tuple>
 
 namespace mlir::kiln::detail {
 
@@ -173,6 +177,16 @@ private:
     DotOp inFlight;
   };
   SmallVector<std::unique_ptr<PipelinedLoop>> pipelinedLoops;
+  // TMA maps already built by thread 0 (released and acquired), by view,
+  // tile type, and stage layout (core matrices, 128B swizzle): a later loop
+  // loading the same tiles of the same view reuses the map when its
+  // condition dominates the loop (setupTma). Attention's partial- and
+  // full-block loops read the same key and value tiles.
+  struct BuiltMap {
+    int64_t slot;
+    Value ok;
+  };
+  std::map<std::tuple<const void *, const void *, bool, bool>, BuiltMap> builtMaps;
   /// The dot of `loop` that may keep its wgmma groups in flight across
   /// iterations (see setupPipelining), or null.
   DotOp inFlightDot(scf::ForOp loop, const PipelinedLoop &state);

@@ -61,6 +61,12 @@
 // RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_90a --emit ptx | FileCheck %s --check-prefix=NOOVL
 // NOOVL-COUNT-4: wgmma.wait_group.sync.aligned 0;
 // NOOVL-NOT: wgmma.wait_group
+// The partial- and full-block loops load the same key and value tiles: one
+// map each, built before the first loop and reused by the second; with the
+// output's and the log-sum-exp's (TMA stores), four maps.
+// RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_90a --emit ptx | FileCheck %s --check-prefix=MAPS
+// MAPS-COUNT-4: tensormap.replace.tile.global_address
+// MAPS-NOT: tensormap.replace.tile.global_address
 // CHECK: tensormap.replace.tile.rank.shared::cta.b1024.b32
 // CHECK: tensormap.replace.tile.swizzle_mode.shared::cta.b1024.b32 [{{.*}}], 3;
 // CHECK: mbarrier.init.shared.b64
