@@ -355,8 +355,14 @@ void KernelLowering::setupTma(ImplicitLocOpBuilder &b, scf::ForOp loop,
                                pl->swizzled),
                        storageBytes(type), pl->swizzled ? 3 : 0);
       });
-    if (!newMaps.empty())
-      NVVM::FenceProxyReleaseOp::create(tb, NVVM::MemScopeKind::GPU);
+    if (!newMaps.empty()) {
+      Operation *fence =
+          NVVM::FenceProxyReleaseOp::create(tb, NVVM::MemScopeKind::GPU);
+      if (!mapSite) {
+        mapSite = cast<scf::IfOp>(tb.getBlock()->getParentOp());
+        mapSiteFence = fence;
+      }
+    }
     for (PipelinedLoad *pl : newMaps)
       when(tb, pl->useTma, [&](ImplicitLocOpBuilder &ab) {
         NVVM::FenceProxyAcquireOp::create(
@@ -477,10 +483,71 @@ bool KernelLowering::tmaStoreCandidate(Operation *op, Value tileBuf,
          rows * cols * eb % 128 == 0;
 }
 
-void KernelLowering::emitTmaStore(ImplicitLocOpBuilder &b, const ViewInfo &vi,
-                                  ValueRange offsets, Value tileBuf,
-                                  RankedTensorType type) {
-  int64_t rank = type.getRank(), slot = simt->tensorMaps++;
+std::optional<KernelLowering::BuiltMap>
+KernelLowering::prebuildStoreMap(Operation *store, const ViewInfo &vi,
+                                 RankedTensorType type) {
+  if (!mapSite)
+    return std::nullopt;
+  DominanceInfo dom(func);
+  SmallVector<Value> inputs{vi.memref};
+  inputs.append(vi.sizes.begin(), vi.sizes.end());
+  inputs.append(vi.strides.begin(), vi.strides.end());
+  if (!llvm::all_of(inputs, [&](Value v) {
+        return v && dom.properlyDominates(v, mapSite);
+      }) ||
+      !dom.properlyDominates(mapSite.getOperation(), store))
+    return std::nullopt;
+  ImplicitLocOpBuilder b(store->getLoc(), mapSite);
+  BuiltMap map{simt->tensorMaps++,
+               tmaViewAllows(b, vi, type.getRank(), storageBytes(type), false)};
+  ImplicitLocOpBuilder mb(store->getLoc(), mapSiteFence);
+  when(mb, map.ok, [&](ImplicitLocOpBuilder &wb) {
+    buildTensorMap(wb, map.slot, vi,
+                   tmaDims(wb, vi, type, /*core=*/false, /*swizzled=*/false),
+                   storageBytes(type), /*swizzleMode=*/0);
+  });
+  ImplicitLocOpBuilder ab(store->getLoc(), mapSiteFence->getBlock(),
+                          std::next(Block::iterator(mapSiteFence)));
+  when(ab, map.ok, [&](ImplicitLocOpBuilder &wb) {
+    NVVM::FenceProxyAcquireOp::create(
+        wb, NVVM::MemScopeKind::GPU,
+        pointerAt(wb, tensorMapAddress(wb, *simt, map.slot), 0), i32Const(wb, 128));
+  });
+  return map;
+}
+
+/// Whether anything after `op` (in program order, to the kernel's end) may
+/// read memory: a kiln load, gather or atomic, or an op of another dialect
+/// with a read effect.
+static bool readsAfter(Operation *op) {
+  for (Operation *o = op; o; o = o->getParentOp()) {
+    if (isa<FunctionOpInterface>(o))
+      break;
+    for (Operation *n = o->getNextNode(); n; n = n->getNextNode()) {
+      bool reads = false;
+      n->walk([&](Operation *x) {
+        if (isa<LoadOp, GatherOp, AtomicAddOp>(x))
+          reads = true;
+        else if (auto me = dyn_cast<MemoryEffectOpInterface>(x))
+          reads |= me.hasEffect<MemoryEffects::Read>();
+      });
+      if (reads)
+        return true;
+    }
+  }
+  return false;
+}
+
+void KernelLowering::emitTmaStore(ImplicitLocOpBuilder &b, Operation *op,
+                                  const ViewInfo &vi, ValueRange offsets,
+                                  Value tileBuf, RankedTensorType type,
+                                  int64_t prebuilt) {
+  int64_t rank = type.getRank();
+  int64_t slot = prebuilt >= 0 ? prebuilt : simt->tensorMaps++;
+  // Nothing after the store reads memory: waiting until the box has been
+  // read out of shared memory is enough (the kernel's end completes the
+  // writes), as CUTLASS's epilogues do.
+  bool readOnly = !readsAfter(op);
   // Every thread's earlier writes to the async proxy (`fence.proxy.async`,
   // all state spaces: the tile in shared memory, and any earlier generic
   // store to the same global memory, which the box must land after), then
@@ -491,13 +558,15 @@ void KernelLowering::emitTmaStore(ImplicitLocOpBuilder &b, const ViewInfo &vi,
                              NVVM::SharedSpaceAttr());
   barrier(b);
   onThread0(b, simt->threadId, [&](ImplicitLocOpBuilder &tb) {
-    buildTensorMap(tb, slot, vi,
-                   tmaDims(tb, vi, type, /*core=*/false, /*swizzled=*/false),
-                   storageBytes(type), /*swizzleMode=*/0);
-    NVVM::FenceProxyReleaseOp::create(tb, NVVM::MemScopeKind::GPU);
     Value map = pointerAt(tb, tensorMapAddress(tb, *simt, slot), 0);
-    NVVM::FenceProxyAcquireOp::create(tb, NVVM::MemScopeKind::GPU, map,
-                                      i32Const(tb, 128));
+    if (prebuilt < 0) {
+      buildTensorMap(tb, slot, vi,
+                     tmaDims(tb, vi, type, /*core=*/false, /*swizzled=*/false),
+                     storageBytes(type), /*swizzleMode=*/0);
+      NVVM::FenceProxyReleaseOp::create(tb, NVVM::MemScopeKind::GPU);
+      NVVM::FenceProxyAcquireOp::create(tb, NVVM::MemScopeKind::GPU, map,
+                                        i32Const(tb, 128));
+    }
     // The box's elements outside the view are not written.
     SmallVector<Value> coords;
     for (int64_t d = rank - 1; d >= 0; --d)
@@ -506,13 +575,14 @@ void KernelLowering::emitTmaStore(ImplicitLocOpBuilder &b, const ViewInfo &vi,
         tb, map, pointerAt(tb, byteAddress(tb, tileBuf), 3), coords, Value(),
         NVVM::TMAStoreMode::TILE, Value());
     NVVM::CpAsyncBulkCommitGroupOp::create(tb);
-    NVVM::CpAsyncBulkWaitGroupOp::create(tb, 0, UnitAttr());
+    NVVM::CpAsyncBulkWaitGroupOp::create(tb, 0,
+                                         readOnly ? tb.getUnitAttr() : UnitAttr());
     // The async proxy's global writes, ordered before this thread's later
     // generic accesses (and, through the caller's barrier, the block's):
     // a later load of the same memory in this kernel sees them.
-    NVVM::FenceProxyOp::create(
-        tb, NVVM::ProxyKind::async_global,
-        NVVM::SharedSpaceAttr());
+    if (!readOnly)
+      NVVM::FenceProxyOp::create(tb, NVVM::ProxyKind::async_global,
+                                 NVVM::SharedSpaceAttr());
   });
 }
 
