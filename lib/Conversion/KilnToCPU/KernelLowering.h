@@ -188,11 +188,7 @@ private:
     Value ok;
   };
   std::map<std::tuple<const void *, const void *, bool, bool>, BuiltMap> builtMaps;
-  // Where the first loop's maps are built (thread 0's scf.if and its release
-  // fence): an epilogue's TMA store builds its map there too when the view
-  // is defined before it (prebuildStoreMap), so the store pays no fence.
-  scf::IfOp mapSite;
-  Operation *mapSiteFence = nullptr;
+
   /// The dot of `loop` that may keep its wgmma groups in flight across
   /// iterations (see setupPipelining), or null.
   DotOp inFlightDot(scf::ForOp loop, const PipelinedLoop &state);
@@ -263,16 +259,9 @@ private:
   DenseMap<Value, Value> scalarLoads; // one-element loads, by their tile
   bool tmaStoreCandidate(Operation *op, Value tileBuf,
                          RankedTensorType tileType);
-  /// The map of a TMA store of `type` tiles to `vi`, built with the first
-  /// loop's maps (slot, and whether the view allows it: i1 defined before
-  /// `store`), when the view's values are defined before them.
-  std::optional<BuiltMap> prebuildStoreMap(Operation *store, const ViewInfo &vi,
-                                           RankedTensorType type);
-  /// `prebuilt`: the map's slot when prebuildStoreMap built it, else -1.
   /// `op`: the kiln store (what follows it decides the final wait).
   void emitTmaStore(ImplicitLocOpBuilder &b, Operation *op, const ViewInfo &vi,
-                    ValueRange offsets, Value tileBuf, RankedTensorType type,
-                    int64_t prebuilt);
+                    ValueRange offsets, Value tileBuf, RankedTensorType type);
   /// A tile stored to a strided view by the block's threads (no barrier).
   void storeByThreads(ImplicitLocOpBuilder &b, const ViewInfo &vi,
                       ValueRange offsets, Value tileBuf,

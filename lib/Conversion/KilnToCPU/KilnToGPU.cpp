@@ -345,12 +345,10 @@ LogicalResult KernelLowering::lowerViewAccessSimt(
     // sm_90a: one TMA box from shared memory when the view allows it
     // (emitTmaStore; out-of-range elements are not written); else by
     // threads, as below.
-    auto pre = prebuildStoreMap(op, vi, tileType);
-    Value allowed =
-        pre ? pre->ok : tmaViewAllows(b, vi, rank, eltBytes, false);
+    Value allowed = tmaViewAllows(b, vi, rank, eltBytes, false);
     auto ifOp = scf::IfOp::create(b, TypeRange{}, allowed, true);
     ImplicitLocOpBuilder tb(b.getLoc(), ifOp.getThenBodyBuilder());
-    emitTmaStore(tb, op, vi, offsets, tileBuf, tileType, pre ? pre->slot : -1);
+    emitTmaStore(tb, op, vi, offsets, tileBuf, tileType);
     ImplicitLocOpBuilder eb(b.getLoc(), ifOp.getElseBodyBuilder());
     storeByThreads(eb, vi, offsets, tileBuf, tileType, padAttr);
     barrier(b);

@@ -48,18 +48,15 @@
 // NOSWIZZLE: cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
 // NOSWIZZLE-NOT: cp.async.bulk.tensor.2d.shared::cluster.global
 // The C tile goes out by one TMA store (a third tensor map, 128 bytes of
-// scratch each). Its map is built with the loads' before the loop, under
-// their release fence. Nothing after the store reads memory, so thread 0
-// waits only until the box has been read out of shared memory (the kernel's
-// end completes the writes), before the block's barrier.
+// scratch each). Nothing after the store reads memory, so thread 0 waits
+// only until the box has been read out of shared memory (the kernel's end
+// completes the writes), before the block's barrier.
 // RUN: kilnc %S/../../../examples/matmul_bf16.mlir --target sm_90a -o %t.mm.kb && head -c 512 %t.mm.kb | FileCheck %s --check-prefix=SCRATCH
 // SCRATCH: launch scratch_bytes 384
 // RUN: kilnc %S/../../../examples/matmul_bf16.mlir --target sm_90a --emit ptx | FileCheck %s --check-prefix=TMASTORE
-// TMASTORE-COUNT-3: tensormap.replace.tile.global_address
-// TMASTORE: fence.proxy.tensormap::generic.release.gpu;
-// TMASTORE-COUNT-3: fence.proxy.tensormap::generic.acquire.gpu
 // TMASTORE: wgmma.mma_async
-// TMASTORE-NOT: fence.proxy.tensormap
+// TMASTORE: fence.proxy.tensormap::generic.release.gpu;
+// TMASTORE: fence.proxy.tensormap::generic.acquire.gpu
 // TMASTORE: cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group
 // TMASTORE-NEXT: cp.async.bulk.commit_group;
 // TMASTORE-NEXT: cp.async.bulk.wait_group.read 0;
