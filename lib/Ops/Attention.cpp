@@ -112,12 +112,6 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
   Value vDoc = k.view(k.arg("doc_ids"), {batch, seqQ}, {docLen, k.cIndex(1)});
   Value vDocKV = k.view(k.arg("doc_ids"), {batch, seqKV}, {docLen, k.cIndex(1)});
 
-  // Both loops' block counts first: their loads are in flight with q's
-  // (on GPUs each is a global-memory round trip that the loop it bounds
-  // would otherwise wait for).
-  const bool overlap = c.getInt("overlap");
-  Value counts[2] = {k.loadScalar(vNum, {bh, qb}, 0),
-                     k.loadScalar(vFullNum, {bh, qb}, 0)};
   Value qt = k.reshape(k.load(vq, {bh, q0, k.cIndex(0)}, {1, BM, D}), {BM, D});
   // The softmax runs in base 2, as FlashAttention and Triton's tutorial do:
   // scores s2 = s c with c = scale log2(e), so p = 2^(s2 - m2) is one fma
@@ -227,8 +221,9 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
   SmallVector<Value> state = {k.constant(k.tile({BM}, f32), -INFINITY),
                               k.constant(k.tile({BM}, f32), 0.0), zeroAcc};
   for (bool partial : {true, false}) {
+    Value numView = partial ? vNum : vFullNum;
     Value idxView = partial ? vIdx : vFullIdx;
-    Value count = counts[partial ? 0 : 1];
+    Value count = k.loadScalar(numView, {bh, qb}, 0);
     state = k.forLoop(k.cIndex(0), count, k.cIndex(1), state,
                       [&](Value j, ValueRange it) {
                         Value kb = k.loadScalar(idxView, {bh, qb, j}, 0);
@@ -240,7 +235,7 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
     // a score_mod either: the next scores' registers stay live across it,
     // and softcap's tanh at block 128 and 8 warps then spills 284 bytes
     // (20 without the overlap).
-    if (!partial && !scoreMod && overlap)
+    if (!partial && !scoreMod && c.getInt("overlap"))
       state[0].getDefiningOp()->setAttr("kiln.overlap",
                                         UnitAttr::get(state[0].getContext()));
   }

@@ -159,11 +159,10 @@ def test_overlapped_attention_is_not_serialized(shape, tmp_path):
     ptx = _compile(args, out, "sm_90a")
     info = _assemble(out, "sm_90a", tmp_path)
     assert "C75" not in info, info
-    # At 255 registers ptxas spills a few words at block 128 (44 to 68
-    # bytes, docs/performance.md; overlap is off by default there, and
-    # slower); more would mean the carried scores (64 registers) spill.
+    # At 255 registers ptxas spills a few words at block 128 with a
+    # sliding window (24 bytes); more would mean the carried scores spill.
     spilled = int(re.search(r"(\d+) bytes spill stores", info).group(1))
-    assert spilled <= 96, info
+    assert spilled <= 32, info
     waits = ptx.count("wgmma.wait_group.sync.aligned")
     plain = _compile(args + ["--no-overlap"], out, "sm_90a")
     assert plain.count("wgmma.wait_group.sync.aligned") == waits

@@ -255,8 +255,6 @@ private:
   /// TMA store (sm_90a): a plain row-major tile stored to its view by one
   /// box from shared memory when the view allows it (else false: the caller
   /// stores it by threads).
-  LogicalResult lowerScalarLoadSimt(LoadOp load);
-  DenseMap<Value, Value> scalarLoads; // one-element loads, by their tile
   bool tmaStoreCandidate(Operation *op, Value tileBuf,
                          RankedTensorType tileType);
   /// `op`: the kiln store (what follows it decides the final wait).

@@ -334,45 +334,6 @@ LogicalResult KernelLowering::lowerMakeView(MakeViewOp op) {
 /// `padding` / are not written. The innermost dimension goes by vectors: a
 /// masked vector access when the view's last stride is 1 and the chunk starts
 /// inside the view, per-element code with a bounds check otherwise.
-/// GPU: a one-element load whose uses are all tensor.extract (a scalar,
-/// KernelBuilder::loadScalar): every thread loads the element itself, with
-/// the bounds check and the padding, instead of staging it in shared memory
-/// behind a wait and a barrier. The load is then in flight until the value
-/// is first used (a loop bound, say), alongside whatever is issued before.
-LogicalResult KernelLowering::lowerScalarLoadSimt(LoadOp load) {
-  RankedTensorType type = load.getResult().getType();
-  Type elt = type.getElementType();
-  auto it = views.find(load.getView());
-  if (type.getNumElements() != 1 || storageType(elt) != elt ||
-      it == views.end() || load.getResult().use_empty() ||
-      !llvm::all_of(load.getResult().getUsers(),
-                    [](Operation *u) { return isa<tensor::ExtractOp>(u); }))
-    return failure();
-  const ViewInfo &vi = it->second;
-  ImplicitLocOpBuilder b(load.getLoc(), load);
-  Value c0 = cIdx(b, 0);
-  Value valid = arith::ConstantIntOp::create(b, 1, 1);
-  for (auto [d, i] : llvm::enumerate(load.getOffsets())) {
-    Value ge = arith::CmpIOp::create(b, arith::CmpIPredicate::sge, i, c0);
-    Value lt = arith::CmpIOp::create(b, arith::CmpIPredicate::slt, i, vi.sizes[d]);
-    valid = arith::AndIOp::create(b, valid, arith::AndIOp::create(b, ge, lt));
-  }
-  auto ifOp = scf::IfOp::create(b, TypeRange{elt}, valid, true);
-  {
-    ImplicitLocOpBuilder tb(load.getLoc(), ifOp.getThenBodyBuilder());
-    scf::YieldOp::create(
-        tb, ValueRange{memref::LoadOp::create(tb, vi.memref, load.getOffsets())});
-    ImplicitLocOpBuilder eb(load.getLoc(), ifOp.getElseBodyBuilder());
-    scf::YieldOp::create(
-        eb, ValueRange{arith::ConstantOp::create(
-                eb, paddingAttr(eb, load.getPaddingAttr(), elt))});
-  }
-  // The extracts take it when they are lowered (lowerOp).
-  scalarLoads[load.getResult()] = ifOp.getResult(0);
-  toErase.push_back(load);
-  return success();
-}
-
 LogicalResult KernelLowering::lowerViewAccess(
     Operation *op, Value view, Value indices, ValueRange offsets,
     Value tileBuf, RankedTensorType tileType, Attribute padding,
@@ -2105,8 +2066,6 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
   if (auto load = dyn_cast<LoadOp>(op)) {
     if (auto it = pipelinedLoads.find(op); it != pipelinedLoads.end())
       return lowerPipelinedLoad(load, *it->second);
-    if (simt && succeeded(lowerScalarLoadSimt(load)))
-      return success();
     Value buf = allocLoadTile(load);
     buffers[load.getResult()] = buf;
     toErase.push_back(op);
@@ -2284,11 +2243,6 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
     return success();
   }
   if (auto ex = dyn_cast<tensor::ExtractOp>(op)) {
-    if (Value v = scalarLoads.lookup(ex.getTensor())) {
-      ex.getResult().replaceAllUsesWith(v);
-      toErase.push_back(op);
-      return success();
-    }
     auto src = bufferOf(ex.getTensor(), op);
     if (failed(src))
       return failure();

