@@ -60,7 +60,7 @@ def swizzle_enabled():
 
 def overlap_enabled():
     """sm_90a: loops marked for overlap (kl.range(overlap=True), attention's
-    full-block loop) compute their scores an iteration ahead unless
+    full-block loop with overlap=True) compute their scores an iteration ahead unless
     $KILN_OVERLAP is 0 (read by the compiler at each compile; part of every
     kernel cache key)."""
     return os.environ.get("KILN_OVERLAP", "1") != "0"

@@ -471,9 +471,13 @@ def block_sparse_attention(q, k, v, mask, mask_kind="none", window=256, prefix=0
                              f"that ends past seq_kv {Skv} (the mask was built for "
                              f"another key length); it must be partial")
     scale = float(scale if scale is not None else 1.0 / np.sqrt(D))
-    if not (np.isfinite(scale) and scale > 0):
-        raise ValueError(f"block_sparse_attention: scale must be a positive finite float, "
-                         f"got {scale}")
+    # The kernel takes it as a float32: checked as one.
+    with np.errstate(over="ignore", under="ignore"):
+        scale32 = np.float32(scale)
+    if not (np.isfinite(scale32) and scale32 > 0):
+        raise ValueError(f"block_sparse_attention: scale must be a positive finite float "
+                         f"(as a float32), got {scale}")
+    scale = float(scale32)
     mods = ""
     if mask_mod is not None or score_mod is not None:
         mods = mod_source(block, mask_mod=mask_mod, score_mod=score_mod, block_kv=block_kv)

@@ -66,6 +66,7 @@ void kiln_emu_tensormap_acquire(int64_t map);
 void kiln_emu_mbarrier_init(int64_t bar, int32_t count);
 void kiln_emu_mbarrier_arrive_expect_tx(int64_t bar, int32_t bytes);
 void kiln_emu_mbarrier_wait(int64_t bar, int32_t parity);
+void kiln_emu_mbarrier_inval(int64_t bar);
 void kiln_emu_tma_load(int64_t dst, int64_t map, int32_t rank, int32_t c0,
                        int32_t c1, int32_t c2, int32_t c3, int32_t c4,
                        int64_t bar, const char *site);
@@ -807,6 +808,53 @@ void tma3dThread(void **, int32_t, int32_t, int32_t, int32_t, int32_t,
   }
 }
 } // namespace
+
+// The compiler builds a map in shared memory and copies it to its global
+// slot with plain stores before the release (GPUPipelining.cpp): the slot
+// takes the state of the released map with its bytes, also when it is
+// rebuilt with other bytes (a loop's maps inside an outer loop).
+alignas(64) unsigned char gStaging[128];
+float gGotCopied[2];
+
+void copiedMapThread(void **, int32_t, int32_t, int32_t, int32_t, int32_t,
+                     int32_t) {
+  int t = kiln_emu_thread_id();
+  int64_t bar = smem(512), map = address(gMapSlot[3]);
+  for (int round = 0; round < 2; ++round) {
+    if (t == 0) {
+      // Round 1 views the grid from row 8: another base address.
+      buildMap(gStaging, {&gGrid[8 * round][0], 2, kTypeF32,
+                          {kCols, kRows - 8 * round}, {kPitch * 4}, {kBoxW, kBoxH}},
+               /*release=*/false, /*acquire=*/false);
+      std::memcpy(gMapSlot[3], gStaging, 128);
+      kiln_emu_tensormap_release();
+      kiln_emu_tensormap_acquire(map);
+      kiln_emu_mbarrier_init(bar, 1);
+    }
+    kiln_emu_fence_proxy_async();
+    kiln_emu_barrier();
+    if (t == 0) {
+      kiln_emu_mbarrier_arrive_expect_tx(bar, int32_t(kBoxBytes));
+      kiln_emu_tma_load(smem(0), map, 2, 0, 0, 0, 0, 0, bar, "copied map");
+    }
+    kiln_emu_mbarrier_wait(bar, 0);
+    kiln_emu_barrier();
+    if (t == 0) {
+      gGotCopied[round] = load(0);
+      kiln_emu_mbarrier_inval(bar);
+    }
+    kiln_emu_barrier();
+  }
+}
+
+TEST_CASE("a map copied to its slot after being built elsewhere", "[emu]") {
+  for (int y = 0; y < kRows; ++y)
+    for (int x = 0; x < kPitch; ++x)
+      gGrid[y][x] = x < kCols ? float(1 + x + 100 * y) : -1.0f;
+  run(copiedMapThread, nullptr, 32, 1024);
+  CHECK(gGotCopied[0] == gGrid[0][0]);
+  CHECK(gGotCopied[1] == gGrid[8][0]);
+}
 
 TEST_CASE("TMA copies boxes with zero fill, mbarrier phases", "[emu]") {
   for (int y = 0; y < kRows; ++y)

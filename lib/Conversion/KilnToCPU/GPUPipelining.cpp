@@ -478,21 +478,24 @@ bool KernelLowering::tmaStoreCandidate(Operation *op, Value tileBuf,
 }
 
 /// Whether anything after `op` (in program order, to the kernel's end) may
-/// read memory: a kiln load, gather or atomic, or an op of another dialect
-/// with a read effect.
-static bool readsAfter(Operation *op) {
+/// access memory: a kiln load, gather, store, scatter or atomic, or an op of
+/// another dialect with a read or write effect. (A later write to the same
+/// memory must land after the box's: a box whose writes are still in flight
+/// could overwrite it.)
+static bool accessesAfter(Operation *op) {
   for (Operation *o = op; o; o = o->getParentOp()) {
     if (isa<FunctionOpInterface>(o))
       break;
     for (Operation *n = o->getNextNode(); n; n = n->getNextNode()) {
-      bool reads = false;
+      bool accesses = false;
       n->walk([&](Operation *x) {
-        if (isa<LoadOp, GatherOp, AtomicAddOp>(x))
-          reads = true;
+        if (isa<LoadOp, GatherOp, StoreOp, ScatterOp, AtomicAddOp>(x))
+          accesses = true;
         else if (auto me = dyn_cast<MemoryEffectOpInterface>(x))
-          reads |= me.hasEffect<MemoryEffects::Read>();
+          accesses |= me.hasEffect<MemoryEffects::Read>() ||
+                      me.hasEffect<MemoryEffects::Write>();
       });
-      if (reads)
+      if (accesses)
         return true;
     }
   }
@@ -503,10 +506,10 @@ void KernelLowering::emitTmaStore(ImplicitLocOpBuilder &b, Operation *op,
                                   const ViewInfo &vi, ValueRange offsets,
                                   Value tileBuf, RankedTensorType type) {
   int64_t rank = type.getRank(), slot = simt->tensorMaps++;
-  // Nothing after the store reads memory: waiting until the box has been
+  // Nothing after the store touches memory: waiting until the box has been
   // read out of shared memory is enough (the kernel's end completes the
   // writes), as CUTLASS's epilogues do.
-  bool readOnly = !readsAfter(op);
+  bool readOnly = !accessesAfter(op);
   // Every thread's earlier writes to the async proxy (`fence.proxy.async`,
   // all state spaces: the tile in shared memory, and any earlier generic
   // store to the same global memory, which the box must land after), then

@@ -1364,11 +1364,13 @@ EMU_API void kiln_emu_tensormap_acquire(int64_t map) {
   for (int i = 0; i < s->num_maps; ++i)
     known |= s->maps[i].addr == map;
   tensormap_state *e = tensormap_at(map);
-  if (!known) {
-    /* Never replaced here: a map built elsewhere (in shared memory) and
-     * copied here by generic stores before this thread's release, which the
-     * emulator does not see. It takes the protocol state of this thread's
-     * released map with the same bytes; none: the use reports it unbuilt. */
+  if (!known || memcmp(e->image, (const void *)(uintptr_t)map, kTensorMapBytes)) {
+    /* Never replaced here, or its bytes changed since: a map built elsewhere
+     * (in shared memory) and copied here by generic stores before this
+     * thread's release, which the emulator does not see (a slot rebuilt in
+     * each iteration of an outer loop, too). It takes the protocol state of
+     * this thread's released map with the same bytes; none: the use reports
+     * it unbuilt or changed. */
     for (int i = 0; i < s->num_maps; ++i) {
       tensormap_state *src = &s->maps[i];
       if (src != e && src->writer == s->current && src->released > src->replaced &&

@@ -61,14 +61,17 @@
 // TMASTORE-NEXT: cp.async.bulk.commit_group;
 // TMASTORE-NEXT: cp.async.bulk.wait_group.read 0;
 // TMASTORE-NOT: fence.proxy.async.global
-// A store that something after it reads back waits for the writes and fences
-// them for the generic proxy; the last store waits for the read alone.
+// A store that something after it reads back (or writes again) waits for the
+// writes and fences them for the generic proxy; the last store waits for the
+// read alone.
 // RUN: sed 's/^  kiln.return/  %%back = kiln.load %%vc[%%row, %%col] : !kiln.view<2xf32> -> tensor<64x64xf32>\n  kiln.store %%back, %%vc[%%row, %%col] : tensor<64x64xf32> -> !kiln.view<2xf32>\n  kiln.return/' %S/../../../examples/matmul_bf16.mlir > %t.readback.mlir
 // RUN: kilnc %t.readback.mlir --target sm_90a --emit ptx | FileCheck %s --check-prefix=READBACK
 // READBACK: cp.async.bulk.wait_group 0;
 // READBACK-NEXT: fence.proxy.async.global;
 // READBACK: cp.async.bulk.wait_group.read 0;
 // READBACK-NOT: fence.proxy.async.global
+// RUN: sed 's/^  kiln.return/  kiln.store %%acc, %%vc[%%row, %%col] : tensor<64x64xf32> -> !kiln.view<2xf32>\n  kiln.return/' %S/../../../examples/matmul_bf16.mlir > %t.twice.mlir
+// RUN: kilnc %t.twice.mlir --target sm_90a --emit ptx | FileCheck %s --check-prefix=READBACK
 // TMASTORE: st.global.v4
 // Plain sm_90 has neither wgmma nor TMA (tensormap.replace is sm_90a).
 // RUN: kilnc %S/../../../examples/matmul_bf16.mlir --target sm_90 --emit ptx | FileCheck %s --check-prefix=NOTMA
