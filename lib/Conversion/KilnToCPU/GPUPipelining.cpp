@@ -21,6 +21,9 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/Dominance.h"
+
+#include <optional>
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/IRMapping.h"
@@ -252,14 +255,15 @@ void KernelLowering::buildTensorMap(ImplicitLocOpBuilder &mb, int64_t slot,
   Value staging = allocSharedTile(
       RankedTensorType::get({128}, mb.getI8Type()), mb.getLoc());
   Value local = byteAddress(mb, staging);
+  // Chunk j (16 bytes) of the map at `base` in address space `space`.
+  auto chunkAt = [&](Value base, int64_t j, unsigned space) {
+    return pointerAt(mb, arith::AddIOp::create(mb, base, cIdx(mb, 16 * j)), space);
+  };
+  auto v4 = VectorType::get({4}, mb.getI32Type());
   auto zeros = arith::ConstantOp::create(
-      mb, DenseElementsAttr::get(VectorType::get({4}, mb.getI32Type()),
-                                 mb.getI32IntegerAttr(0)));
+      mb, DenseElementsAttr::get(v4, mb.getI32IntegerAttr(0)));
   for (int64_t j = 0; j < 8; ++j)
-    LLVM::StoreOp::create(
-        mb, zeros,
-        pointerAt(mb, arith::AddIOp::create(mb, local, cIdx(mb, 16 * j)), 3),
-        /*alignment=*/16);
+    LLVM::StoreOp::create(mb, zeros, chunkAt(local, j, 3), /*alignment=*/16);
   Value map = pointerAt(mb, local, 3);
   auto replace = [&](StringRef field, ValueRange args) {
     SmallVector<Value> operands{map};
@@ -295,15 +299,10 @@ void KernelLowering::buildTensorMap(ImplicitLocOpBuilder &mb, int64_t slot,
   // Both ends are 128-byte aligned: eight 16-byte copies. (The emulator
   // takes a map acquired at an address it was not built at for a copy of
   // the released map with the same bytes, kiln_emu_tensormap_acquire.)
-  auto v4 = VectorType::get({4}, mb.getI32Type());
-  for (int64_t j = 0; j < 8; ++j) {
-    Value chunk = LLVM::LoadOp::create(
-        mb, v4, pointerAt(mb, arith::AddIOp::create(mb, local, cIdx(mb, 16 * j)), 3),
-        /*alignment=*/16);
+  for (int64_t j = 0; j < 8; ++j)
     LLVM::StoreOp::create(
-        mb, chunk, pointerAt(mb, arith::AddIOp::create(mb, addr, cIdx(mb, 16 * j)), 1),
-        /*alignment=*/16);
-  }
+        mb, LLVM::LoadOp::create(mb, v4, chunkAt(local, j, 3), /*alignment=*/16),
+        chunkAt(addr, j, 1), /*alignment=*/16);
 }
 
 void KernelLowering::setupTma(ImplicitLocOpBuilder &b, scf::ForOp loop,
@@ -316,7 +315,7 @@ void KernelLowering::setupTma(ImplicitLocOpBuilder &b, scf::ForOp loop,
     return;
   Value anyTma = arith::ConstantIntOp::create(b, 0, 1);
   SmallVector<PipelinedLoad *> newMaps; // the others reuse a built map
-  DominanceInfo dom(func);
+  std::optional<DominanceInfo> dom;     // built at the first cached map
   for (PipelinedLoad *pl : tmaLoads) {
     const ViewInfo &vi = views[pl->load.getView()];
     RankedTensorType type = pl->load.getResult().getType();
@@ -326,7 +325,9 @@ void KernelLowering::setupTma(ImplicitLocOpBuilder &b, scf::ForOp loop,
                                type.getAsOpaquePointer(),
                                isCoreBuffer(pl->stages[0]), pl->swizzled);
     auto it = builtMaps.find(key);
-    if (it != builtMaps.end() && dom.properlyDominates(it->second.ok, loop)) {
+    if (it != builtMaps.end() && !dom)
+      dom.emplace(func);
+    if (it != builtMaps.end() && dom->properlyDominates(it->second.ok, loop)) {
       pl->useTma = it->second.ok;
       pl->tensorMap = it->second.slot;
     } else {

@@ -30,10 +30,8 @@
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
-#include "mlir/IR/Dominance.h"
 
 #include <map>
-#include <optional>
 #include <tuple>
 
 namespace mlir::kiln::detail {
