@@ -847,22 +847,68 @@ def add_row(row):
           flush=True)
 
 
-def bench(fn, reps=10, batch=1):
+_SLEEP_RATE = []  # torch.cuda._sleep's cycles per second, measured once
+
+
+def gpu_busy(seconds):
+    """Queues a kernel that spins for about `seconds` (torch.cuda._sleep)."""
+    if not _SLEEP_RATE:
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        s.record()
+        torch.cuda._sleep(10 ** 7)
+        e.record()
+        torch.cuda.synchronize()
+        _SLEEP_RATE.append(1e7 / (s.elapsed_time(e) / 1e3))
+    torch.cuda._sleep(int(seconds * _SLEEP_RATE[0]))
+
+
+host_times = {}  # label -> (Kiln's, the peer's) host time to queue one call (s)
+
+
+def bench(fn, reps=10, batch=1, host=None):
     """Median over `reps` of the CUDA-event time of `batch` calls back to back,
-    per call (seconds). Kiln's benchmarked launches pass wait=False (queued on
-    the runtime's stream, which is ordered with PyTorch's default stream), so
-    the events bracket GPU time alone, as they do for PyTorch's calls; a
+    per call (seconds): GPU time only, for Kiln and PyTorch alike. Each timed
+    batch is queued behind a GPU sleep longer than the host takes to queue
+    it, so the events do not also count the host's time to prepare the first
+    call (Python argument handling, guards, the driver's launch): before
+    this, a launch path slower than the kernel read as a slower kernel. That
+    host time is measured too (queueing `batch` calls while the GPU is busy)
+    and, with `host` = (label, "kiln" or "peer"), kept in host_times for the
+    second table. Kiln's benchmarked launches pass wait=False (queued on the
+    runtime's stream, which is ordered with PyTorch's default stream); a
     bundle's errors are then raised by its synchronize() (kiln_sync)."""
     fn()
     torch.cuda.synchronize()
+    gpu_busy(5e-3)
+    t0 = time.perf_counter()
+    for _ in range(batch):
+        fn()
+    queue = time.perf_counter() - t0
+    torch.cuda.synchronize()
+    if host is not None:
+        pair = host_times.setdefault(host[0], [None, None])
+        pair[0 if host[1] == "kiln" else 1] = queue / batch
+    cover = max(1e-3, 4 * queue)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(reps):
+    times, late = [], 0
+    while len(times) < reps:
+        gpu_busy(cover)
         start.record()
         for _ in range(batch):
             fn()
         end.record()
+        # Done already: the sleep ended before the batch was queued, and the
+        # GPU may have waited for the host inside the timed span.
+        reached = start.query()
         torch.cuda.synchronize()
+        if reached and late < 4:
+            late += 1
+            cover *= 2
+            continue
+        if reached:
+            print(f"note: a timed batch outran its GPU sleep ({cover * 1e3:.1f} ms) 5 times; "
+                  "this figure may include host time")
         times.append(start.elapsed_time(end) / batch)
     times.sort()
     return times[len(times) // 2] / 1e3  # median, seconds
@@ -880,14 +926,15 @@ if not EMULATED and ACTIVE:
     b16 = torch.randn(S, S, device=dev).bfloat16()
     c32 = torch.zeros(S, S, device=dev)
     c16 = torch.zeros(S, S, device=dev).bfloat16()
-    t_torch = bench(lambda: torch.matmul(a16, b16), batch=3)
+    t_torch = bench(lambda: torch.matmul(a16, b16), batch=3, host=("bf16 GEMM", "peer"))
     flops = 2 * S ** 3
     for i, (bm_, bn_, bk_, warps, stages, alt) in enumerate(GEMM_RUNS):
         mm = load(example("matmul_bf16") if i == 0
                   else gemm_variant(bm_, bn_, bk_, warps, stages, alt))
         c_out = c16 if alt == "bf16out" else c32
         t_kiln = bench(lambda: mm[(cdiv(S, bn_), cdiv(S, bm_))](a16, b16, c_out, S, S, S,
-                                                                wait=False), reps=3, batch=3)
+                                                                wait=False), reps=3, batch=3,
+                       host=("bf16 GEMM", "kiln") if i == 0 else None)
         kiln_sync(mm)
         add_row((f"bf16 GEMM {S}^3 {bm_}x{bn_}x{bk_} w{warps} s{stages}"
                      + {"": "", "notma": " no-TMA", "noswizzle": " no-swizzle",
@@ -933,11 +980,11 @@ if not EMULATED and ACTIVE:
         ref = F.scaled_dot_product_attention(qt, kt, vt, is_causal=kind == "causal")
         t_torch = bench(lambda: F.scaled_dot_product_attention(qt, kt, vt,
                                                                is_causal=kind == "causal"),
-                        batch=3)
+                        batch=3, host=(f"attention {kind}", "peer"))
         fl = 4 * B * H * SQ * SQ * D * (0.5 if kind == "causal" else 1)
         for variant in BENCH_VARIANTS:
             run_kiln, ot, bundle = kiln_attention(kind, *variant)
-            t_kiln = bench(run_kiln, reps=5, batch=3)
+            t_kiln = bench(run_kiln, reps=5, batch=3, host=(f"attention {kind}", "kiln"))
             kiln_sync(bundle)
             err = (ot - ref.float()).abs().max().item()
             tag = variant_tag(*variant)
@@ -994,14 +1041,15 @@ if not EMULATED and ACTIVE:
             # flex_attention's time has varied between runs (96.6 and 166.6
             # TFLOP/s in two processes on one H200): timed before, between and
             # after Kiln's variants, and the fastest taken.
-            t_flex = [bench(lambda: flex(qt, kt, vt, block_mask=fmask), batch=3)]
+            t_flex = [bench(lambda: flex(qt, kt, vt, block_mask=fmask), batch=3,
+                            host=("block-sparse", "peer"))]
             pairs = sum(min(i + 1, BENCH_WINDOW) for i in range(SQ))  # visible (q, k)
             fl = 4 * B * H * pairs * D
             measured = []
             for variant in BENCH_VARIANTS:
                 tag = variant_tag(*variant)
                 run_kiln, ot, bundle = kiln_attention("sliding_window", *variant)
-                t_kiln = bench(run_kiln, reps=5, batch=3)
+                t_kiln = bench(run_kiln, reps=5, batch=3, host=("block-sparse", "kiln"))
                 kiln_sync(bundle)
                 err = (ot - ref.float()).abs().max().item()
                 if not err < 5e-2:
@@ -1073,7 +1121,12 @@ def op_on_device(fn):
 
     def run():
         for bundle, grid, args in runs:
-            bundle[grid](*args)
+            bundle[grid](*args, wait=False)
+
+    def sync():
+        for bundle, _, _ in runs:
+            bundle.synchronize()
+    run.sync = sync
     return run, caps, dev_of
 
 
@@ -1083,7 +1136,7 @@ def op_bench(name, fn, out_at, torch_fn, work, unit, peer, tol, ref_fn=None):
     if given, a more exact reference to compare with)."""
     run, caps, dev_of = op_on_device(fn)
     run()
-    torch.cuda.synchronize()
+    run.sync()
     ref = (ref_fn or torch_fn)()
     got = dev_of(caps[0][2][out_at])
     if got.dtype == torch.int16:  # bf16 bits
@@ -1092,7 +1145,9 @@ def op_bench(name, fn, out_at, torch_fn, work, unit, peer, tol, ref_fn=None):
     if not err <= tol:
         print(f"FAIL op benchmark {name}: max abs error {err:.3g} vs {peer}", flush=True)
         failures.append(f"op bench {name}")
-    t_kiln, t_torch = bench(run, reps=5), bench(torch_fn, reps=5)
+    t_kiln = bench(run, reps=5, host=(name, "kiln"))
+    run.sync()
+    t_torch = bench(torch_fn, reps=5, host=(name, "peer"))
     scale = 1e12 if unit == "TFLOP/s" else 1e9
     add_row((name, work / t_kiln / scale, work / t_torch / scale, unit, peer))
 
@@ -1104,12 +1159,21 @@ if ACTIVE and not EMULATED:
 if rows:  # the benchmark parts on a GPU
     print()
     print(f"GPU: {torch.cuda.get_device_name()}, bundles for {TARGET}")
-    print("Timings are CUDA-event medians of back-to-back calls; Kiln's gemm and bench")
-    print("launches are queued (wait=False), the op benchmarks' wait for each kernel.")
+    print("Timings are CUDA-event medians of back-to-back calls queued behind a GPU sleep")
+    print("(GPU time, both sides); Kiln's launches are queued (wait=False).")
     print(f"| {'case':40} | {'kiln':>10} | {'torch':>10} | unit     | ratio | peer")
     print(f"|{'-' * 42}|{'-' * 12}|{'-' * 12}|----------|-------|------")
     for name, kv_, tv, unit, peer in rows:
         print(f"| {name:40} | {kv_:10.1f} | {tv:10.1f} | {unit:8} | {kv_ / tv:5.2f} | {peer}")
+    if host_times:
+        print()
+        print("Host time to queue one call (µs; Kiln: Bundle launch with wait=False from")
+        print("Python; the peer: the PyTorch call), while the GPU is busy:")
+        print(f"| {'case':40} | {'kiln':>10} | {'torch':>10} |")
+        print(f"|{'-' * 42}|{'-' * 12}|{'-' * 12}|")
+        for name, (hk, hp) in host_times.items():
+            fmt = lambda v: "" if v is None else f"{v * 1e6:10.1f}"  # noqa: E731
+            print(f"| {name:40} | {fmt(hk):>10} | {fmt(hp):>10} |")
 
 if failures:
     print("FAILED:", ", ".join(failures))

@@ -458,6 +458,50 @@ try:
     sys.exit("strided device array was accepted")
 except ValueError as e:
     assert "non-contiguous" in str(e)
+
+# PyTorch CUDA tensors take the launch's fast path (their C methods, not
+# cuda_array_view). A stand-in registered as torch.Tensor: the mock records
+# their data_ptr(); another device, a non-contiguous tensor and a host
+# bundle are refused as on the general path; a subclass takes that path.
+import types
+torch = types.ModuleType("torch")
+class Tensor:
+    def __init__(self, addr, device=0, contiguous=True, cuda=True):
+        self.addr, self.device_index = addr, device
+        self.contiguous, self.is_cuda = contiguous, cuda
+    def data_ptr(self):
+        return self.addr
+    def get_device(self):
+        return self.device_index if self.is_cuda else -1
+    def is_contiguous(self):
+        return self.contiguous
+Tensor.__module__ = "torch"
+torch.Tensor = Tensor
+sys.modules["torch"] = torch
+ts = [Tensor(0x7200000 + i * 0x10000) for i in range(3)]
+gpu_b[(2,)](*ts, n)
+l = mock.kiln_mock_last_launch().contents
+assert list(l.params[:4]) == [0x7200000, 0x7210000, 0x7220000, n], list(l.params[:4])
+before = l.count
+for bad, what, exc, bundle in (
+        (Tensor(0x7200000, device=1), "argument 'x' is on CUDA device 1", ValueError, gpu_b),
+        (Tensor(0x7200000, contiguous=False), "argument 'x' is a non-contiguous CUDA array",
+         ValueError, gpu_b),
+        (ts[0], "argument 'x' is a CUDA device array, and this kernel runs on the host",
+         TypeError, host_b)):
+    try:
+        bundle[(1,)](bad, ts[1], ts[2], n)
+        sys.exit(f"a torch tensor was accepted: {what}")
+    except exc as e:
+        assert what in str(e), e
+assert mock.kiln_mock_last_launch().contents.count == before
+# A CPU tensor is not a CUDA array: a GPU bundle refuses it (the general path
+# finds no device address and no numpy array).
+try:
+    gpu_b[(1,)](Tensor(0x7200000, cuda=False), ts[1], ts[2], n)
+    sys.exit("a CPU tensor was accepted by a GPU bundle")
+except TypeError as e:
+    assert "argument 'x' is a host array" in str(e), e
 print("ok")
 '''
 
