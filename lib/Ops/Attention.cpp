@@ -65,13 +65,16 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
                                    cap);
   Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32),
        i64 = IntegerType::get(ctx, 64);
-  // q, k and v in `dtype`; scores, softmax state, out and lse in f32.
+  // q, k and v in `dtype`; scores, softmax state and lse in f32; out in
+  // `out_dtype` (f32 by default; bf16/f16 round the normalized f32 output
+  // once, as flex_attention and SDPA return it for bf16/f16 inputs).
   Type t = elementType(ctx, c.getString("dtype"));
+  Type outT = elementType(ctx, c.getString("out_dtype"));
   const bool lowPrecision = t != f32;
   auto P = [&](Type ty) { return kd::PtrType::get(ctx, ty); };
   std::vector<KernelBuilder::Arg> args = {
       {"q", P(t)},            {"k", P(t)},            {"v", P(t)},
-      {"out", P(f32)},        {"lse", P(f32)},        {"kv_num", P(i32)},
+      {"out", P(outT)},       {"lse", P(f32)},        {"kv_num", P(i32)},
       {"kv_idx", P(i32)},     {"full_num", P(i32)},   {"full_idx", P(i32)},
       {"doc_ids", P(i32)},    {"batch", i64},         {"heads", i64},
       {"seq_q", i64},         {"seq_kv", i64},        {"nqb", i64},
@@ -244,6 +247,8 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
   // One division per row, then products (as FlashAttention): within 1.5 ulp.
   Value rl = k.div(k.constant(k.tile({BM}, f32), 1.0), lSafe);
   Value o = k.mul(state[2], k.broadcastTo(k.expand(rl, 1), {BM, D}));
+  if (outT != f32)
+    o = k.convert(o, outT);
   k.store(k.reshape(o, {1, BM, D}), vo, {bh, q0, k.cIndex(0)});
   Value lse = k.add(k.mul(state[0], k.cF32(1.0 / log2e)), k.log(l));
   k.store(k.expand(lse, 0), vl, {bh, q0});
@@ -368,6 +373,9 @@ void registerAttentionOps(std::vector<OpInfo> &ops) {
        "FlexAttention-style block-sparse attention forward with built-in "
        "masks, GQA/MQA and score soft-capping; returns out and log-sum-exp",
        {dtypeParam(),
+        {"out_dtype", Param::String, "f32",
+         "element type of out (lse is f32): bf16/f16 halve the output's bytes",
+         {"f32", "bf16", "f16"}},
         {"head_dim", Param::Int, "64", "head dimension D", {}},
         {"block", Param::Int, "64", "query block size (and key block size unless block_kv)", {}},
         {"block_kv", Param::Int, "0", "key block size; 0: the same as block", {}},

@@ -416,7 +416,7 @@ def _block_mask_on_device(mask_mod, batch, heads, seq_q, seq_kv, block, block_kv
 @_host_only
 def block_sparse_attention(q, k, v, mask, mask_kind="none", window=256, prefix=0,
                            doc_ids=None, softcap=0.0, scale=None, mask_mod=None,
-                           score_mod=None, overlap=False):
+                           score_mod=None, overlap=False, out_dtype="f32"):
     """q [B, Hq, S, D], k/v [B, Hkv, Skv, D] (Hq a multiple of Hkv: GQA/MQA),
     `mask` from block_mask(). Inside partial blocks the kernel applies the
     built-in `mask_kind` (none, causal, sliding_window, prefix_lm, document)
@@ -429,8 +429,14 @@ def block_sparse_attention(q, k, v, mask, mask_kind="none", window=256, prefix=0
     keys' alike (mask_kind "document"). `scale` (default 1 / sqrt(D)) must be
     a positive float. `overlap`: on sm_90a, compute the next full block's
     scores during this one's softmax (off by default: it measured slower on
-    an H200, docs/performance.md). Returns (out [B, Hq, S, D] float32,
-    lse [B, Hq, S])."""
+    an H200, docs/performance.md). `out_dtype`: "f32" (default), "bf16" (out
+    a kiln.bf16-wrapped uint16 array) or "f16": the normalized float32
+    output rounded once, as flex_attention returns it for bf16 inputs.
+    Returns (out [B, Hq, S, D], lse [B, Hq, S] float32)."""
+    out_types = {"f32": np.float32, "bf16": np.uint16, "f16": np.float16}
+    if out_dtype not in out_types:
+        raise ValueError(f"block_sparse_attention: out_dtype must be one of "
+                         f"{', '.join(out_types)}, got {out_dtype!r}")
     (q, k, v), dtype = _same_type("block_sparse_attention", q=q, k=k, v=v)
     B, Hq, S, D = q.shape
     Hkv, Skv = k.shape[1], k.shape[2]
@@ -442,7 +448,7 @@ def block_sparse_attention(q, k, v, mask, mask_kind="none", window=256, prefix=0
     if doc_ids.shape != (B, max(S, Skv)):
         raise ValueError(f"block_sparse_attention: doc_ids has shape {doc_ids.shape}, expected "
                          f"(batch, max(seq_q, seq_kv)) = {(B, max(S, Skv))}")
-    out = np.empty(q.shape, np.float32)
+    out = np.empty(q.shape, out_types[out_dtype])
     lse = np.empty((B, Hq, S), np.float32)
     block = mask["block"]
     block_kv = mask.get("block_kv", block)
@@ -484,13 +490,14 @@ def block_sparse_attention(q, k, v, mask, mask_kind="none", window=256, prefix=0
     kern = kernel("block_sparse_attention", mods=mods, head_dim=D, block=block,
                   **_kv_config(block, block_kv), mask=mask_kind, window=window, prefix=prefix,
                   gqa_group=Hq // Hkv, softcap=softcap, dtype=dtype,
-                  **({"overlap": 1} if overlap else {}))
+                  **({"overlap": 1} if overlap else {}),
+                  **({"out_dtype": out_dtype} if out_dtype != "f32" else {}))
     arrays = [_i32(mask[n]) for n in ("kv_num", "kv_idx", "full_num", "full_idx")]
     kern.launch([_ptr(q), _ptr(k), _ptr(v), _ptr(out), _ptr(lse)] + [_ptr(a) for a in arrays] +
                 [_ptr(doc_ids), B, Hq, S, Skv, mask["nqb"], mask["maxb"],
                  scale],
                 [mask["nqb"], B * Hq])
-    return out, lse
+    return (bf16(out) if out_dtype == "bf16" else out), lse
 
 
 # ---------------------------------------------------------------------------

@@ -461,7 +461,8 @@ def block_sizes(block):
     return block if isinstance(block, tuple) else (block, block)
 
 
-def case_attention(dtype, mask_kind, heads=(2, 1), seq=150, window=64, block=64):
+def case_attention(dtype, mask_kind, heads=(2, 1), seq=150, window=64, block=64,
+                   out_dtype="f32"):
     B, Hq, Hkv, S, D = 2, heads[0], heads[1], seq, 64
     q = rng.standard_normal((B, Hq, S, D)).astype(np.float32)
     k = rng.standard_normal((B, Hkv, S, D)).astype(np.float32)
@@ -480,7 +481,10 @@ def case_attention(dtype, mask_kind, heads=(2, 1), seq=150, window=64, block=64)
         q, k, v = (a.astype(np.float32) for a in args)
     else:
         args = [q, k, v]
-    out, lse = ops.block_sparse_attention(*args, mask, mask_kind, window=window)
+    out, lse = ops.block_sparse_attention(*args, mask, mask_kind, window=window,
+                                          out_dtype=out_dtype)
+    if out_dtype == "bf16":
+        out = (out.array.astype(np.uint32) << 16).view(np.float32)
     g = Hq // Hkv
     kr, vr = np.repeat(k, g, axis=1), np.repeat(v, g, axis=1)
     qi, ki = np.arange(S)[:, None], np.arange(S)[None, :]
@@ -490,7 +494,10 @@ def case_attention(dtype, mask_kind, heads=(2, 1), seq=150, window=64, block=64)
     # not): bf16's 8-bit significand is up to 2^-9 of each p, a few 1e-3 of
     # the output at unit-variance v (0.0022 and 0.0028 seen at two seeds).
     tol = {"f32": 1e-4, "f16": 2e-3, "bf16": 1e-2}[dtype]
-    name = f"op block_sparse_attention {dtype} {mask_kind} blocks {bq}x{bkv}"
+    if out_dtype == "bf16":  # and the output's rounding: 2^-9 relative
+        tol = max(tol, 1e-2)
+    name = (f"op block_sparse_attention {dtype} {mask_kind} blocks {bq}x{bkv}"
+            + (f" out {out_dtype}" if out_dtype != "f32" else ""))
     check(f"{name} (Hq {Hq}, Hkv {Hkv})", out, ro, tol, tol)
     check(f"{name} lse", lse, rl, tol, tol)
 
@@ -650,6 +657,8 @@ op_case("moe", case_moe)
 op_case("attention f32 causal", lambda: case_attention("f32", "causal"))
 op_case("attention bf16 sliding_window", lambda: case_attention("bf16", "sliding_window", (4, 2)))
 op_case("attention f16 none", lambda: case_attention("f16", "none", (3, 1)))
+op_case("attention bf16 causal out bf16",
+        lambda: case_attention("bf16", "causal", (2, 1), seq=200, out_dtype="bf16"))
 # Rectangular blocks (the benchmark also checks 128x64 at 8 warps against
 # SDPA); at 4 warps a 128-row block is one warpgroup with two 64-row blocks
 # (255 registers and a ptxas wgmma serialization at head dim 64), so 64x32.
@@ -669,14 +678,15 @@ BENCH_D = 128
 BENCH_WINDOW = 1024  # the block-sparse benchmark's sliding window
 
 
-def variant_tag(warps, stages, block, swizzle, overlap=False):
+def variant_tag(warps, stages, block, swizzle, overlap=False, out16=False):
     bq, bkv = block_sizes(block)
     return (f"w{warps or 4} s{stages or 2} b{bq}" + (f"x{bkv}" if bkv != bq else "")
-            + ("" if swizzle else " no-swizzle") + (" overlap" if overlap else ""))
+            + ("" if swizzle else " no-swizzle") + (" overlap" if overlap else "")
+            + (" bf16-out" if out16 else ""))
 
 
 def attention_bench_kernel(kind, warps=None, stages=None, block=64, swizzle=True,
-                           overlap=False):
+                           overlap=False, out16=False):
     window = BENCH_WINDOW if kind == "sliding_window" else 256
     bq, bkv = block_sizes(block)
     cfg = dict(head_dim=BENCH_D, block=bq, mask=kind, window=window, prefix=0, gqa_group=1,
@@ -685,6 +695,8 @@ def attention_bench_kernel(kind, warps=None, stages=None, block=64, swizzle=True
         cfg["block_kv"] = bkv
     if overlap:  # the operator's option (off by default)
         cfg["overlap"] = 1
+    if out16:  # a bf16 output, as SDPA's and flex_attention's
+        cfg["out_dtype"] = "bf16"
     return provider("block_sparse_attention", "", {k_: str(v_) for k_, v_ in cfg.items()},
                     warps, stages, swizzle)
 
@@ -702,7 +714,7 @@ def attention_bench_kernel(kind, warps=None, stages=None, block=64, swizzle=True
 # computed during this one's softmax, docs/gpu.md) is timed at two shapes.
 BENCH_VARIANTS = ((None, None, 64, True, False), (8, None, 64, True, False),
                   (None, 1, 64, True, False), (8, None, (128, 64), True, False),
-                  (8, None, 128, True, False))
+                  (8, None, 128, True, False), (8, None, 128, True, False, True))
 if TARGET.endswith("sm_90a"):
     BENCH_VARIANTS += ((8, 1, 128, True, False), (None, None, 64, False, False),
                        (None, 3, 64, True, False), (8, 3, 128, True, False),
@@ -956,7 +968,8 @@ if not EMULATED and ACTIVE:
 
     masks = {}  # (kind, block) -> block mask (numpy, built once)
 
-    def kiln_attention(kind, warps=None, stages=None, block=64, swizzle=True, overlap=False):
+    def kiln_attention(kind, warps=None, stages=None, block=64, swizzle=True, overlap=False,
+                       out16=False):
         """(launch, output): the operator's bundle on device tensors, with
         the argument list of kiln.ops.block_sparse_attention. Kind "fixed":
         the dense kernel on the block mask in masks[("fixed", block)]."""
@@ -966,8 +979,10 @@ if not EMULATED and ACTIVE:
                                                   block_kv=bkv)
         mask = masks[(kind, block)]
         bundle = load(attention_bench_kernel("none" if kind == "fixed" else kind, warps,
-                                             stages, block, swizzle, overlap).path)
-        ot, lt = torch.empty(B, H, SQ, D, device=dev), torch.empty(B, H, SQ, device=dev)
+                                             stages, block, swizzle, overlap, out16).path)
+        ot = torch.empty(B, H, SQ, D, device=dev,
+                         dtype=torch.bfloat16 if out16 else torch.float32)
+        lt = torch.empty(B, H, SQ, device=dev)
         marr = [torch.from_numpy(np.ascontiguousarray(mask[n_], np.int32)).to(dev)
                 for n_ in ("kv_num", "kv_idx", "full_num", "full_idx")]
         docs = torch.zeros(B, SQ, dtype=torch.int32, device=dev)

@@ -116,6 +116,41 @@ def test_block_sparse_attention_in_low_precision(rng, dtype):
         kiln.ops.block_sparse_attention(kiln.bf16(to_bf16_bits(x[0])), x[1], x[2], mask)
 
 
+@pytest.mark.parametrize("dtype,out_dtype", [("bf16", "bf16"), ("f16", "f16"), ("f32", "bf16")])
+def test_block_sparse_attention_low_precision_output(rng, dtype, out_dtype):
+    # out_dtype rounds the normalized f32 output once: bit for bit the f32
+    # output's rounding (round to nearest even), and close to the float64
+    # reference. lse stays f32.
+    B, Hq, Hkv, S, D = 1, 4, 2, 150, 64
+    shapes = [(B, Hq, S, D), (B, Hkv, S, D), (B, Hkv, S, D)]
+    x = [rng.standard_normal(sh).astype(np.float32) for sh in shapes]
+    if dtype == "bf16":
+        args = [kiln.bf16(to_bf16_bits(a)) for a in x]
+        x = [from_bf16_bits(a.array) for a in args]
+    elif dtype == "f16":
+        args = [a.astype(np.float16) for a in x]
+        x = [a.astype(np.float32) for a in args]
+    else:
+        args = x
+    causal = lambda b, h, qi, ki: ki <= qi
+    mask = kiln.ops.block_mask(causal, B, Hq, S, S)
+    out32, lse32 = kiln.ops.block_sparse_attention(*args, mask, "causal")
+    out, lse = kiln.ops.block_sparse_attention(*args, mask, "causal", out_dtype=out_dtype)
+    if out_dtype == "bf16":
+        assert isinstance(out, kiln.bf16)
+        np.testing.assert_array_equal(out.array, to_bf16_bits(out32))
+        got = from_bf16_bits(out.array)
+    else:
+        assert out.dtype == np.float16
+        np.testing.assert_array_equal(out, out32.astype(np.float16))
+        got = out.astype(np.float32)
+    np.testing.assert_array_equal(lse, lse32)
+    ro, rl = dense_reference(*x, causal, 1 / np.sqrt(D))
+    assert_close(got, ro, 2e-2, 1e-2)
+    with pytest.raises(ValueError, match="out_dtype must be one of"):
+        kiln.ops.block_sparse_attention(*args, mask, "causal", out_dtype="f64")
+
+
 def test_dsa_pipeline(rng):
     T, S, H, Di = 20, 90, 4, 32
     q = rng.standard_normal((T, H, Di)).astype(np.float32)
