@@ -97,8 +97,11 @@ def ConvertKilnToGPU : Pass<"convert-kiln-to-gpu", "::mlir::ModuleOp"> {
            "On sm_90a, run eligible dots (M % 64 == 0, num-warps % 4 == 0) "
            "as warpgroup wgmma.mma_async">,
     Option<"tma", "tma", "bool", /*default=*/"true",
-           "On sm_90a, load pipelined tiles with TMA (tensor maps built on "
-           "the device) where the view allows it">,
+           "On sm_90a, load pipelined tiles with TMA where the view allows it">,
+    Option<"hostMaps", "host-maps", "bool", /*default=*/"true",
+           "sm_90a: tensor maps of views made from arguments are encoded by "
+           "the runtime at launch and passed as kernel parameters (else "
+           "thread 0 of every program builds them)">,
     Option<"overlap", "overlap", "bool", /*default=*/"true",
            "sm_90a: compute the first dot of loops marked kiln.overlap an "
            "iteration ahead (else the marks are dropped)">,

@@ -96,6 +96,7 @@ JIT::compile(llvm::StringRef source, llvm::StringRef name,
          (compileOptions.tma ? "tma|" : "notma|") +
          (compileOptions.swizzle ? "swizzle|" : "noswizzle|") +
          (compileOptions.overlap ? "overlap|" : "nooverlap|") +
+         (compileOptions.hostMaps ? "hostmaps|" : "devicemaps|") +
          (compileOptions.cubin ? "cubin|" : "ptx|") +
          (compileOptions.target.empty() ? options.target
                                         : compileOptions.target);
@@ -228,6 +229,8 @@ JIT::compileUncached(llvm::StringRef source, llvm::StringRef name,
       feed("no-swizzle");
     if (!opts.overlap)
       feed("no-overlap");
+    if (!opts.hostMaps)
+      feed("device-maps");
   }
   feed(canonical);
   std::array<uint8_t, 32> digest = sha.final();

@@ -66,6 +66,14 @@ def overlap_enabled():
     return os.environ.get("KILN_OVERLAP", "1") != "0"
 
 
+def host_maps_enabled():
+    """sm_90a: tensor maps encoded by the runtime at launch (kernel
+    parameters) unless $KILN_TMA_MAPS is "device": every program then builds
+    its own (read by the compiler at each compile; part of every kernel
+    cache key)."""
+    return os.environ.get("KILN_TMA_MAPS", "host") != "device"
+
+
 def default_num_stages():
     """Software pipelining depth of loads in loops on GPU targets when a
     launch does not say (``num_stages=``): $KILN_NUM_STAGES, else 2."""
@@ -309,7 +317,8 @@ class JITFunction:
         num_warps = num_warps or default_num_warps()
         num_stages = num_stages or default_num_stages()
         key = (grid_rank, target, num_warps, num_stages, tma_enabled(),
-               swizzle_enabled(), overlap_enabled()) + tuple(a.key for a in bound)
+               swizzle_enabled(), overlap_enabled(), host_maps_enabled()) + \
+            tuple(a.key for a in bound)
         with self._lock:
             ck = self.cache.get(key)
         if ck is not None:

@@ -60,8 +60,8 @@ def kernel(name, mods="", **config):
     if _provider is not None:
         return _provider(name, mods, {k: str(v) for k, v in config.items()})
     from . import _kiln
-    from .jit import (_get_jit, default_num_stages, default_num_warps, overlap_enabled,
-                      swizzle_enabled, tma_enabled)
+    from .jit import (_get_jit, default_num_stages, default_num_warps, host_maps_enabled,
+                      overlap_enabled, swizzle_enabled, tma_enabled)
     target = os.environ.get("KILN_TARGET", "host")
     if target.startswith("sm_"):
         raise ValueError(f"kiln.ops runs on host (numpy) arrays, and KILN_TARGET={target} "
@@ -71,7 +71,7 @@ def kernel(name, mods="", **config):
     # $KILN_SWIZZLE or $KILN_OVERLAP change, a kernel compiled before is not
     # reused.
     key = (name, mods, _get_jit().target, default_num_warps(), default_num_stages(),
-           tma_enabled(), swizzle_enabled(), overlap_enabled(),
+           tma_enabled(), swizzle_enabled(), overlap_enabled(), host_maps_enabled(),
            tuple(sorted((k, str(v)) for k, v in config.items())))
     with _lock:
         k = _kernels.get(key)

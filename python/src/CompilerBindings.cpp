@@ -455,6 +455,12 @@ bool overlapFromEnvironment() {
   const char *v = std::getenv("KILN_OVERLAP");
   return !(v && std::string(v) == "0");
 }
+/// sm_90a: tensor maps encoded by the runtime at launch unless
+/// $KILN_TMA_MAPS is "device" (kilnc has --device-maps).
+bool hostMapsFromEnvironment() {
+  const char *v = std::getenv("KILN_TMA_MAPS");
+  return !(v && std::string(v) == "device");
+}
 } // namespace
 
 namespace kiln::python {
@@ -650,6 +656,7 @@ void bindCompiler(py::module &m) {
             options.tma = tmaFromEnvironment();
             options.swizzle = swizzleFromEnvironment();
             options.overlap = overlapFromEnvironment();
+            options.hostMaps = hostMapsFromEnvironment();
             llvm::Expected<std::shared_ptr<::kiln::Kernel>> k =
                 std::shared_ptr<::kiln::Kernel>();
             {
@@ -735,6 +742,7 @@ void bindCompiler(py::module &m) {
         o.tma = tmaFromEnvironment();
         o.swizzle = swizzleFromEnvironment();
         o.overlap = overlapFromEnvironment();
+        o.hostMaps = hostMapsFromEnvironment();
         auto r = ::kiln::compileSource(ctx, source, name, o, kind);
         if (!r)
           throw IRError(llvm::toString(r.takeError()));

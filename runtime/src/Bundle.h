@@ -9,6 +9,8 @@
 #ifndef KILN_RUNTIME_SRC_BUNDLE_H
 #define KILN_RUNTIME_SRC_BUNDLE_H
 
+#include "TensorMaps.h"
+
 #include "kiln/runtime.h"
 
 #include <cstddef>
@@ -23,11 +25,12 @@ namespace kiln::rt {
 /// Fixed layout of the 64-byte bundle header (all fields little-endian).
 namespace header {
 inline constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'B', 'N', 'D', 'L'};
-/// Versions read: 1, and 2 (which may declare `launch scratch_bytes`: a
+/// Versions read: 1, 2 (which may declare `launch scratch_bytes`: a
 /// kernel taking a hidden scratch argument, which a version-1 runtime would
-/// not pass; it refuses version 2 instead).
+/// not pass; it refuses version 2 instead) and 3 (which may declare
+/// `tensor_map`s: hidden tensor-map parameters).
 inline constexpr uint32_t kMinFormatVersion = 1;
-inline constexpr uint32_t kFormatVersion = 2;
+inline constexpr uint32_t kFormatVersion = 3;
 inline constexpr size_t kSize = 64;
 inline constexpr size_t kMagicOffset = 0;
 inline constexpr size_t kVersionOffset = 8;
@@ -63,6 +66,10 @@ struct Manifest {
   /// `launch scratch_bytes`: global memory the runtime provides per program
   /// (0: none). Set by checkScratchBytes, not by parseManifest.
   uint32_t scratchBytes = 0;
+  /// `tensor_map` lines (their values), and the maps checkTensorMaps parsed
+  /// from them: hidden parameters after the scratch (TensorMaps.h).
+  std::vector<std::string> tensorMapLines;
+  std::vector<TensorMapSpec> tensorMaps;
 };
 
 /// Scratch memory per program (`launch scratch_bytes`): a multiple of

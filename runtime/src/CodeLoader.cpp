@@ -204,6 +204,9 @@ kiln_status loadElfCode(const uint8_t *code, size_t size,
   }
   // POSIX guarantees data and function pointers convert through dlsym.
   out.entry = reinterpret_cast<KernelFn>(symbol);
+  // Emulated GPU kernels export the emulator's tensor-map encoder.
+  out.tensorMapEncoder = dlsym(out.handle, "kiln_emu_tensormap_encode");
+  dlerror();
   return nullptr;
 }
 

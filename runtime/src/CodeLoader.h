@@ -27,6 +27,9 @@ struct LoadedCode {
   /// (see CodeLoader.cpp); -1 when loaded from a temporary file.
   int fd = -1;
   KernelFn entry = nullptr;
+  /// emu-sm_XY bundles: the emulator's tensor-map encoder
+  /// (kiln_emu_tensormap_encode, TensorMaps.h's TensorMapEncoder), or null.
+  void *tensorMapEncoder = nullptr;
 };
 
 /// Checks that `code` is an x86-64 ELF shared object, loads it and looks up

@@ -60,6 +60,13 @@ kiln_status loadBundle(const uint8_t *data, size_t size, kiln_kernel **out) {
                       "bundle '%s': launch scratch_bytes needs bundle format "
                       "version 2 (the header says %u)",
                       bundle.manifest.name.c_str(), bundle.formatVersion);
+  if (kiln_status status = checkTensorMaps(bundle.manifest))
+    return status;
+  if (!bundle.manifest.tensorMaps.empty() && bundle.formatVersion < 3)
+    return makeStatus(KILN_ERROR_BAD_BUNDLE,
+                      "bundle '%s': tensor_map needs bundle format version 3 "
+                      "(the header says %u)",
+                      bundle.manifest.name.c_str(), bundle.formatVersion);
   auto kernel = std::make_unique<kiln_kernel>();
 
   if (cuda::isGpuTarget(bundle.manifest.target)) {
@@ -76,6 +83,12 @@ kiln_status loadBundle(const uint8_t *data, size_t size, kiln_kernel **out) {
     if (kiln_status status = loadElfCode(bundle.code, bundle.codeSize,
                                          bundle.manifest.entry, kernel->code))
       return status;
+    if (!bundle.manifest.tensorMaps.empty() && !kernel->code.tensorMapEncoder)
+      return makeStatus(KILN_ERROR_BAD_BUNDLE,
+                        "bundle '%s' declares tensor maps, and its code does "
+                        "not export the emulator's encoder "
+                        "(kiln_emu_tensormap_encode)",
+                        bundle.manifest.name.c_str());
   }
   kernel->manifest = std::move(bundle.manifest);
   *out = kernel.release();

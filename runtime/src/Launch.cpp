@@ -13,6 +13,11 @@
 // at ((z * gy + y) * gx + x) * N. CPU launches allocate it per launch (they
 // are synchronous); GPU launches use the runtime stream's buffer.
 //
+// A kernel with `tensor_map` lines takes, after those, an i32 of flags and
+// one 128-byte tensor map per line, encoded here for each launch
+// (TensorMaps.h): by value on the GPU (cuLaunchKernel copies the bytes), by
+// pointer for emulated kernels.
+//
 //===----------------------------------------------------------------------===//
 
 #include "Kernel.h"
@@ -25,6 +30,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <new>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -134,22 +140,37 @@ kiln_status checkArg(const kiln_kernel *kernel, size_t index,
 class PackedArgs {
 public:
   /// Room for numArgs entries, plus the scratch slot (pointing at
-  /// scratchBase) if withScratch.
-  void **prepare(size_t numArgs, bool withScratch) {
-    size_t count = numArgs + (withScratch ? 1 : 0);
+  /// scratchBase) if withScratch, plus the flags and `numMaps` tensor maps:
+  /// the maps' bytes (`byValue`, the GPU) or pointers to them.
+  void **prepare(size_t numArgs, bool withScratch, size_t numMaps = 0,
+                 bool byValue = true) {
+    size_t count = numArgs + (withScratch ? 1 : 0) + (numMaps ? 1 + numMaps : 0);
     void **entries = inlineEntries;
     if (count > kInlineArgs) {
       heapEntries.resize(count);
       entries = heapEntries.data();
     }
+    size_t next = numArgs;
     if (withScratch)
-      entries[numArgs] = &scratchBase;
+      entries[next++] = &scratchBase;
+    if (numMaps) {
+      entries[next++] = &mapFlags;
+      for (size_t i = 0; i < numMaps; ++i) {
+        mapPointers[i] = maps[i].bytes;
+        entries[next++] = byValue ? static_cast<void *>(maps[i].bytes)
+                                  : static_cast<void *>(&mapPointers[i]);
+      }
+    }
     return entries;
   }
 
   /// The scratch buffer's base, passed to the kernel like a pointer
   /// argument.
   void *scratchBase = nullptr;
+  /// The launch's tensor maps (encodeTensorMaps fills them).
+  uint32_t mapFlags = 0;
+  TensorMapBytes maps[32];
+  void *mapPointers[32];
 
 private:
   void *inlineEntries[kInlineArgs];
@@ -267,9 +288,31 @@ kiln_status launchArgs(kiln_runtime *runtime, kiln_kernel *kernel,
     // packing (cuLaunchKernel's kernelParams); a device pointer is 64 bits
     // like a void*.
     PackedArgs packedArgs;
-    void **packed = packedArgs.prepare(num_args, scratchBytes > 0);
+    const Manifest &m = kernel->manifest;
+    void **packed = packedArgs.prepare(num_args, scratchBytes > 0,
+                                       m.tensorMaps.size(), kernel->isGpu());
     for (size_t i = 0; i < num_args; ++i)
       packed[i] = const_cast<void *>(static_cast<const void *>(&args[i].value));
+    // The driver's encoder runs with the runtime's context current (its
+    // documented errors include CUDA_ERROR_INVALID_CONTEXT).
+    std::optional<cuda::ScopedContext> context;
+    if (!m.tensorMaps.empty() && kernel->isGpu()) {
+      context.emplace(*kernel->gpu.driver);
+      if (kiln_status status = context->enter("kiln_launch"))
+        return status;
+    }
+    if (!m.tensorMaps.empty()) {
+      TensorMapEncoder encode =
+          kernel->isGpu() ? cuda::tensorMapEncoder(kernel->gpu)
+                          : reinterpret_cast<TensorMapEncoder>(
+                                kernel->code.tensorMapEncoder);
+      if (kiln_status status = encodeTensorMaps(
+              m, args, encode,
+              kernel->isGpu() ? "cuTensorMapEncodeTiled"
+                              : "the emulator's kiln_emu_tensormap_encode",
+              packedArgs.maps, packedArgs.mapFlags))
+        return status;
+    }
     return dispatch(runtime, kernel, packedArgs, packed, scratchBytes, grid,
                     synchronize, job);
   } catch (const std::bad_alloc &) {

@@ -182,6 +182,14 @@ kiln_status Parser::parseLine(const std::vector<std::string_view> &fields) {
     return nullptr;
   }
 
+  if (key == "tensor_map") {
+    // Parsed and checked against the arguments by checkTensorMaps.
+    if (numValues == 0)
+      return error("", "'tensor_map' needs values");
+    manifest.tensorMapLines.push_back(joinFrom(fields, 1));
+    return nullptr;
+  }
+
   if (key == "launch") {
     if (kiln_status status = expectValues(2))
       return status;

@@ -156,15 +156,18 @@ class _OpKernel:
         launch(self.path, grid, values)
 
 
-def provider(name, mods, config, warps=None, stages=None, swizzle=True, overlap=True):
+def provider(name, mods, config, warps=None, stages=None, swizzle=True, overlap=True,
+             device_maps=False):
     """kiln.ops' kernels from recorded bundles (`warps`, `stages`, `swizzle`,
-    `overlap`: a non-default num_warps / num_stages / --no-swizzle /
-    --no-overlap, for the benchmarks' variants)."""
+    `overlap`, `device_maps`: a non-default num_warps / num_stages /
+    --no-swizzle / --no-overlap / --device-maps, for the benchmarks'
+    variants)."""
     if mods:
         raise RuntimeError("fused mask_mod/score_mod need the compiler; not in the device check")
     key = hashlib.sha1(json.dumps(sorted(config.items())).encode()).hexdigest()[:12]
     suffix = ((f"-w{warps}" if warps else "") + (f"-s{stages}" if stages else "")
-              + ("" if swizzle else "-noswizzle") + ("" if overlap else "-nooverlap"))
+              + ("" if swizzle else "-noswizzle") + ("" if overlap else "-nooverlap")
+              + ("-devmaps" if device_maps else ""))
     path = os.path.join(BUNDLES, f"op-{name}-{key}{suffix}.kiln")
     args = ["op", name]
     for k, v in sorted(config.items()):
@@ -177,6 +180,8 @@ def provider(name, mods, config, warps=None, stages=None, swizzle=True, overlap=
         args += ["--no-swizzle"]
     if not overlap:
         args += ["--no-overlap"]
+    if device_maps:
+        args += ["--device-maps"]
     compile_bundle(path, args)
     return _OpKernel(path)
 
@@ -283,7 +288,8 @@ check("example matmul f32", c, a.astype(np.float64) @ bm, 1e-4, 1e-3)
 # run on wgmma with one or two warpgroups.
 def gemm_variant(bm_, bn_, bk_, warps, stages, how=""):
     """`how`: "" (the defaults), "notma" (--no-tma), "noswizzle"
-    (--no-swizzle), "bf16out" (C in bf16, as torch.matmul's) or "grouped"
+    (--no-swizzle), "devicemaps" (--device-maps: every program builds its
+    tensor maps), "bf16out" (C in bf16, as torch.matmul's) or "grouped"
     (the GROUP_M program order, gemm_variants.py)."""
     name = gemm_name(bm_, bn_, bk_, warps, stages) + (f"-{how}" if how else "")
     path = os.path.join(BUNDLES, name + ".kiln")
@@ -292,7 +298,8 @@ def gemm_variant(bm_, bn_, bk_, warps, stages, how=""):
         with open(src, "w") as f:
             f.write(gemm_source(bm_, bn_, bk_, "bf16" if how == "bf16out" else "f32",
                                 grouped=how == "grouped"))
-        flags = [f"--no-{how[2:]}"] if how in ("notma", "noswizzle") else []
+        flags = ([f"--no-{how[2:]}"] if how in ("notma", "noswizzle")
+                 else ["--device-maps"] if how == "devicemaps" else [])
         compile_bundle(path, [src, "--num-warps", str(warps), "--num-stages", str(stages)]
                        + flags)
     return path
@@ -309,9 +316,11 @@ ALT_SHAPES = [GEMM_VARIANTS[0], (128, 256, 64, 8, 3)] if TARGET.endswith("sm_90a
 # And in the GROUP_M program order (L2 reuse between the programs resident
 # at once; the launch grid is the same).
 GEMM_RUNS = ([v + ("",) for v in GEMM_VARIANTS] + [v + ("notma",) for v in ALT_SHAPES]
-             + [v + ("noswizzle",) for v in ALT_SHAPES] + [GEMM_VARIANTS[-1] + ("bf16out",)]
+             + [v + ("noswizzle",) for v in ALT_SHAPES]
+             + [v + ("devicemaps",) for v in ALT_SHAPES] + [GEMM_VARIANTS[-1] + ("bf16out",)]
              + [GEMM_VARIANTS[-1] + ("grouped",)])
 GEMM_LABEL = {"": "", "notma": ", cp.async (no TMA)", "noswizzle": ", no swizzle",
+              "devicemaps": ", maps built per program",
               "bf16out": ", bf16 C", "grouped": ", grouped order"}
 
 
@@ -678,15 +687,15 @@ BENCH_D = 128
 BENCH_WINDOW = 1024  # the block-sparse benchmark's sliding window
 
 
-def variant_tag(warps, stages, block, swizzle, overlap=False, out16=False):
+def variant_tag(warps, stages, block, swizzle, overlap=False, out16=False, devmaps=False):
     bq, bkv = block_sizes(block)
     return (f"w{warps or 4} s{stages or 2} b{bq}" + (f"x{bkv}" if bkv != bq else "")
             + ("" if swizzle else " no-swizzle") + (" overlap" if overlap else "")
-            + (" bf16-out" if out16 else ""))
+            + (" bf16-out" if out16 else "") + (" device-maps" if devmaps else ""))
 
 
 def attention_bench_kernel(kind, warps=None, stages=None, block=64, swizzle=True,
-                           overlap=False, out16=False):
+                           overlap=False, out16=False, devmaps=False):
     window = BENCH_WINDOW if kind == "sliding_window" else 256
     bq, bkv = block_sizes(block)
     cfg = dict(head_dim=BENCH_D, block=bq, mask=kind, window=window, prefix=0, gqa_group=1,
@@ -698,7 +707,7 @@ def attention_bench_kernel(kind, warps=None, stages=None, block=64, swizzle=True
     if out16:  # a bf16 output, as SDPA's and flex_attention's
         cfg["out_dtype"] = "bf16"
     return provider("block_sparse_attention", "", {k_: str(v_) for k_, v_ in cfg.items()},
-                    warps, stages, swizzle)
+                    warps, stages, swizzle, device_maps=devmaps)
 
 
 # The attention benchmark also at 8 warps (two warpgroups on sm_90a: at
@@ -718,7 +727,8 @@ BENCH_VARIANTS = ((None, None, 64, True, False), (8, None, 64, True, False),
 if TARGET.endswith("sm_90a"):
     BENCH_VARIANTS += ((8, 1, 128, True, False), (None, None, 64, False, False),
                        (None, 3, 64, True, False), (8, 3, 128, True, False),
-                       (8, None, 128, True, True), (8, None, (128, 64), True, True))
+                       (8, None, 128, True, True), (8, None, (128, 64), True, True),
+                       (8, None, 128, True, False, False, True))
 
 
 def opbench_cases():
@@ -969,7 +979,7 @@ if not EMULATED and ACTIVE:
     masks = {}  # (kind, block) -> block mask (numpy, built once)
 
     def kiln_attention(kind, warps=None, stages=None, block=64, swizzle=True, overlap=False,
-                       out16=False):
+                       out16=False, devmaps=False):
         """(launch, output): the operator's bundle on device tensors, with
         the argument list of kiln.ops.block_sparse_attention. Kind "fixed":
         the dense kernel on the block mask in masks[("fixed", block)]."""
@@ -979,7 +989,8 @@ if not EMULATED and ACTIVE:
                                                   block_kv=bkv)
         mask = masks[(kind, block)]
         bundle = load(attention_bench_kernel("none" if kind == "fixed" else kind, warps,
-                                             stages, block, swizzle, overlap, out16).path)
+                                             stages, block, swizzle, overlap, out16,
+                                             devmaps).path)
         ot = torch.empty(B, H, SQ, D, device=dev,
                          dtype=torch.bfloat16 if out16 else torch.float32)
         lt = torch.empty(B, H, SQ, device=dev)
@@ -1016,7 +1027,10 @@ if not EMULATED and ACTIVE:
     # epilogue) and with one full block, at the two main shapes. The grid is
     # the same (512 or 1024 programs); per program: time x SMs / programs.
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    for variant in ((8, None, 128, True, False), (None, None, 64, True, False)):
+    fixed_variants = [(8, None, 128, True, False), (None, None, 64, True, False)]
+    if TARGET.endswith("sm_90a"):
+        fixed_variants.append((8, None, 128, True, False, False, True))
+    for variant in fixed_variants:
         base = masks.get(("none", variant[2]))
         if base is None:
             continue

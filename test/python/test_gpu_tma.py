@@ -11,6 +11,7 @@ box). The emulator checks the protocol (tensor-map release/acquire,
 mbarrier phases, no read before the wait, no TMA into a stage still being
 read) and aborts on a violation. Outputs are poisoned; references are
 float64."""
+import os
 import re
 
 import numpy as np
@@ -109,10 +110,10 @@ def gemm_bt(a, b, c, m, n, k, BM: kl.constexpr, BN: kl.constexpr, BK: kl.constex
     kl.store(vc, acc, offsets=(pid_m * BM, pid_n * BN))
 
 
-def sm90a_ptx(fn, warps, stages):
+def sm90a_ptx(fn, warps, stages, stage="asm"):
     from kiln._kiln import compile_stage
     ck = fn.last
-    return compile_stage(ck.kiln_ir, ck.filename, "asm", "sm_90a", warps, stages)
+    return compile_stage(ck.kiln_ir, ck.filename, stage, "sm_90a", warps, stages)
 
 
 @pytest.mark.parametrize("mnk", BF16_TMA + BF16_FALLBACK)
@@ -122,7 +123,7 @@ def sm90a_ptx(fn, warps, stages):
 def test_bf16_gemm_swizzled_stages(rng, mnk, tile):
     bm, bn, bk, warps = tile
     run(rng, "bf16", *mnk, bm, bn, bk, num_warps=warps, num_stages=3)
-    assert ptx_swizzled_boxes(sm90a_ptx(gemm, warps, 3)) >= 2
+    assert swizzled_boxes(gemm, warps, 3) >= 2
 
 
 @pytest.mark.parametrize("mnk", [(100, 72, 200), (70, 65, 131)])
@@ -143,13 +144,33 @@ def test_bf16_gemm_transposed_b_swizzled(rng, mnk):
                                                   m, n, k, BM=64, BN=64, BK=64,
                                                   num_warps=4, num_stages=3)
     assert_close(c, a.astype(np.float64) @ b.T, 1e-4, 1e-4 * np.sqrt(k))
-    assert ptx_swizzled_boxes(sm90a_ptx(gemm_bt, 4, 3)) >= 2
+    assert swizzled_boxes(gemm_bt, 4, 3) >= 2
 
 
-def ptx_swizzled_boxes(ptx):
-    """The 2-d boxes of a kernel whose tensor maps take the 128B swizzle (3)."""
-    assert re.search(r"swizzle_mode\.shared::cta\.b1024\.b32\s+\[[^]]+\], 3;", ptx)
+def swizzled_boxes(fn, warps, stages):
+    """The 2-d boxes of a kernel whose tensor maps take the 128B swizzle:
+    maps the runtime encodes ("swizzled" tensor_map lines, the default) or,
+    with KILN_TMA_MAPS=device, maps built with swizzle mode 3."""
+    ptx = sm90a_ptx(fn, warps, stages)
+    if os.environ.get("KILN_TMA_MAPS") == "device":
+        assert re.search(r"swizzle_mode\.shared::cta\.b1024\.b32\s+\[[^]]+\], 3;", ptx)
+    else:
+        assert "tensormap.replace" not in ptx
+        assert re.search(r'kiln\.tensor_maps\.\w+ = \[[^]]*"swizzled 2 ',
+                         sm90a_ptx(fn, warps, stages, "mlir"))
     return ptx.count("cp.async.bulk.tensor.2d.shared::cluster.global")
+
+
+def test_device_built_maps_compute_the_same(rng, monkeypatch):
+    # KILN_TMA_MAPS=device: every program builds its maps (tensormap.replace
+    # in shared memory, copied to the scratch, released and acquired), the
+    # path before the runtime encoded them; part of the specialization key.
+    monkeypatch.setenv("KILN_TMA_MAPS", "device")
+    run(rng, "bf16", 100, 72, 200, 64, 64, 64, num_warps=4, num_stages=3)
+    assert swizzled_boxes(gemm, 4, 3) >= 2
+    ptx = sm90a_ptx(gemm, 4, 3)
+    assert "fence.proxy.tensormap::generic.release.gpu" in ptx
+    assert ".param .align 64 .b8" not in ptx
 
 
 def test_kiln_swizzle_0_keeps_core_tiles(rng, monkeypatch):

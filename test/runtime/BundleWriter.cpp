@@ -49,10 +49,12 @@ Bytes makeBundle(const std::string &manifest, const Bytes &code) {
   Bytes bundle(fileSize, 0);
   const char magic[] = "KILNBNDL";
   std::copy(magic, magic + 8, bundle.begin());
-  // Version 2 when the kernel takes the hidden scratch argument.
+  // Version 3 when the kernel takes tensor maps, 2 when it takes the hidden
+  // scratch argument.
   writeU32(bundle, kVersionAt,
-           manifest.find("\nlaunch scratch_bytes ") != std::string::npos ? 2
-                                                                         : 1);
+           manifest.find("\ntensor_map ") != std::string::npos            ? 3
+           : manifest.find("\nlaunch scratch_bytes ") != std::string::npos ? 2
+                                                                           : 1);
   writeU32(bundle, kReservedAt, 0);
   writeU64(bundle, kManifestOffsetAt, manifestOffset);
   writeU64(bundle, kManifestSizeAt, manifest.size());
@@ -105,6 +107,8 @@ std::string manifestFor(const std::string &kernel, const std::string &extra) {
                   "arg h scalar i1\narg k scalar bf16\narg l scalar f16\n"},
       {"scratch", "grid-rank 3\narg out ptr i64\narg slot_bytes scalar i32\n"},
       {"nop", "grid-rank 3\n"},
+      {"maps", "grid-rank 1\narg out ptr i64\narg base ptr f32\n"
+               "arg rows scalar i64\narg cols scalar i32\n"},
   };
   return "kiln-bundle 1\n"
          "name " +

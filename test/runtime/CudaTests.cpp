@@ -1100,3 +1100,68 @@ TEST_CASE("GPU bundles load from files", "[mock]") {
   CHECK(ok.ok());
   kiln_kernel_destroy(kernel);
 }
+
+TEST_CASE("tensor maps are encoded by the driver and passed by value",
+          "[mock][tensor_map]") {
+  if (!inMockProcess())
+    return;
+  Mock &mock = Mock::get();
+  // A kernel as the compiler emits it for sm_90a host maps: the user's
+  // parameters, the flags (.u32) and one .param .align 64 .b8 [128] per map.
+  std::string text =
+      "//\n.version 8.3\n.target sm_90a\n.address_size 64\n\n"
+      ".visible .entry kiln_vadd(\n"
+      "\t.param .u64 kiln_vadd_param_0,\n\t.param .u64 kiln_vadd_param_1,\n"
+      "\t.param .u64 kiln_vadd_param_2,\n\t.param .u32 kiln_vadd_param_3,\n"
+      "\t.param .u32 kiln_vadd_param_4,\n"
+      "\t.param .align 64 .b8 kiln_vadd_param_5[128],\n"
+      "\t.param .align 64 .b8 kiln_vadd_param_6[128]\n)\n{\n\tret;\n}\n";
+  // Map 0 over x ([n / 32, 32] f32), map 1 over out with the same shape.
+  std::string maps = "tensor_map plain 4 0 2 8 32 a3,32,sdiv 32 32 1\n"
+                     "tensor_map plain 4 2 2 8 32 a3,32,sdiv 32 32 1\n";
+  MockDevice device(90, 232448);
+  KernelPtr kernel =
+      loadOk(makeBundle(gpuManifest("sm_90a", "ptx", maps), toBytes(text)));
+  DeviceBuffer x(4096), out(4096);
+  RuntimePtr runtime = makeRuntime();
+  int64_t grid[3] = {1, 1, 1};
+  int encodes = mock.counters()->tensor_map_encodes;
+  {
+    kiln_arg args[] = {ptrArg(x.pointer, KILN_DTYPE_F32), ptrArg(x.pointer, KILN_DTYPE_F32),
+                       ptrArg(out.pointer, KILN_DTYPE_F32), i32Arg(1024)};
+    Status status(kiln_launch(runtime.get(), kernel.get(), args, 4, grid));
+    INFO(status.message());
+    REQUIRE(status.ok());
+    const kiln_mock_launch &launch = *mock.lastLaunch();
+    REQUIRE(launch.num_params == 7);
+    CHECK(launch.params[4] == 3);                  // both maps usable
+    CHECK(launch.params[5] == bits(x.pointer));    // the maps' first words
+    CHECK(launch.params[6] == bits(out.pointer));
+    CHECK(mock.counters()->tensor_map_encodes == encodes + 2);
+  }
+  {
+    // n = 1000: a row stride of 32 still, but n / 32 = 31 rows; and a base
+    // 4 bytes off: map 0 is not usable (zeroed, not encoded), map 1 is.
+    kiln_arg args[] = {ptrArg(static_cast<char *>(x.pointer) + 4, KILN_DTYPE_F32),
+                       ptrArg(x.pointer, KILN_DTYPE_F32),
+                       ptrArg(out.pointer, KILN_DTYPE_F32), i32Arg(1000)};
+    REQUIRE(Status(kiln_launch(runtime.get(), kernel.get(), args, 4, grid)).ok());
+    const kiln_mock_launch &launch = *mock.lastLaunch();
+    CHECK(launch.params[4] == 2);
+    CHECK(launch.params[5] == 0);
+    CHECK(launch.params[6] == bits(out.pointer));
+    CHECK(mock.counters()->tensor_map_encodes == encodes + 3);
+  }
+  {
+    // The driver's refusal fails the launch, naming the call and the map.
+    mock.failNext("cuTensorMapEncodeTiled", 1);
+    kiln_arg args[] = {ptrArg(x.pointer, KILN_DTYPE_F32), ptrArg(x.pointer, KILN_DTYPE_F32),
+                       ptrArg(out.pointer, KILN_DTYPE_F32), i32Arg(1024)};
+    int launches = mock.lastLaunch()->count;
+    Status status(kiln_launch(runtime.get(), kernel.get(), args, 4, grid));
+    CHECK(status.code() == KILN_ERROR_LAUNCH);
+    CHECK(contains(status.message(), "kernel 'vadd': cuTensorMapEncodeTiled refused "
+                                     "tensor map 0 (of argument 'x', rank 2, error 1)"));
+    CHECK(mock.lastLaunch()->count == launches);
+  }
+}

@@ -562,3 +562,106 @@ TEST_CASE("launch overhead", "[.][bench]") {
     }
   }
 }
+
+TEST_CASE("tensor maps are encoded per launch from the arguments",
+          "[launch][tensor_map]") {
+  // Map 0: the f32 view [rows, cols] (strides cols, 1) with 16 x 32 tiles;
+  // map 1: a swizzled 2-byte view of the same base, sizes (rows / 2, 64).
+  KernelPtr kernel =
+      load("maps", "tensor_map plain 4 1 2 16 32 a2 a3 a3 1\n"
+                   "tensor_map swizzled 2 1 2 8 64 a2,2,sdiv 64 64 1\n");
+  CHECK(kiln_kernel_num_args(kernel.get()) == 4);
+  RuntimePtr runtime = makeRuntime(1);
+  alignas(64) static float data[4096];
+  std::vector<int64_t> out(40, -1);
+  int64_t grid[3] = {2, 1, 1};
+  auto run = [&](float *base, int64_t rows, int32_t cols) {
+    kiln_arg args[] = {ptrArg(out.data(), KILN_DTYPE_I64),
+                       ptrArg(base, KILN_DTYPE_F32), i64Arg(rows), i32Arg(cols)};
+    return Status(kiln_launch(runtime.get(), kernel.get(), args, 4, grid));
+  };
+  {
+    Status status = run(data, 100, 36);
+    INFO(status.message());
+    REQUIRE(status.ok());
+    CHECK(out[0] == 3); // both usable
+    const int64_t *m0 = &out[1], *m1 = &out[17];
+    CHECK(m0[0] == 0);                                    // aligned
+    CHECK(m0[1] == 2);                                    // u32 elements
+    CHECK(m0[2] == 2);                                    // rank
+    CHECK(m0[3] == (int64_t)(intptr_t)data);
+    CHECK(m0[4] == 0);                                    // no swizzle
+    CHECK((m0[5] == 36 && m0[6] == 36 * 4 && m0[7] == 32)); // cols, row bytes, box
+    CHECK((m0[8] == 100 && m0[9] == 0 && m0[10] == 16));    // rows, -, box
+    CHECK(m1[1] == 1);                                    // u16 elements
+    CHECK(m1[4] == 3);                                    // 128-byte swizzle
+    CHECK((m1[5] == 64 && m1[6] == 128 && m1[7] == 64));  // boxes of 64 columns
+    CHECK((m1[8] == 50 && m1[10] == 8));
+  }
+  {
+    // Row stride 35 floats (140 bytes, not a multiple of 16): map 0 is not
+    // usable (its bit clear, its bytes zero); map 1 still is.
+    Status status = run(data, 100, 35);
+    REQUIRE(status.ok());
+    CHECK(out[0] == 2);
+    for (int i = 2; i < 16; ++i)
+      CHECK(out[i] == 0);
+    // A misaligned base: neither.
+    REQUIRE(run(data + 1, 100, 36).ok());
+    CHECK(out[0] == 0);
+    // Too few rows for map 1 (rows / 2 == 0): only map 0.
+    REQUIRE(run(data, 1, 36).ok());
+    CHECK(out[0] == 1);
+  }
+  {
+    // The encoder's refusal is the launch's error, naming the map.
+    KernelPtr refused = load("maps", "tensor_map plain 4 1 2 16 3 a2 a3 a3 1\n"
+                                     "tensor_map plain 4 1 2 16 32 a2 a3 a3 1\n");
+    kiln_arg args[] = {ptrArg(out.data(), KILN_DTYPE_I64),
+                       ptrArg(data, KILN_DTYPE_F32), i64Arg(10), i32Arg(36)};
+    Status status(kiln_launch(runtime.get(), refused.get(), args, 4, grid));
+    CHECK(status.code() == KILN_ERROR_LAUNCH);
+    CHECK(contains(status.message(),
+                   "kernel 'maps': the emulator's kiln_emu_tensormap_encode "
+                   "refused tensor map 0 (of argument 'base', rank 2, error 1)"));
+  }
+}
+
+TEST_CASE("malformed tensor_map lines are refused", "[bundle][tensor_map]") {
+  struct Case {
+    std::string line, expected;
+  };
+  std::vector<Case> cases = {
+      {"tensor_map plain 4 1 2 16 32 a2 a3 a3", "expected 2 sizes and strides"},
+      {"tensor_map wavy 4 1 2 16 32 a2 a3 a3 1", "kind must be plain"},
+      {"tensor_map plain 3 1 2 16 32 a2 a3 a3 1", "element bytes"},
+      {"tensor_map plain 4 2 2 16 32 a2 a3 a3 1", "pointer argument"},
+      {"tensor_map plain 4 1 6 16 32 a2 a3 a3 1", "rank must be 2 to 5"},
+      {"tensor_map plain 4 1 2 0 32 a2 a3 a3 1", "bad tile rows or columns"},
+      {"tensor_map swizzled 2 1 2 16 32 a2 a3 a3 1", "bad tile rows or columns"},
+      {"tensor_map plain 4 1 2 16 32 a1 a3 a3 1",
+       "size 0: 'a1' is not an integer scalar argument"},
+      {"tensor_map plain 4 1 2 16 32 a2,* a3 a3 1", "operator '*' lacks operands"},
+      {"tensor_map plain 4 1 2 16 32 a2,a3 a3 a3 1", "leaves 2 values"},
+      {"tensor_map plain 4 1 2 16 32 a2 a3 a3 1x", "stride 1: bad token '1x'"},
+  };
+  for (const Case &c : cases) {
+    CAPTURE(c.line);
+    Bytes bundle = bundleFor("maps", c.line + "\n");
+    kiln_kernel *kernel = nullptr;
+    Status status(kiln_bundle_load_memory(bundle.data(), bundle.size(), &kernel));
+    CHECK(kernel == nullptr);
+    CHECK(status.code() == KILN_ERROR_BAD_BUNDLE);
+    CHECK(contains(status.message(), "bundle 'maps': tensor_map 0"));
+    CHECK(contains(status.message(), c.expected));
+  }
+  // Tensor maps in a version-2 bundle (which a runtime without them would
+  // launch without the parameters): refused.
+  Bytes bundle = bundleFor("maps", "tensor_map plain 4 1 2 16 32 a2 a3 a3 1\n");
+  writeU32(bundle, kVersionAt, 2);
+  kiln_kernel *kernel = nullptr;
+  Status status(kiln_bundle_load_memory(bundle.data(), bundle.size(), &kernel));
+  CHECK(kernel == nullptr);
+  CHECK(contains(status.message(), "tensor_map needs bundle format version 3 "
+                                   "(the header says 2)"));
+}

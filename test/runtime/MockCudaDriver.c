@@ -497,6 +497,13 @@ static int parse_ptx_entry(const char *text, const char *name,
       if (f->num_params == KILN_MOCK_MAX_PARAMS)
         return 0;
       int size = ptx_type_size(param + 7);
+      if (!size && strncmp(param + 7, ".align ", 7) == 0) {
+        /* a by-value array: ".param .align 64 .b8 NAME[128]" */
+        const char *open = strchr(param, '[');
+        const char *comma = strpbrk(param + 7, ",)");
+        if (open && (!comma || open < comma))
+          size = atoi(open + 1);
+      }
       if (!size)
         return 0;
       f->param_sizes[f->num_params++] = size;
@@ -642,13 +649,44 @@ EXPORT CUresult cuLaunchKernel(CUfunction function, unsigned grid_x,
   for (int i = 0; i < f->num_params; ++i) {
     if (!params[i])
       RETURN(CUDA_ERROR_INVALID_VALUE);
-    memcpy(&record.params[i], params[i], (size_t)f->param_sizes[i]);
+    /* Parameters wider than 8 bytes (tensor maps): their first 8 bytes. */
+    size_t size = (size_t)f->param_sizes[i];
+    memcpy(&record.params[i], params[i], size < 8 ? size : 8);
   }
   last_launch = record;
   if (stream)
     ++stream->pending;
   else
     ++default_stream_pending;
+  RETURN(CUDA_SUCCESS);
+}
+
+/* Encodes nothing a GPU could use: the map's first word is the global
+ * address, the second the rank, then the dimensions (what a launch records
+ * of a by-value map parameter is its first word). Refuses what the driver
+ * documents as invalid for the runtime's use: a misaligned map or address,
+ * a rank outside 1..5, a box dimension outside 1..256. */
+EXPORT CUresult cuTensorMapEncodeTiled(
+    void *map, int data_type, unsigned rank, void *address,
+    const unsigned long long *dims, const unsigned long long *strides,
+    const unsigned *box, const unsigned *element_strides, int interleave,
+    int swizzle, int l2, int fill) {
+  ENTER("cuTensorMapEncodeTiled", 1);
+  (void)data_type, (void)strides, (void)element_strides, (void)interleave;
+  (void)swizzle, (void)l2, (void)fill;
+  if (!map || (uintptr_t)map % 64 || (uintptr_t)address % 16 || rank < 1 ||
+      rank > 5)
+    RETURN(CUDA_ERROR_INVALID_VALUE);
+  for (unsigned i = 0; i < rank; ++i)
+    if (box[i] < 1 || box[i] > 256)
+      RETURN(CUDA_ERROR_INVALID_VALUE);
+  unsigned long long *w = (unsigned long long *)map;
+  memset(map, 0, 128);
+  w[0] = (unsigned long long)(uintptr_t)address;
+  w[1] = rank;
+  for (unsigned i = 0; i < rank; ++i)
+    w[2 + i] = dims[i];
+  ++counters.tensor_map_encodes;
   RETURN(CUDA_SUCCESS);
 }
 

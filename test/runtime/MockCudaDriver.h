@@ -62,6 +62,7 @@ typedef struct kiln_mock_counters {
   /* cuMemFree calls made while some stream had launches queued since its
      last cuStreamSynchronize (memory a kernel may still be using). */
   int frees_with_pending_launches;
+  int tensor_map_encodes; /* successful cuTensorMapEncodeTiled calls */
 } kiln_mock_counters;
 
 typedef const kiln_mock_launch *(*kiln_mock_last_launch_fn)(void);

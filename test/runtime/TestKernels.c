@@ -123,3 +123,47 @@ KERNEL kiln_entry_nop(void *const *args, int32_t pid_x, int32_t pid_y,
       (void)grid_z;
   __atomic_fetch_add(&nopCalls, 1, __ATOMIC_RELAXED);
 }
+
+// The emulator's tensor-map encoder, as emu-sm_XY bundles export it
+// (kiln_emu_tensormap_encode, cuTensorMapEncodeTiled's parameters): this
+// one records its arguments in the map's 128 bytes as int64 words: data
+// type, rank, address, swizzle, then per dimension (dim, stride, box). Box 0
+// of 3 is refused (error 1), to test the runtime's report.
+__attribute__((visibility("default"))) int kiln_emu_tensormap_encode(
+    void *map, int data_type, uint32_t rank, void *address,
+    const uint64_t *dims, const uint64_t *strides, const uint32_t *box,
+    const uint32_t *element_strides, int interleave, int swizzle, int l2,
+    int fill) {
+  (void)element_strides, (void)interleave, (void)l2, (void)fill;
+  if (box[0] == 3)
+    return 1;
+  int64_t *w = (int64_t *)map;
+  w[0] = data_type, w[1] = rank, w[2] = (int64_t)(intptr_t)address;
+  w[3] = swizzle;
+  for (uint32_t i = 0; i < rank && i < 4; ++i) {
+    w[4 + 3 * i] = (int64_t)dims[i];
+    w[5 + 3 * i] = i + 1 < rank ? (int64_t)strides[i] : 0;
+    w[6 + 3 * i] = box[i];
+  }
+  return 0;
+}
+
+// Tensor maps (`tensor_map` lines): arg out ptr i64, arg base ptr f32, arg
+// rows scalar i64, arg cols scalar i32, then the hidden flags (i32) and maps
+// (a pointer to each one's 128 bytes). Program 0 copies the flags and the
+// first two maps' 16 words to out.
+KERNEL kiln_entry_maps(void *const *args, int32_t pid_x, int32_t pid_y,
+                       int32_t pid_z, int32_t grid_x, int32_t grid_y,
+                       int32_t grid_z) {
+  (void)pid_y, (void)pid_z, (void)grid_x, (void)grid_y, (void)grid_z;
+  if (pid_x != 0)
+    return;
+  int64_t *out = ARG(int64_t *, 0);
+  out[0] = ARG(int32_t, 4);
+  for (int m = 0; m < 2; ++m) {
+    const int64_t *w = ARG(const int64_t *, 5 + m);
+    out[1 + 16 * m] = (int64_t)((intptr_t)w % 64); // 64-byte aligned
+    for (int i = 1; i < 16; ++i)
+      out[1 + 16 * m + i] = w[i - 1];
+  }
+}

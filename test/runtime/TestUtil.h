@@ -77,6 +77,14 @@ inline kiln_arg i32Arg(int32_t value) {
   return arg;
 }
 
+inline kiln_arg i64Arg(int64_t value) {
+  kiln_arg arg{};
+  arg.kind = KILN_ARG_SCALAR;
+  arg.dtype = KILN_DTYPE_I64;
+  arg.value.i64 = value;
+  return arg;
+}
+
 } // namespace kiln::test
 
 #endif // KILN_TEST_RUNTIME_TESTUTIL_H

@@ -92,6 +92,11 @@ static cl::opt<bool> noOverlap(
     cl::desc("sm_90a: ignore kiln.overlap loop marks (attention's scores are "
              "then computed in their own iteration)"),
     cl::cat(kilncCategory));
+static cl::opt<bool> deviceMaps(
+    "device-maps",
+    cl::desc("sm_90a: every program builds its TMA tensor maps (not encoded "
+             "by the runtime at launch)"),
+    cl::cat(kilncCategory));
 static cl::opt<bool> cubinBundle("cubin",
                                  cl::desc("GPU targets: put a cubin (ptxas) in "
                                           "the bundle instead of PTX"),
@@ -124,7 +129,7 @@ static int runOp(int argc, char **argv) {
     errs() << "usage: kilnc op NAME [--key value]... [-o FILE] [--target T] "
               "[--emit bundle|mlir|llvm|asm|ptx|obj|cubin|c-header|kiln]\n"
               "       [--num-warps N] [--num-stages N] [--no-tma] [--no-swizzle]\n"
-              "       [--no-overlap] [--cubin]\n"
+              "       [--no-overlap] [--device-maps] [--cubin]\n"
               "       kilnc op --list\n";
     return 1;
   };
@@ -143,7 +148,7 @@ static int runOp(int argc, char **argv) {
   std::map<std::string, std::string> config;
   std::string output = "-", targetName = "host", emitName = "bundle",
               warps = "4", stagesText = "2";
-  bool cubin = false, tma = true, swizzle = true, overlap = true;
+  bool cubin = false, tma = true, swizzle = true, overlap = true, hostMaps = true;
   for (int i = 3; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](std::string &dst) {
@@ -175,6 +180,8 @@ static int runOp(int argc, char **argv) {
       swizzle = false;
     } else if (a == "--no-overlap") {
       overlap = false;
+    } else if (a == "--device-maps") {
+      hostMaps = false;
     } else if (a.rfind("--", 0) == 0) {
       std::string key = a.substr(2), v;
       size_t eq = key.find('=');
@@ -217,6 +224,7 @@ static int runOp(int argc, char **argv) {
   options.tma = tma;
   options.swizzle = swizzle;
   options.overlap = overlap;
+  options.hostMaps = hostMaps;
   if (llvm::StringRef(warps).getAsInteger(10, options.numWarps)) {
     WithColor::error(errs(), "kilnc") << "--num-warps needs an integer\n";
     return 1;
@@ -274,6 +282,7 @@ int main(int argc, char **argv) {
   options.tma = !noTma;
   options.swizzle = !noSwizzle;
   options.overlap = !noOverlap;
+  options.hostMaps = !deviceMaps;
   auto result = kiln::compileSource(context, (*input)->getBuffer(), inputFile,
                                     options, emit);
   if (!result) {

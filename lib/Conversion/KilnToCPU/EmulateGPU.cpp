@@ -512,6 +512,9 @@ LogicalResult EmulateGPUPass::emulate(gpu::GPUFuncOp kernel,
           tmaArgs(st.getSrcMem(), st.getTmaDescriptor(), st.getCoordinates());
       args.push_back(abi.site(ib, op));
       abi.call(ib, "kiln_emu_tma_store", args);
+    } else if (auto pf = dyn_cast<NVVM::PrefetchOp>(op);
+               pf && pf.getTensormap()) {
+      // prefetch.tensormap: a hint, nothing to emulate.
     } else if (isa<NVVM::CpAsyncBulkCommitGroupOp>(op)) {
       abi.call(ib, "kiln_emu_bulk_commit", {});
     } else if (auto bw = dyn_cast<NVVM::CpAsyncBulkWaitGroupOp>(op)) {

@@ -29,6 +29,7 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/LoopLikeInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
 using namespace mlir::kiln;
@@ -127,6 +128,161 @@ static Value tmaCoord(ImplicitLocOpBuilder &b, Value v) {
   v = arith::MaxSIOp::create(b, v, cIdx(b, -(int64_t(1) << 30)));
   v = arith::MinSIOp::create(b, v, cIdx(b, int64_t(1) << 30));
   return arith::IndexCastOp::create(b, b.getI32Type(), v);
+}
+
+//===----------------------------------------------------------------------===//
+// Host maps: tensor maps the runtime encodes at launch
+//===----------------------------------------------------------------------===//
+//
+// A view made from a pointer argument with sizes and strides computed from
+// scalar arguments and constants is the same for every program of a launch,
+// so its tensor map is too: the bundle records how to compute it (a
+// `tensor_map` manifest line) and the runtime encodes it once per launch
+// (cuTensorMapEncodeTiled on the GPU; the emulator's encoder for emu-sm_XY)
+// and passes it as a 128-byte kernel parameter (byval, __grid_constant__),
+// as CUTLASS and FlashAttention 3 do. No program builds, copies, releases or
+// acquires a map. The runtime also decides whether the view allows TMA (the
+// conditions of tmaViewAllows) and passes the answers as one i32 of flags.
+
+/// Appends `v`'s postfix expression over the kernel's scalar arguments
+/// (tokens separated by commas: decimal integers, `aN` for user argument N,
+/// and + - * sdiv udiv srem urem smax smin umax umin on 64 bits) to `out`;
+/// false when `v` is computed otherwise. The runtime evaluates it with the
+/// launch's argument values (docs/bundle-format.md, "tensor_map").
+static bool argExpression(Value v, const SimtConfig &simt, std::string &out,
+                          int &budget) {
+  if (--budget < 0)
+    return false;
+  auto sep = [&] {
+    if (!out.empty())
+      out += ',';
+  };
+  if (auto arg = dyn_cast<BlockArgument>(v)) {
+    if (arg.getOwner() != simt.entry || arg.getArgNumber() >= simt.numUserArgs ||
+        !arg.getType().isSignlessInteger())
+      return false;
+    sep();
+    out += "a" + std::to_string(arg.getArgNumber());
+    return true;
+  }
+  Operation *op = v.getDefiningOp();
+  if (!op || !(v.getType().isIndex() || v.getType().isSignlessInteger(64)))
+    return false;
+  APInt c;
+  if (matchPattern(v, m_ConstantInt(&c))) {
+    sep();
+    out += std::to_string(c.getSExtValue());
+    return true;
+  }
+  if (auto cast = dyn_cast<arith::IndexCastOp>(op)) {
+    // From an argument (sign-extended by its type, as the runtime does) or
+    // a 64-bit value; not from narrower arithmetic, which wraps at its width.
+    Value in = cast.getIn();
+    if (!isa<BlockArgument>(in) && !in.getType().isSignlessInteger(64))
+      return false;
+    return argExpression(in, simt, out, budget);
+  }
+  const char *name = llvm::TypeSwitch<Operation *, const char *>(op)
+                         .Case<arith::AddIOp>([](auto) { return "+"; })
+                         .Case<arith::SubIOp>([](auto) { return "-"; })
+                         .Case<arith::MulIOp>([](auto) { return "*"; })
+                         .Case<arith::DivSIOp>([](auto) { return "sdiv"; })
+                         .Case<arith::DivUIOp>([](auto) { return "udiv"; })
+                         .Case<arith::RemSIOp>([](auto) { return "srem"; })
+                         .Case<arith::RemUIOp>([](auto) { return "urem"; })
+                         .Case<arith::MaxSIOp>([](auto) { return "smax"; })
+                         .Case<arith::MinSIOp>([](auto) { return "smin"; })
+                         .Case<arith::MaxUIOp>([](auto) { return "umax"; })
+                         .Case<arith::MinUIOp>([](auto) { return "umin"; })
+                         .Default([](Operation *) { return nullptr; });
+  if (!name || op->getNumOperands() != 2)
+    return false;
+  if (!argExpression(op->getOperand(0), simt, out, budget) ||
+      !argExpression(op->getOperand(1), simt, out, budget))
+    return false;
+  out += ',';
+  out += name;
+  return true;
+}
+
+int64_t KernelLowering::addHostMap(const ViewInfo &vi, RankedTensorType type,
+                                   StringRef kind) {
+  if (!simt->hostMaps || !simt->kernelFunc || !vi.base)
+    return -1;
+  auto base = dyn_cast<BlockArgument>(vi.base);
+  if (!base || base.getOwner() != simt->entry ||
+      base.getArgNumber() >= simt->numUserArgs ||
+      !isa<MemRefType>(base.getType()))
+    return -1;
+  int64_t rank = type.getRank();
+  if (int64_t(vi.sizes.size()) != rank || int64_t(vi.strides.size()) != rank ||
+      simt->hostMapSpecs.size() >= 32)
+    return -1;
+  std::string spec;
+  llvm::raw_string_ostream os(spec);
+  os << kind << " " << storageBytes(type) << " " << base.getArgNumber() << " "
+     << rank << " " << type.getDimSize(rank - 2) << " "
+     << type.getDimSize(rank - 1);
+  for (ArrayRef<Value> values : {ArrayRef<Value>(vi.sizes), ArrayRef<Value>(vi.strides)})
+    for (Value v : values) {
+      std::string expr;
+      int budget = 64;
+      if (!argExpression(v, *simt, expr, budget))
+        return -1;
+      os << " " << expr;
+    }
+  // The same map twice (two loops over one view): one parameter.
+  for (auto [i, s] : llvm::enumerate(simt->hostMapSpecs))
+    if (s == spec)
+      return i;
+  auto fn = cast<gpu::GPUFuncOp>(simt->kernelFunc);
+  MLIRContext *ctx = fn.getContext();
+  Location loc = fn.getLoc();
+  if (!simt->hostMapFlags) {
+    unsigned at = fn.getNumArguments();
+    (void)fn.insertArgument(at, IntegerType::get(ctx, 32), DictionaryAttr(), loc);
+    simt->hostMapFlags = fn.getArgument(at);
+  }
+  unsigned at = fn.getNumArguments();
+  // 64-byte aligned (a CUtensorMap); the NVGPU target makes it byval and
+  // __grid_constant__ once the function is an llvm.func.
+  (void)fn.insertArgument(
+      at, LLVM::LLVMPointerType::get(ctx),
+      DictionaryAttr::get(ctx, {NamedAttribute(StringAttr::get(ctx, "llvm.align"),
+                                               IntegerAttr::get(IntegerType::get(ctx, 64), 64))}),
+      loc);
+  simt->hostMapArgs.push_back(fn.getArgument(at));
+  simt->hostMapSpecs.push_back(spec);
+  // Thread 0 brings it into the tensor-map cache at the kernel's start, as
+  // CUTLASS's kernels do (prefetch.tensormap), ahead of its first copy.
+  if (Operation *tid = simt->threadId.getDefiningOp()) {
+    ImplicitLocOpBuilder pb(loc, tid->getBlock(), std::next(Block::iterator(tid)));
+    int64_t index = int64_t(simt->hostMapSpecs.size()) - 1;
+    onThread0(pb, simt->threadId, [&](ImplicitLocOpBuilder &tb) {
+      when(tb, hostMapUsable(tb, index), [&](ImplicitLocOpBuilder &ub) {
+        NVVM::PrefetchOp::create(ub, NVVM::PrefetchCacheLevelAttr(),
+                                 NVVM::CacheEvictionPriorityAttr(),
+                                 simt->hostMapArgs[index], Value(),
+                                 /*tensormap=*/true);
+      });
+    });
+  }
+  return int64_t(simt->hostMapSpecs.size()) - 1;
+}
+
+Value KernelLowering::hostMapUsable(ImplicitLocOpBuilder &b, int64_t index) {
+  Value bit = arith::AndIOp::create(
+      b,
+      arith::ShRUIOp::create(b, simt->hostMapFlags,
+                             arith::ConstantIntOp::create(b, b.getI32Type(), index)),
+      arith::ConstantIntOp::create(b, b.getI32Type(), 1));
+  return arith::CmpIOp::create(b, arith::CmpIPredicate::ne, bit,
+                               arith::ConstantIntOp::create(b, b.getI32Type(), 0));
+}
+
+/// The kind of map a pipelined load of a tile of this layout takes.
+static StringRef mapKind(bool core, bool swizzled) {
+  return swizzled ? "swizzled" : core ? "core" : "plain";
 }
 
 bool KernelLowering::tmaCandidate(const PipelinedLoad &pl, scf::ForOp loop) {
@@ -330,11 +486,18 @@ void KernelLowering::setupTma(ImplicitLocOpBuilder &b, scf::ForOp loop,
     if (it != builtMaps.end() && dom->properlyDominates(it->second.ok, loop)) {
       pl->useTma = it->second.ok;
       pl->tensorMap = it->second.slot;
+      pl->hostMap = it->second.hostMap;
+    } else if (int64_t host = addHostMap(
+                   vi, type, mapKind(isCoreBuffer(pl->stages[0]), pl->swizzled));
+               host >= 0) {
+      pl->useTma = hostMapUsable(b, host);
+      pl->hostMap = host;
+      builtMaps[key] = {-1, host, pl->useTma};
     } else {
       pl->useTma = tmaViewAllows(b, vi, type.getRank(), eb,
                                  isCoreBuffer(pl->stages[0]) && !pl->swizzled);
       pl->tensorMap = simt->tensorMaps++;
-      builtMaps[key] = {pl->tensorMap, pl->useTma};
+      builtMaps[key] = {pl->tensorMap, -1, pl->useTma};
       newMaps.push_back(pl);
     }
     anyTma = arith::OrIOp::create(b, anyTma, pl->useTma);
@@ -412,7 +575,9 @@ void KernelLowering::issueTma(ImplicitLocOpBuilder &b, PipelinedLoad &pl,
                               ValueRange offsets, Value dst, Value barrier) {
   RankedTensorType type = pl.load.getResult().getType();
   int64_t rank = type.getRank();
-  Value map = pointerAt(b, tensorMapAddress(b, *simt, pl.tensorMap), 0);
+  Value map = pl.hostMap >= 0
+                  ? simt->hostMapArgs[pl.hostMap]
+                  : pointerAt(b, tensorMapAddress(b, *simt, pl.tensorMap), 0);
   auto coord = [&](Value v) { return tmaCoord(b, v); };
   SmallVector<Value> coords;
   if (pl.swizzled) {
@@ -461,7 +626,8 @@ bool KernelLowering::tmaStoreCandidate(Operation *op, Value tileBuf,
   // loads (a GEMM's or attention's epilogue): in a small kernel (a
   // softmax, a gather) thread 0's map building and its fences would not be
   // paid back by one store.
-  if (!simt || !simt->tma || !simt->scratch || simt->tensorMaps == 0 ||
+  if (!simt || !simt->tma || !simt->scratch ||
+      simt->tensorMaps + int64_t(simt->hostMapSpecs.size()) == 0 ||
       op->getParentOfType<LoopLikeOpInterface>())
     return false;
   auto bufType = cast<MemRefType>(tileBuf.getType());
@@ -505,8 +671,9 @@ static bool accessesAfter(Operation *op) {
 
 void KernelLowering::emitTmaStore(ImplicitLocOpBuilder &b, Operation *op,
                                   const ViewInfo &vi, ValueRange offsets,
-                                  Value tileBuf, RankedTensorType type) {
-  int64_t rank = type.getRank(), slot = simt->tensorMaps++;
+                                  Value tileBuf, RankedTensorType type,
+                                  int64_t hostMap) {
+  int64_t rank = type.getRank(), slot = hostMap >= 0 ? -1 : simt->tensorMaps++;
   // Nothing after the store touches memory: waiting until the box has been
   // read out of shared memory is enough (the kernel's end completes the
   // writes), as CUTLASS's epilogues do.
@@ -525,13 +692,18 @@ void KernelLowering::emitTmaStore(ImplicitLocOpBuilder &b, Operation *op,
     // faster on an H200 and kept its values live across the loop: the
     // 128x128 GEMM at 8 warps went from 127 to 136 registers, one block per
     // SM instead of two, 409 -> 245 TFLOP/s.)
-    buildTensorMap(tb, slot, vi,
-                   tmaDims(tb, vi, type, /*core=*/false, /*swizzled=*/false),
-                   storageBytes(type), /*swizzleMode=*/0);
-    NVVM::FenceProxyReleaseOp::create(tb, NVVM::MemScopeKind::GPU);
-    Value map = pointerAt(tb, tensorMapAddress(tb, *simt, slot), 0);
-    NVVM::FenceProxyAcquireOp::create(tb, NVVM::MemScopeKind::GPU, map,
-                                      i32Const(tb, 128));
+    Value map;
+    if (hostMap >= 0) {
+      map = simt->hostMapArgs[hostMap];
+    } else {
+      buildTensorMap(tb, slot, vi,
+                     tmaDims(tb, vi, type, /*core=*/false, /*swizzled=*/false),
+                     storageBytes(type), /*swizzleMode=*/0);
+      NVVM::FenceProxyReleaseOp::create(tb, NVVM::MemScopeKind::GPU);
+      map = pointerAt(tb, tensorMapAddress(tb, *simt, slot), 0);
+      NVVM::FenceProxyAcquireOp::create(tb, NVVM::MemScopeKind::GPU, map,
+                                        i32Const(tb, 128));
+    }
     // The box's elements outside the view are not written.
     SmallVector<Value> coords;
     for (int64_t d = rank - 1; d >= 0; --d)

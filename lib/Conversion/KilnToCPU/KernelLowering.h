@@ -65,6 +65,19 @@ struct SimtConfig {
   Value programLinear;
   Value scratchStride;
   int64_t tensorMaps = 0;
+  /// TMA: tensor maps the runtime encodes at launch (host maps; docs/gpu.md,
+  /// "Tensor maps"): each one's `tensor_map` manifest line, the kernel
+  /// argument that carries it (!llvm.ptr; a 128-byte byval parameter on the
+  /// GPU) and the i32 argument whose bit i says map i is usable (the view
+  /// allows TMA). Off (hostMaps false), or for a view the runtime cannot
+  /// evaluate, thread 0 builds the map in the scratch.
+  bool hostMaps = true;
+  Operation *kernelFunc = nullptr; // the gpu.func (arguments are added)
+  Block *entry = nullptr;
+  unsigned numUserArgs = 0;
+  SmallVector<std::string> hostMapSpecs;
+  SmallVector<Value> hostMapArgs;
+  Value hostMapFlags;
   int64_t numStages = 2;      // software pipelining depth of loads in loops
   /// The block of the op being lowered when each buffer was allocated (its
   /// "home"; blocks outlive the ops lowered away): a buffer allocated inside
@@ -92,6 +105,7 @@ void planRowDots(SimtConfig &simt, Operation *body);
 /// the same memref with a static unit innermost stride (used only when the
 /// runtime stride is 1), the sizes, and whether the innermost stride is 1.
 struct ViewInfo {
+  Value base; // the kiln pointer the view was made from
   Value memref;
   Value unitMemref;
   SmallVector<Value> sizes;
@@ -151,6 +165,7 @@ private:
     // whether its view allows TMA (i1, uniform, decided before the loop);
     // without it the load takes cp.async.
     int64_t tensorMap = -1;
+    int64_t hostMap = -1; // or the index of its host map
     Value useTma;
     int64_t tmaBytes = 0; // per stage fill
     // sm_90a: the stages are in the 128B-swizzled wgmma layout
@@ -182,7 +197,7 @@ private:
   // condition dominates the loop (setupTma). Attention's partial- and
   // full-block loops read the same key and value tiles.
   struct BuiltMap {
-    int64_t slot;
+    int64_t slot, hostMap;
     Value ok;
   };
   std::map<std::tuple<const void *, const void *, bool, bool>, BuiltMap> builtMaps;
@@ -257,7 +272,16 @@ private:
                          RankedTensorType tileType);
   /// `op`: the kiln store (what follows it decides the final wait).
   void emitTmaStore(ImplicitLocOpBuilder &b, Operation *op, const ViewInfo &vi,
-                    ValueRange offsets, Value tileBuf, RankedTensorType type);
+                    ValueRange offsets, Value tileBuf, RankedTensorType type,
+                    int64_t hostMap);
+  /// Host maps: the index of a new one for view `vi` and a tile of `type`
+  /// (kind "plain", "core" or "swizzled", as tmaDims), or -1 when the
+  /// runtime cannot compute it (the view is not made from a pointer argument
+  /// with sizes and strides computed from scalar arguments and constants).
+  int64_t addHostMap(const ViewInfo &vi, RankedTensorType type,
+                     llvm::StringRef kind);
+  /// Whether host map `index` is usable (i1, uniform): its bit of the flags.
+  Value hostMapUsable(ImplicitLocOpBuilder &b, int64_t index);
   /// A tile stored to a strided view by the block's threads (no barrier).
   void storeByThreads(ImplicitLocOpBuilder &b, const ViewInfo &vi,
                       ValueRange offsets, Value tileBuf,

@@ -319,6 +319,7 @@ LogicalResult KernelLowering::lowerMakeView(MakeViewOp op) {
   info.unitMemref = memref::ReinterpretCastOp::create(
       b, unitType, op.getBase(), OpFoldResult(b.getIndexAttr(0)), sizes,
       unitStrideVals);
+  info.base = op.getBase();
   info.sizes.assign(op.getSizes().begin(), op.getSizes().end());
   info.strides.assign(op.getStrides().begin(), op.getStrides().end());
   Value one = arith::ConstantIndexOp::create(b, 1);

@@ -345,10 +345,12 @@ LogicalResult KernelLowering::lowerViewAccessSimt(
     // sm_90a: one TMA box from shared memory when the view allows it
     // (emitTmaStore; out-of-range elements are not written); else by
     // threads, as below.
-    Value allowed = tmaViewAllows(b, vi, rank, eltBytes, false);
+    int64_t hostMap = addHostMap(vi, tileType, "plain");
+    Value allowed = hostMap >= 0 ? hostMapUsable(b, hostMap)
+                                 : tmaViewAllows(b, vi, rank, eltBytes, false);
     auto ifOp = scf::IfOp::create(b, TypeRange{}, allowed, true);
     ImplicitLocOpBuilder tb(b.getLoc(), ifOp.getThenBodyBuilder());
-    emitTmaStore(tb, op, vi, offsets, tileBuf, tileType);
+    emitTmaStore(tb, op, vi, offsets, tileBuf, tileType, hostMap);
     ImplicitLocOpBuilder eb(b.getLoc(), ifOp.getElseBodyBuilder());
     storeByThreads(eb, vi, offsets, tileBuf, tileType, padAttr);
     barrier(b);
@@ -830,6 +832,9 @@ LogicalResult lowerKernelGPU(FuncOp kernel, gpu::GPUModuleOp gpuModule,
                       MemRefLayoutAttrInterface{}, space),
       window);
 
+  config.kernelFunc = gpuFunc;
+  config.entry = &entry;
+  config.numUserArgs = numUser;
   planRowDots(config, gpuFunc);
   KernelLowering lowering(gpuFunc, /*vectorBits=*/32);
   lowering.setSimt(&config);
@@ -890,6 +895,17 @@ LogicalResult lowerKernelGPU(FuncOp kernel, gpu::GPUModuleOp gpuModule,
     gpuModule->getParentOfType<ModuleOp>()->setAttr(
         ("kiln.scratch_bytes." + kernel.getSymName()).str(), sattr);
   }
+  // Host maps: the manifest's `tensor_map` lines, in parameter order (after
+  // the user arguments and the scratch: the flags, then one per map).
+  if (!config.hostMapSpecs.empty()) {
+    SmallVector<Attribute> specs;
+    for (const std::string &s : config.hostMapSpecs)
+      specs.push_back(b.getStringAttr(s));
+    auto mattr = b.getArrayAttr(specs);
+    gpuFunc->setAttr("kiln.tensor_maps", mattr);
+    gpuModule->getParentOfType<ModuleOp>()->setAttr(
+        ("kiln.tensor_maps." + kernel.getSymName()).str(), mattr);
+  }
   kernel.erase();
   return success();
 }
@@ -937,6 +953,7 @@ struct ConvertKilnToGPUPass
       config.wgmma = tensorCores && wgmma && chip == "sm_90a";
       config.tma = tma && asyncCopy && chip == "sm_90a";
       config.swizzle = swizzle;
+      config.hostMaps = hostMaps;
       config.asyncCopy = asyncCopy;
       // Loops marked for overlap compute their wgmma scores an iteration
       // ahead (GPUOverlap.cpp), in each try with at least two stages: the

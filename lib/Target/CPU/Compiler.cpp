@@ -349,7 +349,7 @@ static uint64_t fnv1a64(llvm::StringRef data) {
 }
 
 std::string kiln::writeBundle(llvm::StringRef manifest, llvm::StringRef code,
-                              int64_t scratchBytes) {
+                              int64_t scratchBytes, bool tensorMaps) {
   uint64_t codeOffset = (64 + manifest.size() + 7) / 8 * 8;
   std::string body = manifest.str();
   body.append(codeOffset - 64 - manifest.size(), '\0');
@@ -364,7 +364,7 @@ std::string kiln::writeBundle(llvm::StringRef manifest, llvm::StringRef code,
     for (int i = 0; i < 8; ++i)
       out.push_back(char((v >> (8 * i)) & 0xff));
   };
-  put32(scratchBytes > 0 ? 2 : 1);
+  put32(tensorMaps ? 3 : scratchBytes > 0 ? 2 : 1);
   put32(0);
   put64(64);
   put64(manifest.size());
@@ -563,7 +563,8 @@ linkSharedObject(llvm::StringRef object, llvm::StringRef extraObject = "") {
 
 static std::string buildManifest(const kiln::KernelInfo &k,
                                  const kiln::CPUTarget &target,
-                                 int64_t scratchBytes) {
+                                 int64_t scratchBytes,
+                                 llvm::ArrayRef<std::string> tensorMaps) {
   std::string m;
   llvm::raw_string_ostream os(m);
   os << "kiln-bundle 1\n"
@@ -584,6 +585,10 @@ static std::string buildManifest(const kiln::KernelInfo &k,
     os << "launch scratch_bytes " << scratchBytes << "\n";
   for (const auto &a : k.args)
     os << "arg " << a.name << " " << a.kind << " " << a.dtype << "\n";
+  // ... and take the tensor maps the runtime encodes at launch (with the
+  // emulator's encoder) after it.
+  for (const std::string &t : tensorMaps)
+    os << "tensor_map " << t << "\n";
   return m;
 }
 
@@ -648,6 +653,7 @@ kiln::compileModule(ModuleOp module, const CompileOptions &options,
     pipelineOptions.tma = options.tma;
     pipelineOptions.swizzle = options.swizzle;
     pipelineOptions.overlap = options.overlap;
+    pipelineOptions.hostMaps = options.hostMaps;
     kd::buildGPUEmulationPipeline(pm, pipelineOptions);
   }
   if (mlir::failed(pm.run(module))) {
@@ -717,8 +723,13 @@ kiln::compileModule(ModuleOp module, const CompileOptions &options,
   if (auto attr = module->getAttrOfType<mlir::IntegerAttr>(
           "kiln.scratch_bytes." + info->name))
     scratchBytes = attr.getInt();
-  result.bytes = writeBundle(buildManifest(*info, *target, scratchBytes), *so,
-                             scratchBytes);
+  llvm::SmallVector<std::string> tensorMaps;
+  if (auto a = module->getAttrOfType<mlir::ArrayAttr>("kiln.tensor_maps." +
+                                                      info->name))
+    for (mlir::Attribute s : a)
+      tensorMaps.push_back(llvm::cast<mlir::StringAttr>(s).str());
+  result.bytes = writeBundle(buildManifest(*info, *target, scratchBytes, tensorMaps),
+                             *so, scratchBytes, !tensorMaps.empty());
   return result;
 }
 

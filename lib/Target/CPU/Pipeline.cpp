@@ -84,6 +84,7 @@ static void addKilnToGPU(OpPassManager &pm,
   lowerOptions.numStages = options.numStages;
   lowerOptions.tma = options.tma;
   lowerOptions.swizzle = options.swizzle;
+  lowerOptions.hostMaps = options.hostMaps;
   lowerOptions.overlap = options.overlap;
   pm.addPass(kiln::createConvertKilnToGPU(lowerOptions));
   pm.addPass(createCanonicalizerPass());

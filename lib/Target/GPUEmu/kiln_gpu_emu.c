@@ -201,7 +201,10 @@ _Static_assert(sizeof(tensor_map) <= kTensorMapBytes,
 enum {
   kSetAddress = 0, kSetRank = 1, kSetBoxDim = 2, kSetGlobalDim = 7,
   kSetGlobalStride = 12, kSetElementStride = 16, kSetElemType = 21,
-  kSetInterleave = 22, kSetSwizzle = 23, kSetFill = 24
+  kSetInterleave = 22, kSetSwizzle = 23, kSetFill = 24,
+  /* encoded by the runtime at launch (kiln_emu_tensormap_encode): a kernel
+   * parameter, valid without the build/release/acquire protocol */
+  kSetEncoded = 31
 };
 
 /* The release / acquire protocol of a tensor map modified in this block. */
@@ -1386,6 +1389,63 @@ EMU_API void kiln_emu_tensormap_acquire(int64_t map) {
   s->tm_acquired[s->current][e - s->maps] = ++s->tm_clock;
 }
 
+/* The emulator's cuTensorMapEncodeTiled (same parameters, CUresult-like
+ * result: 0, or 1 for CUDA_ERROR_INVALID_VALUE): the runtime encodes the
+ * tensor maps a bundle's manifest lists (`tensor_map`) with it at each
+ * launch of an emu-sm_XY kernel, as it does with the driver's on a GPU. It
+ * refuses what the driver's documentation refuses (and what the emulator
+ * does not model: interleave, L2 promotion is ignored); the map is then a
+ * kernel parameter, valid without the release/acquire protocol. Exported:
+ * the runtime looks it up in the loaded bundle. */
+__attribute__((visibility("default"))) int kiln_emu_tensormap_encode(
+    void *map, int data_type, uint32_t rank, void *global_address,
+    const uint64_t *global_dim, const uint64_t *global_strides,
+    const uint32_t *box_dim, const uint32_t *element_strides, int interleave,
+    int swizzle, int l2_promotion, int oob_fill) {
+  static const int8_t kElemBytes[13] = {1, 2, 4, 4, 8, 8, 2, 4, 4, 8, 2, 4, 4};
+  (void)l2_promotion;
+  if (!map || (uintptr_t)map % 64 || rank < 1 || rank > 5 || data_type < 0 ||
+      data_type > 12 || (uintptr_t)global_address % 16 || interleave != 0 ||
+      (swizzle != 0 && swizzle != 3) || (oob_fill != 0 && oob_fill != 1))
+    return 1;
+  int64_t esize = kElemBytes[data_type];
+  for (uint32_t i = 0; i < rank; ++i) {
+    if (global_dim[i] < 1 || global_dim[i] > (1ull << 32) || box_dim[i] < 1 ||
+        box_dim[i] > 256 || element_strides[i] < 1 || element_strides[i] > 8)
+      return 1;
+    if (i + 1 < rank &&
+        (global_strides[i] % 16 || global_strides[i] >= (1ull << 40)))
+      return 1;
+  }
+  if (box_dim[0] * esize % 16 || (swizzle == 3 && box_dim[0] * esize > 128))
+    return 1;
+  tensor_map tm;
+  memset(&tm, 0, sizeof tm);
+  tm.global_address = (uint64_t)(uintptr_t)global_address;
+  tm.rank_m1 = (uint8_t)(rank - 1);
+  tm.elemtype = (uint8_t)data_type;
+  tm.interleave = 0;
+  tm.swizzle = (uint8_t)swizzle;
+  tm.fill = (uint8_t)oob_fill;
+  tm.set = 1u << kSetAddress | 1u << kSetRank | 1u << kSetElemType |
+           1u << kSetInterleave | 1u << kSetSwizzle | 1u << kSetFill |
+           1u << kSetEncoded;
+  for (uint32_t i = 0; i < rank; ++i) {
+    tm.global_dim[i] = global_dim[i];
+    tm.box_dim[i] = (uint16_t)box_dim[i];
+    tm.element_stride[i] = (uint8_t)element_strides[i];
+    tm.set |= 1u << (kSetBoxDim + i) | 1u << (kSetGlobalDim + i) |
+              1u << (kSetElementStride + i);
+    if (i + 1 < rank) {
+      tm.global_stride[i] = global_strides[i];
+      tm.set |= 1u << (kSetGlobalStride + i);
+    }
+  }
+  memset(map, 0, kTensorMapBytes);
+  memcpy(map, &tm, sizeof tm);
+  return 0;
+}
+
 /* The tensor map at `map` as a copy of rank `rank` uses it: built in this
  * block, released after its last replace, acquired by this thread after
  * that release, unchanged since, and valid (PTX ISA, "Tensor-map"; CUDA's
@@ -1404,6 +1464,9 @@ static int64_t check_tensor_map(int64_t map, int32_t rank, const char *site) {
   block_state *s = S;
   static const int8_t kElemBytes[13] = {1, 2, 4, 4, 8, 8, 2, 4, 4, 8, 2, 4, 4};
   check_tensor_map_address(map, "cp.async.bulk.tensor");
+  const tensor_map *tm = (const tensor_map *)(uintptr_t)map;
+  if (tm->set >> kSetEncoded & 1)
+    goto fields; /* a launch parameter: nothing to release or acquire */
   tensormap_state *e = NULL;
   for (int i = 0; i < s->num_maps; ++i)
     if (s->maps[i].addr == map)
@@ -1423,7 +1486,7 @@ static int64_t check_tensor_map(int64_t map, int32_t rank, const char *site) {
   MAP_CHECK(!memcmp(e->image, (const void *)(uintptr_t)map, kTensorMapBytes),
             "its bytes changed since its release (only tensormap.replace, "
             "then a release, may modify a tensor map)");
-  const tensor_map *tm = (const tensor_map *)(uintptr_t)map;
+fields:
   MAP_SET(kSetRank, "the rank");
   int map_rank = tm->rank_m1 + 1;
   MAP_CHECK(map_rank <= 5, "rank %d (PTX allows 1 to 5)", map_rank);

@@ -176,7 +176,8 @@ llvm::Error linkLibdevice(llvm::Module &module, llvm::StringRef kernel) {
 
 std::string buildGPUManifest(const kiln::KernelInfo &k, llvm::StringRef chip,
                              bool cubin, unsigned numWarps,
-                             int64_t sharedBytes, int64_t scratchBytes) {
+                             int64_t sharedBytes, int64_t scratchBytes,
+                             llvm::ArrayRef<std::string> tensorMaps) {
   std::string m;
   llvm::raw_string_ostream os(m);
   os << "kiln-bundle 1\n"
@@ -194,6 +195,10 @@ std::string buildGPUManifest(const kiln::KernelInfo &k, llvm::StringRef chip,
     os << "launch scratch_bytes " << scratchBytes << "\n";
   for (const auto &a : k.args)
     os << "arg " << a.name << " " << a.kind << " " << a.dtype << "\n";
+  // Tensor maps the runtime encodes at launch: hidden parameters after the
+  // scratch (an i32 of flags, then one 128-byte map each).
+  for (const std::string &t : tensorMaps)
+    os << "tensor_map " << t << "\n";
   return m;
 }
 
@@ -262,6 +267,7 @@ kiln::detail::compileModuleGPU(ModuleOp module, const CompileOptions &options,
   pipelineOptions.tma = options.tma;
   pipelineOptions.swizzle = options.swizzle;
   pipelineOptions.overlap = options.overlap;
+  pipelineOptions.hostMaps = options.hostMaps;
   mlir::kiln::buildGPUPipeline(pm, pipelineOptions);
   if (mlir::failed(pm.run(module))) {
     std::string where =
@@ -288,15 +294,35 @@ kiln::detail::compileModuleGPU(ModuleOp module, const CompileOptions &options,
   if (auto s = module->getAttrOfType<mlir::IntegerAttr>("kiln.scratch_bytes." +
                                                         info.name))
     scratchBytes = s.getInt();
+  llvm::SmallVector<std::string> tensorMaps;
+  if (auto a = module->getAttrOfType<mlir::ArrayAttr>("kiln.tensor_maps." +
+                                                      info.name))
+    for (mlir::Attribute s : a)
+      tensorMaps.push_back(llvm::cast<mlir::StringAttr>(s).str());
   mlir::OwningOpRef<ModuleOp> device = ModuleOp::create(module.getLoc());
   for (Operation &op :
        llvm::make_early_inc_range(gpuModule.getBody()->getOperations())) {
     if (auto fn = llvm::dyn_cast<mlir::LLVM::LLVMFuncOp>(op)) {
       for (llvm::StringRef name :
            {"kiln.shared_bytes", "kiln.scratch_bytes", "kiln.signature",
-            "kiln.grid_rank",
+            "kiln.grid_rank", "kiln.tensor_maps",
             "gpu.kernel"})
         fn->removeAttr(name);
+      // Host maps: the last parameters, each a CUtensorMap passed by value
+      // in the parameter space (CUDA's `const __grid_constant__ CUtensorMap`:
+      // .param .align 64 .b8 [128], whose generic address TMA takes).
+      if (fn.getSymName() == info.name && !tensorMaps.empty()) {
+        MLIRContext *c = fn.getContext();
+        unsigned n = fn.getNumArguments();
+        for (unsigned i = n - tensorMaps.size(); i < n; ++i) {
+          fn.setArgAttr(i, "llvm.byval",
+                        mlir::TypeAttr::get(mlir::LLVM::LLVMArrayType::get(
+                            mlir::IntegerType::get(c, 8), 128)));
+          fn.setArgAttr(i, "llvm.align",
+                        mlir::IntegerAttr::get(mlir::IntegerType::get(c, 64), 64));
+          fn.setArgAttr(i, "nvvm.grid_constant", mlir::UnitAttr::get(c));
+        }
+      }
     }
     op.moveBefore(device->getBody(), device->getBody()->end());
   }
@@ -355,7 +381,7 @@ kiln::detail::compileModuleGPU(ModuleOp module, const CompileOptions &options,
   }
   result.bytes = writeBundle(
       buildGPUManifest(info, chip, wantCubin, options.numWarps, sharedBytes,
-                       scratchBytes),
-      code, scratchBytes);
+                       scratchBytes, tensorMaps),
+      code, scratchBytes, !tensorMaps.empty());
   return result;
 }

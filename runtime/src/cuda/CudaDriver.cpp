@@ -64,6 +64,12 @@ kiln_status resolveSymbols(Driver &driver) {
   }
 #include "cuda/DriverSymbols.def"
 #undef KILN_CUDA_SYMBOL
+  // Optional (CUDA 12+): kernels with tensor maps need it (TensorMaps.h).
+  dlerror();
+  driver.cuTensorMapEncodeTiled =
+      reinterpret_cast<decltype(driver.cuTensorMapEncodeTiled)>(
+          dlsym(driver.library, "cuTensorMapEncodeTiled"));
+  dlerror();
   return nullptr;
 }
 

@@ -85,6 +85,16 @@ struct Driver {
 #include "cuda/DriverSymbols.def"
 #undef KILN_CUDA_SYMBOL
 
+  /// cuTensorMapEncodeTiled (CUDA 12+), optional: null on an older driver,
+  /// where a kernel with tensor maps fails to launch with a message.
+  CUresult (*cuTensorMapEncodeTiled)(void *map, int dataType, unsigned rank,
+                                     void *globalAddress,
+                                     const unsigned long long *globalDim,
+                                     const unsigned long long *globalStrides,
+                                     const unsigned *boxDim,
+                                     const unsigned *elementStrides,
+                                     int interleave, int swizzle,
+                                     int l2Promotion, int oobFill) = nullptr;
   /// What dlopen was given ("libcuda.so.1" or $KILN_CUDA_DRIVER).
   std::string path;
   void *library = nullptr;

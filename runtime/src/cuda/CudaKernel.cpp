@@ -465,6 +465,14 @@ kiln_status RuntimeStream::synchronize() {
   return nullptr;
 }
 
+TensorMapEncoder tensorMapEncoder(const GpuCode &code) {
+  // The driver's types are these at the ABI level (CUtensorMap* is a
+  // pointer, the enums ints, cuuint64_t/cuuint32_t 64/32-bit unsigned).
+  return code.driver ? reinterpret_cast<TensorMapEncoder>(
+                           code.driver->cuTensorMapEncodeTiled)
+                     : nullptr;
+}
+
 kiln_status launchGpuKernel(RuntimeStream &stream, const GpuCode &code,
                             const std::string &name, void *const *params,
                             size_t scratchBytes, void **scratchSlot,

@@ -60,6 +60,10 @@ kiln_status loadGpuCode(const Manifest &manifest, const uint8_t *code,
 /// Unloads what loadGpuCode loaded. Safe on a default-constructed value.
 void unloadGpuCode(GpuCode &code);
 
+/// The driver's cuTensorMapEncodeTiled for `code`'s kernels (null on a
+/// driver older than CUDA 12), as TensorMaps.h's TensorMapEncoder.
+TensorMapEncoder tensorMapEncoder(const GpuCode &code);
+
 /// The stream GPU kernels of one kiln_runtime run on, created on first use.
 /// A blocking stream (CU_STREAM_DEFAULT): work on the legacy default stream
 /// (stream 0, where PyTorch works unless told otherwise) is ordered with it.

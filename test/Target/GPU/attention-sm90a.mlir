@@ -10,7 +10,7 @@
 // a map for a store only when it builds maps for its loads).
 // RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_90a --emit ptx | FileCheck %s
 // RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_90a --emit ptx | FileCheck %s --check-prefix=STORE
-// RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_90a --no-swizzle --emit ptx | FileCheck %s --check-prefix=CORE
+// RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_90a --no-swizzle --device-maps --emit ptx | FileCheck %s --check-prefix=CORE
 // CORE: tensormap.replace.tile.swizzle_mode.shared::cta.b1024.b32 [{{.*}}], 0;
 // CORE: cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
 // RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_90a --num-stages 1 --emit ptx | FileCheck %s --check-prefix=S1
@@ -62,13 +62,22 @@
 // NOOVL-COUNT-4: wgmma.wait_group.sync.aligned 0;
 // NOOVL-NOT: wgmma.wait_group
 // The partial- and full-block loops load the same key and value tiles: one
-// map each, built before the first loop and reused by the second; with the
-// output's and the log-sum-exp's (TMA stores), four maps.
-// RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_90a --emit ptx | FileCheck %s --check-prefix=MAPS
-// MAPS-COUNT-4: tensormap.replace.tile.global_address
-// MAPS-NOT: tensormap.replace.tile.global_address
-// CHECK: tensormap.replace.tile.rank.shared::cta.b1024.b32
-// CHECK: tensormap.replace.tile.swizzle_mode.shared::cta.b1024.b32 [{{.*}}], 3;
+// map each, used by both loops; with the output's and the log-sum-exp's
+// (TMA stores), four maps. The runtime encodes them at launch (kernel
+// parameters); with --device-maps each program builds them, the key and
+// value maps before the first loop (the second reuses them).
+// RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_90a --emit mlir | FileCheck %s --check-prefix=MAPS
+// MAPS: kiln.tensor_maps.block_sparse_attention = ["swizzled 2 1 3 64 64 {{.*}}", "swizzled 2 2 3 64 64 {{.*}}", "plain 4 3 3 64 64 {{.*}}", "plain 4 4 2 1 64 {{.*}}"]
+// RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_90a --device-maps --emit ptx | FileCheck %s --check-prefix=DEVMAPS
+// DEVMAPS-COUNT-4: tensormap.replace.tile.global_address
+// DEVMAPS-NOT: tensormap.replace.tile.global_address
+// RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_90a --device-maps --emit ptx | FileCheck %s --check-prefix=DEV
+// DEV: tensormap.replace.tile.rank.shared::cta.b1024.b32
+// DEV: tensormap.replace.tile.swizzle_mode.shared::cta.b1024.b32 [{{.*}}], 3;
+// DEV: mbarrier.init.shared.b64
+// DEV: cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+// CHECK-COUNT-4: .param .align 64 .b8 block_sparse_attention_param_{{[0-9]+}}[128]
+// CHECK-NOT: tensormap.replace
 // CHECK: mbarrier.init.shared.b64
 // CHECK: cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
 // CHECK: mbarrier.try_wait.parity.shared.b64

@@ -20,15 +20,36 @@
 // GEMM90: cp.async.cg.shared.global [{{.*}}], [{{.*}}], 16
 // GEMM90-NOT: ld.shared.v4
 // GEMM90: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
-// On sm_90a the loads go by TMA when the views allow it (cp.async else):
-// thread 0 builds two tensor maps in the program's scratch, each stage has an
-// mbarrier, a fill is arrive.expect_tx plus boxes; an iteration waits on its
-// stage's phase parity. The example's tiles have rows of 128 bytes or more
-// (A 64 x 128, B 128 x 64 bf16): their stages take the 128B swizzle, one
-// 2-d box of 64 columns per column slab (A two, B one) and descriptors of
-// layout type 1 (bit 62). With --no-swizzle they are core-matrix tiles, one
-// 3-d box each (8 columns, all rows, the column chunks).
-// RUN: kilnc %S/../../../examples/matmul_bf16.mlir --target sm_90a --emit ptx | FileCheck %s --check-prefix=TMA
+// On sm_90a the loads go by TMA when the views allow it (cp.async else).
+// The views are made from the arguments, so the runtime encodes their tensor
+// maps at launch: the manifest says how (`tensor_map` lines: kind, element
+// bytes, pointer argument, rank, tile rows and columns, the view's sizes and
+// strides as postfix expressions of the arguments), and the kernel takes
+// them as 128-byte parameters after an i32 of flags (bit i: map i usable).
+// No program builds a map: no scratch, no tensormap.replace, no fences.
+// RUN: kilnc %S/../../../examples/matmul_bf16.mlir --target sm_90a -o %t.host.kb && head -c 700 %t.host.kb | FileCheck %s --check-prefix=HOSTMAPS
+// HOSTMAPS-NOT: launch scratch_bytes
+// HOSTMAPS: arg k scalar i64
+// HOSTMAPS-NEXT: tensor_map swizzled 2 0 2 64 128 a3 a5 a5 1
+// HOSTMAPS-NEXT: tensor_map swizzled 2 1 2 128 64 a5 a4 a4 1
+// HOSTMAPS-NEXT: tensor_map plain 4 2 2 64 64 a3 a4 a4 1
+// RUN: kilnc %S/../../../examples/matmul_bf16.mlir --target sm_90a --emit ptx | FileCheck %s --check-prefixes=HOSTPTX,HOSTTMA
+// HOSTPTX: .param .u32 matmul_bf16_param_6,
+// HOSTPTX-COUNT-3: .param .align 64 .b8 matmul_bf16_param_{{[7-9]}}[128]
+// HOSTPTX: cvta.param.u64
+// HOSTPTX-NOT: tensormap.replace
+// HOSTPTX-NOT: fence.proxy.tensormap
+// HOSTTMA-DAG: cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+// HOSTTMA-DAG: cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group
+// With --device-maps, thread 0 builds two tensor maps in the program's
+// scratch, each stage has an mbarrier, a fill is arrive.expect_tx plus
+// boxes; an iteration waits on its stage's phase parity. The example's tiles
+// have rows of 128 bytes or more (A 64 x 128, B 128 x 64 bf16): their stages
+// take the 128B swizzle, one 2-d box of 64 columns per column slab (A two, B
+// one) and descriptors of layout type 1 (bit 62). With --no-swizzle they are
+// core-matrix tiles, one 3-d box each (8 columns, all rows, the column
+// chunks).
+// RUN: kilnc %S/../../../examples/matmul_bf16.mlir --target sm_90a --device-maps --emit ptx | FileCheck %s --check-prefix=TMA
 // TMA: tensormap.replace.tile.global_address.shared::cta.b1024.b64
 // TMA: tensormap.replace.tile.swizzle_mode.shared::cta.b1024.b32 [{{.*}}], 3;
 // TMA: tensormap.replace.tile.fill_mode.shared::cta.b1024.b32
@@ -43,7 +64,9 @@
 // TMA: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
 // TMA: mbarrier.try_wait.parity.shared.b64
 // TMA: mbarrier.inval.shared.b64
-// RUN: kilnc %S/../../../examples/matmul_bf16.mlir --target sm_90a --no-swizzle --emit ptx | FileCheck %s --check-prefix=NOSWIZZLE
+// RUN: kilnc %S/../../../examples/matmul_bf16.mlir --target sm_90a --no-swizzle --device-maps --emit ptx | FileCheck %s --check-prefix=NOSWIZZLE
+// RUN: kilnc %S/../../../examples/matmul_bf16.mlir --target sm_90a --no-swizzle -o %t.core.kb && head -c 700 %t.core.kb | FileCheck %s --check-prefix=COREMAPS
+// COREMAPS: tensor_map core 2 0 2 64 128 a3 a5 a5 1
 // NOSWIZZLE: tensormap.replace.tile.swizzle_mode.shared::cta.b1024.b32 [{{.*}}], 0;
 // NOSWIZZLE: cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
 // NOSWIZZLE-NOT: cp.async.bulk.tensor.2d.shared::cluster.global
@@ -51,9 +74,9 @@
 // scratch each). Nothing after the store reads memory, so thread 0 waits
 // only until the box has been read out of shared memory (the kernel's end
 // completes the writes), before the block's barrier.
-// RUN: kilnc %S/../../../examples/matmul_bf16.mlir --target sm_90a -o %t.mm.kb && head -c 512 %t.mm.kb | FileCheck %s --check-prefix=SCRATCH
+// RUN: kilnc %S/../../../examples/matmul_bf16.mlir --target sm_90a --device-maps -o %t.mm.kb && head -c 512 %t.mm.kb | FileCheck %s --check-prefix=SCRATCH
 // SCRATCH: launch scratch_bytes 384
-// RUN: kilnc %S/../../../examples/matmul_bf16.mlir --target sm_90a --emit ptx | FileCheck %s --check-prefix=TMASTORE
+// RUN: kilnc %S/../../../examples/matmul_bf16.mlir --target sm_90a --device-maps --emit ptx | FileCheck %s --check-prefix=TMASTORE
 // TMASTORE: wgmma.mma_async
 // TMASTORE: fence.proxy.tensormap::generic.release.gpu;
 // TMASTORE: fence.proxy.tensormap::generic.acquire.gpu
@@ -65,13 +88,13 @@
 // writes and fences them for the generic proxy; the last store waits for the
 // read alone.
 // RUN: sed 's/^  kiln.return/  %%back = kiln.load %%vc[%%row, %%col] : !kiln.view<2xf32> -> tensor<64x64xf32>\n  kiln.store %%back, %%vc[%%row, %%col] : tensor<64x64xf32> -> !kiln.view<2xf32>\n  kiln.return/' %S/../../../examples/matmul_bf16.mlir > %t.readback.mlir
-// RUN: kilnc %t.readback.mlir --target sm_90a --emit ptx | FileCheck %s --check-prefix=READBACK
+// RUN: kilnc %t.readback.mlir --target sm_90a --device-maps --emit ptx | FileCheck %s --check-prefix=READBACK
 // READBACK: cp.async.bulk.wait_group 0;
 // READBACK-NEXT: fence.proxy.async.global;
 // READBACK: cp.async.bulk.wait_group.read 0;
 // READBACK-NOT: fence.proxy.async.global
 // RUN: sed 's/^  kiln.return/  kiln.store %%acc, %%vc[%%row, %%col] : tensor<64x64xf32> -> !kiln.view<2xf32>\n  kiln.return/' %S/../../../examples/matmul_bf16.mlir > %t.twice.mlir
-// RUN: kilnc %t.twice.mlir --target sm_90a --emit ptx | FileCheck %s --check-prefix=READBACK
+// RUN: kilnc %t.twice.mlir --target sm_90a --device-maps --emit ptx | FileCheck %s --check-prefix=READBACK
 // TMASTORE: st.global.v4
 // Plain sm_90 has neither wgmma nor TMA (tensormap.replace is sm_90a).
 // RUN: kilnc %S/../../../examples/matmul_bf16.mlir --target sm_90 --emit ptx | FileCheck %s --check-prefix=NOTMA

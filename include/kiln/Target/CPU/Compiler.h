@@ -104,6 +104,9 @@ struct CompileOptions {
   /// sm_90a: loops marked kiln.overlap compute their scores an iteration
   /// ahead (docs/gpu.md, "Overlap"); false ignores the marks.
   bool overlap = true;
+  /// sm_90a: tensor maps of views made from arguments encoded by the
+  /// runtime at launch (kernel parameters); false: built by every program.
+  bool hostMaps = true;
   /// GPU targets: put a cubin (assembled by ptxas) in the bundle, not PTX.
   bool cubin = false;
 };
@@ -142,11 +145,12 @@ llvm::Expected<KernelInfo> describeKernel(mlir::ModuleOp module,
 std::string emitCHeader(const KernelInfo &kernel);
 
 /// Builds bundle bytes from a manifest and code (docs/bundle-format.md):
-/// format version 2 when the kernel takes the hidden scratch argument
-/// (`scratchBytes` > 0), so that runtimes that would not pass it refuse the
-/// bundle, else 1.
+/// format version 3 when the kernel takes tensor maps the runtime encodes
+/// (`tensorMaps`), 2 when it takes the hidden scratch argument
+/// (`scratchBytes` > 0), so that runtimes that would not pass them refuse
+/// the bundle, else 1.
 std::string writeBundle(llvm::StringRef manifest, llvm::StringRef code,
-                        int64_t scratchBytes = 0);
+                        int64_t scratchBytes = 0, bool tensorMaps = false);
 
 } // namespace kiln
 

@@ -45,6 +45,10 @@ struct GPUPipelineOptions : public PassPipelineOptions<GPUPipelineOptions> {
       *this, "tma",
       llvm::cl::desc("sm_90a: load pipelined tiles with TMA"),
       llvm::cl::init(true)};
+  PassOptions::Option<bool> hostMaps{
+      *this, "host-maps",
+      llvm::cl::desc("sm_90a: tensor maps encoded by the runtime at launch"),
+      llvm::cl::init(true)};
   PassOptions::Option<bool> swizzle{
       *this, "swizzle",
       llvm::cl::desc("sm_90a: 128B-swizzled wgmma operand stages"),
