@@ -566,14 +566,17 @@ TEST_CASE("launch overhead", "[.][bench]") {
 TEST_CASE("tensor maps are encoded per launch from the arguments",
           "[launch][tensor_map]") {
   // Map 0: the f32 view [rows, cols] (strides cols, 1) with 16 x 32 tiles;
-  // map 1: a swizzled 2-byte view of the same base, sizes (rows / 2, 64).
+  // map 1: a swizzled 2-byte view of the same base, sizes (rows / 2, 64);
+  // map 2: a core-matrix map of a 2-byte view [rows, 2 cols] with 8 x 32
+  // tiles (8 elements, rows, column chunks at 16 bytes).
   KernelPtr kernel =
       load("maps", "tensor_map plain 4 1 2 16 32 a2 a3 a3 1\n"
-                   "tensor_map swizzled 2 1 2 8 64 a2,2,sdiv 64 64 1\n");
+                   "tensor_map swizzled 2 1 2 8 64 a2,2,sdiv 64 64 1\n"
+                   "tensor_map core 2 1 2 8 32 a2 a3,2,* a3,2,* 1\n");
   CHECK(kiln_kernel_num_args(kernel.get()) == 4);
   RuntimePtr runtime = makeRuntime(1);
   alignas(64) static float data[4096];
-  std::vector<int64_t> out(40, -1);
+  std::vector<int64_t> out(64, -1);
   int64_t grid[3] = {2, 1, 1};
   auto run = [&](float *base, int64_t rows, int32_t cols) {
     kiln_arg args[] = {ptrArg(out.data(), KILN_DTYPE_I64),
@@ -584,8 +587,8 @@ TEST_CASE("tensor maps are encoded per launch from the arguments",
     Status status = run(data, 100, 36);
     INFO(status.message());
     REQUIRE(status.ok());
-    CHECK(out[0] == 3); // both usable
-    const int64_t *m0 = &out[1], *m1 = &out[17];
+    CHECK(out[0] == 7); // all usable
+    const int64_t *m0 = &out[1], *m1 = &out[17], *m2 = &out[33];
     CHECK(m0[0] == 0);                                    // aligned
     CHECK(m0[1] == 2);                                    // u32 elements
     CHECK(m0[2] == 2);                                    // rank
@@ -597,10 +600,15 @@ TEST_CASE("tensor maps are encoded per launch from the arguments",
     CHECK(m1[4] == 3);                                    // 128-byte swizzle
     CHECK((m1[5] == 64 && m1[6] == 128 && m1[7] == 64));  // boxes of 64 columns
     CHECK((m1[8] == 50 && m1[10] == 8));
+    CHECK((m2[1] == 1 && m2[2] == 3 && m2[4] == 0));       // u16, rank 3
+    CHECK((m2[5] == 8 && m2[6] == 72 * 2 && m2[7] == 8));  // 8 elements; row bytes
+    CHECK((m2[8] == 100 && m2[9] == 16 && m2[10] == 8));   // rows; chunks at 16 bytes
+    CHECK((m2[11] == 72 / 8 && m2[13] == 32 / 8));         // chunks; box
   }
   {
     // Row stride 35 floats (140 bytes, not a multiple of 16): map 0 is not
     // usable (its bit clear, its bytes zero); map 1 still is.
+    // (Map 2: 70 columns, not a multiple of 8: not usable either.)
     Status status = run(data, 100, 35);
     REQUIRE(status.ok());
     CHECK(out[0] == 2);
@@ -609,9 +617,9 @@ TEST_CASE("tensor maps are encoded per launch from the arguments",
     // A misaligned base: neither.
     REQUIRE(run(data + 1, 100, 36).ok());
     CHECK(out[0] == 0);
-    // Too few rows for map 1 (rows / 2 == 0): only map 0.
+    // Too few rows for map 1 (rows / 2 == 0): maps 0 and 2.
     REQUIRE(run(data, 1, 36).ok());
-    CHECK(out[0] == 1);
+    CHECK(out[0] == 5);
   }
   {
     // The encoder's refusal is the launch's error, naming the map.

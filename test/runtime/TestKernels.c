@@ -151,7 +151,7 @@ __attribute__((visibility("default"))) int kiln_emu_tensormap_encode(
 // Tensor maps (`tensor_map` lines): arg out ptr i64, arg base ptr f32, arg
 // rows scalar i64, arg cols scalar i32, then the hidden flags (i32) and maps
 // (a pointer to each one's 128 bytes). Program 0 copies the flags and the
-// first two maps' 16 words to out.
+// first three maps' 16 words to out.
 KERNEL kiln_entry_maps(void *const *args, int32_t pid_x, int32_t pid_y,
                        int32_t pid_z, int32_t grid_x, int32_t grid_y,
                        int32_t grid_z) {
@@ -160,7 +160,7 @@ KERNEL kiln_entry_maps(void *const *args, int32_t pid_x, int32_t pid_y,
     return;
   int64_t *out = ARG(int64_t *, 0);
   out[0] = ARG(int32_t, 4);
-  for (int m = 0; m < 2; ++m) {
+  for (int m = 0; m < 3; ++m) {
     const int64_t *w = ARG(const int64_t *, 5 + m);
     out[1 + 16 * m] = (int64_t)((intptr_t)w % 64); // 64-byte aligned
     for (int i = 1; i < 16; ++i)

@@ -209,6 +209,13 @@ int64_t KernelLowering::addHostMap(const ViewInfo &vi, RankedTensorType type,
                                    StringRef kind) {
   if (!simt->hostMaps || !simt->kernelFunc || !vi.base)
     return -1;
+  // Core-matrix maps step through a dimension (the column chunks, 16 bytes)
+  // whose stride is below the rows'. cuTensorMapEncodeTiled documents its
+  // strides as each including the previous dimension's; whether it refuses
+  // others is unknown until a GPU run (no driver here), and the device-built
+  // ones ran on an H200: they stay device-built.
+  if (kind == "core")
+    return -1;
   auto base = dyn_cast<BlockArgument>(vi.base);
   if (!base || base.getOwner() != simt->entry ||
       base.getArgNumber() >= simt->numUserArgs ||
