@@ -12,6 +12,7 @@ import time
 import numpy as np
 
 from . import language as kl
+from . import runtime as runtime_module
 from .frontend import CodeGen, CompilationError, Pointer, Tile, parse_function
 from .runtime import bf16, cuda_array_view  # noqa: F401  (kiln.bf16 lives with the runtime)
 
@@ -134,6 +135,26 @@ class DeviceArray:
         self.ptr, self.shape = view.ptr, view.shape
 
 
+class _TorchDTypes(dict):
+    """torch.dtype -> kl dtype, filled on first use (a dtype kernels cannot
+    take maps to None: the general path reports it)."""
+
+    def __missing__(self, key):
+        name = str(key).replace("torch.", "")
+        if name == "bfloat16":
+            value = kl.bfloat16
+        else:
+            try:
+                value = kl.from_numpy(np.dtype(name))
+            except TypeError:
+                value = None
+        self[key] = value
+        return value
+
+
+_TORCH_DTYPES = _TorchDTypes()
+
+
 class _Arg:
     """How one launch argument is passed and specialized."""
 
@@ -148,6 +169,18 @@ class _Arg:
 
 
 def _as_array(obj, name):
+    # PyTorch CUDA tensors first, through their C methods (the launch path is
+    # hot): as cuda_array_view would see them.
+    if type(obj) in runtime_module._TORCH_TENSOR_TYPES and obj.is_cuda:
+        dt = _TORCH_DTYPES[obj.dtype]
+        if dt is not None:
+            d = DeviceArray.__new__(DeviceArray)
+            runtime_module._check_device(obj.get_device(), name)
+            if not obj.is_contiguous():
+                raise ValueError(f"argument '{name}' is a non-contiguous device array; pass "
+                                 ".contiguous()")
+            d.dtype, d.ptr, d.shape = dt, obj.data_ptr(), tuple(obj.shape)
+            return d, dt
     if isinstance(obj, bf16):
         return obj.array, kl.bfloat16
     if isinstance(obj, DeviceArray):
@@ -221,6 +254,8 @@ class JITFunction:
                 raise TypeError(f"do_not_specialize: '{n}' is not a parameter of {fn.__name__}")
         self.do_not_specialize = {self.params[n].name if isinstance(n, int) else n
                                   for n in do_not_specialize}
+        self.names = [p.name for p in self.params]
+        self.name_set = frozenset(self.names)
         self.cache = {}
         self.last = None
         self._parsed = None
@@ -240,16 +275,32 @@ class JITFunction:
 
     # -- binding and specialization ----------------------------------------------------
 
-    def bind(self, args, kwargs):
+    def _arguments(self, args, kwargs):
+        """name -> value of a launch's arguments: every parameter given once,
+        positionally or by name (the common case, without inspect's bind), else
+        through Signature.bind (defaults, and its error messages)."""
+        names = self.names
+        if len(args) + len(kwargs) == len(names) and len(args) <= len(names):
+            arguments = dict(zip(names, args))
+            for k, v in kwargs.items():
+                if k in arguments or k not in self.name_set:
+                    break
+                arguments[k] = v
+            else:
+                return arguments
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as e:
             raise TypeError(f"{self.__name__}: {e}") from None
         bound.apply_defaults()
+        return bound.arguments
+
+    def bind(self, args, kwargs):
+        arguments = self._arguments(args, kwargs)
         out = []
         for p in self.params:
             name = p.name
-            v = bound.arguments[name]
+            v = arguments[name]
             if name in self.constexprs:
                 if isinstance(v, kl.constexpr):
                     v = v.value
@@ -389,7 +440,7 @@ class JITFunction:
         # on GPU targets (ignored on CPUs), unless the kernel has parameters
         # of those names.
         options = {}
-        names = {p.name for p in self.params}
+        names = self.name_set
         for opt, hi in (("num_warps", 32), ("num_stages", 8)):
             if opt in kwargs and opt not in names:
                 v = kwargs.pop(opt)
@@ -397,6 +448,13 @@ class JITFunction:
                     raise ValueError(f"{self.__name__}: {opt} must be an integer in "
                                      f"[1, {hi}], got {v!r}")
                 options[opt] = int(v)
+        # wait=False (GPU targets): queue the kernel on the runtime's stream and
+        # return, as bundle launches can (kiln.synchronize() waits).
+        wait = True
+        if "wait" in kwargs and "wait" not in names:
+            wait = kwargs.pop("wait")
+            if not isinstance(wait, bool):
+                raise ValueError(f"{self.__name__}: wait must be True or False, got {wait!r}")
         bound = self.bind(args, kwargs)
         meta = {p.name: a.value for p, a in zip(self.params, bound) if a.kind == "const"}
         if callable(grid):
@@ -412,8 +470,14 @@ class JITFunction:
         ck = self.specialize(bound, len(grid), options.get("num_warps"),
                              options.get("num_stages"))
         values = [a.value for a in bound if a.kind != "const"]
-        ck.kernel.launch(values, list(grid))
+        ck.kernel.launch(values, list(grid), wait)
         return ck
+
+    def synchronize(self):
+        """Waits for this kernel's GPU launches made with wait=False (they
+        share the JIT's runtime stream); raises LaunchError if one failed."""
+        if self.last is not None:
+            self.last.kernel.synchronize()
 
     # -- inspection -------------------------------------------------------------------
 

@@ -502,6 +502,37 @@ try:
     sys.exit("a CPU tensor was accepted by a GPU bundle")
 except TypeError as e:
     assert "argument 'x' is a host array" in str(e), e
+# @kiln.jit takes the same tensors by the same fast path (dtype from
+# torch.dtype), positional or by name, and queues with wait=False.
+class DType:
+    def __str__(self):
+        return "torch.float32"
+Tensor.dtype = DType()
+Tensor.shape = (n,)
+add[(3,)](*ts, n, BLOCK=256)
+l = mock.kiln_mock_last_launch().contents
+assert list(l.params[:4]) == [0x7200000, 0x7210000, 0x7220000, n], list(l.params[:4])
+assert tuple(l.grid) == (3, 1, 1)
+add[(5,)](ts[0], ts[1], out=ts[2], n=n, BLOCK=256, wait=False)
+assert tuple(mock.kiln_mock_last_launch().contents.grid) == (5, 1, 1)
+add.synchronize()
+for bad, what, exc in ((Tensor(0x7200000, device=1), "on CUDA device 1", ValueError),
+                       (Tensor(0x7200000, contiguous=False), "non-contiguous", ValueError)):
+    try:
+        add[(1,)](bad, ts[1], ts[2], n, BLOCK=256)
+        sys.exit(f"@kiln.jit accepted a tensor: {what}")
+    except exc as e:
+        assert what in str(e), e
+try:
+    add[(1,)](*ts, n, BLOCK=256, wait="no")
+    sys.exit("wait='no' was accepted")
+except ValueError as e:
+    assert "wait must be True or False" in str(e), e
+try:
+    add[(1,)](*ts, n, BLOCK=256, nope=1)
+    sys.exit("an unknown keyword was accepted")
+except TypeError as e:
+    assert "nope" in str(e), e
 print("ok")
 '''
 
