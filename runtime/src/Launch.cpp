@@ -29,6 +29,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 #include <optional>
 #include <string>
@@ -262,6 +263,50 @@ kiln_status dispatch(kiln_runtime *runtime, kiln_kernel *kernel,
   return runJob(runtime, job);
 }
 
+/// The kernel's tensor maps for `args` into `packed` (nothing without
+/// `tensor_map` lines). The driver's encoder runs with the runtime's context
+/// current (its documented errors include CUDA_ERROR_INVALID_CONTEXT).
+kiln_status encodeMaps(kiln_kernel *kernel, const kiln_arg *args,
+                       PackedArgs &packed, const char *function) {
+  const Manifest &m = kernel->manifest;
+  if (m.tensorMaps.empty())
+    return nullptr;
+  std::optional<cuda::ScopedContext> context;
+  if (kernel->isGpu()) {
+    context.emplace(*kernel->gpu.driver);
+    if (kiln_status status = context->enter(function))
+      return status;
+  }
+  TensorMapEncoder encode =
+      kernel->isGpu()
+          ? cuda::tensorMapEncoder(kernel->gpu)
+          : reinterpret_cast<TensorMapEncoder>(kernel->code.tensorMapEncoder);
+  return encodeTensorMaps(m, args, encode,
+                          kernel->isGpu()
+                              ? "cuTensorMapEncodeTiled"
+                              : "the emulator's kiln_emu_tensormap_encode",
+                          packed.maps, packed.mapFlags);
+}
+
+/// Bytes of a packed scalar of `dtype` (kiln_launch_packed's values).
+size_t scalarBytes(kiln_dtype dtype) {
+  switch (dtype) {
+  case KILN_DTYPE_I1:
+  case KILN_DTYPE_I8:
+  case KILN_DTYPE_U8:
+    return 1;
+  case KILN_DTYPE_I16:
+  case KILN_DTYPE_F16:
+  case KILN_DTYPE_BF16:
+    return 2;
+  case KILN_DTYPE_I32:
+  case KILN_DTYPE_F32:
+    return 4;
+  default:
+    return 8;
+  }
+}
+
 /// kiln_launch and kiln_launch_async: validate, pack, run.
 kiln_status launchArgs(kiln_runtime *runtime, kiln_kernel *kernel,
                        const kiln_arg *args, size_t num_args,
@@ -293,26 +338,8 @@ kiln_status launchArgs(kiln_runtime *runtime, kiln_kernel *kernel,
                                        m.tensorMaps.size(), kernel->isGpu());
     for (size_t i = 0; i < num_args; ++i)
       packed[i] = const_cast<void *>(static_cast<const void *>(&args[i].value));
-    // The driver's encoder runs with the runtime's context current (its
-    // documented errors include CUDA_ERROR_INVALID_CONTEXT).
-    std::optional<cuda::ScopedContext> context;
-    if (!m.tensorMaps.empty() && kernel->isGpu()) {
-      context.emplace(*kernel->gpu.driver);
-      if (kiln_status status = context->enter("kiln_launch"))
-        return status;
-    }
-    if (!m.tensorMaps.empty()) {
-      TensorMapEncoder encode =
-          kernel->isGpu() ? cuda::tensorMapEncoder(kernel->gpu)
-                          : reinterpret_cast<TensorMapEncoder>(
-                                kernel->code.tensorMapEncoder);
-      if (kiln_status status = encodeTensorMaps(
-              m, args, encode,
-              kernel->isGpu() ? "cuTensorMapEncodeTiled"
-                              : "the emulator's kiln_emu_tensormap_encode",
-              packedArgs.maps, packedArgs.mapFlags))
-        return status;
-    }
+    if (kiln_status status = encodeMaps(kernel, args, packedArgs, function))
+      return status;
     return dispatch(runtime, kernel, packedArgs, packed, scratchBytes, grid,
                     synchronize, job);
   } catch (const std::bad_alloc &) {
@@ -375,14 +402,31 @@ kiln_status kiln_launch_packed(kiln_runtime *runtime, kiln_kernel *kernel,
     size_t scratchBytes = 0;
     if (kiln_status status = scratchSize(kernel, job, scratchBytes))
       return status;
-    // The caller's array is used as it is unless the scratch slot has to be
-    // appended.
+    // The caller's array is used as it is unless the scratch slot or the
+    // tensor maps have to be appended. The maps are computed from the
+    // values, read as the manifest's types.
     PackedArgs packedArgs;
     void *const *packed = arg_ptrs;
-    if (scratchBytes > 0) {
-      void **extended = packedArgs.prepare(num_args, true);
+    const Manifest &m = kernel->manifest;
+    if (scratchBytes > 0 || !m.tensorMaps.empty()) {
+      void **extended = packedArgs.prepare(num_args, scratchBytes > 0,
+                                           m.tensorMaps.size(), kernel->isGpu());
       std::copy(arg_ptrs, arg_ptrs + num_args, extended);
       packed = extended;
+    }
+    if (!m.tensorMaps.empty()) {
+      std::vector<kiln_arg> values(num_args);
+      for (size_t i = 0; i < num_args; ++i) {
+        values[i].kind = m.args[i].kind;
+        values[i].dtype = m.args[i].dtype;
+        if (m.args[i].kind == KILN_ARG_PTR)
+          values[i].value.ptr = *static_cast<void *const *>(arg_ptrs[i]);
+        else
+          std::memcpy(&values[i].value, arg_ptrs[i], scalarBytes(m.args[i].dtype));
+      }
+      if (kiln_status status =
+              encodeMaps(kernel, values.data(), packedArgs, "kiln_launch_packed"))
+        return status;
     }
     return dispatch(runtime, kernel, packedArgs, packed, scratchBytes, grid,
                     true, job);

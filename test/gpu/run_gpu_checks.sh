@@ -22,6 +22,9 @@ fi
 BUILD=${KILN_GPU_BUILD:-/tmp/kiln-runtime-build}
 PY=${PYTHON:-python3}
 CHECK_LIMIT=${KILN_GPU_CHECK_TIMEOUT:-150}
+# A tensor map the driver refuses is a launch error here (elsewhere the kernel
+# would quietly take cp.async for it): the check must see it.
+export KILN_TENSOR_MAP_ERRORS=1
 BENCH_LIMIT=${KILN_GPU_BENCH_TIMEOUT:-200}
 nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader || true
 mkdir -p "$BUILD"

@@ -1153,10 +1153,24 @@ TEST_CASE("tensor maps are encoded by the driver and passed by value",
     CHECK(mock.counters()->tensor_map_encodes == encodes + 3);
   }
   {
-    // The driver's refusal fails the launch, naming the call and the map.
-    mock.failNext("cuTensorMapEncodeTiled", 1);
+    // The driver's refusal: the map is not used (cp.async), or with
+    // KILN_TENSOR_MAP_ERRORS=1 the launch fails, naming the call and the map.
     kiln_arg args[] = {ptrArg(x.pointer, KILN_DTYPE_F32), ptrArg(x.pointer, KILN_DTYPE_F32),
                        ptrArg(out.pointer, KILN_DTYPE_F32), i32Arg(1024)};
+    mock.failNext("cuTensorMapEncodeTiled", 1);
+    REQUIRE(Status(kiln_launch(runtime.get(), kernel.get(), args, 4, grid)).ok());
+    CHECK(mock.lastLaunch()->params[4] == 2);
+    CHECK(mock.lastLaunch()->params[5] == 0);
+    // kiln_launch_packed encodes them too.
+    void *xp = x.pointer, *op = out.pointer;
+    int32_t n = 1024;
+    void *packed[] = {&xp, &xp, &op, &n};
+    REQUIRE(Status(kiln_launch_packed(runtime.get(), kernel.get(), packed, 4, grid)).ok());
+    CHECK(mock.lastLaunch()->num_params == 7);
+    CHECK(mock.lastLaunch()->params[4] == 3);
+    CHECK(mock.lastLaunch()->params[5] == bits(x.pointer));
+    ScopedEnv strict("KILN_TENSOR_MAP_ERRORS", "1");
+    mock.failNext("cuTensorMapEncodeTiled", 1);
     int launches = mock.lastLaunch()->count;
     Status status(kiln_launch(runtime.get(), kernel.get(), args, 4, grid));
     CHECK(status.code() == KILN_ERROR_LAUNCH);

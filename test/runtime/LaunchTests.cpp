@@ -622,16 +622,38 @@ TEST_CASE("tensor maps are encoded per launch from the arguments",
     CHECK(out[0] == 5);
   }
   {
-    // The encoder's refusal is the launch's error, naming the map.
+    // A map the encoder refuses is not used (its bit clear, its bytes zero:
+    // the kernel takes cp.async for it); with KILN_TENSOR_MAP_ERRORS=1 the
+    // refusal is the launch's error, naming the map.
     KernelPtr refused = load("maps", "tensor_map plain 4 1 2 16 3 a2 a3 a3 1\n"
+                                     "tensor_map plain 4 1 2 16 32 a2 a3 a3 1\n"
                                      "tensor_map plain 4 1 2 16 32 a2 a3 a3 1\n");
     kiln_arg args[] = {ptrArg(out.data(), KILN_DTYPE_I64),
                        ptrArg(data, KILN_DTYPE_F32), i64Arg(10), i32Arg(36)};
+    REQUIRE(Status(kiln_launch(runtime.get(), refused.get(), args, 4, grid)).ok());
+    CHECK(out[0] == 6);
+    CHECK(out[1 + 3] == 0); // map 0's address word
+    ScopedEnv strict("KILN_TENSOR_MAP_ERRORS", "1");
     Status status(kiln_launch(runtime.get(), refused.get(), args, 4, grid));
     CHECK(status.code() == KILN_ERROR_LAUNCH);
     CHECK(contains(status.message(),
                    "kernel 'maps': the emulator's kiln_emu_tensormap_encode "
                    "refused tensor map 0 (of argument 'base', rank 2, error 1)"));
+  }
+  {
+    // kiln_launch_packed computes the maps from the packed values, read as
+    // the manifest's types.
+    void *outp = out.data(), *basep = data;
+    int64_t rows = 100;
+    int32_t cols = 36;
+    void *packed[] = {&outp, &basep, &rows, &cols};
+    std::fill(out.begin(), out.end(), -1);
+    Status status(kiln_launch_packed(runtime.get(), kernel.get(), packed, 4, grid));
+    INFO(status.message());
+    REQUIRE(status.ok());
+    CHECK(out[0] == 7);
+    CHECK((out[1 + 5] == 36 && out[1 + 8] == 100));
+    CHECK(out[17 + 8] == 50);
   }
 }
 

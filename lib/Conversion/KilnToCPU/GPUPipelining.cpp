@@ -158,8 +158,10 @@ static bool argExpression(Value v, const SimtConfig &simt, std::string &out,
       out += ',';
   };
   if (auto arg = dyn_cast<BlockArgument>(v)) {
+    // (Not i1: index_cast sign-extends it, true to -1, where the runtime
+    // reads an i1 argument as 0 or 1.)
     if (arg.getOwner() != simt.entry || arg.getArgNumber() >= simt.numUserArgs ||
-        !arg.getType().isSignlessInteger())
+        !arg.getType().isSignlessInteger() || arg.getType().isSignlessInteger(1))
       return false;
     sep();
     out += "a" + std::to_string(arg.getArgNumber());
@@ -222,8 +224,7 @@ int64_t KernelLowering::addHostMap(const ViewInfo &vi, RankedTensorType type,
       !isa<MemRefType>(base.getType()))
     return -1;
   int64_t rank = type.getRank();
-  if (int64_t(vi.sizes.size()) != rank || int64_t(vi.strides.size()) != rank ||
-      simt->hostMapSpecs.size() >= 32)
+  if (int64_t(vi.sizes.size()) != rank || int64_t(vi.strides.size()) != rank)
     return -1;
   std::string spec;
   llvm::raw_string_ostream os(spec);
@@ -242,6 +243,8 @@ int64_t KernelLowering::addHostMap(const ViewInfo &vi, RankedTensorType type,
   for (auto [i, s] : llvm::enumerate(simt->hostMapSpecs))
     if (s == spec)
       return i;
+  if (simt->hostMapSpecs.size() >= 32) // the flags' bits (and the runtime's limit)
+    return -1;
   auto fn = cast<gpu::GPUFuncOp>(simt->kernelFunc);
   MLIRContext *ctx = fn.getContext();
   Location loc = fn.getLoc();

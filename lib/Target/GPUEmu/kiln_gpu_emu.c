@@ -193,7 +193,9 @@ typedef struct {
   uint8_t element_stride[5];
   uint8_t rank_m1, elemtype, interleave, swizzle, fill;
   uint32_t set;
+  uint32_t encoded; /* kEncodedMagic when kiln_emu_tensormap_encode wrote it */
 } tensor_map;
+enum { kEncodedMagic = 0x50414d4b /* "KMAP" */ };
 _Static_assert(sizeof(tensor_map) <= kTensorMapBytes,
                "the emulator's tensor map must fit in 128 bytes");
 
@@ -1430,6 +1432,7 @@ __attribute__((visibility("default"))) int kiln_emu_tensormap_encode(
   tm.set = 1u << kSetAddress | 1u << kSetRank | 1u << kSetElemType |
            1u << kSetInterleave | 1u << kSetSwizzle | 1u << kSetFill |
            1u << kSetEncoded;
+  tm.encoded = kEncodedMagic;
   for (uint32_t i = 0; i < rank; ++i) {
     tm.global_dim[i] = global_dim[i];
     tm.box_dim[i] = (uint16_t)box_dim[i];
@@ -1465,7 +1468,7 @@ static int64_t check_tensor_map(int64_t map, int32_t rank, const char *site) {
   static const int8_t kElemBytes[13] = {1, 2, 4, 4, 8, 8, 2, 4, 4, 8, 2, 4, 4};
   check_tensor_map_address(map, "cp.async.bulk.tensor");
   const tensor_map *tm = (const tensor_map *)(uintptr_t)map;
-  if (tm->set >> kSetEncoded & 1)
+  if (tm->set >> kSetEncoded & 1 && tm->encoded == kEncodedMagic)
     goto fields; /* a launch parameter: nothing to release or acquire */
   tensormap_state *e = NULL;
   for (int i = 0; i < s->num_maps; ++i)
