@@ -32,14 +32,15 @@ def list_ops():
 
 class _Launcher:
     """A JIT-compiled operator kernel: launch(values, grid) with numpy arrays
-    for pointers."""
+    (or PyTorch CUDA tensors, for GPU kernels) for pointers."""
 
     def __init__(self, kernel):
         self.kernel = kernel
 
-    def launch(self, values, grid):
-        self.kernel.launch([v.ctypes.data if isinstance(v, np.ndarray) else v
-                            for v in values], grid)
+    def launch(self, values, grid, wait=True):
+        self.kernel.launch([v.ctypes.data if isinstance(v, np.ndarray)
+                            else v.data_ptr() if hasattr(v, "data_ptr") else v
+                            for v in values], grid, wait)
 
 
 def set_kernel_provider(provider):
@@ -54,31 +55,32 @@ def set_kernel_provider(provider):
         _kernels.clear()
 
 
-def kernel(name, mods="", **config):
+def kernel(name, mods="", _target=None, **config):
     """The compiled kernel of operator `name` with `config` (cached); `mods`
-    is IR of functions fused into it (see mod_source)."""
+    is IR of functions fused into it (see mod_source). `_target`: a GPU
+    target (the operators on PyTorch CUDA tensors), else the JIT's default."""
     if _provider is not None:
         return _provider(name, mods, {k: str(v) for k, v in config.items()})
     from . import _kiln
     from .jit import (_get_jit, default_num_stages, default_num_warps, host_maps_enabled,
                       overlap_enabled, swizzle_enabled, tma_enabled)
-    target = os.environ.get("KILN_TARGET", "host")
-    if target.startswith("sm_"):
+    target = _target or os.environ.get("KILN_TARGET", "host")
+    if target.startswith("sm_") and _target is None:
         raise ValueError(f"kiln.ops runs on host (numpy) arrays, and KILN_TARGET={target} "
                          "compiles for a GPU whose kernels cannot read them; unset "
                          "KILN_TARGET (emu-sm_XY runs the GPU lowering on the host)")
     # Everything the compiled code depends on: after $KILN_TARGET, $KILN_TMA,
     # $KILN_SWIZZLE or $KILN_OVERLAP change, a kernel compiled before is not
     # reused.
-    key = (name, mods, _get_jit().target, default_num_warps(), default_num_stages(),
+    key = (name, mods, _get_jit(_target).target, default_num_warps(), default_num_stages(),
            tma_enabled(), swizzle_enabled(), overlap_enabled(), host_maps_enabled(),
            tuple(sorted((k, str(v)) for k, v in config.items())))
     with _lock:
         k = _kernels.get(key)
     if k is None:
         src = _kiln.build_op_source(name, {k: str(v) for k, v in config.items()}, mods)
-        k = _Launcher(_get_jit().compile(src, f"op:{name}", default_num_warps(),
-                                         default_num_stages()))
+        k = _Launcher(_get_jit(_target).compile(src, f"op:{name}", default_num_warps(),
+                                                default_num_stages()))
         with _lock:
             _kernels[key] = k
     return k
@@ -93,15 +95,18 @@ def _host_only(fn):
     import functools
     import inspect
     sig = inspect.signature(fn)
+    # The public name (block_sparse_attention's host path is a helper).
+    public = fn.__name__[1:-len("_host")] if fn.__name__.endswith("_host") else fn.__name__
+    also = " or PyTorch CUDA tensors" if public == "block_sparse_attention" else ""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         for name, v in sig.bind_partial(*args, **kwargs).arguments.items():
             values = v.values() if isinstance(v, dict) else (v,)
             if any(is_cuda_array(x) for x in values):
-                raise TypeError(f"kiln.ops.{fn.__name__}: argument '{name}' is a CUDA "
-                                "device array; kiln.ops runs on host (numpy) arrays (a "
-                                "@kiln.jit kernel launches on CUDA arrays)")
+                raise TypeError(f"kiln.ops.{public}: argument '{name}' is a CUDA "
+                                f"device array; kiln.ops runs on host (numpy) arrays{also} "
+                                "(a @kiln.jit kernel launches on CUDA arrays)")
         return fn(*args, **kwargs)
     return wrapper
 
@@ -413,7 +418,124 @@ def _block_mask_on_device(mask_mod, batch, heads, seq_q, seq_kv, block, block_kv
     return out
 
 
-@_host_only
+def _attention_plan(name, shapes, mask, doc_shape, scale, out_dtype, D):
+    """The checks kiln.ops.block_sparse_attention makes on the host, for numpy
+    and PyTorch inputs alike: (block, block_kv, nqb, maxb, the four block-mask
+    arrays as contiguous int32, the float32 scale). `shapes`: q's, k's."""
+    if out_dtype not in ("f32", "bf16", "f16"):
+        raise ValueError(f"{name}: out_dtype must be one of f32, bf16, f16, got {out_dtype!r}")
+    (B, Hq, S, _), (_, Hkv, Skv, _) = shapes
+    if Hq % Hkv:
+        raise ValueError("query heads must be a multiple of key/value heads")
+    if doc_shape is not None and tuple(doc_shape) != (B, max(S, Skv)):
+        raise ValueError(f"{name}: doc_ids has shape {tuple(doc_shape)}, expected "
+                         f"(batch, max(seq_q, seq_kv)) = {(B, max(S, Skv))}")
+    block = mask["block"]
+    block_kv = mask.get("block_kv", block)
+    nqb, maxb = mask["nqb"], mask["maxb"]
+    if nqb != _cdiv(S, block) or maxb < _cdiv(Skv, block_kv):
+        raise ValueError(f"{name}: the block mask was built for another shape "
+                         f"({nqb} query blocks of {block}, {maxb} key blocks of {block_kv}); "
+                         f"q has {S} rows and k {Skv}")
+    for n in ("kv_num", "full_num", "kv_idx", "full_idx"):
+        want = (B * Hq, nqb) + ((maxb,) if n.endswith("idx") else ())
+        if np.shape(mask[n]) != want:
+            raise ValueError(f"{name}: mask[{n!r}] has shape "
+                             f"{np.shape(mask[n])}, expected {want} (batch x heads, ...)")
+    nkb = _cdiv(Skv, block_kv)
+    for kind in ("kv", "full"):
+        num, idx = np.asarray(mask[f"{kind}_num"]), np.asarray(mask[f"{kind}_idx"])
+        listed = np.arange(maxb)[None, None, :] < num[:, :, None]
+        if (num < 0).any() or (num > maxb).any() or \
+                ((idx < 0) | (idx >= nkb))[listed].any():
+            raise ValueError(f"{name}: mask[{kind + '_idx'!r}] lists a key "
+                             f"block outside 0..{nkb - 1}")
+        # Full blocks skip the key mask: one cut by the sequence end would
+        # read keys past it (block_mask lists those as partial).
+        if kind == "full" and ((idx + 1) * block_kv > Skv)[listed].any():
+            raise ValueError(f"{name}: mask['full_idx'] lists a key block "
+                             f"that ends past seq_kv {Skv} (the mask was built for "
+                             f"another key length); it must be partial")
+    scale = float(scale if scale is not None else 1.0 / np.sqrt(D))
+    # The kernel takes it as a float32: checked as one.
+    with np.errstate(over="ignore", under="ignore"):
+        scale32 = np.float32(scale)
+    if not (np.isfinite(scale32) and scale32 > 0):
+        raise ValueError(f"{name}: scale must be a positive finite float "
+                         f"(as a float32), got {scale}")
+    arrays = [_i32(mask[n]) for n in ("kv_num", "kv_idx", "full_num", "full_idx")]
+    return block, block_kv, nqb, maxb, arrays, float(scale32)
+
+
+def _attention_kernel(block, block_kv, D, mask_kind, window, prefix, group, softcap, dtype,
+                      overlap, out_dtype, mask_mod, score_mod, target=None):
+    mods = ""
+    if mask_mod is not None or score_mod is not None:
+        mods = mod_source(block, mask_mod=mask_mod, score_mod=score_mod, block_kv=block_kv)
+    return kernel("block_sparse_attention", mods=mods, _target=target, head_dim=D,
+                  block=block, **_kv_config(block, block_kv), mask=mask_kind, window=window,
+                  prefix=prefix, gqa_group=group, softcap=softcap, dtype=dtype,
+                  **({"overlap": 1} if overlap else {}),
+                  **({"out_dtype": out_dtype} if out_dtype != "f32" else {}))
+
+
+def _block_sparse_attention_torch(q, k, v, mask, mask_kind="none", window=256, prefix=0,
+                                  doc_ids=None, softcap=0.0, scale=None, mask_mod=None,
+                                  score_mod=None, overlap=False, out_dtype="f32"):
+    """kiln.ops.block_sparse_attention on PyTorch CUDA tensors: the kernel
+    compiled for the device's GPU (as @kiln.jit does), outputs allocated by
+    PyTorch on q's device, the host-built block mask copied there."""
+    import torch
+    name = "block_sparse_attention"
+    for n, t in (("k", k), ("v", v)):
+        if not (isinstance(t, torch.Tensor) and t.is_cuda and t.device == q.device):
+            raise TypeError(f"{name}: q is a PyTorch CUDA tensor, so '{n}' must be one on "
+                            f"the same device ({q.device})")
+    dtypes = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32"}
+    if q.dtype not in dtypes or k.dtype != q.dtype or v.dtype != q.dtype:
+        raise TypeError(f"{name}: q, k and v must all be bfloat16, float16 or float32, got "
+                        f"{q.dtype}, {k.dtype}, {v.dtype}")
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4 or k.shape != v.shape or \
+            q.shape[0] != k.shape[0] or q.shape[3] != k.shape[3]:
+        raise ValueError(f"{name}: q [B, Hq, S, D], k and v [B, Hkv, Skv, D] expected, got "
+                         f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+    B, Hq, S, D = q.shape
+    Hkv, Skv = k.shape[1], k.shape[2]
+    doc_shape = None if doc_ids is None else tuple(doc_ids.shape)
+    block, block_kv, nqb, maxb, arrays, scale = _attention_plan(
+        name, (tuple(q.shape), tuple(k.shape)), mask, doc_shape, scale, out_dtype, D)
+    from .jit import gpu_target
+    kern = _attention_kernel(block, block_kv, D, mask_kind, window, prefix, Hq // Hkv,
+                             softcap, dtypes[q.dtype], overlap, out_dtype, mask_mod,
+                             score_mod, target=gpu_target())
+    dev = q.device
+    out = torch.empty((B, Hq, S, D), device=dev, dtype={
+        "f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}[out_dtype])
+    lse = torch.empty((B, Hq, S), device=dev, dtype=torch.float32)
+    marr = [torch.from_numpy(a).to(dev) for a in arrays]
+    if doc_ids is None:
+        docs = torch.zeros((B, max(S, Skv)), device=dev, dtype=torch.int32)
+    elif isinstance(doc_ids, torch.Tensor):
+        docs = doc_ids.to(device=dev, dtype=torch.int32).contiguous()
+    else:
+        docs = torch.from_numpy(_i32(doc_ids)).to(dev)
+    # The runtime's stream is ordered with the legacy default stream, where
+    # PyTorch works unless told otherwise: then the launch is only queued,
+    # as PyTorch's own kernels are. Under another stream, that stream's work
+    # is waited for first and the kernel too.
+    on_default = torch.cuda.current_stream(dev) == torch.cuda.default_stream(dev)
+    if not on_default:
+        torch.cuda.current_stream(dev).synchronize()
+    kern.launch([q.contiguous(), k.contiguous(), v.contiguous(), out, lse, *marr, docs,
+                 B, Hq, S, Skv, nqb, maxb, scale], [nqb, B * Hq], wait=not on_default)
+    return out, lse
+
+
+def _is_torch_cuda(x):
+    from . import runtime
+    return type(x) in runtime._TORCH_TENSOR_TYPES and getattr(x, "is_cuda", False)
+
+
 def block_sparse_attention(q, k, v, mask, mask_kind="none", window=256, prefix=0,
                            doc_ids=None, softcap=0.0, scale=None, mask_mod=None,
                            score_mod=None, overlap=False, out_dtype="f32"):
@@ -432,71 +554,40 @@ def block_sparse_attention(q, k, v, mask, mask_kind="none", window=256, prefix=0
     an H200, docs/performance.md). `out_dtype`: "f32" (default), "bf16" (out
     a kiln.bf16-wrapped uint16 array) or "f16": the normalized float32
     output rounded once, as flex_attention returns it for bf16 inputs.
-    Returns (out [B, Hq, S, D], lse [B, Hq, S] float32)."""
-    out_types = {"f32": np.float32, "bf16": np.uint16, "f16": np.float16}
-    if out_dtype not in out_types:
-        raise ValueError(f"block_sparse_attention: out_dtype must be one of "
-                         f"{', '.join(out_types)}, got {out_dtype!r}")
+    Returns (out [B, Hq, S, D], lse [B, Hq, S] float32).
+
+    q, k and v may instead all be PyTorch CUDA tensors (bfloat16, float16 or
+    float32; non-contiguous ones are copied): the kernel runs on their GPU
+    and out and lse are PyTorch tensors there (out in `out_dtype`: bf16 is
+    torch.bfloat16). The mask stays the host dict block_mask() returns."""
+    if _is_torch_cuda(q):
+        return _block_sparse_attention_torch(q, k, v, mask, mask_kind, window, prefix, doc_ids,
+                                             softcap, scale, mask_mod, score_mod, overlap,
+                                             out_dtype)
+    return _block_sparse_attention_host(q, k, v, mask, mask_kind, window, prefix, doc_ids,
+                                        softcap, scale, mask_mod, score_mod, overlap, out_dtype)
+
+
+@_host_only
+def _block_sparse_attention_host(q, k, v, mask, mask_kind="none", window=256, prefix=0,
+                                 doc_ids=None, softcap=0.0, scale=None, mask_mod=None,
+                                 score_mod=None, overlap=False, out_dtype="f32"):
     (q, k, v), dtype = _same_type("block_sparse_attention", q=q, k=k, v=v)
     B, Hq, S, D = q.shape
     Hkv, Skv = k.shape[1], k.shape[2]
-    if Hq % Hkv:
-        raise ValueError("query heads must be a multiple of key/value heads")
     if doc_ids is None:
         doc_ids = np.zeros((B, max(S, Skv)), np.int32)
     doc_ids = _i32(doc_ids)
-    if doc_ids.shape != (B, max(S, Skv)):
-        raise ValueError(f"block_sparse_attention: doc_ids has shape {doc_ids.shape}, expected "
-                         f"(batch, max(seq_q, seq_kv)) = {(B, max(S, Skv))}")
+    block, block_kv, nqb, maxb, arrays, scale = _attention_plan(
+        "block_sparse_attention", (q.shape, k.shape), mask, doc_ids.shape, scale, out_dtype, D)
+    out_types = {"f32": np.float32, "bf16": np.uint16, "f16": np.float16}
     out = np.empty(q.shape, out_types[out_dtype])
     lse = np.empty((B, Hq, S), np.float32)
-    block = mask["block"]
-    block_kv = mask.get("block_kv", block)
-    nqb, maxb = mask["nqb"], mask["maxb"]
-    if nqb != _cdiv(S, block) or maxb < _cdiv(Skv, block_kv):
-        raise ValueError(f"block_sparse_attention: the block mask was built for another shape "
-                         f"({nqb} query blocks of {block}, {maxb} key blocks of {block_kv}); "
-                         f"q has {S} rows and k {Skv}")
-    for n in ("kv_num", "full_num", "kv_idx", "full_idx"):
-        want = (B * Hq, nqb) + ((maxb,) if n.endswith("idx") else ())
-        if np.shape(mask[n]) != want:
-            raise ValueError(f"block_sparse_attention: mask[{n!r}] has shape "
-                             f"{np.shape(mask[n])}, expected {want} (batch x heads, ...)")
-    nkb = _cdiv(Skv, block_kv)
-    for kind in ("kv", "full"):
-        num, idx = np.asarray(mask[f"{kind}_num"]), np.asarray(mask[f"{kind}_idx"])
-        listed = np.arange(maxb)[None, None, :] < num[:, :, None]
-        if (num < 0).any() or (num > maxb).any() or \
-                ((idx < 0) | (idx >= nkb))[listed].any():
-            raise ValueError(f"block_sparse_attention: mask[{kind + '_idx'!r}] lists a key "
-                             f"block outside 0..{nkb - 1}")
-        # Full blocks skip the key mask: one cut by the sequence end would
-        # read keys past it (block_mask lists those as partial).
-        if kind == "full" and ((idx + 1) * block_kv > Skv)[listed].any():
-            raise ValueError(f"block_sparse_attention: mask['full_idx'] lists a key block "
-                             f"that ends past seq_kv {Skv} (the mask was built for "
-                             f"another key length); it must be partial")
-    scale = float(scale if scale is not None else 1.0 / np.sqrt(D))
-    # The kernel takes it as a float32: checked as one.
-    with np.errstate(over="ignore", under="ignore"):
-        scale32 = np.float32(scale)
-    if not (np.isfinite(scale32) and scale32 > 0):
-        raise ValueError(f"block_sparse_attention: scale must be a positive finite float "
-                         f"(as a float32), got {scale}")
-    scale = float(scale32)
-    mods = ""
-    if mask_mod is not None or score_mod is not None:
-        mods = mod_source(block, mask_mod=mask_mod, score_mod=score_mod, block_kv=block_kv)
-    kern = kernel("block_sparse_attention", mods=mods, head_dim=D, block=block,
-                  **_kv_config(block, block_kv), mask=mask_kind, window=window, prefix=prefix,
-                  gqa_group=Hq // Hkv, softcap=softcap, dtype=dtype,
-                  **({"overlap": 1} if overlap else {}),
-                  **({"out_dtype": out_dtype} if out_dtype != "f32" else {}))
-    arrays = [_i32(mask[n]) for n in ("kv_num", "kv_idx", "full_num", "full_idx")]
+    kern = _attention_kernel(block, block_kv, D, mask_kind, window, prefix, Hq // Hkv, softcap,
+                             dtype, overlap, out_dtype, mask_mod, score_mod)
     kern.launch([_ptr(q), _ptr(k), _ptr(v), _ptr(out), _ptr(lse)] + [_ptr(a) for a in arrays] +
-                [_ptr(doc_ids), B, Hq, S, Skv, mask["nqb"], mask["maxb"],
-                 scale],
-                [mask["nqb"], B * Hq])
+                [_ptr(doc_ids), B, Hq, S, Skv, nqb, maxb, scale],
+                [nqb, B * Hq])
     return (bf16(out) if out_dtype == "bf16" else out), lse
 
 

@@ -591,3 +591,156 @@ def test_device_chip_choice():
     assert chip_for(12, 1, known) == "sm_120"
     assert chip_for(7, 5, known) == "sm_75"    # unknown: the compiler says so
     assert chip_for(11, 0, known) == "sm_110"
+
+
+TORCH_OPS_SCRIPT = r'''
+import ctypes, os, struct, sys, types
+import numpy as np
+
+# A stand-in for the parts of PyTorch kiln.ops touches: CUDA tensors are
+# addresses the mock driver records (it never dereferences them).
+torch = types.ModuleType("torch")
+class DType:
+    def __init__(self, name, size):
+        self.name, self.size = name, size
+    def __repr__(self):
+        return "torch." + self.name
+for n, size in (("bfloat16", 2), ("float16", 2), ("float32", 4), ("int32", 4)):
+    setattr(torch, n, DType(n, size))
+class Device:
+    def __init__(self, index):
+        self.type, self.index = "cuda", index
+    def __eq__(self, other):
+        return isinstance(other, Device) and other.index == self.index
+    def __repr__(self):
+        return f"cuda:{self.index}"
+_next = [0x10000000]
+allocs = []
+class Tensor:
+    def __init__(self, shape, dtype, device=None, contiguous=True, host=None):
+        self.shape, self.dtype = tuple(shape), dtype
+        self.device = device
+        self.is_cuda = device is not None
+        self._contiguous = contiguous
+        self.host = host
+        n = int(np.prod(self.shape)) * dtype.size
+        self.addr = _next[0]
+        _next[0] += (n + 255) // 256 * 256 + 256
+        if self.is_cuda:
+            allocs.append(self)
+    def dim(self):
+        return len(self.shape)
+    def data_ptr(self):
+        return self.addr
+    def get_device(self):
+        return self.device.index if self.is_cuda else -1
+    def is_contiguous(self):
+        return self._contiguous
+    def contiguous(self):
+        return self if self._contiguous else Tensor(self.shape, self.dtype, self.device)
+    def to(self, device=None, dtype=None):
+        t = Tensor(self.shape, dtype or self.dtype, device or self.device, host=self.host)
+        return t
+Tensor.__module__ = "torch"
+torch.Tensor = Tensor
+def empty(shape, device=None, dtype=None):
+    return Tensor(shape, dtype, device)
+torch.empty = empty
+torch.zeros = empty
+def from_numpy(a):
+    return Tensor(a.shape, {np.dtype(np.int32): torch.int32}[a.dtype], None, host=a)
+torch.from_numpy = from_numpy
+class Stream:
+    synced = 0
+    def __eq__(self, other):
+        return other is self
+    def synchronize(self):
+        Stream.synced += 1
+default, side = Stream(), Stream()
+current = [default]
+cuda = types.SimpleNamespace(current_stream=lambda d=None: current[0],
+                             default_stream=lambda d=None: default)
+torch.cuda = cuda
+sys.modules["torch"] = torch
+
+import kiln
+mock = ctypes.CDLL(os.environ["KILN_CUDA_DRIVER"])
+class Launch(ctypes.Structure):
+    _fields_ = [("count", ctypes.c_int), ("grid", ctypes.c_uint * 3),
+                ("block", ctypes.c_uint * 3), ("shared_bytes", ctypes.c_uint),
+                ("stream", ctypes.c_void_p), ("function", ctypes.c_char * 128),
+                ("num_params", ctypes.c_int), ("params", ctypes.c_ulonglong * 32)]
+mock.kiln_mock_last_launch.restype = ctypes.POINTER(Launch)
+
+dev = Device(0)
+B, Hq, Hkv, S, D = 1, 4, 2, 200, 64
+q = Tensor((B, Hq, S, D), torch.bfloat16, dev)
+k = Tensor((B, Hkv, S, D), torch.bfloat16, dev)
+v = Tensor((B, Hkv, S, D), torch.bfloat16, dev, contiguous=False)
+causal = lambda b, h, qi, ki: ki <= qi
+mask = kiln.ops.block_mask(causal, B, Hq, S, S)
+before = list(allocs)
+out, lse = kiln.ops.block_sparse_attention(q, k, v, mask, "causal", out_dtype="bf16")
+assert isinstance(out, Tensor) and out.dtype is torch.bfloat16 and out.shape == (B, Hq, S, D)
+assert lse.dtype is torch.float32 and lse.shape == (B, Hq, S) and out.device == dev
+new = [t for t in allocs if t not in before]
+vcopy = [t for t in new if t.shape == v.shape][0]   # v was not contiguous: copied
+masks = [t for t in new if t.host is not None]
+assert [t.host.shape for t in masks] == [mask[n].shape for n in
+                                         ("kv_num", "kv_idx", "full_num", "full_idx")]
+l = mock.kiln_mock_last_launch().contents
+assert l.function == b"block_sparse_attention", l.function
+assert tuple(l.grid) == (mask["nqb"], B * Hq, 1), tuple(l.grid)
+p = list(l.params[:l.num_params])
+assert p[:5] == [q.addr, k.addr, vcopy.addr, out.addr, lse.addr], p[:5]
+assert p[5:9] == [t.addr for t in masks], (p[5:9], [t.addr for t in masks])
+assert p[10:16] == [B, Hq, S, S, mask["nqb"], mask["maxb"]], p[10:16]
+assert struct.unpack("<f", struct.pack("<I", p[16] & 0xffffffff))[0] == np.float32(1 / 8)
+# sm_90a: the key and value (and output, lse) maps, encoded by the driver
+# (the mock's first word: the address): all usable, k's and v's first.
+maps = p[18:]
+assert p[17] == (1 << len(maps)) - 1, (p[17], len(maps))
+assert maps[:2] == [k.addr, vcopy.addr], maps
+assert Stream.synced == 0
+# Under another stream: its work is waited for (the launch is synchronous).
+current[0] = side
+kiln.ops.block_sparse_attention(q, k, v, mask, "causal")
+assert Stream.synced == 1
+current[0] = default
+# k on the host, mixed dtypes, a bad out_dtype: refused before launching.
+count = mock.kiln_mock_last_launch().contents.count
+for args, kw, exc, what in (
+        ((q, np.zeros((B, Hkv, S, D), np.float32), v, mask), {}, TypeError,
+         "'k' must be one on the same device"),
+        ((q, Tensor(k.shape, torch.float16, dev), v, mask), {}, TypeError,
+         "must all be bfloat16, float16 or float32"),
+        ((q, k, v, mask), {"out_dtype": "f64"}, ValueError, "out_dtype must be one of")):
+    try:
+        kiln.ops.block_sparse_attention(*args, **kw)
+        sys.exit(f"accepted: {what}")
+    except exc as e:
+        assert what in str(e), e
+assert mock.kiln_mock_last_launch().contents.count == count
+print("ok")
+'''
+
+
+def test_kiln_ops_attention_on_torch_cuda_tensors(tmp_path):
+    """kiln.ops.block_sparse_attention on PyTorch CUDA tensors (a stand-in
+    module here): compiled for the device's GPU (sm_90a on the mock driver's
+    compute capability 9.0), launched with the tensors' addresses, outputs
+    allocated by PyTorch, the host block mask copied to the device, the
+    tensor maps encoded by the driver."""
+    mock = os.path.join(ROOT, "build", "lib", "libkiln-mock-cuda.so")
+    if not os.path.exists(mock):
+        pytest.fail(f"mock CUDA driver not built: {mock}")
+    env = dict(os.environ, KILN_CUDA_DRIVER=mock, KILN_MOCK_CUDA_CC="90",
+               KILN_MOCK_CUDA_SHMEM="232448", KILN_CACHE_DIR=str(tmp_path / "cache"),
+               KILN_TENSOR_MAP_ERRORS="1")
+    env.pop("KILN_GPU_TARGET", None)
+    env.pop("KILN_TARGET", None)
+    script = tmp_path / "ops.py"
+    script.write_text(TORCH_OPS_SCRIPT)
+    r = subprocess.run([os.sys.executable, str(script)], capture_output=True, text=True,
+                       env=env, timeout=600)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
