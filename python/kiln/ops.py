@@ -505,9 +505,10 @@ def _block_sparse_attention_torch(q, k, v, mask, mask_kind="none", window=256, p
     block, block_kv, nqb, maxb, arrays, scale = _attention_plan(
         name, (tuple(q.shape), tuple(k.shape)), mask, doc_shape, scale, out_dtype, D)
     from .jit import gpu_target
+    # (A kernel provider brings kernels compiled for its own GPU.)
     kern = _attention_kernel(block, block_kv, D, mask_kind, window, prefix, Hq // Hkv,
                              softcap, dtypes[q.dtype], overlap, out_dtype, mask_mod,
-                             score_mod, target=gpu_target())
+                             score_mod, target=None if _provider else gpu_target())
     dev = q.device
     out = torch.empty((B, Hq, S, D), device=dev, dtype={
         "f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}[out_dtype])

@@ -152,7 +152,7 @@ class _OpKernel:
     def __init__(self, path):
         self.path = path
 
-    def launch(self, values, grid):
+    def launch(self, values, grid, wait=True):
         launch(self.path, grid, values)
 
 
@@ -668,6 +668,35 @@ op_case("attention bf16 sliding_window", lambda: case_attention("bf16", "sliding
 op_case("attention f16 none", lambda: case_attention("f16", "none", (3, 1)))
 op_case("attention bf16 causal out bf16",
         lambda: case_attention("bf16", "causal", (2, 1), seq=200, out_dtype="bf16"))
+
+
+def case_attention_torch():
+    """kiln.ops.block_sparse_attention on PyTorch CUDA tensors (GPU runs: the
+    case above recorded the same kernel): PyTorch allocates the outputs, the
+    host block mask is copied to the device."""
+    if EMULATED or not RUN or not ACTIVE:
+        return
+    B, Hq, Hkv, S, D = 2, 2, 1, 200, 64
+    bits = [bf16_bits(rng.standard_normal(sh).astype(np.float32))
+            for sh in ((B, Hq, S, D), (B, Hkv, S, D), (B, Hkv, S, D))]
+    qt, kt, vt = (torch.from_numpy(b.view(np.int16)).to(dev).view(torch.bfloat16)
+                  for b, _ in bits)
+    q, k, v = (r for _, r in bits)
+    rule = lambda b_, h_, qi, ki: ki <= qi  # noqa: E731
+    mask = ops.block_mask(rule, B, Hq, S, S, block=64)
+    out, lse = ops.block_sparse_attention(qt, kt, vt, mask, "causal", window=64,
+                                          out_dtype="bf16")
+    torch.cuda.synchronize()
+    kr, vr = np.repeat(k, Hq // Hkv, axis=1), np.repeat(v, Hq // Hkv, axis=1)
+    qi, ki = np.arange(S)[:, None], np.arange(S)[None, :]
+    vis = np.broadcast_to(rule(0, 0, qi, ki), (B, Hq, S, S))
+    ro, rl = attention_reference(q, kr, vr, vis, 1 / math.sqrt(D))
+    check("op block_sparse_attention on PyTorch tensors (bf16 out)",
+          out.float().cpu().numpy(), ro, 1e-2, 1e-2)
+    check("op block_sparse_attention on PyTorch tensors lse", lse.cpu().numpy(), rl, 1e-2, 1e-2)
+
+
+op_case("attention on PyTorch tensors", case_attention_torch)
 # Rectangular blocks (the benchmark also checks 128x64 at 8 warps against
 # SDPA); at 4 warps a 128-row block is one warpgroup with two 64-row blocks
 # (255 registers and a ptxas wgmma serialization at head dim 64), so 64x32.
