@@ -256,6 +256,9 @@ class JITFunction:
                                   for n in do_not_specialize}
         self.names = [p.name for p in self.params]
         self.name_set = frozenset(self.names)
+        # The bind fast path names parameters by keyword: not for
+        # positional-only ones (Signature.bind refuses those by name).
+        self._fast_bind = all(p.kind == p.POSITIONAL_OR_KEYWORD for p in self.params)
         self.cache = {}
         self.last = None
         self._parsed = None
@@ -280,7 +283,8 @@ class JITFunction:
         positionally or by name (the common case, without inspect's bind), else
         through Signature.bind (defaults, and its error messages)."""
         names = self.names
-        if len(args) + len(kwargs) == len(names) and len(args) <= len(names):
+        if self._fast_bind and len(args) + len(kwargs) == len(names) and \
+                len(args) <= len(names):
             arguments = dict(zip(names, args))
             for k, v in kwargs.items():
                 if k in arguments or k not in self.name_set:
@@ -474,10 +478,16 @@ class JITFunction:
         return ck
 
     def synchronize(self):
-        """Waits for this kernel's GPU launches made with wait=False (they
-        share the JIT's runtime stream); raises LaunchError if one failed."""
-        if self.last is not None:
-            self.last.kernel.synchronize()
+        """Waits for this kernel's GPU launches made with wait=False (on the
+        runtime stream of each GPU target it was compiled for); raises
+        LaunchError if one failed."""
+        with self._lock:
+            kernels = list(self.cache.values())
+        seen = set()
+        for ck in kernels:
+            if ck.kernel.is_gpu and ck.target not in seen:
+                seen.add(ck.target)
+                ck.kernel.synchronize()
 
     # -- inspection -------------------------------------------------------------------
 

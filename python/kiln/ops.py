@@ -424,6 +424,9 @@ def _attention_plan(name, shapes, mask, doc_shape, scale, out_dtype, D):
     arrays as contiguous int32, the float32 scale). `shapes`: q's, k's."""
     if out_dtype not in ("f32", "bf16", "f16"):
         raise ValueError(f"{name}: out_dtype must be one of f32, bf16, f16, got {out_dtype!r}")
+    if len(shapes[0]) != 4 or len(shapes[1]) != 4:
+        raise ValueError(f"{name}: q [B, Hq, S, D] and k, v [B, Hkv, Skv, D] expected, got "
+                         f"{tuple(shapes[0])} and {tuple(shapes[1])}")
     (B, Hq, S, _), (_, Hkv, Skv, _) = shapes
     if Hq % Hkv:
         raise ValueError("query heads must be a multiple of key/value heads")
@@ -499,9 +502,12 @@ def _block_sparse_attention_torch(q, k, v, mask, mask_kind="none", window=256, p
             q.shape[0] != k.shape[0] or q.shape[3] != k.shape[3]:
         raise ValueError(f"{name}: q [B, Hq, S, D], k and v [B, Hkv, Skv, D] expected, got "
                          f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+    from . import runtime
+    runtime._check_device(q.get_device(), "q")  # the runtime's device
     B, Hq, S, D = q.shape
     Hkv, Skv = k.shape[1], k.shape[2]
-    doc_shape = None if doc_ids is None else tuple(doc_ids.shape)
+    doc_shape = (None if doc_ids is None else tuple(doc_ids.shape)
+                 if hasattr(doc_ids, "shape") else np.shape(doc_ids))
     block, block_kv, nqb, maxb, arrays, scale = _attention_plan(
         name, (tuple(q.shape), tuple(k.shape)), mask, doc_shape, scale, out_dtype, D)
     from .jit import gpu_target
