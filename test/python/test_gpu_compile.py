@@ -278,6 +278,19 @@ def test_gpu_bundle_loads_in_runtime_without_driver(tmp_path, monkeypatch):
     assert "driver" in r.stdout.lower() or "cuda" in r.stdout.lower(), r.stdout
 
 
+# The mock driver's record of its last launch (MockCudaDriver.h), for the
+# scripts below.
+MOCK_LAUNCH = r'''
+mock = ctypes.CDLL(os.environ["KILN_CUDA_DRIVER"])
+class Launch(ctypes.Structure):
+    _fields_ = [("count", ctypes.c_int), ("grid", ctypes.c_uint * 3),
+                ("block", ctypes.c_uint * 3), ("shared_bytes", ctypes.c_uint),
+                ("stream", ctypes.c_void_p), ("function", ctypes.c_char * 128),
+                ("num_params", ctypes.c_int), ("params", ctypes.c_ulonglong * 32)]
+mock.kiln_mock_last_launch.restype = ctypes.POINTER(Launch)
+'''
+
+
 LAUNCH_SCRIPT = r'''
 import ctypes, os, sys
 import numpy as np
@@ -309,13 +322,7 @@ assert add.last.target == "sm_80", add.last.target
 ptx = add.ir("asm")
 assert ".target sm_80" in ptx and "cp.async" in ptx, ptx[:400]
 
-mock = ctypes.CDLL(os.environ["KILN_CUDA_DRIVER"])
-class Launch(ctypes.Structure):
-    _fields_ = [("count", ctypes.c_int), ("grid", ctypes.c_uint * 3),
-                ("block", ctypes.c_uint * 3), ("shared_bytes", ctypes.c_uint),
-                ("stream", ctypes.c_void_p), ("function", ctypes.c_char * 128),
-                ("num_params", ctypes.c_int), ("params", ctypes.c_ulonglong * 32)]
-mock.kiln_mock_last_launch.restype = ctypes.POINTER(Launch)
+#MOCK_LAUNCH
 l = mock.kiln_mock_last_launch().contents
 assert l.count == 1 and tuple(l.grid) == (4, 1, 1), (l.count, tuple(l.grid))
 assert tuple(l.block) == (128, 1, 1), tuple(l.block)
@@ -554,7 +561,7 @@ def test_python_launch_on_cuda_arrays_with_mock_driver(tmp_path):
         subprocess.run([KILNC, os.path.join(ROOT, "examples", "vector_add.mlir"),
                         "--target", target, "-o", env[name]], check=True)
     script = tmp_path / "launch.py"
-    script.write_text(LAUNCH_SCRIPT)
+    script.write_text(LAUNCH_SCRIPT.replace("#MOCK_LAUNCH\n", MOCK_LAUNCH))
     r = subprocess.run([os.sys.executable, str(script)], capture_output=True, text=True,
                        env=env, timeout=600)
     assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
@@ -664,13 +671,7 @@ torch.cuda = cuda
 sys.modules["torch"] = torch
 
 import kiln
-mock = ctypes.CDLL(os.environ["KILN_CUDA_DRIVER"])
-class Launch(ctypes.Structure):
-    _fields_ = [("count", ctypes.c_int), ("grid", ctypes.c_uint * 3),
-                ("block", ctypes.c_uint * 3), ("shared_bytes", ctypes.c_uint),
-                ("stream", ctypes.c_void_p), ("function", ctypes.c_char * 128),
-                ("num_params", ctypes.c_int), ("params", ctypes.c_ulonglong * 32)]
-mock.kiln_mock_last_launch.restype = ctypes.POINTER(Launch)
+#MOCK_LAUNCH
 
 dev = Device(0)
 B, Hq, Hkv, S, D = 1, 4, 2, 200, 64
@@ -740,7 +741,7 @@ def test_kiln_ops_attention_on_torch_cuda_tensors(tmp_path):
     env.pop("KILN_GPU_TARGET", None)
     env.pop("KILN_TARGET", None)
     script = tmp_path / "ops.py"
-    script.write_text(TORCH_OPS_SCRIPT)
+    script.write_text(TORCH_OPS_SCRIPT.replace("#MOCK_LAUNCH\n", MOCK_LAUNCH))
     r = subprocess.run([os.sys.executable, str(script)], capture_output=True, text=True,
                        env=env, timeout=600)
     assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
