@@ -243,7 +243,10 @@ int64_t KernelLowering::addHostMap(const ViewInfo &vi, RankedTensorType type,
   for (auto [i, s] : llvm::enumerate(simt->hostMapSpecs))
     if (s == spec)
       return i;
-  if (simt->hostMapSpecs.size() >= 32) // the flags' bits (and the runtime's limit)
+  // At most 16: 2 KiB of parameters, well inside the 4 KiB that every
+  // driver and ptxas allow a kernel (the runtime reads up to 32, the flags'
+  // bits). Further maps are built on the device.
+  if (simt->hostMapSpecs.size() >= 16)
     return -1;
   auto fn = cast<gpu::GPUFuncOp>(simt->kernelFunc);
   MLIRContext *ctx = fn.getContext();
