@@ -6,6 +6,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <functional>
+
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -694,4 +696,73 @@ TEST_CASE("malformed tensor_map lines are refused", "[bundle][tensor_map]") {
   CHECK(kernel == nullptr);
   CHECK(contains(status.message(), "tensor_map needs bundle format version 3 "
                                    "(the header says 2)"));
+}
+
+TEST_CASE("random tensor_map lines never crash loading or launching",
+          "[launch][tensor_map][fuzz]") {
+  // Lines assembled from valid and invalid tokens: each bundle loads or is
+  // refused with a message; what loads launches (the test encoder records),
+  // whatever the argument values make of the expressions.
+  std::mt19937 random(77);
+  const char *kinds[] = {"plain", "swizzled", "core", "x"};
+  // Operands (7), operators (11), then tokens no line may contain.
+  const char *tokens[] = {"a2", "a3", "1", "0", "-1", "64", "8",
+                          "+", "-", "*", "sdiv", "udiv", "srem", "urem",
+                          "smax", "smin", "umax", "umin",
+                          "a0", "a9", "", "9223372036854775807x"};
+  // Mostly well-formed postfix (operands a2, a3 and numbers; any operator),
+  // sometimes a random token string.
+  std::function<std::string(int)> wellFormed = [&](int depth) -> std::string {
+    if (depth == 0 || random() % 3 == 0)
+      return tokens[random() % 7];
+    return wellFormed(depth - 1) + "," + wellFormed(depth - 1) + "," +
+           tokens[7 + random() % 11];
+  };
+  auto expr = [&]() {
+    if (random() % 10)
+      return wellFormed(2);
+    std::string e;
+    int n = 1 + random() % 5;
+    for (int i = 0; i < n; ++i)
+      e += (i ? "," : "") + std::string(tokens[random() % 22]);
+    return e;
+  };
+  RuntimePtr runtime = makeRuntime(1);
+  alignas(64) static float data[4096];
+  std::vector<int64_t> out(64, -1);
+  int loaded = 0;
+  for (int round = 0; round < 1500; ++round) {
+    int rank = random() % 8 == 0 ? 1 + random() % 6 : 2 + random() % 2;
+    std::string line = std::string("tensor_map ") + kinds[random() % 8 ? random() % 3 : 3] +
+                       " " + std::to_string(1 << (random() % 4)) + " " +
+                       std::to_string(random() % 8 ? 1 : random() % 3) + " " +
+                       std::to_string(rank) + " " +
+                       std::to_string(random() % 100) + " " +
+                       std::to_string(64 * (random() % 8 ? 1 + random() % 4 : random() % 5));
+    for (int i = 0; i < 2 * rank; ++i)
+      line += " " + expr();
+    CAPTURE(line);
+    // Three copies: the test kernel reads three maps.
+    Bytes bundle = bundleFor("maps", line + "\n" + line + "\n" + line + "\n");
+    kiln_kernel *kernel = nullptr;
+    Status status(kiln_bundle_load_memory(bundle.data(), bundle.size(), &kernel));
+    if (!status.ok()) {
+      // (An empty token makes an empty field: the manifest parser's error.)
+      CHECK(status.code() == KILN_ERROR_BAD_BUNDLE);
+      CHECK((contains(status.message(), "tensor_map 0") ||
+             contains(status.message(), "manifest line")));
+      continue;
+    }
+    KernelPtr owned(kernel);
+    ++loaded;
+    kiln_arg args[] = {ptrArg(out.data(), KILN_DTYPE_I64), ptrArg(data, KILN_DTYPE_F32),
+                       i64Arg(int64_t(random() % 200) - 20),
+                       i32Arg(int32_t(random() % 100) - 5)};
+    int64_t grid[3] = {1, 1, 1};
+    Status launched(kiln_launch(runtime.get(), owned.get(), args, 4, grid));
+    INFO(launched.message());
+    CHECK(launched.ok());
+    CHECK((out[0] == 0 || out[0] == 7)); // the three maps are the same
+  }
+  CHECK(loaded > 200);
 }
