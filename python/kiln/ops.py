@@ -55,10 +55,11 @@ def set_kernel_provider(provider):
         _kernels.clear()
 
 
-def kernel(name, mods="", _target=None, **config):
+def kernel(name, mods="", _target=None, _num_warps=None, **config):
     """The compiled kernel of operator `name` with `config` (cached); `mods`
     is IR of functions fused into it (see mod_source). `_target`: a GPU
-    target (the operators on PyTorch CUDA tensors), else the JIT's default."""
+    target (the operators on PyTorch CUDA tensors), else the JIT's default;
+    `_num_warps`: instead of $KILN_NUM_WARPS."""
     if _provider is not None:
         return _provider(name, mods, {k: str(v) for k, v in config.items()})
     from . import _kiln
@@ -72,14 +73,15 @@ def kernel(name, mods="", _target=None, **config):
     # Everything the compiled code depends on: after $KILN_TARGET, $KILN_TMA,
     # $KILN_SWIZZLE or $KILN_OVERLAP change, a kernel compiled before is not
     # reused.
-    key = (name, mods, _get_jit(_target).target, default_num_warps(), default_num_stages(),
+    warps = _num_warps or default_num_warps()
+    key = (name, mods, _get_jit(_target).target, warps, default_num_stages(),
            tma_enabled(), swizzle_enabled(), overlap_enabled(), host_maps_enabled(),
            tuple(sorted((k, str(v)) for k, v in config.items())))
     with _lock:
         k = _kernels.get(key)
     if k is None:
         src = _kiln.build_op_source(name, {k: str(v) for k, v in config.items()}, mods)
-        k = _Launcher(_get_jit(_target).compile(src, f"op:{name}", default_num_warps(),
+        k = _Launcher(_get_jit(_target).compile(src, f"op:{name}", warps,
                                                 default_num_stages()))
         with _lock:
             _kernels[key] = k
@@ -471,11 +473,12 @@ def _attention_plan(name, shapes, mask, doc_shape, scale, out_dtype, D):
 
 
 def _attention_kernel(block, block_kv, D, mask_kind, window, prefix, group, softcap, dtype,
-                      overlap, out_dtype, mask_mod, score_mod, target=None):
+                      overlap, out_dtype, mask_mod, score_mod, target=None, num_warps=None):
     mods = ""
     if mask_mod is not None or score_mod is not None:
         mods = mod_source(block, mask_mod=mask_mod, score_mod=score_mod, block_kv=block_kv)
-    return kernel("block_sparse_attention", mods=mods, _target=target, head_dim=D,
+    return kernel("block_sparse_attention", mods=mods, _target=target, _num_warps=num_warps,
+                  head_dim=D,
                   block=block, **_kv_config(block, block_kv), mask=mask_kind, window=window,
                   prefix=prefix, gqa_group=group, softcap=softcap, dtype=dtype,
                   **({"overlap": 1} if overlap else {}),
@@ -512,9 +515,15 @@ def _block_sparse_attention_torch(q, k, v, mask, mask_kind="none", window=256, p
         name, (tuple(q.shape), tuple(k.shape)), mask, doc_shape, scale, out_dtype, D)
     from .jit import gpu_target
     # (A kernel provider brings kernels compiled for its own GPU.)
+    target = None if _provider else gpu_target()
+    # Query blocks of 128 rows on sm_90a: two warpgroups (8 warps), the
+    # fastest shape measured on an H200 (docs/ops.md), unless
+    # $KILN_NUM_WARPS says otherwise.
+    warps = 8 if (target == "sm_90a" and block >= 128
+                  and "KILN_NUM_WARPS" not in os.environ) else None
     kern = _attention_kernel(block, block_kv, D, mask_kind, window, prefix, Hq // Hkv,
                              softcap, dtypes[q.dtype], overlap, out_dtype, mask_mod,
-                             score_mod, target=None if _provider else gpu_target())
+                             score_mod, target=target, num_warps=warps)
     dev = q.device
     out = torch.empty((B, Hq, S, D), device=dev, dtype={
         "f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}[out_dtype])
@@ -566,7 +575,8 @@ def block_sparse_attention(q, k, v, mask, mask_kind="none", window=256, prefix=0
     q, k and v may instead all be PyTorch CUDA tensors (bfloat16, float16 or
     float32; non-contiguous ones are copied): the kernel runs on their GPU
     and out and lse are PyTorch tensors there (out in `out_dtype`: bf16 is
-    torch.bfloat16). The mask stays the host dict block_mask() returns."""
+    torch.bfloat16). The mask stays the host dict block_mask() returns; on an
+    H100/H200 build it with block=128 (8 warps are then used)."""
     if _is_torch_cuda(q):
         return _block_sparse_attention_torch(q, k, v, mask, mask_kind, window, prefix, doc_ids,
                                              softcap, scale, mask_mod, score_mod, overlap,

@@ -703,6 +703,11 @@ maps = p[18:]
 assert p[17] == (1 << len(maps)) - 1, (p[17], len(maps))
 assert maps[:2] == [k.addr, vcopy.addr], maps
 assert Stream.synced == 0
+assert tuple(l.block) == (128, 1, 1)  # block 64: the default 4 warps
+# Block 128 on sm_90a: 8 warps (two warpgroups).
+kiln.ops.block_sparse_attention(q, k, v, kiln.ops.block_mask(causal, B, Hq, S, S, block=128),
+                                "causal")
+assert tuple(mock.kiln_mock_last_launch().contents.block) == (256, 1, 1)
 # Under another stream: its work is waited for (the launch is synchronous).
 current[0] = side
 kiln.ops.block_sparse_attention(q, k, v, mask, "causal")
@@ -738,8 +743,8 @@ def test_kiln_ops_attention_on_torch_cuda_tensors(tmp_path):
     env = dict(os.environ, KILN_CUDA_DRIVER=mock, KILN_MOCK_CUDA_CC="90",
                KILN_MOCK_CUDA_SHMEM="232448", KILN_CACHE_DIR=str(tmp_path / "cache"),
                KILN_TENSOR_MAP_ERRORS="1")
-    env.pop("KILN_GPU_TARGET", None)
-    env.pop("KILN_TARGET", None)
+    for name in ("KILN_GPU_TARGET", "KILN_TARGET", "KILN_NUM_WARPS"):
+        env.pop(name, None)
     script = tmp_path / "ops.py"
     script.write_text(TORCH_OPS_SCRIPT.replace("#MOCK_LAUNCH\n", MOCK_LAUNCH))
     r = subprocess.run([os.sys.executable, str(script)], capture_output=True, text=True,
