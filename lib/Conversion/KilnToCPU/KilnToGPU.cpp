@@ -616,6 +616,30 @@ constexpr const char *kSharedName = "__kiln_smem";
 /// Control flow is structured, so a buffer is never touched outside its span
 /// and each op's trailing barrier orders the hand-over between two buffers
 /// that share bytes.
+/// Erases the stores to tile buffers that nothing reads. A constant tile
+/// hoisted out of a loop (attention's -inf for masked scores) is
+/// materialized where it was hoisted, but its readers, lowered later in
+/// registers, compute it themselves: 64 stores per thread at block 128 and
+/// 8 warps, never read. Every reader of a buffer uses its view (loads,
+/// ldmatrix, its address for wgmma and TMA, aliases), so a view whose every
+/// use is the destination of a store is write-only. (The buffer then takes
+/// no bytes; the loop left empty is dead code.)
+static void eraseWriteOnlyStores(Value window) {
+  for (Operation *user : llvm::to_vector(window.getUsers())) {
+    auto view = dyn_cast<memref::ViewOp>(user);
+    if (!view || view->use_empty())
+      continue;
+    bool writeOnly = llvm::all_of(view->getUses(), [](OpOperand &use) {
+      return isa<memref::StoreOp, vector::StoreOp>(use.getOwner()) &&
+             use.getOperandNumber() == 1; // the destination, not the value
+    });
+    if (!writeOnly)
+      continue;
+    for (Operation *store : llvm::to_vector(view->getUsers()))
+      store->erase();
+  }
+}
+
 int64_t planSharedMemory(gpu::GPUFuncOp func, Value window,
                          const DenseMap<Operation *, Block *> &home,
                          const DenseMap<Operation *, int64_t> &alignment) {
@@ -840,6 +864,7 @@ LogicalResult lowerKernelGPU(FuncOp kernel, gpu::GPUModuleOp gpuModule,
   lowering.setSimt(&config);
   if (failed(lowering.run(entry, grid)))
     return failure();
+  eraseWriteOnlyStores(config.sharedBase);
   config.sharedBytes =
       planSharedMemory(gpuFunc, config.sharedBase, config.bufferHome,
                        config.bufferAlign);
