@@ -255,6 +255,8 @@ kiln_status encodeTensorMaps(const Manifest &m, const kiln_arg *args,
                              TensorMapEncoder encode, const char *encoderName,
                              TensorMapBytes *out, uint32_t &flags) {
   flags = 0;
+  const char *strictEnv = std::getenv("KILN_TENSOR_MAP_ERRORS");
+  const bool strict = strictEnv && std::strcmp(strictEnv, "1") == 0;
   for (size_t i = 0; i < m.tensorMaps.size(); ++i) {
     const TensorMapSpec &s = m.tensorMaps[i];
     std::memset(out[i].bytes, 0, sizeof out[i].bytes);
@@ -313,8 +315,6 @@ kiln_status encodeTensorMaps(const Manifest &m, const kiln_arg *args,
     // map the conditions above allowed, the kernel takes cp.async for that
     // view (its bit stays clear): slower, never wrong. KILN_TENSOR_MAP_ERRORS=1
     // makes either a launch error instead (the device check sets it).
-    const char *strictEnv = std::getenv("KILN_TENSOR_MAP_ERRORS");
-    bool strict = strictEnv && std::strcmp(strictEnv, "1") == 0;
     if (!encode) {
       if (strict)
         return makeStatus(KILN_ERROR_LAUNCH,
