@@ -31,6 +31,8 @@ inline constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'B', 'N', 'D', 'L'};
 /// `tensor_map`s: hidden tensor-map parameters).
 inline constexpr uint32_t kMinFormatVersion = 1;
 inline constexpr uint32_t kFormatVersion = 3;
+static_assert(kFormatVersion == KILN_BUNDLE_FORMAT_VERSION,
+              "the public header names the same version");
 inline constexpr size_t kSize = 64;
 inline constexpr size_t kMagicOffset = 0;
 inline constexpr size_t kVersionOffset = 8;

@@ -38,8 +38,9 @@ extern "C" {
 #endif
 
 /* The newest bundle format version this runtime reads (it reads 1 to this):
- * version 2 bundles may declare `launch scratch_bytes`. */
-#define KILN_BUNDLE_FORMAT_VERSION 2
+ * version 2 bundles may declare `launch scratch_bytes`, version 3 bundles
+ * `tensor_map`s. */
+#define KILN_BUNDLE_FORMAT_VERSION 3
 
 /* Version of the runtime library, e.g. "0.1.0". */
 KILN_API const char *kiln_runtime_version(void);
@@ -289,7 +290,13 @@ KILN_API const char *kiln_kernel_launch_param_key(const kiln_kernel *kernel,
    reuses, grown when a launch needs more (after waiting for the kernels
    already queued on the runtime's stream). A grid whose scratch memory
    would not fit the address space is refused with KILN_ERROR_LAUNCH. See
-   docs/bundle-format.md, "Scratch memory". */
+   docs/bundle-format.md, "Scratch memory".
+
+   Tensor maps: a kernel whose bundle has `tensor_map` lines gets, after
+   those (and after the scratch), an i32 of flags and one TMA tensor map per
+   line, which every launch function computes from the arguments and
+   encodes (cuTensorMapEncodeTiled on a GPU); docs/bundle-format.md,
+   "Tensor maps". */
 KILN_API kiln_status kiln_launch(kiln_runtime *runtime, kiln_kernel *kernel,
                                  const kiln_arg *args, size_t num_args,
                                  const int64_t grid[3]);
@@ -298,9 +305,10 @@ KILN_API kiln_status kiln_launch(kiln_runtime *runtime, kiln_kernel *kernel,
    arg_ptrs[i] points at the i-th argument's value (for a pointer argument, at
    a void* holding the data pointer). Only arity, non-NULL-ness and the grid
    are checked; kinds and dtypes are the caller's responsibility. The
-   scratch buffer of a kernel with `launch scratch_bytes` is appended by the
-   runtime, as for kiln_launch: arg_ptrs holds the signature's arguments
-   only. */
+   scratch buffer of a kernel with `launch scratch_bytes` and the tensor maps
+   of one with `tensor_map` lines (computed from the values arg_ptrs point
+   at, read as the signature's types) are appended by the runtime, as for
+   kiln_launch: arg_ptrs holds the signature's arguments only. */
 KILN_API kiln_status kiln_launch_packed(kiln_runtime *runtime,
                                         kiln_kernel *kernel,
                                         void *const *arg_ptrs, size_t num_args,
