@@ -99,7 +99,8 @@ def _host_only(fn):
     sig = inspect.signature(fn)
     # The public name (block_sparse_attention's host path is a helper).
     public = fn.__name__[1:-len("_host")] if fn.__name__.endswith("_host") else fn.__name__
-    also = " or PyTorch CUDA tensors" if public == "block_sparse_attention" else ""
+    also = (" or PyTorch CUDA tensors" if public in (
+        "block_sparse_attention", "conv", "conv2d", "patch_embed", "depthwise_conv2d") else "")
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -552,6 +553,57 @@ def _is_torch_cuda(x):
     return type(x) in runtime._TORCH_TENSOR_TYPES and getattr(x, "is_cuda", False)
 
 
+class _Torch:
+    """An operator's PyTorch CUDA side: its inputs checked and made
+    contiguous on the device of the first one (the runtime's), its outputs
+    allocated there by PyTorch, its kernel compiled for that GPU and launched
+    as block_sparse_attention's PyTorch path does (queued on the default
+    stream; under another stream that stream is waited for, and the
+    kernel)."""
+
+    def __init__(self, name, first):
+        import torch
+        from . import runtime
+        from .jit import gpu_target
+        self.torch, self.name, self.dev = torch, name, first.device
+        runtime._check_device(first.get_device(), "the first array")
+        # (A kernel provider brings kernels compiled for its own GPU.)
+        self.target = None if _provider else gpu_target()
+        self.types = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32"}
+
+    def same_type(self, **tensors):
+        """([contiguous tensors], dtype name): all bfloat16, float16 or
+        float32 PyTorch CUDA tensors on this device."""
+        torch = self.torch
+        values = list(tensors.values())
+        for n, t in tensors.items():
+            if not (isinstance(t, torch.Tensor) and t.is_cuda and t.device == self.dev):
+                raise TypeError(f"{self.name}: '{n}' must be a PyTorch CUDA tensor on "
+                                f"{self.dev}, like the first array")
+        dt = values[0].dtype
+        if dt not in self.types or any(t.dtype != dt for t in values):
+            raise TypeError(f"{self.name}: " + ", ".join(tensors) + " must all be bfloat16, "
+                            "float16 or float32, got " + ", ".join(str(t.dtype) for t in values))
+        return [t.contiguous() for t in values], self.types[dt]
+
+    def f32(self, a, n):
+        """A float32 operand (numpy, or a PyTorch tensor) on the device."""
+        torch = self.torch
+        if isinstance(a, torch.Tensor):
+            return a.to(device=self.dev, dtype=torch.float32).contiguous()
+        return torch.from_numpy(_f32(a, n)).to(self.dev)
+
+    def empty(self, shape):
+        return self.torch.empty(tuple(shape), device=self.dev, dtype=self.torch.float32)
+
+    def launch(self, kern, values, grid):
+        torch = self.torch
+        on_default = torch.cuda.current_stream(self.dev) == torch.cuda.default_stream(self.dev)
+        if not on_default:
+            torch.cuda.current_stream(self.dev).synchronize()
+        kern.launch(values, grid, wait=not on_default)
+
+
 def block_sparse_attention(q, k, v, mask, mask_kind="none", window=256, prefix=0,
                            doc_ids=None, softcap=0.0, scale=None, mask_mod=None,
                            score_mod=None, overlap=False, out_dtype="f32"):
@@ -685,19 +737,15 @@ def _shape(a):
     return a.array.shape if isinstance(a, bf16) else np.shape(a)
 
 
-@_host_only
-def conv(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1,
-         block_m=64, block_n=64, block_c=32, specialize=False):
-    """N-D convolution, channels last: x [N, T, H, W, C], w [KT, KH, KW, C/groups,
-    OC] -> [N, OT, OH, OW, OC] (f32). x and w are float32, both float16, or
-    both kiln.bf16 (f32 accumulation and output). `specialize` (True, or a set
-    of input shapes: the bucketing helper) compiles a kernel with the sizes
-    fixed."""
-    (x, w), dtype = _same_type("conv", x=x, w=w)
-    N, T, H, W, C = x.shape
-    KT, KH, KW, Cg, OC = w.shape
+def _conv_dims(name, xshape, wshape, groups, stride, padding, dilation):
+    if len(xshape) != 5 or len(wshape) != 5:
+        raise ValueError(f"{name}: x [N, T, H, W, C] and w [KT, KH, KW, C/groups, OC] "
+                         f"expected, got {tuple(xshape)} and {tuple(wshape)}")
+    N, T, H, W, C = xshape
+    KT, KH, KW, Cg, OC = wshape
     if Cg * groups != C or OC % groups:
-        raise ValueError("conv: channels must divide into groups (w is [KT, KH, KW, C/groups, OC])")
+        raise ValueError(f"{name}: channels must divide into groups (w is [KT, KH, KW, "
+                         "C/groups, OC])")
     st, sh, sw = _triple(stride)
     pt, ph, pw = _triple(padding)
     dt, dh, dw = _triple(dilation)
@@ -705,41 +753,142 @@ def conv(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1,
     OH = (H + 2 * ph - dh * (KH - 1) - 1) // sh + 1
     OW = (W + 2 * pw - dw * (KW - 1) - 1) // sw + 1
     if min(OT, OH, OW) <= 0:
-        raise ValueError("conv: the output would be empty")
-    has_bias = bias is not None
-    b = _f32(bias, "bias") if has_bias else np.zeros(OC, np.float32)
-    out = np.empty((N, OT, OH, OW, OC), np.float32)
+        raise ValueError(f"{name}: the output would be empty")
+    return (st, sh, sw), (pt, ph, pw), (dt, dh, dw), (OT, OH, OW)
+
+
+def _conv_launch(x, w, b, out, dtype, xshape, wshape, groups, stride, padding, dilation,
+                 has_bias, block_m, block_n, block_c, specialize, target=None, launch=None):
+    """One conv launch on x [N, T, H, W, C] and w [KT, KH, KW, C/groups, OC]
+    (contiguous, of these shapes whatever their own: a 4-d NHWC array is a
+    5-d one with T = 1), into out [N, OT, OH, OW, OC] f32."""
+    N, T, H, W, C = xshape
+    KT, KH, KW, _, OC = wshape
+    (st, sh, sw), (pt, ph, pw), (dt, dh, dw), (OT, OH, OW) = _conv_dims(
+        "conv", xshape, wshape, groups, stride, padding, dilation)
     M = N * OT * OH * OW
     statics = {}
-    if _specialized(x.shape, specialize):
+    if _specialized(xshape, specialize):
         statics = {f"static.{k}": v for k, v in dict(
             n=N, t=T, h=H, w=W, c=C, oc=OC, ot=OT, oh=OH, ow=OW).items()}
-    kernel("conv", kt=KT, kh=KH, kw=KW, st=st, sh=sh, sw=sw, pt=pt, ph=ph, pw=pw, dt=dt, dh=dh,
-           dw=dw, groups=groups, bias=int(has_bias), block_m=block_m, block_n=block_n,
-           block_c=block_c, dtype=dtype, **statics).launch(
-        [_ptr(x), _ptr(w), _ptr(b), _ptr(out), N, T, H, W, C, OC, OT, OH, OW],
+    kern = kernel("conv", _target=target, kt=KT, kh=KH, kw=KW, st=st, sh=sh, sw=sw, pt=pt,
+                  ph=ph, pw=pw, dt=dt, dh=dh, dw=dw, groups=groups, bias=int(has_bias),
+                  block_m=block_m, block_n=block_n, block_c=block_c, dtype=dtype, **statics)
+    (launch or (lambda k, v, g: k.launch(v, g)))(
+        kern, [x, w, b, out, N, T, H, W, C, OC, OT, OH, OW],
         [_cdiv(M, block_m), groups * _cdiv(OC // groups, block_n)])
+
+
+def _conv_torch(name, x, w, bias, xshape, wshape, outshape, groups, stride, padding, dilation,
+                block_m=64, block_n=64, block_c=32, specialize=False):
+    """The convolutions on PyTorch CUDA tensors (x and w reinterpreted as
+    `xshape`, `wshape`; the output allocated as `outshape`, f32)."""
+    tb = _Torch(name, x)
+    (x, w), dtype = tb.same_type(x=x, w=w)
+    if x.numel() != int(np.prod(xshape)) or w.numel() != int(np.prod(wshape)):
+        raise ValueError(f"{name}: x has shape {tuple(x.shape)} and w {tuple(w.shape)}")
+    OC = wshape[-1]
+    b = tb.f32(bias, "bias") if bias is not None else tb.torch.zeros(
+        OC, device=tb.dev, dtype=tb.torch.float32)
+    if tuple(b.shape) != (OC,):
+        raise ValueError(f"{name}: bias has shape {tuple(b.shape)}, expected ({OC},)")
+    _, _, _, (OT, OH, OW) = _conv_dims(name, xshape, wshape, groups, stride, padding, dilation)
+    out = tb.empty(outshape)
+    _conv_launch(x, w, b, out, dtype, xshape, wshape, groups, stride, padding, dilation,
+                 bias is not None, block_m, block_n, block_c, specialize, tb.target, tb.launch)
     return out
 
 
+def conv(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1,
+         block_m=64, block_n=64, block_c=32, specialize=False):
+    """N-D convolution, channels last: x [N, T, H, W, C], w [KT, KH, KW, C/groups,
+    OC] -> [N, OT, OH, OW, OC] (f32). x and w are float32, both float16, or
+    both kiln.bf16 (f32 accumulation and output); or both PyTorch CUDA tensors
+    (bfloat16, float16 or float32; the output a float32 PyTorch tensor on
+    their device, bias numpy or PyTorch). `specialize` (True, or a set of
+    input shapes: the bucketing helper) compiles a kernel with the sizes
+    fixed."""
+    if _is_torch_cuda(x):
+        _, _, _, (OT, OH, OW) = _conv_dims("conv", tuple(x.shape), tuple(w.shape), groups,
+                                           stride, padding, dilation)
+        return _conv_torch("conv", x, w, bias, tuple(x.shape), tuple(w.shape),
+                           (x.shape[0], OT, OH, OW, w.shape[-1]), groups, stride, padding,
+                           dilation, block_m, block_n, block_c, specialize)
+    return _conv_host(x, w, bias, stride, padding, dilation, groups, block_m, block_n, block_c,
+                      specialize)
+
+
 @_host_only
+def _conv_host(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1,
+               block_m=64, block_n=64, block_c=32, specialize=False):
+    (x, w), dtype = _same_type("conv", x=x, w=w)
+    _, _, _, (OT, OH, OW) = _conv_dims("conv", x.shape, w.shape, groups, stride, padding,
+                                       dilation)
+    has_bias = bias is not None
+    b = _f32(bias, "bias") if has_bias else np.zeros(w.shape[-1], np.float32)
+    out = np.empty((x.shape[0], OT, OH, OW, w.shape[-1]), np.float32)
+    _conv_launch(_ptr(x), _ptr(w), _ptr(b), _ptr(out), dtype, x.shape, w.shape, groups,
+                 stride, padding, dilation, has_bias, block_m, block_n, block_c, specialize)
+    return out
+
+
 def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, specialize=False,
            **blocks):
-    """NHWC conv2d: x [N, H, W, C], w [KH, KW, C/groups, OC] -> [N, OH, OW, OC]."""
+    """NHWC conv2d: x [N, H, W, C], w [KH, KW, C/groups, OC] -> [N, OH, OW, OC]
+    (numpy arrays, or PyTorch CUDA tensors as for conv)."""
     s = stride if isinstance(stride, (tuple, list)) else (stride, stride)
     p = padding if isinstance(padding, (tuple, list)) else (padding, padding)
     d = dilation if isinstance(dilation, (tuple, list)) else (dilation, dilation)
+    if _is_torch_cuda(x):
+        # A contiguous NHWC tensor is an NTHWC one with T = 1.
+        if len(x.shape) != 4 or len(w.shape) != 4:
+            raise ValueError(f"conv2d: x [N, H, W, C] and w [KH, KW, C/groups, OC] expected, "
+                             f"got {tuple(x.shape)} and {tuple(w.shape)}")
+        xs, ws = (x.shape[0], 1) + tuple(x.shape[1:]), (1,) + tuple(w.shape)
+        _, _, _, (_, OH, OW) = _conv_dims("conv2d", xs, ws, groups, (1,) + tuple(s),
+                                          (0,) + tuple(p), (1,) + tuple(d))
+        return _conv_torch("conv2d", x, w, bias, xs, ws, (x.shape[0], OH, OW, w.shape[-1]),
+                           groups, (1,) + tuple(s), (0,) + tuple(p), (1,) + tuple(d),
+                           specialize=_specialized(tuple(x.shape), specialize), **blocks)
+    return _conv2d_host(x, w, bias, s, p, d, groups, specialize, **blocks)
+
+
+@_host_only
+def _conv2d_host(x, w, bias, s, p, d, groups, specialize, **blocks):
     spec = _specialized(_shape(x), specialize)
     out = conv(_index(x, (slice(None), None)), _index(w, None), bias, (1,) + tuple(s),
                (0,) + tuple(p), (1,) + tuple(d), groups, specialize=spec, **blocks)
     return out[:, 0]
 
 
-@_host_only
 def patch_embed(x, w, bias=None, patch=16, temporal_patch=1, **blocks):
     """Patch embedding: a convolution with kernel = stride = patch (and a
     temporal patch for video, Qwen2-VL-style). x [N, T, H, W, C], w
-    [temporal_patch, patch, patch, C, OC] -> [N, T/tp, H/p, W/p, OC]."""
+    [temporal_patch, patch, patch, C, OC] -> [N, T/tp, H/p, W/p, OC] (numpy
+    arrays, or PyTorch CUDA tensors as for conv)."""
+    if _is_torch_cuda(x):
+        if len(x.shape) != 5 or len(w.shape) != 5:
+            raise ValueError(f"patch_embed: x [N, T, H, W, C] and w [tp, p, p, C, OC] "
+                             f"expected, got {tuple(x.shape)} and {tuple(w.shape)}")
+        N, T, H, W, C = x.shape
+        OC = w.shape[-1]
+        outshape = (N, T // temporal_patch, H // patch, W // patch, OC)
+        stride = (temporal_patch, patch, patch)
+        if W % patch == 0 and T % temporal_patch == 0 and H % patch == 0:
+            # As on the host: patch rows are contiguous "wide pixels".
+            blocks.setdefault("block_c", 16)
+            return _conv_torch("patch_embed", x, w, bias, (N, T, H, W // patch, patch * C),
+                               (temporal_patch, patch, 1, patch * C, OC), outshape, 1,
+                               (temporal_patch, patch, 1), 0, 1, **blocks)
+        _, _, _, dims = _conv_dims("patch_embed", tuple(x.shape), tuple(w.shape), 1, stride,
+                                   0, 1)
+        return _conv_torch("patch_embed", x, w, bias, tuple(x.shape), tuple(w.shape),
+                           (N,) + dims + (OC,), 1, stride, 0, 1, **blocks)
+    return _patch_embed_host(x, w, bias, patch, temporal_patch, **blocks)
+
+
+@_host_only
+def _patch_embed_host(x, w, bias=None, patch=16, temporal_patch=1, **blocks):
     x = np.asarray(x)
     N, T, H, W, C = x.shape
     if W % patch == 0 and T % temporal_patch == 0 and H % patch == 0:
@@ -753,10 +902,31 @@ def patch_embed(x, w, bias=None, patch=16, temporal_patch=1, **blocks):
     return conv(x, w, bias, (temporal_patch, patch, patch), 0, 1, 1, **blocks)
 
 
-@_host_only
 def depthwise_conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, block_w=32, block_c=64):
-    """x [N, H, W, C], w [KH, KW, C] -> [N, OH, OW, C]."""
-    x, w = _f32(x, "x"), _f32(w, "w")
+    """x [N, H, W, C], w [KH, KW, C] -> [N, OH, OW, C], float32 (numpy arrays,
+    or PyTorch CUDA tensors: converted to float32 on their device, the output
+    a PyTorch tensor there)."""
+    tb = None
+    if _is_torch_cuda(x):
+        tb = _Torch("depthwise_conv2d", x)
+        tb.same_type(x=x, w=w)  # both PyTorch CUDA tensors on the device
+        x, w = tb.f32(x, "x"), tb.f32(w, "w")
+        return _depthwise_conv2d(x, w, bias, stride, padding, dilation, block_w, block_c, tb)
+    return _depthwise_conv2d_host(x, w, bias, stride, padding, dilation, block_w, block_c)
+
+
+@_host_only
+def _depthwise_conv2d_host(x, w, bias=None, stride=1, padding=0, dilation=1, block_w=32,
+                           block_c=64):
+    return _depthwise_conv2d(x, w, bias, stride, padding, dilation, block_w, block_c, None)
+
+
+def _depthwise_conv2d(x, w, bias, stride, padding, dilation, block_w, block_c, tb):
+    if tb is None:
+        x, w = _f32(x, "x"), _f32(w, "w")
+    if len(x.shape) != 4 or len(w.shape) != 3:
+        raise ValueError(f"depthwise_conv2d: x [N, H, W, C] and w [KH, KW, C] expected, got "
+                         f"{tuple(x.shape)} and {tuple(w.shape)}")
     N, H, W, C = x.shape
     KH, KW, _ = w.shape
     sh, sw = stride if isinstance(stride, (tuple, list)) else (stride, stride)
@@ -765,10 +935,23 @@ def depthwise_conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, block_w=3
     OH = (H + 2 * ph - dh * (KH - 1) - 1) // sh + 1
     OW = (W + 2 * pw - dw * (KW - 1) - 1) // sw + 1
     has_bias = bias is not None
-    b = _f32(bias, "bias") if has_bias else np.zeros(C, np.float32)
-    out = np.empty((N, OH, OW, C), np.float32)
-    kernel("depthwise_conv2d", kh=KH, kw=KW, sh=sh, sw=sw, ph=ph, pw=pw, dh=dh, dw=dw,
-           bias=int(has_bias), block_w=block_w, block_c=block_c).launch(
-        [_ptr(x), _ptr(w), _ptr(b), _ptr(out), N, H, W, C, OH, OW],
-        [N * OH, _cdiv(OW, block_w), _cdiv(C, block_c)])
+    if tb is None:
+        b = _f32(bias, "bias") if has_bias else np.zeros(C, np.float32)
+        out = np.empty((N, OH, OW, C), np.float32)
+        x, w, b, out_arg = _ptr(x), _ptr(w), _ptr(b), _ptr(out)
+    else:
+        b = tb.f32(bias, "bias") if has_bias else tb.torch.zeros(
+            C, device=tb.dev, dtype=tb.torch.float32)
+        out = out_arg = tb.empty((N, OH, OW, C))
+    if tuple(b.shape) != (C,):
+        raise ValueError(f"depthwise_conv2d: bias has shape {tuple(b.shape)}, expected ({C},)")
+    kern = kernel("depthwise_conv2d", _target=tb.target if tb else None, kh=KH, kw=KW, sh=sh,
+                  sw=sw, ph=ph, pw=pw, dh=dh, dw=dw, bias=int(has_bias), block_w=block_w,
+                  block_c=block_c)
+    values = [x, w, b, out_arg, N, H, W, C, OH, OW]
+    grid = [N * OH, _cdiv(OW, block_w), _cdiv(C, block_c)]
+    if tb is None:
+        kern.launch(values, grid)
+    else:
+        tb.launch(kern, values, grid)
     return out

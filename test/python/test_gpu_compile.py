@@ -646,16 +646,20 @@ class Tensor:
     def contiguous(self):
         return self if self._contiguous else Tensor(self.shape, self.dtype, self.device)
     def to(self, device=None, dtype=None):
-        t = Tensor(self.shape, dtype or self.dtype, device or self.device, host=self.host)
-        return t
+        if (device is None or device == self.device) and (dtype is None or dtype is self.dtype):
+            return self
+        return Tensor(self.shape, dtype or self.dtype, device or self.device, host=self.host)
+    def numel(self):
+        return int(np.prod(self.shape))
 Tensor.__module__ = "torch"
 torch.Tensor = Tensor
 def empty(shape, device=None, dtype=None):
-    return Tensor(shape, dtype, device)
+    return Tensor((shape,) if isinstance(shape, int) else shape, dtype, device)
 torch.empty = empty
 torch.zeros = empty
 def from_numpy(a):
-    return Tensor(a.shape, {np.dtype(np.int32): torch.int32}[a.dtype], None, host=a)
+    return Tensor(a.shape, {np.dtype(np.int32): torch.int32,
+                            np.dtype(np.float32): torch.float32}[a.dtype], None, host=a)
 torch.from_numpy = from_numpy
 class Stream:
     synced = 0
@@ -723,6 +727,59 @@ for args, kw, exc, what in (
         ((q, k, v, mask), {"out_dtype": "f64"}, ValueError, "out_dtype must be one of")):
     try:
         kiln.ops.block_sparse_attention(*args, **kw)
+        sys.exit(f"accepted: {what}")
+    except exc as e:
+        assert what in str(e), e
+assert mock.kiln_mock_last_launch().contents.count == count
+
+# The convolutions: NHWC conv2d (an NTHWC conv with T = 1, no copy),
+# patch embedding (patch rows as wide pixels), depthwise; float32 outputs
+# allocated on the device.
+def launched(fn):
+    l = mock.kiln_mock_last_launch().contents
+    assert l.function == fn, l.function
+    return list(l.params[:l.num_params]), tuple(l.grid)
+x = Tensor((2, 10, 12, 8), torch.float32, dev)
+w = Tensor((3, 3, 8, 16), torch.float32, dev)
+out = kiln.ops.conv2d(x, w)
+assert out.shape == (2, 8, 10, 16) and out.dtype is torch.float32 and out.device == dev
+p, _ = launched(b"conv")
+assert p[0] == x.addr and p[1] == w.addr and p[3] == out.addr, p[:4]
+assert p[4:13] == [2, 1, 10, 12, 8, 16, 1, 8, 10], p[4:13]
+x = Tensor((1, 2, 32, 32, 3), torch.float16, dev)
+w = Tensor((2, 16, 16, 3, 24), torch.float16, dev)
+bias = np.arange(24, dtype=np.float32)
+out = kiln.ops.patch_embed(x, w, bias, patch=16, temporal_patch=2)
+assert out.shape == (1, 1, 2, 2, 24), out.shape
+p, _ = launched(b"conv")
+copied = [t for t in allocs if t.host is bias][0]
+assert p[:4] == [x.addr, w.addr, copied.addr, out.addr], p[:4]
+assert p[4:13] == [1, 2, 32, 2, 48, 24, 1, 2, 2], p[4:13]
+x = Tensor((1, 9, 9, 4), torch.float32, dev)
+w = Tensor((3, 3, 4), torch.float32, dev)
+out = kiln.ops.depthwise_conv2d(x, w)
+assert out.shape == (1, 7, 7, 4)
+p, grid = launched(b"depthwise_conv2d")
+assert p[0] == x.addr and p[1] == w.addr and p[3] == out.addr
+assert p[4:10] == [1, 9, 9, 4, 7, 7] and grid == (7, 1, 1), (p[4:10], grid)
+count = mock.kiln_mock_last_launch().contents.count
+for call, exc, what in (
+        (lambda: kiln.ops.conv2d(Tensor((2, 10, 12, 8), torch.float32, dev),
+                                 np.zeros((3, 3, 8, 16), np.float32)), TypeError,
+         "conv2d: 'w' must be a PyTorch CUDA tensor"),
+        (lambda: kiln.ops.conv2d(Tensor((2, 10, 12, 8), torch.float32, dev),
+                                 Tensor((3, 3, 8, 16), torch.float16, dev)), TypeError,
+         "must all be bfloat16, float16 or float32"),
+        (lambda: kiln.ops.conv2d(Tensor((2, 10, 12, 8), torch.float32, dev),
+                                 Tensor((3, 3, 8, 16), torch.float32, dev), np.zeros(5)),
+         ValueError, "bias has shape (5,), expected (16,)"),
+        (lambda: kiln.ops.depthwise_conv2d(Tensor((1, 9, 9, 4), torch.float32, dev),
+                                           Tensor((3, 3, 4), torch.float32, Device(1))),
+         TypeError, "'w' must be a PyTorch CUDA tensor on cuda:0"),
+        (lambda: kiln.ops.embedding(Tensor((10, 4), torch.float32, dev), np.array([1])),
+         TypeError, "kiln.ops.embedding: argument 'weight' is a CUDA device array")):
+    try:
+        call()
         sys.exit(f"accepted: {what}")
     except exc as e:
         assert what in str(e), e
