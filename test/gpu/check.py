@@ -697,6 +697,39 @@ def case_attention_torch():
 
 
 op_case("attention on PyTorch tensors", case_attention_torch)
+
+
+def case_conv_torch():
+    """conv2d and depthwise_conv2d on PyTorch CUDA tensors (GPU runs: the
+    numpy cases record the same kernels: conv2d bf16 stride 2 pad 1, the
+    depthwise 3x3 with bias)."""
+    if EMULATED or not RUN or not ACTIVE:
+        return
+    N, H, W, C, OC = 2, 19, 23, 12, 20
+    (xb, x), (wb, w) = (bf16_bits(rng.standard_normal((N, H, W, C)).astype(np.float32)),
+                        bf16_bits((rng.standard_normal((3, 3, C, OC)) * 0.2).astype(np.float32)))
+    bias = rng.standard_normal(OC).astype(np.float32)
+    xt, wt = (torch.from_numpy(b.view(np.int16)).to(dev).view(torch.bfloat16) for b in (xb, wb))
+    got = ops.conv2d(xt, wt, torch.from_numpy(bias).to(dev), stride=2, padding=1)
+    torch.cuda.synchronize()
+    check("op conv2d bf16 on PyTorch tensors", got.cpu().numpy(),
+          conv_reference(x, w, bias, 2, 1), 1e-4, 1e-3)
+    N, H, W, C = 2, 17, 21, 70
+    x = rng.standard_normal((N, H, W, C)).astype(np.float32)
+    w = rng.standard_normal((3, 3, C)).astype(np.float32)
+    bias = rng.standard_normal(C).astype(np.float32)
+    got = ops.depthwise_conv2d(torch.from_numpy(x).to(dev), torch.from_numpy(w).to(dev), bias,
+                               stride=1, padding=1)
+    torch.cuda.synchronize()
+    xp = np.pad(x.astype(np.float64), ((0, 0), (1, 1), (1, 1), (0, 0)))
+    ref = np.zeros((N, H, W, C)) + bias
+    for i in range(3):
+        for j in range(3):
+            ref += xp[:, i:i + H, j:j + W, :] * w[i, j]
+    check("op depthwise_conv2d on PyTorch tensors", got.cpu().numpy(), ref, 1e-4, 1e-4)
+
+
+op_case("convolutions on PyTorch tensors", case_conv_torch)
 # Rectangular blocks (the benchmark also checks 128x64 at 8 warps against
 # SDPA); at 4 warps a 128-row block is one warpgroup with two 64-row blocks
 # (255 registers and a ptxas wgmma serialization at head dim 64), so 64x32.
