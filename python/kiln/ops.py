@@ -517,10 +517,10 @@ def _block_sparse_attention_torch(q, k, v, mask, mask_kind="none", window=256, p
     from .jit import gpu_target
     # (A kernel provider brings kernels compiled for its own GPU.)
     target = None if _provider else gpu_target()
-    # Query blocks of 128 rows on sm_90a: two warpgroups (8 warps), the
-    # fastest shape measured on an H200 (docs/ops.md), unless
+    # bf16/f16 query blocks of 128 rows on sm_90a: two warpgroups (8 warps),
+    # the fastest shape measured on an H200 (docs/ops.md), unless
     # $KILN_NUM_WARPS says otherwise.
-    warps = 8 if (target == "sm_90a" and block >= 128
+    warps = 8 if (target == "sm_90a" and block >= 128 and dtypes[q.dtype] != "f32"
                   and "KILN_NUM_WARPS" not in os.environ) else None
     kern = _attention_kernel(block, block_kv, D, mask_kind, window, prefix, Hq // Hkv,
                              softcap, dtypes[q.dtype], overlap, out_dtype, mask_mod,
@@ -826,6 +826,8 @@ def _conv_host(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1,
                                        dilation)
     has_bias = bias is not None
     b = _f32(bias, "bias") if has_bias else np.zeros(w.shape[-1], np.float32)
+    if b.shape != (w.shape[-1],):
+        raise ValueError(f"conv: bias has shape {b.shape}, expected ({w.shape[-1]},)")
     out = np.empty((x.shape[0], OT, OH, OW, w.shape[-1]), np.float32)
     _conv_launch(_ptr(x), _ptr(w), _ptr(b), _ptr(out), dtype, x.shape, w.shape, groups,
                  stride, padding, dilation, has_bias, block_m, block_n, block_c, specialize)
@@ -909,7 +911,9 @@ def depthwise_conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, block_w=3
     tb = None
     if _is_torch_cuda(x):
         tb = _Torch("depthwise_conv2d", x)
-        tb.same_type(x=x, w=w)  # both PyTorch CUDA tensors on the device
+        if not (isinstance(w, tb.torch.Tensor) and w.is_cuda and w.device == tb.dev):
+            raise TypeError(f"depthwise_conv2d: 'w' must be a PyTorch CUDA tensor on "
+                            f"{tb.dev}, like the first array")
         x, w = tb.f32(x, "x"), tb.f32(w, "w")
         return _depthwise_conv2d(x, w, bias, stride, padding, dilation, block_w, block_c, tb)
     return _depthwise_conv2d_host(x, w, bias, stride, padding, dilation, block_w, block_c)
@@ -924,7 +928,7 @@ def _depthwise_conv2d_host(x, w, bias=None, stride=1, padding=0, dilation=1, blo
 def _depthwise_conv2d(x, w, bias, stride, padding, dilation, block_w, block_c, tb):
     if tb is None:
         x, w = _f32(x, "x"), _f32(w, "w")
-    if len(x.shape) != 4 or len(w.shape) != 3:
+    if len(x.shape) != 4 or len(w.shape) != 3 or w.shape[2] != x.shape[3]:
         raise ValueError(f"depthwise_conv2d: x [N, H, W, C] and w [KH, KW, C] expected, got "
                          f"{tuple(x.shape)} and {tuple(w.shape)}")
     N, H, W, C = x.shape

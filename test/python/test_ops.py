@@ -240,6 +240,13 @@ def test_conv2d_and_depthwise(rng):
     xp = np.pad(x.astype(np.float64), ((0, 0), (3, 3), (3, 3), (0, 0)))
     ref = sum(xp[:, ky:ky + 11, kx:kx + 9] * dw[ky, kx] for ky in range(7) for kx in range(7))
     assert_close(out, ref, 1e-5, 1e-5)
+    # Mis-shaped operands are refused before the kernel would read past them.
+    with pytest.raises(ValueError, match=r"bias has shape \(5,\), expected \(6,\)"):
+        kiln.ops.conv2d(x, w, b[:5])
+    with pytest.raises(ValueError, match="w \\[KH, KW, C\\] expected"):
+        kiln.ops.depthwise_conv2d(x, dw[:, :, :3])
+    with pytest.raises(ValueError, match=r"bias has shape \(3,\), expected \(4,\)"):
+        kiln.ops.depthwise_conv2d(x, dw, b[:3])
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "f16"])

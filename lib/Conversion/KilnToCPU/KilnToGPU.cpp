@@ -605,17 +605,6 @@ static int64_t sharedPerSM(StringRef chip) { return ::kiln::findGPUChip(chip)->s
 
 constexpr const char *kSharedName = "__kiln_smem";
 
-/// Places the tile buffers (memref.view ops of the shared window) so that
-/// buffers whose live ranges are disjoint share bytes, and returns the total.
-/// A buffer's live range is the span, in program order, from its first to
-/// its last access (through view-like aliases), widened to the whole of the
-/// outermost loop around an access that does not also hold the buffer's
-/// home (the op it was allocated for): there a value may live across
-/// iterations, while a buffer allocated inside a loop body holds a value
-/// that each iteration defines before using it (SSA dominance).
-/// Control flow is structured, so a buffer is never touched outside its span
-/// and each op's trailing barrier orders the hand-over between two buffers
-/// that share bytes.
 /// Erases the stores to tile buffers that nothing reads. A constant tile
 /// hoisted out of a loop (attention's -inf for masked scores) is
 /// materialized where it was hoisted, but its readers, lowered later in
@@ -640,6 +629,17 @@ static void eraseWriteOnlyStores(Value window) {
   }
 }
 
+/// Places the tile buffers (memref.view ops of the shared window) so that
+/// buffers whose live ranges are disjoint share bytes, and returns the total.
+/// A buffer's live range is the span, in program order, from its first to
+/// its last access (through view-like aliases), widened to the whole of the
+/// outermost loop around an access that does not also hold the buffer's
+/// home (the op it was allocated for): there a value may live across
+/// iterations, while a buffer allocated inside a loop body holds a value
+/// that each iteration defines before using it (SSA dominance).
+/// Control flow is structured, so a buffer is never touched outside its span
+/// and each op's trailing barrier orders the hand-over between two buffers
+/// that share bytes.
 int64_t planSharedMemory(gpu::GPUFuncOp func, Value window,
                          const DenseMap<Operation *, Block *> &home,
                          const DenseMap<Operation *, int64_t> &alignment) {
