@@ -492,13 +492,14 @@ def _block_sparse_attention_torch(q, k, v, mask, mask_kind="none", window=256, p
     """kiln.ops.block_sparse_attention on PyTorch CUDA tensors: the kernel
     compiled for the device's GPU (as @kiln.jit does), outputs allocated by
     PyTorch on q's device, the host-built block mask copied there."""
-    import torch
     name = "block_sparse_attention"
+    tb = _Torch(name, q, "q")
+    torch = tb.torch
     for n, t in (("k", k), ("v", v)):
         if not (isinstance(t, torch.Tensor) and t.is_cuda and t.device == q.device):
             raise TypeError(f"{name}: q is a PyTorch CUDA tensor, so '{n}' must be one on "
                             f"the same device ({q.device})")
-    dtypes = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32"}
+    dtypes = tb.types
     if q.dtype not in dtypes or k.dtype != q.dtype or v.dtype != q.dtype:
         raise TypeError(f"{name}: q, k and v must all be bfloat16, float16 or float32, got "
                         f"{q.dtype}, {k.dtype}, {v.dtype}")
@@ -506,17 +507,13 @@ def _block_sparse_attention_torch(q, k, v, mask, mask_kind="none", window=256, p
             q.shape[0] != k.shape[0] or q.shape[3] != k.shape[3]:
         raise ValueError(f"{name}: q [B, Hq, S, D], k and v [B, Hkv, Skv, D] expected, got "
                          f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
-    from . import runtime
-    runtime._check_device(q.get_device(), "q")  # the runtime's device
     B, Hq, S, D = q.shape
     Hkv, Skv = k.shape[1], k.shape[2]
     doc_shape = (None if doc_ids is None else tuple(doc_ids.shape)
                  if hasattr(doc_ids, "shape") else np.shape(doc_ids))
     block, block_kv, nqb, maxb, arrays, scale = _attention_plan(
         name, (tuple(q.shape), tuple(k.shape)), mask, doc_shape, scale, out_dtype, D)
-    from .jit import gpu_target
-    # (A kernel provider brings kernels compiled for its own GPU.)
-    target = None if _provider else gpu_target()
+    target = tb.target
     # bf16/f16 query blocks of 128 rows on sm_90a: two warpgroups (8 warps),
     # the fastest shape measured on an H200 (docs/ops.md), unless
     # $KILN_NUM_WARPS says otherwise.
@@ -536,15 +533,8 @@ def _block_sparse_attention_torch(q, k, v, mask, mask_kind="none", window=256, p
         docs = doc_ids.to(device=dev, dtype=torch.int32).contiguous()
     else:
         docs = torch.from_numpy(_i32(doc_ids)).to(dev)
-    # The runtime's stream is ordered with the legacy default stream, where
-    # PyTorch works unless told otherwise: then the launch is only queued,
-    # as PyTorch's own kernels are. Under another stream, that stream's work
-    # is waited for first and the kernel too.
-    on_default = torch.cuda.current_stream(dev) == torch.cuda.default_stream(dev)
-    if not on_default:
-        torch.cuda.current_stream(dev).synchronize()
-    kern.launch([q.contiguous(), k.contiguous(), v.contiguous(), out, lse, *marr, docs,
-                 B, Hq, S, Skv, nqb, maxb, scale], [nqb, B * Hq], wait=not on_default)
+    tb.launch(kern, [q.contiguous(), k.contiguous(), v.contiguous(), out, lse, *marr, docs,
+                     B, Hq, S, Skv, nqb, maxb, scale], [nqb, B * Hq])
     return out, lse
 
 
@@ -561,12 +551,12 @@ class _Torch:
     stream; under another stream that stream is waited for, and the
     kernel)."""
 
-    def __init__(self, name, first):
+    def __init__(self, name, first, first_name="the first array"):
         import torch
         from . import runtime
         from .jit import gpu_target
         self.torch, self.name, self.dev = torch, name, first.device
-        runtime._check_device(first.get_device(), "the first array")
+        runtime._check_device(first.get_device(), first_name)
         # (A kernel provider brings kernels compiled for its own GPU.)
         self.target = None if _provider else gpu_target()
         self.types = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32"}
@@ -597,6 +587,10 @@ class _Torch:
         return self.torch.empty(tuple(shape), device=self.dev, dtype=self.torch.float32)
 
     def launch(self, kern, values, grid):
+        # The runtime's stream is ordered with the legacy default stream,
+        # where PyTorch works unless told otherwise: then the launch is only
+        # queued, as PyTorch's own kernels are. Under another stream, that
+        # stream's work is waited for first, and the kernel too.
         torch = self.torch
         on_default = torch.cuda.current_stream(self.dev) == torch.cuda.default_stream(self.dev)
         if not on_default:

@@ -601,17 +601,24 @@ def case_conv(dtype):
           1e-4, 1e-3)
 
 
+def depthwise_reference(x, w, bias):
+    """A 3x3 depthwise convolution, stride 1, padding 1, in float64."""
+    N, H, W, C = x.shape
+    xp = np.pad(x.astype(np.float64), ((0, 0), (1, 1), (1, 1), (0, 0)))
+    ref = np.zeros((N, H, W, C)) + bias
+    for i in range(3):
+        for j in range(3):
+            ref += xp[:, i:i + H, j:j + W, :] * w[i, j]
+    return ref
+
+
 def case_depthwise():
     N, H, W, C = 2, 17, 21, 70
     x = rng.standard_normal((N, H, W, C)).astype(np.float32)
     w = rng.standard_normal((3, 3, C)).astype(np.float32)
     bias = rng.standard_normal(C).astype(np.float32)
     got = ops.depthwise_conv2d(x, w, bias, stride=1, padding=1)
-    xp = np.pad(x.astype(np.float64), ((0, 0), (1, 1), (1, 1), (0, 0)))
-    ref = np.zeros((N, H, W, C)) + bias
-    for i in range(3):
-        for j in range(3):
-            ref += xp[:, i:i + H, j:j + W, :] * w[i, j]
+    ref = depthwise_reference(x, w, bias)
     check("op depthwise_conv2d", got, ref, 1e-4, 1e-4)
 
 
@@ -721,11 +728,7 @@ def case_conv_torch():
     got = ops.depthwise_conv2d(torch.from_numpy(x).to(dev), torch.from_numpy(w).to(dev), bias,
                                stride=1, padding=1)
     torch.cuda.synchronize()
-    xp = np.pad(x.astype(np.float64), ((0, 0), (1, 1), (1, 1), (0, 0)))
-    ref = np.zeros((N, H, W, C)) + bias
-    for i in range(3):
-        for j in range(3):
-            ref += xp[:, i:i + H, j:j + W, :] * w[i, j]
+    ref = depthwise_reference(x, w, bias)
     check("op depthwise_conv2d on PyTorch tensors", got.cpu().numpy(), ref, 1e-4, 1e-4)
 
 
