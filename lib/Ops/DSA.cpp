@@ -180,7 +180,7 @@ static llvm::Error buildSparseAttention(ModuleOp module, const Config &c) {
   auto P = [&](Type ty) { return kd::PtrType::get(ctx, ty); };
   KernelBuilder k(module, "dsa_sparse_attention",
                   {{"q", P(t)}, {"kv", P(t)}, {"indices", P(i32)},
-                   {"out", P(f32)}, {"lse", P(f32)},
+                   {"out", P(f32)}, {"lse", P(f32)}, {"errors", P(i32)},
                    {"sq", i64}, {"hq", i64}, {"skv", i64}, {"topk", i64},
                    {"scale", f32}},
                   2, &c.statics);
@@ -198,13 +198,19 @@ static llvm::Error buildSparseAttention(ModuleOp module, const Config &c) {
   Value zeroS = k.constant(k.tile({HB, BK}, f32), 0.0);
   SmallVector<Value> init = {k.constant(k.tile({HB}, f32), -INFINITY),
                              k.constant(k.tile({HB}, f32), 0.0),
-                             k.constant(k.tile({HB, DV}, f32), 0.0)};
+                             k.constant(k.tile({HB, DV}, f32), 0.0),
+                             k.constant(k.tile({BK}, i32), 0.0)};
   auto st = k.forLoop(k.cIndex(0), topk, k.cIndex(BK), init, [&](Value c0, ValueRange it) {
     Value m = it[0], l = it[1], acc = it[2];
     Value idx = k.reshape(k.load(vi, {tok, c0}, {1, BK}, -1), {BK});
     Value valid = k.andI(k.cmp(Cmp::GE, idx, k.cI32(0)),
                          k.cmp(Cmp::LT, idx, k.convert(Skv, i32)));
     Value safeIdx = k.select(valid, idx, k.cI32(-1));
+    // -1 (and the padding past topk) is "no key"; any other index outside
+    // [0, skv) is skipped too, and counted.
+    Value bad = k.andI(k.cmp(Cmp::NE, idx, k.cI32(-1)),
+                       k.cmp(Cmp::EQ, valid, k.constant(IntegerType::get(ctx, 1), 0)));
+    Value badNew = k.add(it[3], k.select(bad, k.cI32(1), k.cI32(0)));
     Value rows = k.gather(vkv, safeIdx, {k.cIndex(0)}, {BK, DQK}, 0);
     Value s = k.dot(qt, k.trans(rows), zeroS);
     if (lowPrecision)
@@ -218,13 +224,15 @@ static llvm::Error buildSparseAttention(ModuleOp module, const Config &c) {
     Value vrows = k.gather(vkv, safeIdx, {k.cIndex(0)}, {BK, DV}, 0);
     Value pv = lowPrecision ? k.convert(p, t) : p;
     Value accNew = k.dot(pv, vrows, k.mul(acc, k.broadcastTo(k.expand(alpha, 1), {HB, DV})));
-    return SmallVector<Value>{mNew, lNew, accNew};
+    return SmallVector<Value>{mNew, lNew, accNew, badNew};
   });
   Value l = st[1];
   Value lSafe = k.select(k.cmp(Cmp::EQ, l, k.cF32(0.0)), k.cF32(1.0), l);
   Value o = k.div(st[2], k.broadcastTo(k.expand(lSafe, 1), {HB, DV}));
   k.store(k.reshape(o, {1, HB, DV}), vo, {tok, h0, k.cIndex(0)});
   k.store(k.expand(k.add(st[0], k.log(l)), 0), vl, {tok, h0});
+  // Every head block reads the same indices: the first one counts.
+  addErrorCounts(k, st[3], k.arg("errors"), k.cmp(Cmp::EQ, k.pid(1), k.cIndex(0)));
   k.finish();
   return llvm::Error::success();
 }
@@ -247,7 +255,8 @@ void registerDSAOps(std::vector<OpInfo> &ops) {
                  buildTopK});
   ops.push_back({"dsa_sparse_attention",
                  "token-sparse MQA attention over selected kv rows (DeepSeek sparse "
-                 "MLA shape); returns out and log-sum-exp",
+                 "MLA shape); returns out and log-sum-exp; indices outside [-1, skv) are "
+                 "skipped and counted in errors[0]",
                  {dtypeParam(),
                   {"d_qk", Param::Int, "576", "query/key head dimension", {}},
                   {"d_v", Param::Int, "512", "value dimension (first d_v columns of kv)", {}},

@@ -28,20 +28,30 @@ Type elementType(MLIRContext *ctx, const std::string &name) {
   return Float32Type::get(ctx);
 }
 
-/// Adds the number of set lanes of `bad` (i1 tile) to errors[0].
-static void countErrors(KernelBuilder &k, Value bad, Value errorsPtr) {
-  auto shape = cast<RankedTensorType>(bad.getType()).getShape();
-  Value ones = k.select(bad, k.cI32(1), k.cI32(0));
-  Value flat = ones;
+void addErrorCounts(KernelBuilder &k, Value counts, Value errorsPtr, Value when) {
+  auto shape = cast<RankedTensorType>(counts.getType()).getShape();
+  Value flat = counts;
   if (shape.size() != 1) {
     int64_t n = 1;
     for (int64_t d : shape)
       n *= d;
-    flat = k.reshape(ones, {n});
+    flat = k.reshape(counts, {n});
   }
   Value count = k.reduce(kd::ReduceKind::sum, flat, 0);
-  Value errors = k.view(errorsPtr, {k.cIndex(1)}, {k.cIndex(1)});
-  k.atomicAdd(k.splat(count, {1}), errors, {k.cIndex(0)});
+  // Most programs find nothing: they skip the atomic (thousands of adds of
+  // zero to one word would serialize on a GPU).
+  Value any = k.cmp(Cmp::NE, count, k.cI32(0));
+  k.ifElse(when ? k.andI(when, any) : any, {},
+           [&] {
+             Value errors = k.view(errorsPtr, {k.cIndex(1)}, {k.cIndex(1)});
+             k.atomicAdd(k.splat(count, {1}), errors, {k.cIndex(0)});
+             return SmallVector<Value>{};
+           },
+           [&] { return SmallVector<Value>{}; });
+}
+
+void countErrors(KernelBuilder &k, Value bad, Value errorsPtr, Value when) {
+  addErrorCounts(k, k.select(bad, k.cI32(1), k.cI32(0)), errorsPtr, when);
 }
 
 // embedding: out[r, :] = weight[ids[r], :]
@@ -70,14 +80,8 @@ static llvm::Error buildEmbedding(ModuleOp module, const Config &c) {
   Value tile = k.gather(table, idx, {c0}, {bn, bd}, 0);
   k.store(tile, k.denseView(k.arg("out"), {n, dim}), {r0, c0});
   Value first = k.cmp(Cmp::EQ, k.pid(1), k.cIndex(0));
-  k.ifElse(first, {},
-           [&] {
-             Value bad = k.andI(rowValid, k.cmp(Cmp::EQ, ok, k.constant(
-                                                              IntegerType::get(ctx, 1), 0)));
-             countErrors(k, bad, k.arg("errors"));
-             return SmallVector<Value>{};
-           },
-           [&] { return SmallVector<Value>{}; });
+  Value bad = k.andI(rowValid, k.cmp(Cmp::EQ, ok, k.constant(IntegerType::get(ctx, 1), 0)));
+  countErrors(k, bad, k.arg("errors"), first);
   k.finish();
   return llvm::Error::success();
 }
@@ -129,14 +133,9 @@ static llvm::Error buildPagedKV(ModuleOp module, const Config &c) {
   Value out = k.denseView(k.arg("out"), {batch, maxLen, width});
   k.store(k.reshape(tile, {1, bt, bw}), out, {b, t0, w0});
   Value first = k.cmp(Cmp::EQ, k.pid(1), k.cIndex(0));
-  k.ifElse(first, {},
-           [&] {
-             Value i1f = k.constant(IntegerType::get(ctx, 1), 0);
-             Value bad = k.andI(valid, k.cmp(Cmp::EQ, k.andI(inTable, blkOk), i1f));
-             countErrors(k, bad, k.arg("errors"));
-             return SmallVector<Value>{};
-           },
-           [&] { return SmallVector<Value>{}; });
+  Value i1f = k.constant(IntegerType::get(ctx, 1), 0);
+  Value bad = k.andI(valid, k.cmp(Cmp::EQ, k.andI(inTable, blkOk), i1f));
+  countErrors(k, bad, k.arg("errors"), first);
   k.finish();
   return llvm::Error::success();
 }
@@ -162,15 +161,12 @@ static llvm::Error buildMoePermute(ModuleOp module, const Config &c) {
                         {br, bh}, 0);
   k.store(tile, k.denseView(k.arg("out"), {rows, hidden}), {r0, h0});
   Value first = k.cmp(Cmp::EQ, k.pid(1), k.cIndex(0));
-  k.ifElse(first, {},
-           [&] {
-             Value rowIds = k.add(k.arange(br), k.convert(r0, i32));
-             Value bad = k.andI(k.cmp(Cmp::LT, rowIds, k.convert(rows, i32)),
-                                k.cmp(Cmp::GE, src, k.convert(tokens, i32)));
-             countErrors(k, bad, k.arg("errors"));
-             return SmallVector<Value>{};
-           },
-           [&] { return SmallVector<Value>{}; });
+  // -1 is the empty row; anything else outside [0, tokens) is an error.
+  Value rowIds = k.add(k.arange(br), k.convert(r0, i32));
+  Value outside = k.orI(k.cmp(Cmp::LT, src, k.cI32(-1)),
+                        k.cmp(Cmp::GE, src, k.convert(tokens, i32)));
+  countErrors(k, k.andI(k.cmp(Cmp::LT, rowIds, k.convert(rows, i32)), outside),
+              k.arg("errors"), first);
   k.finish();
   return llvm::Error::success();
 }
@@ -187,6 +183,7 @@ static llvm::Error buildMoeUnpermute(ModuleOp module, const Config &c) {
                    {"slot_rows", kd::PtrType::get(ctx, i32)},
                    {"weights", kd::PtrType::get(ctx, f32)},
                    {"out", kd::PtrType::get(ctx, t)},
+                   {"errors", kd::PtrType::get(ctx, i32)},
                    {"tokens", i64}, {"topk", i64}, {"rows", i64}, {"hidden", i64}},
                   2, &c.statics);
   Value tokens = k.arg("tokens"), topk = k.arg("topk"), rows = k.arg("rows"),
@@ -197,14 +194,22 @@ static llvm::Error buildMoeUnpermute(ModuleOp module, const Config &c) {
   Value weights = k.denseView(k.arg("weights"), {tokens, topk});
   Value y = k.denseView(k.arg("y"), {rows, hidden});
   Value zero = k.constant(k.tile({btk, bh}, f32), 0.0);
-  auto acc = k.forLoop(k.cIndex(0), topk, k.cIndex(1), {zero},
+  Value noBad = k.constant(k.tile({btk}, i32), 0.0);
+  // Slots past the last token load -1 (skipped); a slot outside [-1, rows)
+  // reads zeros and is counted.
+  auto acc = k.forLoop(k.cIndex(0), topk, k.cIndex(1), {zero, noBad},
                        [&](Value j, ValueRange it) {
                          Value idx = k.reshape(k.load(slots, {t0, j}, {btk, 1}, -1), {btk});
                          Value w = k.load(weights, {t0, j}, {btk, 1}, 0);
                          Value r = k.convert(k.gather(y, idx, {h0}, {btk, bh}, 0), f32);
-                         return SmallVector<Value>{k.add(it[0], k.mul(r, w))};
+                         Value outside = k.orI(k.cmp(Cmp::LT, idx, k.cI32(-1)),
+                                               k.cmp(Cmp::GE, idx, k.convert(rows, i32)));
+                         return SmallVector<Value>{
+                             k.add(it[0], k.mul(r, w)),
+                             k.add(it[1], k.select(outside, k.cI32(1), k.cI32(0)))};
                        });
   k.store(k.convert(acc[0], t), k.denseView(k.arg("out"), {tokens, hidden}), {t0, h0});
+  addErrorCounts(k, acc[1], k.arg("errors"), k.cmp(Cmp::EQ, k.pid(1), k.cIndex(0)));
   k.finish();
   return llvm::Error::success();
 }
@@ -220,7 +225,8 @@ void registerGatherOps(std::vector<OpInfo> &ops) {
   ops.push_back({"paged_kv_gather",
                  "contiguous K or V from a paged cache: out[b, t, :] = "
                  "cache[block_table[b, t / block_size], t % block_size, :] for t < "
-                 "seq_lens[b], zeros beyond",
+                 "seq_lens[b], zeros beyond (a page past the table or outside the cache "
+                 "reads zeros and its tokens are counted in errors[0])",
                  {dtypeParam(),
                   {"block_size", Param::Int, "16", "tokens per cache page", {}},
                   {"block_t", Param::Int, "8", "tokens per program", {}},
@@ -228,14 +234,16 @@ void registerGatherOps(std::vector<OpInfo> &ops) {
                  buildPagedKV});
   ops.push_back({"moe_permute",
                  "tokens grouped by expert: out[r, :] = x[src_rows[r], :] "
-                 "(src_rows from moe_route; -1 rows are zero)",
+                 "(src_rows from moe_route; -1 rows are zero; other rows outside "
+                 "[0, tokens) read zeros and are counted in errors[0])",
                  {dtypeParam(),
                   {"block_r", Param::Int, "8", "rows per program", {}},
                   {"block_h", Param::Int, "1024", "hidden elements per program", {}}},
                  buildMoePermute});
   ops.push_back({"moe_unpermute",
                  "weighted sum back: out[t, :] = sum_k weights[t, k] * "
-                 "y[slot_rows[t, k], :] (-1 slots are skipped)",
+                 "y[slot_rows[t, k], :] (-1 slots are skipped; other slots outside "
+                 "[0, rows) read zeros and are counted in errors[0])",
                  {dtypeParam(),
                   {"block_t", Param::Int, "16", "tokens per program", {}},
                   {"block_h", Param::Int, "128", "hidden elements per program", {}}},

@@ -21,6 +21,17 @@ void registerConvOps(std::vector<OpInfo> &ops);
 /// The element type named by a `dtype` parameter (f32, bf16, f16).
 mlir::Type elementType(mlir::MLIRContext *ctx, const std::string &name);
 
+/// Adds the number of set lanes of `bad` (an i1 tile) to errors[0], with
+/// one atomic add, only when `when` (an i1 scalar, or null) holds and the
+/// count is not zero: the gathers' out-of-range index count.
+void countErrors(KernelBuilder &k, mlir::Value bad, mlir::Value errorsPtr,
+                 mlir::Value when = nullptr);
+
+/// Adds the number of nonzero lanes of `counts` (an i32 tile of 0/1 or
+/// counts) to errors[0] under the same conditions as countErrors.
+void addErrorCounts(KernelBuilder &k, mlir::Value counts, mlir::Value errorsPtr,
+                    mlir::Value when = nullptr);
+
 inline Param dtypeParam() {
   return {"dtype", Param::String, "f32", "element type of the data",
           {"f32", "bf16", "f16"}};

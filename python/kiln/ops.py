@@ -2,7 +2,8 @@
 
 Each function builds (once per configuration) the C++-generated kernel of the
 operator, compiles it through the JIT and its caches, and launches it on numpy
-arrays. Semantics, shapes and configuration: docs/ops.md.
+arrays, or on PyTorch CUDA tensors (compiled for their GPU; outputs allocated
+by PyTorch). Semantics, shapes and configuration: docs/ops.md.
 """
 
 from __future__ import annotations
@@ -88,28 +89,39 @@ def kernel(name, mods="", _target=None, _num_warps=None, **config):
     return k
 
 
+def _refuse_cuda(public, arguments):
+    """The host side of operator `public` takes host (numpy) arrays: a CUDA
+    array in `arguments` ({name: value}; also inside a dict value, as the
+    mask) is refused with a TypeError naming the operator and the argument,
+    before numpy would try to convert it (anything with
+    __cuda_array_interface__, as PyTorch CUDA tensors and CuPy arrays have,
+    or a DLPack exporter on a CUDA device)."""
+    first = next(iter(arguments), None)
+    for name, v in arguments.items():
+        values = v.values() if isinstance(v, dict) else (v,)
+        if not any(is_cuda_array(x) for x in values):
+            continue
+        if name == first:
+            raise TypeError(f"kiln.ops.{public}: argument '{name}' is a CUDA device array "
+                            "but not a PyTorch tensor; kiln.ops takes host (numpy) arrays or "
+                            "PyTorch CUDA tensors (a @kiln.jit kernel launches on any CUDA "
+                            "array)")
+        raise TypeError(f"kiln.ops.{public}: argument '{name}' is a CUDA device array, and "
+                        f"'{first}' is a host array: pass host (numpy) arrays, or PyTorch "
+                        f"CUDA tensors from '{first}' on")
+
+
 def _host_only(fn):
-    """kiln.ops runs on host (numpy) arrays: a CUDA array argument (anything
-    with __cuda_array_interface__, as PyTorch CUDA tensors and CuPy arrays
-    have, or a DLPack exporter on a CUDA device; also inside the mask dict)
-    is refused with a TypeError naming the operator and the argument, before
-    numpy would try to convert it."""
+    """A host-side helper of an operator: CUDA arrays refused (_refuse_cuda)."""
     import functools
     import inspect
     sig = inspect.signature(fn)
     # The public name (block_sparse_attention's host path is a helper).
     public = fn.__name__[1:-len("_host")] if fn.__name__.endswith("_host") else fn.__name__
-    also = (" or PyTorch CUDA tensors" if public in (
-        "block_sparse_attention", "conv", "conv2d", "patch_embed", "depthwise_conv2d") else "")
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        for name, v in sig.bind_partial(*args, **kwargs).arguments.items():
-            values = v.values() if isinstance(v, dict) else (v,)
-            if any(is_cuda_array(x) for x in values):
-                raise TypeError(f"kiln.ops.{public}: argument '{name}' is a CUDA "
-                                f"device array; kiln.ops runs on host (numpy) arrays{also} "
-                                "(a @kiln.jit kernel launches on CUDA arrays)")
+        _refuse_cuda(public, sig.bind_partial(*args, **kwargs).arguments)
         return fn(*args, **kwargs)
     return wrapper
 
@@ -153,121 +165,336 @@ def _cdiv(a, b):
 
 
 # ---------------------------------------------------------------------------
+# The two sides an operator runs on: host (numpy) arrays, PyTorch CUDA tensors
+# ---------------------------------------------------------------------------
+
+_NP_TYPES = {"f32": np.float32, "bf16": np.uint16, "f16": np.float16, "i32": np.int32}
+
+
+class _Host:
+    """An operator's host side: numpy arrays (kiln.bf16-wrapped uint16 for
+    bf16), CUDA arrays refused (_refuse_cuda), kernels from the JIT's default
+    target (or the kernel provider), launched synchronously."""
+    target = None
+
+    def __init__(self, name, arguments):
+        _refuse_cuda(name, arguments)
+        self.name = name
+
+    def same_type(self, **arrays):
+        return _same_type(self.name, **arrays)
+
+    def ints(self, a, n):
+        return _i32(a)
+
+    def f32(self, a, n):
+        return _f32(a, n)
+
+    def empty(self, shape, dtype="f32"):
+        return np.empty(tuple(shape), _NP_TYPES[dtype])
+
+    def wrap(self, a, dtype):
+        return bf16(a) if dtype == "bf16" else a
+
+    def errors(self, errors):
+        if errors is None:
+            return np.zeros(1, np.int32)
+        if not (isinstance(errors, np.ndarray) and errors.dtype == np.int32 and errors.size and
+                errors.flags["C_CONTIGUOUS"] and errors.flags["WRITEABLE"]):
+            raise TypeError(f"{self.name}: errors must be a writable contiguous int32 numpy "
+                            "array with at least one element (the count is added to its "
+                            "first)")
+        return errors
+
+    def count(self, word):
+        return int(word.reshape(-1)[0])
+
+    def maximum(self, a):
+        return int(a.max()) if a.size else 0
+
+    def launch(self, kern, values, grid):
+        kern.launch(values, grid)
+
+
+def _is_torch_cuda(x):
+    from . import runtime
+    return type(x) in runtime._TORCH_TENSOR_TYPES and getattr(x, "is_cuda", False)
+
+
+class _Torch:
+    """An operator's PyTorch CUDA side: its inputs checked and made
+    contiguous on the device of the first one (the runtime's), its outputs
+    allocated there by PyTorch, its kernel compiled for that GPU and launched
+    as block_sparse_attention's PyTorch path does (queued on the default
+    stream; under another stream that stream is waited for, and the
+    kernel). _Host is the same interface over numpy arrays."""
+
+    def __init__(self, name, first, first_name="the first array"):
+        import torch
+        from . import runtime
+        from .jit import gpu_target
+        self.torch, self.name, self.dev = torch, name, first.device
+        runtime._check_device(first.get_device(), first_name)
+        # (A kernel provider brings kernels compiled for its own GPU.)
+        self.target = None if _provider else gpu_target()
+        self.types = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32"}
+
+    def same_type(self, **tensors):
+        """([contiguous tensors], dtype name): all bfloat16, float16 or
+        float32 PyTorch CUDA tensors on this device."""
+        torch = self.torch
+        values = list(tensors.values())
+        for n, t in tensors.items():
+            if not (isinstance(t, torch.Tensor) and t.is_cuda and t.device == self.dev):
+                raise TypeError(f"{self.name}: '{n}' must be a PyTorch CUDA tensor on "
+                                f"{self.dev}, like the first array")
+        dt = values[0].dtype
+        if dt not in self.types or any(t.dtype != dt for t in values):
+            raise TypeError(f"{self.name}: " + ", ".join(tensors) + " must all be bfloat16, "
+                            "float16 or float32, got " + ", ".join(str(t.dtype) for t in values))
+        return [t.contiguous() for t in values], self.types[dt]
+
+    def f32(self, a, n):
+        """A float32 operand (numpy, or a PyTorch tensor) on the device."""
+        torch = self.torch
+        if isinstance(a, torch.Tensor):
+            return a.to(device=self.dev, dtype=torch.float32).contiguous()
+        return torch.from_numpy(_f32(a, n)).to(self.dev)
+
+    def ints(self, a, n):
+        """An int32 index operand (a PyTorch tensor of any integer type, as
+        torch.topk's int64, or numpy) on the device."""
+        torch = self.torch
+        if isinstance(a, torch.Tensor):
+            if a.is_cuda and a.device != self.dev:
+                raise TypeError(f"{self.name}: '{n}' is on {a.device}, the data on {self.dev}")
+            return a.to(device=self.dev, dtype=torch.int32).contiguous()
+        return torch.from_numpy(_i32(a)).to(self.dev)
+
+    def empty(self, shape, dtype="f32"):
+        return self.torch.empty(tuple(shape), device=self.dev, dtype=self._dtype(dtype))
+
+    def _dtype(self, name):
+        torch = self.torch
+        return {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16,
+                "i32": torch.int32}[name]
+
+    def wrap(self, a, dtype):
+        return a
+
+    def errors(self, errors):
+        """The int32 word a kernel adds its count of bad indices to: a new
+        zero, or the caller's `errors` (its first element)."""
+        torch = self.torch
+        if errors is None:
+            return torch.zeros(1, device=self.dev, dtype=torch.int32)
+        if not (isinstance(errors, torch.Tensor) and errors.is_cuda and
+                errors.device == self.dev and errors.dtype is torch.int32 and
+                errors.numel() >= 1 and errors.is_contiguous()):
+            raise TypeError(f"{self.name}: errors must be a contiguous int32 PyTorch CUDA "
+                            f"tensor on {self.dev} with at least one element (the count is "
+                            "added to its first)")
+        return errors
+
+    def count(self, word):
+        """The count in an errors word (waits for the kernel: the word's
+        copy to the host is queued on the stream that launched it, or
+        after it)."""
+        return int(word.item())
+
+    def maximum(self, a):
+        return int(a.max().item()) if a.numel() else 0
+
+    def launch(self, kern, values, grid):
+        # The runtime's stream is ordered with the legacy default stream,
+        # where PyTorch works unless told otherwise: then the launch is only
+        # queued, as PyTorch's own kernels are. Under another stream, that
+        # stream's work is waited for first, and the kernel too.
+        torch = self.torch
+        on_default = torch.cuda.current_stream(self.dev) == torch.cuda.default_stream(self.dev)
+        if not on_default:
+            torch.cuda.current_stream(self.dev).synchronize()
+        kern.launch(values, grid, wait=not on_default)
+
+
+def _side(name, arguments):
+    """_Torch when the operator's first array (the first entry of
+    `arguments`, {name: value}) is a PyTorch CUDA tensor, else _Host."""
+    first, value = next(iter(arguments.items()))
+    if _is_torch_cuda(value):
+        return _Torch(name, value, first)
+    return _Host(name, arguments)
+
+
+def _bad_indices(side, word, errors, message, partial=None):
+    """Raises IndexError(message(count)) when the kernel counted bad
+    indices in `word` and the caller passed no `errors` of its own (with
+    one, the count is the caller's to read, and nothing is waited for)."""
+    if errors is not None:
+        return
+    n = side.count(word)
+    if n:
+        e = IndexError(message(n))
+        if partial is not None:
+            e.partial = partial
+        raise e
+
+
+# ---------------------------------------------------------------------------
 # Index gathers
 # ---------------------------------------------------------------------------
 
 
-def _rows(a, name):
-    """(contiguous array, dtype name, wrap) for the data of a gather: float32,
-    float16, or a kiln.bf16-wrapped uint16 array (the result is wrapped too).
-    Gathers copy elements, so they run in the data's own type."""
-    if isinstance(a, bf16):
-        return np.ascontiguousarray(a.array), "bf16", bf16
-    a = np.asarray(a)
-    if a.dtype == np.float16:
-        return np.ascontiguousarray(a), "f16", lambda x: x
-    return _f32(a, name), "f32", lambda x: x
+# The gathers and DSA operators take an optional `errors`: with None, a
+# count of out-of-range indices raises IndexError (on PyTorch tensors that
+# waits for the kernel); with an int32 array, or CUDA tensor, the count is
+# added to its first element and nothing is raised or waited for.
 
 
-@_host_only
-def embedding(weight, ids, block_n=8, block_d=1024):
-    """out[r] = weight[ids[r]]; raises IndexError if any id is out of range
-    (those rows are never read: they come back as zeros in `e.partial`).
-    weight: float32, float16 or kiln.bf16; out has the same type."""
-    weight, dtype, wrap = _rows(weight, "weight")
-    ids = _i32(ids).reshape(-1)
+def embedding(weight, ids, block_n=8, block_d=1024, errors=None):
+    """out[r] = weight[ids.reshape(-1)[r]]; an id outside [0, vocab) reads
+    zeros and raises IndexError (with the output as `e.partial`), or is
+    counted in `errors`. weight: float32, float16 or kiln.bf16 (out has its
+    type), or a PyTorch CUDA tensor (bfloat16, float16, float32; ids then a
+    CUDA tensor of any integer type, or numpy)."""
+    side = _side("embedding", dict(weight=weight, ids=ids, errors=errors))
+    (weight,), dtype = side.same_type(weight=weight)
+    ids = side.ints(ids, "ids").reshape(-1)
     vocab, dim = weight.shape
-    n = ids.size
-    out = np.empty((n, dim), weight.dtype)
-    errors = np.zeros(1, np.int32)
-    if n:
-        kernel("embedding", block_n=block_n, block_d=block_d, dtype=dtype).launch(
-            [_ptr(weight), _ptr(ids), _ptr(out), _ptr(errors), n, vocab, dim],
-            [_cdiv(n, block_n), _cdiv(dim, block_d)])
-    if errors[0]:
-        e = IndexError(f"embedding: {errors[0]} id(s) outside [0, {vocab})")
-        e.partial = wrap(out)
-        raise e
-    return wrap(out)
+    n = ids.shape[0]
+    out = side.empty((n, dim), dtype)
+    word = side.errors(errors)
+    if n and dim:
+        side.launch(kernel("embedding", _target=side.target, block_n=block_n, block_d=block_d,
+                           dtype=dtype),
+                    [weight, ids, out, word, n, vocab, dim],
+                    [_cdiv(n, block_n), _cdiv(dim, block_d)])
+    out = side.wrap(out, dtype)
+    _bad_indices(side, word, errors, lambda c: f"embedding: {c} id(s) outside [0, {vocab})",
+                 out)
+    return out
 
 
-@_host_only
-def paged_kv_gather(cache, block_table, seq_lens, max_len=None, block_t=8, block_w=1024):
+def paged_kv_gather(cache, block_table, seq_lens, max_len=None, block_t=8, block_w=1024,
+                    errors=None):
     """Contiguous [batch, max_len, ...] from a paged cache [num_blocks,
-    block_size, ...]; positions past seq_lens[b] are zero. Raises IndexError
-    for page numbers outside the cache. cache: float32, float16 or kiln.bf16;
-    out has the same type."""
-    cache, dtype, wrap = _rows(cache, "cache")
-    block_table, seq_lens = _i32(block_table), _i32(seq_lens)
+    block_size, ...]: out[b, t] = cache[block_table[b, t // block_size],
+    t % block_size] for t < seq_lens[b], zeros beyond. A token whose page
+    is past the table or outside the cache reads zeros and raises
+    IndexError, or is counted in `errors`. cache: float32, float16 or
+    kiln.bf16 (out has its type), or a PyTorch CUDA tensor (block_table and
+    seq_lens then CUDA tensors of any integer type, or numpy). max_len
+    defaults to max(seq_lens), which on PyTorch waits for the device."""
+    side = _side("paged_kv_gather", dict(cache=cache, block_table=block_table,
+                                         seq_lens=seq_lens, errors=errors))
+    (cache,), dtype = side.same_type(cache=cache)
+    block_table, seq_lens = side.ints(block_table, "block_table"), side.ints(seq_lens, "seq_lens")
     num_blocks, block_size = cache.shape[:2]
-    row_shape = cache.shape[2:]
+    row_shape = tuple(cache.shape[2:])
     width = int(np.prod(row_shape)) if row_shape else 1
     batch, max_blocks = block_table.shape
+    if tuple(seq_lens.shape) != (batch,):
+        raise ValueError(f"paged_kv_gather: seq_lens has shape {tuple(seq_lens.shape)}, "
+                         f"expected ({batch},)")
     if max_len is None:
-        max_len = int(seq_lens.max()) if seq_lens.size else 0
-    out = np.empty((batch, max_len) + row_shape, cache.dtype)
-    errors = np.zeros(1, np.int32)
-    if batch and max_len:
-        kernel("paged_kv_gather", block_size=block_size, block_t=block_t, block_w=block_w,
-               dtype=dtype).launch(
-            [_ptr(cache), _ptr(block_table), _ptr(seq_lens), _ptr(out), _ptr(errors), batch,
-             max_blocks, num_blocks, max_len, width],
-            [_cdiv(max_len, block_t), _cdiv(width, block_w), batch])
-    if errors[0]:
-        raise IndexError(f"paged_kv_gather: {errors[0]} token(s) map to pages outside the cache")
-    return wrap(out)
+        max_len = side.maximum(seq_lens)
+    out = side.empty((batch, max_len) + row_shape, dtype)
+    word = side.errors(errors)
+    if batch and max_len and width:
+        side.launch(kernel("paged_kv_gather", _target=side.target, block_size=block_size,
+                           block_t=block_t, block_w=block_w, dtype=dtype),
+                    [cache, block_table, seq_lens, out, word, batch, max_blocks, num_blocks,
+                     max_len, width],
+                    [_cdiv(max_len, block_t), _cdiv(width, block_w), batch])
+    _bad_indices(side, word, errors,
+                 lambda c: f"paged_kv_gather: {c} token(s) map to pages outside the table or "
+                           "the cache")
+    return side.wrap(out, dtype)
 
 
-@_host_only
-def moe_route(topk_ids, num_experts):
+def moe_route(topk_ids, num_experts, errors=None):
     """Groups the (token, k) slots by expert (stable): returns src_rows [rows]
     (token of each grouped row), slot_rows [tokens, k] (row of each slot) and
-    expert_offsets [num_experts + 1]."""
-    topk_ids = np.asarray(topk_ids)
+    expert_offsets [num_experts + 1] (expert e's rows are offsets[e] to
+    offsets[e + 1]), all int32. An id outside [0, num_experts) raises
+    IndexError, or is counted in `errors` (its rows then lie outside
+    offsets[0] to offsets[num_experts]). topk_ids: numpy, or a PyTorch CUDA
+    tensor of any integer type (as torch.topk returns): then computed by
+    PyTorch on its device, and the results are CUDA tensors."""
+    side = _side("moe_route", dict(topk_ids=topk_ids, errors=errors))
     tokens, k = topk_ids.shape
-    flat = topk_ids.reshape(-1)
-    if flat.size and (flat.min() < 0 or flat.max() >= num_experts):
-        raise IndexError(f"moe_route: expert ids must be in [0, {num_experts})")
-    order = np.argsort(flat, kind="stable")
-    src_rows = (order // k).astype(np.int32)
-    slot_rows = np.empty(flat.size, np.int32)
-    slot_rows[order] = np.arange(flat.size, dtype=np.int32)
-    counts = np.bincount(flat, minlength=num_experts)
-    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
+    word = side.errors(errors)
+    if isinstance(side, _Host):
+        flat = np.asarray(topk_ids).reshape(-1)
+        order = np.argsort(flat, kind="stable")
+        word.reshape(-1)[:1] += np.count_nonzero((flat < 0) | (flat >= num_experts))
+        src_rows = (order // k).astype(np.int32)
+        slot_rows = np.empty(flat.size, np.int32)
+        slot_rows[order] = np.arange(flat.size, dtype=np.int32)
+        offsets = np.searchsorted(flat[order], np.arange(num_experts + 1)).astype(np.int32)
+    else:
+        torch = side.torch
+        flat = topk_ids.reshape(-1)
+        order = torch.argsort(flat, stable=True)
+        word.view(-1)[:1].add_(((flat < 0) | (flat >= num_experts)).sum().to(torch.int32))
+        src_rows = (order // k).to(torch.int32)
+        slot_rows = torch.empty(flat.shape[0], device=side.dev, dtype=torch.int32)
+        slot_rows[order] = torch.arange(flat.shape[0], device=side.dev, dtype=torch.int32)
+        offsets = torch.searchsorted(flat[order].contiguous(), torch.arange(
+            num_experts + 1, device=side.dev, dtype=flat.dtype)).to(torch.int32)
+    _bad_indices(side, word, errors,
+                 lambda c: f"moe_route: {c} expert id(s) outside [0, {num_experts})")
     return src_rows, slot_rows.reshape(tokens, k), offsets
 
 
-@_host_only
-def moe_permute(x, src_rows, block_r=8, block_h=1024):
-    """out[r] = x[src_rows[r]] (rows grouped by expert; -1 rows are zero).
-    x: float32, float16 or kiln.bf16; out has the same type."""
-    x, dtype, wrap = _rows(x, "x")
-    src_rows = _i32(src_rows)
+def moe_permute(x, src_rows, block_r=8, block_h=1024, errors=None):
+    """out[r] = x[src_rows[r]] (rows grouped by expert; -1 rows are zero; a
+    row outside [-1, tokens) reads zeros and raises IndexError, or is
+    counted in `errors`). x: float32, float16 or kiln.bf16 (out has its
+    type), or a PyTorch CUDA tensor (src_rows then any integer CUDA tensor,
+    or numpy)."""
+    side = _side("moe_permute", dict(x=x, src_rows=src_rows, errors=errors))
+    (x,), dtype = side.same_type(x=x)
+    src_rows = side.ints(src_rows, "src_rows").reshape(-1)
     tokens, hidden = x.shape
-    rows = src_rows.size
-    out = np.empty((rows, hidden), x.dtype)
-    errors = np.zeros(1, np.int32)
-    if rows:
-        kernel("moe_permute", block_r=block_r, block_h=block_h, dtype=dtype).launch(
-            [_ptr(x), _ptr(src_rows), _ptr(out), _ptr(errors), rows, tokens, hidden],
-            [_cdiv(rows, block_r), _cdiv(hidden, block_h)])
-    if errors[0]:
-        raise IndexError(f"moe_permute: {errors[0]} source row(s) outside [0, {tokens})")
-    return wrap(out)
+    rows = src_rows.shape[0]
+    out = side.empty((rows, hidden), dtype)
+    word = side.errors(errors)
+    if rows and hidden:
+        side.launch(kernel("moe_permute", _target=side.target, block_r=block_r,
+                           block_h=block_h, dtype=dtype),
+                    [x, src_rows, out, word, rows, tokens, hidden],
+                    [_cdiv(rows, block_r), _cdiv(hidden, block_h)])
+    _bad_indices(side, word, errors,
+                 lambda c: f"moe_permute: {c} source row(s) outside [-1, {tokens})")
+    return side.wrap(out, dtype)
 
 
-@_host_only
-def moe_unpermute(y, slot_rows, weights, block_t=16, block_h=128):
-    y = _f32(y, "y")
-    slot_rows, weights = _i32(slot_rows), _f32(weights, "weights")
+def moe_unpermute(y, slot_rows, weights, block_t=16, block_h=128, errors=None):
+    """out[t] = sum_k weights[t, k] * y[slot_rows[t, k]] (f32 accumulation;
+    -1 slots are skipped; a slot outside [-1, rows) is skipped too and
+    raises IndexError, or is counted in `errors`). y: float32, float16 or
+    kiln.bf16 (out has its type), or a PyTorch CUDA tensor; weights are
+    float32 (converted)."""
+    side = _side("moe_unpermute", dict(y=y, slot_rows=slot_rows, weights=weights,
+                                       errors=errors))
+    (y,), dtype = side.same_type(y=y)
+    slot_rows, weights = side.ints(slot_rows, "slot_rows"), side.f32(weights, "weights")
     rows, hidden = y.shape
     tokens, k = slot_rows.shape
-    out = np.empty((tokens, hidden), np.float32)
-    if tokens:
-        kernel("moe_unpermute", block_t=block_t, block_h=block_h).launch(
-            [_ptr(y), _ptr(slot_rows), _ptr(weights), _ptr(out), tokens, k, rows, hidden],
-            [_cdiv(tokens, block_t), _cdiv(hidden, block_h)])
-    return out
+    if tuple(weights.shape) != (tokens, k):
+        raise ValueError(f"moe_unpermute: weights has shape {tuple(weights.shape)}, expected "
+                         f"{(tokens, k)} like slot_rows")
+    out = side.empty((tokens, hidden), dtype)
+    word = side.errors(errors)
+    if tokens and hidden:
+        side.launch(kernel("moe_unpermute", _target=side.target, block_t=block_t,
+                           block_h=block_h, dtype=dtype),
+                    [y, slot_rows, weights, out, word, tokens, k, rows, hidden],
+                    [_cdiv(tokens, block_t), _cdiv(hidden, block_h)])
+    _bad_indices(side, word, errors,
+                 lambda c: f"moe_unpermute: {c} slot(s) outside [-1, {rows})")
+    return side.wrap(out, dtype)
 
 
 # ---------------------------------------------------------------------------
@@ -538,66 +765,6 @@ def _block_sparse_attention_torch(q, k, v, mask, mask_kind="none", window=256, p
     return out, lse
 
 
-def _is_torch_cuda(x):
-    from . import runtime
-    return type(x) in runtime._TORCH_TENSOR_TYPES and getattr(x, "is_cuda", False)
-
-
-class _Torch:
-    """An operator's PyTorch CUDA side: its inputs checked and made
-    contiguous on the device of the first one (the runtime's), its outputs
-    allocated there by PyTorch, its kernel compiled for that GPU and launched
-    as block_sparse_attention's PyTorch path does (queued on the default
-    stream; under another stream that stream is waited for, and the
-    kernel)."""
-
-    def __init__(self, name, first, first_name="the first array"):
-        import torch
-        from . import runtime
-        from .jit import gpu_target
-        self.torch, self.name, self.dev = torch, name, first.device
-        runtime._check_device(first.get_device(), first_name)
-        # (A kernel provider brings kernels compiled for its own GPU.)
-        self.target = None if _provider else gpu_target()
-        self.types = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32"}
-
-    def same_type(self, **tensors):
-        """([contiguous tensors], dtype name): all bfloat16, float16 or
-        float32 PyTorch CUDA tensors on this device."""
-        torch = self.torch
-        values = list(tensors.values())
-        for n, t in tensors.items():
-            if not (isinstance(t, torch.Tensor) and t.is_cuda and t.device == self.dev):
-                raise TypeError(f"{self.name}: '{n}' must be a PyTorch CUDA tensor on "
-                                f"{self.dev}, like the first array")
-        dt = values[0].dtype
-        if dt not in self.types or any(t.dtype != dt for t in values):
-            raise TypeError(f"{self.name}: " + ", ".join(tensors) + " must all be bfloat16, "
-                            "float16 or float32, got " + ", ".join(str(t.dtype) for t in values))
-        return [t.contiguous() for t in values], self.types[dt]
-
-    def f32(self, a, n):
-        """A float32 operand (numpy, or a PyTorch tensor) on the device."""
-        torch = self.torch
-        if isinstance(a, torch.Tensor):
-            return a.to(device=self.dev, dtype=torch.float32).contiguous()
-        return torch.from_numpy(_f32(a, n)).to(self.dev)
-
-    def empty(self, shape):
-        return self.torch.empty(tuple(shape), device=self.dev, dtype=self.torch.float32)
-
-    def launch(self, kern, values, grid):
-        # The runtime's stream is ordered with the legacy default stream,
-        # where PyTorch works unless told otherwise: then the launch is only
-        # queued, as PyTorch's own kernels are. Under another stream, that
-        # stream's work is waited for first, and the kernel too.
-        torch = self.torch
-        on_default = torch.cuda.current_stream(self.dev) == torch.cuda.default_stream(self.dev)
-        if not on_default:
-            torch.cuda.current_stream(self.dev).synchronize()
-        kern.launch(values, grid, wait=not on_default)
-
-
 def block_sparse_attention(q, k, v, mask, mask_kind="none", window=256, prefix=0,
                            doc_ids=None, softcap=0.0, scale=None, mask_mod=None,
                            score_mod=None, overlap=False, out_dtype="f32"):
@@ -659,48 +826,69 @@ def _block_sparse_attention_host(q, k, v, mask, mask_kind="none", window=256, pr
 # ---------------------------------------------------------------------------
 
 
-@_host_only
 def dsa_indexer(q, w, k, q_offset=0, causal=True, block_t=16, block_s=64):
-    """I[t, s] = sum_j w[t, j] * relu(q[t, j] . k[s]); -inf for s > q_offset + t."""
-    q, w, k = _f32(q, "q"), _f32(w, "w"), _f32(k, "k")
+    """I[t, s] = sum_j w[t, j] * relu(q[t, j] . k[s]); -inf for s > q_offset + t
+    when causal. float32 (other types are converted); on PyTorch CUDA
+    tensors the result is one."""
+    side = _side("dsa_indexer", dict(q=q, w=w, k=k))
+    q, w, k = side.f32(q, "q"), side.f32(w, "w"), side.f32(k, "k")
     T, H, D = q.shape
     S = k.shape[0]
-    out = np.empty((T, S), np.float32)
-    kernel("dsa_indexer", index_heads=H, index_dim=D, causal=int(causal), block_t=block_t,
-           block_s=block_s).launch([_ptr(q), _ptr(w), _ptr(k), _ptr(out), T, S, q_offset],
-                                   [_cdiv(T, block_t), _cdiv(S, block_s)])
+    if tuple(w.shape) != (T, H) or tuple(k.shape) != (S, D):
+        raise ValueError(f"dsa_indexer: q [T, H, D], w [T, H] and k [S, D] expected, got "
+                         f"{tuple(q.shape)}, {tuple(w.shape)}, {tuple(k.shape)}")
+    out = side.empty((T, S))
+    if T and S:
+        side.launch(kernel("dsa_indexer", _target=side.target, index_heads=H, index_dim=D,
+                           causal=int(causal), block_t=block_t, block_s=block_s),
+                    [q, w, k, out, T, S, q_offset], [_cdiv(T, block_t), _cdiv(S, block_s)])
     return out
 
 
-@_host_only
 def dsa_topk(scores, k, block=256):
-    """Indices of the k largest finite scores per row (ascending index order;
-    ties to the lower index; -1 padding)."""
-    scores = _f32(scores, "scores")
+    """Indices (int32) of the k largest finite scores per row (ascending
+    index order; ties to the lower index; -1 padding). scores: float32
+    (other types are converted), or a PyTorch CUDA tensor."""
+    side = _side("dsa_topk", dict(scores=scores))
+    scores = side.f32(scores, "scores")
     T, S = scores.shape
-    out = np.empty((T, k), np.int32)
-    kernel("dsa_topk", k=k, block=block).launch([_ptr(scores), _ptr(out), T, S], [T])
+    out = side.empty((T, k), "i32")
+    if T and k:
+        side.launch(kernel("dsa_topk", _target=side.target, k=k, block=block),
+                    [scores, out, T, S], [T])
     return out
 
 
-@_host_only
-def dsa_sparse_attention(q, kv, indices, d_v, scale=None, heads_block=16, block_k=64):
+def dsa_sparse_attention(q, kv, indices, d_v, scale=None, heads_block=16, block_k=64,
+                         errors=None):
     """q [Sq, Hq, Dqk], kv [Skv, Dqk] (values: first d_v columns), indices
     [Sq, topk] (-1 skipped) -> (out [Sq, Hq, d_v], lse [Sq, Hq]) in float32.
-    q and kv are float32, both float16, or both kiln.bf16 (f32 accumulation;
-    P rounded to their type before P @ V)."""
-    (q, kv), dtype = _same_type("dsa_sparse_attention", q=q, kv=kv)
-    indices = _i32(indices)
+    An index outside [-1, Skv) is skipped too and raises IndexError, or is
+    counted in `errors`. q and kv are float32, both float16, or both
+    kiln.bf16 (f32 accumulation; P rounded to their type before P @ V); or
+    both PyTorch CUDA tensors (indices then any integer CUDA tensor, as
+    torch.topk's, or numpy)."""
+    side = _side("dsa_sparse_attention", dict(q=q, kv=kv, indices=indices, errors=errors))
+    (q, kv), dtype = side.same_type(q=q, kv=kv)
+    indices = side.ints(indices, "indices")
     Sq, Hq, Dqk = q.shape
     Skv = kv.shape[0]
     topk = indices.shape[1]
-    out = np.empty((Sq, Hq, d_v), np.float32)
-    lse = np.empty((Sq, Hq), np.float32)
-    kernel("dsa_sparse_attention", d_qk=Dqk, d_v=d_v, heads_block=heads_block,
-           block_k=block_k, dtype=dtype).launch(
-        [_ptr(q), _ptr(kv), _ptr(indices), _ptr(out), _ptr(lse), Sq, Hq, Skv, topk,
-         float(scale if scale is not None else 1.0 / np.sqrt(Dqk))],
-        [Sq, _cdiv(Hq, heads_block)])
+    if tuple(kv.shape) != (Skv, Dqk) or indices.shape[0] != Sq:
+        raise ValueError(f"dsa_sparse_attention: q [Sq, Hq, Dqk], kv [Skv, Dqk] and indices "
+                         f"[Sq, topk] expected, got {tuple(q.shape)}, {tuple(kv.shape)}, "
+                         f"{tuple(indices.shape)}")
+    out = side.empty((Sq, Hq, d_v))
+    lse = side.empty((Sq, Hq))
+    word = side.errors(errors)
+    if Sq and Hq:
+        side.launch(kernel("dsa_sparse_attention", _target=side.target, d_qk=Dqk, d_v=d_v,
+                           heads_block=heads_block, block_k=block_k, dtype=dtype),
+                    [q, kv, indices, out, lse, word, Sq, Hq, Skv, topk,
+                     float(scale if scale is not None else 1.0 / np.sqrt(Dqk))],
+                    [Sq, _cdiv(Hq, heads_block)])
+    _bad_indices(side, word, errors,
+                 lambda c: f"dsa_sparse_attention: {c} index(es) outside [-1, {Skv})")
     return out, lse
 
 

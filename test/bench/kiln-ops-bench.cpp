@@ -350,10 +350,12 @@ int main(int argc, char **argv) {
     auto qq = rnd(T * Hq * Dqk), kv = rnd(S * Dqk);
     std::vector<float> out(T * Hq * Dv), lse(T * Hq);
     auto sa = op("dsa_sparse_attention");
+    std::vector<int32_t> dsaErrors(1, 0);
     auto [t3, u3] = timePair([&] {
       launch(*sa, {kiln::arg(qq.data()), kiln::arg(kv.data()), kiln::arg(idx.data()),
-                   kiln::arg(out.data()), kiln::arg(lse.data()), kiln::arg(T), kiln::arg(Hq),
-                   kiln::arg(S), kiln::arg(int64_t(2048)), kiln::arg(0.05f)},
+                   kiln::arg(out.data()), kiln::arg(lse.data()), kiln::arg(dsaErrors.data()),
+                   kiln::arg(T), kiln::arg(Hq), kiln::arg(S), kiln::arg(int64_t(2048)),
+                   kiln::arg(0.05f)},
              {T, 1});
     }, nullptr);
     (void)u3;
@@ -367,15 +369,17 @@ int main(int argc, char **argv) {
         [&] {
           launch(*sa16, {kiln::argPtr(qq16.data(), KILN_DTYPE_BF16),
                          kiln::argPtr(kv16.data(), KILN_DTYPE_BF16), kiln::arg(idx.data()),
-                         kiln::arg(out.data()), kiln::arg(lse.data()), kiln::arg(T),
+                         kiln::arg(out.data()), kiln::arg(lse.data()),
+                         kiln::arg(dsaErrors.data()), kiln::arg(T),
                          kiln::arg(Hq), kiln::arg(S), kiln::arg(int64_t(2048)),
                          kiln::arg(0.05f)},
                  {T, 1});
         },
         [&] {
           launch(*sa, {kiln::arg(qq.data()), kiln::arg(kv.data()), kiln::arg(idx.data()),
-                       kiln::arg(out.data()), kiln::arg(lse.data()), kiln::arg(T), kiln::arg(Hq),
-                       kiln::arg(S), kiln::arg(int64_t(2048)), kiln::arg(0.05f)},
+                       kiln::arg(out.data()), kiln::arg(lse.data()),
+                       kiln::arg(dsaErrors.data()), kiln::arg(T), kiln::arg(Hq), kiln::arg(S),
+                       kiln::arg(int64_t(2048)), kiln::arg(0.05f)},
                  {T, 1});
         });
     record("dsa_sparse_attention_bf16", dsaFlops / t4 / 1e9, "GFLOP/s", "the f32 Kiln kernel",

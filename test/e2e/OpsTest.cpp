@@ -173,19 +173,46 @@ TEST_CASE("MoE permute and weighted unpermute", "[ops]") {
     CHECK_THAT_CLOSE(y16, refY, 0, 0);
     CHECK(errors[0] == 0);
   }
-  auto unperm = compileOp("moe_unpermute");
+  {
+    // Source rows outside [-1, T) read zeros and are counted; -1 is an
+    // empty row, not an error.
+    std::vector<int32_t> badSrc = srcRows;
+    badSrc[3] = -5;
+    badSrc[rows - 2] = int32_t(T + 3);
+    badSrc[9] = -1;
+    std::vector<float> yb(rows * H, poison());
+    errors[0] = 0;
+    REQUIRE_NOLAUNCHERROR(sharedJIT().launch(
+        *perm, {kiln::arg(x.data()), i32p(badSrc.data()), kiln::arg(yb.data()),
+                i32p(errors.data()), kiln::arg(rows), kiln::arg(T), kiln::arg(H)},
+        {cdiv(rows, 8), cdiv(H, 1024)}));
+    std::vector<double> refB = refY;
+    for (int64_t r : {int64_t(3), rows - 2, int64_t(9)})
+      for (int64_t h = 0; h < H; ++h)
+        refB[r * H + h] = 0;
+    CHECK_THAT_CLOSE(yb, refB, 0, 0);
+    CHECK(errors[0] == 2);
+  }
+  // Two slots outside [-1, rows): skipped, and counted once although
+  // H = 70 spans two column programs per token block at block_h 64.
+  slotRows[11] = int32_t(rows + 4);
+  slotRows[T * K - 1] = -3;
+  auto unperm = compileOp("moe_unpermute", {{"block_h", "64"}});
   std::vector<float> out(T * H, poison());
+  errors[0] = 0;
   REQUIRE_NOLAUNCHERROR(sharedJIT().launch(
       *unperm, {kiln::arg(y.data()), i32p(slotRows.data()), kiln::arg(weights.data()),
-                kiln::arg(out.data()), kiln::arg(T), kiln::arg(K), kiln::arg(rows), kiln::arg(H)},
-      {cdiv(T, 16), cdiv(H, 128)}));
+                kiln::arg(out.data()), i32p(errors.data()), kiln::arg(T), kiln::arg(K),
+                kiln::arg(rows), kiln::arg(H)},
+      {cdiv(T, 16), cdiv(H, 64)}));
   std::vector<double> ref(T * H, 0.0);
   for (int64_t t = 0; t < T; ++t)
     for (int64_t j = 0; j < K; ++j)
-      if (slotRows[t * K + j] >= 0)
+      if (slotRows[t * K + j] >= 0 && slotRows[t * K + j] < rows)
         for (int64_t h = 0; h < H; ++h)
           ref[t * H + h] += double(weights[t * K + j]) * y[slotRows[t * K + j] * H + h];
   CHECK_THAT_CLOSE(out, ref, 1e-5, 1e-6);
+  CHECK(errors[0] == 2);
 }
 
 namespace {
@@ -384,19 +411,27 @@ TEST_CASE("DSA top-k: ties, -inf, and k beyond the valid keys", "[ops][dsa]") {
 
 TEST_CASE("DSA token-sparse attention", "[ops][dsa]") {
   const int64_t Sq = 5, Hq = 16, Dqk = 96, Dv = 64, Skv = 120, topk = 50;
-  auto k = compileOp("dsa_sparse_attention", {{"d_qk", "96"}, {"d_v", "64"}, {"block_k", "32"}});
+  // heads_block 8: two programs per query read the same indices.
+  auto k = compileOp("dsa_sparse_attention",
+                     {{"d_qk", "96"}, {"d_v", "64"}, {"block_k", "32"}, {"heads_block", "8"}});
   auto q = randomVector(Sq * Hq * Dqk), kv = randomVector(Skv * Dqk);
   std::vector<int32_t> idx(Sq * topk);
   for (int64_t t = 0; t < Sq; ++t)
     for (int64_t j = 0; j < topk; ++j)
       idx[t * topk + j] = (t == 4 || (j % 5 == 4)) ? -1 : int32_t((t * 31 + j * 7) % Skv);
+  // Indices outside [-1, Skv): skipped and counted.
+  idx[1 * topk + 3] = int32_t(Skv + 5);
+  idx[2 * topk + 40] = -7;
+  idx[3 * topk + 49] = int32_t(Skv);
   std::vector<float> out(Sq * Hq * Dv, poison()), lse(Sq * Hq, poison());
+  std::vector<int32_t> errors(1, 0);
   float scale = 0.1f;
   REQUIRE_NOLAUNCHERROR(sharedJIT().launch(
       *k, {kiln::arg(q.data()), kiln::arg(kv.data()), i32p(idx.data()), kiln::arg(out.data()),
-           kiln::arg(lse.data()), kiln::arg(Sq), kiln::arg(Hq), kiln::arg(Skv), kiln::arg(topk),
-           kiln::arg(scale)},
-      {Sq, cdiv(Hq, 16)}));
+           kiln::arg(lse.data()), i32p(errors.data()), kiln::arg(Sq), kiln::arg(Hq),
+           kiln::arg(Skv), kiln::arg(topk), kiln::arg(scale)},
+      {Sq, cdiv(Hq, 8)}));
+  CHECK(errors[0] == 3);
   std::vector<double> refO(out.size(), 0.0), refL(lse.size(), -INFINITY);
   for (int64_t t = 0; t < Sq; ++t)
     for (int64_t h = 0; h < Hq; ++h) {
@@ -404,7 +439,7 @@ TEST_CASE("DSA token-sparse attention", "[ops][dsa]") {
       std::vector<int32_t> keys;
       for (int64_t j = 0; j < topk; ++j) {
         int32_t r = idx[t * topk + j];
-        if (r < 0)
+        if (r < 0 || r >= Skv)
           continue;
         double d = 0;
         for (int64_t c = 0; c < Dqk; ++c)

@@ -438,31 +438,84 @@ def case_embedding():
         check("op embedding out-of-range id (zeros, IndexError)", e.partial, ref, 0, 0)
 
 
-def case_paged_kv():
+def on_torch(torch_in):
+    """(to, back) for a case run on numpy arrays (identity) or, torch_in, on
+    PyTorch CUDA tensors (GPU runs only: None, the numpy case recorded the
+    same kernels)."""
+    if not torch_in:
+        return (lambda a: a), (lambda a: a)
+    if EMULATED or not RUN or not ACTIVE:
+        return None
+    return (lambda a: torch.from_numpy(a).to(dev)), (lambda t: t.cpu().numpy())
+
+
+def case_embedding_torch():
+    """embedding on PyTorch CUDA tensors: int64 ids, two out of range (zeros;
+    an IndexError after reading the count back, or the count added to the
+    caller's errors tensor without a wait)."""
+    if on_torch(True) is None:
+        return
+    to, back = on_torch(True)
+    vocab, dim = 1000, 300
+    weight = rng.standard_normal((vocab, dim)).astype(np.float32)
+    ids = rng.integers(0, vocab, 77)
+    ids[5], ids[9] = vocab + 3, -2
+    errors = torch.zeros(2, dtype=torch.int32, device=dev)
+    got = ops.embedding(to(weight), to(ids), errors=errors)
+    ref = weight[np.clip(ids, 0, vocab - 1)]
+    ref[[5, 9]] = 0
+    check("op embedding on PyTorch tensors (int64 ids, 2 out of range)", back(got), ref, 0, 0)
+    check("op embedding on PyTorch tensors: errors count", back(errors), [2, 0], 0, 0)
+    try:
+        ops.embedding(to(weight), to(ids))
+        print("FAIL op embedding on PyTorch tensors: out-of-range ids were not raised")
+        failures.append("embedding torch range")
+    except IndexError as e:
+        if "2 id(s)" not in str(e):
+            print(f"FAIL op embedding on PyTorch tensors: {e}")
+            failures.append("embedding torch range")
+
+
+def case_paged_kv(torch_in=False):
+    if on_torch(torch_in) is None:
+        return
+    to, back = on_torch(torch_in)
     nb, bs, heads, hd = 23, 16, 2, 40
     cache = rng.standard_normal((nb, bs, heads, hd)).astype(np.float32)
     lens = np.array([37, 5, 100], np.int32)
     table = np.stack([rng.permutation(nb)[:7] for _ in lens]).astype(np.int32)
-    got = ops.paged_kv_gather(cache, table, lens)
+    # On PyTorch: an int64 table, and max_len read from the device's lens.
+    got = ops.paged_kv_gather(to(cache), to(table.astype(np.int64)) if torch_in else table,
+                              to(lens))
     ref = np.zeros((3, 100, heads, hd))
     for bi, ln in enumerate(lens):
         for t in range(ln):
             ref[bi, t] = cache[table[bi, t // bs], t % bs]
-    check("op paged_kv_gather", got, ref, 0, 0)
+    check("op paged_kv_gather" + (" on PyTorch tensors" if torch_in else ""), back(got), ref,
+          0, 0)
 
 
-def case_moe():
+def case_moe(torch_in=False):
+    if on_torch(torch_in) is None:
+        return
+    to, back = on_torch(torch_in)
+    where = " on PyTorch tensors" if torch_in else ""
     tokens, hidden, experts, topk = 45, 200, 6, 2
     xt = rng.standard_normal((tokens, hidden)).astype(np.float32)
     ids = np.stack([rng.choice(experts, topk, replace=False) for _ in range(tokens)])
-    src, slots, offsets = ops.moe_route(ids, experts)
-    perm = ops.moe_permute(xt, src)
-    check("op moe_permute", perm, xt[src], 0, 0)
-    y = (perm * 2 + 1).astype(np.float32)
+    src, slots, offsets = ops.moe_route(to(ids), experts)
+    if torch_in:  # routed by PyTorch on the device: the host's grouping
+        for name, g, w in zip(("src_rows", "slot_rows", "offsets"), (src, slots, offsets),
+                              ops.moe_route(ids, experts)):
+            check(f"op moe_route{where} {name}", back(g), w, 0, 0)
+    perm = ops.moe_permute(to(xt), src)
+    hsrc = back(src)
+    check("op moe_permute" + where, back(perm), xt[hsrc], 0, 0)
+    y = (back(perm) * 2 + 1).astype(np.float32)
     wts = rng.random((tokens, topk)).astype(np.float32)
-    got = ops.moe_unpermute(y, slots, wts)
-    ref = (y.astype(np.float64)[slots] * wts[..., None]).sum(axis=1)
-    check("op moe_unpermute", got, ref, 1e-5, 1e-5)
+    got = ops.moe_unpermute(to(y), slots, to(wts))
+    ref = (y.astype(np.float64)[back(slots)] * wts[..., None]).sum(axis=1)
+    check("op moe_unpermute" + where, back(got), ref, 1e-5, 1e-5)
 
 
 def block_sizes(block):
@@ -511,30 +564,38 @@ def case_attention(dtype, mask_kind, heads=(2, 1), seq=150, window=64, block=64,
     check(f"{name} lse", lse, rl, tol, tol)
 
 
-def case_dsa():
+def case_dsa(torch_in=False):
+    """The indexer, top-k and token-sparse attention (f32), on numpy arrays
+    or PyTorch CUDA tensors (int64 indices there, as torch.topk returns)."""
+    if on_torch(torch_in) is None:
+        return
+    to, back = on_torch(torch_in)
+    where = " on PyTorch tensors" if torch_in else ""
     T, S, H, Dq, topk = 37, 150, 4, 32, 20
     qi_ = rng.standard_normal((T, H, Dq)).astype(np.float32)
     w_ = rng.random((T, H)).astype(np.float32)
     k_ = rng.standard_normal((S, Dq)).astype(np.float32)
     off = S - T
-    scores = ops.dsa_indexer(qi_, w_, k_, q_offset=off)
+    scores = back(ops.dsa_indexer(to(qi_), to(w_), to(k_), q_offset=off))
     ref = np.einsum("th,tsh->ts", w_.astype(np.float64),
                     np.maximum(np.einsum("thd,sd->tsh", qi_.astype(np.float64), k_), 0))
     ref[np.arange(S)[None, :] > off + np.arange(T)[:, None]] = -np.inf
-    check("op dsa_indexer", scores, ref, 1e-4, 1e-4)
+    check("op dsa_indexer" + where, scores, ref, 1e-4, 1e-4)
     ref_scores = ref.astype(np.float32) if RUN and ACTIVE else scores
-    sel = ops.dsa_topk(ref_scores, topk)
+    sel = back(ops.dsa_topk(to(ref_scores), topk))
     rsel = np.full((T, topk), -1, np.int64)
     for t in range(T):
         fin = np.nonzero(np.isfinite(ref_scores[t]))[0]
         order = fin[np.lexsort((fin, -ref_scores[t][fin]))][:topk]
         rsel[t, :len(order)] = np.sort(order)
-    check("op dsa_topk", sel, rsel, 0, 0)
+    check("op dsa_topk" + where, sel, rsel, 0, 0)
     Hq, Dqk, Dv = 5, 48, 32
     q = rng.standard_normal((T, Hq, Dqk)).astype(np.float32)
     kv = rng.standard_normal((S, Dqk)).astype(np.float32)
     use = rsel.astype(np.int32)
-    out, lse = ops.dsa_sparse_attention(q, kv, use, Dv, block_k=16)
+    out, lse = ops.dsa_sparse_attention(to(q), to(kv), to(use.astype(np.int64)) if torch_in
+                                        else use, Dv, block_k=16)
+    out, lse = back(out), back(lse)
     scale = 1 / math.sqrt(Dqk)
     ro, rl = np.zeros((T, Hq, Dv)), np.zeros((T, Hq))
     for t in range(T):
@@ -544,8 +605,8 @@ def case_dsa():
         p = np.exp(sc - mx)
         ro[t] = p @ kv[keys, :Dv] / p.sum(axis=1, keepdims=True)
         rl[t] = np.log(p.sum(axis=1)) + mx[:, 0]
-    check("op dsa_sparse_attention (block_k 16)", out, ro, 1e-4, 1e-4)
-    check("op dsa_sparse_attention lse", lse, rl, 1e-4, 1e-4)
+    check("op dsa_sparse_attention (block_k 16)" + where, out, ro, 1e-4, 1e-4)
+    check("op dsa_sparse_attention lse" + where, lse, rl, 1e-4, 1e-4)
 
 
 def case_dsa_bf16():
@@ -740,6 +801,10 @@ op_case("attention bf16 causal 64x32",
         lambda: case_attention("bf16", "causal", (2, 2), seq=300, block=(64, 32)))
 op_case("dsa", case_dsa)
 op_case("dsa bf16", case_dsa_bf16)
+op_case("embedding on PyTorch tensors", case_embedding_torch)
+op_case("paged_kv_gather on PyTorch tensors", lambda: case_paged_kv(True))
+op_case("moe on PyTorch tensors", lambda: case_moe(True))
+op_case("dsa on PyTorch tensors", lambda: case_dsa(True))
 op_case("conv2d f32", lambda: case_conv("f32"))
 op_case("conv2d bf16", lambda: case_conv("bf16"))
 op_case("depthwise_conv2d", case_depthwise)

@@ -600,12 +600,14 @@ def test_device_chip_choice():
     assert chip_for(11, 0, known) == "sm_110"
 
 
-TORCH_OPS_SCRIPT = r'''
+# A stand-in for the parts of PyTorch kiln.ops touches, for the scripts
+# below: CUDA tensors are addresses the mock driver records (it never
+# dereferences them), backed by numpy arrays for what PyTorch itself
+# computes (moe_route, the errors count).
+TORCH_STANDIN = r'''
 import ctypes, os, struct, sys, types
 import numpy as np
 
-# A stand-in for the parts of PyTorch kiln.ops touches: CUDA tensors are
-# addresses the mock driver records (it never dereferences them).
 torch = types.ModuleType("torch")
 class DType:
     def __init__(self, name, size):
@@ -623,18 +625,29 @@ class Device:
         return f"cuda:{self.index}"
 _next = [0x10000000]
 allocs = []
+_NP = {"bfloat16": np.uint16, "float16": np.float16, "float32": np.float32,
+       "int32": np.int32, "int64": np.int64, "bool": np.bool_}
 class Tensor:
-    def __init__(self, shape, dtype, device=None, contiguous=True, host=None):
+    items = 0  # .item() calls: each waits for the device
+    def __init__(self, shape, dtype, device=None, contiguous=True, host=None, data=None,
+                 addr=None):
         self.shape, self.dtype = tuple(shape), dtype
         self.device = device
         self.is_cuda = device is not None
         self._contiguous = contiguous
         self.host = host
+        self.data = (np.asarray(data, _NP[dtype.name]).reshape(self.shape) if data is not None
+                     else np.zeros(self.shape, _NP[dtype.name]))
         n = int(np.prod(self.shape)) * dtype.size
-        self.addr = _next[0]
-        _next[0] += (n + 255) // 256 * 256 + 256
-        if self.is_cuda:
-            allocs.append(self)
+        if addr is None:
+            addr = _next[0]
+            _next[0] += (n + 255) // 256 * 256 + 256
+            if self.is_cuda:
+                allocs.append(self)
+        self.addr = addr
+    def _new(self, data, view=False):
+        return Tensor(data.shape, _DTYPES[data.dtype], self.device, data=data,
+                      addr=self.addr if view else None)
     def dim(self):
         return len(self.shape)
     def data_ptr(self):
@@ -644,23 +657,67 @@ class Tensor:
     def is_contiguous(self):
         return self._contiguous
     def contiguous(self):
-        return self if self._contiguous else Tensor(self.shape, self.dtype, self.device)
+        return self if self._contiguous else Tensor(self.shape, self.dtype, self.device,
+                                                    data=self.data)
     def to(self, device=None, dtype=None):
+        if isinstance(device, DType):  # t.to(torch.int32)
+            device, dtype = None, device
         if (device is None or device == self.device) and (dtype is None or dtype is self.dtype):
             return self
-        return Tensor(self.shape, dtype or self.dtype, device or self.device, host=self.host)
+        dtype = dtype or self.dtype
+        return Tensor(self.shape, dtype, device or self.device, host=self.host,
+                      data=self.data.astype(_NP[dtype.name]))
     def numel(self):
         return int(np.prod(self.shape))
+    def reshape(self, *shape):
+        return self._new(self.data.reshape(*shape), view=True)
+    view = reshape
+    def __getitem__(self, key):
+        if isinstance(key, Tensor):
+            return self._new(self.data[key.data])
+        return self._new(self.data[key], view=True)
+    def __setitem__(self, key, value):
+        self.data[key.data if isinstance(key, Tensor) else key] = (
+            value.data if isinstance(value, Tensor) else value)
+    def add_(self, other):
+        self.data += other.data if isinstance(other, Tensor) else other
+        return self
+    def sum(self):
+        return self._new(np.array(self.data.sum()))
+    def max(self):
+        return self._new(np.array(self.data.max()))
+    def item(self):
+        Tensor.items += 1
+        return self.data.item()
+    def __lt__(self, o):
+        return self._new(self.data < o)
+    def __ge__(self, o):
+        return self._new(self.data >= o)
+    def __or__(self, o):
+        return self._new(self.data | o.data)
+    def __floordiv__(self, o):
+        return self._new(self.data // o)
 Tensor.__module__ = "torch"
 torch.Tensor = Tensor
+for n, size in (("int64", 8), ("bool", 1)):
+    setattr(torch, n, DType(n, size))
+_DTYPES = {np.dtype(v): getattr(torch, k) for k, v in _NP.items() if k != "bfloat16"}
 def empty(shape, device=None, dtype=None):
     return Tensor((shape,) if isinstance(shape, int) else shape, dtype, device)
 torch.empty = empty
-torch.zeros = empty
+preset = [0]  # the next zeros(1, int32): what a kernel would have counted in it
+def zeros(shape, device=None, dtype=None):
+    t = empty(shape, device, dtype)
+    if dtype is torch.int32 and t.shape == (1,):
+        t.data[0], preset[0] = preset[0], 0
+    return t
+torch.zeros = zeros
 def from_numpy(a):
-    return Tensor(a.shape, {np.dtype(np.int32): torch.int32,
-                            np.dtype(np.float32): torch.float32}[a.dtype], None, host=a)
+    return Tensor(a.shape, _DTYPES[a.dtype], None, host=a, data=a)
 torch.from_numpy = from_numpy
+torch.argsort = lambda t, stable=False: t._new(np.argsort(t.data, kind="stable"))
+torch.searchsorted = lambda a, v: a._new(np.searchsorted(a.data, v.data))
+torch.arange = lambda n, device=None, dtype=None: Tensor((n,), dtype, device, data=np.arange(n))
 class Stream:
     synced = 0
     def __eq__(self, other):
@@ -676,7 +733,9 @@ sys.modules["torch"] = torch
 
 import kiln
 #MOCK_LAUNCH
+'''
 
+TORCH_OPS_SCRIPT = TORCH_STANDIN + r'''
 dev = Device(0)
 B, Hq, Hkv, S, D = 1, 4, 2, 200, 64
 q = Tensor((B, Hq, S, D), torch.bfloat16, dev)
@@ -776,8 +835,10 @@ for call, exc, what in (
         (lambda: kiln.ops.depthwise_conv2d(Tensor((1, 9, 9, 4), torch.float32, dev),
                                            Tensor((3, 3, 4), torch.float32, Device(1))),
          TypeError, "'w' must be a PyTorch CUDA tensor on cuda:0"),
-        (lambda: kiln.ops.embedding(Tensor((10, 4), torch.float32, dev), np.array([1])),
-         TypeError, "kiln.ops.embedding: argument 'weight' is a CUDA device array")):
+        (lambda: kiln.ops.embedding(np.zeros((10, 4), np.float32),
+                                    Tensor((1,), torch.int32, dev)),
+         TypeError, "kiln.ops.embedding: argument 'ids' is a CUDA device array, and 'weight' "
+                    "is a host array")):
     try:
         call()
         sys.exit(f"accepted: {what}")
@@ -788,12 +849,165 @@ print("ok")
 '''
 
 
-def test_kiln_ops_attention_on_torch_cuda_tensors(tmp_path):
-    """kiln.ops.block_sparse_attention on PyTorch CUDA tensors (a stand-in
-    module here): compiled for the device's GPU (sm_90a on the mock driver's
-    compute capability 9.0), launched with the tensors' addresses, outputs
-    allocated by PyTorch, the host block mask copied to the device, the
-    tensor maps encoded by the driver."""
+TORCH_GATHERS_SCRIPT = TORCH_STANDIN + r'''
+dev = Device(0)
+def launched(fn):
+    l = mock.kiln_mock_last_launch().contents
+    assert l.function == fn, l.function
+    return list(l.params[:l.num_params]), tuple(l.grid)
+def fresh(before, **match):
+    return [t for t in allocs if t not in before and
+            all(getattr(t, k) == v for k, v in match.items())]
+def refused(call, exc, what):
+    count = mock.kiln_mock_last_launch().contents.count
+    try:
+        call()
+        sys.exit(f"accepted: {what}")
+    except exc as e:
+        assert what in str(e), e
+    assert mock.kiln_mock_last_launch().contents.count == count, what
+
+# embedding: bf16 rows, int64 ids (converted to int32 on the device), the
+# output allocated by PyTorch in the weight's type; the errors word read
+# once (the wait), an IndexError when it counts bad ids.
+weight = Tensor((500, 70), torch.bfloat16, dev)
+ids = Tensor((3, 11), torch.int64, dev, data=np.arange(33) * 7)
+before, items = list(allocs), Tensor.items
+out = kiln.ops.embedding(weight, ids)
+assert out.shape == (33, 70) and out.dtype is torch.bfloat16 and out.device == dev
+(ids32,) = fresh(before, dtype=torch.int32, shape=(3, 11))
+(word,) = fresh(before, dtype=torch.int32, shape=(1,))
+p, grid = launched(b"embedding")
+assert p == [weight.addr, ids32.addr, out.addr, word.addr, 33, 500, 70], p
+assert grid == (5, 1, 1) and Tensor.items == items + 1, (grid, Tensor.items)
+preset[0] = 3
+try:
+    kiln.ops.embedding(weight, ids)
+    sys.exit("a count of bad ids was not raised")
+except IndexError as e:
+    assert "embedding: 3 id(s) outside [0, 500)" in str(e) and e.partial.shape == (33, 70), e
+# With the caller's errors: counted there, nothing waited for.
+errors = Tensor((4,), torch.int32, dev)
+items = Tensor.items
+kiln.ops.embedding(weight, ids, errors=errors)
+p, _ = launched(b"embedding")
+assert p[3] == errors.addr and Tensor.items == items
+for bad, what in ((Tensor((1,), torch.int64, dev), "int64"),
+                  (Tensor((1,), torch.int32, Device(1)), "device 1"),
+                  (np.zeros(1, np.int32), "host array")):
+    refused(lambda: kiln.ops.embedding(weight, ids, errors=bad), TypeError,
+            "errors must be a contiguous int32 PyTorch CUDA tensor on cuda:0")
+
+# paged_kv_gather: f16 pages; a host block table (copied); max_len from the
+# device's seq_lens (read back: a wait).
+cache = Tensor((6, 16, 2, 8), torch.float16, dev)
+table = np.array([[0, 5, 3], [2, 4, 1]], np.int32)
+lens = Tensor((2,), torch.int32, dev, data=[40, 20])
+before = list(allocs)
+out = kiln.ops.paged_kv_gather(cache, table, lens)
+assert out.shape == (2, 40, 2, 8) and out.dtype is torch.float16, out.shape
+(tcopy,) = [t for t in fresh(before) if t.host is table]
+(word,) = fresh(before, dtype=torch.int32, shape=(1,))
+p, grid = launched(b"paged_kv_gather")
+assert p == [cache.addr, tcopy.addr, lens.addr, out.addr, word.addr, 2, 3, 6, 40, 16], p
+assert grid == (5, 1, 2), grid
+refused(lambda: kiln.ops.paged_kv_gather(cache, table, Tensor((3,), torch.int32, dev)),
+        ValueError, "seq_lens has shape (3,), expected (2,)")
+
+# moe_route on the device (PyTorch's sort and search): the same grouping as
+# the host's; bad expert ids raise, or are counted.
+rng = np.random.default_rng(5)
+topk = rng.integers(0, 5, (37, 2))
+want = kiln.ops.moe_route(topk, 5)
+got = kiln.ops.moe_route(Tensor((37, 2), torch.int64, dev, data=topk), 5)
+for g, w in zip(got, want):
+    assert g.is_cuda and g.dtype is torch.int32 and np.array_equal(g.data, w), (g.data, w)
+topk[4, 1] = 7
+try:
+    kiln.ops.moe_route(Tensor((37, 2), torch.int64, dev, data=topk), 5)
+    sys.exit("a bad expert id was not raised")
+except IndexError as e:
+    assert "moe_route: 1 expert id(s) outside [0, 5)" in str(e), e
+errors = Tensor((1,), torch.int32, dev, data=[2])
+items = Tensor.items
+kiln.ops.moe_route(Tensor((37, 2), torch.int64, dev, data=topk), 5, errors=errors)
+assert errors.data.tolist() == [3] and Tensor.items == items
+src, slots, offsets = got
+
+# moe_permute / moe_unpermute: the route's CUDA tensors go in as they are;
+# host weights are copied; f16 weights are converted to float32.
+x = Tensor((37, 50), torch.float32, dev)
+before = list(allocs)
+y = kiln.ops.moe_permute(x, src)
+(word,) = fresh(before, dtype=torch.int32, shape=(1,))
+p, grid = launched(b"moe_permute")
+assert p == [x.addr, src.addr, y.addr, word.addr, 74, 37, 50] and grid == (10, 1, 1), (p, grid)
+yb = Tensor((74, 50), torch.bfloat16, dev)
+for weights in (np.ones((37, 2), np.float32), Tensor((37, 2), torch.float16, dev)):
+    before = list(allocs)
+    out = kiln.ops.moe_unpermute(yb, slots, weights)
+    assert out.shape == (37, 50) and out.dtype is torch.bfloat16
+    (wcopy,) = fresh(before, dtype=torch.float32, shape=(37, 2))
+    (word,) = fresh(before, dtype=torch.int32, shape=(1,))
+    p, grid = launched(b"moe_unpermute")
+    assert p == [yb.addr, slots.addr, wcopy.addr, out.addr, word.addr, 37, 2, 74, 50], p
+    assert grid == (3, 1, 1), grid
+
+# DSA: the indexer and top-k in float32 (a bf16 key tensor converted), the
+# sparse attention on bf16 q and kv with torch.topk-style int64 indices.
+q = Tensor((20, 4, 32), torch.float32, dev)
+w = Tensor((20, 4), torch.float32, dev)
+k = Tensor((90, 32), torch.bfloat16, dev)
+before = list(allocs)
+scores = kiln.ops.dsa_indexer(q, w, k, q_offset=60)
+(kf,) = fresh(before, dtype=torch.float32, shape=(90, 32))
+p, grid = launched(b"dsa_indexer")
+assert scores.shape == (20, 90) and scores.dtype is torch.float32
+assert p == [q.addr, w.addr, kf.addr, scores.addr, 20, 90, 60] and grid == (2, 2, 1), (p, grid)
+top = kiln.ops.dsa_topk(scores, 70)
+p, grid = launched(b"dsa_topk")
+assert top.shape == (20, 70) and top.dtype is torch.int32
+assert p == [scores.addr, top.addr, 20, 90] and grid == (20, 1, 1), (p, grid)
+qq = Tensor((3, 16, 64), torch.bfloat16, dev)
+kv = Tensor((90, 64), torch.bfloat16, dev)
+idx = Tensor((3, 70), torch.int64, dev)
+before = list(allocs)
+out, lse = kiln.ops.dsa_sparse_attention(qq, kv, idx, 48)
+(idx32,) = fresh(before, dtype=torch.int32, shape=(3, 70))
+(word,) = fresh(before, dtype=torch.int32, shape=(1,))
+assert out.shape == (3, 16, 48) and lse.shape == (3, 16) and out.dtype is torch.float32
+p, grid = launched(b"dsa_sparse_attention")
+assert p[:10] == [qq.addr, kv.addr, idx32.addr, out.addr, lse.addr, word.addr, 3, 16, 90, 70], p
+assert struct.unpack("<f", struct.pack("<I", p[10] & 0xffffffff))[0] == np.float32(1 / 8)
+assert grid == (3, 1, 1), grid
+preset[0] = 2  # (the kernel ran; its count raises)
+try:
+    kiln.ops.dsa_sparse_attention(qq, kv, idx, 48)
+    sys.exit("a count of bad indices was not raised")
+except IndexError as e:
+    assert "dsa_sparse_attention: 2 index(es) outside [-1, 90)" in str(e), e
+count = mock.kiln_mock_last_launch().contents.count
+for call, exc, what in (
+        (lambda: kiln.ops.dsa_sparse_attention(np.zeros((3, 16, 64), np.float32), kv, idx, 48),
+         TypeError, "argument 'kv' is a CUDA device array, and 'q' is a host array"),
+        (lambda: kiln.ops.dsa_sparse_attention(qq, np.zeros((90, 64), np.float32), idx, 48),
+         TypeError, "'kv' must be a PyTorch CUDA tensor on cuda:0"),
+        (lambda: kiln.ops.dsa_sparse_attention(qq, kv, Tensor((3, 70), torch.int64, Device(1)),
+                                               48),
+         TypeError, "'indices' is on cuda:1, the data on cuda:0"),
+        (lambda: kiln.ops.dsa_sparse_attention(qq, kv, Tensor((4, 70), torch.int32, dev), 48),
+         ValueError, "indices [Sq, topk] expected")):
+    try:
+        call()
+        sys.exit(f"accepted: {what}")
+    except exc as e:
+        assert what in str(e), e
+assert mock.kiln_mock_last_launch().contents.count == count
+print("ok")
+'''
+
+
+def _run_torch_script(tmp_path, script_text):
     mock = os.path.join(ROOT, "build", "lib", "libkiln-mock-cuda.so")
     if not os.path.exists(mock):
         pytest.fail(f"mock CUDA driver not built: {mock}")
@@ -803,7 +1017,25 @@ def test_kiln_ops_attention_on_torch_cuda_tensors(tmp_path):
     for name in ("KILN_GPU_TARGET", "KILN_TARGET", "KILN_NUM_WARPS"):
         env.pop(name, None)
     script = tmp_path / "ops.py"
-    script.write_text(TORCH_OPS_SCRIPT.replace("#MOCK_LAUNCH\n", MOCK_LAUNCH))
+    script.write_text(script_text.replace("#MOCK_LAUNCH\n", MOCK_LAUNCH))
     r = subprocess.run([os.sys.executable, str(script)], capture_output=True, text=True,
                        env=env, timeout=600)
     assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
+
+
+def test_kiln_ops_gathers_and_dsa_on_torch_cuda_tensors(tmp_path):
+    """The gathers, moe_route and the DSA operators on PyTorch CUDA tensors
+    (the stand-in): compiled for sm_90a, launched with the tensors'
+    addresses (index tensors of other integer types converted, host ones
+    copied), outputs allocated by PyTorch in the data's type; the errors
+    count read back (a wait) and raised, or left in the caller's tensor."""
+    _run_torch_script(tmp_path, TORCH_GATHERS_SCRIPT)
+
+
+def test_kiln_ops_attention_on_torch_cuda_tensors(tmp_path):
+    """kiln.ops.block_sparse_attention on PyTorch CUDA tensors (a stand-in
+    module here): compiled for the device's GPU (sm_90a on the mock driver's
+    compute capability 9.0), launched with the tensors' addresses, outputs
+    allocated by PyTorch, the host block mask copied to the device, the
+    tensor maps encoded by the driver."""
+    _run_torch_script(tmp_path, TORCH_OPS_SCRIPT)

@@ -69,6 +69,64 @@ def test_moe_roundtrip(rng):
     assert_close(y, x[src].astype(np.float64), 0, 0)
     out = kiln.ops.moe_unpermute(y * 2, slots, w)
     assert_close(out, 2 * (w.sum(1, keepdims=True) * x.astype(np.float64)), 1e-5, 1e-5)
+    # f16 data: out in f16 (f32 accumulation, rounded once).
+    half = kiln.ops.moe_unpermute(y.astype(np.float16), slots, w, block_h=32)
+    ref = (w.astype(np.float64)[:, :, None] * y.astype(np.float16)[slots]).sum(1)
+    assert half.dtype == np.float16
+    assert_close(half.astype(np.float32), ref.astype(np.float16).astype(np.float64), 0, 1e-3)
+
+
+def test_bad_indices_raise_or_are_counted(rng):
+    """Indices outside their range read (or contribute) zeros and raise
+    IndexError, or, with `errors`, are added to errors[0] and nothing is
+    raised; -1 (an empty row, slot or key) is not an error."""
+    x = rng.standard_normal((37, 50)).astype(np.float32)
+    topk = rng.integers(0, 5, (37, 2))
+    topk[3, 1], topk[30, 0] = 5, -2
+    with pytest.raises(IndexError, match=r"moe_route: 2 expert id\(s\) outside \[0, 5\)"):
+        kiln.ops.moe_route(topk, 5)
+    errors = np.full(3, 7, np.int32)
+    src, slots, offsets = kiln.ops.moe_route(topk, 5, errors=errors)
+    assert errors.tolist() == [9, 7, 7]
+    # The bad ids' rows lie outside offsets[0]..offsets[5].
+    assert offsets[0] == 1 and offsets[-1] == 73
+    flat = topk.reshape(-1)
+    for e in range(5):
+        assert (flat[np.argsort(flat, kind="stable")][offsets[e]:offsets[e + 1]] == e).all()
+    assert (src[slots.reshape(-1)] == np.arange(74) // 2).all()
+    bad_src = src.copy()
+    bad_src[[2, 9, 40]] = [-4, 37, -1]
+    with pytest.raises(IndexError, match=r"moe_permute: 2 source row\(s\) outside \[-1, 37\)"):
+        kiln.ops.moe_permute(x, bad_src, block_h=16)
+    errors = np.zeros(1, np.int32)
+    y = kiln.ops.moe_permute(x, bad_src, block_h=16, errors=errors)
+    ref = x[np.clip(bad_src, 0, 36)].astype(np.float64)
+    ref[[2, 9, 40]] = 0
+    assert errors[0] == 2
+    assert_close(y, ref, 0, 0)
+    w = rng.random((37, 2)).astype(np.float32)
+    bad_slots = slots.copy()
+    bad_slots[5, 0], bad_slots[36, 1], bad_slots[7, 1] = 74, -9, -1
+    errors = np.zeros(1, np.int32)
+    out = kiln.ops.moe_unpermute(y, bad_slots, w, block_h=16, errors=errors)
+    keep = (bad_slots >= 0) & (bad_slots < 74)
+    ref = (np.where(keep, w, 0)[:, :, None] * y.astype(np.float64)[np.where(keep, bad_slots, 0)]).sum(1)
+    assert errors[0] == 2
+    assert_close(out, ref, 1e-5, 1e-5)
+    with pytest.raises(IndexError, match=r"moe_unpermute: 2 slot\(s\) outside \[-1, 74\)"):
+        kiln.ops.moe_unpermute(y, bad_slots, w, block_h=16)
+    cache = rng.standard_normal((6, 16, 8)).astype(np.float32)
+    table = np.array([[0, 5, 6], [2, -1, 1]], np.int32)
+    errors = np.zeros(1, np.int32)
+    kiln.ops.paged_kv_gather(cache, table, np.array([40, 20], np.int32), errors=errors)
+    assert errors[0] == 8 + 4  # page 6 holds tokens 32..39, page -1 tokens 16..19
+    with pytest.raises(IndexError, match="12 token"):
+        kiln.ops.paged_kv_gather(cache, table, np.array([40, 20], np.int32))
+    for bad in (np.zeros(1, np.int64), np.zeros(0, np.int32), [0]):
+        with pytest.raises(TypeError, match="errors must be a writable contiguous int32"):
+            kiln.ops.embedding(x, [1], errors=bad)
+    with pytest.raises(ValueError, match=r"weights has shape \(37, 3\)"):
+        kiln.ops.moe_unpermute(y, slots, np.zeros((37, 3), np.float32))
 
 
 
@@ -206,7 +264,14 @@ def test_dsa_sparse_attention_in_low_precision(rng, dtype):
         args = (q.astype(np.float16), kv.astype(np.float16))
         q, kv = (a.astype(np.float32) for a in args)
         round_p = lambda p: p.astype(np.float16)
-    out, lse = kiln.ops.dsa_sparse_attention(*args, idx, Dv, heads_block=hb, block_k=32)
+    # The out-of-range index is counted once per query, however many head
+    # blocks read it (two on the emulated targets).
+    errors = np.zeros(1, np.int32)
+    out, lse = kiln.ops.dsa_sparse_attention(*args, idx, Dv, heads_block=hb, block_k=32,
+                                             errors=errors)
+    assert errors[0] == 1
+    with pytest.raises(IndexError, match=r"1 index\(es\) outside \[-1, 200\)"):
+        kiln.ops.dsa_sparse_attention(*args, idx, Dv, heads_block=hb, block_k=32)
     assert out.dtype == np.float32 and out.shape == (Sq, Hq, Dv)
     for t in range(Sq):
         sel = idx[t][(idx[t] >= 0) & (idx[t] < Skv)]
