@@ -7,7 +7,8 @@
 //
 // Index gathers are kiln.gather over row views: an index that is out of range
 // reads zeros (never memory outside the table) and is counted in an `errors`
-// word that the host wrappers turn into an error.
+// word, which the Python wrappers raise as an IndexError or leave to a
+// caller that passed its own (docs/ops.md).
 //
 //===----------------------------------------------------------------------===//
 

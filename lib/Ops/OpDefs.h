@@ -27,8 +27,8 @@ mlir::Type elementType(mlir::MLIRContext *ctx, const std::string &name);
 void countErrors(KernelBuilder &k, mlir::Value bad, mlir::Value errorsPtr,
                  mlir::Value when = nullptr);
 
-/// Adds the number of nonzero lanes of `counts` (an i32 tile of 0/1 or
-/// counts) to errors[0] under the same conditions as countErrors.
+/// Adds the sum of `counts` (an i32 tile of per-lane counts) to errors[0]
+/// under the same conditions as countErrors.
 void addErrorCounts(KernelBuilder &k, mlir::Value counts, mlir::Value errorsPtr,
                     mlir::Value when = nullptr);
 

@@ -47,7 +47,8 @@ class _Launcher:
 def set_kernel_provider(provider):
     """Routes the operator functions' kernels through `provider(name, mods,
     config)` instead of the JIT; it returns an object whose launch(values,
-    grid) takes numpy arrays for pointers. With it the operators run without
+    grid) takes numpy arrays (or, for operators called on them, PyTorch CUDA
+    tensors) for pointers. With it the operators run without
     the compiler, on kernels compiled ahead of time, on any device the
     provider stages arrays to (test/gpu/check.py). None restores the JIT."""
     global _provider
@@ -131,7 +132,13 @@ def _f32(a, name):
     return a
 
 
-def _i32(a):
+def _i32(a, wide=-2):
+    """int32 indices; a value outside int32's range (from a wider integer
+    type) becomes `wide` rather than wrapping into range: by default -2,
+    which every index check counts as bad."""
+    a = np.asarray(a)
+    if a.dtype.kind in "iu" and a.dtype.itemsize >= 4 and a.dtype != np.int32 and a.size:
+        a = np.where((a < -2**31) | (a > 2**31 - 1), wide, a)
     return np.ascontiguousarray(a, dtype=np.int32)
 
 
@@ -184,11 +191,13 @@ class _Host:
     def same_type(self, **arrays):
         return _same_type(self.name, **arrays)
 
-    def ints(self, a, n):
-        return _i32(a)
+    def ints(self, a, n, wide=-2):
+        return _i32(a, wide)
 
     def f32(self, a, n):
         return _f32(a, n)
+
+    data32 = f32
 
     def empty(self, shape, dtype="f32"):
         return np.empty(tuple(shape), _NP_TYPES[dtype])
@@ -210,6 +219,7 @@ class _Host:
         return int(word.reshape(-1)[0])
 
     def maximum(self, a):
+        a = np.asarray(a)
         return int(a.max()) if a.size else 0
 
     def launch(self, kern, values, grid):
@@ -261,15 +271,27 @@ class _Torch:
             return a.to(device=self.dev, dtype=torch.float32).contiguous()
         return torch.from_numpy(_f32(a, n)).to(self.dev)
 
-    def ints(self, a, n):
+    def ints(self, a, n, wide=-2):
         """An int32 index operand (a PyTorch tensor of any integer type, as
-        torch.topk's int64, or numpy) on the device."""
+        torch.topk's int64, or numpy) on the device; int64 values outside
+        int32's range become `wide` (see _i32), not wrapped."""
         torch = self.torch
         if isinstance(a, torch.Tensor):
             if a.is_cuda and a.device != self.dev:
                 raise TypeError(f"{self.name}: '{n}' is on {a.device}, the data on {self.dev}")
+            if a.dtype is torch.int64:
+                a = torch.where((a < -2**31) | (a > 2**31 - 1), wide, a)
             return a.to(device=self.dev, dtype=torch.int32).contiguous()
-        return torch.from_numpy(_i32(a)).to(self.dev)
+        return torch.from_numpy(_i32(a, wide)).to(self.dev)
+
+    def data32(self, a, n):
+        """A float32 data operand: a PyTorch CUDA tensor on the device, of
+        any floating type (converted)."""
+        torch = self.torch
+        if not (isinstance(a, torch.Tensor) and a.is_cuda and a.device == self.dev):
+            raise TypeError(f"{self.name}: '{n}' must be a PyTorch CUDA tensor on {self.dev}, "
+                            "like the first array")
+        return a.to(dtype=torch.float32).contiguous()
 
     def empty(self, shape, dtype="f32"):
         return self.torch.empty(tuple(shape), device=self.dev, dtype=self._dtype(dtype))
@@ -303,6 +325,9 @@ class _Torch:
         return int(word.item())
 
     def maximum(self, a):
+        """max(a) for a shape: read back from a CUDA tensor (a wait)."""
+        if not isinstance(a, self.torch.Tensor):
+            return _Host.maximum(self, a)
         return int(a.max().item()) if a.numel() else 0
 
     def launch(self, kern, values, grid):
@@ -388,7 +413,11 @@ def paged_kv_gather(cache, block_table, seq_lens, max_len=None, block_t=8, block
     side = _side("paged_kv_gather", dict(cache=cache, block_table=block_table,
                                          seq_lens=seq_lens, errors=errors))
     (cache,), dtype = side.same_type(cache=cache)
-    block_table, seq_lens = side.ints(block_table, "block_table"), side.ints(seq_lens, "seq_lens")
+    if max_len is None:
+        max_len = side.maximum(seq_lens)
+    # (A length past int32 is capped: its tokens past the table are counted.)
+    block_table = side.ints(block_table, "block_table")
+    seq_lens = side.ints(seq_lens, "seq_lens", wide=2**31 - 1)
     num_blocks, block_size = cache.shape[:2]
     row_shape = tuple(cache.shape[2:])
     width = int(np.prod(row_shape)) if row_shape else 1
@@ -396,8 +425,6 @@ def paged_kv_gather(cache, block_table, seq_lens, max_len=None, block_t=8, block
     if tuple(seq_lens.shape) != (batch,):
         raise ValueError(f"paged_kv_gather: seq_lens has shape {tuple(seq_lens.shape)}, "
                          f"expected ({batch},)")
-    if max_len is None:
-        max_len = side.maximum(seq_lens)
     out = side.empty((batch, max_len) + row_shape, dtype)
     word = side.errors(errors)
     if batch and max_len and width:
@@ -422,10 +449,12 @@ def moe_route(topk_ids, num_experts, errors=None):
     tensor of any integer type (as torch.topk returns): then computed by
     PyTorch on its device, and the results are CUDA tensors."""
     side = _side("moe_route", dict(topk_ids=topk_ids, errors=errors))
+    if isinstance(side, _Host):
+        topk_ids = np.asarray(topk_ids)
     tokens, k = topk_ids.shape
     word = side.errors(errors)
     if isinstance(side, _Host):
-        flat = np.asarray(topk_ids).reshape(-1)
+        flat = topk_ids.reshape(-1)
         order = np.argsort(flat, kind="stable")
         word.reshape(-1)[:1] += np.count_nonzero((flat < 0) | (flat >= num_experts))
         src_rows = (order // k).astype(np.int32)
@@ -434,14 +463,14 @@ def moe_route(topk_ids, num_experts, errors=None):
         offsets = np.searchsorted(flat[order], np.arange(num_experts + 1)).astype(np.int32)
     else:
         torch = side.torch
-        flat = topk_ids.reshape(-1)
+        flat = topk_ids.reshape(-1).to(torch.int64)
         order = torch.argsort(flat, stable=True)
         word.view(-1)[:1].add_(((flat < 0) | (flat >= num_experts)).sum().to(torch.int32))
         src_rows = (order // k).to(torch.int32)
         slot_rows = torch.empty(flat.shape[0], device=side.dev, dtype=torch.int32)
         slot_rows[order] = torch.arange(flat.shape[0], device=side.dev, dtype=torch.int32)
         offsets = torch.searchsorted(flat[order].contiguous(), torch.arange(
-            num_experts + 1, device=side.dev, dtype=flat.dtype)).to(torch.int32)
+            num_experts + 1, device=side.dev, dtype=torch.int64)).to(torch.int32)
     _bad_indices(side, word, errors,
                  lambda c: f"moe_route: {c} expert id(s) outside [0, {num_experts})")
     return src_rows, slot_rows.reshape(tokens, k), offsets
@@ -831,7 +860,7 @@ def dsa_indexer(q, w, k, q_offset=0, causal=True, block_t=16, block_s=64):
     when causal. float32 (other types are converted); on PyTorch CUDA
     tensors the result is one."""
     side = _side("dsa_indexer", dict(q=q, w=w, k=k))
-    q, w, k = side.f32(q, "q"), side.f32(w, "w"), side.f32(k, "k")
+    q, w, k = side.data32(q, "q"), side.data32(w, "w"), side.data32(k, "k")
     T, H, D = q.shape
     S = k.shape[0]
     if tuple(w.shape) != (T, H) or tuple(k.shape) != (S, D):
@@ -850,7 +879,7 @@ def dsa_topk(scores, k, block=256):
     index order; ties to the lower index; -1 padding). scores: float32
     (other types are converted), or a PyTorch CUDA tensor."""
     side = _side("dsa_topk", dict(scores=scores))
-    scores = side.f32(scores, "scores")
+    scores = side.data32(scores, "scores")
     T, S = scores.shape
     out = side.empty((T, k), "i32")
     if T and k:

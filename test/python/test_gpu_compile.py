@@ -348,7 +348,8 @@ for call in (lambda: add[(4,)](*(np.zeros(n, np.float32) for _ in range(3)), n, 
     except ValueError as e:
         assert "KILN_TARGET=sm_80" in str(e) and "host" in str(e), e
 del os.environ["KILN_TARGET"]
-# kiln.ops runs on host arrays: a CUDA array is refused by name.
+# kiln.ops takes host arrays or PyTorch CUDA tensors: another CUDA array is
+# refused by name.
 for call, arg in ((lambda: kiln.ops.embedding(xs[0], np.array([1])), "weight"),
                   (lambda: kiln.ops.dsa_topk(xs[1], 4), "scores")):
     try:
@@ -693,6 +694,8 @@ class Tensor:
         return self._new(self.data < o)
     def __ge__(self, o):
         return self._new(self.data >= o)
+    def __gt__(self, o):
+        return self._new(self.data > o)
     def __or__(self, o):
         return self._new(self.data | o.data)
     def __floordiv__(self, o):
@@ -718,6 +721,7 @@ torch.from_numpy = from_numpy
 torch.argsort = lambda t, stable=False: t._new(np.argsort(t.data, kind="stable"))
 torch.searchsorted = lambda a, v: a._new(np.searchsorted(a.data, v.data))
 torch.arange = lambda n, device=None, dtype=None: Tensor((n,), dtype, device, data=np.arange(n))
+torch.where = lambda c, x, y: y._new(np.where(c.data, x, y.data).astype(y.data.dtype))
 class Stream:
     synced = 0
     def __eq__(self, other):
@@ -872,10 +876,12 @@ def refused(call, exc, what):
 # once (the wait), an IndexError when it counts bad ids.
 weight = Tensor((500, 70), torch.bfloat16, dev)
 ids = Tensor((3, 11), torch.int64, dev, data=np.arange(33) * 7)
+ids.data[1, 2] = 2**32 + 5  # not wrapped to 5: -2, counted by the kernel
 before, items = list(allocs), Tensor.items
 out = kiln.ops.embedding(weight, ids)
 assert out.shape == (33, 70) and out.dtype is torch.bfloat16 and out.device == dev
 (ids32,) = fresh(before, dtype=torch.int32, shape=(3, 11))
+assert ids32.data[1, 2] == -2 and ids32.data[1, 3] == 14 * 7, ids32.data
 (word,) = fresh(before, dtype=torch.int32, shape=(1,))
 p, grid = launched(b"embedding")
 assert p == [weight.addr, ids32.addr, out.addr, word.addr, 33, 500, 70], p
