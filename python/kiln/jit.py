@@ -14,6 +14,7 @@ import numpy as np
 from . import language as kl
 from . import runtime as runtime_module
 from .frontend import CodeGen, CompilationError, Pointer, Tile, parse_function
+from .runtime import _stream_handle
 from .runtime import bf16, cuda_array_view  # noqa: F401  (kiln.bf16 lives with the runtime)
 
 _jit_lock = threading.Lock()
@@ -459,6 +460,13 @@ class JITFunction:
             wait = kwargs.pop("wait")
             if not isinstance(wait, bool):
                 raise ValueError(f"{self.__name__}: wait must be True or False, got {wait!r}")
+        # stream= (GPU targets): queue on the caller's CUDA stream instead
+        # (a torch.cuda.Stream, anything with __cuda_stream__, or a handle).
+        stream = None
+        if "stream" in kwargs and "stream" not in names:
+            stream = kwargs.pop("stream")
+            if stream is not None:
+                stream = _stream_handle(stream)
         bound = self.bind(args, kwargs)
         meta = {p.name: a.value for p, a in zip(self.params, bound) if a.kind == "const"}
         if callable(grid):
@@ -474,7 +482,10 @@ class JITFunction:
         ck = self.specialize(bound, len(grid), options.get("num_warps"),
                              options.get("num_stages"))
         values = [a.value for a in bound if a.kind != "const"]
-        ck.kernel.launch(values, list(grid), wait)
+        if stream is None:
+            ck.kernel.launch(values, list(grid), wait)
+        else:
+            ck.kernel.launch(values, list(grid), wait, stream)
         return ck
 
     def synchronize(self):

@@ -37,18 +37,23 @@ class _Launcher:
 
     def __init__(self, kernel):
         self.kernel = kernel
+        self.scratch_bytes = kernel.scratch_bytes
 
-    def launch(self, values, grid, wait=True):
-        self.kernel.launch([v.ctypes.data if isinstance(v, np.ndarray)
-                            else v.data_ptr() if hasattr(v, "data_ptr") else v
-                            for v in values], grid, wait)
+    def launch(self, values, grid, wait=True, stream=None):
+        values = [v.ctypes.data if isinstance(v, np.ndarray)
+                  else v.data_ptr() if hasattr(v, "data_ptr") else v for v in values]
+        if stream is None:
+            self.kernel.launch(values, grid, wait)
+        else:
+            self.kernel.launch(values, grid, wait, stream)
 
 
 def set_kernel_provider(provider):
     """Routes the operator functions' kernels through `provider(name, mods,
     config)` instead of the JIT; it returns an object whose launch(values,
-    grid) takes numpy arrays (or, for operators called on them, PyTorch CUDA
-    tensors) for pointers. With it the operators run without
+    grid, wait=True, stream=None) takes numpy arrays (or, for operators
+    called on them, PyTorch CUDA tensors) for pointers; on PyTorch tensors
+    the operators pass wait=False and the current stream's handle. With it the operators run without
     the compiler, on kernels compiled ahead of time, on any device the
     provider stages arrays to (test/gpu/check.py). None restores the JIT."""
     global _provider
@@ -331,14 +336,20 @@ class _Torch:
         return int(a.max().item()) if a.numel() else 0
 
     def launch(self, kern, values, grid):
-        # The runtime's stream is ordered with the legacy default stream,
-        # where PyTorch works unless told otherwise: then the launch is only
-        # queued, as PyTorch's own kernels are. Under another stream, that
-        # stream's work is waited for first, and the kernel too.
+        # Queued on PyTorch's current stream, as PyTorch's own kernels are:
+        # ordered with its work, nothing waited for, and capturable into a
+        # CUDA graph. A kernel with scratch memory (tensor maps built on the
+        # device, KILN_TMA_MAPS=device) runs on the runtime's stream instead,
+        # which is ordered with the legacy default stream: under another
+        # stream, that stream is waited for first, and the kernel too.
         torch = self.torch
-        on_default = torch.cuda.current_stream(self.dev) == torch.cuda.default_stream(self.dev)
+        stream = torch.cuda.current_stream(self.dev)
+        if not getattr(kern, "scratch_bytes", 0):
+            kern.launch(values, grid, wait=False, stream=stream.cuda_stream)
+            return
+        on_default = stream == torch.cuda.default_stream(self.dev)
         if not on_default:
-            torch.cuda.current_stream(self.dev).synchronize()
+            stream.synchronize()
         kern.launch(values, grid, wait=not on_default)
 
 

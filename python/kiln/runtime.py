@@ -52,11 +52,19 @@ class Bundle:
         kernel = self._kernel
         signature = self._signature
 
-        def launch(*args, wait=True):
+        def launch(*args, wait=True, stream=None):
             """wait=False (GPU bundles): the kernel is queued on the runtime's
             stream, which is ordered with the legacy default stream (PyTorch's
             default), and the call returns; the arrays must stay alive until
-            it ran. Bundle.synchronize() waits and reports its errors."""
+            it ran. Bundle.synchronize() waits and reports its errors.
+            stream: the caller's CUDA stream instead (a torch.cuda.Stream,
+            anything with __cuda_stream__, or a CUstream handle as an int;
+            0 is the legacy default stream): with wait=False the kernel is
+            only queued there (and can be captured into a CUDA graph);
+            with wait=True that stream is waited for. Bundle.synchronize()
+            does not wait for it. A kernel with scratch memory refuses it."""
+            if stream is not None:
+                stream = _stream_handle(stream)
             values = []
             device = None  # read once per launch, at the first CUDA array
             for (name, kind), a in zip(signature, args):
@@ -99,7 +107,10 @@ class Bundle:
                     values.append(a.ctypes.data)
                 else:
                     values.append(a)
-            kernel.launch(values, list(grid), wait)
+            if stream is None:
+                kernel.launch(values, list(grid), wait)
+            else:
+                kernel.launch(values, list(grid), wait, stream)
 
         return launch
 
@@ -171,6 +182,24 @@ class _NoTorch:
 
 
 _TORCH_TENSOR_TYPES = _NoTorch()
+
+
+def _stream_handle(stream):
+    """A CUDA stream's handle (its CUstream as an int) from an int, a
+    PyTorch stream (`.cuda_stream`) or an object with `__cuda_stream__`
+    (CUDA Python's protocol: a (version, handle) pair)."""
+    if isinstance(stream, (int, np.integer)) and not isinstance(stream, bool):
+        if stream < 0:
+            raise ValueError(f"stream must be a CUstream handle (>= 0), got {stream}")
+        return int(stream)
+    handle = getattr(stream, "cuda_stream", None)
+    if handle is None and hasattr(stream, "__cuda_stream__"):
+        pair = stream.__cuda_stream__()
+        handle = pair[1] if isinstance(pair, tuple) and len(pair) == 2 else None
+    if isinstance(handle, (int, np.integer)) and not isinstance(handle, bool) and handle >= 0:
+        return int(handle)
+    raise TypeError("stream must be a CUDA stream: a torch.cuda.Stream, an object with "
+                    f"__cuda_stream__, or a CUstream handle (int); got {type(stream).__name__}")
 
 
 def _check_device(index, name):

@@ -15,6 +15,7 @@
 #include <pybind11/stl.h>
 
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,9 +51,12 @@ std::shared_ptr<kiln_runtime> &defaultRuntime() {
 }
 
 /// Converts the Python arguments by the kernel's signature and launches;
-/// with `wait` false a GPU kernel is only queued (kiln_launch_async).
+/// with `wait` false a GPU kernel is only queued (kiln_launch_async), and
+/// with a `stream` (a CUstream's address) it goes to that stream
+/// (kiln_launch_on_stream).
 void launch(PyKernel &k, const std::vector<py::object> &args,
-            const std::vector<int64_t> &grid, bool wait) {
+            const std::vector<int64_t> &grid, bool wait,
+            std::optional<uintptr_t> stream) {
   size_t n = kiln_kernel_num_args(k.handle);
   if (args.size() != n)
     throw py::type_error("kernel '" + std::string(kiln_kernel_name(k.handle)) +
@@ -119,9 +123,14 @@ void launch(PyKernel &k, const std::vector<py::object> &args,
   kiln_status st;
   {
     py::gil_scoped_release release;
-    st = wait ? kiln_launch(k.runtime, k.handle, packed.data(), packed.size(), g)
-              : kiln_launch_async(k.runtime, k.handle, packed.data(),
-                                  packed.size(), g);
+    if (stream)
+      st = kiln_launch_on_stream(k.runtime, k.handle, packed.data(),
+                                 packed.size(), g,
+                                 reinterpret_cast<void *>(*stream), wait);
+    else
+      st = wait ? kiln_launch(k.runtime, k.handle, packed.data(), packed.size(), g)
+                : kiln_launch_async(k.runtime, k.handle, packed.data(),
+                                    packed.size(), g);
   }
   if (st)
     raise(st);
@@ -158,7 +167,7 @@ void kiln::python::bindRuntime(py::module &m) {
   py::register_exception<LaunchError>(m, "LaunchError", PyExc_RuntimeError);
   py::class_<PyKernel>(m, "Kernel", py::module_local())
       .def("launch", &launch, py::arg("args"), py::arg("grid"),
-           py::arg("wait") = true)
+           py::arg("wait") = true, py::arg("stream") = py::none())
       .def(
           "synchronize",
           [](PyKernel &k) {
@@ -181,6 +190,9 @@ void kiln::python::bindRuntime(py::module &m) {
           "target", [](PyKernel &k) { return kiln_kernel_target(k.handle); })
       .def_property_readonly(
           "grid_rank", [](PyKernel &k) { return kiln_kernel_grid_rank(k.handle); })
+      .def_property_readonly(
+          "scratch_bytes",
+          [](PyKernel &k) { return kiln_kernel_scratch_bytes(k.handle); })
       .def_property_readonly("features", [](PyKernel &k) {
         std::vector<std::string> f;
         for (size_t i = 0; i < kiln_kernel_num_features(k.handle); ++i)

@@ -214,6 +214,10 @@ int kiln_kernel_is_gpu(const kiln_kernel *kernel) {
   return kernel && kernel->isGpu() ? 1 : 0;
 }
 
+uint32_t kiln_kernel_scratch_bytes(const kiln_kernel *kernel) {
+  return kernel ? kernel->manifest.scratchBytes : 0;
+}
+
 int kiln_kernel_grid_rank(const kiln_kernel *kernel) {
   return kernel ? kernel->manifest.gridRank : 0;
 }

@@ -50,6 +50,14 @@ constexpr int64_t kMaxPrograms = int64_t(1) << 62;
 /// the shared counter is not contended.
 constexpr int64_t kChunksPerThread = 8;
 
+/// Where a GPU launch goes: the runtime's stream, or (`external`) the
+/// caller's `caller` stream; `synchronize`: wait for it after queueing.
+struct StreamChoice {
+  bool synchronize;
+  bool external;
+  cuda::CUstream caller;
+};
+
 kiln_status checkHandles(const kiln_runtime *runtime, const kiln_kernel *kernel,
                          const char *function) {
   if (!runtime)
@@ -245,11 +253,13 @@ kiln_status runJob(kiln_runtime *runtime, GridJob &job) {
 /// scratch slot when the kernel has one) on the GPU or the pool.
 kiln_status dispatch(kiln_runtime *runtime, kiln_kernel *kernel,
                      PackedArgs &args, void *const *packed, size_t scratchBytes,
-                     const int64_t grid[3], bool synchronize, GridJob &job) {
+                     const int64_t grid[3], const StreamChoice &stream,
+                     GridJob &job) {
   if (kernel->isGpu())
-    return cuda::launchGpuKernel(runtime->gpuStream, kernel->gpu,
+    return cuda::launchGpuKernel(runtime->gpuStream, stream.external,
+                                 stream.caller, kernel->gpu,
                                  kernel->manifest.name, packed, scratchBytes,
-                                 &args.scratchBase, grid, synchronize);
+                                 &args.scratchBase, grid, stream.synchronize);
   // CPU kernels always run synchronously, so the scratch memory can be freed
   // when the job returns.
   CpuScratch scratch;
@@ -307,10 +317,11 @@ size_t scalarBytes(kiln_dtype dtype) {
   }
 }
 
-/// kiln_launch and kiln_launch_async: validate, pack, run.
+/// kiln_launch, kiln_launch_async and kiln_launch_on_stream: validate, pack,
+/// run.
 kiln_status launchArgs(kiln_runtime *runtime, kiln_kernel *kernel,
                        const kiln_arg *args, size_t num_args,
-                       const int64_t grid[3], bool synchronize,
+                       const int64_t grid[3], const StreamChoice &stream,
                        const char *function) {
   try {
     if (kiln_status status = checkHandles(runtime, kernel, function))
@@ -326,6 +337,13 @@ kiln_status launchArgs(kiln_runtime *runtime, kiln_kernel *kernel,
     size_t scratchBytes = 0;
     if (kiln_status status = scratchSize(kernel, job, scratchBytes))
       return status;
+    if (stream.external && kernel->isGpu() && kernel->manifest.scratchBytes > 0)
+      return makeStatus(
+          KILN_ERROR_INVALID_ARGUMENT,
+          "%s: kernel '%s' uses scratch memory (launch scratch_bytes %u), "
+          "which belongs to the runtime's stream: launch it with kiln_launch "
+          "or kiln_launch_async",
+          function, kernel->manifest.name.c_str(), kernel->manifest.scratchBytes);
 
     // Every union member starts at the union's address, so &value points at
     // the argument's value in the kernel ABI's sense: at the void* for a
@@ -341,7 +359,7 @@ kiln_status launchArgs(kiln_runtime *runtime, kiln_kernel *kernel,
     if (kiln_status status = encodeMaps(kernel, args, packedArgs, function))
       return status;
     return dispatch(runtime, kernel, packedArgs, packed, scratchBytes, grid,
-                    synchronize, job);
+                    stream, job);
   } catch (const std::bad_alloc &) {
     return outOfMemoryStatus();
   } catch (...) {
@@ -356,15 +374,25 @@ extern "C" {
 kiln_status kiln_launch(kiln_runtime *runtime, kiln_kernel *kernel,
                         const kiln_arg *args, size_t num_args,
                         const int64_t grid[3]) {
-  return launchArgs(runtime, kernel, args, num_args, grid, true,
-                    "kiln_launch");
+  return launchArgs(runtime, kernel, args, num_args, grid,
+                    StreamChoice{true, false, nullptr}, "kiln_launch");
 }
 
 kiln_status kiln_launch_async(kiln_runtime *runtime, kiln_kernel *kernel,
                               const kiln_arg *args, size_t num_args,
                               const int64_t grid[3]) {
-  return launchArgs(runtime, kernel, args, num_args, grid, false,
-                    "kiln_launch_async");
+  return launchArgs(runtime, kernel, args, num_args, grid,
+                    StreamChoice{false, false, nullptr}, "kiln_launch_async");
+}
+
+kiln_status kiln_launch_on_stream(kiln_runtime *runtime, kiln_kernel *kernel,
+                                  const kiln_arg *args, size_t num_args,
+                                  const int64_t grid[3], void *stream,
+                                  int synchronize) {
+  return launchArgs(runtime, kernel, args, num_args, grid,
+                    StreamChoice{synchronize != 0, true,
+                                 static_cast<cuda::CUstream>(stream)},
+                    "kiln_launch_on_stream");
 }
 
 kiln_status kiln_synchronize(kiln_runtime *runtime) {
@@ -429,7 +457,7 @@ kiln_status kiln_launch_packed(kiln_runtime *runtime, kiln_kernel *kernel,
         return status;
     }
     return dispatch(runtime, kernel, packedArgs, packed, scratchBytes, grid,
-                    true, job);
+                    StreamChoice{true, false, nullptr}, job);
   } catch (const std::bad_alloc &) {
     return outOfMemoryStatus();
   } catch (...) {

@@ -152,7 +152,9 @@ class _OpKernel:
     def __init__(self, path):
         self.path = path
 
-    def launch(self, values, grid, wait=True):
+    def launch(self, values, grid, wait=True, stream=None):
+        # (Always waits: staged numpy arrays are copied back, PyTorch ones
+        # are synchronized.)
         launch(self.path, grid, values)
 
 

@@ -541,6 +541,46 @@ try:
     sys.exit("an unknown keyword was accepted")
 except TypeError as e:
     assert "nope" in str(e), e
+# stream=: the caller's CUDA stream (made by the driver in the primary
+# context, as PyTorch's are): a handle, a torch.cuda.Stream-like object
+# (.cuda_stream) or CUDA Python's __cuda_stream__ protocol. The kernel is
+# queued there (wait=False: nothing waited for; wait=True: that stream is).
+ctx, prev, handle = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
+assert mock.cuCtxGetCurrent(ctypes.byref(prev)) == 0
+assert mock.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0) == 0
+assert mock.cuCtxSetCurrent(ctx) == 0 and mock.cuStreamCreate(ctypes.byref(handle), 0) == 0
+assert mock.cuCtxSetCurrent(prev) == 0
+class TorchLikeStream:
+    cuda_stream = handle.value
+class ProtocolStream:
+    def __cuda_stream__(self):
+        return (0, handle.value)
+class Counters(ctypes.Structure):
+    _fields_ = [("ints", ctypes.c_int * 8)]  # module_loads .. stream_syncs
+mock.kiln_mock_get_counters.restype = ctypes.POINTER(Counters)
+syncs = lambda: mock.kiln_mock_get_counters().contents.ints[7]
+for stream in (handle.value, TorchLikeStream(), ProtocolStream()):
+    before = syncs()
+    add[(2,)](*ts, n, BLOCK=256, stream=stream, wait=False)
+    assert mock.kiln_mock_last_launch().contents.stream == handle.value
+    gpu_b[(2,)](*ts, n, stream=stream, wait=False)
+    l = mock.kiln_mock_last_launch().contents
+    assert l.stream == handle.value and tuple(l.grid) == (2, 1, 1)
+    assert syncs() == before, "a launch on the caller's stream waited"
+    gpu_b[(2,)](*ts, n, stream=stream)
+    assert syncs() == before + 1, "wait=True did not wait for the caller's stream"
+add[(2,)](*ts, n, BLOCK=256, stream=0, wait=False)
+assert not mock.kiln_mock_last_launch().contents.stream  # the legacy default stream
+for stream, exc, what in (("s", TypeError, "stream must be a CUDA stream"),
+                          (-1, ValueError, "CUstream handle (>= 0)"),
+                          (True, TypeError, "stream must be a CUDA stream")):
+    for call in (lambda: add[(1,)](*ts, n, BLOCK=256, stream=stream),
+                 lambda: gpu_b[(1,)](*ts, n, stream=stream)):
+        try:
+            call()
+            sys.exit(f"stream={stream!r} was accepted")
+        except exc as e:
+            assert what in str(e), e
 print("ok")
 '''
 
@@ -724,11 +764,13 @@ torch.arange = lambda n, device=None, dtype=None: Tensor((n,), dtype, device, da
 torch.where = lambda c, x, y: y._new(np.where(c.data, x, y.data).astype(y.data.dtype))
 class Stream:
     synced = 0
+    def __init__(self, handle):
+        self.cuda_stream = handle
     def __eq__(self, other):
         return other is self
     def synchronize(self):
         Stream.synced += 1
-default, side = Stream(), Stream()
+default, side = Stream(0), Stream(None)  # side's handle: from the driver, below
 current = [default]
 cuda = types.SimpleNamespace(current_stream=lambda d=None: current[0],
                              default_stream=lambda d=None: default)
@@ -737,6 +779,12 @@ sys.modules["torch"] = torch
 
 import kiln
 #MOCK_LAUNCH
+# The side stream: one the (mock) driver made, as PyTorch's are, in the
+# primary context.
+ctx, handle = ctypes.c_void_p(), ctypes.c_void_p()
+assert mock.cuInit(0) == 0 and mock.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0) == 0
+assert mock.cuCtxSetCurrent(ctx) == 0 and mock.cuStreamCreate(ctypes.byref(handle), 0) == 0
+side.cuda_stream = handle.value
 '''
 
 TORCH_OPS_SCRIPT = TORCH_STANDIN + r'''
@@ -775,10 +823,13 @@ assert tuple(l.block) == (128, 1, 1)  # block 64: the default 4 warps
 kiln.ops.block_sparse_attention(q, k, v, kiln.ops.block_mask(causal, B, Hq, S, S, block=128),
                                 "causal")
 assert tuple(mock.kiln_mock_last_launch().contents.block) == (256, 1, 1)
-# Under another stream: its work is waited for (the launch is synchronous).
+# On PyTorch's current stream (the legacy default one above, handle 0):
+# under another stream the kernel is queued there, nothing waited for.
+assert not mock.kiln_mock_last_launch().contents.stream
 current[0] = side
 kiln.ops.block_sparse_attention(q, k, v, mask, "causal")
-assert Stream.synced == 1
+assert mock.kiln_mock_last_launch().contents.stream == side.cuda_stream
+assert Stream.synced == 0
 current[0] = default
 # k on the host, mixed dtypes, a bad out_dtype: refused before launching.
 count = mock.kiln_mock_last_launch().contents.count

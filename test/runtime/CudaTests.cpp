@@ -67,6 +67,10 @@ struct Mock {
   kiln_mock_fail_next_fn failNext;
   kiln_mock_allocation_size_fn allocationSize;
   int (*ctxGetCurrent)(void **);
+  int (*ctxSetCurrent)(void *);
+  int (*primaryCtxRetain)(void **, int);
+  int (*streamCreate)(void **, unsigned);
+  int (*streamDestroy)(void *);
 
   static Mock &get() {
     static Mock mock = [] {
@@ -86,8 +90,17 @@ struct Mock {
           dlsym(handle, "kiln_mock_allocation_size"));
       m.ctxGetCurrent = reinterpret_cast<int (*)(void **)>(
           dlsym(handle, "cuCtxGetCurrent"));
+      m.ctxSetCurrent =
+          reinterpret_cast<int (*)(void *)>(dlsym(handle, "cuCtxSetCurrent"));
+      m.primaryCtxRetain = reinterpret_cast<int (*)(void **, int)>(
+          dlsym(handle, "cuDevicePrimaryCtxRetain"));
+      m.streamCreate = reinterpret_cast<int (*)(void **, unsigned)>(
+          dlsym(handle, "cuStreamCreate"));
+      m.streamDestroy =
+          reinterpret_cast<int (*)(void *)>(dlsym(handle, "cuStreamDestroy_v2"));
       REQUIRE((m.lastLaunch && m.counters && m.setDevice && m.failNext &&
-               m.allocationSize && m.ctxGetCurrent));
+               m.allocationSize && m.ctxGetCurrent && m.ctxSetCurrent &&
+               m.primaryCtxRetain && m.streamCreate && m.streamDestroy));
       return m;
     }();
     return mock;
@@ -743,6 +756,66 @@ TEST_CASE("asynchronous launches and kiln_synchronize", "[mock]") {
   CHECK(mock.counters()->stream_destroys == destroyed + 1);
 }
 
+TEST_CASE("launches on the caller's stream", "[mock]") {
+  if (!inMockProcess())
+    return;
+  Mock &mock = Mock::get();
+  KernelPtr kernel = loadOk(ptxBundle());
+  CHECK(kiln_kernel_scratch_bytes(kernel.get()) == 0);
+  CHECK(kiln_kernel_scratch_bytes(nullptr) == 0);
+  RuntimePtr runtime = makeRuntime();
+  DeviceBuffer buffer(16);
+  kiln_arg args[] = {ptrArg(buffer.pointer, KILN_DTYPE_F32),
+                     ptrArg(buffer.pointer, KILN_DTYPE_F32),
+                     ptrArg(buffer.pointer, KILN_DTYPE_F32), i32Arg(4)};
+  int64_t grid[3] = {3, 1, 1};
+  // A stream of the caller's (as PyTorch makes them, in the primary
+  // context, current on this thread while it is created).
+  void *context = nullptr, *previous = nullptr, *stream = nullptr;
+  REQUIRE(mock.ctxGetCurrent(&previous) == 0);
+  REQUIRE(mock.primaryCtxRetain(&context, 0) == 0);
+  REQUIRE(mock.ctxSetCurrent(context) == 0);
+  REQUIRE(mock.streamCreate(&stream, 0) == 0);
+  REQUIRE(mock.ctxSetCurrent(previous) == 0);
+  int creates = mock.counters()->stream_creates;
+  int syncs = mock.counters()->stream_syncs;
+  int launches = mock.lastLaunch()->count;
+
+  // Queued there, nothing waited for, the runtime's own stream not made.
+  REQUIRE(Status(kiln_launch_on_stream(runtime.get(), kernel.get(), args, 4,
+                                       grid, stream, 0))
+              .ok());
+  CHECK(mock.lastLaunch()->count == launches + 1);
+  CHECK(mock.lastLaunch()->stream == stream);
+  CHECK(mock.counters()->stream_syncs == syncs);
+  CHECK(mock.counters()->stream_creates == creates);
+  // With synchronize: that stream is waited for.
+  REQUIRE(Status(kiln_launch_on_stream(runtime.get(), kernel.get(), args, 4,
+                                       grid, stream, 1))
+              .ok());
+  CHECK(mock.counters()->stream_syncs == syncs + 1);
+  // NULL: the legacy default stream.
+  REQUIRE(Status(kiln_launch_on_stream(runtime.get(), kernel.get(), args, 4,
+                                       grid, nullptr, 0))
+              .ok());
+  CHECK(mock.lastLaunch()->stream == nullptr);
+  CHECK(mock.counters()->stream_creates == creates);
+  // A handle the driver does not know: its error, named.
+  int bogus = 0;
+  Status unknown(kiln_launch_on_stream(runtime.get(), kernel.get(), args, 4,
+                                       grid, &bogus, 0));
+  CHECK(unknown.code() == KILN_ERROR_LAUNCH);
+  CHECK(contains(unknown.message(), "cuLaunchKernel failed"));
+  // The same validation as kiln_launch: a wrong argument count.
+  CHECK(Status(kiln_launch_on_stream(runtime.get(), kernel.get(), args, 3,
+                                     grid, stream, 0))
+            .code() == KILN_ERROR_INVALID_ARGUMENT);
+  CHECK(mock.lastLaunch()->count == launches + 3);
+  REQUIRE(mock.ctxSetCurrent(context) == 0);
+  CHECK(mock.streamDestroy(stream) == 0);
+  REQUIRE(mock.ctxSetCurrent(previous) == 0);
+}
+
 TEST_CASE("one runtime runs CPU and GPU kernels, from several threads",
           "[mock]") {
   if (!inMockProcess())
@@ -896,6 +969,30 @@ TEST_CASE("GPU kernels with scratch_bytes get the runtime's buffer",
   CHECK(counters.last_free_pointer == grown);
   CHECK(mock.allocationSize(grown) == 0);
   CHECK(counters.frees_with_pending_launches == pendingFrees);
+}
+
+TEST_CASE("kernels with scratch memory refuse the caller's stream",
+          "[mock][scratch]") {
+  if (!inMockProcess())
+    return;
+  Mock &mock = Mock::get();
+  KernelPtr kernel = loadOk(scratchBundle());
+  CHECK(kiln_kernel_scratch_bytes(kernel.get()) == 256);
+  RuntimePtr runtime = makeRuntime();
+  DeviceBuffer buffer(16);
+  kiln_arg args[] = {ptrArg(buffer.pointer, KILN_DTYPE_F32),
+                     ptrArg(buffer.pointer, KILN_DTYPE_F32),
+                     ptrArg(buffer.pointer, KILN_DTYPE_F32), i32Arg(4)};
+  int64_t grid[3] = {2, 1, 1};
+  int launches = mock.lastLaunch()->count;
+  Status refused(kiln_launch_on_stream(runtime.get(), kernel.get(), args, 4,
+                                       grid, nullptr, 0));
+  CHECK(refused.code() == KILN_ERROR_INVALID_ARGUMENT);
+  CHECK(contains(refused.message(),
+                 "kiln_launch_on_stream: kernel 'vadd' uses scratch memory "
+                 "(launch scratch_bytes 256), which belongs to the runtime's "
+                 "stream"));
+  CHECK(mock.lastLaunch()->count == launches);
 }
 
 TEST_CASE("each runtime has its own scratch buffer", "[mock][scratch]") {

@@ -224,6 +224,10 @@ KILN_API int kiln_kernel_grid_rank(const kiln_kernel *kernel);
 /* 1 for a GPU kernel (its pointer arguments are device pointers), 0 for a
    CPU kernel or NULL. */
 KILN_API int kiln_kernel_is_gpu(const kiln_kernel *kernel);
+/* The bundle's `launch scratch_bytes` (scratch memory per program; such a
+   kernel launches only on the runtime's stream, see kiln_launch_on_stream),
+   0 for none or NULL. */
+KILN_API uint32_t kiln_kernel_scratch_bytes(const kiln_kernel *kernel);
 
 /* The required CPU features; kiln_kernel_feature returns NULL out of range. */
 KILN_API size_t kiln_kernel_num_features(const kiln_kernel *kernel);
@@ -323,8 +327,28 @@ KILN_API kiln_status kiln_launch_async(kiln_runtime *runtime,
                                        kiln_kernel *kernel,
                                        const kiln_arg *args, size_t num_args,
                                        const int64_t grid[3]);
-/* Waits for the GPU kernels launched on this runtime; returns at once if
-   there were none. */
+/* kiln_launch_async on a stream of the caller's: a GPU kernel is queued on
+   `stream`, a CUstream (cudaStream_t) of the runtime's device in its primary
+   context, such as PyTorch's current stream (torch.cuda.current_stream()
+   .cuda_stream); NULL is the legacy default stream. With `synchronize`
+   nonzero the call then waits for that stream (cuStreamSynchronize) and
+   reports the kernel's errors; otherwise it returns once the kernel is
+   queued, and the caller orders and waits through its stream:
+   kiln_synchronize does not wait for it. Nothing else is queued or waited
+   for (the tensor maps are encoded on the host and travel as parameters),
+   so such a launch can be captured into a CUDA graph. A kernel with scratch
+   memory (kiln_kernel_scratch_bytes > 0) is refused with
+   KILN_ERROR_INVALID_ARGUMENT: its buffer belongs to the runtime's stream.
+   CPU kernels ignore the stream and run to completion as with
+   kiln_launch. */
+KILN_API kiln_status kiln_launch_on_stream(kiln_runtime *runtime,
+                                           kiln_kernel *kernel,
+                                           const kiln_arg *args,
+                                           size_t num_args,
+                                           const int64_t grid[3],
+                                           void *stream, int synchronize);
+/* Waits for the GPU kernels launched on this runtime's own stream; returns
+   at once if there were none. */
 KILN_API kiln_status kiln_synchronize(kiln_runtime *runtime);
 
 /*===----------------------------------------------------------------------===*

@@ -473,7 +473,8 @@ TensorMapEncoder tensorMapEncoder(const GpuCode &code) {
                      : nullptr;
 }
 
-kiln_status launchGpuKernel(RuntimeStream &stream, const GpuCode &code,
+kiln_status launchGpuKernel(RuntimeStream &stream, bool external,
+                            CUstream caller, const GpuCode &code,
                             const std::string &name, void *const *params,
                             size_t scratchBytes, void **scratchSlot,
                             const int64_t grid[3], bool synchronize) {
@@ -484,9 +485,14 @@ kiln_status launchGpuKernel(RuntimeStream &stream, const GpuCode &code,
                         ", the device allows at most %" PRId64,
                         name.c_str(), i, grid[i], code.maxGrid[i]);
   const Driver &driver = *code.driver;
-  CUstream cuStream = nullptr;
-  if (kiln_status status = stream.get(driver, cuStream))
-    return status;
+  CUstream cuStream = caller;
+  if (external && scratchBytes > 0)
+    return makeStatus(KILN_ERROR_INVALID_ARGUMENT,
+                      "kernel '%s': scratch memory needs the runtime's stream",
+                      name.c_str());
+  if (!external)
+    if (kiln_status status = stream.get(driver, cuStream))
+      return status;
   ScopedContext context(driver);
   if (kiln_status status = context.enter("kiln_launch"))
     return status;

@@ -114,15 +114,18 @@ private:
 };
 
 /// Launches a validated GPU kernel: `params[i]` points at the i-th argument
-/// (the kernel ABI's packing, shared with CPU kernels). With `synchronize`,
-/// waits for the kernel and reports its errors.
+/// (the kernel ABI's packing, shared with CPU kernels), on `stream` or, when
+/// `external`, on the caller's stream `caller` (then scratchBytes must be 0:
+/// the scratch buffer is `stream`'s). With `synchronize`, waits for the
+/// stream it used and reports the kernel's errors.
 ///
 /// `scratchBytes` > 0 (the whole grid's `launch scratch_bytes`): the kernel
 /// takes a hidden trailing parameter, the scratch buffer's address. `params`
 /// then has one more entry, pointing at *scratchSlot; the stream's scratch
 /// buffer (at least scratchBytes bytes) is stored there under the stream's
 /// scratch lock, which is held until the kernel is queued.
-kiln_status launchGpuKernel(RuntimeStream &stream, const GpuCode &code,
+kiln_status launchGpuKernel(RuntimeStream &stream, bool external,
+                            CUstream caller, const GpuCode &code,
                             const std::string &name, void *const *params,
                             size_t scratchBytes, void **scratchSlot,
                             const int64_t grid[3], bool synchronize);
