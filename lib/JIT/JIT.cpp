@@ -275,6 +275,13 @@ llvm::Error JIT::launch(const Kernel &kernel, const kiln_arg *args,
   return toError(kiln_launch(runtime, kernel.get(), args, count, grid));
 }
 
+llvm::Error JIT::launchOnStream(const Kernel &kernel, const kiln_arg *args,
+                                size_t count, const int64_t grid[3],
+                                void *stream) {
+  return toError(kiln_launch_on_stream(runtime, kernel.get(), args, count,
+                                       grid, stream, 0));
+}
+
 llvm::Error JIT::launch(const Kernel &kernel,
                         std::initializer_list<kiln_arg> args,
                         std::initializer_list<int64_t> grid) {

@@ -219,6 +219,21 @@ TEST_CASE("malformed source gives a located error", "[jit][errors]") {
   CHECK(msg.find("broken.mlir:1:") != std::string::npos);
 }
 
+TEST_CASE("launchOnStream runs a CPU kernel to completion", "[jit]") {
+  auto jit = makeJIT(freshDir());
+  auto k = requireOk(jit->compile(vectorAdd()));
+  const int64_t n = 1500;
+  std::vector<float> x = randomVector(n), y = randomVector(n), out(n, poison());
+  const kiln_arg args[] = {kiln::arg(x.data()), kiln::arg(y.data()),
+                           kiln::arg(out.data()), kiln::arg(n)};
+  const int64_t grid[3] = {ceilDiv(n, 1024), 1, 1};
+  REQUIRE_NOLAUNCHERROR(jit->launchOnStream(*k, args, 4, grid, nullptr));
+  std::vector<double> ref(n);
+  for (int64_t i = 0; i < n; ++i)
+    ref[i] = double(x[i]) + y[i];
+  CHECK_THAT_CLOSE(out, ref, 1e-6, 1e-6);
+}
+
 TEST_CASE("a wrong launch returns an error and runs nothing", "[jit][errors]") {
   auto jit = makeJIT(freshDir());
   auto k = requireOk(jit->compile(vectorAdd()));
@@ -239,6 +254,12 @@ TEST_CASE("a wrong launch returns an error and runs nothing", "[jit][errors]") {
                                       kiln::arg(out.data()), kiln::arg(int32_t(10))},
                                 {1});
     requireErr(std::move(e));
+  }
+  SECTION("launchOnStream validates the same way") {
+    const kiln_arg args[] = {kiln::arg(x.data()), kiln::arg(y.data())};
+    const int64_t grid[3] = {1, 1, 1};
+    llvm::Error e = jit->launchOnStream(*k, args, 2, grid, nullptr);
+    CHECK(requireErr(std::move(e)).find("argument") != std::string::npos);
   }
   SECTION("a grid of zero programs") {
     llvm::Error e = jit->launch(*k, {kiln::arg(x.data()), kiln::arg(y.data()),

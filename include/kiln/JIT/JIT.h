@@ -126,6 +126,14 @@ public:
   llvm::Error launch(const Kernel &kernel,
                      std::initializer_list<kiln_arg> args,
                      std::initializer_list<int64_t> grid);
+  /// Queues a GPU `kernel` on the caller's CUDA stream (a CUstream /
+  /// cudaStream_t of the device's primary context, e.g. the inference
+  /// engine's; nullptr is the legacy default stream) and returns without
+  /// waiting: kiln_launch_on_stream, capturable into a CUDA graph. A CPU
+  /// kernel runs to completion.
+  llvm::Error launchOnStream(const Kernel &kernel, const kiln_arg *args,
+                             size_t count, const int64_t grid[3],
+                             void *stream);
 
   kiln_runtime *getRuntime() const { return runtime; }
   const std::string &getCacheDir() const { return cacheDir; }
