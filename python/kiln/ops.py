@@ -613,17 +613,48 @@ def _block_sizes(block, block_kv):
     return int(block), int(block_kv)
 
 
-def block_mask(mask_mod, batch, heads, seq_q, seq_kv, block=64, block_kv=None):
+# Marks a block mask whose arrays block_mask() checked and copied to a CUDA
+# device: block_sparse_attention trusts those without copying them back.
+_CHECKED_ON_DEVICE = object()
+
+
+def block_mask(mask_mod, batch, heads, seq_q, seq_kv, block=64, block_kv=None, device=None):
     """FlexAttention-style block mask from ``mask_mod(b, h, q_idx, kv_idx)``:
     a @kiln.jit function (evaluated by a kernel, the same code the attention
     kernel fuses) or a numpy-vectorized Python function returning booleans.
     Query blocks have `block` rows, key blocks `block_kv` keys (default
     `block`); block_sparse_attention runs with the same sizes. Returns a dict
     of the kernel's kv_num/kv_idx (partial blocks) and full_num/full_idx
-    (fully visible)."""
+    (fully visible), int32 numpy arrays; with `device` (a torch.device,
+    "cuda:N" or an index), checked once and copied there as PyTorch tensors,
+    so that block_sparse_attention on PyTorch tensors of exactly this shape
+    copies and checks nothing per call (a host mask is copied to the device
+    by each call, and PyTorch's copy from pageable memory waits for the
+    stream)."""
     block, block_kv = _block_sizes(block, block_kv)
     if type(mask_mod).__name__ == "JITFunction":
-        return _block_mask_on_device(mask_mod, batch, heads, seq_q, seq_kv, block, block_kv)
+        mask = _block_mask_by_kernel(mask_mod, batch, heads, seq_q, seq_kv, block, block_kv)
+    else:
+        mask = _block_mask_on_host(mask_mod, batch, heads, seq_q, seq_kv, block, block_kv)
+    mask["seq_q"], mask["seq_kv"] = seq_q, seq_kv
+    if device is None:
+        return mask
+    import torch
+    if not hasattr(device, "type"):
+        device = torch.device(f"cuda:{device}" if isinstance(device, int) else device)
+    if device.type != "cuda":
+        raise ValueError(f"block_mask: device must be a CUDA device, got {device}")
+    _check_mask("block_mask", mask, batch * heads, seq_q, seq_kv)
+    for n in _MASK_ARRAYS:
+        mask[n] = torch.from_numpy(mask[n]).to(device)
+    mask["_checked"] = _CHECKED_ON_DEVICE
+    return mask
+
+
+_MASK_ARRAYS = ("kv_num", "kv_idx", "full_num", "full_idx")
+
+
+def _block_mask_on_host(mask_mod, batch, heads, seq_q, seq_kv, block, block_kv):
     nqb, nkb = _cdiv(seq_q, block), _cdiv(seq_kv, block_kv)
     maxb = max(nkb, 1)
     kv_num = np.zeros((batch * heads, nqb), np.int32)
@@ -662,7 +693,7 @@ def _kv_config(block, block_kv):
     return {} if block_kv == block else {"block_kv": block_kv}
 
 
-def _block_mask_on_device(mask_mod, batch, heads, seq_q, seq_kv, block, block_kv):
+def _block_mask_by_kernel(mask_mod, batch, heads, seq_q, seq_kv, block, block_kv):
     nqb, nkb = _cdiv(seq_q, block), _cdiv(seq_kv, block_kv)
     counts = np.zeros((batch * heads, nqb, nkb), np.int32)
     kernel("block_mask_counts", mods=mod_source(block, mask_mod=mask_mod, block_kv=block_kv),
@@ -688,21 +719,10 @@ def _block_mask_on_device(mask_mod, batch, heads, seq_q, seq_kv, block, block_kv
     return out
 
 
-def _attention_plan(name, shapes, mask, doc_shape, scale, out_dtype, D):
-    """The checks kiln.ops.block_sparse_attention makes on the host, for numpy
-    and PyTorch inputs alike: (block, block_kv, nqb, maxb, the four block-mask
-    arrays as contiguous int32, the float32 scale). `shapes`: q's, k's."""
-    if out_dtype not in ("f32", "bf16", "f16"):
-        raise ValueError(f"{name}: out_dtype must be one of f32, bf16, f16, got {out_dtype!r}")
-    if len(shapes[0]) != 4 or len(shapes[1]) != 4:
-        raise ValueError(f"{name}: q [B, Hq, S, D] and k, v [B, Hkv, Skv, D] expected, got "
-                         f"{tuple(shapes[0])} and {tuple(shapes[1])}")
-    (B, Hq, S, _), (_, Hkv, Skv, _) = shapes
-    if Hq % Hkv:
-        raise ValueError("query heads must be a multiple of key/value heads")
-    if doc_shape is not None and tuple(doc_shape) != (B, max(S, Skv)):
-        raise ValueError(f"{name}: doc_ids has shape {tuple(doc_shape)}, expected "
-                         f"(batch, max(seq_q, seq_kv)) = {(B, max(S, Skv))}")
+def _check_mask(name, mask, rows, S, Skv):
+    """(block, block_kv, nqb, maxb) of a host block mask for `rows` (batch x
+    heads) query heads of S rows and Skv keys, its arrays checked: every
+    listed key block inside the keys, full blocks not cut by their end."""
     block = mask["block"]
     block_kv = mask.get("block_kv", block)
     nqb, maxb = mask["nqb"], mask["maxb"]
@@ -710,8 +730,8 @@ def _attention_plan(name, shapes, mask, doc_shape, scale, out_dtype, D):
         raise ValueError(f"{name}: the block mask was built for another shape "
                          f"({nqb} query blocks of {block}, {maxb} key blocks of {block_kv}); "
                          f"q has {S} rows and k {Skv}")
-    for n in ("kv_num", "full_num", "kv_idx", "full_idx"):
-        want = (B * Hq, nqb) + ((maxb,) if n.endswith("idx") else ())
+    for n in _MASK_ARRAYS:
+        want = (rows, nqb) + ((maxb,) if n.endswith("idx") else ())
         if np.shape(mask[n]) != want:
             raise ValueError(f"{name}: mask[{n!r}] has shape "
                              f"{np.shape(mask[n])}, expected {want} (batch x heads, ...)")
@@ -729,6 +749,51 @@ def _attention_plan(name, shapes, mask, doc_shape, scale, out_dtype, D):
             raise ValueError(f"{name}: mask['full_idx'] lists a key block "
                              f"that ends past seq_kv {Skv} (the mask was built for "
                              f"another key length); it must be partial")
+    return block, block_kv, nqb, maxb
+
+
+def _device_mask(name, mask, rows, S, Skv, device):
+    """The arrays of a block mask already on the device: only one that
+    block_mask(device=...) checked and copied, used at the shape it was
+    built for, on q's device."""
+    if mask.get("_checked") is not _CHECKED_ON_DEVICE:
+        raise ValueError(f"{name}: a block mask with device arrays must come from "
+                         "block_mask(..., device=...), which checks them; pass host "
+                         "(numpy) arrays otherwise")
+    arrays = [mask[n] for n in _MASK_ARRAYS]
+    if (mask.get("seq_q"), mask.get("seq_kv")) != (S, Skv) or arrays[0].shape[0] != rows:
+        raise ValueError(f"{name}: the block mask was built for {arrays[0].shape[0]} heads "
+                         f"of {mask.get('seq_q')} queries and {mask.get('seq_kv')} keys; q "
+                         f"and k have {rows}, {S} and {Skv} (a device mask serves that "
+                         "shape only)")
+    if any(a.device != device for a in arrays):
+        raise ValueError(f"{name}: the block mask is on {arrays[0].device}, q on {device}")
+    return arrays
+
+
+def _attention_plan(name, shapes, mask, doc_shape, scale, out_dtype, D, device=None):
+    """The checks kiln.ops.block_sparse_attention makes on the host, for numpy
+    and PyTorch inputs alike: (block, block_kv, nqb, maxb, the four block-mask
+    arrays: contiguous int32 numpy ones, or the PyTorch tensors of a mask
+    block_mask() put on `device`, the float32 scale). `shapes`: q's, k's."""
+    if out_dtype not in ("f32", "bf16", "f16"):
+        raise ValueError(f"{name}: out_dtype must be one of f32, bf16, f16, got {out_dtype!r}")
+    if len(shapes[0]) != 4 or len(shapes[1]) != 4:
+        raise ValueError(f"{name}: q [B, Hq, S, D] and k, v [B, Hkv, Skv, D] expected, got "
+                         f"{tuple(shapes[0])} and {tuple(shapes[1])}")
+    (B, Hq, S, _), (_, Hkv, Skv, _) = shapes
+    if Hq % Hkv:
+        raise ValueError("query heads must be a multiple of key/value heads")
+    if doc_shape is not None and tuple(doc_shape) != (B, max(S, Skv)):
+        raise ValueError(f"{name}: doc_ids has shape {tuple(doc_shape)}, expected "
+                         f"(batch, max(seq_q, seq_kv)) = {(B, max(S, Skv))}")
+    if device is not None and any(hasattr(mask[n], "data_ptr") for n in _MASK_ARRAYS):
+        arrays = _device_mask(name, mask, B * Hq, S, Skv, device)
+        block, nqb, maxb = mask["block"], mask["nqb"], mask["maxb"]
+        block_kv = mask.get("block_kv", block)
+    else:
+        block, block_kv, nqb, maxb = _check_mask(name, mask, B * Hq, S, Skv)
+        arrays = [_i32(mask[n]) for n in _MASK_ARRAYS]
     scale = float(scale if scale is not None else 1.0 / np.sqrt(D))
     # The kernel takes it as a float32: checked as one.
     with np.errstate(over="ignore", under="ignore"):
@@ -736,7 +801,6 @@ def _attention_plan(name, shapes, mask, doc_shape, scale, out_dtype, D):
     if not (np.isfinite(scale32) and scale32 > 0):
         raise ValueError(f"{name}: scale must be a positive finite float "
                          f"(as a float32), got {scale}")
-    arrays = [_i32(mask[n]) for n in ("kv_num", "kv_idx", "full_num", "full_idx")]
     return block, block_kv, nqb, maxb, arrays, float(scale32)
 
 
@@ -779,7 +843,8 @@ def _block_sparse_attention_torch(q, k, v, mask, mask_kind="none", window=256, p
     doc_shape = (None if doc_ids is None else tuple(doc_ids.shape)
                  if hasattr(doc_ids, "shape") else np.shape(doc_ids))
     block, block_kv, nqb, maxb, arrays, scale = _attention_plan(
-        name, (tuple(q.shape), tuple(k.shape)), mask, doc_shape, scale, out_dtype, D)
+        name, (tuple(q.shape), tuple(k.shape)), mask, doc_shape, scale, out_dtype, D,
+        device=q.device)
     target = tb.target
     # bf16/f16 query blocks of 128 rows on sm_90a: two warpgroups (8 warps),
     # the fastest shape measured on an H200 (docs/ops.md), unless
@@ -793,7 +858,7 @@ def _block_sparse_attention_torch(q, k, v, mask, mask_kind="none", window=256, p
     out = torch.empty((B, Hq, S, D), device=dev, dtype={
         "f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}[out_dtype])
     lse = torch.empty((B, Hq, S), device=dev, dtype=torch.float32)
-    marr = [torch.from_numpy(a).to(dev) for a in arrays]
+    marr = [a if isinstance(a, torch.Tensor) else torch.from_numpy(a).to(dev) for a in arrays]
     if doc_ids is None:
         docs = torch.zeros((B, max(S, Skv)), device=dev, dtype=torch.int32)
     elif isinstance(doc_ids, torch.Tensor):
@@ -828,8 +893,9 @@ def block_sparse_attention(q, k, v, mask, mask_kind="none", window=256, prefix=0
     q, k and v may instead all be PyTorch CUDA tensors (bfloat16, float16 or
     float32; non-contiguous ones are copied): the kernel runs on their GPU
     and out and lse are PyTorch tensors there (out in `out_dtype`: bf16 is
-    torch.bfloat16). The mask stays the host dict block_mask() returns; on an
-    H100/H200 build it with block=128 (8 warps are then used)."""
+    torch.bfloat16). The mask is block_mask()'s dict: host arrays are checked
+    and copied per call, block_mask(..., device=...) puts them on the device
+    once; on an H100/H200 build it with block=128 (8 warps are then used)."""
     if _is_torch_cuda(q):
         return _block_sparse_attention_torch(q, k, v, mask, mask_kind, window, prefix, doc_ids,
                                              softcap, scale, mask_mod, score_mod, overlap,

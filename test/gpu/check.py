@@ -764,6 +764,16 @@ def case_attention_torch():
     check("op block_sparse_attention on PyTorch tensors (bf16 out)",
           out.float().cpu().numpy(), ro, 1e-2, 1e-2)
     check("op block_sparse_attention on PyTorch tensors lse", lse.cpu().numpy(), rl, 1e-2, 1e-2)
+    # The mask built for the device (copied once): the same kernel, the
+    # same bits.
+    dmask = ops.block_mask(rule, B, Hq, S, S, block=64, device=dev)
+    out2, lse2 = ops.block_sparse_attention(qt, kt, vt, dmask, "causal", window=64,
+                                            out_dtype="bf16")
+    torch.cuda.synchronize()
+    check("op block_sparse_attention with a device block mask (bf16 out)",
+          out2.float().cpu().numpy(), out.float().cpu().numpy(), 0, 0)
+    check("op block_sparse_attention with a device block mask lse", lse2.cpu().numpy(),
+          lse.cpu().numpy(), 0, 0)
 
 
 op_case("attention on PyTorch tensors", case_attention_torch)

@@ -831,6 +831,33 @@ kiln.ops.block_sparse_attention(q, k, v, mask, "causal")
 assert mock.kiln_mock_last_launch().contents.stream == side.cuda_stream
 assert Stream.synced == 0
 current[0] = default
+# A block mask built for the device: checked and copied once; the call
+# copies nothing from the host and launches with its tensors.
+dmask = kiln.ops.block_mask(causal, B, Hq, S, S, device=dev)
+names = ("kv_num", "kv_idx", "full_num", "full_idx")
+assert all(dmask[n].is_cuda and dmask[n].dtype is torch.int32 for n in names)
+assert all(np.array_equal(dmask[n].data, mask[n]) for n in names)
+before = list(allocs)
+kiln.ops.block_sparse_attention(q, k, v, dmask, "causal")
+assert not [t for t in allocs if t not in before and t.host is not None]
+p = list(mock.kiln_mock_last_launch().contents.params[:9])
+assert p[5:9] == [dmask[n].addr for n in names], p
+count = mock.kiln_mock_last_launch().contents.count
+q2 = Tensor((B, Hq, 150, D), torch.bfloat16, dev)
+for args, exc, what in (
+        ((q, k, v, dict(mask, kv_idx=dmask["kv_idx"], kv_num=dmask["kv_num"])), ValueError,
+         "must come from block_mask(..., device=...)"),
+        ((q2, k, v, dmask), ValueError, "a device mask serves that shape only"),
+        ((q, k, v, kiln.ops.block_mask(causal, B, Hq, S, S, device=Device(1))), ValueError,
+         "the block mask is on cuda:1, q on cuda:0"),
+        ((np.zeros((B, Hq, S, D), np.float32),) * 3 + (dmask,), TypeError,
+         "argument 'mask' is a CUDA device array")):
+    try:
+        kiln.ops.block_sparse_attention(*args, "causal")
+        sys.exit(f"accepted: {what}")
+    except exc as e:
+        assert what in str(e), e
+assert mock.kiln_mock_last_launch().contents.count == count
 # k on the host, mixed dtypes, a bad out_dtype: refused before launching.
 count = mock.kiln_mock_last_launch().contents.count
 for args, kw, exc, what in (
