@@ -454,19 +454,20 @@ class JITFunction:
                                      f"[1, {hi}], got {v!r}")
                 options[opt] = int(v)
         # wait=False (GPU targets): queue the kernel on the runtime's stream and
-        # return, as bundle launches can (kiln.synchronize() waits).
-        wait = True
-        if "wait" in kwargs and "wait" not in names:
-            wait = kwargs.pop("wait")
-            if not isinstance(wait, bool):
-                raise ValueError(f"{self.__name__}: wait must be True or False, got {wait!r}")
+        # return, as bundle launches can (kernel.synchronize() waits).
         # stream= (GPU targets): queue on the caller's CUDA stream instead
-        # (a torch.cuda.Stream, anything with __cuda_stream__, or a handle).
+        # (a torch.cuda.Stream, anything with __cuda_stream__, or a handle),
+        # without waiting unless wait=True.
         stream = None
         if "stream" in kwargs and "stream" not in names:
             stream = kwargs.pop("stream")
             if stream is not None:
                 stream = _stream_handle(stream)
+        wait = stream is None
+        if "wait" in kwargs and "wait" not in names:
+            wait = kwargs.pop("wait")
+            if not isinstance(wait, bool):
+                raise ValueError(f"{self.__name__}: wait must be True or False, got {wait!r}")
         bound = self.bind(args, kwargs)
         meta = {p.name: a.value for p, a in zip(self.params, bound) if a.kind == "const"}
         if callable(grid):
@@ -490,8 +491,8 @@ class JITFunction:
 
     def synchronize(self):
         """Waits for this kernel's GPU launches made with wait=False (on the
-        runtime stream of each GPU target it was compiled for); raises
-        LaunchError if one failed."""
+        runtime stream of each GPU target it was compiled for; not those
+        given a stream); raises LaunchError if one failed."""
         with self._lock:
             kernels = list(self.cache.values())
         seen = set()

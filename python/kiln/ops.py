@@ -53,7 +53,9 @@ def set_kernel_provider(provider):
     config)` instead of the JIT; it returns an object whose launch(values,
     grid, wait=True, stream=None) takes numpy arrays (or, for operators
     called on them, PyTorch CUDA tensors) for pointers; on PyTorch tensors
-    the operators pass wait=False and the current stream's handle. With it the operators run without
+    the operators pass wait=False and the current stream's handle, unless
+    the object's optional `scratch_bytes` is nonzero (then no stream: see
+    _Torch.launch). With it the operators run without
     the compiler, on kernels compiled ahead of time, on any device the
     provider stages arrays to (test/gpu/check.py). None restores the JIT."""
     global _provider
@@ -239,10 +241,9 @@ def _is_torch_cuda(x):
 class _Torch:
     """An operator's PyTorch CUDA side: its inputs checked and made
     contiguous on the device of the first one (the runtime's), its outputs
-    allocated there by PyTorch, its kernel compiled for that GPU and launched
-    as block_sparse_attention's PyTorch path does (queued on the default
-    stream; under another stream that stream is waited for, and the
-    kernel). _Host is the same interface over numpy arrays."""
+    allocated there by PyTorch, its kernel compiled for that GPU and queued
+    on PyTorch's current stream (see launch). _Host is the same interface
+    over numpy arrays."""
 
     def __init__(self, name, first, first_name="the first array"):
         import torch
@@ -347,6 +348,10 @@ class _Torch:
         if not getattr(kern, "scratch_bytes", 0):
             kern.launch(values, grid, wait=False, stream=stream.cuda_stream)
             return
+        if torch.cuda.is_current_stream_capturing():
+            raise RuntimeError(f"{self.name}: this kernel uses scratch memory (tensor maps "
+                               "built on the device, KILN_TMA_MAPS=device), which runs on "
+                               "the runtime's stream and cannot be captured into a CUDA graph")
         on_default = stream == torch.cuda.default_stream(self.dev)
         if not on_default:
             stream.synchronize()

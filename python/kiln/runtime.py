@@ -52,19 +52,21 @@ class Bundle:
         kernel = self._kernel
         signature = self._signature
 
-        def launch(*args, wait=True, stream=None):
+        def launch(*args, wait=None, stream=None):
             """wait=False (GPU bundles): the kernel is queued on the runtime's
             stream, which is ordered with the legacy default stream (PyTorch's
             default), and the call returns; the arrays must stay alive until
             it ran. Bundle.synchronize() waits and reports its errors.
             stream: the caller's CUDA stream instead (a torch.cuda.Stream,
             anything with __cuda_stream__, or a CUstream handle as an int;
-            0 is the legacy default stream): with wait=False the kernel is
-            only queued there (and can be captured into a CUDA graph);
-            with wait=True that stream is waited for. Bundle.synchronize()
-            does not wait for it. A kernel with scratch memory refuses it."""
+            0 is the legacy default stream): the kernel is only queued there
+            (and can be captured into a CUDA graph), unless wait=True, which
+            waits for that stream. Bundle.synchronize() does not wait for
+            it. A GPU kernel with scratch memory refuses a stream."""
             if stream is not None:
                 stream = _stream_handle(stream)
+            if wait is None:
+                wait = stream is None
             values = []
             device = None  # read once per launch, at the first CUDA array
             for (name, kind), a in zip(signature, args):
@@ -116,7 +118,8 @@ class Bundle:
 
     def synchronize(self):
         """Waits for this bundle's runtime's GPU kernels launched with
-        wait=False; raises LaunchError if one failed."""
+        wait=False (not those given a stream); raises LaunchError if one
+        failed."""
         self._kernel.synchronize()
 
 
@@ -186,17 +189,24 @@ _TORCH_TENSOR_TYPES = _NoTorch()
 
 def _stream_handle(stream):
     """A CUDA stream's handle (its CUstream as an int) from an int, a
-    PyTorch stream (`.cuda_stream`) or an object with `__cuda_stream__`
-    (CUDA Python's protocol: a (version, handle) pair)."""
+    PyTorch stream (`.cuda_stream`; its device must be the runtime's) or an
+    object with `__cuda_stream__` (CUDA Python's protocol: a (version,
+    handle) pair, or a method returning one)."""
     if isinstance(stream, (int, np.integer)) and not isinstance(stream, bool):
-        if stream < 0:
+        if not 0 <= stream < 2**64:
             raise ValueError(f"stream must be a CUstream handle (>= 0), got {stream}")
         return int(stream)
     handle = getattr(stream, "cuda_stream", None)
-    if handle is None and hasattr(stream, "__cuda_stream__"):
-        pair = stream.__cuda_stream__()
+    if handle is not None:
+        index = getattr(getattr(stream, "device", None), "index", None)
+        if index is not None:
+            _check_device(index, "stream")
+    elif hasattr(stream, "__cuda_stream__"):
+        pair = stream.__cuda_stream__
+        pair = pair() if callable(pair) else pair
         handle = pair[1] if isinstance(pair, tuple) and len(pair) == 2 else None
-    if isinstance(handle, (int, np.integer)) and not isinstance(handle, bool) and handle >= 0:
+    if isinstance(handle, (int, np.integer)) and not isinstance(handle, bool) and \
+            0 <= handle < 2**64:
         return int(handle)
     raise TypeError("stream must be a CUDA stream: a torch.cuda.Stream, an object with "
                     f"__cuda_stream__, or a CUstream handle (int); got {type(stream).__name__}")

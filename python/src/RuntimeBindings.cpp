@@ -180,7 +180,8 @@ void kiln::python::bindRuntime(py::module &m) {
               raise(st);
           },
           "Waits for the GPU kernels launched with wait=False on this "
-          "kernel's runtime; raises LaunchError for an error they raised")
+          "kernel's runtime (not those given a stream); raises LaunchError "
+          "for an error they raised")
       .def_property_readonly("name",
                              [](PyKernel &k) { return kiln_kernel_name(k.handle); })
       .def_property_readonly("signature", &signature)

@@ -338,12 +338,12 @@ kiln_status launchArgs(kiln_runtime *runtime, kiln_kernel *kernel,
     if (kiln_status status = scratchSize(kernel, job, scratchBytes))
       return status;
     if (stream.external && kernel->isGpu() && kernel->manifest.scratchBytes > 0)
-      return makeStatus(
-          KILN_ERROR_INVALID_ARGUMENT,
-          "%s: kernel '%s' uses scratch memory (launch scratch_bytes %u), "
-          "which belongs to the runtime's stream: launch it with kiln_launch "
-          "or kiln_launch_async",
-          function, kernel->manifest.name.c_str(), kernel->manifest.scratchBytes);
+      return makeStatus(KILN_ERROR_INVALID_ARGUMENT,
+                        "%s: kernel '%s' uses scratch memory (launch "
+                        "scratch_bytes %u), which belongs to the runtime's "
+                        "stream: launch it without a stream",
+                        function, kernel->manifest.name.c_str(),
+                        kernel->manifest.scratchBytes);
 
     // Every union member starts at the union's address, so &value points at
     // the argument's value in the kernel ABI's sense: at the void* for a

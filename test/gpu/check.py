@@ -153,8 +153,10 @@ class _OpKernel:
         self.path = path
 
     def launch(self, values, grid, wait=True, stream=None):
-        # (Always waits: staged numpy arrays are copied back, PyTorch ones
-        # are synchronized.)
+        # (On the runtime's stream, after the device's queued work, and
+        # waited for: staged numpy arrays are copied back.)
+        if RUN and not EMULATED and _captured is None and ACTIVE:
+            torch.cuda.synchronize()
         launch(self.path, grid, values)
 
 

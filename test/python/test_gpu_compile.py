@@ -292,7 +292,7 @@ mock.kiln_mock_last_launch.restype = ctypes.POINTER(Launch)
 
 
 LAUNCH_SCRIPT = r'''
-import ctypes, os, sys
+import ctypes, os, sys, types
 import numpy as np
 import kiln
 import kiln.language as kl
@@ -559,21 +559,38 @@ class Counters(ctypes.Structure):
     _fields_ = [("ints", ctypes.c_int * 8)]  # module_loads .. stream_syncs
 mock.kiln_mock_get_counters.restype = ctypes.POINTER(Counters)
 syncs = lambda: mock.kiln_mock_get_counters().contents.ints[7]
-for stream in (handle.value, TorchLikeStream(), ProtocolStream()):
+class AttributeProtocolStream:
+    __cuda_stream__ = (0, handle.value)
+for stream in (handle.value, np.int64(handle.value), TorchLikeStream(), ProtocolStream(),
+               AttributeProtocolStream()):
     before = syncs()
-    add[(2,)](*ts, n, BLOCK=256, stream=stream, wait=False)
+    add[(2,)](*ts, n, BLOCK=256, stream=stream)
     assert mock.kiln_mock_last_launch().contents.stream == handle.value
-    gpu_b[(2,)](*ts, n, stream=stream, wait=False)
+    gpu_b[(2,)](*ts, n, stream=stream)
     l = mock.kiln_mock_last_launch().contents
     assert l.stream == handle.value and tuple(l.grid) == (2, 1, 1)
     assert syncs() == before, "a launch on the caller's stream waited"
-    gpu_b[(2,)](*ts, n, stream=stream)
-    assert syncs() == before + 1, "wait=True did not wait for the caller's stream"
+    gpu_b[(2,)](*ts, n, stream=stream, wait=True)
+    add[(2,)](*ts, n, BLOCK=256, stream=stream, wait=True)
+    assert syncs() == before + 2, "wait=True did not wait for the caller's stream"
+# stream=None: the runtime's stream, waited for, as without it.
+before = syncs()
+gpu_b[(2,)](*ts, n, stream=None)
+add[(2,)](*ts, n, BLOCK=256, stream=None)
+l = mock.kiln_mock_last_launch().contents
+assert l.stream and l.stream != handle.value and syncs() == before + 2
+# A torch.cuda.Stream of another device than the runtime's: refused.
+class OtherDeviceStream:
+    cuda_stream = handle.value
+    device = types.SimpleNamespace(index=1)
 add[(2,)](*ts, n, BLOCK=256, stream=0, wait=False)
 assert not mock.kiln_mock_last_launch().contents.stream  # the legacy default stream
 for stream, exc, what in (("s", TypeError, "stream must be a CUDA stream"),
                           (-1, ValueError, "CUstream handle (>= 0)"),
-                          (True, TypeError, "stream must be a CUDA stream")):
+                          (2**64, ValueError, "CUstream handle (>= 0)"),
+                          (True, TypeError, "stream must be a CUDA stream"),
+                          (OtherDeviceStream(), ValueError, "argument 'stream' is on CUDA "
+                                                            "device 1")):
     for call in (lambda: add[(1,)](*ts, n, BLOCK=256, stream=stream),
                  lambda: gpu_b[(1,)](*ts, n, stream=stream)):
         try:
@@ -772,8 +789,10 @@ class Stream:
         Stream.synced += 1
 default, side = Stream(0), Stream(None)  # side's handle: from the driver, below
 current = [default]
+capturing = [False]
 cuda = types.SimpleNamespace(current_stream=lambda d=None: current[0],
-                             default_stream=lambda d=None: default)
+                             default_stream=lambda d=None: default,
+                             is_current_stream_capturing=lambda: capturing[0])
 torch.cuda = cuda
 sys.modules["torch"] = torch
 
@@ -831,6 +850,27 @@ kiln.ops.block_sparse_attention(q, k, v, mask, "causal")
 assert mock.kiln_mock_last_launch().contents.stream == side.cuda_stream
 assert Stream.synced == 0
 current[0] = default
+# Tensor maps built on the device (KILN_TMA_MAPS=device) live in scratch
+# memory, the runtime stream's: such a kernel is queued there (ordered with
+# the legacy default stream); under a side stream that stream is waited for
+# and the launch too; under a capture it is refused.
+os.environ["KILN_TMA_MAPS"] = "device"
+kiln.ops.block_sparse_attention(q, k, v, mask, "causal")
+l = mock.kiln_mock_last_launch().contents
+assert l.stream and l.stream != side.cuda_stream and Stream.synced == 0
+current[0] = side
+kiln.ops.block_sparse_attention(q, k, v, mask, "causal")
+assert Stream.synced == 1
+capturing[0] = True
+count = mock.kiln_mock_last_launch().contents.count
+try:
+    kiln.ops.block_sparse_attention(q, k, v, mask, "causal")
+    sys.exit("a scratch kernel was launched under a capture")
+except RuntimeError as e:
+    assert "cannot be captured into a CUDA graph" in str(e), e
+assert mock.kiln_mock_last_launch().contents.count == count
+capturing[0], current[0], Stream.synced = False, default, 0
+del os.environ["KILN_TMA_MAPS"]
 # A block mask built for the device: checked and copied once; the call
 # copies nothing from the host and launches with its tensors.
 dmask = kiln.ops.block_mask(causal, B, Hq, S, S, device=dev)

@@ -780,6 +780,10 @@ TEST_CASE("launches on the caller's stream", "[mock]") {
   int creates = mock.counters()->stream_creates;
   int syncs = mock.counters()->stream_syncs;
   int launches = mock.lastLaunch()->count;
+  // The runtime makes the primary context current for the launch itself.
+  void *now = nullptr;
+  REQUIRE(mock.ctxGetCurrent(&now) == 0);
+  REQUIRE(now != context);
 
   // Queued there, nothing waited for, the runtime's own stream not made.
   REQUIRE(Status(kiln_launch_on_stream(runtime.get(), kernel.get(), args, 4,
@@ -985,6 +989,7 @@ TEST_CASE("kernels with scratch memory refuse the caller's stream",
                      ptrArg(buffer.pointer, KILN_DTYPE_F32), i32Arg(4)};
   int64_t grid[3] = {2, 1, 1};
   int launches = mock.lastLaunch()->count;
+  const kiln_mock_counters before = *mock.counters();
   Status refused(kiln_launch_on_stream(runtime.get(), kernel.get(), args, 4,
                                        grid, nullptr, 0));
   CHECK(refused.code() == KILN_ERROR_INVALID_ARGUMENT);
@@ -992,7 +997,11 @@ TEST_CASE("kernels with scratch memory refuse the caller's stream",
                  "kiln_launch_on_stream: kernel 'vadd' uses scratch memory "
                  "(launch scratch_bytes 256), which belongs to the runtime's "
                  "stream"));
+  // Nothing happened before the refusal: no launch, stream, buffer.
   CHECK(mock.lastLaunch()->count == launches);
+  CHECK(mock.counters()->stream_creates == before.stream_creates);
+  CHECK(mock.counters()->alloc_calls == before.alloc_calls);
+  CHECK(mock.counters()->stream_syncs == before.stream_syncs);
 }
 
 TEST_CASE("each runtime has its own scratch buffer", "[mock][scratch]") {

@@ -129,8 +129,9 @@ public:
   /// Queues a GPU `kernel` on the caller's CUDA stream (a CUstream /
   /// cudaStream_t of the device's primary context, e.g. the inference
   /// engine's; nullptr is the legacy default stream) and returns without
-  /// waiting: kiln_launch_on_stream, capturable into a CUDA graph. A CPU
-  /// kernel runs to completion.
+  /// waiting: kiln_launch_on_stream, capturable into a CUDA graph once the
+  /// kernel is compiled and loaded (it must outlive the graph, as must the
+  /// arguments' memory). A CPU kernel runs to completion.
   llvm::Error launchOnStream(const Kernel &kernel, const kiln_arg *args,
                              size_t count, const int64_t grid[3],
                              void *stream);

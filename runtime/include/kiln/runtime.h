@@ -225,8 +225,8 @@ KILN_API int kiln_kernel_grid_rank(const kiln_kernel *kernel);
    CPU kernel or NULL. */
 KILN_API int kiln_kernel_is_gpu(const kiln_kernel *kernel);
 /* The bundle's `launch scratch_bytes` (scratch memory per program; such a
-   kernel launches only on the runtime's stream, see kiln_launch_on_stream),
-   0 for none or NULL. */
+   GPU kernel launches only on the runtime's stream, see
+   kiln_launch_on_stream), 0 for none or NULL. */
 KILN_API uint32_t kiln_kernel_scratch_bytes(const kiln_kernel *kernel);
 
 /* The required CPU features; kiln_kernel_feature returns NULL out of range. */
@@ -336,11 +336,14 @@ KILN_API kiln_status kiln_launch_async(kiln_runtime *runtime,
    queued, and the caller orders and waits through its stream:
    kiln_synchronize does not wait for it. Nothing else is queued or waited
    for (the tensor maps are encoded on the host and travel as parameters),
-   so such a launch can be captured into a CUDA graph. A kernel with scratch
-   memory (kiln_kernel_scratch_bytes > 0) is refused with
-   KILN_ERROR_INVALID_ARGUMENT: its buffer belongs to the runtime's stream.
-   CPU kernels ignore the stream and run to completion as with
-   kiln_launch. */
+   so with `synchronize` 0 such a launch can be captured into a CUDA graph
+   (waiting on a capturing stream is an error), once the kernel has been
+   loaded; the kernel must outlive the graph (destroying it unloads its
+   module), and the argument memory too. A GPU kernel with scratch memory
+   (kiln_kernel_scratch_bytes > 0) is refused with
+   KILN_ERROR_INVALID_ARGUMENT before anything is queued or encoded: its
+   buffer belongs to the runtime's stream. CPU kernels ignore the stream and
+   run to completion as with kiln_launch. */
 KILN_API kiln_status kiln_launch_on_stream(kiln_runtime *runtime,
                                            kiln_kernel *kernel,
                                            const kiln_arg *args,

@@ -3,7 +3,8 @@
 // The NVIDIA side of kiln_kernel and kiln_runtime. A bundle whose target is
 // sm_XY[a] carries PTX or a cubin; loading it initializes the driver (see
 // CudaDriver.h), checks the device against the bundle and loads a CUmodule.
-// Launches go to a stream owned by the kiln_runtime.
+// Launches go to a stream owned by the kiln_runtime, or to the caller's
+// (kiln_launch_on_stream).
 //
 //===----------------------------------------------------------------------===//
 
