@@ -808,6 +808,41 @@ def case_conv_torch():
 
 
 op_case("convolutions on PyTorch tensors", case_conv_torch)
+
+
+def case_graph_capture():
+    """GPU runs: a bundle launched on PyTorch's stream (stream=, nothing
+    waited for) and captured into a CUDA graph: the bf16 GEMM example at TMA
+    sizes (on sm_90a its tensor maps are encoded at capture and travel in
+    the graph's parameters), replayed on new inputs copied in."""
+    if EMULATED or not RUN or not ACTIVE:
+        return
+    M, N, K = 200, 136, 296
+    mm = load(example("matmul_bf16"))
+    grid = (cdiv(N, 64), cdiv(M, 64))
+    a = torch.zeros(M, K, device=dev, dtype=torch.bfloat16)
+    b = torch.zeros(K, N, device=dev, dtype=torch.bfloat16)
+    c = torch.zeros(M, N, device=dev)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up (loads the module) off the capture
+        mm[grid](a, b, c, M, N, K, stream=torch.cuda.current_stream())
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        mm[grid](a, b, c, M, N, K, stream=torch.cuda.current_stream())
+    (a16, ar), (b16, br) = (bf16_bits(rng.standard_normal(sh).astype(np.float32))
+                            for sh in ((M, K), (K, N)))
+    a.copy_(torch.from_numpy(a16.view(np.int16)).to(dev).view(torch.bfloat16))
+    b.copy_(torch.from_numpy(b16.view(np.int16)).to(dev).view(torch.bfloat16))
+    c.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    check("bf16 GEMM (TMA sizes) replayed from a CUDA graph", c.cpu().numpy(),
+          ar.astype(np.float64) @ br, 1e-4, 1e-2)
+
+
+op_case("CUDA graph capture", case_graph_capture)
 # Rectangular blocks (the benchmark also checks 128x64 at 8 warps against
 # SDPA); at 4 warps a 128-row block is one warpgroup with two 64-row blocks
 # (255 registers and a ptxas wgmma serialization at head dim 64), so 64x32.
