@@ -640,6 +640,150 @@ static void eraseWriteOnlyStores(Value window) {
 /// Control flow is structured, so a buffer is never touched outside its span
 /// and each op's trailing barrier orders the hand-over between two buffers
 /// that share bytes.
+namespace {
+/// Bytes [first, second) of the shared window.
+using ByteRange = std::pair<int64_t, int64_t>;
+
+/// The shared-memory reads and writes of some ops, as byte ranges of the
+/// window; `unknown` when one cannot be placed (or an op may touch memory
+/// in a way not modelled here, or writes global memory).
+struct SharedAccesses {
+  SmallVector<ByteRange> reads, writes;
+  bool unknown = false;
+};
+
+bool isWorkgroup(Type t) {
+  auto m = dyn_cast<MemRefType>(t);
+  auto space = m ? dyn_cast_or_null<gpu::AddressSpaceAttr>(m.getMemorySpace())
+                 : gpu::AddressSpaceAttr();
+  return space && space.getValue() == gpu::AddressSpace::Workgroup;
+}
+
+/// The window bytes a workgroup memref derived from one planned view of
+/// `window` covers (the whole view, whatever casts and reshapes lie
+/// between), or nullopt.
+std::optional<ByteRange> windowBytes(Value memref, Value window) {
+  Value v = memref;
+  while (Operation *def = v.getDefiningOp()) {
+    if (auto view = dyn_cast<memref::ViewOp>(def)) {
+      std::optional<int64_t> offset = getConstantIntValue(view.getByteShift());
+      MemRefType type = view.getType();
+      if (view.getSource() != window || !offset || !type.hasStaticShape())
+        return std::nullopt;
+      int64_t bytes =
+          type.getNumElements() * ((type.getElementTypeBitWidth() + 7) / 8);
+      return ByteRange{*offset, *offset + bytes};
+    }
+    if (!isa<memref::ReinterpretCastOp, memref::CastOp,
+             memref::CollapseShapeOp, memref::ExpandShapeOp,
+             memref::SubViewOp>(def))
+      return std::nullopt;
+    v = def->getOperand(0);
+  }
+  return std::nullopt;
+}
+
+/// Adds the shared accesses of `root` and the ops nested in it.
+void collectSharedAccesses(Operation *root, Value window,
+                           SharedAccesses &out) {
+  root->walk([&](Operation *op) {
+    auto add = [&](Value memref, bool write) {
+      if (!isWorkgroup(memref.getType())) {
+        // Global memory: reads are free to move past a barrier; a write
+        // might be what the barrier orders for another thread.
+        out.unknown |= write;
+        return;
+      }
+      if (std::optional<ByteRange> r = windowBytes(memref, window))
+        (write ? out.writes : out.reads).push_back(*r);
+      else
+        out.unknown = true;
+    };
+    if (auto load = dyn_cast<memref::LoadOp>(op))
+      return add(load.getMemRef(), false);
+    if (auto store = dyn_cast<memref::StoreOp>(op))
+      return add(store.getMemRef(), true);
+    if (auto load = dyn_cast<vector::LoadOp>(op))
+      return add(load.getBase(), false);
+    if (auto store = dyn_cast<vector::StoreOp>(op))
+      return add(store.getBase(), true);
+    if (auto copy = dyn_cast<nvgpu::DeviceAsyncCopyOp>(op)) {
+      add(copy.getSrc(), false);
+      return add(copy.getDst(), true);
+    }
+    if (auto pointer = dyn_cast<memref::ExtractAlignedPointerAsIndexOp>(op)) {
+      // A shared address may be used for anything (mbarriers, TMA, wgmma);
+      // a global one only by ops that are themselves accesses.
+      if (!isWorkgroup(pointer.getSource().getType()))
+        return;
+      add(pointer.getSource(), false);
+      return add(pointer.getSource(), true);
+    }
+    if (isa<gpu::BarrierOp, NVVM::CpAsyncCommitGroupOp,
+            NVVM::CpAsyncWaitGroupOp, scf::IfOp, scf::ForOp, scf::YieldOp>(op) ||
+        isMemoryEffectFree(op))
+      return;
+    out.unknown = true;
+  });
+}
+
+bool overlap(ArrayRef<ByteRange> a, ArrayRef<ByteRange> b) {
+  for (const ByteRange &x : a)
+    for (const ByteRange &y : b)
+      if (x.first < y.second && y.first < x.second)
+        return true;
+  return false;
+}
+} // namespace
+
+/// Lets the async copies of a prologue load land while later prologue work
+/// runs: a `commit; wait_group 0; barrier` whose group only wrote shared
+/// bytes (since the previous barrier) that nothing touches before the next
+/// top-level `wait_group 0; barrier` loses its wait and barrier, and that
+/// next wait retires the group with its own. Attention loaded its query
+/// tile, waited, then loaded its block count and waited again: two memory
+/// round trips in a row at every program's start; now they overlap. The
+/// bytes are the planned views' (their offsets are constants by now), so a
+/// buffer sharing bytes with the group keeps the barrier.
+static void deferAsyncCopyWaits(gpu::GPUFuncOp func, Value window) {
+  Block &body = func.getBody().front();
+  for (Operation *op = &body.front(); op; op = op->getNextNode()) {
+    auto wait = dyn_cast<NVVM::CpAsyncWaitGroupOp>(op);
+    if (!wait || wait.getN() != 0)
+      continue;
+    Operation *commit = wait->getPrevNode(), *barrier = wait->getNextNode();
+    if (!commit || !isa<NVVM::CpAsyncCommitGroupOp>(commit) || !barrier ||
+        !isa<gpu::BarrierOp>(barrier))
+      continue;
+    // Since the previous barrier: shared writes only (the group's copies,
+    // and the plain stores of its unaligned or edge path).
+    SharedAccesses group;
+    for (Operation *p = commit->getPrevNode(); p && !isa<gpu::BarrierOp>(p);
+         p = p->getPrevNode())
+      collectSharedAccesses(p, window, group);
+    if (group.unknown || !group.reads.empty() || group.writes.empty())
+      continue;
+    // Up to the next wait_group 0 + barrier: nothing on those bytes.
+    SharedAccesses between;
+    Operation *next = barrier->getNextNode();
+    for (; next; next = next->getNextNode()) {
+      auto w = dyn_cast<NVVM::CpAsyncWaitGroupOp>(next);
+      if (w && w.getN() == 0 && w->getNextNode() &&
+          isa<gpu::BarrierOp>(w->getNextNode()))
+        break;
+      collectSharedAccesses(next, window, between);
+      if (between.unknown)
+        break;
+    }
+    if (!next || between.unknown || overlap(group.writes, between.reads) ||
+        overlap(group.writes, between.writes))
+      continue;
+    op = commit;
+    wait->erase();
+    barrier->erase();
+  }
+}
+
 int64_t planSharedMemory(gpu::GPUFuncOp func, Value window,
                          const DenseMap<Operation *, Block *> &home,
                          const DenseMap<Operation *, int64_t> &alignment) {
@@ -868,6 +1012,7 @@ LogicalResult lowerKernelGPU(FuncOp kernel, gpu::GPUModuleOp gpuModule,
   config.sharedBytes =
       planSharedMemory(gpuFunc, config.sharedBase, config.bufferHome,
                        config.bufferAlign);
+  deferAsyncCopyWaits(gpuFunc, config.sharedBase);
   int64_t scratchBytes = 128 * config.tensorMaps;
   if (config.tma) {
     if (scratchBytes) {

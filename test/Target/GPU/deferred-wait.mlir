@@ -1,0 +1,17 @@
+// A prologue load's cp.async group is retired by the next one's wait: block-
+// sparse attention copies its query tile, then its block count, and waits
+// once for both (before, each had its own wait_group 0 and barrier: two
+// memory round trips in a row at every program's start). Nothing between
+// the two touches the query tile's bytes; the arange tile staged in shared
+// memory in between keeps its own barriers.
+// RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 128 --block 128 --num-warps 8 --mask sliding_window --window 1024 --target sm_90a --emit ptx | FileCheck %s
+// RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_80 --emit ptx | FileCheck %s
+// CHECK: cp.async.cg.shared.global
+// CHECK: cp.async.commit_group;
+// CHECK-NOT: cp.async.wait_group
+// CHECK: cp.async.ca.shared.global [__kiln_smem{{[+0-9]*}}], [%rd{{[0-9]+}}], 4;
+// CHECK-NOT: cp.async.wait_group
+// CHECK: cp.async.commit_group;
+// CHECK-NEXT: cp.async.wait_group 0;
+// CHECK-NEXT: bar.sync 0;
+// CHECK-NEXT: ld.shared
