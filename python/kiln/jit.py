@@ -22,6 +22,18 @@ _jits = {}
 _gpu_target = None
 
 
+def _torch_current_stream():
+    """The handle of PyTorch's current CUDA stream on the runtime's device
+    (PyTorch is imported: a tensor of its was passed)."""
+    import sys
+    torch = sys.modules["torch"]
+    device = runtime_module._kiln_device()
+    raw = getattr(getattr(torch, "_C", None), "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return int(raw(device))
+    return int(torch.cuda.current_stream(device).cuda_stream)
+
+
 def _get_jit(target=None):
     """The process-wide JIT for `target` (default: the host CPU, or
     $KILN_TARGET): the same compiler and caches as C++."""
@@ -120,7 +132,10 @@ def gpu_target():
 class DeviceArray:
     """A CUDA device buffer (a PyTorch CUDA tensor, ``__cuda_array_interface__``
     or a CUDA DLPack exporter; see kiln.runtime.cuda_array_view): its
-    address, dtype and shape."""
+    address, dtype and shape; `torch`: a PyTorch tensor (its launch goes on
+    PyTorch's current stream, see JITFunction.run)."""
+
+    torch = False
 
     def __init__(self, view, name):
         if view.dtype == "bfloat16":
@@ -181,6 +196,7 @@ def _as_array(obj, name):
                 raise ValueError(f"argument '{name}' is a non-contiguous device array; pass "
                                  ".contiguous()")
             d.dtype, d.ptr, d.shape = dt, obj.data_ptr(), tuple(obj.shape)
+            d.torch = True
             return d, dt
     if isinstance(obj, bf16):
         return obj.array, kl.bfloat16
@@ -463,12 +479,20 @@ class JITFunction:
             stream = kwargs.pop("stream")
             if stream is not None:
                 stream = _stream_handle(stream)
-        wait = stream is None
+        wait = None
         if "wait" in kwargs and "wait" not in names:
             wait = kwargs.pop("wait")
             if not isinstance(wait, bool):
                 raise ValueError(f"{self.__name__}: wait must be True or False, got {wait!r}")
         bound = self.bind(args, kwargs)
+        # PyTorch tensors and neither option: Triton's way, queued on
+        # PyTorch's current stream of the device, nothing waited for.
+        if stream is None and wait is None and any(
+                a.kind == "ptr" and a.array is not None and getattr(a.array, "torch", False)
+                for a in bound):
+            stream = _torch_current_stream()
+        if wait is None:
+            wait = stream is None
         meta = {p.name: a.value for p, a in zip(self.params, bound) if a.kind == "const"}
         if callable(grid):
             grid = grid(meta)
@@ -483,7 +507,7 @@ class JITFunction:
         ck = self.specialize(bound, len(grid), options.get("num_warps"),
                              options.get("num_stages"))
         values = [a.value for a in bound if a.kind != "const"]
-        if stream is None:
+        if stream is None or not ck.kernel.is_gpu:
             ck.kernel.launch(values, list(grid), wait)
         else:
             ck.kernel.launch(values, list(grid), wait, stream)

@@ -485,6 +485,8 @@ class Tensor:
         return self.contiguous
 Tensor.__module__ = "torch"
 torch.Tensor = Tensor
+current_raw = [0]  # PyTorch's current stream: the legacy default one
+torch._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda device: current_raw[0])
 sys.modules["torch"] = torch
 ts = [Tensor(0x7200000 + i * 0x10000) for i in range(3)]
 gpu_b[(2,)](*ts, n)
@@ -573,10 +575,22 @@ for stream in (handle.value, np.int64(handle.value), TorchLikeStream(), Protocol
     gpu_b[(2,)](*ts, n, stream=stream, wait=True)
     add[(2,)](*ts, n, BLOCK=256, stream=stream, wait=True)
     assert syncs() == before + 2, "wait=True did not wait for the caller's stream"
-# stream=None: the runtime's stream, waited for, as without it.
+# @kiln.jit on PyTorch tensors without wait= or stream=: Triton's way, on
+# PyTorch's current stream, nothing waited for; wait=True: the runtime's
+# stream, waited for.
+current_raw[0] = handle.value
+before = syncs()
+add[(3,)](*ts, n, BLOCK=256)
+assert mock.kiln_mock_last_launch().contents.stream == handle.value and syncs() == before
+add[(3,)](*ts, n, BLOCK=256, wait=True)
+l = mock.kiln_mock_last_launch().contents
+assert l.stream and l.stream != handle.value and syncs() == before + 1
+current_raw[0] = 0
+# stream=None: as without it (a bundle, or @kiln.jit on CUDA arrays that are
+# not PyTorch tensors: the runtime's stream, waited for).
 before = syncs()
 gpu_b[(2,)](*ts, n, stream=None)
-add[(2,)](*ts, n, BLOCK=256, stream=None)
+add[(2,)](*xs, n, BLOCK=256, stream=None)
 l = mock.kiln_mock_last_launch().contents
 assert l.stream and l.stream != handle.value and syncs() == before + 2
 # A torch.cuda.Stream of another device than the runtime's: refused.
@@ -1163,3 +1177,33 @@ def test_kiln_ops_attention_on_torch_cuda_tensors(tmp_path):
     allocated by PyTorch, the host block mask copied to the device, the
     tensor maps encoded by the driver."""
     _run_torch_script(tmp_path, TORCH_OPS_SCRIPT)
+
+
+@pytest.mark.parametrize("target", ["emu-sm_80", "emu-sm_90a"])
+def test_deferred_waits_leave_copies_in_flight_untouched(target, tmp_path):
+    """test/Target/GPU/deferred-wait-chain.mlir on the emulator: a load whose
+    wait moved past a reduction's barriers, reduced after the next load's
+    wait. The emulator refuses any access to the bytes of a cp.async in
+    flight (in a subprocess: it ends the process); the results are checked
+    against numpy (every output poisoned first)."""
+    src = os.path.join(ROOT, "test", "Target", "GPU", "deferred-wait-chain.mlir")
+    bundle = tmp_path / "chain.kiln"
+    subprocess.run([KILNC, src, "--target", target, "-o", str(bundle)], check=True)
+    code = f"""
+import numpy as np, kiln
+kernel = kiln.load_bundle({str(bundle)!r})
+rng = np.random.default_rng()
+n = 300
+a, b, d = (rng.standard_normal(n).astype(np.float32) for _ in range(3))
+out, extra = np.full(n, np.nan, np.float32), np.full(n, np.nan, np.float32)
+kernel[(1,)](a, b, d, out, extra, n)
+lanes = np.arange(256, dtype=np.float64)
+ref = a[:256].astype(np.float64) + 1 + b[:256] + d[:256] + lanes
+assert np.allclose(out[:256], ref, rtol=1e-6, atol=1e-5), np.abs(out[:256] - ref).max()
+assert np.array_equal(extra[256:272], lanes.reshape(16, 16).sum(1).astype(np.float32))
+assert np.array_equal(extra[272:288], a[:256].reshape(16, 16).max(1))
+print("ok")
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env=dict(os.environ), timeout=300)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr

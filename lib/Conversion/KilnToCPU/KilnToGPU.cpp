@@ -629,18 +629,6 @@ static void eraseWriteOnlyStores(Value window) {
   }
 }
 
-/// Places the tile buffers (memref.view ops of the shared window) so that
-/// buffers whose live ranges are disjoint share bytes, and returns the total.
-/// A buffer's live range is the span, in program order, from its first to
-/// its last access (through view-like aliases), widened to the whole of the
-/// outermost loop around an access that does not also hold the buffer's
-/// home (the op it was allocated for): there a value may live across
-/// iterations, while a buffer allocated inside a loop body holds a value
-/// that each iteration defines before using it (SSA dominance).
-/// Control flow is structured, so a buffer is never touched outside its span
-/// and each op's trailing barrier orders the hand-over between two buffers
-/// that share bytes.
-namespace {
 /// Bytes [first, second) of the shared window.
 using ByteRange = std::pair<int64_t, int64_t>;
 
@@ -652,11 +640,19 @@ struct SharedAccesses {
   bool unknown = false;
 };
 
-bool isWorkgroup(Type t) {
+/// A memref's memory: global (no memory space), the block's shared memory,
+/// or anything else.
+enum class Memory { Global, Shared, Other };
+Memory memoryOf(Type t) {
   auto m = dyn_cast<MemRefType>(t);
-  auto space = m ? dyn_cast_or_null<gpu::AddressSpaceAttr>(m.getMemorySpace())
-                 : gpu::AddressSpaceAttr();
-  return space && space.getValue() == gpu::AddressSpace::Workgroup;
+  if (!m)
+    return Memory::Other;
+  if (!m.getMemorySpace())
+    return Memory::Global;
+  auto space = dyn_cast<gpu::AddressSpaceAttr>(m.getMemorySpace());
+  return space && space.getValue() == gpu::AddressSpace::Workgroup
+             ? Memory::Shared
+             : Memory::Other;
 }
 
 /// The window bytes a workgroup memref derived from one planned view of
@@ -674,6 +670,12 @@ std::optional<ByteRange> windowBytes(Value memref, Value window) {
           type.getNumElements() * ((type.getElementTypeBitWidth() + 7) / 8);
       return ByteRange{*offset, *offset + bytes};
     }
+    // (A reinterpret_cast addresses from its source's base: only one at
+    // offset 0 stays inside it, as every one of this lowering does.)
+    if (auto cast = dyn_cast<memref::ReinterpretCastOp>(def))
+      if (cast.getMixedOffsets().size() != 1 ||
+          getConstantIntValue(cast.getMixedOffsets()[0]) != 0)
+        return std::nullopt;
     if (!isa<memref::ReinterpretCastOp, memref::CastOp,
              memref::CollapseShapeOp, memref::ExpandShapeOp,
              memref::SubViewOp>(def))
@@ -688,9 +690,14 @@ void collectSharedAccesses(Operation *root, Value window,
                            SharedAccesses &out) {
   root->walk([&](Operation *op) {
     auto add = [&](Value memref, bool write) {
-      if (!isWorkgroup(memref.getType())) {
-        // Global memory: reads are free to move past a barrier; a write
-        // might be what the barrier orders for another thread.
+      Memory memory = memoryOf(memref.getType());
+      if (memory == Memory::Other) {
+        out.unknown = true;
+        return;
+      }
+      if (memory == Memory::Global) {
+        // Reads are free to move past a barrier; a write might be what the
+        // barrier orders for another thread.
         out.unknown |= write;
         return;
       }
@@ -714,7 +721,7 @@ void collectSharedAccesses(Operation *root, Value window,
     if (auto pointer = dyn_cast<memref::ExtractAlignedPointerAsIndexOp>(op)) {
       // A shared address may be used for anything (mbarriers, TMA, wgmma);
       // a global one only by ops that are themselves accesses.
-      if (!isWorkgroup(pointer.getSource().getType()))
+      if (memoryOf(pointer.getSource().getType()) == Memory::Global)
         return;
       add(pointer.getSource(), false);
       return add(pointer.getSource(), true);
@@ -734,8 +741,6 @@ bool overlap(ArrayRef<ByteRange> a, ArrayRef<ByteRange> b) {
         return true;
   return false;
 }
-} // namespace
-
 /// Lets the async copies of a prologue load land while later prologue work
 /// runs: a `commit; wait_group 0; barrier` whose group only wrote shared
 /// bytes (since the previous barrier) that nothing touches before the next
@@ -745,15 +750,22 @@ bool overlap(ArrayRef<ByteRange> a, ArrayRef<ByteRange> b) {
 /// round trips in a row at every program's start; now they overlap. The
 /// bytes are the planned views' (their offsets are constants by now), so a
 /// buffer sharing bytes with the group keeps the barrier.
-static void deferAsyncCopyWaits(gpu::GPUFuncOp func, Value window) {
+void deferAsyncCopyWaits(gpu::GPUFuncOp func, Value window) {
   Block &body = func.getBody().front();
+  // The bytes of groups whose wait was removed and that no kept top-level
+  // `wait_group 0; barrier` has retired yet: still in flight.
+  SmallVector<ByteRange> inFlight;
   for (Operation *op = &body.front(); op; op = op->getNextNode()) {
     auto wait = dyn_cast<NVVM::CpAsyncWaitGroupOp>(op);
     if (!wait || wait.getN() != 0)
       continue;
     Operation *commit = wait->getPrevNode(), *barrier = wait->getNextNode();
-    if (!commit || !isa<NVVM::CpAsyncCommitGroupOp>(commit) || !barrier ||
-        !isa<gpu::BarrierOp>(barrier))
+    if (!barrier || !isa<gpu::BarrierOp>(barrier))
+      continue;
+    // Unless removed below, this wait and barrier retire everything.
+    SmallVector<ByteRange> pending = std::move(inFlight);
+    inFlight.clear();
+    if (!commit || !isa<NVVM::CpAsyncCommitGroupOp>(commit))
       continue;
     // Since the previous barrier: shared writes only (the group's copies,
     // and the plain stores of its unaligned or edge path).
@@ -763,6 +775,8 @@ static void deferAsyncCopyWaits(gpu::GPUFuncOp func, Value window) {
       collectSharedAccesses(p, window, group);
     if (group.unknown || !group.reads.empty() || group.writes.empty())
       continue;
+    // Groups deferred to this wait stay in flight with this one.
+    llvm::append_range(group.writes, pending);
     // Up to the next wait_group 0 + barrier: nothing on those bytes.
     SharedAccesses between;
     Operation *next = barrier->getNextNode();
@@ -781,9 +795,21 @@ static void deferAsyncCopyWaits(gpu::GPUFuncOp func, Value window) {
     op = commit;
     wait->erase();
     barrier->erase();
+    inFlight = std::move(group.writes);
   }
 }
 
+/// Places the tile buffers (memref.view ops of the shared window) so that
+/// buffers whose live ranges are disjoint share bytes, and returns the total.
+/// A buffer's live range is the span, in program order, from its first to
+/// its last access (through view-like aliases), widened to the whole of the
+/// outermost loop around an access that does not also hold the buffer's
+/// home (the op it was allocated for): there a value may live across
+/// iterations, while a buffer allocated inside a loop body holds a value
+/// that each iteration defines before using it (SSA dominance).
+/// Control flow is structured, so a buffer is never touched outside its span
+/// and each op's trailing barrier orders the hand-over between two buffers
+/// that share bytes.
 int64_t planSharedMemory(gpu::GPUFuncOp func, Value window,
                          const DenseMap<Operation *, Block *> &home,
                          const DenseMap<Operation *, int64_t> &alignment) {

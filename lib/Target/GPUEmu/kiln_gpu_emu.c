@@ -162,6 +162,11 @@ typedef struct {
    * wg_block is this block's epoch. */
   uint64_t wg_block;
   uint32_t wg_group[kMaxThreads / 128];
+  /* cp.async copies to this byte issued and not yet landed (valid when
+   * cp_block is this block's epoch), and the site of the last one. */
+  uint64_t cp_block;
+  int32_t cp_pending;
+  const char *cp_site;
 } shadow;
 
 enum { kMaxMbarriers = 32, kMaxTensorMaps = 16, kTensorMapBytes = 128 };
@@ -611,6 +616,12 @@ EMU_API void kiln_emu_shared_access(int64_t addr, int32_t bytes,
     shadow *h = &s->shadow[i];
     int wrote_here = h->w_epoch == s->epoch;
     int read_here = h->r_epoch == s->epoch;
+    /* A cp.async lands when its thread's wait_group retires it: until then
+     * no thread may touch its bytes, barriers or not. */
+    if (h->cp_block == s->block_epoch && h->cp_pending > 0)
+      fail("%s: shared-memory %s of byte %lld while a cp.async to it (%s) is "
+           "in flight: no cp.async.wait_group of its thread has retired it",
+           site, is_write ? "store" : "load", (long long)i, h->cp_site);
     if (h->mbar && mbarrier_byte(h, i))
       fail("%s: shared-memory %s touches byte %lld of the mbarrier at "
            "shared byte %lld (only mbarrier operations may access it)",
@@ -678,6 +689,15 @@ EMU_API void kiln_emu_cp_async(int64_t dst, int64_t src, int64_t bytes,
    * thread from now on (a race with another thread's access since the last
    * barrier), and lands again, visibly, when retired. */
   kiln_emu_shared_access(dst, (int32_t)bytes, 1, site);
+  for (int64_t i = off; i < off + bytes; ++i) {
+    shadow *h = &s->shadow[i];
+    if (h->cp_block != s->block_epoch) {
+      h->cp_block = s->block_epoch;
+      h->cp_pending = 0;
+    }
+    h->cp_pending++;
+    h->cp_site = site;
+  }
   if (f->num_copies == f->cap_copies) {
     size_t cap = f->cap_copies ? 2 * f->cap_copies : 256;
     pending_copy *c =
@@ -717,6 +737,9 @@ EMU_API void kiln_emu_cp_async_wait(int32_t n) {
     pending_copy c = f->copies[i];
     if (c.bytes && c.group != UINT64_MAX && c.group < keep_from) {
       unsigned char *dst = (unsigned char *)(uintptr_t)c.dst;
+      int64_t off = (int64_t)c.dst - (int64_t)(uintptr_t)s->smem;
+      for (int64_t b = off; b < off + (int64_t)c.bytes; ++b)
+        s->shadow[b].cp_pending--;
       kiln_emu_shared_access((int64_t)c.dst, (int32_t)c.bytes, 1, c.site);
       uint64_t m = c.src_bytes < c.bytes ? c.src_bytes : c.bytes;
       memcpy(dst, (const void *)(uintptr_t)c.src, m);
