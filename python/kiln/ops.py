@@ -398,21 +398,32 @@ def embedding(weight, ids, block_n=8, block_d=1024, errors=None):
     counted in `errors`. weight: float32, float16 or kiln.bf16 (out has its
     type), or a PyTorch CUDA tensor (bfloat16, float16, float32; ids then a
     CUDA tensor of any integer type, or numpy)."""
-    side = _side("embedding", dict(weight=weight, ids=ids, errors=errors))
-    (weight,), dtype = side.same_type(weight=weight)
-    ids = side.ints(ids, "ids").reshape(-1)
-    vocab, dim = weight.shape
-    n = ids.shape[0]
-    out = side.empty((n, dim), dtype)
+    return _gather_rows("embedding", dict(weight=weight, ids=ids), errors,
+                        dict(block_n=block_n, block_d=block_d),
+                        lambda c, rows: f"embedding: {c} id(s) outside [0, {rows})")
+
+
+def _gather_rows(name, arrays, errors, blocks, message):
+    """The row gathers' common body (embedding, moe_permute): `arrays` is
+    {table name: table [rows, dim], index name: index}, `blocks` the
+    kernel's {row block name: size, column block name: size}; out[r] =
+    table[index.reshape(-1)[r]], in the table's type. `message(count,
+    rows)`: the IndexError's, which carries the output as `e.partial`."""
+    (table_name, table), (index_name, index) = arrays.items()
+    side = _side(name, dict(arrays, errors=errors))
+    (table,), dtype = side.same_type(**{table_name: table})
+    index = side.ints(index, index_name).reshape(-1)
+    table_rows, dim = table.shape
+    rows = index.shape[0]
+    out = side.empty((rows, dim), dtype)
     word = side.errors(errors)
-    if n and dim:
-        side.launch(kernel("embedding", _target=side.target, block_n=block_n, block_d=block_d,
-                           dtype=dtype),
-                    [weight, ids, out, word, n, vocab, dim],
-                    [_cdiv(n, block_n), _cdiv(dim, block_d)])
+    block_rows, block_cols = blocks.values()
+    if rows and dim:
+        side.launch(kernel(name, _target=side.target, dtype=dtype, **blocks),
+                    [table, index, out, word, rows, table_rows, dim],
+                    [_cdiv(rows, block_rows), _cdiv(dim, block_cols)])
     out = side.wrap(out, dtype)
-    _bad_indices(side, word, errors, lambda c: f"embedding: {c} id(s) outside [0, {vocab})",
-                 out)
+    _bad_indices(side, word, errors, lambda c: message(c, table_rows), out)
     return out
 
 
@@ -494,25 +505,13 @@ def moe_route(topk_ids, num_experts, errors=None):
 
 def moe_permute(x, src_rows, block_r=8, block_h=1024, errors=None):
     """out[r] = x[src_rows[r]] (rows grouped by expert; -1 rows are zero; a
-    row outside [-1, tokens) reads zeros and raises IndexError, or is
-    counted in `errors`). x: float32, float16 or kiln.bf16 (out has its
+    row outside [-1, tokens) reads zeros and raises IndexError, with the
+    output as `e.partial`, or is counted in `errors`). x: float32, float16 or kiln.bf16 (out has its
     type), or a PyTorch CUDA tensor (src_rows then any integer CUDA tensor,
     or numpy)."""
-    side = _side("moe_permute", dict(x=x, src_rows=src_rows, errors=errors))
-    (x,), dtype = side.same_type(x=x)
-    src_rows = side.ints(src_rows, "src_rows").reshape(-1)
-    tokens, hidden = x.shape
-    rows = src_rows.shape[0]
-    out = side.empty((rows, hidden), dtype)
-    word = side.errors(errors)
-    if rows and hidden:
-        side.launch(kernel("moe_permute", _target=side.target, block_r=block_r,
-                           block_h=block_h, dtype=dtype),
-                    [x, src_rows, out, word, rows, tokens, hidden],
-                    [_cdiv(rows, block_r), _cdiv(hidden, block_h)])
-    _bad_indices(side, word, errors,
-                 lambda c: f"moe_permute: {c} source row(s) outside [-1, {tokens})")
-    return side.wrap(out, dtype)
+    return _gather_rows("moe_permute", dict(x=x, src_rows=src_rows), errors,
+                        dict(block_r=block_r, block_h=block_h),
+                        lambda c, rows: f"moe_permute: {c} source row(s) outside [-1, {rows})")
 
 
 def moe_unpermute(y, slot_rows, weights, block_t=16, block_h=128, errors=None):

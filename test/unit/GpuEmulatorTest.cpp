@@ -470,7 +470,8 @@ TEST_CASE("ldmatrix follows the PTX fragment layout", "[emu]") {
   }
 }
 
-TEST_CASE("cp.async lands at wait_group, zero-fills, poison before", "[emu]") {
+TEST_CASE("cp.async lands at wait_group, zero-fills, in flight until then",
+          "[emu]") {
   static float src[64];
   for (int i = 0; i < 64; ++i)
     src[i] = float(i) + 0.5f;
@@ -485,16 +486,46 @@ TEST_CASE("cp.async lands at wait_group, zero-fills, poison before", "[emu]") {
         kiln_emu_cp_async(dst, int64_t(reinterpret_cast<uintptr_t>(&src[t])),
                           4, t == 63 ? 0 : 4, "copy");
         kiln_emu_cp_async_commit();
-        o[t] = load(4 * t); // not landed yet: the 0xFF poison (NaN)
+        // Other bytes stay free while the copies fly.
+        store(256 + 4 * t, float(t));
+        o[t] = load(256 + 4 * t);
         kiln_emu_cp_async_wait(0);
         kiln_emu_barrier();
         o[64 + t] = load(4 * ((t + 1) % 64));
       },
-      argv, 64, 256);
+      argv, 64, 512);
   for (int t = 0; t < 64; ++t) {
-    CHECK(std::isnan(got[t]));
+    CHECK(got[t] == float(t));
     int s = (t + 1) % 64;
     CHECK(got[64 + t] == (s == 63 ? 0.0f : src[s]));
+  }
+  // Reading a copy's bytes before its thread's wait_group retired it: by
+  // that thread, or by another one after a barrier (the copy may still
+  // land any time), is refused.
+  static bool readOther;
+  for (bool other : {false, true}) {
+    readOther = other;
+    auto [aborted, err] = inChild([] {
+      run(
+          [](void **, int32_t, int32_t, int32_t, int32_t, int32_t, int32_t) {
+            int t = kiln_emu_thread_id();
+            kiln_emu_cp_async(kiln_emu_shared() + 4 * t,
+                              int64_t(reinterpret_cast<uintptr_t>(&src[t])), 4,
+                              4, "copy");
+            kiln_emu_cp_async_commit();
+            if (readOther) {
+              kiln_emu_barrier();
+              (void)load(4 * ((t + 1) % 32));
+            } else {
+              (void)load(4 * t);
+            }
+            kiln_emu_cp_async_wait(0);
+          },
+          nullptr, 32, 256);
+    });
+    CHECK(aborted);
+    CHECK(err.find("while a cp.async to it (copy) is in flight") !=
+          std::string::npos);
   }
 }
 
