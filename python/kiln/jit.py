@@ -277,6 +277,7 @@ class JITFunction:
         # positional-only ones (Signature.bind refuses those by name).
         self._fast_bind = all(p.kind == p.POSITIONAL_OR_KEYWORD for p in self.params)
         self.cache = {}
+        self._known = {}  # specialize()'s fast path
         self.last = None
         self._parsed = None
         self._lock = threading.Lock()
@@ -382,6 +383,13 @@ class JITFunction:
                              f"but no CUDA device can run kernels here: {e}") from None
 
     def specialize(self, bound, grid_rank, num_warps=None, num_stages=None):
+        # First by the arguments' keys and the raw compile environment (the
+        # target and options as given); then by the resolved ones.
+        fast = (grid_rank, num_warps, num_stages, runtime_module._compile_environment()) + \
+            tuple(a.key for a in bound)
+        ck = self._known.get(fast)
+        if ck is not None:
+            return ck
         # The key names the target actually compiled for: host arrays take
         # $KILN_TARGET as it is now (a kernel specialized for one target is
         # not reused after it changes).
@@ -393,11 +401,12 @@ class JITFunction:
             tuple(a.key for a in bound)
         with self._lock:
             ck = self.cache.get(key)
-        if ck is not None:
-            return ck
-        ck = self.compile(bound, grid_rank, target, num_warps, num_stages)
+        if ck is None:
+            ck = self.compile(bound, grid_rank, target, num_warps, num_stages)
+            with self._lock:
+                self.cache[key] = ck
         with self._lock:
-            self.cache[key] = ck
+            self._known[fast] = ck
         return ck
 
     def compile(self, bound, grid_rank, target=None, num_warps=4, num_stages=2):

@@ -13,7 +13,7 @@ import threading
 
 import numpy as np
 
-from .runtime import bf16, is_cuda_array
+from .runtime import _compile_environment, bf16, is_cuda_array
 
 __all__ = ["list_ops", "kernel", "mod_source", "embedding", "paged_kv_gather", "moe_route", "moe_permute",
            "moe_unpermute", "block_mask", "block_sparse_attention", "dsa_indexer", "dsa_topk",
@@ -24,20 +24,8 @@ _lock = threading.Lock()
 _kernels = {}
 _provider = None
 # kernel()'s fast path: (name, mods, target, warps, config as given, the
-# environment it depends on) -> the kernel. Reading these variables one by
-# one through os.environ costs about 0.8 us each; its mapping of encoded
-# names (CPython, POSIX) is read directly where it exists.
+# compile environment) -> the kernel.
 _known = {}
-_ENV = ("KILN_TARGET", "KILN_NUM_WARPS", "KILN_NUM_STAGES", "KILN_TMA", "KILN_SWIZZLE",
-        "KILN_OVERLAP", "KILN_TMA_MAPS")
-_ENV_BYTES = tuple(k.encode() for k in _ENV)
-
-
-def _environment():
-    data = getattr(os.environ, "_data", None)
-    if os.name == "posix" and isinstance(data, dict):
-        return tuple(map(data.get, _ENV_BYTES))
-    return tuple(map(os.environ.get, _ENV))
 
 
 def list_ops():
@@ -87,7 +75,7 @@ def kernel(name, mods="", _target=None, _num_warps=None, **config):
     `_num_warps`: instead of $KILN_NUM_WARPS."""
     if _provider is not None:
         return _provider(name, mods, {k: str(v) for k, v in config.items()})
-    fast = (name, mods, _target, _num_warps, _environment(), tuple(config.items()))
+    fast = (name, mods, _target, _num_warps, _compile_environment(), tuple(config.items()))
     k = _known.get(fast)
     if k is not None:
         return k
