@@ -403,26 +403,31 @@ def _bad_indices(side, word, errors, message, partial=None):
 
 
 def embedding(weight, ids, block_n=8, block_d=1024, errors=None):
-    """out[r] = weight[ids.reshape(-1)[r]]; an id outside [0, vocab) reads
-    zeros and raises IndexError (with the output as `e.partial`), or is
+    """out[i...] = weight[ids[i...]], of shape ids.shape + (dim,) (as
+    weight[ids] and torch.nn.functional.embedding); an id outside [0, vocab)
+    reads zeros and raises IndexError (with the output as `e.partial`), or is
     counted in `errors`. weight: float32, float16 or kiln.bf16 (out has its
     type), or a PyTorch CUDA tensor (bfloat16, float16, float32; ids then a
     CUDA tensor of any integer type, or numpy)."""
     return _gather_rows("embedding", dict(weight=weight, ids=ids), errors,
                         dict(block_n=block_n, block_d=block_d),
-                        lambda c, rows: f"embedding: {c} id(s) outside [0, {rows})")
+                        lambda c, rows: f"embedding: {c} id(s) outside [0, {rows})",
+                        keep_shape=True)
 
 
-def _gather_rows(name, arrays, errors, blocks, message):
+def _gather_rows(name, arrays, errors, blocks, message, keep_shape=False):
     """The row gathers' common body (embedding, moe_permute): `arrays` is
     {table name: table [rows, dim], index name: index}, `blocks` the
     kernel's {row block name: size, column block name: size}; out[r] =
-    table[index.reshape(-1)[r]], in the table's type. `message(count,
-    rows)`: the IndexError's, which carries the output as `e.partial`."""
+    table[index.reshape(-1)[r]], in the table's type (`keep_shape`: of
+    shape index.shape + (dim,)). `message(count, rows)`: the IndexError's,
+    which carries the output as `e.partial`."""
     (table_name, table), (index_name, index) = arrays.items()
     side = _side(name, dict(arrays, errors=errors))
     (table,), dtype = side.same_type(**{table_name: table})
-    index = side.ints(index, index_name).reshape(-1)
+    index = side.ints(index, index_name)
+    index_shape = tuple(index.shape)
+    index = index.reshape(-1)
     table_rows, dim = table.shape
     rows = index.shape[0]
     out = side.empty((rows, dim), dtype)
@@ -432,6 +437,8 @@ def _gather_rows(name, arrays, errors, blocks, message):
         side.launch(kernel(name, _target=side.target, dtype=dtype, **blocks),
                     [table, index, out, word, rows, table_rows, dim],
                     [_cdiv(rows, block_rows), _cdiv(dim, block_cols)])
+    if keep_shape:
+        out = out.reshape(index_shape + (dim,))
     out = side.wrap(out, dtype)
     _bad_indices(side, word, errors, lambda c: message(c, table_rows), out)
     return out

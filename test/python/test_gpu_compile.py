@@ -718,8 +718,9 @@ class Tensor:
                 allocs.append(self)
         self.addr = addr
     def _new(self, data, view=False):
-        return Tensor(data.shape, _DTYPES[data.dtype], self.device, data=data,
-                      addr=self.addr if view else None)
+        same = data.dtype == _NP[self.dtype.name]  # (bfloat16 keeps its type)
+        return Tensor(data.shape, self.dtype if same else _DTYPES[data.dtype], self.device,
+                      data=data, addr=self.addr if view else None)
     def dim(self):
         return len(self.shape)
     def data_ptr(self):
@@ -1011,7 +1012,7 @@ ids = Tensor((3, 11), torch.int64, dev, data=np.arange(33) * 7)
 ids.data[1, 2] = 2**32 + 5  # not wrapped to 5: -2, counted by the kernel
 before, items = list(allocs), Tensor.items
 out = kiln.ops.embedding(weight, ids)
-assert out.shape == (33, 70) and out.dtype is torch.bfloat16 and out.device == dev
+assert out.shape == (3, 11, 70) and out.dtype is torch.bfloat16 and out.device == dev
 (ids32,) = fresh(before, dtype=torch.int32, shape=(3, 11))
 assert ids32.data[1, 2] == -2 and ids32.data[1, 3] == 14 * 7, ids32.data
 (word,) = fresh(before, dtype=torch.int32, shape=(1,))
@@ -1023,7 +1024,7 @@ try:
     kiln.ops.embedding(weight, ids)
     sys.exit("a count of bad ids was not raised")
 except IndexError as e:
-    assert "embedding: 3 id(s) outside [0, 500)" in str(e) and e.partial.shape == (33, 70), e
+    assert "embedding: 3 id(s) outside [0, 500)" in str(e) and e.partial.shape == (3, 11, 70), e
 # With the caller's errors: counted there, nothing waited for.
 errors = Tensor((4,), torch.int32, dev)
 items = Tensor.items

@@ -22,6 +22,9 @@ def test_embedding(rng):
     w = rng.standard_normal((500, 70)).astype(np.float32)
     ids = rng.integers(0, 500, 33)
     assert_close(kiln.ops.embedding(w, ids), w[ids].astype(np.float64), 0, 0)
+    # Any shape of ids: out has ids.shape + (dim,), as w[ids].
+    ids2 = rng.integers(0, 500, (3, 7))
+    assert_close(kiln.ops.embedding(w, ids2), w[ids2].astype(np.float64), 0, 0)
     with pytest.raises(IndexError, match="2 id"):
         kiln.ops.embedding(w, np.array([1, -1, 500, 4]))
 
