@@ -84,9 +84,10 @@ def kernel(name, mods="", _target=None, _num_warps=None, **config):
                       overlap_enabled, swizzle_enabled, tma_enabled)
     target = _target or os.environ.get("KILN_TARGET", "host")
     if target.startswith("sm_") and _target is None:
-        raise ValueError(f"kiln.ops runs on host (numpy) arrays, and KILN_TARGET={target} "
-                         "compiles for a GPU whose kernels cannot read them; unset "
-                         "KILN_TARGET (emu-sm_XY runs the GPU lowering on the host)")
+        raise ValueError(f"kiln.ops on host (numpy) arrays runs on the host, and "
+                         f"KILN_TARGET={target} compiles for a GPU whose kernels cannot read "
+                         "them; unset KILN_TARGET (emu-sm_XY runs the GPU lowering on the "
+                         "host), or pass PyTorch CUDA tensors")
     # Everything the compiled code depends on: after $KILN_TARGET, $KILN_TMA,
     # $KILN_SWIZZLE or $KILN_OVERLAP change, a kernel compiled before is not
     # reused.
