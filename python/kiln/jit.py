@@ -22,18 +22,6 @@ _jits = {}
 _gpu_target = None
 
 
-def _torch_current_stream():
-    """The handle of PyTorch's current CUDA stream on the runtime's device
-    (PyTorch is imported: a tensor of its was passed)."""
-    import sys
-    torch = sys.modules["torch"]
-    device = runtime_module._kiln_device()
-    raw = getattr(getattr(torch, "_C", None), "_cuda_getCurrentRawStream", None)
-    if raw is not None:
-        return int(raw(device))
-    return int(torch.cuda.current_stream(device).cuda_stream)
-
-
 def _get_jit(target=None):
     """The process-wide JIT for `target` (default: the host CPU, or
     $KILN_TARGET): the same compiler and caches as C++."""
@@ -206,6 +194,8 @@ def _as_array(obj, name):
         view = cuda_array_view(obj, name)
         if view is not None:
             d = DeviceArray(view, name)
+            # (A PyTorch tensor subclass: launched as PyTorch tensors are.)
+            d.torch = type(obj).__module__.startswith("torch")
             return d, d.dtype
     if not isinstance(obj, np.ndarray) and hasattr(obj, "__dlpack__"):
         try:
@@ -277,7 +267,7 @@ class JITFunction:
         # positional-only ones (Signature.bind refuses those by name).
         self._fast_bind = all(p.kind == p.POSITIONAL_OR_KEYWORD for p in self.params)
         self.cache = {}
-        self._known = {}  # specialize()'s fast path
+        self._known = {}  # specialize()'s fast path: its key -> the cache's
         self.last = None
         self._parsed = None
         self._lock = threading.Lock()
@@ -387,9 +377,11 @@ class JITFunction:
         # target and options as given); then by the resolved ones.
         fast = (grid_rank, num_warps, num_stages, runtime_module._compile_environment()) + \
             tuple(a.key for a in bound)
-        ck = self._known.get(fast)
-        if ck is not None:
-            return ck
+        key = self._known.get(fast)
+        if key is not None:
+            ck = self.cache.get(key)  # (clearing the cache forgets it)
+            if ck is not None:
+                return ck
         # The key names the target actually compiled for: host arrays take
         # $KILN_TARGET as it is now (a kernel specialized for one target is
         # not reused after it changes).
@@ -406,7 +398,7 @@ class JITFunction:
             with self._lock:
                 self.cache[key] = ck
         with self._lock:
-            self._known[fast] = ck
+            self._known[fast] = key
         return ck
 
     def compile(self, bound, grid_rank, target=None, num_warps=4, num_stages=2):
@@ -494,14 +486,11 @@ class JITFunction:
             if not isinstance(wait, bool):
                 raise ValueError(f"{self.__name__}: wait must be True or False, got {wait!r}")
         bound = self.bind(args, kwargs)
-        # PyTorch tensors and neither option: Triton's way, queued on
-        # PyTorch's current stream of the device, nothing waited for.
-        if stream is None and wait is None and any(
-                a.kind == "ptr" and a.array is not None and getattr(a.array, "torch", False)
-                for a in bound):
-            stream = _torch_current_stream()
-        if wait is None:
-            wait = stream is None
+        # PyTorch tensors and no stream: Triton's way, on PyTorch's current
+        # stream of the device (_launch_on_torch), waited for only if wait.
+        on_torch = stream is None and any(
+            a.kind == "ptr" and a.array is not None and getattr(a.array, "torch", False)
+            for a in bound)
         meta = {p.name: a.value for p, a in zip(self.params, bound) if a.kind == "const"}
         if callable(grid):
             grid = grid(meta)
@@ -516,16 +505,22 @@ class JITFunction:
         ck = self.specialize(bound, len(grid), options.get("num_warps"),
                              options.get("num_stages"))
         values = [a.value for a in bound if a.kind != "const"]
-        if stream is None or not ck.kernel.is_gpu:
-            ck.kernel.launch(values, list(grid), wait)
+        if not ck.kernel.is_gpu:
+            ck.kernel.launch(values, list(grid), True)
+        elif on_torch:
+            runtime_module._launch_on_torch(ck.kernel, values, list(grid), bool(wait),
+                                            self.__name__)
+        elif stream is not None:
+            ck.kernel.launch(values, list(grid), bool(wait), stream)
         else:
-            ck.kernel.launch(values, list(grid), wait, stream)
+            ck.kernel.launch(values, list(grid), wait is None or wait)
         return ck
 
     def synchronize(self):
-        """Waits for this kernel's GPU launches made with wait=False (on the
-        runtime stream of each GPU target it was compiled for; not those
-        given a stream); raises LaunchError if one failed."""
+        """Waits for this kernel's GPU launches made with wait=False on the
+        runtime's stream of each GPU target it was compiled for (not those
+        on a caller's or PyTorch's stream: synchronize that stream); raises
+        LaunchError if one failed."""
         with self._lock:
             kernels = list(self.cache.values())
         seen = set()
@@ -625,8 +620,10 @@ class Autotuner:
         keyvals = []
         for k in self.key:
             v = bound.get(k)
-            if isinstance(v, np.ndarray):
-                v = (v.shape, str(v.dtype))
+            if isinstance(v, np.ndarray) or (hasattr(v, "shape") and hasattr(v, "dtype")):
+                # Arrays and tensors by shape and type (a tensor's repr reads
+                # its values back from the device).
+                v = (tuple(v.shape), str(v.dtype))
             keyvals.append(repr(v))
         key = "|".join(keyvals)
         cfg = self.best.get(key)
@@ -638,6 +635,10 @@ class Autotuner:
                 timings = []
                 for i, c in enumerate(self.configs):
                     call = dict(kwargs, **c.kwargs)
+                    # Timed to the kernel's end (launches on PyTorch tensors
+                    # are otherwise only queued).
+                    if "wait" not in self.fn.name_set:
+                        call["wait"] = True
                     try:
                         for _ in range(self.warmup):
                             self.fn.run(*args, grid=grid, **call)

@@ -75,8 +75,14 @@ def kernel(name, mods="", _target=None, _num_warps=None, **config):
     `_num_warps`: instead of $KILN_NUM_WARPS."""
     if _provider is not None:
         return _provider(name, mods, {k: str(v) for k, v in config.items()})
-    fast = (name, mods, _target, _num_warps, _compile_environment(), tuple(config.items()))
-    k = _known.get(fast)
+    # (Types too: 1, True and 1.0 are equal keys but distinct settings.)
+    fast = (name, mods, _target, _num_warps, _compile_environment(),
+            tuple((k, type(v), v) for k, v in config.items()))
+    try:
+        k = _known.get(fast)
+    except TypeError:  # an unhashable setting: the slow path only
+        fast = None
+        k = None
     if k is not None:
         return k
     from . import _kiln
@@ -103,8 +109,9 @@ def kernel(name, mods="", _target=None, _num_warps=None, **config):
                                                 default_num_stages()))
         with _lock:
             _kernels[key] = k
-    with _lock:
-        _known[fast] = k
+    if fast is not None:
+        with _lock:
+            _known[fast] = k
     return k
 
 
@@ -348,25 +355,10 @@ class _Torch:
         return int(a.max().item()) if a.numel() else 0
 
     def launch(self, kern, values, grid):
-        # Queued on PyTorch's current stream, as PyTorch's own kernels are:
-        # ordered with its work, nothing waited for, and capturable into a
-        # CUDA graph. A kernel with scratch memory (tensor maps built on the
-        # device, KILN_TMA_MAPS=device) runs on the runtime's stream instead,
-        # which is ordered with the legacy default stream: under another
-        # stream, that stream is waited for first, and the kernel too.
-        torch = self.torch
-        stream = torch.cuda.current_stream(self.dev)
-        if not getattr(kern, "scratch_bytes", 0):
-            kern.launch(values, grid, wait=False, stream=stream.cuda_stream)
-            return
-        if torch.cuda.is_current_stream_capturing():
-            raise RuntimeError(f"{self.name}: this kernel uses scratch memory (tensor maps "
-                               "built on the device, KILN_TMA_MAPS=device), which runs on "
-                               "the runtime's stream and cannot be captured into a CUDA graph")
-        on_default = stream == torch.cuda.default_stream(self.dev)
-        if not on_default:
-            stream.synchronize()
-        kern.launch(values, grid, wait=not on_default)
+        # Queued on PyTorch's current stream, nothing waited for (a kernel
+        # with scratch memory: see _launch_on_torch).
+        from .runtime import _launch_on_torch
+        _launch_on_torch(kern, values, grid, False, self.name)
 
 
 def _side(name, arguments):

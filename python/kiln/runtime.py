@@ -218,6 +218,44 @@ def _compile_environment():
     return tuple(map(os.environ.get, _COMPILE_ENV))
 
 
+def _torch_current_stream():
+    """The handle of PyTorch's current CUDA stream on the runtime's device
+    (PyTorch is imported: a tensor of its was passed)."""
+    import sys
+    torch = sys.modules["torch"]
+    device = _kiln_device()
+    raw = getattr(getattr(torch, "_C", None), "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return int(raw(device))
+    return int(torch.cuda.current_stream(device).cuda_stream)
+
+
+def _launch_on_torch(kernel, values, grid, wait, name):
+    """Launches a GPU `kernel` (anything with launch(values, grid, wait,
+    stream) and, optionally, scratch_bytes) for PyTorch tensors, as
+    PyTorch's own kernels run: queued on its current stream of the runtime's
+    device, waited for only if `wait`; capturable into a CUDA graph. A
+    kernel with scratch memory (tensor maps built on the device,
+    KILN_TMA_MAPS=device) runs on the runtime's stream, which is ordered
+    with the legacy default stream: under another stream, that stream is
+    waited for first, and the kernel too; under a capture it is refused."""
+    if not getattr(kernel, "scratch_bytes", 0):
+        kernel.launch(values, grid, wait, _torch_current_stream())
+        return
+    import sys
+    torch = sys.modules["torch"]
+    if torch.cuda.is_current_stream_capturing():
+        raise RuntimeError(f"{name}: this kernel uses scratch memory (tensor maps built on "
+                           "the device, KILN_TMA_MAPS=device), which runs on the runtime's "
+                           "stream and cannot be captured into a CUDA graph")
+    device = _kiln_device()
+    stream = torch.cuda.current_stream(device)
+    on_default = stream == torch.cuda.default_stream(device)
+    if not on_default:
+        stream.synchronize()
+    kernel.launch(values, grid, wait or not on_default)
+
+
 def _stream_handle(stream):
     """A CUDA stream's handle (its CUstream as an int) from an int, a
     PyTorch stream (`.cuda_stream`; its device must be the runtime's) or an

@@ -575,16 +575,15 @@ for stream in (handle.value, np.int64(handle.value), TorchLikeStream(), Protocol
     gpu_b[(2,)](*ts, n, stream=stream, wait=True)
     add[(2,)](*ts, n, BLOCK=256, stream=stream, wait=True)
     assert syncs() == before + 2, "wait=True did not wait for the caller's stream"
-# @kiln.jit on PyTorch tensors without wait= or stream=: Triton's way, on
-# PyTorch's current stream, nothing waited for; wait=True: the runtime's
-# stream, waited for.
+# @kiln.jit on PyTorch tensors without stream=: Triton's way, on PyTorch's
+# current stream, nothing waited for; wait=True: that stream waited for.
 current_raw[0] = handle.value
 before = syncs()
 add[(3,)](*ts, n, BLOCK=256)
 assert mock.kiln_mock_last_launch().contents.stream == handle.value and syncs() == before
 add[(3,)](*ts, n, BLOCK=256, wait=True)
 l = mock.kiln_mock_last_launch().contents
-assert l.stream and l.stream != handle.value and syncs() == before + 1
+assert l.stream == handle.value and syncs() == before + 1
 current_raw[0] = 0
 # stream=None: as without it (a bundle, or @kiln.jit on CUDA arrays that are
 # not PyTorch tensors: the runtime's stream, waited for).
