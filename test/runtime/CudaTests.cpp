@@ -214,6 +214,17 @@ uint64_t bits(const void *pointer) {
   return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(pointer));
 }
 
+/// vadd's arguments with x, y and out all on `buffer`: usable wherever a
+/// `const kiln_arg *` is (and indexable).
+struct VaddArgs {
+  kiln_arg values[4];
+  VaddArgs(const DeviceBuffer &buffer, int32_t n)
+      : values{ptrArg(buffer.pointer, KILN_DTYPE_F32),
+               ptrArg(buffer.pointer, KILN_DTYPE_F32),
+               ptrArg(buffer.pointer, KILN_DTYPE_F32), i32Arg(n)} {}
+  operator const kiln_arg *() const { return values; }
+};
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -528,9 +539,7 @@ TEST_CASE("GPU architectures are matched against the device", "[mock]") {
     KernelPtr kernel =
         loadOk(makeBundle(gpuManifest("sm_86", "cubin"), cubin(86)));
     DeviceBuffer buffer(16);
-    kiln_arg args[] = {ptrArg(buffer.pointer, KILN_DTYPE_F32),
-                       ptrArg(buffer.pointer, KILN_DTYPE_F32),
-                       ptrArg(buffer.pointer, KILN_DTYPE_F32), i32Arg(4)};
+    VaddArgs args(buffer, 4);
     RuntimePtr runtime = makeRuntime();
     int64_t grid[3] = {2, 1, 1};
     REQUIRE(Status(kiln_launch(runtime.get(), kernel.get(), args, 4, grid))
@@ -565,9 +574,7 @@ TEST_CASE("shared memory is checked and opted into", "[mock]") {
     CHECK(mock.counters()->last_set_attribute == 8);
     CHECK(mock.counters()->last_set_attribute_value == 65536);
     DeviceBuffer buffer(16);
-    kiln_arg args[] = {ptrArg(buffer.pointer, KILN_DTYPE_F32),
-                       ptrArg(buffer.pointer, KILN_DTYPE_F32),
-                       ptrArg(buffer.pointer, KILN_DTYPE_F32), i32Arg(4)};
+    VaddArgs args(buffer, 4);
     RuntimePtr runtime = makeRuntime();
     int64_t grid[3] = {1, 1, 1};
     Status status(kiln_launch(runtime.get(), kernel.get(), args, 4, grid));
@@ -633,9 +640,7 @@ TEST_CASE("CUDA errors name the call and the error", "[mock]") {
     KernelPtr kernel = loadOk(ptxBundle());
     RuntimePtr runtime = makeRuntime();
     DeviceBuffer buffer(16);
-    kiln_arg args[] = {ptrArg(buffer.pointer, KILN_DTYPE_F32),
-                       ptrArg(buffer.pointer, KILN_DTYPE_F32),
-                       ptrArg(buffer.pointer, KILN_DTYPE_F32), i32Arg(4)};
+    VaddArgs args(buffer, 4);
     int64_t grid[3] = {1, 1, 1};
     mock.failNext("cuLaunchKernel", 701);
     Status launch(kiln_launch(runtime.get(), kernel.get(), args, 4, grid));
@@ -665,9 +670,7 @@ TEST_CASE("GPU launch arguments are validated before launching", "[mock]") {
   KernelPtr kernel = loadOk(ptxBundle());
   RuntimePtr runtime = makeRuntime();
   DeviceBuffer buffer(16);
-  kiln_arg args[] = {ptrArg(buffer.pointer, KILN_DTYPE_F32),
-                     ptrArg(buffer.pointer, KILN_DTYPE_F32),
-                     ptrArg(buffer.pointer, KILN_DTYPE_F32), i32Arg(4)};
+  VaddArgs args(buffer, 4);
   int64_t grid[3] = {1, 1, 1};
   int launches = mock.lastLaunch()->count;
 
@@ -728,9 +731,7 @@ TEST_CASE("asynchronous launches and kiln_synchronize", "[mock]") {
     RuntimePtr runtime = makeRuntime();
     CHECK(mock.counters()->stream_creates == streams); // created lazily
     DeviceBuffer buffer(16);
-    kiln_arg args[] = {ptrArg(buffer.pointer, KILN_DTYPE_F32),
-                       ptrArg(buffer.pointer, KILN_DTYPE_F32),
-                       ptrArg(buffer.pointer, KILN_DTYPE_F32), i32Arg(4)};
+    VaddArgs args(buffer, 4);
     int64_t grid[3] = {3, 1, 1};
     int syncs = mock.counters()->stream_syncs;
     int launches = mock.lastLaunch()->count;
@@ -765,9 +766,7 @@ TEST_CASE("launches on the caller's stream", "[mock]") {
   CHECK(kiln_kernel_scratch_bytes(nullptr) == 0);
   RuntimePtr runtime = makeRuntime();
   DeviceBuffer buffer(16);
-  kiln_arg args[] = {ptrArg(buffer.pointer, KILN_DTYPE_F32),
-                     ptrArg(buffer.pointer, KILN_DTYPE_F32),
-                     ptrArg(buffer.pointer, KILN_DTYPE_F32), i32Arg(4)};
+  VaddArgs args(buffer, 4);
   int64_t grid[3] = {3, 1, 1};
   // A stream of the caller's (as PyTorch makes them, in the primary
   // context, current on this thread while it is created).
@@ -889,9 +888,7 @@ TEST_CASE("GPU kernels with scratch_bytes get the runtime's buffer",
   KernelPtr kernel = loadOk(scratchBundle());
   CHECK(kiln_kernel_num_args(kernel.get()) == 4); // the buffer is hidden
   DeviceBuffer buffer(16);
-  kiln_arg args[] = {ptrArg(buffer.pointer, KILN_DTYPE_F32),
-                     ptrArg(buffer.pointer, KILN_DTYPE_F32),
-                     ptrArg(buffer.pointer, KILN_DTYPE_F32), i32Arg(-7)};
+  VaddArgs args(buffer, -7);
   const kiln_mock_counters &counters = *mock.counters();
   int allocs = counters.alloc_calls;
   int frees = counters.free_calls;
@@ -984,9 +981,7 @@ TEST_CASE("kernels with scratch memory refuse the caller's stream",
   CHECK(kiln_kernel_scratch_bytes(kernel.get()) == 256);
   RuntimePtr runtime = makeRuntime();
   DeviceBuffer buffer(16);
-  kiln_arg args[] = {ptrArg(buffer.pointer, KILN_DTYPE_F32),
-                     ptrArg(buffer.pointer, KILN_DTYPE_F32),
-                     ptrArg(buffer.pointer, KILN_DTYPE_F32), i32Arg(4)};
+  VaddArgs args(buffer, 4);
   int64_t grid[3] = {2, 1, 1};
   int launches = mock.lastLaunch()->count;
   const kiln_mock_counters before = *mock.counters();
@@ -1010,9 +1005,7 @@ TEST_CASE("each runtime has its own scratch buffer", "[mock][scratch]") {
   Mock &mock = Mock::get();
   KernelPtr kernel = loadOk(scratchBundle());
   DeviceBuffer buffer(16);
-  kiln_arg args[] = {ptrArg(buffer.pointer, KILN_DTYPE_F32),
-                     ptrArg(buffer.pointer, KILN_DTYPE_F32),
-                     ptrArg(buffer.pointer, KILN_DTYPE_F32), i32Arg(1)};
+  VaddArgs args(buffer, 1);
   int64_t grid[3] = {2, 1, 1};
   RuntimePtr a = makeRuntime(), b = makeRuntime();
   REQUIRE(Status(kiln_launch_async(a.get(), kernel.get(), args, 4, grid)).ok());
@@ -1032,9 +1025,7 @@ TEST_CASE("scratch buffer failures name the CUDA call", "[mock][scratch]") {
   KernelPtr kernel = loadOk(scratchBundle());
   RuntimePtr runtime = makeRuntime();
   DeviceBuffer buffer(16);
-  kiln_arg args[] = {ptrArg(buffer.pointer, KILN_DTYPE_F32),
-                     ptrArg(buffer.pointer, KILN_DTYPE_F32),
-                     ptrArg(buffer.pointer, KILN_DTYPE_F32), i32Arg(4)};
+  VaddArgs args(buffer, 4);
   int64_t grid[3] = {4, 1, 1};
   int launches = mock.lastLaunch()->count;
 
@@ -1092,9 +1083,7 @@ TEST_CASE("scratch launches from several host threads share the buffer",
   Mock &mock = Mock::get();
   KernelPtr kernel = loadOk(scratchBundle());
   DeviceBuffer buffer(16);
-  kiln_arg args[] = {ptrArg(buffer.pointer, KILN_DTYPE_F32),
-                     ptrArg(buffer.pointer, KILN_DTYPE_F32),
-                     ptrArg(buffer.pointer, KILN_DTYPE_F32), i32Arg(4)};
+  VaddArgs args(buffer, 4);
   int pendingFrees = mock.counters()->frees_with_pending_launches;
   int allocs = mock.counters()->alloc_calls;
   {
