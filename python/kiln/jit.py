@@ -500,10 +500,15 @@ class JITFunction:
             raise ValueError(f"{self.__name__}: the grid must be an int or a tuple of 1 to 3 "
                              f"ints, got {grid!r}")
         grid = tuple(int(g) for g in grid)
-        if any(g < 1 for g in grid):
-            raise ValueError(f"{self.__name__}: every grid dimension must be >= 1, got {grid}")
+        if any(g < 0 for g in grid):
+            raise ValueError(f"{self.__name__}: every grid dimension must be >= 0, got {grid}")
         ck = self.specialize(bound, len(grid), options.get("num_warps"),
                              options.get("num_stages"))
+        if 0 in grid:
+            # No programs (an empty batch, an expert without tokens): as
+            # Triton, nothing is launched once the arguments are checked and
+            # the kernel compiled.
+            return ck
         values = [a.value for a in bound if a.kind != "const"]
         if not ck.kernel.is_gpu:
             ck.kernel.launch(values, list(grid), True)
@@ -627,6 +632,12 @@ class Autotuner:
             keyvals.append(repr(v))
         key = "|".join(keyvals)
         cfg = self.best.get(key)
+        if cfg is None and self._empty_grid(grid, bound):
+            # Nothing would run (a zero grid dimension): nothing to time, and
+            # a choice made on it would stand for every later call of this
+            # key. The first config checks the arguments and launches nothing.
+            self.last_config = self.configs[0]
+            return self.fn.run(*args, grid=grid, **dict(kwargs, **self.configs[0].kwargs))
         if cfg is None:
             table = self._load_disk()
             if key in table and 0 <= table[key] < len(self.configs):
@@ -660,6 +671,22 @@ class Autotuner:
             self.best[key] = cfg
         self.last_config = cfg
         return self.fn.run(*args, grid=grid, **dict(kwargs, **cfg.kwargs))
+
+    def _empty_grid(self, grid, bound):
+        """Whether `grid` has a zero dimension under any config (a callable
+        grid sees the call's arguments and the config's values). Malformed
+        grids are left to JITFunction.run's errors."""
+        for c in self.configs:
+            g = grid
+            try:
+                if callable(g):
+                    g = g(dict(bound, **c.kwargs))
+                g = (g,) if isinstance(g, (int, np.integer)) else tuple(g)
+                if any(int(x) == 0 for x in g):
+                    return True
+            except Exception:  # noqa: BLE001 - reported by the launch itself
+                return False
+        return False
 
     def ir(self, stage="kiln"):
         return self.fn.ir(stage)

@@ -796,8 +796,11 @@ def _attention_plan(name, shapes, mask, doc_shape, scale, out_dtype, D, device=N
         raise ValueError(f"{name}: q [B, Hq, S, D] and k, v [B, Hkv, Skv, D] expected, got "
                          f"{tuple(shapes[0])} and {tuple(shapes[1])}")
     (B, Hq, S, _), (_, Hkv, Skv, _) = shapes
-    if Hq % Hkv:
-        raise ValueError("query heads must be a multiple of key/value heads")
+    if D < 1:
+        raise ValueError(f"{name}: the head dim must be positive, got {D}")
+    if (Hq % Hkv if Hkv else Hq):
+        raise ValueError(f"{name}: query heads ({Hq}) must be a multiple of key/value heads "
+                         f"({Hkv})")
     if doc_shape is not None and tuple(doc_shape) != (B, max(S, Skv)):
         raise ValueError(f"{name}: doc_ids has shape {tuple(doc_shape)}, expected "
                          f"(batch, max(seq_q, seq_kv)) = {(B, max(S, Skv))}")
@@ -859,6 +862,12 @@ def _block_sparse_attention_torch(q, k, v, mask, mask_kind="none", window=256, p
     block, block_kv, nqb, maxb, arrays, scale = _attention_plan(
         name, (tuple(q.shape), tuple(k.shape)), mask, doc_shape, scale, out_dtype, D,
         device=q.device)
+    dev = q.device
+    out = torch.empty((B, Hq, S, D), device=dev, dtype={
+        "f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}[out_dtype])
+    lse = torch.empty((B, Hq, S), device=dev, dtype=torch.float32)
+    if lse.numel() == 0:  # no batch, heads or queries: no programs
+        return out, lse
     target = tb.target
     # bf16/f16 query blocks of 128 rows on sm_90a: two warpgroups (8 warps),
     # the fastest shape measured on an H200 (docs/ops.md), unless
@@ -868,10 +877,6 @@ def _block_sparse_attention_torch(q, k, v, mask, mask_kind="none", window=256, p
     kern = _attention_kernel(block, block_kv, D, mask_kind, window, prefix, Hq // Hkv,
                              softcap, dtypes[q.dtype], overlap, out_dtype, mask_mod,
                              score_mod, target=target, num_warps=warps)
-    dev = q.device
-    out = torch.empty((B, Hq, S, D), device=dev, dtype={
-        "f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}[out_dtype])
-    lse = torch.empty((B, Hq, S), device=dev, dtype=torch.float32)
     marr = [a if isinstance(a, torch.Tensor) else torch.from_numpy(a).to(dev) for a in arrays]
     if doc_ids is None:
         docs = torch.zeros((B, max(S, Skv)), device=dev, dtype=torch.int32)
@@ -933,6 +938,8 @@ def _block_sparse_attention_host(q, k, v, mask, mask_kind="none", window=256, pr
     out_types = {"f32": np.float32, "bf16": np.uint16, "f16": np.float16}
     out = np.empty(q.shape, out_types[out_dtype])
     lse = np.empty((B, Hq, S), np.float32)
+    if lse.size == 0:  # no batch, heads or queries: no programs
+        return (bf16(out) if out_dtype == "bf16" else out), lse
     kern = _attention_kernel(block, block_kv, D, mask_kind, window, prefix, Hq // Hkv, softcap,
                              dtype, overlap, out_dtype, mask_mod, score_mod)
     kern.launch([_ptr(q), _ptr(k), _ptr(v), _ptr(out), _ptr(lse)] + [_ptr(a) for a in arrays] +
@@ -1069,6 +1076,8 @@ def _conv_launch(x, w, b, out, dtype, xshape, wshape, groups, stride, padding, d
     (st, sh, sw), (pt, ph, pw), (dt, dh, dw), (OT, OH, OW) = _conv_dims(
         "conv", xshape, wshape, groups, stride, padding, dilation)
     M = N * OT * OH * OW
+    if M == 0 or OC == 0:  # an empty output (no batch or no output channels): no programs
+        return
     statics = {}
     if _specialized(xshape, specialize):
         statics = {f"static.{k}": v for k, v in dict(
@@ -1240,6 +1249,8 @@ def _depthwise_conv2d(x, w, bias, stride, padding, dilation, block_w, block_c, t
     dh, dw = dilation if isinstance(dilation, (tuple, list)) else (dilation, dilation)
     OH = (H + 2 * ph - dh * (KH - 1) - 1) // sh + 1
     OW = (W + 2 * pw - dw * (KW - 1) - 1) // sw + 1
+    if min(OH, OW) <= 0:
+        raise ValueError("depthwise_conv2d: the output would be empty")
     has_bias = bias is not None
     if tb is None:
         b = _f32(bias, "bias") if has_bias else np.zeros(C, np.float32)
@@ -1256,6 +1267,8 @@ def _depthwise_conv2d(x, w, bias, stride, padding, dilation, block_w, block_c, t
                   block_c=block_c)
     values = [x, w, b, out_arg, N, H, W, C, OH, OW]
     grid = [N * OH, _cdiv(OW, block_w), _cdiv(C, block_c)]
+    if N == 0 or C == 0:  # an empty output (no batch or no channels): no programs
+        return out
     if tb is None:
         kern.launch(values, grid)
     else:

@@ -192,6 +192,35 @@ def test_autotune_picks_and_remembers_across_processes(tmp_path):
     assert "compiles 0" in second.stdout
 
 
+def test_autotune_does_not_tune_on_an_empty_grid(tmp_path):
+    """m = 0 (an expert without tokens): nothing runs, nothing is timed or
+    recorded for the key; the first call with rows tunes."""
+    code = f"""
+        import sys
+        sys.path.insert(0, {os.path.join(os.path.dirname(os.path.dirname(HERE)), 'examples', 'python')!r})
+        import numpy as np, matmul, kiln
+        tuner = matmul.matmul_kernel
+        runs = []
+        real = tuner.fn.run
+        tuner.fn.run = lambda *a, **k: runs.append(k.get("grid")) or real(*a, **k)
+        b = np.random.rand(40, 50).astype(np.float32)
+        assert matmul.matmul(np.zeros((0, 40), np.float32), b).shape == (0, 50)
+        assert len(runs) == 1 and not tuner.best, (runs, tuner.best)
+        assert tuner.last_config is tuner.configs[0]
+        tuner.key = ["n", "k"]  # the same key for any row count
+        matmul.matmul(np.zeros((0, 40), np.float32), b)
+        assert not tuner.best and len(runs) == 2
+        a = np.random.rand(70, 40).astype(np.float32)
+        assert np.allclose(matmul.matmul(a, b), a @ b, rtol=1e-4, atol=1e-4)
+        assert len(tuner.best) == 1 and len(runs) > 3
+        print("ok")
+    """
+    r = run_python(code, {"KILN_CACHE_DIR": str(tmp_path)}, tmp_path)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr
+    records = list((tmp_path / "autotune").glob("*.json"))
+    assert len(records) == 1 and len(json.loads(records[0].read_text())) == 1, records
+
+
 def test_bundles_from_kilnc_run_through_the_runtime_only_module(tmp_path):
     import kiln._kiln_runtime as rt
     root = os.path.dirname(os.path.dirname(HERE))

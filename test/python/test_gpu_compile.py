@@ -981,6 +981,16 @@ for call, exc, what in (
     except exc as e:
         assert what in str(e), e
 assert mock.kiln_mock_last_launch().contents.count == count
+# Empty inputs: empty outputs on the device, nothing launched.
+out, lse = kiln.ops.block_sparse_attention(
+    *(Tensor((0, Hq, S, D), torch.bfloat16, dev),) * 3,
+    kiln.ops.block_mask(causal, 0, Hq, S, S), "causal")
+assert out.shape == (0, Hq, S, D) and lse.shape == (0, Hq, S) and out.device == dev
+assert kiln.ops.conv2d(Tensor((0, 10, 12, 8), torch.float32, dev),
+                       Tensor((3, 3, 8, 16), torch.float32, dev)).shape == (0, 8, 10, 16)
+assert kiln.ops.depthwise_conv2d(Tensor((2, 9, 9, 0), torch.float32, dev),
+                                 Tensor((3, 3, 0), torch.float32, dev)).shape == (2, 7, 7, 0)
+assert mock.kiln_mock_last_launch().contents.count == count
 print("ok")
 '''
 

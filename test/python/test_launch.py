@@ -55,12 +55,25 @@ def test_non_contiguous_array():
         copy[(1,)](a, b, 16, BLOCK=16)
 
 
-@pytest.mark.parametrize("grid", [(), (1, 1, 1, 1), (0,), (-3,), "abc"])
+@pytest.mark.parametrize("grid", [(), (1, 1, 1, 1), (-3,), (2, -1), "abc"])
 def test_bad_grid(grid):
     a, b = arrays()
     with pytest.raises(ValueError, match="grid"):
         copy[grid](a, b, 100, BLOCK=128)
     assert np.isnan(b).all()
+
+
+@pytest.mark.parametrize("grid", [(0,), (2, 0), lambda meta: (kiln.cdiv(0, meta["BLOCK"]),)])
+def test_empty_grid_launches_nothing(grid):
+    """As Triton: a grid with a zero dimension (n = 0 under cdiv) runs no
+    program; the arguments are still checked."""
+    a, b = arrays()
+    copy[grid](a, b, 0, BLOCK=128)
+    assert np.isnan(b).all()
+    with pytest.raises(TypeError, match="missing a required argument"):
+        copy[grid](a, b, BLOCK=128)
+    with pytest.raises(TypeError, match="complex128"):
+        copy[grid](np.zeros(4, np.complex128), b, 0, BLOCK=128)
 
 
 def test_grid_rank_too_small_for_the_kernel():

@@ -642,3 +642,46 @@ def test_mask_parameters_are_checked(rng):
                          (dict(softcap=float("inf")), "softcap must be 0")]:
         with pytest.raises(ValueError, match=what):
             kiln.ops.block_sparse_attention(q, q, q, mask, **kwargs)
+
+
+def test_empty_inputs_give_empty_outputs(rng):
+    """A batch, head count, sequence or channel count of zero is a valid
+    input, as in PyTorch: the output is empty (or, for keys, fully masked),
+    not a launch error. Kernel sizes larger than the input are refused."""
+    causal = lambda b, h, qi, ki: ki <= qi  # noqa: E731
+    for B, H, S, Skv in [(1, 2, 0, 0), (0, 2, 10, 10), (1, 0, 10, 10), (1, 2, 0, 10)]:
+        q = rng.standard_normal((B, H, S, 16)).astype(np.float32)
+        k = rng.standard_normal((B, H, Skv, 16)).astype(np.float32)
+        mask = kiln.ops.block_mask(causal, B, H, S, Skv, block=16)
+        out, lse = kiln.ops.block_sparse_attention(q, k, k, mask, "causal")
+        assert out.shape == (B, H, S, 16) and lse.shape == (B, H, S)
+    # No keys: every row sees nothing, as flex_attention (out 0, lse -inf).
+    q = rng.standard_normal((1, 2, 10, 16)).astype(np.float32)
+    k = np.zeros((1, 2, 0, 16), np.float32)
+    out, lse = kiln.ops.block_sparse_attention(
+        q, k, k, kiln.ops.block_mask(causal, 1, 2, 10, 0, block=16), "causal")
+    assert (out == 0).all() and (lse == -np.inf).all()
+    with pytest.raises(ValueError, match=r"query heads \(2\) must be a multiple of key/value "
+                                         r"heads \(0\)"):
+        kiln.ops.block_sparse_attention(q, q[:, :0], q[:, :0],
+                                        kiln.ops.block_mask(causal, 1, 2, 10, 10, block=16))
+    with pytest.raises(ValueError, match="head dim must be positive"):
+        kiln.ops.block_sparse_attention(q[..., :0], q[..., :0], q[..., :0],
+                                        kiln.ops.block_mask(causal, 1, 2, 10, 10, block=16))
+
+    x = rng.standard_normal((2, 8, 8, 4)).astype(np.float32)
+    w = rng.standard_normal((3, 3, 4, 5)).astype(np.float32)
+    assert kiln.ops.conv2d(x[:0], w, None, padding=1).shape == (0, 8, 8, 5)
+    assert kiln.ops.conv2d(x, w[..., :0], None, padding=1).shape == (2, 8, 8, 0)
+    # No input channels: the bias alone.
+    b = rng.standard_normal(5).astype(np.float32)
+    out = kiln.ops.conv2d(x[..., :0], w[:, :, :0], b, padding=1)
+    assert_close(out, np.broadcast_to(b.astype(np.float64), (2, 8, 8, 5)), 0, 0)
+    dw = rng.standard_normal((3, 3, 4)).astype(np.float32)
+    assert kiln.ops.depthwise_conv2d(x[:0], dw, None, padding=1).shape == (0, 8, 8, 4)
+    assert kiln.ops.depthwise_conv2d(x[..., :0], dw[..., :0], None,
+                                     padding=1).shape == (2, 8, 8, 0)
+    with pytest.raises(ValueError, match="output would be empty"):
+        kiln.ops.depthwise_conv2d(x[:, :2, :2], dw)
+    with pytest.raises(ValueError, match="output would be empty"):
+        kiln.ops.conv2d(x[:, :2, :2], w)
