@@ -201,10 +201,17 @@ static llvm::Error buildMoeUnpermute(ModuleOp module, const Config &c) {
   auto acc = k.forLoop(k.cIndex(0), topk, k.cIndex(1), {zero, noBad},
                        [&](Value j, ValueRange it) {
                          Value idx = k.reshape(k.load(slots, {t0, j}, {btk, 1}, -1), {btk});
-                         Value w = k.load(weights, {t0, j}, {btk, 1}, 0);
                          Value r = k.convert(k.gather(y, idx, {h0}, {btk, bh}, 0), f32);
+                         Value rows32 = k.convert(rows, i32);
                          Value outside = k.orI(k.cmp(Cmp::LT, idx, k.cI32(-1)),
-                                               k.cmp(Cmp::GE, idx, k.convert(rows, i32)));
+                                               k.cmp(Cmp::GE, idx, rows32));
+                         // A skipped slot's weight is not read into the sum
+                         // (a NaN or inf there would make 0 * w a NaN).
+                         Value used = k.andI(k.cmp(Cmp::GE, idx, k.cI32(0)),
+                                             k.cmp(Cmp::LT, idx, rows32));
+                         Value w = k.select(k.expand(used, 1),
+                                            k.load(weights, {t0, j}, {btk, 1}, 0),
+                                            k.cF32(0.0));
                          return SmallVector<Value>{
                              k.add(it[0], k.mul(r, w)),
                              k.add(it[1], k.select(outside, k.cI32(1), k.cI32(0)))};

@@ -153,18 +153,45 @@ def _host_only(fn):
 
 
 def _f32(a, name):
-    a = np.ascontiguousarray(a, dtype=np.float32)
-    return a
+    """A float32 operand (a kiln.bf16 wrapper's values decoded)."""
+    if isinstance(a, bf16):
+        bits = np.asarray(a.array, np.uint16)
+        return np.ascontiguousarray((bits.astype(np.uint32) << 16).view(np.float32))
+    out = np.ascontiguousarray(a, dtype=np.float32)
+    return out if out.shape == np.shape(a) else out.reshape(np.shape(a))  # (0-d stays 0-d)
 
 
-def _i32(a, wide=-2):
+def _i32(a, wide=-2, name="indices", what=None):
     """int32 indices; a value outside int32's range (from a wider integer
     type) becomes `wide` rather than wrapping into range: by default -2,
-    which every index check counts as bad."""
+    which every index check counts as bad. Float, bool or other arrays are
+    refused (as numpy's indexing does), empty ones excepted (np.asarray([])
+    is float64). `what`: the operator, named in the error."""
     a = np.asarray(a)
+    if a.dtype.kind not in "iu" and a.size:
+        raise TypeError(f"{what or 'kiln.ops'}: {name} must be integers, got {a.dtype}")
     if a.dtype.kind in "iu" and a.dtype.itemsize >= 4 and a.dtype != np.int32 and a.size:
         a = np.where((a < -2**31) | (a > 2**31 - 1), wide, a)
-    return np.ascontiguousarray(a, dtype=np.int32)
+    out = np.ascontiguousarray(a, dtype=np.int32)
+    return out if out.shape == a.shape else out.reshape(a.shape)  # (0-d stays 0-d)
+
+
+def _positive(name, **values):
+    """Block sizes and other counts: positive integers, else a ValueError
+    naming the parameter (before a grid divides by one, or a kernel is
+    built with an empty tile)."""
+    for k, v in values.items():
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise ValueError(f"{name}: {k} must be a positive integer, got {v!r}")
+
+
+def _rank(name, arg, a, rank, layout):
+    """a's shape, which must have `rank` dimensions (`layout` names them:
+    "[rows, dim]"); else a ValueError naming the argument."""
+    shape = tuple(a.shape) if hasattr(a, "shape") else np.shape(a)
+    if len(shape) != rank:
+        raise ValueError(f"{name}: {arg} must be {layout}, got shape {shape}")
+    return shape
 
 
 def _same_type(what, **arrays):
@@ -217,7 +244,7 @@ class _Host:
         return _same_type(self.name, **arrays)
 
     def ints(self, a, n, wide=-2):
-        return _i32(a, wide)
+        return _i32(a, wide, n, self.name)
 
     def f32(self, a, n):
         return _f32(a, n)
@@ -303,10 +330,12 @@ class _Torch:
         if isinstance(a, torch.Tensor):
             if a.is_cuda and a.device != self.dev:
                 raise TypeError(f"{self.name}: '{n}' is on {a.device}, the data on {self.dev}")
+            if a.dtype in _torch_non_integer(torch):
+                raise TypeError(f"{self.name}: {n} must be integers, got {a.dtype}")
             if a.dtype is torch.int64:
                 a = torch.where((a < -2**31) | (a > 2**31 - 1), wide, a)
             return a.to(device=self.dev, dtype=torch.int32).contiguous()
-        return torch.from_numpy(_i32(a, wide)).to(self.dev)
+        return torch.from_numpy(_i32(a, wide, n, self.name)).to(self.dev)
 
     def data32(self, a, n):
         """A float32 data operand: a PyTorch CUDA tensor on the device, of
@@ -359,6 +388,14 @@ class _Torch:
         # with scratch memory: see _launch_on_torch).
         from .runtime import _launch_on_torch
         _launch_on_torch(kern, values, grid, False, self.name)
+
+
+def _torch_non_integer(torch):
+    """PyTorch's floating, complex and bool dtypes (index arrays of those are
+    refused rather than truncated)."""
+    return {t for t in (getattr(torch, n, None) for n in (
+        "float16", "bfloat16", "float32", "float64", "bool", "complex64", "complex128"))
+        if t is not None}
 
 
 def _side(name, arguments):
@@ -416,12 +453,13 @@ def _gather_rows(name, arrays, errors, blocks, message, keep_shape=False):
     shape index.shape + (dim,)). `message(count, rows)`: the IndexError's,
     which carries the output as `e.partial`."""
     (table_name, table), (index_name, index) = arrays.items()
+    _positive(name, **blocks)
     side = _side(name, dict(arrays, errors=errors))
     (table,), dtype = side.same_type(**{table_name: table})
     index = side.ints(index, index_name)
     index_shape = tuple(index.shape)
     index = index.reshape(-1)
-    table_rows, dim = table.shape
+    table_rows, dim = _rank(name, table_name, table, 2, "[rows, columns]")
     rows = index.shape[0]
     out = side.empty((rows, dim), dtype)
     word = side.errors(errors)
@@ -447,11 +485,24 @@ def paged_kv_gather(cache, block_table, seq_lens, max_len=None, block_t=8, block
     kiln.bf16 (out has its type), or a PyTorch CUDA tensor (block_table and
     seq_lens then CUDA tensors of any integer type, or numpy). max_len
     defaults to max(seq_lens), which on PyTorch waits for the device."""
-    side = _side("paged_kv_gather", dict(cache=cache, block_table=block_table,
-                                         seq_lens=seq_lens, errors=errors))
+    name = "paged_kv_gather"
+    _positive(name, block_t=block_t, block_w=block_w)
+    side = _side(name, dict(cache=cache, block_table=block_table, seq_lens=seq_lens,
+                            errors=errors))
     (cache,), dtype = side.same_type(cache=cache)
+    if len(cache.shape) < 2:
+        raise ValueError(f"{name}: cache must be [num_blocks, block_size, ...], got shape "
+                         f"{tuple(cache.shape)}")
+    _rank(name, "block_table", block_table, 2, "[batch, max_blocks]")
+    if isinstance(side, _Host) and (np.asarray(seq_lens) < 0).any():
+        raise ValueError(f"{name}: seq_lens must be >= 0")
     if max_len is None:
         max_len = side.maximum(seq_lens)
+        if max_len < 0:
+            raise ValueError(f"{name}: seq_lens must be >= 0")
+    elif isinstance(max_len, bool) or not isinstance(max_len, (int, np.integer)) or \
+            max_len < 0:
+        raise ValueError(f"{name}: max_len must be an integer >= 0, got {max_len!r}")
     # (A length past int32 is capped: its tokens past the table are counted.)
     block_table = side.ints(block_table, "block_table")
     seq_lens = side.ints(seq_lens, "seq_lens", wide=2**31 - 1)
@@ -486,9 +537,16 @@ def moe_route(topk_ids, num_experts, errors=None):
     tensor of any integer type (as torch.topk returns): then computed by
     PyTorch on its device, and the results are CUDA tensors."""
     side = _side("moe_route", dict(topk_ids=topk_ids, errors=errors))
+    if isinstance(num_experts, bool) or not isinstance(num_experts, (int, np.integer)) or \
+            num_experts < 0:
+        raise ValueError(f"moe_route: num_experts must be an integer >= 0, got {num_experts!r}")
     if isinstance(side, _Host):
         topk_ids = np.asarray(topk_ids)
-    tokens, k = topk_ids.shape
+        if topk_ids.dtype.kind not in "iu" and topk_ids.size:
+            raise TypeError(f"moe_route: topk_ids must be integers, got {topk_ids.dtype}")
+    elif topk_ids.dtype in _torch_non_integer(side.torch):
+        raise TypeError(f"moe_route: topk_ids must be integers, got {topk_ids.dtype}")
+    tokens, k = _rank("moe_route", "topk_ids", topk_ids, 2, "[tokens, k]")
     word = side.errors(errors)
     if isinstance(side, _Host):
         flat = topk_ids.reshape(-1)
@@ -530,12 +588,13 @@ def moe_unpermute(y, slot_rows, weights, block_t=16, block_h=128, errors=None):
     raises IndexError, or is counted in `errors`). y: float32, float16 or
     kiln.bf16 (out has its type), or a PyTorch CUDA tensor; weights are
     float32 (converted)."""
-    side = _side("moe_unpermute", dict(y=y, slot_rows=slot_rows, weights=weights,
-                                       errors=errors))
+    name = "moe_unpermute"
+    _positive(name, block_t=block_t, block_h=block_h)
+    side = _side(name, dict(y=y, slot_rows=slot_rows, weights=weights, errors=errors))
     (y,), dtype = side.same_type(y=y)
     slot_rows, weights = side.ints(slot_rows, "slot_rows"), side.f32(weights, "weights")
-    rows, hidden = y.shape
-    tokens, k = slot_rows.shape
+    rows, hidden = _rank(name, "y", y, 2, "[rows, hidden]")
+    tokens, k = _rank(name, "slot_rows", slot_rows, 2, "[tokens, k]")
     if tuple(weights.shape) != (tokens, k):
         raise ValueError(f"moe_unpermute: weights has shape {tuple(weights.shape)}, expected "
                          f"{(tokens, k)} like slot_rows")
@@ -646,7 +705,15 @@ def block_mask(mask_mod, batch, heads, seq_q, seq_kv, block=64, block_kv=None, d
     by each call, and PyTorch's copy from pageable memory waits for the
     stream)."""
     block, block_kv = _block_sizes(block, block_kv)
-    if type(mask_mod).__name__ == "JITFunction":
+    for n, v in (("batch", batch), ("heads", heads), ("seq_q", seq_q), ("seq_kv", seq_kv)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+            raise ValueError(f"block_mask: {n} must be an integer >= 0, got {v!r}")
+    if min(batch, heads, seq_q, seq_kv) == 0:
+        # No query or key block: nothing for mask_mod to decide (and no
+        # program for its kernel to run).
+        mask = _block_mask_on_host(lambda *a: True, batch, heads, seq_q, seq_kv, block,
+                                   block_kv)
+    elif type(mask_mod).__name__ == "JITFunction":
         mask = _block_mask_by_kernel(mask_mod, batch, heads, seq_q, seq_kv, block, block_kv)
     else:
         mask = _block_mask_on_host(mask_mod, batch, heads, seq_q, seq_kv, block, block_kv)
@@ -737,6 +804,10 @@ def _check_mask(name, mask, rows, S, Skv):
     """(block, block_kv, nqb, maxb) of a host block mask for `rows` (batch x
     heads) query heads of S rows and Skv keys, its arrays checked: every
     listed key block inside the keys, full blocks not cut by their end."""
+    missing = [n for n in ("block", "nqb", "maxb") + _MASK_ARRAYS if n not in mask]
+    if missing:
+        raise ValueError(f"{name}: the mask lacks {', '.join(missing)}: pass block_mask()'s "
+                         "dict")
     block = mask["block"]
     block_kv = mask.get("block_kv", block)
     nqb, maxb = mask["nqb"], mask["maxb"]
@@ -785,17 +856,19 @@ def _device_mask(name, mask, rows, S, Skv, device):
     return arrays
 
 
-def _attention_plan(name, shapes, mask, doc_shape, scale, out_dtype, D, device=None):
+def _attention_plan(name, shapes, mask, doc_shape, scale, out_dtype, device=None):
     """The checks kiln.ops.block_sparse_attention makes on the host, for numpy
     and PyTorch inputs alike: (block, block_kv, nqb, maxb, the four block-mask
     arrays: contiguous int32 numpy ones, or the PyTorch tensors of a mask
-    block_mask() put on `device`, the float32 scale). `shapes`: q's, k's."""
+    block_mask() put on `device`, the float32 scale). `shapes`: q's, k's,
+    v's."""
     if out_dtype not in ("f32", "bf16", "f16"):
         raise ValueError(f"{name}: out_dtype must be one of f32, bf16, f16, got {out_dtype!r}")
-    if len(shapes[0]) != 4 or len(shapes[1]) != 4:
-        raise ValueError(f"{name}: q [B, Hq, S, D] and k, v [B, Hkv, Skv, D] expected, got "
-                         f"{tuple(shapes[0])} and {tuple(shapes[1])}")
-    (B, Hq, S, _), (_, Hkv, Skv, _) = shapes
+    qs, ks, vs = (tuple(x) for x in shapes)
+    if len(qs) != 4 or len(ks) != 4 or ks != vs or qs[0] != ks[0] or qs[3] != ks[3]:
+        raise ValueError(f"{name}: q [B, Hq, S, D], k and v [B, Hkv, Skv, D] expected, got "
+                         f"{qs}, {ks}, {vs}")
+    (B, Hq, S, D), (_, Hkv, Skv, _) = qs, ks
     if D < 1:
         raise ValueError(f"{name}: the head dim must be positive, got {D}")
     if (Hq % Hkv if Hkv else Hq):
@@ -819,6 +892,17 @@ def _attention_plan(name, shapes, mask, doc_shape, scale, out_dtype, D, device=N
         raise ValueError(f"{name}: scale must be a positive finite float "
                          f"(as a float32), got {scale}")
     return block, block_kv, nqb, maxb, arrays, float(scale32)
+
+
+def _doc_ids(name, doc_ids):
+    """Host doc_ids as int32: integers that fit (labels are compared, so
+    wider ones cannot be mapped to an error value as indices are)."""
+    d = np.asarray(doc_ids)
+    if d.dtype.kind not in "iu" and d.size:
+        raise TypeError(f"{name}: doc_ids must be integers, got {d.dtype}")
+    if d.size and (d.min() < -2**31 or d.max() > 2**31 - 1):
+        raise ValueError(f"{name}: doc_ids must fit in int32")
+    return np.ascontiguousarray(d, dtype=np.int32)
 
 
 def _attention_kernel(block, block_kv, D, mask_kind, window, prefix, group, softcap, dtype,
@@ -851,17 +935,12 @@ def _block_sparse_attention_torch(q, k, v, mask, mask_kind="none", window=256, p
     if q.dtype not in dtypes or k.dtype != q.dtype or v.dtype != q.dtype:
         raise TypeError(f"{name}: q, k and v must all be bfloat16, float16 or float32, got "
                         f"{q.dtype}, {k.dtype}, {v.dtype}")
-    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4 or k.shape != v.shape or \
-            q.shape[0] != k.shape[0] or q.shape[3] != k.shape[3]:
-        raise ValueError(f"{name}: q [B, Hq, S, D], k and v [B, Hkv, Skv, D] expected, got "
-                         f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
-    B, Hq, S, D = q.shape
-    Hkv, Skv = k.shape[1], k.shape[2]
     doc_shape = (None if doc_ids is None else tuple(doc_ids.shape)
                  if hasattr(doc_ids, "shape") else np.shape(doc_ids))
     block, block_kv, nqb, maxb, arrays, scale = _attention_plan(
-        name, (tuple(q.shape), tuple(k.shape)), mask, doc_shape, scale, out_dtype, D,
-        device=q.device)
+        name, (q.shape, k.shape, v.shape), mask, doc_shape, scale, out_dtype, device=q.device)
+    B, Hq, S, D = q.shape
+    Hkv, Skv = k.shape[1], k.shape[2]
     dev = q.device
     out = torch.empty((B, Hq, S, D), device=dev, dtype={
         "f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}[out_dtype])
@@ -881,9 +960,16 @@ def _block_sparse_attention_torch(q, k, v, mask, mask_kind="none", window=256, p
     if doc_ids is None:
         docs = torch.zeros((B, max(S, Skv)), device=dev, dtype=torch.int32)
     elif isinstance(doc_ids, torch.Tensor):
+        if doc_ids.dtype in _torch_non_integer(torch):
+            raise TypeError(f"{name}: doc_ids must be integers, got {doc_ids.dtype}")
+        # Labels past int32 would wrap into other documents' (a wait, for
+        # int64 ids only: pass int32 to skip it).
+        if doc_ids.dtype is torch.int64 and doc_ids.numel() and int(
+                ((doc_ids < -2**31) | (doc_ids > 2**31 - 1)).sum().item()):
+            raise ValueError(f"{name}: doc_ids must fit in int32")
         docs = doc_ids.to(device=dev, dtype=torch.int32).contiguous()
     else:
-        docs = torch.from_numpy(_i32(doc_ids)).to(dev)
+        docs = torch.from_numpy(_doc_ids(name, doc_ids)).to(dev)
     tb.launch(kern, [q.contiguous(), k.contiguous(), v.contiguous(), out, lse, *marr, docs,
                      B, Hq, S, Skv, nqb, maxb, scale], [nqb, B * Hq])
     return out, lse
@@ -927,14 +1013,17 @@ def block_sparse_attention(q, k, v, mask, mask_kind="none", window=256, prefix=0
 def _block_sparse_attention_host(q, k, v, mask, mask_kind="none", window=256, prefix=0,
                                  doc_ids=None, softcap=0.0, scale=None, mask_mod=None,
                                  score_mod=None, overlap=False, out_dtype="f32"):
-    (q, k, v), dtype = _same_type("block_sparse_attention", q=q, k=k, v=v)
+    name = "block_sparse_attention"
+    (q, k, v), dtype = _same_type(name, q=q, k=k, v=v)
+    if doc_ids is not None:
+        doc_ids = _doc_ids(name, doc_ids)
+    block, block_kv, nqb, maxb, arrays, scale = _attention_plan(
+        name, (q.shape, k.shape, v.shape), mask, None if doc_ids is None else doc_ids.shape,
+        scale, out_dtype)
     B, Hq, S, D = q.shape
     Hkv, Skv = k.shape[1], k.shape[2]
     if doc_ids is None:
         doc_ids = np.zeros((B, max(S, Skv)), np.int32)
-    doc_ids = _i32(doc_ids)
-    block, block_kv, nqb, maxb, arrays, scale = _attention_plan(
-        "block_sparse_attention", (q.shape, k.shape), mask, doc_ids.shape, scale, out_dtype, D)
     out_types = {"f32": np.float32, "bf16": np.uint16, "f16": np.float16}
     out = np.empty(q.shape, out_types[out_dtype])
     lse = np.empty((B, Hq, S), np.float32)
@@ -957,13 +1046,20 @@ def dsa_indexer(q, w, k, q_offset=0, causal=True, block_t=16, block_s=64):
     """I[t, s] = sum_j w[t, j] * relu(q[t, j] . k[s]); -inf for s > q_offset + t
     when causal. float32 (other types are converted); on PyTorch CUDA
     tensors the result is one."""
+    _positive("dsa_indexer", block_t=block_t, block_s=block_s)
     side = _side("dsa_indexer", dict(q=q, w=w, k=k))
     q, w, k = side.data32(q, "q"), side.data32(w, "w"), side.data32(k, "k")
-    T, H, D = q.shape
-    S = k.shape[0]
-    if tuple(w.shape) != (T, H) or tuple(k.shape) != (S, D):
+    if len(q.shape) != 3 or len(k.shape) != 2 or tuple(w.shape) != tuple(q.shape[:2]) or \
+            k.shape[1] != q.shape[2]:
         raise ValueError(f"dsa_indexer: q [T, H, D], w [T, H] and k [S, D] expected, got "
                          f"{tuple(q.shape)}, {tuple(w.shape)}, {tuple(k.shape)}")
+    T, H, D = q.shape
+    S = k.shape[0]
+    # The kernel compares s with q_offset + t in int32.
+    if isinstance(q_offset, bool) or not isinstance(q_offset, (int, np.integer)) or \
+            not -2**31 <= q_offset <= 2**31 - 1 - max(T - 1, 0):
+        raise ValueError(f"dsa_indexer: q_offset must be an integer with q_offset + T - 1 in "
+                         f"int32's range, got {q_offset!r} (T = {T})")
     out = side.empty((T, S))
     if T and S:
         side.launch(kernel("dsa_indexer", _target=side.target, index_heads=H, index_dim=D,
@@ -976,9 +1072,12 @@ def dsa_topk(scores, k, block=256):
     """Indices (int32) of the k largest finite scores per row (ascending
     index order; ties to the lower index; -1 padding). scores: float32
     (other types are converted), or a PyTorch CUDA tensor."""
+    _positive("dsa_topk", block=block)
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
+        raise ValueError(f"dsa_topk: k must be an integer >= 0, got {k!r}")
     side = _side("dsa_topk", dict(scores=scores))
     scores = side.data32(scores, "scores")
-    T, S = scores.shape
+    T, S = _rank("dsa_topk", "scores", scores, 2, "[T, S]")
     out = side.empty((T, k), "i32")
     if T and k:
         side.launch(kernel("dsa_topk", _target=side.target, k=k, block=block),
@@ -995,24 +1094,31 @@ def dsa_sparse_attention(q, kv, indices, d_v, scale=None, heads_block=16, block_
     kiln.bf16 (f32 accumulation; P rounded to their type before P @ V); or
     both PyTorch CUDA tensors (indices then any integer CUDA tensor, as
     torch.topk's, or numpy)."""
-    side = _side("dsa_sparse_attention", dict(q=q, kv=kv, indices=indices, errors=errors))
+    name = "dsa_sparse_attention"
+    _positive(name, d_v=d_v, heads_block=heads_block, block_k=block_k)
+    side = _side(name, dict(q=q, kv=kv, indices=indices, errors=errors))
     (q, kv), dtype = side.same_type(q=q, kv=kv)
     indices = side.ints(indices, "indices")
+    if len(q.shape) != 3 or len(kv.shape) != 2 or len(indices.shape) != 2 or \
+            kv.shape[1] != q.shape[2] or indices.shape[0] != q.shape[0]:
+        raise ValueError(f"{name}: q [Sq, Hq, Dqk], kv [Skv, Dqk] and indices "
+                         f"[Sq, topk] expected, got {tuple(q.shape)}, {tuple(kv.shape)}, "
+                         f"{tuple(indices.shape)}")
     Sq, Hq, Dqk = q.shape
     Skv = kv.shape[0]
     topk = indices.shape[1]
-    if tuple(kv.shape) != (Skv, Dqk) or indices.shape[0] != Sq:
-        raise ValueError(f"dsa_sparse_attention: q [Sq, Hq, Dqk], kv [Skv, Dqk] and indices "
-                         f"[Sq, topk] expected, got {tuple(q.shape)}, {tuple(kv.shape)}, "
-                         f"{tuple(indices.shape)}")
+    scale = float(scale if scale is not None else 1.0 / np.sqrt(max(Dqk, 1)))
+    # The kernel takes it as a float32: checked as one.
+    with np.errstate(over="ignore"):
+        if not np.isfinite(np.float32(scale)):
+            raise ValueError(f"{name}: scale must be finite (as a float32), got {scale}")
     out = side.empty((Sq, Hq, d_v))
     lse = side.empty((Sq, Hq))
     word = side.errors(errors)
     if Sq and Hq:
         side.launch(kernel("dsa_sparse_attention", _target=side.target, d_qk=Dqk, d_v=d_v,
                            heads_block=heads_block, block_k=block_k, dtype=dtype),
-                    [q, kv, indices, out, lse, word, Sq, Hq, Skv, topk,
-                     float(scale if scale is not None else 1.0 / np.sqrt(Dqk))],
+                    [q, kv, indices, out, lse, word, Sq, Hq, Skv, topk, scale],
                     [Sq, _cdiv(Hq, heads_block)])
     _bad_indices(side, word, errors,
                  lambda c: f"dsa_sparse_attention: {c} index(es) outside [-1, {Skv})")
@@ -1024,8 +1130,16 @@ def dsa_sparse_attention(q, kv, indices, d_v, scale=None, heads_block=16, block_
 # ---------------------------------------------------------------------------
 
 
-def _triple(v):
-    return tuple(v) if isinstance(v, (tuple, list)) else (v, v, v)
+def _spatial(name, what, v, n, minimum):
+    """A stride, padding or dilation: one integer or n of them (a tuple,
+    list or numpy array), each >= minimum; else a ValueError naming it."""
+    vals = tuple(np.asarray(v).reshape(-1).tolist()) if not isinstance(
+        v, (int, np.integer)) else (v,) * n
+    if len(vals) != n or any(isinstance(x, bool) or not isinstance(x, (int, np.integer)) or
+                             x < minimum for x in vals):
+        raise ValueError(f"{name}: {what} must be an integer >= {minimum} or {n} of them, "
+                         f"got {v!r}")
+    return tuple(int(x) for x in vals)
 
 
 def _specialized(shape, specialize):
@@ -1052,12 +1166,13 @@ def _conv_dims(name, xshape, wshape, groups, stride, padding, dilation):
                          f"expected, got {tuple(xshape)} and {tuple(wshape)}")
     N, T, H, W, C = xshape
     KT, KH, KW, Cg, OC = wshape
+    _positive(name, groups=groups)
     if Cg * groups != C or OC % groups:
         raise ValueError(f"{name}: channels must divide into groups (w is [KT, KH, KW, "
                          "C/groups, OC])")
-    st, sh, sw = _triple(stride)
-    pt, ph, pw = _triple(padding)
-    dt, dh, dw = _triple(dilation)
+    st, sh, sw = _spatial(name, "stride", stride, 3, 1)
+    pt, ph, pw = _spatial(name, "padding", padding, 3, 0)
+    dt, dh, dw = _spatial(name, "dilation", dilation, 3, 1)
     OT = (T + 2 * pt - dt * (KT - 1) - 1) // st + 1
     OH = (H + 2 * ph - dh * (KH - 1) - 1) // sh + 1
     OW = (W + 2 * pw - dw * (KW - 1) - 1) // sw + 1
@@ -1149,9 +1264,9 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, specializ
            **blocks):
     """NHWC conv2d: x [N, H, W, C], w [KH, KW, C/groups, OC] -> [N, OH, OW, OC]
     (numpy arrays, or PyTorch CUDA tensors as for conv)."""
-    s = stride if isinstance(stride, (tuple, list)) else (stride, stride)
-    p = padding if isinstance(padding, (tuple, list)) else (padding, padding)
-    d = dilation if isinstance(dilation, (tuple, list)) else (dilation, dilation)
+    s = _spatial("conv2d", "stride", stride, 2, 1)
+    p = _spatial("conv2d", "padding", padding, 2, 0)
+    d = _spatial("conv2d", "dilation", dilation, 2, 1)
     if _is_torch_cuda(x):
         # A contiguous NHWC tensor is an NTHWC one with T = 1.
         if len(x.shape) != 4 or len(w.shape) != 4:
@@ -1179,10 +1294,13 @@ def patch_embed(x, w, bias=None, patch=16, temporal_patch=1, **blocks):
     temporal patch for video, Qwen2-VL-style). x [N, T, H, W, C], w
     [temporal_patch, patch, patch, C, OC] -> [N, T/tp, H/p, W/p, OC] (numpy
     arrays, or PyTorch CUDA tensors as for conv)."""
+    _positive("patch_embed", patch=patch, temporal_patch=temporal_patch)
+    xs, ws = tuple(_shape(x)), tuple(_shape(w))
+    if len(xs) != 5 or len(ws) != 5 or ws[:4] != (temporal_patch, patch, patch, xs[4]):
+        raise ValueError(f"patch_embed: x [N, T, H, W, C] and w [temporal_patch, patch, patch, "
+                         f"C, OC] expected (temporal_patch {temporal_patch}, patch {patch}), "
+                         f"got {xs} and {ws}")
     if _is_torch_cuda(x):
-        if len(x.shape) != 5 or len(w.shape) != 5:
-            raise ValueError(f"patch_embed: x [N, T, H, W, C] and w [tp, p, p, C, OC] "
-                             f"expected, got {tuple(x.shape)} and {tuple(w.shape)}")
         N, T, H, W, C = x.shape
         OC = w.shape[-1]
         outshape = (N, T // temporal_patch, H // patch, W // patch, OC)
@@ -1202,14 +1320,16 @@ def patch_embed(x, w, bias=None, patch=16, temporal_patch=1, **blocks):
 
 @_host_only
 def _patch_embed_host(x, w, bias=None, patch=16, temporal_patch=1, **blocks):
-    x = np.asarray(x)
-    N, T, H, W, C = x.shape
+    N, T, H, W, C = _shape(x)
     if W % patch == 0 and T % temporal_patch == 0 and H % patch == 0:
         # Each patch row (patch pixels x C channels) is contiguous: run a
-        # (tp, patch, 1) convolution over "wide pixels" of patch*C channels.
-        xw = np.ascontiguousarray(x, dtype=np.float32).reshape(N, T, H, W // patch, patch * C)
-        ww = np.ascontiguousarray(w, dtype=np.float32).reshape(
-            temporal_patch, patch, 1, patch * C, -1)
+        # (tp, patch, 1) convolution over "wide pixels" of patch*C channels
+        # (in the operands' type, as conv takes them).
+        (x, w), _ = _same_type("patch_embed", x=x, w=w)
+        xw = x.reshape(N, T, H, W // patch, patch * C)
+        ww = w.reshape(temporal_patch, patch, 1, patch * C, -1)
+        if x.dtype == np.uint16:  # kiln.bf16 operands, unwrapped by _same_type
+            xw, ww = bf16(xw), bf16(ww)
         blocks.setdefault("block_c", 16)
         return conv(xw, ww, bias, (temporal_patch, patch, 1), 0, 1, 1, **blocks)
     return conv(x, w, bias, (temporal_patch, patch, patch), 0, 1, 1, **blocks)
@@ -1219,6 +1339,7 @@ def depthwise_conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, block_w=3
     """x [N, H, W, C], w [KH, KW, C] -> [N, OH, OW, C], float32 (numpy arrays,
     or PyTorch CUDA tensors: converted to float32 on their device, the output
     a PyTorch tensor there)."""
+    _positive("depthwise_conv2d", block_w=block_w, block_c=block_c)
     tb = None
     if _is_torch_cuda(x):
         tb = _Torch("depthwise_conv2d", x)
@@ -1244,9 +1365,9 @@ def _depthwise_conv2d(x, w, bias, stride, padding, dilation, block_w, block_c, t
                          f"{tuple(x.shape)} and {tuple(w.shape)}")
     N, H, W, C = x.shape
     KH, KW, _ = w.shape
-    sh, sw = stride if isinstance(stride, (tuple, list)) else (stride, stride)
-    ph, pw = padding if isinstance(padding, (tuple, list)) else (padding, padding)
-    dh, dw = dilation if isinstance(dilation, (tuple, list)) else (dilation, dilation)
+    sh, sw = _spatial("depthwise_conv2d", "stride", stride, 2, 1)
+    ph, pw = _spatial("depthwise_conv2d", "padding", padding, 2, 0)
+    dh, dw = _spatial("depthwise_conv2d", "dilation", dilation, 2, 1)
     OH = (H + 2 * ph - dh * (KH - 1) - 1) // sh + 1
     OW = (W + 2 * pw - dw * (KW - 1) - 1) // sw + 1
     if min(OH, OW) <= 0:

@@ -685,3 +685,110 @@ def test_empty_inputs_give_empty_outputs(rng):
         kiln.ops.depthwise_conv2d(x[:, :2, :2], dw)
     with pytest.raises(ValueError, match="output would be empty"):
         kiln.ops.conv2d(x[:, :2, :2], w)
+
+
+def test_bad_parameters_are_named(rng):
+    """Shapes, ranks, block sizes, strides and index types that do not fit an
+    operator raise a ValueError or TypeError naming the argument, before a
+    kernel reads past an array or a grid divides by zero (a review found
+    out-of-bounds reads in attention, silent wrong answers in dsa_topk and
+    dsa_sparse_attention with a block of 0, and bare unpacking errors)."""
+    ops = kiln.ops
+    q = rng.standard_normal((1, 1, 64, 16)).astype(np.float32)
+    m = ops.block_mask(lambda b, h, qi, ki: ki <= qi, 1, 1, 64, 64, block=16)
+    for k, v in [(q, q[:, :, :1].copy()), (q[..., :8].copy(), q), (q, q[..., :8].copy()),
+                 (np.concatenate([q, q]), np.concatenate([q, q]))]:
+        with pytest.raises(ValueError, match=r"k and v \[B, Hkv, Skv, D\] expected"):
+            ops.block_sparse_attention(q, k, v, m, "causal")
+    with pytest.raises(ValueError, match="the mask lacks nqb"):
+        ops.block_sparse_attention(q, q, q, {n: a for n, a in m.items() if n != "nqb"})
+    s = rng.standard_normal((2, 50)).astype(np.float32)
+    qq = rng.standard_normal((2, 4, 16)).astype(np.float32)
+    kv = rng.standard_normal((10, 16)).astype(np.float32)
+    idx = np.array([[0, 1], [2, 3]])
+    W = rng.standard_normal((10, 5)).astype(np.float32)
+    x = rng.standard_normal((2, 8, 8, 4)).astype(np.float32)
+    w = rng.standard_normal((3, 3, 4, 5)).astype(np.float32)
+    for call, what in [
+            (lambda: ops.dsa_topk(s, 4, block=0), "block must be a positive integer"),
+            (lambda: ops.dsa_topk(s, -1), "k must be an integer >= 0"),
+            (lambda: ops.dsa_topk(s[0], 4), r"scores must be \[T, S\]"),
+            (lambda: ops.dsa_sparse_attention(qq, kv, idx, 16, block_k=0), "block_k must be"),
+            (lambda: ops.dsa_sparse_attention(qq, kv, idx, 16, heads_block=0), "heads_block"),
+            (lambda: ops.dsa_sparse_attention(qq, kv, idx, 16, scale=float("nan")),
+             "scale must be finite"),
+            (lambda: ops.dsa_sparse_attention(qq, kv, idx[0], 16), r"indices \[Sq, topk\]"),
+            (lambda: ops.dsa_indexer(qq, np.ones((2, 4), np.float32), kv, q_offset=2**31),
+             "q_offset must be an integer"),
+            (lambda: ops.dsa_indexer(qq, np.ones((2, 4), np.float32), kv, block_s=0),
+             "block_s must be"),
+            (lambda: ops.embedding(W, [1, 2], block_d=0), "block_d must be"),
+            (lambda: ops.embedding(W[None], [1]), r"weight must be \[rows, columns\]"),
+            (lambda: ops.moe_permute(W, [1], block_r=0), "block_r must be"),
+            (lambda: ops.moe_unpermute(W, [[0]], [[1.0]], block_h=0), "block_h must be"),
+            (lambda: ops.moe_unpermute(W, [0], [1.0]), r"slot_rows must be \[tokens, k\]"),
+            (lambda: ops.moe_route([[0, 1]], 2.5), "num_experts must be an integer"),
+            (lambda: ops.paged_kv_gather(np.zeros((4, 8, 2), np.float32),
+                                         np.zeros((2, 1), np.int32), [-1, -2]),
+             "seq_lens must be >= 0"),
+            (lambda: ops.paged_kv_gather(np.zeros((4, 8, 2), np.float32),
+                                         np.zeros(2, np.int32), [1, 2]),
+             r"block_table must be \[batch, max_blocks\]"),
+            (lambda: ops.conv2d(x, w, stride=0), "stride must be an integer >= 1"),
+            (lambda: ops.conv2d(x, w, padding=-1), "padding must be an integer >= 0"),
+            (lambda: ops.conv(x[:, None], w[None], padding=[1, 1]), "or 3 of them"),
+            (lambda: ops.conv2d(x[..., :0], w[:, :, :0], groups=0), "groups must be"),
+            (lambda: ops.depthwise_conv2d(x, w[..., 0, :4], stride=(1, 0)), "stride must be"),
+            (lambda: ops.patch_embed(x[:, None], w[None], patch=0), "patch must be"),
+            (lambda: ops.patch_embed(rng.standard_normal((1, 1, 32, 32, 3)),
+                                     rng.standard_normal((1, 16, 16, 6, 4)), patch=16),
+             r"w \[temporal_patch, patch, patch, C, OC\] expected"),
+            (lambda: ops.block_mask(lambda b, h, qi, ki: ki <= qi, 1, 1, -1, 4),
+             "seq_q must be an integer >= 0")]:
+        with pytest.raises(ValueError, match=what):
+            call()
+    for call, what in [
+            (lambda: ops.embedding(W, np.array([1.9])), "ids must be integers, got float64"),
+            (lambda: ops.moe_route(np.array([[0.5, 1.2]]), 4), "topk_ids must be integers"),
+            (lambda: ops.block_sparse_attention(q, q, q, m, "document",
+                                                doc_ids=np.zeros((1, 64))), "doc_ids must be "
+                                                                            "integers")]:
+        with pytest.raises(TypeError, match=what):
+            call()
+    # Document labels past int32 would merge documents: refused.
+    with pytest.raises(ValueError, match="doc_ids must fit in int32"):
+        ops.block_sparse_attention(q, q, q, m, "document",
+                                   doc_ids=np.repeat([[2**33, 2**34]], 32, axis=1))
+
+
+def test_edge_inputs_that_are_valid(rng):
+    ops = kiln.ops
+    W = rng.standard_normal((10, 5)).astype(np.float32)
+    # A 0-d id gives one row of shape (dim,), as weight[3]; an empty list none.
+    assert_close(ops.embedding(W, np.int64(3)), W[3].astype(np.float64), 0, 0)
+    assert ops.embedding(W, []).shape == (0, 5)
+    # A NaN or inf weight on a skipped slot (-1) contributes nothing.
+    y = rng.standard_normal((2, 3)).astype(np.float32)
+    out = ops.moe_unpermute(y, np.array([[0, -1], [-1, 1]]),
+                            np.array([[0.5, np.nan], [np.inf, 2.0]], np.float32))
+    assert_close(out, np.stack([0.5 * y[0], 2.0 * y[1]]).astype(np.float64), 1e-6, 1e-6)
+    # kiln.bf16 data where float32 is computed: decoded, not refused.
+    bits = to_bf16_bits(rng.standard_normal((2, 8)).astype(np.float32))
+    vals = from_bf16_bits(bits).astype(np.float64)
+    got = ops.dsa_topk(kiln.bf16(bits), 3)
+    assert (got == np.sort(np.argsort(-vals, axis=1, kind="stable")[:, :3], axis=1)).all()
+    xb = to_bf16_bits(rng.standard_normal((1, 1, 32, 32, 3)).astype(np.float32))
+    wb = to_bf16_bits(rng.standard_normal((1, 16, 16, 3, 4)).astype(np.float32) * 0.1)
+    ref = np.einsum("nthpwqc,tpqco->nthwo",
+                    from_bf16_bits(xb).astype(np.float64).reshape(1, 1, 2, 16, 2, 16, 3),
+                    from_bf16_bits(wb).astype(np.float64))
+    assert_close(ops.patch_embed(kiln.bf16(xb), kiln.bf16(wb), patch=16), ref, 1e-4, 1e-4)
+    # A @kiln.jit mask_mod on empty sizes: the empty mask, no kernel launch.
+    @kiln.jit
+    def causal(b, h, q_idx, kv_idx):
+        return kv_idx <= q_idx
+    for sizes in [(1, 1, 0, 16), (0, 1, 16, 16), (1, 1, 16, 0)]:
+        jm = ops.block_mask(causal, *sizes, block=16)
+        hm = ops.block_mask(lambda b, h, qi, ki: ki <= qi, *sizes, block=16)
+        for n in ("kv_num", "kv_idx", "full_num", "full_idx"):
+            assert np.array_equal(jm[n], hm[n]), (sizes, n)
