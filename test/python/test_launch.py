@@ -184,3 +184,65 @@ def test_bad_launch_options(opt, bad):
     a, b = arrays()
     with pytest.raises(ValueError, match=f"{opt} must be an integer in"):
         copy[(1,)](a, b, 100, BLOCK=128, **{opt: bad})
+
+
+def test_integer_division_by_zero_in_padding_lanes_does_not_trap(tmp_path):
+    """x86 integer division traps (SIGFPE) on a zero divisor, in every lane
+    of a vector, masked-off ones included: a ragged kernel whose padding lanes
+    load 0 killed the interpreter. Those lanes now divide by 1 (as a GPU, the
+    value is unspecified and the mask discards it); INT_MIN // -1 wraps. In a
+    subprocess, so that a trap fails the test instead of ending the run."""
+    import subprocess
+    import sys
+    script = tmp_path / "ragged.py"
+    script.write_text('''
+import numpy as np, kiln, kiln.language as kl
+
+@kiln.jit
+def moddiv(a, b, q, r, n, B: kl.constexpr):
+    offs = kl.program_id(0) * B + kl.arange(0, B)
+    m = offs < n
+    x = kl.load(a + offs, mask=m)
+    y = kl.load(b + offs, mask=m)          # masked-off lanes read 0
+    kl.store(q + offs, x // y, mask=m)
+    kl.store(r + offs, x % y, mask=m)
+
+@kiln.jit
+def scalar_div(a, out, d):
+    kl.store(out, kl.load(a) // d)
+
+rng = np.random.default_rng(1)
+for dt in (np.int32, np.int64, np.int8):
+    n = 100
+    a = rng.integers(-100, 100, n).astype(dt)
+    b = rng.integers(1, 50, n).astype(dt)
+    q, r = np.full(n, 7, dt), np.full(n, 7, dt)
+    moddiv[(kiln.cdiv(n, 64),)](a, b, q, r, n, B=64)
+    assert (q == a // b).all() and (r == a % b).all(), dt
+out = np.zeros(1, np.int32)
+scalar_div[(1,)](np.array([5], np.int32), out, 0)         # no trap; any value
+scalar_div[(1,)](np.array([-2**31], np.int32), out, -1)   # wraps
+assert out[0] == -2**31, out
+print("ok")
+''')
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0 and "ok" in r.stdout, (r.returncode, r.stderr[-2000:])
+
+
+@kiln.jit
+def rsqrt_kernel(x, out, B: kl.constexpr):
+    offs = kl.arange(0, B)
+    kl.store(out + offs, kl.rsqrt(kl.load(x + offs)))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_rsqrt_of_wide_tiles(dtype):
+    """A tile of 8 or more f32 lanes crashed the compiler (math.rsqrt's
+    polynomial approximation emitted an AVX intrinsic the CPU pipeline does
+    not lower)."""
+    x = (np.random.default_rng(2).random(16) + 0.5).astype(dtype)
+    out = np.full(16, np.nan, dtype)
+    rsqrt_kernel[(1,)](x, out, B=16)
+    ref = 1 / np.sqrt(x.astype(np.float64))
+    assert np.allclose(out.astype(np.float64), ref, rtol=1e-6 if dtype == np.float32 else 1e-3)

@@ -10,12 +10,74 @@
 
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Arith/Transforms/Passes.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/Pass/Pass.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
 
 using namespace mlir;
+
+namespace {
+/// x86's integer division traps (SIGFPE) on a zero divisor and on INT_MIN /
+/// -1, in every lane of a vector division, masked-off lanes included: a
+/// ragged kernel whose padding lanes load 0 (`x % y` under `mask=`) killed
+/// the process. GPUs return an unspecified value there instead, and so does
+/// this: such lanes divide by 1 (INT_MIN / -1 gives INT_MIN, its wrapped
+/// value). Divisions by a constant other than 0 (and -1, when signed) are
+/// left alone.
+struct GuardIntegerDivision
+    : PassWrapper<GuardIntegerDivision, OperationPass<>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(GuardIntegerDivision)
+  StringRef getArgument() const final { return "kiln-guard-integer-division"; }
+  StringRef getDescription() const final {
+    return "Divide by 1 where an integer division would trap on the host";
+  }
+
+  static Value splat(OpBuilder &b, Location loc, Type type, const APInt &v) {
+    if (auto shaped = dyn_cast<ShapedType>(type))
+      return arith::ConstantOp::create(b, loc, type,
+                                       DenseElementsAttr::get(shaped, v));
+    return arith::ConstantOp::create(b, loc, type, b.getIntegerAttr(type, v));
+  }
+
+  void runOnOperation() override {
+    SmallVector<Operation *> divisions;
+    getOperation()->walk([&](Operation *op) {
+      if (isa<arith::DivSIOp, arith::DivUIOp, arith::RemSIOp, arith::RemUIOp>(op))
+        divisions.push_back(op);
+    });
+    for (Operation *op : divisions) {
+      bool isSigned = isa<arith::DivSIOp, arith::RemSIOp>(op);
+      Value lhs = op->getOperand(0), rhs = op->getOperand(1);
+      APInt c;
+      if (matchPattern(rhs, m_ConstantInt(&c)) && !c.isZero() &&
+          !(isSigned && c.isAllOnes()))
+        continue;
+      OpBuilder b(op);
+      Location loc = op->getLoc();
+      Type type = rhs.getType();
+      unsigned width = getElementTypeOrSelf(type).getIntOrFloatBitWidth();
+      Value one = splat(b, loc, type, APInt(width, 1));
+      Value bad = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, rhs,
+                                        splat(b, loc, type, APInt(width, 0)));
+      if (isSigned) {
+        Value minusOne = arith::CmpIOp::create(
+            b, loc, arith::CmpIPredicate::eq, rhs,
+            splat(b, loc, type, APInt::getAllOnes(width)));
+        Value min = arith::CmpIOp::create(
+            b, loc, arith::CmpIPredicate::eq, lhs,
+            splat(b, loc, type, APInt::getSignedMinValue(width)));
+        bad = arith::OrIOp::create(b, loc, bad,
+                                   arith::AndIOp::create(b, loc, minusOne, min));
+      }
+      op->setOperand(1, arith::SelectOp::create(b, loc, bad, one, rhs));
+    }
+  }
+};
+} // namespace
 
 /// Shared by both targets: transcendentals as polynomials, and bf16/f16
 /// computed in f32 with the bf16 conversions expanded into integer ops (x86
@@ -39,6 +101,8 @@ static void addFloatLowering(OpPassManager &pm, bool nvvm = false) {
   arith::ArithExpandOpsPassOptions expand;
   expand.includeBf16 = true;
   pm.addPass(arith::createArithExpandOpsPass(expand));
+  // After the expansion, which turns floordivsi/ceildivsi into divisions.
+  pm.addPass(std::make_unique<GuardIntegerDivision>());
 }
 
 /// Host code from scf/memref/vector/arith/math/func to the LLVM dialect.
