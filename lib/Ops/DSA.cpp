@@ -9,9 +9,10 @@
 //
 //   dsa_indexer   I[t, s] = sum_j w[t, j] * ReLU(q[t, j, :] . k[s, :]),
 //                 -inf where s is not visible (causal: s > q_offset + t)
-//   dsa_topk      per row, the indices of the k largest finite scores, in
-//                 ascending index order; ties go to the lower index; -1 pads
-//                 when fewer than k are finite
+//   dsa_topk      per row, the indices of the k largest scores (finite or
+//                 +inf; NaN and -inf never count), in ascending index
+//                 order; ties go to the lower index; -1 pads when fewer
+//                 than k count
 //   dsa_sparse_attention
 //                 MQA attention of q [Sq, Hq, Dqk] over the selected rows of
 //                 kv [Skv, Dqk] (values: the first Dv columns), -1 skipped;

@@ -1069,8 +1069,9 @@ def dsa_indexer(q, w, k, q_offset=0, causal=True, block_t=16, block_s=64):
 
 
 def dsa_topk(scores, k, block=256):
-    """Indices (int32) of the k largest finite scores per row (ascending
-    index order; ties to the lower index; -1 padding). scores: float32
+    """Indices (int32) of the k largest scores per row that are finite or +inf
+    (NaN and -inf never count), in ascending index order; ties to the lower
+    index; -1 padding. scores: float32
     (other types are converted), or a PyTorch CUDA tensor."""
     _positive("dsa_topk", block=block)
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
