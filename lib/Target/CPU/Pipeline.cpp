@@ -59,7 +59,9 @@ struct GuardIntegerDivision
       OpBuilder b(op);
       Location loc = op->getLoc();
       Type type = rhs.getType();
-      unsigned width = getElementTypeOrSelf(type).getIntOrFloatBitWidth();
+      Type element = getElementTypeOrSelf(type);
+      unsigned width = element.isIndex() ? IndexType::kInternalStorageBitWidth
+                                         : element.getIntOrFloatBitWidth();
       Value one = splat(b, loc, type, APInt(width, 1));
       Value bad = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, rhs,
                                         splat(b, loc, type, APInt(width, 0)));
