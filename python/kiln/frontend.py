@@ -217,13 +217,26 @@ class CodeGen(ast.NodeVisitor):
             return self.b.tile_type(list(shape), t)
         return t
 
-    def const(self, value, dtype):
+    def py_value(self, value, dtype):
+        """A Python number as a constant of `dtype` (float, bool or int), or a
+        KilnError when it has no such value (inf or NaN as an integer, an
+        integer beyond int64) rather than a raw OverflowError."""
         if dtype.is_float:
-            value = float(value)
-        elif dtype is kl.int1:
-            value = bool(value)
-        else:
-            value = int(value)
+            try:
+                return float(value)
+            except OverflowError:
+                raise KilnError(f"{value} is too large for {dtype.name}") from None
+        if dtype is kl.int1:
+            return bool(value)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise KilnError(f"{value} has no {dtype.name} value")
+        value = int(value)
+        if not -(1 << 63) <= value < (1 << 63):
+            raise KilnError(f"integer constant {value} does not fit in 64 bits")
+        return value
+
+    def const(self, value, dtype):
+        value = self.py_value(value, dtype)
         return Tile(self.b.constant(value, self.ir_type(dtype)), dtype, ())
 
     def to_tile(self, x, like: Tile | None = None):
@@ -367,12 +380,43 @@ class CodeGen(ast.NodeVisitor):
             if isinstance(v, (Pointer, PointerTile, View)):
                 raise KilnError(f"pointer '{name}' is reassigned inside a loop or branch; "
                                 "carry an integer offset instead")
+            # A constexpr (or a Python number) reassigned at run time becomes
+            # a runtime scalar holding its value, so the loop or branch can
+            # carry it.
+            if isinstance(v, kl.constexpr) and isinstance(v.value, (int, float, bool)):
+                v = v.value
             if isinstance(v, (int, float, bool)) and not isinstance(v, kl.dtype):
                 v = self.to_tile(v)
                 self.assign(name, v)
             if isinstance(v, Tile):
                 out.append(name)
         return out
+
+    def fixed_values(self, names, carried):
+        """The compile-time values (tuples, None, dtypes, ...) of names the
+        body assigns that a loop or branch cannot carry."""
+        return {n: self.lookup(n, None) for n in names if self.defined(n) and n not in carried}
+
+    def check_fixed(self, node, fixed, where):
+        """A name holding a value that cannot be carried must not change in
+        a runtime loop or branch (it would silently keep its old value)."""
+        def same(a, b):
+            if a is b:
+                return True
+            if type(a) is not type(b):
+                return False
+            if isinstance(a, tuple):
+                return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+            if isinstance(a, kl.constexpr):
+                return same(a.value, b.value)
+            return isinstance(a, (int, float, str, bool)) and a == b
+        for n, v in fixed.items():
+            if not same(v, self.lookup(n, node)):
+                raise self.error_at(
+                    self.sites.get(n, node),
+                    f"'{n}' (a {type(v).__name__}) is reassigned inside a runtime {where}, "
+                    "which can carry only tiles and numbers (give each tile its own name, "
+                    "bound to a tile or number before)")
 
     def check_carried(self, node, name, before: Tile, after):
         if not isinstance(after, Tile):
@@ -422,8 +466,10 @@ class CodeGen(ast.NodeVisitor):
                       for t in bounds]
         if not isinstance(node.target, ast.Name):
             raise KilnError("the loop variable must be a single name")
-        carried = self.carry(self.assigned_names(node.body))
+        names = self.assigned_names(node.body)
+        carried = self.carry(names)
         before = {n: self.lookup(n, node) for n in carried}
+        fixed = self.fixed_values([n for n in names if n != node.target.id], carried)
         outer_names = set(self.scopes[-1])
         iv, iters = self.b.for_begin(lb.value, ub.value, st.value,
                                      [before[n].value for n in carried], overlap)
@@ -434,6 +480,7 @@ class CodeGen(ast.NodeVisitor):
         self.visit_stmts(node.body)
         if self.returned is not None:
             raise KilnError("'return' inside a loop is not supported")
+        self.check_fixed(node, fixed, "loop")
         yields = [self.check_carried(node, n, before[n], self.lookup(n, node)).value
                   for n in carried]
         results = self.b.for_end(yields)
@@ -444,8 +491,10 @@ class CodeGen(ast.NodeVisitor):
     def visit_While(self, node):
         if node.orelse:
             raise KilnError("while ... else is not supported")
-        carried = self.carry(self.assigned_names(node.body))
+        names = self.assigned_names(node.body)
+        carried = self.carry(names)
         before = {n: self.lookup(n, node) for n in carried}
+        fixed = self.fixed_values(names, carried)
         outer_names = set(self.scopes[-1])
         args = self.b.while_begin([before[n].value for n in carried])
         for n, v in zip(carried, args):
@@ -460,6 +509,7 @@ class CodeGen(ast.NodeVisitor):
         self.visit_stmts(node.body)
         if self.returned is not None:
             raise KilnError("'return' inside a loop is not supported")
+        self.check_fixed(node, fixed, "loop")
         yields = [self.check_carried(node, n, before[n], self.lookup(n, node)).value
                   for n in carried]
         results = self.b.while_end(yields)
@@ -498,12 +548,14 @@ class CodeGen(ast.NodeVisitor):
         names = self.assigned_names(node.body + node.orelse)
         carried = self.carry(names)
         before = {n: self.lookup(n, node) for n in carried}
+        fixed = self.fixed_values(names, carried)
         types = [self.ir_type(before[n].dtype, before[n].shape) for n in carried]
         self.b.if_begin(cond.value, types)
         saved = dict(self.scopes[-1])
         self.visit_stmts(node.body)
         if self.returned is not None:
             raise KilnError("'return' inside an if is not supported")
+        self.check_fixed(node, fixed, "branch")
         then_vals = [self.check_carried(node, n, before[n], self.lookup(n, node)).value
                      for n in carried]
         self.scopes[-1] = dict(saved)
@@ -511,6 +563,7 @@ class CodeGen(ast.NodeVisitor):
         self.visit_stmts(node.orelse)
         if self.returned is not None:
             raise KilnError("'return' inside an if is not supported")
+        self.check_fixed(node, fixed, "branch")
         else_vals = [self.check_carried(node, n, before[n], self.lookup(n, node)).value
                      for n in carried]
         self.scopes[-1] = saved
@@ -700,9 +753,22 @@ class CodeGen(ast.NodeVisitor):
 
     def call_method(self, m: BoundMethod, args, kwargs):
         if m.name == "to":
+            unknown = sorted(set(kwargs) - {"dtype", "bitcast"})
+            if unknown:
+                raise KilnError(f".to() got an unexpected keyword argument '{unknown[0]}'")
+            if len(args) > 1 or (args and "dtype" in kwargs):
+                raise KilnError(".to() takes one dtype (and bitcast=)")
             dtype = args[0] if args else kwargs.get("dtype")
             if not isinstance(dtype, kl.dtype):
                 raise KilnError(".to() expects a kl dtype")
+            bitcast = kwargs.get("bitcast", False)
+            if isinstance(bitcast, kl.constexpr):
+                bitcast = bitcast.value
+            if not isinstance(bitcast, bool):
+                raise KilnError(".to(bitcast=...) must be a compile-time bool")
+            if bitcast:
+                raise KilnError(".to(..., bitcast=True) is not supported: kernels convert "
+                                "values only")
             return self.cast(m.obj, dtype)
         if m.name == "reshape":
             shape = args[0] if len(args) == 1 else tuple(args)
@@ -719,6 +785,27 @@ class CodeGen(ast.NodeVisitor):
         ast.BitAnd: (None, "andi"), ast.BitOr: (None, "ori"), ast.BitXor: (None, "xori"),
         ast.LShift: (None, "shli"), ast.RShift: (None, "shrsi"), ast.Pow: ("powf", None),
     }
+
+    # Arithmetic: bool operands count as int32 0 and 1 (as in Triton).
+    ARITH = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow,
+             ast.LShift, ast.RShift)
+
+    def widen_bools(self, a, b, pairs=True):
+        """Bool (i1) tiles as int32 0/1 where their 1-bit arithmetic would be
+        wrong: beside a Python number (which would otherwise become a bool
+        too), or beside another bool when `pairs` (arithmetic; comparisons
+        of two bools compare them as unsigned instead). Beside a typed
+        tile, unify's zero extension already does it."""
+        def is_bool(x):
+            return isinstance(x, Tile) and x.dtype is kl.int1
+
+        def widen(x, y):
+            if not is_bool(x) or (isinstance(y, Tile) and y.dtype is not kl.int1):
+                return x
+            if not pairs and (is_bool(y) or isinstance(y, bool)):
+                return x
+            return self.cast(x, kl.int32)
+        return widen(a, b), widen(b, a)
 
     def binop(self, op, a, b):
         if isinstance(a, kl.constexpr):
@@ -749,6 +836,8 @@ class CodeGen(ast.NodeVisitor):
                 return PointerTile(Pointer(a.value, a.dtype), offsets)
             return PointerTile(a.base, self.binop(ast.Add(), a.offsets, off))
         orig_a, orig_b = a, b
+        if isinstance(op, self.ARITH):
+            a, b = self.widen_bools(a, b)
         if isinstance(op, ast.Div):
             a, b = self.unify(a, b)
             if a.dtype.is_int:
@@ -759,10 +848,11 @@ class CodeGen(ast.NodeVisitor):
         name = fl if a.dtype.is_float else it
         if name is None:
             if isinstance(op, ast.FloorDiv) and a.dtype.is_float:
-                q = Tile(self.b.binary("divf", a.value, b.value), a.dtype, a.shape)
-                return Tile(self.b.unary("floor", q.value), a.dtype, a.shape)
+                return self.float_floordiv(a, b)
             raise KilnError(f"operator {type(op).__name__} is not defined for {a.dtype.name}")
         result = Tile(self.b.binary(name, a.value, b.value), a.dtype, a.shape)
+        if isinstance(op, ast.Mod):
+            return self.floor_mod(result, b)
         # Track `scalar + arange(...)`: contiguous offsets let loads and stores
         # through pointers become view accesses (masked vector code).
         if isinstance(op, ast.Add) and a.dtype.is_int:
@@ -775,6 +865,46 @@ class CodeGen(ast.NodeVisitor):
                                          else y + base, n)
                     break
         return result
+
+    def floor_mod(self, r: Tile, b: Tile) -> Tile:
+        """Python's (and NumPy's) `%` from the truncating remainder r of a by
+        b: a nonzero remainder takes the divisor's sign (r + b when their
+        signs differ), so `%` agrees with `//` (which floors) and with
+        compile-time folding. A float zero takes the divisor's sign too."""
+        zero = self.to_tile(0.0 if r.dtype.is_float else 0, r)
+        r_neg = self.compare(ast.Lt(), r, zero)
+        b_neg = self.compare(ast.Lt(), b, zero)
+        nonzero = self.compare(ast.NotEq(), r, zero)
+        fix = self.binop(ast.BitAnd(), nonzero, self.binop(ast.BitXor(), r_neg, b_neg))
+        out = Tile(self.b.select(fix.value, self.binop(ast.Add(), r, b).value, r.value),
+                   r.dtype, r.shape)
+        if r.dtype.is_float:
+            signed_zero = self.where(b_neg, -0.0, 0.0)
+            out = self.where(nonzero, out, self.broadcast_to(self.cast(signed_zero, r.dtype),
+                                                                r.shape))
+            out = Tile(out.value, r.dtype, r.shape)
+        return out
+
+    def float_floordiv(self, a: Tile, b: Tile) -> Tile:
+        """Python's (and NumPy's) float `//`, the quotient that goes with `%`
+        (CPython's float_divmod): floor(a / b) can be one more, when a / b
+        rounds up to an integer (1.0 // 0.1 is 9.0)."""
+        def t(v):
+            return Tile(v, a.dtype, a.shape)
+        zero = self.to_tile(0.0, a)
+        q = t(self.b.binary("divf", a.value, b.value))
+        mod = t(self.b.binary("remf", a.value, b.value))
+        div = self.binop(ast.Div(), self.binop(ast.Sub(), a, mod), b)
+        fix = self.binop(ast.BitAnd(), self.compare(ast.NotEq(), mod, zero),
+                         self.binop(ast.BitXor(), self.compare(ast.Lt(), b, zero),
+                                    self.compare(ast.Lt(), mod, zero)))
+        div = self.where(fix, self.binop(ast.Sub(), div, 1.0), div)
+        fl = t(self.b.unary("floor", div.value))
+        up = self.compare(ast.Gt(), self.binop(ast.Sub(), div, fl), 0.5)
+        fl = self.where(up, self.binop(ast.Add(), fl, 1.0), fl)
+        # A zero quotient has the sign of a / b; b == 0 gives a / b (inf, NaN).
+        fl = self.where(self.compare(ast.Eq(), div, zero), self.binop(ast.Mult(), q, 0.0), fl)
+        return self.where(self.compare(ast.Eq(), b, zero), q, fl)
 
     def python_binop(self, op, a, b):
         ops = {
@@ -808,8 +938,10 @@ class CodeGen(ast.NodeVisitor):
             return fns[type(op)](a, b)
         if type(op) not in self.CMP:
             raise KilnError("unsupported comparison on tiles")
-        ta, tb = self.unify(a, b)
+        ta, tb = self.unify(*self.widen_bools(a, b, pairs=False))
         pred = self.CMP[type(op)][0 if ta.dtype.is_float else 1]
+        if ta.dtype is kl.int1 and pred[0] == "s":
+            pred = "u" + pred[1:]  # False < True (signed, True would be -1)
         result = Tile(self.b.cmp(pred, ta.value, tb.value), kl.int1, ta.shape)
         if isinstance(op, ast.Lt) and isinstance(a, Tile) and not a.is_scalar:
             result.bound_mask = (a, b)
@@ -895,9 +1027,8 @@ class CodeGen(ast.NodeVisitor):
         if isinstance(value, kl.constexpr):
             value = value.value
         if isinstance(value, (int, float, bool)):
-            v = value if dtype.is_float else int(value)
-            return Tile(self.b.constant(float(v) if dtype.is_float else v,
-                                        self.ir_type(dtype, shape)), dtype, shape)
+            v = self.py_value(value, dtype) if dtype is not kl.int1 else int(value)
+            return Tile(self.b.constant(v, self.ir_type(dtype, shape)), dtype, shape)
         return self.broadcast_to(self.cast(self.to_tile(value), dtype), shape)
 
     def index(self, x, what):
@@ -936,7 +1067,10 @@ class CodeGen(ast.NodeVisitor):
         if isinstance(other, kl.constexpr):
             other = other.value
         if isinstance(other, (int, float, bool)):
-            return float(other) if dtype.is_float else int(other)
+            try:
+                return self.py_value(other, dtype) if dtype is not kl.int1 else int(other)
+            except KilnError as e:
+                raise KilnError(f"other={other!r} for {dtype.name} elements: {e}") from None
         return "tile"
 
     def flat_view(self, ptr: Pointer, size=None):
@@ -988,12 +1122,13 @@ class CodeGen(ast.NodeVisitor):
         shape = offsets.shape
         if value is not None:
             value = self.to_tile(value)
-            if not isinstance(value, Tile):
-                raise KilnError("store needs a value")
-            value = self.broadcast_to(self.cast(value, dtype), shape if shape else value.shape)
             if shape == () and value.shape != ():
-                shape = value.shape
-                offsets = self.broadcast_to(offsets, shape)
+                # (As in Triton: every element would go to the same address.)
+                raise KilnError(f"cannot store a tile of shape {value.shape} through a scalar "
+                                "pointer; the pointer needs one address per element "
+                                "(ptr + offsets of the value's shape)")
+            # (A value of more elements than addresses is refused too.)
+            value = self.broadcast_to(self.cast(value, dtype), shape)
         if mask is not None:
             mshape = broadcast_shapes(shape, mask.shape)
             if mshape != shape:
@@ -1079,6 +1214,10 @@ class CodeGen(ast.NodeVisitor):
         return Tile(self.b.extract(t.value, [zero]), t.dtype, ())
 
     def builtin_store(self, pointer, value, mask=None, offsets=None):
+        if isinstance(value, kl.constexpr):
+            value = value.value
+        if value is None:
+            raise KilnError("store needs a value (got None)")
         if isinstance(pointer, View):
             if offsets is None:
                 raise KilnError("storing into a view needs offsets=(...)")
@@ -1151,13 +1290,23 @@ class CodeGen(ast.NodeVisitor):
     def builtin_atomic_add(self, pointer, value, mask=None, offsets=None):
         if not isinstance(pointer, View):
             raise KilnError("atomic_add needs a view and offsets= (kl.make_view)")
+        if mask is not None:
+            # kiln.atomic_add has no mask: the view drops its out-of-range
+            # elements, every other element is added.
+            raise KilnError("atomic_add into a view takes no mask= (elements outside the "
+                            "view are dropped); to add nothing elsewhere, add "
+                            "kl.where(mask, value, 0)")
         if offsets is None:
             raise KilnError("atomic_add into a view needs offsets=(...)")
         if isinstance(offsets, kl.constexpr):
             offsets = offsets.value
         if not isinstance(offsets, tuple):
             offsets = (offsets,)
-        value = self.cast(self.to_tile(value), pointer.dtype)
+        value = self.to_tile(value)
+        if value.is_scalar or len(value.shape) != pointer.rank:
+            raise KilnError(f"atomic_add into a view of rank {pointer.rank} needs a rank-"
+                            f"{pointer.rank} tile, got shape {value.shape}")
+        value = self.cast(value, pointer.dtype)
         offs = [self.index(o, "an offset") for o in offsets]
         self.b.atomic_add(value.value, pointer.value, offs)
 
@@ -1278,18 +1427,21 @@ class CodeGen(ast.NodeVisitor):
         return self.where(condition, x, y)
 
     def builtin_maximum(self, x, y):
-        x, y = self.unify(x, y) if isinstance(x, Tile) or isinstance(y, Tile) else (x, y)
+        x, y = self.unify(*self.widen_bools(x, y, pairs=False)) \
+            if isinstance(x, Tile) or isinstance(y, Tile) else (x, y)
         if not isinstance(x, Tile):
             return builtins.max(x, y)
-        return Tile(self.b.binary("maximumf" if x.dtype.is_float else "maxsi", x.value, y.value),
-                    x.dtype, x.shape)
+        # Two bools: False < True (maxsi would read True as -1).
+        name = "maximumf" if x.dtype.is_float else "ori" if x.dtype is kl.int1 else "maxsi"
+        return Tile(self.b.binary(name, x.value, y.value), x.dtype, x.shape)
 
     def builtin_minimum(self, x, y):
-        x, y = self.unify(x, y) if isinstance(x, Tile) or isinstance(y, Tile) else (x, y)
+        x, y = self.unify(*self.widen_bools(x, y, pairs=False)) \
+            if isinstance(x, Tile) or isinstance(y, Tile) else (x, y)
         if not isinstance(x, Tile):
             return builtins.min(x, y)
-        return Tile(self.b.binary("minimumf" if x.dtype.is_float else "minsi", x.value, y.value),
-                    x.dtype, x.shape)
+        name = "minimumf" if x.dtype.is_float else "andi" if x.dtype is kl.int1 else "minsi"
+        return Tile(self.b.binary(name, x.value, y.value), x.dtype, x.shape)
 
     def builtin_trans(self, x, order=None):
         x = self.to_tile(x)
@@ -1334,6 +1486,8 @@ class CodeGen(ast.NodeVisitor):
         if isinstance(b, kl.constexpr):
             b = b.value
         if not isinstance(a, Tile) and not isinstance(b, Tile):
+            if b == 0:
+                raise KilnError("cdiv: division by zero in a compile-time expression")
             return (a + b - 1) // b
         return self.binop(ast.FloorDiv(), self.binop(ast.Sub(), self.binop(ast.Add(), a, b), 1), b)
 

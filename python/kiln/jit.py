@@ -428,8 +428,12 @@ class JITFunction:
             if a.kind == "ptr":
                 cg.assign(p.name, Pointer(v, a.dtype))
             elif len(a.key) > 2 and a.key[2]:
-                # Specialized on being 1: the value is a compile-time constant.
-                cg.assign(p.name, 1)
+                # Specialized on being 1: the constant 1, of the argument's
+                # dtype (not a Python int, which would take other operands'
+                # dtypes or be carried through loops as int32, so that the
+                # specialized kernel computed in other types than the
+                # general one).
+                cg.assign(p.name, cg.const(1, a.dtype))
             else:
                 cg.assign(p.name, Tile(v, a.dtype, ()))
         try:
@@ -494,9 +498,13 @@ class JITFunction:
         meta = {p.name: a.value for p, a in zip(self.params, bound) if a.kind == "const"}
         if callable(grid):
             grid = grid(meta)
-        if isinstance(grid, (int, np.integer)):
-            grid = (int(grid),)
-        if not isinstance(grid, (tuple, list)) or not 1 <= len(grid) <= 3:
+        if isinstance(grid, (int, np.integer)) and not isinstance(grid, (bool, np.bool_)):
+            grid = (grid,)
+        # Ints only: a float (n / BLOCK instead of kiln.cdiv) or a bool is
+        # refused rather than truncated by int().
+        if not isinstance(grid, (tuple, list)) or not 1 <= len(grid) <= 3 or any(
+                isinstance(g, (bool, np.bool_)) or not isinstance(g, (int, np.integer))
+                for g in grid):
             raise ValueError(f"{self.__name__}: the grid must be an int or a tuple of 1 to 3 "
                              f"ints, got {grid!r}")
         grid = tuple(int(g) for g in grid)

@@ -147,8 +147,9 @@ def scatter(view, value, indices, offsets=()):
 
 @builtin
 def atomic_add(pointer, value, mask=None, offsets=None):
-    """Atomically adds a tile into memory (a view at offsets, or a tile of
-    pointers)."""
+    """Atomically adds a tile into a view at ``offsets`` (``kl.make_view``);
+    elements outside the view are dropped. Tiles of pointers and ``mask=``
+    are not supported (add ``kl.where(mask, value, 0)`` instead)."""
 
 
 @builtin
