@@ -116,6 +116,16 @@ makeConfig(const OpInfo &op,
       if (llvm::StringRef(v).getAsInteger(10, x))
         return err("parameter '" + k + "' of '" + op.name +
                    "' must be an integer, got '" + v + "'");
+      // Tile sizes and dimensions: a 0 or negative one would build empty
+      // tiles (an internal IR error) or, in a grid, divide by zero.
+      llvm::StringRef name(k);
+      bool size = name.starts_with("block") || name.ends_with("_block") ||
+                  llvm::is_contained({"head_dim", "d_qk", "d_v", "index_dim",
+                                      "index_heads", "gqa_group", "k"},
+                                     name);
+      if (size && x < 1)
+        return err("parameter '" + k + "' of '" + op.name +
+                   "' must be positive, got " + v);
     } else if (it->kind == Param::Float) {
       double x;
       if (llvm::StringRef(v).getAsDouble(x))

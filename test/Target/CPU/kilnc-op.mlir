@@ -7,6 +7,8 @@
 // RUN: not kilnc op conv --kh x 2>&1 | FileCheck %s --check-prefix=BADINT
 // RUN: not kilnc op conv --static.nope 1 2>&1 | FileCheck %s --check-prefix=BADSTATIC
 // RUN: not kilnc op block_sparse_attention --mask diagonal 2>&1 | FileCheck %s --check-prefix=CHOICE
+// RUN: not kilnc op dsa_topk --block 0 2>&1 | FileCheck %s --check-prefix=ZEROBLOCK
+// RUN: not kilnc op dsa_sparse_attention --heads_block -4 2>&1 | FileCheck %s --check-prefix=NEGBLOCK
 
 // LIST: embedding: out[r, :] = weight[ids[r], :]
 // LIST: block_sparse_attention:
@@ -22,4 +24,6 @@
 // UNKNOWN: error: no operator named 'nope'
 // BADINT: error: parameter 'kh' of 'conv' must be an integer, got 'x'
 // BADSTATIC: error: static.nope: 'conv' has no integer argument named 'nope'
+// ZEROBLOCK: error: parameter 'block' of 'dsa_topk' must be positive, got 0
+// NEGBLOCK: error: parameter 'heads_block' of 'dsa_sparse_attention' must be positive, got -4
 // CHOICE: error: parameter 'mask' of 'block_sparse_attention' must be one of none, causal, sliding_window, prefix_lm, document; got 'diagonal'
