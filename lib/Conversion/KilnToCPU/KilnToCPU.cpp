@@ -80,6 +80,12 @@ TypedAttr storagePadding(TypedAttr pad) {
     if (st != f.getType())
       return IntegerAttr::get(st, f.getValue().bitcastToAPInt());
   }
+  // Booleans are bytes in memory (`other=False` on a bool load).
+  if (auto i = dyn_cast<IntegerAttr>(pad)) {
+    Type st = storageType(i.getType());
+    if (st != i.getType() && st.isInteger())
+      return IntegerAttr::get(st, i.getValue().zext(st.getIntOrFloatBitWidth()));
+  }
   return pad;
 }
 

@@ -12,6 +12,10 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Arith/Transforms/Passes.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
@@ -79,6 +83,124 @@ struct GuardIntegerDivision
     }
   }
 };
+
+/// f64 -> f16/bf16 truncations: x86 has no instruction, and LLVM calls
+/// compiler-rt's __truncdfhf2/__truncdfbf2, which the kernel loader does not
+/// provide (the launch failed on an undefined symbol). Rounded in two steps
+/// that give the correctly rounded result: to f32 with round-to-odd (a
+/// rounding-to-nearest result that was inexact is moved toward zero if it
+/// went away from it, and its last bit set), then to the 16-bit type, which
+/// has far fewer bits than f32's 24.
+struct ExpandF64ToHalf : PassWrapper<ExpandF64ToHalf, OperationPass<>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(ExpandF64ToHalf)
+  StringRef getArgument() const final { return "kiln-expand-f64-to-half"; }
+  StringRef getDescription() const final {
+    return "Round f64 to f16/bf16 through f32 with round-to-odd";
+  }
+
+  void runOnOperation() override {
+    SmallVector<arith::TruncFOp> truncs;
+    getOperation()->walk([&](arith::TruncFOp op) {
+      Type in = getElementTypeOrSelf(op.getIn().getType());
+      Type out = getElementTypeOrSelf(op.getType());
+      if (in.isF64() && (out.isF16() || out.isBF16()))
+        truncs.push_back(op);
+    });
+    for (arith::TruncFOp op : truncs) {
+      OpBuilder b(op);
+      Location loc = op.getLoc();
+      Value x = op.getIn();
+      auto like = [&](Type element) -> Type {
+        if (auto shaped = dyn_cast<ShapedType>(x.getType()))
+          return shaped.clone(element);
+        return element;
+      };
+      Type f32 = like(b.getF32Type()), i32 = like(b.getI32Type());
+      auto c32 = [&](uint32_t v) -> Value {
+        if (auto shaped = dyn_cast<ShapedType>(i32))
+          return arith::ConstantOp::create(
+              b, loc, i32, DenseElementsAttr::get(shaped, APInt(32, v)));
+        return arith::ConstantOp::create(b, loc, i32, b.getI32IntegerAttr(v));
+      };
+      Value t = arith::TruncFOp::create(b, loc, f32, x);
+      Value back = arith::ExtFOp::create(b, loc, x.getType(), t);
+      Value inexact =
+          arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNE, back, x);
+      Value awayFromZero = arith::CmpFOp::create(
+          b, loc, arith::CmpFPredicate::OGT, math::AbsFOp::create(b, loc, back),
+          math::AbsFOp::create(b, loc, x));
+      Value bits = arith::BitcastOp::create(b, loc, i32, t);
+      bits = arith::SelectOp::create(
+          b, loc, arith::AndIOp::create(b, loc, inexact, awayFromZero),
+          arith::SubIOp::create(b, loc, bits, c32(1)), bits);
+      bits = arith::SelectOp::create(b, loc, inexact,
+                                     arith::OrIOp::create(b, loc, bits, c32(1)),
+                                     bits);
+      Value odd = arith::BitcastOp::create(b, loc, f32, bits);
+      op.getInMutable().assign(odd);
+    }
+  }
+};
+
+/// math.erf on f64 has no polynomial (MLIR approximates f32 only) and no
+/// LLVM intrinsic: the translation to LLVM IR failed. It calls libm's erf
+/// per element, as LLVM does for f64 sin or exp (the kernel is linked
+/// without libraries; the loading process provides libm).
+struct ErfF64ToLibm : PassWrapper<ErfF64ToLibm, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(ErfF64ToLibm)
+  StringRef getArgument() const final { return "kiln-erf-f64-to-libm"; }
+  StringRef getDescription() const final {
+    return "Call libm's erf for f64 math.erf";
+  }
+  void getDependentDialects(DialectRegistry &registry) const override {
+    registry.insert<func::FuncDialect, vector::VectorDialect>();
+  }
+
+  void runOnOperation() override {
+    SmallVector<math::ErfOp> erfs;
+    getOperation()->walk([&](math::ErfOp op) {
+      if (getElementTypeOrSelf(op.getType()).isF64())
+        erfs.push_back(op);
+    });
+    if (erfs.empty())
+      return;
+    ModuleOp module = getOperation();
+    OpBuilder mb = OpBuilder::atBlockBegin(module.getBody());
+    Type f64 = mb.getF64Type();
+    auto fnType = mb.getFunctionType({f64}, {f64});
+    auto fn = module.lookupSymbol<func::FuncOp>("erf");
+    if (!fn) {
+      fn = func::FuncOp::create(mb, module.getLoc(), "erf", fnType);
+      fn.setPrivate();
+    } else if (fn.getFunctionType() != fnType) {
+      module.emitError("a function named 'erf' with another signature");
+      return signalPassFailure();
+    }
+    for (math::ErfOp op : erfs) {
+      OpBuilder b(op);
+      Location loc = op.getLoc();
+      auto call = [&](Value x) {
+        return func::CallOp::create(b, loc, fn, ValueRange{x}).getResult(0);
+      };
+      auto vec = dyn_cast<VectorType>(op.getType());
+      if (!vec) {
+        op.replaceAllUsesWith(call(op.getOperand()));
+        op.erase();
+        continue;
+      }
+      int64_t n = vec.getNumElements();
+      auto flat = VectorType::get({n}, f64);
+      Value in = vector::ShapeCastOp::create(b, loc, flat, op.getOperand());
+      Value out = in;
+      for (int64_t i = 0; i < n; ++i) {
+        Value e = vector::ExtractOp::create(b, loc, in, ArrayRef<int64_t>{i});
+        out = vector::InsertOp::create(b, loc, call(e), out, ArrayRef<int64_t>{i});
+      }
+      op.replaceAllUsesWith(vector::ShapeCastOp::create(b, loc, vec, out).getResult());
+      op.erase();
+    }
+  }
+};
 } // namespace
 
 /// Shared by both targets: transcendentals as polynomials, and bf16/f16
@@ -92,6 +214,14 @@ static void addFloatLowering(OpPassManager &pm, bool nvvm = false) {
   kiln::KilnApproximateMathOptions approx;
   approx.nvvmEx2 = nvvm;
   pm.addPass(kiln::createKilnApproximateMath(approx));
+  if (!nvvm) {
+    // Math on bf16/f16 that has no f32 expansion above (floor, ceil, ...)
+    // computed in f32: LLVM would otherwise round its result back with a
+    // compiler-rt call the kernel loader does not provide.
+    pm.addPass(math::createMathExtendToSupportedTypes());
+    pm.addPass(std::make_unique<ExpandF64ToHalf>());
+    pm.addPass(std::make_unique<ErfF64ToLibm>());
+  }
   arith::ArithEmulateUnsupportedFloatsOptions emulate;
   emulate.sourceTypeStrs = {"bf16", "f16"};
   emulate.targetTypeStr = "f32";
