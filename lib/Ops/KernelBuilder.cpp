@@ -102,10 +102,17 @@ Value KernelBuilder::convert(Value v, Type elt) {
   bool fF = isa<FloatType>(from), tF = isa<FloatType>(elt);
   if (from.isIndex() || elt.isIndex())
     return arith::IndexCastOp::create(b, location, to, v);
-  if (fF && tF)
-    return from.getIntOrFloatBitWidth() < elt.getIntOrFloatBitWidth()
-               ? Value(arith::ExtFOp::create(b, location, to, v))
-               : Value(arith::TruncFOp::create(b, location, to, v));
+  if (fF && tF) {
+    unsigned fw = from.getIntOrFloatBitWidth(), tw = elt.getIntOrFloatBitWidth();
+    if (fw == tw) { // f16 <-> bf16: exactly to f32, then one rounding
+      Type f32 = b.getF32Type();
+      if (auto t = dyn_cast<RankedTensorType>(v.getType()))
+        f32 = RankedTensorType::get(t.getShape(), f32);
+      v = arith::ExtFOp::create(b, location, f32, v);
+    }
+    return fw < tw ? Value(arith::ExtFOp::create(b, location, to, v))
+                   : Value(arith::TruncFOp::create(b, location, to, v));
+  }
   if (!fF && !tF)
     return from.getIntOrFloatBitWidth() < elt.getIntOrFloatBitWidth()
                ? (from.isInteger(1)

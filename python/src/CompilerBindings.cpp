@@ -268,10 +268,25 @@ public:
     if (from == toElt)
       return x;
     bool fF = isa<FloatType>(from), tF = isa<FloatType>(toElt);
-    if (fF && tF)
-      return from.getIntOrFloatBitWidth() < toElt.getIntOrFloatBitWidth()
-                 ? make<arith::ExtFOp>(to, x)
-                 : make<arith::TruncFOp>(to, x);
+    // To bool: nonzero is true (NumPy's astype(bool); NaN too), not the
+    // low bit of an integer or a float converted to a 1-bit integer.
+    if (toElt.isInteger(1)) {
+      Value zero = make<arith::ConstantOp>(
+          x.getType(), cast<TypedAttr>(b->getZeroAttr(x.getType())));
+      return fF ? make<arith::CmpFOp>(arith::CmpFPredicate::UNE, x, zero)
+                : make<arith::CmpIOp>(arith::CmpIPredicate::ne, x, zero);
+    }
+    if (fF && tF) {
+      unsigned fw = from.getIntOrFloatBitWidth(),
+               tw = toElt.getIntOrFloatBitWidth();
+      if (fw == tw) { // f16 <-> bf16: exactly to f32, then one rounding
+        Type f32 = b->getF32Type();
+        if (auto shaped = dyn_cast<ShapedType>(x.getType()))
+          f32 = shaped.clone(f32);
+        return make<arith::TruncFOp>(to, make<arith::ExtFOp>(f32, x));
+      }
+      return fw < tw ? make<arith::ExtFOp>(to, x) : make<arith::TruncFOp>(to, x);
+    }
     if (from.isIndex() || toElt.isIndex()) {
       if (tF) {
         Value i = make<arith::IndexCastOp>(b->getI64Type(), x);

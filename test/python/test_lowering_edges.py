@@ -107,3 +107,44 @@ def test_erf_in_float64():
     out = np.full(50, np.nan)
     erf_kernel[(1,)](x, out, 50, B=64)
     assert_close(out, np.array([math.erf(v) for v in x]), 1e-15, 1e-16)
+
+
+@kiln.jit
+def f16_to_bf16(x, out, B: kl.constexpr):
+    offs = kl.arange(0, B)
+    kl.store(out + offs, kl.load(x + offs).to(kl.bfloat16))
+
+
+@kiln.jit
+def bf16_to_f16(x, out, B: kl.constexpr):
+    offs = kl.arange(0, B)
+    kl.store(out + offs, kl.load(x + offs).to(kl.float16))
+
+
+@kiln.jit
+def to_bool(x, out, B: kl.constexpr):
+    offs = kl.arange(0, B)
+    kl.store(out + offs, kl.load(x + offs).to(kl.int1))
+
+
+def test_half_type_conversions_and_bool_casts():
+    """f16 <-> bf16 (both 16 bits) took a truncf between equal widths, a
+    verifier error: now exactly to f32, then one rounding. A cast to bool is
+    `!= 0` as NumPy's astype(bool) (NaN true), not an integer's low bit
+    (2 was False) or a float converted to a 1-bit integer."""
+    x = np.array([1.0, -2.5, 65504, 1e-7, 3.14159, 0.0, np.inf, np.nan], np.float16)
+    out = np.zeros(8, np.uint16)
+    f16_to_bf16[(1,)](x, kiln.bf16(out), B=8)
+    assert (out == to_bf16_bits(x.astype(np.float32))).all()
+    xb = to_bf16_bits(np.array([1.0, -2.5, 1e5, 1e-7, 3.14159, 0.0, -np.inf, 7e4], np.float32))
+    out16 = np.zeros(8, np.float16)
+    bf16_to_f16[(1,)](kiln.bf16(xb), out16, B=8)
+    with np.errstate(over="ignore"):
+        assert np.array_equal(out16, from_bf16_bits(xb).astype(np.float16))
+    for dt, vals in ((np.float32, [0.0, 0.5, -0.0, np.nan, 2.0, 1e-30, -3, 0]),
+                     (np.int32, [0, 1, 2, -1, 0, 256, 3, 0]),
+                     (np.int16, [0, 1, 2, -1, 0, 256, 3, 0])):
+        xs = np.array(vals, dt)
+        got = np.zeros(8, np.bool_)
+        to_bool[(1,)](xs, got, B=8)
+        assert (got == xs.astype(bool)).all(), (dt, got)
