@@ -12,6 +12,7 @@ import ast
 import builtins
 import math
 import textwrap
+import types
 
 from . import language as kl
 from ._kiln import Builder, IRError
@@ -76,12 +77,15 @@ class Tile:
 
 
 class Pointer:
-    """A kernel pointer argument, possibly advanced by a scalar offset."""
+    """A kernel pointer argument, possibly advanced by a scalar offset;
+    `param`: the kernel parameter it comes from (stores through it are
+    recorded in CodeGen.written)."""
 
-    def __init__(self, value, dtype: kl.dtype, offset=None):
+    def __init__(self, value, dtype: kl.dtype, offset=None, param=None):
         self.value = value
         self.dtype = dtype
         self.offset = offset  # scalar Tile (int) or None
+        self.param = param
 
 
 class PointerTile:
@@ -97,10 +101,11 @@ class PointerTile:
 
 
 class View:
-    def __init__(self, value, dtype: kl.dtype, rank: int):
+    def __init__(self, value, dtype: kl.dtype, rank: int, param=None):
         self.value = value
         self.dtype = dtype
         self.rank = rank
+        self.param = param  # the kernel parameter it views
 
 
 class BoundMethod:
@@ -157,6 +162,14 @@ class CodeGen(ast.NodeVisitor):
         # errors, which point at the assignment that changed the type).
         self.sites = {}
         self.stmt = None
+        # The kernel parameters stored to (kl.store, kl.scatter,
+        # kl.atomic_add through a pointer or a view of it): a launch refuses
+        # read-only arrays for them.
+        self.written = set()
+        # The module globals the body read: (name, globals dict) -> value,
+        # checked at each launch (a changed global would otherwise be
+        # silently ignored: its value is compiled in).
+        self.used_globals = {}
 
     # -- locations and errors ------------------------------------------------
 
@@ -192,7 +205,10 @@ class CodeGen(ast.NodeVisitor):
             if name in scope:
                 return scope[name]
         if name in self.globals:
-            return self.globals[name]
+            value = self.globals[name]
+            if not isinstance(value, types.ModuleType):
+                self.used_globals[(name, id(self.globals))] = (name, value, self.globals)
+            return value
         if hasattr(builtins, name) and name in ("range", "min", "max", "abs", "int",
                                                  "float", "bool", "len", "print",
                                                  "True", "False", "None", "isinstance",
@@ -233,7 +249,16 @@ class CodeGen(ast.NodeVisitor):
         value = int(value)
         if not -(1 << 63) <= value < (1 << 63):
             raise KilnError(f"integer constant {value} does not fit in 64 bits")
+        if not self.fits(value, dtype):
+            # (It would wrap: int8 + 300 is not 44. NumPy 2 raises too.)
+            raise KilnError(f"{value} does not fit in {dtype.name} (it would wrap); widen "
+                            "the other operand first, e.g. x.to(kl.int64)")
         return value
+
+    @staticmethod
+    def fits(value, dtype):
+        half = 1 << (dtype.bits - 1)
+        return -half <= value < half
 
     def const(self, value, dtype):
         value = self.py_value(value, dtype)
@@ -462,6 +487,20 @@ class CodeGen(ast.NodeVisitor):
             if t.dtype.is_float or not t.is_scalar:
                 raise KilnError("range() bounds must be integer scalars")
             bounds.append(self.cast(t, kl.int64))
+        # A runtime step may be negative or zero, which scf.for (a positive
+        # step) cannot run: the loop counts Python's number of iterations,
+        # len(range(lb, ub, step)) = max(0, cdiv(ub - lb, step)), and
+        # i = lb + t * step. A zero step runs no iterations (Python raises
+        # ValueError; a kernel cannot).
+        runtime_step = isinstance(step_value, Tile)
+        if runtime_step:
+            lb64, ub64, st64 = bounds
+            zero_step = self.compare(ast.Eq(), st64, 0)
+            divisor = self.where(zero_step, 1, st64)
+            trips = self.binop(ast.Sub(), 0, self.binop(
+                ast.FloorDiv(), self.binop(ast.Sub(), lb64, ub64), divisor))
+            trips = self.where(zero_step, 0, self.builtin_maximum(trips, 0))
+            bounds = [self.to_tile(0, st64), trips, self.to_tile(1, st64)]
         lb, ub, st = [Tile(self.b.cast(t.value, self.b.scalar_type("index")), kl.int64, ())
                       for t in bounds]
         if not isinstance(node.target, ast.Name):
@@ -475,8 +514,10 @@ class CodeGen(ast.NodeVisitor):
                                      [before[n].value for n in carried], overlap)
         for n, v in zip(carried, iters):
             self.assign(n, Tile(v, before[n].dtype, before[n].shape))
-        self.assign(node.target.id,
-                    Tile(self.b.cast(iv, self.b.scalar_type("i64")), kl.int64, ()))
+        i = Tile(self.b.cast(iv, self.b.scalar_type("i64")), kl.int64, ())
+        if runtime_step:
+            i = self.binop(ast.Add(), lb64, self.binop(ast.Mult(), i, st64))
+        self.assign(node.target.id, i)
         self.visit_stmts(node.body)
         if self.returned is not None:
             raise KilnError("'return' inside a loop is not supported")
@@ -745,6 +786,8 @@ class CodeGen(ast.NodeVisitor):
         tree, first_line, source, filename = fn.parse()
         sub = CodeGen(fn.fn, self.b, filename, first_line, source, self.grid_rank)
         sub.in_helper = 1
+        sub.written = self.written
+        sub.used_globals = self.used_globals
         for name, value in bound.arguments.items():
             sub.assign(name, value)
         fdef = tree.body[0]
@@ -827,13 +870,16 @@ class CodeGen(ast.NodeVisitor):
                 off = self.binop(ast.Sub(), 0, off)
             if isinstance(a, Pointer):
                 if off.is_scalar:
-                    total = off if a.offset is None else self.binop(ast.Add(), a.offset, off)
-                    return Pointer(a.value, a.dtype, total)
+                    # (Summed as addresses are, in int64: two int8 offsets
+                    # must not wrap.)
+                    total = off if a.offset is None else self.binop(
+                        ast.Add(), self.cast(a.offset, kl.int64), self.cast(off, kl.int64))
+                    return Pointer(a.value, a.dtype, total, a.param)
                 offsets = off if a.offset is None else self.binop(ast.Add(), off, a.offset)
                 if off.contiguous is not None and a.offset is not None:
                     base, n = off.contiguous
-                    offsets.contiguous = (self.binop(ast.Add(), base, a.offset), n)
-                return PointerTile(Pointer(a.value, a.dtype), offsets)
+                    offsets.contiguous = (self.contiguous_base(base, a.offset, offsets.dtype), n)
+                return PointerTile(Pointer(a.value, a.dtype, param=a.param), offsets)
             return PointerTile(a.base, self.binop(ast.Add(), a.offsets, off))
         orig_a, orig_b = a, b
         if isinstance(op, self.ARITH):
@@ -860,11 +906,21 @@ class CodeGen(ast.NodeVisitor):
                 if isinstance(x, Tile) and x.contiguous is not None and \
                         (not isinstance(y, Tile) or y.is_scalar):
                     base, n = x.contiguous
-                    result.contiguous = (self.binop(ast.Add(), y, base)
-                                         if not (isinstance(y, int) and isinstance(base, int))
-                                         else y + base, n)
+                    result.contiguous = (self.contiguous_base(base, y, result.dtype), n)
                     break
         return result
+
+    def contiguous_base(self, base, y, dtype):
+        """The start of the run `y + (base + arange)`: computed in the
+        offsets' dtype (`dtype`), not in a narrower scalar's (an int8 `y`
+        must not wrap `128 + y`)."""
+        if isinstance(base, int) and isinstance(y, int) and not isinstance(y, bool):
+            return base + y
+        base = self.cast(base, dtype) if isinstance(base, Tile) else base
+        y = self.cast(y, dtype) if isinstance(y, Tile) else y
+        if not isinstance(base, Tile) and not isinstance(y, Tile):
+            return self.binop(ast.Add(), self.to_tile(y, Tile(None, dtype, ())), base)
+        return self.binop(ast.Add(), y, base)
 
     def floor_mod(self, r: Tile, b: Tile) -> Tile:
         """Python's (and NumPy's) `%` from the truncating remainder r of a by
@@ -938,6 +994,16 @@ class CodeGen(ast.NodeVisitor):
             return fns[type(op)](a, b)
         if type(op) not in self.CMP:
             raise KilnError("unsupported comparison on tiles")
+        # A Python int beyond the tile's integer type compares as a number
+        # (int8 tile < 300 is all True, as in NumPy 2): in int64.
+        for x, y in ((a, b), (b, a)):
+            if isinstance(x, Tile) and x.dtype.is_int and x.dtype is not kl.int1 and \
+                    isinstance(y, int) and not isinstance(y, bool) and \
+                    not self.fits(y, x.dtype) and -(1 << 63) <= y < (1 << 63):
+                if x is a:
+                    a = self.cast(a, kl.int64)
+                else:
+                    b = self.cast(b, kl.int64)
         ta, tb = self.unify(*self.widen_bools(a, b, pairs=False))
         pred = self.CMP[type(op)][0 if ta.dtype.is_float else 1]
         if ta.dtype is kl.int1 and pred[0] == "s":
@@ -1059,7 +1125,7 @@ class CodeGen(ast.NodeVisitor):
                             "(fold the offset into the view's offsets)")
         v = self.b.make_view(pointer.value, sizes, strs,
                              self.b.view_type(len(shape), self.b.scalar_type(pointer.dtype.ir)))
-        return View(v, pointer.dtype, len(shape))
+        return View(v, pointer.dtype, len(shape), pointer.param)
 
     def padding_value(self, other, dtype):
         if other is None:
@@ -1087,7 +1153,7 @@ class CodeGen(ast.NodeVisitor):
                 raise KilnError("a view load masks its edges itself; mask= is for pointer loads")
             return self.view_load(pointer, offsets, shape, other)
         if isinstance(pointer, Pointer):
-            pointer = PointerTile(Pointer(pointer.value, pointer.dtype),
+            pointer = PointerTile(Pointer(pointer.value, pointer.dtype, param=pointer.param),
                                   pointer.offset if pointer.offset is not None else self.to_tile(0))
         if not isinstance(pointer, PointerTile):
             raise KilnError("load expects a pointer (ptr + offsets) or a view")
@@ -1213,11 +1279,19 @@ class CodeGen(ast.NodeVisitor):
         zero = self.b.constant(0, self.b.scalar_type("index"))
         return Tile(self.b.extract(t.value, [zero]), t.dtype, ())
 
+    def note_write(self, pointer):
+        param = getattr(pointer, "param", None)
+        if param is None and isinstance(pointer, PointerTile):
+            param = pointer.base.param
+        if param is not None:
+            self.written.add(param)
+
     def builtin_store(self, pointer, value, mask=None, offsets=None):
         if isinstance(value, kl.constexpr):
             value = value.value
         if value is None:
             raise KilnError("store needs a value (got None)")
+        self.note_write(pointer)
         if isinstance(pointer, View):
             if offsets is None:
                 raise KilnError("storing into a view needs offsets=(...)")
@@ -1238,7 +1312,7 @@ class CodeGen(ast.NodeVisitor):
             self.b.store(value.value, pointer.value, offs)
             return None
         if isinstance(pointer, Pointer):
-            pointer = PointerTile(Pointer(pointer.value, pointer.dtype),
+            pointer = PointerTile(Pointer(pointer.value, pointer.dtype, param=pointer.param),
                                   pointer.offset if pointer.offset is not None else self.to_tile(0))
         if not isinstance(pointer, PointerTile):
             raise KilnError("store expects a pointer (ptr + offsets) or a view")
@@ -1285,6 +1359,7 @@ class CodeGen(ast.NodeVisitor):
             offsets = (offsets,)
         value = self.cast(self.to_tile(value), view.dtype)
         offs = [self.index(o, "an offset") for o in offsets]
+        self.note_write(view)
         self.b.scatter(value.value, view.value, indices.value, offs)
 
     def builtin_atomic_add(self, pointer, value, mask=None, offsets=None):
@@ -1308,6 +1383,7 @@ class CodeGen(ast.NodeVisitor):
                             f"{pointer.rank} tile, got shape {value.shape}")
         value = self.cast(value, pointer.dtype)
         offs = [self.index(o, "an offset") for o in offsets]
+        self.note_write(pointer)
         self.b.atomic_add(value.value, pointer.value, offs)
 
     def builtin_dot(self, a, b, acc=None, out_dtype=None):
@@ -1330,7 +1406,7 @@ class CodeGen(ast.NodeVisitor):
             out_dtype = acc.dtype
         return Tile(self.b.dot(a.value, b.value, acc.value), out_dtype, shape)
 
-    def reduce(self, kind, x, axis):
+    def reduce(self, kind, x, axis, widen=True):
         x = self.to_tile(x)
         if x.is_scalar:
             raise KilnError(f"{kind} needs a tile")
@@ -1347,15 +1423,24 @@ class CodeGen(ast.NodeVisitor):
         if not 0 <= axis < len(x.shape):
             raise KilnError(f"axis {axis} is out of range for a tile of shape {x.shape}")
         out_shape = x.shape[:axis] + x.shape[axis + 1:]
+        if kind == "sum" and widen and x.dtype.bits < 32 and x.dtype is not kl.int1:
+            # As Triton's tl.sum: bools and narrow integers are summed in
+            # int32, float16 and bfloat16 in float32 (the result's dtype).
+            x = self.cast(x, kl.float32 if x.dtype.is_float else kl.int32)
         out_dtype = kl.int32 if kind in ("argmax", "argmin") else x.dtype
         if x.dtype is kl.int1:
             x = self.cast(x, kl.int32)
-            out_dtype = kl.int32 if kind in ("argmax", "argmin", "sum") else kl.int32
+            out_dtype = kl.int32
         return Tile(self.b.reduce(kind, x.value, axis, self.ir_type(out_dtype, out_shape)),
                     out_dtype, out_shape)
 
-    def builtin_sum(self, x, axis=None):
-        return self.reduce("sum", x, axis)
+    def builtin_sum(self, x, axis=None, dtype=None):
+        if dtype is not None:
+            # (Triton's dtype=: the input is converted first.)
+            if not isinstance(dtype, kl.dtype):
+                raise KilnError("sum(dtype=...) must be a kl dtype")
+            x = self.cast(self.to_tile(x), dtype)
+        return self.reduce("sum", x, axis, widen=dtype is None)
 
     def builtin_max(self, x, axis=None):
         return self.reduce("max", x, axis)

@@ -212,9 +212,40 @@ def _as_array(obj, name):
     return obj, d
 
 
+_MISSING = object()
+
+
+def _same_global(a, b):
+    """Whether a module global still holds the value a kernel was compiled
+    with: the same object, or an equal number, string, tuple or constexpr of
+    the same type."""
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, tuple):
+        return len(a) == len(b) and all(_same_global(x, y) for x, y in zip(a, b))
+    if isinstance(a, kl.constexpr):
+        return _same_global(a.value, b.value)
+    return isinstance(a, (bool, int, float, complex, str, bytes)) and a == b
+
+
+def _check_globals(name, used):
+    for gname, value, globals_dict in used:
+        now = globals_dict.get(gname, _MISSING)
+        if not _same_global(value, now):
+            now = "deleted" if now is _MISSING else repr(now)
+            raise RuntimeError(f"{name}: global variable '{gname}' has changed since the kernel "
+                               f"was compiled (from {value!r} to {now}); its value is compiled "
+                               "into the kernel: pass it as an argument (a kl.constexpr) instead")
+
+
 class CompiledKernel:
     """One specialization of a kernel: its IR at every stage and the loaded
     code."""
+
+    written_args = ()  # see JITFunction.compile
+    used_globals = ()
 
     def __init__(self, fn_name, source, filename, kernel, target, num_warps=4,
                  num_stages=2):
@@ -426,7 +457,7 @@ class JITFunction:
                 continue
             v = next(it)
             if a.kind == "ptr":
-                cg.assign(p.name, Pointer(v, a.dtype))
+                cg.assign(p.name, Pointer(v, a.dtype, param=p.name))
             elif len(a.key) > 2 and a.key[2]:
                 # Specialized on being 1: the constant 1, of the argument's
                 # dtype (not a Python int, which would take other operands'
@@ -458,6 +489,13 @@ class JITFunction:
         ck = CompiledKernel(self.__name__, text, filename, kernel, _get_jit(target).target,
                             num_warps, num_stages)
         ck.runtime_params = runtime_params
+        # Checked at each launch of this specialization (run): the array
+        # arguments it stores to (by position in bind's list) refuse
+        # read-only arrays, and the module globals it read must not have
+        # changed since (their values are compiled in).
+        ck.written_args = tuple(i for i, (p, a) in enumerate(zip(self.params, bound))
+                                if a.kind == "ptr" and p.name in cg.written)
+        ck.used_globals = tuple(cg.used_globals.values())
         self.last = ck
         return ck
 
@@ -512,6 +550,14 @@ class JITFunction:
             raise ValueError(f"{self.__name__}: every grid dimension must be >= 0, got {grid}")
         ck = self.specialize(bound, len(grid), options.get("num_warps"),
                              options.get("num_stages"))
+        if ck.used_globals:
+            _check_globals(self.__name__, ck.used_globals)
+        for i in ck.written_args:
+            array = bound[i].array
+            if isinstance(array, np.ndarray) and not array.flags.writeable:
+                raise ValueError(f"argument '{self.params[i].name}' of {self.__name__} is a "
+                                 "read-only array, but the kernel stores to it; pass a "
+                                 "writeable array")
         if 0 in grid:
             # No programs (an empty batch, an expert without tokens): as
             # Triton, nothing is launched once the arguments are checked and

@@ -158,8 +158,11 @@ def dot(a, b, acc=None, out_dtype=None):
 
 
 @builtin
-def sum(x, axis=None):
-    """Sum along an axis (all elements when axis is None)."""
+def sum(x, axis=None, dtype=None):
+    """Sum along an axis (all elements when axis is None). As Triton's
+    tl.sum: bool, int8 and int16 tiles are summed in int32, float16 and
+    bfloat16 in float32 (the result's dtype); dtype= converts the input to
+    that dtype and sums in it."""
 
 
 @builtin

@@ -317,10 +317,28 @@ def none_reassigned_in_branch(x, out):
     kl.store(x + kl.arange(0, 4), v)
 
 
+@kiln.jit
+def int8_plus_300(x, out):
+    v = kl.load(x + kl.arange(0, 4))
+    kl.store(out + kl.arange(0, 4), v.to(kl.int8) + 300)  # error: 300 does not fit in int8
+
+
+@kiln.jit
+def int32_plus_3e9(x, out):
+    v = kl.load(out + kl.arange(0, 4))
+    kl.store(out + kl.arange(0, 4), v * 3_000_000_000)  # error: 3000000000 does not fit in int32
+
+
+@kiln.jit
+def full_int8_300(x, out):
+    kl.store(out + kl.arange(0, 4), kl.full((4,), 300, kl.int8))  # error: 300 does not fit in int8
+
+
 BROKEN = [tuple_reassigned_in_branch, tuple_reassigned_in_loop, none_reassigned_in_branch,
           store_none_pointer, store_none_view, store_tile_through_scalar_pointer,
           store_wider_tile, atomic_add_mask, atomic_add_scalar, to_bitcast, to_unknown_keyword,
-          cdiv_by_zero, other_inf_on_ints, full_inf_int, literal_beyond_int64]
+          cdiv_by_zero, other_inf_on_ints, full_inf_int, literal_beyond_int64,
+          int8_plus_300, int32_plus_3e9, full_int8_300]
 
 
 def marker(fn):
@@ -358,3 +376,231 @@ def test_atomic_add_masked_through_where():
     out = np.full(4, 10.0, np.float32)
     atomic_add_where[(3,)](x, out, B=4)
     assert np.array_equal(out, [13.0, 16.0, 10.0, 10.0]), out
+
+
+# -- read-only arrays the kernel stores to are refused ---------------------------
+
+
+@kiln.jit
+def copy_through_view(x, out, n, B: kl.constexpr):
+    offs = kl.arange(0, B)
+    view = kl.make_view(out, (n,), (1,))
+    kl.store(view, kl.load(x + offs, mask=offs < n, other=0.0), offsets=(0,))
+
+
+@kiln.jit
+def add_through_view(x, out, n, B: kl.constexpr):
+    offs = kl.arange(0, B)
+    view = kl.make_view(out, (n,), (1,))
+    kl.atomic_add(view, kl.load(x + offs, mask=offs < n, other=0.0), offsets=(0,))
+
+
+@kiln.jit
+def store_via_helper_ptr(ptr, v, B: kl.constexpr):
+    kl.store(ptr + kl.arange(0, B), v)
+
+
+@kiln.jit
+def copy_via_helper(x, out, B: kl.constexpr):
+    store_via_helper_ptr(out + 0, kl.load(x + kl.arange(0, B)), B)
+
+
+def read_only_arrays(tmp_path, n):
+    path = tmp_path / "ro.bin"
+    np.full(n, np.nan, np.float32).tofile(path)
+    flagged = np.full(n, np.nan, np.float32)
+    flagged.setflags(write=False)
+    return {"memmap": np.memmap(path, dtype=np.float32, mode="r"), "setflags": flagged,
+            "broadcast_to": np.broadcast_to(np.full(n, np.nan, np.float32), (n,))}
+
+
+@pytest.mark.parametrize("kind", ["memmap", "setflags", "broadcast_to"])
+@pytest.mark.parametrize("kernel", [fill_ones, copy_through_view, add_through_view,
+                                    copy_via_helper],
+                         ids=["store", "view-store", "atomic-add", "helper-store"])
+def test_read_only_output_is_refused(tmp_path, kind, kernel):
+    n = 16
+    x = np.arange(n, dtype=np.float32)
+    out = read_only_arrays(tmp_path, n)[kind]
+    args = (out, n) if kernel is fill_ones else (x, out) if kernel is copy_via_helper \
+        else (x, out, n)
+    with pytest.raises(ValueError, match="argument 'out' .* read-only"):
+        kernel[(1,)](*args, B=n)
+    assert np.isnan(out).all()
+
+
+def test_read_only_inputs_are_accepted(tmp_path):
+    n = 16
+    x = np.arange(n, dtype=np.float32)
+    x.setflags(write=False)
+    out = np.full(n, np.nan, np.float32)
+    copy_through_view[(1,)](x, out, n, B=n)
+    assert np.array_equal(out, x)
+    out[:] = np.nan
+    copy_through_view[(1,)](read_only_arrays(tmp_path, n)["memmap"], out, n, B=n)
+    assert np.isnan(out).all()  # (the memmap holds NaN)
+    out[:] = np.nan
+    # A writeable array later through the same specialization still runs.
+    copy_through_view[(1,)](x, out, n, B=n)
+    assert np.array_equal(out, x)
+
+
+# -- module globals changed after compiling -------------------------------------
+
+SCALE = 2.0
+USE_BIAS = True
+
+
+@kiln.jit
+def scale_by_global(x, out, B: kl.constexpr):
+    offs = kl.arange(0, B)
+    v = kl.load(x + offs) * SCALE
+    if USE_BIAS:
+        v = v + 1.0
+    kl.store(out + offs, v)
+
+
+def test_changed_global_is_refused_not_ignored():
+    global SCALE, USE_BIAS
+    x = np.full(4, 2.0, np.float32)
+    out = np.full(4, np.nan, np.float32)
+    scale_by_global[(1,)](x, out, B=4)
+    assert np.array_equal(out, x * 2 + 1)
+    try:
+        SCALE = 3.0
+        out[:] = np.nan
+        with pytest.raises(RuntimeError, match="global variable 'SCALE' has changed"):
+            scale_by_global[(1,)](x, out, B=4)
+        assert np.isnan(out).all()
+        SCALE = 2  # equal, but an int now: compiles differently
+        with pytest.raises(RuntimeError, match="'SCALE'"):
+            scale_by_global[(1,)](x, out, B=4)
+        SCALE = 2.0  # back to an equal float: runs again
+        scale_by_global[(1,)](x, out, B=4)
+        assert np.array_equal(out, x * 2 + 1)
+        USE_BIAS = False
+        with pytest.raises(RuntimeError, match="'USE_BIAS'"):
+            scale_by_global[(1,)](x, out, B=4)
+    finally:
+        SCALE, USE_BIAS = 2.0, True
+
+
+# -- range() with a runtime step ------------------------------------------------
+
+
+@kiln.jit
+def range_runtime_step(out, lb, ub, step):
+    count = 0
+    total = lb * 0  # (int64, as i is)
+    last = total - 99
+    for i in range(lb, ub, step):
+        count += 1
+        total += i
+        last = i
+    kl.store(out, count)
+    kl.store(out + 1, total)
+    kl.store(out + 2, last)
+
+
+@pytest.mark.parametrize("lb,ub,step", [(5, 0, -1), (5, 0, -2), (0, 10, 3), (10, 0, 3),
+                                        (0, 10, -1), (-3, -12, -4), (7, 7, -1), (0, 5, 1),
+                                        (0, 5, 0), (-5, 0, 0), (5, -5, 0)])
+def test_range_with_runtime_step_counts_like_python(lb, ub, step):
+    out = np.full(3, -77, np.int64)
+    range_runtime_step[(1,)](out, lb, ub, step)
+    r = range(lb, ub, step) if step else range(0)  # a zero step runs nothing
+    ref = [len(r), sum(r), r[-1] if len(r) else -99]
+    assert list(out) == ref, (out, ref)
+
+
+# -- kl.sum widens narrow types as Triton does ----------------------------------
+
+
+@kiln.jit
+def sum_kernel(x, out, B: kl.constexpr):
+    s = kl.sum(kl.load(x + kl.arange(0, B)), axis=0)
+    kl.store(out, s)
+    kl.store(out + 1, kl.max(kl.load(x + kl.arange(0, B)), axis=0) + s * 0)
+
+
+@pytest.mark.parametrize("dtype,n", [(np.int8, 64), (np.int16, 1024), (np.float16, 4096)])
+def test_sum_of_narrow_types_accumulates_wide(dtype, n):
+    x = np.full(n, 100, dtype)
+    if dtype == np.float16:
+        x[:] = 1.0
+        x[0] = 2048.0   # 2048 + 1 is 2048 in float16
+    out = np.full(2, np.nan if dtype == np.float16 else -99,
+                  np.float32 if dtype == np.float16 else np.int32)
+    sum_kernel[(1,)](x, out, B=n)
+    assert out[0] == x.astype(np.float64).sum(), out
+    assert out[1] == x.astype(np.float64).max(), out
+
+
+@kiln.jit
+def sum_dtypes(x, out, B: kl.constexpr):
+    v = kl.load(x + kl.arange(0, B))
+    s = kl.sum(v, axis=0)
+    m = kl.max(v, axis=0)
+    kl.static_print("dtypes", s.dtype, m.dtype, kl.sum(v, axis=0, dtype=kl.int64).dtype)
+    kl.store(out, s)
+
+
+def test_sum_result_dtype(capsys):
+    for dtype, ref in ((np.int8, "kl.int32 kl.int8"), (np.int16, "kl.int32 kl.int16"),
+                       (np.float16, "kl.float32 kl.float16"), (np.int32, "kl.int32 kl.int32"),
+                       (np.float32, "kl.float32 kl.float32"), (np.bool_, "kl.int32 kl.int32")):
+        x = np.ones(8, dtype)
+        out = np.zeros(1, np.float64)
+        sum_dtypes[(1,)](x, out, B=8)
+        assert out[0] == 8
+        assert f"dtypes {ref} kl.int64" in capsys.readouterr().out
+
+
+# -- a narrow scalar beside arange: the run's base in the offsets' type --------
+
+
+@kiln.jit
+def narrow_base(x, k, out, B: kl.constexpr):
+    kk = kl.load(k)
+    offs = kl.arange(128, 128 + B) + kk
+    kl.store(out + kl.arange(0, B), kl.load(x + offs))
+    p = x + kk
+    kl.store(out + B + kl.arange(0, B), kl.load(p + kl.arange(128, 128 + B)))
+    q = x + kk + kk
+    kl.store(out + 2 * B + kl.arange(0, B), kl.load(q + kl.arange(0, B), mask=kl.arange(0, B) < B))
+
+
+@pytest.mark.parametrize("dtype,k", [(np.int8, 1), (np.int8, 100), (np.int16, 32000)])
+def test_narrow_scalar_plus_arange_reads_the_right_run(dtype, k):
+    B = 16
+    x = np.arange(70000, dtype=np.float32)
+    out = np.full(3 * B, np.nan, np.float32)
+    narrow_base[(1,)](x, np.array([k], dtype), out, B=B)
+    ref = np.concatenate([x[128 + k:128 + k + B], x[128 + k:128 + k + B], x[2 * k:2 * k + B]])
+    assert np.array_equal(out, ref), (out, ref)
+
+
+# -- Python ints beyond the other operand's integer type -----------------------
+# (Adding one is refused above, at its line, as NumPy 2 does; comparing with
+# one compares the numbers.)
+
+
+
+
+@kiln.jit
+def int8_compare_big(x, out, B: kl.constexpr):
+    v = kl.load(x + kl.arange(0, B))
+    kl.store(out + kl.arange(0, B), v < 300)
+    kl.store(out + B + kl.arange(0, B), v > -129)
+    kl.store(out + 2 * B + kl.arange(0, B), 200 == v)
+    kl.store(out + 3 * B + kl.arange(0, B), v + 127)
+
+
+def test_out_of_range_int_compares_as_a_number():
+    x = np.array([-128, -1, 0, 127], np.int8)
+    out = np.full(16, -99, np.int32)
+    int8_compare_big[(1,)](x, out, B=4)
+    x64 = x.astype(np.int64)
+    ref = np.concatenate([x64 < 300, x64 > -129, x64 == 200,
+                          (x + np.int8(127)).astype(np.int64)])
+    assert np.array_equal(out, ref.astype(np.int64)), (out, ref)
