@@ -19,6 +19,9 @@
 #include "llvm/ADT/StringExtras.h"
 
 
+#include <cerrno>
+#include <cstdlib>
+
 namespace kiln::ops {
 
 static llvm::Error err(const llvm::Twine &msg) {
@@ -29,7 +32,9 @@ int64_t Config::getInt(const std::string &name) const {
   return std::stoll(values.at(name));
 }
 double Config::getFloat(const std::string &name) const {
-  return std::stod(values.at(name));
+  // (strtod, not stod: makeConfig checked the value, and stod throws on
+  // values that round to 0 or infinity.)
+  return std::strtod(values.at(name).c_str(), nullptr);
 }
 const std::string &Config::getString(const std::string &name) const {
   return values.at(name);
@@ -128,9 +133,17 @@ makeConfig(const OpInfo &op,
                    "' must be positive, got " + v);
     } else if (it->kind == Param::Float) {
       double x;
-      if (llvm::StringRef(v).getAsDouble(x))
+      if (llvm::StringRef(v).getAsDouble(x, /*AllowInexact=*/true))
         return err("parameter '" + k + "' of '" + op.name +
                    "' must be a number, got '" + v + "'");
+      // Past double's range (1e400) or below it (1e-400): refused rather
+      // than read as infinity or zero ("inf" and "nan" are the operator's
+      // to judge).
+      errno = 0;
+      (void)std::strtod(v.c_str(), nullptr);
+      if (errno == ERANGE)
+        return err("parameter '" + k + "' of '" + op.name +
+                   "' is out of range, got '" + v + "'");
     } else if (!it->choices.empty() && !llvm::is_contained(it->choices, v)) {
       return err("parameter '" + k + "' of '" + op.name + "' must be one of " +
                  llvm::join(it->choices, ", ") + "; got '" + v + "'");

@@ -549,6 +549,11 @@ SmallVector<Value> tileIndices(ImplicitLocOpBuilder &b, Value buf,
 TypedAttr paddingAttr(Builder &b, Attribute padding, Type storage);
 
 /// A rank-1 memref of `type` over a raw !llvm.ptr (nominal size/stride).
+/// Refuses (a located error, failure) a kernel with a tile of more than
+/// 2^31 elements: every target's buffers are far smaller, and sizes computed
+/// from such shapes overflow (a 2^62-element tile compiled and crashed).
+LogicalResult checkTileSizes(Operation *kernel);
+
 Value memrefOverPointer(OpBuilder &b, Location loc, Value ptr,
                         MemRefType type);
 

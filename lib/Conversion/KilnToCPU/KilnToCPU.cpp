@@ -2312,6 +2312,42 @@ Value viewIndexAt(ImplicitLocOpBuilder &b, Value idxBuf, ValueRange offsets,
   return arith::AddIOp::create(b, offsets[idxBuf ? d - 1 : d], iv);
 }
 
+LogicalResult checkTileSizes(Operation *kernel) {
+  constexpr uint64_t kMaxElements = uint64_t(1) << 31;
+  auto tooLarge = [&](Type type) {
+    auto t = dyn_cast<RankedTensorType>(type);
+    if (!t)
+      return false;
+    uint64_t n = 1;
+    for (int64_t d : t.getShape()) {
+      if (d < 0 || uint64_t(d) > kMaxElements)
+        return true;
+      n *= uint64_t(d); // both factors <= 2^31: no overflow before the check
+      if (n > kMaxElements)
+        return true;
+    }
+    return false;
+  };
+  WalkResult walk = kernel->walk([&](Operation *op) {
+    for (Value v : op->getResults())
+      if (tooLarge(v.getType())) {
+        op->emitError("a tile of type ")
+            << v.getType() << " has more than 2^31 elements; use smaller tiles";
+        return WalkResult::interrupt();
+      }
+    for (Region &r : op->getRegions())
+      for (Block &blk : r)
+        for (BlockArgument a : blk.getArguments())
+          if (tooLarge(a.getType())) {
+            op->emitError("a tile of type ")
+                << a.getType() << " has more than 2^31 elements; use smaller tiles";
+            return WalkResult::interrupt();
+          }
+    return WalkResult::advance();
+  });
+  return failure(walk.wasInterrupted());
+}
+
 TypedAttr paddingAttr(Builder &b, Attribute padding, Type storage) {
   TypedAttr padAttr = dyn_cast_or_null<TypedAttr>(padding);
   if (!padAttr)
@@ -2480,7 +2516,7 @@ struct ConvertKilnToCPUPass
     SmallVector<FuncOp> kernels;
     getOperation().walk([&](FuncOp f) { kernels.push_back(f); });
     for (FuncOp k : kernels)
-      if (failed(lowerKernel(k, vectorBits)))
+      if (failed(checkTileSizes(k)) || failed(lowerKernel(k, vectorBits)))
         return signalPassFailure();
   }
 };

@@ -1128,6 +1128,9 @@ struct ConvertKilnToGPUPass
     module.walk([&](FuncOp f) { kernels.push_back(f); });
     if (kernels.empty())
       return;
+    for (FuncOp k : kernels)
+      if (failed(mlir::kiln::detail::checkTileSizes(k)))
+        return signalPassFailure();
     MLIRContext *ctx = module.getContext();
     module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
                     UnitAttr::get(ctx));

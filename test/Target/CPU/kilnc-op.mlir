@@ -9,6 +9,7 @@
 // RUN: not kilnc op block_sparse_attention --mask diagonal 2>&1 | FileCheck %s --check-prefix=CHOICE
 // RUN: not kilnc op dsa_topk --block 0 2>&1 | FileCheck %s --check-prefix=ZEROBLOCK
 // RUN: not kilnc op dsa_sparse_attention --heads_block -4 2>&1 | FileCheck %s --check-prefix=NEGBLOCK
+// RUN: not kilnc op block_sparse_attention --softcap 1e400 2>&1 | FileCheck %s --check-prefix=RANGE
 
 // LIST: embedding: out[r, :] = weight[ids[r], :]
 // LIST: block_sparse_attention:
@@ -26,4 +27,5 @@
 // BADSTATIC: error: static.nope: 'conv' has no integer argument named 'nope'
 // ZEROBLOCK: error: parameter 'block' of 'dsa_topk' must be positive, got 0
 // NEGBLOCK: error: parameter 'heads_block' of 'dsa_sparse_attention' must be positive, got -4
+// RANGE: error: parameter 'softcap' of 'block_sparse_attention' is out of range, got '1e400'
 // CHOICE: error: parameter 'mask' of 'block_sparse_attention' must be one of none, causal, sliding_window, prefix_lm, document; got 'diagonal'
