@@ -460,3 +460,39 @@ def test_range_keywords_are_checked():
         range_hint_not_constant[(1,)](out, 2)
     with pytest.raises(kiln.CompilationError, match="only supported as the iterable"):
         range_as_value[(1,)](out, 2)
+
+
+def test_argument_names_in_bundles_and_c_headers(tmp_path):
+    """Two arguments of one name made a bundle the runtime refused (argument
+    1 unnamed is called arg1, like a kiln.name "arg1"): kilnc refuses it.
+    Argument names that are C keywords or the launcher's own identifiers (rt,
+    kernel, memset) made a C header that did not compile: the launcher's
+    identifiers are prefixed and such names get a '_'."""
+    import shutil
+    root = os.path.dirname(os.path.dirname(HERE))
+    kilnc = os.environ.get("KILNC", os.path.join(root, "build", "bin", "kilnc"))
+    dup = tmp_path / "dup.mlir"
+    dup.write_text('kiln.func @dup(%a: !kiln.ptr<f32> {kiln.name = "arg1"}, '
+                   '%b: !kiln.ptr<f32>) {\n  kiln.return\n}\n')
+    r = subprocess.run([kilnc, str(dup), "-o", str(tmp_path / "dup.kiln")],
+                       capture_output=True, text=True)
+    assert r.returncode == 1 and "share the name 'arg1'" in r.stderr, r.stderr
+    names = tmp_path / "names.mlir"
+    names.write_text(
+        'kiln.func @names(%a: !kiln.ptr<f32> {kiln.name = "rt"}, '
+        '%b: !kiln.ptr<f32> {kiln.name = "int"}, %c: !kiln.ptr<f32> {kiln.name = "memset"}, '
+        '%d: index {kiln.name = "kernel"}, %e: i32 {kiln.name = "gx"}, '
+        '%f: i32 {kiln.name = "class"}) {\n  kiln.return\n}\n')
+    header = tmp_path / "names.h"
+    subprocess.run([kilnc, str(names), "--emit", "c-header", "-o", str(header)], check=True)
+    src = tmp_path / "use.c"
+    src.write_text('#include "names.h"\n')
+    # The LLVM toolchain the build uses (scripts/install-deps.sh), as C and C++.
+    llvm_bin = "/usr/lib/llvm-" + open(os.path.join(root, "cmake", "llvm-version")).read().strip()
+    clang = shutil.which("clang", path=os.path.join(llvm_bin, "bin")) or shutil.which("cc")
+    assert clang, "no C compiler to check the header with"
+    for cc, lang in ((clang, "c"), (clang, "c++")):
+        r = subprocess.run([cc, "-x", lang, "-fsyntax-only", "-Wall", "-Werror",
+                            "-I", os.path.join(root, "runtime", "include"), str(src)],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, (cc, r.stderr)

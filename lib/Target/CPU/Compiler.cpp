@@ -221,9 +221,23 @@ llvm::Expected<kiln::KernelInfo> kiln::describeKernel(ModuleOp module,
   for (auto [i, t] : llvm::enumerate(k.getArgumentTypes())) {
     KernelArg arg;
     arg.name = "arg" + std::to_string(i);
+    // A name that is not a C identifier (a Python parameter may be α) is
+    // replaced by argN, as a missing one is.
+    bool named = false;
     if (auto n = k.getArgAttrOfType<StringAttr>(i, "kiln.name"))
-      if (isCIdentifier(n.getValue()))
+      if (isCIdentifier(n.getValue())) {
         arg.name = n.getValue().str();
+        named = true;
+      }
+    // One name per argument: the runtime refuses a bundle with two.
+    for (const KernelArg &other : info.args)
+      if (other.name == arg.name)
+        return makeError("arguments of kernel '" + info.name + "' share the name '" +
+                         arg.name + "'" +
+                         (named ? std::string()
+                                : " (argument #" + std::to_string(i) +
+                                      " has no kiln.name that is a C identifier, so it "
+                                      "is called arg" + std::to_string(i) + ")"));
     if (auto p = dyn_cast<kd::PtrType>(t)) {
       arg.kind = "ptr";
       arg.dtype = kd::runtimeDTypeName(p.getElementType());
@@ -256,6 +270,39 @@ static std::string cTypeOf(const kiln::KernelArg &a) {
 
 static std::string dtypeEnum(llvm::StringRef dtype) {
   return ("KILN_DTYPE_" + dtype.upper());
+}
+
+/// An argument's name as a C/C++ parameter of the generated launcher:
+/// itself, or with a trailing '_' where it is a keyword or one of the
+/// launcher's own identifiers (parameter names do not matter to callers).
+static std::string cParamName(llvm::StringRef name) {
+  static const char *const reserved[] = {
+      // C and C++ keywords a C identifier can spell.
+      "auto", "break", "case", "char", "const", "continue", "default", "do",
+      "double", "else", "enum", "extern", "float", "for", "goto", "if",
+      "inline", "int", "long", "register", "restrict", "return", "short",
+      "signed", "sizeof", "static", "struct", "switch", "typedef", "union",
+      "unsigned", "void", "volatile", "while", "bool", "true", "false",
+      "alignas", "alignof", "and", "and_eq", "asm", "bitand", "bitor", "catch",
+      "class", "compl", "concept", "consteval", "constexpr", "constinit",
+      "const_cast", "co_await", "co_return", "co_yield", "decltype", "delete",
+      "dynamic_cast", "explicit", "export", "friend", "mutable", "namespace",
+      "new", "noexcept", "not", "not_eq", "nullptr", "operator", "or", "or_eq",
+      "private", "protected", "public", "reinterpret_cast", "requires",
+      "static_assert", "static_cast", "template", "this", "thread_local",
+      "throw", "try", "typeid", "typename", "using", "virtual", "wchar_t",
+      "xor", "xor_eq", "char8_t", "char16_t", "char32_t", "_Bool", "_Complex",
+      "_Imaginary", "_Alignas", "_Alignof", "_Atomic", "_Generic",
+      "_Noreturn", "_Static_assert", "_Thread_local",
+      // What the launcher uses.
+      "NULL", "memset", "strcmp", "size_t", "int64_t", "int32_t", "int16_t",
+      "int8_t", "uint8_t", "uint16_t", "kiln_launch", "kiln_arg",
+      "kiln_runtime", "kiln_kernel", "kiln_status", "kiln_rt_", "kiln_k_",
+      "kiln_args_", "kiln_grid_", "kiln_gx_", "kiln_gy_", "kiln_gz_"};
+  for (const char *r : reserved)
+    if (name == r)
+      return (name + "_").str();
+  return name.str();
 }
 
 std::string kiln::emitCHeader(const KernelInfo &k) {
@@ -306,31 +353,35 @@ std::string kiln::emitCHeader(const KernelInfo &k) {
      << "  }\n"
      << "  *out = kernel;\n  return NULL;\n}\n\n";
   os << "/* Launches '" << k.name << "' over the grid (gx, gy, gz). */\n";
+  // (The launcher's own identifiers are kiln_-prefixed and user names that
+  // would clash get a '_': an argument may be called rt, grid or int.)
   os << "static inline kiln_status kiln_launch_" << k.name
-     << "(kiln_runtime *rt, kiln_kernel *kernel";
+     << "(kiln_runtime *kiln_rt_, kiln_kernel *kiln_k_";
   for (const auto &a : k.args)
-    os << ", " << cTypeOf(a) << (a.kind == "ptr" ? "" : " ") << a.name;
-  os << ", int64_t gx, int64_t gy, int64_t gz) {\n";
-  os << "  kiln_arg args[" << std::max<size_t>(1, k.args.size()) << "];\n";
-  os << "  memset(args, 0, sizeof(args));\n";
+    os << ", " << cTypeOf(a) << (a.kind == "ptr" ? "" : " ") << cParamName(a.name);
+  os << ", int64_t kiln_gx_, int64_t kiln_gy_, int64_t kiln_gz_) {\n";
+  os << "  kiln_arg kiln_args_[" << std::max<size_t>(1, k.args.size()) << "];\n";
+  os << "  memset(kiln_args_, 0, sizeof(kiln_args_));\n";
   for (auto [i, a] : llvm::enumerate(k.args)) {
-    os << "  args[" << i << "].kind = "
+    os << "  kiln_args_[" << i << "].kind = "
        << (a.kind == "ptr" ? "KILN_ARG_PTR" : "KILN_ARG_SCALAR") << ";\n";
-    os << "  args[" << i << "].dtype = " << dtypeEnum(a.dtype) << ";\n";
+    os << "  kiln_args_[" << i << "].dtype = " << dtypeEnum(a.dtype) << ";\n";
     if (a.kind == "ptr") {
-      os << "  args[" << i << "].value.ptr = (void *)" << a.name << ";\n";
+      os << "  kiln_args_[" << i << "].value.ptr = (void *)" << cParamName(a.name)
+         << ";\n";
     } else {
       std::string field = a.dtype;
       if (a.dtype == "f16" || a.dtype == "bf16")
         field = "bits16";
       if (a.dtype == "i1")
         field = "u8";
-      os << "  args[" << i << "].value." << field << " = " << a.name << ";\n";
+      os << "  kiln_args_[" << i << "].value." << field << " = " << cParamName(a.name)
+         << ";\n";
     }
   }
-  os << "  const int64_t grid[3] = {gx, gy, gz};\n"
-     << "  return kiln_launch(rt, kernel, args, " << k.args.size()
-     << ", grid);\n}\n\n";
+  os << "  const int64_t kiln_grid_[3] = {kiln_gx_, kiln_gy_, kiln_gz_};\n"
+     << "  return kiln_launch(kiln_rt_, kiln_k_, kiln_args_, " << k.args.size()
+     << ", kiln_grid_);\n}\n\n";
   os << "#ifdef __cplusplus\n}\n#endif\n\n#endif /* " << guard << " */\n";
   return s;
 }
