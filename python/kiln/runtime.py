@@ -29,10 +29,26 @@ class bf16:
 class Bundle:
     """A kernel loaded from a .kiln bundle (``kilnc kernel.mlir -o k.kiln``)."""
 
+    # The numpy element types a pointer argument of each runtime dtype takes
+    # (bf16: raw uint16 bits, or a kiln.bf16 wrapper; i1: bool or bytes).
+    _NP_DTYPES = {"f32": ("float32",), "f64": ("float64",), "f16": ("float16",),
+                  "bf16": ("uint16",), "i8": ("int8",), "i16": ("int16",),
+                  "i32": ("int32",), "i64": ("int64",), "u8": ("uint8",),
+                  "i1": ("bool", "uint8", "int8")}
+    _TORCH_DTYPES = {"f32": ("float32",), "f64": ("float64",), "f16": ("float16",),
+                     "bf16": ("bfloat16",), "i8": ("int8",), "i16": ("int16",),
+                     "i32": ("int32",), "i64": ("int64",), "u8": ("uint8",),
+                     "i1": ("bool", "uint8", "int8")}
+
     def __init__(self, kernel):
         self._kernel = kernel
-        # (name, kind) per parameter, read once: the launch path is hot.
-        self._signature = [(name, kind) for name, kind, _ in kernel.signature]
+        # (name, kind, dtype) per parameter, read once: the launch path is hot.
+        self._signature = [(name, kind, dtype) for name, kind, dtype in kernel.signature]
+        self._torch_ok = {}  # torch dtype -> accepted, per argument index
+
+    def _wrong_type(self, name, dtype, got):
+        return TypeError(f"argument '{name}' of kernel '{self._kernel.name}' points to "
+                         f"{dtype} elements, got an array of {got}")
 
     @property
     def name(self):
@@ -67,9 +83,12 @@ class Bundle:
                 stream = _stream_handle(stream)
             if wait is None:
                 wait = stream is None
+            if len(args) != len(signature):
+                raise TypeError(f"kernel '{kernel.name}' takes {len(signature)} arguments, "
+                                f"got {len(args)}")
             values = []
             device = None  # read once per launch, at the first CUDA array
-            for (name, kind), a in zip(signature, args):
+            for i, ((name, kind, dtype), a) in enumerate(zip(signature, args)):
                 if kind == "ptr":
                     # The common case first: a PyTorch CUDA tensor, read
                     # through its C methods (about 1 µs, against 5 µs
@@ -82,6 +101,13 @@ class Bundle:
                         if not a.is_contiguous():
                             raise ValueError(f"argument '{name}' is a non-contiguous CUDA "
                                              "array; pass .contiguous()")
+                        ok = self._torch_ok.get((i, a.dtype))
+                        if ok is None:
+                            ok = str(a.dtype).rpartition(".")[2] in self._TORCH_DTYPES.get(
+                                dtype, ())
+                            self._torch_ok[(i, a.dtype)] = ok
+                        if not ok:
+                            raise self._wrong_type(name, dtype, a.dtype)
                         if not gpu:
                             raise TypeError(f"argument '{name}' is a CUDA device array, "
                                             f"and this kernel runs on the host "
@@ -101,9 +127,13 @@ class Bundle:
                                         f"kernel runs on the GPU ({self._kernel.target}): "
                                         "pass a CUDA array (a PyTorch CUDA tensor, or "
                                         "anything with __cuda_array_interface__)")
+                    if isinstance(a, bf16) and dtype == "bf16":
+                        a = a.array
                     if not isinstance(a, np.ndarray):
                         raise TypeError(f"argument '{name}' must be a numpy array "
                                         "(or a CUDA array for GPU bundles)")
+                    if a.dtype.name not in self._NP_DTYPES.get(dtype, ()):
+                        raise self._wrong_type(name, dtype, a.dtype)
                     if not a.flags["C_CONTIGUOUS"]:
                         raise ValueError(f"argument '{name}' is not contiguous")
                     values.append(a.ctypes.data)

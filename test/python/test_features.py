@@ -257,6 +257,15 @@ def test_bundles_from_kilnc_run_through_the_runtime_only_module(tmp_path):
     assert (out == x - 1).all()
     with pytest.raises(TypeError):
         b[(3,)](x, y, out, n, sync=False)
+    # An array of another element type, or an argument too many, is refused
+    # (a float64 array was read as float32; an extra argument was dropped).
+    out[:] = np.nan
+    with pytest.raises(TypeError, match="argument 'x' of kernel 'vector_add' points to f32 "
+                                        "elements, got an array of float64"):
+        b[(3,)](x.astype(np.float64), y, out, n)
+    with pytest.raises(TypeError, match="takes 4 arguments, got 5"):
+        b[(3,)](x, y, out, n, 12345)
+    assert np.isnan(out).all()
 
 
 @kiln.jit

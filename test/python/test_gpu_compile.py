@@ -484,6 +484,16 @@ class Tensor:
     def is_contiguous(self):
         return self.contiguous
 Tensor.__module__ = "torch"
+class DType:
+    def __init__(self, name="float32"):
+        self.name = name
+    def __str__(self):
+        return "torch." + self.name
+    def __eq__(self, other):
+        return isinstance(other, DType) and other.name == self.name
+    def __hash__(self):
+        return hash(self.name)
+Tensor.dtype = DType()
 torch.Tensor = Tensor
 current_raw = [0]  # PyTorch's current stream: the legacy default one
 torch._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda device: current_raw[0])
@@ -505,6 +515,20 @@ for bad, what, exc, bundle in (
     except exc as e:
         assert what in str(e), e
 assert mock.kiln_mock_last_launch().contents.count == before
+# A tensor of another element type, or an argument too many, is refused
+# (they were launched: garbage, or the extra argument dropped).
+wrong = Tensor(0x7200000)
+wrong.dtype = DType("float64")
+for call, what in ((lambda: gpu_b[(1,)](wrong, ts[1], ts[2], n),
+                    "argument 'x' of kernel 'vector_add' points to f32 elements, got an "
+                    "array of torch.float64"),
+                   (lambda: gpu_b[(1,)](*ts, n, 5), "takes 4 arguments, got 5")):
+    try:
+        call()
+        sys.exit(f"accepted: {what}")
+    except TypeError as e:
+        assert what in str(e), e
+assert mock.kiln_mock_last_launch().contents.count == before
 # A CPU tensor is not a CUDA array: a GPU bundle refuses it (the general path
 # finds no device address and no numpy array).
 try:
@@ -514,10 +538,6 @@ except TypeError as e:
     assert "argument 'x' is a host array" in str(e), e
 # @kiln.jit takes the same tensors by the same fast path (dtype from
 # torch.dtype), positional or by name, and queues with wait=False.
-class DType:
-    def __str__(self):
-        return "torch.float32"
-Tensor.dtype = DType()
 Tensor.shape = (n,)
 add[(3,)](*ts, n, BLOCK=256)
 l = mock.kiln_mock_last_launch().contents
