@@ -148,3 +148,84 @@ def test_half_type_conversions_and_bool_casts():
         got = np.zeros(8, np.bool_)
         to_bool[(1,)](xs, got, B=8)
         assert (got == xs.astype(bool)).all(), (dt, got)
+
+
+F16_ADD = """
+kiln.func @f16add(%a: !kiln.ptr<f16> {kiln.name = "a"}, %o: !kiln.ptr<f16> {kiln.name = "o"},
+                  %n: index {kiln.name = "n"}) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %va = kiln.make_view %a, [%n], [%c1] : !kiln.ptr<f16> -> !kiln.view<1xf16>
+  %vo = kiln.make_view %o, [%n], [%c1] : !kiln.ptr<f16> -> !kiln.view<1xf16>
+  %x = kiln.load %va[%c0] : !kiln.view<1xf16> -> tensor<8xf16>
+  %y = arith.addf %x, %x : tensor<8xf16>
+  kiln.store %y, %vo[%c0] : tensor<8xf16> -> !kiln.view<1xf16>
+  kiln.return
+}
+"""
+
+F16_DOT = """
+kiln.func @f16dot(%a: !kiln.ptr<f16> {kiln.name = "a"}, %o: !kiln.ptr<f16> {kiln.name = "o"},
+                  %n: index {kiln.name = "n"}) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %va = kiln.make_view %a, [%n, %n], [%n, %c1] : !kiln.ptr<f16> -> !kiln.view<2xf16>
+  %vo = kiln.make_view %o, [%n, %n], [%n, %c1] : !kiln.ptr<f16> -> !kiln.view<2xf16>
+  %x = kiln.load %va[%c0, %c0] : !kiln.view<2xf16> -> tensor<3x8xf16>
+  %w = kiln.load %va[%c0, %c0] : !kiln.view<2xf16> -> tensor<8x5xf16>
+  %z = arith.constant dense<0.0> : tensor<3x5xf16>
+  %y = kiln.dot %x, %w, %z : tensor<3x8xf16>, tensor<8x5xf16> -> tensor<3x5xf16>
+  kiln.store %y, %vo[%c0, %c0] : tensor<3x5xf16> -> !kiln.view<2xf16>
+  kiln.return
+}
+"""
+
+BF16_ARGMAX = """
+kiln.func @bf16argmax(%a: !kiln.ptr<bf16> {kiln.name = "a"}, %o: !kiln.ptr<i32> {kiln.name = "o"},
+                      %n: index {kiln.name = "n"}) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %va = kiln.make_view %a, [%n, %n], [%n, %c1] : !kiln.ptr<bf16> -> !kiln.view<2xbf16>
+  %x = kiln.load %va[%c0, %c0] : !kiln.view<2xbf16> -> tensor<4x8xbf16>
+  %r = kiln.reduce argmax %x [1] : tensor<4x8xbf16> -> tensor<4xi32>
+  %vo = kiln.make_view %o, [%n], [%c1] : !kiln.ptr<i32> -> !kiln.view<1xi32>
+  kiln.store %r, %vo[%c0] : tensor<4xi32> -> !kiln.view<1xi32>
+  kiln.return
+}
+"""
+
+
+def _bundle(tmp_path, name, text, target):
+    import os
+    import subprocess
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    kilnc = os.environ.get("KILNC", os.path.join(root, "build", "bin", "kilnc"))
+    src, out = tmp_path / f"{name}.mlir", tmp_path / f"{name}-{target}.kiln"
+    src.write_text(text)
+    subprocess.run([kilnc, str(src), "--target", target, "-o", str(out)], check=True)
+    return kiln.load_bundle(str(out))
+
+
+def test_half_precision_without_conversion_instructions(rng, tmp_path):
+    """Where x86 lacks an instruction (f16 on the x86-64-sse target, which
+    has no F16C; bf16 rounding; an f16 FMA, which LLVM computes in f64), LLVM
+    calls compiler-rt, which the loader does not provide: such bundles
+    failed to load ("undefined symbol: __extendhfsf2"). Every CPU bundle now
+    links Kiln's own conversions, and f16/bf16 dot accumulators are carried
+    in f32. (x86-64-sse bundles run on any x86-64 machine.)"""
+    x16 = rng.standard_normal(8).astype(np.float16)
+    for target in ("x86-64-sse", "host"):
+        out = np.full(8, np.nan, np.float16)
+        _bundle(tmp_path, "f16add", F16_ADD, target)[(1,)](x16, out, 8)
+        assert np.array_equal(out, x16 + x16), target
+    a = (rng.standard_normal((8, 8)) * 0.5).astype(np.float16)
+    for target in ("x86-64-sse", "host"):
+        out = np.full((8, 8), np.nan, np.float16)
+        _bundle(tmp_path, "f16dot", F16_DOT, target)[(1,)](a, out, 8)
+        ref = a[:3].astype(np.float64) @ a[:, :5].astype(np.float64)
+        assert_close(out[:3, :5], ref, 2e-3, 2e-3)  # one f16 rounding of an f32 sum
+    bits = to_bf16_bits(rng.standard_normal((8, 8)).astype(np.float32))
+    for target in ("host", "x86-64-sse"):
+        out = np.full(8, -7, np.int32)
+        _bundle(tmp_path, "bf16argmax", BF16_ARGMAX, target)[(1,)](kiln.bf16(bits), out, 8)
+        assert (out[:4] == np.argmax(from_bf16_bits(bits[:4]), axis=1)).all(), target

@@ -1034,8 +1034,15 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
   mr = std::min<int64_t>(mr, 6);
   int64_t mMain = M - M % mr, mRem = M % mr;
   bool isFloat = isa<FloatType>(accElt);
+  // An f16/bf16 accumulator is carried in f32 through the k loop and
+  // rounded once at its end (as GPUs' f32-accumulating dots and Triton do):
+  // x86 has no f16 FMA, and LLVM's f16 FMA is an f64 one rounded by
+  // compiler-rt's __truncdfhf2, which the kernel loader does not provide.
+  Type calcElt = isFloat && accElt.getIntOrFloatBitWidth() < 32
+                     ? Type(Float32Type::get(accElt.getContext()))
+                     : accElt;
   // Width 1 (N not a multiple of 2) works on scalars.
-  Type vt = w == 1 ? accElt : Type(VectorType::get({w}, accElt));
+  Type vt = w == 1 ? calcElt : Type(VectorType::get({w}, calcElt));
   auto extend = [&](ImplicitLocOpBuilder &ib, Value v, Type to) -> Value {
     if (getElementTypeOrSelf(v.getType()) == getElementTypeOrSelf(to))
       return v;
@@ -1065,8 +1072,10 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
             b2, j0, arith::ConstantIndexOp::create(b2, v * w)));
       for (int64_t r = 0; r < rowsHere; ++r)
         for (int64_t v = 0; v < nv; ++v)
-          init.push_back(loadElems(b2, out, ValueRange{rows[r], cols[v]},
-                                   accElt, w));
+          init.push_back(extend(b2,
+                                loadElems(b2, out, ValueRange{rows[r], cols[v]},
+                                          accElt, w),
+                                vt));
       auto kLoop = scf::ForOp::create(
           b2, c0, cK, c1, init,
           [&](OpBuilder &ob3, Location loc3, Value k, ValueRange accs) {
@@ -1079,7 +1088,7 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
             SmallVector<Value> next;
             for (int64_t r = 0; r < rowsHere; ++r) {
               Value s = loadElems(b3, *a, ValueRange{rows[r], k}, inElt, 1);
-              s = extend(b3, s, accElt);
+              s = extend(b3, s, calcElt);
               Value av = w == 1 ? s : Value(vector::BroadcastOp::create(b3, vt, s));
               for (int64_t v = 0; v < nv; ++v) {
                 Value accv = accs[r * nv + v];
@@ -1095,9 +1104,13 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
             scf::YieldOp::create(b3, next);
           });
       for (int64_t r = 0; r < rowsHere; ++r)
-        for (int64_t v = 0; v < nv; ++v)
-          storeElems(b2, kLoop.getResult(r * nv + v), out,
-                     ValueRange{rows[r], cols[v]}, w);
+        for (int64_t v = 0; v < nv; ++v) {
+          Value result = kLoop.getResult(r * nv + v);
+          if (calcElt != accElt)
+            result = arith::TruncFOp::create(
+                b2, w == 1 ? accElt : Type(VectorType::get({w}, accElt)), result);
+          storeElems(b2, result, out, ValueRange{rows[r], cols[v]}, w);
+        }
       scf::YieldOp::create(b2);
     });
   };

@@ -541,6 +541,18 @@ kiln::detail::emitMachineCode(llvm::Module &module, llvm::TargetMachine &tm,
   return std::string(buffer.str());
 }
 
+/// The float-conversion builtins' object (Builtins/kiln_cpu_builtins.c),
+/// linked into CPU and emulator bundles; empty where it is missing (a kernel
+/// that calls one then fails to load, naming the symbol, as before).
+static std::string cpuBuiltinsObject() {
+  std::string path;
+  if (const char *env = std::getenv("KILN_CPU_BUILTINS_OBJECT"); env && *env)
+    path = env;
+  else
+    path = KILN_CPU_BUILTINS_OBJECT;
+  return llvm::sys::fs::exists(path) ? path : std::string();
+}
+
 /// Links an object into an ELF shared object with the system linker.
 /// The SIMT emulator's object, linked into emu-sm_XY bundles.
 static llvm::Expected<std::string> emulatorObject() {
@@ -557,7 +569,8 @@ static llvm::Expected<std::string> emulatorObject() {
 }
 
 static llvm::Expected<std::string>
-linkSharedObject(llvm::StringRef object, llvm::StringRef extraObject = "") {
+linkSharedObject(llvm::StringRef object,
+                 llvm::ArrayRef<std::string> extraObjects = {}) {
   static std::string linker = [] {
     for (const char *name : {"ld.lld", "ld", "ld.bfd", "ld.gold"})
       if (auto p = llvm::sys::findProgramByName(name))
@@ -582,8 +595,8 @@ linkSharedObject(llvm::StringRef object, llvm::StringRef extraObject = "") {
                                           "-z",          "noexecstack",
                                           "--hash-style=gnu", "-o",
                                           soPath,        objPath};
-  if (!extraObject.empty())
-    args.push_back(extraObject);
+  for (const std::string &extra : extraObjects)
+    args.push_back(extra);
   std::optional<llvm::StringRef> redirects[] = {std::nullopt, errPath,
                                                 errPath};
   std::string msg;
@@ -760,14 +773,17 @@ kiln::compileModule(ModuleOp module, const CompileOptions &options,
     result.bytes = std::move(*code);
     return result;
   }
-  std::string emulator;
+  llvm::SmallVector<std::string, 2> extraObjects;
   if (!target->emulatedGPU.empty()) {
     auto path = emulatorObject();
     if (!path)
       return path.takeError();
-    emulator = *path;
+    extraObjects.push_back(*path);
   }
-  auto so = linkSharedObject(*code, emulator);
+  // The float conversions LLVM may call (a few hundred bytes of code).
+  if (std::string builtins = cpuBuiltinsObject(); !builtins.empty())
+    extraObjects.push_back(builtins);
+  auto so = linkSharedObject(*code, extraObjects);
   if (!so)
     return so.takeError();
   int64_t scratchBytes = 0;

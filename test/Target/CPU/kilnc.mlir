@@ -16,7 +16,7 @@
 // AVX2: {{vmulps|vfmadd}}{{.*}}%ymm
 // AVX2-NOT: %zmm
 // HEADER: static inline kiln_status kiln_load_scale(const char *path, kiln_kernel **out)
-// HEADER: static inline kiln_status kiln_launch_scale(kiln_runtime *rt, kiln_kernel *kernel, float *x, float a, int64_t n, int64_t gx, int64_t gy, int64_t gz)
+// HEADER: static inline kiln_status kiln_launch_scale(kiln_runtime *kiln_rt_, kiln_kernel *kiln_k_, float *x, float a, int64_t n, int64_t kiln_gx_, int64_t kiln_gy_, int64_t kiln_gz_)
 // BUNDLE: KILNBNDL
 // BUNDLE: kiln-bundle 1
 // BUNDLE-NEXT: name scale
