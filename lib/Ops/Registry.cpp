@@ -121,16 +121,29 @@ makeConfig(const OpInfo &op,
       if (llvm::StringRef(v).getAsInteger(10, x))
         return err("parameter '" + k + "' of '" + op.name +
                    "' must be an integer, got '" + v + "'");
-      // Tile sizes and dimensions: a 0 or negative one would build empty
-      // tiles (an internal IR error) or, in a grid, divide by zero.
+      // Tile sizes, dimensions, kernel sizes, strides and dilations: a 0 or
+      // negative one would build empty tiles (an internal IR error) or, in
+      // a grid, divide by zero. (block_kv 0 means "as block"; window and
+      // prefix are checked by attention itself.) Paddings are
+      // >= 0 and switches 0 or 1.
       llvm::StringRef name(k);
-      bool size = name.starts_with("block") || name.ends_with("_block") ||
+      bool size = (name.starts_with("block") && !(name == "block_kv" && x == 0)) ||
+                  name.ends_with("_block") ||
                   llvm::is_contained({"head_dim", "d_qk", "d_v", "index_dim",
-                                      "index_heads", "gqa_group", "k"},
+                                      "index_heads", "gqa_group", "k", "kt", "kh",
+                                      "kw", "st", "sh", "sw", "dt", "dh", "dw",
+                                      "groups"},
                                      name);
       if (size && x < 1)
         return err("parameter '" + k + "' of '" + op.name +
                    "' must be positive, got " + v);
+      if (llvm::is_contained({"pt", "ph", "pw"}, name) && x < 0)
+        return err("parameter '" + k + "' of '" + op.name +
+                   "' must be >= 0, got " + v);
+      if (llvm::is_contained({"causal", "overlap", "bias"}, name) && x != 0 &&
+          x != 1)
+        return err("parameter '" + k + "' of '" + op.name +
+                   "' must be 0 or 1, got " + v);
     } else if (it->kind == Param::Float) {
       double x;
       if (llvm::StringRef(v).getAsDouble(x, /*AllowInexact=*/true))

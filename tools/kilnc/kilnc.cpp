@@ -192,7 +192,10 @@ static int runOp(int argc, char **argv) {
         WithColor::error(errs(), "kilnc") << "--" << key << " needs a value\n";
         return 1;
       }
-      config[key] = v;
+      if (!config.emplace(key, v).second) {
+        WithColor::error(errs(), "kilnc") << "--" << key << " is given twice\n";
+        return 1;
+      }
     } else {
       WithColor::error(errs(), "kilnc") << "unexpected argument '" << a << "'\n";
       return usage();

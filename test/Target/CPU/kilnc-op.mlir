@@ -10,6 +10,11 @@
 // RUN: not kilnc op dsa_topk --block 0 2>&1 | FileCheck %s --check-prefix=ZEROBLOCK
 // RUN: not kilnc op dsa_sparse_attention --heads_block -4 2>&1 | FileCheck %s --check-prefix=NEGBLOCK
 // RUN: not kilnc op block_sparse_attention --softcap 1e400 2>&1 | FileCheck %s --check-prefix=RANGE
+// RUN: not kilnc op conv --ph -1 2>&1 | FileCheck %s --check-prefix=PAD
+// RUN: not kilnc op conv --sh 0 2>&1 | FileCheck %s --check-prefix=STRIDE
+// RUN: not kilnc op dsa_indexer --causal 2 2>&1 | FileCheck %s --check-prefix=SWITCH
+// RUN: not kilnc op conv --kh 3 --kh 5 2>&1 | FileCheck %s --check-prefix=TWICE
+// RUN: kilnc op block_sparse_attention --block_kv 0 --emit kiln -o /dev/null
 
 // LIST: embedding: out[r, :] = weight[ids[r], :]
 // LIST: block_sparse_attention:
@@ -28,4 +33,8 @@
 // ZEROBLOCK: error: parameter 'block' of 'dsa_topk' must be positive, got 0
 // NEGBLOCK: error: parameter 'heads_block' of 'dsa_sparse_attention' must be positive, got -4
 // RANGE: error: parameter 'softcap' of 'block_sparse_attention' is out of range, got '1e400'
+// PAD: error: parameter 'ph' of 'conv' must be >= 0, got -1
+// STRIDE: error: parameter 'sh' of 'conv' must be positive, got 0
+// SWITCH: error: parameter 'causal' of 'dsa_indexer' must be 0 or 1, got 2
+// TWICE: error: --kh is given twice
 // CHOICE: error: parameter 'mask' of 'block_sparse_attention' must be one of none, causal, sliding_window, prefix_lm, document; got 'diagonal'
