@@ -145,6 +145,21 @@ def promote(a: kl.dtype, b: kl.dtype) -> kl.dtype:
 # --------------------------------------------------------------------------
 
 
+def same_value(a, b):
+    """Whether two compile-time values are the same for compiling: the same
+    object, or an equal number, string, tuple or constexpr of the same type
+    (2 and 2.0 differ: they compile differently)."""
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, tuple):
+        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b))
+    if isinstance(a, kl.constexpr):
+        return same_value(a.value, b.value)
+    return isinstance(a, (bool, int, float, complex, str, bytes)) and a == b
+
+
 class CodeGen(ast.NodeVisitor):
     def __init__(self, fn, builder: Builder, filename: str, first_line: int, source: str,
                  grid_rank: int = 3):
@@ -425,18 +440,8 @@ class CodeGen(ast.NodeVisitor):
     def check_fixed(self, node, fixed, where):
         """A name holding a value that cannot be carried must not change in
         a runtime loop or branch (it would silently keep its old value)."""
-        def same(a, b):
-            if a is b:
-                return True
-            if type(a) is not type(b):
-                return False
-            if isinstance(a, tuple):
-                return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
-            if isinstance(a, kl.constexpr):
-                return same(a.value, b.value)
-            return isinstance(a, (int, float, str, bool)) and a == b
         for n, v in fixed.items():
-            if not same(v, self.lookup(n, node)):
+            if not same_value(v, self.lookup(n, node)):
                 raise self.error_at(
                     self.sites.get(n, node),
                     f"'{n}' (a {type(v).__name__}) is reassigned inside a runtime {where}, "

@@ -13,7 +13,7 @@ import numpy as np
 
 from . import language as kl
 from . import runtime as runtime_module
-from .frontend import CodeGen, CompilationError, Pointer, Tile, parse_function
+from .frontend import CodeGen, CompilationError, Pointer, Tile, parse_function, same_value
 from .runtime import _stream_handle
 from .runtime import bf16, cuda_array_view  # noqa: F401  (kiln.bf16 lives with the runtime)
 
@@ -215,19 +215,8 @@ def _as_array(obj, name):
 _MISSING = object()
 
 
-def _same_global(a, b):
-    """Whether a module global still holds the value a kernel was compiled
-    with: the same object, or an equal number, string, tuple or constexpr of
-    the same type."""
-    if a is b:
-        return True
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, tuple):
-        return len(a) == len(b) and all(_same_global(x, y) for x, y in zip(a, b))
-    if isinstance(a, kl.constexpr):
-        return _same_global(a.value, b.value)
-    return isinstance(a, (bool, int, float, complex, str, bytes)) and a == b
+# Whether a module global still holds the value a kernel was compiled with.
+_same_global = same_value
 
 
 def _check_globals(name, used):
