@@ -136,6 +136,22 @@ static int runOp(int argc, char **argv) {
   if (argc < 3)
     return usage();
   std::string name = argv[2];
+  // `kilnc op --help`, `kilnc op NAME --help`: the usage and the operator's
+  // parameters (it read --help as a parameter needing a value).
+  for (int i = 2; i < argc; ++i)
+    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
+      usage();
+      for (const kiln::ops::OpInfo &op : kiln::ops::registry()) {
+        if (op.name != name)
+          continue;
+        outs() << op.name << ": " << op.summary << "\n";
+        for (const kiln::ops::Param &p : op.params)
+          outs() << "    --" << p.name << " ("
+                 << (p.defaultValue.empty() ? "required" : "default " + p.defaultValue)
+                 << ") " << p.help << "\n";
+      }
+      return 0;
+    }
   if (name == "--list" || name == "-l") {
     for (const kiln::ops::OpInfo &op : kiln::ops::registry()) {
       outs() << op.name << ": " << op.summary << "\n";

@@ -15,6 +15,7 @@
 // RUN: not kilnc op dsa_indexer --causal 2 2>&1 | FileCheck %s --check-prefix=SWITCH
 // RUN: not kilnc op conv --kh 3 --kh 5 2>&1 | FileCheck %s --check-prefix=TWICE
 // RUN: kilnc op block_sparse_attention --block_kv 0 --emit kiln -o /dev/null
+// RUN: kilnc op conv --help 2>/dev/null | FileCheck %s --check-prefix=HELP
 
 // LIST: embedding: out[r, :] = weight[ids[r], :]
 // LIST: block_sparse_attention:
@@ -37,4 +38,6 @@
 // STRIDE: error: parameter 'sh' of 'conv' must be positive, got 0
 // SWITCH: error: parameter 'causal' of 'dsa_indexer' must be 0 or 1, got 2
 // TWICE: error: --kh is given twice
+// HELP: conv:
+// HELP: --kh (default 3) kernel height
 // CHOICE: error: parameter 'mask' of 'block_sparse_attention' must be one of none, causal, sliding_window, prefix_lm, document; got 'diagonal'
