@@ -26,6 +26,51 @@ class bf16:
         self.array = array
 
 
+_PLAIN_INT = frozenset(("i8", "i16", "i32", "i64", "u8"))
+
+
+def _scalar(a, dtype, name, kernel):
+    """A bundle's scalar argument as the runtime takes it: integers for
+    integer types (a float is refused, not truncated), floats for f32/f64
+    (refused where float32 would overflow), and for f16/bf16 the value's
+    bits, rounded to nearest (a np.uint16 is taken as bits already)."""
+    def refuse(why):
+        return TypeError(f"argument '{name}' of kernel '{kernel}' is a scalar {dtype}; {why}")
+    if isinstance(a, (bool, np.bool_)) and dtype != "i1":
+        raise refuse(f"got a bool ({a!r})")
+    if dtype in _PLAIN_INT or dtype == "i1":
+        if not isinstance(a, (int, np.integer)):
+            raise refuse(f"got {a!r}, not an integer")
+        return int(a)
+    if not isinstance(a, (int, float, np.integer, np.floating)):
+        raise refuse(f"got {type(a).__name__}")
+    if dtype in ("f16", "bf16") and isinstance(a, np.uint16):
+        return int(a)  # the bits themselves
+    x = float(a)
+    if dtype == "f64":
+        return x
+    with np.errstate(over="ignore"):
+        v = np.float16(x) if dtype == "f16" else np.float32(x)
+    if np.isinf(v) and np.isfinite(x):
+        raise refuse(f"{a!r} overflows it")
+    if dtype == "f16":
+        return int(v.view(np.uint16))  # (numpy rounds f64 to f16 once)
+    if dtype == "f32":
+        return x
+    # bf16: to f32 rounded to odd, then to nearest-even 16 bits (one rounding).
+    b = int(v.view(np.uint32))
+    if np.isnan(v):
+        return (b >> 16) | 0x40
+    if float(v) != x:
+        if abs(float(v)) > abs(x):
+            b -= 1
+        b |= 1
+    r = ((b + 0x7fff + ((b >> 16) & 1)) >> 16) & 0xffff
+    if (r & 0x7fff) == 0x7f80 and np.isfinite(x):
+        raise refuse(f"{a!r} overflows it")
+    return r
+
+
 class Bundle:
     """A kernel loaded from a .kiln bundle (``kilnc kernel.mlir -o k.kiln``)."""
 
@@ -138,7 +183,8 @@ class Bundle:
                         raise ValueError(f"argument '{name}' is not contiguous")
                     values.append(a.ctypes.data)
                 else:
-                    values.append(a)
+                    values.append(a if type(a) is int and dtype in _PLAIN_INT else
+                                  _scalar(a, dtype, name, kernel.name))
             if stream is None:
                 kernel.launch(values, list(grid), wait)
             else:

@@ -471,6 +471,33 @@ def test_range_keywords_are_checked():
         range_as_value[(1,)](out, 2)
 
 
+def test_bundle_scalar_arguments_are_values(tmp_path):
+    """Python numbers for f16/bf16 scalars are values, rounded once (1 was
+    taken as the bits 0x0001, 6e-8, and 1.5 was refused); a np.uint16 is taken
+    as bits. A float for an integer scalar, a bool, and a value the type
+    cannot hold are refused instead of truncated or made infinite."""
+    root = os.path.dirname(os.path.dirname(HERE))
+    kilnc = os.environ.get("KILNC", os.path.join(root, "build", "bin", "kilnc"))
+    bundle = tmp_path / "sc.kiln"
+    subprocess.run([kilnc, os.path.join(HERE, "scalar_args.mlir"), "-o", str(bundle)],
+                   check=True)
+    b = kiln.load_bundle(str(bundle))
+    out = np.full(4, np.nan, np.float32)
+    b[(1,)](out, 1, 1.5, 2.25, 7)
+    assert list(out) == [1.0, 1.5, 2.25, 7.0]
+    # 1 + 2^-8 + 2^-30 rounds up in bf16 (rounding to f32 first would tie to 1.0).
+    b[(1,)](out, np.uint16(0x3c00), 1 + 2**-8 + 2**-30, np.float32(-1), np.int64(-3))
+    assert list(out) == [1.0, 1 + 2**-7, -1.0, -3.0], out
+    for args, what in (((1, 1.0, 1e300, 1), r"1e\+300 overflows it"),
+                       ((1, 1.0, 1.0, 2.7), "got 2.7, not an integer"),
+                       ((1, 1.0, 1.0, np.float32(2.7)), "not an integer"),
+                       ((70000.0, 1, 1, 1), "70000.0 overflows it"),
+                       ((1, 1e39, 1, 1), "overflows it"),
+                       ((1, 1.0, 1.0, True), "got a bool")):
+        with pytest.raises(TypeError, match=what):
+            b[(1,)](out, *args)
+
+
 def test_argument_names_in_bundles_and_c_headers(tmp_path):
     """Two arguments of one name made a bundle the runtime refused (argument
     1 unnamed is called arg1, like a kiln.name "arg1"): kilnc refuses it.
