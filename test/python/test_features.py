@@ -479,7 +479,7 @@ def test_bundle_scalar_arguments_are_values(tmp_path):
     root = os.path.dirname(os.path.dirname(HERE))
     kilnc = os.environ.get("KILNC", os.path.join(root, "build", "bin", "kilnc"))
     bundle = tmp_path / "sc.kiln"
-    subprocess.run([kilnc, os.path.join(HERE, "scalar_args.mlir"), "-o", str(bundle)],
+    subprocess.run([kilnc, os.path.join(HERE, "Inputs", "scalar_args.mlir"), "-o", str(bundle)],
                    check=True)
     b = kiln.load_bundle(str(bundle))
     out = np.full(4, np.nan, np.float32)
