@@ -27,6 +27,9 @@ class bf16:
 
 
 _PLAIN_INT = frozenset(("i8", "i16", "i32", "i64", "u8"))
+# The smallest magnitude float32 rounds to infinity: halfway between its
+# largest finite value and 2^128 (a tie, rounded to the even 2^128).
+_F32_OVERFLOW = 2.0**128 - 2.0**103
 
 
 def _scalar(a, dtype, name, kernel):
@@ -49,14 +52,16 @@ def _scalar(a, dtype, name, kernel):
     x = float(a)
     if dtype == "f64":
         return x
+    if dtype == "f32":  # (no numpy here: bundle launches are a hot path)
+        if _F32_OVERFLOW <= abs(x) < float("inf"):
+            raise refuse(f"{a!r} overflows it")
+        return x
     with np.errstate(over="ignore"):
         v = np.float16(x) if dtype == "f16" else np.float32(x)
     if np.isinf(v) and np.isfinite(x):
         raise refuse(f"{a!r} overflows it")
     if dtype == "f16":
         return int(v.view(np.uint16))  # (numpy rounds f64 to f16 once)
-    if dtype == "f32":
-        return x
     # bf16: to f32 rounded to odd, then to nearest-even 16 bits (one rounding).
     b = int(v.view(np.uint32))
     if np.isnan(v):
@@ -183,8 +188,13 @@ class Bundle:
                         raise ValueError(f"argument '{name}' is not contiguous")
                     values.append(a.ctypes.data)
                 else:
-                    values.append(a if type(a) is int and dtype in _PLAIN_INT else
-                                  _scalar(a, dtype, name, kernel.name))
+                    # (The common cases first: an int for an integer, a
+                    # float32-sized float for f32.)
+                    if type(a) is int and dtype in _PLAIN_INT or \
+                            type(a) is float and dtype == "f32" and abs(a) < _F32_OVERFLOW:
+                        values.append(a)
+                    else:
+                        values.append(_scalar(a, dtype, name, kernel.name))
             if stream is None:
                 kernel.launch(values, list(grid), wait)
             else:
