@@ -5,6 +5,8 @@ import numpy as np
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The compiler CLI the tests run ($KILNC, else the build tree's).
+KILNC = os.environ.get("KILNC", os.path.join(ROOT, "build", "bin", "kilnc"))
 sys.path.insert(0, os.path.join(ROOT, "examples", "python"))
 
 

@@ -10,7 +10,7 @@ import pytest
 
 import kiln
 import kiln.language as kl
-from conftest import assert_close
+from conftest import KILNC, assert_close
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -224,9 +224,8 @@ def test_autotune_does_not_tune_on_an_empty_grid(tmp_path):
 def test_bundles_from_kilnc_run_through_the_runtime_only_module(tmp_path):
     import kiln._kiln_runtime as rt
     root = os.path.dirname(os.path.dirname(HERE))
-    kilnc = os.environ.get("KILNC", os.path.join(root, "build", "bin", "kilnc"))
     bundle = tmp_path / "add.kiln"
-    subprocess.run([kilnc, os.path.join(root, "examples", "vector_add.mlir"), "-o", str(bundle)],
+    subprocess.run([KILNC, os.path.join(root, "examples", "vector_add.mlir"), "-o", str(bundle)],
                    check=True)
     k = rt.load_bundle(str(bundle))
     assert k.name == "vector_add"
@@ -476,10 +475,8 @@ def test_bundle_scalar_arguments_are_values(tmp_path):
     taken as the bits 0x0001, 6e-8, and 1.5 was refused); a np.uint16 is taken
     as bits. A float for an integer scalar, a bool, and a value the type
     cannot hold are refused instead of truncated or made infinite."""
-    root = os.path.dirname(os.path.dirname(HERE))
-    kilnc = os.environ.get("KILNC", os.path.join(root, "build", "bin", "kilnc"))
     bundle = tmp_path / "sc.kiln"
-    subprocess.run([kilnc, os.path.join(HERE, "Inputs", "scalar_args.mlir"), "-o", str(bundle)],
+    subprocess.run([KILNC, os.path.join(HERE, "Inputs", "scalar_args.mlir"), "-o", str(bundle)],
                    check=True)
     b = kiln.load_bundle(str(bundle))
     out = np.full(4, np.nan, np.float32)
@@ -506,11 +503,10 @@ def test_argument_names_in_bundles_and_c_headers(tmp_path):
     identifiers are prefixed and such names get a '_'."""
     import shutil
     root = os.path.dirname(os.path.dirname(HERE))
-    kilnc = os.environ.get("KILNC", os.path.join(root, "build", "bin", "kilnc"))
     dup = tmp_path / "dup.mlir"
     dup.write_text('kiln.func @dup(%a: !kiln.ptr<f32> {kiln.name = "arg1"}, '
                    '%b: !kiln.ptr<f32>) {\n  kiln.return\n}\n')
-    r = subprocess.run([kilnc, str(dup), "-o", str(tmp_path / "dup.kiln")],
+    r = subprocess.run([KILNC, str(dup), "-o", str(tmp_path / "dup.kiln")],
                        capture_output=True, text=True)
     assert r.returncode == 1 and "share the name 'arg1'" in r.stderr, r.stderr
     names = tmp_path / "names.mlir"
@@ -520,7 +516,7 @@ def test_argument_names_in_bundles_and_c_headers(tmp_path):
         '%d: index {kiln.name = "kernel"}, %e: i32 {kiln.name = "gx"}, '
         '%f: i32 {kiln.name = "class"}) {\n  kiln.return\n}\n')
     header = tmp_path / "names.h"
-    subprocess.run([kilnc, str(names), "--emit", "c-header", "-o", str(header)], check=True)
+    subprocess.run([KILNC, str(names), "--emit", "c-header", "-o", str(header)], check=True)
     src = tmp_path / "use.c"
     src.write_text('#include "names.h"\n')
     # The LLVM toolchain the build uses (scripts/install-deps.sh), as C and C++.

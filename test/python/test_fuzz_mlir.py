@@ -18,7 +18,7 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-KILNC = os.environ.get("KILNC", os.path.join(ROOT, "build", "bin", "kilnc"))
+from conftest import KILNC  # noqa: E402
 EXAMPLES = sorted(glob.glob(os.path.join(ROOT, "examples", "*.mlir")))
 MUTANTS_PER_FILE = int(os.environ.get("KILN_FUZZ_MUTANTS", "12"))
 

@@ -16,7 +16,7 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-KILNC = os.environ.get("KILNC", os.path.join(ROOT, "build", "bin", "kilnc"))
+from conftest import KILNC  # noqa: E402
 CHIPS = ["sm_80", "sm_90a"]
 EXAMPLES = sorted(glob.glob(os.path.join(ROOT, "examples", "*.mlir")))
 

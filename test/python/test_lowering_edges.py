@@ -7,7 +7,7 @@ import numpy as np
 
 import kiln
 import kiln.language as kl
-from conftest import assert_close, from_bf16_bits, to_bf16_bits
+from conftest import KILNC, assert_close, from_bf16_bits, to_bf16_bits
 
 
 @kiln.jit
@@ -196,13 +196,10 @@ kiln.func @bf16argmax(%a: !kiln.ptr<bf16> {kiln.name = "a"}, %o: !kiln.ptr<i32> 
 
 
 def _bundle(tmp_path, name, text, target):
-    import os
     import subprocess
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    kilnc = os.environ.get("KILNC", os.path.join(root, "build", "bin", "kilnc"))
     src, out = tmp_path / f"{name}.mlir", tmp_path / f"{name}-{target}.kiln"
     src.write_text(text)
-    subprocess.run([kilnc, str(src), "--target", target, "-o", str(out)], check=True)
+    subprocess.run([KILNC, str(src), "--target", target, "-o", str(out)], check=True)
     return kiln.load_bundle(str(out))
 
 
