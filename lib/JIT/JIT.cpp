@@ -187,6 +187,8 @@ JIT::compileUncached(llvm::StringRef source, llvm::StringRef name,
     diagText += formatDiagnostic(d);
     return mlir::success();
   });
+  if (llvm::Error e = checkSourceNesting(source, name))
+    return std::move(e);
   llvm::SourceMgr sourceMgr;
   sourceMgr.AddNewSourceBuffer(
       llvm::MemoryBuffer::getMemBufferCopy(source, name), llvm::SMLoc());

@@ -202,6 +202,8 @@ buildOp(mlir::MLIRContext &context, llvm::StringRef name,
   // hand), parsed into their own module.
   mlir::OwningOpRef<mlir::ModuleOp> mods;
   if (!modsSource.empty()) {
+    if (llvm::Error e = ::kiln::checkSourceNesting(modsSource, ("functions to fuse into '" + name + "'").str()))
+      return err(llvm::toString(std::move(e)));
     mods = mlir::parseSourceString<mlir::ModuleOp>(modsSource, &context);
     if (!mods)
       return err("cannot parse the functions to fuse into '" + name + "':\n" + diag);

@@ -94,6 +94,9 @@ class Bundle:
         self._kernel = kernel
         # (name, kind, dtype) per parameter, read once: the launch path is hot.
         self._signature = [(name, kind, dtype) for name, kind, dtype in kernel.signature]
+        # True where the kernel may write through an argument (None: the
+        # bundle predates the manifest's `writes` line and does not say).
+        self._written = list(kernel.written)
         self._torch_ok = {}  # torch dtype -> accepted, per argument index
 
     def _wrong_type(self, name, dtype, got):
@@ -117,6 +120,7 @@ class Bundle:
         gpu = self._kernel.is_gpu
         kernel = self._kernel
         signature = self._signature
+        written = self._written
 
         def launch(*args, wait=None, stream=None):
             """wait=False (GPU bundles): the kernel is queued on the runtime's
@@ -186,6 +190,9 @@ class Bundle:
                         raise self._wrong_type(name, dtype, a.dtype)
                     if not a.flags["C_CONTIGUOUS"]:
                         raise ValueError(f"argument '{name}' is not contiguous")
+                    if written[i] and not a.flags["WRITEABLE"]:
+                        raise ValueError(f"argument '{name}' is a read-only array, and "
+                                         f"kernel '{kernel.name}' writes through it")
                     values.append(a.ctypes.data)
                 else:
                     # (The common cases first: an int for an integer, a

@@ -185,6 +185,19 @@ void kiln::python::bindRuntime(py::module &m) {
       .def_property_readonly("name",
                              [](PyKernel &k) { return kiln_kernel_name(k.handle); })
       .def_property_readonly("signature", &signature)
+      // Per argument: True if the kernel may write through it, False if
+      // not, None when the bundle does not say (kiln_kernel_arg_written).
+      .def_property_readonly("written",
+                             [](PyKernel &k) {
+                               py::list out;
+                               for (size_t i = 0;
+                                    i < kiln_kernel_num_args(k.handle); ++i) {
+                                 int w = kiln_kernel_arg_written(k.handle, i);
+                                 out.append(w < 0 ? py::object(py::none())
+                                                  : py::object(py::bool_(w)));
+                               }
+                               return out;
+                             })
       .def_property_readonly(
           "is_gpu", [](PyKernel &k) { return kiln_kernel_is_gpu(k.handle) != 0; })
       .def_property_readonly(

@@ -53,6 +53,9 @@ struct ArgSpec {
   std::string name;
   kiln_arg_kind kind;
   kiln_dtype dtype;
+  /// From the `writes` line: 1 if the kernel may write through this pointer,
+  /// 0 if not (and for scalars), -1 when the manifest has no `writes` line.
+  int written = -1;
 };
 
 struct Manifest {
@@ -64,6 +67,9 @@ struct Manifest {
   int gridRank = 3;
   std::vector<std::string> features;
   std::vector<ArgSpec> args;
+  /// The `writes` line's argument names (seenWrites: the line was present).
+  bool seenWrites = false;
+  std::vector<std::string> writes;
   std::vector<std::pair<std::string, std::string>> launchParams;
   /// `launch scratch_bytes`: global memory the runtime provides per program
   /// (0: none). Set by checkScratchBytes, not by parseManifest.

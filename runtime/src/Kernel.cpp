@@ -253,6 +253,12 @@ kiln_status kiln_kernel_arg_info(const kiln_kernel *kernel, size_t index,
   return nullptr;
 }
 
+int kiln_kernel_arg_written(const kiln_kernel *kernel, size_t index) {
+  if (!kernel || index >= kernel->manifest.args.size())
+    return -1;
+  return kernel->manifest.args[index].written;
+}
+
 const char *kiln_kernel_launch_param(const kiln_kernel *kernel,
                                      const char *key) {
   if (!kernel || !key)

@@ -43,6 +43,33 @@ bool isIdentifier(std::string_view text) {
   return true;
 }
 
+/// Whether `text` is well-formed UTF-8 (no overlong forms, surrogates or
+/// code points past U+10FFFF). Messages quote manifest text, and their
+/// readers (Python among them) expect UTF-8.
+bool isUtf8(std::string_view text) {
+  size_t i = 0;
+  while (i < text.size()) {
+    unsigned char c = static_cast<unsigned char>(text[i]);
+    size_t length = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3
+                                 : (c >> 3) == 30 ? 4 : 0;
+    if (length == 0 || i + length > text.size())
+      return false;
+    uint32_t code = length == 1 ? c : c & (0x7f >> length);
+    for (size_t k = 1; k < length; ++k) {
+      unsigned char next = static_cast<unsigned char>(text[i + k]);
+      if ((next >> 6) != 2)
+        return false;
+      code = (code << 6) | (next & 0x3f);
+    }
+    static const uint32_t smallest[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (code < smallest[length] || code > 0x10ffff ||
+        (code >= 0xd800 && code <= 0xdfff))
+      return false;
+    i += length;
+  }
+  return true;
+}
+
 /// Splits one line at single spaces. Returns false on an empty field (two
 /// spaces in a row, or a leading/trailing space), which the format forbids.
 bool splitFields(std::string_view line, std::vector<std::string_view> &fields) {
@@ -182,6 +209,16 @@ kiln_status Parser::parseLine(const std::vector<std::string_view> &fields) {
     return nullptr;
   }
 
+  if (key == "writes") {
+    // Checked against the signature once every `arg` line is read.
+    if (manifest.seenWrites)
+      return error("duplicate key ", "'writes'");
+    manifest.seenWrites = true;
+    for (size_t i = 1; i < fields.size(); ++i)
+      manifest.writes.emplace_back(fields[i]);
+    return nullptr;
+  }
+
   if (key == "tensor_map") {
     // Parsed and checked against the arguments by checkTensorMaps.
     if (numValues == 0)
@@ -226,6 +263,9 @@ kiln_status Parser::parse(std::string_view text) {
                              std::string(1, "0123456789abcdef"[c & 15]) +
                              " in manifest");
 
+    if (!isUtf8(line))
+      return error("", "the manifest is not UTF-8 text");
+
     if (!sawHeaderLine) {
       if (line != "kiln-bundle 1") {
         if (line.rfind("kiln-bundle ", 0) == 0)
@@ -253,6 +293,25 @@ kiln_status Parser::parse(std::string_view text) {
   if (missing)
     return makeStatus(KILN_ERROR_BAD_BUNDLE,
                       "manifest lacks the required key '%s'", missing);
+  if (manifest.seenWrites) {
+    for (ArgSpec &arg : manifest.args)
+      arg.written = 0;
+    for (const std::string &name : manifest.writes) {
+      ArgSpec *found = nullptr;
+      for (ArgSpec &arg : manifest.args)
+        if (arg.name == name)
+          found = &arg;
+      const char *wrong = !found ? "is not an argument"
+                          : found->kind != KILN_ARG_PTR ? "is not a pointer"
+                          : found->written ? "is named twice"
+                                           : nullptr;
+      if (wrong)
+        return makeStatus(KILN_ERROR_BAD_BUNDLE,
+                          "bundle '%s': 'writes' names '%s', which %s",
+                          manifest.name.c_str(), name.c_str(), wrong);
+      found->written = 1;
+    }
+  }
   return nullptr;
 }
 

@@ -321,6 +321,12 @@ TEST_CASE("malformed manifests are refused with the offending line",
       {replaced(good, "entry kiln_entry_vadd", "entry kiln-entry"),
        "not a C identifier"},
       {good + "launch a 1\nlaunch a 2\n", "duplicate launch parameter 'a'"},
+      // Messages quote manifest text, and their readers expect UTF-8.
+      {replaced(good, "name vadd", "name vadd\xff"), "not UTF-8"},
+      {replaced(good, "name vadd", "name vadd\xc0\x80"), "not UTF-8"},
+      {replaced(good, "name vadd", "name vadd\xed\xa0\x80"), "not UTF-8"},
+      {replaced(good, "name vadd", "name vadd\xe2\x82"), "not UTF-8"},
+      {good + "writes out\nwrites out\n", "duplicate key 'writes'"},
   };
   for (const Case &test : cases) {
     CAPTURE(test.manifest);
@@ -329,6 +335,38 @@ TEST_CASE("malformed manifests are refused with the offending line",
     CHECK(contains(status.message(), test.expected));
     if (test.expected.find("required") == std::string::npos)
       CHECK(contains(status.message(), "manifest line "));
+  }
+}
+
+TEST_CASE("'writes' says which pointers a kernel writes through",
+          "[bundle][manifest]") {
+  KernelPtr kernel;
+  REQUIRE(loadMemory(bundleFor("vadd", "writes out\n"), &kernel).ok());
+  CHECK(kiln_kernel_arg_written(kernel.get(), 0) == 0);
+  CHECK(kiln_kernel_arg_written(kernel.get(), 1) == 0);
+  CHECK(kiln_kernel_arg_written(kernel.get(), 2) == 1);
+  CHECK(kiln_kernel_arg_written(kernel.get(), 3) == 0); // the scalar n
+  CHECK(kiln_kernel_arg_written(kernel.get(), 4) == -1);
+  CHECK(kiln_kernel_arg_written(nullptr, 0) == -1);
+
+  // An empty line: nothing is written. No line: the bundle does not say.
+  KernelPtr none, unknown;
+  REQUIRE(loadMemory(bundleFor("vadd", "writes\n"), &none).ok());
+  CHECK(kiln_kernel_arg_written(none.get(), 2) == 0);
+  REQUIRE(loadMemory(bundleFor("vadd"), &unknown).ok());
+  CHECK(kiln_kernel_arg_written(unknown.get(), 2) == -1);
+  CHECK(kiln_kernel_arg_written(unknown.get(), 3) == -1);
+
+  // Names it cannot mean are refused.
+  for (auto [line, expected] :
+       {std::pair<const char *, const char *>{"writes z\n", "'z', which is not an argument"},
+        {"writes n\n", "'n', which is not a pointer"},
+        {"writes out out\n", "'out', which is named twice"}}) {
+    CAPTURE(line);
+    Status status = loadMemory(bundleFor("vadd", line));
+    CHECK(status.code() == KILN_ERROR_BAD_BUNDLE);
+    CHECK(contains(status.message(), expected));
+    CHECK(contains(status.message(), "bundle 'vadd'"));
   }
 }
 

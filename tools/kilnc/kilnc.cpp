@@ -48,20 +48,23 @@ static cl::opt<std::string> kernelName("kernel",
                                        cl::desc("Kernel to compile when the file "
                                                 "holds several"),
                                        cl::init(""), cl::cat(kilncCategory));
-static cl::opt<kiln::EmitKind> emit(
-    "emit", cl::desc("What to produce"), cl::init(kiln::EmitKind::Bundle),
-    cl::values(clEnumValN(kiln::EmitKind::MLIR, "mlir",
+/// --emit's spellings: `ptx` and `cubin` are `asm` and `obj` for GPU targets
+/// only (a CPU target refuses them rather than writing x86 under their name).
+enum class EmitChoice { MLIR, LLVM, Asm, Ptx, Obj, Cubin, Bundle, CHeader };
+static cl::opt<EmitChoice> emit(
+    "emit", cl::desc("What to produce"), cl::init(EmitChoice::Bundle),
+    cl::values(clEnumValN(EmitChoice::MLIR, "mlir",
                           "the LLVM-dialect MLIR after kiln-cpu-pipeline"),
-               clEnumValN(kiln::EmitKind::LLVM, "llvm", "optimized LLVM IR"),
-               clEnumValN(kiln::EmitKind::Asm, "asm", "assembly (PTX for GPU targets)"),
-               clEnumValN(kiln::EmitKind::Asm, "ptx", "PTX (GPU targets; same as asm)"),
-               clEnumValN(kiln::EmitKind::Obj, "obj",
+               clEnumValN(EmitChoice::LLVM, "llvm", "optimized LLVM IR"),
+               clEnumValN(EmitChoice::Asm, "asm", "assembly (PTX for GPU targets)"),
+               clEnumValN(EmitChoice::Ptx, "ptx", "PTX (GPU targets; same as asm)"),
+               clEnumValN(EmitChoice::Obj, "obj",
                           "an ELF object file (a cubin for GPU targets)"),
-               clEnumValN(kiln::EmitKind::Obj, "cubin",
+               clEnumValN(EmitChoice::Cubin, "cubin",
                           "a cubin (GPU targets, through ptxas; same as obj)"),
-               clEnumValN(kiln::EmitKind::Bundle, "bundle",
+               clEnumValN(EmitChoice::Bundle, "bundle",
                           "a kernel bundle for the runtime (default)"),
-               clEnumValN(kiln::EmitKind::CHeader, "c-header",
+               clEnumValN(EmitChoice::CHeader, "c-header",
                           "a C header with a typed launcher")), cl::cat(kilncCategory));
 static cl::opt<bool> printAfterAll(
     "kiln-print-after-all",
@@ -101,6 +104,26 @@ static cl::opt<bool> cubinBundle("cubin",
                                  cl::desc("GPU targets: put a cubin (ptxas) in "
                                           "the bundle instead of PTX"),
                                  cl::cat(kilncCategory));
+
+/// Refuses a target and flags that do not go together: an empty --target
+/// (it used to mean the host), and GPU-only choices (`gpuOnly`: --emit ptx
+/// or cubin, --cubin, --num-warps, ...) for a CPU target, which ignored them.
+/// emu-sm_XY targets run the GPU lowering and take them.
+static bool checkTarget(llvm::StringRef target,
+                        llvm::ArrayRef<std::string> gpuOnly) {
+  if (target.empty()) {
+    WithColor::error(errs(), "kilnc")
+        << "--target is empty (give host, x86-64-avx512, sm_90a, ...)\n";
+    return false;
+  }
+  if (kiln::isGPUTarget(target) || target.starts_with("emu-") ||
+      gpuOnly.empty())
+    return true;
+  WithColor::error(errs(), "kilnc")
+      << gpuOnly.front() << " applies to GPU targets (sm_XY), and the target "
+      << "is '" << target << "'\n";
+  return false;
+}
 
 static int writeOutput(const std::string &path, const std::string &bytes,
                        bool binary) {
@@ -165,6 +188,7 @@ static int runOp(int argc, char **argv) {
   std::string output = "-", targetName = "host", emitName = "bundle",
               warps = "4", stagesText = "2";
   bool cubin = false, tma = true, swizzle = true, overlap = true, hostMaps = true;
+  std::vector<std::string> gpuOnly; // GPU-only flags given, for checkTarget
   for (int i = 3; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](std::string &dst) {
@@ -185,19 +209,26 @@ static int runOp(int argc, char **argv) {
     } else if (a == "--num-warps") {
       if (!value(warps))
         return usage();
+      gpuOnly.push_back("--num-warps");
     } else if (a == "--num-stages") {
       if (!value(stagesText))
         return usage();
+      gpuOnly.push_back("--num-stages");
     } else if (a == "--cubin") {
       cubin = true;
+      gpuOnly.push_back("--cubin");
     } else if (a == "--no-tma") {
       tma = false;
+      gpuOnly.push_back("--no-tma");
     } else if (a == "--no-swizzle") {
       swizzle = false;
+      gpuOnly.push_back("--no-swizzle");
     } else if (a == "--no-overlap") {
       overlap = false;
+      gpuOnly.push_back("--no-overlap");
     } else if (a == "--device-maps") {
       hostMaps = false;
+      gpuOnly.push_back("--device-maps");
     } else if (a.rfind("--", 0) == 0) {
       std::string key = a.substr(2), v;
       size_t eq = key.find('=');
@@ -234,6 +265,10 @@ static int runOp(int argc, char **argv) {
     WithColor::error(errs(), "kilnc") << "unknown --emit '" << emitName << "'\n";
     return 1;
   }
+  if (emitName == "ptx" || emitName == "cubin")
+    gpuOnly.insert(gpuOnly.begin(), "--emit " + emitName);
+  if (!checkTarget(targetName, gpuOnly))
+    return 1;
   mlir::DialectRegistry registry;
   kiln::registerDialects(registry);
   mlir::MLIRContext context(registry);
@@ -275,6 +310,30 @@ int main(int argc, char **argv) {
       "  kilnc op NAME [key=value ...] -o F    compile a library operator\n\n"
       "LLVM's own options are accepted too; --help-hidden lists them.\n");
 
+  static const std::pair<EmitChoice, kiln::EmitKind> kinds[] = {
+      {EmitChoice::MLIR, kiln::EmitKind::MLIR},
+      {EmitChoice::LLVM, kiln::EmitKind::LLVM},
+      {EmitChoice::Asm, kiln::EmitKind::Asm},
+      {EmitChoice::Ptx, kiln::EmitKind::Asm},
+      {EmitChoice::Obj, kiln::EmitKind::Obj},
+      {EmitChoice::Cubin, kiln::EmitKind::Obj},
+      {EmitChoice::Bundle, kiln::EmitKind::Bundle},
+      {EmitChoice::CHeader, kiln::EmitKind::CHeader}};
+  kiln::EmitKind emitKind = kiln::EmitKind::Bundle;
+  for (auto [choice, kind] : kinds)
+    if (emit == choice)
+      emitKind = kind;
+  std::vector<std::string> gpuOnly;
+  if (emit == EmitChoice::Ptx || emit == EmitChoice::Cubin)
+    gpuOnly.push_back(emit == EmitChoice::Ptx ? "--emit ptx" : "--emit cubin");
+  for (const cl::Option *flag :
+       std::initializer_list<const cl::Option *>{&cubinBundle, &numWarps, &numStages,
+                                                 &noTma, &noSwizzle, &noOverlap,
+                                                 &deviceMaps})
+    if (flag->getNumOccurrences())
+      gpuOnly.push_back("--" + flag->ArgStr.str());
+  if (!checkTarget(target, gpuOnly))
+    return 1;
   if (optLevel > 3) {
     WithColor::error(errs(), "kilnc")
         << "--opt-level must be 0, 1, 2 or 3 (got " << optLevel << ")\n";
@@ -303,12 +362,13 @@ int main(int argc, char **argv) {
   options.overlap = !noOverlap;
   options.hostMaps = !deviceMaps;
   auto result = kiln::compileSource(context, (*input)->getBuffer(), inputFile,
-                                    options, emit);
+                                    options, emitKind);
   if (!result) {
     WithColor::error(errs(), "kilnc") << toString(result.takeError()) << "\n";
     return 1;
   }
-  bool binary = emit == kiln::EmitKind::Obj || emit == kiln::EmitKind::Bundle;
+  bool binary =
+      emitKind == kiln::EmitKind::Obj || emitKind == kiln::EmitKind::Bundle;
   std::error_code ec;
   ToolOutputFile out(outputFile, ec,
                      binary ? sys::fs::OF_None : sys::fs::OF_Text);

@@ -196,6 +196,57 @@ static bool isCIdentifier(llvm::StringRef s) {
   return llvm::all_of(s, [](char c) { return std::isalnum(c) || c == '_'; });
 }
 
+/// Whether the kernel may write memory through `ptr`, a pointer argument:
+/// it follows the pointer into views (`kiln.make_view`) and through loops,
+/// branches and selects; a store, atomic add or scatter into a view of it is
+/// a write, a load or gather a read, and any other use counts as a write (the
+/// safe answer: a launch then refuses read-only memory for it).
+static bool mayWriteThrough(mlir::Value ptr) {
+  SmallVector<mlir::Value> work{ptr};
+  llvm::DenseSet<mlir::Value> seen;
+  while (!work.empty()) {
+    mlir::Value value = work.pop_back_val();
+    if (!seen.insert(value).second)
+      continue;
+    for (mlir::OpOperand &use : value.getUses()) {
+      Operation *user = use.getOwner();
+      if (isa<kd::LoadOp, kd::GatherOp>(user))
+        continue;
+      if (auto view = dyn_cast<kd::MakeViewOp>(user)) {
+        if (use.get() == view.getBase())
+          work.push_back(view.getResult());
+        continue;
+      }
+      if (auto select = dyn_cast<mlir::arith::SelectOp>(user)) {
+        if (use.get() != select.getCondition())
+          work.push_back(select.getResult());
+        continue;
+      }
+      if (auto loop = dyn_cast<mlir::scf::ForOp>(user)) {
+        if (mlir::OpResult result = loop.getTiedLoopResult(&use)) {
+          work.push_back(result);
+          work.push_back(loop.getTiedLoopRegionIterArg(&use));
+          continue;
+        }
+        return true;
+      }
+      if (auto yield = dyn_cast<mlir::scf::YieldOp>(user)) {
+        Operation *parent = yield->getParentOp();
+        unsigned index = use.getOperandNumber();
+        if (!isa<mlir::scf::ForOp, mlir::scf::IfOp, mlir::scf::IndexSwitchOp>(parent) ||
+            index >= parent->getNumResults())
+          return true;
+        work.push_back(parent->getResult(index));
+        if (auto loop = dyn_cast<mlir::scf::ForOp>(parent))
+          work.push_back(loop.getRegionIterArgs()[index]);
+        continue;
+      }
+      return true;
+    }
+  }
+  return false;
+}
+
 llvm::Expected<kiln::KernelInfo> kiln::describeKernel(ModuleOp module,
                                                       llvm::StringRef name) {
   SmallVector<kd::FuncOp> kernels;
@@ -241,6 +292,7 @@ llvm::Expected<kiln::KernelInfo> kiln::describeKernel(ModuleOp module,
     if (auto p = dyn_cast<kd::PtrType>(t)) {
       arg.kind = "ptr";
       arg.dtype = kd::runtimeDTypeName(p.getElementType());
+      arg.written = mayWriteThrough(k.getArgument(i));
     } else {
       arg.kind = "scalar";
       arg.dtype = kd::runtimeDTypeName(t);
@@ -263,8 +315,9 @@ static std::string cTypeOf(const kiln::KernelArg &a) {
   for (auto [k, v] : scalars)
     if (a.dtype == k)
       base = v;
+  // A pointer the kernel only reads is const: callers may pass const data.
   if (a.kind == "ptr")
-    return base + " *";
+    return (a.written ? "" : "const ") + base + " *";
   return base;
 }
 
@@ -367,8 +420,10 @@ std::string kiln::emitCHeader(const KernelInfo &k) {
        << (a.kind == "ptr" ? "KILN_ARG_PTR" : "KILN_ARG_SCALAR") << ";\n";
     os << "  kiln_args_[" << i << "].dtype = " << dtypeEnum(a.dtype) << ";\n";
     if (a.kind == "ptr") {
-      os << "  kiln_args_[" << i << "].value.ptr = (void *)" << cParamName(a.name)
-         << ";\n";
+      // (Through uintptr_t: the runtime's field is not const, and a cast
+      // that drops const would warn under -Wcast-qual.)
+      os << "  kiln_args_[" << i << "].value.ptr = (void *)"
+         << (a.written ? "" : "(uintptr_t)") << cParamName(a.name) << ";\n";
     } else {
       std::string field = a.dtype;
       if (a.dtype == "f16" || a.dtype == "bf16")
@@ -625,6 +680,14 @@ linkSharedObject(llvm::StringRef object,
   return so;
 }
 
+std::string kiln::writesLine(const KernelInfo &kernel) {
+  std::string line = "writes";
+  for (const KernelArg &a : kernel.args)
+    if (a.written)
+      line += " " + a.name;
+  return line + "\n";
+}
+
 static std::string buildManifest(const kiln::KernelInfo &k,
                                  const kiln::CPUTarget &target,
                                  int64_t scratchBytes,
@@ -649,6 +712,7 @@ static std::string buildManifest(const kiln::KernelInfo &k,
     os << "launch scratch_bytes " << scratchBytes << "\n";
   for (const auto &a : k.args)
     os << "arg " << a.name << " " << a.kind << " " << a.dtype << "\n";
+  os << writesLine(k);
   // ... and take the tensor maps the runtime encodes at launch (with the
   // emulator's encoder) after it.
   for (const std::string &t : tensorMaps)
@@ -800,10 +864,48 @@ kiln::compileModule(ModuleOp module, const CompileOptions &options,
   return result;
 }
 
+llvm::Error kiln::checkSourceNesting(llvm::StringRef source,
+                                     llvm::StringRef bufferName) {
+  unsigned depth = 0, line = 1;
+  size_t lineStart = 0;
+  for (size_t i = 0; i < source.size(); ++i) {
+    char c = source[i];
+    if (c == '\n') {
+      ++line;
+      lineStart = i + 1;
+    } else if (c == '"') {
+      // A string literal (escapes included); it cannot span lines.
+      for (++i; i < source.size() && source[i] != '"' && source[i] != '\n'; ++i)
+        if (source[i] == '\\')
+          ++i;
+      if (i < source.size() && source[i] == '\n')
+        --i;
+    } else if (c == '/' && i + 1 < source.size() && source[i + 1] == '/') {
+      while (i + 1 < source.size() && source[i + 1] != '\n')
+        ++i;
+    } else if (c == '(' || c == '[' || c == '{' || c == '<') {
+      if (++depth > kMaxSourceNesting)
+        return makeError(bufferName + ":" + llvm::Twine(line) + ":" +
+                         llvm::Twine(i - lineStart + 1) +
+                         ": error: the IR nests brackets and regions deeper than " +
+                         llvm::Twine(kMaxSourceNesting) +
+                         " levels (the parser would run out of stack)");
+    } else if (c == ')' || c == ']' || c == '}' ||
+               (c == '>' && (i == 0 || source[i - 1] != '-'))) {
+      // ('->' is an arrow; '>=' in an integer set only makes the count low.)
+      if (depth)
+        --depth;
+    }
+  }
+  return llvm::Error::success();
+}
+
 llvm::Expected<kiln::CompileResult>
 kiln::compileSource(MLIRContext &context, llvm::StringRef source,
                     llvm::StringRef bufferName, const CompileOptions &options,
                     EmitKind emit) {
+  if (llvm::Error e = checkSourceNesting(source, bufferName))
+    return std::move(e);
   DiagnosticCollector diags(&context);
   llvm::SourceMgr sourceMgr;
   sourceMgr.AddNewSourceBuffer(

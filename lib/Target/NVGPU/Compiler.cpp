@@ -195,6 +195,7 @@ std::string buildGPUManifest(const kiln::KernelInfo &k, llvm::StringRef chip,
     os << "launch scratch_bytes " << scratchBytes << "\n";
   for (const auto &a : k.args)
     os << "arg " << a.name << " " << a.kind << " " << a.dtype << "\n";
+  os << kiln::writesLine(k);
   // Tensor maps the runtime encodes at launch: hidden parameters after the
   // scratch (an i32 of flags, then one 128-byte map each).
   for (const std::string &t : tensorMaps)

@@ -247,6 +247,14 @@ KILN_API size_t kiln_kernel_num_args(const kiln_kernel *kernel);
 KILN_API kiln_status kiln_kernel_arg_info(const kiln_kernel *kernel,
                                           size_t index, kiln_arg_info *out);
 
+/* Whether the kernel may write through argument `index` (the manifest's
+   `writes` line): 1 if it may, 0 if it does not (always 0 for scalars), -1
+   when the bundle does not say (written before the line existed) or kernel
+   is NULL or index out of range. A caller holding read-only memory (a
+   read-only numpy array, a mapping opened read-only) passes it only where
+   this is 0. */
+KILN_API int kiln_kernel_arg_written(const kiln_kernel *kernel, size_t index);
+
 /* `launch KEY VALUE` lines (e.g. num_warps 4), kept for drivers that need
    them. kiln_kernel_launch_param returns the value for key, NULL if absent.
    kiln_kernel_launch_param_key enumerates keys in manifest order (NULL out of

@@ -6,6 +6,27 @@
 // RUN: not kilnc %S/Inputs/huge-tile.mlir 2>&1 | FileCheck %s --check-prefix=HUGE
 // RUN: not kilnc %S/Inputs/huge-tile.mlir --target sm_90a 2>&1 | FileCheck %s --check-prefix=HUGE
 // RUN: not kilnc %S/Inputs/huge-tile.mlir --target emu-sm_80 2>&1 | FileCheck %s --check-prefix=HUGE
+// Flags that do not go with the target (they were ignored, and --emit ptx wrote x86):
+// RUN: not kilnc %s --target= 2>&1 | FileCheck %s --check-prefix=EMPTY
+// RUN: not kilnc %s --emit ptx 2>&1 | FileCheck %s --check-prefix=PTX
+// RUN: not kilnc %s --target x86-64-avx2 --emit cubin 2>&1 | FileCheck %s --check-prefix=CUBIN
+// RUN: not kilnc %s --num-warps 8 2>&1 | FileCheck %s --check-prefix=WARPS
+// RUN: not kilnc %s --device-maps 2>&1 | FileCheck %s --check-prefix=MAPS
+// RUN: not kilnc op conv --target host --cubin 2>&1 | FileCheck %s --check-prefix=OPCUBIN
+// RUN: kilnc %s --target emu-sm_80 --num-warps 8 -o %t.kb
+// EMPTY: error: --target is empty
+// PTX: error: --emit ptx applies to GPU targets (sm_XY), and the target is 'host'
+// CUBIN: error: --emit cubin applies to GPU targets (sm_XY), and the target is 'x86-64-avx2'
+// WARPS: error: --num-warps applies to GPU targets
+// MAPS: error: --device-maps applies to GPU targets
+// OPCUBIN: error: --cubin applies to GPU targets (sm_XY), and the target is 'host'
+// IR nested past the parser's stack (it crashed at ~20000 levels) is refused, located;
+// 500 levels of regions still compile:
+// RUN: python3 -c "print('kiln.func @k() attributes {a = ' + '[' * 600 + ']' * 600 + '} {\nkiln.return\n}')" > %t.deep.mlir
+// RUN: not kilnc %t.deep.mlir 2>&1 | FileCheck %s --check-prefix=DEEP
+// RUN: python3 -c "print('kiln.func @k() {\n%%c = arith.constant 1 : i1\n' + 'scf.if %%c {\n' * 500 + '}\n' * 500 + 'kiln.return\n}')" > %t.ok.mlir
+// RUN: kilnc %t.ok.mlir -o %t.ok.kb
+// DEEP: deep.mlir:1:543: error: the IR nests brackets and regions deeper than 512 levels
 // HUGE: huge-tile.mlir:7:8: error: a tile of type 'tensor<4611686018427388928xf32>' has more than 2^31 elements
 // TARGET: error: unknown target 'sparc'
 // NAME: error: no kernel named 'nope'

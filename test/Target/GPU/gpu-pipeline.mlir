@@ -30,6 +30,7 @@
 // RUN: kilnc %S/../../../examples/matmul_bf16.mlir --target sm_90a -o %t.host.kb && head -c 700 %t.host.kb | FileCheck %s --check-prefix=HOSTMAPS
 // HOSTMAPS-NOT: launch scratch_bytes
 // HOSTMAPS: arg k scalar i64
+// HOSTMAPS-NEXT: writes c
 // HOSTMAPS-NEXT: tensor_map swizzled 2 0 2 64 128 a3 a5 a5 1
 // HOSTMAPS-NEXT: tensor_map swizzled 2 1 2 128 64 a5 a4 a4 1
 // HOSTMAPS-NEXT: tensor_map plain 4 2 2 64 64 a3 a4 a4 1

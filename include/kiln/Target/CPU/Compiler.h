@@ -61,6 +61,10 @@ struct KernelArg {
   std::string name;
   std::string kind;  // ptr | scalar
   std::string dtype; // f32, i64, ...
+  /// A pointer the kernel may write through (a store, atomic add or scatter
+  /// into a view of it, or a use the analysis does not follow). False for
+  /// scalars and for pointers only read.
+  bool written = false;
 };
 
 /// What a launcher needs to know about a kernel.
@@ -69,6 +73,10 @@ struct KernelInfo {
   unsigned gridRank = 1;
   std::vector<KernelArg> args;
 };
+
+/// The manifest's `writes` line (with its newline): the pointer arguments
+/// `kernel` may write through (docs/bundle-format.md, "Keys").
+std::string writesLine(const KernelInfo &kernel);
 
 /// What to produce. For GPU targets (`sm_80`, `sm_90a`, ...), Asm is PTX and
 /// Obj a cubin (through ptxas); a bundle holds PTX, or a cubin with
@@ -129,6 +137,17 @@ void registerDialects(mlir::DialectRegistry &registry);
 llvm::Expected<CompileResult> compileModule(mlir::ModuleOp module,
                                             const CompileOptions &options,
                                             EmitKind emit);
+
+/// The deepest nesting of brackets and regions a source may have
+/// (`checkSourceNesting`): MLIR's parser recurses once per level, and ran
+/// out of stack (a crash) at about 20000 levels on an 8 MiB stack.
+inline constexpr unsigned kMaxSourceNesting = 512;
+
+/// An error located at `bufferName:line:col` where `source` nests brackets
+/// ((, [, {, <, outside strings and comments) deeper than kMaxSourceNesting;
+/// success otherwise. Every parse of user text calls it first.
+llvm::Error checkSourceNesting(llvm::StringRef source,
+                               llvm::StringRef bufferName);
 
 /// Parses `source` (named `bufferName` in diagnostics) and compiles it.
 llvm::Expected<CompileResult> compileSource(mlir::MLIRContext &context,
