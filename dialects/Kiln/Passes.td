@@ -192,6 +192,13 @@ def KilnApproximateMath : Pass<"kiln-approximate-math"> {
     about 2^-22 plus the rounding of `x log2 e` (|x| 2^-24; softmax's
     `exp(s c - m)` takes `x = fma(s, c, -m)`, one rounding); results below
     2^-126 flush to zero. The SIMT emulator keeps the polynomial.
+
+    f32 `math.sin` and `math.cos` are first reduced exactly: k = rint(x 2/pi)
+    and r = x - k pi/2 in f64 (pi/2 in three parts), then +-sin r or +-cos r
+    by the quadrant, from two short polynomials on |r| <= pi/4. Upstream's
+    reduction in f32 lost |x| 2^-24 (sin(1e4) was off by 7.6e-4, and past
+    1e8 it left [-1, 1]). A tile with a lane beyond 1e7 or infinite takes
+    the f64 functions (libm, libdevice) behind a branch.
   }];
   let options = [
     Option<"nvvmEx2", "nvvm-ex2", "bool", /*default=*/"false",
@@ -199,7 +206,8 @@ def KilnApproximateMath : Pass<"kiln-approximate-math"> {
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
-    "::mlir::vector::VectorDialect", "::mlir::LLVM::LLVMDialect"
+    "::mlir::vector::VectorDialect", "::mlir::LLVM::LLVMDialect",
+    "::mlir::scf::SCFDialect"
   ];
 }
 

@@ -15,6 +15,7 @@
 #include "mlir/Dialect/Math/Transforms/Approximation.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Dialect/Math/Transforms/Passes.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace mlir::kiln {
@@ -111,6 +112,134 @@ struct Exp2AsExp : OpRewritePattern<math::Exp2Op> {
   }
 };
 
+/// f32 `math.sin`/`math.cos` with an exact argument reduction. MLIR's
+/// polynomial approximation reduces x by pi/2 in f32 arithmetic (an error
+/// of about |x| 2^-24 in the reduced argument): sin(1e3) was off by 5.6e-5,
+/// sin(1e4) by 7.6e-4, sin(1e6) by 0.06, and past 1e8 it returned values
+/// far outside [-1, 1] (1.8e12 at 1e9). Rotary embeddings over a long context
+/// take sines of angles up to the position (a million at a million tokens).
+///
+/// Here k = rint(x 2/pi) and r = x - k pi/2 are computed in f64 with pi/2
+/// split in three (P1 and P2 of 29 bits, so that k P1 and k P2 are exact for
+/// |k| < 2^24; P3 the rest): r is exact to about 2^-53 for |x| <= 1e7. Two
+/// short polynomials then give sin r and cos r (|r| <= pi/4 and a rounding),
+/// and the quadrant (k mod 4) picks +-sin r or +-cos r. A tile with a lane beyond 1e7 (or infinite) takes the f64
+/// sin/cos of every lane instead (libm on CPUs, libdevice on GPUs), behind
+/// a branch that costs one comparison per tile otherwise.
+template <typename MathOp>
+struct ReduceSinCos : OpRewritePattern<MathOp> {
+  using OpRewritePattern<MathOp>::OpRewritePattern;
+  static constexpr bool isSin = std::is_same_v<MathOp, math::SinOp>;
+
+  LogicalResult matchAndRewrite(MathOp op,
+                                PatternRewriter &rewriter) const override {
+    Type type = op.getType();
+    auto vecType = dyn_cast<VectorType>(type);
+    if (!getElementTypeOrSelf(type).isF32() ||
+        (vecType && vecType.isScalable()))
+      return failure();
+    Location loc = op.getLoc();
+    Value x = op.getOperand();
+    Type f64 = rewriter.getF64Type();
+    Type wide = vecType ? Type(VectorType::get(vecType.getShape(), f64)) : f64;
+    auto constant = [&](Type t, double v) -> Value {
+      auto attr = rewriter.getFloatAttr(getElementTypeOrSelf(t), v);
+      auto vt = dyn_cast<VectorType>(t);
+      return arith::ConstantOp::create(
+          rewriter, loc, t,
+          vt ? TypedAttr(DenseElementsAttr::get(vt, attr)) : TypedAttr(attr));
+    };
+    auto sub = [&](Value a, Value b) -> Value {
+      return arith::SubFOp::create(rewriter, loc, a, b);
+    };
+    auto mul = [&](Value a, Value b) -> Value {
+      return arith::MulFOp::create(rewriter, loc, a, b);
+    };
+
+    // |x| > 1e7 (or inf) anywhere in the tile: the f64 functions.
+    Value big = arith::CmpFOp::create(
+        rewriter, loc, arith::CmpFPredicate::OGT,
+        math::AbsFOp::create(rewriter, loc, x), constant(type, 1e7));
+    if (vecType) {
+      auto flat = VectorType::get({vecType.getNumElements()},
+                                  rewriter.getI1Type());
+      big = vector::ReductionOp::create(
+          rewriter, loc, vector::CombiningKind::OR,
+          vector::ShapeCastOp::create(rewriter, loc, flat, big));
+    }
+    auto branch = scf::IfOp::create(rewriter, loc, TypeRange{type}, big,
+                                    /*withElseRegion=*/true);
+    {
+      OpBuilder::InsertionGuard guard(rewriter);
+      rewriter.setInsertionPointToStart(&branch.getThenRegion().front());
+      Value xd = arith::ExtFOp::create(rewriter, loc, wide, x);
+      Value y = MathOp::create(rewriter, loc, xd);
+      scf::YieldOp::create(rewriter, loc,
+                           arith::TruncFOp::create(rewriter, loc, type, y)
+                               .getResult());
+
+      rewriter.setInsertionPointToStart(&branch.getElseRegion().front());
+      xd = arith::ExtFOp::create(rewriter, loc, wide, x);
+      // rint by the 1.5 * 2^52 shift (exact for |v| < 2^51; no rounding
+      // instruction needed on any target).
+      Value shift = constant(wide, 0x1.8p52);
+      Value k = sub(arith::AddFOp::create(
+                        rewriter, loc, mul(xd, constant(wide, 0x1.45f306dc9c883p-1)),
+                        shift),
+                    shift);
+      Value r = sub(xd, mul(k, constant(wide, 0x1.921fb54000000p+0)));
+      r = sub(r, mul(k, constant(wide, 0x1.10b4611000000p-30)));
+      r = sub(r, mul(k, constant(wide, 0x1.4c4c6628b80dcp-59)));
+      Value rf = arith::TruncFOp::create(rewriter, loc, type, r);
+      // sin r and cos r on |r| <= pi/4 (Cephes' sinf/cosf polynomials,
+      // within about 6e-8 there), in f32.
+      auto add = [&](Value a, Value b) -> Value {
+        return arith::AddFOp::create(rewriter, loc, a, b);
+      };
+      auto poly = [&](Value z, std::initializer_list<double> coefficients) {
+        Value acc;
+        for (double c : coefficients)
+          acc = acc ? add(mul(acc, z), constant(type, c)) : constant(type, c);
+        return acc;
+      };
+      Value z = mul(rf, rf);
+      Value sinR = add(rf, mul(mul(rf, z),
+                               poly(z, {-1.9515295891e-4, 8.3321608736e-3,
+                                        -1.6666654611e-1})));
+      Value cosR = add(sub(constant(type, 1.0), mul(constant(type, 0.5), z)),
+                       mul(mul(z, z),
+                           poly(z, {2.443315711809948e-5, -1.388731625493765e-3,
+                                    4.166664568298827e-2})));
+      // The quadrant k mod 4 in f32 (k < 2^24 is exact there) as a float,
+      // k - 4 floor(k / 4): float comparisons, so that a NaN k picks a NaN
+      // lane rather than a poison integer conversion.
+      Value kf = arith::TruncFOp::create(rewriter, loc, type, k);
+      Value q = sub(kf, mul(constant(type, 4.0),
+                            math::FloorOp::create(rewriter, loc,
+                                                  mul(kf, constant(type, 0.25)))));
+      auto is = [&](double v) -> Value {
+        return arith::CmpFOp::create(rewriter, loc, arith::CmpFPredicate::OEQ,
+                                     q, constant(type, v));
+      };
+      Value negSin = arith::NegFOp::create(rewriter, loc, sinR);
+      Value negCos = arith::NegFOp::create(rewriter, loc, cosR);
+      // sin(x): sin r, cos r, -sin r, -cos r; cos(x): cos r, -sin r, -cos r,
+      // sin r (q = 0, 1, 2, 3).
+      Value v0 = isSin ? sinR : cosR;
+      Value v1 = isSin ? cosR : negSin;
+      Value v2 = isSin ? negSin : negCos;
+      Value v3 = isSin ? negCos : sinR;
+      auto select = [&](Value c, Value a, Value b) -> Value {
+        return arith::SelectOp::create(rewriter, loc, c, a, b);
+      };
+      Value result = select(is(0), v0, select(is(1), v1, select(is(2), v2, v3)));
+      scf::YieldOp::create(rewriter, loc, result);
+    }
+    rewriter.replaceOp(op, branch.getResult(0));
+    return success();
+  }
+};
+
 struct KilnApproximateMathPass
     : kiln::impl::KilnApproximateMathBase<KilnApproximateMathPass> {
   using Base::Base;
@@ -121,6 +250,11 @@ struct KilnApproximateMathPass
     RewritePatternSet expansions(ctx);
     populateMathF32ExpansionPatterns(expansions, [](StringRef) { return true; });
     if (failed(applyPatternsGreedily(getOperation(), std::move(expansions))))
+      return signalPassFailure();
+    // sin and cos: an exact reduction, the polynomials for what is left.
+    RewritePatternSet reductions(ctx);
+    reductions.add<ReduceSinCos<math::SinOp>, ReduceSinCos<math::CosOp>>(ctx);
+    if (failed(applyPatternsGreedily(getOperation(), std::move(reductions))))
       return signalPassFailure();
     if (nvvmEx2) {
       FrozenRewritePatternSet ex2 = [&] {
