@@ -339,7 +339,7 @@ def Kiln_StoreOp : Kiln_Op<"store", [MemoryEffects<[MemWrite]>]> {
 }
 
 def Kiln_AtomicAddOp : Kiln_Op<"atomic_add", [
-    MemoryEffects<[MemRead, MemWrite]>]> {
+    MemoryEffects<[MemRead, MemWrite]>, AllTypesMatch<["value", "old"]>]> {
   let summary = "Atomically adds a tile into a view, dropping the edges";
   let description = [{
     For every element of `value` whose destination
@@ -348,12 +348,20 @@ def Kiln_AtomicAddOp : Kiln_Op<"atomic_add", [
     concurrently (split-K reductions, histogram-like scatters); the order of
     the additions is unspecified.
 
+    The result `old` holds, per element, the destination's value just
+    before this op's addition to it (what the atomic read), and zero for
+    elements outside the view. That is how a kernel claims slots: adding 1
+    to a counter per token returns each token's position (MoE routing,
+    compaction). Results nobody uses cost nothing.
+
     ```mlir
     kiln.atomic_add %t, %v[%i, %j] : tensor<16x16xf32> -> !kiln.view<2xf32>
+    %pos = kiln.atomic_add %ones, %count[%e] : tensor<8xi32> -> !kiln.view<1xi32>
     ```
   }];
   let arguments = (ins Kiln_Tile:$value, Kiln_ViewType:$view,
                        Variadic<Index>:$offsets);
+  let results = (outs Kiln_Tile:$old);
   let assemblyFormat = [{
     $value `,` $view `[` $offsets `]` attr-dict `:` type($value) `->`
     qualified(type($view))

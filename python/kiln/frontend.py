@@ -1389,7 +1389,9 @@ class CodeGen(ast.NodeVisitor):
         value = self.cast(value, pointer.dtype)
         offs = [self.index(o, "an offset") for o in offsets]
         self.note_write(pointer)
-        self.b.atomic_add(value.value, pointer.value, offs)
+        # The values the atomics read (zero outside the view).
+        return Tile(self.b.atomic_add(value.value, pointer.value, offs), value.dtype,
+                    value.shape)
 
     def builtin_dot(self, a, b, acc=None, out_dtype=None):
         a, b = self.to_tile(a), self.to_tile(b)

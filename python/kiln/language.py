@@ -148,8 +148,10 @@ def scatter(view, value, indices, offsets=()):
 @builtin
 def atomic_add(pointer, value, mask=None, offsets=None):
     """Atomically adds a tile into a view at ``offsets`` (``kl.make_view``);
-    elements outside the view are dropped. Tiles of pointers and ``mask=``
-    are not supported (add ``kl.where(mask, value, 0)`` instead)."""
+    elements outside the view are dropped. Returns the tile of values the
+    additions read (each element's value just before its addition; 0 outside
+    the view), e.g. slot numbers when adding 1 to counters. Tiles of pointers
+    and ``mask=`` are not supported (add ``kl.where(mask, value, 0)``)."""
 
 
 @builtin

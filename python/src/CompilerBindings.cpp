@@ -592,7 +592,7 @@ void bindCompiler(py::module &m) {
       .def("atomic_add",
            [](PyBuilder &p, Value value, Value view,
               std::vector<Value> offsets) {
-             p.make<kd::AtomicAddOp>(value, view, offsets);
+             return p.make<kd::AtomicAddOp>(value, view, offsets);
            })
       .def("gather",
            [](PyBuilder &p, Value view, Value indices,

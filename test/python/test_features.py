@@ -528,3 +528,48 @@ def test_argument_names_in_bundles_and_c_headers(tmp_path):
                             "-I", os.path.join(root, "runtime", "include"), str(src)],
                            capture_output=True, text=True)
         assert r.returncode == 0, (cc, r.stderr)
+
+
+@kiln.jit
+def claim_slots(expert, counts, slot, old_total, n, E, B: kl.constexpr):
+    """MoE-style slot claiming: every token adds 1 to its expert's counter
+    and gets the count before its addition as its slot."""
+    offs = kl.program_id(0) * B + kl.arange(0, B)
+    e = kl.load(expert + offs, mask=offs < n, other=0)
+    view = kl.make_view(counts, (E,), (1,))
+    ones = kl.where(offs < n, 1, 0)
+    # One token at a time: a one-element tile at its expert's counter.
+    for i in range(B):
+        one = kl.sum(kl.where(kl.arange(0, B) == i, ones, 0))
+        ei = kl.sum(kl.where(kl.arange(0, B) == i, e, 0))
+        got = kl.atomic_add(view, kl.full((1,), 1, kl.int32) * one, offsets=(ei,))
+        kl.store(slot + kl.program_id(0) * B + i + kl.arange(0, 1),
+                 got, mask=kl.program_id(0) * B + i + kl.arange(0, 1) < n)
+    # A whole tile, partly outside the view: those elements read 0.
+    t = kl.make_view(old_total, (3,), (1,))
+    kl.store(old_total + 3 + kl.program_id(0) * 4 + kl.arange(0, 4),
+             kl.atomic_add(t, kl.full((4,), 2.5, kl.float32), offsets=(0,)))
+
+
+def test_atomic_add_returns_the_values_it_read(rng):
+    """kl.atomic_add returns what each addition read: slots claimed from
+    counters are a permutation of 0..count-1 per expert, and elements outside
+    the view read 0 (and add nothing)."""
+    n, E, B = 37, 5, 8
+    expert = rng.integers(0, E, n).astype(np.int32)
+    counts = np.zeros(E, np.int32)
+    slot = np.full(n, -7, np.int32)
+    grid = (n + B - 1) // B
+    totals = np.full(3 + 4 * grid, np.nan, np.float32)
+    totals[:3] = 0
+    claim_slots[(grid,)](expert, counts, slot, totals, n, E, B=B)
+    assert (counts == np.bincount(expert, minlength=E)).all()
+    for e in range(E):
+        assert sorted(slot[expert == e].tolist()) == list(range(counts[e]))
+    # Each program read 2.5 * (programs before it) in the three elements it
+    # added to, in some order, and 0 for the fourth (outside the view).
+    assert (totals[:3] == 2.5 * grid).all()
+    reads = totals[3:].reshape(grid, 4)
+    assert (reads[:, 3] == 0).all()
+    for k in range(3):
+        assert sorted(reads[:, k].tolist()) == [2.5 * p for p in range(grid)]

@@ -607,6 +607,13 @@ LogicalResult KernelLowering::lowerAtomicAdd(AtomicAddOp op) {
   Type elt = tileType.getElementType();
   auto kind = isa<FloatType>(elt) ? arith::AtomicRMWKind::addf
                                   : arith::AtomicRMWKind::addi;
+  // The values the atomics read, when something uses them (zero outside
+  // the view).
+  Value oldBuf;
+  if (!op.getOld().use_empty()) {
+    oldBuf = allocTile(tileType, op.getLoc());
+    buffers[op.getOld()] = oldBuf;
+  }
   forEachIndex(b, tileType.getShape(), 1, [&](ImplicitLocOpBuilder &ib,
                                               ValueRange idx) {
     Value valid = arith::ConstantIntOp::create(ib, 1, 1);
@@ -621,9 +628,23 @@ LogicalResult KernelLowering::lowerAtomicAdd(AtomicAddOp op) {
                                     arith::AndIOp::create(ib, ge, lt));
     }
     Value v = memref::LoadOp::create(ib, *buf, idx);
-    auto ifOp = scf::IfOp::create(ib, TypeRange{}, valid, false);
+    if (!oldBuf) {
+      auto ifOp = scf::IfOp::create(ib, TypeRange{}, valid, false);
+      OpBuilder tb = ifOp.getThenBodyBuilder();
+      memref::AtomicRMWOp::create(tb, op.getLoc(), kind, v, vi.memref, viewIdx);
+      return;
+    }
+    auto ifOp = scf::IfOp::create(ib, TypeRange{elt}, valid, true);
     OpBuilder tb = ifOp.getThenBodyBuilder();
-    memref::AtomicRMWOp::create(tb, op.getLoc(), kind, v, vi.memref, viewIdx);
+    Value old =
+        memref::AtomicRMWOp::create(tb, op.getLoc(), kind, v, vi.memref, viewIdx);
+    scf::YieldOp::create(tb, op.getLoc(), old);
+    OpBuilder eb = ifOp.getElseBodyBuilder();
+    scf::YieldOp::create(eb, op.getLoc(),
+                         arith::ConstantOp::create(eb, op.getLoc(), elt,
+                                                   eb.getZeroAttr(elt))
+                             .getResult());
+    memref::StoreOp::create(ib, ifOp.getResult(0), oldBuf, idx);
   });
   toErase.push_back(op);
   return success();

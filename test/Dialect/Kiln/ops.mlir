@@ -34,6 +34,11 @@ kiln.func @views(%p: !kiln.ptr<f32>, %m: index, %n: index) {
   kiln.store %t, %v[%c0, %c1] : tensor<16x32xf32> -> !kiln.view<2xf32>
   // CHECK: kiln.atomic_add %[[T]], %[[V]][%{{.*}}, %{{.*}}] : tensor<16x32xf32> -> !kiln.view<2xf32>
   kiln.atomic_add %t, %v[%c0, %c0] : tensor<16x32xf32> -> !kiln.view<2xf32>
+  // The values the additions read (zero outside the view).
+  // CHECK: %[[OLD:.*]] = kiln.atomic_add %[[T]], %[[V]][%{{.*}}, %{{.*}}] : tensor<16x32xf32> -> !kiln.view<2xf32>
+  // CHECK: kiln.store %[[OLD]]
+  %old = kiln.atomic_add %t, %v[%c0, %c0] : tensor<16x32xf32> -> !kiln.view<2xf32>
+  kiln.store %old, %v[%c0, %c1] : tensor<16x32xf32> -> !kiln.view<2xf32>
   kiln.return
 }
 
