@@ -293,11 +293,15 @@ class _Torch:
     def __init__(self, name, first, first_name="the first array"):
         import torch
         from . import runtime
-        from .jit import gpu_target
         self.torch, self.name, self.dev = torch, name, first.device
         runtime._check_device(first.get_device(), first_name)
-        # (A kernel provider brings kernels compiled for its own GPU.)
-        self.target = None if _provider else gpu_target()
+        # (A kernel provider brings kernels compiled for its own GPU; .jit
+        # needs the compiler extension, which a runtime-only install lacks.)
+        if _provider:
+            self.target = None
+        else:
+            from .jit import gpu_target
+            self.target = gpu_target()
         self.types = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32"}
 
     def same_type(self, **tensors):

@@ -112,6 +112,22 @@ def load(path):
 _captured = None  # a list while the op benchmarks capture kiln.ops' launches
 
 
+def to_dev(a):
+    """A numpy array as a PyTorch CUDA tensor; uint16 arrays are bf16 bits
+    (kernels' bf16 arguments take torch.bfloat16 tensors only)."""
+    a = np.ascontiguousarray(a)
+    if a.dtype == np.uint16:
+        return torch.from_numpy(a.view(np.int16)).to(dev).view(torch.bfloat16)
+    return torch.from_numpy(a).to(dev)
+
+
+def to_host(t):
+    """A PyTorch CUDA tensor as numpy (bfloat16 as uint16 bits)."""
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).cpu().numpy().view(np.uint16)
+    return t.cpu().numpy()
+
+
 def launch(path, grid, values):
     """Launches a bundle on numpy arrays (pointers) and scalars: directly on
     the emulator; on a GPU through device copies, copied back afterwards.
@@ -129,8 +145,7 @@ def launch(path, grid, values):
     staged, args = [], []
     for v in values:
         if isinstance(v, np.ndarray):
-            host = v.view(np.int16) if v.dtype == np.uint16 else v
-            t = torch.from_numpy(np.ascontiguousarray(host)).to(dev)
+            t = to_dev(v)
             staged.append((v, t))
             args.append(t)
         else:
@@ -138,8 +153,7 @@ def launch(path, grid, values):
     bundle[grid](*args)
     torch.cuda.synchronize()
     for v, t in staged:
-        back = t.cpu().numpy()
-        np.copyto(v, back.view(v.dtype) if back.dtype != v.dtype else back)
+        np.copyto(v, to_host(t))
 
 
 def example(name):
@@ -450,7 +464,7 @@ def on_torch(torch_in):
         return (lambda a: a), (lambda a: a)
     if EMULATED or not RUN or not ACTIVE:
         return None
-    return (lambda a: torch.from_numpy(a).to(dev)), (lambda t: t.cpu().numpy())
+    return to_dev, to_host
 
 
 def case_embedding_torch():
@@ -1334,8 +1348,7 @@ def op_on_device(fn):
 
     def dev_of(a):
         if id(a) not in tensors:
-            host = np.ascontiguousarray(a.view(np.int16) if a.dtype == np.uint16 else a)
-            tensors[id(a)] = (a, torch.from_numpy(host).to(dev))
+            tensors[id(a)] = (a, to_dev(a))
         return tensors[id(a)][1]
 
     runs = [(load(path), grid, [dev_of(v) if isinstance(v, np.ndarray) else v for v in vals])
@@ -1361,8 +1374,6 @@ def op_bench(name, fn, out_at, torch_fn, work, unit, peer, tol, ref_fn=None):
     run.sync()
     ref = (ref_fn or torch_fn)()
     got = dev_of(caps[0][2][out_at])
-    if got.dtype == torch.int16:  # bf16 bits
-        got = got.view(torch.bfloat16)
     err = (got.float().reshape(ref.shape) - ref.float()).abs().max().item()
     if not err <= tol:
         print(f"FAIL op benchmark {name}: max abs error {err:.3g} vs {peer}", flush=True)

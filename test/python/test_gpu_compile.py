@@ -1185,6 +1185,44 @@ def _run_torch_script(tmp_path, script_text):
     assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
 
 
+TORCH_RUNTIME_ONLY_SCRIPT = TORCH_STANDIN.replace(
+    "import kiln\n",
+    "sys.modules['kiln._kiln'] = None  # a runtime-only install: no compiler\nimport kiln\n",
+    1) + r'''
+dev = Device(0)
+try:
+    import kiln.jit
+    sys.exit("the compiler extension is still importable")
+except ImportError:
+    pass
+import kiln.ops  # as test/gpu/check.py does (kiln.ops is not an attribute then)
+calls = []
+class Recorded:
+    scratch_bytes = 0
+    def launch(self, values, grid, wait=True, stream=None):
+        calls.append((values, grid, wait, stream))
+kiln.ops.set_kernel_provider(lambda name, mods, config: calls.append(name) or Recorded())
+weight = Tensor((500, 70), torch.bfloat16, dev)
+ids = Tensor((33,), torch.int32, dev, data=np.arange(33))
+errors = Tensor((2,), torch.int32, dev)
+out = kiln.ops.embedding(weight, ids, errors=errors)
+assert out.shape == (33, 70) and out.dtype is torch.bfloat16, out.shape
+args = calls[1][0]
+assert calls[0] == "embedding" and args[0].addr == weight.addr and args[2].addr == out.addr, calls
+assert calls[1][2] is False and len(calls) == 2, calls  # queued, no wait: errors given
+print("ok")
+'''
+
+
+def test_kiln_ops_on_torch_tensors_without_the_compiler(tmp_path):
+    """The device check runs kiln.ops on PyTorch tensors with the
+    runtime-only module (no compiler extension) and a kernel provider that
+    loads bundles compiled beforehand: the operators' PyTorch side imported
+    the JIT module for the GPU target, which needs the extension, and every
+    such case failed with ModuleNotFoundError there."""
+    _run_torch_script(tmp_path, TORCH_RUNTIME_ONLY_SCRIPT)
+
+
 def test_kiln_ops_gathers_and_dsa_on_torch_cuda_tensors(tmp_path):
     """The gathers, moe_route and the DSA operators on PyTorch CUDA tensors
     (the stand-in): compiled for sm_90a, launched with the tensors'
