@@ -67,6 +67,18 @@ class Tile:
         self.contiguous = None
         # Set when the tile is `offsets < bound`: (offsets Tile, bound).
         self.bound_mask = None
+        # Set when an integer tile is `c + sum_d strides[d] * i_d` over its
+        # indices i_d (built from aranges by +, -, * with scalars, `[:, None]`
+        # and broadcasts): (c, strides), c and each stride a Python int or an
+        # integer scalar Tile, a stride None where the tile is constant along
+        # that dimension. Lets 2-D (and higher) pointer accesses become view
+        # accesses instead of per-element gathers.
+        self.strided = None
+        # Set when a boolean tile is `all_d i_d < limits[d]` (a comparison of
+        # such a strided tile with one unit-stride dimension against a scalar
+        # bound, or `&` of those): a tuple with a limit (int or scalar Tile)
+        # or None (no bound) per dimension.
+        self.limits = None
 
     @property
     def is_scalar(self):
@@ -302,7 +314,10 @@ class CodeGen(ast.NodeVisitor):
     def cast(self, t: Tile, dtype: kl.dtype) -> Tile:
         if t.dtype is dtype:
             return t
-        return Tile(self.b.cast(t.value, self.ir_type(dtype, t.shape)), dtype, t.shape)
+        out = Tile(self.b.cast(t.value, self.ir_type(dtype, t.shape)), dtype, t.shape)
+        if t.strided is not None and dtype.is_int and dtype is not kl.int1:
+            out.strided = t.strided
+        return out
 
     def broadcast_to(self, t: Tile, shape) -> Tile:
         shape = tuple(shape)
@@ -318,7 +333,11 @@ class CodeGen(ast.NodeVisitor):
         for a, b_ in zip(v.shape, shape):
             if a != b_ and a != 1:
                 raise KilnError(f"cannot broadcast shape {t.shape} to {shape}")
-        return Tile(self.b.broadcast(v.value, self.ir_type(v.dtype, shape)), v.dtype, shape)
+        out = Tile(self.b.broadcast(v.value, self.ir_type(v.dtype, shape)), v.dtype, shape)
+        # (Only dimensions of size 1 grow, and those have no stride or limit.)
+        out.strided = self.strided_of(t, len(shape))
+        out.limits = self.limits_of(t, len(shape))
+        return out
 
     def unify(self, a, b):
         """Brings two operands to one dtype and shape (NumPy-style)."""
@@ -657,6 +676,9 @@ class CodeGen(ast.NodeVisitor):
         try:
             return getattr(obj, attr)
         except AttributeError:
+            if obj is kl:
+                raise KilnError(f"kiln.language has no '{attr}' (docs/python.md lists what "
+                                "kernels can call)") from None
             raise KilnError(f"'{type(obj).__name__}' object has no attribute '{attr}'") from None
 
     def visit_Subscript(self, node):
@@ -677,8 +699,9 @@ class CodeGen(ast.NodeVisitor):
         dim = 0
         for it in items:
             if isinstance(it, ast.Constant) and it.value is None:
-                result = Tile(self.b.expand_dims(result.value, dim), result.dtype,
-                              result.shape[:dim] + (1,) + result.shape[dim:])
+                result = self.inserted_dim(result, Tile(
+                    self.b.expand_dims(result.value, dim), result.dtype,
+                    result.shape[:dim] + (1,) + result.shape[dim:]), dim)
                 dim += 1
             elif isinstance(it, ast.Slice) and it.lower is None and it.upper is None and it.step is None:
                 dim += 1
@@ -757,6 +780,11 @@ class CodeGen(ast.NodeVisitor):
         name = getattr(fn, "_kiln_builtin", None)
         if name is not None:
             impl = getattr(self, "builtin_" + name)
+            import inspect
+            try:
+                inspect.signature(impl).bind(*args, **kwargs)
+            except TypeError as e:
+                raise KilnError(f"kl.{name}(): {e}") from None
             return impl(*args, **kwargs)
         from .jit import JITFunction  # noqa: avoid an import cycle
         if isinstance(fn, JITFunction):
@@ -904,6 +932,10 @@ class CodeGen(ast.NodeVisitor):
         result = Tile(self.b.binary(name, a.value, b.value), a.dtype, a.shape)
         if isinstance(op, ast.Mod):
             return self.floor_mod(result, b)
+        if a.dtype is kl.int1 and isinstance(op, ast.BitAnd):
+            result.limits = self.and_limits(orig_a, orig_b, len(result.shape))
+        elif a.dtype.is_int and isinstance(op, (ast.Add, ast.Sub, ast.Mult)):
+            result.strided = self.strided_binop(op, orig_a, orig_b, result.shape)
         # Track `scalar + arange(...)`: contiguous offsets let loads and stores
         # through pointers become view accesses (masked vector code).
         if isinstance(op, ast.Add) and a.dtype.is_int:
@@ -926,6 +958,161 @@ class CodeGen(ast.NodeVisitor):
         if not isinstance(base, Tile) and not isinstance(y, Tile):
             return self.binop(ast.Add(), self.to_tile(y, Tile(None, dtype, ())), base)
         return self.binop(ast.Add(), y, base)
+
+    # -- strided integer tiles and bound masks (Tile.strided, Tile.limits) --------------
+
+    @staticmethod
+    def is_int_scalar(x):
+        if isinstance(x, Tile):
+            return x.is_scalar and x.dtype.is_int and x.dtype is not kl.int1
+        return isinstance(x, int) and not isinstance(x, bool)
+
+    def s_op(self, op, x, y):
+        """x op y for strided coefficients (ints, or integer scalar Tiles,
+        computed in int64); None is 0."""
+        if isinstance(op, ast.Mult):
+            if x is None or y is None or (isinstance(x, int) and x == 0) or \
+                    (isinstance(y, int) and y == 0):
+                return None
+            if isinstance(x, int) and x == 1:
+                return y
+            if isinstance(y, int) and y == 1:
+                return x
+        else:
+            if y is None or (isinstance(y, int) and y == 0):
+                return x
+            if x is None or (isinstance(x, int) and x == 0):
+                if isinstance(op, ast.Add):
+                    return y
+                x = 0
+        if isinstance(x, int) and isinstance(y, int):
+            r = {ast.Add: x + y, ast.Sub: x - y, ast.Mult: x * y}[type(op)]
+            if -(1 << 63) <= r < (1 << 63):
+                return r
+        x = self.cast(x, kl.int64) if isinstance(x, Tile) else self.const(x, kl.int64)
+        y = self.cast(y, kl.int64) if isinstance(y, Tile) else self.const(y, kl.int64)
+        return self.binop(op, x, y)
+
+    def strided_of(self, x, rank):
+        """x's (c, strides) over `rank` dimensions (NumPy's alignment: the
+        last ones), a scalar's being (x, no strides); None if x is neither."""
+        if self.is_int_scalar(x):
+            return (x, (None,) * rank)
+        if isinstance(x, Tile) and x.strided is not None and len(x.shape) <= rank:
+            c, strides = x.strided
+            return (c, (None,) * (rank - len(strides)) + strides)
+        return None
+
+    def limits_of(self, x, rank):
+        if isinstance(x, Tile) and x.limits is not None and len(x.shape) <= rank:
+            return (None,) * (rank - len(x.limits)) + x.limits
+        return None
+
+    def inserted_dim(self, src: Tile, out: Tile, dim):
+        """`out`, src with a size-1 dimension inserted at `dim`, with src's
+        strides and limits moved over it."""
+        if src.strided is not None:
+            c, strides = src.strided
+            out.strided = (c, strides[:dim] + (None,) + strides[dim:])
+        if src.limits is not None:
+            out.limits = src.limits[:dim] + (None,) + src.limits[dim:]
+        return out
+
+    def strided_binop(self, op, x, y, shape):
+        """The strides of x op y (+, -, *), or None."""
+        rank = len(shape)
+        sx, sy = self.strided_of(x, rank), self.strided_of(y, rank)
+        if rank == 0 or sx is None or sy is None:
+            return None
+        if isinstance(op, ast.Mult):
+            if all(s is None for s in sy[1]):
+                (c, strides), k = sx, sy[0]
+            elif all(s is None for s in sx[1]):
+                (c, strides), k = sy, sx[0]
+            else:
+                return None
+            c, strides = self.s_op(op, c, k), tuple(self.s_op(op, s, k) for s in strides)
+        else:
+            c = self.s_op(op, sx[0], sy[0])
+            strides = tuple(self.s_op(op, u, v) for u, v in zip(sx[1], sy[1]))
+        strides = tuple(None if n == 1 else s for s, n in zip(strides, shape))
+        return (0 if c is None else c, strides)
+
+    def bound_limits(self, op, a, b, rank):
+        """The limits of `a < b` (<=, >, >= too) when one side is a strided
+        tile varying along one dimension with stride 1 and the other an
+        integer scalar: `c + i_d < bound` is `i_d < bound - c`."""
+        if isinstance(op, (ast.Gt, ast.GtE)):
+            a, b = b, a
+        elif not isinstance(op, (ast.Lt, ast.LtE)):
+            return None
+        if not isinstance(a, Tile) or a.is_scalar or not self.is_int_scalar(b):
+            return None
+        s = self.strided_of(a, rank)
+        if s is None:
+            return None
+        c, strides = s
+        axes = [d for d, st in enumerate(strides) if st is not None]
+        if len(axes) != 1 or not (isinstance(strides[axes[0]], int) and strides[axes[0]] == 1):
+            return None
+        limit = self.s_op(ast.Sub(), b, c)
+        if isinstance(op, (ast.LtE, ast.GtE)):
+            limit = self.s_op(ast.Add(), limit, 1)
+        return tuple(limit if d == axes[0] else None for d in range(rank))
+
+    def and_limits(self, x, y, rank):
+        lx, ly = self.limits_of(x, rank), self.limits_of(y, rank)
+        if lx is None or ly is None:
+            return None
+        out = []
+        for u, v in zip(lx, ly):
+            if u is None or v is None:
+                out.append(v if u is None else u)
+            elif isinstance(u, int) and isinstance(v, int):
+                out.append(min(u, v))
+            else:
+                out.append(self.builtin_minimum(*(w if isinstance(w, int) else
+                                                  self.cast(w, kl.int64) for w in (u, v))))
+        return tuple(out)
+
+    def strided_view(self, ptr: Pointer, offsets: Tile, mask, shape):
+        """A view access for `ptr + offsets` under `mask` when the offsets
+        are strided (c + sum_d s_d * i_d) and the mask bounds each index
+        (i_d < L_d), or None: a view of rank r + 1 whose first dimension
+        (stride 1, offset c, one element of the tile) carries c, and whose
+        others have the strides s_d and the sizes L_d (unbounded without a
+        bound), all at offset 0. Element 0 has the lowest address when the
+        strides are not negative; it is valid whenever any element is, and
+        then its address ptr + c must be inside the array, so a view
+        dimension that masks c < 0 changes nothing a correct kernel reads."""
+        rank = len(shape)
+        s = self.strided_of(offsets, rank)
+        if s is None or rank + 1 > 8:
+            return None
+        c, strides = s
+        if any(isinstance(st, int) and st < 0 for st in strides):
+            return None  # (a view's constant strides are not negative)
+        limits = (None,) * rank
+        if mask is not None:
+            limits = self.limits_of(mask, rank)
+            if limits is None:
+                return None
+        idx = self.b.scalar_type("index")
+        sizes = [self.b.constant(UNBOUNDED, idx)]
+        for lim in limits:
+            if lim is None:
+                sizes.append(self.b.constant(UNBOUNDED, idx))
+            elif isinstance(lim, int):
+                sizes.append(self.b.constant(max(lim, 0), idx))
+            else:
+                sizes.append(self.index(self.builtin_maximum(lim, 0), "a bound"))
+        strs = [self.b.constant(1, idx)] + [
+            self.b.constant(0, idx) if st is None else self.index(st, "a stride")
+            for st in strides]
+        view = self.b.make_view(ptr.value, sizes, strs,
+                                self.b.view_type(rank + 1, self.b.scalar_type(ptr.dtype.ir)))
+        zero = self.b.constant(0, idx)
+        return view, [self.index(c, "an offset")] + [zero] * rank
 
     def floor_mod(self, r: Tile, b: Tile) -> Tile:
         """Python's (and NumPy's) `%` from the truncating remainder r of a by
@@ -1016,6 +1203,7 @@ class CodeGen(ast.NodeVisitor):
         result = Tile(self.b.cmp(pred, ta.value, tb.value), kl.int1, ta.shape)
         if isinstance(op, ast.Lt) and isinstance(a, Tile) and not a.is_scalar:
             result.bound_mask = (a, b)
+        result.limits = self.bound_limits(op, a, b, len(result.shape))
         return result
 
     def where(self, c, x, y):
@@ -1035,6 +1223,11 @@ class CodeGen(ast.NodeVisitor):
         if isinstance(v, kl.constexpr):
             v = v.value
         if not isinstance(v, int) or isinstance(v, bool):
+            if isinstance(v, Tile):
+                raise KilnError(f"{what} must be a compile-time integer, got a runtime "
+                                f"{v.dtype.name} value; a kernel parameter it comes from "
+                                "needs the annotation `: kl.constexpr` (and is then passed "
+                                "by name)")
             raise KilnError(f"{what} must be a compile-time integer (a constexpr), got "
                             f"{type(v).__name__}")
         return v
@@ -1086,6 +1279,7 @@ class CodeGen(ast.NodeVisitor):
         t = Tile(self.b.arange(start, end, self.ir_type(kl.int32, (end - start,))), kl.int32,
                  (end - start,))
         t.contiguous = (start, end - start)
+        t.strided = (start, (1,) if end - start > 1 else (None,))
         return t
 
     def builtin_zeros(self, shape, dtype=kl.float32):
@@ -1248,6 +1442,20 @@ class CodeGen(ast.NodeVisitor):
                 return self.squeeze(t, scalar)
             self.b.store(value.value, view, [off])
             return None
+        # Strided offsets under bound masks (`ptr + rows[:, None] * stride +
+        # cols[None, :]`, `mask=(rows[:, None] < m) & (cols[None, :] < n)`):
+        # a view access, as a view load or store would be written.
+        if not scalar and pad != "tile":
+            sv = self.strided_view(p.base, offsets, mask, shape)
+            if sv is not None:
+                view, offs = sv
+                wide = (1,) + shape
+                if value is None:
+                    t = self.b.load(view, offs, self.ir_type(dtype, wide), pad)
+                    return Tile(self.b.reshape(t, self.ir_type(dtype, shape)), dtype, shape)
+                v = self.b.reshape(value.value, self.ir_type(dtype, wide))
+                self.b.store(v, view, offs)
+                return None
         # General path: a gather/scatter of single elements; masked-off
         # elements get the index -1, which reads padding / is not written.
         n = 1
@@ -1393,7 +1601,19 @@ class CodeGen(ast.NodeVisitor):
         return Tile(self.b.atomic_add(value.value, pointer.value, offs), value.dtype,
                     value.shape)
 
-    def builtin_dot(self, a, b, acc=None, out_dtype=None):
+    def builtin_dot(self, a, b, acc=None, out_dtype=None, allow_tf32=None,
+                    input_precision=None):
+        # Triton's precision hints: f32 dots are IEEE f32 on every target (no
+        # TF32), as precise as any of them asks.
+        if isinstance(allow_tf32, kl.constexpr):
+            allow_tf32 = allow_tf32.value
+        if isinstance(input_precision, kl.constexpr):
+            input_precision = input_precision.value
+        if allow_tf32 is not None and not isinstance(allow_tf32, bool):
+            raise KilnError("dot(allow_tf32=...) must be a compile-time bool")
+        if input_precision is not None and input_precision not in ("ieee", "tf32", "tf32x3"):
+            raise KilnError(f"dot(input_precision=...) must be 'ieee', 'tf32' or 'tf32x3', got "
+                            f"{input_precision!r}")
         a, b = self.to_tile(a), self.to_tile(b)
         if len(a.shape) != 2 or len(b.shape) != 2:
             raise KilnError(f"dot needs 2-D tiles, got shapes {a.shape} and {b.shape}")
@@ -1569,8 +1789,8 @@ class CodeGen(ast.NodeVisitor):
             axis += len(x.shape) + 1
         if not 0 <= axis <= len(x.shape):
             raise KilnError(f"expand_dims axis {axis} is out of range")
-        return Tile(self.b.expand_dims(x.value, axis), x.dtype,
-                    x.shape[:axis] + (1,) + x.shape[axis:])
+        return self.inserted_dim(x, Tile(self.b.expand_dims(x.value, axis), x.dtype,
+                                         x.shape[:axis] + (1,) + x.shape[axis:]), axis)
 
     def builtin_cdiv(self, a, b):
         if isinstance(a, kl.constexpr):
@@ -1585,6 +1805,16 @@ class CodeGen(ast.NodeVisitor):
 
     def builtin_static_print(self, *args):
         print(*[a.value if isinstance(a, kl.constexpr) else a for a in args])
+
+    def builtin_static_assert(self, cond, msg=""):
+        if isinstance(cond, kl.constexpr):
+            cond = cond.value
+        if isinstance(msg, kl.constexpr):
+            msg = msg.value
+        if isinstance(cond, (Tile, Pointer, PointerTile, View)):
+            raise KilnError("static_assert needs a compile-time condition, got a runtime value")
+        if not cond:
+            raise KilnError(f"static_assert failed{': ' + str(msg) if msg else ''}")
 
 
 def parse_function(fn):

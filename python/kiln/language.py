@@ -155,8 +155,11 @@ def atomic_add(pointer, value, mask=None, offsets=None):
 
 
 @builtin
-def dot(a, b, acc=None, out_dtype=None):
-    """Tile matrix product a @ b (+ acc): f32, bf16/f16 -> f32, i8 -> i32."""
+def dot(a, b, acc=None, out_dtype=None, allow_tf32=None, input_precision=None):
+    """Tile matrix product a @ b (+ acc): f32, bf16/f16 -> f32, i8 -> i32.
+    `allow_tf32` and `input_precision` ('ieee', 'tf32', 'tf32x3') are
+    Triton's precision hints, accepted and checked: f32 dots compute in IEEE
+    f32 on every target."""
 
 
 @builtin
@@ -300,6 +303,12 @@ def cdiv(a, b):
 @builtin
 def static_print(*args):
     """Prints compile-time values while the kernel is compiled."""
+
+
+@builtin
+def static_assert(cond, msg=""):
+    """Fails the compilation (at this line) unless the compile-time `cond`
+    holds."""
 
 
 @builtin

@@ -573,3 +573,89 @@ def test_atomic_add_returns_the_values_it_read(rng):
     assert (reads[:, 3] == 0).all()
     for k in range(3):
         assert sorted(reads[:, k].tolist()) == [2.5 * p for p in range(grid)]
+
+
+# Triton-style pointer arithmetic over 2-D and 3-D tiles: offsets built from
+# aranges by +, -, * with scalars and [:, None] broadcasts, under masks that
+# bound each index (`rows[:, None] < m`, `&` of those, <=, >), are view
+# accesses (cp.async on GPUs, vector code on CPUs) instead of per-element
+# gathers of an int64 index tile.
+
+@kiln.jit
+def strided_copy(x, x0, o, m, n, sxm, sxn, ldo, BM: kl.constexpr, BN: kl.constexpr):
+    rm = kl.program_id(0) * BM + kl.arange(0, BM)
+    rn = kl.program_id(1) * BN + kl.arange(0, BN)
+    mask = (rm[:, None] < m) & (n > rn[None, :])
+    t = kl.load(x + x0 + rm[:, None] * sxm + rn[None, :] * sxn, mask=mask, other=-7.0)
+    kl.store(o + rm[:, None] * ldo + rn[None, :], t * 2.0, mask=mask)
+
+
+@kiln.jit
+def row_masked_shift(x, o, m, BM: kl.constexpr, D: kl.constexpr):
+    # Rows bounded only (m - 1 >= rows - 1, the columns unmasked), an offset
+    # pointer first, a subtraction in the offsets.
+    rows = kl.program_id(0) * BM + kl.arange(1, BM + 1)
+    cols = kl.arange(0, D)
+    src = x + D
+    t = kl.load(src + (rows[:, None] - 1) * D + cols[None, :] - D,
+                mask=m - 1 >= rows[:, None] - 1)
+    kl.store(o + (rows - 1)[:, None] * D + cols[None, :], t + 1.0, mask=rows[:, None] <= m)
+
+
+@kiln.jit
+def copy3d(x, o, a, b, c, BA: kl.constexpr, BB: kl.constexpr, BC: kl.constexpr):
+    i = kl.arange(0, BA)
+    j = kl.program_id(0) * BB + kl.arange(0, BB)
+    k = kl.arange(0, BC)
+    offs = i[:, None, None] * (b * c) + j[None, :, None] * c + k[None, None, :]
+    mask = (i[:, None, None] < a) & (j[None, :, None] < b) & (k[None, None, :] < c)
+    kl.store(o + offs, kl.load(x + offs, mask=mask, other=0.0) - 3.0, mask=mask)
+
+
+@kiln.jit
+def flat_masked_copy(x, o, m, n, BM: kl.constexpr, BN: kl.constexpr):
+    # A mask on the flat offsets bounds no single index: a gather.
+    offs = kl.arange(0, BM)[:, None] * n + kl.arange(0, BN)[None, :]
+    kl.store(o + offs, kl.load(x + offs, mask=offs < m * n, other=5.0), mask=offs < m * n)
+
+
+def test_strided_pointer_tiles_are_view_accesses(rng):
+    m, n = 37, 45
+    src = rng.standard_normal((m, n)).astype(np.float32)
+    ldo = n + 5
+    grid = (kiln.cdiv(m, 16), kiln.cdiv(n, 32))
+    # Unit inner stride (specialized to the constant 1), then a transposed
+    # source (a runtime inner stride), then the rows stored in reverse and
+    # read with a negative runtime stride from the last one's offset.
+    cases = [(src, 0, n, 1), (np.ascontiguousarray(src.T), 0, 1, m),
+             (np.ascontiguousarray(src[::-1]), (m - 1) * n, -n, 1)]
+    for x, x0, sxm, sxn in cases:
+        o = np.full((m + 3, ldo), np.nan, np.float32)
+        strided_copy[grid](x, x0, o, m, n, sxm, sxn, ldo, BM=16, BN=32)
+        assert_close(o[:m, :n], src.astype(np.float64) * 2, 0, 0)
+        assert np.isnan(o[m:]).all() and np.isnan(o[:, n:]).all()  # masked off: unwritten
+        ir = strided_copy.ir("kiln")
+        assert "kiln.gather" not in ir and "kiln.scatter" not in ir, ir
+        assert "!kiln.view<3xf32>" in ir
+
+    D = 24
+    x = rng.standard_normal((m, D)).astype(np.float32)
+    o = np.full((m + 4, D), np.nan, np.float32)
+    row_masked_shift[(kiln.cdiv(m, 16),)](x, o, m, BM=16, D=D)
+    assert_close(o[:m], x.astype(np.float64) + 1, 1e-6, 1e-6)
+    assert np.isnan(o[m:]).all()
+    assert "kiln.gather" not in row_masked_shift.ir("kiln")
+
+    a, b, c = 3, 10, 13
+    x3 = rng.standard_normal((a, b, c)).astype(np.float32)
+    o3 = np.full((a, b, c), np.nan, np.float32)
+    copy3d[(kiln.cdiv(b, 4),)](x3, o3, a, b, c, BA=4, BB=4, BC=16)
+    assert_close(o3, x3.astype(np.float64) - 3, 1e-6, 1e-6)
+    assert "!kiln.view<4xf32>" in copy3d.ir("kiln")
+
+    x = rng.standard_normal((5, 7)).astype(np.float32)
+    o = np.full(8 * 8, np.nan, np.float32)
+    flat_masked_copy[(1,)](x, o, 5, 7, BM=8, BN=8)
+    assert_close(o[:35], x.reshape(-1).astype(np.float64), 0, 0)
+    assert np.isnan(o[35:]).all()
+    assert "kiln.gather" in flat_masked_copy.ir("kiln")

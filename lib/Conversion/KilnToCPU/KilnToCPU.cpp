@@ -440,8 +440,12 @@ LogicalResult KernelLowering::lowerViewAccess(
           // Vector chunk: fast masked path when the chunk starts inside the
           // view and the innermost stride is 1.
           Value fast = arith::AndIOp::create(ib, valid, vi.unitStride);
-          Value remaining = arith::SubIOp::create(
-              ib, vi.sizes[rank - 1], col);
+          // At most the chunk's width: vector.create_mask compares in i32
+          // when lowered to LLVM, so a remainder of 2^31 or more (a huge
+          // innermost size) would wrap and mask the whole chunk off.
+          Value remaining = arith::MinSIOp::create(
+              ib, arith::SubIOp::create(ib, vi.sizes[rank - 1], col),
+              arith::ConstantIndexOp::create(ib, width));
           auto maskType = VectorType::get({width}, ib.getI1Type());
           if (isStore) {
             Value v = loadElems(ib, tileBuf, tileIdx, elt, width);
