@@ -151,8 +151,10 @@ Bytes ptxBundle(const std::string &target = "sm_80",
 
 /// A minimal cubin: an ELF64 header for EM_CUDA whose e_flags low byte
 /// carries the architecture (the mock driver's convention), followed by the
-/// entry's name.
-Bytes cubin(int sm, const std::string &entry = "kiln_vadd") {
+/// entry's name; `phnum` program and `shnum` section headers are declared
+/// at its end (and are not there).
+Bytes cubin(int sm, const std::string &entry = "kiln_vadd", uint16_t phnum = 0,
+            uint16_t shnum = 0) {
   Elf64_Ehdr ehdr{};
   std::memcpy(ehdr.e_ident, ELFMAG, SELFMAG);
   ehdr.e_ident[EI_CLASS] = ELFCLASS64;
@@ -164,6 +166,12 @@ Bytes cubin(int sm, const std::string &entry = "kiln_vadd") {
   ehdr.e_flags = static_cast<Elf64_Word>(sm);
   ehdr.e_ehsize = sizeof(ehdr);
   ehdr.e_shoff = sizeof(ehdr) + entry.size() + 1;
+  // (Tables of phnum and shnum entries at the end: past it unless empty.)
+  ehdr.e_phoff = ehdr.e_shoff;
+  ehdr.e_phnum = phnum;
+  ehdr.e_phentsize = sizeof(Elf64_Phdr);
+  ehdr.e_shnum = shnum;
+  ehdr.e_shentsize = sizeof(Elf64_Shdr);
   Bytes bytes(sizeof(ehdr) + entry.size() + 1, 0);
   std::memcpy(bytes.data(), &ehdr, sizeof(ehdr));
   std::memcpy(bytes.data() + sizeof(ehdr), entry.data(), entry.size());
@@ -334,6 +342,33 @@ TEST_CASE("GPU manifests are checked before the driver is needed",
        "cubin code is not a 64-bit ELF file"},
       {gpuManifest("sm_80", "cubin"), testKernelCode(), KILN_ERROR_LOAD,
        "not CUDA (190)"},
+      // The PTX entry must take what the runtime passes for the manifest's
+      // arguments (the driver reads what the entry declares).
+      {gpuManifest("sm_80", "ptx"),
+       toBytes(ptx("kiln_vadd", {".u64 .ptr .align 1", ".u64 .ptr .align 1",
+                                 ".u64 .ptr .align 1"})),
+       KILN_ERROR_BAD_BUNDLE,
+       "the runtime passes 4 parameters [ptr, ptr, ptr, 4] (bytes, or ptr for a "
+       "device pointer), the entry declares 3 [ptr, ptr, ptr]"},
+      {gpuManifest("sm_80", "ptx"),
+       toBytes(ptx("kiln_vadd", {".u64", ".u64", ".u64", ".u64"})),
+       KILN_ERROR_BAD_BUNDLE, "the entry declares 4 [8, 8, 8, 8]"},
+      {gpuManifest("sm_80", "ptx", "",
+                   "arg n scalar i64\narg x ptr f32\narg y ptr f32\narg out ptr f32\n"),
+       toBytes(ptx("kiln_vadd", {".u64 .ptr .align 1", ".u64 .ptr .align 1",
+                                 ".u64 .ptr .align 1", ".u64"})),
+       KILN_ERROR_BAD_BUNDLE, "passes 4 parameters [8, ptr, ptr, ptr]"},
+      {gpuManifest("sm_80", "ptx"), toBytes(ptx("kiln_vadd2", {".u64"})),
+       KILN_ERROR_BAD_BUNDLE, "declares no .entry of the manifest's name"},
+      {gpuManifest("sm_80", "ptx"),
+       toBytes(ptx("kiln_vadd", {".u64", ".u64", ".u64", ".u32 x[x]"})),
+       KILN_ERROR_BAD_BUNDLE, "unreadable element count"},
+      // cuModuleLoadDataEx takes no size: ELF tables and sections past the
+      // end of the code are refused before the driver reads them.
+      {gpuManifest("sm_80", "cubin"), cubin(80, "kiln_vadd", 0, 3),
+       KILN_ERROR_LOAD, "the section header table reaches past the end"},
+      {gpuManifest("sm_80", "cubin"), cubin(80, "kiln_vadd", 1, 0),
+       KILN_ERROR_LOAD, "the program header table reaches past the end"},
   };
   for (const Case &c : cases) {
     CAPTURE(c.manifest);
@@ -611,9 +646,9 @@ TEST_CASE("CUDA errors name the call and the error", "[mock]") {
   }
   SECTION("the entry is not in the module") {
     int unloads = mock.counters()->module_unloads;
-    Status status = load(makeBundle(
-        gpuManifest("sm_80", "ptx"),
-        toBytes(ptx("other_kernel", {".u64", ".u64", ".u64", ".u32"}))));
+    // (A cubin: PTX without the entry is refused before the driver.)
+    Status status = load(
+        makeBundle(gpuManifest("sm_80", "cubin"), cubin(80, "other_kernel")));
     CHECK(status.code() == KILN_ERROR_LOAD);
     CHECK(contains(status.message(),
                    "cuModuleGetFunction(\"kiln_vadd\") failed: "

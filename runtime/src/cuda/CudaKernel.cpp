@@ -18,6 +18,7 @@
 #include <cstring>
 #include <elf.h>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace kiln::rt::cuda {
@@ -91,6 +92,176 @@ kiln_status parseLaunchParams(const Manifest &manifest, GpuCode &out) {
 
 /// Checks the code section's format and returns the image the driver gets:
 /// PTX must be NUL-terminated text, a cubin is copied to aligned memory.
+/// A kernel parameter: its bytes, and whether it is a pointer (PTX `.ptr`).
+struct ParamShape {
+  uint64_t bytes = 0;
+  bool pointer = false;
+};
+
+/// The parameters the runtime passes a launch of `manifest`'s kernel
+/// (Launch.cpp, PackedArgs): the arguments (a device pointer is 8 bytes),
+/// the scratch pointer, then the tensor maps' flags and the maps.
+std::vector<ParamShape> expectedParams(const Manifest &manifest) {
+  std::vector<ParamShape> params;
+  for (const ArgSpec &arg : manifest.args)
+    params.push_back(arg.kind == KILN_ARG_PTR ? ParamShape{8, true}
+                                              : ParamShape{kiln_dtype_size(arg.dtype), false});
+  if (manifest.scratchBytes > 0)
+    params.push_back({8, true});
+  if (!manifest.tensorMaps.empty()) {
+    params.push_back({4, false});
+    params.insert(params.end(), manifest.tensorMaps.size(), ParamShape{128, false});
+  }
+  return params;
+}
+
+/// The parameters PTX entry `entry` declares (`.param [.align N] .TYPE
+/// [.ptr ...] NAME[[COUNT]]`, comma-separated), or a reason it has none
+/// readable.
+const char *ptxEntryParams(std::string_view ptx, const std::string &entry,
+                           std::vector<ParamShape> &out) {
+  size_t at = 0;
+  for (;;) {
+    at = ptx.find(".entry", at);
+    if (at == std::string_view::npos)
+      return "it declares no .entry of the manifest's name";
+    size_t name = ptx.find_first_not_of(" \t\r\n", at + 6);
+    at += 6;
+    if (name == std::string_view::npos)
+      return "it ends inside an .entry";
+    if (ptx.compare(name, entry.size(), entry) != 0)
+      continue;
+    size_t open = ptx.find_first_not_of(" \t\r\n", name + entry.size());
+    if (open == std::string_view::npos || ptx[open] != '(')
+      continue; // a longer name that starts with the entry's
+    size_t close = ptx.find(')', open);
+    if (close == std::string_view::npos)
+      return "its .entry's parameter list is not closed";
+    std::string_view list = ptx.substr(open + 1, close - open - 1);
+    out.clear();
+    while (!list.empty()) {
+      size_t comma = list.find(',');
+      std::string_view param = list.substr(0, comma);
+      list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+      if (param.find_first_not_of(" \t\r\n") == std::string_view::npos) {
+        if (out.empty() && list.empty())
+          break; // ()
+        return "its .entry has an empty parameter";
+      }
+      uint64_t width = 0, count = 1;
+      bool pointer = false;
+      size_t pos = 0;
+      while (pos < param.size()) {
+        size_t start = param.find_first_not_of(" \t\r\n", pos);
+        if (start == std::string_view::npos)
+          break;
+        size_t end = param.find_first_of(" \t\r\n", start);
+        std::string_view token = param.substr(start, end == std::string_view::npos
+                                                         ? std::string_view::npos
+                                                         : end - start);
+        pos = end == std::string_view::npos ? param.size() : end;
+        if (token == ".ptr")
+          pointer = true;
+        if (token.size() >= 3 && token[0] == '.' &&
+            (token[1] == 'u' || token[1] == 's' || token[1] == 'b' ||
+             token[1] == 'f')) {
+          std::string_view bits = token.substr(2);
+          if (bits == "8" || bits == "16" || bits == "32" || bits == "64")
+            width = std::stoull(std::string(bits)) / 8;
+        }
+        size_t bracket = token.find('[');
+        if (bracket != std::string_view::npos && token[0] != '.') {
+          size_t last = token.find(']', bracket);
+          std::string_view digits = token.substr(bracket + 1, last == std::string_view::npos
+                                                                  ? std::string_view::npos
+                                                                  : last - bracket - 1);
+          if (last == std::string_view::npos || digits.empty() || digits.size() > 9 ||
+              digits.find_first_not_of("0123456789") != std::string_view::npos)
+            return "its .entry has a parameter of an unreadable element count";
+          count = std::stoull(std::string(digits));
+        }
+      }
+      if (width == 0)
+        return "its .entry has a parameter of an unknown type";
+      out.push_back({width * count, pointer});
+    }
+    return nullptr;
+  }
+}
+
+/// Refuses PTX whose entry does not take the parameters the runtime passes:
+/// the driver reads as many parameters, of the sizes, that the entry
+/// declares, from the runtime's packed array (a bundle whose manifest and
+/// code disagree would read past it). A `.ptr` parameter (LLVM marks every
+/// pointer so) must be a pointer argument: a manifest that lists the
+/// arguments in another order is refused too.
+kiln_status checkPtxParams(const Manifest &manifest, std::string_view ptx) {
+  std::vector<ParamShape> declared;
+  if (const char *why = ptxEntryParams(ptx, manifest.entry, declared))
+    return makeStatus(KILN_ERROR_BAD_BUNDLE, "bundle '%s': PTX code for entry '%s': %s",
+                      manifest.name.c_str(), manifest.entry.c_str(), why);
+  std::vector<ParamShape> expected = expectedParams(manifest);
+  auto list = [](const std::vector<ParamShape> &v) {
+    std::string text;
+    for (const ParamShape &p : v)
+      text += (text.empty() ? "" : ", ") + (p.pointer ? std::string("ptr") : std::to_string(p.bytes));
+    return text;
+  };
+  bool match = declared.size() == expected.size();
+  for (size_t i = 0; match && i < declared.size(); ++i)
+    match = declared[i].bytes == expected[i].bytes &&
+            (!declared[i].pointer || expected[i].pointer);
+  if (!match)
+    return makeStatus(KILN_ERROR_BAD_BUNDLE,
+                      "bundle '%s': the manifest's arguments do not match the PTX "
+                      "entry '%s': the runtime passes %zu parameters [%s] (bytes, or "
+                      "ptr for a device pointer), the entry declares %zu [%s]",
+                      manifest.name.c_str(), manifest.entry.c_str(), expected.size(),
+                      list(expected).c_str(), declared.size(), list(declared).c_str());
+  return nullptr;
+}
+
+/// True if [offset, offset + count * entry) lies inside `size` bytes.
+bool fits(uint64_t offset, uint64_t count, uint64_t entry, uint64_t size) {
+  uint64_t bytes = 0, end = 0;
+  return !__builtin_mul_overflow(count, entry, &bytes) &&
+         !__builtin_add_overflow(offset, bytes, &end) && end <= size;
+}
+
+/// Why the ELF file's program and section header tables, or the bytes of a
+/// segment or section, reach past `size`; nullptr if they all fit.
+const char *checkElfExtents(const uint8_t *code, size_t size,
+                            const Elf64_Ehdr &ehdr) {
+  if (ehdr.e_phnum) {
+    if (ehdr.e_phentsize != sizeof(Elf64_Phdr))
+      return "program header entries are not Elf64_Phdr-sized";
+    if (!fits(ehdr.e_phoff, ehdr.e_phnum, sizeof(Elf64_Phdr), size))
+      return "the program header table reaches past the end of the code";
+    for (unsigned i = 0; i < ehdr.e_phnum; ++i) {
+      Elf64_Phdr ph;
+      std::memcpy(&ph, code + ehdr.e_phoff + i * sizeof(ph), sizeof(ph));
+      if (!fits(ph.p_offset, 1, ph.p_filesz, size))
+        return "a segment reaches past the end of the code";
+    }
+  }
+  if (ehdr.e_shnum) {
+    if (ehdr.e_shentsize != sizeof(Elf64_Shdr))
+      return "section header entries are not Elf64_Shdr-sized";
+    if (!fits(ehdr.e_shoff, ehdr.e_shnum, sizeof(Elf64_Shdr), size))
+      return "the section header table reaches past the end of the code";
+    if (ehdr.e_shstrndx != SHN_UNDEF && ehdr.e_shstrndx >= ehdr.e_shnum)
+      return "the section name table's index is out of range";
+    for (unsigned i = 0; i < ehdr.e_shnum; ++i) {
+      Elf64_Shdr sh;
+      std::memcpy(&sh, code + ehdr.e_shoff + i * sizeof(sh), sizeof(sh));
+      if (sh.sh_type != SHT_NOBITS && sh.sh_type != SHT_NULL &&
+          !fits(sh.sh_offset, 1, sh.sh_size, size))
+        return "a section reaches past the end of the code";
+    }
+  }
+  return nullptr;
+}
+
 kiln_status prepareImage(const Manifest &manifest, const uint8_t *code,
                          size_t size, std::vector<uint8_t> &image) {
   if (manifest.codeKind == "ptx") {
@@ -108,6 +279,9 @@ kiln_status prepareImage(const Manifest &manifest, const uint8_t *code,
     if (length == 0)
       return makeStatus(KILN_ERROR_LOAD, "bundle '%s': PTX code is empty",
                         manifest.name.c_str());
+    if (kiln_status status = checkPtxParams(
+            manifest, std::string_view(reinterpret_cast<const char *>(code), length)))
+      return status;
     image.assign(code, code + length);
     image.push_back(0);
     return nullptr;
@@ -131,6 +305,13 @@ kiln_status prepareImage(const Manifest &manifest, const uint8_t *code,
                       "CUDA (%u)",
                       manifest.name.c_str(), unsigned(ehdr.e_machine),
                       unsigned(kElfMachineCuda));
+  // cuModuleLoadDataEx takes no size: the driver reads as far as the ELF
+  // headers say, so every table and section they name must lie inside the
+  // code (a truncated cubin, or one whose offsets were corrupted, would
+  // otherwise be read past its end).
+  if (const char *why = checkElfExtents(code, size, ehdr))
+    return makeStatus(KILN_ERROR_LOAD, "bundle '%s': cubin code is corrupt: %s",
+                      manifest.name.c_str(), why);
   image.assign(code, code + size);
   return nullptr;
 }
