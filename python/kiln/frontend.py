@@ -20,6 +20,8 @@ from ._kiln import Builder, IRError
 # Views with no natural extent (a bare pointer with offsets) get this size;
 # element offsets stay far below it, so nothing is masked by it.
 UNBOUNDED = 1 << 62
+# Integer dtypes whose strided forms (Tile.strided) are tracked.
+WIDE_INTS = (kl.int32, kl.int64)
 
 
 class CompilationError(Exception):
@@ -315,7 +317,8 @@ class CodeGen(ast.NodeVisitor):
         if t.dtype is dtype:
             return t
         out = Tile(self.b.cast(t.value, self.ir_type(dtype, t.shape)), dtype, t.shape)
-        if t.strided is not None and dtype.is_int and dtype is not kl.int1:
+        # (Widening only: a narrowing cast may wrap the values.)
+        if t.strided is not None and dtype in WIDE_INTS and dtype.bits >= t.dtype.bits:
             out.strided = t.strided
         return out
 
@@ -934,7 +937,7 @@ class CodeGen(ast.NodeVisitor):
             return self.floor_mod(result, b)
         if a.dtype is kl.int1 and isinstance(op, ast.BitAnd):
             result.limits = self.and_limits(orig_a, orig_b, len(result.shape))
-        elif a.dtype.is_int and isinstance(op, (ast.Add, ast.Sub, ast.Mult)):
+        elif a.dtype in WIDE_INTS and isinstance(op, (ast.Add, ast.Sub, ast.Mult)):
             result.strided = self.strided_binop(op, orig_a, orig_b, result.shape)
         # Track `scalar + arange(...)`: contiguous offsets let loads and stores
         # through pointers become view accesses (masked vector code).
@@ -1019,7 +1022,15 @@ class CodeGen(ast.NodeVisitor):
         return out
 
     def strided_binop(self, op, x, y, shape):
-        """The strides of x op y (+, -, *), or None."""
+        """The strides of x op y (+, -, *), or None. (Tracked in int32 and
+        int64 tiles only, whose wrapping would make the kernel's addresses
+        wrong anyway; int8 and int16 arithmetic wraps in practice.)"""
+        try:
+            return self._strided_binop(op, x, y, shape)
+        except KilnError:  # a coefficient past int64: no view
+            return None
+
+    def _strided_binop(self, op, x, y, shape):
         rank = len(shape)
         sx, sy = self.strided_of(x, rank), self.strided_of(y, rank)
         if rank == 0 or sx is None or sy is None:
@@ -1203,7 +1214,10 @@ class CodeGen(ast.NodeVisitor):
         result = Tile(self.b.cmp(pred, ta.value, tb.value), kl.int1, ta.shape)
         if isinstance(op, ast.Lt) and isinstance(a, Tile) and not a.is_scalar:
             result.bound_mask = (a, b)
-        result.limits = self.bound_limits(op, a, b, len(result.shape))
+        try:
+            result.limits = self.bound_limits(op, a, b, len(result.shape))
+        except KilnError:  # a bound past int64: no view
+            pass
         return result
 
     def where(self, c, x, y):

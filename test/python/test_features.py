@@ -659,3 +659,21 @@ def test_strided_pointer_tiles_are_view_accesses(rng):
     assert_close(o[:35], x.reshape(-1).astype(np.float64), 0, 0)
     assert np.isnan(o[35:]).all()
     assert "kiln.gather" in flat_masked_copy.ir("kiln")
+
+
+@kiln.jit
+def narrow_index_mask(x, o, BLOCK: kl.constexpr):
+    # An int8 index wraps past 127, so its mask is no bound on the rows: the
+    # access must follow the wrapped values (a gather), not `rows < 100`.
+    r = kl.arange(0, BLOCK).to(kl.int8)
+    rows = kl.arange(0, BLOCK)
+    offs = rows[:, None] * 4 + kl.arange(0, 4)[None, :]
+    kl.store(o + offs, kl.load(x + offs, mask=r[:, None] < 100, other=-1.0))
+
+
+def test_narrow_integer_masks_are_not_bounds():
+    x = np.arange(256 * 4, dtype=np.float32).reshape(256, 4)
+    o = np.full_like(x, np.nan)
+    narrow_index_mask[(1,)](x, o, BLOCK=256)
+    keep = (np.arange(256).astype(np.int8) < 100)[:, None]
+    assert np.array_equal(o, np.where(keep, x, -1.0))
