@@ -473,4 +473,35 @@ def Kiln_ReduceOp : Kiln_Op<"reduce", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Kiln_ScanOp : Kiln_Op<"scan", [Pure, AllTypesMatch<["src", "result"]>]> {
+  let summary = "Running (prefix) combination of a tile along one axis";
+  let description = [{
+    Returns the inclusive scan of `src` along dimension `axis` with `kind`
+    (`sum`, `max` or `min`; the combiners of `kiln.reduce`):
+
+        result[..., j, ...] = src[..., 0, ...] (+) ... (+) src[..., j, ...]
+
+    With `reverse`, the scan runs from the end:
+    `result[..., j, ...] = src[..., j, ...] (+) ... (+) src[..., n-1, ...]`.
+    The result has the source's type. `max` and `min` propagate NaN (as
+    `arith.maximumf`); a float `sum` may be associated in any order (the GPU
+    target combines per-thread chunks of the axis), integer sums wrap.
+
+    This is Triton's `tl.cumsum` / `tl.cummax`: the offsets of variable-sized
+    groups (MoE routing's per-expert token counts become write positions),
+    running maxima, stream compaction.
+
+    ```mlir
+    %pos = kiln.scan sum %counts [0] : tensor<64xi32>
+    %suf = kiln.scan max %t [1] reverse : tensor<16x128xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_ReduceKind:$kind, Kiln_Tile:$src, I32Attr:$axis,
+                       UnitAttr:$reverse);
+  let results = (outs Kiln_Tile:$result);
+  let assemblyFormat =
+      "$kind $src `[` $axis `]` (`reverse` $reverse^)? attr-dict `:` type($src)";
+  let hasVerifier = 1;
+}
+
 #endif // KILN_OPS_TD

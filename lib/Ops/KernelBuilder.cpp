@@ -370,6 +370,12 @@ Value KernelBuilder::reduce(kd::ReduceKind kind, Value t, int axis) {
                               static_cast<int32_t>(axis));
 }
 
+Value KernelBuilder::scan(kd::ReduceKind kind, Value t, int axis,
+                          bool reverse) {
+  return kd::ScanOp::create(b, location, t.getType(), kind, t,
+                            static_cast<int32_t>(axis), reverse);
+}
+
 Value KernelBuilder::extract(Value t, llvm::ArrayRef<int64_t> index) {
   SmallVector<Value> idx;
   for (int64_t i : index)

@@ -1695,6 +1695,87 @@ class CodeGen(ast.NodeVisitor):
     def builtin_argmin(self, x, axis):
         return self.reduce("argmin", x, axis)
 
+    def scan(self, kind, x, axis, reverse, widen=True):
+        x = self.to_tile(x)
+        if x.is_scalar:
+            raise KilnError(f"a {kind} scan needs a tile")
+        axis = self.const_int(axis, "axis")
+        if axis < 0:
+            axis += len(x.shape)
+        if not 0 <= axis < len(x.shape):
+            raise KilnError(f"axis {axis} is out of range for a tile of shape {x.shape}")
+        if isinstance(reverse, kl.constexpr):
+            reverse = reverse.value
+        if not isinstance(reverse, bool):
+            raise KilnError("reverse= must be a compile-time bool")
+        if x.dtype is kl.int1 or (kind == "sum" and widen and x.dtype.bits < 32):
+            x = self.cast(x, kl.float32 if x.dtype.is_float else kl.int32)
+        return Tile(self.b.scan(kind, x.value, axis, reverse), x.dtype, x.shape)
+
+    def builtin_cumsum(self, x, axis=0, reverse=False, dtype=None):
+        if isinstance(dtype, kl.constexpr):
+            dtype = dtype.value
+        if dtype is not None:
+            if not isinstance(dtype, kl.dtype):
+                raise KilnError("cumsum(dtype=...) must be a kl dtype")
+            x = self.cast(self.to_tile(x), dtype)
+        return self.scan("sum", x, axis, reverse, widen=dtype is None)
+
+    def builtin_cummax(self, x, axis=0, reverse=False):
+        return self.scan("max", x, axis, reverse)
+
+    def builtin_cummin(self, x, axis=0, reverse=False):
+        return self.scan("min", x, axis, reverse)
+
+    def combiner(self, fn, what):
+        """The kiln combiner ('sum', 'max', 'min') a Triton combine_fn
+        computes: a @kiln.jit function of two parameters returning a + b,
+        kl.maximum(a, b) or kl.minimum(a, b) (either order)."""
+        from .jit import JITFunction  # noqa: avoid an import cycle
+        if isinstance(fn, kl.constexpr):
+            fn = fn.value
+        if not isinstance(fn, JITFunction):
+            raise KilnError(f"{what}: combine_fn must be a @kiln.jit function of two values")
+        tree, _, _, _ = fn.parse()
+        fdef = tree.body[0]
+        params = [a.arg for a in fdef.args.args]
+        body = [st for st in fdef.body
+                if not (isinstance(st, ast.Expr) and isinstance(st.value, ast.Constant))]
+        expected = (f"{what}: combine_fn {fn.fn.__name__} must return a + b, kl.maximum(a, b) "
+                    "or kl.minimum(a, b) of its two parameters (Kiln's scans and reductions "
+                    "combine with sum, max or min)")
+        if len(params) != 2 or len(body) != 1 or not isinstance(body[0], ast.Return) \
+                or body[0].value is None:
+            raise KilnError(expected)
+        e = body[0].value
+
+        def operands(args):
+            names = [a.id if isinstance(a, ast.Name) else None for a in args]
+            return len(names) == 2 and sorted(names) == sorted(params)
+
+        if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Add) and operands([e.left, e.right]):
+            return "sum"
+        if isinstance(e, ast.Call) and not e.keywords and operands(e.args):
+            try:
+                target = eval(compile(ast.Expression(e.func), "<combine_fn>", "eval"),
+                              fn.fn.__globals__)
+            except Exception:
+                raise KilnError(expected) from None
+            name = getattr(target, "_kiln_builtin", None)
+            if name == "maximum" or target is builtins.max:
+                return "max"
+            if name == "minimum" or target is builtins.min:
+                return "min"
+        raise KilnError(expected)
+
+    def builtin_associative_scan(self, input, axis, combine_fn, reverse=False):
+        kind = self.combiner(combine_fn, "associative_scan")
+        return self.scan(kind, input, axis, reverse, widen=False)
+
+    def builtin_reduce(self, input, axis, combine_fn):
+        kind = self.combiner(combine_fn, "reduce")
+        return self.reduce(kind, input, axis, widen=False)
+
     def float_unary(self, name, x):
         x = self.to_tile(x)
         if x.dtype.is_int:

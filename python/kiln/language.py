@@ -191,6 +191,37 @@ def argmin(x, axis):
 
 
 @builtin
+def cumsum(x, axis=0, reverse=False, dtype=None):
+    """Inclusive running sum along an axis (from the end when reverse): as
+    Triton's tl.cumsum, with kl.sum's dtypes (bool, int8 and int16 sum in
+    int32, float16 and bfloat16 in float32; dtype= converts the input first).
+    A float sum may be associated in any order."""
+
+
+@builtin
+def cummax(x, axis=0, reverse=False):
+    """Inclusive running maximum along an axis (NaN propagates)."""
+
+
+@builtin
+def cummin(x, axis=0, reverse=False):
+    """Inclusive running minimum along an axis (NaN propagates)."""
+
+
+@builtin
+def associative_scan(input, axis, combine_fn, reverse=False):
+    """Triton's tl.associative_scan for the combiners Kiln has: combine_fn
+    (a @kiln.jit function of two values) must return a + b,
+    kl.maximum(a, b) or kl.minimum(a, b)."""
+
+
+@builtin
+def reduce(input, axis, combine_fn):
+    """Triton's tl.reduce for the combiners Kiln has (see associative_scan):
+    the same as kl.sum (without widening), kl.max or kl.min."""
+
+
+@builtin
 def exp(x):
     """e**x, elementwise."""
 

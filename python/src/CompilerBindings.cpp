@@ -626,6 +626,17 @@ void bindCompiler(py::module &m) {
              return p.make<kd::ReduceOp>(type, *k, v,
                                            static_cast<int32_t>(axis));
            })
+      .def("scan",
+           [](PyBuilder &p, const std::string &kind, Value v, int axis,
+              bool reverse) {
+             if (!isa<RankedTensorType>(v.getType()))
+               throw IRError("scan needs a tile");
+             auto k = kd::symbolizeReduceKind(kind);
+             if (!k)
+               throw IRError("unknown scan '" + kind + "'");
+             return p.make<kd::ScanOp>(v.getType(), *k, v,
+                                         static_cast<int32_t>(axis), reverse);
+           })
       .def("extract",
            [](PyBuilder &p, Value tile, std::vector<Value> idx) {
              auto t = dyn_cast<RankedTensorType>(tile.getType());

@@ -677,3 +677,149 @@ def test_narrow_integer_masks_are_not_bounds():
     narrow_index_mask[(1,)](x, o, BLOCK=256)
     keep = (np.arange(256).astype(np.int8) < 100)[:, None]
     assert np.array_equal(o, np.where(keep, x, -1.0))
+
+
+# Scans: kl.cumsum / cummax / cummin and Triton's associative_scan (and
+# tl.reduce) with the combiners Kiln has, along either axis of odd-sized
+# tiles, forwards and reversed, on every target (the GPU target splits each
+# line into per-lane chunks joined by xor shuffles).
+
+@kiln.jit
+def scan_rows(x, o, m, n, KIND: kl.constexpr, AXIS: kl.constexpr, REV: kl.constexpr,
+              BM: kl.constexpr, BN: kl.constexpr):
+    rm = kl.arange(0, BM)
+    rn = kl.arange(0, BN)
+    mask = (rm[:, None] < m) & (rn[None, :] < n)
+    t = kl.load(x + rm[:, None] * n + rn[None, :], mask=mask, other=0)
+    if KIND == 0:
+        r = kl.cumsum(t, axis=AXIS, reverse=REV)
+    elif KIND == 1:
+        r = kl.cummax(t, AXIS, REV)
+    else:
+        r = kl.cummin(t, axis=AXIS, reverse=REV)
+    kl.store(o + rm[:, None] * n + rn[None, :], r, mask=mask)
+
+
+def scan_reference(x, kind, axis, reverse):
+    x = np.asarray(x, np.float64) if x.dtype.kind == "f" else np.asarray(x, np.int64)
+    if reverse:
+        x = np.flip(x, axis)
+    r = {0: np.cumsum, 1: np.maximum.accumulate, 2: np.minimum.accumulate}[kind](x, axis=axis)
+    return np.flip(r, axis) if reverse else r
+
+
+@pytest.mark.parametrize("kind", [0, 1, 2])
+@pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_scans_along_either_axis(rng, kind, axis, reverse):
+    m, n, BM, BN = 13, 37, 16, 64  # BN > 32 lanes: lanes own chunks of 2
+    x = rng.standard_normal((m, n)).astype(np.float32)
+    o = np.full((m, n), np.nan, np.float32)
+    scan_rows[(1,)](x, o, m, n, KIND=kind, AXIS=axis, REV=reverse, BM=BM, BN=BN)
+    # The padding (0) lies after the data in scan order unless reversed:
+    # a reversed max/min scan sees it first.
+    xp = np.zeros((BM, BN), np.float32)
+    xp[:m, :n] = x
+    ref = scan_reference(xp, kind, axis, reverse)[:m, :n]
+    assert_close(o, ref, rtol=1e-5, atol=1e-5)
+
+
+@kiln.jit
+def scan_1d(x, o, n, KIND: kl.constexpr, REV: kl.constexpr, B: kl.constexpr):
+    i = kl.arange(0, B)
+    t = kl.load(x + i, mask=i < n, other=0)
+    if KIND == 0:
+        r = kl.cumsum(t, 0, reverse=REV)
+    elif KIND == 1:
+        r = kl.cummax(t, 0, reverse=REV)
+    else:
+        r = kl.cummin(t, 0, reverse=REV)
+    kl.store(o + i, r, mask=i < n)
+
+
+@pytest.mark.parametrize("B,n", [(1, 1), (8, 5), (128, 100), (1024, 1000)])
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.float64, np.int16])
+def test_one_dimensional_scans_and_integer_types(rng, B, n, dtype):
+    for kind in (0, 1, 2):
+        for rev in (False, True):
+            x = rng.integers(-1000, 1000, n).astype(dtype)
+            out_t = np.int32 if (kind == 0 and dtype == np.int16) else dtype
+            o = np.full(n, -12345, out_t)
+            scan_1d[(1,)](x, o, n, KIND=kind, REV=rev, B=B)
+            xp = np.zeros(B, dtype)
+            xp[:n] = x
+            ref = scan_reference(xp, kind, 0, rev)[:n]
+            assert (o == ref).all(), (kind, rev, o[:8], ref[:8])
+
+
+@kiln.jit
+def add_fn(a, b):
+    return a + b
+
+
+@kiln.jit
+def max_fn(a, b):
+    return kl.maximum(b, a)
+
+
+@kiln.jit
+def mul_fn(a, b):
+    return a * b
+
+
+@kiln.jit
+def expert_offsets(counts, starts, totals, E: kl.constexpr):
+    # MoE routing: per-expert token counts become the start of each expert's
+    # rows (an exclusive scan), the largest count and the total.
+    e = kl.arange(0, E)
+    c = kl.load(counts + e, mask=e < 7, other=0)
+    incl = kl.associative_scan(c, 0, add_fn)
+    kl.store(starts + e, incl - c, mask=e < 7)
+    kl.store(totals + e, kl.associative_scan(c, 0, max_fn, reverse=True), mask=e < 7)
+    kl.store(totals + 7, kl.reduce(c, 0, add_fn))
+    kl.store(totals + 8, kl.reduce(c, 0, max_fn))
+
+
+def test_associative_scan_and_reduce_with_combine_functions(rng):
+    counts = rng.integers(0, 50, 7).astype(np.int32)
+    starts = np.full(7, -1, np.int32)
+    totals = np.full(9, -1, np.int32)
+    expert_offsets[(1,)](counts, starts, totals, E=8)
+    assert (starts == np.concatenate([[0], np.cumsum(counts)[:-1]])).all()
+    assert (totals[:7] == np.maximum.accumulate(counts[::-1])[::-1]).all()
+    assert totals[7] == counts.sum() and totals[8] == counts.max()
+
+
+def test_scan_errors_name_the_problem():
+    @kiln.jit
+    def bad_combine(x):
+        t = kl.load(x + kl.arange(0, 8))
+        kl.store(x + kl.arange(0, 8), kl.associative_scan(t, 0, mul_fn))
+
+    with pytest.raises(kiln.CompilationError, match="must return a \\+ b, kl.maximum"):
+        bad_combine[(1,)](np.zeros(8, np.float32))
+
+    @kiln.jit
+    def bad_axis(x):
+        t = kl.load(x + kl.arange(0, 8))
+        kl.store(x + kl.arange(0, 8), kl.cumsum(t, axis=1))
+
+    with pytest.raises(kiln.CompilationError, match="axis 1 is out of range"):
+        bad_axis[(1,)](np.zeros(8, np.float32))
+
+    @kiln.jit
+    def bad_reverse(x, r):
+        t = kl.load(x + kl.arange(0, 8))
+        kl.store(x + kl.arange(0, 8), kl.cumsum(t, reverse=r))
+
+    with pytest.raises(kiln.CompilationError, match="reverse= must be a compile-time bool"):
+        bad_reverse[(1,)](np.zeros(8, np.float32), 1)
+
+
+def test_float_scans_propagate_nan_and_bf16_sums_widen(rng):
+    x = rng.standard_normal(50).astype(np.float32)
+    x[20] = np.nan
+    for kind in (1, 2):
+        o = np.zeros(50, np.float32)
+        scan_1d[(1,)](x, o, 50, KIND=kind, REV=False, B=64)
+        assert not np.isnan(o[:20]).any() and np.isnan(o[20:]).all()

@@ -126,6 +126,10 @@ public:
   // Tile algebra.
   mlir::Value dot(mlir::Value a, mlir::Value b, mlir::Value acc);
   mlir::Value reduce(mlir::kiln::ReduceKind kind, mlir::Value tile, int axis);
+  /// The inclusive scan of `tile` along `axis` (sum, max or min), from the
+  /// end when `reverse`.
+  mlir::Value scan(mlir::kiln::ReduceKind kind, mlir::Value tile, int axis,
+                   bool reverse = false);
   mlir::Value extract(mlir::Value tile, llvm::ArrayRef<int64_t> index);
 
   // Structured control flow.

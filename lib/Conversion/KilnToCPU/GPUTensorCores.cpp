@@ -1917,4 +1917,130 @@ LogicalResult KernelLowering::lowerReduceSimt(ReduceOp op) {
   return success();
 }
 
+LogicalResult KernelLowering::lowerScanSimt(ScanOp op) {
+  // Each line along the axis goes to a group of G lanes of one warp (G the
+  // largest power of two up to 32 and the axis length); lane l owns the l-th
+  // of G consecutive chunks of the line. A lane combines its chunk, a
+  // butterfly of xor shuffles gives every lane the combination of the
+  // chunks before its own (its exclusive prefix), and the lane rescans its
+  // chunk from that prefix, writing the result.
+  auto type = op.getSrc().getType();
+  auto src = bufferOf(op.getSrc(), op);
+  if (failed(src))
+    return failure();
+  Type elt = type.getElementType();
+  int64_t axis = op.getAxis();
+  ReduceKind kind = op.getKind();
+  bool reverse = op.getReverse();
+  bool isFloat = isa<FloatType>(elt);
+  ImplicitLocOpBuilder b(op.getLoc(), op);
+  Value out = allocTile(type, op.getLoc());
+  SmallVector<int64_t> lineShape(type.getShape());
+  lineShape.erase(lineShape.begin() + axis);
+  int64_t lineCount = 1;
+  for (int64_t s : lineShape)
+    lineCount *= s;
+  // Shuffles carry 32 or 64 bits: narrower values are combined widened
+  // (integer sums wrap the same way after truncation).
+  Type work = elt;
+  if (elt.getIntOrFloatBitWidth() < 32)
+    work = isFloat ? Type(b.getF32Type()) : Type(b.getI32Type());
+  auto widen = [&](ImplicitLocOpBuilder &ib, Value v) -> Value {
+    v = toType(ib, ib.getLoc(), v, elt);
+    if (work == elt)
+      return v;
+    return isFloat ? Value(arith::ExtFOp::create(ib, work, v))
+                   : Value(arith::ExtSIOp::create(ib, work, v));
+  };
+  auto narrow = [&](ImplicitLocOpBuilder &ib, Value v) -> Value {
+    if (work == elt)
+      return v;
+    return isFloat ? Value(arith::TruncFOp::create(ib, elt, v))
+                   : Value(arith::TruncIOp::create(ib, elt, v));
+  };
+  int64_t axisSize = type.getDimSize(axis);
+  int64_t group = 1;
+  while (group * 2 <= std::min<int64_t>(32, axisSize))
+    group *= 2;
+  int64_t chunk = (axisSize + group - 1) / group;
+  int64_t groups = simt->numThreads / group;
+  int64_t rounds = (lineCount + groups - 1) / groups;
+  Value tid = simt->threadId;
+  Value gi = arith::DivUIOp::create(b, tid, cIdx(b, group));
+  Value li = arith::RemUIOp::create(b, tid, cIdx(b, group));
+  TypedAttr ident = reduceIdentity(b, kind, work);
+  scf::ForOp::create(
+      b, cIdx(b, 0), cIdx(b, rounds), cIdx(b, 1), ValueRange{},
+      [&](OpBuilder &ob, Location loc, Value round, ValueRange) {
+        ImplicitLocOpBuilder ib(loc, ob);
+        Value o = arith::AddIOp::create(
+            ib, arith::MulIOp::create(ib, round, cIdx(ib, groups)), gi);
+        Value valid = arith::CmpIOp::create(ib, arith::CmpIPredicate::ult, o,
+                                            cIdx(ib, lineCount));
+        // Lanes past the last line scan line 0 without writing, so that
+        // every lane of a warp reaches the shuffles.
+        Value oc = arith::SelectOp::create(ib, valid, o, cIdx(ib, 0));
+        SmallVector<Value> lineIdx =
+            lineShape.empty() ? SmallVector<Value>{}
+                              : delinearize(ib, oc, lineShape);
+        // This lane's chunk, in scan order: [lo, hi).
+        Value lo = arith::MulIOp::create(ib, li, cIdx(ib, chunk));
+        Value hi = arith::MinUIOp::create(
+            ib, arith::AddIOp::create(ib, lo, cIdx(ib, chunk)),
+            cIdx(ib, axisSize));
+        lo = arith::MinUIOp::create(ib, lo, hi);
+        auto at = [&](ImplicitLocOpBuilder &lb, Value a) {
+          Value pos = reverse ? Value(arith::SubIOp::create(
+                                    lb, cIdx(lb, axisSize - 1), a))
+                              : a;
+          SmallVector<Value> idx(lineIdx);
+          idx.insert(idx.begin() + axis, pos);
+          return idx;
+        };
+        Value identV = arith::ConstantOp::create(ib, ident);
+        auto total = scf::ForOp::create(
+            ib, lo, hi, cIdx(ib, 1), ValueRange{identV},
+            [&](OpBuilder &lb2, Location l2, Value a, ValueRange it) {
+              ImplicitLocOpBuilder lb(l2, lb2);
+              Value x = widen(lb, memref::LoadOp::create(lb, *src, at(lb, a)));
+              scf::YieldOp::create(lb, combine(lb, kind, it[0], x));
+            });
+        // Butterfly: after the step of `off`, `sum` is the combination of
+        // this lane's aligned block of 2 off lanes and `before` that of the
+        // lanes before this one inside it (the partner's block comes first
+        // when this lane is in the upper half).
+        Value sum = total.getResult(0);
+        Value before = identV;
+        for (int64_t off = 1; off < group; off *= 2) {
+          Value other = shuffleXor(ib, sum, off);
+          Value upper = arith::CmpIOp::create(
+              ib, arith::CmpIPredicate::ne,
+              arith::AndIOp::create(ib, li, cIdx(ib, off)), cIdx(ib, 0));
+          before = arith::SelectOp::create(
+              ib, upper, combine(ib, kind, other, before), before);
+          sum = combine(ib, kind, sum, other);
+        }
+        auto ifOp = scf::IfOp::create(ib, TypeRange{}, valid, false);
+        ImplicitLocOpBuilder tb(loc, ifOp.getThenBodyBuilder());
+        scf::ForOp::create(
+            tb, lo, hi, cIdx(tb, 1), ValueRange{before},
+            [&](OpBuilder &lb2, Location l2, Value a, ValueRange it) {
+              ImplicitLocOpBuilder lb(l2, lb2);
+              SmallVector<Value> idx = at(lb, a);
+              Value x = widen(lb, memref::LoadOp::create(lb, *src, idx));
+              Value r = combine(lb, kind, it[0], x);
+              Value stored = toType(
+                  lb, l2, narrow(lb, r),
+                  cast<MemRefType>(out.getType()).getElementType());
+              memref::StoreOp::create(lb, stored, out, idx);
+              scf::YieldOp::create(lb, r);
+            });
+        scf::YieldOp::create(ib);
+      });
+  barrier(b);
+  buffers[op.getResult()] = out;
+  toErase.push_back(op);
+  return success();
+}
+
 } // namespace mlir::kiln::detail

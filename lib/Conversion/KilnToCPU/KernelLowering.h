@@ -359,6 +359,7 @@ private:
   DenseSet<Operation *> fusedGathers;
   LogicalResult lowerDot(DotOp op);
   LogicalResult lowerReduce(ReduceOp op);
+  LogicalResult lowerScan(ScanOp op);
   LogicalResult lowerFor(scf::ForOp op);
   LogicalResult lowerIf(scf::IfOp op);
   LogicalResult lowerWhile(scf::WhileOp op);
@@ -535,6 +536,7 @@ private:
   /// A block barrier at `b`'s insertion point (clears unsyncedReads).
   void barrier(ImplicitLocOpBuilder &b);
   LogicalResult lowerReduceSimt(ReduceOp op);
+  LogicalResult lowerScanSimt(ScanOp op);
 };
 
 /// The view index of tile dimension `d` at tile index `iv` of an access at

@@ -1331,6 +1331,54 @@ LogicalResult KernelLowering::lowerReduce(ReduceOp op) {
   return success();
 }
 
+LogicalResult KernelLowering::lowerScan(ScanOp op) {
+  if (simt)
+    return lowerScanSimt(op);
+  auto type = op.getSrc().getType();
+  auto src = bufferOf(op.getSrc(), op);
+  if (failed(src))
+    return failure();
+  Type elt = type.getElementType();
+  int64_t axis = op.getAxis();
+  int64_t rank = type.getRank();
+  ReduceKind kind = op.getKind();
+  bool reverse = op.getReverse();
+  ImplicitLocOpBuilder b(op.getLoc(), op);
+  Value out = allocTile(type, op.getLoc());
+  int64_t axisSize = type.getDimSize(axis);
+  // One running value per line along the axis, carried by a loop over it;
+  // when the axis is not the last dimension, lines side by side along the
+  // last one share a vector.
+  SmallVector<int64_t> lines(type.getShape());
+  lines.erase(lines.begin() + axis);
+  int64_t w = axis == rank - 1 ? 1 : vectorWidth({elt}, lines.back());
+  TypedAttr ident = reduceIdentity(b, kind, elt);
+  auto body = [&](ImplicitLocOpBuilder &ib, ValueRange lineIdx) {
+    Value init = splatConstant(ib, ident, w);
+    scf::ForOp::create(
+        ib, cIdx(ib, 0), cIdx(ib, axisSize), cIdx(ib, 1), ValueRange{init},
+        [&](OpBuilder &ob, Location loc, Value a, ValueRange it) {
+          ImplicitLocOpBuilder lb(loc, ob);
+          Value pos = reverse ? Value(arith::SubIOp::create(
+                                    lb, cIdx(lb, axisSize - 1), a))
+                              : a;
+          SmallVector<Value> idx(lineIdx.begin(), lineIdx.end());
+          idx.insert(idx.begin() + axis, pos);
+          Value x = loadElems(lb, *src, idx, elt, w);
+          Value r = combine(lb, kind, it[0], x);
+          storeElems(lb, r, out, idx, w);
+          scf::YieldOp::create(lb, r);
+        });
+  };
+  if (lines.empty())
+    body(b, ValueRange{});
+  else
+    forEachIndex(b, lines, w, body);
+  buffers[op.getResult()] = out;
+  toErase.push_back(op);
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Control flow carrying tiles
 //===----------------------------------------------------------------------===//
@@ -2166,6 +2214,8 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
     return lowerDot(dot);
   if (auto red = dyn_cast<ReduceOp>(op))
     return lowerReduce(red);
+  if (auto scan = dyn_cast<ScanOp>(op))
+    return lowerScan(scan);
   if (auto forOp = dyn_cast<scf::ForOp>(op))
     return lowerFor(forOp);
   if (auto ifOp = dyn_cast<scf::IfOp>(op))

@@ -413,3 +413,35 @@ func.func @f(%x: tensor<8xf32>) {
   %r = kiln.reduce argmax %x [0] : tensor<8xf32> -> f32
   return
 }
+
+// -----
+
+func.func @f(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{axis 2 is out of range for a tile of rank 2}}
+  %r = kiln.scan sum %x [2] : tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8xf32>) {
+  // expected-error @+1 {{scans combine with sum, max or min, not argmax}}
+  %r = kiln.scan argmax %x [0] : tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4x!kiln.ptr<f32>>) {
+  // expected-error @+1 {{source element type must be an integer or float, got '!kiln.ptr<f32>'}}
+  %r = kiln.scan sum %x [0] : tensor<4x!kiln.ptr<f32>>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8xf32>) {
+  // expected-error @+1 {{all of {src, result} have same type}}
+  %r = "kiln.scan"(%x) {kind = 0 : i32, axis = 0 : i32} : (tensor<8xf32>) -> tensor<8xf16>
+  return
+}

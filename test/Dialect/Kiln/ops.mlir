@@ -87,5 +87,11 @@ func.func @tiles(%x: f32, %a: tensor<16x32xbf16>, %b: tensor<32x8xbf16>,
   %am = kiln.reduce argmax %d [1] : tensor<16x8xf32> -> tensor<16xi32>
   // CHECK: kiln.reduce argmin %{{.*}}[0] : tensor<16xf32> -> i32
   %an = kiln.reduce argmin %sum [0] : tensor<16xf32> -> i32
+  // CHECK: kiln.scan sum %{{.*}}[1] : tensor<16x8xf32>
+  %cs = kiln.scan sum %d [1] : tensor<16x8xf32>
+  // CHECK: kiln.scan max %{{.*}}[0] reverse : tensor<16x8xf32>
+  %cm = kiln.scan max %d [0] reverse : tensor<16x8xf32>
+  // CHECK: kiln.scan min %{{.*}}[0] : tensor<4x4xi32>
+  %ci = kiln.scan min %di [0] : tensor<4x4xi32>
   return
 }

@@ -602,3 +602,22 @@ LogicalResult ReduceOp::verify() {
            << getResult().getType();
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// ScanOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ScanOp::verify() {
+  auto src = getSrc().getType();
+  int64_t axis = getAxis();
+  if (axis < 0 || axis >= src.getRank())
+    return emitOpError("axis ") << axis << " is out of range for a tile of rank "
+                                << src.getRank();
+  if (getKind() == ReduceKind::argmax || getKind() == ReduceKind::argmin)
+    return emitOpError("scans combine with sum, max or min, not ")
+           << stringifyReduceKind(getKind());
+  if (!isa<IntegerType, FloatType>(src.getElementType()))
+    return emitOpError("source element type must be an integer or float, got ")
+           << src.getElementType();
+  return success();
+}
