@@ -354,6 +354,13 @@ def Kiln_AtomicAddOp : Kiln_Op<"atomic_add", [
     to a counter per token returns each token's position (MoE routing,
     compaction). Results nobody uses cost nothing.
 
+    Ordering: the program's memory accesses before the op happen before its
+    additions, and they before the program's accesses after it (acq_rel for
+    the whole program, at GPU scope on GPUs: a barrier and a fence on either
+    side). A program may thus publish its partial results with a store and
+    then count itself done; the program whose addition reads the last count
+    sees every partial result.
+
     ```mlir
     kiln.atomic_add %t, %v[%i, %j] : tensor<16x16xf32> -> !kiln.view<2xf32>
     %pos = kiln.atomic_add %ones, %count[%e] : tensor<8xi32> -> !kiln.view<1xi32>
@@ -414,6 +421,37 @@ def Kiln_ScatterOp : Kiln_Op<"scatter", [MemoryEffects<[MemWrite]>]> {
   }];
   let arguments = (ins Kiln_Tile:$value, Kiln_ViewType:$view,
                        Kiln_Tile:$indices, Variadic<Index>:$offsets);
+  let assemblyFormat = [{
+    $value `,` $view `[` $indices (`,` $offsets^)? `]` attr-dict `:`
+    type($value) `,` type($indices) `->` qualified(type($view))
+  }];
+  let hasVerifier = 1;
+}
+
+def Kiln_ScatterAddOp : Kiln_Op<"scatter_add", [
+    MemoryEffects<[MemRead, MemWrite]>, AllTypesMatch<["value", "old"]>]> {
+  let summary = "Atomically adds the rows of a tile into the view rows named by an index tile";
+  let description = [{
+    The atomic form of `kiln.scatter`: for each `n`, atomically adds
+    `value[n, ...]` into row `indices[n]` of `view`, at `offsets` in the
+    remaining dimensions. Rows whose index is outside `[0, size_0)` (a `-1`
+    for "nothing") and elements outside the view are dropped. Equal indices
+    are fine: every addition lands, in an unspecified order. This is a
+    histogram (`kl.atomic_add(hist + bins, 1)`), MoE routing's per-expert
+    counts, and gradient accumulation into embedding rows.
+
+    Like `kiln.atomic_add`, the result `old` holds what each addition read
+    (the destination just before it), and zero for dropped elements; the op
+    is ordered as `kiln.atomic_add` is.
+
+    ```mlir
+    %slot = kiln.scatter_add %ones, %count[%expert] : tensor<64xi32>, tensor<64xi32> -> !kiln.view<1xi32>
+    kiln.scatter_add %g, %emb[%tok, %c0] : tensor<16x64xf32>, tensor<16xi64> -> !kiln.view<2xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_Tile:$value, Kiln_ViewType:$view,
+                       Kiln_Tile:$indices, Variadic<Index>:$offsets);
+  let results = (outs Kiln_Tile:$old);
   let assemblyFormat = [{
     $value `,` $view `[` $indices (`,` $offsets^)? `]` attr-dict `:`
     type($value) `,` type($indices) `->` qualified(type($view))

@@ -1388,8 +1388,10 @@ class CodeGen(ast.NodeVisitor):
         v = self.b.load(view.value, offs, self.ir_type(view.dtype, shape), pad)
         return Tile(v, view.dtype, shape)
 
-    def pointer_access(self, p: PointerTile, value, mask, other):
-        """Loads (value is None) or stores through a tile of pointers."""
+    def pointer_access(self, p: PointerTile, value, mask, other, atomic=False):
+        """Loads (value is None) or stores through a tile of pointers; with
+        `atomic`, adds `value` atomically and returns what the additions
+        read (0 where masked off)."""
         offsets = p.offsets
         dtype = p.base.dtype
         if offsets.dtype.is_float:
@@ -1454,6 +1456,9 @@ class CodeGen(ast.NodeVisitor):
             if value is None:
                 t = Tile(self.b.load(view, [off], self.ir_type(dtype, shape), pad), dtype, shape)
                 return self.squeeze(t, scalar)
+            if atomic:
+                return self.squeeze(Tile(self.b.atomic_add(value.value, view, [off]), dtype,
+                                         shape), scalar)
             self.b.store(value.value, view, [off])
             return None
         # Strided offsets under bound masks (`ptr + rows[:, None] * stride +
@@ -1468,6 +1473,9 @@ class CodeGen(ast.NodeVisitor):
                     t = self.b.load(view, offs, self.ir_type(dtype, wide), pad)
                     return Tile(self.b.reshape(t, self.ir_type(dtype, shape)), dtype, shape)
                 v = self.b.reshape(value.value, self.ir_type(dtype, wide))
+                if atomic:
+                    old = self.b.atomic_add(v, view, offs)
+                    return Tile(self.b.reshape(old, self.ir_type(dtype, shape)), dtype, shape)
                 self.b.store(v, view, offs)
                 return None
         # General path: a gather/scatter of single elements; masked-off
@@ -1497,6 +1505,11 @@ class CodeGen(ast.NodeVisitor):
         v = value
         if len(shape) != 1:
             v = Tile(self.b.reshape(value.value, self.ir_type(dtype, flat)), dtype, flat)
+        if atomic:
+            t = Tile(self.b.scatter_add(v.value, view, idx.value, []), dtype, flat)
+            if len(shape) != 1:
+                t = Tile(self.b.reshape(t.value, self.ir_type(dtype, shape)), dtype, shape)
+            return self.squeeze(t, scalar)
         self.b.scatter(v.value, view, idx.value, [])
         return None
 
@@ -1589,9 +1602,41 @@ class CodeGen(ast.NodeVisitor):
         self.note_write(view)
         self.b.scatter(value.value, view.value, indices.value, offs)
 
-    def builtin_atomic_add(self, pointer, value, mask=None, offsets=None):
+    def builtin_atomic_add(self, pointer, value, mask=None, offsets=None, sem=None,
+                           scope=None):
+        # Triton's memory-order hints: every target's atomics are acq_rel
+        # for the whole program (CPUs: locked RMWs; GPUs: fences at GPU scope
+        # around them), at least as strong as any sem asks, but not ordered
+        # for the host or other devices (scope='sys').
+        if isinstance(sem, kl.constexpr):
+            sem = sem.value
+        if isinstance(scope, kl.constexpr):
+            scope = scope.value
+        if sem not in (None, "relaxed", "acquire", "release", "acq_rel"):
+            raise KilnError(f"atomic_add(sem=...) must be 'relaxed', 'acquire', 'release' or "
+                            f"'acq_rel', got {sem!r}")
+        if scope == "sys":
+            raise KilnError("atomic_add(scope='sys') is not supported: Kiln's GPU atomics are "
+                            "ordered at GPU scope ('gpu' or 'cta')")
+        if scope not in (None, "cta", "gpu"):
+            raise KilnError(f"atomic_add(scope=...) must be 'cta' or 'gpu', got {scope!r}")
+        if isinstance(pointer, Pointer):
+            pointer = PointerTile(Pointer(pointer.value, pointer.dtype, param=pointer.param),
+                                  pointer.offset if pointer.offset is not None else self.to_tile(0))
+        if isinstance(pointer, PointerTile):
+            if offsets is not None:
+                raise KilnError("offsets= is for atomic_add into a view; a pointer carries its "
+                                "offsets (ptr + offsets)")
+            dtype = pointer.base.dtype
+            if dtype not in (kl.float32, kl.float64, kl.int32, kl.int64):
+                raise KilnError(f"atomic_add supports float32, float64, int32 and int64 "
+                                f"elements, got {dtype.name}")
+            if isinstance(value, kl.constexpr):
+                value = value.value
+            self.note_write(pointer)
+            return self.pointer_access(pointer, value, mask, None, atomic=True)
         if not isinstance(pointer, View):
-            raise KilnError("atomic_add needs a view and offsets= (kl.make_view)")
+            raise KilnError("atomic_add needs a pointer (ptr + offsets) or a view")
         if mask is not None:
             # kiln.atomic_add has no mask: the view drops its out-of-range
             # elements, every other element is added.

@@ -146,12 +146,18 @@ def scatter(view, value, indices, offsets=()):
 
 
 @builtin
-def atomic_add(pointer, value, mask=None, offsets=None):
-    """Atomically adds a tile into a view at ``offsets`` (``kl.make_view``);
-    elements outside the view are dropped. Returns the tile of values the
-    additions read (each element's value just before its addition; 0 outside
-    the view), e.g. slot numbers when adding 1 to counters. Tiles of pointers
-    and ``mask=`` are not supported (add ``kl.where(mask, value, 0)``)."""
+def atomic_add(pointer, value, mask=None, offsets=None, sem=None, scope=None):
+    """Atomically adds value through a pointer or tile of pointers (as
+    Triton's tl.atomic_add: ``kl.atomic_add(hist + bins, 1, mask=m)``; equal
+    addresses all receive their additions), or into a view at ``offsets``
+    (``kl.make_view``; elements outside the view are dropped, and a view
+    takes no mask). Returns the values the additions read (each element's
+    value just before its addition; 0 where masked off or outside the view),
+    e.g. slot numbers when adding 1 to counters. float32, float64, int32 and
+    int64 elements. ``sem`` and ``scope`` are Triton's hints, accepted and
+    checked: the program's accesses before an atomic_add happen before it,
+    and it before those after it (acq_rel, at GPU scope on GPUs; scope='sys'
+    is refused)."""
 
 
 @builtin

@@ -608,6 +608,11 @@ void bindCompiler(py::module &m) {
               std::vector<Value> offsets) {
              p.make<kd::ScatterOp>(value, view, indices, offsets);
            })
+      .def("scatter_add",
+           [](PyBuilder &p, Value value, Value view, Value indices,
+              std::vector<Value> offsets) {
+             return p.make<kd::ScatterAddOp>(value, view, indices, offsets);
+           })
       .def("dot",
            [](PyBuilder &p, Value a, Value b, Value acc) {
              if (!isa<RankedTensorType>(a.getType()) || !isa<RankedTensorType>(b.getType()) ||

@@ -823,3 +823,136 @@ def test_float_scans_propagate_nan_and_bf16_sums_widen(rng):
         o = np.zeros(50, np.float32)
         scan_1d[(1,)](x, o, 50, KIND=kind, REV=False, B=64)
         assert not np.isnan(o[:20]).any() and np.isnan(o[20:]).all()
+
+
+# Atomics through pointers, as Triton writes them: a histogram of arbitrary
+# bins (kiln.scatter_add: every addition to a repeated bin lands), slots
+# claimed from counters, 1-D and 2-D tiles of contiguous or strided pointers
+# (view atomics), and a scalar counter.
+
+@kiln.jit
+def histogram(bins, hist, slot, n, B: kl.constexpr):
+    offs = kl.program_id(0) * B + kl.arange(0, B)
+    m = offs < n
+    b = kl.load(bins + offs, mask=m, other=0)
+    s = kl.atomic_add(hist + b, 1, mask=m)
+    kl.store(slot + offs, s, mask=m)
+
+
+def test_pointer_atomics_histogram_and_claimed_slots(rng):
+    n, NB, B = 1000, 13, 128
+    bins = rng.integers(0, NB, n).astype(np.int32)
+    hist = np.zeros(NB + 3, np.int32)  # 3 guard bins nothing may touch
+    slot = np.full(n, -7, np.int32)
+    histogram[(kiln.cdiv(n, B),)](bins, hist, slot, n, B=B)
+    assert "kiln.scatter_add" in histogram.ir("kiln")
+    assert (hist[:NB] == np.bincount(bins, minlength=NB)).all() and (hist[NB:] == 0).all()
+    for e in range(NB):
+        assert sorted(slot[bins == e].tolist()) == list(range(hist[e]))
+
+
+@kiln.jit
+def accumulate_2d(x, out, m, n, P: kl.constexpr, BM: kl.constexpr, BN: kl.constexpr):
+    # P programs add their slice of x into the same out (split-K style).
+    p = kl.program_id(0)
+    rm = kl.arange(0, BM)
+    rn = kl.arange(0, BN)
+    mask = (rm[:, None] < m) & (rn[None, :] < n)
+    t = kl.load(x + p * m * n + rm[:, None] * n + rn[None, :], mask=mask, other=0.0)
+    kl.atomic_add(out + rm[:, None] * n + rn[None, :], t, mask=mask)
+
+
+@kiln.jit
+def accumulate_1d(x, out, n, B: kl.constexpr):
+    offs = kl.arange(0, B)
+    t = kl.load(x + kl.program_id(0) * n + offs, mask=offs < n, other=0.0)
+    kl.atomic_add(out + offs, t, mask=offs < n, sem="relaxed", scope="gpu")
+
+
+@kiln.jit
+def count_programs(counter, order):
+    old = kl.atomic_add(counter, 1)
+    kl.store(order + kl.program_id(0), old)
+
+
+def test_pointer_atomics_on_views_and_scalars(rng):
+    m, n, P = 11, 37, 5
+    x = rng.standard_normal((P, m, n))
+    out = np.zeros((m + 1, n))  # a guard row
+    accumulate_2d[(P,)](x, out, m, n, P=P, BM=16, BN=64)
+    ir = accumulate_2d.ir("kiln")
+    assert "kiln.atomic_add" in ir and "kiln.scatter_add" not in ir and "kiln.gather" not in ir
+    assert_close(out[:m], x.sum(0), rtol=1e-12, atol=1e-12)
+    assert (out[m] == 0).all()
+
+    x1 = rng.standard_normal((P, 100)).astype(np.float32)
+    out1 = np.zeros(101, np.float32)
+    accumulate_1d[(P,)](x1, out1, 100, B=128)
+    assert "kiln.atomic_add" in accumulate_1d.ir("kiln")
+    assert_close(out1[:100], x1.astype(np.float64).sum(0), rtol=1e-5, atol=1e-5)
+    assert out1[100] == 0
+
+    for dt in (np.int32, np.int64):
+        counter = np.zeros(2, dt)
+        order = np.full(9, -1, dt)
+        count_programs[(9,)](counter, order)
+        assert counter[0] == 9 and counter[1] == 0
+        assert sorted(order.tolist()) == list(range(9))
+
+
+def test_pointer_atomic_errors():
+    @kiln.jit
+    def half(h):
+        kl.atomic_add(h + kl.arange(0, 8), 1.0)
+
+    with pytest.raises(kiln.CompilationError, match="supports float32, float64, int32 and int64"):
+        half[(1,)](np.zeros(8, np.float16))
+
+    @kiln.jit
+    def offs(h):
+        kl.atomic_add(h + kl.arange(0, 8), 1.0, offsets=(0,))
+
+    with pytest.raises(kiln.CompilationError, match="offsets= is for atomic_add into a view"):
+        offs[(1,)](np.zeros(8, np.float32))
+
+    @kiln.jit
+    def sem(h):
+        kl.atomic_add(h + kl.arange(0, 8), 1.0, sem="sequential")
+
+    with pytest.raises(kiln.CompilationError, match="sem=.... must be 'relaxed'"):
+        sem[(1,)](np.zeros(8, np.float32))
+
+    @kiln.jit
+    def sys_scope(h):
+        kl.atomic_add(h + kl.arange(0, 8), 1.0, scope="sys")
+
+    with pytest.raises(kiln.CompilationError, match="scope='sys'. is not supported"):
+        sys_scope[(1,)](np.zeros(8, np.float32))
+
+
+@kiln.jit
+def last_program_sums(x, partial, count, out, n, P: kl.constexpr, B: kl.constexpr):
+    # Each program publishes its partial sums, then counts itself done; the
+    # one whose addition reads P - 1 sums every program's partials (the
+    # atomic orders the stores before it and the loads after it).
+    p = kl.program_id(0)
+    offs = kl.arange(0, B)
+    t = kl.load(x + p * n + offs, mask=offs < n, other=0.0)
+    kl.store(partial + p * B + offs, t * 2.0)
+    done = kl.atomic_add(count, 1)
+    if done == P - 1:
+        acc = kl.zeros((B,), kl.float32)
+        for q in range(0, P):
+            acc += kl.load(partial + q * B + offs)
+        kl.store(out + offs, acc, mask=offs < n)
+
+
+def test_atomic_counter_publishes_partial_results(rng):
+    P, n, B = 6, 50, 64
+    x = rng.standard_normal((P, n)).astype(np.float32)
+    partial = np.full((P, B), np.nan, np.float32)
+    count = np.zeros(1, np.int32)
+    out = np.full(n, np.nan, np.float32)
+    last_program_sums[(P,)](x, partial, count, out, n, P=P, B=B)
+    assert count[0] == P
+    assert_close(out, 2.0 * x.astype(np.float64).sum(0), rtol=1e-5, atol=1e-5)

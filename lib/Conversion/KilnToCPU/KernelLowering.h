@@ -338,7 +338,10 @@ private:
                                 ValueRange offsets, Value tileBuf,
                                 RankedTensorType tileType, Attribute padding,
                                 bool isStore);
-  LogicalResult lowerAtomicAdd(AtomicAddOp op);
+  /// kiln.atomic_add, or kiln.scatter_add (`indices` set: dimension 0 is
+  /// the row each index names).
+  LogicalResult lowerAtomicAdd(Operation *op, Value value, Value view,
+                               Value indices, ValueRange offsets, Value old);
   LogicalResult lowerElementwise(Operation *op);
   // Elementwise fusion: an elementwise op whose only user is an elementwise
   // op of the same shape in the same block, or a splat or broadcast whose

@@ -596,17 +596,27 @@ LogicalResult KernelLowering::lowerViewAccess(
   return success();
 }
 
-LogicalResult KernelLowering::lowerAtomicAdd(AtomicAddOp op) {
-  auto it = views.find(op.getView());
+LogicalResult KernelLowering::lowerAtomicAdd(Operation *op, Value value,
+                                             Value view, Value indices,
+                                             ValueRange offsets, Value old) {
+  auto it = views.find(view);
   if (it == views.end())
     return op->emitError(who() + ": the view must be made by a "
                          "kiln.make_view in the same kernel");
   const ViewInfo &vi = it->second;
-  auto tileType = op.getValue().getType();
-  auto buf = bufferOf(op.getValue(), op);
+  auto tileType = cast<RankedTensorType>(value.getType());
+  auto buf = bufferOf(value, op);
   if (failed(buf))
     return failure();
-  ImplicitLocOpBuilder b(op.getLoc(), op);
+  // kiln.scatter_add: dimension 0 is the row its index tile names.
+  Value idxBuf;
+  if (indices) {
+    auto ib = bufferOf(indices, op);
+    if (failed(ib))
+      return failure();
+    idxBuf = *ib;
+  }
+  ImplicitLocOpBuilder b(op->getLoc(), op);
   Value c0 = arith::ConstantIndexOp::create(b, 0);
   Type elt = tileType.getElementType();
   auto kind = isa<FloatType>(elt) ? arith::AtomicRMWKind::addf
@@ -614,16 +624,15 @@ LogicalResult KernelLowering::lowerAtomicAdd(AtomicAddOp op) {
   // The values the atomics read, when something uses them (zero outside
   // the view).
   Value oldBuf;
-  if (!op.getOld().use_empty()) {
-    oldBuf = allocTile(tileType, op.getLoc());
-    buffers[op.getOld()] = oldBuf;
+  if (!old.use_empty()) {
+    oldBuf = allocTile(tileType, op->getLoc());
+    buffers[old] = oldBuf;
   }
-  forEachIndex(b, tileType.getShape(), 1, [&](ImplicitLocOpBuilder &ib,
-                                              ValueRange idx) {
+  auto body = [&](ImplicitLocOpBuilder &ib, ValueRange idx) {
     Value valid = arith::ConstantIntOp::create(ib, 1, 1);
     SmallVector<Value> viewIdx;
     for (auto [d, iv] : llvm::enumerate(idx)) {
-      Value i = arith::AddIOp::create(ib, op.getOffsets()[d], iv);
+      Value i = viewIndexAt(ib, idxBuf, offsets, d, iv);
       viewIdx.push_back(i);
       Value ge = arith::CmpIOp::create(ib, arith::CmpIPredicate::sge, i, c0);
       Value lt = arith::CmpIOp::create(ib, arith::CmpIPredicate::slt, i,
@@ -632,24 +641,40 @@ LogicalResult KernelLowering::lowerAtomicAdd(AtomicAddOp op) {
                                     arith::AndIOp::create(ib, ge, lt));
     }
     Value v = memref::LoadOp::create(ib, *buf, idx);
+    Location loc = op->getLoc();
     if (!oldBuf) {
       auto ifOp = scf::IfOp::create(ib, TypeRange{}, valid, false);
       OpBuilder tb = ifOp.getThenBodyBuilder();
-      memref::AtomicRMWOp::create(tb, op.getLoc(), kind, v, vi.memref, viewIdx);
+      memref::AtomicRMWOp::create(tb, loc, kind, v, vi.memref, viewIdx);
       return;
     }
     auto ifOp = scf::IfOp::create(ib, TypeRange{elt}, valid, true);
     OpBuilder tb = ifOp.getThenBodyBuilder();
-    Value old =
-        memref::AtomicRMWOp::create(tb, op.getLoc(), kind, v, vi.memref, viewIdx);
-    scf::YieldOp::create(tb, op.getLoc(), old);
+    Value read = memref::AtomicRMWOp::create(tb, loc, kind, v, vi.memref, viewIdx);
+    scf::YieldOp::create(tb, loc, read);
     OpBuilder eb = ifOp.getElseBodyBuilder();
-    scf::YieldOp::create(eb, op.getLoc(),
-                         arith::ConstantOp::create(eb, op.getLoc(), elt,
-                                                   eb.getZeroAttr(elt))
-                             .getResult());
+    scf::YieldOp::create(
+        eb, loc,
+        arith::ConstantOp::create(eb, loc, elt, eb.getZeroAttr(elt)).getResult());
     memref::StoreOp::create(ib, ifOp.getResult(0), oldBuf, idx);
-  });
+  };
+  if (!simt) {
+    // (x86: every atomic is a locked, sequentially consistent RMW.)
+    forEachIndex(b, tileType.getShape(), 1, body);
+    toErase.push_back(op);
+    return success();
+  }
+  // GPU: the program's accesses before the op happen before its atomics,
+  // which happen before its accesses after it (acq_rel at GPU scope, for
+  // the whole block: a barrier gathers every thread's earlier writes, each
+  // thread's fence releases them; its atomics, a fence and a barrier
+  // acquire for all). PTX's plain atom is relaxed: a counter whose last
+  // increment says "every partial result is written" needs this.
+  barrier(b);
+  atomicFence(b);
+  distribute(b, *simt, tileType.getShape(), body);
+  atomicFence(b);
+  barrier(b);
   toErase.push_back(op);
   return success();
 }
@@ -2209,7 +2234,11 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
                            /*isStore=*/true);
   }
   if (auto add = dyn_cast<AtomicAddOp>(op))
-    return lowerAtomicAdd(add);
+    return lowerAtomicAdd(op, add.getValue(), add.getView(), Value(),
+                          add.getOffsets(), add.getOld());
+  if (auto add = dyn_cast<ScatterAddOp>(op))
+    return lowerAtomicAdd(op, add.getValue(), add.getView(), add.getIndices(),
+                          add.getOffsets(), add.getOld());
   if (auto dot = dyn_cast<DotOp>(op))
     return lowerDot(dot);
   if (auto red = dyn_cast<ReduceOp>(op))

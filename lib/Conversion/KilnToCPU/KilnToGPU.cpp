@@ -181,6 +181,10 @@ void KernelLowering::barrier(ImplicitLocOpBuilder &b) {
 /// fence.proxy.async.shared::cta: this thread's prior (generic-proxy) writes
 /// to shared memory are ordered before later async-proxy reads (wgmma), once
 /// a barrier hands them over (PTX ISA, "Async Proxy").
+void atomicFence(ImplicitLocOpBuilder &b) {
+  LLVM::FenceOp::create(b, LLVM::AtomicOrdering::acq_rel, "device");
+}
+
 void asyncProxyFence(ImplicitLocOpBuilder &b) {
   NVVM::FenceProxyOp::create(
       b, NVVM::ProxyKind::async_shared,

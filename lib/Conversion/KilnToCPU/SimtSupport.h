@@ -36,6 +36,9 @@ void distribute(ImplicitLocOpBuilder &b, SimtConfig &simt,
 /// `fence.proxy.async.shared::cta`: this thread's generic shared-memory
 /// writes become visible to the async proxy (wgmma, TMA).
 void asyncProxyFence(ImplicitLocOpBuilder &b);
+/// `fence.acq_rel.gpu`: orders this thread's accesses before it (and those
+/// it observed) before its accesses after it, at GPU scope (atomics).
+void atomicFence(ImplicitLocOpBuilder &b);
 /// Runs `body` on thread 0 only; when `cond` (i1) holds.
 void onThread0(ImplicitLocOpBuilder &b, Value threadId,
                function_ref<void(ImplicitLocOpBuilder &)> body);

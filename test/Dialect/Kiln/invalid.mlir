@@ -273,7 +273,7 @@ func.func @f(%v: !kiln.view<2xf32>, %t: tensor<4x4xf32>, %i: index) {
 // -----
 
 func.func @f(%v: !kiln.view<1xf16>, %t: tensor<4xf16>, %i: index) {
-  // expected-error @+1 {{atomic_add supports f32, f64, i32 and i64 elements, got 'f16'}}
+  // expected-error @+1 {{'kiln.atomic_add' op supports f32, f64, i32 and i64 elements, got 'f16'}}
   kiln.atomic_add %t, %v[%i] : tensor<4xf16> -> !kiln.view<1xf16>
   return
 }
@@ -443,5 +443,29 @@ func.func @f(%x: tensor<4x!kiln.ptr<f32>>) {
 func.func @f(%x: tensor<8xf32>) {
   // expected-error @+1 {{all of {src, result} have same type}}
   %r = "kiln.scan"(%x) {kind = 0 : i32, axis = 0 : i32} : (tensor<8xf32>) -> tensor<8xf16>
+  return
+}
+
+// -----
+
+func.func @f(%v: !kiln.view<1xbf16>, %t: tensor<4xbf16>, %i: tensor<4xi32>) {
+  // expected-error @+1 {{'kiln.scatter_add' op supports f32, f64, i32 and i64 elements, got 'bf16'}}
+  %o = kiln.scatter_add %t, %v[%i] : tensor<4xbf16>, tensor<4xi32> -> !kiln.view<1xbf16>
+  return
+}
+
+// -----
+
+func.func @f(%v: !kiln.view<2xf32>, %t: tensor<4x8xf32>, %i: tensor<4xi32>) {
+  // expected-error @+1 {{expected 1 offsets (one per view dimension after the first), got 0}}
+  %o = kiln.scatter_add %t, %v[%i] : tensor<4x8xf32>, tensor<4xi32> -> !kiln.view<2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%v: !kiln.view<1xf32>, %t: tensor<4xf32>, %i: tensor<5xi32>) {
+  // expected-error @+1 {{tile's first dimension (4) must equal the number of indices (5)}}
+  %o = kiln.scatter_add %t, %v[%i] : tensor<4xf32>, tensor<5xi32> -> !kiln.view<1xf32>
   return
 }

@@ -55,6 +55,8 @@ kiln.func @indexed(%p: !kiln.ptr<bf16>, %q: !kiln.ptr<i32>, %rows: index, %cols:
   %h = kiln.gather %w[%idx] padding(-1 : i32) : !kiln.view<1xi32>, tensor<8xi32> -> tensor<8xi32>
   // CHECK: kiln.scatter %[[G]], %{{.*}}[%{{.*}}, %{{.*}}] : tensor<8x64xbf16>, tensor<8xi32> -> !kiln.view<2xbf16>
   kiln.scatter %g, %v[%idx, %c0] : tensor<8x64xbf16>, tensor<8xi32> -> !kiln.view<2xbf16>
+  // CHECK: %{{.*}} = kiln.scatter_add %{{.*}}, %{{.*}}[%{{.*}}] : tensor<8xi32>, tensor<8xi32> -> !kiln.view<1xi32>
+  %slots = kiln.scatter_add %idx, %w[%idx] : tensor<8xi32>, tensor<8xi32> -> !kiln.view<1xi32>
   kiln.return
 }
 

@@ -437,17 +437,20 @@ LogicalResult StoreOp::verify() {
                           getValue().getType(), getInBounds());
 }
 
+/// The element types atomic additions support.
+static LogicalResult verifyAtomicElement(Operation *op, Type elt) {
+  if (!elt.isF32() && !elt.isF64() && !elt.isSignlessInteger(32) &&
+      !elt.isSignlessInteger(64))
+    return op->emitOpError("supports f32, f64, i32 and i64 elements, got ")
+           << elt;
+  return success();
+}
+
 LogicalResult AtomicAddOp::verify() {
   if (failed(verifyViewAccess(*this, getView().getType(), getOffsets().size(),
                               getValue().getType(), std::nullopt)))
     return failure();
-  Type elt = getValue().getType().getElementType();
-  if (!elt.isF32() && !elt.isF64() && !elt.isSignlessInteger(32) &&
-      !elt.isSignlessInteger(64))
-    return emitOpError("atomic_add supports f32, f64, i32 and i64 elements, "
-                       "got ")
-           << elt;
-  return success();
+  return verifyAtomicElement(*this, getValue().getType().getElementType());
 }
 
 namespace {
@@ -538,6 +541,14 @@ LogicalResult ScatterOp::verify() {
   return verifyIndexedAccess(*this, getView().getType(),
                              getIndices().getType(), getOffsets().size(),
                              getValue().getType());
+}
+
+LogicalResult ScatterAddOp::verify() {
+  if (failed(verifyIndexedAccess(*this, getView().getType(),
+                                 getIndices().getType(), getOffsets().size(),
+                                 getValue().getType())))
+    return failure();
+  return verifyAtomicElement(*this, getValue().getType().getElementType());
 }
 
 //===----------------------------------------------------------------------===//
