@@ -347,9 +347,9 @@ class CodeGen(ast.NodeVisitor):
         if not isinstance(a, Tile) and not isinstance(b, Tile):
             raise KilnError("internal: unify on two Python values")
         if not isinstance(a, Tile):
-            a = self.to_tile(a, b if not (isinstance(a, float) and b.dtype.is_int) else None)
+            a = self.to_tile(a, b if not (isinstance(a, float) and b.dtype.is_int()) else None)
         if not isinstance(b, Tile):
-            b = self.to_tile(b, a if not (isinstance(b, float) and a.dtype.is_int) else None)
+            b = self.to_tile(b, a if not (isinstance(b, float) and a.dtype.is_int()) else None)
         dt = promote(a.dtype, b.dtype)
         a, b = self.cast(a, dt), self.cast(b, dt)
         shape = broadcast_shapes(a.shape, b.shape)
@@ -792,6 +792,9 @@ class CodeGen(ast.NodeVisitor):
         from .jit import JITFunction  # noqa: avoid an import cycle
         if isinstance(fn, JITFunction):
             return self.inline(fn, args, kwargs, node)
+        if isinstance(getattr(fn, "__self__", None), kl.dtype):
+            # Triton's dtype queries: x.dtype.is_floating(), ...
+            return fn(*args, **kwargs)
         if isinstance(fn, kl.dtype):
             if len(args) != 1:
                 raise KilnError(f"{fn.name}(x) takes one argument")
@@ -922,7 +925,7 @@ class CodeGen(ast.NodeVisitor):
             a, b = self.widen_bools(a, b)
         if isinstance(op, ast.Div):
             a, b = self.unify(a, b)
-            if a.dtype.is_int:
+            if a.dtype.is_int():
                 a, b = self.cast(a, kl.float32), self.cast(b, kl.float32)
         else:
             a, b = self.unify(a, b)
@@ -941,7 +944,7 @@ class CodeGen(ast.NodeVisitor):
             result.strided = self.strided_binop(op, orig_a, orig_b, result.shape)
         # Track `scalar + arange(...)`: contiguous offsets let loads and stores
         # through pointers become view accesses (masked vector code).
-        if isinstance(op, ast.Add) and a.dtype.is_int:
+        if isinstance(op, ast.Add) and a.dtype.is_int():
             for x, y in ((orig_a, orig_b), (orig_b, orig_a)):
                 if isinstance(x, Tile) and x.contiguous is not None and \
                         (not isinstance(y, Tile) or y.is_scalar):
@@ -967,7 +970,7 @@ class CodeGen(ast.NodeVisitor):
     @staticmethod
     def is_int_scalar(x):
         if isinstance(x, Tile):
-            return x.is_scalar and x.dtype.is_int and x.dtype is not kl.int1
+            return x.is_scalar and x.dtype.is_int() and x.dtype is not kl.int1
         return isinstance(x, int) and not isinstance(x, bool)
 
     def s_op(self, op, x, y):
@@ -1200,7 +1203,7 @@ class CodeGen(ast.NodeVisitor):
         # A Python int beyond the tile's integer type compares as a number
         # (int8 tile < 300 is all True, as in NumPy 2): in int64.
         for x, y in ((a, b), (b, a)):
-            if isinstance(x, Tile) and x.dtype.is_int and x.dtype is not kl.int1 and \
+            if isinstance(x, Tile) and x.dtype.is_int() and x.dtype is not kl.int1 and \
                     isinstance(y, int) and not isinstance(y, bool) and \
                     not self.fits(y, x.dtype) and -(1 << 63) <= y < (1 << 63):
                 if x is a:
@@ -1437,7 +1440,7 @@ class CodeGen(ast.NodeVisitor):
             mt, bound = mask.bound_mask
             if isinstance(mt, Tile) and mt.contiguous is not None and \
                     isinstance(bound, (Tile, int)) and not isinstance(bound, bool) and \
-                    (not isinstance(bound, Tile) or (bound.is_scalar and bound.dtype.is_int)):
+                    (not isinstance(bound, Tile) or (bound.is_scalar and bound.dtype.is_int())):
                 mask_run = (mt.contiguous, bound)
         if len(shape) == 1 and offsets.contiguous is not None and pad != "tile" and (
                 mask is None or (mask_run is not None and mask_run[0][1] == offsets.contiguous[1])):
@@ -1823,7 +1826,7 @@ class CodeGen(ast.NodeVisitor):
 
     def float_unary(self, name, x):
         x = self.to_tile(x)
-        if x.dtype.is_int:
+        if x.dtype.is_int():
             x = self.cast(x, kl.float32)
         return Tile(self.b.unary(name, x.value), x.dtype, x.shape)
 
@@ -1865,7 +1868,7 @@ class CodeGen(ast.NodeVisitor):
 
     def builtin_sigmoid(self, x):
         x = self.to_tile(x)
-        if x.dtype.is_int:
+        if x.dtype.is_int():
             x = self.cast(x, kl.float32)
         neg = Tile(self.b.unary("negf", x.value), x.dtype, x.shape)
         e = self.float_unary("exp", neg)

@@ -32,9 +32,59 @@ class dtype:
         self.bits = bits
         self.is_float = is_float
 
-    @property
+    # Triton's dtype queries (kernels branch on them at compile time).
     def is_int(self) -> bool:
         return not self.is_float
+
+    def is_floating(self) -> bool:
+        return self.is_float
+
+    def is_bool(self) -> bool:
+        return self.bits == 1
+
+    def is_int_signed(self) -> bool:
+        return not self.is_float and self.bits > 1
+
+    def is_fp16(self) -> bool:
+        return self.name == "float16"
+
+    def is_bf16(self) -> bool:
+        return self.name == "bfloat16"
+
+    def is_fp32(self) -> bool:
+        return self.name == "float32"
+
+    def is_fp64(self) -> bool:
+        return self.name == "float64"
+
+    def is_int1(self) -> bool:
+        return self.name == "int1"
+
+    def is_int8(self) -> bool:
+        return self.name == "int8"
+
+    def is_int16(self) -> bool:
+        return self.name == "int16"
+
+    def is_int32(self) -> bool:
+        return self.name == "int32"
+
+    def is_int64(self) -> bool:
+        return self.name == "int64"
+
+    @property
+    def primitive_bitwidth(self) -> int:
+        return self.bits
+
+    @property
+    def element_ty(self) -> "dtype":
+        """Triton's pointer element type (`ptr.dtype.element_ty`): a Kiln
+        pointer's dtype is already its element type."""
+        return self
+
+    @property
+    def scalar(self) -> "dtype":
+        return self
 
     def __repr__(self) -> str:
         return f"kl.{self.name}"

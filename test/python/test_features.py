@@ -956,3 +956,31 @@ def test_atomic_counter_publishes_partial_results(rng):
     last_program_sums[(P,)](x, partial, count, out, n, P=P, B=B)
     assert count[0] == P
     assert_close(out, 2.0 * x.astype(np.float64).sum(0), rtol=1e-5, atol=1e-5)
+
+
+@kiln.jit
+def dtype_queries(x, o, n, B: kl.constexpr):
+    # Triton's idioms: the element type of a pointer, dtype queries at
+    # compile time.
+    offs = kl.arange(0, B)
+    t = kl.load(x + offs, mask=offs < n, other=0)
+    if x.dtype.element_ty.is_floating():
+        r = t * 0.5
+    else:
+        r = t * 2
+    kl.static_assert(o.dtype.element_ty.primitive_bitwidth == 32)
+    kl.static_assert(kl.float16.is_fp16() and not kl.bfloat16.is_fp16() and kl.int8.is_int())
+    kl.store(o + offs, r.to(o.dtype.element_ty), mask=offs < n)
+
+
+def test_triton_dtype_queries():
+    x = np.arange(10, dtype=np.float64)
+    o = np.zeros(10, np.float32)
+    dtype_queries[(1,)](x, o, 10, B=16)
+    assert (o == x * 0.5).all()
+    xi = np.arange(10, dtype=np.int16)
+    oi = np.zeros(10, np.int32)
+    dtype_queries[(1,)](xi, oi, 10, B=16)
+    assert (oi == xi * 2).all()
+    with pytest.raises(kiln.CompilationError, match="primitive_bitwidth == 32"):
+        dtype_queries[(1,)](x, np.zeros(10, np.float64), 10, B=16)
