@@ -803,6 +803,14 @@ SmallVector<Value> KernelLowering::pipelinedAccessAt(ImplicitLocOpBuilder &b,
       map.map(ex.getResult(), scalarReadAt(b, ex, map));
       continue;
     }
+    if (auto pid = dyn_cast<ProgramIdOp>(op)) {
+      map.map(pid.getResult(), grid[static_cast<int>(pid.getAxis())]);
+      continue;
+    }
+    if (auto np = dyn_cast<NumProgramsOp>(op)) {
+      map.map(np.getResult(), grid[3 + static_cast<int>(np.getAxis())]);
+      continue;
+    }
     Operation *copy = b.clone(*op, map);
     if (auto mv = dyn_cast<MakeViewOp>(copy))
       (void)lowerMakeView(mv);
@@ -936,10 +944,12 @@ void KernelLowering::setupPipelining(scf::ForOp loop) {
           return;
         }
       }
+      // (Program ids and counts, which front ends emit where they are
+      // used, are the grid's values wherever the slice is issued.)
       if (!def || def->getBlock() != body || def->getNumRegions() != 0 ||
           !isMemoryEffectFree(def) ||
           (!isa<arith::ArithDialect>(def->getDialect()) &&
-           !isa<MakeViewOp>(def))) {
+           !isa<MakeViewOp, ProgramIdOp, NumProgramsOp>(def))) {
         ok = false;
         return;
       }
