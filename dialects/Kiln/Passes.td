@@ -161,6 +161,25 @@ def EmulateGPU : Pass<"kiln-emulate-gpu", "::mlir::ModuleOp"> {
   ];
 }
 
+def KilnHoistInvariants : Pass<"kiln-hoist-invariants"> {
+  let summary = "Hoists loop-invariant views and scalar arithmetic out of loops";
+  let description = [{
+    Moves `kiln.make_view`, `kiln.program_id`, `kiln.num_programs` and pure
+    scalar `arith` ops whose operands are defined outside an `scf.for` or
+    `scf.while` out of it, innermost loops first (tile ops stay where they
+    are: a tile defined before a loop would hold its buffer across it).
+
+    The Python front end makes the view of a pointer access where the access
+    is, which is inside the loop for a K loop's loads
+    (`kl.load(a + rm[:, None] * k + (kk + rk)[None, :], mask=...)`). A view
+    made inside the loop is a new view each iteration to the GPU lowering:
+    its loads can be pipelined by cp.async, but not by TMA, whose tensor map
+    is built once before the loop. Hoisted, the view is the one a
+    hand-written kernel would make (`kl.make_view` before the loop).
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect"];
+}
+
 def KilnExpandArithForNVVM : Pass<"kiln-expand-arith-nvvm"> {
   let summary = "Expands only the arith ops NVPTX has no instruction for";
   let description = [{

@@ -81,6 +81,22 @@ class Tile:
         # bound, or `&` of those): a tuple with a limit (int or scalar Tile)
         # or None (no bound) per dimension.
         self.limits = None
+        # Alongside `strided`, where the front end can tell: (rest, origins)
+        # with c = rest + sum_d origins[d] * strides[d], origins[d] the first
+        # index of dimension d (pid * BM in `pid * BM + arange(0, BM)`; None
+        # for 0). And alongside `limits`, per dimension None or (size,
+        # origin): `origin + i_d < size`. A pointer access whose mask bounds
+        # the same origins its offsets have is then an access at
+        # (origin_d)_d of a view of sizes (size_d)_d, which does not change
+        # from one loop iteration to the next (the sizes do not depend on the
+        # loop's index): it can be pipelined, and with rest 0 it needs no
+        # flattened dimension (TMA, wgmma's operand layouts).
+        self.coords = None
+        self.bounds = None
+        # Whether an integer scalar is known not to be negative (program ids,
+        # a loop index counting up from such a value, sums and products of
+        # those): view offsets that are may take per-dimension bounds.
+        self.nonneg = False
 
     @property
     def is_scalar(self):
@@ -320,6 +336,9 @@ class CodeGen(ast.NodeVisitor):
         # (Widening only: a narrowing cast may wrap the values.)
         if t.strided is not None and dtype in WIDE_INTS and dtype.bits >= t.dtype.bits:
             out.strided = t.strided
+            out.coords = t.coords
+        out.nonneg = t.nonneg and dtype.is_int() and dtype is not kl.int1 and \
+            dtype.bits >= t.dtype.bits
         return out
 
     def broadcast_to(self, t: Tile, shape) -> Tile:
@@ -340,6 +359,9 @@ class CodeGen(ast.NodeVisitor):
         # (Only dimensions of size 1 grow, and those have no stride or limit.)
         out.strided = self.strided_of(t, len(shape))
         out.limits = self.limits_of(t, len(shape))
+        if t.coords is not None:
+            out.coords = self.coords_of(t, len(shape))
+        out.bounds = self.bounds_of(t, len(shape))
         return out
 
     def unify(self, a, b):
@@ -544,6 +566,9 @@ class CodeGen(ast.NodeVisitor):
         i = Tile(self.b.cast(iv, self.b.scalar_type("i64")), kl.int64, ())
         if runtime_step:
             i = self.binop(ast.Add(), lb64, self.binop(ast.Mult(), i, st64))
+        else:
+            # (lb, lb + step, ...: never below a start that is not negative.)
+            i.nonneg = self.is_nonneg(args[0])
         self.assign(node.target.id, i)
         self.visit_stmts(node.body)
         if self.returned is not None:
@@ -940,8 +965,14 @@ class CodeGen(ast.NodeVisitor):
             return self.floor_mod(result, b)
         if a.dtype is kl.int1 and isinstance(op, ast.BitAnd):
             result.limits = self.and_limits(orig_a, orig_b, len(result.shape))
+            result.bounds = self.and_bounds(orig_a, orig_b, len(result.shape))
         elif a.dtype in WIDE_INTS and isinstance(op, (ast.Add, ast.Sub, ast.Mult)):
             result.strided = self.strided_binop(op, orig_a, orig_b, result.shape)
+            if result.strided is not None:
+                result.coords = self.coords_binop(op, orig_a, orig_b, result)
+        if a.dtype in WIDE_INTS and isinstance(op, (ast.Add, ast.Mult)) and \
+                self.is_nonneg(orig_a) and self.is_nonneg(orig_b):
+            result.nonneg = True
         # Track `scalar + arange(...)`: contiguous offsets let loads and stores
         # through pointers become view accesses (masked vector code).
         if isinstance(op, ast.Add) and a.dtype.is_int():
@@ -1022,6 +1053,11 @@ class CodeGen(ast.NodeVisitor):
             out.strided = (c, strides[:dim] + (None,) + strides[dim:])
         if src.limits is not None:
             out.limits = src.limits[:dim] + (None,) + src.limits[dim:]
+        if src.coords is not None:
+            rest, origins = src.coords
+            out.coords = (rest, origins[:dim] + (None,) + origins[dim:])
+        if src.bounds is not None:
+            out.bounds = src.bounds[:dim] + (None,) + src.bounds[dim:]
         return out
 
     def strided_binop(self, op, x, y, shape):
@@ -1088,6 +1124,200 @@ class CodeGen(ast.NodeVisitor):
                 out.append(self.builtin_minimum(*(w if isinstance(w, int) else
                                                   self.cast(w, kl.int64) for w in (u, v))))
         return tuple(out)
+
+    @staticmethod
+    def is_nonneg(x):
+        if isinstance(x, kl.constexpr):
+            x = x.value
+        if x is None:
+            return True
+        if isinstance(x, bool):
+            return False
+        if isinstance(x, int):
+            return x >= 0
+        return isinstance(x, Tile) and x.nonneg
+
+    @staticmethod
+    def same_origin(u, v):
+        """Whether two origins are provably equal: both 0 (None), equal ints,
+        or the same scalar value."""
+        u = None if isinstance(u, int) and u == 0 else u
+        v = None if isinstance(v, int) and v == 0 else v
+        if u is None or v is None:
+            return u is None and v is None
+        if isinstance(u, int) or isinstance(v, int):
+            return isinstance(u, int) and isinstance(v, int) and u == v
+        return u is v
+
+    def coords_of(self, x, rank):
+        """x's (rest, origins) over `rank` dimensions, a scalar's being
+        (x, no origins); None if unknown."""
+        if self.is_int_scalar(x):
+            return (x, (None,) * rank)
+        if isinstance(x, Tile) and x.coords is not None and len(x.shape) <= rank:
+            rest, origins = x.coords
+            return (rest, (None,) * (rank - len(origins)) + origins)
+        return None
+
+    def bounds_of(self, x, rank):
+        if isinstance(x, Tile) and x.bounds is not None and len(x.shape) <= rank:
+            return (None,) * (rank - len(x.bounds)) + x.bounds
+        return None
+
+    def coords_binop(self, op, x, y, result):
+        try:
+            return self._coords_binop(op, x, y, result)
+        except KilnError:  # a coefficient past int64
+            return None
+
+    def _coords_binop(self, op, x, y, result):
+        """The coords of x op y (+, -, *) whose strided form is `result`'s."""
+        rank = len(result.shape)
+        cx, cy = self.coords_of(x, rank), self.coords_of(y, rank)
+        sx, sy = self.strided_of(x, rank), self.strided_of(y, rank)
+        if cx is None or cy is None:
+            return None
+        flat_x = all(st is None for st in sx[1])
+        flat_y = all(st is None for st in sy[1])
+        if isinstance(op, ast.Mult):
+            if flat_y:
+                rest, origins = self.s_op(op, cx[0], sy[0]), cx[1]
+            elif flat_x:
+                rest, origins = self.s_op(op, cy[0], sx[0]), cy[1]
+            else:
+                return None
+        else:
+            # An index (one dimension, stride 1: `pid * BM + arange(0, BM)`,
+            # `kk + rk`) plus or minus a scalar moves its origin.
+            def index_axis(st):
+                axes = [d for d, v in enumerate(st) if v is not None]
+                if len(axes) == 1 and isinstance(st[axes[0]], int) and st[axes[0]] == 1:
+                    return axes[0]
+                return None
+            d = index_axis(sx[1]) if flat_y else None
+            if d is not None:
+                origins = list(cx[1])
+                origins[d] = self.s_op(op, origins[d], cy[0])
+                rest, origins = cx[0], tuple(origins)
+            elif isinstance(op, ast.Add) and flat_x and index_axis(sy[1]) is not None:
+                d = index_axis(sy[1])
+                origins = list(cy[1])
+                origins[d] = self.s_op(op, origins[d], cx[0])
+                rest, origins = cy[0], tuple(origins)
+            else:
+                rest = self.s_op(op, cx[0], cy[0])
+                origins = []
+                for u, v, ou, ov in zip(sx[1], sy[1], cx[1], cy[1]):
+                    if v is None:
+                        origins.append(ou if u is not None else None)
+                    elif u is None:
+                        origins.append(ov)
+                    elif self.same_origin(ou, ov):
+                        origins.append(ou)
+                    else:
+                        return None
+                origins = tuple(origins)
+        # A dimension whose stride vanished (size 1, or a zero product) must
+        # not keep an origin: its part of c would be lost.
+        strides = result.strided[1]
+        for o, st in zip(origins, strides):
+            if st is None and not self.same_origin(o, None):
+                return None
+        return (0 if rest is None else rest, origins)
+
+    def bound_bounds(self, op, a, b, rank):
+        """The bounds of `a < b` (<=, >, >=), as bound_limits: with a's
+        coords, `rest + origin + i_d < bound` is `origin + i_d < bound - rest`."""
+        if isinstance(op, (ast.Gt, ast.GtE)):
+            a, b = b, a
+        elif not isinstance(op, (ast.Lt, ast.LtE)):
+            return None
+        if not isinstance(a, Tile) or a.is_scalar or not self.is_int_scalar(b):
+            return None
+        s, co = self.strided_of(a, rank), self.coords_of(a, rank)
+        if s is None or co is None:
+            return None
+        axes = [d for d, st in enumerate(s[1]) if st is not None]
+        if len(axes) != 1 or not (isinstance(s[1][axes[0]], int) and s[1][axes[0]] == 1):
+            return None
+        size = self.s_op(ast.Sub(), b, co[0])
+        if isinstance(op, (ast.LtE, ast.GtE)):
+            size = self.s_op(ast.Add(), size, 1)
+        return tuple((size, co[1][axes[0]]) if d == axes[0] else None for d in range(rank))
+
+    def and_bounds(self, x, y, rank):
+        bx, by = self.bounds_of(x, rank), self.bounds_of(y, rank)
+        if bx is None or by is None:
+            return None
+        out = []
+        for u, v in zip(bx, by):
+            if u is None or v is None:
+                out.append(v if u is None else u)
+            elif not self.same_origin(u[1], v[1]):
+                return None
+            elif isinstance(u[0], int) and isinstance(v[0], int):
+                out.append((min(u[0], v[0]), u[1]))
+            else:
+                out.append((self.builtin_minimum(*(w if isinstance(w, int) else
+                                                   self.cast(w, kl.int64)
+                                                   for w in (u[0], v[0]))), u[1]))
+        return tuple(out)
+
+    def origin_view(self, ptr: Pointer, offsets: Tile, mask, shape):
+        """The view access for `ptr + offsets` under `mask` when the mask
+        bounds each varying index at the origin the offsets have (Tile.coords,
+        Tile.bounds), or None: a view of the mask's sizes at the origins;
+        with a rest (a scalar part of the offsets no dimension owns, as a
+        batch offset), one more first dimension (stride 1) carries it.
+        Returns (view, offsets, flattened)."""
+        rank = len(shape)
+        s, co = self.strided_of(offsets, rank), self.coords_of(offsets, rank)
+        if s is None or co is None or rank + 1 > 8:
+            return None
+        _, strides = s
+        rest, origins = co
+        if any(isinstance(st, int) and st < 0 for st in strides):
+            return None
+        bounds = (None,) * rank
+        if mask is not None:
+            bounds = self.bounds_of(mask, rank)
+            if bounds is None:
+                return None
+        # Every offset must be known not to be negative: a view's dimension
+        # drops indices below 0, where the pointer the kernel computed may
+        # still lie inside its array (another term, or the rest, adding
+        # back what the index took away). Otherwise: strided_view, whose
+        # one offset is the whole of c.
+        if not self.is_nonneg(rest):
+            return None
+        for st, o, bd in zip(strides, origins, bounds):
+            if not self.is_nonneg(bd[1] if bd is not None else o if st is not None else None):
+                return None
+        idx = self.b.scalar_type("index")
+        sizes, strs, offs = [], [], []
+        for st, o, bd in zip(strides, origins, bounds):
+            if bd is not None:
+                size, bo = bd
+                if st is not None and not self.same_origin(o, bo):
+                    return None
+                o = bo
+            if bd is None:
+                sizes.append(self.b.constant(UNBOUNDED, idx))
+            elif isinstance(bd[0], int):
+                sizes.append(self.b.constant(max(bd[0], 0), idx))
+            else:
+                sizes.append(self.index(self.builtin_maximum(bd[0], 0), "a bound"))
+            strs.append(self.b.constant(0, idx) if st is None else self.index(st, "a stride"))
+            offs.append(self.b.constant(0, idx) if o is None or (isinstance(o, int) and o == 0)
+                        else self.index(o, "an offset"))
+        flattened = not (isinstance(rest, int) and rest == 0)
+        if flattened:
+            sizes.insert(0, self.b.constant(UNBOUNDED, idx))
+            strs.insert(0, self.b.constant(1, idx))
+            offs.insert(0, self.index(rest, "an offset"))
+        view = self.b.make_view(ptr.value, sizes, strs,
+                                self.b.view_type(len(sizes), self.b.scalar_type(ptr.dtype.ir)))
+        return view, offs, flattened
 
     def strided_view(self, ptr: Pointer, offsets: Tile, mask, shape):
         """A view access for `ptr + offsets` under `mask` when the offsets
@@ -1219,6 +1449,7 @@ class CodeGen(ast.NodeVisitor):
             result.bound_mask = (a, b)
         try:
             result.limits = self.bound_limits(op, a, b, len(result.shape))
+            result.bounds = self.bound_bounds(op, a, b, len(result.shape))
         except KilnError:  # a bound past int64: no view
             pass
         return result
@@ -1274,14 +1505,18 @@ class CodeGen(ast.NodeVisitor):
         if axis not in (0, 1, 2):
             raise KilnError("program_id axis must be 0, 1 or 2")
         self.check_grid_axis(axis)
-        return Tile(self.b.program_id(axis), kl.int32, ())
+        t = Tile(self.b.program_id(axis), kl.int32, ())
+        t.nonneg = True
+        return t
 
     def builtin_num_programs(self, axis=0):
         axis = self.const_int(axis, "axis")
         if axis not in (0, 1, 2):
             raise KilnError("num_programs axis must be 0, 1 or 2")
         self.check_grid_axis(axis)
-        return Tile(self.b.num_programs(axis), kl.int32, ())
+        t = Tile(self.b.num_programs(axis), kl.int32, ())
+        t.nonneg = True
+        return t
 
     def builtin_range(self, *args, **kwargs):
         raise KilnError("kl.range() is only supported as the iterable of a for loop")
@@ -1297,6 +1532,7 @@ class CodeGen(ast.NodeVisitor):
                  (end - start,))
         t.contiguous = (start, end - start)
         t.strided = (start, (1,) if end - start > 1 else (None,))
+        t.coords = (0, (start,)) if end - start > 1 else (start, (None,))
         return t
 
     def builtin_zeros(self, shape, dtype=kl.float32):
@@ -1468,9 +1704,21 @@ class CodeGen(ast.NodeVisitor):
         # cols[None, :]`, `mask=(rows[:, None] < m) & (cols[None, :] < n)`):
         # a view access, as a view load or store would be written.
         if not scalar and pad != "tile":
-            sv = self.strided_view(p.base, offsets, mask, shape)
+            sv = self.origin_view(p.base, offsets, mask, shape)
+            if sv is None:
+                sv = self.strided_view(p.base, offsets, mask, shape)
+                if sv is not None:
+                    sv = sv + (True,)
             if sv is not None:
-                view, offs = sv
+                view, offs, flattened = sv
+                if not flattened:
+                    if value is None:
+                        return Tile(self.b.load(view, offs, self.ir_type(dtype, shape), pad),
+                                    dtype, shape)
+                    if atomic:
+                        return Tile(self.b.atomic_add(value.value, view, offs), dtype, shape)
+                    self.b.store(value.value, view, offs)
+                    return None
                 wide = (1,) + shape
                 if value is None:
                     t = self.b.load(view, offs, self.ir_type(dtype, wide), pad)

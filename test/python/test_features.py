@@ -651,7 +651,9 @@ def test_strided_pointer_tiles_are_view_accesses(rng):
     o3 = np.full((a, b, c), np.nan, np.float32)
     copy3d[(kiln.cdiv(b, 4),)](x3, o3, a, b, c, BA=4, BB=4, BC=16)
     assert_close(o3, x3.astype(np.float64) - 3, 1e-6, 1e-6)
-    assert "!kiln.view<4xf32>" in copy3d.ir("kiln")
+    # (Offsets with no scalar part: a view of the tile's rank, no reshape.)
+    ir = copy3d.ir("kiln")
+    assert "!kiln.view<3xf32>" in ir and "kiln.reshape" not in ir, ir
 
     x = rng.standard_normal((5, 7)).astype(np.float32)
     o = np.full(8 * 8, np.nan, np.float32)
@@ -984,3 +986,81 @@ def test_triton_dtype_queries():
     assert (oi == xi * 2).all()
     with pytest.raises(kiln.CompilationError, match="primitive_bitwidth == 32"):
         dtype_queries[(1,)](x, np.zeros(10, np.float64), 10, B=16)
+
+
+
+# A Triton-style K loop: the offsets' indices (`rm`, `kk + rk`) are bounded
+# by the masks at the same origins, so each access is a view of the array's
+# sizes (m, k) at (pid * BM, kk): no reshape, and a view the loop does not
+# change (kiln-hoist-invariants moves it before the loop; GPUs pipeline its
+# loads, by TMA on sm_90a: test/Target/GPU/gpu-pipeline-pid.mlir). Masks
+# written against other origins (`rk < k - kk`) take the flattened view.
+
+@kiln.jit
+def triton_matmul(a, b, c, m, n, k, sam, sbk, scm, OTHER_ORIGIN: kl.constexpr,
+                  BM: kl.constexpr, BN: kl.constexpr, BK: kl.constexpr):
+    rm = kl.program_id(1) * BM + kl.arange(0, BM)
+    rn = kl.program_id(0) * BN + kl.arange(0, BN)
+    rk = kl.arange(0, BK)
+    acc = kl.zeros((BM, BN), kl.float32)
+    for kk in range(0, k, BK):
+        if OTHER_ORIGIN:
+            ka = (rm[:, None] < m) & (rk[None, :] < k - kk)
+        else:
+            ka = (rm[:, None] < m) & ((kk + rk)[None, :] < k)
+        ta = kl.load(a + rm[:, None] * sam + (kk + rk)[None, :], mask=ka, other=0.0)
+        tb = kl.load(b + (kk + rk)[:, None] * sbk + rn[None, :],
+                     mask=((kk + rk)[:, None] < k) & (rn[None, :] < n), other=0.0)
+        acc = kl.dot(ta, tb, acc)
+    kl.store(c + rm[:, None] * scm + rn[None, :], acc, mask=(rm[:, None] < m) & (rn[None, :] < n))
+
+
+@pytest.mark.parametrize("other_origin", [False, True])
+def test_triton_style_k_loop_accesses_are_views_at_origins(rng, other_origin):
+    m, n, k = 45, 37, 70
+    a = rng.standard_normal((m, k + 3)).astype(np.float32)  # padded rows
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    c = np.full((m, n + 2), np.nan, np.float32)
+    BM, BN, BK = 16, 32, 16
+    triton_matmul[(kiln.cdiv(n, BN), kiln.cdiv(m, BM))](
+        a, b, c, m, n, k, k + 3, n, n + 2, OTHER_ORIGIN=other_origin, BM=BM, BN=BN, BK=BK)
+    ref = a[:, :k].astype(np.float64) @ b.astype(np.float64)
+    assert_close(c[:, :n], ref, 1e-4, 1e-4)
+    assert np.isnan(c[:, n:]).all()
+    ir = triton_matmul.ir("kiln")
+    assert "kiln.gather" not in ir and "kiln.scatter" not in ir
+    assert ("!kiln.view<3xf32>" in ir) == other_origin, ir
+    assert ir.count("!kiln.view<2xf32>") >= (2 if other_origin else 3)
+
+
+@kiln.jit
+def shifted_rows(x, o, m, n, start, BM: kl.constexpr, BN: kl.constexpr):
+    # Row index r starts at `start` (here -1): row -1 of x + n is row 0 of
+    # x, which the kernel may read. A view at origin r would drop it (a
+    # view's dimension starts at 0): the access must keep the flat offset.
+    r = start + kl.arange(0, BM)
+    c = kl.arange(0, BN)
+    t = kl.load(x + n + r[:, None] * n + c[None, :],
+                mask=(r[:, None] < m - 1) & (c[None, :] < n), other=-5.0)
+    rm = kl.arange(0, BM)
+    kl.store(o + rm[:, None] * n + c[None, :], t, mask=(rm[:, None] < m) & (c[None, :] < n))
+
+
+@kiln.jit
+def shifted_rows_const(x, o, m, n, BM: kl.constexpr, BN: kl.constexpr):
+    r = kl.arange(0, BM) - 1
+    c = kl.arange(0, BN)
+    t = kl.load(x + n + r[:, None] * n + c[None, :],
+                mask=(r[:, None] < m - 1) & (c[None, :] < n), other=-5.0)
+    rm = kl.arange(0, BM)
+    kl.store(o + rm[:, None] * n + c[None, :], t, mask=(rm[:, None] < m) & (c[None, :] < n))
+
+
+def test_negative_indices_inside_the_array_are_read(rng):
+    m, n = 13, 20
+    x = rng.standard_normal((m, n)).astype(np.float32)
+    for run in (lambda o: shifted_rows[(1,)](x, o, m, n, -1, BM=16, BN=32),
+                lambda o: shifted_rows_const[(1,)](x, o, m, n, BM=16, BN=32)):
+        o = np.full((m, n), np.nan, np.float32)
+        run(o)
+        assert_close(o, x, 0, 0)

@@ -256,8 +256,10 @@ static void addLLVMLowering(OpPassManager &pm) {
 
 void kiln::buildCPUPipeline(OpPassManager &pm,
                             const CPUPipelineOptions &options) {
-  // Target-independent cleanups on the tile program (folds, in-bounds loads).
+  // Target-independent cleanups on the tile program (folds, in-bounds loads,
+  // views made once before the loops that use them).
   pm.addPass(createCanonicalizerPass());
+  pm.addPass(kiln::createKilnHoistInvariants());
   pm.addPass(createCSEPass());
   // Tiles to vector loops over stack buffers; the kernel ABI.
   ConvertKilnToCPUOptions lowerOptions;
@@ -273,6 +275,7 @@ void kiln::buildCPUPipeline(OpPassManager &pm,
 static void addKilnToGPU(OpPassManager &pm,
                          const kiln::GPUPipelineOptions &options) {
   pm.addPass(createCanonicalizerPass());
+  pm.addPass(kiln::createKilnHoistInvariants());
   pm.addPass(createCSEPass());
   kiln::ConvertKilnToGPUOptions lowerOptions;
   lowerOptions.chip = options.chip;
