@@ -507,6 +507,8 @@ class CodeGen(ast.NodeVisitor):
             raise KilnError("for ... else is not supported")
         it = node.iter
         fn = self.visit(it.func) if isinstance(it, ast.Call) else None
+        if getattr(fn, "_kiln_builtin", None) == "static_range":
+            return self.static_for(node, it)
         is_kl_range = getattr(fn, "_kiln_builtin", None) == "range"
         if not (fn is builtins.range or is_kl_range):
             raise KilnError("kernels support 'for' over range(...) or kl.range(...) only")
@@ -580,6 +582,27 @@ class CodeGen(ast.NodeVisitor):
         self.drop_inner(outer_names, carried + [node.target.id])
         for n, r in zip(carried, results):
             self.assign(n, Tile(r, before[n].dtype, before[n].shape))
+
+    def static_for(self, node, it):
+        """`for i in kl.static_range(...)`: the body once per index, the index
+        a constexpr (Triton's compile-time unrolling)."""
+        if it.keywords:
+            raise KilnError("kl.static_range() takes no keyword arguments")
+        args = [self.const_int(self.visit(a), "a static_range bound") for a in it.args]
+        if not 1 <= len(args) <= 3:
+            raise KilnError("kl.static_range expects 1 to 3 arguments")
+        if len(args) == 3 and args[2] == 0:
+            raise KilnError("kl.static_range() step must not be zero")
+        if not isinstance(node.target, ast.Name):
+            raise KilnError("the loop variable must be a single name")
+        values = builtins.range(*args)
+        if len(values) > 4096:
+            raise KilnError(f"kl.static_range unrolls {len(values)} iterations; at most 4096")
+        for v in values:
+            self.assign(node.target.id, kl.constexpr(v))
+            self.visit_stmts(node.body)
+            if self.returned is not None:
+                raise KilnError("'return' inside a loop is not supported")
 
     def visit_While(self, node):
         if node.orelse:
@@ -1971,25 +1994,132 @@ class CodeGen(ast.NodeVisitor):
         return Tile(self.b.reduce(kind, x.value, axis, self.ir_type(out_dtype, out_shape)),
                     out_dtype, out_shape)
 
-    def builtin_sum(self, x, axis=None, dtype=None):
+    def keep_dims(self, r, x, axis, keep):
+        """Triton's keep_dims=True: the reduced axis back, of size 1."""
+        if isinstance(keep, kl.constexpr):
+            keep = keep.value
+        if not isinstance(keep, bool):
+            raise KilnError("keep_dims= must be a compile-time bool")
+        if not keep:
+            return r
+        x = self.to_tile(x)
+        if axis is None:
+            return self.builtin_reshape(r, (1,) * len(x.shape))
+        axis = self.const_int(axis, "axis")
+        if axis < 0:
+            axis += len(x.shape)
+        if r.is_scalar:
+            return self.builtin_reshape(self.broadcast_to(r, (1,)), (1,))
+        return self.builtin_expand_dims(r, axis)
+
+    @staticmethod
+    def tie_break_left(v):
+        if isinstance(v, kl.constexpr):
+            v = v.value
+        if v is not True:
+            raise KilnError("only tie_break_left=True is supported (the first extreme's "
+                            "position, as Triton's default)")
+
+    def builtin_sum(self, x, axis=None, dtype=None, keep_dims=False):
+        if isinstance(dtype, kl.constexpr):
+            dtype = dtype.value
+        src = x
         if dtype is not None:
             # (Triton's dtype=: the input is converted first.)
             if not isinstance(dtype, kl.dtype):
                 raise KilnError("sum(dtype=...) must be a kl dtype")
             x = self.cast(self.to_tile(x), dtype)
-        return self.reduce("sum", x, axis, widen=dtype is None)
+        return self.keep_dims(self.reduce("sum", x, axis, widen=dtype is None), src, axis,
+                              keep_dims)
 
-    def builtin_max(self, x, axis=None):
-        return self.reduce("max", x, axis)
+    def extreme(self, kind, x, axis, return_indices, tie_break_left, keep_dims):
+        if isinstance(return_indices, kl.constexpr):
+            return_indices = return_indices.value
+        if not isinstance(return_indices, bool):
+            raise KilnError("return_indices= must be a compile-time bool")
+        r = self.keep_dims(self.reduce(kind, x, axis), x, axis, keep_dims)
+        if not return_indices:
+            return r
+        self.tie_break_left(tie_break_left)
+        if axis is None:
+            raise KilnError(f"{kind}(return_indices=True) needs an axis")
+        i = self.keep_dims(self.reduce("arg" + kind, x, axis), x, axis, keep_dims)
+        return (r, i)
 
-    def builtin_min(self, x, axis=None):
-        return self.reduce("min", x, axis)
+    def builtin_max(self, x, axis=None, return_indices=False,
+                    return_indices_tie_break_left=True, keep_dims=False):
+        return self.extreme("max", x, axis, return_indices, return_indices_tie_break_left,
+                            keep_dims)
 
-    def builtin_argmax(self, x, axis):
-        return self.reduce("argmax", x, axis)
+    def builtin_min(self, x, axis=None, return_indices=False,
+                    return_indices_tie_break_left=True, keep_dims=False):
+        return self.extreme("min", x, axis, return_indices, return_indices_tie_break_left,
+                            keep_dims)
 
-    def builtin_argmin(self, x, axis):
-        return self.reduce("argmin", x, axis)
+    def builtin_argmax(self, x, axis, tie_break_left=True, keep_dims=False):
+        self.tie_break_left(tie_break_left)
+        return self.keep_dims(self.reduce("argmax", x, axis), x, axis, keep_dims)
+
+    def builtin_argmin(self, x, axis, tie_break_left=True, keep_dims=False):
+        self.tie_break_left(tie_break_left)
+        return self.keep_dims(self.reduce("argmin", x, axis), x, axis, keep_dims)
+
+    # -- Triton's hints and conveniences --------------------------------------------------
+
+    def hint_values(self, name, values):
+        if isinstance(values, kl.constexpr):
+            values = values.value
+        vals = values if isinstance(values, (tuple, list)) else (values,)
+        for v in vals:
+            v = v.value if isinstance(v, kl.constexpr) else v
+            if not isinstance(v, int) or isinstance(v, bool):
+                raise KilnError(f"{name}(x, values): values must be compile-time integers")
+
+    def builtin_multiple_of(self, x, values):
+        self.hint_values("multiple_of", values)
+        return x
+
+    def builtin_max_contiguous(self, x, values):
+        self.hint_values("max_contiguous", values)
+        return x
+
+    def builtin_max_constancy(self, x, values):
+        self.hint_values("max_constancy", values)
+        return x
+
+    def builtin_debug_barrier(self):
+        return None
+
+    def builtin_static_range(self, *args):
+        raise KilnError("kl.static_range() is only supported as the iterable of a for loop")
+
+    def builtin_zeros_like(self, x):
+        x = self.to_tile(x)
+        if x.is_scalar:
+            return self.to_tile(0.0 if x.dtype.is_float else 0, x)
+        return self.builtin_full(x.shape, 0, x.dtype)
+
+    def builtin_clamp(self, x, min, max):
+        return self.builtin_minimum(self.builtin_maximum(x, min), max)
+
+    def builtin_permute(self, x, *dims):
+        if len(dims) == 1:
+            dims = dims[0]
+            if isinstance(dims, kl.constexpr):
+                dims = dims.value
+        return self.builtin_trans(x, tuple(dims) if isinstance(dims, (tuple, list)) else dims)
+
+    def builtin_ravel(self, x):
+        x = self.to_tile(x)
+        n = 1
+        for d in x.shape:
+            n *= d
+        return self.builtin_reshape(x, (n,))
+
+    def builtin_view(self, x, *shape):
+        if len(shape) == 1:
+            shape = shape[0]
+        return self.builtin_reshape(x, shape)
 
     def scan(self, kind, x, axis, reverse, widen=True):
         x = self.to_tile(x)

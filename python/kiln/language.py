@@ -18,7 +18,9 @@ __all__ = [
     "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sigmoid", "tanh", "sin",
     "cos", "erf", "abs", "floor", "ceil", "where", "maximum", "minimum",
     "trans", "reshape", "broadcast_to", "expand_dims", "cdiv", "static_print",
-    "range",
+    "range", "static_assert", "cumsum", "cummax", "cummin", "associative_scan",
+    "reduce", "multiple_of", "max_contiguous", "max_constancy", "debug_barrier",
+    "static_range", "zeros_like", "clamp", "permute", "ravel", "view",
 ]
 
 
@@ -126,6 +128,16 @@ class constexpr:
     def __repr__(self):
         return f"constexpr({self.value!r})"
 
+    # Compares as its value (`x.shape == (BM, 1)` in a kernel, where BM is
+    # a constexpr parameter).
+    def __eq__(self, other):
+        if isinstance(other, constexpr):
+            other = other.value
+        return self.value == other
+
+    def __hash__(self):
+        return hash(self.value)
+
 
 def builtin(fn):
     """Marks a function the front end implements; calling it outside a kernel
@@ -219,30 +231,88 @@ def dot(a, b, acc=None, out_dtype=None, allow_tf32=None, input_precision=None):
 
 
 @builtin
-def sum(x, axis=None, dtype=None):
+def multiple_of(x, values):
+    """Triton's divisibility hint: returns x (Kiln specializes integer
+    arguments on divisibility by 16 itself, docs/python.md)."""
+
+
+@builtin
+def max_contiguous(x, values):
+    """Triton's contiguity hint: returns x (Kiln finds contiguous and strided
+    offsets from how they are built)."""
+
+
+@builtin
+def max_constancy(x, values):
+    """Triton's constancy hint: returns x."""
+
+
+@builtin
+def debug_barrier():
+    """Triton's block barrier: a no-op, since a Kiln program's ops never race
+    with each other (the GPU target synchronizes its threads between them)."""
+
+
+@builtin
+def static_range(*args):
+    """A loop unrolled at compile time (``for i in kl.static_range(4):``,
+    compile-time bounds): the body sees each index as a constexpr."""
+
+
+@builtin
+def zeros_like(x):
+    """A tile of zeros of x's shape and dtype."""
+
+
+@builtin
+def clamp(x, min, max):
+    """minimum(maximum(x, min), max), elementwise (NaN propagates)."""
+
+
+@builtin
+def permute(x, *dims):
+    """kl.trans(x, dims): ``kl.permute(x, (1, 0))`` or ``kl.permute(x, 1, 0)``."""
+
+
+@builtin
+def ravel(x):
+    """x as a 1-D tile (row-major)."""
+
+
+@builtin
+def view(x, *shape):
+    """Triton's tl.view: kl.reshape(x, shape)."""
+
+
+@builtin
+def sum(x, axis=None, dtype=None, keep_dims=False):
     """Sum along an axis (all elements when axis is None). As Triton's
     tl.sum: bool, int8 and int16 tiles are summed in int32, float16 and
     bfloat16 in float32 (the result's dtype); dtype= converts the input to
-    that dtype and sums in it."""
+    that dtype and sums in it. keep_dims=True keeps the axis (size 1)."""
 
 
 @builtin
-def max(x, axis=None):
-    """Maximum along an axis (NaN propagates)."""
+def max(x, axis=None, return_indices=False, return_indices_tie_break_left=True,
+        keep_dims=False):
+    """Maximum along an axis (NaN propagates); with return_indices, also the
+    int32 position of the first maximum (a tuple)."""
 
 
 @builtin
-def min(x, axis=None):
-    """Minimum along an axis (NaN propagates)."""
+def min(x, axis=None, return_indices=False, return_indices_tie_break_left=True,
+        keep_dims=False):
+    """Minimum along an axis (NaN propagates); with return_indices, also the
+    int32 position of the first minimum (a tuple)."""
 
 
 @builtin
-def argmax(x, axis):
+def argmax(x, axis, tie_break_left=True, keep_dims=False):
     """int32 position of the first maximum along an axis."""
 
 
 @builtin
-def argmin(x, axis):
+def argmin(x, axis, tie_break_left=True, keep_dims=False):
     """int32 position of the first minimum along an axis."""
 
 

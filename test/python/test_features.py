@@ -1064,3 +1064,43 @@ def test_negative_indices_inside_the_array_are_read(rng):
         o = np.full((m, n), np.nan, np.float32)
         run(o)
         assert_close(o, x, 0, 0)
+
+
+# Triton's hints and conveniences, as ported kernels use them.
+
+@kiln.jit
+def triton_idioms(x, o, idx, m, n, BM: kl.constexpr, BN: kl.constexpr):
+    rm = kl.max_contiguous(kl.multiple_of(kl.arange(0, BM), BM), BM)
+    rn = kl.max_constancy(kl.arange(0, BN), 1)
+    mask = (rm[:, None] < m) & (rn[None, :] < n)
+    t = kl.load(x + rm[:, None] * n + rn[None, :], mask=mask, other=-1e30)
+    kl.debug_barrier()
+    mx, am = kl.max(t, axis=1, return_indices=True, keep_dims=True)   # (BM, 1)
+    s = kl.sum(kl.where(mask, t - mx, 0.0), axis=1, keep_dims=True)
+    mn = kl.min(t, 1, keep_dims=True)
+    acc = kl.zeros_like(t)
+    for i in kl.static_range(3):
+        acc += t * (i + 1)          # i is a constexpr: 1 + 2 + 3 = 6
+    r = kl.clamp(acc, -3.0, 3.0) + s * 0.0 + mn * 0.0
+    kl.store(o + rm[:, None] * n + rn[None, :], r, mask=mask)
+    kl.store(idx + rm[:, None] + kl.zeros_like(rn)[None, :], am + kl.zeros_like(rn)[None, :],
+             mask=(rm[:, None] < m) & (rn[None, :] < 1))
+    flat = kl.ravel(kl.permute(kl.view(t, BN, BM), 1, 0))
+    kl.static_assert(flat.shape[0] == BM * BN)
+    kl.static_assert(kl.argmax(t, 1, keep_dims=True).shape == (BM, 1))
+
+
+def test_triton_hints_and_conveniences(rng):
+    m, n = 13, 20
+    x = rng.standard_normal((m, n)).astype(np.float32)
+    o = np.full((m, n), np.nan, np.float32)
+    idx = np.full(m, -1, np.int32)
+    triton_idioms[(1,)](x, o, idx, m, n, BM=16, BN=32)
+    assert_close(o, np.clip(6.0 * x.astype(np.float64), -3, 3), 1e-6, 1e-6)
+    assert (idx == np.argmax(x, axis=1)).all()
+    with pytest.raises(kiln.CompilationError, match="tie_break_left=True"):
+        @kiln.jit
+        def right(x):
+            t = kl.load(x + kl.arange(0, 8))
+            kl.store(x + kl.arange(0, 8), t + kl.argmax(t, 0, tie_break_left=False))
+        right[(1,)](np.zeros(8, np.float32))
