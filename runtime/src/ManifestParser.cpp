@@ -13,6 +13,8 @@
 
 #include <cstdlib>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 
 namespace kiln::rt {
 
@@ -114,6 +116,9 @@ private:
                       std::string value);
 
   Manifest &manifest;
+  // Names seen so far (a bundle may name tens of thousands of arguments: a
+  // scan of the list per line took seconds for 50,000).
+  std::unordered_set<std::string> argNames, launchNames;
   size_t lineNumber = 0;
   bool seenName = false, seenEntry = false, seenTarget = false,
        seenCode = false, seenCompiler = false, seenGridRank = false,
@@ -195,9 +200,8 @@ kiln_status Parser::parseLine(const std::vector<std::string_view> &fields) {
     if (!isIdentifier(arg.name))
       return error("argument name is not an identifier: ",
                    "'" + arg.name + "'");
-    for (const ArgSpec &other : manifest.args)
-      if (other.name == arg.name)
-        return error("duplicate argument ", "'" + arg.name + "'");
+    if (!argNames.insert(arg.name).second)
+      return error("duplicate argument ", "'" + arg.name + "'");
     if (!parseArgKind(fields[2], arg.kind))
       return error("argument kind must be 'ptr' or 'scalar', got ",
                    "'" + std::string(fields[2]) + "'");
@@ -230,10 +234,9 @@ kiln_status Parser::parseLine(const std::vector<std::string_view> &fields) {
   if (key == "launch") {
     if (kiln_status status = expectValues(2))
       return status;
-    for (const auto &param : manifest.launchParams)
-      if (param.first == fields[1])
-        return error("duplicate launch parameter ",
-                     "'" + std::string(fields[1]) + "'");
+    if (!launchNames.insert(std::string(fields[1])).second)
+      return error("duplicate launch parameter ",
+                   "'" + std::string(fields[1]) + "'");
     manifest.launchParams.emplace_back(std::string(fields[1]),
                                        std::string(fields[2]));
     return nullptr;
@@ -294,13 +297,14 @@ kiln_status Parser::parse(std::string_view text) {
     return makeStatus(KILN_ERROR_BAD_BUNDLE,
                       "manifest lacks the required key '%s'", missing);
   if (manifest.seenWrites) {
-    for (ArgSpec &arg : manifest.args)
+    std::unordered_map<std::string_view, ArgSpec *> byName;
+    for (ArgSpec &arg : manifest.args) {
       arg.written = 0;
+      byName.emplace(arg.name, &arg);
+    }
     for (const std::string &name : manifest.writes) {
-      ArgSpec *found = nullptr;
-      for (ArgSpec &arg : manifest.args)
-        if (arg.name == name)
-          found = &arg;
+      auto it = byName.find(name);
+      ArgSpec *found = it == byName.end() ? nullptr : it->second;
       const char *wrong = !found ? "is not an argument"
                           : found->kind != KILN_ARG_PTR ? "is not a pointer"
                           : found->written ? "is named twice"

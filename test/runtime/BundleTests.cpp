@@ -11,6 +11,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <elf.h>
 #include <random>
@@ -336,6 +337,28 @@ TEST_CASE("malformed manifests are refused with the offending line",
     if (test.expected.find("required") == std::string::npos)
       CHECK(contains(status.message(), "manifest line "));
   }
+}
+
+TEST_CASE("manifests of many arguments are checked by name, not by scans",
+          "[bundle][manifest]") {
+  // 50,000 pointer arguments, each named in 'writes', then one duplicate:
+  // refused at its line (the name checks were quadratic: seconds for this).
+  std::string many;
+  for (int i = 0; i < 50000; ++i)
+    many += "arg p" + std::to_string(i) + " ptr f32\n";
+  std::string writes = "writes";
+  for (int i = 0; i < 50000; ++i)
+    writes += " p" + std::to_string(i);
+  std::string good = manifestFor("vadd");
+  Status status = loadMemory(bundleWithManifest(
+      good + many + writes + "\narg p123 ptr f32\n"));
+  CHECK(status.code() == KILN_ERROR_BAD_BUNDLE);
+  CHECK(contains(status.message(), "duplicate argument 'p123'"));
+  size_t lines = std::count(good.begin(), good.end(), '\n') + 50000 + 2;
+  CHECK(contains(status.message(), "manifest line " + std::to_string(lines)));
+  Status twice = loadMemory(bundleWithManifest(good + many + writes + " p7\n"));
+  CHECK(twice.code() == KILN_ERROR_BAD_BUNDLE);
+  CHECK(contains(twice.message(), "'p7', which is named twice"));
 }
 
 TEST_CASE("'writes' says which pointers a kernel writes through",
