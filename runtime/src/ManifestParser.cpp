@@ -366,10 +366,10 @@ kiln_status checkScratchBytes(Manifest &manifest) {
       value = &param.second;
   if (!value)
     return nullptr;
-  // Plain decimal digits only: no sign, no spaces, no hex; stop before the
-  // value could overflow.
+  // Plain decimal digits only: no sign, no spaces, no hex, no leading
+  // zeros; stop before the value could overflow.
   uint64_t bytes = 0;
-  bool valid = !value->empty();
+  bool valid = !value->empty() && !(value->size() > 1 && (*value)[0] == '0');
   for (char c : *value) {
     if (c < '0' || c > '9' || bytes > kMaxScratchBytes) {
       valid = false;
@@ -380,7 +380,7 @@ kiln_status checkScratchBytes(Manifest &manifest) {
   if (!valid || bytes > kMaxScratchBytes || bytes % kScratchAlignment != 0)
     return makeStatus(KILN_ERROR_BAD_BUNDLE,
                       "bundle '%s': launch scratch_bytes is '%s', must be a "
-                      "multiple of %u in [0, %u]",
+                      "decimal multiple of %u in [0, %u] (no leading zeros)",
                       manifest.name.c_str(), value->c_str(), kScratchAlignment,
                       kMaxScratchBytes);
   manifest.scratchBytes = static_cast<uint32_t>(bytes);

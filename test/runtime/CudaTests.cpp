@@ -323,15 +323,25 @@ TEST_CASE("GPU manifests are checked before the driver is needed",
       {gpuManifest("sm_80", "ptx", "launch num_warps 0\n"), vaddPtx(),
        KILN_ERROR_BAD_BUNDLE, "launch num_warps is '0'"},
       {gpuManifest("sm_80", "ptx", "launch num_warps 33\n"), vaddPtx(),
-       KILN_ERROR_BAD_BUNDLE, "must be an integer in [1, 32]"},
+       KILN_ERROR_BAD_BUNDLE, "must be a decimal integer in [1, 32]"},
+      // (Leading zeros: not as kilnc writes values; 13 characters of a value
+      // in range were refused as out of range before.)
+      {gpuManifest("sm_80", "ptx", "launch num_warps 04\n"), vaddPtx(),
+       KILN_ERROR_BAD_BUNDLE,
+       "launch num_warps is '04', must be a decimal integer in [1, 32] (no "
+       "leading zeros)"},
+      {gpuManifest("sm_80", "ptx", "launch shared_bytes 0000000000004\n"),
+       vaddPtx(), KILN_ERROR_BAD_BUNDLE, "(no leading zeros)"},
+      {gpuManifest("sm_80", "ptx", "launch scratch_bytes 0128\n"), vaddPtx(),
+       KILN_ERROR_BAD_BUNDLE, "launch scratch_bytes is '0128'"},
       {gpuManifest("sm_80", "ptx", "launch num_warps four\n"), vaddPtx(),
        KILN_ERROR_BAD_BUNDLE, "launch num_warps is 'four'"},
       {gpuManifest("sm_80", "ptx", "launch shared_bytes -1\n"), vaddPtx(),
        KILN_ERROR_BAD_BUNDLE, "launch shared_bytes is '-1'"},
       {gpuManifest("sm_80", "ptx", "launch scratch_bytes 100\n"), vaddPtx(),
        KILN_ERROR_BAD_BUNDLE,
-       "bundle 'vadd': launch scratch_bytes is '100', must be a multiple of "
-       "128 in [0, 1048576]"},
+       "bundle 'vadd': launch scratch_bytes is '100', must be a decimal "
+       "multiple of 128 in [0, 1048576] (no leading zeros)"},
       {gpuManifest("sm_80", "ptx", "launch scratch_bytes 2097152\n"), vaddPtx(),
        KILN_ERROR_BAD_BUNDLE, "launch scratch_bytes is '2097152'"},
       {gpuManifest("sm_80", "ptx"), toBytes(std::string("x\0y", 3)),

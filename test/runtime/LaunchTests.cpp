@@ -408,7 +408,7 @@ TEST_CASE("bad scratch_bytes values are refused at load", "[bundle][scratch]") {
     CHECK(status.code() == KILN_ERROR_BAD_BUNDLE);
     CHECK(contains(status.message(),
                    std::string("bundle 'scratch': launch scratch_bytes is '") +
-                       bad + "', must be a multiple of 128 in [0, 1048576]"));
+                       bad + "', must be a decimal multiple of 128 in [0, 1048576]"));
   }
   // A kernel that takes scratch in a version-1 bundle (which a runtime
   // without scratch support would read, and launch without the argument) is

@@ -46,9 +46,11 @@ std::string archName(int major, int minor, bool archSpecific = false) {
          (archSpecific ? "a" : "");
 }
 
-/// Parses a non-negative decimal integer without sign, spaces or overflow.
+/// Parses a non-negative decimal integer as kilnc writes it: digits only,
+/// no sign, spaces or leading zeros (so that 12 digits, the most it reads
+/// before an overflow could happen, are more than any value in range has).
 bool parseCount(const std::string &text, int64_t max, int64_t &out) {
-  if (text.empty() || text.size() > 12)
+  if (text.empty() || text.size() > 12 || (text.size() > 1 && text[0] == '0'))
     return false;
   int64_t value = 0;
   for (char c : text) {
@@ -75,15 +77,15 @@ kiln_status parseLaunchParams(const Manifest &manifest, GpuCode &out) {
   if (const std::string *value = findLaunchParam(manifest, "num_warps"))
     if (!parseCount(*value, kMaxNumWarps, numWarps) || numWarps < 1)
       return makeStatus(KILN_ERROR_BAD_BUNDLE,
-                        "bundle '%s': launch num_warps is '%s', must be an "
-                        "integer in [1, %d]",
+                        "bundle '%s': launch num_warps is '%s', must be a "
+                        "decimal integer in [1, %d] (no leading zeros)",
                         manifest.name.c_str(), value->c_str(), kMaxNumWarps);
   int64_t sharedBytes = 0;
   if (const std::string *value = findLaunchParam(manifest, "shared_bytes"))
     if (!parseCount(*value, INT_MAX, sharedBytes))
       return makeStatus(KILN_ERROR_BAD_BUNDLE,
-                        "bundle '%s': launch shared_bytes is '%s', must be an "
-                        "integer in [0, %d]",
+                        "bundle '%s': launch shared_bytes is '%s', must be a "
+                        "decimal integer in [0, %d] (no leading zeros)",
                         manifest.name.c_str(), value->c_str(), INT_MAX);
   out.blockX = static_cast<unsigned>(32 * numWarps);
   out.sharedBytes = static_cast<unsigned>(sharedBytes);
