@@ -14,6 +14,11 @@ try:
 except ImportError:  # a runtime-only installation
     from . import _kiln_runtime as _ext
 
+# A launch the runtime refused or that failed (a RuntimeError), and its
+# subclass for bundles it refuses to load (corrupt, another target).
+LaunchError = _ext.LaunchError
+BundleError = _ext.BundleError
+
 
 class bf16:
     """Marks a uint16 numpy array as holding bfloat16 values (numpy has no

@@ -27,14 +27,21 @@ namespace {
 struct LaunchError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+/// A bundle the runtime refuses to load (corrupt, for another target, code
+/// it cannot load): a LaunchError too, as it was before it had a name.
+struct BundleError : LaunchError {
+  using LaunchError::LaunchError;
+};
 
-[[noreturn]] void raise(kiln_status st) {
+[[noreturn]] void raise(kiln_status st, bool loading = false) {
   std::string msg = std::string(kiln_status_code_name(kiln_status_code_of(st))) +
                     ": " + kiln_status_message(st);
   kiln_status_code code = kiln_status_code_of(st);
   kiln_status_free(st);
   if (code == KILN_ERROR_INVALID_ARGUMENT)
     throw py::value_error(msg);
+  if (loading)
+    throw BundleError(msg);
   throw LaunchError(msg);
 }
 
@@ -152,7 +159,7 @@ py::list signature(PyKernel &k) {
 PyKernel loadBytes(const std::string &bytes, int threads) {
   kiln_kernel *h = nullptr;
   if (kiln_status st = kiln_bundle_load_memory(bytes.data(), bytes.size(), &h))
-    raise(st);
+    raise(st, /*loading=*/true);
   PyKernel k;
   k.keepAlive = std::shared_ptr<kiln_kernel>(h, kiln_kernel_destroy);
   k.handle = h;
@@ -164,7 +171,11 @@ PyKernel loadBytes(const std::string &bytes, int threads) {
 } // namespace
 
 void kiln::python::bindRuntime(py::module &m) {
-  py::register_exception<LaunchError>(m, "LaunchError", PyExc_RuntimeError);
+  // (Module-local: the compiler extension and the runtime-only one both
+  // define them, and each raises its own.)
+  auto &launchError = py::register_local_exception<LaunchError>(
+      m, "LaunchError", PyExc_RuntimeError);
+  py::register_local_exception<BundleError>(m, "BundleError", launchError.ptr());
   py::class_<PyKernel>(m, "Kernel", py::module_local())
       .def("launch", &launch, py::arg("args"), py::arg("grid"),
            py::arg("wait") = true, py::arg("stream") = py::none())
@@ -228,7 +239,7 @@ void kiln::python::bindRuntime(py::module &m) {
       [](const std::string &path, int threads) {
         kiln_kernel *h = nullptr;
         if (kiln_status st = kiln_bundle_load_file(path.c_str(), &h))
-          raise(st);
+          raise(st, /*loading=*/true);
         PyKernel k;
         k.keepAlive = std::shared_ptr<kiln_kernel>(h, kiln_kernel_destroy);
         k.handle = h;

@@ -243,8 +243,13 @@ def test_bundles_from_kilnc_run_through_the_runtime_only_module(tmp_path):
     data = bytearray(bundle.read_bytes())
     data[len(data) // 2] ^= 0xFF
     corrupt.write_bytes(bytes(data))
-    with pytest.raises(RuntimeError, match="CHECKSUM"):
+    with pytest.raises(rt.BundleError, match="CHECKSUM"):
         rt.load_bundle(str(corrupt))
+    # (A BundleError is a LaunchError and a RuntimeError, as before it had
+    # its own name; a launch that fails is a LaunchError only.)
+    assert issubclass(rt.BundleError, rt.LaunchError) and issubclass(rt.LaunchError, RuntimeError)
+    with pytest.raises(kiln.BundleError, match="CHECKSUM"):
+        kiln.load_bundle(str(corrupt))
     b = kiln.load_bundle(str(bundle))
     out[:] = np.nan
     b[(3,)](x, y, out, n)
