@@ -176,6 +176,13 @@ def KilnHoistInvariants : Pass<"kiln-hoist-invariants"> {
     its loads can be pipelined by cp.async, but not by TMA, whose tensor map
     is built once before the loop. Hoisted, the view is the one a
     hand-written kernel would make (`kl.make_view` before the loop).
+
+    Then an `scf.for` iter_arg of integer type that each iteration advances
+    by a loop-invariant amount (`scf.yield %arg + %c`: Triton's
+    `a_ptrs += BLOCK_K * stride_ak`, which the front end carries as a scalar
+    shift) is read in the body as `init + ((iv - lb) / step) * c`: the loads
+    its value addresses then derive from the induction variable, which is
+    what pipelining needs to issue them iterations ahead.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect"];
 }

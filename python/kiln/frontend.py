@@ -124,6 +124,11 @@ class PointerTile:
     def __init__(self, base: Pointer, offsets: Tile):
         self.base = base
         self.offsets = offsets
+        # Set for a tile carried through a loop or branch: offsets ==
+        # fixed + shift, `fixed` the offsets before the construct, `shift` an
+        # int64 scalar (CodeGen.carry).
+        self.fixed = None
+        self.shift = None
 
     @property
     def shape(self):
@@ -136,6 +141,31 @@ class View:
         self.dtype = dtype
         self.rank = rank
         self.param = param  # the kernel parameter it views
+
+
+class BlockPointer:
+    """Triton's block pointer (`kl.make_block_ptr`): a view, the block's
+    offsets (int64 scalar Tiles or ints, one per dimension), its shape and
+    the order hint. `flat`: the base pointer's scalar offset, which a view's
+    extra first dimension (stride 1) carries, or None."""
+
+    def __init__(self, view, offsets, block_shape, order, flat=None):
+        self.view = view
+        self.offsets = tuple(offsets)
+        self.block_shape = tuple(block_shape)
+        self.order = tuple(order)
+        self.flat = flat
+
+    @property
+    def dtype(self):
+        return self.view.dtype
+
+    @property
+    def param(self):
+        return self.view.param
+
+    def moved(self, offsets):
+        return BlockPointer(self.view, offsets, self.block_shape, self.order, self.flat)
 
 
 class BoundMethod:
@@ -455,15 +485,38 @@ class CodeGen(ast.NodeVisitor):
 
     def carry(self, names):
         """The loop-carried names: assigned in the body and defined before.
-        Python numbers among them become IR scalars so the loop can carry them."""
+        Python numbers among them become IR scalars so the loop can carry them;
+        pointers are carried as their scalar shift (self.carried_pointers,
+        this construct's: name -> the pointer before it)."""
+        self.carried_pointers = {}
         out = []
         for name in names:
             if not self.defined(name):
                 continue
             v = self.lookup(name, None)
-            if isinstance(v, (Pointer, PointerTile, View)):
-                raise KilnError(f"pointer '{name}' is reassigned inside a loop or branch; "
-                                "carry an integer offset instead")
+            if isinstance(v, View):
+                raise KilnError(f"view '{name}' is reassigned inside a loop or branch; "
+                                "make each view once, before it")
+            if isinstance(v, BlockPointer):
+                # (kl.advance in a loop: each offset is carried, under a name
+                # no Python code can use.)
+                offs = tuple(self.cast(self.to_tile(o), kl.int64) for o in v.offsets)
+                v = v.moved(offs)
+                self.assign(name, v)
+                for d, o in enumerate(offs):
+                    hidden = f"{name}\x00{d}"
+                    self.assign(hidden, o)
+                    self.carried_pointers[hidden] = (name, d, v)
+                    out.append(hidden)
+                continue
+            if isinstance(v, (Pointer, PointerTile)):
+                # A pointer advanced by scalars (`a_ptrs += BK * stride`): the
+                # construct carries the scalar shift from a fixed root.
+                v = self.shiftable(v)
+                self.assign(name, v)
+                self.carried_pointers[name] = v
+                out.append(name)
+                continue
             # A constexpr (or a Python number) reassigned at run time becomes
             # a runtime scalar holding its value, so the loop or branch can
             # carry it.
@@ -476,10 +529,81 @@ class CodeGen(ast.NodeVisitor):
                 out.append(name)
         return out
 
+    # -- pointers carried through loops and branches ------------------------------------
+
+    def shiftable(self, v):
+        """`v` as a root and a scalar shift: a Pointer's offset, or a pointer
+        tile's `fixed` offsets tile plus `shift`."""
+        if isinstance(v, Pointer):
+            return v
+        if v.fixed is not None:
+            return v
+        out = PointerTile(v.base, v.offsets)
+        out.fixed = v.offsets
+        out.shift = self.const(0, kl.int64)
+        return out
+
+    def pointer_shift(self, v):
+        """The int64 scalar a carried pointer's construct carries."""
+        if isinstance(v, Pointer):
+            return self.const(0, kl.int64) if v.offset is None else self.cast(
+                self.to_tile(v.offset), kl.int64)
+        return self.cast(v.shift, kl.int64)
+
+    def carried_start(self, name, node, ptrs):
+        if name in ptrs and not isinstance(ptrs[name], tuple):
+            return self.pointer_shift(ptrs[name])
+        return self.lookup(name, node)
+
+    def carried_end(self, name, node, ptrs):
+        if name not in ptrs:
+            return self.lookup(name, node)
+        if isinstance(ptrs[name], tuple):
+            bp_name, d, root = ptrs[name]
+            v = self.lookup(bp_name, node)
+            if not isinstance(v, BlockPointer) or v.view is not root.view:
+                raise self.error_at(
+                    self.sites.get(bp_name, node),
+                    f"block pointer '{bp_name}' may only be moved (kl.advance) inside a loop "
+                    "or branch, not rebuilt")
+            return self.cast(self.to_tile(v.offsets[d]), kl.int64)
+        root, v = ptrs[name], self.lookup(name, node)
+        same = (isinstance(root, Pointer) and isinstance(v, Pointer) and v.value is root.value) or \
+            (isinstance(root, PointerTile) and isinstance(v, PointerTile) and
+             v.fixed is root.fixed and v.base.value is root.base.value)
+        if not same:
+            raise self.error_at(
+                self.sites.get(name, node),
+                f"pointer '{name}' may only be advanced by scalars inside a loop or branch "
+                f"(`{name} += step`), not rebuilt; carry an integer offset instead")
+        return self.pointer_shift(v)
+
+    def bind_carried(self, name, shift: Tile, ptrs):
+        if name not in ptrs:
+            self.assign(name, shift)
+            return
+        root = ptrs[name]
+        if isinstance(root, tuple):
+            bp_name, d, bp = root
+            self.assign(name, shift)
+            cur = self.lookup(bp_name, None)
+            offs = list(cur.offsets if isinstance(cur, BlockPointer) else bp.offsets)
+            offs[d] = shift
+            self.assign(bp_name, bp.moved(offs))
+            return
+        if isinstance(root, Pointer):
+            self.assign(name, Pointer(root.value, root.dtype, shift, root.param))
+            return
+        out = PointerTile(root.base, self.binop(ast.Add(), root.fixed, shift))
+        out.fixed, out.shift = root.fixed, shift
+        self.assign(name, out)
+
     def fixed_values(self, names, carried):
         """The compile-time values (tuples, None, dtypes, ...) of names the
         body assigns that a loop or branch cannot carry."""
-        return {n: self.lookup(n, None) for n in names if self.defined(n) and n not in carried}
+        moved = {p[0] for p in self.carried_pointers.values() if isinstance(p, tuple)}
+        return {n: self.lookup(n, None) for n in names
+                if self.defined(n) and n not in carried and n not in moved}
 
     def check_fixed(self, node, fixed, where):
         """A name holding a value that cannot be carried must not change in
@@ -558,13 +682,14 @@ class CodeGen(ast.NodeVisitor):
             raise KilnError("the loop variable must be a single name")
         names = self.assigned_names(node.body)
         carried = self.carry(names)
-        before = {n: self.lookup(n, node) for n in carried}
+        ptrs = self.carried_pointers
+        before = {n: self.carried_start(n, node, ptrs) for n in carried}
         fixed = self.fixed_values([n for n in names if n != node.target.id], carried)
         outer_names = set(self.scopes[-1])
         iv, iters = self.b.for_begin(lb.value, ub.value, st.value,
                                      [before[n].value for n in carried], overlap)
         for n, v in zip(carried, iters):
-            self.assign(n, Tile(v, before[n].dtype, before[n].shape))
+            self.bind_carried(n, Tile(v, before[n].dtype, before[n].shape), ptrs)
         i = Tile(self.b.cast(iv, self.b.scalar_type("i64")), kl.int64, ())
         if runtime_step:
             i = self.binop(ast.Add(), lb64, self.binop(ast.Mult(), i, st64))
@@ -576,12 +701,12 @@ class CodeGen(ast.NodeVisitor):
         if self.returned is not None:
             raise KilnError("'return' inside a loop is not supported")
         self.check_fixed(node, fixed, "loop")
-        yields = [self.check_carried(node, n, before[n], self.lookup(n, node)).value
+        yields = [self.check_carried(node, n, before[n], self.carried_end(n, node, ptrs)).value
                   for n in carried]
         results = self.b.for_end(yields)
         self.drop_inner(outer_names, carried + [node.target.id])
         for n, r in zip(carried, results):
-            self.assign(n, Tile(r, before[n].dtype, before[n].shape))
+            self.bind_carried(n, Tile(r, before[n].dtype, before[n].shape), ptrs)
 
     def static_for(self, node, it):
         """`for i in kl.static_range(...)`: the body once per index, the index
@@ -609,29 +734,32 @@ class CodeGen(ast.NodeVisitor):
             raise KilnError("while ... else is not supported")
         names = self.assigned_names(node.body)
         carried = self.carry(names)
-        before = {n: self.lookup(n, node) for n in carried}
+        ptrs = self.carried_pointers
+        before = {n: self.carried_start(n, node, ptrs) for n in carried}
         fixed = self.fixed_values(names, carried)
         outer_names = set(self.scopes[-1])
         args = self.b.while_begin([before[n].value for n in carried])
         for n, v in zip(carried, args):
-            self.assign(n, Tile(v, before[n].dtype, before[n].shape))
+            self.bind_carried(n, Tile(v, before[n].dtype, before[n].shape), ptrs)
         cond = self.to_tile(self.visit(node.test))
         if not cond.is_scalar:
             raise KilnError("a while condition must be a scalar")
         cond = self.truth(cond)
-        body_args = self.b.while_body(cond.value, [self.lookup(n, node).value for n in carried])
+        body_args = self.b.while_body(cond.value, [
+            self.check_carried(node, n, before[n], self.carried_end(n, node, ptrs)).value
+            for n in carried])
         for n, v in zip(carried, body_args):
-            self.assign(n, Tile(v, before[n].dtype, before[n].shape))
+            self.bind_carried(n, Tile(v, before[n].dtype, before[n].shape), ptrs)
         self.visit_stmts(node.body)
         if self.returned is not None:
             raise KilnError("'return' inside a loop is not supported")
         self.check_fixed(node, fixed, "loop")
-        yields = [self.check_carried(node, n, before[n], self.lookup(n, node)).value
+        yields = [self.check_carried(node, n, before[n], self.carried_end(n, node, ptrs)).value
                   for n in carried]
         results = self.b.while_end(yields)
         self.drop_inner(outer_names, carried)
         for n, r in zip(carried, results):
-            self.assign(n, Tile(r, before[n].dtype, before[n].shape))
+            self.bind_carried(n, Tile(r, before[n].dtype, before[n].shape), ptrs)
 
     def drop_inner(self, outer_names, keep):
         """Names first bound inside a loop body hold values of the body's
@@ -663,7 +791,8 @@ class CodeGen(ast.NodeVisitor):
         cond = self.truth(cond)
         names = self.assigned_names(node.body + node.orelse)
         carried = self.carry(names)
-        before = {n: self.lookup(n, node) for n in carried}
+        ptrs = self.carried_pointers
+        before = {n: self.carried_start(n, node, ptrs) for n in carried}
         fixed = self.fixed_values(names, carried)
         types = [self.ir_type(before[n].dtype, before[n].shape) for n in carried]
         self.b.if_begin(cond.value, types)
@@ -672,7 +801,7 @@ class CodeGen(ast.NodeVisitor):
         if self.returned is not None:
             raise KilnError("'return' inside an if is not supported")
         self.check_fixed(node, fixed, "branch")
-        then_vals = [self.check_carried(node, n, before[n], self.lookup(n, node)).value
+        then_vals = [self.check_carried(node, n, before[n], self.carried_end(n, node, ptrs)).value
                      for n in carried]
         self.scopes[-1] = dict(saved)
         self.b.if_else(then_vals)
@@ -680,12 +809,12 @@ class CodeGen(ast.NodeVisitor):
         if self.returned is not None:
             raise KilnError("'return' inside an if is not supported")
         self.check_fixed(node, fixed, "branch")
-        else_vals = [self.check_carried(node, n, before[n], self.lookup(n, node)).value
+        else_vals = [self.check_carried(node, n, before[n], self.carried_end(n, node, ptrs)).value
                      for n in carried]
         self.scopes[-1] = saved
         results = self.b.if_end(else_vals)
         for n, r in zip(carried, results):
-            self.assign(n, Tile(r, before[n].dtype, before[n].shape))
+            self.bind_carried(n, Tile(r, before[n].dtype, before[n].shape), ptrs)
         # Names first defined inside a branch do not exist after the if.
         for n in names:
             if n not in carried and n in self.scopes[-1] and n not in saved:
@@ -967,7 +1096,12 @@ class CodeGen(ast.NodeVisitor):
                     base, n = off.contiguous
                     offsets.contiguous = (self.contiguous_base(base, a.offset, offsets.dtype), n)
                 return PointerTile(Pointer(a.value, a.dtype, param=a.param), offsets)
-            return PointerTile(a.base, self.binop(ast.Add(), a.offsets, off))
+            out = PointerTile(a.base, self.binop(ast.Add(), a.offsets, off))
+            if a.fixed is not None and off.is_scalar:
+                out.fixed = a.fixed
+                out.shift = self.binop(ast.Add(), self.cast(a.shift, kl.int64),
+                                       self.cast(off, kl.int64))
+            return out
         orig_a, orig_b = a, b
         if isinstance(op, self.ARITH):
             a, b = self.widen_bools(a, b)
@@ -1620,7 +1754,151 @@ class CodeGen(ast.NodeVisitor):
         return self.b.make_view(ptr.value, [n], [one],
                                 self.b.view_type(1, self.b.scalar_type(ptr.dtype.ir)))
 
-    def builtin_load(self, pointer, mask=None, other=None, offsets=None, shape=None):
+    @staticmethod
+    def memory_hints(cache_modifier="", eviction_policy="", volatile=False):
+        """Triton's cache hints, accepted and checked (Kiln's loads choose
+        their own: cp.async.cg and TMA on GPUs)."""
+        for name, v, ok in (("cache_modifier", cache_modifier, ("", ".ca", ".cg", ".cv", ".cs",
+                                                                  ".wb", ".wt")),
+                            ("eviction_policy", eviction_policy, ("", "evict_first",
+                                                                  "evict_last", "evict_normal"))):
+            if isinstance(v, kl.constexpr):
+                v = v.value
+            if v not in ok:
+                raise KilnError(f"{name}= must be one of {', '.join(repr(o) for o in ok)}, "
+                                f"got {v!r}")
+        if isinstance(volatile, kl.constexpr):
+            volatile = volatile.value
+        if not isinstance(volatile, bool):
+            raise KilnError("volatile= must be a compile-time bool")
+
+    def block_access(self, bp, value, boundary_check, padding_option):
+        """A load (value None) or store through a block pointer: a view
+        access of the block at its offsets. Every dimension is bounded (a
+        superset of boundary_check=, which Triton needs to be safe)."""
+        rank = len(bp.block_shape)
+        if isinstance(boundary_check, kl.constexpr):
+            boundary_check = boundary_check.value
+        if not isinstance(boundary_check, tuple):
+            boundary_check = (boundary_check,)
+        for d in boundary_check:
+            d = d.value if isinstance(d, kl.constexpr) else d
+            if not isinstance(d, int) or not 0 <= d < rank:
+                raise KilnError(f"boundary_check= names dimensions of a rank-{rank} block "
+                                f"pointer, got {boundary_check}")
+        if isinstance(padding_option, kl.constexpr):
+            padding_option = padding_option.value
+        if padding_option not in ("", "zero", "nan"):
+            raise KilnError(f"padding_option= must be 'zero' or 'nan', got {padding_option!r}")
+        dtype = bp.dtype
+        pad = None
+        if padding_option == "nan":
+            if not dtype.is_float:
+                raise KilnError(f"padding_option='nan' needs float elements, not {dtype.name}")
+            pad = float("nan")
+        offs = [self.index(o, "a block offset") for o in bp.offsets]
+        shape = bp.block_shape
+        if bp.flat is not None:
+            offs.insert(0, self.index(bp.flat, "an offset"))
+            wide = (1,) + shape
+        else:
+            wide = shape
+        if value is None:
+            t = self.b.load(bp.view.value, offs, self.ir_type(dtype, wide),
+                            None if pad is None else self.py_value(pad, dtype))
+            if wide != shape:
+                t = self.b.reshape(t, self.ir_type(dtype, shape))
+            return Tile(t, dtype, shape)
+        value = self.broadcast_to(self.cast(self.to_tile(value), dtype), shape)
+        v = value.value if wide == shape else self.b.reshape(value.value,
+                                                             self.ir_type(dtype, wide))
+        self.b.store(v, bp.view.value, offs)
+        return None
+
+    def builtin_make_block_ptr(self, base, shape, strides, offsets, block_shape, order):
+        if not isinstance(base, Pointer):
+            raise KilnError("make_block_ptr needs a pointer (a kernel argument, possibly plus "
+                            "a scalar offset)")
+        vals = []
+        for what, t in (("shape", shape), ("strides", strides), ("offsets", offsets),
+                        ("block_shape", block_shape), ("order", order)):
+            if isinstance(t, kl.constexpr):
+                t = t.value
+            if not isinstance(t, tuple):
+                t = (t,)
+            vals.append(t)
+        shape, strides, offsets, block_shape, order = vals
+        rank = len(shape)
+        if not 1 <= rank <= 7 or any(len(t) != rank for t in vals):
+            raise KilnError(f"make_block_ptr: shape, strides, offsets, block_shape and order "
+                            f"need one entry per dimension (1 to 7), got "
+                            f"{', '.join(str(len(t)) for t in vals)}")
+        block_shape = self.const_shape(block_shape, "block_shape")
+        order = tuple(self.const_int(o, "order") for o in order)
+        if sorted(order) != list(range(rank)):
+            raise KilnError(f"make_block_ptr: order {order} is not a permutation of the "
+                            f"{rank} dimensions")
+        idx = self.b.scalar_type("index")
+        sizes = [self.index(self.builtin_maximum(self.cast(self.to_tile(x), kl.int64), 0)
+                            if isinstance(x, Tile) else max(int(self.const_int(x, "a size")), 0),
+                            "a block pointer size") for x in shape]
+        strs = [self.index(x, "a block pointer stride") for x in strides]
+        flat = None
+        if base.offset is not None:
+            # The pointer's own offset: one more view dimension (stride 1).
+            flat = base.offset
+            sizes.insert(0, self.b.constant(UNBOUNDED, idx))
+            strs.insert(0, self.b.constant(1, idx))
+        v = self.b.make_view(base.value, sizes, strs,
+                             self.b.view_type(len(sizes), self.b.scalar_type(base.dtype.ir)))
+        view = View(v, base.dtype, len(sizes), base.param)
+        offs = []
+        for o in offsets:
+            if isinstance(o, kl.constexpr):
+                o = o.value
+            if not (self.is_int_scalar(o)):
+                raise KilnError("make_block_ptr offsets must be integer scalars")
+            offs.append(o)
+        return BlockPointer(view, offs, block_shape, order, flat)
+
+    def builtin_advance(self, base, offsets):
+        if not isinstance(base, BlockPointer):
+            raise KilnError("advance moves a block pointer (kl.make_block_ptr)")
+        if isinstance(offsets, kl.constexpr):
+            offsets = offsets.value
+        if not isinstance(offsets, tuple):
+            offsets = (offsets,)
+        if len(offsets) != len(base.offsets):
+            raise KilnError(f"advance of a rank-{len(base.offsets)} block pointer needs "
+                            f"{len(base.offsets)} offsets, got {len(offsets)}")
+        moved = []
+        for o, d in zip(base.offsets, offsets):
+            if isinstance(d, kl.constexpr):
+                d = d.value
+            if not self.is_int_scalar(d):
+                raise KilnError("advance offsets must be integer scalars")
+            if isinstance(d, int) and d == 0:
+                moved.append(o)
+                continue
+            if isinstance(o, int) and isinstance(d, int):
+                moved.append(o + d)
+                continue
+            a = self.cast(self.to_tile(o), kl.int64)
+            moved.append(self.binop(ast.Add(), a, self.cast(self.to_tile(d, a), kl.int64)))
+        return base.moved(moved)
+
+    def builtin_load(self, pointer, mask=None, other=None, offsets=None, shape=None,
+                     boundary_check=(), padding_option="", cache_modifier="",
+                     eviction_policy="", volatile=False):
+        self.memory_hints(cache_modifier, eviction_policy, volatile)
+        if isinstance(pointer, BlockPointer):
+            if mask is not None or other is not None or offsets is not None or shape is not None:
+                raise KilnError("a block pointer load takes boundary_check= and "
+                                "padding_option=, not mask=, other=, offsets= or shape=")
+            return self.block_access(pointer, None, boundary_check, padding_option)
+        if boundary_check not in ((), None) or padding_option not in ("", None):
+            raise KilnError("boundary_check= and padding_option= are for block pointers "
+                            "(kl.make_block_ptr)")
         if isinstance(pointer, View):
             if offsets is None or shape is None:
                 raise KilnError("loading from a view needs offsets=(...) and shape=(...)")
@@ -1800,12 +2078,21 @@ class CodeGen(ast.NodeVisitor):
         if param is not None:
             self.written.add(param)
 
-    def builtin_store(self, pointer, value, mask=None, offsets=None):
+    def builtin_store(self, pointer, value, mask=None, offsets=None, boundary_check=(),
+                      cache_modifier="", eviction_policy=""):
+        self.memory_hints(cache_modifier, eviction_policy)
         if isinstance(value, kl.constexpr):
             value = value.value
         if value is None:
             raise KilnError("store needs a value (got None)")
         self.note_write(pointer)
+        if isinstance(pointer, BlockPointer):
+            if mask is not None or offsets is not None:
+                raise KilnError("a block pointer store takes boundary_check=, not mask= or "
+                                "offsets=")
+            return self.block_access(pointer, value, boundary_check, "")
+        if boundary_check not in ((), None):
+            raise KilnError("boundary_check= is for block pointers (kl.make_block_ptr)")
         if isinstance(pointer, View):
             if offsets is None:
                 raise KilnError("storing into a view needs offsets=(...)")

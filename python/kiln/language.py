@@ -21,6 +21,7 @@ __all__ = [
     "range", "static_assert", "cumsum", "cummax", "cummin", "associative_scan",
     "reduce", "multiple_of", "max_contiguous", "max_constancy", "debug_barrier",
     "static_range", "zeros_like", "clamp", "permute", "ravel", "view",
+    "make_block_ptr", "advance",
 ]
 
 
@@ -179,14 +180,31 @@ def full(shape, value, dtype=float32):
 
 
 @builtin
-def load(pointer, mask=None, other=None, offsets=None, shape=None):
+def make_block_ptr(base, shape, strides, offsets, block_shape, order):
+    """Triton's block pointer: the block_shape block at `offsets` of the
+    array `base` of `shape` and `strides` (elements). kl.load and kl.store
+    take it (boundary_check=, padding_option='zero'|'nan'; every dimension is
+    bounded), kl.advance moves it (also inside loops). It is a view
+    (kl.make_view) and its offsets: loads of it take TMA on sm_90a when the
+    base is the kernel's pointer itself."""
+
+
+@builtin
+def advance(base, offsets):
+    """A block pointer moved by `offsets` (one integer per dimension)."""
+
+
+@builtin
+def load(pointer, mask=None, other=None, offsets=None, shape=None, boundary_check=(),
+         padding_option="", cache_modifier="", eviction_policy="", volatile=False):
     """Loads from a tile of pointers (``ptr + offsets``; masked elements read
     ``other``), or, given a view, the tile of ``shape`` at ``offsets``
     (elements outside the view read ``other``)."""
 
 
 @builtin
-def store(pointer, value, mask=None, offsets=None):
+def store(pointer, value, mask=None, offsets=None, boundary_check=(), cache_modifier="",
+          eviction_policy=""):
     """Stores to a tile of pointers (masked elements are not written), or into
     a view at ``offsets`` (elements outside the view are not written)."""
 

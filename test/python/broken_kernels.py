@@ -336,9 +336,11 @@ def pointer_in_math(x, n):
 
 @broken
 @kiln.jit
-def pointer_carried_in_loop(x, n):
-    for i in range(0, n):  # error: pointer 'x' is reassigned inside a loop
-        x = x + 1
+def pointer_rebuilt_in_loop(x, n):
+    # (Advancing it by a scalar, x = x + 1, is fine: the loop carries the
+    # shift. A tile of offsets is another pointer.)
+    for i in range(0, n):
+        x = x + kl.arange(0, 4)  # error: pointer 'x' may only be advanced by scalars inside a loop
 
 
 @broken

@@ -1109,3 +1109,208 @@ def test_triton_hints_and_conveniences(rng):
             t = kl.load(x + kl.arange(0, 8))
             kl.store(x + kl.arange(0, 8), t + kl.argmax(t, 0, tie_break_left=False))
         right[(1,)](np.zeros(8, np.float32))
+
+
+# Pointers advanced inside loops and branches, as Triton's tutorials write
+# them (`a_ptrs += BLOCK_K * stride_ak`): the construct carries the scalar
+# shift, the pointer tile keeps its strided form (view accesses, no gather).
+
+@kiln.jit
+def tutorial_matmul(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+                    stride_cm, stride_cn, WRAP: kl.constexpr, BLOCK_SIZE_M: kl.constexpr,
+                    BLOCK_SIZE_N: kl.constexpr, BLOCK_SIZE_K: kl.constexpr,
+                    GROUP_SIZE_M: kl.constexpr):
+    pid = kl.program_id(axis=0)
+    num_pid_m = kl.cdiv(M, BLOCK_SIZE_M)
+    num_pid_n = kl.cdiv(N, BLOCK_SIZE_N)
+    num_pid_in_group = GROUP_SIZE_M * num_pid_n
+    group_id = pid // num_pid_in_group
+    first_pid_m = group_id * GROUP_SIZE_M
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_SIZE_M)
+    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
+    pid_n = (pid % num_pid_in_group) // group_size_m
+    if WRAP:
+        offs_am = (pid_m * BLOCK_SIZE_M + kl.arange(0, BLOCK_SIZE_M)) % M
+        offs_bn = (pid_n * BLOCK_SIZE_N + kl.arange(0, BLOCK_SIZE_N)) % N
+    else:
+        offs_am = pid_m * BLOCK_SIZE_M + kl.arange(0, BLOCK_SIZE_M)
+        offs_bn = pid_n * BLOCK_SIZE_N + kl.arange(0, BLOCK_SIZE_N)
+    offs_k = kl.arange(0, BLOCK_SIZE_K)
+    a_ptrs = a_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
+    b_ptrs = b_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
+    accumulator = kl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=kl.float32)
+    for k in range(0, kl.cdiv(K, BLOCK_SIZE_K)):
+        a = kl.load(a_ptrs, mask=(offs_am[:, None] < M) & (offs_k[None, :] < K - k * BLOCK_SIZE_K),
+                    other=0.0)
+        b = kl.load(b_ptrs, mask=(offs_k[:, None] < K - k * BLOCK_SIZE_K) & (offs_bn[None, :] < N),
+                    other=0.0)
+        accumulator = kl.dot(a, b, accumulator)
+        a_ptrs += BLOCK_SIZE_K * stride_ak
+        b_ptrs += BLOCK_SIZE_K * stride_bk
+    offs_cm = pid_m * BLOCK_SIZE_M + kl.arange(0, BLOCK_SIZE_M)
+    offs_cn = pid_n * BLOCK_SIZE_N + kl.arange(0, BLOCK_SIZE_N)
+    c_ptrs = c_ptr + stride_cm * offs_cm[:, None] + stride_cn * offs_cn[None, :]
+    c_mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
+    kl.store(c_ptrs, accumulator, mask=c_mask)
+
+
+@pytest.mark.parametrize("wrap", [False, True])
+def test_triton_tutorial_matmul_with_advanced_pointers(rng, wrap):
+    M, N, K = 70, 45, 83
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    b = np.asfortranarray(rng.standard_normal((K, N)).astype(np.float32))  # column-major
+    bc = np.ascontiguousarray(b.T)  # its memory, row-major (N, K)
+    c = np.full((M, N), np.nan, np.float32)
+    BM, BN, BK = 32, 32, 16
+    grid = (kiln.cdiv(M, BM) * kiln.cdiv(N, BN),)
+    tutorial_matmul[grid](a, bc, c, M, N, K, K, 1, 1, K, N, 1, WRAP=wrap, BLOCK_SIZE_M=BM,
+                          BLOCK_SIZE_N=BN, BLOCK_SIZE_K=BK, GROUP_SIZE_M=2)
+    assert_close(c, a.astype(np.float64) @ b.astype(np.float64), 1e-4, 1e-4)
+    ir = tutorial_matmul.ir("kiln")
+    # (`% M` makes the offsets a gather, as everywhere; without it, views.)
+    assert ("kiln.gather" in ir) == wrap
+
+
+@kiln.jit
+def advanced_scalar_pointer(x, o, rows, n, stride, FLAG: kl.constexpr, B: kl.constexpr):
+    offs = kl.arange(0, B)
+    p = x
+    acc = kl.zeros((B,), kl.float32)
+    for r in range(0, rows):
+        acc += kl.load(p + offs, mask=offs < n, other=0.0)
+        p += stride
+    q = o
+    if rows > FLAG:
+        q = q + B           # taken at run time: the second half
+    kl.store(q + offs, acc, mask=offs < n)
+
+
+def test_scalar_pointers_advanced_in_loops_and_branches(rng):
+    rows, n, B = 7, 50, 64
+    x = rng.standard_normal((rows, n + 3)).astype(np.float32)
+    for flag, half in ((3, 1), (9, 0)):
+        o = np.full(2 * B, np.nan, np.float32)
+        advanced_scalar_pointer[(1,)](x, o, rows, n, n + 3, FLAG=flag, B=B)
+        assert_close(o[half * B:half * B + n], x[:, :n].astype(np.float64).sum(0), 1e-5, 1e-5)
+        assert np.isnan(o[(1 - half) * B:(1 - half) * B + n]).all()
+
+
+def test_pointers_rebuilt_in_loops_are_refused():
+    @kiln.jit
+    def rebuilt(x, n):
+        p = x + kl.arange(0, 8)
+        for i in range(0, n):
+            p = x + kl.arange(0, 8) * 2
+        kl.store(p, 1.0)
+
+    with pytest.raises(kiln.CompilationError, match="may only be advanced by scalars"):
+        rebuilt[(1,)](np.zeros(16, np.float32), 2)
+
+
+# Triton's block pointers: a view and the block's offsets; kl.advance moves
+# them, inside loops too (carried offsets, pipelined loads). A base pointer
+# with a scalar offset (`q + bh * stride_h`) takes one more view dimension.
+
+@kiln.jit
+def block_ptr_matmul(a, b, c, M, N, K, sam, sak, sbk, sbn, scm, scn,
+                     BM: kl.constexpr, BN: kl.constexpr, BK: kl.constexpr):
+    pid_m = kl.program_id(1)
+    pid_n = kl.program_id(0)
+    a_bp = kl.make_block_ptr(base=a, shape=(M, K), strides=(sam, sak), offsets=(pid_m * BM, 0),
+                             block_shape=(BM, BK), order=(1, 0))
+    b_bp = kl.make_block_ptr(b, (K, N), (sbk, sbn), (0, pid_n * BN), (BK, BN), (1, 0))
+    acc = kl.zeros((BM, BN), kl.float32)
+    for k in range(0, K, BK):
+        ta = kl.load(a_bp, boundary_check=(0, 1), padding_option="zero")
+        tb = kl.load(b_bp, boundary_check=(0, 1), eviction_policy="evict_last")
+        acc = kl.dot(ta, tb, acc)
+        a_bp = kl.advance(a_bp, (0, BK))
+        b_bp = kl.advance(b_bp, (BK, 0))
+    c_bp = kl.make_block_ptr(c, (M, N), (scm, scn), (pid_m * BM, pid_n * BN), (BM, BN), (1, 0))
+    kl.store(c_bp, acc, boundary_check=(0, 1))
+
+
+@kiln.jit
+def block_ptr_rows(x, o, S, D, stride_h, stride_s, BS: kl.constexpr, BD: kl.constexpr):
+    # Each program sums the rows of its head (x + bh * stride_h: a flat
+    # first dimension); the last block reads NaN padding where padding_option
+    # says so, which the kl.where drops.
+    bh = kl.program_id(0)
+    bp = kl.make_block_ptr(x + bh * stride_h, (S, D), (stride_s, 1), (0, 0), (BS, BD), (1, 0))
+    acc = kl.zeros((BD,), kl.float32)
+    rows = kl.arange(0, BS)
+    for s0 in range(0, S, BS):
+        t = kl.load(bp, boundary_check=(0, 1), padding_option="nan")
+        ok = ((s0 + rows)[:, None] < S) & (kl.arange(0, BD)[None, :] < D)
+        acc += kl.sum(kl.where(ok, t, 0.0), axis=0)
+        bp = kl.advance(bp, (BS, 0))
+    obp = kl.make_block_ptr(o, (1000, D), (D, 1), (bh, 0), (1, BD), (1, 0))
+    kl.store(obp, acc[None, :], boundary_check=(1,))
+
+
+def test_block_pointers(rng):
+    M, N, K = 45, 37, 70
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    b = rng.standard_normal((K, N)).astype(np.float32)
+    c = np.full((M, N), np.nan, np.float32)
+    block_ptr_matmul[(kiln.cdiv(N, 32), kiln.cdiv(M, 16))](a, b, c, M, N, K, K, 1, N, 1, N, 1,
+                                                           BM=16, BN=32, BK=16)
+    assert_close(c, a.astype(np.float64) @ b.astype(np.float64), 1e-4, 1e-4)
+    ir = block_ptr_matmul.ir("kiln")
+    assert "kiln.gather" not in ir and "!kiln.view<2xf32>" in ir and "kiln.reshape" not in ir
+
+    H, S, D = 3, 29, 20
+    x = rng.standard_normal((H, S + 2, D)).astype(np.float32)  # 2 padding rows per head
+    o = np.full((H, D), np.nan, np.float32)
+    block_ptr_rows[(H,)](x, o, S, D, (S + 2) * D, D, BS=8, BD=32)
+    assert_close(o, x[:, :S].astype(np.float64).sum(1), 1e-5, 1e-5)
+    assert "!kiln.view<3xf32>" in block_ptr_rows.ir("kiln")
+
+
+def test_block_pointer_errors():
+    def compile_error(body, match, *args):
+        with pytest.raises(kiln.CompilationError, match=match):
+            body[(1,)](*args)
+
+    @kiln.jit
+    def masked(x):
+        bp = kl.make_block_ptr(x, (8,), (1,), (0,), (8,), (0,))
+        kl.store(x + kl.arange(0, 8), kl.load(bp, mask=kl.arange(0, 8) < 4))
+
+    compile_error(masked, "block pointer load takes boundary_check=", np.zeros(8, np.float32))
+
+    @kiln.jit
+    def dims(x):
+        bp = kl.make_block_ptr(x, (8,), (1,), (0,), (8,), (0,))
+        kl.store(x + kl.arange(0, 8), kl.load(bp, boundary_check=(1,)))
+
+    compile_error(dims, "boundary_check= names dimensions of a rank-1", np.zeros(8, np.float32))
+
+    @kiln.jit
+    def nan_int(x):
+        bp = kl.make_block_ptr(x, (8,), (1,), (0,), (8,), (0,))
+        kl.store(x + kl.arange(0, 8), kl.load(bp, padding_option="nan"))
+
+    compile_error(nan_int, "needs float elements", np.zeros(8, np.int32))
+
+    @kiln.jit
+    def rank(x):
+        bp = kl.make_block_ptr(x, (8, 8), (8, 1), (0,), (8, 8), (1, 0))
+        kl.store(x + kl.arange(0, 8), 1.0)
+
+    compile_error(rank, "one entry per dimension", np.zeros(64, np.float32))
+
+    @kiln.jit
+    def rebuilt(x, n):
+        bp = kl.make_block_ptr(x, (8,), (1,), (0,), (8,), (0,))
+        for i in range(0, n):
+            bp = kl.make_block_ptr(x, (8,), (1,), (i,), (8,), (0,))
+        kl.store(x + kl.arange(0, 8), kl.load(bp))
+
+    compile_error(rebuilt, "may only be moved", np.zeros(8, np.float32), 2)
+
+    @kiln.jit
+    def hint(x):
+        kl.store(x + kl.arange(0, 8), kl.load(x + kl.arange(0, 8), cache_modifier=".zz"))
+
+    compile_error(hint, "cache_modifier= must be one of", np.zeros(8, np.float32))

@@ -37,3 +37,33 @@ kiln.func @k(%x: !kiln.ptr<f32>, %m: i64, %k: i64, %d: i64) attributes {grid_ran
   }
   kiln.return
 }
+
+// A scalar the loop advances by an invariant amount (a pointer's shift,
+// `p += BK * stride`) is read as init + iteration * amount; the addition
+// that carries it stays for the loop's result.
+// CHECK-LABEL: kiln.func @advanced
+// CHECK: %[[STEP:[^ ]+]] = arith.muli %{{.*}}, %{{.*}} : i64
+// CHECK: scf.for %[[IV:[^ ]+]] = %[[LB:[^ ]+]] to %{{[^ ]+}} step %[[ST:[^ ]+]] iter_args(%{{[^ ]+}} = %cst, %[[S:[^ ]+]] = %[[INIT:[^)]+]])
+// CHECK: %[[D:.*]] = arith.subi %[[IV]], %[[LB]] : index
+// CHECK: %[[T:.*]] = arith.divui %[[D]], %[[ST]] : index
+// CHECK: %[[TI:.*]] = arith.index_cast %[[T]] : index to i64
+// CHECK: %[[TS:.*]] = arith.muli %[[TI]], %[[STEP]] : i64
+// CHECK: %[[AT:.*]] = arith.addi %[[INIT]], %[[TS]] : i64
+// CHECK: arith.index_cast %[[AT]] : i64 to index
+// CHECK: arith.addi %[[S]], %[[STEP]] : i64
+kiln.func @advanced(%x: !kiln.ptr<f32>, %n: index, %lb: index, %st: index, %s0: i64, %stride: i64) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %bk = arith.constant 16 : i64
+  %v = kiln.make_view %x, [%n], [%c1] : !kiln.ptr<f32> -> !kiln.view<1xf32>
+  %zero = arith.constant dense<0.0> : tensor<16xf32>
+  %r:2 = scf.for %i = %lb to %n step %st iter_args(%acc = %zero, %s = %s0) -> (tensor<16xf32>, i64) {
+    %off = arith.index_cast %s : i64 to index
+    %l = kiln.load %v[%off] : !kiln.view<1xf32> -> tensor<16xf32>
+    %a = arith.addf %acc, %l : tensor<16xf32>
+    %step = arith.muli %bk, %stride : i64
+    %s2 = arith.addi %s, %step : i64
+    scf.yield %a, %s2 : tensor<16xf32>, i64
+  }
+  kiln.return
+}
