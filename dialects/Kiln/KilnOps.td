@@ -36,7 +36,15 @@ def Kiln_Axis : I32EnumAttr<"Axis", "an axis of the launch grid", [
 def Kiln_ReduceKind : I32EnumAttr<"ReduceKind", "a reduction combiner", [
     I32EnumAttrCase<"sum", 0>, I32EnumAttrCase<"max", 1>,
     I32EnumAttrCase<"min", 2>, I32EnumAttrCase<"argmax", 3>,
-    I32EnumAttrCase<"argmin", 4>]> {
+    I32EnumAttrCase<"argmin", 4>, I32EnumAttrCase<"prod", 5>]> {
+  let cppNamespace = "::mlir::kiln";
+}
+
+def Kiln_AtomicKind : I32EnumAttr<"AtomicKind", "an atomic read-modify-write", [
+    I32EnumAttrCase<"add", 0>, I32EnumAttrCase<"max", 1>,
+    I32EnumAttrCase<"min", 2>, I32EnumAttrCase<"xchg", 3>,
+    I32EnumAttrCase<"bit_and", 4, "and">, I32EnumAttrCase<"bit_or", 5, "or">,
+    I32EnumAttrCase<"bit_xor", 6, "xor">]> {
   let cppNamespace = "::mlir::kiln";
 }
 
@@ -459,6 +467,61 @@ def Kiln_ScatterAddOp : Kiln_Op<"scatter_add", [
   let hasVerifier = 1;
 }
 
+def Kiln_AtomicRMWOp : Kiln_Op<"atomic_rmw", [
+    MemoryEffects<[MemRead, MemWrite]>, AllTypesMatch<["value", "old"]>]> {
+  let summary = "Atomically combines a tile into a view (max, min, exchange, bitwise)";
+  let description = [{
+    `kiln.atomic_add` with another combiner: for every element of `value`
+    whose destination `view[offsets[0] + j_0, ...]` lies inside the view,
+    atomically performs `dest = dest (kind) value[j]`:
+
+    * `add`, `max`, `min`: f32, f64, i32, i64 (`max` and `min` of floats
+      propagate NaN, as `arith.maximumf`; integers compare signed);
+    * `xchg`: stores the value (f32, f64, i32, i64);
+    * `and`, `or`, `xor`: i32, i64.
+
+    `old` holds what each operation read (zero outside the view); ordering
+    as `kiln.atomic_add`. Triton's `tl.atomic_max` and friends; an amax
+    for fp8 scales is `kiln.atomic_rmw max` of a row maximum.
+
+    ```mlir
+    %o = kiln.atomic_rmw max %amax, %scale[%c0] : tensor<1xf32> -> !kiln.view<1xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_AtomicKind:$kind, Kiln_Tile:$value,
+                       Kiln_ViewType:$view, Variadic<Index>:$offsets);
+  let results = (outs Kiln_Tile:$old);
+  let assemblyFormat = [{
+    $kind $value `,` $view `[` $offsets `]` attr-dict `:` type($value) `->`
+    qualified(type($view))
+  }];
+  let hasVerifier = 1;
+}
+
+def Kiln_ScatterRMWOp : Kiln_Op<"scatter_rmw", [
+    MemoryEffects<[MemRead, MemWrite]>, AllTypesMatch<["value", "old"]>]> {
+  let summary = "Atomically combines the rows of a tile into the view rows named by an index tile";
+  let description = [{
+    `kiln.scatter_add` with the combiners of `kiln.atomic_rmw`: for each `n`,
+    atomically combines `value[n, ...]` into row `indices[n]` of `view`, at
+    `offsets` in the remaining dimensions; rows outside `[0, size_0)` and
+    elements outside the view are dropped (`old` reads zero there).
+
+    ```mlir
+    %o = kiln.scatter_rmw max %v, %best[%bucket] : tensor<64xi32>, tensor<64xi32> -> !kiln.view<1xi32>
+    ```
+  }];
+  let arguments = (ins Kiln_AtomicKind:$kind, Kiln_Tile:$value,
+                       Kiln_ViewType:$view, Kiln_Tile:$indices,
+                       Variadic<Index>:$offsets);
+  let results = (outs Kiln_Tile:$old);
+  let assemblyFormat = [{
+    $kind $value `,` $view `[` $indices (`,` $offsets^)? `]` attr-dict `:`
+    type($value) `,` type($indices) `->` qualified(type($view))
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Tile algebra
 //===----------------------------------------------------------------------===//
@@ -491,8 +554,9 @@ def Kiln_ReduceOp : Kiln_Op<"reduce", [Pure]> {
   let description = [{
     Combines the elements of `src` along dimension `axis` with `kind`:
 
-    * `sum`, `max`, `min`: the result has the source's element type. `max`
-      and `min` propagate NaN (as `arith.maximumf`).
+    * `sum`, `max`, `min`, `prod`: the result has the source's element
+      type. `max` and `min` propagate NaN (as `arith.maximumf`); float `sum`
+      and `prod` may be associated in any order, integer ones wrap.
     * `argmax`, `argmin`: the result is the `i32` position along `axis` of
       the first largest (smallest) element.
 
@@ -515,17 +579,18 @@ def Kiln_ScanOp : Kiln_Op<"scan", [Pure, AllTypesMatch<["src", "result"]>]> {
   let summary = "Running (prefix) combination of a tile along one axis";
   let description = [{
     Returns the inclusive scan of `src` along dimension `axis` with `kind`
-    (`sum`, `max` or `min`; the combiners of `kiln.reduce`):
+    (`sum`, `max`, `min` or `prod`; the combiners of `kiln.reduce`):
 
         result[..., j, ...] = src[..., 0, ...] (+) ... (+) src[..., j, ...]
 
     With `reverse`, the scan runs from the end:
     `result[..., j, ...] = src[..., j, ...] (+) ... (+) src[..., n-1, ...]`.
     The result has the source's type. `max` and `min` propagate NaN (as
-    `arith.maximumf`); a float `sum` may be associated in any order (the GPU
-    target combines per-thread chunks of the axis), integer sums wrap.
+    `arith.maximumf`); a float `sum` or `prod` may be associated in any
+    order (the GPU target combines per-thread chunks of the axis), integer
+    ones wrap.
 
-    This is Triton's `tl.cumsum` / `tl.cummax`: the offsets of variable-sized
+    This is Triton's `tl.cumsum` / `tl.cumprod`: the offsets of variable-sized
     groups (MoE routing's per-expert token counts become write positions),
     running maxima, stream compaction.
 

@@ -226,6 +226,7 @@ class CodeGen(ast.NodeVisitor):
         self.fn = fn
         self.grid_rank = grid_rank
         self.b = builder
+        self.carried_pointers = {}  # (carry: the construct being entered)
         self.filename = filename
         self.first_line = first_line
         self.source_lines = source.splitlines()
@@ -1928,10 +1929,10 @@ class CodeGen(ast.NodeVisitor):
         v = self.b.load(view.value, offs, self.ir_type(view.dtype, shape), pad)
         return Tile(v, view.dtype, shape)
 
-    def pointer_access(self, p: PointerTile, value, mask, other, atomic=False):
+    def pointer_access(self, p: PointerTile, value, mask, other, atomic=None):
         """Loads (value is None) or stores through a tile of pointers; with
-        `atomic`, adds `value` atomically and returns what the additions
-        read (0 where masked off)."""
+        `atomic` (a combiner: 'add', 'max', ...), combines `value` atomically
+        and returns what the operations read (0 where masked off)."""
         offsets = p.offsets
         dtype = p.base.dtype
         if offsets.dtype.is_float:
@@ -1997,8 +1998,8 @@ class CodeGen(ast.NodeVisitor):
                 t = Tile(self.b.load(view, [off], self.ir_type(dtype, shape), pad), dtype, shape)
                 return self.squeeze(t, scalar)
             if atomic:
-                return self.squeeze(Tile(self.b.atomic_add(value.value, view, [off]), dtype,
-                                         shape), scalar)
+                return self.squeeze(Tile(self.view_atomic(atomic, value.value, view, [off]),
+                                         dtype, shape), scalar)
             self.b.store(value.value, view, [off])
             return None
         # Strided offsets under bound masks (`ptr + rows[:, None] * stride +
@@ -2017,7 +2018,8 @@ class CodeGen(ast.NodeVisitor):
                         return Tile(self.b.load(view, offs, self.ir_type(dtype, shape), pad),
                                     dtype, shape)
                     if atomic:
-                        return Tile(self.b.atomic_add(value.value, view, offs), dtype, shape)
+                        return Tile(self.view_atomic(atomic, value.value, view, offs), dtype,
+                                    shape)
                     self.b.store(value.value, view, offs)
                     return None
                 wide = (1,) + shape
@@ -2026,7 +2028,7 @@ class CodeGen(ast.NodeVisitor):
                     return Tile(self.b.reshape(t, self.ir_type(dtype, shape)), dtype, shape)
                 v = self.b.reshape(value.value, self.ir_type(dtype, wide))
                 if atomic:
-                    old = self.b.atomic_add(v, view, offs)
+                    old = self.view_atomic(atomic, v, view, offs)
                     return Tile(self.b.reshape(old, self.ir_type(dtype, shape)), dtype, shape)
                 self.b.store(v, view, offs)
                 return None
@@ -2058,7 +2060,8 @@ class CodeGen(ast.NodeVisitor):
         if len(shape) != 1:
             v = Tile(self.b.reshape(value.value, self.ir_type(dtype, flat)), dtype, flat)
         if atomic:
-            t = Tile(self.b.scatter_add(v.value, view, idx.value, []), dtype, flat)
+            t = Tile(self.b.scatter_add(v.value, view, idx.value, []) if atomic == "add" else
+                     self.b.scatter_rmw(atomic, v.value, view, idx.value, []), dtype, flat)
             if len(shape) != 1:
                 t = Tile(self.b.reshape(t.value, self.ir_type(dtype, shape)), dtype, shape)
             return self.squeeze(t, scalar)
@@ -2163,8 +2166,14 @@ class CodeGen(ast.NodeVisitor):
         self.note_write(view)
         self.b.scatter(value.value, view.value, indices.value, offs)
 
-    def builtin_atomic_add(self, pointer, value, mask=None, offsets=None, sem=None,
-                           scope=None):
+    # Triton's atomics: kiln.atomic_add / scatter_add, and kiln.atomic_rmw /
+    # scatter_rmw for the other combiners.
+    ATOMIC_NAMES = {"add": "atomic_add", "max": "atomic_max", "min": "atomic_min",
+                    "xchg": "atomic_xchg", "and": "atomic_and", "or": "atomic_or",
+                    "xor": "atomic_xor"}
+
+    def atomic(self, kind, pointer, value, mask, offsets, sem, scope):
+        name = self.ATOMIC_NAMES[kind]
         # Triton's memory-order hints: every target's atomics are acq_rel
         # for the whole program (CPUs: locked RMWs; GPUs: fences at GPU scope
         # around them), at least as strong as any sem asks, but not ordered
@@ -2174,52 +2183,90 @@ class CodeGen(ast.NodeVisitor):
         if isinstance(scope, kl.constexpr):
             scope = scope.value
         if sem not in (None, "relaxed", "acquire", "release", "acq_rel"):
-            raise KilnError(f"atomic_add(sem=...) must be 'relaxed', 'acquire', 'release' or "
+            raise KilnError(f"{name}(sem=...) must be 'relaxed', 'acquire', 'release' or "
                             f"'acq_rel', got {sem!r}")
         if scope == "sys":
-            raise KilnError("atomic_add(scope='sys') is not supported: Kiln's GPU atomics are "
+            raise KilnError(f"{name}(scope='sys') is not supported: Kiln's GPU atomics are "
                             "ordered at GPU scope ('gpu' or 'cta')")
         if scope not in (None, "cta", "gpu"):
-            raise KilnError(f"atomic_add(scope=...) must be 'cta' or 'gpu', got {scope!r}")
+            raise KilnError(f"{name}(scope=...) must be 'cta' or 'gpu', got {scope!r}")
         if isinstance(pointer, Pointer):
             pointer = PointerTile(Pointer(pointer.value, pointer.dtype, param=pointer.param),
                                   pointer.offset if pointer.offset is not None else self.to_tile(0))
+        if isinstance(pointer, (PointerTile, View)):
+            dtype = pointer.base.dtype if isinstance(pointer, PointerTile) else pointer.dtype
+            if kind in ("and", "or", "xor"):
+                if dtype not in (kl.int32, kl.int64):
+                    raise KilnError(f"{name} supports int32 and int64 elements, got "
+                                    f"{dtype.name}")
+            elif dtype not in (kl.float32, kl.float64, kl.int32, kl.int64):
+                raise KilnError(f"{name} supports float32, float64, int32 and int64 "
+                                f"elements, got {dtype.name}")
         if isinstance(pointer, PointerTile):
             if offsets is not None:
-                raise KilnError("offsets= is for atomic_add into a view; a pointer carries its "
+                raise KilnError(f"offsets= is for {name} into a view; a pointer carries its "
                                 "offsets (ptr + offsets)")
-            dtype = pointer.base.dtype
-            if dtype not in (kl.float32, kl.float64, kl.int32, kl.int64):
-                raise KilnError(f"atomic_add supports float32, float64, int32 and int64 "
-                                f"elements, got {dtype.name}")
             if isinstance(value, kl.constexpr):
                 value = value.value
             self.note_write(pointer)
-            return self.pointer_access(pointer, value, mask, None, atomic=True)
+            return self.pointer_access(pointer, value, mask, None, atomic=kind)
         if not isinstance(pointer, View):
-            raise KilnError("atomic_add needs a pointer (ptr + offsets) or a view")
+            raise KilnError(f"{name} needs a pointer (ptr + offsets) or a view")
         if mask is not None:
-            # kiln.atomic_add has no mask: the view drops its out-of-range
-            # elements, every other element is added.
-            raise KilnError("atomic_add into a view takes no mask= (elements outside the "
-                            "view are dropped); to add nothing elsewhere, add "
-                            "kl.where(mask, value, 0)")
+            # The view ops have no mask: the view drops its out-of-range
+            # elements, every other element takes part.
+            raise KilnError(f"{name} into a view takes no mask= (elements outside the "
+                            "view are dropped); for a pointer access with a mask, use "
+                            "ptr + offsets")
         if offsets is None:
-            raise KilnError("atomic_add into a view needs offsets=(...)")
+            raise KilnError(f"{name} into a view needs offsets=(...)")
         if isinstance(offsets, kl.constexpr):
             offsets = offsets.value
         if not isinstance(offsets, tuple):
             offsets = (offsets,)
         value = self.to_tile(value)
         if value.is_scalar or len(value.shape) != pointer.rank:
-            raise KilnError(f"atomic_add into a view of rank {pointer.rank} needs a rank-"
+            raise KilnError(f"{name} into a view of rank {pointer.rank} needs a rank-"
                             f"{pointer.rank} tile, got shape {value.shape}")
         value = self.cast(value, pointer.dtype)
         offs = [self.index(o, "an offset") for o in offsets]
         self.note_write(pointer)
         # The values the atomics read (zero outside the view).
-        return Tile(self.b.atomic_add(value.value, pointer.value, offs), value.dtype,
+        return Tile(self.view_atomic(kind, value.value, pointer.value, offs), value.dtype,
                     value.shape)
+
+    def view_atomic(self, kind, value, view, offs):
+        if kind == "add":
+            return self.b.atomic_add(value, view, offs)
+        return self.b.atomic_rmw(kind, value, view, offs)
+
+    def builtin_atomic_add(self, pointer, value, mask=None, offsets=None, sem=None,
+                           scope=None):
+        return self.atomic("add", pointer, value, mask, offsets, sem, scope)
+
+    def builtin_atomic_max(self, pointer, value, mask=None, offsets=None, sem=None,
+                           scope=None):
+        return self.atomic("max", pointer, value, mask, offsets, sem, scope)
+
+    def builtin_atomic_min(self, pointer, value, mask=None, offsets=None, sem=None,
+                           scope=None):
+        return self.atomic("min", pointer, value, mask, offsets, sem, scope)
+
+    def builtin_atomic_xchg(self, pointer, value, mask=None, offsets=None, sem=None,
+                            scope=None):
+        return self.atomic("xchg", pointer, value, mask, offsets, sem, scope)
+
+    def builtin_atomic_and(self, pointer, value, mask=None, offsets=None, sem=None,
+                           scope=None):
+        return self.atomic("and", pointer, value, mask, offsets, sem, scope)
+
+    def builtin_atomic_or(self, pointer, value, mask=None, offsets=None, sem=None,
+                          scope=None):
+        return self.atomic("or", pointer, value, mask, offsets, sem, scope)
+
+    def builtin_atomic_xor(self, pointer, value, mask=None, offsets=None, sem=None,
+                           scope=None):
+        return self.atomic("xor", pointer, value, mask, offsets, sem, scope)
 
     def builtin_dot(self, a, b, acc=None, out_dtype=None, allow_tf32=None,
                     input_precision=None):
@@ -2434,6 +2481,13 @@ class CodeGen(ast.NodeVisitor):
             x = self.cast(self.to_tile(x), dtype)
         return self.scan("sum", x, axis, reverse, widen=dtype is None)
 
+    def builtin_cumprod(self, x, axis=0, reverse=False):
+        # (As Triton's: bfloat16 is multiplied in float32.)
+        x = self.to_tile(x)
+        if x.dtype is kl.bfloat16:
+            x = self.cast(x, kl.float32)
+        return self.scan("prod", x, axis, reverse)
+
     def builtin_cummax(self, x, axis=0, reverse=False):
         return self.scan("max", x, axis, reverse)
 
@@ -2441,9 +2495,9 @@ class CodeGen(ast.NodeVisitor):
         return self.scan("min", x, axis, reverse)
 
     def combiner(self, fn, what):
-        """The kiln combiner ('sum', 'max', 'min') a Triton combine_fn
+        """The kiln combiner ('sum', 'prod', 'max', 'min') a Triton combine_fn
         computes: a @kiln.jit function of two parameters returning a + b,
-        kl.maximum(a, b) or kl.minimum(a, b) (either order)."""
+        a * b, kl.maximum(a, b) or kl.minimum(a, b) (either order)."""
         from .jit import JITFunction  # noqa: avoid an import cycle
         if isinstance(fn, kl.constexpr):
             fn = fn.value
@@ -2454,9 +2508,9 @@ class CodeGen(ast.NodeVisitor):
         params = [a.arg for a in fdef.args.args]
         body = [st for st in fdef.body
                 if not (isinstance(st, ast.Expr) and isinstance(st.value, ast.Constant))]
-        expected = (f"{what}: combine_fn {fn.fn.__name__} must return a + b, kl.maximum(a, b) "
-                    "or kl.minimum(a, b) of its two parameters (Kiln's scans and reductions "
-                    "combine with sum, max or min)")
+        expected = (f"{what}: combine_fn {fn.fn.__name__} must return a + b, a * b, "
+                    "kl.maximum(a, b) or kl.minimum(a, b) of its two parameters (Kiln's scans "
+                    "and reductions combine with sum, prod, max or min)")
         if len(params) != 2 or len(body) != 1 or not isinstance(body[0], ast.Return) \
                 or body[0].value is None:
             raise KilnError(expected)
@@ -2466,8 +2520,9 @@ class CodeGen(ast.NodeVisitor):
             names = [a.id if isinstance(a, ast.Name) else None for a in args]
             return len(names) == 2 and sorted(names) == sorted(params)
 
-        if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Add) and operands([e.left, e.right]):
-            return "sum"
+        if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Mult)) and \
+                operands([e.left, e.right]):
+            return "sum" if isinstance(e.op, ast.Add) else "prod"
         if isinstance(e, ast.Call) and not e.keywords and operands(e.args):
             try:
                 target = eval(compile(ast.Expression(e.func), "<combine_fn>", "eval"),

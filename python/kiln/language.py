@@ -18,10 +18,11 @@ __all__ = [
     "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sigmoid", "tanh", "sin",
     "cos", "erf", "abs", "floor", "ceil", "where", "maximum", "minimum",
     "trans", "reshape", "broadcast_to", "expand_dims", "cdiv", "static_print",
-    "range", "static_assert", "cumsum", "cummax", "cummin", "associative_scan",
+    "range", "static_assert", "cumsum", "cumprod", "cummax", "cummin", "associative_scan",
     "reduce", "multiple_of", "max_contiguous", "max_constancy", "debug_barrier",
     "static_range", "zeros_like", "clamp", "permute", "ravel", "view",
-    "make_block_ptr", "advance",
+    "make_block_ptr", "advance", "atomic_max", "atomic_min", "atomic_xchg",
+    "atomic_and", "atomic_or", "atomic_xor",
 ]
 
 
@@ -241,6 +242,36 @@ def atomic_add(pointer, value, mask=None, offsets=None, sem=None, scope=None):
 
 
 @builtin
+def atomic_max(pointer, value, mask=None, offsets=None, sem=None, scope=None):
+    """kl.atomic_add with max (floats propagate NaN; integers signed)."""
+
+
+@builtin
+def atomic_min(pointer, value, mask=None, offsets=None, sem=None, scope=None):
+    """kl.atomic_add with min (floats propagate NaN; integers signed)."""
+
+
+@builtin
+def atomic_xchg(pointer, value, mask=None, offsets=None, sem=None, scope=None):
+    """Atomically stores value, returning what was there (kl.atomic_add's forms)."""
+
+
+@builtin
+def atomic_and(pointer, value, mask=None, offsets=None, sem=None, scope=None):
+    """kl.atomic_add with bitwise and (int32, int64)."""
+
+
+@builtin
+def atomic_or(pointer, value, mask=None, offsets=None, sem=None, scope=None):
+    """kl.atomic_add with bitwise or (int32, int64)."""
+
+
+@builtin
+def atomic_xor(pointer, value, mask=None, offsets=None, sem=None, scope=None):
+    """kl.atomic_add with bitwise xor (int32, int64)."""
+
+
+@builtin
 def dot(a, b, acc=None, out_dtype=None, allow_tf32=None, input_precision=None):
     """Tile matrix product a @ b (+ acc): f32, bf16/f16 -> f32, i8 -> i32.
     `allow_tf32` and `input_precision` ('ieee', 'tf32', 'tf32x3') are
@@ -343,6 +374,13 @@ def cumsum(x, axis=0, reverse=False, dtype=None):
 
 
 @builtin
+def cumprod(x, axis=0, reverse=False):
+    """Inclusive running product along an axis (from the end when reverse),
+    as Triton's tl.cumprod (bfloat16 in float32). A float product may be
+    associated in any order."""
+
+
+@builtin
 def cummax(x, axis=0, reverse=False):
     """Inclusive running maximum along an axis (NaN propagates)."""
 
@@ -355,14 +393,14 @@ def cummin(x, axis=0, reverse=False):
 @builtin
 def associative_scan(input, axis, combine_fn, reverse=False):
     """Triton's tl.associative_scan for the combiners Kiln has: combine_fn
-    (a @kiln.jit function of two values) must return a + b,
+    (a @kiln.jit function of two values) must return a + b, a * b,
     kl.maximum(a, b) or kl.minimum(a, b)."""
 
 
 @builtin
 def reduce(input, axis, combine_fn):
     """Triton's tl.reduce for the combiners Kiln has (see associative_scan):
-    the same as kl.sum (without widening), kl.max or kl.min."""
+    the same as kl.sum (without widening), a product, kl.max or kl.min."""
 
 
 @builtin

@@ -608,6 +608,22 @@ void bindCompiler(py::module &m) {
               std::vector<Value> offsets) {
              p.make<kd::ScatterOp>(value, view, indices, offsets);
            })
+      .def("atomic_rmw",
+           [](PyBuilder &p, const std::string &kind, Value value, Value view,
+              std::vector<Value> offsets) {
+             auto k = kd::symbolizeAtomicKind(kind);
+             if (!k)
+               throw IRError("unknown atomic '" + kind + "'");
+             return p.make<kd::AtomicRMWOp>(*k, value, view, offsets);
+           })
+      .def("scatter_rmw",
+           [](PyBuilder &p, const std::string &kind, Value value, Value view,
+              Value indices, std::vector<Value> offsets) {
+             auto k = kd::symbolizeAtomicKind(kind);
+             if (!k)
+               throw IRError("unknown atomic '" + kind + "'");
+             return p.make<kd::ScatterRMWOp>(*k, value, view, indices, offsets);
+           })
       .def("scatter_add",
            [](PyBuilder &p, Value value, Value view, Value indices,
               std::vector<Value> offsets) {

@@ -775,6 +775,11 @@ def mul_fn(a, b):
 
 
 @kiln.jit
+def sub_fn(a, b):
+    return a - b
+
+
+@kiln.jit
 def expert_offsets(counts, starts, totals, E: kl.constexpr):
     # MoE routing: per-expert token counts become the start of each expert's
     # rows (an exclusive scan), the largest count and the total.
@@ -803,8 +808,13 @@ def test_scan_errors_name_the_problem():
         t = kl.load(x + kl.arange(0, 8))
         kl.store(x + kl.arange(0, 8), kl.associative_scan(t, 0, mul_fn))
 
-    with pytest.raises(kiln.CompilationError, match="must return a \\+ b, kl.maximum"):
-        bad_combine[(1,)](np.zeros(8, np.float32))
+    @kiln.jit
+    def sub_fn_scan(x):
+        t = kl.load(x + kl.arange(0, 8))
+        kl.store(x + kl.arange(0, 8), kl.associative_scan(t, 0, sub_fn))
+
+    with pytest.raises(kiln.CompilationError, match="must return a \\+ b, a \\* b, kl.maximum"):
+        sub_fn_scan[(1,)](np.zeros(8, np.float32))
 
     @kiln.jit
     def bad_axis(x):
@@ -1314,3 +1324,116 @@ def test_block_pointer_errors():
         kl.store(x + kl.arange(0, 8), kl.load(x + kl.arange(0, 8), cache_modifier=".zz"))
 
     compile_error(hint, "cache_modifier= must be one of", np.zeros(8, np.float32))
+
+
+
+@kiln.jit
+def products(x, o, r, m, n, AXIS: kl.constexpr, REV: kl.constexpr, BM: kl.constexpr,
+             BN: kl.constexpr):
+    rm = kl.arange(0, BM)
+    rn = kl.arange(0, BN)
+    mask = (rm[:, None] < m) & (rn[None, :] < n)
+    t = kl.load(x + rm[:, None] * n + rn[None, :], mask=mask, other=1.0)
+    kl.store(o + rm[:, None] * n + rn[None, :], kl.cumprod(t, AXIS, reverse=REV), mask=mask)
+    kl.store(r + rm, kl.reduce(t, 1, mul_fn), mask=rm < m)
+    kl.store(r + BM + rn, kl.reduce(t, 0, mul_fn), mask=rn < n)
+
+
+@pytest.mark.parametrize("axis,reverse", [(0, False), (0, True), (1, False), (1, True)])
+def test_products_scan_and_reduce(rng, axis, reverse):
+    m, n, BM, BN = 11, 37, 16, 64
+    x = (1.0 + 0.05 * rng.standard_normal((m, n))).astype(np.float32)
+    o = np.full((m, n), np.nan, np.float32)
+    r = np.full(BM + BN, np.nan, np.float32)
+    products[(1,)](x, o, r, m, n, AXIS=axis, REV=reverse, BM=BM, BN=BN)
+    x64 = x.astype(np.float64)
+    ref = np.flip(np.cumprod(np.flip(x64, axis), axis), axis) if reverse else np.cumprod(x64, axis)
+    assert_close(o, ref, 1e-5, 1e-6)
+    assert_close(r[:m], x64.prod(1), 1e-5, 1e-6)
+    assert_close(r[BM:BM + n], x64.prod(0), 1e-5, 1e-6)
+    # Integers wrap as int32 products do.
+    xi = rng.integers(-3, 4, (m, n)).astype(np.int32)
+    oi = np.zeros((m, n), np.int32)
+    ri = np.zeros(BM + BN, np.int32)
+    products[(1,)](xi, oi, ri, m, n, AXIS=axis, REV=reverse, BM=BM, BN=BN)
+    refi = np.flip(np.cumprod(np.flip(xi, axis), axis, dtype=np.int32), axis) if reverse \
+        else np.cumprod(xi, axis, dtype=np.int32)
+    assert (oi == refi).all() and (ri[:m] == xi.prod(1, dtype=np.int32)).all()
+
+
+@kiln.jit
+def moved_in_while_and_if(x, o, n, rows, FLAG: kl.constexpr, B: kl.constexpr):
+    # A block pointer moved in a while loop and an if, a scalar pointer
+    # advanced in the same loop.
+    bp = kl.make_block_ptr(x, (rows, n), (n, 1), (0, 0), (1, B), (1, 0))
+    q = o
+    acc = kl.zeros((1, B), kl.float32)
+    r = 0
+    while r < rows:
+        acc += kl.load(bp, boundary_check=(0, 1))
+        bp = kl.advance(bp, (1, 0))
+        r += 1
+    if n > FLAG:
+        q += B
+        bp = kl.advance(bp, (-rows, 0))   # back to row 0
+    else:
+        bp = kl.advance(bp, (-1, 0))      # the last row
+    kl.store(q + kl.arange(0, B)[None, :], acc + kl.load(bp, boundary_check=(0, 1)),
+             mask=kl.arange(0, B)[None, :] < n)
+
+
+def test_pointers_moved_in_while_loops_and_branches(rng):
+    rows, n, B = 5, 20, 32
+    x = rng.standard_normal((rows, n)).astype(np.float32)
+    x64 = x.astype(np.float64)
+    for flag, half, extra in ((3, 1, x64[0]), (40, 0, x64[-1])):
+        o = np.full(2 * B, np.nan, np.float32)
+        moved_in_while_and_if[(1,)](x, o, n, rows, FLAG=flag, B=B)
+        assert_close(o[half * B:half * B + n], x64.sum(0) + extra, 1e-5, 1e-5)
+        assert np.isnan(o[(1 - half) * B:(1 - half) * B + n]).all()
+
+
+# Triton's other atomics: max, min (an amax for scales), exchange, bitwise,
+# through pointers of any offsets, contiguous ones and views.
+
+@kiln.jit
+def other_atomics(x, amax, amin, bins, flags, swap, n, B: kl.constexpr):
+    offs = kl.program_id(0) * B + kl.arange(0, B)
+    m = offs < n
+    t = kl.load(x + offs, mask=m, other=0.0)
+    kl.atomic_max(amax, kl.max(kl.where(m, kl.abs(t), -1.0), axis=0))
+    kl.atomic_min(amin + kl.zeros_like(offs) * 0, kl.where(m, t, 1e30), mask=m)
+    b = (kl.abs(t) * 4.0).to(kl.int32) % 8
+    kl.atomic_max(bins + b, offs, mask=m)                  # largest index per bin
+    kl.atomic_or(flags + kl.program_id(0) % 2, 1 << (kl.program_id(0) % 31))
+    kl.atomic_xor(flags + 2, kl.program_id(0) + 1)
+    kl.atomic_and(flags + 3, ~(1 << (kl.program_id(0) % 31)))
+    old = kl.atomic_xchg(swap + kl.program_id(0), kl.program_id(0) * 10)
+    kl.store(swap + 100 + kl.program_id(0), old)
+
+
+def test_other_atomics(rng):
+    n, B = 1000, 64
+    grid = kiln.cdiv(n, B)
+    x = rng.standard_normal(n).astype(np.float32)
+    amax = np.full(1, -5.0, np.float32)
+    amin = np.full(1, 5.0, np.float32)
+    bins = np.full(8, -1, np.int32)
+    flags = np.array([0, 0, 0, -1], np.int32)
+    swap = np.full(200, 7, np.int64)
+    other_atomics[(grid,)](x, amax, amin, bins, flags, swap, n, B=B)
+    assert amax[0] == np.abs(x).max() and amin[0] == x.min()
+    b = (np.abs(x) * 4.0).astype(np.int32) % 8
+    for k in range(8):
+        assert bins[k] == (np.flatnonzero(b == k).max() if (b == k).any() else -1)
+    p = np.arange(grid)
+    assert flags[0] == np.bitwise_or.reduce(1 << (p[p % 2 == 0] % 31))
+    assert flags[1] == np.bitwise_or.reduce(1 << (p[p % 2 == 1] % 31))
+    assert flags[2] == np.bitwise_xor.reduce(p + 1)
+    assert flags[3] == np.bitwise_and.reduce(~(1 << (p % 31)).astype(np.int32)) & -1
+    assert (swap[:grid] == p * 10).all() and (swap[100:100 + grid] == 7).all()
+    with pytest.raises(kiln.CompilationError, match="atomic_or supports int32 and int64"):
+        @kiln.jit
+        def bad_or(x):
+            kl.atomic_or(x + kl.arange(0, 8), 1.0)
+        bad_or[(1,)](np.zeros(8, np.float32))

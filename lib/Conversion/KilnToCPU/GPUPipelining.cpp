@@ -669,7 +669,8 @@ static bool accessesAfter(Operation *op) {
     for (Operation *n = o->getNextNode(); n; n = n->getNextNode()) {
       bool accesses = false;
       n->walk([&](Operation *x) {
-        if (isa<LoadOp, GatherOp, StoreOp, ScatterOp, AtomicAddOp, ScatterAddOp>(x))
+        if (isa<LoadOp, GatherOp, StoreOp, ScatterOp, AtomicAddOp, ScatterAddOp,
+                AtomicRMWOp, ScatterRMWOp>(x))
           accesses = true;
         else if (auto me = dyn_cast<MemoryEffectOpInterface>(x))
           accesses |= me.hasEffect<MemoryEffects::Read>() ||

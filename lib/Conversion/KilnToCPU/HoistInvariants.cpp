@@ -75,6 +75,11 @@ void substituteInductions(scf::ForOp loop) {
     Value at = b.createOrFold<arith::AddIOp>(
         loop.getInitArgs()[i], b.createOrFold<arith::MulIOp>(tc, c));
     arg.replaceAllUsesExcept(at, add);
+    // (The advanced value, where the body reads it after the addition.)
+    if (!add->hasOneUse()) {
+      Value next = arith::AddIOp::create(b, at, c);
+      add.getResult().replaceAllUsesExcept(next, yield);
+    }
   }
 }
 

@@ -338,10 +338,11 @@ private:
                                 ValueRange offsets, Value tileBuf,
                                 RankedTensorType tileType, Attribute padding,
                                 bool isStore);
-  /// kiln.atomic_add, or kiln.scatter_add (`indices` set: dimension 0 is
-  /// the row each index names).
+  /// kiln.atomic_add / atomic_rmw, or kiln.scatter_add / scatter_rmw
+  /// (`indices` set: dimension 0 is the row each index names).
   LogicalResult lowerAtomicAdd(Operation *op, Value value, Value view,
-                               Value indices, ValueRange offsets, Value old);
+                               Value indices, ValueRange offsets, Value old,
+                               AtomicKind kind = AtomicKind::add);
   LogicalResult lowerElementwise(Operation *op);
   // Elementwise fusion: an elementwise op whose only user is an elementwise
   // op of the same shape in the same block, or a splat or broadcast whose

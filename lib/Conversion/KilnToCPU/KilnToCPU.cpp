@@ -598,7 +598,8 @@ LogicalResult KernelLowering::lowerViewAccess(
 
 LogicalResult KernelLowering::lowerAtomicAdd(Operation *op, Value value,
                                              Value view, Value indices,
-                                             ValueRange offsets, Value old) {
+                                             ValueRange offsets, Value old,
+                                             AtomicKind atomicKind) {
   auto it = views.find(view);
   if (it == views.end())
     return op->emitError(who() + ": the view must be made by a "
@@ -619,8 +620,31 @@ LogicalResult KernelLowering::lowerAtomicAdd(Operation *op, Value value,
   ImplicitLocOpBuilder b(op->getLoc(), op);
   Value c0 = arith::ConstantIndexOp::create(b, 0);
   Type elt = tileType.getElementType();
-  auto kind = isa<FloatType>(elt) ? arith::AtomicRMWKind::addf
-                                  : arith::AtomicRMWKind::addi;
+  bool isFloat = isa<FloatType>(elt);
+  arith::AtomicRMWKind kind = arith::AtomicRMWKind::addi;
+  switch (atomicKind) {
+  case AtomicKind::add:
+    kind = isFloat ? arith::AtomicRMWKind::addf : arith::AtomicRMWKind::addi;
+    break;
+  case AtomicKind::max:
+    kind = isFloat ? arith::AtomicRMWKind::maximumf : arith::AtomicRMWKind::maxs;
+    break;
+  case AtomicKind::min:
+    kind = isFloat ? arith::AtomicRMWKind::minimumf : arith::AtomicRMWKind::mins;
+    break;
+  case AtomicKind::xchg:
+    kind = arith::AtomicRMWKind::assign;
+    break;
+  case AtomicKind::bit_and:
+    kind = arith::AtomicRMWKind::andi;
+    break;
+  case AtomicKind::bit_or:
+    kind = arith::AtomicRMWKind::ori;
+    break;
+  case AtomicKind::bit_xor:
+    kind = arith::AtomicRMWKind::xori;
+    break;
+  }
   // The values the atomics read, when something uses them (zero outside
   // the view).
   Value oldBuf;
@@ -1184,6 +1208,9 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
 TypedAttr reduceIdentity(Builder &b, ReduceKind kind, Type elt) {
   if (kind == ReduceKind::sum)
     return cast<TypedAttr>(b.getZeroAttr(elt));
+  if (kind == ReduceKind::prod)
+    return isa<FloatType>(elt) ? TypedAttr(b.getFloatAttr(elt, 1.0))
+                               : TypedAttr(b.getIntegerAttr(elt, 1));
   bool isMax = kind == ReduceKind::max;
   if (auto ft = dyn_cast<FloatType>(elt))
     return b.getFloatAttr(
@@ -1201,15 +1228,23 @@ Value combine(ImplicitLocOpBuilder &b, ReduceKind kind, Value x,
     if (isFloat)
       return arith::AddFOp::create(b, x, y, arith::FastMathFlags::reassoc);
     return arith::AddIOp::create(b, x, y);
+  case ReduceKind::prod:
+    if (isFloat)
+      return arith::MulFOp::create(b, x, y, arith::FastMathFlags::reassoc);
+    return arith::MulIOp::create(b, x, y);
   case ReduceKind::max:
     if (isFloat)
       return arith::MaximumFOp::create(b, x, y);
     return arith::MaxSIOp::create(b, x, y);
-  default:
+  case ReduceKind::min:
     if (isFloat)
       return arith::MinimumFOp::create(b, x, y);
     return arith::MinSIOp::create(b, x, y);
+  case ReduceKind::argmax:
+  case ReduceKind::argmin:
+    break;
   }
+  llvm_unreachable("arg reductions carry positions, not a combiner");
 }
 
 LogicalResult KernelLowering::lowerReduce(ReduceOp op) {
@@ -1313,15 +1348,15 @@ LogicalResult KernelLowering::lowerReduce(ReduceOp op) {
       Value r = loop.getResult(0);
       if (w > 1) {
         vector::CombiningKind ck =
-            kind == ReduceKind::sum
-                ? vector::CombiningKind::ADD
+            kind == ReduceKind::sum    ? vector::CombiningKind::ADD
+            : kind == ReduceKind::prod ? vector::CombiningKind::MUL
                 : (kind == ReduceKind::max
                        ? (isFloat ? vector::CombiningKind::MAXIMUMF
                                   : vector::CombiningKind::MAXSI)
                        : (isFloat ? vector::CombiningKind::MINIMUMF
                                   : vector::CombiningKind::MINSI));
         auto red = vector::ReductionOp::create(ib, ck, r);
-        if (kind == ReduceKind::sum && isFloat)
+        if ((kind == ReduceKind::sum || kind == ReduceKind::prod) && isFloat)
           red.setFastmath(arith::FastMathFlags::reassoc);
         r = red;
       }
@@ -2239,6 +2274,12 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
   if (auto add = dyn_cast<ScatterAddOp>(op))
     return lowerAtomicAdd(op, add.getValue(), add.getView(), add.getIndices(),
                           add.getOffsets(), add.getOld());
+  if (auto rmw = dyn_cast<AtomicRMWOp>(op))
+    return lowerAtomicAdd(op, rmw.getValue(), rmw.getView(), Value(),
+                          rmw.getOffsets(), rmw.getOld(), rmw.getKind());
+  if (auto rmw = dyn_cast<ScatterRMWOp>(op))
+    return lowerAtomicAdd(op, rmw.getValue(), rmw.getView(), rmw.getIndices(),
+                          rmw.getOffsets(), rmw.getOld(), rmw.getKind());
   if (auto dot = dyn_cast<DotOp>(op))
     return lowerDot(dot);
   if (auto red = dyn_cast<ReduceOp>(op))

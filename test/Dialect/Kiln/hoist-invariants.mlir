@@ -67,3 +67,25 @@ kiln.func @advanced(%x: !kiln.ptr<f32>, %n: index, %lb: index, %st: index, %s0: 
   }
   kiln.return
 }
+
+// A read after the addition takes the advanced value from the index too.
+// CHECK-LABEL: kiln.func @advanced_after
+// CHECK: scf.for %[[IV:[^ ]+]] = %[[LB:[^ ]+]] to
+// CHECK: %[[AT:[^ ]+]] = arith.addi %{{.*}}, %{{.*}} : i64
+// CHECK: %[[NEXT:[^ ]+]] = arith.addi %[[AT]], %{{.*}} : i64
+// CHECK: arith.index_cast %[[NEXT]] : i64 to index
+// CHECK: kiln.load
+kiln.func @advanced_after(%x: !kiln.ptr<f32>, %n: index, %s0: i64, %stride: i64) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %v = kiln.make_view %x, [%n], [%c1] : !kiln.ptr<f32> -> !kiln.view<1xf32>
+  %zero = arith.constant dense<0.0> : tensor<16xf32>
+  %r:2 = scf.for %i = %c0 to %n step %c1 iter_args(%acc = %zero, %s = %s0) -> (tensor<16xf32>, i64) {
+    %s2 = arith.addi %s, %stride : i64
+    %off = arith.index_cast %s2 : i64 to index
+    %l = kiln.load %v[%off] : !kiln.view<1xf32> -> tensor<16xf32>
+    %a = arith.addf %acc, %l : tensor<16xf32>
+    scf.yield %a, %s2 : tensor<16xf32>, i64
+  }
+  kiln.return
+}

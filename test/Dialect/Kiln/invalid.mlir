@@ -425,7 +425,7 @@ func.func @f(%x: tensor<4x8xf32>) {
 // -----
 
 func.func @f(%x: tensor<8xf32>) {
-  // expected-error @+1 {{scans combine with sum, max or min, not argmax}}
+  // expected-error @+1 {{scans combine with sum, max, min or prod, not argmax}}
   %r = kiln.scan argmax %x [0] : tensor<8xf32>
   return
 }
@@ -467,5 +467,21 @@ func.func @f(%v: !kiln.view<2xf32>, %t: tensor<4x8xf32>, %i: tensor<4xi32>) {
 func.func @f(%v: !kiln.view<1xf32>, %t: tensor<4xf32>, %i: tensor<5xi32>) {
   // expected-error @+1 {{tile's first dimension (4) must equal the number of indices (5)}}
   %o = kiln.scatter_add %t, %v[%i] : tensor<4xf32>, tensor<5xi32> -> !kiln.view<1xf32>
+  return
+}
+
+// -----
+
+func.func @f(%v: !kiln.view<1xf32>, %t: tensor<4xf32>, %i: index) {
+  // expected-error @+1 {{'kiln.atomic_rmw' op 'and' supports i32 and i64 elements, got 'f32'}}
+  %o = kiln.atomic_rmw and %t, %v[%i] : tensor<4xf32> -> !kiln.view<1xf32>
+  return
+}
+
+// -----
+
+func.func @f(%v: !kiln.view<1xf16>, %t: tensor<4xf16>, %i: tensor<4xi32>) {
+  // expected-error @+1 {{'kiln.scatter_rmw' op supports f32, f64, i32 and i64 elements, got 'f16'}}
+  %o = kiln.scatter_rmw max %t, %v[%i] : tensor<4xf16>, tensor<4xi32> -> !kiln.view<1xf16>
   return
 }

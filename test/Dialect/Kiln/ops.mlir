@@ -57,6 +57,10 @@ kiln.func @indexed(%p: !kiln.ptr<bf16>, %q: !kiln.ptr<i32>, %rows: index, %cols:
   kiln.scatter %g, %v[%idx, %c0] : tensor<8x64xbf16>, tensor<8xi32> -> !kiln.view<2xbf16>
   // CHECK: %{{.*}} = kiln.scatter_add %{{.*}}, %{{.*}}[%{{.*}}] : tensor<8xi32>, tensor<8xi32> -> !kiln.view<1xi32>
   %slots = kiln.scatter_add %idx, %w[%idx] : tensor<8xi32>, tensor<8xi32> -> !kiln.view<1xi32>
+  // CHECK: kiln.scatter_rmw max %{{.*}}, %{{.*}}[%{{.*}}] : tensor<8xi32>, tensor<8xi32> -> !kiln.view<1xi32>
+  %best = kiln.scatter_rmw max %idx, %w[%idx] : tensor<8xi32>, tensor<8xi32> -> !kiln.view<1xi32>
+  // CHECK: kiln.atomic_rmw xor %{{.*}}, %{{.*}}[%{{.*}}] : tensor<8xi32> -> !kiln.view<1xi32>
+  %x = kiln.atomic_rmw xor %idx, %w[%c0] : tensor<8xi32> -> !kiln.view<1xi32>
   kiln.return
 }
 
@@ -95,5 +99,9 @@ func.func @tiles(%x: f32, %a: tensor<16x32xbf16>, %b: tensor<32x8xbf16>,
   %cm = kiln.scan max %d [0] reverse : tensor<16x8xf32>
   // CHECK: kiln.scan min %{{.*}}[0] : tensor<4x4xi32>
   %ci = kiln.scan min %di [0] : tensor<4x4xi32>
+  // CHECK: kiln.scan prod %{{.*}}[1] reverse : tensor<16x8xf32>
+  %cp = kiln.scan prod %d [1] reverse : tensor<16x8xf32>
+  // CHECK: kiln.reduce prod %{{.*}}[0] : tensor<16xf32> -> f32
+  %pr = kiln.reduce prod %sum [0] : tensor<16xf32> -> f32
   return
 }

@@ -446,6 +446,23 @@ static LogicalResult verifyAtomicElement(Operation *op, Type elt) {
   return success();
 }
 
+/// The element types an atomic of `kind` supports.
+static LogicalResult verifyAtomicKind(Operation *op, AtomicKind kind, Type elt) {
+  bool bitwise = kind == AtomicKind::bit_and || kind == AtomicKind::bit_or ||
+                 kind == AtomicKind::bit_xor;
+  if (bitwise && !elt.isSignlessInteger(32) && !elt.isSignlessInteger(64))
+    return op->emitOpError("'") << stringifyAtomicKind(kind)
+                                << "' supports i32 and i64 elements, got " << elt;
+  return verifyAtomicElement(op, elt);
+}
+
+LogicalResult AtomicRMWOp::verify() {
+  if (failed(verifyViewAccess(*this, getView().getType(), getOffsets().size(),
+                              getValue().getType(), std::nullopt)))
+    return failure();
+  return verifyAtomicKind(*this, getKind(), getValue().getType().getElementType());
+}
+
 LogicalResult AtomicAddOp::verify() {
   if (failed(verifyViewAccess(*this, getView().getType(), getOffsets().size(),
                               getValue().getType(), std::nullopt)))
@@ -543,6 +560,14 @@ LogicalResult ScatterOp::verify() {
                              getValue().getType());
 }
 
+LogicalResult ScatterRMWOp::verify() {
+  if (failed(verifyIndexedAccess(*this, getView().getType(),
+                                 getIndices().getType(), getOffsets().size(),
+                                 getValue().getType())))
+    return failure();
+  return verifyAtomicKind(*this, getKind(), getValue().getType().getElementType());
+}
+
 LogicalResult ScatterAddOp::verify() {
   if (failed(verifyIndexedAccess(*this, getView().getType(),
                                  getIndices().getType(), getOffsets().size(),
@@ -625,7 +650,7 @@ LogicalResult ScanOp::verify() {
     return emitOpError("axis ") << axis << " is out of range for a tile of rank "
                                 << src.getRank();
   if (getKind() == ReduceKind::argmax || getKind() == ReduceKind::argmin)
-    return emitOpError("scans combine with sum, max or min, not ")
+    return emitOpError("scans combine with sum, max, min or prod, not ")
            << stringifyReduceKind(getKind());
   if (!isa<IntegerType, FloatType>(src.getElementType()))
     return emitOpError("source element type must be an integer or float, got ")
