@@ -1748,6 +1748,33 @@ static Value shuffleXor(ImplicitLocOpBuilder &b, Value v, int64_t offset) {
   return isa<FloatType>(t) ? Value(arith::BitcastOp::create(b, t, r)) : r;
 }
 
+/// The type a reduction or scan combines in across lanes: shuffles carry
+/// 32 or 64 bits, so 16-bit and narrower values widen to f32 / i32 (integer
+/// sums and products wrap the same way after truncation).
+struct ShuffleType {
+  Type elt, work;
+  bool isFloat;
+  ShuffleType(Builder &b, Type elt)
+      : elt(elt), work(elt), isFloat(isa<FloatType>(elt)) {
+    if (elt.getIntOrFloatBitWidth() < 32)
+      work = isFloat ? Type(b.getF32Type()) : Type(b.getI32Type());
+  }
+  /// A value read from a buffer (storage type) in the work type.
+  Value widen(ImplicitLocOpBuilder &b, Value v) const {
+    v = toType(b, b.getLoc(), v, elt);
+    if (work == elt)
+      return v;
+    return isFloat ? Value(arith::ExtFOp::create(b, work, v))
+                   : Value(arith::ExtSIOp::create(b, work, v));
+  }
+  Value narrow(ImplicitLocOpBuilder &b, Value v) const {
+    if (work == elt)
+      return v;
+    return isFloat ? Value(arith::TruncFOp::create(b, elt, v))
+                   : Value(arith::TruncIOp::create(b, elt, v));
+  }
+};
+
 LogicalResult KernelLowering::lowerReduceSimt(ReduceOp op) {
   // Rows of a dot result (or of an expression on it) still in registers.
   if (fragmentResults.count(op.getSrc()) && op.getAxis() == 1 &&
@@ -1782,24 +1809,10 @@ LogicalResult KernelLowering::lowerReduceSimt(ReduceOp op) {
       resultTensor ? resultTensor : RankedTensorType::get({1}, resultElt);
   Value resultBuf = allocTile(bufType, op.getLoc());
 
-  // Work in a type the shuffles carry: 16-bit and narrower values widen to
-  // f32 / i32 (integer sums wrap the same way after truncation).
-  Type work = elt;
-  if (elt.getIntOrFloatBitWidth() < 32)
-    work = isFloat ? Type(b.getF32Type()) : Type(b.getI32Type());
-  auto widen = [&](ImplicitLocOpBuilder &ib, Value v) -> Value {
-    v = toType(ib, ib.getLoc(), v, elt);
-    if (work == elt)
-      return v;
-    return isFloat ? Value(arith::ExtFOp::create(ib, work, v))
-                   : Value(arith::ExtSIOp::create(ib, work, v));
-  };
-  auto narrow = [&](ImplicitLocOpBuilder &ib, Value v) -> Value {
-    if (work == elt)
-      return v;
-    return isFloat ? Value(arith::TruncFOp::create(ib, elt, v))
-                   : Value(arith::TruncIOp::create(ib, elt, v));
-  };
+  ShuffleType st(b, elt);
+  Type work = st.work;
+  auto widen = [&](ImplicitLocOpBuilder &ib, Value v) { return st.widen(ib, v); };
+  auto narrow = [&](ImplicitLocOpBuilder &ib, Value v) { return st.narrow(ib, v); };
   // Arg reductions carry (value, index); the better of two: the more extreme
   // value, NaN beating numbers, ties to the lower index.
   auto better = [&](ImplicitLocOpBuilder &ib, Value xv, Value xi, Value yv,
@@ -1932,7 +1945,6 @@ LogicalResult KernelLowering::lowerScanSimt(ScanOp op) {
   int64_t axis = op.getAxis();
   ReduceKind kind = op.getKind();
   bool reverse = op.getReverse();
-  bool isFloat = isa<FloatType>(elt);
   ImplicitLocOpBuilder b(op.getLoc(), op);
   Value out = allocTile(type, op.getLoc());
   SmallVector<int64_t> lineShape(type.getShape());
@@ -1940,24 +1952,10 @@ LogicalResult KernelLowering::lowerScanSimt(ScanOp op) {
   int64_t lineCount = 1;
   for (int64_t s : lineShape)
     lineCount *= s;
-  // Shuffles carry 32 or 64 bits: narrower values are combined widened
-  // (integer sums wrap the same way after truncation).
-  Type work = elt;
-  if (elt.getIntOrFloatBitWidth() < 32)
-    work = isFloat ? Type(b.getF32Type()) : Type(b.getI32Type());
-  auto widen = [&](ImplicitLocOpBuilder &ib, Value v) -> Value {
-    v = toType(ib, ib.getLoc(), v, elt);
-    if (work == elt)
-      return v;
-    return isFloat ? Value(arith::ExtFOp::create(ib, work, v))
-                   : Value(arith::ExtSIOp::create(ib, work, v));
-  };
-  auto narrow = [&](ImplicitLocOpBuilder &ib, Value v) -> Value {
-    if (work == elt)
-      return v;
-    return isFloat ? Value(arith::TruncFOp::create(ib, elt, v))
-                   : Value(arith::TruncIOp::create(ib, elt, v));
-  };
+  ShuffleType st(b, elt);
+  Type work = st.work;
+  auto widen = [&](ImplicitLocOpBuilder &ib, Value v) { return st.widen(ib, v); };
+  auto narrow = [&](ImplicitLocOpBuilder &ib, Value v) { return st.narrow(ib, v); };
   int64_t axisSize = type.getDimSize(axis);
   int64_t group = 1;
   while (group * 2 <= std::min<int64_t>(32, axisSize))
