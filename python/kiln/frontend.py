@@ -97,6 +97,19 @@ class Tile:
         # a loop index counting up from such a value, sums and products of
         # those): view offsets that are may take per-dimension bounds.
         self.nonneg = False
+        # Whether a scalar is the same in every program of a launch: computed
+        # from the kernel's scalar arguments and constants only (not program
+        # ids, loop indices or loaded values). A view stride that is can go
+        # into a tensor map the runtime encodes at launch.
+        self.uniform = False
+        # For an integer scalar where the front end can tell: (c, terms),
+        # the value being c + sum(i * s for i, s in terms) with c uniform (an
+        # int or a uniform Tile), each i known not to be negative and each s
+        # uniform (`off_z * stride_z + off_h * stride_h`). The offset a
+        # pointer access's indices do not own is then one view dimension per
+        # term (stride s, offset i) instead of one flat dimension: the view
+        # stays the same in every program, and TMA can take it.
+        self.terms = None
 
     @property
     def is_scalar(self):
@@ -146,10 +159,11 @@ class View:
 class BlockPointer:
     """Triton's block pointer (`kl.make_block_ptr`): a view, the block's
     offsets (int64 scalar Tiles or ints, one per dimension), its shape and
-    the order hint. `flat`: the base pointer's scalar offset, which a view's
-    extra first dimension (stride 1) carries, or None."""
+    the order hint. `flat`: the offsets (ints or scalar Tiles) of the view's
+    leading dimensions that carry the base pointer's scalar offset
+    (CodeGen.lead_dims), outermost first; () without one."""
 
-    def __init__(self, view, offsets, block_shape, order, flat=None):
+    def __init__(self, view, offsets, block_shape, order, flat=()):
         self.view = view
         self.offsets = tuple(offsets)
         self.block_shape = tuple(block_shape)
@@ -338,7 +352,10 @@ class CodeGen(ast.NodeVisitor):
 
     def const(self, value, dtype):
         value = self.py_value(value, dtype)
-        return Tile(self.b.constant(value, self.ir_type(dtype)), dtype, ())
+        t = Tile(self.b.constant(value, self.ir_type(dtype)), dtype, ())
+        t.uniform = True
+        t.nonneg = dtype.is_int() and dtype is not kl.int1 and value >= 0
+        return t
 
     def to_tile(self, x, like: Tile | None = None):
         """Turns Python numbers into scalar Tiles (typed like `like`)."""
@@ -370,6 +387,9 @@ class CodeGen(ast.NodeVisitor):
             out.coords = t.coords
         out.nonneg = t.nonneg and dtype.is_int() and dtype is not kl.int1 and \
             dtype.bits >= t.dtype.bits
+        out.uniform = t.uniform and t.is_scalar
+        if t.terms is not None and dtype in WIDE_INTS and dtype.bits >= t.dtype.bits:
+            out.terms = t.terms
         return out
 
     def broadcast_to(self, t: Tile, shape) -> Tile:
@@ -1072,6 +1092,25 @@ class CodeGen(ast.NodeVisitor):
             a = a.value
         if isinstance(b, kl.constexpr):
             b = b.value
+        out = self._binop(op, a, b)
+        # What scalar integer arithmetic keeps known (Tile.uniform, nonneg,
+        # terms).
+        if isinstance(out, Tile) and out.is_scalar and out.dtype in WIDE_INTS and \
+                self.is_int_scalar(a) and self.is_int_scalar(b):
+            if self.is_uniform(a) and self.is_uniform(b):
+                out.uniform = True
+            if isinstance(op, ast.FloorDiv) and self.is_nonneg(a) and self.is_nonneg(b):
+                out.nonneg = True  # (floor division by 0 is an error)
+            elif isinstance(op, ast.Mod) and self.is_nonneg(b):
+                out.nonneg = True  # (Python's %: the divisor's sign)
+            if isinstance(op, (ast.Add, ast.Sub, ast.Mult)) and not out.uniform:
+                try:
+                    out.terms = self.terms_binop(op, a, b)
+                except KilnError:  # a coefficient past int64
+                    out.terms = None
+        return out
+
+    def _binop(self, op, a, b):
         if not isinstance(a, (Tile, Pointer, PointerTile)) and not isinstance(b, (Tile, Pointer, PointerTile)):
             return self.python_binop(op, a, b)
         # Pointer arithmetic: pointer + integer offsets.
@@ -1153,6 +1192,78 @@ class CodeGen(ast.NodeVisitor):
         if not isinstance(base, Tile) and not isinstance(y, Tile):
             return self.binop(ast.Add(), self.to_tile(y, Tile(None, dtype, ())), base)
         return self.binop(ast.Add(), y, base)
+
+    # -- scalar offsets as sums of index x stride terms (Tile.terms) -------------------
+
+    @staticmethod
+    def is_uniform(x):
+        if isinstance(x, kl.constexpr):
+            x = x.value
+        if isinstance(x, int):
+            return True
+        return isinstance(x, Tile) and x.uniform
+
+    MAX_TERMS = 4
+
+    def terms_of(self, x):
+        """x as (c, terms) (Tile.terms), or None: a uniform value is all c;
+        a value known not to be negative, one term (x, 1)."""
+        if isinstance(x, kl.constexpr):
+            x = x.value
+        if not self.is_int_scalar(x):
+            return None
+        if self.is_uniform(x):
+            return (x, ())
+        if x.terms is not None:
+            return x.terms
+        if self.is_nonneg(x):
+            return (0, ((x, 1),))
+        return None
+
+    def terms_binop(self, op, a, b):
+        """The terms of a op b (+, -, *), or None."""
+        ta, tb = self.terms_of(a), self.terms_of(b)
+        if ta is None or tb is None:
+            return None
+        if isinstance(op, ast.Mult):
+            # (c + sum i * s) * k with k uniform: (c * k) + sum i * (s * k).
+            for (c, terms), k in ((ta, b), (tb, a)):
+                if self.is_uniform(k) and terms:
+                    if isinstance(k, int) and k < 0:
+                        return None
+                    return (self.s_op(op, c, k) or 0,
+                            tuple((i, self.s_op(op, s, k) or 0) for i, s in terms))
+            return None
+        if isinstance(op, ast.Sub) and tb[1]:
+            return None
+        terms = ta[1] + tb[1]
+        if not terms or len(terms) > self.MAX_TERMS:
+            return None
+        return (self.s_op(op, ta[0], tb[0]) or 0, terms)
+
+    def lead_dims(self, rest):
+        """The view dimensions (size, stride, offset; ints or scalar Tiles)
+        that carry a scalar offset `rest` of a pointer access no index owns
+        (a batch or head offset), outermost first, or None: one per term
+        (unbounded, stride s, offset i: an offset that is not negative is
+        never masked), and for a nonzero uniform c one more (size 2, stride
+        c, offset 1)."""
+        if isinstance(rest, int) and rest == 0:
+            return []
+        t = self.terms_of(rest)
+        if t is None:
+            return None
+        c, terms = t
+        dims = []
+        for i, s in terms:
+            if (isinstance(s, int) and s < 0) or not self.is_nonneg(i):
+                return None
+            dims.append((UNBOUNDED, s, i))
+        if isinstance(c, int) and c < 0:
+            return None  # (a view's constant strides are not negative)
+        if not (isinstance(c, int) and c == 0):
+            dims.append((2, c, 1))
+        return dims
 
     # -- strided integer tiles and bound masks (Tile.strided, Tile.limits) --------------
 
@@ -1445,8 +1556,12 @@ class CodeGen(ast.NodeVisitor):
         # drops indices below 0, where the pointer the kernel computed may
         # still lie inside its array (another term, or the rest, adding
         # back what the index took away). Otherwise: strided_view, whose
-        # one offset is the whole of c.
-        if not self.is_nonneg(rest):
+        # one offset is the whole of c. The rest goes into dimensions of its
+        # own (lead_dims), or as before into one flat dimension.
+        lead = self.lead_dims(rest)
+        if lead is not None and rank + len(lead) > 8:
+            lead = None
+        if lead is None and not self.is_nonneg(rest):
             return None
         for st, o, bd in zip(strides, origins, bounds):
             if not self.is_nonneg(bd[1] if bd is not None else o if st is not None else None):
@@ -1468,14 +1583,17 @@ class CodeGen(ast.NodeVisitor):
             strs.append(self.b.constant(0, idx) if st is None else self.index(st, "a stride"))
             offs.append(self.b.constant(0, idx) if o is None or (isinstance(o, int) and o == 0)
                         else self.index(o, "an offset"))
-        flattened = not (isinstance(rest, int) and rest == 0)
-        if flattened:
-            sizes.insert(0, self.b.constant(UNBOUNDED, idx))
-            strs.insert(0, self.b.constant(1, idx))
-            offs.insert(0, self.index(rest, "an offset"))
+        if lead is None:
+            lead = [(UNBOUNDED, 1, rest)]
+        for size, st, o in reversed(lead):
+            sizes.insert(0, self.b.constant(size, idx))
+            strs.insert(0, self.b.constant(st, idx) if isinstance(st, int)
+                        else self.index(st, "a stride"))
+            offs.insert(0, self.b.constant(o, idx) if isinstance(o, int)
+                        else self.index(o, "an offset"))
         view = self.b.make_view(ptr.value, sizes, strs,
                                 self.b.view_type(len(sizes), self.b.scalar_type(ptr.dtype.ir)))
-        return view, offs, flattened
+        return view, offs, len(lead)
 
     def strided_view(self, ptr: Pointer, offsets: Tile, mask, shape):
         """A view access for `ptr + offsets` under `mask` when the offsets
@@ -1799,11 +1917,10 @@ class CodeGen(ast.NodeVisitor):
             pad = float("nan")
         offs = [self.index(o, "a block offset") for o in bp.offsets]
         shape = bp.block_shape
-        if bp.flat is not None:
-            offs.insert(0, self.index(bp.flat, "an offset"))
-            wide = (1,) + shape
-        else:
-            wide = shape
+        for o in reversed(bp.flat):
+            offs.insert(0, self.b.constant(o, self.b.scalar_type("index")) if isinstance(o, int)
+                        else self.index(o, "an offset"))
+        wide = (1,) * len(bp.flat) + shape
         if value is None:
             t = self.b.load(bp.view.value, offs, self.ir_type(dtype, wide),
                             None if pad is None else self.py_value(pad, dtype))
@@ -1844,12 +1961,18 @@ class CodeGen(ast.NodeVisitor):
                             if isinstance(x, Tile) else max(int(self.const_int(x, "a size")), 0),
                             "a block pointer size") for x in shape]
         strs = [self.index(x, "a block pointer stride") for x in strides]
-        flat = None
+        lead = []
         if base.offset is not None:
-            # The pointer's own offset: one more view dimension (stride 1).
-            flat = base.offset
-            sizes.insert(0, self.b.constant(UNBOUNDED, idx))
-            strs.insert(0, self.b.constant(1, idx))
+            # The pointer's own offset: view dimensions of its own
+            # (lead_dims), else one more of stride 1.
+            lead = self.lead_dims(base.offset)
+            if lead is None or rank + len(lead) > 8:
+                lead = [(UNBOUNDED, 1, base.offset)]
+        for size, st, _ in reversed(lead):
+            sizes.insert(0, self.b.constant(size, idx))
+            strs.insert(0, self.b.constant(st, idx) if isinstance(st, int)
+                        else self.index(st, "a stride"))
+        flat = tuple(o for _, _, o in lead)
         v = self.b.make_view(base.value, sizes, strs,
                              self.b.view_type(len(sizes), self.b.scalar_type(base.dtype.ir)))
         view = View(v, base.dtype, len(sizes), base.param)
@@ -2010,10 +2133,10 @@ class CodeGen(ast.NodeVisitor):
             if sv is None:
                 sv = self.strided_view(p.base, offsets, mask, shape)
                 if sv is not None:
-                    sv = sv + (True,)
+                    sv = sv + (1,)
             if sv is not None:
-                view, offs, flattened = sv
-                if not flattened:
+                view, offs, lead = sv
+                if not lead:
                     if value is None:
                         return Tile(self.b.load(view, offs, self.ir_type(dtype, shape), pad),
                                     dtype, shape)
@@ -2022,7 +2145,7 @@ class CodeGen(ast.NodeVisitor):
                                     shape)
                     self.b.store(value.value, view, offs)
                     return None
-                wide = (1,) + shape
+                wide = (1,) * lead + shape
                 if value is None:
                     t = self.b.load(view, offs, self.ir_type(dtype, wide), pad)
                     return Tile(self.b.reshape(t, self.ir_type(dtype, shape)), dtype, shape)

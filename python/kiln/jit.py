@@ -357,7 +357,7 @@ class JITFunction:
                 if name in self.do_not_specialize:
                     key = ("s", "int64")
                 else:
-                    key = ("s", "int64", iv == 1, iv % 16 == 0)
+                    key = ("s", "int64", iv == 1, iv % 16 == 0, iv >= 0)
                 out.append(_Arg("scalar", kl.int64, iv, key))
             elif isinstance(v, (float, np.floating)):
                 dt = kl.float64 if isinstance(v, np.float64) and not isinstance(v, float) else kl.float32
@@ -455,7 +455,13 @@ class JITFunction:
                 # general one).
                 cg.assign(p.name, cg.const(1, a.dtype))
             else:
-                cg.assign(p.name, Tile(v, a.dtype, ()))
+                t = Tile(v, a.dtype, ())
+                # The same in every program; specialized on its sign, an int
+                # known not to be negative (sizes, strides, head counts:
+                # `pid // H`, `pid % H` are then too).
+                t.uniform = True
+                t.nonneg = len(a.key) > 4 and a.key[4]
+                cg.assign(p.name, t)
         try:
             cg.visit_stmts(fdef.body)
             b.end_kernel()

@@ -1277,6 +1277,55 @@ def test_block_pointers(rng):
     assert "!kiln.view<3xf32>" in block_ptr_rows.ir("kiln")
 
 
+# A scalar offset no index owns, as sums of index x stride terms: each term
+# is a view dimension of its own (a batch, a head), a uniform rest one more
+# (size 2, at 1), so the view is the same in every program. Int arguments
+# are specialized on their sign: `pid // H`, `pid % H` are known not to be
+# negative when H is not, and a negative stride or head count compiles
+# its own kernel (and still computes what the pointers say).
+
+@kiln.jit
+def heads_copy(x, o, base, stride_z, stride_h, stride_s, H, S, D: kl.constexpr,
+               BS: kl.constexpr):
+    pid = kl.program_id(1)
+    z = pid // H
+    h = pid % H
+    rows = kl.program_id(0) * BS + kl.arange(0, BS)
+    cols = kl.arange(0, D)
+    off = base + z * stride_z + h * stride_h
+    t = kl.load(x + off + rows[:, None] * stride_s + cols[None, :], mask=rows[:, None] < S)
+    kl.store(o + pid * S * D + rows[:, None] * D + cols[None, :], t + 1.0,
+             mask=rows[:, None] < S)
+
+
+def test_batch_and_head_offsets_are_view_dimensions(rng):
+    Z, H, S, D = 2, 3, 37, 16
+    x = rng.standard_normal(5 + Z * H * S * D).astype(np.float32)
+    o = np.full((Z * H, S, D), np.nan, np.float32)
+    heads_copy[(kiln.cdiv(S, 8), Z * H)](x, o, 5, H * S * D, S * D, D, H, S, D=D, BS=8)
+    ref = x[5:].reshape(Z * H, S, D) + 1.0
+    assert_close(o, ref, 0, 0)
+    ir = heads_copy.ir("kiln")
+    # z, h and the uniform 5 in dimensions of their own: x's view has rank 5.
+    assert "kiln.gather" not in ir and "!kiln.view<5xf32>" in ir
+
+    # Heads in reverse order through a negative head stride (base at the last
+    # head): a kernel of its own (the key holds the sign), the same values.
+    o2 = np.full_like(o, np.nan)
+    heads_copy[(kiln.cdiv(S, 8), Z * H)](x, o2, 5 + (H - 1) * S * D, H * S * D, -S * D, D, H,
+                                         S, D=D, BS=8)
+    rev = ref.reshape(Z, H, S, D)[:, ::-1].reshape(Z * H, S, D)
+    assert_close(o2, rev, 0, 0)
+
+    # A negative head count: `pid % H` may then be negative (Python's %), so
+    # the offset goes into one flat dimension; here H = -1 makes every head
+    # index 0 (pid % -1 == 0) and z = -pid, read back with stride_z = -H*S*D.
+    o3 = np.full_like(o, np.nan)
+    heads_copy[(kiln.cdiv(S, 8), Z * H)](x, o3, 5, -S * D, 0, D, -1, S, D=D, BS=8)
+    assert_close(o3, ref, 0, 0)
+    assert "!kiln.view<3xf32>" in heads_copy.ir("kiln")
+
+
 def test_block_pointer_errors():
     def compile_error(body, match, *args):
         with pytest.raises(kiln.CompilationError, match=match):

@@ -130,6 +130,35 @@ static Value tmaCoord(ImplicitLocOpBuilder &b, Value v) {
   return arith::IndexCastOp::create(b, b.getI32Type(), v);
 }
 
+/// A view size that is a constant above 2^30 (the front end's unbounded
+/// dimensions: a batch or head offset's, a pointer access's unmasked rows).
+/// Its map takes 2^30 instead (mapSize), which is exact for a box that ends
+/// at or below 2^30; a fill or store whose box does not goes by threads
+/// (tmaInRange).
+static bool unboundedSize(Value size) {
+  APInt c;
+  return matchPattern(size, m_ConstantInt(&c)) &&
+         c.getSExtValue() > (int64_t(1) << 30);
+}
+
+static Value mapSize(ImplicitLocOpBuilder &b, Value size) {
+  return unboundedSize(size) ? cIdx(b, int64_t(1) << 30) : size;
+}
+
+Value KernelLowering::tmaInRange(ImplicitLocOpBuilder &b, const ViewInfo &vi,
+                                 ValueRange offsets, RankedTensorType type) {
+  Value ok;
+  for (auto [d, size] : llvm::enumerate(vi.sizes)) {
+    if (!unboundedSize(size) || d >= offsets.size())
+      continue;
+    Value end = arith::AddIOp::create(b, offsets[d], cIdx(b, type.getDimSize(d)));
+    Value in = arith::CmpIOp::create(b, arith::CmpIPredicate::sle, end,
+                                     cIdx(b, int64_t(1) << 30));
+    ok = ok ? arith::AndIOp::create(b, ok, in).getResult() : in;
+  }
+  return ok;
+}
+
 //===----------------------------------------------------------------------===//
 // Host maps: tensor maps the runtime encodes at launch
 //===----------------------------------------------------------------------===//
@@ -235,7 +264,9 @@ int64_t KernelLowering::addHostMap(const ViewInfo &vi, RankedTensorType type,
     for (Value v : values) {
       std::string expr;
       int budget = 64;
-      if (!argExpression(v, *simt, expr, budget))
+      if (values.data() == vi.sizes.data() && unboundedSize(v))
+        expr = std::to_string(int64_t(1) << 30); // mapSize
+      else if (!argExpression(v, *simt, expr, budget))
         return -1;
       os << " " << expr;
     }
@@ -356,18 +387,19 @@ static SmallVector<TmaDim> tmaDims(ImplicitLocOpBuilder &b, const ViewInfo &vi,
   auto stride = [&](int64_t d) {
     return arith::MulIOp::create(b, vi.strides[d], cIdx(b, eb)).getResult();
   };
+  auto size = [&](int64_t d) { return mapSize(b, vi.sizes[d]); };
   SmallVector<TmaDim> dims;
   if (core && !swizzled) {
     dims.push_back({cIdx(b, 8), Value(), 8});
-    dims.push_back({vi.sizes[rank - 2], stride(rank - 2), rows});
-    dims.push_back({arith::DivUIOp::create(b, vi.sizes[rank - 1], cIdx(b, 8)),
+    dims.push_back({size(rank - 2), stride(rank - 2), rows});
+    dims.push_back({arith::DivUIOp::create(b, size(rank - 1), cIdx(b, 8)),
                     cIdx(b, 16), cols / 8});
   } else {
-    dims.push_back({vi.sizes[rank - 1], Value(), swizzled ? 64 : cols});
-    dims.push_back({vi.sizes[rank - 2], stride(rank - 2), rows});
+    dims.push_back({size(rank - 1), Value(), swizzled ? 64 : cols});
+    dims.push_back({size(rank - 2), stride(rank - 2), rows});
   }
   for (int64_t d = rank - 3; d >= 0; --d)
-    dims.push_back({vi.sizes[d], stride(d), 1});
+    dims.push_back({size(d), stride(d), 1});
   return dims;
 }
 
@@ -392,8 +424,9 @@ Value KernelLowering::tmaViewAllows(ImplicitLocOpBuilder &b, const ViewInfo &vi,
   Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, vi.memref);
   both(cmp(arith::CmpIPredicate::eq, arith::RemUIOp::create(b, base, c16), c0));
   for (int64_t d = 0; d < rank; ++d) {
-    both(cmp(arith::CmpIPredicate::sge, vi.sizes[d], cIdx(b, 1)));
-    both(cmp(arith::CmpIPredicate::sle, vi.sizes[d], cIdx(b, 1 << 30)));
+    Value size = mapSize(b, vi.sizes[d]);
+    both(cmp(arith::CmpIPredicate::sge, size, cIdx(b, 1)));
+    both(cmp(arith::CmpIPredicate::sle, size, cIdx(b, 1 << 30)));
     if (d + 1 == rank)
       continue;
     Value bytes = arith::MulIOp::create(b, vi.strides[d], cIdx(b, eb));
@@ -572,13 +605,19 @@ void KernelLowering::setupTma(ImplicitLocOpBuilder &b, scf::ForOp loop,
 Value KernelLowering::tmaIssuable(ImplicitLocOpBuilder &b,
                                   const PipelinedLoad &pl,
                                   ValueRange offsets) {
+  Value ok = pl.useTma;
+  // A box past 2^30 in an unbounded dimension (mapSize): cp.async.
+  LoadOp load = pl.load;
+  if (Value in = tmaInRange(b, views[load.getView()], offsets,
+                            load.getResult().getType()))
+    ok = arith::AndIOp::create(b, ok, in);
   if (!isCoreBuffer(pl.stages[0]) || pl.swizzled)
-    return pl.useTma;
+    return ok;
   // A core buffer's box starts at a column chunk: an offset that is a
   // multiple of 8 (else this fill takes cp.async).
   Value col = offsets.back();
   return arith::AndIOp::create(
-      b, pl.useTma,
+      b, ok,
       arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
                             arith::RemSIOp::create(b, col, cIdx(b, 8)),
                             cIdx(b, 0)));

@@ -286,6 +286,11 @@ private:
   void storeByThreads(ImplicitLocOpBuilder &b, const ViewInfo &vi,
                       ValueRange offsets, Value tileBuf,
                       RankedTensorType tileType, TypedAttr padAttr);
+  /// TMA: whether a box of `type` at `offsets` of view `vi` ends at or
+  /// below 2^30 in each unbounded dimension (whose map size is 2^30; i1,
+  /// uniform), or null when the view has none.
+  Value tmaInRange(ImplicitLocOpBuilder &b, const ViewInfo &vi,
+                   ValueRange offsets, RankedTensorType type);
   /// TMA: whether this fill of `pl` (at `offsets`) goes by TMA (i1).
   Value tmaIssuable(ImplicitLocOpBuilder &b, const PipelinedLoad &pl,
                     ValueRange offsets);

@@ -352,6 +352,8 @@ LogicalResult KernelLowering::lowerViewAccessSimt(
     int64_t hostMap = addHostMap(vi, tileType, "plain");
     Value allowed = hostMap >= 0 ? hostMapUsable(b, hostMap)
                                  : tmaViewAllows(b, vi, rank, eltBytes, false);
+    if (Value in = tmaInRange(b, vi, offsets, tileType))
+      allowed = arith::AndIOp::create(b, allowed, in);
     auto ifOp = scf::IfOp::create(b, TypeRange{}, allowed, true);
     ImplicitLocOpBuilder tb(b.getLoc(), ifOp.getThenBodyBuilder());
     emitTmaStore(tb, op, vi, offsets, tileBuf, tileType, hostMap);
