@@ -110,6 +110,17 @@ class Tile:
         # term (stride s, offset i) instead of one flat dimension: the view
         # stays the same in every program, and TMA can take it.
         self.terms = None
+        # For an integer scalar: (k, ((atom, m), ...)), the value being
+        # k + sum(m * atom) with int coefficients, atoms scalar Tiles compared
+        # by identity (a kernel argument, a loop index, a program id, any
+        # value computed otherwise); None for an atom itself. Lets the front
+        # end see that `(K - k * BK) + k * BK` is K, and that a pointer's
+        # shift `k * (BK * stride)` moves the index of the dimension whose
+        # stride is `stride` by k * BK (CodeGen.fold_terms).
+        self.lin = None
+        # For a scalar bool: the comparison it is, (ast op type, a, b), or
+        # ("and", fact, fact), for kl.assume.
+        self.fact = None
 
     @property
     def is_scalar(self):
@@ -355,6 +366,8 @@ class CodeGen(ast.NodeVisitor):
         t = Tile(self.b.constant(value, self.ir_type(dtype)), dtype, ())
         t.uniform = True
         t.nonneg = dtype.is_int() and dtype is not kl.int1 and value >= 0
+        if dtype.is_int() and dtype is not kl.int1:
+            t.lin = (int(value), ())
         return t
 
     def to_tile(self, x, like: Tile | None = None):
@@ -388,8 +401,10 @@ class CodeGen(ast.NodeVisitor):
         out.nonneg = t.nonneg and dtype.is_int() and dtype is not kl.int1 and \
             dtype.bits >= t.dtype.bits
         out.uniform = t.uniform and t.is_scalar
-        if t.terms is not None and dtype in WIDE_INTS and dtype.bits >= t.dtype.bits:
+        if dtype in WIDE_INTS and dtype.bits >= t.dtype.bits and t.is_scalar and \
+                t.dtype.is_int() and t.dtype is not kl.int1:
             out.terms = t.terms
+            out.lin = self.lin_of(t)
         return out
 
     def broadcast_to(self, t: Tile, shape) -> Tile:
@@ -619,6 +634,88 @@ class CodeGen(ast.NodeVisitor):
         out.fixed, out.shift = root.fixed, shift
         self.assign(name, out)
 
+    SHIFT_NODES = (ast.Name, ast.Constant, ast.BinOp, ast.UnaryOp, ast.Add, ast.Sub,
+                   ast.Mult, ast.FloorDiv, ast.USub, ast.Load)
+
+    def pointer_steps(self, node, names, ptrs):
+        """For a `for` loop: the pointers its body advances by the same
+        amount in every iteration, evaluated before the loop: one statement
+        of the body's own (not in a branch) `p += step` or `p = p + step`, no
+        other assignment to p, and `step` arithmetic on names the body does
+        not assign (Triton's `a_ptrs += BLOCK_K * stride_ak`). The body has
+        no break or continue (kernels have none), so the shift in iteration
+        t is the one before the loop plus t * step (bind_stepped)."""
+        out = {}
+        for name, root in ptrs.items():
+            if isinstance(root, tuple):
+                continue
+            found = []
+            for stmt in node.body:
+                e = None
+                if isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, ast.Add) and \
+                        isinstance(stmt.target, ast.Name) and stmt.target.id == name:
+                    e = stmt.value
+                elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and \
+                        isinstance(stmt.targets[0], ast.Name) and stmt.targets[0].id == name \
+                        and isinstance(stmt.value, ast.BinOp) and \
+                        isinstance(stmt.value.op, ast.Add):
+                    for x, y in ((stmt.value.left, stmt.value.right),
+                                 (stmt.value.right, stmt.value.left)):
+                        if isinstance(x, ast.Name) and x.id == name:
+                            e = y
+                            break
+                if e is not None:
+                    found.append(e)
+            stores = sum(1 for stmt in node.body for n in ast.walk(stmt)
+                         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and
+                         n.id == name)
+            if len(found) != 1 or stores != 1:
+                continue
+            e = found[0]
+            if not all(isinstance(n, self.SHIFT_NODES) for n in ast.walk(e)):
+                continue
+            used = [n.id for n in ast.walk(e) if isinstance(n, ast.Name)]
+            if any(u in names or u == node.target.id or u == name or not self.defined(u)
+                   for u in used):
+                continue
+            try:
+                c = self.visit(e)
+            except KilnError:
+                continue
+            if isinstance(c, kl.constexpr):
+                c = c.value
+            if self.is_int_scalar(c):
+                out[name] = c
+        return out
+
+    def bind_stepped(self, name, start, c, i, lb, st, ptrs):
+        """Rebinds pointer `name`, advanced by `c` in every iteration of the
+        loop whose index `i` runs from `lb` by the int `st`, to its shift as a
+        function of the index: start + (i - lb) * (c / st) where c's linear
+        form divides by st (`a_ptrs += BK * stride` in `range(0, K, BK)`),
+        else start + ((i - lb) // st) * c. The carried shift is then only
+        yielded; the index form has the terms a view's dimensions can take."""
+        if isinstance(lb, kl.constexpr):
+            lb = lb.value
+        t = i if isinstance(lb, int) and lb == 0 else self.binop(ast.Sub(), i, lb)
+        t.nonneg = True  # (i >= lb inside a loop of positive step)
+        lc = self.lin_of(c)
+        if st != 1:
+            if lc is not None and lc[0] % st == 0 and all(m % st == 0 for _, m in lc[1]):
+                c = self.lin_value((lc[0] // st, tuple((a, m // st) for a, m in lc[1])))
+            else:
+                t = self.binop(ast.FloorDiv(), t, st)
+                t.nonneg = True
+        shift = self.binop(ast.Add(), self.cast(self.to_tile(start), kl.int64),
+                           self.binop(ast.Mult(), t, self.cast(self.to_tile(c), kl.int64)))
+        root = ptrs[name]
+        if isinstance(root, Pointer):
+            self.assign(name, Pointer(root.value, root.dtype, shift, root.param))
+            return
+        out = PointerTile(root.base, self.binop(ast.Add(), root.fixed, shift))
+        out.fixed, out.shift = root.fixed, shift
+        self.assign(name, out)
+
     def fixed_values(self, names, carried):
         """The compile-time values (tuples, None, dtypes, ...) of names the
         body assigns that a loop or branch cannot carry."""
@@ -707,6 +804,7 @@ class CodeGen(ast.NodeVisitor):
         before = {n: self.carried_start(n, node, ptrs) for n in carried}
         fixed = self.fixed_values([n for n in names if n != node.target.id], carried)
         outer_names = set(self.scopes[-1])
+        steps = {} if runtime_step else self.pointer_steps(node, names, ptrs)
         iv, iters = self.b.for_begin(lb.value, ub.value, st.value,
                                      [before[n].value for n in carried], overlap)
         for n, v in zip(carried, iters):
@@ -718,6 +816,8 @@ class CodeGen(ast.NodeVisitor):
             # (lb, lb + step, ...: never below a start that is not negative.)
             i.nonneg = self.is_nonneg(args[0])
         self.assign(node.target.id, i)
+        for n, c in steps.items():
+            self.bind_stepped(n, before[n], c, i, args[0], step_value, ptrs)
         self.visit_stmts(node.body)
         if self.returned is not None:
             raise KilnError("'return' inside a loop is not supported")
@@ -1093,6 +1193,9 @@ class CodeGen(ast.NodeVisitor):
         if isinstance(b, kl.constexpr):
             b = b.value
         out = self._binop(op, a, b)
+        if isinstance(op, ast.BitAnd) and isinstance(out, Tile) and out.is_scalar and \
+                isinstance(a, Tile) and isinstance(b, Tile) and a.fact and b.fact:
+            out.fact = ("and", a.fact, b.fact)
         # What scalar integer arithmetic keeps known (Tile.uniform, nonneg,
         # terms).
         if isinstance(out, Tile) and out.is_scalar and out.dtype in WIDE_INTS and \
@@ -1108,6 +1211,19 @@ class CodeGen(ast.NodeVisitor):
                     out.terms = self.terms_binop(op, a, b)
                 except KilnError:  # a coefficient past int64
                     out.terms = None
+            la, lb = self.lin_of(a), self.lin_of(b)
+            if la is not None and lb is not None:
+                if isinstance(op, (ast.Add, ast.Sub)):
+                    out.lin = self.lin_add(la, lb, 1 if isinstance(op, ast.Add) else -1)
+                elif isinstance(op, ast.Mult) and not lb[1]:
+                    out.lin = self.lin_scale(la, lb[0])
+                elif isinstance(op, ast.Mult) and not la[1]:
+                    out.lin = self.lin_scale(lb, la[0])
+            # (N + BN - 1: atoms not negative, coefficients and constant not
+            # negative.)
+            if not out.nonneg and out.lin is not None and out.lin[0] >= 0 and \
+                    all(m > 0 and x.nonneg for x, m in out.lin[1]):
+                out.nonneg = True
         return out
 
     def _binop(self, op, a, b):
@@ -1193,6 +1309,98 @@ class CodeGen(ast.NodeVisitor):
             return self.binop(ast.Add(), self.to_tile(y, Tile(None, dtype, ())), base)
         return self.binop(ast.Add(), y, base)
 
+    # -- linear forms of integer scalars (Tile.lin) ------------------------------------
+
+    MAX_ATOMS = 8
+
+    def lin_of(self, x):
+        if isinstance(x, kl.constexpr):
+            x = x.value
+        if isinstance(x, bool):
+            return None
+        if isinstance(x, int):
+            return (x, ())
+        if not self.is_int_scalar(x):
+            return None
+        return x.lin if x.lin is not None else (0, ((x, 1),))
+
+    def lin_add(self, p, q, k=1):
+        """p + k * q, or None past MAX_ATOMS."""
+        atoms = list(p[1])
+        for a, m in q[1]:
+            for j, (b, n) in enumerate(atoms):
+                if b is a:
+                    atoms[j] = (b, n + k * m)
+                    break
+            else:
+                atoms.append((a, k * m))
+        atoms = tuple((a, m) for a, m in atoms if m != 0)
+        return (p[0] + k * q[0], atoms) if len(atoms) <= self.MAX_ATOMS else None
+
+    @staticmethod
+    def lin_scale(p, k):
+        if k == 0:
+            return (0, ())
+        return (p[0] * k, tuple((a, m * k) for a, m in p[1]))
+
+    def lin_value(self, p):
+        """A linear form's value: an int, or an int64 scalar Tile (the atom
+        itself for a lone atom of coefficient 1)."""
+        out = p[0]
+        for a, m in p[1]:
+            out = self.s_op(ast.Add(), out, self.s_op(ast.Mult(), self.cast(a, kl.int64), m))
+        return 0 if out is None else out
+
+    def lin_ratio(self, x, y):
+        """The int m > 0 with x == m * y (as linear forms), or None."""
+        lx, ly = self.lin_of(x), self.lin_of(y)
+        if lx is None or ly is None:
+            return None
+        if ly[1]:
+            a0, m0 = ly[1][0]
+            mx = next((m for a, m in lx[1] if a is a0), 0)
+        else:
+            m0, mx = ly[0], lx[0]
+        if m0 == 0 or mx % m0:
+            return None
+        m = mx // m0
+        if m <= 0 or self.lin_add(lx, ly, -m) != (0, ()):
+            return None
+        return m
+
+    def fold_terms(self, terms, strides, origins, bounds):
+        """Moves each term (i, s) of a pointer access's scalar part whose
+        stride is a positive multiple m of a dimension's (a pointer shifted
+        by `k * (BK * stride_ak)`: i = k, s = BK * stride_ak, m = BK along
+        the dimension of stride stride_ak) into that dimension's origin
+        (+ i * m) and its mask bound's size (+ i * m: `j < K - k * BK` at the
+        old origin is `j + k * BK < K` at the new one). Returns the terms
+        left, the origins and the bounds."""
+        origins, bounds, kept = list(origins), list(bounds), []
+        for i, s in terms:
+            for d, st in enumerate(strides):
+                if st is None:
+                    continue
+                m = self.lin_ratio(s, st)
+                if m is None or (bounds[d] is not None and
+                                 not self.same_origin(origins[d], bounds[d][1])):
+                    continue
+                try:
+                    move = self.s_op(ast.Mult(), self.cast(self.to_tile(i), kl.int64)
+                                     if isinstance(i, Tile) else i, m)
+                    origin = self.s_op(ast.Add(), origins[d], move)
+                    if bounds[d] is not None:
+                        size = self.lin_add(self.lin_of(bounds[d][0]), self.lin_of(move))
+                        bounds[d] = (self.lin_value(size) if size is not None else
+                                     self.s_op(ast.Add(), bounds[d][0], move), origin)
+                except KilnError:  # past int64
+                    continue
+                origins[d] = origin
+                break
+            else:
+                kept.append((i, s))
+        return tuple(kept), tuple(origins), tuple(bounds)
+
     # -- scalar offsets as sums of index x stride terms (Tile.terms) -------------------
 
     @staticmethod
@@ -1213,7 +1421,8 @@ class CodeGen(ast.NodeVisitor):
         if not self.is_int_scalar(x):
             return None
         if self.is_uniform(x):
-            return (x, ())
+            lx = self.lin_of(x)
+            return (lx[0], ()) if lx is not None and not lx[1] else (x, ())
         if x.terms is not None:
             return x.terms
         if self.is_nonneg(x):
@@ -1250,7 +1459,7 @@ class CodeGen(ast.NodeVisitor):
         c, offset 1)."""
         if isinstance(rest, int) and rest == 0:
             return []
-        t = self.terms_of(rest)
+        t = rest if isinstance(rest, tuple) else self.terms_of(rest)
         if t is None:
             return None
         c, terms = t
@@ -1558,6 +1767,11 @@ class CodeGen(ast.NodeVisitor):
         # back what the index took away). Otherwise: strided_view, whose
         # one offset is the whole of c. The rest goes into dimensions of its
         # own (lead_dims), or as before into one flat dimension.
+        t = self.terms_of(rest) if not (isinstance(rest, int) and rest == 0) else None
+        if t is not None and t[1]:
+            kept, origins, bounds = self.fold_terms(t[1], strides, origins, bounds)
+            t = (t[0], kept)
+            rest = t[0] if not kept else t
         lead = self.lead_dims(rest)
         if lead is not None and rank + len(lead) > 8:
             lead = None
@@ -1721,6 +1935,8 @@ class CodeGen(ast.NodeVisitor):
         if ta.dtype is kl.int1 and pred[0] == "s":
             pred = "u" + pred[1:]  # False < True (signed, True would be -1)
         result = Tile(self.b.cmp(pred, ta.value, tb.value), kl.int1, ta.shape)
+        if result.is_scalar:
+            result.fact = (type(op), a, b)
         if isinstance(op, ast.Lt) and isinstance(a, Tile) and not a.is_scalar:
             result.bound_mask = (a, b)
         try:
@@ -2544,6 +2760,42 @@ class CodeGen(ast.NodeVisitor):
         self.hint_values("max_constancy", values)
         return x
 
+    def builtin_assume(self, cond):
+        if isinstance(cond, kl.constexpr):
+            cond = cond.value
+        if isinstance(cond, bool):
+            if not cond:
+                raise KilnError("assume(): the condition is False at compile time")
+            return None
+        if not isinstance(cond, Tile) or not cond.is_scalar or cond.dtype is not kl.int1:
+            raise KilnError("assume() takes a scalar condition (a comparison, or & of "
+                            "comparisons)")
+        self.assume_fact(cond.fact)
+        return None
+
+    def assume_fact(self, f):
+        """What kl.assume(cond) lets the front end know: an integer scalar
+        not negative (`x >= 0`, `x > 0`, `x >= n` with n not negative, and
+        mirrored), for pointer accesses' view offsets. Other conditions are
+        accepted and not used (an assumption, like Triton's, is the
+        kernel's promise: a false one is undefined behaviour)."""
+        if not f:
+            return
+        if f[0] == "and":
+            self.assume_fact(f[1])
+            self.assume_fact(f[2])
+            return
+        op, a, b = f
+        if op in (ast.Lt, ast.LtE):
+            op, a, b = (ast.Gt if op is ast.Lt else ast.GtE), b, a
+        if op not in (ast.Gt, ast.GtE) or not self.is_int_scalar(a) or not isinstance(a, Tile):
+            return
+        if isinstance(b, kl.constexpr):
+            b = b.value
+        if self.is_nonneg(b) or (op is ast.Gt and isinstance(b, int) and
+                                 not isinstance(b, bool) and b >= -1):
+            a.nonneg = True
+
     def builtin_debug_barrier(self):
         return None
 
@@ -2731,7 +2983,11 @@ class CodeGen(ast.NodeVisitor):
             return builtins.max(x, y)
         # Two bools: False < True (maxsi would read True as -1).
         name = "maximumf" if x.dtype.is_float else "ori" if x.dtype is kl.int1 else "maxsi"
-        return Tile(self.b.binary(name, x.value, y.value), x.dtype, x.shape)
+        out = Tile(self.b.binary(name, x.value, y.value), x.dtype, x.shape)
+        if name == "maxsi" and out.is_scalar:
+            out.nonneg = self.is_nonneg(x) or self.is_nonneg(y)
+            out.uniform = self.is_uniform(x) and self.is_uniform(y)
+        return out
 
     def builtin_minimum(self, x, y):
         x, y = self.unify(*self.widen_bools(x, y, pairs=False)) \
@@ -2739,7 +2995,11 @@ class CodeGen(ast.NodeVisitor):
         if not isinstance(x, Tile):
             return builtins.min(x, y)
         name = "minimumf" if x.dtype.is_float else "andi" if x.dtype is kl.int1 else "minsi"
-        return Tile(self.b.binary(name, x.value, y.value), x.dtype, x.shape)
+        out = Tile(self.b.binary(name, x.value, y.value), x.dtype, x.shape)
+        if name == "minsi" and out.is_scalar:
+            out.nonneg = self.is_nonneg(x) and self.is_nonneg(y)
+            out.uniform = self.is_uniform(x) and self.is_uniform(y)
+        return out
 
     def builtin_trans(self, x, order=None):
         x = self.to_tile(x)

@@ -22,7 +22,7 @@ __all__ = [
     "reduce", "multiple_of", "max_contiguous", "max_constancy", "debug_barrier",
     "static_range", "zeros_like", "clamp", "permute", "ravel", "view",
     "make_block_ptr", "advance", "atomic_max", "atomic_min", "atomic_xchg",
-    "atomic_and", "atomic_or", "atomic_xor",
+    "atomic_and", "atomic_or", "atomic_xor", "assume",
 ]
 
 
@@ -283,6 +283,15 @@ def dot(a, b, acc=None, out_dtype=None, allow_tf32=None, input_precision=None):
 def multiple_of(x, values):
     """Triton's divisibility hint: returns x (Kiln specializes integer
     arguments on divisibility by 16 itself, docs/python.md)."""
+
+
+@builtin
+def assume(cond):
+    """Triton's assumption: the kernel promises `cond` (a scalar
+    comparison, or `&` of comparisons) holds; a false one is undefined
+    behaviour. Kiln uses `x >= 0` / `x > 0` (pid_m, pid_n after a grouped
+    ordering): an index known not to be negative can be a view offset
+    (docs/python.md, "pointer + offsets")."""
 
 
 @builtin

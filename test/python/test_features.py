@@ -1326,6 +1326,45 @@ def test_batch_and_head_offsets_are_view_dimensions(rng):
     assert "!kiln.view<3xf32>" in heads_copy.ir("kiln")
 
 
+# kl.assume (Triton's tl.assume): the kernel promises a condition; `x >= 0`
+# lets an index the front end cannot prove non-negative be a view offset.
+
+@kiln.jit
+def reversed_blocks(x, o, n, nb, ASSUME: kl.constexpr, BS: kl.constexpr, D: kl.constexpr):
+    pid = kl.program_id(0)
+    blk = nb - 1 - pid  # (a difference: its sign is unknown)
+    if ASSUME:
+        kl.assume(blk >= 0)
+    rows = blk * BS + kl.arange(0, BS)
+    cols = kl.arange(0, D)
+    t = kl.load(x + rows[:, None] * D + cols[None, :], mask=rows[:, None] < n)
+    kl.store(o + rows[:, None] * D + cols[None, :], t * 2.0, mask=rows[:, None] < n)
+
+
+def test_assume_makes_offsets_view_offsets(rng):
+    n, BS, D = 45, 8, 16
+    x = rng.standard_normal((n, D)).astype(np.float32)
+    for assume, rank in ((False, 3), (True, 2)):
+        o = np.full_like(x, np.nan)
+        reversed_blocks[(kiln.cdiv(n, BS),)](x, o, n, kiln.cdiv(n, BS), ASSUME=assume, BS=BS, D=D)
+        assert_close(o, 2.0 * x.astype(np.float64), 0, 0)
+        assert f"!kiln.view<{rank}xf32>" in reversed_blocks.ir("kiln")
+
+    @kiln.jit
+    def false_assumption(x):
+        kl.assume(1 > 2)
+
+    with pytest.raises(kiln.CompilationError, match="False at compile time"):
+        false_assumption[(1,)](np.zeros(4, np.float32))
+
+    @kiln.jit
+    def tile_assumption(x):
+        kl.assume(kl.arange(0, 4) >= 0)
+
+    with pytest.raises(kiln.CompilationError, match="scalar condition"):
+        tile_assumption[(1,)](np.zeros(4, np.float32))
+
+
 def test_block_pointer_errors():
     def compile_error(body, match, *args):
         with pytest.raises(kiln.CompilationError, match=match):
