@@ -193,6 +193,29 @@ class BlockPointer:
         return BlockPointer(self.view, offsets, self.block_shape, self.order, self.flat)
 
 
+class TensorDescriptor:
+    """Triton's tensor descriptor (`kl.make_tensor_descriptor`): a block
+    pointer at offsets 0 whose accesses name their offsets
+    (`desc.load([m, 0])`): a view load or store of the block, every
+    dimension bounded (zero padding, or NaN with padding_option='nan')."""
+
+    def __init__(self, bp, padding):
+        self.bp = bp
+        self.padding = padding
+
+    @property
+    def dtype(self):
+        return self.bp.dtype
+
+    @property
+    def param(self):
+        return self.bp.param
+
+    @property
+    def block_shape(self):
+        return self.bp.block_shape
+
+
 class BoundMethod:
     def __init__(self, name, obj):
         self.name = name
@@ -970,6 +993,17 @@ class CodeGen(ast.NodeVisitor):
             raise KilnError(f"tiles have no attribute '{attr}'")
         if isinstance(obj, kl.constexpr):
             obj = obj.value
+        if isinstance(obj, TensorDescriptor):
+            if attr == "dtype":
+                return obj.dtype
+            if attr == "block_shape":
+                return tuple(kl.constexpr(d) for d in obj.block_shape)
+            if attr in ("load", "store"):
+                return BoundMethod("desc_" + attr, obj)
+            for kind, name in self.ATOMIC_NAMES.items():
+                if attr == name:
+                    return BoundMethod("desc_" + kind, obj)
+            raise KilnError(f"tensor descriptors have no attribute '{attr}'")
         if isinstance(obj, (Pointer, PointerTile, View)):
             if attr == "dtype":
                 return obj.dtype
@@ -1155,6 +1189,13 @@ class CodeGen(ast.NodeVisitor):
             return self.builtin_reshape(m.obj, shape)
         if m.name == "trans":
             return self.builtin_trans(m.obj, *args)
+        if m.name.startswith("desc_"):
+            op = m.name[len("desc_"):]
+            if op == "load":
+                return self.builtin_load_tensor_descriptor(m.obj, *args, **kwargs)
+            if op == "store":
+                return self.builtin_store_tensor_descriptor(m.obj, *args, **kwargs)
+            return self.descriptor_atomic(op, m.obj, *args, **kwargs)
         raise KilnError(f"unknown method {m.name}")
 
     # -- arithmetic ----------------------------------------------------------------------
@@ -2200,6 +2241,85 @@ class CodeGen(ast.NodeVisitor):
                 raise KilnError("make_block_ptr offsets must be integer scalars")
             offs.append(o)
         return BlockPointer(view, offs, block_shape, order, flat)
+
+    def builtin_make_tensor_descriptor(self, base, shape, strides, block_shape,
+                                       padding_option="zero"):
+        if isinstance(padding_option, kl.constexpr):
+            padding_option = padding_option.value
+        if padding_option not in ("zero", "nan"):
+            raise KilnError(f"make_tensor_descriptor: padding_option= must be 'zero' or "
+                            f"'nan', got {padding_option!r}")
+        for what, t in (("shape", shape), ("strides", strides), ("block_shape", block_shape)):
+            if isinstance(t, kl.constexpr):
+                t = t.value
+            if not isinstance(t, tuple):
+                raise KilnError(f"make_tensor_descriptor: {what}= must be a list or tuple")
+        rank = len(shape.value if isinstance(shape, kl.constexpr) else shape)
+        if padding_option == "nan" and isinstance(base, Pointer) and not base.dtype.is_float:
+            raise KilnError(f"padding_option='nan' needs float elements, not {base.dtype.name}")
+        bp = self.builtin_make_block_ptr(base, shape, strides, (0,) * rank, block_shape,
+                                         tuple(reversed(range(rank))))
+        return TensorDescriptor(bp, "" if padding_option == "zero" else "nan")
+
+    def descriptor_offsets(self, desc, offsets, what):
+        if not isinstance(desc, TensorDescriptor):
+            raise KilnError(f"{what} needs a tensor descriptor (kl.make_tensor_descriptor)")
+        if isinstance(offsets, kl.constexpr):
+            offsets = offsets.value
+        if not isinstance(offsets, tuple):
+            offsets = (offsets,)
+        rank = len(desc.block_shape)
+        if len(offsets) != rank:
+            raise KilnError(f"{what}: a rank-{rank} descriptor needs {rank} offsets, got "
+                            f"{len(offsets)}")
+        offs = []
+        for o in offsets:
+            if isinstance(o, kl.constexpr):
+                o = o.value
+            if not self.is_int_scalar(o):
+                raise KilnError(f"{what}: offsets must be integer scalars")
+            offs.append(o)
+        return desc.bp.moved(offs), tuple(range(rank))
+
+    def builtin_load_tensor_descriptor(self, desc, offsets):
+        bp, dims = self.descriptor_offsets(desc, offsets, "a descriptor load")
+        return self.block_access(bp, None, dims, desc.padding)
+
+    def builtin_store_tensor_descriptor(self, desc, offsets, value):
+        bp, dims = self.descriptor_offsets(desc, offsets, "a descriptor store")
+        if isinstance(value, kl.constexpr):
+            value = value.value
+        self.note_write(desc)
+        return self.block_access(bp, value, dims, "")
+
+    def descriptor_atomic(self, kind, desc, offsets, value):
+        """desc.atomic_add(offsets, value) (and max, min, xchg, and, or, xor):
+        the view atomic of the block, dropping what lies outside; returns the
+        values it read (zero outside)."""
+        bp, _ = self.descriptor_offsets(desc, offsets, f"a descriptor {kind}")
+        view = bp.view
+        if isinstance(value, kl.constexpr):
+            value = value.value
+        value = self.broadcast_to(self.cast(self.to_tile(value), bp.dtype), bp.block_shape)
+        wide = (1,) * len(bp.flat) + bp.block_shape
+        idx = self.b.scalar_type("index")
+        offs = [self.b.constant(o, idx) if isinstance(o, int) else self.index(o, "an offset")
+                for o in bp.flat] + [self.index(o, "a block offset") for o in bp.offsets]
+        v = value.value if wide == bp.block_shape else self.b.reshape(
+            value.value, self.ir_type(bp.dtype, wide))
+        dtype = bp.dtype
+        name = self.ATOMIC_NAMES[kind]
+        if kind in ("and", "or", "xor"):
+            if dtype not in (kl.int32, kl.int64):
+                raise KilnError(f"{name} supports int32 and int64 elements, got {dtype.name}")
+        elif dtype not in (kl.float32, kl.float64, kl.int32, kl.int64):
+            raise KilnError(f"{name} supports float32, float64, int32 and int64 elements, "
+                            f"got {dtype.name}")
+        self.note_write(view)
+        old = self.view_atomic(kind, v, view.value, offs)
+        if wide != bp.block_shape:
+            old = self.b.reshape(old, self.ir_type(dtype, bp.block_shape))
+        return Tile(old, dtype, bp.block_shape)
 
     def builtin_advance(self, base, offsets):
         if not isinstance(base, BlockPointer):

@@ -22,7 +22,8 @@ __all__ = [
     "reduce", "multiple_of", "max_contiguous", "max_constancy", "debug_barrier",
     "static_range", "zeros_like", "clamp", "permute", "ravel", "view",
     "make_block_ptr", "advance", "atomic_max", "atomic_min", "atomic_xchg",
-    "atomic_and", "atomic_or", "atomic_xor", "assume",
+    "atomic_and", "atomic_or", "atomic_xor", "assume", "make_tensor_descriptor",
+    "load_tensor_descriptor", "store_tensor_descriptor",
 ]
 
 
@@ -283,6 +284,25 @@ def dot(a, b, acc=None, out_dtype=None, allow_tf32=None, input_precision=None):
 def multiple_of(x, values):
     """Triton's divisibility hint: returns x (Kiln specializes integer
     arguments on divisibility by 16 itself, docs/python.md)."""
+
+
+@builtin
+def make_tensor_descriptor(base, shape, strides, block_shape, padding_option="zero"):
+    """Triton's tensor descriptor: `desc.load([m, n])` reads the block of
+    `block_shape` at those offsets of the array (shape, strides) at `base`,
+    zero (or NaN) outside it; `desc.store([m, n], x)` writes the part inside;
+    `desc.atomic_add(...)` (max, min, xchg, and, or, xor) too. A view and a
+    tile: TMA on sm_90a where the view allows it."""
+
+
+@builtin
+def load_tensor_descriptor(desc, offsets):
+    """desc.load(offsets)."""
+
+
+@builtin
+def store_tensor_descriptor(desc, offsets, value):
+    """desc.store(offsets, value)."""
 
 
 @builtin

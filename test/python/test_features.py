@@ -1365,6 +1365,61 @@ def test_assume_makes_offsets_view_offsets(rng):
         tile_assumption[(1,)](np.zeros(4, np.float32))
 
 
+# Triton's tensor descriptors: a view and a block shape; loads read zero (or
+# NaN) outside the array, stores and atomics drop what lies outside.
+
+@kiln.jit
+def desc_ops(x, o, h, M, N, BM: kl.constexpr, BN: kl.constexpr):
+    dx = kl.make_tensor_descriptor(x, shape=[M, N], strides=[N, 1], block_shape=[BM, BN],
+                                   padding_option="nan")
+    do = kl.make_tensor_descriptor(o, [M, N], [N, 1], [BM, BN])
+    dh = kl.make_tensor_descriptor(h, [1, N], [N, 1], [1, BN])
+    pm = kl.program_id(0) * BM
+    t = dx.load([pm, 0])
+    inside = (pm + kl.arange(0, BM))[:, None] < M
+    # The rows past M read NaN (padding_option="nan"); count them per column.
+    nan_rows = kl.sum(kl.where(t != t, 1, 0), axis=0)
+    do.store([pm, 0], kl.where(inside, t + 1.0, 0.0))
+    dh.atomic_add([0, 0], nan_rows[None, :])
+
+
+def test_tensor_descriptors_cpu(rng):
+    M, N, BM, BN = 37, 20, 8, 32
+    x = rng.standard_normal((M, N)).astype(np.float32)
+    o = np.full_like(x, np.nan)
+    h = np.zeros((1, N), np.int32)
+    desc_ops[(kiln.cdiv(M, BM),)](x, o, h, M, N, BM=BM, BN=BN)
+    assert_close(o, x + np.float32(1.0), 0, 0)  # (one f32 rounding)
+    # 40 rows loaded, 37 inside: 3 NaN rows per column (the columns past N
+    # are dropped by the atomic).
+    assert (h == kiln.cdiv(M, BM) * BM - M).all()
+    assert "kiln.gather" not in desc_ops.ir("kiln")
+
+    def compile_error(body, match):
+        with pytest.raises(kiln.CompilationError, match=match):
+            body[(1,)](np.zeros(8, np.float32))
+
+    @kiln.jit
+    def offsets(x):
+        d = kl.make_tensor_descriptor(x, [8], [1], [8])
+        d.store([0, 0], d.load([0]))
+
+    compile_error(offsets, "a rank-1 descriptor needs 1 offsets, got 2")
+
+    @kiln.jit
+    def padding(x):
+        kl.make_tensor_descriptor(x, [8], [1], [8], padding_option="inf")
+
+    compile_error(padding, "padding_option= must be 'zero' or 'nan'")
+
+    @kiln.jit
+    def attribute(x):
+        d = kl.make_tensor_descriptor(x, [8], [1], [8])
+        d.gather(0)
+
+    compile_error(attribute, "tensor descriptors have no attribute 'gather'")
+
+
 def test_block_pointer_errors():
     def compile_error(body, match, *args):
         with pytest.raises(kiln.CompilationError, match=match):

@@ -439,3 +439,50 @@ def test_triton_tutorial_matmul_takes_tma(rng, style, mnk):
     # Views of the arrays' own rank: no flat dimension, no gather.
     assert "kiln.gather" not in ir and "!kiln.view<3x" not in ir
     assert "kiln_emu_tma_load" in tutorial_gemm.last.ir("llvm")
+
+
+# Triton's tensor descriptors (`kl.make_tensor_descriptor`, `desc.load([m,
+# k])`): a view and a block, so TMA as with kl.make_view, maps encoded at
+# launch. The 3-d one (heads as the first dimension) bounds each head's rows.
+
+@kiln.jit
+def desc_gemm(a, b, c, M, N, K, BM: kl.constexpr, BN: kl.constexpr, BK: kl.constexpr):
+    da = kl.make_tensor_descriptor(a, shape=[M, K], strides=[K, 1], block_shape=[BM, BK])
+    db = kl.make_tensor_descriptor(b, shape=[K, N], strides=[N, 1], block_shape=[BK, BN])
+    dc = kl.make_tensor_descriptor(c, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+    pm = kl.program_id(1) * BM
+    pn = kl.program_id(0) * BN
+    acc = kl.zeros((BM, BN), kl.float32)
+    for k in range(0, K, BK):
+        acc = kl.dot(da.load([pm, k]), kl.load_tensor_descriptor(db, [k, pn]), acc)
+    dc.store([pm, pn], acc)
+
+
+@kiln.jit
+def desc_head_scale(x, o, HS, S, D: kl.constexpr, BS: kl.constexpr):
+    dx = kl.make_tensor_descriptor(x, [HS, S, D], [S * D, D, 1], [1, BS, D])
+    do = kl.make_tensor_descriptor(o, [HS, S, D], [S * D, D, 1], [1, BS, D])
+    h = kl.program_id(1)
+    s0 = kl.program_id(0) * BS
+    t = dx.load([h, s0, 0])
+    kl.store_tensor_descriptor(do, [h, s0, 0], t * 2.0)
+
+
+def test_tensor_descriptors(rng):
+    M, N, K = 100, 72, 200
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    b = rng.standard_normal((K, N)).astype(np.float32)
+    abits, bbits = to_bf16_bits(a), to_bf16_bits(b)
+    a, b = from_bf16_bits(abits), from_bf16_bits(bbits)
+    c = np.full((M, N), np.nan, np.float32)
+    desc_gemm[(kiln.cdiv(N, 64), kiln.cdiv(M, 64))](kiln.bf16(abits), kiln.bf16(bbits), c, M, N,
+                                                    K, BM=64, BN=64, BK=64)
+    assert_close(c, a.astype(np.float64) @ b, 1e-4, 1e-4 * np.sqrt(K))
+    ll = desc_gemm.last.ir("llvm")
+    assert "kiln_emu_tma_load" in ll and "kiln_emu_tma_store" in ll
+
+    HS, S, D = 3, 50, 32
+    x = rng.standard_normal((HS, S, D)).astype(np.float32)
+    o = np.full_like(x, np.nan)
+    desc_head_scale[(kiln.cdiv(S, 16), HS)](x, o, HS, S, D=D, BS=16)
+    assert_close(o, 2.0 * x.astype(np.float64), 0, 0)
