@@ -174,12 +174,17 @@ class BlockPointer:
     leading dimensions that carry the base pointer's scalar offset
     (CodeGen.lead_dims), outermost first; () without one."""
 
-    def __init__(self, view, offsets, block_shape, order, flat=()):
+    def __init__(self, view, offsets, block_shape, order, flat=(), swapped=None):
         self.view = view
         self.offsets = tuple(offsets)
         self.block_shape = tuple(block_shape)
         self.order = tuple(order)
         self.flat = flat
+        # (d, view): when the block's last dimension is not the one of unit
+        # stride but dimension d is (a transposed K in attention: shape
+        # (HEAD_DIM, N_CTX), strides (1, stride_kn)), the view with d and the
+        # last dimension exchanged; accesses go through it and a transpose.
+        self.swapped = swapped
 
     @property
     def dtype(self):
@@ -190,7 +195,8 @@ class BlockPointer:
         return self.view.param
 
     def moved(self, offsets):
-        return BlockPointer(self.view, offsets, self.block_shape, self.order, self.flat)
+        return BlockPointer(self.view, offsets, self.block_shape, self.order, self.flat,
+                            self.swapped)
 
 
 class TensorDescriptor:
@@ -2177,17 +2183,30 @@ class CodeGen(ast.NodeVisitor):
         for o in reversed(bp.flat):
             offs.insert(0, self.b.constant(o, self.b.scalar_type("index")) if isinstance(o, int)
                         else self.index(o, "an offset"))
+        view, perm = bp.view.value, None
+        if bp.swapped is not None:
+            d, sv = bp.swapped
+            view, L = sv.value, len(bp.flat)
+            perm = list(range(rank))
+            perm[d], perm[rank - 1] = rank - 1, d
+            offs[L + d], offs[L + rank - 1] = offs[L + rank - 1], offs[L + d]
+            shape = tuple(shape[p] for p in perm)
         wide = (1,) * len(bp.flat) + shape
         if value is None:
-            t = self.b.load(bp.view.value, offs, self.ir_type(dtype, wide),
+            t = self.b.load(view, offs, self.ir_type(dtype, wide),
                             None if pad is None else self.py_value(pad, dtype))
             if wide != shape:
                 t = self.b.reshape(t, self.ir_type(dtype, shape))
-            return Tile(t, dtype, shape)
-        value = self.broadcast_to(self.cast(self.to_tile(value), dtype), shape)
-        v = value.value if wide == shape else self.b.reshape(value.value,
-                                                             self.ir_type(dtype, wide))
-        self.b.store(v, bp.view.value, offs)
+            if perm is not None:
+                t = self.b.trans(t, perm, self.ir_type(dtype, bp.block_shape))
+            return Tile(t, dtype, bp.block_shape)
+        value = self.broadcast_to(self.cast(self.to_tile(value), dtype), bp.block_shape)
+        v = value.value
+        if perm is not None:
+            v = self.b.trans(v, perm, self.ir_type(dtype, shape))
+        if wide != shape:
+            v = self.b.reshape(v, self.ir_type(dtype, wide))
+        self.b.store(v, view, offs)
         return None
 
     def builtin_make_block_ptr(self, base, shape, strides, offsets, block_shape, order):
@@ -2233,6 +2252,19 @@ class CodeGen(ast.NodeVisitor):
         v = self.b.make_view(base.value, sizes, strs,
                              self.b.view_type(len(sizes), self.b.scalar_type(base.dtype.ir)))
         view = View(v, base.dtype, len(sizes), base.param)
+        swapped = None
+        unit = [d for d, x in enumerate(strides) if self.lin_of(x) == (1, ())]
+        if rank >= 2 and unit and unit[-1] != rank - 1 and block_shape[unit[-1]] > 1:
+            # Rows along the unit stride: the view with that dimension last,
+            # so its loads are row loads (cp.async chunks, TMA boxes) and
+            # the block a transpose of the tile read.
+            d, L = unit[-1], len(lead)
+            ssz, sst = list(sizes), list(strs)
+            ssz[L + d], ssz[L + rank - 1] = ssz[L + rank - 1], ssz[L + d]
+            sst[L + d], sst[L + rank - 1] = sst[L + rank - 1], sst[L + d]
+            sv = self.b.make_view(base.value, ssz, sst,
+                                  self.b.view_type(len(ssz), self.b.scalar_type(base.dtype.ir)))
+            swapped = (d, View(sv, base.dtype, len(ssz), base.param))
         offs = []
         for o in offsets:
             if isinstance(o, kl.constexpr):
@@ -2240,7 +2272,7 @@ class CodeGen(ast.NodeVisitor):
             if not (self.is_int_scalar(o)):
                 raise KilnError("make_block_ptr offsets must be integer scalars")
             offs.append(o)
-        return BlockPointer(view, offs, block_shape, order, flat)
+        return BlockPointer(view, offs, block_shape, order, flat, swapped)
 
     def builtin_make_tensor_descriptor(self, base, shape, strides, block_shape,
                                        padding_option="zero"):

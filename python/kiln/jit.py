@@ -370,9 +370,10 @@ class JITFunction:
                                 "constexprs)")
         return out
 
-    def target_of(self, bound):
+    def target_of(self, bound, warmup=False):
         """Where the arguments live picks the target: CUDA device arrays
-        select the GPU's (``gpu_target()``), host arrays the JIT's default."""
+        select the GPU's (``gpu_target()``), host arrays the JIT's default
+        ($KILN_TARGET; a GPU's only for `warmup`, which launches nothing)."""
         on_device = [a.kind == "ptr" and isinstance(a.array, DeviceArray) for a in bound]
         ptrs = [d for a, d in zip(bound, on_device) if a.kind == "ptr"]
         if any(ptrs) and not all(ptrs):
@@ -380,7 +381,7 @@ class JITFunction:
                              "and some in host memory; pass all of them on one")
         if not any(ptrs):
             env = os.environ.get("KILN_TARGET", "host")
-            if ptrs and env.startswith("sm_"):
+            if ptrs and env.startswith("sm_") and not warmup:
                 raise ValueError(f"{self.__name__}: KILN_TARGET={env} compiles for a GPU, but "
                                  "the array arguments are host (numpy) arrays, which its "
                                  "kernels cannot read; pass CUDA arrays (PyTorch CUDA "
@@ -392,7 +393,7 @@ class JITFunction:
             raise ValueError(f"{self.__name__}: the array arguments live on a CUDA device, "
                              f"but no CUDA device can run kernels here: {e}") from None
 
-    def specialize(self, bound, grid_rank, num_warps=None, num_stages=None):
+    def specialize(self, bound, grid_rank, num_warps=None, num_stages=None, warmup=False):
         # First by the arguments' keys and the raw compile environment (the
         # target and options as given); then by the resolved ones.
         fast = (grid_rank, num_warps, num_stages, runtime_module._compile_environment()) + \
@@ -405,7 +406,7 @@ class JITFunction:
         # The key names the target actually compiled for: host arrays take
         # $KILN_TARGET as it is now (a kernel specialized for one target is
         # not reused after it changes).
-        target = self.target_of(bound) or os.environ.get("KILN_TARGET", "host")
+        target = self.target_of(bound, warmup) or os.environ.get("KILN_TARGET", "host")
         num_warps = num_warps or default_num_warps()
         num_stages = num_stages or default_num_stages()
         key = (grid_rank, target, num_warps, num_stages, tma_enabled(),
@@ -413,15 +414,20 @@ class JITFunction:
             tuple(a.key for a in bound)
         with self._lock:
             ck = self.cache.get(key)
+        if ck is None and warmup and target.startswith("sm_"):
+            # Compiled, not loaded (no driver or device needed), and not
+            # cached: a launch would need the loaded kernel.
+            return self.compile(bound, grid_rank, target, num_warps, num_stages, load=False)
         if ck is None:
             ck = self.compile(bound, grid_rank, target, num_warps, num_stages)
             with self._lock:
                 self.cache[key] = ck
-        with self._lock:
-            self._known[fast] = key
+        if not warmup:  # (a warmup's GPU target for host arrays is no launch's)
+            with self._lock:
+                self._known[fast] = key
         return ck
 
-    def compile(self, bound, grid_rank, target=None, num_warps=4, num_stages=2):
+    def compile(self, bound, grid_rank, target=None, num_warps=4, num_stages=2, load=True):
         from ._kiln import Builder, IRError
         tree, first_line, source, filename = self.parse()
         b = Builder()
@@ -477,11 +483,17 @@ class JITFunction:
                                    source.splitlines()[fdef.lineno - 1]) from None
         text = b.text(True)
         try:
-            kernel = _get_jit(target).compile(text, filename, num_warps, num_stages)
+            if load:
+                kernel = _get_jit(target).compile(text, filename, num_warps, num_stages)
+                resolved = _get_jit(target).target
+            else:  # (warmup for a GPU: through PTX, nothing loaded)
+                from ._kiln import compile_stage
+                compile_stage(text, filename, "asm", target, num_warps, num_stages)
+                kernel, resolved = None, target
         except IRError as e:
             raise CompilationError(f"kernel '{self.__name__}' failed to compile:\n{e}",
                                    filename, first_line + fdef.lineno - 1, 0) from None
-        ck = CompiledKernel(self.__name__, text, filename, kernel, _get_jit(target).target,
+        ck = CompiledKernel(self.__name__, text, filename, kernel, resolved,
                             num_warps, num_stages)
         ck.runtime_params = runtime_params
         # Checked at each launch of this specialization (run): the array
@@ -495,6 +507,19 @@ class JITFunction:
         return ck
 
     def run(self, *args, grid, **kwargs):
+        return self._run(args, kwargs, grid, True)
+
+    def warmup(self, *args, grid, **kwargs):
+        """Compiles the specialization a launch with these arguments would
+        use, without launching (Triton's `kernel.warmup`); returns its
+        CompiledKernel. With KILN_TARGET naming a GPU, host arrays stand for
+        device ones of the same dtype (nothing runs), so a machine without a
+        GPU can compile, inspect (`.ir("kiln")`, `.asm`) and record GPU
+        kernels."""
+        return self._run(args, kwargs, grid, False)
+
+    def _run(self, args, kwargs, grid, launch):
+        kwargs = dict(kwargs)
         # Triton's launch options: warps per thread block and pipelining depth
         # on GPU targets (ignored on CPUs), unless the kernel has parameters
         # of those names.
@@ -544,7 +569,9 @@ class JITFunction:
         if any(g < 0 for g in grid):
             raise ValueError(f"{self.__name__}: every grid dimension must be >= 0, got {grid}")
         ck = self.specialize(bound, len(grid), options.get("num_warps"),
-                             options.get("num_stages"))
+                             options.get("num_stages"), warmup=not launch)
+        if not launch:
+            return ck
         if ck.used_globals:
             _check_globals(self.__name__, ck.used_globals)
         for i in ck.written_args:

@@ -419,6 +419,93 @@ check("example block_sparse_attention", out, ro, 1e-4, 1e-5)
 check("example block_sparse_attention lse", lse, rl, 1e-5, 1e-5)
 
 # -- the operators (kiln.ops, on the recorded bundles) ---------------------------------
+# -- Triton's tutorials as Triton users write them (examples/python/triton_*.py) ----
+# @kiln.jit kernels: recorded through JITFunction.warmup for this target (the
+# kiln IR of the specialization these launches take, compiled by kilnc with
+# its warps and stages), run from their bundles. Recording and running build
+# the same arguments (port_args), so the recorded specialization (ints equal
+# to 1, divisible by 16, not negative) is the one launched.
+sys.path.insert(0, os.path.join(ROOT, "examples", "python"))
+if not kiln.HAS_COMPILER:
+    # (The device's runtime-only module: these kernels run from bundles, and
+    # the examples' decorator only has to leave their functions importable.)
+    kiln.jit = lambda fn=None, **_: fn if fn is not None else (lambda f: f)
+import triton_attention as tfa_ex  # noqa: E402
+import triton_matmul as tmm_ex  # noqa: E402
+
+
+def port_bundle(name, kernel, grid, args, kw):
+    """The bundle of `kernel[grid](*args, **kw)` (args: what the kernel takes,
+    kiln.bf16 wrappers for bf16 arrays)."""
+    path = os.path.join(BUNDLES, f"port-{name}.kiln")
+    if not os.path.exists(path) and opts.record:
+        saved = os.environ.get("KILN_TARGET")
+        os.environ["KILN_TARGET"] = TARGET
+        try:
+            ck = kernel.warmup(*args, grid=grid, **kw)
+        finally:
+            if saved is None:
+                del os.environ["KILN_TARGET"]
+            else:
+                os.environ["KILN_TARGET"] = saved
+        src = path[:-len(".kiln")] + ".mlir"
+        with open(src, "w") as f:
+            f.write(ck.ir("kiln"))
+        compile_bundle(path, [src, "--num-warps", str(kw.get("num_warps", 4)),
+                              "--num-stages", str(kw.get("num_stages", 2))])
+    return path
+
+
+def port_values(args):
+    """The bundle's arguments for the kernel's: bf16 wrappers as their bits."""
+    return [a.array if isinstance(a, kiln.bf16) else a for a in args]
+
+
+def port_matmul(m, n, k, a, b, c, tag):
+    """(bundle, grid, arguments) of the tutorial matmul on a [m, k], b [k, n],
+    c [m, n]; `tag` names the specialization (the same where it is recorded,
+    with numpy arrays, and where it runs, with them or with device tensors)."""
+    grid, args, kw = tmm_ex.launch_args(a, b, c, m, n, k, tmm_ex.GPU_CONFIG)
+    return port_bundle("matmul-" + tag, tmm_ex.matmul_kernel, grid, args, kw), grid, args
+
+
+def port_attention(shape, causal, q, k, v, o, lse, tag, block=(64, 64), warps=4, stages=2):
+    Z, H, N, D = shape
+    grid, args, kw = tfa_ex.launch_args(q, k, v, o, lse, Z, H, N, D, causal, *block,
+                                        num_warps=warps, num_stages=stages)
+    tag = (f"{'causal' if causal else 'dense'}-d{D}-b{block[0]}x{block[1]}-w{warps}"
+           f"-s{stages}-{tag}")
+    return port_bundle("attention-" + tag, tfa_ex._attn_fwd, grid, args, kw), grid, args
+
+
+# The tutorial matmul at bf16, rows of 592 and 272 bytes (TMA on sm_90a) and
+# of 600 and 260 (cp.async), ragged against its 128 x 256 x 64 tiles.
+for M, N, K in ((200, 136, 296), (200, 130, 300)):
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    bm = rng.standard_normal((K, N)).astype(np.float32)
+    a16, ar = bf16_bits(a)
+    b16, br = bf16_bits(bm)
+    c = poisoned((M, N))
+    path, grid, args = port_matmul(M, N, K, kiln.bf16(a16), kiln.bf16(b16), c, f"{N}x{K}")
+    launch(path, grid, port_values(args))
+    check(f"Triton tutorial matmul bf16 {M}x{N}x{K}", c, ar.astype(np.float64) @ br, 1e-4, 1e-2)
+
+# The tutorial attention at bf16 (float32 output), dense and causal, a length
+# that is not a multiple of the blocks, two heads.
+for causal in (False, True):
+    shape = (1, 2, 150, 64)
+    q, k, v = (bf16_bits(rng.standard_normal(shape).astype(np.float32)) for _ in range(3))
+    o = poisoned(shape)
+    lse = poisoned((2, 150))
+    path, grid, args = port_attention(shape, causal, *(kiln.bf16(t[0]) for t in (q, k, v)), o,
+                                      lse, "check")
+    launch(path, grid, port_values(args))
+    ro, rl = tfa_ex.reference(q[1], k[1], v[1], causal)
+    check(f"Triton tutorial attention bf16 {'causal' if causal else 'dense'}", o, ro, 2e-2, 2e-2)
+    check(f"Triton tutorial attention log-sum-exp {'causal' if causal else 'dense'}", lse, rl,
+          1e-3, 1e-3)
+
+
 section("ops")
 
 
@@ -1037,10 +1124,40 @@ def opbench_cases():
     return cases
 
 
+# The Triton tutorials' benchmark shapes (the bench and gemm parts): the
+# matmul at upstream's H100 configuration with a bf16 C (as torch.matmul's),
+# the attention at two of upstream's block shapes with a bf16 output (as
+# SDPA's), dense and causal.
+PORT_ATTN_BENCH = [((128, 64), 8, 2), ((64, 64), 4, 2)]
+PORT_GEMM_S = int(os.environ.get("KILN_GPU_GEMM", "8192"))
+PORT_SEQ = int(os.environ.get("KILN_GPU_SEQ", "4096"))
+
+
+def port_bench_gemm(a, b, c):
+    return port_matmul(PORT_GEMM_S, PORT_GEMM_S, PORT_GEMM_S, a, b, c, "bench")
+
+
+def port_bench_attention(causal, q, k, v, o, lse, block, warps, stages):
+    return port_attention((1, 16, PORT_SEQ, BENCH_D), causal, q, k, v, o, lse, "bench", block,
+                          warps, stages)
+
+
 if not RUN:
     for kind in ("none", "causal", "sliding_window"):
         for variant in BENCH_VARIANTS:
             attention_bench_kernel(kind, *variant)
+    if not EMULATED:
+        def zeros(*shape, dtype=np.uint16):  # (never launched: nothing is touched)
+            z = np.zeros(shape, dtype)
+            return kiln.bf16(z) if dtype == np.uint16 else z
+        S_ = PORT_GEMM_S
+        port_bench_gemm(zeros(S_, S_), zeros(S_, S_), zeros(S_, S_))
+        shape_ = (1, 16, PORT_SEQ, BENCH_D)
+        for causal in (False, True):
+            for block, warps, stages in PORT_ATTN_BENCH:
+                port_bench_attention(causal, zeros(*shape_), zeros(*shape_), zeros(*shape_),
+                                     zeros(*shape_), zeros(16, PORT_SEQ, dtype=np.float32),
+                                     block, warps, stages)
     if not EMULATED:
         for case in opbench_cases():
             case[1]()  # compiles (records) the operator's kernels
@@ -1168,6 +1285,22 @@ if not EMULATED and ACTIVE:
                         "grouped": " grouped"}[alt],
                      flops / t_kiln / 1e12, flops / t_torch / 1e12, "TFLOP/s",
                      "torch.matmul (bf16 out)"))
+    # Triton's tutorial matmul (examples/python/triton_matmul.py), bf16 C.
+    if S == PORT_GEMM_S:
+        path, grid, args = port_bench_gemm(a16, b16, c16)
+        mm = load(path)
+        t_kiln = bench(lambda: mm[grid](*args, wait=False), reps=3, batch=3)
+        kiln_sync(mm)
+        ref = torch.matmul(a16, b16).float()
+        err = ((c16.float() - ref).abs().max() / ref.abs().max()).item()
+        if not err < 2e-2:
+            print(f"FAIL Triton tutorial matmul benchmark: relative error {err:.3g}")
+            failures.append("Triton tutorial matmul bench")
+        cfg = tmm_ex.GPU_CONFIG
+        add_row((f"Triton tutorial matmul {S}^3 {cfg['BLOCK_SIZE_M']}x{cfg['BLOCK_SIZE_N']}x"
+                 f"{cfg['BLOCK_SIZE_K']} w{cfg['num_warps']} s{cfg['num_stages']}",
+                 flops / t_kiln / 1e12, flops / t_torch / 1e12, "TFLOP/s",
+                 "torch.matmul (bf16 out)"))
 
 section("bench")
 if not EMULATED and ACTIVE:
@@ -1207,11 +1340,13 @@ if not EMULATED and ACTIVE:
         grid = (mask["nqb"], B * H)
         return (lambda: bundle[grid](*args, wait=False)), ot, bundle
 
+    sdpa_times = {}
     for kind in ("none", "causal"):
         ref = F.scaled_dot_product_attention(qt, kt, vt, is_causal=kind == "causal")
         t_torch = bench(lambda: F.scaled_dot_product_attention(qt, kt, vt,
                                                                is_causal=kind == "causal"),
                         batch=3, host=(f"attention {kind}", "peer"))
+        sdpa_times[kind] = t_torch
         fl = 4 * B * H * SQ * SQ * D * (0.5 if kind == "causal" else 1)
         for variant in BENCH_VARIANTS:
             run_kiln, ot, bundle = kiln_attention(kind, *variant)
@@ -1226,6 +1361,31 @@ if not EMULATED and ACTIVE:
                 failures.append(f"attention bench {kind} {tag}")
             add_row((f"attention {kind} s{SQ} d{D} bf16 {tag}",
                          fl / t_kiln / 1e12, fl / t_torch / 1e12, "TFLOP/s",
+                         "scaled_dot_product_attention"))
+
+    # Triton's tutorial attention (examples/python/triton_attention.py), bf16
+    # output, against the same SDPA figures.
+    if SQ == PORT_SEQ:
+        for kind in ("none", "causal"):
+            causal = kind == "causal"
+            ref = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal).float()
+            fl = 4 * B * H * SQ * SQ * D * (0.5 if causal else 1)
+            for block, warps, stages in PORT_ATTN_BENCH:
+                o16 = torch.empty(B, H, SQ, D, device=dev, dtype=torch.bfloat16)
+                lse_t = torch.empty(B * H, SQ, device=dev)
+                path, grid, args = port_bench_attention(causal, qt, kt, vt, o16, lse_t, block,
+                                                        warps, stages)
+                bd = load(path)
+                t_kiln = bench(lambda: bd[grid](*args, wait=False), reps=5, batch=3)
+                kiln_sync(bd)
+                err = (o16.float() - ref).abs().max().item()
+                tag = f"b{block[0]}x{block[1]} w{warps} s{stages}"
+                if not err < 5e-2:
+                    print(f"FAIL Triton tutorial attention benchmark {kind} {tag}: max abs "
+                          f"error {err:.3g} vs SDPA")
+                    failures.append(f"Triton tutorial attention bench {kind} {tag}")
+                add_row((f"Triton tutorial attention {kind} s{SQ} d{D} {tag}",
+                         fl / t_kiln / 1e12, fl / sdpa_times[kind] / 1e12, "TFLOP/s",
                          "scaled_dot_product_attention"))
 
     # The fixed cost per program: the dense kernels again with no key block

@@ -11,6 +11,8 @@ import flash_attention as fa_ex
 import layernorm as ln_ex
 import matmul as mm_ex
 import softmax as sm_ex
+import triton_attention as tfa_ex
+import triton_matmul as tmm_ex
 import vector_add as va_ex
 
 
@@ -65,4 +67,29 @@ def test_block_sparse_attention(rng, seq, density):
     out, lse = bsa_ex.block_sparse_attention(q, k, v, kv_num, kv_idx)
     ro, rl = bsa_ex.reference(q, k, v, kv_num, kv_idx)
     assert_close(out, ro, 1e-4, 1e-5)
+    assert_close(lse, rl, 1e-5, 1e-5)
+
+
+@pytest.mark.parametrize("mnk", [(1, 1, 1), (70, 45, 83), (130, 200, 64)])
+def test_triton_tutorial_matmul(rng, mnk):
+    m, n, k = mnk
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    c = np.full((m, n), np.nan, np.float32)
+    grid, args, kw = tmm_ex.launch_args(a, b, c, m, n, k, tmm_ex.CPU_CONFIG)
+    tmm_ex.matmul_kernel[grid](*args, **kw)
+    assert_close(c, a.astype(np.float64) @ b, 1e-4, 1e-4 * np.sqrt(k))
+
+
+@pytest.mark.parametrize("shape,causal", [((1, 1, 1, 64), True), ((2, 3, 100, 64), False),
+                                          ((1, 2, 130, 32), True), ((2, 1, 128, 64), True)])
+def test_triton_tutorial_attention(rng, shape, causal):
+    q, k, v = (rng.standard_normal(shape).astype(np.float32) for _ in range(3))
+    Z, H, N, D = shape
+    o = np.full(shape, np.nan, np.float32)
+    lse = np.full((Z * H, N), np.nan, np.float32)
+    grid, args, kw = tfa_ex.launch_args(q, k, v, o, lse, Z, H, N, D, causal)
+    tfa_ex._attn_fwd[grid](*args, **kw)
+    ro, rl = tfa_ex.reference(q, k, v, causal)
+    assert_close(o, ro, 1e-4, 1e-5)
     assert_close(lse, rl, 1e-5, 1e-5)

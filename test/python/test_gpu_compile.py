@@ -1269,3 +1269,48 @@ print("ok")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        env=dict(os.environ), timeout=300)
     assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
+
+
+# The Python examples that port Triton's tutorials, through JITFunction.warmup
+# (a GPU target compiles without a driver; host arrays stand for device
+# arrays): their PTX assembles, on sm_90a with wgmma and TMA boxes for the
+# loop's loads (maps encoded at launch: no tensormap.replace), on sm_80 with
+# mma.sync and cp.async. A launch after a GPU warmup is still refused on host
+# arrays.
+@pytest.mark.parametrize("chip", CHIPS)
+@pytest.mark.parametrize("port", ["matmul", "attention"])
+def test_triton_tutorial_ports_compile_for_gpu(port, chip, tmp_path, monkeypatch):
+    import numpy as np
+    import kiln
+    sys.path.insert(0, os.path.join(ROOT, "examples", "python"))
+    import triton_attention
+    import triton_matmul
+    monkeypatch.setenv("KILN_TARGET", chip)
+
+    def bits(*shape):
+        return kiln.bf16(np.zeros(shape, np.uint16))
+
+    if port == "matmul":
+        m, n, k = 512, 256, 1024
+        grid, args, kw = triton_matmul.launch_args(bits(m, k), bits(k, n), bits(m, n), m, n, k,
+                                                   triton_matmul.GPU_CONFIG)
+        kernel = triton_matmul.matmul_kernel
+    else:
+        shape = (2, 4, 256, 128)
+        grid, args, kw = triton_attention.launch_args(
+            bits(*shape), bits(*shape), bits(*shape), bits(*shape),
+            np.zeros((8, 256), np.float32), *shape, True, 128, 64, num_warps=8)
+        kernel = triton_attention._attn_fwd
+    ck = kernel.warmup(*args, grid=grid, **kw)
+    assert ck.kernel is None and ck.target == chip
+    ptx = ck.asm
+    (tmp_path / "k.ptx").write_text(ptx)
+    if chip == "sm_90a":
+        assert "wgmma.mma_async" in ptx and "cp.async.bulk.tensor" in ptx
+        assert "tensormap.replace" not in ptx
+    else:
+        assert "mma.sync.aligned" in ptx and "cp.async.cg.shared.global" in ptx
+    report = _assemble(str(tmp_path / "k.ptx"), chip, tmp_path)
+    assert "bytes spill stores" not in report or " 0 bytes spill stores" in report
+    with pytest.raises(ValueError, match="host .numpy. arrays"):
+        kernel[grid](*args, **kw)

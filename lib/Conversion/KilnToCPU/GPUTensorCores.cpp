@@ -1204,7 +1204,8 @@ Value KernelLowering::coreMatrices(ImplicitLocOpBuilder &b, Value src,
 /// The tensor-core dot that tile `v` is only an operand (A or B) of, if
 /// any: directly, through a transpose (B = trans(X),
 /// deferTransToTensorCores), or as a [1, R, C] load reshaped to [R, C]
-/// (attention's k and v; the reshape aliases the buffer, lowerReshape).
+/// (attention's k and v; any number of leading unit dimensions,
+/// unitLeadingReshape; the reshape aliases the buffer, lowerReshape).
 static DotOp tensorCoreOperandDot(const SimtConfig &simt, Value v) {
   if (!v.hasOneUse())
     return DotOp();
@@ -1212,9 +1213,7 @@ static DotOp tensorCoreOperandDot(const SimtConfig &simt, Value v) {
   auto type = cast<RankedTensorType>(v.getType());
   if (auto reshape = dyn_cast<ReshapeOp>(user)) {
     auto to = cast<RankedTensorType>(reshape.getResult().getType());
-    if (!v.getDefiningOp<LoadOp>() || type.getRank() != 3 ||
-        type.getDimSize(0) != 1 || to.getRank() != 2 ||
-        to.getShape() != type.getShape().drop_front() ||
+    if (!v.getDefiningOp<LoadOp>() || !unitLeadingReshape(type, to) ||
         !reshape.getResult().hasOneUse())
       return DotOp();
     v = reshape.getResult();
@@ -1273,10 +1272,10 @@ static bool mmaSyncOperand(const SimtConfig &simt, Value v) {
     return onMmaSync(dot);
   // Or the A operand of several such dots (attention's q, read by the loops
   // over full and over partial key blocks), possibly through the reshape.
-  if (v.hasOneUse() && type.getRank() == 3 && type.getDimSize(0) == 1)
+  if (v.hasOneUse())
     if (auto reshape = dyn_cast<ReshapeOp>(*v.getUsers().begin());
         reshape && v.getDefiningOp<LoadOp>() &&
-        reshape.getResult().getType().getShape() == type.getShape().drop_front())
+        unitLeadingReshape(type, reshape.getResult().getType()))
       v = reshape.getResult();
   if (cast<RankedTensorType>(v.getType()).getRank() != 2 || v.use_empty())
     return false;

@@ -46,6 +46,17 @@ TypedAttr storagePadding(TypedAttr pad);
 TypedAttr reduceIdentity(Builder &b, ReduceKind kind, Type elt);
 Value combine(ImplicitLocOpBuilder &b, ReduceKind kind, Value x, Value y);
 
+/// Whether `from` is [1, ..., 1, R, C] and `to` is [R, C]: a view load with
+/// leading unit dimensions reshaped to its 2-D tile (attention's [1, R, C];
+/// a Triton-style batch and head offset's [1, 1, R, C]).
+inline bool unitLeadingReshape(RankedTensorType from, RankedTensorType to) {
+  if (from.getRank() < 3 || to.getRank() != 2 ||
+      from.getShape().take_back(2) != to.getShape())
+    return false;
+  return llvm::all_of(from.getShape().drop_back(2),
+                      [](int64_t d) { return d == 1; });
+}
+
 /// How the GPU target runs a kernel body (SIMT mode).
 struct SimtConfig {
   int64_t numThreads = 128;   // threads per block

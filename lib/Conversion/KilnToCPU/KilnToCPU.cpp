@@ -1906,8 +1906,7 @@ LogicalResult KernelLowering::lowerReshape(Operation *op) {
     return failure();
   // SIMT: a [1, R, C] load laid out for wgmma (rank-4 core-matrix buffer)
   // reshaped to [R, C]: the same buffer serves the 2-D tile.
-  if (simt && cast<MemRefType>(src->getType()).getRank() == 4 &&
-      srcType.getRank() == 3 && type.getRank() == 2) {
+  if (simt && isCoreBuffer(*src) && unitLeadingReshape(srcType, type)) {
     buffers[op->getResult(0)] = *src;
     toErase.push_back(op);
     return success();
@@ -1915,9 +1914,7 @@ LogicalResult KernelLowering::lowerReshape(Operation *op) {
   ImplicitLocOpBuilder b(loc, op);
   // SIMT: a [1, R, C] load with padded rows (an mma.sync operand,
   // allocPaddedTile) reshaped to [R, C]: the same rows, viewed in 2-D.
-  if (simt && isPaddedBuffer(*src) && srcType.getRank() == 3 &&
-      type.getRank() == 2 && srcType.getDimSize(0) == 1 &&
-      srcType.getShape().drop_front() == type.getShape()) {
+  if (simt && isPaddedBuffer(*src) && unitLeadingReshape(srcType, type)) {
     auto srcPadded = cast<MemRefType>(src->getType());
     SmallVector<int64_t> strides = {type.getDimSize(1) + kRowPad, 1};
     auto viewType = MemRefType::get(

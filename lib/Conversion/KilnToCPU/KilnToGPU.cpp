@@ -105,9 +105,9 @@ SmallVector<Value> delinearize(ImplicitLocOpBuilder &b, Value linear,
 /// allocLoadTile) (r / 8, r % 8, c / 8, c % 8).
 SmallVector<Value> tileIndices(ImplicitLocOpBuilder &b, Value buf,
                                ValueRange idx) {
-  // A core buffer has rank 4; its tile rank 2, or 3 with a unit leading
-  // dimension (a [1, R, C] load reshaped to [R, C]).
-  if (cast<MemRefType>(buf.getType()).getRank() == int64_t(idx.size()))
+  // A core buffer has rank 4; its tile rank 2, or more with unit leading
+  // dimensions (a [1, R, C] or [1, 1, R, C] load reshaped to [R, C]).
+  if (!isCoreBuffer(buf))
     return SmallVector<Value>(idx);
   Value r = idx[idx.size() - 2], c = idx.back(), c8 = cIdx(b, 8);
   return {arith::DivUIOp::create(b, r, c8), arith::RemUIOp::create(b, r, c8),
@@ -212,7 +212,7 @@ bool isPaddedBuffer(Value buf) {
   auto t = cast<MemRefType>(buf.getType());
   auto layout = dyn_cast<StridedLayoutAttr>(t.getLayout());
   int64_t rank = t.getRank();
-  if (!layout || rank < 2 || rank > 3 || !t.hasStaticShape() ||
+  if (!layout || rank < 2 || !t.hasStaticShape() ||
       layout.getOffset() != 0)
     return false;
   ArrayRef<int64_t> strides = layout.getStrides();
