@@ -784,12 +784,25 @@ class CodeGen(ast.NodeVisitor):
         if not (fn is builtins.range or is_kl_range):
             raise KilnError("kernels support 'for' over range(...) or kl.range(...) only")
         overlap = False
+        # Triton's tl.range hints, checked and otherwise unused: the pipeline
+        # depth is the launch's num_stages, and Kiln neither unrolls by
+        # request nor specializes warps.
+        hints = {"num_stages": int, "loop_unroll_factor": int, "warp_specialize": bool,
+                 "disallow_acc_multi_buffer": bool, "flatten": bool}
         for k in it.keywords:
-            if not is_kl_range or k.arg != "overlap":
+            if not is_kl_range or (k.arg != "overlap" and k.arg not in hints):
                 raise KilnError("range() takes no keyword arguments; kl.range() takes "
-                                "only overlap=")
+                                "overlap= and Triton's num_stages=, loop_unroll_factor=, "
+                                "warp_specialize=, disallow_acc_multi_buffer=, flatten=")
             v = self.visit(k.value)
             v = v.value if isinstance(v, kl.constexpr) else v
+            if k.arg in hints:
+                want = hints[k.arg]
+                if want is bool and not isinstance(v, bool) or want is int and (
+                        isinstance(v, bool) or not isinstance(v, int) or v < 0):
+                    raise KilnError(f"kl.range({k.arg}=...) must be a compile-time "
+                                    f"{'bool' if want is bool else 'int >= 0'}")
+                continue
             if not isinstance(v, bool):
                 raise KilnError("kl.range(overlap=...) must be a compile-time bool")
             overlap = v
@@ -994,7 +1007,11 @@ class CodeGen(ast.NodeVisitor):
                 return obj.shape
             if attr == "dtype":
                 return obj.dtype
-            if attr in ("to", "reshape", "trans"):
+            if attr == "T":
+                if len(obj.shape) != 2:
+                    raise KilnError(f".T transposes a 2-D tile, got shape {obj.shape}")
+                return self.builtin_trans(obj)
+            if attr in ("to", "reshape", "trans", "permute"):
                 return BoundMethod(attr, obj)
             raise KilnError(f"tiles have no attribute '{attr}'")
         if isinstance(obj, kl.constexpr):
@@ -1195,6 +1212,8 @@ class CodeGen(ast.NodeVisitor):
             return self.builtin_reshape(m.obj, shape)
         if m.name == "trans":
             return self.builtin_trans(m.obj, *args)
+        if m.name == "permute":
+            return self.builtin_permute(m.obj, *args)
         if m.name.startswith("desc_"):
             op = m.name[len("desc_"):]
             if op == "load":
@@ -1793,8 +1812,9 @@ class CodeGen(ast.NodeVisitor):
         bounds each varying index at the origin the offsets have (Tile.coords,
         Tile.bounds), or None: a view of the mask's sizes at the origins;
         with a rest (a scalar part of the offsets no dimension owns, as a
-        batch offset), one more first dimension (stride 1) carries it.
-        Returns (view, offsets, flattened)."""
+        batch offset), dimensions before them carry it (lead_dims).
+        Returns (view, offsets, the number of those dimensions, and the
+        permutation of the tile's dimensions the view takes, or None)."""
         rank = len(shape)
         s, co = self.strided_of(offsets, rank), self.coords_of(offsets, rank)
         if s is None or co is None or rank + 1 > 8:
@@ -1852,9 +1872,24 @@ class CodeGen(ast.NodeVisitor):
                         else self.index(st, "a stride"))
             offs.insert(0, self.b.constant(o, idx) if isinstance(o, int)
                         else self.index(o, "an offset"))
+        # Rows along the unit stride: when the last dimension's stride is not
+        # 1 but another's is (`k + offs_d[:, None] + offs_n[None, :] * D`, a
+        # transposed key block), the view takes that dimension last, so its
+        # loads read rows (cp.async chunks, TMA boxes, wgmma's K-major
+        # operand through the transpose).
+        perm = None
+        unit = [d for d, st in enumerate(strides) if st is not None and
+                self.lin_of(st) == (1, ())]
+        if rank >= 2 and unit and unit[-1] != rank - 1 and shape[unit[-1]] > 1 and \
+                strides[-1] is not None and self.lin_of(strides[-1]) != (1, ()):
+            d, L = unit[-1], len(lead)
+            perm = list(range(rank))
+            perm[d], perm[rank - 1] = rank - 1, d
+            for xs in (sizes, strs, offs):
+                xs[L + d], xs[L + rank - 1] = xs[L + rank - 1], xs[L + d]
         view = self.b.make_view(ptr.value, sizes, strs,
                                 self.b.view_type(len(sizes), self.b.scalar_type(ptr.dtype.ir)))
-        return view, offs, len(lead)
+        return view, offs, len(lead), perm
 
     def strided_view(self, ptr: Pointer, offsets: Tile, mask, shape):
         """A view access for `ptr + offsets` under `mask` when the offsets
@@ -2501,26 +2536,34 @@ class CodeGen(ast.NodeVisitor):
             if sv is None:
                 sv = self.strided_view(p.base, offsets, mask, shape)
                 if sv is not None:
-                    sv = sv + (1,)
+                    sv = sv + (1, None)
             if sv is not None:
-                view, offs, lead = sv
-                if not lead:
-                    if value is None:
-                        return Tile(self.b.load(view, offs, self.ir_type(dtype, shape), pad),
-                                    dtype, shape)
-                    if atomic:
-                        return Tile(self.view_atomic(atomic, value.value, view, offs), dtype,
-                                    shape)
-                    self.b.store(value.value, view, offs)
-                    return None
-                wide = (1,) * lead + shape
+                view, offs, lead, perm = sv
+                # The tile as the view holds it: its dimensions exchanged
+                # (perm, an involution) when the unit stride is not the last
+                # one's (origin_view), with `lead` unit dimensions before.
+                vshape = shape if perm is None else tuple(shape[i] for i in perm)
+                wide = (1,) * lead + vshape
+
+                def from_view(t):
+                    if lead:
+                        t = self.b.reshape(t, self.ir_type(dtype, vshape))
+                    if perm is not None:
+                        t = self.b.trans(t, list(perm), self.ir_type(dtype, shape))
+                    return Tile(t, dtype, shape)
+
+                def to_view(v):
+                    if perm is not None:
+                        v = self.b.trans(v, list(perm), self.ir_type(dtype, vshape))
+                    if lead:
+                        v = self.b.reshape(v, self.ir_type(dtype, wide))
+                    return v
+
                 if value is None:
-                    t = self.b.load(view, offs, self.ir_type(dtype, wide), pad)
-                    return Tile(self.b.reshape(t, self.ir_type(dtype, shape)), dtype, shape)
-                v = self.b.reshape(value.value, self.ir_type(dtype, wide))
+                    return from_view(self.b.load(view, offs, self.ir_type(dtype, wide), pad))
+                v = to_view(value.value)
                 if atomic:
-                    old = self.view_atomic(atomic, v, view, offs)
-                    return Tile(self.b.reshape(old, self.ir_type(dtype, shape)), dtype, shape)
+                    return from_view(self.view_atomic(atomic, v, view, offs))
                 self.b.store(v, view, offs)
                 return None
         # General path: a gather/scatter of single elements; masked-off

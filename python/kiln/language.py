@@ -554,11 +554,15 @@ def static_assert(cond, msg=""):
 
 
 @builtin
-def range(*args, overlap=False):  # noqa: A001 (kl.range, as in Triton)
+def range(*args, overlap=False, num_stages=None, loop_unroll_factor=None,  # noqa: A001
+          warp_specialize=False, disallow_acc_multi_buffer=False, flatten=False):
     """`for j in kl.range(start, stop, step, overlap=True)`: a loop like
     `range(...)`, with a hint for the compiler. `overlap` (a compile-time
     bool): on sm_90a, compute the loop's first tensor-core dot from a constant
     accumulator (attention's scores) one iteration ahead, so that it runs on
     the tensor cores while the rest of the iteration (the softmax) runs on
     the other units. It costs one more such dot per loop; other targets
-    ignore it. See docs/gpu.md, "Overlap"."""
+    ignore it. See docs/gpu.md, "Overlap". Triton's other hints
+    (`num_stages`, `loop_unroll_factor`, `warp_specialize`,
+    `disallow_acc_multi_buffer`, `flatten`) are checked and otherwise unused:
+    the pipelining depth is the launch's num_stages."""

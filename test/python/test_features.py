@@ -1420,6 +1420,39 @@ def test_tensor_descriptors_cpu(rng):
     compile_error(attribute, "tensor descriptors have no attribute 'gather'")
 
 
+def test_tile_T_permute_and_range_hints(rng):
+    @kiln.jit
+    def transposes(x, o, n, B: kl.constexpr):
+        r = kl.arange(0, B)
+        t = kl.load(x + r[:, None] * B + r[None, :])
+        acc = kl.zeros((B, B), kl.float32)
+        for i in kl.range(0, n, num_stages=2, loop_unroll_factor=2, warp_specialize=True,
+                          disallow_acc_multi_buffer=False, flatten=False):
+            acc += t.T + t.permute(1, 0)
+        # Stored transposed: the unit stride on the first dimension.
+        kl.store(o + r[:, None] + r[None, :] * B, acc)
+
+    x = rng.standard_normal((8, 8)).astype(np.float32)
+    o = np.full_like(x, np.nan)
+    transposes[(1,)](x, o, 3, B=8)
+    assert_close(o, 6.0 * x.astype(np.float64), 1e-6, 1e-6)
+
+    @kiln.jit
+    def bad_hint(x):
+        for i in kl.range(0, 4, num_stages=True):
+            kl.store(x + i, 1.0)
+
+    with pytest.raises(kiln.CompilationError, match=r"kl.range\(num_stages=...\) must be"):
+        bad_hint[(1,)](np.zeros(4, np.float32))
+
+    @kiln.jit
+    def bad_T(x):
+        kl.store(x + kl.arange(0, 4), kl.arange(0, 4).T)
+
+    with pytest.raises(kiln.CompilationError, match=".T transposes a 2-D tile"):
+        bad_T[(1,)](np.zeros(4, np.float32))
+
+
 def test_block_pointer_errors():
     def compile_error(body, match, *args):
         with pytest.raises(kiln.CompilationError, match=match):

@@ -486,3 +486,41 @@ def test_tensor_descriptors(rng):
     o = np.full_like(x, np.nan)
     desc_head_scale[(kiln.cdiv(S, 16), HS)](x, o, HS, S, D=D, BS=16)
     assert_close(o, 2.0 * x.astype(np.float64), 0, 0)
+
+
+# A key block read transposed through pointers (`K + offs_d[:, None] +
+# offs_n[None, :] * stride`: the unit stride on the first dimension): the
+# view takes that dimension last and a transpose feeds the dot, so the loads
+# are rows (TMA boxes) and the dot's B operand K-major, as the library's
+# attention reads keys. Before, the tile's last dimension had stride
+# `stride`, which a tensor map cannot take (unit innermost stride).
+
+@kiln.jit
+def transposed_key_scores(Q, K, O, N, stride_n, D: kl.constexpr, BM: kl.constexpr,
+                          BN: kl.constexpr):
+    offs_m = kl.program_id(0) * BM + kl.arange(0, BM)
+    offs_d = kl.arange(0, D)
+    q = kl.load(Q + offs_m[:, None] * stride_n + offs_d[None, :], mask=offs_m[:, None] < N)
+    acc = kl.zeros((BM, D), kl.float32)
+    for start in kl.range(0, N, BN, num_stages=3, loop_unroll_factor=1):
+        offs_n = start + kl.arange(0, BN)
+        kt = kl.load(K + offs_d[:, None] + offs_n[None, :] * stride_n, mask=offs_n[None, :] < N)
+        s = kl.dot(q, kt)
+        v = kl.load(K + offs_n[:, None] * stride_n + offs_d[None, :], mask=offs_n[:, None] < N)
+        acc = kl.dot(s.to(v.dtype), v, acc)
+    kl.store(O + offs_m[:, None] * D + offs_d[None, :], acc, mask=offs_m[:, None] < N)
+
+
+def test_transposed_pointer_loads_read_rows(rng):
+    N, D = 150, 64
+    qb, kb = (to_bf16_bits(rng.standard_normal((N, D)).astype(np.float32) * 0.1)
+              for _ in range(2))
+    q, k = from_bf16_bits(qb).astype(np.float64), from_bf16_bits(kb).astype(np.float64)
+    o = np.full((N, D), np.nan, np.float32)
+    transposed_key_scores[(kiln.cdiv(N, 64),)](kiln.bf16(qb), kiln.bf16(kb), o, N, D, D=D,
+                                               BM=64, BN=64)
+    s = from_bf16_bits(to_bf16_bits((q @ k.T).astype(np.float32))).astype(np.float64)
+    assert_close(o, s @ k, 1e-2, 1e-3)
+    ir = transposed_key_scores.last.ir("kiln")
+    assert "kiln.gather" not in ir and "kiln.trans" in ir
+    assert "kiln_emu_tma_load" in transposed_key_scores.last.ir("llvm")
