@@ -31,11 +31,12 @@ __all__ = ["load_bundle", "bf16", "cdiv", "HAS_COMPILER", "LaunchError", "Bundle
 
 if HAS_COMPILER:
     from .frontend import CompilationError
-    from .jit import Autotuner, CompiledKernel, Config, JITFunction, autotune, jit
+    from .jit import (Autotuner, CompiledKernel, Config, JITFunction, TensorDescriptor,
+                      autotune, jit)
     from . import ops
 
     __all__ += ["jit", "autotune", "Config", "CompilationError", "JITFunction",
-                "CompiledKernel", "Autotuner", "cache_stats", "ops"]
+                "CompiledKernel", "Autotuner", "cache_stats", "ops", "TensorDescriptor"]
 
     def cache_stats() -> dict:
         """Counters of the process's JIT: memory_hits, disk_hits, compiles,
@@ -46,7 +47,7 @@ if HAS_COMPILER:
 
 def __getattr__(name):
     if not HAS_COMPILER and name in ("jit", "autotune", "Config", "CompilationError",
-                                     "cache_stats", "ops"):
+                                     "cache_stats", "ops", "TensorDescriptor"):
         raise AttributeError(
             f"kiln.{name} needs the compiler extension (kiln._kiln), which is not available: "
             f"{COMPILER_IMPORT_ERROR}. A runtime-only installation provides kiln.load_bundle.")

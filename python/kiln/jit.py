@@ -13,7 +13,8 @@ import numpy as np
 
 from . import language as kl
 from . import runtime as runtime_module
-from .frontend import CodeGen, CompilationError, Pointer, Tile, parse_function, same_value
+from .frontend import (CodeGen, CompilationError, KilnError, Pointer, Tile, parse_function,
+                       same_value)
 from .runtime import _stream_handle
 from .runtime import bf16, cuda_array_view  # noqa: F401  (kiln.bf16 lives with the runtime)
 
@@ -159,13 +160,64 @@ class _TorchDTypes(dict):
 _TORCH_DTYPES = _TorchDTypes()
 
 
+class TensorDescriptor:
+    """Triton's host-side tensor descriptor (`triton.tools.tensor_descriptor`):
+    an array, its shape and strides (in elements) and the block shape its
+    kernel loads; a kernel parameter that receives one is a descriptor in
+    the kernel (`desc.load([m, k])`, as `kl.make_tensor_descriptor` makes).
+    It is passed as the array's pointer and one int64 per size and stride,
+    specialized as int arguments are (equal to 1, divisible by 16, not
+    negative), the block shape and padding as constants."""
+
+    def __init__(self, base, shape, strides, block_shape, padding="zero"):
+        if padding not in ("zero", "nan"):
+            raise ValueError(f"TensorDescriptor: padding must be 'zero' or 'nan', got "
+                             f"{padding!r}")
+        shape, strides, block_shape = list(shape), list(strides), list(block_shape)
+        if not 1 <= len(shape) <= 5 or len(strides) != len(shape) or \
+                len(block_shape) != len(shape):
+            raise ValueError(f"TensorDescriptor: shape, strides and block_shape need one "
+                             f"entry per dimension (1 to 5), got {len(shape)}, "
+                             f"{len(strides)} and {len(block_shape)}")
+        for what, xs in (("shape", shape), ("strides", strides), ("block_shape", block_shape)):
+            if any(isinstance(x, bool) or not isinstance(x, (int, np.integer)) for x in xs):
+                raise TypeError(f"TensorDescriptor: {what} must be integers, got {xs}")
+        if any(int(b) < 1 for b in block_shape):
+            raise ValueError(f"TensorDescriptor: block_shape must be positive, got "
+                             f"{block_shape}")
+        self.base = base
+        self.shape = [int(x) for x in shape]
+        self.strides = [int(x) for x in strides]
+        self.block_shape = [int(x) for x in block_shape]
+        self.padding = padding
+
+    @staticmethod
+    def from_tensor(tensor, block_shape, padding="zero"):
+        """A descriptor of a whole array (a PyTorch tensor, a numpy array,
+        kiln.bf16 of one, or anything with __cuda_array_interface__)."""
+        arr = tensor.array if isinstance(tensor, bf16) else tensor
+        if hasattr(arr, "stride") and callable(arr.stride):  # PyTorch
+            shape, strides = list(arr.shape), list(arr.stride())
+        elif isinstance(arr, np.ndarray):
+            shape, strides = list(arr.shape), [s // arr.itemsize for s in arr.strides]
+        else:
+            cai = getattr(arr, "__cuda_array_interface__", None)
+            if cai is None:
+                raise TypeError("TensorDescriptor.from_tensor takes a PyTorch tensor, a "
+                                "numpy array, kiln.bf16(array) or a CUDA array")
+            shape, item = list(cai["shape"]), np.dtype(cai["typestr"]).itemsize
+            strides = ([s // item for s in cai["strides"]] if cai.get("strides") else
+                       [int(np.prod(shape[i + 1:])) for i in range(len(shape))])
+        return TensorDescriptor(tensor, shape, strides, block_shape, padding)
+
+
 class _Arg:
     """How one launch argument is passed and specialized."""
 
     __slots__ = ("kind", "dtype", "value", "key", "array")
 
     def __init__(self, kind, dtype, value, key, array=None):
-        self.kind = kind      # 'ptr' | 'scalar' | 'const'
+        self.kind = kind      # 'ptr' | 'scalar' | 'const' | 'desc'
         self.dtype = dtype    # kl.dtype
         self.value = value    # address (ptr) or Python number
         self.key = key        # the specialization key part
@@ -338,6 +390,9 @@ class JITFunction:
                     v = v.value
                 out.append(_Arg("const", None, v, ("c", repr(v))))
                 continue
+            if isinstance(v, TensorDescriptor):
+                out.append(self._bind_descriptor(v, name))
+                continue
             array, dt = _as_array(v, name)
             if isinstance(array, DeviceArray):
                 out.append(_Arg("ptr", dt, array.ptr, ("p", dt.name, "cuda"), array))
@@ -370,12 +425,28 @@ class JITFunction:
                                 "constexprs)")
         return out
 
+    def _bind_descriptor(self, d, name):
+        array, dt = _as_array(d.base, name)
+        if array is None:
+            raise TypeError(f"argument '{name}' of {self.__name__}: a TensorDescriptor's "
+                            "base must be an array (numpy, kiln.bf16, or a CUDA array)")
+        device = isinstance(array, DeviceArray)
+        ptr = array.ptr if device else array.ctypes.data
+        ints = d.shape + d.strides
+        for x in ints:
+            if not -(1 << 63) <= x < (1 << 63):
+                raise OverflowError(f"argument '{name}': {x} does not fit in int64")
+        key = ("d", dt.name, device, tuple(d.block_shape), d.padding) + tuple(
+            (x == 1, x % 16 == 0, x >= 0) for x in ints)
+        return _Arg("desc", dt, [ptr] + ints, key, array)
+
     def target_of(self, bound, warmup=False):
         """Where the arguments live picks the target: CUDA device arrays
         select the GPU's (``gpu_target()``), host arrays the JIT's default
         ($KILN_TARGET; a GPU's only for `warmup`, which launches nothing)."""
-        on_device = [a.kind == "ptr" and isinstance(a.array, DeviceArray) for a in bound]
-        ptrs = [d for a, d in zip(bound, on_device) if a.kind == "ptr"]
+        on_device = [a.kind in ("ptr", "desc") and isinstance(a.array, DeviceArray)
+                     for a in bound]
+        ptrs = [d for a, d in zip(bound, on_device) if a.kind in ("ptr", "desc")]
         if any(ptrs) and not all(ptrs):
             raise ValueError(f"{self.__name__}: some array arguments live on a CUDA device "
                              "and some in host memory; pass all of them on one")
@@ -435,6 +506,15 @@ class JITFunction:
         fdef = tree.body[0]
         arg_types, arg_names, runtime_params = [], [], []
         for p, a in zip(self.params, bound):
+            if a.kind == "desc":
+                # The array's pointer, then its sizes and strides.
+                rank = (len(a.value) - 1) // 2
+                arg_types.append(b.ptr_type(b.scalar_type(a.dtype.ir)))
+                arg_types += [b.scalar_type("i64")] * (2 * rank)
+                arg_names += [p.name] + [f"{p.name}_shape{i}" for i in range(rank)] + \
+                    [f"{p.name}_stride{i}" for i in range(rank)]
+                runtime_params.append((p, a))
+                continue
             if a.kind == "ptr":
                 arg_types.append(b.ptr_type(b.scalar_type(a.dtype.ir)))
             elif a.kind == "scalar":
@@ -451,6 +531,26 @@ class JITFunction:
                 cg.assign(p.name, kl.constexpr(a.value) if a.value is not None else None)
                 continue
             v = next(it)
+            if a.kind == "desc":
+                rank = (len(a.value) - 1) // 2
+                ints = []
+                for spec in a.key[5:]:
+                    w = next(it)
+                    if spec[0]:
+                        ints.append(cg.const(1, kl.int64))
+                        continue
+                    t = Tile(w, kl.int64, ())
+                    t.uniform, t.nonneg = True, spec[2]
+                    ints.append(t)
+                try:
+                    desc = cg.builtin_make_tensor_descriptor(
+                        Pointer(v, a.dtype, param=p.name), tuple(ints[:rank]),
+                        tuple(ints[rank:]), tuple(a.key[3]), a.key[4])
+                except KilnError as e:
+                    raise CompilationError(f"argument '{p.name}' (a TensorDescriptor): {e}",
+                                           filename, first_line + fdef.lineno - 1, 0) from None
+                cg.assign(p.name, desc)
+                continue
             if a.kind == "ptr":
                 cg.assign(p.name, Pointer(v, a.dtype, param=p.name))
             elif len(a.key) > 2 and a.key[2]:
@@ -501,7 +601,7 @@ class JITFunction:
         # read-only arrays, and the module globals it read must not have
         # changed since (their values are compiled in).
         ck.written_args = tuple(i for i, (p, a) in enumerate(zip(self.params, bound))
-                                if a.kind == "ptr" and p.name in cg.written)
+                                if a.kind in ("ptr", "desc") and p.name in cg.written)
         ck.used_globals = tuple(cg.used_globals.values())
         self.last = ck
         return ck
@@ -551,7 +651,8 @@ class JITFunction:
         # PyTorch tensors and no stream: Triton's way, on PyTorch's current
         # stream of the device (_launch_on_torch), waited for only if wait.
         on_torch = stream is None and any(
-            a.kind == "ptr" and a.array is not None and getattr(a.array, "torch", False)
+            a.kind in ("ptr", "desc") and a.array is not None and
+            getattr(a.array, "torch", False)
             for a in bound)
         meta = {p.name: a.value for p, a in zip(self.params, bound) if a.kind == "const"}
         if callable(grid):
@@ -585,7 +686,12 @@ class JITFunction:
             # Triton, nothing is launched once the arguments are checked and
             # the kernel compiled.
             return ck
-        values = [a.value for a in bound if a.kind != "const"]
+        values = []
+        for a in bound:
+            if a.kind == "desc":
+                values += a.value
+            elif a.kind != "const":
+                values.append(a.value)
         if not ck.kernel.is_gpu:
             ck.kernel.launch(values, list(grid), True)
         elif on_torch:

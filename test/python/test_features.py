@@ -1453,6 +1453,47 @@ def test_tile_T_permute_and_range_hints(rng):
         bad_T[(1,)](np.zeros(4, np.float32))
 
 
+# Host-side tensor descriptors (Triton's triton.tools.tensor_descriptor):
+# kiln.TensorDescriptor arguments are descriptors in the kernel; the array is
+# passed with its sizes and strides, so any strided array works (here a
+# transposed one, whose unit stride is its first dimension).
+
+@kiln.jit
+def desc_arg_matmul(a_desc, b_desc, c_desc, K, BM: kl.constexpr, BN: kl.constexpr,
+                    BK: kl.constexpr):
+    pm = kl.program_id(1) * BM
+    pn = kl.program_id(0) * BN
+    acc = kl.zeros((BM, BN), kl.float32)
+    for k in range(0, K, BK):
+        acc = kl.dot(a_desc.load([pm, k]), b_desc.load([k, pn]), acc)
+    c_desc.store([pm, pn], acc.to(c_desc.dtype))
+
+
+def test_tensor_descriptor_arguments(rng):
+    M, N, K = 45, 37, 70
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    bt = rng.standard_normal((N, K)).astype(np.float32)
+    b = bt.T  # (K, N), strides (1, K) in elements
+    c = np.full((M, N), np.nan, np.float32)
+    TD = kiln.TensorDescriptor
+    desc_arg_matmul[(kiln.cdiv(N, 16), kiln.cdiv(M, 16))](
+        TD.from_tensor(a, [16, 16]), TD(b, b.shape, (1, K), [16, 16]), TD.from_tensor(c, [16, 16]),
+        K, BM=16, BN=16, BK=16)
+    assert_close(c, a.astype(np.float64) @ b.astype(np.float64), 1e-4, 1e-4)
+    ir = desc_arg_matmul.ir("kiln")
+    assert "kiln.gather" not in ir and "kiln.trans" in ir  # b's rows, transposed
+
+    with pytest.raises(ValueError, match="padding must be 'zero' or 'nan'"):
+        TD(a, a.shape, (K, 1), [16, 16], padding="inf")
+    with pytest.raises(ValueError, match="one entry per dimension"):
+        TD(a, a.shape, (K,), [16, 16])
+    with pytest.raises(kiln.CompilationError, match="a rank-2 descriptor needs 2 offsets"):
+        @kiln.jit
+        def wrong(d):
+            d.store([0], d.load([0, 0]))
+        wrong[(1,)](TD.from_tensor(a, [8, 8]))
+
+
 def test_block_pointer_errors():
     def compile_error(body, match, *args):
         with pytest.raises(kiln.CompilationError, match=match):

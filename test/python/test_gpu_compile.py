@@ -331,6 +331,21 @@ assert l.shared_bytes > 0
 assert l.num_params == 4, l.num_params
 assert list(l.params[:4]) == [0x7000000, 0x7010000, 0x7020000, n], list(l.params[:4])
 
+
+# A TensorDescriptor argument of a CUDA array: passed as its pointer, sizes
+# and strides (the kernel's descriptor is made from them).
+@kiln.jit
+def scale_rows(d, BM: kl.constexpr, BN: kl.constexpr):
+    pm = kl.program_id(0) * BM
+    d.store([pm, 0], d.load([pm, 0]) * 2.0)
+
+
+arr = FakeCudaArray(0x9000000, (100, 48))
+scale_rows[(4,)](kiln.TensorDescriptor.from_tensor(arr, [32, 64]), BM=32, BN=64)
+l = mock.kiln_mock_last_launch().contents
+assert l.count == 2 and tuple(l.grid) == (4, 1, 1), (l.count, tuple(l.grid))
+assert list(l.params[:5]) == [0x9000000, 100, 48, 48, 1], list(l.params[:5])
+
 # Host and device arrays in one launch: refused.
 try:
     add[(4,)](xs[0], np.zeros(n, np.float32), xs[2], n, BLOCK=256)
