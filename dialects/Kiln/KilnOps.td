@@ -498,6 +498,34 @@ def Kiln_AtomicRMWOp : Kiln_Op<"atomic_rmw", [
   let hasVerifier = 1;
 }
 
+def Kiln_AtomicCASOp : Kiln_Op<"atomic_cas", [
+    MemoryEffects<[MemRead, MemWrite]>, AllTypesMatch<["cmp", "value", "old"]>]> {
+  let summary = "Atomically compares and swaps the elements of a tile in a view";
+  let description = [{
+    For every element `j` of `value` whose destination
+    `view[offsets[0] + j_0, ...]` lies inside the view, atomically: if the
+    destination's bits equal `cmp[j]`'s, it becomes `value[j]`. `old` holds
+    what each operation read (zero outside the view), so `old[j] == cmp[j]`
+    says the swap happened. Elements are i32, i64, f32 or f64 (floats are
+    compared bit for bit, as CUDA's `atomicCAS`: a NaN matches its own bits,
+    -0.0 does not match 0.0). Ordering as `kiln.atomic_add`. Triton's
+    `tl.atomic_cas`: spin locks (`while atomic_cas(lock, 0, 1) == 1`) and
+    lock-free updates.
+
+    ```mlir
+    %o = kiln.atomic_cas %zero, %one, %lock[%c0] : tensor<1xi32> -> !kiln.view<1xi32>
+    ```
+  }];
+  let arguments = (ins Kiln_Tile:$cmp, Kiln_Tile:$value, Kiln_ViewType:$view,
+                       Variadic<Index>:$offsets);
+  let results = (outs Kiln_Tile:$old);
+  let assemblyFormat = [{
+    $cmp `,` $value `,` $view `[` $offsets `]` attr-dict `:` type($value) `->`
+    qualified(type($view))
+  }];
+  let hasVerifier = 1;
+}
+
 def Kiln_ScatterRMWOp : Kiln_Op<"scatter_rmw", [
     MemoryEffects<[MemRead, MemWrite]>, AllTypesMatch<["value", "old"]>]> {
   let summary = "Atomically combines the rows of a tile into the view rows named by an index tile";

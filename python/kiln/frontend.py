@@ -2706,8 +2706,7 @@ class CodeGen(ast.NodeVisitor):
                     "xchg": "atomic_xchg", "and": "atomic_and", "or": "atomic_or",
                     "xor": "atomic_xor"}
 
-    def atomic(self, kind, pointer, value, mask, offsets, sem, scope):
-        name = self.ATOMIC_NAMES[kind]
+    def atomic_order(self, name, sem, scope):
         # Triton's memory-order hints: every target's atomics are acq_rel
         # for the whole program (CPUs: locked RMWs; GPUs: fences at GPU scope
         # around them), at least as strong as any sem asks, but not ordered
@@ -2724,6 +2723,10 @@ class CodeGen(ast.NodeVisitor):
                             "ordered at GPU scope ('gpu' or 'cta')")
         if scope not in (None, "cta", "gpu"):
             raise KilnError(f"{name}(scope=...) must be 'cta' or 'gpu', got {scope!r}")
+
+    def atomic(self, kind, pointer, value, mask, offsets, sem, scope):
+        name = self.ATOMIC_NAMES[kind]
+        self.atomic_order(name, sem, scope)
         if isinstance(pointer, Pointer):
             pointer = PointerTile(Pointer(pointer.value, pointer.dtype, param=pointer.param),
                                   pointer.offset if pointer.offset is not None else self.to_tile(0))
@@ -2768,6 +2771,69 @@ class CodeGen(ast.NodeVisitor):
         # The values the atomics read (zero outside the view).
         return Tile(self.view_atomic(kind, value.value, pointer.value, offs), value.dtype,
                     value.shape)
+
+    def builtin_atomic_cas(self, pointer, cmp, val, sem=None, scope=None):
+        """Triton's atomic compare-and-swap: for each address, if it holds
+        `cmp`'s bits it gets `val`; returns what each read. Scalar pointers
+        (a lock: `while kl.atomic_cas(lock, 0, 1) == 1: pass`) and pointer
+        tiles whose offsets are a view's (strided); no mask, as in Triton."""
+        self.atomic_order("atomic_cas", sem, scope)
+        if isinstance(pointer, Pointer):
+            pointer = PointerTile(Pointer(pointer.value, pointer.dtype, param=pointer.param),
+                                  pointer.offset if pointer.offset is not None else self.to_tile(0))
+        if not isinstance(pointer, PointerTile):
+            raise KilnError("atomic_cas needs a pointer (ptr or ptr + offsets)")
+        dtype = pointer.base.dtype
+        if dtype not in (kl.float32, kl.float64, kl.int32, kl.int64):
+            raise KilnError(f"atomic_cas supports float32, float64, int32 and int64 elements, "
+                            f"got {dtype.name}")
+        offsets = pointer.offsets
+        if offsets.dtype.is_float:
+            raise KilnError("pointer offsets must be integers")
+        shape = offsets.shape
+        cmp, val = (self.cast(self.to_tile(x.value if isinstance(x, kl.constexpr) else x),
+                              dtype) for x in (cmp, val))
+        if shape == () and (cmp.shape != () or val.shape != ()):
+            raise KilnError("atomic_cas through a scalar pointer takes scalar cmp and val")
+        cmp, val = self.broadcast_to(cmp, shape), self.broadcast_to(val, shape)
+        self.note_write(pointer)
+        if shape == ():
+            one = (1,)
+            view = self.flat_view(pointer.base)
+            off = self.index(self.cast(offsets, kl.int64), "an offset")
+            old = self.b.atomic_cas(self.broadcast_to(cmp, one).value,
+                                    self.broadcast_to(val, one).value, view, [off])
+            return self.squeeze(Tile(old, dtype, one), True)
+        sv = None
+        if len(shape) == 1 and offsets.contiguous is not None:
+            base, _ = offsets.contiguous
+            sv = (self.flat_view(pointer.base),
+                  [self.index(self.cast(self.to_tile(base), kl.int64), "an offset")], 0, None)
+        if sv is None:
+            sv = self.origin_view(pointer.base, offsets, None, shape)
+        if sv is None:
+            sv = self.strided_view(pointer.base, offsets, None, shape)
+            if sv is not None:
+                sv = sv + (1, None)
+        if sv is None:
+            raise KilnError("atomic_cas takes a scalar pointer or ptr + offsets built from "
+                            "aranges (a view); these offsets are gathered")
+        view, offs, lead, perm = sv
+        vshape = shape if perm is None else tuple(shape[i] for i in perm)
+        wide = (1,) * lead + vshape
+
+        def to_view(t):
+            v = t.value
+            if perm is not None:
+                v = self.b.trans(v, list(perm), self.ir_type(dtype, vshape))
+            return self.b.reshape(v, self.ir_type(dtype, wide)) if lead else v
+
+        old = self.b.atomic_cas(to_view(cmp), to_view(val), view, offs)
+        if lead:
+            old = self.b.reshape(old, self.ir_type(dtype, vshape))
+        if perm is not None:
+            old = self.b.trans(old, list(perm), self.ir_type(dtype, shape))
+        return Tile(old, dtype, shape)
 
     def view_atomic(self, kind, value, view, offs):
         if kind == "add":

@@ -22,7 +22,7 @@ __all__ = [
     "reduce", "multiple_of", "max_contiguous", "max_constancy", "debug_barrier",
     "static_range", "zeros_like", "clamp", "permute", "ravel", "view",
     "make_block_ptr", "advance", "atomic_max", "atomic_min", "atomic_xchg",
-    "atomic_and", "atomic_or", "atomic_xor", "assume", "make_tensor_descriptor",
+    "atomic_and", "atomic_or", "atomic_xor", "atomic_cas", "assume", "make_tensor_descriptor",
     "load_tensor_descriptor", "store_tensor_descriptor",
 ]
 
@@ -284,6 +284,13 @@ def dot(a, b, acc=None, out_dtype=None, allow_tf32=None, input_precision=None):
 def multiple_of(x, values):
     """Triton's divisibility hint: returns x (Kiln specializes integer
     arguments on divisibility by 16 itself, docs/python.md)."""
+
+
+@builtin
+def atomic_cas(pointer, cmp, val, sem=None, scope=None):
+    """Atomic compare-and-swap (Triton's): where an address holds `cmp`'s
+    bits it gets `val`; returns what each address held. i32, i64, f32, f64;
+    a scalar pointer (a lock) or ptr + offsets built from aranges."""
 
 
 @builtin

@@ -616,6 +616,11 @@ void bindCompiler(py::module &m) {
                throw IRError("unknown atomic '" + kind + "'");
              return p.make<kd::AtomicRMWOp>(*k, value, view, offsets);
            })
+      .def("atomic_cas",
+           [](PyBuilder &p, Value cmp, Value value, Value view,
+              std::vector<Value> offsets) {
+             return p.make<kd::AtomicCASOp>(cmp, value, view, offsets);
+           })
       .def("scatter_rmw",
            [](PyBuilder &p, const std::string &kind, Value value, Value view,
               Value indices, std::vector<Value> offsets) {

@@ -1494,6 +1494,77 @@ def test_tensor_descriptor_arguments(rng):
         wrong[(1,)](TD.from_tensor(a, [8, 8]))
 
 
+# kl.atomic_cas (Triton's): a spin lock taken by every program in turn (the
+# pattern of Triton's layer-norm backward), and a tile of compare-and-swaps
+# (floats compared bit for bit: a NaN matches its own bits, -0.0 not 0.0).
+
+@kiln.jit
+def locked_total(x, total, lock, count, n, B: kl.constexpr):
+    offs = kl.program_id(0) * B + kl.arange(0, B)
+    part = kl.sum(kl.load(x + offs, mask=offs < n, other=0.0), axis=0)
+    while kl.atomic_cas(lock, 0, 1, sem="acquire") == 1:
+        pass
+    kl.store(total, kl.load(total) + part)
+    kl.store(count, kl.load(count) + 1)
+    kl.atomic_xchg(lock, 0, sem="release")
+
+
+@kiln.jit
+def cas_rows(x, cmp, val, old, n, B: kl.constexpr):
+    offs = kl.program_id(0) * B + kl.arange(0, B)
+    kl.store(old + offs, kl.atomic_cas(x + offs, kl.load(cmp + offs, mask=offs < n),
+                                       kl.load(val + offs, mask=offs < n)), mask=offs < n)
+
+
+def test_atomic_cas(rng):
+    n = 3000
+    x = rng.standard_normal(n).astype(np.float32)
+    total, lock, count = np.zeros(1, np.float32), np.zeros(1, np.int32), np.zeros(1, np.int32)
+    locked_total[(kiln.cdiv(n, 128),)](x, total, lock, count, n, B=128)
+    assert count[0] == kiln.cdiv(n, 128) and lock[0] == 0
+    assert_close(total, [x.astype(np.float64).sum()], 1e-5, 1e-4)
+
+    m = 256  # whole blocks: atomic_cas has no mask (as in Triton)
+    for dtype in (np.int32, np.int64):
+        xv = rng.integers(0, 3, m).astype(dtype)
+        cm, vl = rng.integers(0, 3, m).astype(dtype), rng.integers(10, 20, m).astype(dtype)
+        x0, old = xv.copy(), np.full(m, -7, dtype)
+        cas_rows[(m // 64,)](xv, cm, vl, old, m, B=64)
+        assert (xv == np.where(x0 == cm, vl, x0)).all() and (old == x0).all()
+    xf = np.array([np.nan, -0.0, 1.5, 2.0] * 16, np.float32)
+    cf = np.array([np.nan, 0.0, 1.5, 3.0] * 16, np.float32)
+    vf = np.full(64, 7.0, np.float32)
+    x0, old = xf.copy(), np.full(64, 9.0, np.float32)
+    cas_rows[(1,)](xf, cf, vf, old, 64, B=64)
+    assert (xf.view(np.int32) == np.where(x0.view(np.int32) == cf.view(np.int32), vf,
+                                          x0).view(np.int32)).all()
+    assert (old.view(np.int32) == x0.view(np.int32)).all()
+
+    def compile_error(body, match, *args):
+        with pytest.raises(kiln.CompilationError, match=match):
+            body[(1,)](*args)
+
+    @kiln.jit
+    def gathered(x, idx):
+        kl.atomic_cas(x + kl.load(idx + kl.arange(0, 4)), 0, 1)
+
+    compile_error(gathered, "these offsets are gathered", np.zeros(4, np.int32),
+                  np.zeros(4, np.int32))
+
+    @kiln.jit
+    def halves(x):
+        kl.atomic_cas(x, 0.0, 1.0)
+
+    compile_error(halves, "atomic_cas supports float32, float64, int32 and int64",
+                  np.zeros(4, np.float16))
+
+    @kiln.jit
+    def tile_on_scalar(x):
+        kl.atomic_cas(x, kl.zeros((4,), kl.int32), 1)
+
+    compile_error(tile_on_scalar, "takes scalar cmp and val", np.zeros(4, np.int32))
+
+
 def test_block_pointer_errors():
     def compile_error(body, match, *args):
         with pytest.raises(kiln.CompilationError, match=match):

@@ -709,7 +709,7 @@ static bool accessesAfter(Operation *op) {
       bool accesses = false;
       n->walk([&](Operation *x) {
         if (isa<LoadOp, GatherOp, StoreOp, ScatterOp, AtomicAddOp, ScatterAddOp,
-                AtomicRMWOp, ScatterRMWOp>(x))
+                AtomicRMWOp, ScatterRMWOp, AtomicCASOp>(x))
           accesses = true;
         else if (auto me = dyn_cast<MemoryEffectOpInterface>(x))
           accesses |= me.hasEffect<MemoryEffects::Read>() ||

@@ -355,10 +355,12 @@ private:
                                 RankedTensorType tileType, Attribute padding,
                                 bool isStore);
   /// kiln.atomic_add / atomic_rmw, or kiln.scatter_add / scatter_rmw
-  /// (`indices` set: dimension 0 is the row each index names).
+  /// (`indices` set: dimension 0 is the row each index names); with `cmp`,
+  /// kiln.atomic_cas (a compare and swap of each element).
   LogicalResult lowerAtomicAdd(Operation *op, Value value, Value view,
                                Value indices, ValueRange offsets, Value old,
-                               AtomicKind kind = AtomicKind::add);
+                               AtomicKind kind = AtomicKind::add,
+                               Value cmp = Value());
   LogicalResult lowerElementwise(Operation *op);
   // Elementwise fusion: an elementwise op whose only user is an elementwise
   // op of the same shape in the same block, or a splat or broadcast whose

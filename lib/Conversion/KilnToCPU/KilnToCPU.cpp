@@ -21,6 +21,7 @@
 #include "kiln/Conversion/Passes.h"
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
 
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Matchers.h"
@@ -599,7 +600,7 @@ LogicalResult KernelLowering::lowerViewAccess(
 LogicalResult KernelLowering::lowerAtomicAdd(Operation *op, Value value,
                                              Value view, Value indices,
                                              ValueRange offsets, Value old,
-                                             AtomicKind atomicKind) {
+                                             AtomicKind atomicKind, Value cmp) {
   auto it = views.find(view);
   if (it == views.end())
     return op->emitError(who() + ": the view must be made by a "
@@ -609,6 +610,13 @@ LogicalResult KernelLowering::lowerAtomicAdd(Operation *op, Value value,
   auto buf = bufferOf(value, op);
   if (failed(buf))
     return failure();
+  Value cmpBuf;
+  if (cmp) {
+    auto cb = bufferOf(cmp, op);
+    if (failed(cb))
+      return failure();
+    cmpBuf = *cb;
+  }
   // kiln.scatter_add: dimension 0 is the row its index tile names.
   Value idxBuf;
   if (indices) {
@@ -666,15 +674,47 @@ LogicalResult KernelLowering::lowerAtomicAdd(Operation *op, Value value,
     }
     Value v = memref::LoadOp::create(ib, *buf, idx);
     Location loc = op->getLoc();
+    // The atomic: an RMW of its kind, or (cmp) a compare and swap: one
+    // `llvm.cmpxchg` at the element's address, on the bits (cmpxchg takes
+    // integers; floats compare bit for bit).
+    auto emit = [&](OpBuilder &tb) -> Value {
+      if (!cmpBuf)
+        return memref::AtomicRMWOp::create(tb, loc, kind, v, vi.memref, viewIdx);
+      ImplicitLocOpBuilder xb(loc, tb);
+      Value c = memref::LoadOp::create(xb, cmpBuf, idx);
+      auto meta = memref::ExtractStridedMetadataOp::create(xb, vi.memref);
+      Value lin = meta.getOffset();
+      for (auto [d, i] : llvm::enumerate(viewIdx))
+        lin = arith::AddIOp::create(
+            xb, lin, arith::MulIOp::create(xb, i, meta.getStrides()[d]));
+      unsigned bits = elt.getIntOrFloatBitWidth();
+      Value addr = arith::AddIOp::create(
+          xb, memref::ExtractAlignedPointerAsIndexOp::create(xb, vi.memref),
+          arith::MulIOp::create(xb, lin, cIdx(xb, bits / 8)));
+      Type it = xb.getIntegerType(bits);
+      auto asInt = [&](Value x) -> Value {
+        return isa<FloatType>(elt) ? arith::BitcastOp::create(xb, it, x).getResult() : x;
+      };
+      // (GPU: relaxed at GPU scope, like the other atomics, which the fences
+      // around the op order; x86's lock cmpxchg is sequentially consistent.)
+      auto order = simt ? LLVM::AtomicOrdering::monotonic : LLVM::AtomicOrdering::seq_cst;
+      auto cas = LLVM::AtomicCmpXchgOp::create(xb, pointerAt(xb, addr, 0), asInt(c),
+                                               asInt(v), order, order);
+      if (simt)
+        cas.setSyncscope(StringRef("device"));
+      Value read = LLVM::ExtractValueOp::create(xb, cas, ArrayRef<int64_t>{0});
+      return isa<FloatType>(elt) ? arith::BitcastOp::create(xb, elt, read).getResult()
+                                 : read;
+    };
     if (!oldBuf) {
       auto ifOp = scf::IfOp::create(ib, TypeRange{}, valid, false);
       OpBuilder tb = ifOp.getThenBodyBuilder();
-      memref::AtomicRMWOp::create(tb, loc, kind, v, vi.memref, viewIdx);
+      emit(tb);
       return;
     }
     auto ifOp = scf::IfOp::create(ib, TypeRange{elt}, valid, true);
     OpBuilder tb = ifOp.getThenBodyBuilder();
-    Value read = memref::AtomicRMWOp::create(tb, loc, kind, v, vi.memref, viewIdx);
+    Value read = emit(tb);
     scf::YieldOp::create(tb, loc, read);
     OpBuilder eb = ifOp.getElseBodyBuilder();
     scf::YieldOp::create(
@@ -2274,6 +2314,10 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
   if (auto rmw = dyn_cast<AtomicRMWOp>(op))
     return lowerAtomicAdd(op, rmw.getValue(), rmw.getView(), Value(),
                           rmw.getOffsets(), rmw.getOld(), rmw.getKind());
+  if (auto cas = dyn_cast<AtomicCASOp>(op))
+    return lowerAtomicAdd(op, cas.getValue(), cas.getView(), Value(),
+                          cas.getOffsets(), cas.getOld(), AtomicKind::xchg,
+                          cas.getCmp());
   if (auto rmw = dyn_cast<ScatterRMWOp>(op))
     return lowerAtomicAdd(op, rmw.getValue(), rmw.getView(), rmw.getIndices(),
                           rmw.getOffsets(), rmw.getOld(), rmw.getKind());

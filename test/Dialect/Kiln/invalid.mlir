@@ -472,6 +472,14 @@ func.func @f(%v: !kiln.view<1xf32>, %t: tensor<4xf32>, %i: tensor<5xi32>) {
 
 // -----
 
+func.func @f(%v: !kiln.view<1xf16>, %t: tensor<4xf16>, %i: index) {
+  // expected-error @+1 {{'kiln.atomic_cas' op supports f32, f64, i32 and i64 elements, got 'f16'}}
+  %o = kiln.atomic_cas %t, %t, %v[%i] : tensor<4xf16> -> !kiln.view<1xf16>
+  return
+}
+
+// -----
+
 func.func @f(%v: !kiln.view<1xf32>, %t: tensor<4xf32>, %i: index) {
   // expected-error @+1 {{'kiln.atomic_rmw' op 'and' supports i32 and i64 elements, got 'f32'}}
   %o = kiln.atomic_rmw and %t, %v[%i] : tensor<4xf32> -> !kiln.view<1xf32>

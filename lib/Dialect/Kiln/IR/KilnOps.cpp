@@ -463,6 +463,15 @@ LogicalResult AtomicRMWOp::verify() {
   return verifyAtomicKind(*this, getKind(), getValue().getType().getElementType());
 }
 
+LogicalResult AtomicCASOp::verify() {
+  if (failed(verifyViewAccess(*this, getView().getType(), getOffsets().size(),
+                              getValue().getType(), std::nullopt)))
+    return failure();
+  // (The elements an exchange takes: 32 and 64 bits.)
+  return verifyAtomicKind(*this, AtomicKind::xchg,
+                          getValue().getType().getElementType());
+}
+
 LogicalResult AtomicAddOp::verify() {
   if (failed(verifyViewAccess(*this, getView().getType(), getOffsets().size(),
                               getValue().getType(), std::nullopt)))
