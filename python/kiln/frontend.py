@@ -3189,6 +3189,60 @@ class CodeGen(ast.NodeVisitor):
     def builtin_exp(self, x):
         return self.float_unary("exp", x)
 
+    def builtin_fma(self, x, y, z):
+        """x * y + z rounded once (math.fma: the targets' fused multiply-add)."""
+        x, y, z = (self.to_tile(v.value if isinstance(v, kl.constexpr) else v) for v in (x, y, z))
+        x, y = self.unify(x, y)
+        x, z = self.unify(x, z)
+        x, y = self.unify(x, y)
+        if not x.dtype.is_float:
+            raise KilnError(f"fma takes floats, got {x.dtype.name}")
+        shape = broadcast_shapes(broadcast_shapes(x.shape, y.shape), z.shape)
+        x, y, z = (self.broadcast_to(v, shape) for v in (x, y, z))
+        return Tile(self.b.fma(x.value, y.value, z.value), x.dtype, shape)
+
+    def builtin_div_rn(self, x, y):
+        return self.binop(ast.Div(), x, y)  # (IEEE division rounds to nearest)
+
+    def builtin_fdiv(self, x, y, ieee_rounding=False):
+        return self.binop(ast.Div(), x, y)
+
+    def builtin_sqrt_rn(self, x):
+        return self.builtin_sqrt(x)  # (IEEE sqrt rounds to nearest)
+
+    def builtin_histogram(self, input, num_bins, mask=None):
+        """Triton's: int32 counts of the values 0 .. num_bins - 1 in an
+        integer tile (values outside are not counted; with `mask`, only the
+        elements it keeps): a comparison against every bin and a sum."""
+        num_bins = self.const_int(num_bins, "num_bins")
+        x = self.to_tile(input)
+        if not x.dtype.is_int() or x.dtype is kl.int1 or x.is_scalar or len(x.shape) != 1:
+            raise KilnError("histogram takes a 1-D integer tile")
+        if not 1 <= num_bins <= 1 << 16:
+            raise KilnError(f"histogram: num_bins must be in [1, 65536], got {num_bins}")
+        bins = self.builtin_arange(0, num_bins)
+        hit = self.compare(ast.Eq(), self.builtin_expand_dims(x, 1),
+                           self.builtin_expand_dims(self.cast(bins, x.dtype), 0))
+        if mask is not None:
+            m = self.to_tile(mask)
+            hit = self.binop(ast.BitAnd(), hit, self.builtin_expand_dims(
+                self.broadcast_to(m, x.shape), 1))
+        ones = self.where(hit, 1, 0)
+        return self.builtin_sum(self.cast(ones, kl.int32), axis=0)
+
+    def builtin_swizzle2d(self, i, j, size_i, size_j, size_g):
+        """Triton's: the row-major index (i, j) of a size_i x size_j grid,
+        renumbered column-major in groups of size_g rows."""
+        ij = self.binop(ast.Add(), self.binop(ast.Mult(), i, size_j), j)
+        size_gj = self.binop(ast.Mult(), size_g, size_j)
+        group_id = self.binop(ast.FloorDiv(), ij, size_gj)
+        off_i = self.binop(ast.Mult(), group_id, size_g)
+        size_g = self.builtin_minimum(self.binop(ast.Sub(), size_i, off_i), size_g)
+        ij = self.binop(ast.Mod(), ij, size_gj)
+        new_i = self.binop(ast.Add(), off_i, self.binop(ast.Mod(), ij, size_g))
+        new_j = self.binop(ast.FloorDiv(), ij, size_g)
+        return new_i, new_j
+
     def builtin_exp2(self, x):
         return self.float_unary("exp2", x)
 

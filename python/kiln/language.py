@@ -22,7 +22,8 @@ __all__ = [
     "reduce", "multiple_of", "max_contiguous", "max_constancy", "debug_barrier",
     "static_range", "zeros_like", "clamp", "permute", "ravel", "view",
     "make_block_ptr", "advance", "atomic_max", "atomic_min", "atomic_xchg",
-    "atomic_and", "atomic_or", "atomic_xor", "atomic_cas", "assume", "make_tensor_descriptor",
+    "atomic_and", "atomic_or", "atomic_xor", "atomic_cas", "assume", "fma", "histogram",
+    "swizzle2d", "math", "make_tensor_descriptor",
     "load_tensor_descriptor", "store_tensor_descriptor",
 ]
 
@@ -573,3 +574,45 @@ def range(*args, overlap=False, num_stages=None, loop_unroll_factor=None,  # noq
     (`num_stages`, `loop_unroll_factor`, `warp_specialize`,
     `disallow_acc_multi_buffer`, `flatten`) are checked and otherwise unused:
     the pipelining depth is the launch's num_stages."""
+
+
+@builtin
+def fma(x, y, z):
+    """x * y + z with one rounding (the targets' fused multiply-add)."""
+
+
+@builtin
+def div_rn(x, y):
+    """x / y rounded to nearest (IEEE division, as `/`)."""
+
+
+@builtin
+def fdiv(x, y, ieee_rounding=False):
+    """x / y (Kiln's division is IEEE's on every target)."""
+
+
+@builtin
+def sqrt_rn(x):
+    """sqrt(x) rounded to nearest (IEEE, as kl.sqrt)."""
+
+
+@builtin
+def histogram(input, num_bins, mask=None):
+    """Triton's: int32 counts of the values 0 .. num_bins - 1 in a 1-D integer
+    tile (values outside are not counted; with `mask`, only kept elements)."""
+
+
+@builtin
+def swizzle2d(i, j, size_i, size_j, size_g):
+    """Triton's: (i, j) of a size_i x size_j grid renumbered column-major in
+    groups of size_g rows (an L2-friendly program order); returns (i, j)."""
+
+
+import types as _types  # noqa: E402
+
+# Triton's tl.math: the same functions under the names Triton code calls
+# (`tl.math.exp2(x)` ports as `kl.math.exp2(x)`).
+math = _types.SimpleNamespace(
+    abs=abs, ceil=ceil, cos=cos, div_rn=div_rn, erf=erf, exp=exp, exp2=exp2, fdiv=fdiv,
+    floor=floor, fma=fma, log=log, log2=log2, rsqrt=rsqrt, sin=sin, sqrt=sqrt,
+    sqrt_rn=sqrt_rn, sigmoid=sigmoid, tanh=tanh, cdiv=cdiv, maximum=maximum, minimum=minimum)

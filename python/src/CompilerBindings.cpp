@@ -528,6 +528,10 @@ void bindCompiler(py::module &m) {
            [](PyBuilder &p, Value c, Value t, Value f) {
              return p.make<arith::SelectOp>(c, t, f);
            })
+      .def("fma",
+           [](PyBuilder &p, Value a, Value b, Value c) {
+             return p.make<math::FmaOp>(a, b, c);
+           })
       .def("program_id",
            [](PyBuilder &p, int axis) {
              return p.make<kd::ProgramIdOp>(static_cast<kd::Axis>(axis));

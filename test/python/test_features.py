@@ -1565,6 +1565,48 @@ def test_atomic_cas(rng):
     compile_error(tile_on_scalar, "takes scalar cmp and val", np.zeros(4, np.int32))
 
 
+def test_math_namespace_fma_histogram_swizzle2d(rng):
+    @kiln.jit
+    def mathy(x, y, z, o, h, ij, n, B: kl.constexpr, NB: kl.constexpr):
+        offs = kl.arange(0, B)
+        m = offs < n
+        a = kl.load(x + offs, mask=m, other=1.0)
+        b = kl.load(y + offs, mask=m, other=1.0)
+        c = kl.load(z + offs, mask=m, other=1.0)
+        r = kl.math.fma(a, b, c) + kl.math.exp2(kl.math.log2(kl.math.abs(a))) \
+            + kl.math.div_rn(b, 2.0) + kl.math.sqrt_rn(kl.math.abs(c))
+        kl.store(o + offs, r, mask=m)
+        ids = kl.where(m, (kl.math.floor(kl.math.abs(a) * 3.0)).to(kl.int32), 99)
+        kl.store(h + kl.arange(0, NB), kl.histogram(ids, NB, mask=m))
+        i, j = kl.swizzle2d(kl.program_id(0) // 5, kl.program_id(0) % 5, 7, 5, 3)
+        kl.store(ij + kl.program_id(0) * 2, i)
+        kl.store(ij + kl.program_id(0) * 2 + 1, j)
+
+    n, B, NB = 50, 64, 8
+    x, y, z = (rng.standard_normal(n).astype(np.float32) for _ in range(3))
+    o = np.full(n, np.nan, np.float32)
+    h = np.full(NB, -1, np.int32)
+    ij = np.full(70, -1, np.int32)
+    mathy[(35,)](x, y, z, o, h, ij, n, B=B, NB=NB)
+    xd, yd, zd = (v.astype(np.float64) for v in (x, y, z))
+    ref = (xd * yd + zd) + np.abs(xd) + yd / 2 + np.sqrt(np.abs(zd))
+    assert_close(o, ref, 1e-5, 1e-5)
+    ids = np.floor(np.abs(x) * np.float32(3.0)).astype(np.int64)
+    assert (h == np.bincount(ids[ids < NB], minlength=NB)[:NB]).all()
+    # Triton's swizzle2d on a 7 x 5 grid in groups of 3 rows.
+    want = []
+    for p in range(35):
+        i_, j_ = p // 5, p % 5
+        ij_ = i_ * 5 + j_
+        g = ij_ // 15
+        off = g * 3
+        sg = min(7 - off, 3)
+        ij_ %= 15
+        want += [off + ij_ % sg, ij_ // sg]
+    assert (ij == np.array(want)).all()
+    assert "math.fma" in mathy.ir("kiln")
+
+
 def test_block_pointer_errors():
     def compile_error(body, match, *args):
         with pytest.raises(kiln.CompilationError, match=match):
