@@ -506,6 +506,69 @@ for causal in (False, True):
           1e-3, 1e-3)
 
 
+# The Python examples (examples/python/*.py, @kiln.jit kernels; the MLIR ones
+# ran above), recorded the same way, at ragged sizes.
+import block_sparse_attention as bsa_ex  # noqa: E402
+import flash_attention as fa_ex  # noqa: E402
+import layernorm as ln_ex  # noqa: E402
+import matmul as mm_ex  # noqa: E402
+import softmax as sm_ex  # noqa: E402
+import vector_add as va_ex  # noqa: E402
+
+
+def py_example(name, kernel, grid, args, kw):
+    """Launches an example kernel from its bundle (recorded through warmup)."""
+    launch(port_bundle("pyex-" + name, kernel, grid, args, kw), grid, port_values(args))
+
+
+n = 100_003
+x, y = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+out = poisoned(n)
+py_example("vector_add", va_ex.add_kernel, (cdiv(n, 1024),), (x, y, out, n), dict(BLOCK=1024))
+check("python example vector_add", out, x.astype(np.float64) + y, 1e-6, 1e-6)
+
+m, k = 37, 1000
+xs = (rng.standard_normal((m, k)) * 4).astype(np.float32)
+out = poisoned((m, k))
+py_example("softmax", sm_ex.softmax_kernel, (m,), (xs, out, k),
+           dict(BLOCK=sm_ex.next_pow2(k)))
+check("python example softmax", out, sm_ex.reference(xs), 1e-4, 1e-6)
+
+w, b = rng.standard_normal(k).astype(np.float32), rng.standard_normal(k).astype(np.float32)
+out = poisoned((m, k))
+py_example("layernorm", ln_ex.layernorm_kernel, (m,), (xs, w, b, out, k, 1e-5),
+           dict(BLOCK=256))
+check("python example layernorm", out, ln_ex.reference(xs, w, b), 1e-4, 1e-4)
+
+M, N, K = 200, 130, 300
+a, bm = rng.standard_normal((M, K)).astype(np.float32), rng.standard_normal((K, N)).astype(np.float32)
+c = poisoned((M, N))
+# (The example autotunes; one of its configurations here.)
+py_example("matmul", mm_ex.matmul_kernel.fn, (cdiv(N, 64), cdiv(M, 64)), (a, bm, c, M, N, K),
+           dict(BM=64, BN=64, BK=64))
+check("python example matmul", c, a.astype(np.float64) @ bm, 1e-4, 1e-3)
+
+heads, seq, d = 2, 150, 64
+q, k_, v = (rng.standard_normal((heads, seq, d)).astype(np.float32) for _ in range(3))
+for causal in (False, True):
+    out = poisoned((heads, seq, d))
+    py_example("flash_attention" + ("-causal" if causal else ""), fa_ex.attention_kernel,
+               (cdiv(seq, 64), heads), (q, k_, v, out, seq, 1.0 / np.sqrt(d)),
+               dict(CAUSAL=causal, D=d, BM=64, BN=64))
+    check(f"python example flash_attention{' causal' if causal else ''}", out,
+          fa_ex.reference(q, k_, v, causal), 1e-4, 1e-5)
+
+kv_num, kv_idx = bsa_ex.random_block_mask(heads, seq, density=0.5, seed=7)
+out, lse = poisoned((heads, seq, d)), poisoned((heads, seq))
+nqb = cdiv(seq, 64)
+py_example("block_sparse_attention", bsa_ex.bsa_kernel, (nqb, heads),
+           (q, k_, v, out, lse, kv_num, kv_idx, seq, nqb, kv_idx.shape[-1], 1.0 / np.sqrt(d)),
+           dict(D=d, BLOCK=64))
+ro, rl = bsa_ex.reference(q, k_, v, kv_num, kv_idx)
+check("python example block_sparse_attention", out, ro, 1e-4, 1e-5)
+check("python example block_sparse_attention lse", lse, rl, 1e-5, 1e-5)
+
+
 section("ops")
 
 
