@@ -814,8 +814,8 @@ class CodeGen(ast.NodeVisitor):
         elif len(args) == 2:
             args = [args[0], args[1], 1]
         step_value = args[2].value if isinstance(args[2], kl.constexpr) else args[2]
-        if isinstance(step_value, int) and step_value <= 0:
-            raise KilnError("range() step must be positive in kernels")
+        if isinstance(step_value, int) and step_value == 0:
+            raise KilnError("range() step must not be zero")
         bounds = []
         for a in args:
             t = self.to_tile(a)
@@ -827,7 +827,8 @@ class CodeGen(ast.NodeVisitor):
         # len(range(lb, ub, step)) = max(0, cdiv(ub - lb, step)), and
         # i = lb + t * step. A zero step runs no iterations (Python raises
         # ValueError; a kernel cannot).
-        runtime_step = isinstance(step_value, Tile)
+        # (A negative constant step, `range(K, 0, -BK)`, counts the same way.)
+        runtime_step = isinstance(step_value, Tile) or step_value < 0
         if runtime_step:
             lb64, ub64, st64 = bounds
             zero_step = self.compare(ast.Eq(), st64, 0)

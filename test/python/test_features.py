@@ -1607,6 +1607,33 @@ def test_math_namespace_fma_histogram_swizzle2d(rng):
     assert "math.fma" in mathy.ir("kiln")
 
 
+def test_range_with_negative_constant_step(rng):
+    # Older Triton matmuls walk K down: `for k in range(K, 0, -BLOCK_K)`.
+    @kiln.jit
+    def down(x, o, n, B: kl.constexpr):
+        acc = kl.zeros((B,), kl.float32)
+        offs = kl.arange(0, B)
+        for k in range(n, 0, -B):
+            acc += kl.load(x + (n - k) + offs, mask=(n - k) + offs < n, other=0.0)
+        for j in range(10, 0, -3):  # 10, 7, 4, 1
+            acc += j
+        kl.store(o + offs, acc)
+
+    x = rng.standard_normal(200).astype(np.float32)
+    o = np.full(16, np.nan, np.float32)
+    down[(1,)](x, o, 200, B=16)
+    ref = np.pad(x, (0, 8)).reshape(-1, 16)[:13].astype(np.float64).sum(0) + 22
+    assert_close(o, ref, 1e-5, 1e-5)
+
+    @kiln.jit
+    def zero(x):
+        for k in range(0, 4, 0):
+            kl.store(x + k, 1.0)
+
+    with pytest.raises(kiln.CompilationError, match="step must not be zero"):
+        zero[(1,)](np.zeros(4, np.float32))
+
+
 def test_block_pointer_errors():
     def compile_error(body, match, *args):
         with pytest.raises(kiln.CompilationError, match=match):
