@@ -3231,6 +3231,53 @@ class CodeGen(ast.NodeVisitor):
         ones = self.where(hit, 1, 0)
         return self.builtin_sum(self.cast(ones, kl.int32), axis=0)
 
+    def builtin_join(self, a, b):
+        """Triton's: a and b (broadcast together) side by side in a new
+        last dimension of 2: a select, exact for every value."""
+        a, b = self.unify(self.to_tile(a), self.to_tile(b))
+        shape = broadcast_shapes(a.shape, b.shape)
+        a, b = self.broadcast_to(a, shape), self.broadcast_to(b, shape)
+        out = shape + (2,)
+        ea = self.broadcast_to(self.builtin_expand_dims(a, len(shape)), out)
+        eb = self.broadcast_to(self.builtin_expand_dims(b, len(shape)), out)
+        idx = self.builtin_arange(0, 2)
+        if shape:
+            idx = self.builtin_reshape(idx, (1,) * len(shape) + (2,))
+        first = self.broadcast_to(self.compare(ast.Eq(), idx, 0), out)
+        return self.where(first, ea, eb)
+
+    def builtin_split(self, a):
+        """Triton's: the two halves of a last dimension of 2, each a max over
+        that dimension against the identity (-inf, the type's least integer,
+        False): exact for every value (-0.0 and NaN included)."""
+        a = self.to_tile(a)
+        if not a.shape or a.shape[-1] != 2:
+            raise KilnError(f"split takes a tile whose last dimension is 2, got shape {a.shape}")
+        if a.dtype.is_float:
+            ident = float("-inf")
+        elif a.dtype is kl.int1:
+            ident = False
+        else:
+            ident = -(1 << (a.dtype.bits - 1))
+        rank = len(a.shape)
+        idx = self.builtin_arange(0, 2)
+        if rank > 1:
+            idx = self.builtin_reshape(idx, (1,) * (rank - 1) + (2,))
+        halves = []
+        for k in (0, 1):
+            keep = self.broadcast_to(self.compare(ast.Eq(), idx, k), a.shape)
+            pad = self.broadcast_to(self.cast(self.to_tile(ident, a), a.dtype), a.shape)
+            halves.append(self.builtin_max(self.where(keep, a, pad), axis=rank - 1))
+        return tuple(halves)
+
+    def builtin_interleave(self, a, b):
+        """Triton's: a and b's elements alternating along the last
+        dimension (join, then that dimension and the new one merged)."""
+        j = self.builtin_join(a, b)
+        if len(j.shape) == 1:
+            return j
+        return self.builtin_reshape(j, j.shape[:-2] + (j.shape[-2] * 2,))
+
     def builtin_swizzle2d(self, i, j, size_i, size_j, size_g):
         """Triton's: the row-major index (i, j) of a size_i x size_j grid,
         renumbered column-major in groups of size_g rows."""

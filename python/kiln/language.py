@@ -23,7 +23,7 @@ __all__ = [
     "static_range", "zeros_like", "clamp", "permute", "ravel", "view",
     "make_block_ptr", "advance", "atomic_max", "atomic_min", "atomic_xchg",
     "atomic_and", "atomic_or", "atomic_xor", "atomic_cas", "assume", "fma", "histogram",
-    "swizzle2d", "math", "make_tensor_descriptor",
+    "swizzle2d", "math", "join", "split", "interleave", "make_tensor_descriptor",
     "load_tensor_descriptor", "store_tensor_descriptor",
 ]
 
@@ -600,6 +600,21 @@ def sqrt_rn(x):
 def histogram(input, num_bins, mask=None):
     """Triton's: int32 counts of the values 0 .. num_bins - 1 in a 1-D integer
     tile (values outside are not counted; with `mask`, only kept elements)."""
+
+
+@builtin
+def join(a, b):
+    """Triton's: a and b side by side in a new last dimension of 2."""
+
+
+@builtin
+def split(a):
+    """Triton's: the two halves (a[..., 0], a[..., 1]) of a last dimension of 2."""
+
+
+@builtin
+def interleave(a, b):
+    """Triton's: a and b's elements alternating along the last dimension."""
 
 
 @builtin

@@ -1634,6 +1634,41 @@ def test_range_with_negative_constant_step(rng):
         zero[(1,)](np.zeros(4, np.float32))
 
 
+def test_join_split_interleave(rng):
+    @kiln.jit
+    def jsi(x, y, o, p, q, B: kl.constexpr):
+        offs = kl.arange(0, B)
+        a = kl.load(x + offs)
+        b = kl.load(y + offs)
+        j = kl.join(a, b)                       # (B, 2)
+        lo, hi = kl.split(j)                    # exact: a, b again
+        r = kl.arange(0, 2)
+        kl.store(o + offs[:, None] * 2 + r[None, :], j)
+        kl.store(p + offs, lo)
+        kl.store(p + B + offs, hi)
+        kl.store(q + kl.arange(0, 2 * B), kl.interleave(a, b))
+
+    B = 16
+    x = rng.standard_normal(B).astype(np.float32)
+    x[:3] = [-0.0, np.nan, np.inf]
+    y = rng.standard_normal(B).astype(np.float32)
+    o, p, q = (np.full((B, 2), 7.0, np.float32), np.full(2 * B, 7.0, np.float32),
+               np.full(2 * B, 7.0, np.float32))
+    jsi[(1,)](x, y, o, p, q, B=B)
+    assert (o.view(np.int32) == np.stack([x, y], 1).view(np.int32)).all()
+    assert (q.view(np.int32) == np.stack([x, y], 1).reshape(-1).view(np.int32)).all()
+    # split gives back both halves bit for bit (-0.0, NaN and inf included).
+    assert (p.view(np.int32) == np.concatenate([x, y]).view(np.int32)).all()
+
+    @kiln.jit
+    def bad(x):
+        a, b = kl.split(kl.arange(0, 4))
+        kl.store(x, a)
+
+    with pytest.raises(kiln.CompilationError, match="last dimension is 2"):
+        bad[(1,)](np.zeros(4, np.int32))
+
+
 def test_block_pointer_errors():
     def compile_error(body, match, *args):
         with pytest.raises(kiln.CompilationError, match=match):
