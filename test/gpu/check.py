@@ -568,6 +568,31 @@ ro, rl = bsa_ex.reference(q, k_, v, kv_num, kv_idx)
 check("python example block_sparse_attention", out, ro, 1e-4, 1e-5)
 check("python example block_sparse_attention lse", lse, rl, 1e-5, 1e-5)
 
+# Triton's layer-norm tutorial: forward, and backward whose programs take
+# spin locks (kl.atomic_cas) to add their partial dw / db into 8 groups.
+import triton_layernorm as tln_ex  # noqa: E402
+M, N = 130, 1000
+x = rng.standard_normal((M, N)).astype(np.float32)
+w, b = rng.standard_normal(N).astype(np.float32), rng.standard_normal(N).astype(np.float32)
+dy = rng.standard_normal((M, N)).astype(np.float32)
+y, mean, rstd = poisoned((M, N)), poisoned(M), poisoned(M)
+py_example("triton_layernorm-fwd", tln_ex._layer_norm_fwd_fused, (M,),
+           (x, y, w, b, mean, rstd, N, N, 1e-5), dict(BLOCK_SIZE=256))
+locks = np.zeros(16, np.int32)
+dw_part, db_part = np.zeros((8, N), np.float32), np.zeros((8, N), np.float32)
+dx = poisoned((M, N))
+py_example("triton_layernorm-bwd-dx", tln_ex._layer_norm_bwd_dx_fused, (M,),
+           (dx, dy, dw_part, db_part, x, w, mean, rstd, locks, N, N),
+           dict(GROUP_SIZE_M=8, BLOCK_SIZE_N=tln_ex.next_pow2(N)))
+dw, db = poisoned(N), poisoned(N)
+py_example("triton_layernorm-bwd-dwdb", tln_ex._layer_norm_bwd_dwdb, (cdiv(N, 64),),
+           (dw_part, db_part, dw, db, 8, N), dict(BLOCK_SIZE_M=32, BLOCK_SIZE_N=64))
+ry, rdx, rdw, rdb = tln_ex.reference(x, w, b, dy)
+check("Triton tutorial layer norm forward", y, ry, 1e-4, 1e-4)
+check("Triton tutorial layer norm dx", dx, rdx, 1e-4, 1e-3)
+check("Triton tutorial layer norm dw (locked partial sums)", dw, rdw, 1e-4, 1e-2)
+check("Triton tutorial layer norm db (locked partial sums)", db, rdb, 1e-4, 1e-2)
+
 
 section("ops")
 
