@@ -3270,6 +3270,95 @@ class CodeGen(ast.NodeVisitor):
             halves.append(self.builtin_max(self.where(keep, a, pad), axis=rank - 1))
         return tuple(halves)
 
+    def pair_halves(self, x, axis):
+        """x's two halves along `axis` (of size 2), that axis dropped: each
+        a max over it against the identity (exact, as split)."""
+        rank = len(x.shape)
+        if x.dtype.is_float:
+            ident = float("-inf")
+        elif x.dtype is kl.int1:
+            ident = False
+        else:
+            ident = -(1 << (x.dtype.bits - 1))
+        idx = self.builtin_reshape(self.builtin_arange(0, 2),
+                                   tuple(2 if d == axis else 1 for d in range(rank)))
+        pad = self.broadcast_to(self.cast(self.to_tile(ident, x), x.dtype), x.shape)
+        return tuple(self.builtin_max(self.where(self.broadcast_to(
+            self.compare(ast.Eq(), idx, k), x.shape), x, pad), axis=axis) for k in (0, 1))
+
+    def pair_join(self, a, b, axis):
+        """a and b as the two halves of a new axis `axis` of size 2 (a select)."""
+        shape = a.shape[:axis] + (2,) + a.shape[axis:]
+        idx = self.builtin_reshape(self.builtin_arange(0, 2),
+                                   tuple(2 if d == axis else 1 for d in range(len(shape))))
+        first = self.broadcast_to(self.compare(ast.Eq(), idx, 0), shape)
+        return self.where(first, self.broadcast_to(self.builtin_expand_dims(a, axis), shape),
+                          self.broadcast_to(self.builtin_expand_dims(b, axis), shape))
+
+    def last_dim_pow2(self, x, what):
+        x = self.to_tile(x)
+        if x.is_scalar:
+            raise KilnError(f"{what} takes a tile")
+        n = x.shape[-1]
+        if n & (n - 1):
+            raise KilnError(f"{what} works along the last dimension, whose size must be a "
+                            f"power of two, got {x.shape}")
+        return x, n
+
+    def builtin_flip(self, x, dim=None):
+        """Triton's: x reversed along its last dimension (a power of two):
+        log2(n) exchanges of halves, exact."""
+        x, n = self.last_dim_pow2(x, "flip")
+        if dim is not None and self.const_int(dim, "dim") not in (-1, len(x.shape) - 1):
+            raise KilnError("flip works along the last dimension")
+        lead = x.shape[:-1]
+        j = n // 2
+        while j >= 1:
+            t = self.builtin_reshape(x, lead + (n // (2 * j), 2, j))
+            lo, hi = self.pair_halves(t, len(lead) + 1)
+            x = self.builtin_reshape(self.pair_join(hi, lo, len(lead) + 1), lead + (n,))
+            j //= 2
+        return x
+
+    def builtin_sort(self, x, dim=None, descending=False):
+        """Triton's: x sorted along its last dimension (a power of two) by a
+        bitonic network of compare-exchanges; a permutation of the values
+        (NaNs compare false, so they stay where the network leaves them)."""
+        x, n = self.last_dim_pow2(x, "sort")
+        if dim is not None and self.const_int(dim, "dim") not in (-1, len(x.shape) - 1):
+            raise KilnError("sort works along the last dimension")
+        if isinstance(descending, kl.constexpr):
+            descending = descending.value
+        if not isinstance(descending, bool):
+            raise KilnError("sort(descending=...) must be a compile-time bool")
+        lead = x.shape[:-1]
+        size = 2
+        while size <= n:
+            j = size // 2
+            while j >= 1:
+                blocks = n // (2 * j)
+                t = self.builtin_reshape(x, lead + (blocks, 2, j))
+                lo, hi = self.pair_halves(t, len(lead) + 1)
+                # Block b's elements start at b * 2j: they sort up where
+                # (b * 2j) // size is even (down for the last merge when
+                # descending), else down.
+                b = self.builtin_arange(0, blocks)
+                up = self.compare(ast.Eq(), self.binop(ast.Mod(), self.binop(
+                    ast.FloorDiv(), self.binop(ast.Mult(), b, 2 * j), size), 2), 0)
+                if descending:
+                    up = self.compare(ast.Eq(), up, False)
+                up = self.broadcast_to(self.builtin_reshape(
+                    up, (1,) * len(lead) + (blocks, 1)), lo.shape)
+                swap = self.where(up, self.compare(ast.Gt(), lo, hi),
+                                  self.compare(ast.Lt(), lo, hi))
+                first = self.where(swap, hi, lo)
+                second = self.where(swap, lo, hi)
+                x = self.builtin_reshape(self.pair_join(first, second, len(lead) + 1),
+                                         lead + (n,))
+                j //= 2
+            size *= 2
+        return x
+
     def builtin_interleave(self, a, b):
         """Triton's: a and b's elements alternating along the last
         dimension (join, then that dimension and the new one merged)."""

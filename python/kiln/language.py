@@ -23,7 +23,7 @@ __all__ = [
     "static_range", "zeros_like", "clamp", "permute", "ravel", "view",
     "make_block_ptr", "advance", "atomic_max", "atomic_min", "atomic_xchg",
     "atomic_and", "atomic_or", "atomic_xor", "atomic_cas", "assume", "fma", "histogram",
-    "swizzle2d", "math", "join", "split", "interleave", "make_tensor_descriptor",
+    "swizzle2d", "math", "join", "split", "interleave", "sort", "flip", "make_tensor_descriptor",
     "load_tensor_descriptor", "store_tensor_descriptor",
 ]
 
@@ -610,6 +610,17 @@ def join(a, b):
 @builtin
 def split(a):
     """Triton's: the two halves (a[..., 0], a[..., 1]) of a last dimension of 2."""
+
+
+@builtin
+def sort(x, dim=None, descending=False):
+    """Triton's: x sorted along its last dimension (a power of two), by a
+    bitonic network; a permutation of the values."""
+
+
+@builtin
+def flip(x, dim=None):
+    """Triton's: x reversed along its last dimension (a power of two)."""
 
 
 @builtin

@@ -1669,6 +1669,35 @@ def test_join_split_interleave(rng):
         bad[(1,)](np.zeros(4, np.int32))
 
 
+@kiln.jit
+def sort_rows(x, o, d, f, B: kl.constexpr, R: kl.constexpr):
+    offs = kl.arange(0, R)[:, None] * B + kl.arange(0, B)[None, :]
+    t = kl.load(x + offs)
+    kl.store(o + offs, kl.sort(t))
+    kl.store(d + offs, kl.sort(t, dim=1, descending=True))
+    kl.store(f + offs, kl.flip(t))
+
+
+def test_sort_and_flip(rng):
+    # Triton's tl.sort / tl.flip along the last dimension (a power of two): a
+    # bitonic network of compare-exchanges, exact permutations of the values.
+    for dtype in (np.float32, np.int32, np.int64):
+        R, B = 3, 32
+        x = (rng.standard_normal((R, B)) * 10).astype(dtype)
+        o, d, f = (np.full_like(x, 7) for _ in range(3))
+        sort_rows[(1,)](x, o, d, f, B=B, R=R)
+        assert (o == np.sort(x, 1)).all() and (d == np.sort(x, 1)[:, ::-1]).all()
+        assert (f == x[:, ::-1]).all()
+
+    @kiln.jit
+    def wrong_dim(x):
+        t = kl.reshape(kl.load(x + kl.arange(0, 8)), (2, 4))
+        kl.store(x + kl.arange(0, 8), kl.reshape(kl.sort(t, dim=0), (8,)))
+
+    with pytest.raises(kiln.CompilationError, match="sort works along the last dimension"):
+        wrong_dim[(1,)](np.zeros(8, np.float32))
+
+
 def test_block_pointer_errors():
     def compile_error(body, match, *args):
         with pytest.raises(kiln.CompilationError, match=match):
