@@ -1867,12 +1867,9 @@ class CodeGen(ast.NodeVisitor):
                         else self.index(o, "an offset"))
         if lead is None:
             lead = [(UNBOUNDED, 1, rest)]
-        for size, st, o in reversed(lead):
-            sizes.insert(0, self.b.constant(size, idx))
-            strs.insert(0, self.b.constant(st, idx) if isinstance(st, int)
-                        else self.index(st, "a stride"))
-            offs.insert(0, self.b.constant(o, idx) if isinstance(o, int)
-                        else self.index(o, "an offset"))
+        sizes[:0] = [self.b.constant(size, idx) for size, _, _ in lead]
+        strs[:0] = [self.index_value(st, "a stride") for _, st, _ in lead]
+        offs[:0] = [self.index_value(o, "an offset") for _, _, o in lead]
         # Rows along the unit stride: when the last dimension's stride is not
         # 1 but another's is (`k + offs_d[:, None] + offs_n[None, :] * D`, a
         # transposed key block), the view takes that dimension last, so its
@@ -2124,6 +2121,12 @@ class CodeGen(ast.NodeVisitor):
             return Tile(self.b.constant(v, self.ir_type(dtype, shape)), dtype, shape)
         return self.broadcast_to(self.cast(self.to_tile(value), dtype), shape)
 
+    def index_value(self, x, what):
+        """An index Value of an int (a constant) or an integer scalar Tile."""
+        if isinstance(x, int):
+            return self.b.constant(x, self.b.scalar_type("index"))
+        return self.index(x, what)
+
     def index(self, x, what):
         t = self.to_tile(x)
         if t.dtype.is_float or not t.is_scalar:
@@ -2190,6 +2193,12 @@ class CodeGen(ast.NodeVisitor):
         if not isinstance(volatile, bool):
             raise KilnError("volatile= must be a compile-time bool")
 
+    def block_offsets(self, bp):
+        """The view offsets of block pointer bp's block: its leading
+        dimensions' (bp.flat), then the block's."""
+        return [self.index_value(o, "an offset") for o in bp.flat] + \
+            [self.index(o, "a block offset") for o in bp.offsets]
+
     def block_access(self, bp, value, boundary_check, padding_option):
         """A load (value None) or store through a block pointer: a view
         access of the block at its offsets. Every dimension is bounded (a
@@ -2214,11 +2223,8 @@ class CodeGen(ast.NodeVisitor):
             if not dtype.is_float:
                 raise KilnError(f"padding_option='nan' needs float elements, not {dtype.name}")
             pad = float("nan")
-        offs = [self.index(o, "a block offset") for o in bp.offsets]
+        offs = self.block_offsets(bp)
         shape = bp.block_shape
-        for o in reversed(bp.flat):
-            offs.insert(0, self.b.constant(o, self.b.scalar_type("index")) if isinstance(o, int)
-                        else self.index(o, "an offset"))
         view, perm = bp.view.value, None
         if bp.swapped is not None:
             d, sv = bp.swapped
@@ -2280,10 +2286,8 @@ class CodeGen(ast.NodeVisitor):
             lead = self.lead_dims(base.offset)
             if lead is None or rank + len(lead) > 8:
                 lead = [(UNBOUNDED, 1, base.offset)]
-        for size, st, _ in reversed(lead):
-            sizes.insert(0, self.b.constant(size, idx))
-            strs.insert(0, self.b.constant(st, idx) if isinstance(st, int)
-                        else self.index(st, "a stride"))
+        sizes[:0] = [self.b.constant(size, idx) for size, _, _ in lead]
+        strs[:0] = [self.index_value(st, "a stride") for _, st, _ in lead]
         flat = tuple(o for _, _, o in lead)
         v = self.b.make_view(base.value, sizes, strs,
                              self.b.view_type(len(sizes), self.b.scalar_type(base.dtype.ir)))
@@ -2370,9 +2374,7 @@ class CodeGen(ast.NodeVisitor):
             value = value.value
         value = self.broadcast_to(self.cast(self.to_tile(value), bp.dtype), bp.block_shape)
         wide = (1,) * len(bp.flat) + bp.block_shape
-        idx = self.b.scalar_type("index")
-        offs = [self.b.constant(o, idx) if isinstance(o, int) else self.index(o, "an offset")
-                for o in bp.flat] + [self.index(o, "a block offset") for o in bp.offsets]
+        offs = self.block_offsets(bp)
         v = value.value if wide == bp.block_shape else self.b.reshape(
             value.value, self.ir_type(bp.dtype, wide))
         dtype = bp.dtype
@@ -2455,6 +2457,29 @@ class CodeGen(ast.NodeVisitor):
             raise KilnError("other= for a view load must be a compile-time number")
         v = self.b.load(view.value, offs, self.ir_type(view.dtype, shape), pad)
         return Tile(v, view.dtype, shape)
+
+    def view_layout(self, dtype, shape, lead, perm):
+        """A tile of `shape` as an origin_view / strided_view holds it: its
+        dimensions exchanged by `perm` (an involution, or None) when the
+        unit stride is not the last one's, after `lead` unit dimensions.
+        Returns (the view's tile shape, to_view(IR value), from_view(IR
+        value) -> Tile)."""
+        vshape = shape if perm is None else tuple(shape[i] for i in perm)
+        wide = (1,) * lead + vshape
+
+        def to_view(v):
+            if perm is not None:
+                v = self.b.trans(v, list(perm), self.ir_type(dtype, vshape))
+            return self.b.reshape(v, self.ir_type(dtype, wide)) if lead else v
+
+        def from_view(t):
+            if lead:
+                t = self.b.reshape(t, self.ir_type(dtype, vshape))
+            if perm is not None:
+                t = self.b.trans(t, list(perm), self.ir_type(dtype, shape))
+            return Tile(t, dtype, shape)
+
+        return wide, to_view, from_view
 
     def pointer_access(self, p: PointerTile, value, mask, other, atomic=None):
         """Loads (value is None) or stores through a tile of pointers; with
@@ -2540,26 +2565,7 @@ class CodeGen(ast.NodeVisitor):
                     sv = sv + (1, None)
             if sv is not None:
                 view, offs, lead, perm = sv
-                # The tile as the view holds it: its dimensions exchanged
-                # (perm, an involution) when the unit stride is not the last
-                # one's (origin_view), with `lead` unit dimensions before.
-                vshape = shape if perm is None else tuple(shape[i] for i in perm)
-                wide = (1,) * lead + vshape
-
-                def from_view(t):
-                    if lead:
-                        t = self.b.reshape(t, self.ir_type(dtype, vshape))
-                    if perm is not None:
-                        t = self.b.trans(t, list(perm), self.ir_type(dtype, shape))
-                    return Tile(t, dtype, shape)
-
-                def to_view(v):
-                    if perm is not None:
-                        v = self.b.trans(v, list(perm), self.ir_type(dtype, vshape))
-                    if lead:
-                        v = self.b.reshape(v, self.ir_type(dtype, wide))
-                    return v
-
+                wide, to_view, from_view = self.view_layout(dtype, shape, lead, perm)
                 if value is None:
                     return from_view(self.b.load(view, offs, self.ir_type(dtype, wide), pad))
                 v = to_view(value.value)
@@ -2820,21 +2826,8 @@ class CodeGen(ast.NodeVisitor):
             raise KilnError("atomic_cas takes a scalar pointer or ptr + offsets built from "
                             "aranges (a view); these offsets are gathered")
         view, offs, lead, perm = sv
-        vshape = shape if perm is None else tuple(shape[i] for i in perm)
-        wide = (1,) * lead + vshape
-
-        def to_view(t):
-            v = t.value
-            if perm is not None:
-                v = self.b.trans(v, list(perm), self.ir_type(dtype, vshape))
-            return self.b.reshape(v, self.ir_type(dtype, wide)) if lead else v
-
-        old = self.b.atomic_cas(to_view(cmp), to_view(val), view, offs)
-        if lead:
-            old = self.b.reshape(old, self.ir_type(dtype, vshape))
-        if perm is not None:
-            old = self.b.trans(old, list(perm), self.ir_type(dtype, shape))
-        return Tile(old, dtype, shape)
+        _, to_view, from_view = self.view_layout(dtype, shape, lead, perm)
+        return from_view(self.b.atomic_cas(to_view(cmp.value), to_view(val.value), view, offs))
 
     def view_atomic(self, kind, value, view, offs):
         if kind == "add":
@@ -3236,43 +3229,21 @@ class CodeGen(ast.NodeVisitor):
         last dimension of 2: a select, exact for every value."""
         a, b = self.unify(self.to_tile(a), self.to_tile(b))
         shape = broadcast_shapes(a.shape, b.shape)
-        a, b = self.broadcast_to(a, shape), self.broadcast_to(b, shape)
-        out = shape + (2,)
-        ea = self.broadcast_to(self.builtin_expand_dims(a, len(shape)), out)
-        eb = self.broadcast_to(self.builtin_expand_dims(b, len(shape)), out)
-        idx = self.builtin_arange(0, 2)
-        if shape:
-            idx = self.builtin_reshape(idx, (1,) * len(shape) + (2,))
-        first = self.broadcast_to(self.compare(ast.Eq(), idx, 0), out)
-        return self.where(first, ea, eb)
+        return self.pair_join(self.broadcast_to(a, shape), self.broadcast_to(b, shape),
+                              len(shape))
 
     def builtin_split(self, a):
-        """Triton's: the two halves of a last dimension of 2, each a max over
-        that dimension against the identity (-inf, the type's least integer,
-        False): exact for every value (-0.0 and NaN included)."""
+        """Triton's: the two halves of a last dimension of 2 (pair_halves:
+        exact for every value, -0.0 and NaN included)."""
         a = self.to_tile(a)
         if not a.shape or a.shape[-1] != 2:
             raise KilnError(f"split takes a tile whose last dimension is 2, got shape {a.shape}")
-        if a.dtype.is_float:
-            ident = float("-inf")
-        elif a.dtype is kl.int1:
-            ident = False
-        else:
-            ident = -(1 << (a.dtype.bits - 1))
-        rank = len(a.shape)
-        idx = self.builtin_arange(0, 2)
-        if rank > 1:
-            idx = self.builtin_reshape(idx, (1,) * (rank - 1) + (2,))
-        halves = []
-        for k in (0, 1):
-            keep = self.broadcast_to(self.compare(ast.Eq(), idx, k), a.shape)
-            pad = self.broadcast_to(self.cast(self.to_tile(ident, a), a.dtype), a.shape)
-            halves.append(self.builtin_max(self.where(keep, a, pad), axis=rank - 1))
-        return tuple(halves)
+        return self.pair_halves(a, len(a.shape) - 1)
 
     def pair_halves(self, x, axis):
         """x's two halves along `axis` (of size 2), that axis dropped: each
-        a max over it against the identity (exact, as split)."""
+        a max over it against the identity (-inf, the type's least integer,
+        False), which is exact for every value."""
         rank = len(x.shape)
         if x.dtype.is_float:
             ident = float("-inf")
