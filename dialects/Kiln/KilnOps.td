@@ -635,4 +635,63 @@ def Kiln_ScanOp : Kiln_Op<"scan", [Pure, AllTypesMatch<["src", "result"]>]> {
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Debugging
+//===----------------------------------------------------------------------===//
+
+def Kiln_AssertOp : Kiln_Op<"assert", [
+    MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "Fails the launch unless every element of a condition holds";
+  let description = [{
+    Checks that every element of `cond` (an `i1` tile, or an `i1` scalar) is
+    true. When one is not, the program stops there and the launch fails with
+    an error that names `message`, the op's location and the program: on the
+    CPU and the GPU emulator the launch returns `KILN_ERROR_ASSERT` (the
+    other programs of the grid may or may not have run); on an NVIDIA GPU the
+    failing threads call `__assertfail`, which prints the message and aborts
+    the kernel, and the CUDA context reports `CUDA_ERROR_ASSERT` from then
+    on, as any CUDA device-side assert.
+
+    This is Triton's `tl.device_assert`, which Kiln's front end emits only
+    for kernels compiled with `debug=True` (or `KILN_DEBUG=1`). The memory
+    effects keep it in place: loads and stores after it do not move above
+    it, so an assert guards the indices an access uses.
+
+    ```mlir
+    kiln.assert %in_range, "index out of range" : tensor<128xi1>
+    ```
+  }];
+  let arguments = (ins AnyTypeOf<[StaticShapeTensorOf<[I1]>, I1]>:$cond,
+                       StrAttr:$message);
+  let assemblyFormat = "$cond `,` $message attr-dict `:` type($cond)";
+}
+
+def Kiln_PrintOp : Kiln_Op<"print", [MemoryEffects<[MemWrite]>]> {
+  let summary = "Prints scalars and the elements of tiles from the kernel";
+  let description = [{
+    Prints each element of each operand on a line of its own, as
+
+        pid (x, y, z) idx (i, j) PREFIX VALUE
+
+    (`idx` is omitted for scalars; with more than one operand, `(operand k)`
+    follows the prefix). Floats print as `%.9g` (`%.17g` for f64: either
+    reads back as the same value), integers as signed decimals, `i1` as 0
+    or 1; with `hex`, every element prints as the hexadecimal bits of its
+    type. On the CPU each line is written with one `printf` (lines of concurrent programs
+    do not mix, but their order does), and stdout is flushed after the op;
+    on an NVIDIA GPU each thread prints its own elements with `vprintf`
+    (scalars from thread 0 only), which the driver writes out at the next
+    synchronization. This is Triton's `tl.device_print`.
+
+    ```mlir
+    kiln.print "acc: " %acc : tensor<16x16xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$prefix, Variadic<AnyType>:$args,
+                       UnitAttr:$hex);
+  let assemblyFormat =
+      "$prefix ($args^ `:` type($args))? (`hex` $hex^)? attr-dict";
+  let hasVerifier = 1;
+}
+
 #endif // KILN_OPS_TD

@@ -235,6 +235,17 @@ JIT::compileUncached(llvm::StringRef source, llvm::StringRef name,
       feed("device-maps");
   }
   feed(canonical);
+  // A kiln.assert's report names its location, which the code carries: the
+  // key includes those locations (a kernel edited only above its assert
+  // reports the new line).
+  module->walk([&](mlir::Operation *op) {
+    if (op->getName().getStringRef() != "kiln.assert")
+      return;
+    std::string loc;
+    llvm::raw_string_ostream os(loc);
+    op->getLoc().print(os);
+    feed(loc);
+  });
   std::array<uint8_t, 32> digest = sha.final();
   std::string hex = llvm::toHex(digest, /*LowerCase=*/true);
 

@@ -284,6 +284,9 @@ class CodeGen(ast.NodeVisitor):
         self.filename = filename
         self.first_line = first_line
         self.source_lines = source.splitlines()
+        self.source_text = source
+        # kl.device_assert is checked (debug=True, KILN_DEBUG=1)
+        self.debug = False
         self.scopes = [{}]
         self.globals = fn.__globals__
         self.returned = None
@@ -535,7 +538,26 @@ class CodeGen(ast.NodeVisitor):
         self.returned = self.visit(node.value) if node.value is not None else ()
 
     def visit_Assert(self, node):
-        raise KilnError("assert is not supported in kernels")
+        """`assert cond, msg`: kl.device_assert (checked only with debug on;
+        a compile-time condition too, since the assert may sit in a branch
+        taken at run time)."""
+        cond = self.visit(node.test)
+        msg = ""
+        if node.msg is not None:
+            msg = self.visit(node.msg)
+            if isinstance(msg, kl.constexpr):
+                msg = msg.value
+            if not isinstance(msg, str):
+                raise KilnError("an assert's message must be a compile-time string")
+        if isinstance(cond, kl.constexpr):
+            cond = cond.value
+        if not isinstance(cond, (Tile, Pointer, PointerTile, View)):
+            if cond:
+                return None
+            cond = False
+        if not msg:
+            msg = ast.get_source_segment(self.source_text, node.test) or ""
+        self.builtin_device_assert(cond, msg)
 
     # -- control flow ---------------------------------------------------------------
 
@@ -1160,6 +1182,13 @@ class CodeGen(ast.NodeVisitor):
                   builtins.print, math.sqrt, math.log2, math.ceil, math.floor):
             plain = [a.value if isinstance(a, kl.constexpr) else a for a in args]
             if any(isinstance(a, (Tile, Pointer, PointerTile, View)) for a in plain):
+                if fn is builtins.print:
+                    # print("x", x): device_print (Triton's), the leading
+                    # strings as its prefix.
+                    lead = 0
+                    while lead < len(plain) and isinstance(plain[lead], str):
+                        lead += 1
+                    return self.builtin_device_print(" ".join(plain[:lead]), *plain[lead:])
                 if fn in (builtins.min, builtins.max) and len(plain) == 2:
                     return self.builtin_minimum(*plain) if fn is builtins.min else self.builtin_maximum(*plain)
                 raise KilnError(f"{fn.__name__}() works on compile-time values only; use kl.* on tiles")
@@ -1181,6 +1210,7 @@ class CodeGen(ast.NodeVisitor):
         tree, first_line, source, filename = fn.parse()
         sub = CodeGen(fn.fn, self.b, filename, first_line, source, self.grid_rank)
         sub.in_helper = 1
+        sub.debug = self.debug
         sub.written = self.written
         sub.used_globals = self.used_globals
         for name, value in bound.arguments.items():
@@ -3052,6 +3082,61 @@ class CodeGen(ast.NodeVisitor):
             a.nonneg = True
 
     def builtin_debug_barrier(self):
+        return None
+
+    def builtin_device_assert(self, cond, msg="", mask=None):
+        if isinstance(msg, kl.constexpr):
+            msg = msg.value
+        if not isinstance(msg, str):
+            raise KilnError(f"device_assert: msg must be a compile-time string, got "
+                            f"{type(msg).__name__}")
+        if isinstance(cond, kl.constexpr):
+            cond = cond.value
+        if isinstance(cond, (Pointer, PointerTile, View)):
+            raise KilnError("device_assert needs a condition (a bool tile or scalar), "
+                            "not a pointer or view")
+        if not self.debug:
+            return None
+        cond = self.to_tile(cond)
+        if cond.dtype is not kl.int1:
+            cond = self.binop(ast.NotEq(), cond, 0)
+        if mask is not None:
+            if isinstance(mask, kl.constexpr):
+                mask = mask.value
+            mask = self.to_tile(mask)
+            if mask.dtype is not kl.int1:
+                mask = self.binop(ast.NotEq(), mask, 0)
+            cond = self.where(mask, cond, True)
+        # Reported at its statement (not at its last argument).
+        if self.stmt is not None and hasattr(self.stmt, "lineno"):
+            self.b.set_loc(self.filename, self.stmt.lineno + self.first_line - 1,
+                           self.stmt.col_offset + 1)
+        self.b.device_assert(cond.value, msg)
+        return None
+
+    def builtin_device_print(self, prefix, *args, hex=False):
+        if isinstance(prefix, kl.constexpr):
+            prefix = prefix.value
+        if isinstance(hex, kl.constexpr):
+            hex = hex.value
+        if not isinstance(prefix, str):
+            raise KilnError(f"device_print: the prefix must be a compile-time string, got "
+                            f"{type(prefix).__name__}")
+        if not isinstance(hex, bool):
+            raise KilnError("device_print: hex must be a compile-time bool")
+        values = []
+        for a in args:
+            if isinstance(a, kl.constexpr):
+                a = a.value
+            if isinstance(a, (Pointer, PointerTile, View, BlockPointer)) or \
+                    not isinstance(a, (Tile, bool, int, float)):
+                raise KilnError(f"device_print prints tiles and numbers, not "
+                                f"{type(a).__name__}")
+            values.append(self.to_tile(a).value)
+        # (Triton's spacing: a prefix is followed by a space before values.)
+        if args and prefix and not prefix.endswith(" "):
+            prefix += " "
+        self.b.device_print(prefix, values, hex)
         return None
 
     def builtin_static_range(self, *args):

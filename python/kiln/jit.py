@@ -61,6 +61,13 @@ def swizzle_enabled():
     return os.environ.get("KILN_SWIZZLE", "1") != "0"
 
 
+def debug_env():
+    """$KILN_DEBUG: 1 (or true, yes, on) compiles kl.device_assert checks into
+    every @kiln.jit kernel that does not say `debug=` itself (part of every
+    kernel cache key)."""
+    return os.environ.get("KILN_DEBUG", "0").lower() in ("1", "true", "yes", "on")
+
+
 def overlap_enabled():
     """sm_90a: loops marked for overlap (kl.range(overlap=True), attention's
     full-block loop with overlap=True) compute their scores an iteration ahead unless
@@ -313,8 +320,12 @@ class CompiledKernel:
 
 
 class JITFunction:
-    def __init__(self, fn, do_not_specialize=()):
+    def __init__(self, fn, do_not_specialize=(), debug=None):
         self.fn = fn
+        if debug is not None and not isinstance(debug, bool):
+            raise TypeError(f"@kiln.jit kernel '{fn.__name__}': debug must be True, False "
+                            "or None (None: $KILN_DEBUG)")
+        self.debug = debug
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
         self.signature = inspect.signature(fn)
@@ -481,7 +492,8 @@ class JITFunction:
         num_warps = num_warps or default_num_warps()
         num_stages = num_stages or default_num_stages()
         key = (grid_rank, target, num_warps, num_stages, tma_enabled(),
-               swizzle_enabled(), overlap_enabled(), host_maps_enabled()) + \
+               swizzle_enabled(), overlap_enabled(), host_maps_enabled(),
+               self.debug_on()) + \
             tuple(a.key for a in bound)
         with self._lock:
             ck = self.cache.get(key)
@@ -498,11 +510,17 @@ class JITFunction:
                 self._known[fast] = key
         return ck
 
+    def debug_on(self):
+        """Whether kl.device_assert is checked: `debug=` of @kiln.jit, else
+        $KILN_DEBUG."""
+        return self.debug if self.debug is not None else debug_env()
+
     def compile(self, bound, grid_rank, target=None, num_warps=4, num_stages=2, load=True):
         from ._kiln import Builder, IRError
         tree, first_line, source, filename = self.parse()
         b = Builder()
         cg = CodeGen(self.fn, b, filename, first_line, source, grid_rank)
+        cg.debug = self.debug_on()
         fdef = tree.body[0]
         arg_types, arg_names, runtime_params = [], [], []
         for p, a in zip(self.params, bound):
@@ -729,12 +747,14 @@ class JITFunction:
         return self.ir("asm")
 
 
-def jit(fn=None, *, do_not_specialize=()):
+def jit(fn=None, *, do_not_specialize=(), debug=None):
     """Turns a Python function into a Kiln kernel (launch with ``k[grid](...)``)
-    or a helper that kernels call (inlined)."""
+    or a helper that kernels call (inlined). `debug=True` checks the kernel's
+    kl.device_assert (and `assert`) at run time; None leaves it to
+    $KILN_DEBUG."""
     if fn is None:
-        return lambda f: JITFunction(f, do_not_specialize=do_not_specialize)
-    return JITFunction(fn, do_not_specialize=do_not_specialize)
+        return lambda f: JITFunction(f, do_not_specialize=do_not_specialize, debug=debug)
+    return JITFunction(fn, do_not_specialize=do_not_specialize, debug=debug)
 
 
 # --------------------------------------------------------------------------

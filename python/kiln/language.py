@@ -24,7 +24,7 @@ __all__ = [
     "make_block_ptr", "advance", "atomic_max", "atomic_min", "atomic_xchg",
     "atomic_and", "atomic_or", "atomic_xor", "atomic_cas", "assume", "fma", "histogram",
     "swizzle2d", "math", "join", "split", "interleave", "sort", "flip", "make_tensor_descriptor",
-    "load_tensor_descriptor", "store_tensor_descriptor",
+    "load_tensor_descriptor", "store_tensor_descriptor", "device_assert", "device_print",
 ]
 
 
@@ -559,6 +559,31 @@ def static_print(*args):
 def static_assert(cond, msg=""):
     """Fails the compilation (at this line) unless the compile-time `cond`
     holds."""
+
+
+@builtin
+def device_assert(cond, msg="", mask=None):
+    """Fails the launch unless every element of `cond` holds (Triton's
+    `tl.device_assert`; a Python `assert` on a runtime value is the same).
+    Only kernels compiled with debug on check it: ``@kiln.jit(debug=True)``
+    or ``KILN_DEBUG=1``; otherwise it compiles to nothing. Elements where
+    `mask` is false are not checked. On the CPU and the GPU emulator the
+    failing program stops at the assert and the launch raises
+    `kiln.DeviceAssertError` naming `msg`, the line and the program; on an
+    NVIDIA GPU the kernel aborts (CUDA's device-side assert: the CUDA
+    context is unusable afterwards)."""
+
+
+@builtin
+def device_print(prefix, *args, hex=False):
+    """Prints every element of each argument (tiles or scalars) at run time,
+    one line each: ``pid (x, y, z) idx (i, j) PREFIX VALUE`` (Triton's
+    `tl.device_print`; `print("x", x)` with a runtime value is the same).
+    Floats print with 9 significant digits (float64: 17; the value reads
+    back exactly), integers in decimal, or all of them as hexadecimal bits
+    with ``hex=True``. On a GPU
+    each thread prints its elements and the driver writes them out at the
+    next synchronization; lines of different programs come in any order."""
 
 
 @builtin

@@ -18,6 +18,7 @@ except ImportError:  # a runtime-only installation
 # subclass for bundles it refuses to load (corrupt, another target).
 LaunchError = _ext.LaunchError
 BundleError = _ext.BundleError
+DeviceAssertError = _ext.DeviceAssertError
 
 
 class bf16:
@@ -301,7 +302,7 @@ _TORCH_TENSOR_TYPES = _NoTorch()
 # launch shape, sm_90a features): the JIT's and kiln.ops' caches key their
 # fast paths on their raw values.
 _COMPILE_ENV = ("KILN_TARGET", "KILN_NUM_WARPS", "KILN_NUM_STAGES", "KILN_TMA",
-                "KILN_SWIZZLE", "KILN_OVERLAP", "KILN_TMA_MAPS")
+                "KILN_SWIZZLE", "KILN_OVERLAP", "KILN_TMA_MAPS", "KILN_DEBUG")
 _COMPILE_ENV_BYTES = tuple(k.encode() for k in _COMPILE_ENV)
 
 

@@ -625,6 +625,15 @@ void bindCompiler(py::module &m) {
               std::vector<Value> offsets) {
              return p.make<kd::AtomicCASOp>(cmp, value, view, offsets);
            })
+      .def("device_assert",
+           [](PyBuilder &p, Value cond, const std::string &message) {
+             p.make<kd::AssertOp>(cond, message);
+           })
+      .def("device_print",
+           [](PyBuilder &p, const std::string &prefix,
+              std::vector<Value> args, bool hex) {
+             p.make<kd::PrintOp>(prefix, args, hex);
+           })
       .def("scatter_rmw",
            [](PyBuilder &p, const std::string &kind, Value value, Value view,
               Value indices, std::vector<Value> offsets) {

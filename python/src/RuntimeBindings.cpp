@@ -27,6 +27,10 @@ namespace {
 struct LaunchError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+/// A failed kiln.assert (kl.device_assert) in a CPU or emulated GPU launch.
+struct DeviceAssertError : LaunchError {
+  using LaunchError::LaunchError;
+};
 /// A bundle the runtime refuses to load (corrupt, for another target, code
 /// it cannot load): a LaunchError too, as it was before it had a name.
 struct BundleError : LaunchError {
@@ -42,6 +46,8 @@ struct BundleError : LaunchError {
     throw py::value_error(msg);
   if (loading)
     throw BundleError(msg);
+  if (code == KILN_ERROR_ASSERT)
+    throw DeviceAssertError(msg);
   throw LaunchError(msg);
 }
 
@@ -176,6 +182,8 @@ void kiln::python::bindRuntime(py::module &m) {
   auto &launchError = py::register_local_exception<LaunchError>(
       m, "LaunchError", PyExc_RuntimeError);
   py::register_local_exception<BundleError>(m, "BundleError", launchError.ptr());
+  py::register_local_exception<DeviceAssertError>(m, "DeviceAssertError",
+                                                  launchError.ptr());
   py::class_<PyKernel>(m, "Kernel", py::module_local())
       .def("launch", &launch, py::arg("args"), py::arg("grid"),
            py::arg("wait") = true, py::arg("stream") = py::none())

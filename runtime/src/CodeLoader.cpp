@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CodeLoader.h"
+#include "DeviceAssert.h"
 #include "Status.h"
 
 #include <cerrno>
@@ -206,6 +207,14 @@ kiln_status loadElfCode(const uint8_t *code, size_t size,
   out.entry = reinterpret_cast<KernelFn>(symbol);
   // Emulated GPU kernels export the emulator's tensor-map encoder.
   out.tensorMapEncoder = dlsym(out.handle, "kiln_emu_tensormap_encode");
+  // Kernels with kiln.assert call the runtime through this slot.
+  if (void *hook = dlsym(out.handle, "kiln_assert_hook")) {
+    void (*fn)(const char *, const char *, int32_t, int32_t, int32_t,
+               int32_t) = &kilnAssertHook;
+    uint64_t value = reinterpret_cast<uintptr_t>(fn);
+    std::memcpy(hook, &value, sizeof value);
+    out.hasAsserts = true;
+  }
   dlerror();
   return nullptr;
 }

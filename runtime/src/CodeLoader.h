@@ -30,6 +30,9 @@ struct LoadedCode {
   /// emu-sm_XY bundles: the emulator's tensor-map encoder
   /// (kiln_emu_tensormap_encode, TensorMaps.h's TensorMapEncoder), or null.
   void *tensorMapEncoder = nullptr;
+  /// The code has kiln.assert: its kiln_assert_hook points at the runtime's
+  /// kilnAssertHook (DeviceAssert.h), and launches run programs guarded.
+  bool hasAsserts = false;
 };
 
 /// Checks that `code` is an x86-64 ELF shared object, loads it and looks up

@@ -270,7 +270,17 @@ kiln_status dispatch(kiln_runtime *runtime, kiln_kernel *kernel,
   }
   job.entry = kernel->code.entry;
   job.args = packed;
-  return runJob(runtime, job);
+  if (!kernel->code.hasAsserts)
+    return runJob(runtime, job);
+  AssertState asserts;
+  job.asserts = &asserts;
+  if (kiln_status status = runJob(runtime, job))
+    return status;
+  if (asserts.failed.load())
+    return makeStatus(KILN_ERROR_ASSERT,
+                      "kernel '%s': device assertion failed %s",
+                      kernel->manifest.name.c_str(), asserts.report.c_str());
+  return nullptr;
 }
 
 /// The kernel's tensor maps for `args` into `packed` (nothing without

@@ -98,6 +98,8 @@ const char *kiln_status_code_name(kiln_status_code code) {
     return "KILN_ERROR_OUT_OF_MEMORY";
   case KILN_ERROR_NO_DEVICE:
     return "KILN_ERROR_NO_DEVICE";
+  case KILN_ERROR_ASSERT:
+    return "KILN_ERROR_ASSERT";
   }
   return "KILN_ERROR_UNKNOWN";
 }

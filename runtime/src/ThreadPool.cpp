@@ -24,7 +24,14 @@ void runProgramRange(const GridJob &job, int64_t begin, int64_t end) {
   int32_t y = static_cast<int32_t>(rest / job.gridX);
   int32_t x = static_cast<int32_t>(rest - int64_t(y) * job.gridX);
   for (int64_t id = begin; id < end; ++id) {
-    job.entry(job.args, x, y, z, job.gridX, job.gridY, job.gridZ);
+    if (job.asserts) {
+      if (job.asserts->failed.load(std::memory_order_relaxed) ||
+          !runGuarded(job.entry, job.args, x, y, z, job.gridX, job.gridY,
+                      job.gridZ, *job.asserts))
+        return;
+    } else {
+      job.entry(job.args, x, y, z, job.gridX, job.gridY, job.gridZ);
+    }
     if (++x == job.gridX) {
       x = 0;
       if (++y == job.gridY) {
@@ -39,6 +46,8 @@ namespace {
 
 void runChunks(GridJob &job) {
   while (true) {
+    if (job.asserts && job.asserts->failed.load(std::memory_order_relaxed))
+      return;
     int64_t begin = job.next.fetch_add(job.chunk, std::memory_order_relaxed);
     if (begin >= job.total)
       return;

@@ -9,6 +9,7 @@
 #define KILN_RUNTIME_SRC_THREADPOOL_H
 
 #include "CodeLoader.h"
+#include "DeviceAssert.h"
 
 #include <atomic>
 #include <condition_variable>
@@ -28,6 +29,9 @@ struct GridJob {
   int64_t total = 0;
   int64_t chunk = 1;
   std::atomic<int64_t> next{0};
+  /// Kernels with kiln.assert (DeviceAssert.h): each program runs guarded,
+  /// and none starts after a failure.
+  AssertState *asserts = nullptr;
 };
 
 /// Runs program ids [begin, end) of `job` on the calling thread.

@@ -1858,3 +1858,110 @@ def test_other_atomics(rng):
         def bad_or(x):
             kl.atomic_or(x + kl.arange(0, 8), 1.0)
         bad_or[(1,)](np.zeros(8, np.float32))
+
+
+# kl.device_assert / assert and kl.device_print (Triton's), checked only
+# with debug on. A failing program stops at the assert: the gather it guards
+# (an index far outside x, which would fault) never runs, and neither does
+# its store.
+
+@kiln.jit(debug=True)
+def checked_gather(x, idx, out, n, m, B: kl.constexpr):
+    offs = kl.program_id(0) * B + kl.arange(0, B)
+    valid = offs < n
+    i = kl.load(idx + offs, mask=valid, other=0)
+    kl.device_assert((i >= 0) & (i < m), "index out of range", mask=valid)
+    kl.store(out + offs, kl.load(x + i, mask=valid) * 2.0, mask=valid)
+
+
+def test_device_assert_stops_the_failing_program(rng):
+    n, m, B = 300, 77, 64
+    x = rng.standard_normal(m).astype(np.float32)
+    idx = rng.integers(0, m, n).astype(np.int32)
+    out = np.full(n, np.nan, np.float32)
+    checked_gather[(kiln.cdiv(n, B),)](x, idx, out, n, m, B=B)
+    assert_close(out, x.astype(np.float64)[idx] * 2.0, 0, 0)
+    for bad, value in ((130, 1 << 30), (299, -(1 << 29)), (0, m)):
+        idx2 = idx.copy()
+        idx2[bad] = value
+        out = np.full(n, np.nan, np.float32)
+        with pytest.raises(kiln.DeviceAssertError) as e:
+            checked_gather[(kiln.cdiv(n, B),)](x, idx2, out, n, m, B=B)
+        msg = str(e.value)
+        assert "KILN_ERROR_ASSERT" in msg and "index out of range" in msg, msg
+        assert f"program ({bad // B}, 0, 0)" in msg, msg
+        line = checked_gather.fn.__code__.co_firstlineno + 5
+        assert f"test_features.py:{line}:" in msg, msg
+        # The failing program stored nothing; the others stored or not, but
+        # nothing wrong.
+        p = bad // B
+        assert np.isnan(out[p * B:(p + 1) * B]).all()
+        done = ~np.isnan(out)
+        assert (out[done] == (x[idx] * 2.0)[done]).all()
+    # The kernel still launches after a failure.
+    out = np.full(n, np.nan, np.float32)
+    checked_gather[(kiln.cdiv(n, B),)](x, idx, out, n, m, B=B)
+    assert_close(out, x.astype(np.float64)[idx] * 2.0, 0, 0)
+
+
+def nonneg_sum(x, out, n, B: kl.constexpr):
+    offs = kl.arange(0, B)
+    v = kl.load(x + offs, mask=offs < n, other=0.0)
+    assert v >= 0.0, "negative input"
+    s = kl.sum(v, axis=0)
+    assert s < 1000.0
+    assert n <= B          # a scalar
+    if B > 1000:
+        assert False, "a compile-time false assert in a branch"
+    kl.store(out, s)
+
+
+def test_device_assert_needs_debug(monkeypatch):
+    x = np.array([1.0, -2.0, 3.0], np.float32)
+    out = np.full(1, np.nan, np.float32)
+    plain = kiln.jit(nonneg_sum)
+    plain[(1,)](x, out, 3, B=4)          # no checks: the sum of what it read
+    assert out[0] == 2.0
+    checked = kiln.jit(nonneg_sum, debug=True)
+    with pytest.raises(kiln.DeviceAssertError, match="negative input"):
+        checked[(1,)](x, out, 3, B=4)
+    with pytest.raises(kiln.DeviceAssertError, match=r"n <= B \(program \(0, 0, 0\)"):
+        checked[(1,)](np.ones(8, np.float32), out, 5, B=4)
+    with pytest.raises(kiln.DeviceAssertError, match="at .*: s < 1000.0"):
+        checked[(1,)](np.full(4, 300.0, np.float32), out, 4, B=4)
+    checked[(1,)](np.full(4, 2.0, np.float32), out, 4, B=4)
+    assert out[0] == 8.0
+    # $KILN_DEBUG turns the checks on for kernels that do not say.
+    monkeypatch.setenv("KILN_DEBUG", "1")
+    with pytest.raises(kiln.DeviceAssertError, match="negative input"):
+        plain[(1,)](x, out, 3, B=4)
+    off = kiln.jit(nonneg_sum, debug=False)
+    off[(1,)](x, out, 3, B=4)
+    assert out[0] == 2.0
+
+
+@kiln.jit
+def printing(x, k, n, B: kl.constexpr):
+    r = kl.arange(0, 2)[:, None]
+    c = kl.arange(0, B)[None, :]
+    t = kl.load(x + r * B + c, mask=c < n, other=-1.0)
+    kl.device_print("t:", t)
+    kl.device_print("bits", t.to(kl.int32), k, hex=True)
+    print("k is", k * 3)
+
+
+def test_device_print(capfd):
+    x = np.array([0.5, -1.25, 3.0, 1e-7, 2.0, 65536.0], np.float32)
+    printing[(1,)](x, -7, 3, B=3)
+    lines = sorted(capfd.readouterr().out.splitlines())
+    want = []
+    vals = [[0.5, -1.25, 3.0], [1e-07, 2.0, 65536.0]]
+    texts = [["0.5", "-1.25", "3"], ["1.00000001e-07", "2", "65536"]]  # %.9g
+    for i in range(2):
+        for j in range(3):
+            want.append(f"pid (0, 0, 0) idx ({i}, {j}) t: {texts[i][j]}")
+            want.append(f"pid (0, 0, 0) idx ({i}, {j}) bits (operand 0) "
+                        f"0x{int(vals[i][j]) & 0xffffffff:x}")
+    want.append("pid (0, 0, 0) bits (operand 1) 0xfffffffffffffff9")
+    want.append("pid (0, 0, 0) k is -21")
+    assert lines == sorted(want)

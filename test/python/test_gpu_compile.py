@@ -1329,3 +1329,27 @@ def test_triton_tutorial_ports_compile_for_gpu(port, chip, tmp_path, monkeypatch
     assert "bytes spill stores" not in report or " 0 bytes spill stores" in report
     with pytest.raises(ValueError, match="host .numpy. arrays"):
         kernel[grid](*args, **kw)
+
+
+# kl.device_assert and kl.device_print on a GPU target: CUDA's __assertfail
+# and vprintf, which the driver provides (ptxas leaves them to it); without
+# debug the assert compiles to nothing. (What they do at run time, on the CPU
+# and the emulator: test_features.py, test_device_*.)
+@pytest.mark.parametrize("chip", CHIPS)
+def test_device_assert_and_print_compile_for_gpu(chip, tmp_path, monkeypatch):
+    import numpy as np
+    import kiln
+    from test_features import checked_gather, printing
+    monkeypatch.setenv("KILN_TARGET", chip)
+    x, idx, out = np.zeros(77, np.float32), np.zeros(300, np.int32), np.zeros(300, np.float32)
+    for debug in (True, False):
+        ck = kiln.jit(checked_gather.fn, debug=debug).warmup(x, idx, out, 300, 77, B=64,
+                                                             grid=(5,))
+        ptx = ck.asm
+        assert ("__assertfail" in ptx) == debug, ptx
+        (tmp_path / "k.ptx").write_text(ptx)
+        _assemble(str(tmp_path / "k.ptx"), chip, tmp_path)
+    ptx = printing.warmup(np.zeros(6, np.float32), -7, 3, B=3, grid=(1,)).asm
+    assert "vprintf" in ptx
+    (tmp_path / "k.ptx").write_text(ptx)
+    _assemble(str(tmp_path / "k.ptx"), chip, tmp_path)

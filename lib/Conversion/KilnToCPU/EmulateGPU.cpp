@@ -48,6 +48,10 @@
 //   void kiln_emu_wgmma_rs(i32 a x4, i64 descB, i32 n, i32 f16, i32 transB,
 //                          i32 scaleD, i64 acc, i64 site)   A in registers
 //   void kiln_emu_shared_access(i64 addr, i32 bytes, i32 isWrite, i64 site)
+//   void kiln_emu_assert_fail(i64 message, i64 site, i64 hook)
+//                 a kiln.assert failed in this thread: the emulator stops
+//                 the block and calls the hook (DebugOps.cpp) at
+//                 `hook` (the kernel's kiln_assert_hook) from the host stack
 //   void kiln_emu_run_block(fn, ptr argv, i32 pid x3, i32 grid x3,
 //                           i32 numThreads, i64 sharedBytes, i64 name)
 // where `site` and `name` are addresses of C strings: the op's location and
@@ -58,6 +62,7 @@
 #include "KernelLowering.h"
 #include "kiln/Conversion/Passes.h"
 
+#include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -274,6 +279,23 @@ LogicalResult EmulateGPUPass::emulate(gpu::GPUFuncOp kernel,
           ib, bd.getDimension() == gpu::Dimension::x ? numThreads : 1));
     } else if (isa<gpu::BarrierOp>(op)) {
       abi.call(ib, "kiln_emu_barrier", {});
+    } else if (auto as = dyn_cast<cf::AssertOp>(op)) {
+      // kiln.assert's per-thread check (DebugOps.cpp): the emulator stops
+      // the block and reports through the kernel's hook.
+      Value bad = arith::XOrIOp::create(
+          ib, as.getArg(), arith::ConstantIntOp::create(ib, 1, 1));
+      auto ifOp = scf::IfOp::create(ib, TypeRange{}, bad, false);
+      ImplicitLocOpBuilder tb(op->getLoc(), ifOp.getThenBodyBuilder());
+      Value msg = abi.string(tb, as.getMsg());
+      Value site = abi.string(tb, kiln::detail::siteOf(op->getLoc()));
+      Value hook = LLVM::PtrToIntOp::create(
+          tb, i64, kiln::detail::assertHookAddress(tb, op->getLoc(), module));
+      abi.call(tb, "kiln_emu_assert_fail", {msg, site, hook});
+    } else if (auto pr = dyn_cast<gpu::PrintfOp>(op)) {
+      // kiln.print's per-thread lines (DebugOps.cpp): printf on the host.
+      kiln::detail::hostPrintf(ib, op->getLoc(), module, pr.getFormat(),
+                               pr.getArgs());
+      kiln::detail::hostFlush(ib, op->getLoc(), module);
     } else if (auto shfl = dyn_cast<gpu::ShuffleOp>(op)) {
       if (shfl.getMode() != gpu::ShuffleMode::XOR ||
           !shfl.getValid().use_empty())

@@ -361,6 +361,9 @@ private:
                                Value indices, ValueRange offsets, Value old,
                                AtomicKind kind = AtomicKind::add,
                                Value cmp = Value());
+  /// kiln.assert / kiln.print (DebugOps.cpp).
+  LogicalResult lowerAssert(AssertOp op);
+  LogicalResult lowerPrint(PrintOp op);
   LogicalResult lowerElementwise(Operation *op);
   // Elementwise fusion: an elementwise op whose only user is an elementwise
   // op of the same shape in the same block, or a splat or broadcast whose
@@ -586,6 +589,21 @@ Value memrefOverPointer(OpBuilder &b, Location loc, Value ptr,
 /// i32 pid x3, i32 grid x3) where args[i] points at user argument i's value
 /// (for pointers, at the pointer). Used by the CPU target and the GPU
 /// emulator (EmulateGPU.cpp).
+/// Debugging support (DebugOps.cpp): an op's "file:line:col"; the address
+/// (!llvm.ptr) of a NUL-terminated constant string (a global named
+/// `stem`_N, shared by equal texts); the kernel's exported `kiln_assert_hook`
+/// (i64, set by the runtime at load), created on first use, and a call
+/// through it; host printf / fflush(NULL) calls.
+std::string siteOf(Location loc);
+Value cStringPtr(OpBuilder &b, Location loc, ModuleOp module, StringRef text,
+                 StringRef stem);
+Value assertHookAddress(OpBuilder &b, Location loc, ModuleOp module);
+void callAssertHook(OpBuilder &b, Location loc, ModuleOp module,
+                    Value message, Value site, ValueRange pid, Value thread);
+void hostPrintf(OpBuilder &b, Location loc, ModuleOp module,
+                StringRef format, ValueRange args);
+void hostFlush(OpBuilder &b, Location loc, ModuleOp module);
+
 func::FuncOp buildLaunchEntry(OpBuilder &b, Location loc, StringRef name,
                               func::FuncOp bodyFunc, size_t numUser);
 

@@ -2321,6 +2321,10 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
   if (auto rmw = dyn_cast<ScatterRMWOp>(op))
     return lowerAtomicAdd(op, rmw.getValue(), rmw.getView(), rmw.getIndices(),
                           rmw.getOffsets(), rmw.getOld(), rmw.getKind());
+  if (auto as = dyn_cast<AssertOp>(op))
+    return lowerAssert(as);
+  if (auto pr = dyn_cast<PrintOp>(op))
+    return lowerPrint(pr);
   if (auto dot = dyn_cast<DotOp>(op))
     return lowerDot(dot);
   if (auto red = dyn_cast<ReduceOp>(op))

@@ -36,6 +36,7 @@
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
 #include "kiln/Target/GPUChips.h"
 
+#include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"

@@ -265,6 +265,10 @@ typedef struct {
   int num_maps;
   uint64_t tm_clock;
   uint64_t tm_acquired[kMaxThreads][kMaxTensorMaps];
+  /* A kiln.assert failed (kiln_emu_assert_fail): the block stops. */
+  const char *assert_msg, *assert_site;
+  int assert_thread;
+  int64_t assert_hook;
   fiber fibers[kMaxThreads];
 } block_state;
 
@@ -323,6 +327,21 @@ static void fiber_main(void) {
     yield(); /* the scheduler never resumes a finished fiber */
 }
 
+/* A kiln.assert failed in the current thread: the block stops here (no
+ * other thread runs again, none of the exit checks apply) and
+ * kiln_emu_run_block reports it through the kernel's hook. */
+EMU_API void kiln_emu_assert_fail(int64_t message, int64_t site, int64_t hook) {
+  block_state *s = S;
+  if (!s->assert_msg) {
+    s->assert_msg = (const char *)(uintptr_t)message;
+    s->assert_site = (const char *)(uintptr_t)site;
+    s->assert_thread = s->current;
+    s->assert_hook = hook;
+  }
+  for (;;)
+    yield();
+}
+
 static block_state *state(void) {
   if (S)
     return S;
@@ -379,6 +398,7 @@ EMU_API void kiln_emu_run_block(thread_fn fn, void **argv, int32_t px,
   s->epoch++;
   s->block_epoch = s->epoch;
   memset(s->smem, 0xFF, (size_t)shared_bytes);
+  s->assert_msg = NULL;
   for (int t = 0; t < num_threads; ++t) {
     fiber *f = &s->fibers[t];
     if (!f->stack) {
@@ -421,8 +441,30 @@ EMU_API void kiln_emu_run_block(thread_fn fn, void **argv, int32_t px,
         continue;
       s->current = t;
       kiln_emu_switch(&s->sched_sp, s->fibers[t].sp);
+      if (s->assert_msg)
+        break;
       if (s->fibers[t].finished)
         remaining--;
+    }
+    if (s->assert_msg) {
+      /* The hook does not return: it jumps back into the runtime, which
+       * fails the launch. Fiber state is reset by the next block. */
+      typedef void (*hook_fn)(const char *, const char *, int32_t, int32_t,
+                              int32_t, int32_t);
+      uint64_t raw;
+      memcpy(&raw, (const void *)(uintptr_t)s->assert_hook, sizeof raw);
+      if (!raw) {
+        fprintf(stderr,
+                "kiln GPU emulator: kernel '%s', block (%d,%d,%d), thread "
+                "%d: device assertion failed at %s: %s (and no runtime "
+                "installed the kernel's kiln_assert_hook)\n",
+                name, px, py, pz, s->assert_thread, s->assert_site,
+                s->assert_msg);
+        abort();
+      }
+      ((hook_fn)(uintptr_t)raw)(s->assert_msg, s->assert_site, px, py, pz,
+                                s->assert_thread);
+      abort(); /* (the hook returned) */
     }
     if (remaining > 0 && s->progress == before) {
       int at_barrier = 0, at_warp = 0, at_mbar = 0, done = 0;

@@ -347,8 +347,11 @@ kiln::detail::compileModuleGPU(ModuleOp module, const CompileOptions &options,
     return std::move(err);
   // Math the GPU path does not approximate would call libdevice, which a
   // bundle cannot link: refuse it here rather than fail in ptxas.
+  // (vprintf and __assertfail, which kiln.print and kiln.assert call, are
+  // PTX system calls: the driver provides them to every module.)
   for (llvm::Function &f : *llvmModule)
-    if (f.isDeclaration() && !f.isIntrinsic() && !f.use_empty())
+    if (f.isDeclaration() && !f.isIntrinsic() && !f.use_empty() &&
+        f.getName() != "vprintf" && f.getName() != "__assertfail")
       return makeError("kernel '" + info.name + "' calls '" + f.getName() +
                        "', which the " + chip +
                        " target does not provide (an operation without a GPU "

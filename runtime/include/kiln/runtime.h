@@ -75,7 +75,14 @@ typedef enum kiln_status_code {
   /* No usable GPU: the CUDA driver is missing or unusable, it reports no
      device, or KILN_CUDA_DEVICE names one that does not exist. (New values
      are added at the end to keep the ABI.) */
-  KILN_ERROR_NO_DEVICE = 10
+  KILN_ERROR_NO_DEVICE = 10,
+  /* A kiln.assert (Triton's device_assert) failed in a CPU or emulated GPU
+     launch: the message names the assert's location and text and the
+     program. The failing program stopped at the assert; other programs may
+     or may not have run. (On an NVIDIA GPU a failed assert aborts the
+     kernel and the CUDA context reports CUDA_ERROR_ASSERT, a
+     KILN_ERROR_LAUNCH.) */
+  KILN_ERROR_ASSERT = 11
 } kiln_status_code;
 
 /* Opaque error object; NULL means success. */

@@ -493,3 +493,19 @@ func.func @f(%v: !kiln.view<1xf16>, %t: tensor<4xf16>, %i: tensor<4xi32>) {
   %o = kiln.scatter_rmw max %t, %v[%i] : tensor<4xf16>, tensor<4xi32> -> !kiln.view<1xf16>
   return
 }
+
+// -----
+
+func.func @f(%i: index) {
+  // expected-error @+1 {{'kiln.print' op prints integers and floats (scalars or tiles of them); operand 0 is 'index'}}
+  kiln.print "i" %i : index
+  return
+}
+
+// -----
+
+func.func @f(%t: tensor<4xi32>) {
+  // expected-error @+1 {{'kiln.assert' op operand #0 must be statically shaped tensor of 1-bit signless integer values or 1-bit signless integer, but got 'tensor<4xi32>'}}
+  kiln.assert %t, "nonzero" : tensor<4xi32>
+  return
+}

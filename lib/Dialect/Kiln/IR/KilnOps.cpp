@@ -666,3 +666,27 @@ LogicalResult ScanOp::verify() {
            << src.getElementType();
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// PrintOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult PrintOp::verify() {
+  for (auto [i, v] : llvm::enumerate(getArgs())) {
+    Type t = v.getType();
+    Type elt = t;
+    if (auto tile = dyn_cast<RankedTensorType>(t)) {
+      if (!tile.hasStaticShape())
+        return emitOpError("operand ") << i << " is a tile of dynamic shape";
+      elt = tile.getElementType();
+    }
+    if (!isa<IntegerType, FloatType>(elt))
+      return emitOpError("prints integers and floats (scalars or tiles of "
+                         "them); operand ")
+             << i << " is " << t;
+    if (elt.getIntOrFloatBitWidth() > 64)
+      return emitOpError("operand ") << i << ": elements of more than 64 "
+                                     << "bits, got " << elt;
+  }
+  return success();
+}
