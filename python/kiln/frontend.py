@@ -439,6 +439,23 @@ class CodeGen(ast.NodeVisitor):
             out.lin = self.lin_of(t)
         return out
 
+    def bitcast(self, t, dtype: kl.dtype) -> Tile:
+        """The same bits as another dtype of the same width (Triton's
+        `x.to(dtype, bitcast=True)`)."""
+        if isinstance(t, (Pointer, PointerTile, BlockPointer, View)):
+            raise KilnError("bitcast of pointers is not supported (bitcast values; index "
+                            "the array with its own dtype)")
+        t = self.to_tile(t)
+        if t.dtype is dtype:
+            return t
+        if kl.int1 in (t.dtype, dtype):
+            raise KilnError(f"cannot bitcast {t.dtype.name} to {dtype.name} (bool has no "
+                            "bit layout; compare, or convert with .to())")
+        if t.dtype.bits != dtype.bits:
+            raise KilnError(f"cannot bitcast {t.dtype.name} ({t.dtype.bits} bits) to "
+                            f"{dtype.name} ({dtype.bits} bits): the widths differ")
+        return Tile(self.b.bitcast(t.value, self.ir_type(dtype, t.shape)), dtype, t.shape)
+
     def broadcast_to(self, t: Tile, shape) -> Tile:
         shape = tuple(shape)
         if t.shape == shape:
@@ -1235,8 +1252,7 @@ class CodeGen(ast.NodeVisitor):
             if not isinstance(bitcast, bool):
                 raise KilnError(".to(bitcast=...) must be a compile-time bool")
             if bitcast:
-                raise KilnError(".to(..., bitcast=True) is not supported: kernels convert "
-                                "values only")
+                return self.bitcast(m.obj, dtype)
             return self.cast(m.obj, dtype)
         if m.name == "reshape":
             shape = args[0] if len(args) == 1 else tuple(args)
@@ -3099,13 +3115,13 @@ class CodeGen(ast.NodeVisitor):
             return None
         cond = self.to_tile(cond)
         if cond.dtype is not kl.int1:
-            cond = self.binop(ast.NotEq(), cond, 0)
+            cond = self.compare(ast.NotEq(), cond, 0)
         if mask is not None:
             if isinstance(mask, kl.constexpr):
                 mask = mask.value
             mask = self.to_tile(mask)
             if mask.dtype is not kl.int1:
-                mask = self.binop(ast.NotEq(), mask, 0)
+                mask = self.compare(ast.NotEq(), mask, 0)
             cond = self.where(mask, cond, True)
         # Reported at its statement (not at its last argument).
         if self.stmt is not None and hasattr(self.stmt, "lineno"):
@@ -3279,6 +3295,126 @@ class CodeGen(ast.NodeVisitor):
         shape = broadcast_shapes(broadcast_shapes(x.shape, y.shape), z.shape)
         x, y, z = (self.broadcast_to(v, shape) for v in (x, y, z))
         return Tile(self.b.fma(x.value, y.value, z.value), x.dtype, shape)
+
+    def builtin_umulhi(self, x, y):
+        """The high 32 (64) bits of the unsigned product of int32 (int64)
+        values: Triton's `tl.umulhi`."""
+        x, y = (self.to_tile(v.value if isinstance(v, kl.constexpr) else v) for v in (x, y))
+        x, y = self.unify(x, y)
+        if x.dtype not in (kl.int32, kl.int64):
+            raise KilnError(f"umulhi takes int32 or int64 values, got {x.dtype.name}")
+        shape = broadcast_shapes(x.shape, y.shape)
+        x, y = self.broadcast_to(x, shape), self.broadcast_to(y, shape)
+        return Tile(self.b.umulhi(x.value, y.value), x.dtype, shape)
+
+    # -- random numbers: Triton's Philox 4x32 (4x64 for int64 offsets) -------------
+
+    def wrapped_const(self, value, dtype):
+        """An unsigned constant's bits as a signed `dtype` constant."""
+        bits = dtype.bits
+        value &= (1 << bits) - 1
+        if value >= 1 << (bits - 1):
+            value -= 1 << bits
+        return self.const(value, dtype)
+
+    def philox(self, seed, offset, n_rounds):
+        """Triton's philox(seed, offset, 0, 0, 0, n_rounds): four tiles of the
+        offset's shape and width (int32 for int32 offsets, int64 for int64)."""
+        if isinstance(n_rounds, kl.constexpr):
+            n_rounds = n_rounds.value
+        if not isinstance(n_rounds, int) or isinstance(n_rounds, bool) or n_rounds < 0:
+            raise KilnError("n_rounds must be a compile-time non-negative int")
+        if isinstance(seed, kl.constexpr):
+            seed = seed.value
+        if isinstance(offset, kl.constexpr):
+            offset = offset.value
+        if isinstance(seed, int) and not isinstance(seed, bool):
+            if not -(1 << 63) <= seed < (1 << 64):
+                raise KilnError(f"seed {seed} does not fit in 64 bits")
+            seed = self.wrapped_const(seed, kl.int64)
+        seed = self.to_tile(seed) if not isinstance(seed, Tile) else seed
+        offset = self.to_tile(offset) if not isinstance(offset, Tile) else offset
+        if not seed.is_scalar or not seed.dtype.is_int() or seed.dtype is kl.int1:
+            raise KilnError("the seed must be an integer scalar")
+        if offset.dtype not in (kl.int32, kl.int64):
+            raise KilnError(f"random offsets must be int32 or int64, got {offset.dtype.name}")
+        dt = offset.dtype
+        seed = self.cast(seed, kl.int64)
+        if dt is kl.int32:
+            keys = (0x9E3779B9, 0xBB67AE85)
+            rounds = (0xD2511F53, 0xCD9E8D57)
+            k0 = self.cast(seed, kl.int32)
+            k1 = self.cast(Tile(self.b.binary("shrui", seed.value, self.const(32, kl.int64).value),
+                                kl.int64, ()), kl.int32)
+        else:
+            keys = (0x9E3779B97F4A7C15, 0xBB67AE8584CAA73B)
+            rounds = (0xD2E7470EE14C6C93, 0xCA5A826395121157)
+            k0, k1 = seed, self.const(0, kl.int64)
+        shape = offset.shape
+        ka, kb = (self.wrapped_const(k, dt) for k in keys)
+        ra, rb = (self.broadcast_to(self.wrapped_const(r, dt), shape) for r in rounds)
+        zero = self.broadcast_to(self.const(0, dt), shape)
+
+        def xor(a, b):
+            return Tile(self.b.binary("xori", a.value, self.broadcast_to(b, shape).value), dt, shape)
+
+        def mul(a, b):
+            return Tile(self.b.binary("muli", a.value, b.value), dt, shape)
+
+        c0, c1, c2, c3 = self.broadcast_to(offset, shape), zero, zero, zero
+        for _ in builtins.range(n_rounds):
+            _c0, _c2 = c0, c2
+            c0 = xor(xor(self.builtin_umulhi(rb, _c2), c1), k0)
+            c2 = xor(xor(self.builtin_umulhi(ra, _c0), c3), k1)
+            c1 = mul(rb, _c2)
+            c3 = mul(ra, _c0)
+            k0 = Tile(self.b.binary("addi", k0.value, ka.value), dt, ())
+            k1 = Tile(self.b.binary("addi", k1.value, kb.value), dt, ())
+        return c0, c1, c2, c3
+
+    def builtin_randint4x(self, seed, offset, n_rounds=10):
+        return self.philox(seed, offset, n_rounds)
+
+    def builtin_randint(self, seed, offset, n_rounds=10):
+        return self.philox(seed, offset, n_rounds)[0]
+
+    def builtin_uint_to_uniform_float(self, x):
+        """Triton's: random bits (int32 or int64) to float32 in [0, 1)."""
+        x = self.to_tile(x.value if isinstance(x, kl.constexpr) else x)
+        if x.dtype not in (kl.int32, kl.int64):
+            raise KilnError(f"uint_to_uniform_float takes int32 or int64, got {x.dtype.name}")
+        scale = 4.6566127342e-10 if x.dtype is kl.int32 else 1.0842020432385337e-19
+        neg = self.compare(ast.Lt(), x, 0)
+        # -x - 1 is ~x (no overflow at the minimum)
+        flipped = Tile(self.b.binary("xori", x.value, self.broadcast_to(
+            self.const(-1, x.dtype), x.shape).value), x.dtype, x.shape)
+        x = self.where(neg, flipped, x)
+        return self.binop(ast.Mult(), self.cast(x, kl.float32), self.const(scale, kl.float32))
+
+    def builtin_rand(self, seed, offset, n_rounds=10):
+        return self.builtin_uint_to_uniform_float(self.builtin_randint(seed, offset, n_rounds))
+
+    def builtin_rand4x(self, seed, offset, n_rounds=10):
+        return tuple(self.builtin_uint_to_uniform_float(i)
+                     for i in self.philox(seed, offset, n_rounds))
+
+    def builtin_pair_uniform_to_normal(self, u1, u2):
+        """Triton's Box-Muller transform of two uniform float32 tiles."""
+        u1 = self.builtin_maximum(1.0e-7, u1)
+        th = self.binop(ast.Mult(), 6.283185307179586, u2)
+        r = self.builtin_sqrt(self.binop(ast.Mult(), -2.0, self.builtin_log(u1)))
+        return (self.binop(ast.Mult(), r, self.builtin_cos(th)),
+                self.binop(ast.Mult(), r, self.builtin_sin(th)))
+
+    def builtin_randn(self, seed, offset, n_rounds=10):
+        i1, i2, _, _ = self.philox(seed, offset, n_rounds)
+        return self.builtin_pair_uniform_to_normal(self.builtin_uint_to_uniform_float(i1),
+                                                   self.builtin_uint_to_uniform_float(i2))[0]
+
+    def builtin_randn4x(self, seed, offset, n_rounds=10):
+        u1, u2, u3, u4 = self.builtin_rand4x(seed, offset, n_rounds)
+        return self.builtin_pair_uniform_to_normal(u1, u2) + \
+            self.builtin_pair_uniform_to_normal(u3, u4)
 
     def builtin_div_rn(self, x, y):
         return self.binop(ast.Div(), x, y)  # (IEEE division rounds to nearest)

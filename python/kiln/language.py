@@ -25,6 +25,8 @@ __all__ = [
     "atomic_and", "atomic_or", "atomic_xor", "atomic_cas", "assume", "fma", "histogram",
     "swizzle2d", "math", "join", "split", "interleave", "sort", "flip", "make_tensor_descriptor",
     "load_tensor_descriptor", "store_tensor_descriptor", "device_assert", "device_print",
+    "umulhi", "randint", "randint4x", "rand", "rand4x", "randn", "randn4x",
+    "uint_to_uniform_float", "pair_uniform_to_normal",
 ]
 
 
@@ -659,6 +661,59 @@ def swizzle2d(i, j, size_i, size_j, size_g):
     groups of size_g rows (an L2-friendly program order); returns (i, j)."""
 
 
+@builtin
+def umulhi(x, y):
+    """Triton's: the high 32 (int64: 64) bits of the unsigned product of two
+    int32 (int64) values."""
+
+
+@builtin
+def randint4x(seed, offset, n_rounds=10):
+    """Triton's Philox generator: four tiles of random bits, of the offsets'
+    shape, from an integer `seed` and int32 offsets (Philox 4x32, int32
+    results) or int64 offsets (Philox 4x64, int64 results). The same seed and
+    offsets give the same bits as Triton's `tl.randint4x`, on every target."""
+
+
+@builtin
+def randint(seed, offset, n_rounds=10):
+    """Triton's: the first tile of `randint4x`."""
+
+
+@builtin
+def rand(seed, offset, n_rounds=10):
+    """Triton's: float32 in [0, 1) from `randint` (`uint_to_uniform_float`),
+    bit for bit as `tl.rand`."""
+
+
+@builtin
+def rand4x(seed, offset, n_rounds=10):
+    """Triton's: four float32 tiles in [0, 1) from `randint4x`."""
+
+
+@builtin
+def randn(seed, offset, n_rounds=10):
+    """Triton's: float32 N(0, 1) by the Box-Muller transform of the first two
+    tiles of `randint4x` (its log, sqrt, sin and cos are the target's, so
+    values agree with Triton's to a few float32 ulps, not bit for bit)."""
+
+
+@builtin
+def randn4x(seed, offset, n_rounds=10):
+    """Triton's: four float32 N(0, 1) tiles (two Box-Muller pairs)."""
+
+
+@builtin
+def uint_to_uniform_float(x):
+    """Triton's: random int32 / int64 bits to float32 in [0, 1)."""
+
+
+@builtin
+def pair_uniform_to_normal(u1, u2):
+    """Triton's Box-Muller transform: two N(0, 1) tiles from two uniform
+    ones."""
+
+
 import types as _types  # noqa: E402
 
 # Triton's tl.math: the same functions under the names Triton code calls
@@ -666,4 +721,5 @@ import types as _types  # noqa: E402
 math = _types.SimpleNamespace(
     abs=abs, ceil=ceil, cos=cos, div_rn=div_rn, erf=erf, exp=exp, exp2=exp2, fdiv=fdiv,
     floor=floor, fma=fma, log=log, log2=log2, rsqrt=rsqrt, sin=sin, sqrt=sqrt,
-    sqrt_rn=sqrt_rn, sigmoid=sigmoid, tanh=tanh, cdiv=cdiv, maximum=maximum, minimum=minimum)
+    sqrt_rn=sqrt_rn, sigmoid=sigmoid, tanh=tanh, cdiv=cdiv, maximum=maximum, minimum=minimum,
+    umulhi=umulhi)

@@ -204,6 +204,46 @@ public:
     throw IRError("cannot make a constant of type " + str(type));
   }
 
+  /// The high half of the unsigned product of two i32 or i64 values
+  /// (tiles or scalars of one type): through i64 for i32; for i64 from
+  /// 32-bit limbs (no i128 tiles), exact.
+  Value umulhi(Value l, Value r) {
+    Type t = l.getType();
+    auto it = dyn_cast<IntegerType>(getElementTypeOrSelf(t));
+    if (t != r.getType() || !it || (it.getWidth() != 32 && it.getWidth() != 64))
+      throw IRError("umulhi takes two int32 or two int64 values of one shape");
+    auto like = [&](Type elt) -> Type {
+      if (auto shaped = dyn_cast<ShapedType>(t))
+        return shaped.clone(elt);
+      return elt;
+    };
+    auto splat = [&](Type type, int64_t v) -> Value {
+      Type e = getElementTypeOrSelf(type);
+      TypedAttr a = b->getIntegerAttr(e, v);
+      if (auto tt = dyn_cast<RankedTensorType>(type))
+        a = SplatElementsAttr::get(tt, a);
+      return make<arith::ConstantOp>(a);
+    };
+    Type i64 = like(b->getI64Type());
+    if (it.getWidth() == 32) {
+      Value p = make<arith::MulIOp>(make<arith::ExtUIOp>(i64, l),
+                                    make<arith::ExtUIOp>(i64, r));
+      return make<arith::TruncIOp>(t, make<arith::ShRUIOp>(p, splat(i64, 32)));
+    }
+    Value c32 = splat(i64, 32), lowMask = splat(i64, 0xffffffffLL);
+    Value a0 = make<arith::AndIOp>(l, lowMask), a1 = make<arith::ShRUIOp>(l, c32);
+    Value b0 = make<arith::AndIOp>(r, lowMask), b1 = make<arith::ShRUIOp>(r, c32);
+    Value p00 = make<arith::MulIOp>(a0, b0), p01 = make<arith::MulIOp>(a0, b1);
+    Value p10 = make<arith::MulIOp>(a1, b0), p11 = make<arith::MulIOp>(a1, b1);
+    Value mid = make<arith::AddIOp>(
+        make<arith::AddIOp>(make<arith::ShRUIOp>(p00, c32),
+                            make<arith::AndIOp>(p01, lowMask)),
+        make<arith::AndIOp>(p10, lowMask));
+    Value hi = make<arith::AddIOp>(p11, make<arith::ShRUIOp>(p01, c32));
+    hi = make<arith::AddIOp>(hi, make<arith::ShRUIOp>(p10, c32));
+    return make<arith::AddIOp>(hi, make<arith::ShRUIOp>(mid, c32));
+  }
+
   Value binary(const std::string &op, Value l, Value r) {
     if (op == "addf") return make<arith::AddFOp>(l, r);
     if (op == "subf") return make<arith::SubFOp>(l, r);
@@ -225,6 +265,7 @@ public:
     if (op == "xori") return make<arith::XOrIOp>(l, r);
     if (op == "shli") return make<arith::ShLIOp>(l, r);
     if (op == "shrsi") return make<arith::ShRSIOp>(l, r);
+    if (op == "shrui") return make<arith::ShRUIOp>(l, r);
     if (op == "powf") return make<math::PowFOp>(l, r);
     if (op == "atan2") return make<math::Atan2Op>(l, r);
     throw IRError("unknown binary op '" + op + "'");
@@ -527,6 +568,11 @@ void bindCompiler(py::module &m) {
       .def("select",
            [](PyBuilder &p, Value c, Value t, Value f) {
              return p.make<arith::SelectOp>(c, t, f);
+           })
+      .def("umulhi", &PyBuilder::umulhi)
+      .def("bitcast",
+           [](PyBuilder &p, Value x, Type to) {
+             return p.make<arith::BitcastOp>(to, x);
            })
       .def("fma",
            [](PyBuilder &p, Value a, Value b, Value c) {

@@ -593,6 +593,17 @@ check("Triton tutorial layer norm dx", dx, rdx, 1e-4, 1e-3)
 check("Triton tutorial layer norm dw (locked partial sums)", dw, rdw, 1e-4, 1e-2)
 check("Triton tutorial layer norm db (locked partial sums)", db, rdb, 1e-4, 1e-2)
 
+# Triton's low-memory dropout tutorial: the seeded kernel's keep mask is
+# kl.rand (Philox on the device), the same bits as NumPy's reference.
+import triton_dropout as tdo_ex  # noqa: E402
+n = 100_003
+x = rng.standard_normal(n).astype(np.float32)
+out = poisoned(n)
+py_example("triton_dropout-seeded", tdo_ex._seeded_dropout, (cdiv(n, 1024),),
+           (x, out, n, 0.5, 987654321), dict(BLOCK_SIZE=1024))
+check("Triton tutorial seeded dropout (Philox bits exact)", out,
+      tdo_ex.reference(x, 0.5, 987654321), 0, 0)
+
 
 section("ops")
 

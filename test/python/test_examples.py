@@ -12,6 +12,7 @@ import layernorm as ln_ex
 import matmul as mm_ex
 import softmax as sm_ex
 import triton_attention as tfa_ex
+import triton_dropout as tdo_ex
 import triton_layernorm as tln_ex
 import triton_matmul as tmm_ex
 import vector_add as va_ex
@@ -113,3 +114,22 @@ def test_triton_tutorial_layernorm(rng, shape):
     assert_close(dx, rdx, 1e-4, 1e-3)
     assert_close(dw, rdw, 1e-4, 1e-3 * np.sqrt(M))
     assert_close(db, rdb, 1e-4, 1e-3 * np.sqrt(M))
+
+
+# Triton's low-memory dropout tutorial: the mask-tensor kernel, and the seeded
+# one whose keep mask is kl.rand(seed, offsets) > p, exactly as NumPy's Philox
+# (p = 0.5: x / 0.5 is exact on every target); another seed, another mask.
+@pytest.mark.parametrize("n", [1, 1000, 4097])
+def test_triton_dropout(rng, n):
+    x = rng.standard_normal(n).astype(np.float32)
+    keep = rng.random(n) > 0.3
+    out = tdo_ex.dropout(x, keep, 0.3, block=256)
+    assert_close(out, np.where(keep, x.astype(np.float64) / 0.7, 0), 1e-6, 0)
+    for seed in (123, 2 ** 33 + 5):
+        out = np.full(n, np.nan, np.float32)
+        tdo_ex._seeded_dropout[(kiln.cdiv(n, 256),)](x, out, n, 0.5, seed, BLOCK_SIZE=256)
+        assert np.array_equal(out, tdo_ex.reference(x, 0.5, seed))
+    if n > 100:
+        a = tdo_ex.seeded_dropout(x, 0.5, 123)
+        assert not np.array_equal(a, tdo_ex.seeded_dropout(x, 0.5, 124))
+        assert 0.4 < (a != 0).mean() < 0.6

@@ -1965,3 +1965,103 @@ def test_device_print(capfd):
     want.append("pid (0, 0, 0) bits (operand 1) 0xfffffffffffffff9")
     want.append("pid (0, 0, 0) k is -21")
     assert lines == sorted(want)
+
+
+# Triton's random numbers (tl.randint4x, rand, randn, ...: Philox 4x32-10
+# for int32 offsets, 4x64 for int64 ones), against a NumPy Philox: the bits
+# and the uniform floats are exact, the normals (log, sqrt, cos of the
+# target) close.
+# (The NumPy Philox: examples/python/triton_dropout.py.)
+from triton_dropout import philox_reference as philox_ref  # noqa: E402
+from triton_dropout import uniform_reference as uniform_ref  # noqa: E402
+
+
+@kiln.jit
+def random_tiles(seed, out_i, out_u, out_n, n, B: kl.constexpr, WIDE: kl.constexpr,
+                 ROUNDS: kl.constexpr):
+    offs = kl.program_id(0) * B + kl.arange(0, B)
+    m = offs < n
+    o = offs.to(kl.int64) * 3 + 1 if WIDE else offs * 3 + 1
+    a, b, c, d = kl.randint4x(seed, o, ROUNDS)
+    kl.store(out_i + offs * 4, a, mask=m)
+    kl.store(out_i + offs * 4 + 1, b, mask=m)
+    kl.store(out_i + offs * 4 + 2, c, mask=m)
+    kl.store(out_i + offs * 4 + 3, d, mask=m)
+    u1, u2, u3, u4 = kl.rand4x(seed, o, ROUNDS)
+    kl.store(out_u + offs * 2, kl.rand(seed, o, ROUNDS), mask=m)
+    kl.store(out_u + offs * 2 + 1, u3 - u4 + kl.randint(seed, o, ROUNDS).to(kl.float32) * 0.0,
+             mask=m)
+    n1, n2, n3, n4 = kl.randn4x(seed, o, ROUNDS)
+    kl.store(out_n + offs * 3, kl.randn(seed, o, ROUNDS), mask=m)
+    kl.store(out_n + offs * 3 + 1, n2, mask=m)
+    kl.store(out_n + offs * 3 + 2, kl.math.umulhi(o, o * 7 - 3).to(kl.float32), mask=m)
+
+
+@pytest.mark.parametrize("wide,seed,rounds", [(False, 12345, 10), (False, -7, 10),
+                                              (True, 987654321987, 10), (False, 1 << 40, 7)])
+def test_random_numbers_match_triton_philox(wide, seed, rounds):
+    n, B = 1000, 128
+    dt = np.int64 if wide else np.int32
+    oi = np.zeros(4 * n, dt)
+    ou = np.full(2 * n, np.nan, np.float32)
+    on = np.full(3 * n, np.nan, np.float32)
+    random_tiles[(kiln.cdiv(n, B),)](seed, oi, ou, on, n, B=B, WIDE=wide, ROUNDS=rounds)
+    o = np.arange(n, dtype=dt) * 3 + 1
+    ref = philox_ref(seed, o, rounds)
+    for k in range(4):
+        assert (oi[k::4] == ref[k]).all(), k
+    u = [uniform_ref(r) for r in ref]
+    assert (ou[0::2] == u[0]).all()
+    assert (ou[1::2] == u[2] - u[3]).all()
+    assert (u[0] >= 0).all() and (u[0] < 1).all()
+    uu = [np.maximum(1e-7, x).astype(np.float64) for x in u[:2]]
+    r = np.sqrt(-2.0 * np.log(uu[0]))
+    th = 2 * np.pi * u[1].astype(np.float64)
+    assert_close(on[0::3], r * np.cos(th), 2e-6, 2e-6)
+    assert_close(on[1::3], r * np.sin(th), 2e-6, 2e-6)
+    mask = (1 << (64 if wide else 32)) - 1
+    b = (o * 7 - 3).astype(dt)
+    hi = [((int(x) & mask) * (int(y) & mask)) >> (64 if wide else 32) for x, y in zip(o, b)]
+    hi = np.array(hi, dtype=np.uint64 if wide else np.uint32).view(dt)
+    assert (on[2::3] == hi.astype(np.float32)).all()
+
+
+# x.to(dtype, bitcast=True) (Triton's): the same bits as another dtype of
+# the width, exact for NaN payloads, -0.0, infinities and bf16 / f16 bits.
+
+@kiln.jit
+def bitcasts(x, h, out_i, out_f, out_h, out_b, n, B: kl.constexpr):
+    offs = kl.program_id(0) * B + kl.arange(0, B)
+    m = offs < n
+    v = kl.load(x + offs, mask=m)
+    bits = v.to(kl.int32, bitcast=True)
+    kl.store(out_i + offs, bits, mask=m)
+    # clear the sign bit through the integer view: |v|, bit for bit
+    kl.store(out_f + offs, (bits & 0x7FFFFFFF).to(kl.float32, bitcast=True), mask=m)
+    hv = kl.load(h + offs, mask=m)                     # bf16
+    kl.store(out_h + offs, hv.to(kl.int16, bitcast=True), mask=m)
+    kl.store(out_b + offs, (hv.to(kl.int16, bitcast=True) ^ -32768).to(kl.bfloat16, bitcast=True),
+             mask=m)
+
+
+def test_bitcast(rng):
+    n, B = 300, 128
+    x = rng.standard_normal(n).astype(np.float32)
+    x[:6] = [np.nan, -0.0, np.inf, -np.inf, 1e-40, -3.0]
+    x.view(np.int32)[6] = 0x7FC01234                    # a NaN with a payload
+    hb = rng.integers(-32768, 32767, n).astype(np.int16)
+    out_i = np.zeros(n, np.int32)
+    out_f = np.zeros(n, np.float32)
+    out_h = np.zeros(n, np.int16)
+    out_b = kiln.bf16(np.zeros(n, np.uint16))
+    bitcasts[(kiln.cdiv(n, B),)](x, kiln.bf16(hb.view(np.uint16)), out_i, out_f, out_h, out_b,
+                                 n, B=B)
+    assert (out_i == x.view(np.int32)).all()
+    assert (out_f.view(np.int32) == (x.view(np.int32) & 0x7FFFFFFF)).all()
+    assert (out_h == hb).all()
+    assert (out_b.array.view(np.int16) == (hb ^ -32768)).all()
+    with pytest.raises(kiln.CompilationError, match="bool has no bit layout"):
+        @kiln.jit
+        def bad(x):
+            kl.store(x, (kl.load(x) > 0).to(kl.int8, bitcast=True))
+        bad[(1,)](np.zeros(1, np.int8))

@@ -259,7 +259,7 @@ def atomic_add_scalar(x, out):
 @kiln.jit
 def to_bitcast(x, out):
     v = kl.load(x + kl.arange(0, 4))
-    kl.store(out + kl.arange(0, 4), v.to(kl.int32, bitcast=True))  # error: bitcast=True
+    kl.store(out + kl.arange(0, 4), v.to(kl.int16, bitcast=True))  # error: the widths differ
 
 
 @kiln.jit

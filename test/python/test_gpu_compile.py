@@ -1353,3 +1353,30 @@ def test_device_assert_and_print_compile_for_gpu(chip, tmp_path, monkeypatch):
     assert "vprintf" in ptx
     (tmp_path / "k.ptx").write_text(ptx)
     _assemble(str(tmp_path / "k.ptx"), chip, tmp_path)
+
+
+# Triton's random numbers on GPU targets: Philox's high products are
+# mul.hi (32-bit) or built from 32-bit limbs (64-bit), and the PTX assembles;
+# bitcasts too.
+@pytest.mark.parametrize("chip", CHIPS)
+def test_random_numbers_and_bitcasts_compile_for_gpu(chip, tmp_path, monkeypatch):
+    import numpy as np
+    import kiln
+    from test_features import bitcasts, random_tiles
+    monkeypatch.setenv("KILN_TARGET", chip)
+    n = 300
+    ptx = bitcasts.warmup(np.zeros(n, np.float32), kiln.bf16(np.zeros(n, np.uint16)),
+                          np.zeros(n, np.int32), np.zeros(n, np.float32), np.zeros(n, np.int16),
+                          kiln.bf16(np.zeros(n, np.uint16)), n, B=128, grid=(3,)).asm
+    (tmp_path / "k.ptx").write_text(ptx)
+    _assemble(str(tmp_path / "k.ptx"), chip, tmp_path)
+    for wide in (False, True):
+        dt = np.int64 if wide else np.int32
+        ck = random_tiles.warmup(5, np.zeros(4000, dt), np.zeros(2000, np.float32),
+                                 np.zeros(3000, np.float32), 1000, B=128, WIDE=wide,
+                                 ROUNDS=10, grid=(8,))
+        ptx = ck.asm
+        if not wide:
+            assert "mul.hi.u32" in ptx
+        (tmp_path / "k.ptx").write_text(ptx)
+        _assemble(str(tmp_path / "k.ptx"), chip, tmp_path)
