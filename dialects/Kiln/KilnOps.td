@@ -635,6 +635,36 @@ def Kiln_ScanOp : Kiln_Op<"scan", [Pure, AllTypesMatch<["src", "result"]>]> {
   let hasVerifier = 1;
 }
 
+def Kiln_GatherElementsOp : Kiln_Op<"gather_elements", [Pure]> {
+  let summary = "Picks elements of a tile along one axis by an index tile";
+  let description = [{
+    Reads `src` along dimension `axis` at the positions `indices` holds:
+
+        result[i0, ..., i_axis, ..., iR] =
+            src[i0, ..., indices[i0, ..., i_axis, ..., iR], ..., iR]
+
+    `indices` (a tile of signless integers) has `src`'s rank and its sizes
+    in every dimension but `axis`; the result has `indices`' shape and
+    `src`'s element type. A position outside `[0, src.shape[axis])` reads
+    zero. This is a gather inside registers or shared memory, no memory
+    access: Triton's `tl.gather(src, index, axis)` (torch.gather's
+    semantics). Uses: codebook lookups (4-bit NF4 / FP4 values to floats
+    through a 16-entry table), permuting the lanes of a tile by computed
+    positions, top-k bookkeeping.
+
+    ```mlir
+    %v = kiln.gather_elements %lut, %codes [0] : tensor<16xf32>, tensor<4096xi32> -> tensor<4096xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_Tile:$src, Kiln_IntTile:$indices, I32Attr:$axis);
+  let results = (outs Kiln_Tile:$result);
+  let assemblyFormat = [{
+    $src `,` $indices `[` $axis `]` attr-dict `:` type($src) `,` type($indices)
+    `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Debugging
 //===----------------------------------------------------------------------===//

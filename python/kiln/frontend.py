@@ -439,6 +439,35 @@ class CodeGen(ast.NodeVisitor):
             out.lin = self.lin_of(t)
         return out
 
+    def gather_elements(self, src, index, axis):
+        """Triton's tl.gather: result[.., i, ..] = src[.., index[.., i, ..], ..]
+        along `axis` (kiln.gather_elements; an index outside the axis reads 0)."""
+        if isinstance(axis, kl.constexpr):
+            axis = axis.value
+        src = self.to_tile(src)
+        index = self.to_tile(index.value if isinstance(index, kl.constexpr) else index)
+        if src.is_scalar:
+            raise KilnError("gather(src, index, axis): src must be a tile")
+        if not index.dtype.is_int() or index.dtype is kl.int1:
+            raise KilnError(f"gather indices must be integers, got {index.dtype.name}")
+        if not isinstance(axis, int) or isinstance(axis, bool):
+            raise KilnError("gather's axis must be a compile-time int")
+        rank = len(src.shape)
+        if axis < 0:
+            axis += rank
+        if not 0 <= axis < rank:
+            raise KilnError(f"gather axis {axis} is out of range for a rank-{rank} tile")
+        if len(index.shape) != rank:
+            raise KilnError(f"gather: the index tile must have the source's rank ({rank}), "
+                            f"got shape {index.shape}")
+        for d in builtins.range(rank):
+            if d != axis and index.shape[d] != src.shape[d]:
+                raise KilnError(f"gather: index shape {index.shape} and source shape "
+                                f"{src.shape} differ outside the axis ({axis})")
+        return Tile(self.b.gather_elements(src.value, index.value, axis,
+                                           self.ir_type(src.dtype, index.shape)),
+                    src.dtype, index.shape)
+
     def bitcast(self, t, dtype: kl.dtype) -> Tile:
         """The same bits as another dtype of the same width (Triton's
         `x.to(dtype, bitcast=True)`)."""
@@ -2709,7 +2738,14 @@ class CodeGen(ast.NodeVisitor):
             raise KilnError("store expects a pointer (ptr + offsets) or a view")
         return self.pointer_access(pointer, value, mask, None)
 
-    def builtin_gather(self, view, indices, offsets=(), shape=None, other=None):
+    def builtin_gather(self, view, indices, offsets=(), shape=None, other=None, axis=None):
+        if isinstance(view, kl.constexpr):
+            view = view.value
+        if not isinstance(view, (View, Pointer, PointerTile, BlockPointer)):
+            # Triton's tl.gather(src, index, axis): inside a tile.
+            if axis is None and (shape is not None or other is not None):
+                raise KilnError("gather(src, index, axis) of a tile takes no shape= or other=")
+            return self.gather_elements(view, indices, offsets if axis is None else axis)
         if not isinstance(view, View):
             raise KilnError("gather reads from a view (kl.make_view)")
         indices = self.to_tile(indices)

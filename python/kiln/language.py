@@ -220,9 +220,16 @@ def make_view(pointer, shape, strides):
 
 
 @builtin
-def gather(view, indices, offsets=(), shape=None, other=None):
+def gather(view, indices, offsets=(), shape=None, other=None, axis=None):
     """Rows ``indices`` of a view (first dimension), at ``offsets`` in the
-    others; out-of-range indices (e.g. -1) read ``other``."""
+    others; out-of-range indices (e.g. -1) read ``other``.
+
+    ``gather(src, index, axis)`` of a tile (Triton's ``tl.gather``, with
+    torch.gather's semantics): ``result[.., i, ..] = src[.., index[.., i, ..], ..]``
+    along ``axis``; ``index`` has src's rank and sizes except along the
+    axis, the result has index's shape; an index outside the axis reads 0.
+    No memory access: a lookup table (a 16-entry FP4 / NF4 codebook)
+    or a permutation of a tile's elements."""
 
 
 @builtin

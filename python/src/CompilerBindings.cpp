@@ -570,6 +570,10 @@ void bindCompiler(py::module &m) {
              return p.make<arith::SelectOp>(c, t, f);
            })
       .def("umulhi", &PyBuilder::umulhi)
+      .def("gather_elements",
+           [](PyBuilder &p, Value src, Value indices, int axis, Type type) {
+             return p.make<kd::GatherElementsOp>(type, src, indices, axis);
+           })
       .def("bitcast",
            [](PyBuilder &p, Value x, Type to) {
              return p.make<arith::BitcastOp>(to, x);

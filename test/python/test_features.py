@@ -2065,3 +2065,57 @@ def test_bitcast(rng):
         def bad(x):
             kl.store(x, (kl.load(x) > 0).to(kl.int8, bitcast=True))
         bad[(1,)](np.zeros(1, np.int8))
+
+
+# Triton's tl.gather(src, index, axis) inside a tile (kiln.gather_elements):
+# a 16-entry codebook read by 4-bit codes (FP4 / NF4 dequantization's
+# lookup), and rows / columns of a 2-D tile picked by an index tile; an
+# index outside the axis reads 0.
+
+@kiln.jit
+def codebook_lookup(codes, lut, out, n, B: kl.constexpr):
+    offs = kl.program_id(0) * B + kl.arange(0, B)
+    m = offs < n
+    packed = kl.load(codes + offs, mask=m, other=0).to(kl.int32)   # bytes, as int8
+    table = kl.load(lut + kl.arange(0, 16))
+    kl.store(out + offs * 2, kl.gather(table, packed & 0xF, 0), mask=m)
+    kl.store(out + offs * 2 + 1, kl.gather(table, (packed >> 4) & 0xF, axis=0), mask=m)
+
+
+@kiln.jit
+def gather_2d(x, idx, out, R: kl.constexpr, C: kl.constexpr, K: kl.constexpr):
+    r = kl.arange(0, R)[:, None]
+    c = kl.arange(0, C)[None, :]
+    t = kl.load(x + r * C + c)
+    k = kl.arange(0, K)[:, None]
+    kl.store(out + k * C + c, kl.gather(t, kl.load(idx + k * C + c), 0))
+    j = kl.load(idx + r * C + c) % C
+    kl.store(out + K * C + r * C + c, kl.gather(t.to(kl.bfloat16), j, -1).to(kl.float32))
+
+
+def test_gather_inside_a_tile(rng):
+    n = 1001
+    codes = rng.integers(-128, 128, n).astype(np.int8)
+    lut = rng.standard_normal(16).astype(np.float32)
+    out = np.full(2 * n, np.nan, np.float32)
+    codebook_lookup[(kiln.cdiv(n, 256),)](codes, lut, out, n, B=256)
+    u = codes.view(np.uint8)
+    assert (out[0::2] == lut[u & 15]).all() and (out[1::2] == lut[u >> 4]).all()
+    R, C, K = 8, 16, 32
+    x = rng.standard_normal((R, C)).astype(np.float32)
+    idx = rng.integers(-2, R + 2, (K, C)).astype(np.int32)
+    out = np.full(K * C + R * C, np.nan, np.float32)
+    gather_2d[(1,)](x, idx, out, R=R, C=C, K=K)
+    inside = (idx >= 0) & (idx < R)
+    ref0 = np.where(inside, x[np.clip(idx, 0, R - 1), np.arange(C)[None, :]], 0)
+    assert inside.any() and not inside.all()
+    assert (out[:K * C].reshape(K, C) == ref0).all()
+    got = out[K * C:K * C + R * C].reshape(R, C)       # through bf16
+    ref1 = np.take_along_axis(x, idx[:R] % C, 1)
+    assert_close(got, ref1, 2 ** -8, 0)
+    with pytest.raises(kiln.CompilationError, match="differ outside the axis"):
+        @kiln.jit
+        def bad(x):
+            t = kl.load(x + kl.arange(0, 8)[:, None] * 4 + kl.arange(0, 4)[None, :])
+            kl.gather(t, kl.zeros((8, 8), kl.int32), 0)
+        bad[(1,)](np.zeros(32, np.float32))

@@ -1357,13 +1357,19 @@ def test_device_assert_and_print_compile_for_gpu(chip, tmp_path, monkeypatch):
 
 # Triton's random numbers on GPU targets: Philox's high products are
 # mul.hi (32-bit) or built from 32-bit limbs (64-bit), and the PTX assembles;
-# bitcasts too.
+# bitcasts and gathers inside tiles too.
 @pytest.mark.parametrize("chip", CHIPS)
 def test_random_numbers_and_bitcasts_compile_for_gpu(chip, tmp_path, monkeypatch):
     import numpy as np
     import kiln
-    from test_features import bitcasts, random_tiles
+    from test_features import bitcasts, codebook_lookup, gather_2d, random_tiles
     monkeypatch.setenv("KILN_TARGET", chip)
+    for ck in (codebook_lookup.warmup(np.zeros(1001, np.int8), np.zeros(16, np.float32),
+                                      np.zeros(2002, np.float32), 1001, B=256, grid=(4,)),
+               gather_2d.warmup(np.zeros(128, np.float32), np.zeros(512, np.int32),
+                                np.zeros(640, np.float32), R=8, C=16, K=32, grid=(1,))):
+        (tmp_path / "k.ptx").write_text(ck.asm)
+        _assemble(str(tmp_path / "k.ptx"), chip, tmp_path)
     n = 300
     ptx = bitcasts.warmup(np.zeros(n, np.float32), kiln.bf16(np.zeros(n, np.uint16)),
                           np.zeros(n, np.int32), np.zeros(n, np.float32), np.zeros(n, np.int16),

@@ -2452,6 +2452,41 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
     toErase.push_back(op);
     return success();
   }
+  if (auto ge = dyn_cast<GatherElementsOp>(op)) {
+    // Per result element: the index, checked against the axis (outside it
+    // reads zero), then the source element there.
+    auto type = ge.getResult().getType();
+    auto src = bufferOf(ge.getSrc(), op);
+    if (failed(src))
+      return failure();
+    auto idxBuf = bufferOf(ge.getIndices(), op);
+    if (failed(idxBuf))
+      return failure();
+    Value buf = allocTile(type, loc);
+    ImplicitLocOpBuilder b(loc, op);
+    int64_t axis = ge.getAxis();
+    Type ielt = ge.getIndices().getType().getElementType();
+    Type elt = type.getElementType();
+    Value size = arith::ConstantIndexOp::create(
+        b, ge.getSrc().getType().getDimSize(axis));
+    Value c0 = arith::ConstantIndexOp::create(b, 0);
+    Value zero = arith::ConstantOp::create(
+        b, cast<TypedAttr>(b.getZeroAttr(elt)));
+    forEachIndex(b, type.getShape(), 1, [&](ImplicitLocOpBuilder &ib,
+                                            ValueRange idx) {
+      Value i = arith::IndexCastOp::create(
+          ib, ib.getIndexType(), loadElems(ib, *idxBuf, idx, ielt, 1));
+      // (Unsigned: a negative index is out of range too.)
+      Value ok = arith::CmpIOp::create(ib, arith::CmpIPredicate::ult, i, size);
+      SmallVector<Value> sidx(idx.begin(), idx.end());
+      sidx[axis] = arith::SelectOp::create(ib, ok, i, c0);
+      Value v = loadElems(ib, *src, sidx, elt, 1);
+      storeElems(ib, arith::SelectOp::create(ib, ok, v, zero), buf, idx, 1);
+    });
+    buffers[ge.getResult()] = buf;
+    toErase.push_back(op);
+    return success();
+  }
   if (auto ex = dyn_cast<tensor::ExtractOp>(op)) {
     auto src = bufferOf(ex.getTensor(), op);
     if (failed(src))

@@ -509,3 +509,19 @@ func.func @f(%t: tensor<4xi32>) {
   kiln.assert %t, "nonzero" : tensor<4xi32>
   return
 }
+
+// -----
+
+func.func @f(%t: tensor<8x4xf32>, %i: tensor<8x8xi32>) {
+  // expected-error @+1 {{'kiln.gather_elements' op indices and source differ in dimension 1 (8 vs 4); only dimension 0 (the axis) may}}
+  %r = kiln.gather_elements %t, %i [0] : tensor<8x4xf32>, tensor<8x8xi32> -> tensor<8x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%t: tensor<16xf32>, %i: tensor<64xi32>) {
+  // expected-error @+1 {{'kiln.gather_elements' op result type must be 'tensor<64xf32>' (the indices' shape, the source's elements), got 'tensor<64xf16>'}}
+  %r = kiln.gather_elements %t, %i [0] : tensor<16xf32>, tensor<64xi32> -> tensor<64xf16>
+  return
+}

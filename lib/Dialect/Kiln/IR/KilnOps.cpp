@@ -690,3 +690,31 @@ LogicalResult PrintOp::verify() {
   }
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// GatherElementsOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult GatherElementsOp::verify() {
+  auto src = getSrc().getType();
+  auto idx = getIndices().getType();
+  auto res = getResult().getType();
+  int64_t axis = getAxis();
+  if (axis < 0 || axis >= src.getRank())
+    return emitOpError("axis ") << axis << " is out of range for a tile of rank "
+                                << src.getRank();
+  if (idx.getRank() != src.getRank())
+    return emitOpError("indices must have the source's rank (")
+           << src.getRank() << "), got " << idx;
+  for (int64_t d = 0; d < src.getRank(); ++d)
+    if (d != axis && idx.getDimSize(d) != src.getDimSize(d))
+      return emitOpError("indices and source differ in dimension ")
+             << d << " (" << idx.getDimSize(d) << " vs " << src.getDimSize(d)
+             << "); only dimension " << axis << " (the axis) may";
+  if (res.getShape() != idx.getShape() ||
+      res.getElementType() != src.getElementType())
+    return emitOpError("result type must be ")
+           << RankedTensorType::get(idx.getShape(), src.getElementType())
+           << " (the indices' shape, the source's elements), got " << res;
+  return success();
+}
