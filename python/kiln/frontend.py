@@ -3481,6 +3481,34 @@ class CodeGen(ast.NodeVisitor):
         ones = self.where(hit, 1, 0)
         return self.builtin_sum(self.cast(ones, kl.int32), axis=0)
 
+    def builtin_cat(self, input, other, can_reorder=False):
+        """Triton's tl.cat: input and other one after the other along the
+        first dimension (in order, whatever `can_reorder` says): a join in a
+        new last dimension moved first, then a reshape; exact."""
+        if isinstance(can_reorder, kl.constexpr):
+            can_reorder = can_reorder.value
+        a, b = self.unify(self.to_tile(input), self.to_tile(other))
+        if a.is_scalar or a.shape != b.shape:
+            raise KilnError(f"cat takes two tiles of one shape, got {a.shape} and {b.shape}")
+        j = self.builtin_join(a, b)                           # [..., 2]
+        rank = len(a.shape)
+        j = self.builtin_permute(j, (rank,) + tuple(builtins.range(rank)))   # [2, ...]
+        return self.builtin_reshape(j, (2 * a.shape[0],) + a.shape[1:])
+
+    def builtin_softmax(self, x, dim=None, keep_dims=False, ieee_rounding=False):
+        """Triton's tl.softmax: exp(x - max) / sum along `dim` (0 when None),
+        the result of x's shape (`keep_dims` is accepted: the result keeps
+        every dimension either way, as softmax's does)."""
+        if isinstance(dim, kl.constexpr):
+            dim = dim.value
+        x = self.to_tile(x)
+        if not x.dtype.is_float:
+            raise KilnError(f"softmax takes floats, got {x.dtype.name}")
+        d = 0 if dim is None else dim
+        z = self.binop(ast.Sub(), x, self.builtin_max(x, d, keep_dims=True))
+        num = self.builtin_exp(z)
+        return self.binop(ast.Div(), num, self.builtin_sum(num, d, keep_dims=True))
+
     def builtin_join(self, a, b):
         """Triton's: a and b (broadcast together) side by side in a new
         last dimension of 2: a select, exact for every value."""

@@ -26,7 +26,7 @@ __all__ = [
     "swizzle2d", "math", "join", "split", "interleave", "sort", "flip", "make_tensor_descriptor",
     "load_tensor_descriptor", "store_tensor_descriptor", "device_assert", "device_print",
     "umulhi", "randint", "randint4x", "rand", "rand4x", "randn", "randn4x",
-    "uint_to_uniform_float", "pair_uniform_to_normal",
+    "uint_to_uniform_float", "pair_uniform_to_normal", "cat", "softmax",
 ]
 
 
@@ -669,6 +669,17 @@ def swizzle2d(i, j, size_i, size_j, size_g):
 
 
 @builtin
+def cat(input, other, can_reorder=False):
+    """Triton's: the two tiles one after the other along the first dimension
+    (in order, whatever `can_reorder` says)."""
+
+
+@builtin
+def softmax(x, dim=None, keep_dims=False, ieee_rounding=False):
+    """Triton's: exp(x - max(x)) / sum along `dim` (0 when None)."""
+
+
+@builtin
 def umulhi(x, y):
     """Triton's: the high 32 (int64: 64) bits of the unsigned product of two
     int32 (int64) values."""
@@ -729,4 +740,4 @@ math = _types.SimpleNamespace(
     abs=abs, ceil=ceil, cos=cos, div_rn=div_rn, erf=erf, exp=exp, exp2=exp2, fdiv=fdiv,
     floor=floor, fma=fma, log=log, log2=log2, rsqrt=rsqrt, sin=sin, sqrt=sqrt,
     sqrt_rn=sqrt_rn, sigmoid=sigmoid, tanh=tanh, cdiv=cdiv, maximum=maximum, minimum=minimum,
-    umulhi=umulhi)
+    umulhi=umulhi, softmax=softmax)

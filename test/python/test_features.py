@@ -2119,3 +2119,34 @@ def test_gather_inside_a_tile(rng):
             t = kl.load(x + kl.arange(0, 8)[:, None] * 4 + kl.arange(0, 4)[None, :])
             kl.gather(t, kl.zeros((8, 8), kl.int32), 0)
         bad[(1,)](np.zeros(32, np.float32))
+
+
+# Triton's tl.cat (in order, exact) and tl.softmax.
+
+@kiln.jit
+def cat_and_softmax(x, out_c, out_s, R: kl.constexpr, C: kl.constexpr, n):
+    r = kl.arange(0, R)[:, None]
+    c = kl.arange(0, C)[None, :]
+    a = kl.load(x + r * C + c)
+    b = kl.load(x + R * C + r * C + c)
+    both = kl.cat(a, b, can_reorder=True)
+    kl.store(out_c + kl.arange(0, 2 * R)[:, None] * C + c, both)
+    cols = kl.arange(0, C)
+    t = kl.load(x + cols, mask=cols < n, other=float("-inf"))
+    kl.store(out_s + cols, kl.softmax(t), mask=cols < n)
+    kl.store(out_s + C + r * C + c, kl.softmax(a, dim=1))
+
+
+def test_cat_and_softmax(rng):
+    R, C, n = 4, 32, 27
+    x = rng.standard_normal(2 * R * C).astype(np.float32) * 3
+    out_c = np.full(2 * R * C, np.nan, np.float32)
+    out_s = np.full(C + R * C, np.nan, np.float32)
+    cat_and_softmax[(1,)](x, out_c, out_s, R=R, C=C, n=n)
+    assert (out_c == x).all()
+    x64 = x.astype(np.float64)
+    e = np.exp(x64[:n] - x64[:n].max())
+    assert_close(out_s[:n], e / e.sum(), 1e-5, 1e-7)
+    a = x64[:R * C].reshape(R, C)
+    e = np.exp(a - a.max(1, keepdims=True))
+    assert_close(out_s[C:].reshape(R, C), e / e.sum(1, keepdims=True), 1e-5, 1e-7)
