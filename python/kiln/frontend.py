@@ -3320,6 +3320,125 @@ class CodeGen(ast.NodeVisitor):
     def builtin_exp(self, x):
         return self.float_unary("exp", x)
 
+    # Functions whose only lowering is an f32 polynomial or expansion
+    # (ApproximateMath.cpp): bf16 / f16 computed in f32, f64 refused.
+    F32_MATH = ("asin", "acos", "atan", "sinh", "cosh", "tan", "log1p", "expm1", "erfc",
+                "log10")
+
+    def f32_math(self, name, x):
+        x = self.to_tile(x.value if isinstance(x, kl.constexpr) else x)
+        if x.dtype.is_int():
+            x = self.cast(x, kl.float32)
+        if x.dtype is kl.float64:
+            raise KilnError(f"{name} of float64 is not supported (its only lowering is a "
+                            "float32 approximation); convert to float32")
+        dt = x.dtype
+        x = self.cast(x, kl.float32)
+        return self.cast(Tile(self.b.unary(name, x.value), kl.float32, x.shape), dt)
+
+    def float_binary(self, name, x, y):
+        x, y = (self.to_tile(v.value if isinstance(v, kl.constexpr) else v) for v in (x, y))
+        x, y = self.unify(x, y)
+        if x.dtype.is_int():
+            x, y = self.cast(x, kl.float32), self.cast(y, kl.float32)
+        shape = broadcast_shapes(x.shape, y.shape)
+        x, y = self.broadcast_to(x, shape), self.broadcast_to(y, shape)
+        return Tile(self.b.binary(name, x.value, y.value), x.dtype, shape)
+
+    def builtin_round(self, x):
+        """Half away from zero (C's round)."""
+        return self.float_unary("round", x)
+
+    def builtin_rint(self, x):
+        """Half to even (C's rint / nearbyint in the default rounding mode)."""
+        return self.float_unary("roundeven", x)
+
+    def builtin_trunc(self, x):
+        """Toward zero: ceil below zero, floor above (exact)."""
+        x = self.to_tile(x.value if isinstance(x, kl.constexpr) else x)
+        if x.dtype.is_int():
+            return x
+        return self.where(self.compare(ast.Lt(), x, 0.0), self.builtin_ceil(x),
+                          self.builtin_floor(x))
+
+    def builtin_copysign(self, x, y):
+        return self.float_binary("copysign", x, y)
+
+    def builtin_fmax(self, x, y):
+        """C's fmax: a NaN operand gives the other one."""
+        return self.float_binary("maxnumf", x, y)
+
+    def builtin_fmin(self, x, y):
+        return self.float_binary("minnumf", x, y)
+
+    def builtin_fmod(self, x, y):
+        """C's fmod: the remainder of x / y truncated, the sign of x (Python's
+        % on floats has the sign of y)."""
+        return self.float_binary("remf", x, y)
+
+    def builtin_atan2(self, y, x):
+        """C's atan2. The polynomial (math.atan2) gets zeros, infinities and
+        signs wrong (NaN at (0, 0) and (inf, inf), +pi for (-0, -1) and
+        (-1, -inf)): a zero y takes 0 or pi by x's sign bit, two infinities
+        pi/4 or 3pi/4, and the result y's sign."""
+        y, x = self.unify(self.to_tile(y), self.to_tile(x))
+        if y.dtype is kl.float64:
+            raise KilnError("atan2 of float64 is not supported (its only lowering is a "
+                            "float32 approximation); convert to float32")
+        dt = y.dtype if y.dtype.is_float else kl.float32
+        y, x = self.cast(y, kl.float32), self.cast(x, kl.float32)
+        shape = broadcast_shapes(x.shape, y.shape)
+        y, x = self.broadcast_to(y, shape), self.broadcast_to(x, shape)
+        r = self.float_binary("atan2", y, x)
+        on_axis = self.where(self.builtin_signbit(x), math.pi, 0.0)
+        zero_y = self.binop(ast.BitAnd(), self.compare(ast.Eq(), y, 0.0),
+                            self.compare(ast.Eq(), x, x))
+        r = self.where(zero_y, self.broadcast_to(self.cast(self.to_tile(on_axis), kl.float32),
+                                                 shape), r)
+        both_inf = self.binop(ast.BitAnd(), self.builtin_isinf(y), self.builtin_isinf(x))
+        corner = self.where(self.builtin_signbit(x), 3 * math.pi / 4, math.pi / 4)
+        r = self.where(both_inf, self.broadcast_to(self.cast(self.to_tile(corner), kl.float32),
+                                                   shape), r)
+        return self.cast(self.builtin_copysign(self.builtin_abs(r), y), dt)
+
+    def builtin_cbrt(self, x):
+        """The polynomial (math.cbrt) with infinities kept and subnormals
+        scaled by 2^24 first (cbrt(2^24 x) = 2^8 cbrt(x))."""
+        x = self.to_tile(x.value if isinstance(x, kl.constexpr) else x)
+        if x.dtype.is_int():
+            x = self.cast(x, kl.float32)
+        if x.dtype is kl.float64:
+            raise KilnError("cbrt of float64 is not supported (its only lowering is a "
+                            "float32 approximation); convert to float32")
+        dt = x.dtype
+        x = self.cast(x, kl.float32)
+        tiny = self.compare(ast.Lt(), self.builtin_abs(x), 1.1754943508222875e-38)
+        scaled = self.where(tiny, self.binop(ast.Mult(), x, 16777216.0), x)
+        r = Tile(self.b.unary("cbrt", scaled.value), kl.float32, x.shape)
+        r = self.where(tiny, self.binop(ast.Mult(), r, 0.00390625), r)
+        return self.cast(self.where(self.builtin_isinf(x), x, r), dt)
+
+    def builtin_pow(self, x, y):
+        return self.binop(ast.Pow(), x, y)
+
+    def builtin_isnan(self, x):
+        x = self.to_tile(x.value if isinstance(x, kl.constexpr) else x)
+        return self.compare(ast.NotEq(), x, x)
+
+    def builtin_isinf(self, x):
+        return self.compare(ast.Eq(), self.builtin_abs(x), float("inf"))
+
+    def builtin_isfinite(self, x):
+        return self.compare(ast.Lt(), self.builtin_abs(x), float("inf"))
+
+    def builtin_signbit(self, x):
+        """The sign bit (true for -0.0 and negative NaNs too)."""
+        x = self.to_tile(x.value if isinstance(x, kl.constexpr) else x)
+        if not x.dtype.is_float:
+            return self.compare(ast.Lt(), x, 0)
+        ints = {16: kl.int16, 32: kl.int32, 64: kl.int64}[x.dtype.bits]
+        return self.compare(ast.Lt(), self.bitcast(x, ints), 0)
+
     def builtin_fma(self, x, y, z):
         """x * y + z rounded once (math.fma: the targets' fused multiply-add)."""
         x, y, z = (self.to_tile(v.value if isinstance(v, kl.constexpr) else v) for v in (x, y, z))
@@ -3769,6 +3888,11 @@ class CodeGen(ast.NodeVisitor):
             raise KilnError("static_assert needs a compile-time condition, got a runtime value")
         if not cond:
             raise KilnError(f"static_assert failed{': ' + str(msg) if msg else ''}")
+
+
+for _name in CodeGen.F32_MATH:
+    setattr(CodeGen, "builtin_" + _name,
+            lambda self, x, _name=_name: self.f32_math(_name, x))
 
 
 def parse_function(fn):

@@ -26,7 +26,7 @@ __all__ = [
     "swizzle2d", "math", "join", "split", "interleave", "sort", "flip", "make_tensor_descriptor",
     "load_tensor_descriptor", "store_tensor_descriptor", "device_assert", "device_print",
     "umulhi", "randint", "randint4x", "rand", "rand4x", "randn", "randn4x",
-    "uint_to_uniform_float", "pair_uniform_to_normal", "cat", "softmax",
+    "uint_to_uniform_float", "pair_uniform_to_normal", "cat", "softmax", "extra",
 ]
 
 
@@ -732,7 +732,64 @@ def pair_uniform_to_normal(u1, u2):
     ones."""
 
 
+def _math_stub(name, doc):
+    def stub(*args):
+        pass
+    stub.__name__ = name
+    stub.__doc__ = doc
+    return builtin(stub)
+
+
+# C / CUDA math beyond Triton's tl.math (Triton's libdevice names; see `extra`).
+asin = _math_stub("asin", "arcsine (a float32 polynomial; bf16/f16 through float32)")
+acos = _math_stub("acos", "arccosine (float32)")
+atan = _math_stub("atan", "arctangent (float32)")
+atan2 = _math_stub("atan2", "atan2(y, x) (float32)")
+sinh = _math_stub("sinh", "hyperbolic sine (float32)")
+cosh = _math_stub("cosh", "hyperbolic cosine (float32)")
+tan = _math_stub("tan", "tangent (float32)")
+log1p = _math_stub("log1p", "log(1 + x), exact near 0 (float32)")
+expm1 = _math_stub("expm1", "exp(x) - 1, exact near 0 (float32)")
+cbrt = _math_stub("cbrt", "cube root (float32)")
+erfc = _math_stub("erfc", "1 - erf(x) (float32)")
+log10 = _math_stub("log10", "base-10 logarithm (float32)")
+round = _math_stub("round", "to the nearest integer, half away from zero")  # noqa: A001
+rint = _math_stub("rint", "to the nearest integer, half to even")
+trunc = _math_stub("trunc", "toward zero")
+copysign = _math_stub("copysign", "|x| with y's sign")
+fmax = _math_stub("fmax", "C's fmax: a NaN operand gives the other")
+fmin = _math_stub("fmin", "C's fmin: a NaN operand gives the other")
+fmod = _math_stub("fmod", "C's fmod: the sign of x")
+pow = _math_stub("pow", "x ** y")  # noqa: A001
+isnan = _math_stub("isnan", "bool: x is NaN")
+isinf = _math_stub("isinf", "bool: x is +-inf")
+isfinite = _math_stub("isfinite", "bool: x is neither NaN nor inf")
+signbit = _math_stub("signbit", "bool: the sign bit is set (-0.0 too)")
+
+import sys as _sys  # noqa: E402
 import types as _types  # noqa: E402
+
+# Triton's `triton.language.extra.libdevice` (and `.extra.cuda.libdevice`):
+# `from kiln.language.extra import libdevice` then `libdevice.asin(x)`, on
+# every target (the functions are Kiln's, not CUDA's libdevice: no library
+# is linked).
+extra = _types.ModuleType(__name__ + ".extra")
+extra.libdevice = _types.ModuleType(__name__ + ".extra.libdevice")
+for _n, _f in dict(
+        abs=abs, fabs=abs, acos=acos, asin=asin, atan=atan, atan2=atan2, cbrt=cbrt, ceil=ceil,
+        copysign=copysign, cos=cos, cosh=cosh, erf=erf, erfc=erfc, exp=exp, exp2=exp2,
+        expm1=expm1, fast_expf=exp, fast_logf=log, floor=floor, fma=fma, fmax=fmax,
+        fmin=fmin, fmod=fmod, isinf=isinf, isnan=isnan, isfinited=isfinite, log=log,
+        log10=log10, log1p=log1p, log2=log2, nearbyint=rint, pow=pow, rint=rint,
+        round=round, rsqrt=rsqrt, signbit=signbit, sin=sin, sinh=sinh, sqrt=sqrt, tan=tan,
+        tanh=tanh, trunc=trunc, div_rn=div_rn, sqrt_rn=sqrt_rn).items():
+    setattr(extra.libdevice, _n, _f)
+extra.cuda = _types.ModuleType(__name__ + ".extra.cuda")
+extra.cuda.libdevice = extra.libdevice
+_sys.modules[extra.__name__] = extra
+_sys.modules[extra.libdevice.__name__] = extra.libdevice
+_sys.modules[extra.cuda.__name__] = extra.cuda
+_sys.modules[extra.cuda.__name__ + ".libdevice"] = extra.libdevice
 
 # Triton's tl.math: the same functions under the names Triton code calls
 # (`tl.math.exp2(x)` ports as `kl.math.exp2(x)`).
@@ -740,4 +797,7 @@ math = _types.SimpleNamespace(
     abs=abs, ceil=ceil, cos=cos, div_rn=div_rn, erf=erf, exp=exp, exp2=exp2, fdiv=fdiv,
     floor=floor, fma=fma, log=log, log2=log2, rsqrt=rsqrt, sin=sin, sqrt=sqrt,
     sqrt_rn=sqrt_rn, sigmoid=sigmoid, tanh=tanh, cdiv=cdiv, maximum=maximum, minimum=minimum,
-    umulhi=umulhi, softmax=softmax)
+    umulhi=umulhi, softmax=softmax, asin=asin, acos=acos, atan=atan, atan2=atan2, sinh=sinh,
+    cosh=cosh, tan=tan, log1p=log1p, expm1=expm1, cbrt=cbrt, erfc=erfc, log10=log10,
+    round=round, rint=rint, trunc=trunc, copysign=copysign, pow=pow, isnan=isnan,
+    isinf=isinf, signbit=signbit)

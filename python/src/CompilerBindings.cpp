@@ -268,6 +268,9 @@ public:
     if (op == "shrui") return make<arith::ShRUIOp>(l, r);
     if (op == "powf") return make<math::PowFOp>(l, r);
     if (op == "atan2") return make<math::Atan2Op>(l, r);
+    if (op == "copysign") return make<math::CopySignOp>(l, r);
+    if (op == "maxnumf") return make<arith::MaxNumFOp>(l, r);
+    if (op == "minnumf") return make<arith::MinNumFOp>(l, r);
     throw IRError("unknown binary op '" + op + "'");
   }
 
@@ -300,6 +303,20 @@ public:
     if (op == "floor") return make<math::FloorOp>(x);
     if (op == "ceil") return make<math::CeilOp>(x);
     if (op == "negf") return make<arith::NegFOp>(x);
+    // (f32 only: polynomials or expansions, ApproximateMath.cpp.)
+    if (op == "asin") return make<math::AsinOp>(x);
+    if (op == "acos") return make<math::AcosOp>(x);
+    if (op == "atan") return make<math::AtanOp>(x);
+    if (op == "sinh") return make<math::SinhOp>(x);
+    if (op == "cosh") return make<math::CoshOp>(x);
+    if (op == "tan") return make<math::TanOp>(x);
+    if (op == "log1p") return make<math::Log1pOp>(x);
+    if (op == "expm1") return make<math::ExpM1Op>(x);
+    if (op == "cbrt") return make<math::CbrtOp>(x);
+    if (op == "erfc") return make<math::ErfcOp>(x);
+    if (op == "log10") return make<math::Log10Op>(x);
+    if (op == "round") return make<math::RoundOp>(x);
+    if (op == "roundeven") return make<math::RoundEvenOp>(x);
     throw IRError("unknown unary op '" + op + "'");
   }
 

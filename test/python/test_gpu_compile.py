@@ -1357,14 +1357,16 @@ def test_device_assert_and_print_compile_for_gpu(chip, tmp_path, monkeypatch):
 
 # Triton's random numbers on GPU targets: Philox's high products are
 # mul.hi (32-bit) or built from 32-bit limbs (64-bit), and the PTX assembles;
-# bitcasts and gathers inside tiles too.
+# bitcasts, gathers inside tiles and the libdevice functions too.
 @pytest.mark.parametrize("chip", CHIPS)
 def test_random_numbers_and_bitcasts_compile_for_gpu(chip, tmp_path, monkeypatch):
     import numpy as np
     import kiln
-    from test_features import bitcasts, codebook_lookup, gather_2d, random_tiles
+    from test_features import bitcasts, codebook_lookup, gather_2d, libdevice_math, random_tiles
     monkeypatch.setenv("KILN_TARGET", chip)
-    for ck in (codebook_lookup.warmup(np.zeros(1001, np.int8), np.zeros(16, np.float32),
+    for ck in (libdevice_math.warmup(np.zeros(240, np.float32), np.zeros(240, np.float32),
+                                     np.zeros(19 * 256, np.float32), 240, B=256, grid=(1,)),
+               codebook_lookup.warmup(np.zeros(1001, np.int8), np.zeros(16, np.float32),
                                       np.zeros(2002, np.float32), 1001, B=256, grid=(4,)),
                gather_2d.warmup(np.zeros(128, np.float32), np.zeros(512, np.int32),
                                 np.zeros(640, np.float32), R=8, C=16, K=32, grid=(1,))):
