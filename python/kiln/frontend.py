@@ -2976,6 +2976,135 @@ class CodeGen(ast.NodeVisitor):
             out_dtype = acc.dtype
         return Tile(self.b.dot(a.value, b.value, acc.value), out_dtype, shape)
 
+    # -- microscaling (MX) formats: Triton's tl.dot_scaled --------------------------
+
+    MX_FORMATS = ("e2m1", "e4m3", "e5m2", "bf16", "fp16")
+
+    def i32(self, v):
+        return self.const(v, kl.int32)
+
+    def f32_from_bits(self, bits):
+        return self.bitcast(bits, kl.float32)
+
+    def decode_mx(self, x, fmt, k_pack, is_lhs, what):
+        """Operand `x` of dot_scaled in format `fmt` as float32 values of the
+        logical [M, K] (lhs) or [K, N] (rhs) shape: fp8 and fp4 bytes decoded
+        exactly (int8 tiles holding the bits), fp4 unpacked (first element in
+        the low nibble, along K, or along M / N without k_pack)."""
+        if fmt in ("bf16", "fp16"):
+            want = kl.bfloat16 if fmt == "bf16" else kl.float16
+            if x.dtype is not want:
+                raise KilnError(f"dot_scaled: {what} in format '{fmt}' must be a {want.name} "
+                                f"tile, got {x.dtype.name}")
+            return self.cast(x, kl.float32)
+        if x.dtype not in (kl.int8, kl.int16, kl.int32):
+            raise KilnError(f"dot_scaled: {what} in format '{fmt}' holds the bits as int8 "
+                            f"(load uint8 data through an int8 view), got {x.dtype.name}")
+        band = lambda a, m: self.binop(ast.BitAnd(), a, m)          # noqa: E731
+        shr = lambda a, n: self.binop(ast.RShift(), a, n)           # noqa: E731
+        shl = lambda a, n: self.binop(ast.LShift(), a, n)           # noqa: E731
+        bor = lambda a, b: self.binop(ast.BitOr(), a, b)            # noqa: E731
+        eq = lambda a, b: self.compare(ast.Eq(), a, b)              # noqa: E731
+        b = band(self.cast(x, kl.int32), 0xFF)
+        if fmt == "e2m1":
+            lo, hi = band(b, 0xF), shr(b, 4)
+            j = self.builtin_join(lo, hi)                          # [r, c, 2]
+            r, c = x.shape
+            if is_lhs == k_pack:     # packed along the last dimension (K of lhs, N of rhs)
+                b = self.builtin_reshape(j, (r, 2 * c))
+            else:                    # along the first (M of lhs, K of rhs)
+                b = self.builtin_reshape(self.builtin_permute(j, (0, 2, 1)), (2 * r, c))
+            sign = shl(shr(b, 3), 31)
+            e, m = band(shr(b, 1), 3), band(b, 1)
+            normal = self.f32_from_bits(bor(sign, bor(shl(self.binop(ast.Add(), e, 126), 23),
+                                                      shl(m, 22))))
+            sub = self.builtin_copysign(self.binop(ast.Mult(), self.cast(m, kl.float32), 0.5),
+                                        self.f32_from_bits(bor(sign, 0x3F800000)))
+            return self.where(eq(e, 0), sub, normal)
+        if fmt == "e5m2":
+            # The top byte of a float16 (same exponent, two mantissa bits).
+            h = self.cast(shl(b, 8), kl.int16)
+            return self.cast(self.bitcast(h, kl.float16), kl.float32)
+        # e4m3 (OCP E4M3FN): bias 7, no infinities, S.1111.111 is NaN.
+        sign = shl(shr(b, 7), 31)
+        e, m = band(shr(b, 3), 0xF), band(b, 7)
+        normal = self.f32_from_bits(bor(sign, bor(shl(self.binop(ast.Add(), e, 120), 23),
+                                                  shl(m, 20))))
+        sub = self.builtin_copysign(self.binop(ast.Mult(), self.cast(m, kl.float32), 2.0 ** -9),
+                                    self.f32_from_bits(bor(sign, 0x3F800000)))
+        v = self.where(eq(e, 0), sub, normal)
+        nan = self.binop(ast.BitAnd(), eq(e, 15), eq(m, 7))
+        return self.where(nan, float("nan"), v)
+
+    def mx_scale(self, s, what):
+        """e8m0 bytes (an int8 tile of the bits) as float32 2^(s - 127); 255
+        is NaN."""
+        s = self.to_tile(s)
+        if s.dtype not in (kl.int8, kl.int16, kl.int32):
+            raise KilnError(f"dot_scaled: {what} holds e8m0 bits as int8, got {s.dtype.name}")
+        b = self.binop(ast.BitAnd(), self.cast(s, kl.int32), 0xFF)
+        v = self.f32_from_bits(self.binop(ast.LShift(), b, 23))
+        v = self.where(self.compare(ast.Eq(), b, 0), self.f32_from_bits(self.i32(0x00400000)), v)
+        return self.where(self.compare(ast.Eq(), b, 255), float("nan"), v)
+
+    def builtin_dot_scaled(self, lhs, lhs_scale, lhs_format, rhs, rhs_scale, rhs_format,
+                           acc=None, fast_math=False, lhs_k_pack=True, rhs_k_pack=True,
+                           out_dtype=kl.float32):
+        """Triton's tl.dot_scaled, as Triton emulates it where the tensor cores
+        have no microscaling instructions: both operands decoded, scaled by
+        their e8m0 factors per 32 elements of K, rounded to bfloat16 (exact
+        for fp4 / fp8 values times a power of two in range; float32 when an
+        operand is fp16) and multiplied by kl.dot into float32."""
+        vals = {}
+        for name, v in (("lhs_format", lhs_format), ("rhs_format", rhs_format),
+                        ("fast_math", fast_math), ("lhs_k_pack", lhs_k_pack),
+                        ("rhs_k_pack", rhs_k_pack), ("out_dtype", out_dtype)):
+            vals[name] = v.value if isinstance(v, kl.constexpr) else v
+        lf, rf = vals["lhs_format"], vals["rhs_format"]
+        for name, fmt in (("lhs_format", lf), ("rhs_format", rf)):
+            if fmt not in self.MX_FORMATS:
+                raise KilnError(f"dot_scaled: {name} must be one of {', '.join(self.MX_FORMATS)}, "
+                                f"got {fmt!r}")
+        for name in ("lhs_k_pack", "rhs_k_pack", "fast_math"):
+            if not isinstance(vals[name], bool):
+                raise KilnError(f"dot_scaled: {name} must be a compile-time bool")
+        lhs, rhs = self.to_tile(lhs), self.to_tile(rhs)
+        if len(lhs.shape) != 2 or len(rhs.shape) != 2:
+            raise KilnError(f"dot_scaled needs 2-D tiles, got shapes {lhs.shape} and {rhs.shape}")
+        a = self.decode_mx(lhs, lf, vals["lhs_k_pack"], True, "lhs")
+        b = self.decode_mx(rhs, rf, vals["rhs_k_pack"], False, "rhs")
+        (m, k), (k2, n) = a.shape, b.shape
+        if k != k2:
+            raise KilnError(f"dot_scaled: inner dimensions differ: [{m}, {k}] @ [{k2}, {n}] "
+                            "(after unpacking fp4)")
+        for what, sc, rows in (("lhs_scale", lhs_scale, m), ("rhs_scale", rhs_scale, n)):
+            if sc is None or (isinstance(sc, kl.constexpr) and sc.value is None):
+                continue
+            if k % 32:
+                raise KilnError(f"dot_scaled: scales cover 32 elements of K, and K = {k}")
+            sc = self.to_tile(sc)
+            if sc.shape != (rows, k // 32):
+                raise KilnError(f"dot_scaled: {what} must have shape {(rows, k // 32)}, got "
+                                f"{sc.shape}")
+            f = self.mx_scale(sc, what)
+            if what == "lhs_scale":
+                a3 = self.builtin_reshape(a, (m, k // 32, 32))
+                a = self.builtin_reshape(self.binop(ast.Mult(), a3, self.builtin_reshape(
+                    f, (m, k // 32, 1))), (m, k))
+            else:
+                b3 = self.builtin_reshape(b, (k // 32, 32, n))
+                ft = self.builtin_reshape(self.builtin_trans(f), (k // 32, 1, n))
+                b = self.builtin_reshape(self.binop(ast.Mult(), b3, ft), (k, n))
+        compute = kl.float32 if "fp16" in (lf, rf) else kl.bfloat16
+        od = vals["out_dtype"]
+        if acc is not None and not (isinstance(acc, kl.constexpr) and acc.value is None):
+            acc = self.cast(self.to_tile(acc), kl.float32)
+        else:
+            acc = None
+        r = self.builtin_dot(self.cast(a, compute), self.cast(b, compute), acc,
+                             out_dtype=kl.float32)
+        return self.cast(r, od) if isinstance(od, kl.dtype) else r
+
     def reduce(self, kind, x, axis, widen=True):
         x = self.to_tile(x)
         if x.is_scalar:

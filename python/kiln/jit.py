@@ -310,9 +310,12 @@ class CompiledKernel:
         kiln-cpu-pipeline), llvm (optimized LLVM IR), asm."""
         if stage == "kiln":
             return self.kiln_ir
-        from ._kiln import compile_stage
-        return compile_stage(self.kiln_ir, self.filename, stage, self.target,
-                             self.num_warps, self.num_stages)
+        stages = self.__dict__.setdefault("_stages", {})   # each compiled once
+        if stage not in stages:
+            from ._kiln import compile_stage
+            stages[stage] = compile_stage(self.kiln_ir, self.filename, stage, self.target,
+                                          self.num_warps, self.num_stages)
+        return stages[stage]
 
     @property
     def asm(self):

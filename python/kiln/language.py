@@ -27,6 +27,7 @@ __all__ = [
     "load_tensor_descriptor", "store_tensor_descriptor", "device_assert", "device_print",
     "umulhi", "randint", "randint4x", "rand", "rand4x", "randn", "randn4x",
     "uint_to_uniform_float", "pair_uniform_to_normal", "cat", "softmax", "extra",
+    "dot_scaled",
 ]
 
 
@@ -666,6 +667,18 @@ def interleave(a, b):
 def swizzle2d(i, j, size_i, size_j, size_g):
     """Triton's: (i, j) of a size_i x size_j grid renumbered column-major in
     groups of size_g rows (an L2-friendly program order); returns (i, j)."""
+
+
+@builtin
+def dot_scaled(lhs, lhs_scale, lhs_format, rhs, rhs_scale, rhs_format, acc=None,
+               fast_math=False, lhs_k_pack=True, rhs_k_pack=True, out_dtype=None):
+    """Triton's: the product of two blocks in microscaling formats ("e2m1"
+    (fp4, two per byte, the first in the low nibble), "e4m3", "e5m2" (fp8
+    bytes), "bf16", "fp16"), int8 tiles holding the bits; `lhs_scale`
+    [M, K // 32] and `rhs_scale` [N, K // 32] are e8m0 bytes (2^(s - 127))
+    or None. Computed as Triton emulates it without MX tensor cores: decoded,
+    scaled, rounded to bfloat16 (exact for MX values) and kl.dot into
+    float32."""
 
 
 @builtin

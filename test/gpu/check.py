@@ -593,6 +593,20 @@ check("Triton tutorial layer norm dx", dx, rdx, 1e-4, 1e-3)
 check("Triton tutorial layer norm dw (locked partial sums)", dw, rdw, 1e-4, 1e-2)
 check("Triton tutorial layer norm db (locked partial sums)", db, rdb, 1e-4, 1e-2)
 
+# Block-scaled (MX) matmul: kl.dot_scaled's decode and scaling feeding the
+# tensor cores, MXFP8 (e4m3) activations times MXFP4 (e2m1) weights.
+import mx_matmul as mx_ex  # noqa: E402
+M, N, K = 200, 150, 256
+ac, asc = mx_ex.quantize_mx(rng.standard_normal((M, K)), "e4m3", 1)
+bc, bsc = mx_ex.quantize_mx(rng.standard_normal((K, N)) * 0.05, "e2m1", 0)
+c = poisoned((M, N))
+py_example("mx_matmul-e4m3-e2m1", mx_ex.mx_matmul_kernel, (cdiv(M, 64), cdiv(N, 64)),
+           (mx_ex.pack(ac, "e4m3", 1), asc.astype(np.uint8).view(np.int8), mx_ex.pack(bc, "e2m1", 0),
+            np.ascontiguousarray(bsc.T.astype(np.uint8).view(np.int8)), c, M, N, K),
+           dict(FMT_A="e4m3", FMT_B="e2m1", BM=64, BN=64, BK=64))
+check("MX matmul e4m3 x e2m1 (dot_scaled)", c, mx_ex.reference(ac, asc, "e4m3", bc, bsc.T, "e2m1"),
+      1e-5, 1e-6)
+
 # Triton's low-memory dropout tutorial: the seeded kernel's keep mask is
 # kl.rand (Philox on the device), the same bits as NumPy's reference.
 import triton_dropout as tdo_ex  # noqa: E402

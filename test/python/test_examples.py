@@ -10,6 +10,7 @@ import block_sparse_attention as bsa_ex
 import flash_attention as fa_ex
 import layernorm as ln_ex
 import matmul as mm_ex
+import mx_matmul as mx_ex
 import softmax as sm_ex
 import triton_attention as tfa_ex
 import triton_dropout as tdo_ex
@@ -133,3 +134,18 @@ def test_triton_dropout(rng, n):
         a = tdo_ex.seeded_dropout(x, 0.5, 123)
         assert not np.array_equal(a, tdo_ex.seeded_dropout(x, 0.5, 124))
         assert 0.4 < (a != 0).mean() < 0.6
+
+
+# Block-scaled (MX) matmul with kl.dot_scaled: MXFP4 / MXFP8 operands made
+# by the example's NumPy quantizer, against the float64 product of the same
+# MX values, on ragged M and N; every pair of formats.
+@pytest.mark.parametrize("fa,fb", [("e2m1", "e2m1"), ("e4m3", "e2m1"), ("e5m2", "e4m3"),
+                                   ("e2m1", "e5m2")])
+def test_mx_matmul(rng, fa, fb):
+    M, N, K = 77, 45, 192
+    x = rng.standard_normal((M, K)) * 3
+    w = rng.standard_normal((K, N)) * 0.05
+    ac, asc = mx_ex.quantize_mx(x, fa, 1)
+    bc, bsc = mx_ex.quantize_mx(w, fb, 0)
+    c = mx_ex.mx_matmul(ac, asc, fa, bc, bsc.T, fb, block=(32, 32, 64))
+    assert_close(c, mx_ex.reference(ac, asc, fa, bc, bsc.T, fb), 1e-5, 1e-6)

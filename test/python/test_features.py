@@ -2230,3 +2230,65 @@ def test_libdevice_math(rng):
         def bad(x):
             kl.store(x, libdevice.asin(kl.load(x)))
         bad[(1,)](np.zeros(1))
+
+
+# kl.dot_scaled (Triton's) on special values: e4m3's NaN and subnormals,
+# e5m2's infinities, e8m0 scales 0 (2^-127) and 255 (NaN), -0.0 of e2m1, and
+# fp4 packed along M and N (k_pack=False).
+
+import mx_matmul as mx_ex  # noqa: E402
+
+
+@kiln.jit
+def dot_scaled_tile(a, sa, b, sb, c, FA: kl.constexpr, FB: kl.constexpr, M: kl.constexpr,
+                    N: kl.constexpr, K: kl.constexpr, KPA: kl.constexpr, KPB: kl.constexpr):
+    AR: kl.constexpr = M // 2 if FA == "e2m1" and not KPA else M
+    AC: kl.constexpr = K // 2 if FA == "e2m1" and KPA else K
+    BR: kl.constexpr = K // 2 if FB == "e2m1" and KPB else K
+    BC: kl.constexpr = N // 2 if FB == "e2m1" and not KPB else N
+    x = kl.load(a + kl.arange(0, AR)[:, None] * AC + kl.arange(0, AC)[None, :])
+    y = kl.load(b + kl.arange(0, BR)[:, None] * BC + kl.arange(0, BC)[None, :])
+    xs = kl.load(sa + kl.arange(0, M)[:, None] * (K // 32) + kl.arange(0, K // 32)[None, :])
+    ys = kl.load(sb + kl.arange(0, N)[:, None] * (K // 32) + kl.arange(0, K // 32)[None, :])
+    r = kl.dot_scaled(x, xs, FA, y, ys, FB, lhs_k_pack=KPA, rhs_k_pack=KPB)
+    kl.store(c + kl.arange(0, M)[:, None] * N + kl.arange(0, N)[None, :], r)
+
+
+@pytest.mark.parametrize("fa,fb,kpa,kpb", [("e4m3", "e5m2", True, True),
+                                           ("e2m1", "e2m1", False, False),
+                                           ("e2m1", "e4m3", True, True),
+                                           ("e5m2", "e2m1", True, False)])
+def test_dot_scaled_special_values(rng, fa, fb, kpa, kpb):
+    M, N, K = 32, 32, 64
+    def codes(fmt, shape):
+        c = rng.integers(0, 16 if fmt == "e2m1" else 256, shape)
+        if fmt == "e4m3":
+            c[(c & 0x7F) > 0x70] = 0x3A        # no NaN by chance (set below)
+            c[0, :8] = [0x7F, 0x01, 0x81, 0x07, 0x00, 0x80, 0x7E, 0xFE]
+        if fmt == "e5m2":
+            c[(c & 0x7F) >= 0x70] = 0x3C       # nothing huge by chance
+            c[0, :3] = [0x7C, 0x01, 0x80]      # inf, a subnormal, -0.0
+        if fmt == "e2m1":
+            c[0, :2] = [8, 1]                  # -0.0, 0.5
+        return c
+    ac, bc = codes(fa, (M, K)), codes(fb, (K, N))
+    sa = rng.integers(115, 140, (M, K // 32))
+    sb = rng.integers(115, 140, (N, K // 32))
+    sa[1, 0], sa[2, 1], sb[3, 0] = 0, 255, 0
+    out = np.full((M, N), np.nan, np.float32)
+    i8 = lambda v: np.ascontiguousarray(np.asarray(v).astype(np.uint8).view(np.int8))  # noqa
+    a_bytes = mx_ex.pack(ac, fa, 1 if kpa else 0)
+    b_bytes = mx_ex.pack(bc, fb, 0 if kpb else 1)
+    dot_scaled_tile[(1,)](a_bytes, i8(sa), b_bytes, i8(sb), out, FA=fa, FB=fb, M=M, N=N, K=K,
+                          KPA=kpa, KPB=kpb)
+    with np.errstate(invalid="ignore", over="ignore"):
+        ref = mx_ex.reference(ac, sa, fa, bc, sb, fb)
+    nan = np.isnan(ref)
+    assert nan[2].all() and (np.isnan(out) == nan).all()
+    # float32 sums: the error bound scales with the sum of |terms|
+    with np.errstate(invalid="ignore", over="ignore"):
+        mag = mx_ex.reference(ac, sa, fa, bc, sb, fb, magnitude=True)
+    fin = np.isfinite(ref)
+    assert (out[~fin & ~nan] == ref[~fin & ~nan]).all()       # the infinities of e5m2
+    err = np.abs(out.astype(np.float64)[fin] - ref[fin])
+    assert (err <= 1e-6 * mag[fin]).all()

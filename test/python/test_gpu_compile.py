@@ -1388,3 +1388,25 @@ def test_random_numbers_and_bitcasts_compile_for_gpu(chip, tmp_path, monkeypatch
             assert "mul.hi.u32" in ptx
         (tmp_path / "k.ptx").write_text(ptx)
         _assemble(str(tmp_path / "k.ptx"), chip, tmp_path)
+
+
+# kl.dot_scaled on GPU targets: the decoded operands feed the tensor cores
+# (wgmma on sm_90a, mma.sync on sm_80) and the PTX assembles without spills.
+@pytest.mark.parametrize("chip", CHIPS)
+def test_mx_matmul_compiles_for_gpu(chip, tmp_path, monkeypatch):
+    import numpy as np
+    import mx_matmul as mx
+    monkeypatch.setenv("KILN_TARGET", chip)
+    M = N = K = 512
+    for fa, fb in (("e2m1", "e2m1"), ("e4m3", "e5m2")):
+        pa, pb = (2 if f == "e2m1" else 1 for f in (fa, fb))
+        ck = mx.mx_matmul_kernel.warmup(
+            np.zeros((M, K // pa), np.int8), np.zeros((M, K // 32), np.int8),
+            np.zeros((K // pb, N), np.int8), np.zeros((N, K // 32), np.int8),
+            np.zeros((M, N), np.float32), M, N, K, FMT_A=fa, FMT_B=fb, BM=64, BN=64, BK=64,
+            grid=(8, 8))
+        ptx = ck.asm
+        assert ("wgmma.mma_async" if chip == "sm_90a" else "mma.sync.aligned") in ptx
+        (tmp_path / "k.ptx").write_text(ptx)
+        report = _assemble(str(tmp_path / "k.ptx"), chip, tmp_path)
+        assert " 0 bytes spill stores" in report
