@@ -32,11 +32,11 @@ __all__ = ["load_bundle", "bf16", "cdiv", "HAS_COMPILER", "LaunchError", "Bundle
 
 if HAS_COMPILER:
     from .frontend import CompilationError
-    from .jit import (Autotuner, CompiledKernel, Config, JITFunction, TensorDescriptor,
-                      autotune, jit)
+    from .jit import (Autotuner, CompiledKernel, Config, Heuristics, JITFunction,
+                      TensorDescriptor, autotune, heuristics, jit)
     from . import ops
 
-    __all__ += ["jit", "autotune", "Config", "CompilationError", "JITFunction",
+    __all__ += ["jit", "autotune", "heuristics", "Config", "CompilationError", "JITFunction",
                 "CompiledKernel", "Autotuner", "cache_stats", "ops", "TensorDescriptor"]
 
     def cache_stats() -> dict:
@@ -47,7 +47,8 @@ if HAS_COMPILER:
 
 
 def __getattr__(name):
-    if not HAS_COMPILER and name in ("jit", "autotune", "Config", "CompilationError",
+    if not HAS_COMPILER and name in ("jit", "autotune", "heuristics", "Config",
+                                     "CompilationError",
                                      "cache_stats", "ops", "TensorDescriptor"):
         raise AttributeError(
             f"kiln.{name} needs the compiler extension (kiln._kiln), which is not available: "

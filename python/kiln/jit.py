@@ -766,17 +766,73 @@ def jit(fn=None, *, do_not_specialize=(), debug=None):
 
 
 class Config:
-    """One autotuning candidate: constexpr values for the kernel."""
+    """One autotuning candidate: constexpr values for the kernel, and as in
+    Triton's `triton.Config`, the launch's `num_warps` and `num_stages` (GPU
+    targets; None: the defaults) and a `pre_hook(args)` called before each
+    launch with this config. `maxnreg` (a register cap) is accepted and
+    unused; `num_ctas` must be 1 (no thread-block clusters)."""
 
-    def __init__(self, kwargs):
+    def __init__(self, kwargs, num_warps=None, num_stages=None, num_ctas=1, maxnreg=None,
+                 pre_hook=None):
         self.kwargs = dict(kwargs)
+        for name, v, hi in (("num_warps", num_warps, 32), ("num_stages", num_stages, 8)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer))
+                                  or not 1 <= v <= hi):
+                raise ValueError(f"Config: {name} must be None or an integer in [1, {hi}], "
+                                 f"got {v!r}")
+        if num_ctas not in (None, 1):
+            raise ValueError(f"Config: num_ctas={num_ctas!r}: thread-block clusters are not "
+                             "supported (num_ctas must be 1)")
+        if pre_hook is not None and not callable(pre_hook):
+            raise TypeError("Config: pre_hook must be callable")
+        self.num_warps = None if num_warps is None else int(num_warps)
+        self.num_stages = None if num_stages is None else int(num_stages)
+        self.num_ctas = 1
+        self.maxnreg = maxnreg
+        self.pre_hook = pre_hook
+
+    def all_kwargs(self):
+        """The constexprs and the launch options a launch with it passes."""
+        out = dict(self.kwargs)
+        for name in ("num_warps", "num_stages"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        return out
 
     def __repr__(self):
-        return f"Config({self.kwargs})"
+        extra = "".join(f", {n}={getattr(self, n)}" for n in ("num_warps", "num_stages")
+                        if getattr(self, n) is not None)
+        return f"Config({self.kwargs}{extra})"
+
+
+def _zero_array(v):
+    """Zeroes an array argument in place (numpy, kiln.bf16, PyTorch)."""
+    if hasattr(v, "zero_"):
+        v.zero_()
+    elif hasattr(v, "array"):
+        v.array[...] = 0
+    else:
+        v[...] = 0
+
+
+def _copy_array(v):
+    return v.clone() if hasattr(v, "clone") else (
+        v.array.copy() if hasattr(v, "array") else np.array(v, copy=True))
+
+
+def _restore_array(v, saved):
+    if hasattr(v, "copy_"):
+        v.copy_(saved)
+    elif hasattr(v, "array"):
+        v.array[...] = saved
+    else:
+        v[...] = saved
 
 
 class Autotuner:
-    def __init__(self, fn: JITFunction, configs, key, warmup=1, rep=3):
+    def __init__(self, fn, configs, key, warmup=1, rep=3, reset_to_zero=None,
+                 restore_value=None, prune_configs_by=None, pre_hook=None, post_hook=None,
+                 do_bench=None):
         if not configs:
             raise ValueError("autotune needs at least one Config")
         self.fn = fn
@@ -786,16 +842,61 @@ class Autotuner:
         self.rep = rep
         self.best = {}
         self.__name__ = fn.__name__
+        names = {p.name for p in fn.params}
         for k in self.key:
-            if k not in {p.name for p in fn.params}:
+            if k not in names:
                 raise ValueError(f"autotune key '{k}' is not a parameter of {fn.__name__}")
+        self.reset_to_zero = list(reset_to_zero or ())
+        self.restore_value = list(restore_value or ())
+        for what, ns in (("reset_to_zero", self.reset_to_zero),
+                         ("restore_value", self.restore_value)):
+            for n in ns:
+                if n not in names:
+                    raise ValueError(f"autotune {what}: '{n}' is not a parameter of "
+                                     f"{fn.__name__}")
+        prune = dict(prune_configs_by or {})
+        unknown = set(prune) - {"early_config_prune", "perf_model", "top_k"}
+        if unknown:
+            raise ValueError(f"autotune prune_configs_by: unknown keys {sorted(unknown)}")
+        self.early_config_prune = prune.get("early_config_prune")
+        self.perf_model = prune.get("perf_model")
+        self.top_k = prune.get("top_k")
+        self.pre_hook, self.post_hook, self.do_bench = pre_hook, post_hook, do_bench
+
+    def _named(self, args, kwargs):
+        """name -> value of a call's arguments (defaults filled in)."""
+        bound = self.fn.signature.bind_partial(*args, **kwargs)
+        named = dict(bound.arguments)
+        for p in self.fn.params:
+            if p.name not in named and p.default is not p.empty:
+                named[p.name] = p.default
+        return named
+
+    def _candidates(self, named, kwargs):
+        """The configs to time: Triton's prune_configs_by."""
+        configs = self.configs
+        if self.early_config_prune:
+            configs = list(self.early_config_prune(configs, named, **kwargs))
+            if not configs:
+                raise ValueError(f"{self.__name__}: early_config_prune left no config")
+        if self.perf_model and self.top_k:
+            k = self.top_k if isinstance(self.top_k, int) else int(len(configs) * self.top_k)
+            est = [(self.perf_model(**dict(named, **c.all_kwargs())), i)
+                   for i, c in enumerate(configs)]
+            configs = [configs[i] for _, i in sorted(est)[:max(1, k)]]
+        return configs
+
+    def _launch(self, c, args, grid, call, named):
+        if c.pre_hook is not None:
+            c.pre_hook(named)
+        return self.fn.run(*args, grid=grid, **call)
 
     def _disk_path(self):
         cache = _get_jit().cache_dir
         if not cache:
             return None
         tree, _, source, _ = self.fn.parse()
-        h = hashlib.sha256((source + repr([c.kwargs for c in self.configs]) +
+        h = hashlib.sha256((source + repr([c.all_kwargs() for c in self.configs]) +
                             _get_jit().target).encode()).hexdigest()[:32]
         return os.path.join(cache, "autotune", f"{self.fn.__name__}-{h}.json")
 
@@ -826,7 +927,7 @@ class Autotuner:
         return lambda *args, **kwargs: self.run(*args, grid=grid, **kwargs)
 
     def run(self, *args, grid, **kwargs):
-        bound = self.fn.signature.bind_partial(*args, **kwargs).arguments
+        bound = self._named(args, kwargs)
         keyvals = []
         for k in self.key:
             v = bound.get(k)
@@ -842,40 +943,70 @@ class Autotuner:
             # a choice made on it would stand for every later call of this
             # key. The first config checks the arguments and launches nothing.
             self.last_config = self.configs[0]
-            return self.fn.run(*args, grid=grid, **dict(kwargs, **self.configs[0].kwargs))
+            return self._launch(self.configs[0], args, grid,
+                                dict(kwargs, **self.configs[0].all_kwargs()), bound)
         if cfg is None:
             table = self._load_disk()
             if key in table and 0 <= table[key] < len(self.configs):
                 cfg = self.configs[table[key]]
             else:
-                timings = []
-                for i, c in enumerate(self.configs):
-                    call = dict(kwargs, **c.kwargs)
-                    # Timed to the kernel's end (launches on PyTorch tensors
-                    # are otherwise only queued).
-                    if "wait" not in self.fn.name_set:
-                        call["wait"] = True
-                    try:
-                        for _ in range(self.warmup):
-                            self.fn.run(*args, grid=grid, **call)
-                        samples = []
-                        for _ in range(self.rep):
-                            t0 = time.perf_counter()
-                            self.fn.run(*args, grid=grid, **call)
-                            samples.append(time.perf_counter() - t0)
-                        timings.append((sorted(samples)[len(samples) // 2], i))
-                    except CompilationError:
-                        continue  # a config that does not compile is skipped
-                if not timings:
-                    raise CompilationError(f"no autotuning config of {self.fn.__name__} compiled")
-                best = min(timings)[1]
-                cfg = self.configs[best]
+                cfg = self.configs[self._tune(args, kwargs, grid, bound)]
                 table = self._load_disk()
-                table[key] = best
+                table[key] = self.configs.index(cfg)
                 self._save_disk(table)
             self.best[key] = cfg
         self.last_config = cfg
-        return self.fn.run(*args, grid=grid, **dict(kwargs, **cfg.kwargs))
+        return self._launch(cfg, args, grid, dict(kwargs, **cfg.all_kwargs()), bound)
+
+    def _tune(self, args, kwargs, grid, named):
+        """Times the candidate configs; returns the fastest one's index.
+        reset_to_zero arrays are zeroed before each timed launch,
+        restore_value arrays put back after each config and at the end."""
+        saved = {n: _copy_array(named[n]) for n in self.restore_value}
+        timings = []
+        try:
+            for c in self._candidates(named, kwargs):
+                i = self.configs.index(c)
+                call = dict(kwargs, **c.all_kwargs())
+                # Timed to the kernel's end (launches on PyTorch tensors
+                # are otherwise only queued).
+                if "wait" not in self.fn.name_set:
+                    call["wait"] = True
+
+                def once():
+                    for n in self.reset_to_zero:
+                        _zero_array(named[n])
+                    if self.pre_hook is not None:
+                        self.pre_hook(named)
+                    self._launch(c, args, grid, call, named)
+                    if self.post_hook is not None:
+                        self.post_hook(named, exception=None)
+                try:
+                    if self.do_bench is not None:
+                        timings.append((float(self.do_bench(once)), i))
+                    else:
+                        for _ in range(self.warmup):
+                            once()
+                        samples = []
+                        for _ in range(self.rep):
+                            t0 = time.perf_counter()
+                            once()
+                            samples.append(time.perf_counter() - t0)
+                        timings.append((sorted(samples)[len(samples) // 2], i))
+                except CompilationError:
+                    pass  # a config that does not compile is skipped
+                finally:
+                    for n, v in saved.items():
+                        _restore_array(named[n], v)
+        finally:
+            for n, v in saved.items():
+                _restore_array(named[n], v)
+        if not timings:
+            raise CompilationError(f"no autotuning config of {self.fn.__name__} compiled")
+        # The launch that follows starts from zero too (as Triton's).
+        for n in self.reset_to_zero:
+            _zero_array(named[n])
+        return min(timings)[1]
 
     def _empty_grid(self, grid, bound):
         """Whether `grid` has a zero dimension under any config (a callable
@@ -885,7 +1016,7 @@ class Autotuner:
             g = grid
             try:
                 if callable(g):
-                    g = g(dict(bound, **c.kwargs))
+                    g = g(dict(bound, **c.all_kwargs()))
                 g = (g,) if isinstance(g, (int, np.integer)) else tuple(g)
                 if any(int(x) == 0 for x in g):
                     return True
@@ -897,13 +1028,74 @@ class Autotuner:
         return self.fn.ir(stage)
 
 
-def autotune(configs, key):
+def autotune(configs, key, prune_configs_by=None, reset_to_zero=None, restore_value=None,
+             pre_hook=None, post_hook=None, warmup=1, rep=3, do_bench=None):
     """Benchmarks ``configs`` the first time a value of ``key`` is seen, keeps
-    the fastest in memory and on disk (reused across processes)."""
+    the fastest in memory and on disk (reused across processes). As Triton's
+    `triton.autotune`: `reset_to_zero` names array arguments zeroed before
+    each timed launch (kernels that accumulate with atomics), `restore_value`
+    ones put back after tuning, `prune_configs_by` takes
+    `early_config_prune(configs, named_args, **kwargs)` and `perf_model` /
+    `top_k`, `pre_hook(args)` / `post_hook(args, exception)` run around each
+    timed launch, `do_bench(fn)` replaces the timing. `warmup` and `rep` are
+    launch counts (Triton's are milliseconds)."""
 
     def wrap(fn):
-        if not isinstance(fn, JITFunction):
-            raise TypeError("@kiln.autotune goes above @kiln.jit")
-        return Autotuner(fn, configs, key)
+        if not isinstance(fn, (JITFunction, Heuristics)):
+            raise TypeError("@kiln.autotune goes above @kiln.jit (or @kiln.heuristics)")
+        return Autotuner(fn, configs, key, warmup=warmup, rep=rep, reset_to_zero=reset_to_zero,
+                         restore_value=restore_value, prune_configs_by=prune_configs_by,
+                         pre_hook=pre_hook, post_hook=post_hook, do_bench=do_bench)
 
     return wrap
+
+
+class Heuristics:
+    """A kernel whose listed constexprs are computed from the other
+    arguments at each launch (Triton's `triton.heuristics`): `values` maps a
+    parameter name to a function of the dict of the call's arguments."""
+
+    def __init__(self, fn, values):
+        if not isinstance(fn, (JITFunction, Heuristics)):
+            raise TypeError("@kiln.heuristics goes above @kiln.jit")
+        for name, f in values.items():
+            if name not in fn.name_set:
+                raise ValueError(f"heuristics: '{name}' is not a parameter of {fn.__name__}")
+            if not callable(f):
+                raise TypeError(f"heuristics: the value of '{name}' must be a function of the "
+                                "arguments")
+        self.fn = fn
+        self.values = dict(values)
+        self.__name__ = fn.__name__
+        self.__doc__ = fn.__doc__
+
+    def __getattr__(self, name):   # params, signature, name_set, parse, ir, cache, ...
+        return getattr(self.fn, name)
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: self.run(*args, grid=grid, **kwargs)
+
+    def _kwargs(self, args, kwargs):
+        named = dict(zip(self.fn.names, args))
+        named.update(kwargs)
+        for p in self.fn.params:
+            if p.name not in named and p.default is not p.empty:
+                named[p.name] = p.default
+        kwargs = dict(kwargs)
+        for name, f in self.values.items():
+            v = f(named)
+            kwargs[name] = v
+            named[name] = v
+        return kwargs
+
+    def run(self, *args, grid, **kwargs):
+        return self.fn.run(*args, grid=grid, **self._kwargs(args, kwargs))
+
+    def warmup(self, *args, grid, **kwargs):
+        return self.fn.warmup(*args, grid=grid, **self._kwargs(args, kwargs))
+
+
+def heuristics(values):
+    """Decorator (Triton's `triton.heuristics`): above @kiln.jit, below
+    @kiln.autotune."""
+    return lambda fn: Heuristics(fn, values)

@@ -2292,3 +2292,60 @@ def test_dot_scaled_special_values(rng, fa, fb, kpa, kpb):
     assert (out[~fin & ~nan] == ref[~fin & ~nan]).all()       # the infinities of e5m2
     err = np.abs(out.astype(np.float64)[fin] - ref[fin])
     assert (err <= 1e-6 * mag[fin]).all()
+
+
+# Triton's autotuning surface: Config(num_warps=, num_stages=, pre_hook=),
+# autotune(reset_to_zero=, restore_value=, prune_configs_by=) and
+# @heuristics, on a kernel that accumulates with atomics (without the reset,
+# every timed launch would add into the output again).
+
+@kiln.jit
+def atomic_colsum(x, out, n, cols, B: kl.constexpr, EVEN: kl.constexpr):
+    rows = kl.program_id(0) * B + kl.arange(0, B)
+    c = kl.arange(0, 16)
+    if EVEN:
+        v = kl.load(x + rows[:, None] * cols + c[None, :])
+    else:
+        v = kl.load(x + rows[:, None] * cols + c[None, :], mask=rows[:, None] < n, other=0.0)
+    kl.atomic_add(out + c, kl.sum(v, axis=0))
+
+
+def test_autotune_resets_restores_prunes_and_heuristics(tmp_path, monkeypatch):
+    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path))
+    hooks, pruned = [], []
+
+    def early_prune(configs, named, **kwargs):
+        pruned.append(sorted(named))
+        return [c for c in configs if c.kwargs["B"] != 64]      # drops one
+
+    heur = kiln.heuristics({"EVEN": lambda a: a["n"] % a["B"] == 0})(atomic_colsum)
+    configs = [kiln.Config({"B": 8}, num_warps=2, num_stages=2,
+                           pre_hook=lambda a: hooks.append("pre8")),
+               kiln.Config({"B": 16}, num_warps=4),
+               kiln.Config({"B": 64})]
+    tuned = kiln.autotune(configs, key=["n"], reset_to_zero=["out"],
+                          prune_configs_by={"early_config_prune": early_prune},
+                          warmup=1, rep=2)(heur)
+    x = np.random.default_rng(0).standard_normal((100, 16)).astype(np.float32)
+    out = np.zeros(16, np.float32)
+    tuned[lambda meta: (kiln.cdiv(100, meta["B"]),)](x, out, 100, 16)
+    assert_close(out, x.astype(np.float64).sum(0), 1e-5, 1e-5)   # once, after resets
+    assert tuned.last_config.kwargs["B"] in (8, 16) and "pre8" in hooks
+    assert pruned and "out" in pruned[0]
+    assert repr(configs[0]) == "Config({'B': 8}, num_warps=2, num_stages=2)"
+    # The heuristic picked EVEN per call: 100 % 8 != 0, 96 % 8 == 0 (no mask).
+    out[:] = 0
+    heur[(12,)](x, out, 96, 16, B=8)
+    assert_close(out, x[:96].astype(np.float64).sum(0), 1e-5, 1e-5)
+    # restore_value puts an argument back after tuning.
+    acc = np.full(16, 5.0, np.float32)
+    keep = kiln.autotune([kiln.Config({"B": 8}), kiln.Config({"B": 16})], key=["n"],
+                         restore_value=["out"])(heur)
+    keep[lambda meta: (kiln.cdiv(100, meta["B"]),)](x, acc, 100, 16)
+    assert_close(acc, 5.0 + x.astype(np.float64).sum(0), 1e-5, 1e-5)
+    with pytest.raises(ValueError, match="num_ctas"):
+        kiln.Config({"B": 8}, num_ctas=2)
+    with pytest.raises(ValueError, match="num_warps must be"):
+        kiln.Config({"B": 8}, num_warps=0)
+    with pytest.raises(ValueError, match="'nope' is not a parameter"):
+        kiln.heuristics({"nope": lambda a: 1})(atomic_colsum)
