@@ -272,6 +272,25 @@ def Kiln_TransOp : Kiln_Op<"trans", [Pure]> {
 // Memory: views, tile loads and stores
 //===----------------------------------------------------------------------===//
 
+def Kiln_IntToPtrOp : Kiln_Op<"int_to_ptr", [Pure]> {
+  let summary = "A pointer from a 64-bit address";
+  let description = [{
+    The pointer whose address is `addr` (a byte address, as `data_ptr()`
+    gives): Triton's `x.to(tl.pointer_type(T))` of a loaded int64, which
+    tables of pointers need (a grouped GEMM's per-group matrices, MoE
+    experts' weights). Nothing checks the address: it must point at memory
+    the kernel may access, aligned to the element type, as the kernel's own
+    pointer arguments do.
+
+    ```mlir
+    %a = kiln.int_to_ptr %addr : i64 -> !kiln.ptr<f16>
+    ```
+  }];
+  let arguments = (ins I64:$addr);
+  let results = (outs Kiln_PtrType:$result);
+  let assemblyFormat = "$addr attr-dict `:` type($addr) `->` qualified(type($result))";
+}
+
 def Kiln_MakeViewOp : Kiln_Op<"make_view", [Pure, AttrSizedOperandSegments]> {
   let summary = "Builds a strided, runtime-shaped view from a pointer";
   let description = [{

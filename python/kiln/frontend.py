@@ -468,6 +468,20 @@ class CodeGen(ast.NodeVisitor):
                                            self.ir_type(src.dtype, index.shape)),
                     src.dtype, index.shape)
 
+    def int_to_pointer(self, t, dtype: kl.dtype) -> Pointer:
+        """An int64 scalar address as a pointer to `dtype` elements (Triton's
+        `addr.to(tl.pointer_type(T))`; kiln.int_to_ptr). The address is the
+        caller's promise, as a pointer argument's is."""
+        if isinstance(t, (Pointer, PointerTile)):
+            raise KilnError("a pointer is already a pointer (index it with its own dtype)")
+        t = self.to_tile(t)
+        if not t.is_scalar or t.dtype not in (kl.int64,):
+            raise KilnError(f"a pointer is made from an int64 scalar address, got "
+                            f"{t.dtype.name} of shape {t.shape} (tiles of pointers are not "
+                            "supported; load one address at a time)")
+        ptr = self.b.int_to_ptr(t.value, self.b.ptr_type(self.b.scalar_type(dtype.ir)))
+        return Pointer(ptr, dtype)
+
     def bitcast(self, t, dtype: kl.dtype) -> Tile:
         """The same bits as another dtype of the same width (Triton's
         `x.to(dtype, bitcast=True)`)."""
@@ -1219,6 +1233,9 @@ class CodeGen(ast.NodeVisitor):
         if isinstance(getattr(fn, "__self__", None), kl.dtype):
             # Triton's dtype queries: x.dtype.is_floating(), ...
             return fn(*args, **kwargs)
+        if fn is kl.pointer_type:   # a compile-time type, for .to()
+            return kl.pointer_type(*[a.value if isinstance(a, kl.constexpr) else a
+                                     for a in args], **kwargs)
         if isinstance(fn, kl.dtype):
             if len(args) != 1:
                 raise KilnError(f"{fn.name}(x) takes one argument")
@@ -1273,6 +1290,10 @@ class CodeGen(ast.NodeVisitor):
             if len(args) > 1 or (args and "dtype" in kwargs):
                 raise KilnError(".to() takes one dtype (and bitcast=)")
             dtype = args[0] if args else kwargs.get("dtype")
+            if isinstance(dtype, kl.constexpr):
+                dtype = dtype.value
+            if isinstance(dtype, kl.pointer_type):
+                return self.int_to_pointer(m.obj, dtype.element_ty)
             if not isinstance(dtype, kl.dtype):
                 raise KilnError(".to() expects a kl dtype")
             bitcast = kwargs.get("bitcast", False)

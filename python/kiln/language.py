@@ -27,7 +27,7 @@ __all__ = [
     "load_tensor_descriptor", "store_tensor_descriptor", "device_assert", "device_print",
     "umulhi", "randint", "randint4x", "rand", "rand4x", "randn", "randn4x",
     "uint_to_uniform_float", "pair_uniform_to_normal", "cat", "softmax", "extra",
-    "dot_scaled",
+    "dot_scaled", "pointer_type",
 ]
 
 
@@ -122,6 +122,21 @@ def from_numpy(np_dtype) -> dtype | None:
         if d.np is not None and np.dtype(d.np) == np_dtype:
             return d
     return None
+
+
+class pointer_type:
+    """Triton's `tl.pointer_type(T)`: `addr.to(kl.pointer_type(kl.float16))`
+    makes a pointer from an int64 address (a table of pointers' entries)."""
+
+    def __init__(self, element_ty, address_space=1, const=False):
+        if not isinstance(element_ty, dtype):
+            raise TypeError(f"pointer_type takes a kl dtype, got {element_ty!r}")
+        self.element_ty = element_ty
+        self.address_space = address_space
+        self.const = const
+
+    def __repr__(self):
+        return f"pointer_type({self.element_ty.name})"
 
 
 class constexpr:

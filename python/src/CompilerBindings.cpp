@@ -587,6 +587,12 @@ void bindCompiler(py::module &m) {
              return p.make<arith::SelectOp>(c, t, f);
            })
       .def("umulhi", &PyBuilder::umulhi)
+      .def("int_to_ptr",
+           [](PyBuilder &p, Value addr, Type ptrType) {
+             if (!isa<kd::PtrType>(ptrType) || !addr.getType().isInteger(64))
+               throw IRError("int_to_ptr takes an i64 address and a pointer type");
+             return p.make<kd::IntToPtrOp>(ptrType, addr);
+           })
       .def("gather_elements",
            [](PyBuilder &p, Value src, Value indices, int axis, Type type) {
              return p.make<kd::GatherElementsOp>(type, src, indices, axis);

@@ -607,6 +607,31 @@ py_example("mx_matmul-e4m3-e2m1", mx_ex.mx_matmul_kernel, (cdiv(M, 64), cdiv(N, 
 check("MX matmul e4m3 x e2m1 (dot_scaled)", c, mx_ex.reference(ac, asc, "e4m3", bc, bsc.T, "e2m1"),
       1e-5, 1e-6)
 
+# Triton's grouped GEMM tutorial: matrices found through tables of
+# addresses (kl.pointer_type). The tables hold where the matrices live: host
+# addresses on the emulator, the device copies' data_ptr() on a GPU.
+import triton_grouped_gemm as tgg_ex  # noqa: E402
+shapes = [(64, 80, 48), (100, 33, 70), (17, 129, 64), (128, 128, 128)]
+As = [rng.standard_normal((m, k)).astype(np.float16) for m, n, k in shapes]
+Bs = [rng.standard_normal((k, n)).astype(np.float16) for m, n, k in shapes]
+Cs = [poisoned((m, n), np.float16) for m, n, k in shapes]
+grid, gg_args, gg_kw = tgg_ex.launch_args(As, Bs, Cs, num_sm=8, block=(64, 64, 32))
+gg_path = port_bundle("pyex-triton_grouped_gemm", tgg_ex.grouped_matmul_kernel, grid,
+                      gg_args, gg_kw)
+if RUN and ACTIVE and not EMULATED and _captured is None:
+    dA, dB, dC = ([to_dev(x) for x in xs] for xs in (As, Bs, Cs))
+    _, dev_args, _ = tgg_ex.launch_args(dA, dB, dC, num_sm=8, block=(64, 64, 32))
+    load(gg_path)[grid](*[to_dev(v) if isinstance(v, np.ndarray) else v for v in dev_args])
+    torch.cuda.synchronize()
+    for c, t in zip(Cs, dC):
+        np.copyto(c, to_host(t))
+else:
+    launch(gg_path, grid, port_values(gg_args))
+for i, (a, b, c) in enumerate(zip(As, Bs, Cs)):
+    ref = a.astype(np.float64) @ b
+    check(f"Triton tutorial grouped GEMM, problem {i} (pointer tables)", c, ref, 1e-3,
+          1e-3 * np.abs(ref).max())
+
 # Triton's low-memory dropout tutorial: the seeded kernel's keep mask is
 # kl.rand (Philox on the device), the same bits as NumPy's reference.
 import triton_dropout as tdo_ex  # noqa: E402

@@ -1410,3 +1410,19 @@ def test_mx_matmul_compiles_for_gpu(chip, tmp_path, monkeypatch):
         (tmp_path / "k.ptx").write_text(ptx)
         report = _assemble(str(tmp_path / "k.ptx"), chip, tmp_path)
         assert " 0 bytes spill stores" in report
+
+
+# Pointers made from loaded addresses (Triton's grouped GEMM tutorial):
+# the kernel compiles for both GPU targets, on the tensor cores, and the PTX
+# assembles.
+@pytest.mark.parametrize("chip", CHIPS)
+def test_grouped_gemm_compiles_for_gpu(chip, tmp_path, monkeypatch):
+    import numpy as np
+    import triton_grouped_gemm as tgg
+    monkeypatch.setenv("KILN_TARGET", chip)
+    As = [np.zeros((64, 64), np.float16)] * 2
+    grid, args, kw = tgg.launch_args(As, As, As, num_sm=132, block=(64, 64, 32))
+    ptx = tgg.grouped_matmul_kernel.warmup(*args, grid=grid, **kw).asm
+    assert ("wgmma.mma_async" if chip == "sm_90a" else "mma.sync.aligned") in ptx
+    (tmp_path / "k.ptx").write_text(ptx)
+    _assemble(str(tmp_path / "k.ptx"), chip, tmp_path)

@@ -2248,6 +2248,18 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
     toErase.push_back(op);
     return success();
   }
+  if (auto ip = dyn_cast<IntToPtrOp>(op)) {
+    // The memref kernel pointer arguments have: memref<?xT> on the CPU, the
+    // bare memref<1xT> in SIMT mode (make_view reinterprets either).
+    ImplicitLocOpBuilder b(loc, op);
+    Type elt = storageType(ip.getResult().getType().getElementType());
+    auto type = MemRefType::get({simt ? 1 : ShapedType::kDynamic}, elt);
+    Value ptr = LLVM::IntToPtrOp::create(
+        b, LLVM::LLVMPointerType::get(b.getContext()), ip.getAddr());
+    ip.getResult().replaceAllUsesWith(memrefOverPointer(b, loc, ptr, type));
+    toErase.push_back(op);
+    return success();
+  }
   if (auto mv = dyn_cast<MakeViewOp>(op))
     return lowerMakeView(mv);
   if (simt)
