@@ -3454,12 +3454,122 @@ class CodeGen(ast.NodeVisitor):
         raise KilnError(expected)
 
     def builtin_associative_scan(self, input, axis, combine_fn, reverse=False):
-        kind = self.combiner(combine_fn, "associative_scan")
-        return self.scan(kind, input, axis, reverse, widen=False)
+        if isinstance(reverse, kl.constexpr):
+            reverse = reverse.value
+        if not isinstance(input, tuple):
+            try:
+                kind = self.combiner(combine_fn, "associative_scan")
+            except KilnError:
+                kind = None
+            if kind is not None:
+                return self.scan(kind, input, axis, reverse, widen=False)
+        return self.generic_scan(input, axis, combine_fn, reverse)
 
-    def builtin_reduce(self, input, axis, combine_fn):
-        kind = self.combiner(combine_fn, "reduce")
-        return self.reduce(kind, input, axis, widen=False)
+    def builtin_reduce(self, input, axis, combine_fn, keep_dims=False):
+        if isinstance(keep_dims, kl.constexpr):
+            keep_dims = keep_dims.value
+        if not isinstance(input, tuple):
+            try:
+                kind = self.combiner(combine_fn, "reduce")
+            except KilnError:
+                kind = None
+            if kind is not None:
+                out = self.reduce(kind, input, axis, widen=False)
+                if keep_dims and axis is not None:
+                    a = axis.value if isinstance(axis, kl.constexpr) else axis
+                    out = self.builtin_expand_dims(out, a % len(self.to_tile(input).shape))
+                return out
+        return self.generic_reduce(input, axis, combine_fn, keep_dims)
+
+    # Any associative combine_fn (Triton's tl.reduce / tl.associative_scan
+    # with other functions than + * max min, and on tuples: a Mamba-style
+    # scan's (a, b) pairs), by tile ops on the whole tile: log2(n) steps.
+
+    def combine_inputs(self, input, axis, combine_fn, what):
+        from .jit import JITFunction  # noqa: avoid an import cycle
+        if isinstance(combine_fn, kl.constexpr):
+            combine_fn = combine_fn.value
+        if not isinstance(combine_fn, JITFunction):
+            raise KilnError(f"{what}: combine_fn must be a @kiln.jit function")
+        tiles = [self.to_tile(t) for t in (input if isinstance(input, tuple) else (input,))]
+        if not tiles or any(t.is_scalar for t in tiles):
+            raise KilnError(f"{what} needs tiles")
+        shape = tiles[0].shape
+        if any(t.shape != shape for t in tiles):
+            raise KilnError(f"{what}: the inputs' shapes differ: {[t.shape for t in tiles]}")
+        if isinstance(axis, kl.constexpr):
+            axis = axis.value
+        if axis is None:
+            n = 1
+            for d in shape:
+                n *= d
+            tiles = [self.builtin_reshape(t, (n,)) for t in tiles]
+            shape, axis = (n,), 0
+        if not isinstance(axis, int) or not -len(shape) <= axis < len(shape):
+            raise KilnError(f"{what}: axis {axis} is out of range for shape {shape}")
+        return combine_fn, tiles, shape, axis % len(shape)
+
+    def call_combine(self, fn, left, right, count, what):
+        out = self.inline(fn, list(left) + list(right), {}, None)
+        out = out if isinstance(out, tuple) else (out,)
+        if len(out) != count or not all(isinstance(o, Tile) for o in out):
+            raise KilnError(f"{what}: combine_fn {fn.fn.__name__} must return {count} "
+                            f"value{'s' if count > 1 else ''}, one per input")
+        return [self.to_tile(o) for o in out]
+
+    def generic_scan(self, input, axis, combine_fn, reverse):
+        """Inclusive scan (Hillis-Steele): at step d each element combines
+        with the one d before it (after it when `reverse`), read with
+        kiln.gather_elements; the earlier range is combine_fn's left
+        operand, so the function need not commute."""
+        fn, vals, shape, axis = self.combine_inputs(input, axis, combine_fn, "associative_scan")
+        n = shape[axis]
+        pos = self.builtin_arange(0, n) if n > 1 else None
+        if pos is not None:
+            pos = self.builtin_reshape(pos, tuple(n if d == axis else 1
+                                                  for d in builtins.range(len(shape))))
+            pos = self.broadcast_to(pos, shape)
+        d = 1
+        while d < n:
+            if not reverse:
+                src = self.builtin_maximum(self.binop(ast.Sub(), pos, d), 0)
+                valid = self.compare(ast.GtE(), pos, d)
+            else:
+                src = self.builtin_minimum(self.binop(ast.Add(), pos, d), n - 1)
+                valid = self.compare(ast.Lt(), pos, n - d)
+            other = [self.gather_elements(v, src, axis) for v in vals]
+            left, right = (other, vals) if not reverse else (vals, other)
+            combined = self.call_combine(fn, left, right, len(vals), "associative_scan")
+            vals = [self.where(valid, c, v) for c, v in zip(combined, vals)]
+            d *= 2
+        return tuple(vals) if isinstance(input, tuple) else vals[0]
+
+    def generic_reduce(self, input, axis, combine_fn, keep_dims):
+        """A tree: neighbours (even, odd) combined in order, halving the axis
+        each step (a power of two); other sizes take the last element of the
+        inclusive scan."""
+        fn, vals, shape, axis = self.combine_inputs(input, axis, combine_fn, "reduce")
+        n = shape[axis]
+        if n & (n - 1):
+            scanned = self.generic_scan(tuple(vals), axis, fn, False)
+            last = self.broadcast_to(self.const(n - 1, kl.int32), tuple(
+                1 if d == axis else s for d, s in enumerate(shape)))
+            vals = [self.gather_elements(v, last, axis) for v in scanned]
+        else:
+            while n > 1:
+                pairs = [self.builtin_reshape(v, shape[:axis] + (n // 2, 2) + shape[axis + 1:])
+                         for v in vals]
+                halves = [self.pair_halves(p, axis + 1) for p in pairs]
+                vals = self.call_combine(fn, [h[0] for h in halves], [h[1] for h in halves],
+                                         len(vals), "reduce")
+                n //= 2
+                shape = shape[:axis] + (n,) + shape[axis + 1:]
+        out_shape = shape[:axis] + shape[axis + 1:] if not keep_dims else \
+            shape[:axis] + (1,) + shape[axis + 1:]
+        # (To a scalar: a max over the one element, exact as pair_halves'.)
+        vals = [self.builtin_reshape(v, out_shape) if out_shape else
+                self.reduce("max", v, 0, widen=False) for v in vals]
+        return tuple(vals) if isinstance(input, tuple) else vals[0]
 
     def float_unary(self, name, x):
         x = self.to_tile(x)

@@ -2349,3 +2349,74 @@ def test_autotune_resets_restores_prunes_and_heuristics(tmp_path, monkeypatch):
         kiln.Config({"B": 8}, num_warps=0)
     with pytest.raises(ValueError, match="'nope' is not a parameter"):
         kiln.heuristics({"nope": lambda a: 1})(atomic_colsum)
+
+
+# kl.associative_scan / kl.reduce with any associative combine_fn, on tuples
+# too: a first-order linear recurrence h[t] = a[t] h[t-1] + b[t] (the scan of
+# Mamba-style selective state spaces: (a1, b1) then (a2, b2) is
+# (a1 a2, a2 b1 + b2), which does not commute), an xor reduction, a
+# (value, index) argmax, sizes that are not powers of two.
+
+@kiln.jit
+def linrec_combine(a1, b1, a2, b2):
+    return a1 * a2, a2 * b1 + b2
+
+
+@kiln.jit
+def xor_combine(a, b):
+    return a ^ b
+
+
+@kiln.jit
+def argmax_combine(v1, i1, v2, i2):
+    take = (v2 > v1) | ((v2 == v1) & (i2 < i1))
+    return kl.where(take, v2, v1), kl.where(take, i2, i1)
+
+
+@kiln.jit
+def generic_scans(a, b, h, hr, bits, red, R: kl.constexpr, T: kl.constexpr):
+    r = kl.arange(0, R)[:, None]
+    t = kl.arange(0, T)[None, :]
+    av = kl.load(a + r * T + t)
+    bv = kl.load(b + r * T + t)
+    _, hv = kl.associative_scan((av, bv), 1, linrec_combine)
+    kl.store(h + r * T + t, hv)
+    _, hrev = kl.associative_scan((av, bv), 1, linrec_combine, reverse=True)
+    kl.store(hr + r * T + t, hrev)
+    x = kl.load(bits + r * T + t)
+    kl.store(red + kl.arange(0, R), kl.reduce(x, 1, xor_combine))
+    idx = kl.broadcast_to(t, (R, T))
+    best, where = kl.reduce((bv, idx), 1, argmax_combine)
+    kl.store(red + R + kl.arange(0, R), where)
+    kl.store(red + 2 * R + kl.arange(0, R), best.to(kl.int32) * 0 + kl.reduce(x, 1, xor_combine,
+                                                                                keep_dims=True).reshape(R))
+    kl.store(red + 3 * R, kl.reduce(x, None, xor_combine))
+
+
+@pytest.mark.parametrize("T", [16, 24])
+def test_associative_scan_and_reduce_with_any_combine_fn(rng, T):
+    R = 4
+    a = rng.uniform(0.5, 1.0, (R, T)).astype(np.float32)
+    b = rng.standard_normal((R, T)).astype(np.float32)
+    b[1, 3] = b[1, 7] = b.max() + 1                       # a tie: the first index wins
+    bits = rng.integers(-2 ** 31, 2 ** 31, (R, T)).astype(np.int32)
+    h, hr = np.full((R, T), np.nan, np.float32), np.full((R, T), np.nan, np.float32)
+    red = np.zeros(3 * R + 1, np.int32)
+    generic_scans[(1,)](a, b, h, hr, bits, red, R=R, T=T)
+    ref, refr = np.zeros((R, T)), np.zeros((R, T))
+    acc = np.zeros(R)
+    for i in range(T):
+        acc = a[:, i] * acc + b[:, i]
+        ref[:, i] = acc
+    # reverse: (a_i, b_i) (+) (a_i+1, b_i+1) (+) ... combined left to right over [i, T)
+    for i in range(T):
+        ca, cb = a[:, i].astype(np.float64), b[:, i].astype(np.float64)
+        for j in range(i + 1, T):
+            ca, cb = ca * a[:, j], a[:, j] * cb + b[:, j]
+        refr[:, i] = cb
+    assert_close(h, ref, 1e-5, 1e-5)
+    assert_close(hr, refr, 1e-5, 1e-5)
+    assert (red[:R] == np.bitwise_xor.reduce(bits, axis=1)).all()
+    assert (red[R:2 * R] == np.argmax(b, axis=1)).all() and red[R + 1] == 3
+    assert (red[2 * R:3 * R] == red[:R]).all()
+    assert red[3 * R] == np.bitwise_xor.reduce(bits.ravel())
