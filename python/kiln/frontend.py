@@ -3491,6 +3491,21 @@ class CodeGen(ast.NodeVisitor):
             combine_fn = combine_fn.value
         if not isinstance(combine_fn, JITFunction):
             raise KilnError(f"{what}: combine_fn must be a @kiln.jit function")
+        # Nothing can check associativity in general; the usual mistakes can be.
+        tree = combine_fn.parse()[0]
+        body = [st for st in tree.body[0].body
+                if not (isinstance(st, ast.Expr) and isinstance(st.value, ast.Constant))]
+        params = [a.arg for a in tree.body[0].args.args]
+        if len(body) == 1 and isinstance(body[0], ast.Return) and \
+                isinstance(body[0].value, ast.BinOp) and \
+                isinstance(body[0].value.op, (ast.Sub, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)) \
+                and all(isinstance(x, ast.Name) and x.id in params
+                        for x in (body[0].value.left, body[0].value.right)):
+            sym = {ast.Sub: "-", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
+                   ast.Pow: "**"}[type(body[0].value.op)]
+            raise KilnError(f"{what}: combine_fn {combine_fn.fn.__name__} returns a {sym} b, "
+                            f"and a {sym} b is not associative (scans and reductions combine "
+                            "in any grouping)")
         tiles = [self.to_tile(t) for t in (input if isinstance(input, tuple) else (input,))]
         if not tiles or any(t.is_scalar for t in tiles):
             raise KilnError(f"{what} needs tiles")

@@ -814,7 +814,7 @@ def test_scan_errors_name_the_problem():
         t = kl.load(x + kl.arange(0, 8))
         kl.store(x + kl.arange(0, 8), kl.associative_scan(t, 0, sub_fn))
 
-    with pytest.raises(kiln.CompilationError, match="must return a \\+ b, a \\* b, kl.maximum"):
+    with pytest.raises(kiln.CompilationError, match="a - b is not associative"):
         sub_fn_scan[(1,)](np.zeros(8, np.float32))
 
     @kiln.jit
@@ -2311,7 +2311,6 @@ def atomic_colsum(x, out, n, cols, B: kl.constexpr, EVEN: kl.constexpr):
 
 
 def test_autotune_resets_restores_prunes_and_heuristics(tmp_path, monkeypatch):
-    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path))
     hooks, pruned = [], []
 
     def early_prune(configs, named, **kwargs):
@@ -2326,6 +2325,7 @@ def test_autotune_resets_restores_prunes_and_heuristics(tmp_path, monkeypatch):
     tuned = kiln.autotune(configs, key=["n"], reset_to_zero=["out"],
                           prune_configs_by={"early_config_prune": early_prune},
                           warmup=1, rep=2)(heur)
+    tuned._disk_path = lambda: None    # (tune here, whatever earlier runs recorded)
     x = np.random.default_rng(0).standard_normal((100, 16)).astype(np.float32)
     out = np.zeros(16, np.float32)
     tuned[lambda meta: (kiln.cdiv(100, meta["B"]),)](x, out, 100, 16)
@@ -2341,6 +2341,7 @@ def test_autotune_resets_restores_prunes_and_heuristics(tmp_path, monkeypatch):
     acc = np.full(16, 5.0, np.float32)
     keep = kiln.autotune([kiln.Config({"B": 8}), kiln.Config({"B": 16})], key=["n"],
                          restore_value=["out"])(heur)
+    keep._disk_path = lambda: None
     keep[lambda meta: (kiln.cdiv(100, meta["B"]),)](x, acc, 100, 16)
     assert_close(acc, 5.0 + x.astype(np.float64).sum(0), 1e-5, 1e-5)
     with pytest.raises(ValueError, match="num_ctas"):
