@@ -3475,9 +3475,12 @@ class CodeGen(ast.NodeVisitor):
                 kind = None
             if kind is not None:
                 out = self.reduce(kind, input, axis, widen=False)
-                if keep_dims and axis is not None:
-                    a = axis.value if isinstance(axis, kl.constexpr) else axis
-                    out = self.builtin_expand_dims(out, a % len(self.to_tile(input).shape))
+                a = axis.value if isinstance(axis, kl.constexpr) else axis
+                rank = len(self.to_tile(input).shape)
+                if keep_dims and a is not None:
+                    out = self.builtin_expand_dims(out, a % rank)
+                elif keep_dims:     # (every dimension kept, of size 1)
+                    out = self.broadcast_to(out, (1,) * rank)
                 return out
         return self.generic_reduce(input, axis, combine_fn, keep_dims)
 
@@ -3535,8 +3538,10 @@ class CodeGen(ast.NodeVisitor):
     def generic_scan(self, input, axis, combine_fn, reverse):
         """Inclusive scan (Hillis-Steele): at step d each element combines
         with the one d before it (after it when `reverse`), read with
-        kiln.gather_elements; the earlier range is combine_fn's left
-        operand, so the function need not commute."""
+        kiln.gather_elements. The neighbour's range is combine_fn's left
+        operand, so the function need not commute: forward, the earlier
+        elements come first; reversed, the later ones (as Triton's, a
+        reverse scan is the forward scan of the flipped axis)."""
         fn, vals, shape, axis = self.combine_inputs(input, axis, combine_fn, "associative_scan")
         n = shape[axis]
         pos = self.builtin_arange(0, n) if n > 1 else None
@@ -3553,8 +3558,7 @@ class CodeGen(ast.NodeVisitor):
                 src = self.builtin_minimum(self.binop(ast.Add(), pos, d), n - 1)
                 valid = self.compare(ast.Lt(), pos, n - d)
             other = [self.gather_elements(v, src, axis) for v in vals]
-            left, right = (other, vals) if not reverse else (vals, other)
-            combined = self.call_combine(fn, left, right, len(vals), "associative_scan")
+            combined = self.call_combine(fn, other, vals, len(vals), "associative_scan")
             vals = [self.where(valid, c, v) for c, v in zip(combined, vals)]
             d *= 2
         return tuple(vals) if isinstance(input, tuple) else vals[0]
@@ -3563,6 +3567,8 @@ class CodeGen(ast.NodeVisitor):
         """A tree: neighbours (even, odd) combined in order, halving the axis
         each step (a power of two); other sizes take the last element of the
         inclusive scan."""
+        rank = len(self.to_tile(input[0] if isinstance(input, tuple) else input).shape)
+        all_axes = (axis.value if isinstance(axis, kl.constexpr) else axis) is None
         fn, vals, shape, axis = self.combine_inputs(input, axis, combine_fn, "reduce")
         n = shape[axis]
         if n & (n - 1):
@@ -3581,6 +3587,8 @@ class CodeGen(ast.NodeVisitor):
                 shape = shape[:axis] + (n,) + shape[axis + 1:]
         out_shape = shape[:axis] + shape[axis + 1:] if not keep_dims else \
             shape[:axis] + (1,) + shape[axis + 1:]
+        if keep_dims and all_axes:
+            out_shape = (1,) * rank
         # (To a scalar: a max over the one element, exact as pair_halves'.)
         vals = [self.builtin_reshape(v, out_shape) if out_shape else
                 self.reduce("max", v, 0, widen=False) for v in vals]

@@ -888,7 +888,7 @@ class Autotuner:
 
     def _launch(self, c, args, grid, call, named):
         if c.pre_hook is not None:
-            c.pre_hook(named)
+            c.pre_hook(dict(named, **c.all_kwargs()))
         return self.fn.run(*args, grid=grid, **call)
 
     def _disk_path(self):
@@ -950,24 +950,31 @@ class Autotuner:
             if key in table and 0 <= table[key] < len(self.configs):
                 cfg = self.configs[table[key]]
             else:
-                cfg = self.configs[self._tune(args, kwargs, grid, bound)]
-                table = self._load_disk()
-                table[key] = self.configs.index(cfg)
-                self._save_disk(table)
+                cfg = self._tune(args, kwargs, grid, bound)
+                # (A config early_config_prune made itself is not recorded:
+                # the table names configs by their index.)
+                index = next((i for i, c in enumerate(self.configs) if c is cfg), None)
+                if index is not None:
+                    table = self._load_disk()
+                    table[key] = index
+                    self._save_disk(table)
             self.best[key] = cfg
         self.last_config = cfg
         return self._launch(cfg, args, grid, dict(kwargs, **cfg.all_kwargs()), bound)
 
     def _tune(self, args, kwargs, grid, named):
-        """Times the candidate configs; returns the fastest one's index.
-        reset_to_zero arrays are zeroed before each timed launch,
-        restore_value arrays put back after each config and at the end."""
+        """Times the candidate configs; returns the fastest. reset_to_zero
+        arrays are zeroed before each timed launch, restore_value arrays put
+        back after each config and at the end. Hooks see the call's
+        arguments with the config's values; a config's pre_hook runs before
+        the autotuner's, post_hook after each launch (with the exception of
+        one that failed to compile)."""
         saved = {n: _copy_array(named[n]) for n in self.restore_value}
         timings = []
         try:
-            for c in self._candidates(named, kwargs):
-                i = self.configs.index(c)
+            for order, c in enumerate(self._candidates(named, kwargs)):
                 call = dict(kwargs, **c.all_kwargs())
+                full = dict(named, **c.all_kwargs())
                 # Timed to the kernel's end (launches on PyTorch tensors
                 # are otherwise only queued).
                 if "wait" not in self.fn.name_set:
@@ -976,14 +983,16 @@ class Autotuner:
                 def once():
                     for n in self.reset_to_zero:
                         _zero_array(named[n])
+                    if c.pre_hook is not None:
+                        c.pre_hook(full)
                     if self.pre_hook is not None:
-                        self.pre_hook(named)
-                    self._launch(c, args, grid, call, named)
+                        self.pre_hook(full)
+                    self.fn.run(*args, grid=grid, **call)
                     if self.post_hook is not None:
-                        self.post_hook(named, exception=None)
+                        self.post_hook(full, exception=None)
                 try:
                     if self.do_bench is not None:
-                        timings.append((float(self.do_bench(once)), i))
+                        timings.append((float(self.do_bench(once)), order, c))
                     else:
                         for _ in range(self.warmup):
                             once()
@@ -992,9 +1001,11 @@ class Autotuner:
                             t0 = time.perf_counter()
                             once()
                             samples.append(time.perf_counter() - t0)
-                        timings.append((sorted(samples)[len(samples) // 2], i))
-                except CompilationError:
-                    pass  # a config that does not compile is skipped
+                        timings.append((sorted(samples)[len(samples) // 2], order, c))
+                except CompilationError as e:
+                    # a config that does not compile is skipped
+                    if self.post_hook is not None:
+                        self.post_hook(full, exception=e)
                 finally:
                     for n, v in saved.items():
                         _restore_array(named[n], v)
@@ -1006,7 +1017,7 @@ class Autotuner:
         # The launch that follows starts from zero too (as Triton's).
         for n in self.reset_to_zero:
             _zero_array(named[n])
-        return min(timings)[1]
+        return min(timings, key=lambda t: t[:2])[2]
 
     def _empty_grid(self, grid, bound):
         """Whether `grid` has a zero dimension under any config (a callable

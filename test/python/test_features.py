@@ -1905,6 +1905,30 @@ def test_device_assert_stops_the_failing_program(rng):
     assert_close(out, x.astype(np.float64)[idx] * 2.0, 0, 0)
 
 
+@kiln.jit(debug=True)
+def scalar_guard(x, out, rows, B: kl.constexpr):
+    """A scalar assert guarding a store whose rows it bounds: a failing one
+    must stop every thread of the program (GPU targets: thread 0 checks,
+    the others wait at a barrier), so nothing lands past `rows`."""
+    row = kl.load(x + kl.program_id(0))
+    v = kl.load(x + kl.arange(0, B)).to(kl.float32)
+    kl.device_assert(row < rows, "row in range")
+    kl.store(out + row * B + kl.arange(0, B), v)
+
+
+def test_scalar_device_assert_stops_every_thread():
+    B, rows = 4096, 4      # (every GPU thread stores some of a row)
+    x = np.array([1, 3, 9, 2], np.int32)                  # program 2's row is out of range
+    x = np.concatenate([x, np.zeros(B - 4, np.int32)])
+    out = np.full((16, B), -7.0, np.float32)              # rows 4.. are the guard
+    with pytest.raises(kiln.DeviceAssertError, match=r"row in range \(program \(2, 0, 0\)"):
+        scalar_guard[(4,)](x, out, rows, B=B)
+    assert (out[rows:] == -7.0).all()                      # nothing stored past `rows`
+    ok = np.concatenate([np.array([1, 3, 0, 2], np.int32), np.zeros(B - 4, np.int32)])
+    scalar_guard[(4,)](ok, out, rows, B=B)
+    assert (out[[0, 1, 2, 3]] != -7.0).all()
+
+
 def nonneg_sum(x, out, n, B: kl.constexpr):
     offs = kl.arange(0, B)
     v = kl.load(x + offs, mask=offs < n, other=0.0)
@@ -2392,6 +2416,8 @@ def generic_scans(a, b, h, hr, bits, red, R: kl.constexpr, T: kl.constexpr):
     kl.store(red + 2 * R + kl.arange(0, R), best.to(kl.int32) * 0 + kl.reduce(x, 1, xor_combine,
                                                                                 keep_dims=True).reshape(R))
     kl.store(red + 3 * R, kl.reduce(x, None, xor_combine))
+    kl.store(red + 3 * R + 1 + kl.arange(0, 1)[:, None],
+             kl.reduce(x, None, xor_combine, keep_dims=True))
 
 
 @pytest.mark.parametrize("T", [16, 24])
@@ -2402,22 +2428,22 @@ def test_associative_scan_and_reduce_with_any_combine_fn(rng, T):
     b[1, 3] = b[1, 7] = b.max() + 1                       # a tie: the first index wins
     bits = rng.integers(-2 ** 31, 2 ** 31, (R, T)).astype(np.int32)
     h, hr = np.full((R, T), np.nan, np.float32), np.full((R, T), np.nan, np.float32)
-    red = np.zeros(3 * R + 1, np.int32)
+    red = np.zeros(3 * R + 2, np.int32)
     generic_scans[(1,)](a, b, h, hr, bits, red, R=R, T=T)
     ref, refr = np.zeros((R, T)), np.zeros((R, T))
     acc = np.zeros(R)
     for i in range(T):
         acc = a[:, i] * acc + b[:, i]
         ref[:, i] = acc
-    # reverse: (a_i, b_i) (+) (a_i+1, b_i+1) (+) ... combined left to right over [i, T)
-    for i in range(T):
-        ca, cb = a[:, i].astype(np.float64), b[:, i].astype(np.float64)
-        for j in range(i + 1, T):
-            ca, cb = ca * a[:, j], a[:, j] * cb + b[:, j]
-        refr[:, i] = cb
+    # reverse (Triton's: the forward scan of the flipped axis), the backward
+    # recurrence h[i] = a[i] h[i + 1] + b[i]
+    acc = np.zeros(R)
+    for i in reversed(range(T)):
+        acc = a[:, i] * acc + b[:, i]
+        refr[:, i] = acc
     assert_close(h, ref, 1e-5, 1e-5)
     assert_close(hr, refr, 1e-5, 1e-5)
     assert (red[:R] == np.bitwise_xor.reduce(bits, axis=1)).all()
     assert (red[R:2 * R] == np.argmax(b, axis=1)).all() and red[R + 1] == 3
     assert (red[2 * R:3 * R] == red[:R]).all()
-    assert red[3 * R] == np.bitwise_xor.reduce(bits.ravel())
+    assert red[3 * R] == red[3 * R + 1] == np.bitwise_xor.reduce(bits.ravel())

@@ -98,6 +98,15 @@ void callAssertHook(OpBuilder &b, Location loc, ModuleOp module,
   auto ptr = LLVM::LLVMPointerType::get(b.getContext());
   Value addr = assertHookAddress(b, loc, module);
   Value raw = LLVM::LoadOp::create(b, loc, b.getI64Type(), addr);
+  // No hook (code loaded by something else than the runtime): stop here
+  // rather than call address 0 or run what the assert guards.
+  Value none = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, raw,
+                                     arith::ConstantIntOp::create(b, loc, 0, 64));
+  auto noHook = scf::IfOp::create(b, loc, TypeRange{}, none, false);
+  {
+    OpBuilder nb = noHook.getThenBodyBuilder();
+    LLVM::Trap::create(nb, loc);
+  }
   Value fn = LLVM::IntToPtrOp::create(b, loc, ptr, raw);
   Type i32 = b.getI32Type();
   auto fnType = LLVM::LLVMFunctionType::get(
@@ -209,12 +218,16 @@ LogicalResult KernelLowering::lowerAssert(AssertOp op) {
     if (!simt) {
       fail(b, op.getCond());
     } else {
-      // Every thread holds the scalar: thread 0 reports it.
+      // Every thread holds the scalar: thread 0 reports it, and the others
+      // wait for it at a barrier, so none runs what the assert guards first
+      // (on the GPU __assertfail ends the kernel; the emulator stops the
+      // block).
       Value t0 = arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
                                        simt->threadId, cIdx(b, 0));
       auto ifOp = scf::IfOp::create(b, TypeRange{}, t0, false);
       ImplicitLocOpBuilder tb(op.getLoc(), ifOp.getThenBodyBuilder());
       fail(tb, op.getCond());
+      barrier(b);
     }
     toErase.push_back(op);
     return success();

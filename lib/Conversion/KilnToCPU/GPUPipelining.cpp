@@ -938,6 +938,11 @@ void KernelLowering::issuePipelinedLoads(
 void KernelLowering::setupPipelining(scf::ForOp loop) {
   if (!simt || simt->numStages < 2 || !simt->asyncCopy)
     return;
+  // A kiln.assert guards what follows it; a load issued iterations ahead
+  // would run before the assert that guards it (debug builds: no pipelining).
+  if (loop->walk([](AssertOp) { return WalkResult::interrupt(); })
+          .wasInterrupted())
+    return;
   Block *body = loop.getBody();
   Region &region = loop.getRegion();
   Value iv = loop.getInductionVar();
