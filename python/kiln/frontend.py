@@ -285,6 +285,11 @@ class CodeGen(ast.NodeVisitor):
         self.first_line = first_line
         self.source_lines = source.splitlines()
         self.source_text = source
+        # The source was dedented (a kernel defined in a function or class):
+        # columns in the file are that much further right.
+        import linecache
+        raw = linecache.getline(filename, first_line) if filename else ""
+        self.indent = len(raw) - len(raw.lstrip(" \t")) if raw.strip() else 0
         # kl.device_assert is checked (debug=True, KILN_DEBUG=1)
         self.debug = False
         self.scopes = [{}]
@@ -310,13 +315,15 @@ class CodeGen(ast.NodeVisitor):
         lineno = getattr(node, "lineno", 1)
         col = getattr(node, "col_offset", 0)
         line = self.source_lines[lineno - 1] if 0 < lineno <= len(self.source_lines) else None
+        if line is not None:
+            line = " " * self.indent + line
         return CompilationError(message, self.filename, lineno + self.first_line - 1,
-                                col, line)
+                                col + self.indent, line)
 
     def visit(self, node):
         if hasattr(node, "lineno"):
             self.b.set_loc(self.filename, node.lineno + self.first_line - 1,
-                           node.col_offset + 1)
+                           node.col_offset + 1 + self.indent)
         try:
             return super().visit(node)
         except (CompilationError, LaunchGridError):
@@ -3312,7 +3319,7 @@ class CodeGen(ast.NodeVisitor):
         # Reported at its statement (not at its last argument).
         if self.stmt is not None and hasattr(self.stmt, "lineno"):
             self.b.set_loc(self.filename, self.stmt.lineno + self.first_line - 1,
-                           self.stmt.col_offset + 1)
+                           self.stmt.col_offset + 1 + self.indent)
         self.b.device_assert(cond.value, msg)
         return None
 
@@ -3492,10 +3499,11 @@ class CodeGen(ast.NodeVisitor):
         from .jit import JITFunction  # noqa: avoid an import cycle
         if isinstance(combine_fn, kl.constexpr):
             combine_fn = combine_fn.value
-        if not isinstance(combine_fn, JITFunction):
+        internal = getattr(combine_fn, "_kiln_combine", False)   # (xor_sum's)
+        if not isinstance(combine_fn, JITFunction) and not internal:
             raise KilnError(f"{what}: combine_fn must be a @kiln.jit function")
         # Nothing can check associativity in general; the usual mistakes can be.
-        tree = combine_fn.parse()[0]
+        tree = combine_fn.parse()[0] if not internal else ast.parse("def f(): pass")
         body = [st for st in tree.body[0].body
                 if not (isinstance(st, ast.Expr) and isinstance(st.value, ast.Constant))]
         params = [a.arg for a in tree.body[0].args.args]
@@ -3528,10 +3536,13 @@ class CodeGen(ast.NodeVisitor):
         return combine_fn, tiles, shape, axis % len(shape)
 
     def call_combine(self, fn, left, right, count, what):
-        out = self.inline(fn, list(left) + list(right), {}, None)
+        if getattr(fn, "_kiln_combine", False):
+            out = fn(*left, *right)
+        else:
+            out = self.inline(fn, list(left) + list(right), {}, None)
         out = out if isinstance(out, tuple) else (out,)
         if len(out) != count or not all(isinstance(o, Tile) for o in out):
-            raise KilnError(f"{what}: combine_fn {fn.fn.__name__} must return {count} "
+            raise KilnError(f"{what}: combine_fn {getattr(fn, '__name__', 'fn')} must return {count} "
                             f"value{'s' if count > 1 else ''}, one per input")
         return [self.to_tile(o) for o in out]
 
@@ -4016,6 +4027,58 @@ class CodeGen(ast.NodeVisitor):
                 j //= 2
             size *= 2
         return x
+
+    def builtin_topk(self, x, k, dim=None):
+        """Triton's tl.topk: the k largest elements along the last dimension
+        (a power of two), largest first: the bitonic sort, then its first k
+        (kiln.gather_elements)."""
+        k = self.const_int(k, "k")
+        x = self.to_tile(x)
+        if x.is_scalar:
+            raise KilnError("topk needs a tile")
+        n = x.shape[-1]
+        if not 1 <= k <= n:
+            raise KilnError(f"topk: k = {k} must be in [1, {n}] (the last dimension)")
+        s = self.builtin_sort(x, dim, descending=True)
+        lead = x.shape[:-1]
+        idx = self.builtin_reshape(self.builtin_arange(0, k), (1,) * len(lead) + (k,))
+        return self.gather_elements(s, self.broadcast_to(idx, lead + (k,)), len(lead))
+
+    def builtin_xor_sum(self, input, axis=None, keep_dims=False):
+        """Triton's tl.xor_sum: the xor of the elements along `axis` (all
+        when None); integers."""
+        t = self.to_tile(input)
+        if not t.dtype.is_int():
+            raise KilnError(f"xor_sum takes integers, got {t.dtype.name}")
+        if isinstance(keep_dims, kl.constexpr):
+            keep_dims = keep_dims.value
+        xor = lambda a, b: self.binop(ast.BitXor(), a, b)   # noqa: E731
+        xor._kiln_combine = True
+        return self.generic_reduce(t, axis, xor, keep_dims)
+
+    def builtin_cast(self, input, dtype, fp_downcast_rounding=None, bitcast=False):
+        """Triton's tl.cast: input.to(dtype, bitcast=); a narrowing float
+        conversion rounds to nearest even (`fp_downcast_rounding` None or
+        'rtne'; 'rtz' is refused)."""
+        for name in ("dtype", "fp_downcast_rounding", "bitcast"):
+            v = locals()[name]
+            if isinstance(v, kl.constexpr):
+                if name == "dtype":
+                    dtype = v.value
+                elif name == "bitcast":
+                    bitcast = v.value
+                else:
+                    fp_downcast_rounding = v.value
+        if fp_downcast_rounding not in (None, "rtne"):
+            raise KilnError(f"cast: fp_downcast_rounding={fp_downcast_rounding!r} is not "
+                            "supported (conversions round to nearest even)")
+        if isinstance(dtype, kl.pointer_type):
+            return self.int_to_pointer(input, dtype.element_ty)
+        if not isinstance(dtype, kl.dtype):
+            raise KilnError("cast expects a kl dtype")
+        if bitcast:
+            return self.bitcast(input, dtype)
+        return self.cast(self.to_tile(input), dtype)
 
     def builtin_interleave(self, a, b):
         """Triton's: a and b's elements alternating along the last

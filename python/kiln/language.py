@@ -27,7 +27,7 @@ __all__ = [
     "load_tensor_descriptor", "store_tensor_descriptor", "device_assert", "device_print",
     "umulhi", "randint", "randint4x", "rand", "rand4x", "randn", "randn4x",
     "uint_to_uniform_float", "pair_uniform_to_normal", "cat", "softmax", "extra",
-    "dot_scaled", "pointer_type",
+    "dot_scaled", "pointer_type", "topk", "xor_sum", "cast",
 ]
 
 
@@ -694,6 +694,23 @@ def dot_scaled(lhs, lhs_scale, lhs_format, rhs, rhs_scale, rhs_format, acc=None,
     or None. Computed as Triton emulates it without MX tensor cores: decoded,
     scaled, rounded to bfloat16 (exact for MX values) and kl.dot into
     float32."""
+
+
+@builtin
+def topk(x, k, dim=None):
+    """Triton's: the k largest elements along the last dimension (a power of
+    two), largest first."""
+
+
+@builtin
+def xor_sum(input, axis=None, keep_dims=False):
+    """Triton's: the xor of the integer elements along `axis`."""
+
+
+@builtin
+def cast(input, dtype, fp_downcast_rounding=None, bitcast=False):
+    """Triton's: `input.to(dtype, bitcast=)`; `dtype` may be a
+    `kl.pointer_type` (an int64 address as a pointer)."""
 
 
 @builtin

@@ -2447,3 +2447,37 @@ def test_associative_scan_and_reduce_with_any_combine_fn(rng, T):
     assert (red[R:2 * R] == np.argmax(b, axis=1)).all() and red[R + 1] == 3
     assert (red[2 * R:3 * R] == red[:R]).all()
     assert red[3 * R] == red[3 * R + 1] == np.bitwise_xor.reduce(bits.ravel())
+
+
+# Triton's tl.topk, tl.xor_sum and tl.cast.
+
+@kiln.jit
+def topk_xor_cast(x, bits, out_k, out_x, out_c, addr, K: kl.constexpr):
+    r = kl.arange(0, 4)[:, None]
+    c = kl.arange(0, 64)[None, :]
+    t = kl.load(x + r * 64 + c)
+    kl.store(out_k + r * K + kl.arange(0, K)[None, :], kl.topk(t, K))
+    b = kl.load(bits + r * 64 + c)
+    kl.store(out_x + kl.arange(0, 4), kl.xor_sum(b, 1))
+    kl.store(out_x + 4, kl.xor_sum(b))
+    kl.store(out_c + kl.arange(0, 64), kl.cast(kl.load(x + kl.arange(0, 64)), kl.int32,
+                                               bitcast=True))
+    p = kl.cast(kl.load(addr), kl.pointer_type(kl.float32))
+    kl.store(p + kl.arange(0, 4), kl.cast(kl.arange(0, 4), kl.float32) + 0.5)
+
+
+def test_topk_xor_sum_and_cast(rng):
+    K = 8
+    x = rng.standard_normal((4, 64)).astype(np.float32)
+    bits = rng.integers(-2 ** 31, 2 ** 31, (4, 64)).astype(np.int32)
+    out_k = np.full((4, K), np.nan, np.float32)
+    out_x = np.zeros(5, np.int32)
+    out_c = np.zeros(64, np.int32)
+    target = np.full(4, np.nan, np.float32)
+    topk_xor_cast[(1,)](x, bits, out_k, out_x, out_c,
+                        np.array([target.ctypes.data], np.int64), K=K)
+    assert (out_k == -np.sort(-x, axis=1)[:, :K]).all()
+    assert (out_x[:4] == np.bitwise_xor.reduce(bits, axis=1)).all()
+    assert out_x[4] == np.bitwise_xor.reduce(bits.ravel())
+    assert (out_c == x[0].view(np.int32)).all()
+    assert (target == np.arange(4) + 0.5).all()

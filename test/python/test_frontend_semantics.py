@@ -604,3 +604,16 @@ def test_out_of_range_int_compares_as_a_number():
     ref = np.concatenate([x64 < 300, x64 > -129, x64 == 200,
                           (x + np.int8(127)).astype(np.int64)])
     assert np.array_equal(out, ref.astype(np.int64)), (out, ref)
+
+
+def test_errors_in_indented_kernels_name_the_file_column():
+    """A kernel defined inside a function is dedented before parsing; its
+    errors still point at the column in the file."""
+    @kiln.jit
+    def nested(x):
+        kl.store(x + kl.arange(0, 4), kl.nope(1))  # the column of kl.nope
+    with pytest.raises(kiln.CompilationError) as info:
+        nested[(1,)](np.zeros(4, np.float32))
+    e = info.value
+    line = inspect.getsourcelines(nested.fn)[0][2]
+    assert e.col == line.index("kl.nope") and e.source_line.rstrip("\n") == line.rstrip("\n")
