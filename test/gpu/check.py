@@ -1280,7 +1280,27 @@ def port_bench_attention(causal, q, k, v, o, lse, block, warps, stages):
                           warps, stages)
 
 
+# Block-scaled (MX) GEMM, MXFP8 (e4m3) activations times MXFP4 (e2m1)
+# weights, through kl.dot_scaled's emulation (decode, scale, bf16 tensor
+# cores), against torch.matmul on bf16 operands of the same shape.
+MX_S = int(os.environ.get("KILN_GPU_MX", "4096"))
+MX_BLOCK = (128, 128, 64, 8)
+
+
+def mx_bench(a, asc, b, bsc, c):
+    bm, bn, bk, w = MX_BLOCK
+    grid = (cdiv(MX_S, bm), cdiv(MX_S, bn))
+    args = (a, asc, b, bsc, c, MX_S, MX_S, MX_S)
+    kw = dict(FMT_A="e4m3", FMT_B="e2m1", BM=bm, BN=bn, BK=bk, num_warps=w)
+    return port_bundle(f"mx-bench-{bm}x{bn}x{bk}-w{w}", mx_ex.mx_matmul_kernel, grid, args,
+                       kw), grid, args
+
+
 if not RUN:
+    if not EMULATED:
+        i8 = lambda *shape: np.zeros(shape, np.int8)  # noqa: E731 (never launched)
+        mx_bench(i8(MX_S, MX_S), i8(MX_S, MX_S // 32), i8(MX_S // 2, MX_S),
+                 i8(MX_S, MX_S // 32), np.zeros((MX_S, MX_S), np.float32))
     for kind in ("none", "causal", "sliding_window"):
         for variant in BENCH_VARIANTS:
             attention_bench_kernel(kind, *variant)
@@ -1439,6 +1459,39 @@ if not EMULATED and ACTIVE:
                  f"{cfg['BLOCK_SIZE_K']} w{cfg['num_warps']} s{cfg['num_stages']}",
                  flops / t_kiln / 1e12, flops / t_torch / 1e12, "TFLOP/s",
                  "torch.matmul (bf16 out)"))
+
+# (Part of the gemm part.)
+if not EMULATED and ACTIVE:
+    S = MX_S
+    g = torch.Generator(device=dev).manual_seed(3)
+    a8 = torch.randint(0, 256, (S, S), device=dev, dtype=torch.int32, generator=g)
+    a8 = torch.where((a8 & 0x7F) == 0x7F, 0x38, a8).to(torch.uint8).view(torch.int8)  # no NaN
+    b4 = torch.randint(0, 256, (S // 2, S), device=dev, dtype=torch.int32,
+                       generator=g).to(torch.uint8).view(torch.int8)
+    asc = torch.full((S, S // 32), 127, dtype=torch.int8, device=dev)      # 2^0
+    bsc = torch.full((S, S // 32), 126, dtype=torch.int8, device=dev)      # 2^-1
+    cmx = torch.zeros(S, S, device=dev)
+    path, grid, args = mx_bench(a8, asc, b4, bsc, cmx)
+    mm = load(path)
+    t_kiln = bench(lambda: mm[grid](*args, wait=False), reps=3, batch=3)
+    kiln_sync(mm)
+    # A corner against NumPy's decoding.
+    am = a8[:64].cpu().numpy().view(np.uint8)
+    bb = b4[:, :64].cpu().numpy().view(np.uint8)
+    codes = np.empty((S, 64), np.int64)
+    codes[0::2], codes[1::2] = bb & 15, bb >> 4
+    da, db = mx_ex.decode_mx(am, "e4m3"), mx_ex.decode_mx(codes, "e2m1") * 0.5
+    ref = da @ db
+    check("MX GEMM benchmark corner (dot_scaled)", cmx[:64, :64].cpu().numpy(), ref, 1e-5,
+          1e-6 * (np.abs(da) @ np.abs(db)).max())   # (float32 sums over K)
+    a16 = torch.randn(S, S, device=dev).bfloat16()
+    b16 = torch.randn(S, S, device=dev).bfloat16()
+    t_torch = bench(lambda: torch.matmul(a16, b16), batch=3)
+    flops = 2 * S ** 3
+    bm_, bn_, bk_, w_ = MX_BLOCK
+    add_row((f"MX GEMM {S}^3 e4m3 x e2m1 (dot_scaled) {bm_}x{bn_}x{bk_} w{w_}",
+             flops / t_kiln / 1e12, flops / t_torch / 1e12, "TFLOP/s",
+             "torch.matmul (bf16 operands)"))
 
 section("bench")
 if not EMULATED and ACTIVE:
