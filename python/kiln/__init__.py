@@ -15,7 +15,7 @@ A runtime-only installation (no compiler, no LLVM) provides load_bundle()
 for kernels compiled ahead of time with kilnc. See docs/python.md.
 """
 
-from .runtime import BundleError, DeviceAssertError, LaunchError, bf16, load_bundle
+from .runtime import BundleError, DeviceAssertError, LaunchError, bf16, fp8, load_bundle
 
 __version__ = "0.1.0"
 
@@ -27,7 +27,7 @@ except ImportError as e:  # a runtime-only installation, or a broken one
     HAS_COMPILER = False
     COMPILER_IMPORT_ERROR = e
 
-__all__ = ["load_bundle", "bf16", "cdiv", "HAS_COMPILER", "LaunchError", "BundleError",
+__all__ = ["load_bundle", "bf16", "fp8", "cdiv", "HAS_COMPILER", "LaunchError", "BundleError",
            "DeviceAssertError"]
 
 if HAS_COMPILER:

@@ -401,6 +401,9 @@ class CodeGen(ast.NodeVisitor):
         return -half <= value < half
 
     def const(self, value, dtype):
+        if dtype.fp8 is not None:
+            t = self.const(fp8_bits(float(value), dtype.fp8), kl.int8)
+            return Tile(t.value, dtype, ())
         value = self.py_value(value, dtype)
         t = Tile(self.b.constant(value, self.ir_type(dtype)), dtype, ())
         t.uniform = True
@@ -432,6 +435,13 @@ class CodeGen(ast.NodeVisitor):
     def cast(self, t: Tile, dtype: kl.dtype) -> Tile:
         if t.dtype is dtype:
             return t
+        if t.dtype.fp8 is not None:   # fp8 bits -> float32 values first
+            t = Tile(self.decode_mx(Tile(t.value, kl.int8, t.shape), t.dtype.fp8, True, True,
+                                    "an fp8 value").value, kl.float32, t.shape)
+            if dtype is kl.float32:
+                return t
+        if dtype.fp8 is not None:
+            return self.encode_fp8(self.cast(t, kl.float32), dtype)
         out = Tile(self.b.cast(t.value, self.ir_type(dtype, t.shape)), dtype, t.shape)
         # (Widening only: a narrowing cast may wrap the values.)
         if t.strided is not None and dtype in WIDE_INTS and dtype.bits >= t.dtype.bits:
@@ -537,6 +547,11 @@ class CodeGen(ast.NodeVisitor):
             a = self.to_tile(a, b if not (isinstance(a, float) and b.dtype.is_int()) else None)
         if not isinstance(b, Tile):
             b = self.to_tile(b, a if not (isinstance(b, float) and a.dtype.is_int()) else None)
+        # (fp8 values compute in float32, as on GPUs without fp8 arithmetic.)
+        if a.dtype.fp8 is not None:
+            a = self.cast(a, kl.float32)
+        if b.dtype.fp8 is not None:
+            b = self.cast(b, kl.float32)
         dt = promote(a.dtype, b.dtype)
         a, b = self.cast(a, dt), self.cast(b, dt)
         shape = broadcast_shapes(a.shape, b.shape)
@@ -2266,6 +2281,8 @@ class CodeGen(ast.NodeVisitor):
         if isinstance(other, kl.constexpr):
             other = other.value
         if isinstance(other, (int, float, bool)):
+            if dtype.fp8 is not None:       # (the padding's bits)
+                return fp8_bits(float(other), dtype.fp8)
             try:
                 return self.py_value(other, dtype) if dtype is not kl.int1 else int(other)
             except KilnError as e:
@@ -2986,6 +3003,13 @@ class CodeGen(ast.NodeVisitor):
             raise KilnError(f"dot(input_precision=...) must be 'ieee', 'tf32' or 'tf32x3', got "
                             f"{input_precision!r}")
         a, b = self.to_tile(a), self.to_tile(b)
+        if a.dtype.fp8 is not None or b.dtype.fp8 is not None:
+            # fp8 values are exact in bfloat16 and float16: both fp8 take
+            # bfloat16 (kl.dot_scaled's emulation); beside another float
+            # type, the fp8 operand takes that one.
+            other = [t.dtype for t in (a, b) if t.dtype.fp8 is None]
+            to = other[0] if other and other[0].is_float else kl.bfloat16
+            a, b = (self.cast(t, to) if t.dtype.fp8 is not None else t for t in (a, b))
         if len(a.shape) != 2 or len(b.shape) != 2:
             raise KilnError(f"dot needs 2-D tiles, got shapes {a.shape} and {b.shape}")
         if a.shape[1] != b.shape[0]:
@@ -3013,6 +3037,32 @@ class CodeGen(ast.NodeVisitor):
 
     def f32_from_bits(self, bits):
         return self.bitcast(bits, kl.float32)
+
+    def encode_fp8(self, x, dtype):
+        """float32 tile -> fp8 bits (an int8 tile of `dtype`): round to
+        nearest even, saturating to the largest finite value (infinities
+        too, as cvt.rn.satfinite), NaN to 0x7F."""
+        e4 = dtype.fp8 == "e4m3"
+        band = lambda a, m: self.binop(ast.BitAnd(), a, m)          # noqa: E731
+        shr = lambda a, n: self.binop(ast.RShift(), a, n)           # noqa: E731
+        bits = self.bitcast(x, kl.int32)
+        sign = band(shr(bits, 24), 0x80)
+        a = band(bits, 0x7FFFFFFF)
+        mant = 20 if e4 else 21                 # the f32 bit of the last kept mantissa bit
+        rounded = self.binop(ast.Add(), self.binop(ast.Add(), a, (1 << (mant - 1)) - 1),
+                             band(shr(a, mant), 1))
+        code = self.binop(ast.Sub(), shr(rounded, mant), (127 - (7 if e4 else 15)) << (3 if e4 else 2))
+        top = 0x7E if e4 else 0x7B
+        code = self.builtin_minimum(code, top)
+        # Below the smallest normal (2^-6, 2^-14): multiples of 2^-9 / 2^-16.
+        small = self.compare(ast.Lt(), a, 0x3C800000 if e4 else 0x38800000)
+        q = self.builtin_rint(self.binop(ast.Mult(), self.bitcast(a, kl.float32),
+                                         512.0 if e4 else 65536.0))
+        code = self.where(small, self.cast(q, kl.int32), code)
+        code = self.binop(ast.BitOr(), code, sign)
+        code = self.where(self.compare(ast.Gt(), a, 0x7F800000), 0x7F, code)
+        out = self.cast(code, kl.int8)
+        return Tile(out.value, dtype, out.shape)
 
     def decode_mx(self, x, fmt, k_pack, is_lhs, what):
         """Operand `x` of dot_scaled in format `fmt` as float32 values of the
@@ -3607,7 +3657,7 @@ class CodeGen(ast.NodeVisitor):
 
     def float_unary(self, name, x):
         x = self.to_tile(x)
-        if x.dtype.is_int():
+        if x.dtype.is_int() or x.dtype.fp8 is not None:
             x = self.cast(x, kl.float32)
         return Tile(self.b.unary(name, x.value), x.dtype, x.shape)
 
@@ -4239,6 +4289,40 @@ class CodeGen(ast.NodeVisitor):
 for _name in CodeGen.F32_MATH:
     setattr(CodeGen, "builtin_" + _name,
             lambda self, x, _name=_name: self.f32_math(_name, x))
+
+
+def fp8_value(code, fmt):
+    """The float value of 8-bit float bits (0..255)."""
+    sign = -1.0 if code & 0x80 else 1.0
+    if fmt == "e4m3":
+        e, m = (code >> 3) & 15, code & 7
+        if e == 15 and m == 7:
+            return math.nan
+        return sign * (m / 8 * 2.0 ** -6 if e == 0 else (1 + m / 8) * 2.0 ** (e - 7))
+    e, m = (code >> 2) & 31, code & 3
+    if e == 31:
+        return sign * math.inf if m == 0 else math.nan
+    return sign * (m / 4 * 2.0 ** -14 if e == 0 else (1 + m / 4) * 2.0 ** (e - 15))
+
+
+def fp8_bits(value, fmt):
+    """The fp8 bits (as a signed int8 value) nearest `value`: ties to the
+    even code, saturating to the largest finite value, NaN 0x7F."""
+    if math.isnan(value):
+        return 0x7F
+    if math.isinf(value):             # saturated, as cvt.rn.satfinite
+        code = (0x7E if fmt == "e4m3" else 0x7B) | (0x80 if value < 0 else 0)
+        return code - 256 if code >= 128 else code
+    best = None
+    for code in builtins.range(0, 128):
+        v = fp8_value(code, fmt)
+        if math.isnan(v) or math.isinf(v):
+            continue
+        d = abs(abs(value) - v)
+        if best is None or d < best[0] or (d == best[0] and code % 2 == 0):
+            best = (d, code)
+    code = best[1] | (0x80 if math.copysign(1.0, value) < 0 else 0)
+    return code - 256 if code >= 128 else code
 
 
 def parse_function(fn):

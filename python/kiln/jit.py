@@ -16,7 +16,7 @@ from . import runtime as runtime_module
 from .frontend import (CodeGen, CompilationError, KilnError, Pointer, Tile, parse_function,
                        same_value)
 from .runtime import _stream_handle
-from .runtime import bf16, cuda_array_view  # noqa: F401  (kiln.bf16 lives with the runtime)
+from .runtime import bf16, cuda_array_view, fp8  # noqa: F401  (kiln.bf16 lives with the runtime)
 
 _jit_lock = threading.Lock()
 _jits = {}
@@ -247,6 +247,8 @@ def _as_array(obj, name):
             return d, dt
     if isinstance(obj, bf16):
         return obj.array, kl.bfloat16
+    if isinstance(obj, fp8):
+        return obj.array, kl.float8e4nv if obj.format == "e4m3" else kl.float8e5
     if isinstance(obj, DeviceArray):
         return obj, obj.dtype
     if not isinstance(obj, np.ndarray):

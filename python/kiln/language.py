@@ -27,7 +27,7 @@ __all__ = [
     "load_tensor_descriptor", "store_tensor_descriptor", "device_assert", "device_print",
     "umulhi", "randint", "randint4x", "rand", "rand4x", "randn", "randn4x",
     "uint_to_uniform_float", "pair_uniform_to_normal", "cat", "softmax", "extra",
-    "dot_scaled", "pointer_type", "topk", "xor_sum", "cast",
+    "dot_scaled", "pointer_type", "topk", "xor_sum", "cast", "float8e4nv", "float8e5",
 ]
 
 
@@ -40,6 +40,7 @@ class dtype:
         self.np = np_dtype
         self.bits = bits
         self.is_float = is_float
+        self.fp8 = None   # float8e4nv / float8e5: "e4m3" / "e5m2" (stored as i8 bits)
 
     # Triton's dtype queries (kernels branch on them at compile time).
     def is_int(self) -> bool:
@@ -81,6 +82,15 @@ class dtype:
     def is_int64(self) -> bool:
         return self.name == "int64"
 
+    def is_fp8(self) -> bool:
+        return self.fp8 is not None
+
+    def is_fp8e4nv(self) -> bool:
+        return self.fp8 == "e4m3"
+
+    def is_fp8e5(self) -> bool:
+        return self.fp8 == "e5m2"
+
     @property
     def primitive_bitwidth(self) -> int:
         return self.bits
@@ -114,6 +124,15 @@ int64 = dtype("int64", "i64", np.int64, 64, False)
 
 ALL_DTYPES = [float16, bfloat16, float32, float64, int1, int8, int16, int32, int64]
 BY_IR = {d.ir: d for d in ALL_DTYPES}
+
+# Triton's 8-bit floats (OCP E4M3FN and E5M2), held as their bits in i8:
+# loads, stores, conversions (.to; to fp8 rounds to nearest even and
+# saturates to the largest finite value, as cvt.rn.satfinite), kl.dot
+# (exactly through bfloat16); arithmetic promotes them to float32.
+float8e4nv = dtype("float8e4nv", "i8", None, 8, True)
+float8e4nv.fp8 = "e4m3"
+float8e5 = dtype("float8e5", "i8", None, 8, True)
+float8e5.fp8 = "e5m2"
 
 
 def from_numpy(np_dtype) -> dtype | None:

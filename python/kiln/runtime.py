@@ -32,6 +32,22 @@ class bf16:
         self.array = array
 
 
+class fp8:
+    """Marks a uint8 (or int8) numpy array as holding 8-bit floats:
+    ``kiln.fp8(bits, "e4m3")`` (kl.float8e4nv, OCP E4M3FN) or
+    ``kiln.fp8(bits, "e5m2")`` (kl.float8e5). The kernel's parameter gets
+    that dtype; the launch passes the bytes."""
+
+    def __init__(self, array, format="e4m3"):
+        array = np.asarray(array)
+        if array.dtype not in (np.uint8, np.int8):
+            raise TypeError("kiln.fp8 wraps a uint8 or int8 array holding 8-bit float bits")
+        if format not in ("e4m3", "e5m2"):
+            raise ValueError(f"kiln.fp8: format must be 'e4m3' or 'e5m2', got {format!r}")
+        self.array = array.view(np.int8)
+        self.format = format
+
+
 _PLAIN_INT = frozenset(("i8", "i16", "i32", "i64", "u8"))
 # The smallest magnitude float32 rounds to infinity: halfway between its
 # largest finite value and 2^128 (a tie, rounded to the even 2^128).

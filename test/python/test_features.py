@@ -2481,3 +2481,67 @@ def test_topk_xor_sum_and_cast(rng):
     assert out_x[4] == np.bitwise_xor.reduce(bits.ravel())
     assert (out_c == x[0].view(np.int32)).all()
     assert (target == np.arange(4) + 0.5).all()
+
+
+# 8-bit floats (kl.float8e4nv / kl.float8e5, Triton's; kiln.fp8 wraps the
+# bytes): every code decodes exactly, float32 values (random, the midpoints
+# of neighbouring codes: ties go to the even code, beyond the largest finite
+# value: saturated, infinities too, NaN) encode as a nearest-value search
+# says, and kl.dot of fp8 tiles is exact products summed in float32.
+
+from kiln.frontend import fp8_bits, fp8_value  # noqa: E402
+
+
+@kiln.jit
+def fp8_roundtrip(codes4, codes5, dec, x, q4, q5, n, B: kl.constexpr):
+    o = kl.arange(0, 256)
+    kl.store(dec + o, kl.load(codes4 + o).to(kl.float32))
+    kl.store(dec + 256 + o, kl.load(codes5 + o) * 1.0)       # arithmetic promotes
+    offs = kl.program_id(0) * B + kl.arange(0, B)
+    m = offs < n
+    v = kl.load(x + offs, mask=m)
+    kl.store(q4 + offs, v, mask=m)                             # a store converts
+    kl.store(q5 + offs, v.to(kl.float8e5), mask=m)
+
+
+@kiln.jit
+def fp8_dot(a, b, c, M: kl.constexpr, N: kl.constexpr, K: kl.constexpr):
+    A = kl.load(a + kl.arange(0, M)[:, None] * K + kl.arange(0, K)[None, :])
+    Bt = kl.load(b + kl.arange(0, K)[:, None] * N + kl.arange(0, N)[None, :])
+    kl.store(c + kl.arange(0, M)[:, None] * N + kl.arange(0, N)[None, :], kl.dot(A, Bt))
+
+
+def test_fp8_conversions_and_dot(rng):
+    codes = np.arange(256, dtype=np.uint8)
+    dec = np.full(512, -1.0, np.float32)
+    vals = {f: np.array([fp8_value(c, f) for c in range(256)]) for f in ("e4m3", "e5m2")}
+    mids = []
+    for f in ("e4m3", "e5m2"):
+        fin = np.unique(vals[f][np.isfinite(vals[f])])
+        mids += list((fin[1:] + fin[:-1]) / 2)
+    x = np.concatenate([rng.standard_normal(700) * 40, rng.standard_normal(300) * 1e-3,
+                        mids, [0.0, -0.0, np.inf, -np.inf, np.nan, 500.0, -1e5, 6e4]])
+    x = x.astype(np.float32)
+    x = x[x.astype(np.float64) == np.float64(x)]           # (exact in float32)
+    n = x.size
+    q4, q5 = kiln.fp8(np.zeros(n, np.uint8), "e4m3"), kiln.fp8(np.zeros(n, np.uint8), "e5m2")
+    fp8_roundtrip[(kiln.cdiv(n, 256),)](kiln.fp8(codes, "e4m3"), kiln.fp8(codes, "e5m2"), dec,
+                                        x, q4, q5, n, B=256)
+    for k, f in enumerate(("e4m3", "e5m2")):
+        ref = vals[f].astype(np.float32)
+        got = dec[256 * k:256 * (k + 1)]
+        assert np.array_equal(np.isnan(got), np.isnan(ref)), f
+        assert (got[~np.isnan(ref)].view(np.int32) == ref[~np.isnan(ref)].view(np.int32)).all(), f
+    for q, f in ((q4, "e4m3"), (q5, "e5m2")):
+        ref = np.array([fp8_bits(float(v), f) for v in x], np.int8)
+        bad = np.flatnonzero(q.array != ref)
+        assert bad.size == 0, (f, x[bad[:5]], q.array[bad[:5]], ref[bad[:5]])
+    M, N, K = 16, 16, 64
+    a = rng.integers(0, 256, (M, K)).astype(np.uint8)
+    b = rng.integers(0, 256, (K, N)).astype(np.uint8)
+    a[(a & 0x7F) == 0x7F] = 0x38                           # no NaN codes
+    b[(b & 0x7C) == 0x7C] = 0x3C                           # no e5m2 inf / NaN
+    c = np.full((M, N), np.nan, np.float32)
+    fp8_dot[(1,)](kiln.fp8(a, "e4m3"), kiln.fp8(b, "e5m2"), c, M=M, N=N, K=K)
+    da, db = vals["e4m3"][a], vals["e5m2"][b]
+    assert_close(c, da @ db, 1e-6, 1e-6 * (np.abs(da) @ np.abs(db)).max())

@@ -1357,14 +1357,22 @@ def test_device_assert_and_print_compile_for_gpu(chip, tmp_path, monkeypatch):
 
 # Triton's random numbers on GPU targets: Philox's high products are
 # mul.hi (32-bit) or built from 32-bit limbs (64-bit), and the PTX assembles;
-# bitcasts, gathers inside tiles and the libdevice functions too.
+# bitcasts, gathers inside tiles, fp8 conversions and dots and the libdevice
+# functions too.
 @pytest.mark.parametrize("chip", CHIPS)
 def test_random_numbers_and_bitcasts_compile_for_gpu(chip, tmp_path, monkeypatch):
     import numpy as np
     import kiln
-    from test_features import bitcasts, codebook_lookup, gather_2d, libdevice_math, random_tiles
+    from test_features import (bitcasts, codebook_lookup, fp8_dot, fp8_roundtrip, gather_2d,
+                               libdevice_math, random_tiles)
     monkeypatch.setenv("KILN_TARGET", chip)
-    for ck in (libdevice_math.warmup(np.zeros(240, np.float32), np.zeros(240, np.float32),
+    f8 = lambda n, f="e4m3": kiln.fp8(np.zeros(n, np.uint8), f)   # noqa: E731
+    for ck in (fp8_roundtrip.warmup(f8(256), f8(256, "e5m2"), np.zeros(512, np.float32),
+                                    np.zeros(1000, np.float32), f8(1000), f8(1000, "e5m2"),
+                                    1000, B=256, grid=(4,)),
+               fp8_dot.warmup(f8(16 * 64), f8(64 * 16, "e5m2"), np.zeros(256, np.float32),
+                              M=16, N=16, K=64, grid=(1,)),
+               libdevice_math.warmup(np.zeros(240, np.float32), np.zeros(240, np.float32),
                                      np.zeros(19 * 256, np.float32), 240, B=256, grid=(1,)),
                codebook_lookup.warmup(np.zeros(1001, np.int8), np.zeros(16, np.float32),
                                       np.zeros(2002, np.float32), 1001, B=256, grid=(4,)),
