@@ -155,6 +155,8 @@ class _TorchDTypes(dict):
         name = str(key).replace("torch.", "")
         if name == "bfloat16":
             value = kl.bfloat16
+        elif name in ("float8_e4m3fn", "float8_e5m2"):
+            value = kl.float8e4nv if name == "float8_e4m3fn" else kl.float8e5
         else:
             try:
                 value = kl.from_numpy(np.dtype(name))

@@ -2545,3 +2545,21 @@ def test_fp8_conversions_and_dot(rng):
     fp8_dot[(1,)](kiln.fp8(a, "e4m3"), kiln.fp8(b, "e5m2"), c, M=M, N=N, K=K)
     da, db = vals["e4m3"][a], vals["e5m2"][b]
     assert_close(c, da @ db, 1e-6, 1e-6 * (np.abs(da) @ np.abs(db)).max())
+
+
+def test_torch_float8_dtypes_map_to_kiln_fp8():
+    """PyTorch's float8 tensors take kl.float8e4nv / kl.float8e5 (checked by
+    name: no torch here)."""
+    from kiln.jit import _TorchDTypes
+
+    class FakeDtype:
+        def __init__(self, name):
+            self.name = name
+
+        def __str__(self):
+            return "torch." + self.name
+
+    table = _TorchDTypes()
+    assert table[FakeDtype("float8_e4m3fn")] is kl.float8e4nv
+    assert table[FakeDtype("float8_e5m2")] is kl.float8e5
+    assert table[FakeDtype("bfloat16")] is kl.bfloat16
