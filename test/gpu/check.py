@@ -457,8 +457,9 @@ def port_bundle(name, kernel, grid, args, kw):
 
 
 def port_values(args):
-    """The bundle's arguments for the kernel's: bf16 wrappers as their bits."""
-    return [a.array if isinstance(a, kiln.bf16) else a for a in args]
+    """The bundle's arguments for the kernel's: bf16 and fp8 wrappers as their
+    bits."""
+    return [a.array if isinstance(a, (kiln.bf16, kiln.fp8)) else a for a in args]
 
 
 def port_matmul(m, n, k, a, b, c, tag):
@@ -631,6 +632,18 @@ for i, (a, b, c) in enumerate(zip(As, Bs, Cs)):
     ref = a.astype(np.float64) @ b
     check(f"Triton tutorial grouped GEMM, problem {i} (pointer tables)", c, ref, 1e-3,
           1e-3 * np.abs(ref).max())
+
+# FP8 GEMM with DeepSeek-V3-style block scales: float8e4nv tiles (decoded
+# exactly), 1x128 activation and 128x128 weight scales.
+import fp8_blockwise_matmul as f8_ex  # noqa: E402
+M, N, K = 150, 300, 520
+ac, a_s = f8_ex.quantize_activations(rng.standard_normal((M, K)))
+wc, w_s = f8_ex.quantize_weights(rng.standard_normal((N, K)) * 0.02)
+c = poisoned((M, N))
+grid, f8_args, f8_kw = f8_ex.launch_args(ac, a_s, wc, w_s, c)
+py_example("fp8_blockwise_matmul", f8_ex.fp8_blockwise_matmul_kernel, grid, f8_args, f8_kw)
+ref = f8_ex.reference(ac, a_s, wc, w_s)
+check("FP8 block-scaled GEMM (float8e4nv)", c, ref, 1e-5, 1e-6 * np.abs(ref).max())
 
 # Triton's low-memory dropout tutorial: the seeded kernel's keep mask is
 # kl.rand (Philox on the device), the same bits as NumPy's reference.

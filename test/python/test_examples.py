@@ -8,6 +8,7 @@ from conftest import assert_close
 
 import block_sparse_attention as bsa_ex
 import flash_attention as fa_ex
+import fp8_blockwise_matmul as f8_ex
 import layernorm as ln_ex
 import matmul as mm_ex
 import mx_matmul as mx_ex
@@ -165,3 +166,18 @@ def test_triton_grouped_gemm(rng):
     for a, b, c in zip(As, Bs, Cs):
         ref = a.astype(np.float64) @ b
         assert_close(c, ref, 1e-3, 1e-3 * np.abs(ref).max())
+
+
+# FP8 GEMM with DeepSeek-V3-style block scales (1x128 activations, 128x128
+# weights), float8e4nv tiles through kl.dot, on ragged M, N and K (K not a
+# multiple of the 128 of a scale group: the last group is partial).
+@pytest.mark.parametrize("shape", [(150, 300, 520), (1, 129, 128), (77, 64, 1000)])
+def test_fp8_blockwise_matmul(rng, shape):
+    M, N, K = shape
+    ac, a_s = f8_ex.quantize_activations(rng.standard_normal((M, K)))
+    wc, w_s = f8_ex.quantize_weights(rng.standard_normal((N, K)) * 0.02)
+    c = np.full((M, N), np.nan, np.float32)
+    grid, args, kw = f8_ex.launch_args(ac, a_s, wc, w_s, c)
+    f8_ex.fp8_blockwise_matmul_kernel[grid](*args, **kw)
+    ref = f8_ex.reference(ac, a_s, wc, w_s)
+    assert_close(c, ref, 1e-5, 1e-6 * np.abs(ref).max())

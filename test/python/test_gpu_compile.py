@@ -1434,3 +1434,21 @@ def test_grouped_gemm_compiles_for_gpu(chip, tmp_path, monkeypatch):
     assert ("wgmma.mma_async" if chip == "sm_90a" else "mma.sync.aligned") in ptx
     (tmp_path / "k.ptx").write_text(ptx)
     _assemble(str(tmp_path / "k.ptx"), chip, tmp_path)
+
+
+# The FP8 block-scaled GEMM example (float8e4nv tiles through kl.dot): the
+# tensor cores on both GPU targets, the PTX assembles without spills.
+@pytest.mark.parametrize("chip", CHIPS)
+def test_fp8_blockwise_matmul_compiles_for_gpu(chip, tmp_path, monkeypatch):
+    import numpy as np
+    import fp8_blockwise_matmul as f8
+    monkeypatch.setenv("KILN_TARGET", chip)
+    M, N, K = 256, 256, 512
+    grid, args, kw = f8.launch_args(np.zeros((M, K), np.uint8), np.zeros((M, 4), np.float32),
+                                    np.zeros((N, K), np.uint8), np.zeros((2, 4), np.float32),
+                                    np.zeros((M, N), np.float32))
+    ptx = f8.fp8_blockwise_matmul_kernel.warmup(*args, grid=grid, **kw).asm
+    assert ("wgmma.mma_async" if chip == "sm_90a" else "mma.sync.aligned") in ptx
+    (tmp_path / "k.ptx").write_text(ptx)
+    report = _assemble(str(tmp_path / "k.ptx"), chip, tmp_path)
+    assert " 0 bytes spill stores" in report
