@@ -1446,7 +1446,8 @@ def test_fp8_blockwise_matmul_compiles_for_gpu(chip, tmp_path, monkeypatch):
     M, N, K = 256, 256, 512
     grid, args, kw = f8.launch_args(np.zeros((M, K), np.uint8), np.zeros((M, 4), np.float32),
                                     np.zeros((N, K), np.uint8), np.zeros((2, 4), np.float32),
-                                    np.zeros((M, N), np.float32))
+                                    np.zeros((M, N), np.float32),
+                                    block=(64, 64) if chip == "sm_90a" else (32, 64))
     ptx = f8.fp8_blockwise_matmul_kernel.warmup(*args, grid=grid, **kw).asm
     assert ("wgmma.mma_async" if chip == "sm_90a" else "mma.sync.aligned") in ptx
     (tmp_path / "k.ptx").write_text(ptx)
