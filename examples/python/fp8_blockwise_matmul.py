@@ -42,13 +42,18 @@ E4M3 = decode_mx(np.arange(256), "e4m3")   # the value of every code
 _FINITE = np.arange(256)[np.isfinite(E4M3)]
 
 
+_ORDER = _FINITE[np.argsort(E4M3[_FINITE], kind="stable")]
+_SORTED = E4M3[_ORDER]
+
+
 def to_e4m3(x):
     """Nearest e4m3 codes (uint8) of float64 values within ±448 (ties: the
-    smaller code; the kernel's own conversion is not used here)."""
+    lower neighbour; the kernel's own conversion is not used here)."""
     x = np.asarray(x, np.float64)
-    vals = E4M3[_FINITE]
-    idx = np.abs(x[..., None] - vals).argmin(-1)
-    return _FINITE[idx].astype(np.uint8)
+    hi = np.clip(np.searchsorted(_SORTED, x), 1, len(_SORTED) - 1)
+    lo = hi - 1
+    pick = np.where(np.abs(_SORTED[hi] - x) < np.abs(x - _SORTED[lo]), hi, lo)
+    return _ORDER[pick].astype(np.uint8)
 
 
 def quantize_activations(x):

@@ -543,15 +543,16 @@ class CodeGen(ast.NodeVisitor):
         """Brings two operands to one dtype and shape (NumPy-style)."""
         if not isinstance(a, Tile) and not isinstance(b, Tile):
             raise KilnError("internal: unify on two Python values")
+        # (fp8 values compute in float32, as on GPUs without fp8 arithmetic;
+        # first, so that a Python number beside one is not rounded to fp8.)
+        if isinstance(a, Tile) and a.dtype.fp8 is not None:
+            a = self.cast(a, kl.float32)
+        if isinstance(b, Tile) and b.dtype.fp8 is not None:
+            b = self.cast(b, kl.float32)
         if not isinstance(a, Tile):
             a = self.to_tile(a, b if not (isinstance(a, float) and b.dtype.is_int()) else None)
         if not isinstance(b, Tile):
             b = self.to_tile(b, a if not (isinstance(b, float) and a.dtype.is_int()) else None)
-        # (fp8 values compute in float32, as on GPUs without fp8 arithmetic.)
-        if a.dtype.fp8 is not None:
-            a = self.cast(a, kl.float32)
-        if b.dtype.fp8 is not None:
-            b = self.cast(b, kl.float32)
         dt = promote(a.dtype, b.dtype)
         a, b = self.cast(a, dt), self.cast(b, dt)
         shape = broadcast_shapes(a.shape, b.shape)
@@ -1189,6 +1190,8 @@ class CodeGen(ast.NodeVisitor):
             if isinstance(node.op, ast.Invert):
                 return ~v
         if isinstance(node.op, ast.USub):
+            if v.dtype.fp8 is not None:
+                v = self.cast(v, kl.float32)
             if v.dtype.is_float:
                 return Tile(self.b.unary("negf", v.value), v.dtype, v.shape)
             return self.binop(ast.Sub(), 0, v)
@@ -2150,6 +2153,14 @@ class CodeGen(ast.NodeVisitor):
             c = self.truth(c)
         if not isinstance(x, Tile) and not isinstance(y, Tile):
             x = self.to_tile(x)
+        if isinstance(x, Tile) and isinstance(y, Tile) and x.dtype is y.dtype and \
+                x.dtype.fp8 is not None:
+            # Two fp8 tiles of one format: a select of their bits (exact,
+            # the result stays fp8).
+            shape = broadcast_shapes(broadcast_shapes(c.shape, x.shape), y.shape)
+            xi, yi = (self.broadcast_to(Tile(t.value, kl.int8, t.shape), shape) for t in (x, y))
+            c = self.broadcast_to(c, shape)
+            return Tile(self.b.select(c.value, xi.value, yi.value), x.dtype, shape)
         x, y = self.unify(x, y)
         shape = broadcast_shapes(c.shape, x.shape)
         c, x, y = self.broadcast_to(c, shape), self.broadcast_to(x, shape), self.broadcast_to(y, shape)
@@ -2235,7 +2246,10 @@ class CodeGen(ast.NodeVisitor):
         if isinstance(value, kl.constexpr):
             value = value.value
         if isinstance(value, (int, float, bool)):
-            v = self.py_value(value, dtype) if dtype is not kl.int1 else int(value)
+            if dtype.fp8 is not None:     # (the value's bits)
+                v = fp8_bits(float(value), dtype.fp8)
+            else:
+                v = self.py_value(value, dtype) if dtype is not kl.int1 else int(value)
             return Tile(self.b.constant(v, self.ir_type(dtype, shape)), dtype, shape)
         return self.broadcast_to(self.cast(self.to_tile(value), dtype), shape)
 
@@ -2356,7 +2370,9 @@ class CodeGen(ast.NodeVisitor):
         wide = (1,) * len(bp.flat) + shape
         if value is None:
             t = self.b.load(view, offs, self.ir_type(dtype, wide),
-                            None if pad is None else self.py_value(pad, dtype))
+                            None if pad is None else (fp8_bits(float(pad), dtype.fp8)
+                                                      if dtype.fp8 is not None
+                                                      else self.py_value(pad, dtype)))
             if wide != shape:
                 t = self.b.reshape(t, self.ir_type(dtype, shape))
             if perm is not None:
@@ -3185,6 +3201,8 @@ class CodeGen(ast.NodeVisitor):
 
     def reduce(self, kind, x, axis, widen=True):
         x = self.to_tile(x)
+        if x.dtype.fp8 is not None:     # (on the values, in float32)
+            x = self.cast(x, kl.float32)
         if x.is_scalar:
             raise KilnError(f"{kind} needs a tile")
         if axis is None:
@@ -3431,6 +3449,8 @@ class CodeGen(ast.NodeVisitor):
 
     def scan(self, kind, x, axis, reverse, widen=True):
         x = self.to_tile(x)
+        if x.dtype.fp8 is not None:     # (on the values, in float32)
+            x = self.cast(x, kl.float32)
         if x.is_scalar:
             raise KilnError(f"a {kind} scan needs a tile")
         axis = self.const_int(axis, "axis")
@@ -3671,7 +3691,7 @@ class CodeGen(ast.NodeVisitor):
 
     def f32_math(self, name, x):
         x = self.to_tile(x.value if isinstance(x, kl.constexpr) else x)
-        if x.dtype.is_int():
+        if x.dtype.is_int() or x.dtype.fp8 is not None:
             x = self.cast(x, kl.float32)
         if x.dtype is kl.float64:
             raise KilnError(f"{name} of float64 is not supported (its only lowering is a "
@@ -3749,7 +3769,7 @@ class CodeGen(ast.NodeVisitor):
         """The polynomial (math.cbrt) with infinities kept and subnormals
         scaled by 2^24 first (cbrt(2^24 x) = 2^8 cbrt(x))."""
         x = self.to_tile(x.value if isinstance(x, kl.constexpr) else x)
-        if x.dtype.is_int():
+        if x.dtype.is_int() or x.dtype.fp8 is not None:
             x = self.cast(x, kl.float32)
         if x.dtype is kl.float64:
             raise KilnError("cbrt of float64 is not supported (its only lowering is a "
@@ -3778,6 +3798,8 @@ class CodeGen(ast.NodeVisitor):
     def builtin_signbit(self, x):
         """The sign bit (true for -0.0 and negative NaNs too)."""
         x = self.to_tile(x.value if isinstance(x, kl.constexpr) else x)
+        if x.dtype.fp8 is not None:
+            return self.compare(ast.Lt(), Tile(x.value, kl.int8, x.shape), 0)
         if not x.dtype.is_float:
             return self.compare(ast.Lt(), x, 0)
         ints = {16: kl.int16, 32: kl.int32, 64: kl.int64}[x.dtype.bits]
@@ -3975,7 +3997,9 @@ class CodeGen(ast.NodeVisitor):
     def builtin_join(self, a, b):
         """Triton's: a and b (broadcast together) side by side in a new
         last dimension of 2: a select, exact for every value."""
-        a, b = self.unify(self.to_tile(a), self.to_tile(b))
+        a, b = self.to_tile(a), self.to_tile(b)
+        if not (a.dtype is b.dtype and a.dtype.fp8 is not None):   # (fp8 pairs: their bits)
+            a, b = self.unify(a, b)
         shape = broadcast_shapes(a.shape, b.shape)
         return self.pair_join(self.broadcast_to(a, shape), self.broadcast_to(b, shape),
                               len(shape))
@@ -3993,6 +4017,9 @@ class CodeGen(ast.NodeVisitor):
         a max over it against the identity (-inf, the type's least integer,
         False), which is exact for every value."""
         rank = len(x.shape)
+        if x.dtype.fp8 is not None:      # the bits, as int8 (exact; the dtype kept)
+            halves = self.pair_halves(Tile(x.value, kl.int8, x.shape), axis)
+            return tuple(Tile(h.value, x.dtype, h.shape) for h in halves)
         if x.dtype.is_float:
             ident = float("-inf")
         elif x.dtype is kl.int1:
@@ -4194,6 +4221,8 @@ class CodeGen(ast.NodeVisitor):
 
     def builtin_abs(self, x):
         x = self.to_tile(x)
+        if x.dtype.fp8 is not None:
+            x = self.cast(x, kl.float32)
         return Tile(self.b.unary("absf" if x.dtype.is_float else "absi", x.value), x.dtype, x.shape)
 
     def builtin_where(self, condition, x, y):
@@ -4310,8 +4339,9 @@ def fp8_bits(value, fmt):
     even code, saturating to the largest finite value, NaN 0x7F."""
     if math.isnan(value):
         return 0x7F
-    if math.isinf(value):             # saturated, as cvt.rn.satfinite
-        code = (0x7E if fmt == "e4m3" else 0x7B) | (0x80 if value < 0 else 0)
+    top = 0x7E if fmt == "e4m3" else 0x7B
+    if math.isinf(value) or abs(value) >= fp8_value(top, fmt):   # saturated (satfinite)
+        code = top | (0x80 if value < 0 else 0)
         return code - 256 if code >= 128 else code
     best = None
     for code in builtins.range(0, 128):

@@ -204,7 +204,7 @@ class TensorDescriptor:
     def from_tensor(tensor, block_shape, padding="zero"):
         """A descriptor of a whole array (a PyTorch tensor, a numpy array,
         kiln.bf16 of one, or anything with __cuda_array_interface__)."""
-        arr = tensor.array if isinstance(tensor, bf16) else tensor
+        arr = tensor.array if isinstance(tensor, (bf16, fp8)) else tensor
         if hasattr(arr, "stride") and callable(arr.stride):  # PyTorch
             shape, strides = list(arr.shape), list(arr.stride())
         elif isinstance(arr, np.ndarray):

@@ -640,7 +640,7 @@ M, N, K = 150, 300, 520
 ac, a_s = f8_ex.quantize_activations(rng.standard_normal((M, K)))
 wc, w_s = f8_ex.quantize_weights(rng.standard_normal((N, K)) * 0.02)
 c = poisoned((M, N))
-grid, f8_args, f8_kw = f8_ex.launch_args(ac, a_s, wc, w_s, c)
+grid, f8_args, f8_kw = f8_ex.launch_args(ac, a_s, wc, w_s, c, block=(64, 64))
 py_example("fp8_blockwise_matmul", f8_ex.fp8_blockwise_matmul_kernel, grid, f8_args, f8_kw)
 ref = f8_ex.reference(ac, a_s, wc, w_s)
 check("FP8 block-scaled GEMM (float8e4nv)", c, ref, 1e-5, 1e-6 * np.abs(ref).max())
@@ -1305,8 +1305,8 @@ def mx_bench(a, asc, b, bsc, c):
     grid = (cdiv(MX_S, bm), cdiv(MX_S, bn))
     args = (a, asc, b, bsc, c, MX_S, MX_S, MX_S)
     kw = dict(FMT_A="e4m3", FMT_B="e2m1", BM=bm, BN=bn, BK=bk, num_warps=w)
-    return port_bundle(f"mx-bench-{bm}x{bn}x{bk}-w{w}", mx_ex.mx_matmul_kernel, grid, args,
-                       kw), grid, args
+    return port_bundle(f"mx-bench-{MX_S}-{bm}x{bn}x{bk}-w{w}", mx_ex.mx_matmul_kernel, grid,
+                       args, kw), grid, args
 
 
 if not RUN:

@@ -2563,3 +2563,51 @@ def test_torch_float8_dtypes_map_to_kiln_fp8():
     assert table[FakeDtype("float8_e4m3fn")] is kl.float8e4nv
     assert table[FakeDtype("float8_e5m2")] is kl.float8e5
     assert table[FakeDtype("bfloat16")] is kl.bfloat16
+
+
+# fp8 tiles among other operations (review of the first cut): a Python
+# number beside an fp8 tile is not rounded to fp8 first; reductions, negation
+# and abs work on the values; zeros / full of an fp8 dtype; a select of two
+# fp8 tiles, sort and flip keep their bits (e5m2's infinities too).
+
+@kiln.jit
+def fp8_mixed(x5, out, bits, B: kl.constexpr):
+    o = kl.arange(0, B)
+    v = kl.load(x5 + o)                                        # e5m2
+    kl.store(out + o, v + 1000.0)                              # 1000 exactly
+    kl.store(out + B + o, -v * 0.1)
+    kl.store(out + 2 * B, kl.max(v, axis=0))
+    kl.store(out + 2 * B + 1, kl.min(v, axis=0))
+    kl.store(out + 2 * B + 2, kl.sum(kl.abs(v), axis=0))
+    z = kl.zeros((B,), kl.float8e5) + kl.full((B,), 3.0, kl.float8e5)
+    kl.store(out + 3 * B + o, z)
+    kl.store(out + 4 * B + o, libdevice.signbit(v).to(kl.float32))
+    pick = kl.where(o % 2 == 0, v, kl.flip(v))                 # fp8 bits, both sides
+    kl.store(bits + o, pick)
+    kl.store(bits + B + o, kl.sort(v))
+
+
+def test_fp8_mixed_operations():
+    B = 16
+    vals = np.array([-1.0, -2.0, np.inf, -np.inf, 0.5, -0.0, 3.0, 57344.0, -0.25, 2.0 ** -16,
+                     7.0, -6.0, 1.5, 0.0, -57344.0, 12.0])
+    codes = np.array([fp8_bits(float(v), "e5m2") if np.isfinite(v) else
+                      (0x7C if v > 0 else -4) for v in vals], np.int8)   # e5m2 +-inf: 0x7C / 0xFC
+    dec = np.array([fp8_value(int(c) & 0xFF, "e5m2") for c in codes])
+    out = np.full(5 * B, np.nan, np.float32)
+    bits = kiln.fp8(np.zeros(2 * B, np.uint8), "e5m2")
+    fp8_mixed[(1,)](kiln.fp8(codes.view(np.uint8), "e5m2"), out, bits, B=B)
+    with np.errstate(invalid="ignore"):
+        assert np.array_equal(out[:B], (dec + 1000.0).astype(np.float32))
+        assert np.array_equal(out[B:2 * B], (-dec * np.float32(0.1)).astype(np.float32))
+    assert out[2 * B] == np.inf and out[2 * B + 1] == -np.inf
+    assert out[2 * B + 2] == np.inf
+    assert (out[3 * B:4 * B] == 3.0).all()
+    assert (out[4 * B:5 * B] == np.signbit(dec)).all()
+    o = np.arange(B)
+    want = np.where(o % 2 == 0, codes, codes[::-1])
+    assert (bits.array[:B] == want).all()                      # the bits, infinities kept
+    order = np.argsort(dec, kind="stable")
+    assert (np.array([fp8_value(int(c) & 0xFF, "e5m2") for c in bits.array[B:]])
+            == dec[order]).all()
+    assert fp8_bits(1e20, "e5m2") == 0x7B and fp8_bits(-1e30, "e5m2") == 0xFB - 256
