@@ -3409,7 +3409,10 @@ class CodeGen(ast.NodeVisitor):
                     not isinstance(a, (Tile, bool, int, float)):
                 raise KilnError(f"device_print prints tiles and numbers, not "
                                 f"{type(a).__name__}")
-            values.append(self.to_tile(a).value)
+            t = self.to_tile(a)
+            if t.dtype.fp8 is not None:     # (its values, not its bits)
+                t = self.cast(t, kl.float32)
+            values.append(t.value)
         # (Triton's spacing: a prefix is followed by a space before values.)
         if args and prefix and not prefix.endswith(" "):
             prefix += " "

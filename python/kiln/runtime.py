@@ -205,6 +205,8 @@ class Bundle:
                                         "anything with __cuda_array_interface__)")
                     if isinstance(a, bf16) and dtype == "bf16":
                         a = a.array
+                    elif isinstance(a, fp8) and dtype in ("i8", "u8"):
+                        a = a.array      # (a kernel's fp8 parameters are "ptr i8")
                     if not isinstance(a, np.ndarray):
                         raise TypeError(f"argument '{name}' must be a numpy array "
                                         "(or a CUDA array for GPU bundles)")

@@ -2611,3 +2611,32 @@ def test_fp8_mixed_operations():
     assert (np.array([fp8_value(int(c) & 0xFF, "e5m2") for c in bits.array[B:]])
             == dec[order]).all()
     assert fp8_bits(1e20, "e5m2") == 0x7B and fp8_bits(-1e30, "e5m2") == 0xFB - 256
+
+
+@kiln.jit
+def fp8_print_and_copy(src, dst, n, B: kl.constexpr):
+    o = kl.arange(0, B)
+    v = kl.load(src + o, mask=o < n, other=0.0)
+    kl.store(dst + o, v, mask=o < n)
+    kl.device_print("v", v)
+
+
+def test_fp8_bundles_and_prints(tmp_path, capfd):
+    """An fp8 kernel's bundle (kilnc) takes kiln.fp8 arrays; device_print
+    shows fp8 values, not their bits."""
+    codes = np.array([0x38, 0xC0, 0x01, 0x7E], np.uint8)         # e4m3: 1, -2, 2^-9, 448
+    dst = kiln.fp8(np.zeros(4, np.uint8), "e4m3")
+    fp8_print_and_copy[(1,)](kiln.fp8(codes, "e4m3"), dst, 4, B=4)
+    assert (dst.array.view(np.uint8) == codes).all()
+    lines = capfd.readouterr().out.splitlines()
+    assert sorted(l.split()[-1] for l in lines if " v " in l) == sorted(
+        ["1", "-2", "0.001953125", "448"])
+    src = tmp_path / "f8.mlir"
+    src.write_text(fp8_print_and_copy.last.kiln_ir if hasattr(fp8_print_and_copy.last, "kiln_ir")
+                   else fp8_print_and_copy.ir("kiln"))
+    out = tmp_path / "f8.kiln"
+    subprocess.run([KILNC, str(src), "-o", str(out)], check=True)
+    b = kiln.load_bundle(str(out))
+    dst2 = kiln.fp8(np.zeros(4, np.uint8), "e4m3")
+    b[(1,)](kiln.fp8(codes, "e4m3"), dst2, 4)
+    assert (dst2.array.view(np.uint8) == codes).all()

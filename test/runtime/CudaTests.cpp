@@ -699,6 +699,13 @@ TEST_CASE("CUDA errors name the call and the error", "[mock]") {
     CHECK(sync.code() == KILN_ERROR_LAUNCH);
     CHECK(contains(sync.message(),
                    "cuStreamSynchronize failed: CUDA_ERROR_ILLEGAL_ADDRESS"));
+    // A kiln.assert's __assertfail: the synchronization reports it.
+    mock.failNext("cuStreamSynchronize", 710);
+    Status assertion(kiln_launch(runtime.get(), kernel.get(), args, 4, grid));
+    CHECK(assertion.code() == KILN_ERROR_ASSERT);
+    CHECK(contains(assertion.message(), "cuStreamSynchronize failed: "
+                                        "CUDA_ERROR_ASSERT (device-side assert "
+                                        "triggered)"));
     mock.failNext("cuLaunchKernel", 12345); // unknown to cuGetErrorName
     Status unknown(kiln_launch(runtime.get(), kernel.get(), args, 4, grid));
     CHECK(contains(unknown.message(), "cuLaunchKernel failed: CUDA error "

@@ -61,6 +61,7 @@ enum {
   CUDA_ERROR_NOT_FOUND = 500,
   CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES = 701,
   CUDA_ERROR_ILLEGAL_ADDRESS = 700,
+  CUDA_ERROR_ASSERT = 710,
 };
 
 enum {
@@ -839,6 +840,7 @@ static const struct {
      "an illegal memory access was encountered"},
     {CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
      "too many resources requested for launch"},
+    {CUDA_ERROR_ASSERT, "CUDA_ERROR_ASSERT", "device-side assert triggered"},
 };
 
 EXPORT CUresult cuGetErrorName(CUresult error, const char **name) {

@@ -191,6 +191,10 @@ kiln_status callFailed(const Driver &driver, CUresult result, const char *call,
                        kiln_status_code code, const std::string &context) {
   if (result == CUDA_ERROR_OUT_OF_MEMORY)
     code = KILN_ERROR_OUT_OF_MEMORY;
+  // A device-side assert (kiln.assert's __assertfail): the kernel stopped,
+  // and the CUDA context reports it from then on.
+  if (result == CUDA_ERROR_ASSERT)
+    code = KILN_ERROR_ASSERT;
   return makeStatus(code, "%s%s failed: %s", context.c_str(), call,
                     describeError(driver, result).c_str());
 }

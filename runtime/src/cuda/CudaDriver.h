@@ -44,6 +44,7 @@ using CUstream = struct CUstream_st *;
 inline constexpr CUresult CUDA_SUCCESS = 0;
 inline constexpr CUresult CUDA_ERROR_INVALID_VALUE = 1;
 inline constexpr CUresult CUDA_ERROR_OUT_OF_MEMORY = 2;
+inline constexpr CUresult CUDA_ERROR_ASSERT = 710;
 inline constexpr CUresult CUDA_ERROR_NO_DEVICE = 100;
 
 // CUdevice_attribute.
@@ -117,7 +118,8 @@ std::string describeError(const Driver &driver, CUresult result);
 
 /// A status "<call> failed: NAME (description)", prefixed with `context`
 /// ("bundle 'k': ") when it is non-empty. CUDA_ERROR_OUT_OF_MEMORY always
-/// becomes KILN_ERROR_OUT_OF_MEMORY; other errors get `code`.
+/// becomes KILN_ERROR_OUT_OF_MEMORY, CUDA_ERROR_ASSERT (a device-side assert)
+/// KILN_ERROR_ASSERT; other errors get `code`.
 kiln_status callFailed(const Driver &driver, CUresult result, const char *call,
                        kiln_status_code code, const std::string &context = {});
 
