@@ -699,7 +699,8 @@ def Kiln_AssertOp : Kiln_Op<"assert", [
     other programs of the grid may or may not have run); on an NVIDIA GPU the
     failing threads call `__assertfail`, which prints the message and aborts
     the kernel, and the CUDA context reports `CUDA_ERROR_ASSERT` from then
-    on, as any CUDA device-side assert.
+    on, as any CUDA device-side assert (the runtime returns it as
+    `KILN_ERROR_ASSERT`).
 
     This is Triton's `tl.device_assert`, which Kiln's front end emits only
     for kernels compiled with `debug=True` (or `KILN_DEBUG=1`). The memory

@@ -79,9 +79,9 @@ typedef enum kiln_status_code {
   /* A kiln.assert (Triton's device_assert) failed in a CPU or emulated GPU
      launch: the message names the assert's location and text and the
      program. The failing program stopped at the assert; other programs may
-     or may not have run. (On an NVIDIA GPU a failed assert aborts the
-     kernel and the CUDA context reports CUDA_ERROR_ASSERT, a
-     KILN_ERROR_LAUNCH.) */
+     or may not have run. On an NVIDIA GPU a failed assert aborts the
+     kernel, and the CUDA call that reports it (CUDA_ERROR_ASSERT, from then
+     on for the context) fails with this code too. */
   KILN_ERROR_ASSERT = 11
 } kiln_status_code;
 
