@@ -3034,6 +3034,11 @@ class CodeGen(ast.NodeVisitor):
             raise KilnError(f"dot operands must have one dtype, got {a.dtype.name} and {b.dtype.name}")
         if out_dtype is None:
             out_dtype = {"int8": kl.int32, "float64": kl.float64}.get(a.dtype.name, kl.float32)
+        if isinstance(out_dtype, kl.dtype) and out_dtype.fp8 is not None:
+            # Accumulated in float32, converted at the end.
+            if acc is not None:
+                acc = self.cast(self.to_tile(acc), kl.float32)
+            return self.cast(self.builtin_dot(a, b, acc, kl.float32), out_dtype)
         shape = (a.shape[0], b.shape[1])
         if acc is None:
             acc = self.builtin_zeros(shape, out_dtype)
@@ -4216,7 +4221,7 @@ class CodeGen(ast.NodeVisitor):
 
     def builtin_sigmoid(self, x):
         x = self.to_tile(x)
-        if x.dtype.is_int():
+        if x.dtype.is_int() or x.dtype.fp8 is not None:
             x = self.cast(x, kl.float32)
         neg = Tile(self.b.unary("negf", x.value), x.dtype, x.shape)
         e = self.float_unary("exp", neg)

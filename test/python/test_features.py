@@ -2284,18 +2284,24 @@ def dot_scaled_tile(a, sa, b, sb, c, FA: kl.constexpr, FB: kl.constexpr, M: kl.c
                                            ("e5m2", "e2m1", True, False)])
 def test_dot_scaled_special_values(rng, fa, fb, kpa, kpb):
     M, N, K = 32, 32, 64
-    def codes(fmt, shape):
+
+    def codes(fmt, shape, lhs):
         c = rng.integers(0, 16 if fmt == "e2m1" else 256, shape)
+        # The special values sit at K = 40.. (the second scale group): not
+        # where a scale of 0 (2^-127, below bfloat16's range: the products
+        # there may flush to zero on tensor cores) meets them, which would
+        # make inf * 0 = NaN against the float64 reference's inf.
+        spots = (lambda n: (0, slice(40, 40 + n))) if lhs else (lambda n: (slice(40, 40 + n), 0))
         if fmt == "e4m3":
             c[(c & 0x7F) > 0x70] = 0x3A        # no NaN by chance (set below)
-            c[0, :8] = [0x7F, 0x01, 0x81, 0x07, 0x00, 0x80, 0x7E, 0xFE]
+            c[spots(8)] = [0x7F, 0x01, 0x81, 0x07, 0x00, 0x80, 0x7E, 0xFE]
         if fmt == "e5m2":
             c[(c & 0x7F) >= 0x70] = 0x3C       # nothing huge by chance
-            c[0, :3] = [0x7C, 0x01, 0x80]      # inf, a subnormal, -0.0
+            c[spots(3)] = [0x7C, 0x01, 0x80]   # inf, a subnormal, -0.0
         if fmt == "e2m1":
-            c[0, :2] = [8, 1]                  # -0.0, 0.5
+            c[spots(2)] = [8, 1]               # -0.0, 0.5
         return c
-    ac, bc = codes(fa, (M, K)), codes(fb, (K, N))
+    ac, bc = codes(fa, (M, K), True), codes(fb, (K, N), False)
     sa = rng.integers(115, 140, (M, K // 32))
     sb = rng.integers(115, 140, (N, K // 32))
     sa[1, 0], sa[2, 1], sb[3, 0] = 0, 255, 0
@@ -2585,6 +2591,14 @@ def fp8_mixed(x5, out, bits, B: kl.constexpr):
     pick = kl.where(o % 2 == 0, v, kl.flip(v))                 # fp8 bits, both sides
     kl.store(bits + o, pick)
     kl.store(bits + B + o, kl.sort(v))
+    kl.store(out + 5 * B + o, kl.sigmoid(v))
+
+
+@kiln.jit
+def fp8_dot_out(a, c):
+    t = kl.load(a + kl.arange(0, 16)[:, None] * 16 + kl.arange(0, 16)[None, :])
+    kl.store(c + kl.arange(0, 16)[:, None] * 16 + kl.arange(0, 16)[None, :],
+             kl.dot(t, t, out_dtype=kl.float8e5))
 
 
 def test_fp8_mixed_operations():
@@ -2594,7 +2608,7 @@ def test_fp8_mixed_operations():
     codes = np.array([fp8_bits(float(v), "e5m2") if np.isfinite(v) else
                       (0x7C if v > 0 else -4) for v in vals], np.int8)   # e5m2 +-inf: 0x7C / 0xFC
     dec = np.array([fp8_value(int(c) & 0xFF, "e5m2") for c in codes])
-    out = np.full(5 * B, np.nan, np.float32)
+    out = np.full(6 * B, np.nan, np.float32)
     bits = kiln.fp8(np.zeros(2 * B, np.uint8), "e5m2")
     fp8_mixed[(1,)](kiln.fp8(codes.view(np.uint8), "e5m2"), out, bits, B=B)
     with np.errstate(invalid="ignore"):
@@ -2611,6 +2625,19 @@ def test_fp8_mixed_operations():
     assert (np.array([fp8_value(int(c) & 0xFF, "e5m2") for c in bits.array[B:]])
             == dec[order]).all()
     assert fp8_bits(1e20, "e5m2") == 0x7B and fp8_bits(-1e30, "e5m2") == 0xFB - 256
+    with np.errstate(over="ignore", invalid="ignore"):
+        sig = 1.0 / (1.0 + np.exp(-dec))
+    fin = np.isfinite(dec)
+    assert np.allclose(out[5 * B:6 * B][fin], sig[fin], rtol=1e-6, atol=1e-7)
+    # A dot with an fp8 result: accumulated in float32 (exactly, for these
+    # small values), then rounded to e5m2 once.
+    a = np.array([fp8_bits(v, "e4m3") for v in np.linspace(-2, 2, 17)[:16]], np.int8)
+    a = np.tile(a, (16, 1)) ^ np.eye(16, dtype=np.int8) * -128       # some signs flipped
+    c = kiln.fp8(np.zeros((16, 16), np.uint8), "e5m2")
+    fp8_dot_out[(1,)](kiln.fp8(a.view(np.uint8), "e4m3"), c)
+    av = np.array([[fp8_value(int(x) & 0xFF, "e4m3") for x in row] for row in a])
+    ref = np.array([fp8_bits(float(v), "e5m2") for v in (av @ av).ravel()], np.int8)
+    assert (c.array.ravel() == ref).all()
 
 
 @kiln.jit
