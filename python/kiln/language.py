@@ -796,39 +796,41 @@ def pair_uniform_to_normal(u1, u2):
     ones."""
 
 
-def _math_stub(name, doc):
-    def stub(*args):
-        pass
-    stub.__name__ = name
-    stub.__doc__ = doc
-    return builtin(stub)
+def _named_builtin(name, doc):
+    """A kl.* function the front end implements (CodeGen.builtin_<name>),
+    from its name and doc: what @builtin makes of a documented def."""
+    def marker(*args):
+        """(Replaced by builtin: calling it outside a kernel raises.)"""
+    marker.__name__ = name
+    marker.__doc__ = doc
+    return builtin(marker)
 
 
 # C / CUDA math beyond Triton's tl.math (Triton's libdevice names; see `extra`).
-asin = _math_stub("asin", "arcsine (a float32 polynomial; bf16/f16 through float32)")
-acos = _math_stub("acos", "arccosine (float32)")
-atan = _math_stub("atan", "arctangent (float32)")
-atan2 = _math_stub("atan2", "atan2(y, x) (float32)")
-sinh = _math_stub("sinh", "hyperbolic sine (float32)")
-cosh = _math_stub("cosh", "hyperbolic cosine (float32)")
-tan = _math_stub("tan", "tangent (float32)")
-log1p = _math_stub("log1p", "log(1 + x), exact near 0 (float32)")
-expm1 = _math_stub("expm1", "exp(x) - 1, exact near 0 (float32)")
-cbrt = _math_stub("cbrt", "cube root (float32)")
-erfc = _math_stub("erfc", "1 - erf(x) (float32)")
-log10 = _math_stub("log10", "base-10 logarithm (float32)")
-round = _math_stub("round", "to the nearest integer, half away from zero")  # noqa: A001
-rint = _math_stub("rint", "to the nearest integer, half to even")
-trunc = _math_stub("trunc", "toward zero")
-copysign = _math_stub("copysign", "|x| with y's sign")
-fmax = _math_stub("fmax", "C's fmax: a NaN operand gives the other")
-fmin = _math_stub("fmin", "C's fmin: a NaN operand gives the other")
-fmod = _math_stub("fmod", "C's fmod: the sign of x")
-pow = _math_stub("pow", "x ** y")  # noqa: A001
-isnan = _math_stub("isnan", "bool: x is NaN")
-isinf = _math_stub("isinf", "bool: x is +-inf")
-isfinite = _math_stub("isfinite", "bool: x is neither NaN nor inf")
-signbit = _math_stub("signbit", "bool: the sign bit is set (-0.0 too)")
+asin = _named_builtin("asin", "arcsine (a float32 polynomial; bf16/f16 through float32)")
+acos = _named_builtin("acos", "arccosine (float32)")
+atan = _named_builtin("atan", "arctangent (float32)")
+atan2 = _named_builtin("atan2", "atan2(y, x) (float32)")
+sinh = _named_builtin("sinh", "hyperbolic sine (float32)")
+cosh = _named_builtin("cosh", "hyperbolic cosine (float32)")
+tan = _named_builtin("tan", "tangent (float32)")
+log1p = _named_builtin("log1p", "log(1 + x), exact near 0 (float32)")
+expm1 = _named_builtin("expm1", "exp(x) - 1, exact near 0 (float32)")
+cbrt = _named_builtin("cbrt", "cube root (float32)")
+erfc = _named_builtin("erfc", "1 - erf(x) (float32)")
+log10 = _named_builtin("log10", "base-10 logarithm (float32)")
+round = _named_builtin("round", "to the nearest integer, half away from zero")  # noqa: A001
+rint = _named_builtin("rint", "to the nearest integer, half to even")
+trunc = _named_builtin("trunc", "toward zero")
+copysign = _named_builtin("copysign", "|x| with y's sign")
+fmax = _named_builtin("fmax", "C's fmax: a NaN operand gives the other")
+fmin = _named_builtin("fmin", "C's fmin: a NaN operand gives the other")
+fmod = _named_builtin("fmod", "C's fmod: the sign of x")
+pow = _named_builtin("pow", "x ** y")  # noqa: A001
+isnan = _named_builtin("isnan", "bool: x is NaN")
+isinf = _named_builtin("isinf", "bool: x is +-inf")
+isfinite = _named_builtin("isfinite", "bool: x is neither NaN nor inf")
+signbit = _named_builtin("signbit", "bool: the sign bit is set (-0.0 too)")
 
 import sys as _sys  # noqa: E402
 import types as _types  # noqa: E402

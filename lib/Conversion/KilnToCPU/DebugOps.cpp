@@ -32,6 +32,7 @@
 #include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "llvm/Support/xxhash.h"
 
 using namespace mlir;
 using namespace mlir::kiln;
@@ -62,10 +63,12 @@ Value cStringPtr(OpBuilder &b, Location loc, ModuleOp module, StringRef text,
                  StringRef stem) {
   std::string data = text.str();
   data.push_back('\0');
-  // Same text, same global.
+  // Same text, same global: named by the text's hash (a collision, which
+  // holds another text, takes the next free suffix).
   std::string name;
+  uint64_t h = llvm::xxh3_64bits(data);
   for (unsigned i = 0;; ++i) {
-    name = (stem + "_" + Twine(i)).str();
+    name = (stem + "_" + Twine::utohexstr(h) + (i ? "_" + Twine(i) : Twine())).str();
     auto g = module.lookupSymbol<LLVM::GlobalOp>(name);
     if (!g)
       break;

@@ -69,7 +69,6 @@
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
-#include "llvm/ADT/StringMap.h"
 
 namespace mlir::kiln {
 #define GEN_PASS_DEF_EMULATEGPU
@@ -94,37 +93,17 @@ struct EmulatorABI {
     return f;
   }
 
-  llvm::StringMap<LLVM::GlobalOp> strings;
-
-  /// The address (i64) of a NUL-terminated constant string.
+  /// The address (i64) of a NUL-terminated constant string (one global per
+  /// text: DebugOps.cpp's cStringPtr).
   Value string(ImplicitLocOpBuilder &b, StringRef text) {
-    LLVM::GlobalOp &g = strings[text];
-    if (!g) {
-      OpBuilder mb = OpBuilder::atBlockBegin(module.getBody());
-      std::string data = text.str();
-      data.push_back('\0');
-      auto type = LLVM::LLVMArrayType::get(mb.getI8Type(), data.size());
-      g = LLVM::GlobalOp::create(
-          mb, module.getLoc(), type, /*isConstant=*/true,
-          LLVM::Linkage::Internal,
-          ("kiln_emu_str" + std::to_string(strings.size())),
-          mb.getStringAttr(data));
-    }
-    Value p = LLVM::AddressOfOp::create(b, g);
+    Value p = kiln::detail::cStringPtr(b, b.getLoc(), module, text, "kiln_emu_str");
     return LLVM::PtrToIntOp::create(b, b.getI64Type(), p);
   }
 
-  /// "file:line:col" of an op (for the emulator's reports).
+  /// "file:line:col (op)" of an op (for the emulator's reports).
   Value site(ImplicitLocOpBuilder &b, Operation *op) {
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    if (auto fl = dyn_cast<FileLineColLoc>(op->getLoc()))
-      os << fl.getFilename().getValue() << ":" << fl.getLine() << ":"
-         << fl.getColumn();
-    else
-      op->getLoc().print(os);
-    os << " (" << op->getName() << ")";
-    return string(b, text);
+    return string(b, kiln::detail::siteOf(op->getLoc()) + " (" +
+                         op->getName().getStringRef().str() + ")");
   }
 
   Value call(ImplicitLocOpBuilder &b, StringRef name, ValueRange args,
@@ -639,7 +618,7 @@ LogicalResult EmulateGPUPass::emulate(gpu::GPUFuncOp kernel,
 
 void EmulateGPUPass::runOnOperation() {
   ModuleOp module = getOperation();
-  EmulatorABI abi{module, {}};
+  EmulatorABI abi{module};
   SmallVector<gpu::GPUModuleOp> gpuModules(module.getOps<gpu::GPUModuleOp>());
   for (gpu::GPUModuleOp gm : gpuModules) {
     SmallVector<gpu::GPUFuncOp> kernels(gm.getOps<gpu::GPUFuncOp>());

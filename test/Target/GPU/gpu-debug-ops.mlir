@@ -19,10 +19,10 @@
 // CHECK-DAG: call.uni (retval0), vprintf,
 // CPU-DAG: llvm.func @printf(!llvm.ptr, ...) -> i32
 // CPU-DAG: llvm.mlir.global external @kiln_assert_hook(0 : i64)
-// CPU-DAG: llvm.mlir.global internal constant @kiln_assert_msg_0("in range 0!\00")
-// CPU-DAG: llvm.mlir.global internal constant @kiln_assert_site_0("{{.*}}gpu-debug-ops.mlir:40:3\00")
-// CPU-DAG: llvm.mlir.global internal constant @kiln_fmt_{{[0-9]+}}("pid (%d, %d, %d) idx (%lld) i: (operand 0) 0x%llx\0A\00")
-// CPU-DAG: llvm.mlir.global internal constant @kiln_fmt_{{[0-9]+}}("pid (%d, %d, %d) i: (operand 1) 0x%llx\0A\00")
+// CPU-DAG: llvm.mlir.global internal constant @kiln_assert_msg_{{[0-9a-f_]+}}("in range 0!\00")
+// CPU-DAG: llvm.mlir.global internal constant @kiln_assert_site_{{[0-9a-f_]+}}("{{.*}}gpu-debug-ops.mlir:40:3\00")
+// CPU-DAG: llvm.mlir.global internal constant @kiln_fmt_{{[0-9a-f_]+}}("pid (%d, %d, %d) idx (%lld) i: (operand 0) 0x%llx\0A\00")
+// CPU-DAG: llvm.mlir.global internal constant @kiln_fmt_{{[0-9a-f_]+}}("pid (%d, %d, %d) i: (operand 1) 0x%llx\0A\00")
 // CPU-LABEL: func.func private @dbg
 // CPU: llvm.load {{.*}} : !llvm.ptr -> i64
 // CPU: llvm.call %{{.*}}(%{{.*}}) : !llvm.ptr, (!llvm.ptr, !llvm.ptr, i32, i32, i32, i32) -> ()
