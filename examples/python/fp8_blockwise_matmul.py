@@ -1,8 +1,9 @@
 """FP8 GEMM with block-wise scales, as DeepSeek-V3 stores its weights:
 activations in e4m3 with one float32 scale per row and 128 columns (1×128),
 weights [N, K] in e4m3 with one scale per 128×128 block; C = A @ W^T in
-float32. Each K step multiplies the fp8 tiles exactly (kl.dot through
-bfloat16) and applies both scales to the step's partial product.
+float32. Each K step multiplies the fp8 tiles exactly (kl.dot decodes
+them to bfloat16, a few bit operations per element) and applies both scales
+to the step's partial product.
 
 `quantize_activations` and `quantize_weights` make the operands in NumPy (the
 largest magnitude of each group maps to 448, e4m3's largest value), and

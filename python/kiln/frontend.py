@@ -3025,7 +3025,8 @@ class CodeGen(ast.NodeVisitor):
             # type, the fp8 operand takes that one.
             other = [t.dtype for t in (a, b) if t.dtype.fp8 is None]
             to = other[0] if other and other[0].is_float else kl.bfloat16
-            a, b = (self.cast(t, to) if t.dtype.fp8 is not None else t for t in (a, b))
+            a, b = (self.fp8_dot_operand(t, to) if t.dtype.fp8 is not None else t
+                    for t in (a, b))
         if len(a.shape) != 2 or len(b.shape) != 2:
             raise KilnError(f"dot needs 2-D tiles, got shapes {a.shape} and {b.shape}")
         if a.shape[1] != b.shape[0]:
@@ -3084,6 +3085,40 @@ class CodeGen(ast.NodeVisitor):
         code = self.where(self.compare(ast.Gt(), a, 0x7F800000), 0x7F, code)
         out = self.cast(code, kl.int8)
         return Tile(out.value, dtype, out.shape)
+
+    def fp8_dot_operand(self, x, to):
+        """An fp8 tile as `to` values for a dot: exact for bfloat16 and
+        float16 (every e4m3 and e5m2 value is one of theirs), through
+        float32 (decode_mx) otherwise.
+
+        The 16-bit forms are a chain of bit operations on the loaded bytes,
+        each result used once, so that a GPU lowering fuses the chain into
+        whatever writes the dot's operand (no intermediate tile; the float32
+        decode keeps several, 32 KiB each for a 64×128 operand): the
+        magnitude bits shifted into the 16-bit exponent and mantissa, then
+        scaled by a power of two (exact, subnormals included), and e4m3's
+        NaN (S.1111.111) selected from the bytes."""
+        if to not in (kl.bfloat16, kl.float16):
+            return self.cast(x, to)
+        e4 = x.dtype.fp8 == "e4m3"
+        raw = Tile(x.value, kl.int8, x.shape)
+        wide = self.cast(raw, kl.int16)          # sign-extended: bit 15 is the sign
+        shl = lambda a, n: self.binop(ast.LShift(), a, n)           # noqa: E731
+        band = lambda a, m: self.binop(ast.BitAnd(), a, m)          # noqa: E731
+        if not e4:
+            # e5m2 is a float16's top byte.
+            v = self.bitcast(shl(wide, 8), kl.float16)
+            return v if to is kl.float16 else self.cast(v, to)
+        if to is kl.bfloat16:
+            # S.EEEE.MMM -> S.000EEEE.MMM0000: a bfloat16 of 2^-120 times the value.
+            v = self.bitcast(band(shl(wide, 4), -0x7801), kl.bfloat16)
+            v = self.binop(ast.Mult(), v, self.const(2.0 ** 120, kl.bfloat16))
+        else:
+            # S.EEEE.MMM -> S.0EEEE.MMM0000000: a float16 of 2^-8 times the value.
+            v = self.bitcast(band(shl(wide, 7), -0x4001), kl.float16)
+            v = self.binop(ast.Mult(), v, self.const(256.0, kl.float16))
+        nan = self.compare(ast.Eq(), band(raw, 0x7F), 0x7F)
+        return self.where(nan, self.const(float("nan"), to), v)
 
     def decode_mx(self, x, fmt, k_pack, is_lhs, what):
         """Operand `x` of dot_scaled in format `fmt` as float32 values of the

@@ -2553,6 +2553,71 @@ def test_fp8_conversions_and_dot(rng):
     assert_close(c, da @ db, 1e-6, 1e-6 * (np.abs(da) @ np.abs(db)).max())
 
 
+@kiln.jit
+def fp8_dot_any(a, b, c, M: kl.constexpr, N: kl.constexpr, K: kl.constexpr):
+    A = kl.load(a + kl.arange(0, M)[:, None] * K + kl.arange(0, K)[None, :])
+    Bt = kl.load(b + kl.arange(0, K)[:, None] * N + kl.arange(0, N)[None, :])
+    kl.store(c + kl.arange(0, M)[:, None] * N + kl.arange(0, N)[None, :], kl.dot(A, Bt))
+
+
+@pytest.mark.parametrize("fa,fb", [("e4m3", "e4m3"), ("e5m2", "e5m2"), ("e4m3", "e5m2"),
+                                   ("e5m2", "e4m3"), ("e4m3", "f16"), ("e5m2", "bf16"),
+                                   ("e4m3", "f32")])
+def test_fp8_dot_operands_decode_every_code(fa, fb, rng):
+    """kl.dot of fp8 tiles (each operand decoded to 16 bits by a chain of bit
+    operations and a power-of-two scale): every code of the lhs times an
+    identity comes back exactly (subnormals, the largest values, signed
+    zeros; e4m3's NaN and e5m2's infinities as IEEE products make them), and
+    random finite codes against float64. 64×64 tiles: wgmma on emu-sm_90a."""
+    M = N = K = 64
+    vals = {f: np.array([fp8_value(c, f) for c in range(256)]) for f in ("e4m3", "e5m2")}
+
+    def fp8_operand(codes, fmt):
+        return kiln.fp8(codes.astype(np.uint8), fmt), vals[fmt][codes]
+
+    def wide_operand(v, fmt):     # float64 values, exact in fmt
+        if fmt == "bf16":
+            bits = (v.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+            return kiln.bf16(bits), (bits.astype(np.uint32) << 16).view(np.float32) * 1.0
+        x = v.astype(np.float16 if fmt == "f16" else np.float32)
+        return x, x.astype(np.float64)
+
+    def rhs(codes, values):
+        return fp8_operand(codes, fb) if fb in vals else wide_operand(values, fb)
+
+    def ref(da, db):   # IEEE products (inf * 0 is NaN), summed in float64
+        with np.errstate(invalid="ignore", over="ignore"):
+            return (da[:, :, None] * db[None, :, :]).sum(1)
+
+    def run(a, b):
+        c = np.full((M, N), np.nan, np.float32)
+        fp8_dot_any[(1,)](a, b, c, M=M, N=N, K=K)
+        return c
+
+    # Every lhs code (four rows of 64 hold all 256) times an identity.
+    codes = rng.integers(0, 256, (M, K))
+    codes[:4] = np.arange(256).reshape(4, 64)
+    a, da = fp8_operand(codes, fa)
+    eye = np.zeros((K, N), np.int64)
+    eye[np.arange(K), np.arange(N)] = {"e4m3": 0x38, "e5m2": 0x3C}.get(fb, 0)
+    b, db = rhs(eye, np.eye(K, N))
+    c, want = run(a, b), ref(da, db)
+    assert np.array_equal(np.isnan(c), np.isnan(want)), (fa, fb)
+    fin = ~np.isnan(want)
+    assert (c[fin] == want[fin]).all(), (fa, fb)
+    zero = fin & (want == 0)
+    assert (np.signbit(c[zero]) == np.signbit(want[zero])).all(), (fa, fb)
+    # Random finite codes (and values) on both sides, against float64.
+    ca, cb = rng.integers(0, 256, (M, K)), rng.integers(0, 256, (K, N))
+    ca[~np.isfinite(vals[fa][ca])] = 0x30
+    if fb in vals:
+        cb[~np.isfinite(vals[fb][cb])] = 0x30
+    a, da = fp8_operand(ca, fa)
+    b, db = rhs(cb, rng.standard_normal((K, N)))
+    c, want = run(a, b), ref(da, db)
+    assert_close(c, want, 1e-6, 1e-6 * ref(np.abs(da), np.abs(db)).max())
+
+
 def test_torch_float8_dtypes_map_to_kiln_fp8():
     """PyTorch's float8 tensors take kl.float8e4nv / kl.float8e5 (checked by
     name: no torch here)."""
