@@ -3170,16 +3170,52 @@ class CodeGen(ast.NodeVisitor):
         nan = self.binop(ast.BitAnd(), eq(e, 15), eq(m, 7))
         return self.where(nan, float("nan"), v)
 
-    def mx_scale(self, s, what):
-        """e8m0 bytes (an int8 tile of the bits) as float32 2^(s - 127); 255
-        is NaN."""
+    def mx_scale(self, s, what, to=kl.float32):
+        """e8m0 bytes (an int8 tile of the bits) as 2^(s - 127) in float32 or
+        bfloat16 (the same exponent field: exact); 255 is NaN."""
         s = self.to_tile(s)
         if s.dtype not in (kl.int8, kl.int16, kl.int32):
             raise KilnError(f"dot_scaled: {what} holds e8m0 bits as int8, got {s.dtype.name}")
         b = self.binop(ast.BitAnd(), self.cast(s, kl.int32), 0xFF)
         v = self.f32_from_bits(self.binop(ast.LShift(), b, 23))
         v = self.where(self.compare(ast.Eq(), b, 0), self.f32_from_bits(self.i32(0x00400000)), v)
-        return self.where(self.compare(ast.Eq(), b, 255), float("nan"), v)
+        v = self.where(self.compare(ast.Eq(), b, 255), float("nan"), v)
+        return v if to is kl.float32 else self.cast(v, to)
+
+    def e2m1_bf16(self, x, k_pack, is_lhs):
+        """Bytes of two e2m1 codes each (int8 [r, c]; the first code in the
+        low nibble) as bfloat16 values, unpacked along the last dimension
+        (K of lhs, N of rhs) or, without k_pack, the first. Per nibble, one
+        chain: moved to the top of an int16 (its sign bit), shifted right
+        arithmetically into bfloat16's exponent and mantissa, masked, and
+        scaled by 2^126 (exact: E.M gives 2^(E-127) x 1.M, subnormal 0.M)."""
+        wide = self.cast(x, kl.int16)
+        shl = lambda a, n: self.binop(ast.LShift(), a, n)           # noqa: E731
+        def value(top):          # the nibble at bits 15..12 of `top`
+            bits = self.binop(ast.BitAnd(), self.binop(ast.RShift(), top, 6), -0x7E40)
+            return self.binop(ast.Mult(), self.bitcast(bits, kl.bfloat16),
+                              self.const(2.0 ** 126, kl.bfloat16))
+        j = self.builtin_join(value(shl(wide, 12)), value(shl(wide, 8)))   # [r, c, 2]
+        r, c = x.shape
+        if is_lhs == k_pack:     # packed along the last dimension
+            return self.builtin_reshape(j, (r, 2 * c))
+        return self.builtin_reshape(self.builtin_permute(j, (0, 2, 1)), (2 * r, c))
+
+    def mx_operand(self, x, fmt, k_pack, is_lhs, what, chain):
+        """An operand of dot_scaled, unscaled: with `chain`, fp8 bytes by
+        fp8_dot_operand's chain straight to bfloat16; else decode_mx's
+        float32."""
+        if chain:
+            if x.dtype not in (kl.int8, kl.int16, kl.int32):
+                raise KilnError(f"dot_scaled: {what} in format '{fmt}' holds the bits as int8 "
+                                f"(load uint8 data through an int8 view), got {x.dtype.name}")
+            if x.dtype is not kl.int8:
+                x = self.cast(x, kl.int8)
+            if fmt == "e2m1":
+                return self.e2m1_bf16(x, k_pack, is_lhs)
+            fp8 = kl.float8e4nv if fmt == "e4m3" else kl.float8e5
+            return self.fp8_dot_operand(Tile(x.value, fp8, x.shape), kl.bfloat16)
+        return self.decode_mx(x, fmt, k_pack, is_lhs, what)
 
     def builtin_dot_scaled(self, lhs, lhs_scale, lhs_format, rhs, rhs_scale, rhs_format,
                            acc=None, fast_math=False, lhs_k_pack=True, rhs_k_pack=True,
@@ -3205,8 +3241,13 @@ class CodeGen(ast.NodeVisitor):
         lhs, rhs = self.to_tile(lhs), self.to_tile(rhs)
         if len(lhs.shape) != 2 or len(rhs.shape) != 2:
             raise KilnError(f"dot_scaled needs 2-D tiles, got shapes {lhs.shape} and {rhs.shape}")
-        a = self.decode_mx(lhs, lf, vals["lhs_k_pack"], True, "lhs")
-        b = self.decode_mx(rhs, rf, vals["rhs_k_pack"], False, "rhs")
+        compute = kl.float32 if "fp16" in (lf, rf) else kl.bfloat16
+        # fp8 operands: decoded to bfloat16 by fp8_dot_operand's chain and
+        # scaled there (a chain per element, no intermediate tile); the
+        # others in float32, rounded to `compute` once scaled.
+        chain = {f: f in ("e4m3", "e5m2", "e2m1") and compute is kl.bfloat16 for f in (lf, rf)}
+        a = self.mx_operand(lhs, lf, vals["lhs_k_pack"], True, "lhs", chain[lf])
+        b = self.mx_operand(rhs, rf, vals["rhs_k_pack"], False, "rhs", chain[rf])
         (m, k), (k2, n) = a.shape, b.shape
         if k != k2:
             raise KilnError(f"dot_scaled: inner dimensions differ: [{m}, {k}] @ [{k2}, {n}] "
@@ -3220,16 +3261,28 @@ class CodeGen(ast.NodeVisitor):
             if sc.shape != (rows, k // 32):
                 raise KilnError(f"dot_scaled: {what} must have shape {(rows, k // 32)}, got "
                                 f"{sc.shape}")
-            f = self.mx_scale(sc, what)
-            if what == "lhs_scale":
+            if what == "lhs_scale" and chain[lf]:
+                # Each scale over its 32 elements of K as a tile of the
+                # operand's shape (a broadcast of the small scale tile), so
+                # that decode and scaling stay one chain per element.
+                f = self.builtin_reshape(self.broadcast_to(self.builtin_reshape(
+                    self.mx_scale(sc, what, kl.bfloat16), (m, k // 32, 1)),
+                    (m, k // 32, 32)), (m, k))
+                a = self.binop(ast.Mult(), a, f)
+            elif what == "lhs_scale":
                 a3 = self.builtin_reshape(a, (m, k // 32, 32))
                 a = self.builtin_reshape(self.binop(ast.Mult(), a3, self.builtin_reshape(
-                    f, (m, k // 32, 1))), (m, k))
+                    self.mx_scale(sc, what), (m, k // 32, 1))), (m, k))
+            elif chain[rf]:
+                f = self.builtin_reshape(self.broadcast_to(self.builtin_reshape(
+                    self.mx_scale(self.builtin_trans(sc), what, kl.bfloat16), (k // 32, 1, n)),
+                    (k // 32, 32, n)), (k, n))
+                b = self.binop(ast.Mult(), b, f)
             else:
                 b3 = self.builtin_reshape(b, (k // 32, 32, n))
-                ft = self.builtin_reshape(self.builtin_trans(f), (k // 32, 1, n))
+                ft = self.builtin_reshape(self.mx_scale(self.builtin_trans(sc), what),
+                                          (k // 32, 1, n))
                 b = self.builtin_reshape(self.binop(ast.Mult(), b3, ft), (k, n))
-        compute = kl.float32 if "fp16" in (lf, rf) else kl.bfloat16
         od = vals["out_dtype"]
         if acc is not None and not (isinstance(acc, kl.constexpr) and acc.value is None):
             acc = self.cast(self.to_tile(acc), kl.float32)
