@@ -583,6 +583,14 @@ def Kiln_DotOp : Kiln_Op<"dot", [Pure,
     f64 x f64 -> f64, f16 x f16 -> f16 or f32, bf16 x bf16 -> f32,
     i8 x i8 -> i32.
 
+    Canonicalization folds an addition to a dot from zeros into the dot's
+    accumulator: `arith.addf %acc, (kiln.dot %a, %b, zeros)` becomes
+    `kiln.dot %a, %b, %acc` (likewise `arith.addi`), Triton's
+    `acc += tl.dot(a, b)` idiom. The products are then summed into `acc`
+    rather than summed apart and added (a different float rounding order,
+    the one an accumulating dot has anyway), and GPU targets keep such an
+    accumulator in the tensor cores' registers across a loop.
+
     ```mlir
     %c = kiln.dot %a, %b, %acc : tensor<64x32xbf16>, tensor<32x64xbf16> -> tensor<64x64xf32>
     ```
@@ -594,6 +602,7 @@ def Kiln_DotOp : Kiln_Op<"dot", [Pure,
     type($result)
   }];
   let hasVerifier = 1;
+  let hasCanonicalizer = 1;
 }
 
 def Kiln_ReduceOp : Kiln_Op<"reduce", [Pure]> {

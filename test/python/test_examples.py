@@ -171,13 +171,16 @@ def test_triton_grouped_gemm(rng):
 # FP8 GEMM with DeepSeek-V3-style block scales (1x128 activations, 128x128
 # weights), float8e4nv tiles through kl.dot, on ragged M, N and K (K not a
 # multiple of the 128 of a scale group: the last group is partial).
+# Blocks of 64 rows put the dot on wgmma on emu-sm_90a, where the scaled
+# accumulator is carried in the dot's registers (elementwiseCarry).
 @pytest.mark.parametrize("shape", [(150, 300, 520), (1, 129, 128), (77, 64, 1000)])
-def test_fp8_blockwise_matmul(rng, shape):
+@pytest.mark.parametrize("block", [(32, 64), (64, 64)])
+def test_fp8_blockwise_matmul(rng, shape, block):
     M, N, K = shape
     ac, a_s = f8_ex.quantize_activations(rng.standard_normal((M, K)))
     wc, w_s = f8_ex.quantize_weights(rng.standard_normal((N, K)) * 0.02)
     c = np.full((M, N), np.nan, np.float32)
-    grid, args, kw = f8_ex.launch_args(ac, a_s, wc, w_s, c)
+    grid, args, kw = f8_ex.launch_args(ac, a_s, wc, w_s, c, block)
     f8_ex.fp8_blockwise_matmul_kernel[grid](*args, **kw)
     ref = f8_ex.reference(ac, a_s, wc, w_s)
     assert_close(c, ref, 1e-5, 1e-6 * np.abs(ref).max())

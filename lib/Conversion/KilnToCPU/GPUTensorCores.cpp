@@ -525,6 +525,65 @@ DotOp KernelLowering::fragmentCarry(scf::ForOp loop, unsigned i) {
   return next;
 }
 
+DotOp KernelLowering::elementwiseCarry(scf::ForOp loop, unsigned i) {
+  if (!simt || i >= loop.getNumRegionIterArgs())
+    return DotOp();
+  Block *body = loop.getBody();
+  auto yield = cast<scf::YieldOp>(body->getTerminator());
+  BlockArgument arg = loop.getRegionIterArgs()[i];
+  auto type = dyn_cast<RankedTensorType>(arg.getType());
+  Operation *next = yield.getOperand(i).getDefiningOp();
+  if (!type || type.getRank() != 2 || !type.getElementType().isF32() ||
+      !next || next->getBlock() != body || next->getNumResults() != 1 ||
+      next->getResult(0).getType() != type ||
+      !next->getResult(0).hasOneUse() ||
+      next->getNumRegions() != 0 ||
+      !next->hasTrait<OpTrait::Elementwise>() ||
+      !llvm::is_contained(next->getOperands(), Value(arg)))
+    return DotOp();
+  // The one dot whose result the update reads, through elementwise ops of
+  // the body (each used once: they are fused into `next`) and the
+  // broadcasts of row or column vectors.
+  DotOp dot;
+  bool ok = true;
+  std::function<void(Value)> visit = [&](Value v) {
+    if (!ok || v == arg || !isa<RankedTensorType>(v.getType()))
+      return;
+    Operation *def = v.getDefiningOp();
+    if (!def || def->getBlock() != body)
+      return; // defined before the loop: a buffer
+    if (auto d = dyn_cast<DotOp>(def)) {
+      if (dot && dot != d)
+        ok = false;
+      dot = d;
+      return;
+    }
+    if (isa<BroadcastOp, ExpandDimsOp, SplatOp, ArangeOp>(def))
+      return; // read per element (a vector's buffer)
+    if (def->getNumRegions() != 0 || !def->hasTrait<OpTrait::Elementwise>() ||
+        !v.hasOneUse() || cast<RankedTensorType>(v.getType()) .getShape() !=
+                              type.getShape()) {
+      ok = false;
+      return;
+    }
+    for (Value o : def->getOperands())
+      visit(o);
+  };
+  for (Value o : next->getOperands())
+    visit(o);
+  if (!ok || !dot || !dot.getResult().hasOneUse() ||
+      dot.getAcc().getType() != type || !isTensorCoreDot(*simt, dot) ||
+      !fragmentTiled(dot) || dot.getAcc() == Value(arg))
+    return DotOp();
+  // Every reader of the argument is an elementwise op of the body that
+  // keeps the dot's fragments (the update itself, or ops fused into it).
+  for (Operation *user : arg.getUsers())
+    if (user->getBlock() != body || user->getNumRegions() != 0 ||
+        !user->hasTrait<OpTrait::Elementwise>())
+      return DotOp();
+  return dot;
+}
+
 DotOp KernelLowering::registerDotOfArg(BlockArgument arg) {
   return registerDotOf(arg, nullptr);
 }

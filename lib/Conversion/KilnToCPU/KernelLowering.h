@@ -427,6 +427,18 @@ private:
   DotOp fragmentCarry(scf::ForOp loop, unsigned i);
   /// The yielded dots of fragmentCarry, once their loop is being lowered.
   llvm::SmallPtrSet<Operation *, 2> carriedDots;
+  /// The dot whose fragments `loop`'s iter_arg `i` is carried in, or null:
+  /// an accumulator updated by elementwise arithmetic on one dot's result
+  /// in the body (a block-scaled GEMM's `acc += dot(a, b) * sa * sb`). The
+  /// yielded value is an elementwise op of the body on the argument and
+  /// the fragments of that dot, used only by the yield; the argument's
+  /// readers are elementwise ops of the body. The init is a splat constant
+  /// or any tile (read into registers); the result may be used after the
+  /// loop (stored, or read in registers, as a register accumulator's).
+  DotOp elementwiseCarry(scf::ForOp loop, unsigned i);
+  /// The yielded values of elementwiseCarry, kept in fragments for the
+  /// yield (fragmentUses).
+  llvm::SmallPtrSet<Value, 2> carriedYields;
   /// A wgmma group of a carried dot was committed and no wait_group 0 has
   /// retired it yet: lowerFor waits before the yield.
   bool wgmmaPending = false;

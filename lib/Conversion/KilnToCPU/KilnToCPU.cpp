@@ -772,6 +772,8 @@ bool KernelLowering::fragmentUses(Value v, DotOp dot, bool elementwiseOnly) {
     // Carried to the next iteration, or into a loop, in registers.
     if (isa<scf::YieldOp>(user)) {
       // (Decided by lowerFor before the body is lowered.)
+      if (carriedYields.contains(v))
+        continue;
       if (!carriedDots.contains(dot) || v != dot.getResult())
         return false;
       continue;
@@ -1532,13 +1534,20 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
   // Fragments carried to the next iteration (an overlapped loop's scores).
   SmallVector<unsigned> fragPos;
   SmallVector<DotOp> fragDots;
-  for (unsigned i = 0; i < op.getNumRegionIterArgs(); ++i)
-    if (!isReg(i) && !isRow(i))
-      if (DotOp d = fragmentCarry(op, i)) {
-        fragPos.push_back(i);
-        fragDots.push_back(d);
-        carriedDots.insert(d);
-      }
+  for (unsigned i = 0; i < op.getNumRegionIterArgs(); ++i) {
+    if (isReg(i) || isRow(i))
+      continue;
+    if (DotOp d = fragmentCarry(op, i)) {
+      fragPos.push_back(i);
+      fragDots.push_back(d);
+      carriedDots.insert(d);
+    } else if (DotOp d = elementwiseCarry(op, i)) {
+      // An accumulator updated elementwise from a dot's fragments.
+      fragPos.push_back(i);
+      fragDots.push_back(d);
+      carriedYields.insert(op.getBody()->getTerminator()->getOperand(i));
+    }
+  }
   auto isFrag = [&](unsigned i) { return llvm::is_contained(fragPos, i); };
   // Each other loop-carried tile lives in one buffer for the whole loop.
   SmallVector<Value> iterBufs(op.getNumRegionIterArgs());
@@ -1609,9 +1618,17 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
   for (auto [k, i] : llvm::enumerate(fragPos)) {
     Value init = op.getInitArgs()[i];
     SmallVector<Value> regs;
+    DenseElementsAttr dense;
     if (auto it = fragmentResults.find(init); it != fragmentResults.end()) {
       regs = it->second.second;
       fragmentResults.erase(it);
+    } else if (matchPattern(init, m_Constant(&dense)) && dense.isSplat() &&
+               isa<FloatType>(dense.getElementType())) {
+      // (elementwiseCarry's accumulators: the usual zeros.)
+      regs.assign(registerTileSize(fragDots[k]),
+                  arith::ConstantOp::create(
+                      b, b.getF32FloatAttr(
+                             dense.getSplatValue<APFloat>().convertToDouble())));
     } else {
       // Stored after all (its dot saw other readers): read it back.
       auto buf = bufferOf(init, op);
@@ -1756,32 +1773,37 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
       return u->getBlock() == op->getBlock();
     });
   };
+  // A result carried in registers: its users compute on the fragments (an
+  // epilogue: a GEMM's cast to bf16, attention's division by the row sums),
+  // as on a dot's result, and no f32 tile goes through shared memory.
+  // Elementwise readers need no whole rows, so they do under any tiling
+  // (the mma.sync warp grid).
+  auto placeRegisters = [&](Value r, DotOp dot, SmallVector<Value> regs) {
+    if (usedHereOnly(r) &&
+        (fragmentUses(r, dot) ||
+         fragmentUses(r, dot, /*elementwiseOnly=*/true))) {
+      fragmentResults[r] = {dot, regs};
+      return;
+    }
+    // Stays in registers while its users are in this block (the next loop
+    // may carry it on: attention's partial then full key blocks); stored
+    // when something reads it (bufferOf).
+    if (usedHereOnly(r)) {
+      loopRegisters[r] = {dot, regs};
+      return;
+    }
+    Value buf = allocTile(cast<RankedTensorType>(r.getType()), op.getLoc());
+    storeRegisterTile(ab, dot, regs, buf);
+    stored = true;
+    buffers[r] = buf;
+  };
+  size_t fragIdxOut = firstRow + rowPos.size() * rowCount;
   for (auto [i, r] : llvm::enumerate(op.getResults())) {
     if (isReg(i)) {
       size_t n = regCounts[llvm::find(regPos, i) - regPos.begin()];
       SmallVector<Value> regs(newLoop.getResults().slice(regIdx, n));
       regIdx += n;
-      // Its users compute on the fragments (an epilogue: a GEMM's cast to
-      // bf16, attention's division by the row sums), as on a dot's result:
-      // no f32 tile goes through shared memory. Elementwise readers need no
-      // whole rows, so they do under any tiling (the mma.sync warp grid).
-      if (usedHereOnly(r) &&
-          (fragmentUses(r, regDot(i)) ||
-           fragmentUses(r, regDot(i), /*elementwiseOnly=*/true))) {
-        fragmentResults[r] = {regDot(i), regs};
-        continue;
-      }
-      // Stays in registers while its users are in this block (the next
-      // loop may carry it on: attention's partial then full key blocks);
-      // stored when something reads it (bufferOf).
-      if (usedHereOnly(r)) {
-        loopRegisters[r] = {regDot(i), regs};
-        continue;
-      }
-      Value buf = allocTile(cast<RankedTensorType>(r.getType()), op.getLoc());
-      storeRegisterTile(ab, regDot(i), regs, buf);
-      stored = true;
-      buffers[r] = buf;
+      placeRegisters(r, regDot(i), regs);
     } else if (isRow(i)) {
       // Stays in registers while its users are in this block (defineRows).
       rowFragments[r] = {rowDot, SmallVector<Value>(
@@ -1795,7 +1817,12 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
         buffers[r] = buf;
       }
     } else if (isFrag(i)) {
-      continue; // unused (fragmentCarry)
+      size_t k = llvm::find(fragPos, i) - fragPos.begin();
+      SmallVector<Value> regs(newLoop.getResults().slice(fragIdxOut, fragCounts[k]));
+      fragIdxOut += fragCounts[k];
+      // (fragmentCarry's are unused; elementwiseCarry's may be read.)
+      if (!r.use_empty())
+        placeRegisters(r, fragDots[k], regs);
     } else if (iterBufs[i]) {
       buffers[r] = iterBufs[i];
     } else {

@@ -122,3 +122,43 @@ kiln.func @load_dynamic(%p: !kiln.ptr<f32>, %n: index) {
   kiln.store %a, %v[%c0] : tensor<16xf32> -> !kiln.view<1xf32>
   kiln.return
 }
+
+// -----
+
+// Triton's `acc += dot(a, b)`: an addition to a dot from zeros becomes the
+// dot's accumulator, in either operand order (floats and integers).
+// CHECK-LABEL: func.func @add_of_dot_from_zeros
+// CHECK-SAME: (%[[A:.*]]: tensor<16x32xbf16>, %[[B:.*]]: tensor<32x8xbf16>, %[[ACC:.*]]: tensor<16x8xf32>, %[[I:.*]]: tensor<16x32xi8>, %[[J:.*]]: tensor<32x8xi8>, %[[IACC:.*]]: tensor<16x8xi32>)
+// CHECK-NEXT: %[[D:.*]] = kiln.dot %[[A]], %[[B]], %[[ACC]]
+// CHECK-NEXT: %[[E:.*]] = kiln.dot %[[I]], %[[J]], %[[IACC]]
+// CHECK-NEXT: return %[[D]], %[[E]]
+func.func @add_of_dot_from_zeros(%a: tensor<16x32xbf16>, %b: tensor<32x8xbf16>, %acc: tensor<16x8xf32>,
+                                 %i: tensor<16x32xi8>, %j: tensor<32x8xi8>, %iacc: tensor<16x8xi32>)
+    -> (tensor<16x8xf32>, tensor<16x8xi32>) {
+  %z = arith.constant dense<0.0> : tensor<16x8xf32>
+  %zi = arith.constant dense<0> : tensor<16x8xi32>
+  %d = kiln.dot %a, %b, %z : tensor<16x32xbf16>, tensor<32x8xbf16> -> tensor<16x8xf32>
+  %s = arith.addf %acc, %d : tensor<16x8xf32>
+  %e = kiln.dot %i, %j, %zi : tensor<16x32xi8>, tensor<32x8xi8> -> tensor<16x8xi32>
+  %t = arith.addi %e, %iacc : tensor<16x8xi32>
+  return %s, %t : tensor<16x8xf32>, tensor<16x8xi32>
+}
+
+// -----
+
+// Not folded: a dot from non-zero values, or one whose result is used twice.
+// CHECK-LABEL: func.func @add_of_dot_kept
+// CHECK: kiln.dot
+// CHECK: arith.addf
+// CHECK: kiln.dot
+// CHECK: arith.addf
+func.func @add_of_dot_kept(%a: tensor<16x32xbf16>, %b: tensor<32x8xbf16>, %acc: tensor<16x8xf32>)
+    -> (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>) {
+  %one = arith.constant dense<1.0> : tensor<16x8xf32>
+  %z = arith.constant dense<0.0> : tensor<16x8xf32>
+  %d = kiln.dot %a, %b, %one : tensor<16x32xbf16>, tensor<32x8xbf16> -> tensor<16x8xf32>
+  %s = arith.addf %acc, %d : tensor<16x8xf32>
+  %e = kiln.dot %a, %b, %z : tensor<16x32xbf16>, tensor<32x8xbf16> -> tensor<16x8xf32>
+  %t = arith.addf %acc, %e : tensor<16x8xf32>
+  return %s, %t, %e : tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>
+}

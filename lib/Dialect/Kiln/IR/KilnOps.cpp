@@ -621,6 +621,41 @@ LogicalResult DotOp::verify() {
   return success();
 }
 
+namespace {
+/// `add(acc, dot(a, b, zeros))` (either operand order) -> `dot(a, b, acc)`:
+/// the dot's only use, its accumulator a splat zero, `acc` of the result's
+/// type.
+template <typename AddOp>
+struct AddOfDotFromZeros : OpRewritePattern<AddOp> {
+  using OpRewritePattern<AddOp>::OpRewritePattern;
+  LogicalResult matchAndRewrite(AddOp add,
+                                PatternRewriter &rewriter) const override {
+    for (unsigned i = 0; i < 2; ++i) {
+      auto dot = add->getOperand(i).template getDefiningOp<DotOp>();
+      Value acc = add->getOperand(1 - i);
+      if (!dot || !dot.getResult().hasOneUse() ||
+          acc.getType() != dot.getType() || acc == dot.getResult())
+        continue;
+      bool zeros = matchPattern(dot.getAcc(), m_AnyZeroFloat()) ||
+                   matchPattern(dot.getAcc(), m_Zero());
+      if (!zeros)
+        continue;
+      rewriter.replaceOpWithNewOp<DotOp>(add, dot.getType(), dot.getLhs(),
+                                         dot.getRhs(), acc);
+      rewriter.eraseOp(dot);
+      return success();
+    }
+    return failure();
+  }
+};
+} // namespace
+
+void DotOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                        MLIRContext *context) {
+  results.add<AddOfDotFromZeros<arith::AddFOp>, AddOfDotFromZeros<arith::AddIOp>>(
+      context);
+}
+
 //===----------------------------------------------------------------------===//
 // ReduceOp
 //===----------------------------------------------------------------------===//
