@@ -573,7 +573,7 @@ DotOp KernelLowering::elementwiseCarry(scf::ForOp loop, unsigned i) {
     visit(o);
   if (!ok || !dot || !dot.getResult().hasOneUse() ||
       dot.getAcc().getType() != type || !isTensorCoreDot(*simt, dot) ||
-      !fragmentTiled(dot) || dot.getAcc() == Value(arg))
+      !warpTiled(dot) || dot.getAcc() == Value(arg))
     return DotOp();
   // Every reader of the argument is an elementwise op of the body that
   // keeps the dot's fragments (the update itself, or ops fused into it).
@@ -1755,8 +1755,10 @@ LogicalResult KernelLowering::lowerDotSimt(DotOp op, Value a, Value bm,
     SmallVector<Value> regs = runTiledDot(b, op, mt, rows, cols, init);
     if (regs.empty())
       return failure();
-    if (fragmentUses(op.getResult(), op)) {
-      // Its readers take the fragments (lowerElementwise, lowerReduceSimt).
+    if (fragmentUses(op.getResult(), op) ||
+        fragmentUses(op.getResult(), op, /*elementwiseOnly=*/true)) {
+      // Its readers take the fragments (lowerElementwise, lowerReduceSimt;
+      // elementwise ones under any warp tiling).
       fragmentResults[op.getResult()] = {op, regs};
       return success();
     }

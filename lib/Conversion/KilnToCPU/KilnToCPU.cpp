@@ -1034,8 +1034,10 @@ LogicalResult KernelLowering::lowerElementwise(Operation *op) {
   bool isSelect = isa<arith::SelectOp>(op);
   // A fragment expression's result stays in registers too when its uses
   // allow (fragmentUses), else it is stored element by element.
-  bool keepFragments = !fragmentLeaves.empty() && op->getNumResults() == 1 &&
-                       fragmentUses(op->getResult(0), fragmentDot);
+  bool keepFragments =
+      !fragmentLeaves.empty() && op->getNumResults() == 1 &&
+      (fragmentUses(op->getResult(0), fragmentDot) ||
+       fragmentUses(op->getResult(0), fragmentDot, /*elementwiseOnly=*/true));
   SmallVector<Value> keptRegs;
   auto forEach = [&](function_ref<void(ImplicitLocOpBuilder &, ValueRange)> fn) {
     if (fragmentLeaves.empty()) {
