@@ -1309,11 +1309,32 @@ def mx_bench(a, asc, b, bsc, c):
                        args, kw), grid, args
 
 
+# FP8 GEMM with DeepSeek-V3-style block scales (the example's kernel: e4m3
+# operands, 1x128 activation and 128x128 weight scales, each K step's product
+# scaled in registers), against torch.matmul on bf16 operands (the tensor
+# cores Kiln uses for it: fp8 is decoded to bf16) and torch._scaled_mm on the
+# fp8 operands (the fp8 tensor cores, which Kiln does not use yet).
+FP8_BLOCK = (128, 128, 8)  # BM, BN, warps; BK = 128 (one scale per 128 of K)
+
+
+def fp8_bench(a, a_s, w, w_s, c):
+    bm, bn, w_ = FP8_BLOCK
+    grid = (cdiv(MX_S, bm), cdiv(MX_S, bn))
+    args = (a, a_s, w, w_s, c, MX_S, MX_S, MX_S)
+    kw = dict(BM=bm, BN=bn, BK=128, num_warps=w_)
+    return port_bundle(f"fp8-bench-{MX_S}-{bm}x{bn}x128-w{w_}",
+                       f8_ex.fp8_blockwise_matmul_kernel, grid, args, kw), grid, args
+
+
 if not RUN:
     if not EMULATED:
         i8 = lambda *shape: np.zeros(shape, np.int8)  # noqa: E731 (never launched)
         mx_bench(i8(MX_S, MX_S), i8(MX_S, MX_S // 32), i8(MX_S // 2, MX_S),
                  i8(MX_S, MX_S // 32), np.zeros((MX_S, MX_S), np.float32))
+        e4 = lambda *shape: kiln.fp8(np.zeros(shape, np.uint8), "e4m3")  # noqa: E731
+        f32 = lambda *shape: np.zeros(shape, np.float32)  # noqa: E731
+        fp8_bench(e4(MX_S, MX_S), f32(MX_S, MX_S // 128), e4(MX_S, MX_S),
+                  f32(MX_S // 128, MX_S // 128), f32(MX_S, MX_S))
     for kind in ("none", "causal", "sliding_window"):
         for variant in BENCH_VARIANTS:
             attention_bench_kernel(kind, *variant)
@@ -1505,6 +1526,55 @@ if not EMULATED and ACTIVE:
     add_row((f"MX GEMM {S}^3 e4m3 x e2m1 (dot_scaled) {bm_}x{bn_}x{bk_} w{w_}",
              flops / t_kiln / 1e12, flops / t_torch / 1e12, "TFLOP/s",
              "torch.matmul (bf16 operands)"))
+
+# (Part of the gemm part.)
+if not EMULATED and ACTIVE:
+    S = MX_S
+    g = torch.Generator(device=dev).manual_seed(5)
+
+    def e4m3_codes(*shape):   # random e4m3 bytes, no NaN (as int8)
+        c_ = torch.randint(0, 256, shape, device=dev, dtype=torch.int32, generator=g)
+        return torch.where((c_ & 0x7F) == 0x7F, 0x38, c_).to(torch.uint8).view(torch.int8)
+
+    a8, w8 = e4m3_codes(S, S), e4m3_codes(S, S)                   # A [M, K], W [N, K]
+    a_s = torch.rand(S, S // 128, device=dev, generator=g) + 0.5
+    w_s = torch.rand(S // 128, S // 128, device=dev, generator=g) + 0.5
+    c8 = torch.zeros(S, S, device=dev)
+    path, grid, args = fp8_bench(a8, a_s, w8, w_s, c8)
+    fb = load(path)
+    t_kiln = bench(lambda: fb[grid](*args, wait=False), reps=3, batch=3)
+    kiln_sync(fb)
+    # A corner against NumPy (float64 of the dequantized operands).
+    da = f8_ex.dequantize(a8[:64].cpu().numpy().view(np.uint8), a_s[:64].cpu().numpy(), 1)
+    dw = f8_ex.dequantize(w8[:64].cpu().numpy().view(np.uint8), w_s[:1].cpu().numpy(), 128)
+    check("FP8 block-scaled GEMM benchmark corner", c8[:64, :64].cpu().numpy(), da @ dw.T,
+          1e-5, 1e-5 * (np.abs(da) @ np.abs(dw).T).max())
+    a16 = torch.randn(S, S, device=dev).bfloat16()
+    b16 = torch.randn(S, S, device=dev).bfloat16()
+    t_torch = bench(lambda: torch.matmul(a16, b16), batch=3)
+    flops = 2 * S ** 3
+    bm_, bn_, w_ = FP8_BLOCK
+    name = f"FP8 GEMM {S}^3 e4m3, DeepSeek-V3 block scales, {bm_}x{bn_}x128 w{w_}"
+    add_row((name, flops / t_kiln / 1e12, flops / t_torch / 1e12, "TFLOP/s",
+             "torch.matmul (bf16 operands)"))
+    # torch._scaled_mm: row-wise scales where this PyTorch has them, else one
+    # scale per tensor (block scales are not among its forms).
+    af, wf = a8.view(torch.float8_e4m3fn), w8.view(torch.float8_e4m3fn)
+    t_smm, form = None, None
+    for form_, sa_, sw_ in (("row-wise", torch.ones(S, 1, device=dev), torch.ones(1, S, device=dev)),
+                            ("tensor-wise", torch.ones((), device=dev), torch.ones((), device=dev))):
+        try:
+            def smm():
+                return torch._scaled_mm(af, wf.t(), scale_a=sa_, scale_b=sw_,
+                                        out_dtype=torch.bfloat16)
+            smm()
+            t_smm, form = bench(smm, batch=3), form_
+            break
+        except Exception as e:  # noqa: BLE001 (an older PyTorch or GPU)
+            print(f"note: torch._scaled_mm with {form_} scales failed: {e}")
+    if t_smm is not None:
+        add_row((name, flops / t_kiln / 1e12, flops / t_smm / 1e12, "TFLOP/s",
+                 f"torch._scaled_mm (fp8, {form} scales)"))
 
 section("bench")
 if not EMULATED and ACTIVE:
