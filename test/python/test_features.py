@@ -2247,7 +2247,9 @@ def test_libdevice_math(rng):
         assert (g[~fin & ~assert_nan] == r[~fin & ~assert_nan]).all(), name
         assert (np.signbit(g[r == 0]) == np.signbit(r[r == 0])).all(), name
         err = np.abs(g[fin] - r[fin])
-        rtol = 1e-5 if name in ("atan", "atan2") else 4e-6    # (docs/python.md)
+        # (docs/python.md; atan and atan2 within 3 ulp: Cephes' reduction,
+        # AtanCephes, where MLIR's polynomial was off by up to 40.)
+        rtol = 4e-7 if name in ("atan", "atan2") else 4e-6
         assert (err <= rtol * np.abs(r[fin]) + 1e-37).all(), (name, err.max())
     with pytest.raises(kiln.CompilationError, match="asin of float64 is not supported"):
         @kiln.jit

@@ -240,6 +240,59 @@ struct ReduceSinCos : OpRewritePattern<MathOp> {
   }
 };
 
+/// f32 `math.atan` as Cephes' atanf: the argument reduced to |z| <=
+/// tan(pi/8) by atan(a) = pi/4 + atan((a - 1) / (a + 1)) (a > tan(pi/8))
+/// or pi/2 + atan(-1 / a) (a > tan(3pi/8)), then an odd polynomial of
+/// degree 9, the sign copied back (within 2 ulp; MLIR's polynomial, over
+/// the whole range at once, is off by up to 40). Branch-free: selects, so
+/// that vectors take it lane by lane. NaN propagates (both comparisons are
+/// false), and infinities give +-pi/2.
+struct AtanCephes : OpRewritePattern<math::AtanOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(math::AtanOp op,
+                                PatternRewriter &rewriter) const override {
+    Type type = op.getType();
+    auto vecType = dyn_cast<VectorType>(type);
+    if (!getElementTypeOrSelf(type).isF32() || (vecType && vecType.isScalable()))
+      return failure();
+    Location loc = op.getLoc();
+    auto c = [&](double v) { return f32Constant(rewriter, loc, type, v); };
+    auto mul = [&](Value a, Value b) -> Value {
+      return arith::MulFOp::create(rewriter, loc, a, b);
+    };
+    auto add = [&](Value a, Value b) -> Value {
+      return arith::AddFOp::create(rewriter, loc, a, b);
+    };
+    auto select = [&](Value cond, Value a, Value b) -> Value {
+      return arith::SelectOp::create(rewriter, loc, cond, a, b);
+    };
+    auto above = [&](Value a, double v) -> Value {
+      return arith::CmpFOp::create(rewriter, loc, arith::CmpFPredicate::OGT, a,
+                                   c(v));
+    };
+    Value x = op.getOperand();
+    Value a = math::AbsFOp::create(rewriter, loc, x);
+    Value big = above(a, 2.414213562373095);  // tan(3pi/8)
+    Value mid = above(a, 0.4142135623730950); // tan(pi/8)
+    Value z = select(
+        big, arith::DivFOp::create(rewriter, loc, c(-1.0), a),
+        select(mid,
+               arith::DivFOp::create(rewriter, loc,
+                                     arith::SubFOp::create(rewriter, loc, a, c(1.0)),
+                                     add(a, c(1.0))),
+               a));
+    Value y0 = select(big, c(M_PI_2), select(mid, c(M_PI_4), c(0.0)));
+    Value zz = mul(z, z);
+    Value p = c(8.05374449538e-2);
+    for (double k : {-1.38776856032e-1, 1.99777106478e-1, -3.33329491539e-1})
+      p = add(mul(p, zz), c(k));
+    p = add(mul(mul(p, zz), z), z);
+    rewriter.replaceOpWithNewOp<math::CopySignOp>(op, add(y0, p), x);
+    return success();
+  }
+};
+
 struct KilnApproximateMathPass
     : kiln::impl::KilnApproximateMathBase<KilnApproximateMathPass> {
   using Base::Base;
@@ -253,7 +306,8 @@ struct KilnApproximateMathPass
       return signalPassFailure();
     // sin and cos: an exact reduction, the polynomials for what is left.
     RewritePatternSet reductions(ctx);
-    reductions.add<ReduceSinCos<math::SinOp>, ReduceSinCos<math::CosOp>>(ctx);
+    reductions.add<ReduceSinCos<math::SinOp>, ReduceSinCos<math::CosOp>,
+                   AtanCephes>(ctx);
     if (failed(applyPatternsGreedily(getOperation(), std::move(reductions))))
       return signalPassFailure();
     if (nvvmEx2) {
@@ -272,6 +326,8 @@ struct KilnApproximateMathPass
     }
     RewritePatternSet patterns(ctx);
     patterns.add<Exp2AsExp>(ctx);
+    // (Before MLIR's atan polynomial: the atan that its atan2 builds.)
+    patterns.add<AtanCephes>(ctx, /*benefit=*/2);
     // Not rsqrt: its approximation of 8-wide f32 vectors emits x86vector's
     // AVX intrinsic, which the CPU pipeline does not lower (a tile of 8 or
     // more floats crashed the compiler). math-to-llvm expands it to
