@@ -526,7 +526,7 @@ DotOp KernelLowering::fragmentCarry(scf::ForOp loop, unsigned i) {
 }
 
 DotOp KernelLowering::elementwiseCarry(scf::ForOp loop, unsigned i) {
-  if (!simt || i >= loop.getNumRegionIterArgs())
+  if (!simt || !simt->registerAccumulators || i >= loop.getNumRegionIterArgs())
     return DotOp();
   Block *body = loop.getBody();
   auto yield = cast<scf::YieldOp>(body->getTerminator());
@@ -550,7 +550,14 @@ DotOp KernelLowering::elementwiseCarry(scf::ForOp loop, unsigned i) {
     if (!ok || v == arg || !isa<RankedTensorType>(v.getType()))
       return;
     Operation *def = v.getDefiningOp();
-    if (!def || def->getBlock() != body)
+    if (!def) {
+      // Another of the loop's tiles: it may be carried in registers of
+      // another dot (whose fragments do not mix with this one's).
+      if (cast<BlockArgument>(v).getOwner() == body)
+        ok = false;
+      return;
+    }
+    if (def->getBlock() != body)
       return; // defined before the loop: a buffer
     if (auto d = dyn_cast<DotOp>(def)) {
       if (dot && dot != d)

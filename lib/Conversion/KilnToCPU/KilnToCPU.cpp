@@ -1710,6 +1710,9 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
     // go to the next iteration through the yield.
     retirePendingWgmma(newBody->getTerminator());
   }
+  // (elementwiseCarry's yielded values are kept; the mark is done with.)
+  for (unsigned i : fragPos)
+    carriedYields.erase(newBody->getTerminator()->getOperand(i));
 
   // Rewrite the yield: copy yielded tiles into the iteration buffers. If a
   // yielded tile is another position's iteration buffer, stage through

@@ -162,3 +162,30 @@ func.func @add_of_dot_kept(%a: tensor<16x32xbf16>, %b: tensor<32x8xbf16>, %acc: 
   %t = arith.addf %acc, %e : tensor<16x8xf32>
   return %s, %t, %e : tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>
 }
+
+// -----
+
+// Not folded: a dot before a loop whose body adds it (it would be recomputed
+// every iteration), or an accumulator something else reads.
+// CHECK-LABEL: func.func @add_of_dot_elsewhere
+// CHECK: kiln.dot
+// CHECK: scf.for
+// CHECK: arith.addf
+// CHECK: kiln.dot
+// CHECK: arith.addf
+// CHECK: arith.mulf
+func.func @add_of_dot_elsewhere(%a: tensor<16x32xbf16>, %b: tensor<32x8xbf16>, %acc: tensor<16x8xf32>,
+                                %n: index) -> (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %z = arith.constant dense<0.0> : tensor<16x8xf32>
+  %d = kiln.dot %a, %b, %z : tensor<16x32xbf16>, tensor<32x8xbf16> -> tensor<16x8xf32>
+  %r = scf.for %i = %c0 to %n step %c1 iter_args(%x = %acc) -> (tensor<16x8xf32>) {
+    %s = arith.addf %x, %d : tensor<16x8xf32>
+    scf.yield %s : tensor<16x8xf32>
+  }
+  %e = kiln.dot %a, %b, %z : tensor<16x32xbf16>, tensor<32x8xbf16> -> tensor<16x8xf32>
+  %t = arith.addf %acc, %e : tensor<16x8xf32>
+  %u = arith.mulf %acc, %acc : tensor<16x8xf32>
+  return %r, %t, %u : tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>
+}

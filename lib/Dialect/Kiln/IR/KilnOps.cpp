@@ -623,8 +623,10 @@ LogicalResult DotOp::verify() {
 
 namespace {
 /// `add(acc, dot(a, b, zeros))` (either operand order) -> `dot(a, b, acc)`:
-/// the dot's only use, its accumulator a splat zero, `acc` of the result's
-/// type.
+/// the dot's only use, in its block (a dot before a loop is not moved into
+/// it), its accumulator a splat zero, `acc` of the result's type and used
+/// only here (an accumulator that other ops read stays an elementwise
+/// update, which the GPU lowering carries in registers: elementwiseCarry).
 template <typename AddOp>
 struct AddOfDotFromZeros : OpRewritePattern<AddOp> {
   using OpRewritePattern<AddOp>::OpRewritePattern;
@@ -634,6 +636,7 @@ struct AddOfDotFromZeros : OpRewritePattern<AddOp> {
       auto dot = add->getOperand(i).template getDefiningOp<DotOp>();
       Value acc = add->getOperand(1 - i);
       if (!dot || !dot.getResult().hasOneUse() ||
+          dot->getBlock() != add->getBlock() || !acc.hasOneUse() ||
           acc.getType() != dot.getType() || acc == dot.getResult())
         continue;
       bool zeros = matchPattern(dot.getAcc(), m_AnyZeroFloat()) ||
