@@ -3185,21 +3185,28 @@ class CodeGen(ast.NodeVisitor):
     def e2m1_bf16(self, x, k_pack, is_lhs):
         """Bytes of two e2m1 codes each (int8 [r, c]; the first code in the
         low nibble) as bfloat16 values, unpacked along the last dimension
-        (K of lhs, N of rhs) or, without k_pack, the first. Per nibble, one
-        chain: moved to the top of an int16 (its sign bit), shifted right
-        arithmetically into bfloat16's exponent and mantissa, masked, and
-        scaled by 2^126 (exact: E.M gives 2^(E-127) x 1.M, subnormal 0.M)."""
-        wide = self.cast(x, kl.int16)
-        shl = lambda a, n: self.binop(ast.LShift(), a, n)           # noqa: E731
-        def value(top):          # the nibble at bits 15..12 of `top`
-            bits = self.binop(ast.BitAnd(), self.binop(ast.RShift(), top, 6), -0x7E40)
-            return self.binop(ast.Mult(), self.bitcast(bits, kl.bfloat16),
-                              self.const(2.0 ** 126, kl.bfloat16))
-        j = self.builtin_join(value(shl(wide, 12)), value(shl(wide, 8)))   # [r, c, 2]
+        (K of lhs, N of rhs) or, without k_pack, the first. One chain per
+        element, with no unpacked tile: element i along the packed dimension
+        reads byte i // 2 (a broadcast of the bytes over a new dimension of
+        2, merged into the packed one: an index division in the lowering)
+        and moves its nibble (the low one for even i) to the top of an
+        int16 (its sign bit); an arithmetic shift right puts it into
+        bfloat16's exponent and mantissa, a mask keeps those, and 2^126
+        scales them (exact: E.M gives 2^(E-127) x 1.M, subnormal 0.M)."""
         r, c = x.shape
-        if is_lhs == k_pack:     # packed along the last dimension
-            return self.builtin_reshape(j, (r, 2 * c))
-        return self.builtin_reshape(self.builtin_permute(j, (0, 2, 1)), (2 * r, c))
+        d = 1 if is_lhs == k_pack else 0          # the packed dimension
+        shape = (r, 2 * c) if d == 1 else (2 * r, c)
+        pair = (r, c, 2) if d == 1 else (r, 2, c)
+        wide = self.cast(self.builtin_reshape(
+            self.broadcast_to(self.builtin_expand_dims(x, d + 1), pair), shape), kl.int16)
+        # 12 for the low nibble (even i), 8 for the high one.
+        i = self.builtin_arange(0, shape[d])
+        shift = self.binop(ast.Sub(), 12, self.binop(ast.Mult(), self.binop(ast.BitAnd(), i, 1), 4))
+        shift = self.broadcast_to(self.builtin_expand_dims(self.cast(shift, kl.int16), 1 - d), shape)
+        top = self.binop(ast.LShift(), wide, shift)
+        bits = self.binop(ast.BitAnd(), self.binop(ast.RShift(), top, 6), -0x7E40)
+        return self.binop(ast.Mult(), self.bitcast(bits, kl.bfloat16),
+                          self.const(2.0 ** 126, kl.bfloat16))
 
     def mx_operand(self, x, fmt, k_pack, is_lhs, what, chain):
         """An operand of dot_scaled, unscaled: with `chain`, fp8 bytes by

@@ -2177,6 +2177,35 @@ def test_cat_and_softmax(rng):
     assert_close(out_s[C:].reshape(R, C), e / e.sum(1, keepdims=True), 1e-5, 1e-7)
 
 
+# A reshape merging two dimensions of a broadcast is read through the
+# broadcast (an index division per element, no tile of its own: dot_scaled's
+# scales over K): along the last dimension (groups of 32, 8 and 3 elements,
+# the vectorized lanes within a group or lane by lane) and the first.
+@kiln.jit
+def merged_broadcast(x, y, out, R: kl.constexpr, C: kl.constexpr, G: kl.constexpr):
+    r = kl.arange(0, R)[:, None]
+    c = kl.arange(0, C)[None, :]
+    v = kl.load(x + r * C + c)
+    s = kl.load(y + kl.arange(0, R)[:, None] * (C // G) + kl.arange(0, C // G)[None, :])
+    e = kl.reshape(kl.broadcast_to(kl.reshape(s, (R, C // G, 1)), (R, C // G, G)), (R, C))
+    kl.store(out + r * C + c, v * e)
+    t = kl.load(y + kl.arange(0, R // G)[:, None] * C + kl.arange(0, C)[None, :])
+    f = kl.reshape(kl.broadcast_to(kl.reshape(t, (R // G, 1, C)), (R // G, G, C)), (R, C))
+    kl.store(out + R * C + r * C + c, v - f)
+
+
+@pytest.mark.parametrize("R,C,G", [(32, 64, 32), (24, 48, 8), (12, 18, 3)])
+def test_reshape_of_broadcast_is_an_index(R, C, G, rng):
+    x = rng.standard_normal((R, C)).astype(np.float32)
+    y = rng.standard_normal(R * C).astype(np.float32)
+    out = np.full(2 * R * C, np.nan, np.float32)
+    merged_broadcast[(1,)](x, y, out, R=R, C=C, G=G)
+    s = y[:R * (C // G)].reshape(R, C // G)
+    t = y[:(R // G) * C].reshape(R // G, C)
+    assert np.array_equal(out[:R * C].reshape(R, C), x * np.repeat(s, G, axis=1))
+    assert np.array_equal(out[R * C:].reshape(R, C), x - np.repeat(t, G, axis=0))
+
+
 # C / CUDA math under Triton's libdevice names (kiln.language.extra.libdevice,
 # also kl.*): float32 polynomials or expansions on every target, against
 # float64 NumPy on random values and the special ones (zeros of both signs,

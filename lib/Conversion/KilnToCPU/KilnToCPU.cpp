@@ -827,11 +827,40 @@ static bool cheapToRecompute(Operation *op) {
              arith::IndexCastOp, arith::MaxSIOp, arith::MinSIOp>(op);
 }
 
+/// The dimension p at which a reshape of a broadcast merges two adjacent
+/// dimensions ([.., a, b, ..] -> [.., a * b, ..], p the position of a), if
+/// it does: element i of that dimension is the source's (i / b, i % b), so
+/// it is read through the broadcast like an index computation
+/// (dot_scaled's scales over their 32 elements of K, for either operand).
+static std::optional<int64_t> mergedBroadcastDim(Operation *op) {
+  auto reshape = dyn_cast<ReshapeOp>(op);
+  if (!reshape || !reshape.getSrc().getDefiningOp<BroadcastOp>())
+    return std::nullopt;
+  ArrayRef<int64_t> src =
+      cast<RankedTensorType>(reshape.getSrc().getType()).getShape();
+  ArrayRef<int64_t> res =
+      cast<RankedTensorType>(reshape.getResult().getType()).getShape();
+  if (src.size() < 2 || res.size() + 1 != src.size())
+    return std::nullopt;
+  for (size_t p = 0; p < res.size(); ++p)
+    if (src.take_front(p) == res.take_front(p) &&
+        src.drop_front(p + 2) == res.drop_front(p + 1) &&
+        src[p] * src[p + 1] == res[p])
+      return p;
+  return std::nullopt;
+}
+
+static bool mergesTrailingOfBroadcast(Operation *op) {
+  return mergedBroadcastDim(op).has_value();
+}
+
 bool KernelLowering::canDefer(Operation *op) {
   // A splat, broadcast, iota or expand_dims costs a read (or nothing) per
   // element wherever it is inlined, so it may have several users, and those
-  // may be such ops themselves; an elementwise op has one user.
-  bool cheap = isa<SplatOp, BroadcastOp, ArangeOp, ExpandDimsOp>(op);
+  // may be such ops themselves; an elementwise op has one user. So does a
+  // reshape merging two dimensions of a broadcast (an index division).
+  bool cheap = isa<SplatOp, BroadcastOp, ArangeOp, ExpandDimsOp>(op) ||
+               mergesTrailingOfBroadcast(op);
   if (op->getNumResults() != 1 || op->use_empty() ||
       (!cheap && !op->hasOneUse()))
     return false;
@@ -849,6 +878,8 @@ bool KernelLowering::canDefer(Operation *op) {
     // tiles), not exponentials or divisions.
     if (isa<BroadcastOp, ExpandDimsOp>(user))
       return (cheap || cheapToRecompute(op)) && canDefer(user);
+    if (mergesTrailingOfBroadcast(user))
+      return isa<BroadcastOp>(op) && canDefer(user);
     return isElementwiseTileOp(user) &&
            user->getResult(0).getType() ==
                RankedTensorType::get(
@@ -933,6 +964,30 @@ Value KernelLowering::emitElems(ImplicitLocOpBuilder &ib, Value v,
     if (inlineSrc)
       return emitElems(ib, bc.getSrc(), sidx, width);
     return loadElems(ib, buffers.lookup(bc.getSrc()), sidx, elt, width);
+  }
+  if (auto reshape = dyn_cast<ReshapeOp>(def)) {
+    // mergedBroadcastDim p: element i of dimension p is the source's
+    // (i / b, i % b). Along the last dimension a vector of lanes within one
+    // group of b reads the source's vector there, else lane by lane.
+    int64_t p = *mergedBroadcastDim(def);
+    auto srcType = cast<RankedTensorType>(reshape.getSrc().getType());
+    int64_t b = srcType.getDimSize(p + 1);
+    bool last = p + 1 == static_cast<int64_t>(idx.size());
+    auto split = [&](Value i) {
+      SmallVector<Value> sidx(idx.take_front(p));
+      sidx.push_back(arith::DivUIOp::create(ib, i, cIdx(ib, b)));
+      sidx.push_back(arith::RemUIOp::create(ib, i, cIdx(ib, b)));
+      llvm::append_range(sidx, idx.drop_front(p + 1));
+      return sidx;
+    };
+    if (!last || width == 1 || b % width == 0)
+      return emitElems(ib, reshape.getSrc(), split(idx[p]), width);
+    SmallVector<Value> lanes;
+    for (int64_t l = 0; l < width; ++l)
+      lanes.push_back(emitElems(
+          ib, reshape.getSrc(),
+          split(arith::AddIOp::create(ib, idx[p], cIdx(ib, l))), 1));
+    return vector::FromElementsOp::create(ib, vecOf(elt), lanes);
   }
   // A deferred elementwise op: its operands, then the op on vectors.
   bool isSelect = isa<arith::SelectOp>(def);
