@@ -2177,6 +2177,54 @@ def test_cat_and_softmax(rng):
     assert_close(out_s[C:].reshape(R, C), e / e.sum(1, keepdims=True), 1e-5, 1e-7)
 
 
+# A loop carrying a plain accumulator (acc = dot(a, b, acc): registers), an
+# accumulator updated elementwise from another dot's result (acc2 += dot(a,
+# c) * s[k]: carried in that dot's fragments, elementwiseCarry) and
+# Triton's acc3 += dot(a, b) (folded into the dot's accumulator: a register
+# accumulator too), all three
+# read after the loop: the registers of the three kinds of carry come back
+# in their places. 64-row blocks: wgmma on emu-sm_90a.
+@kiln.jit
+def three_accumulators(a, b, c, s, o, M: kl.constexpr, N: kl.constexpr, K: kl.constexpr,
+                       BK: kl.constexpr):
+    rm = kl.arange(0, M)[:, None]
+    rn = kl.arange(0, N)[None, :]
+    acc = kl.zeros((M, N), dtype=kl.float32)
+    acc2 = kl.full((M, N), 0.5, dtype=kl.float32)
+    acc3 = kl.zeros((M, N), dtype=kl.float32)
+    for k0 in range(0, K, BK):
+        rk = k0 + kl.arange(0, BK)
+        x = kl.load(a + rm * K + rk[None, :])
+        y = kl.load(b + rk[:, None] * N + rn)
+        z = kl.load(c + rk[:, None] * N + rn)
+        acc = kl.dot(x, y, acc)
+        acc2 += kl.dot(x, z) * kl.load(s + k0 // BK)
+        acc3 += kl.dot(x, y * 2.0)
+    kl.store(o + rm * N + rn, acc)
+    kl.store(o + M * N + rm * N + rn, acc2 * 2.0)
+    kl.store(o + 2 * M * N + rm * N + rn, acc3 - acc)
+
+
+def test_three_kinds_of_carried_accumulators(rng):
+    M, N, K, BK = 64, 32, 128, 32
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    c = rng.standard_normal((K, N)).astype(np.float16)
+    sc = rng.uniform(0.5, 2.0, K // BK).astype(np.float32)
+    o = np.full(3 * M * N, np.nan, np.float32)
+    three_accumulators[(1,)](a, b, c, sc, o, M=M, N=N, K=K, BK=BK)
+    a64, b64, c64 = (t.astype(np.float64) for t in (a, b, c))
+    ref1 = a64 @ b64
+    steps = [a64[:, k:k + BK] @ c64[k:k + BK] for k in range(0, K, BK)]
+    ref2 = (0.5 + sum(p * sc[i] for i, p in enumerate(steps))) * 2.0
+    ref3 = ref1                       # acc3 - acc: twice the same sums, less them
+    mag = np.abs(a64) @ (np.abs(b64) + np.abs(c64))
+    tol = 1e-5 * mag.max()
+    assert_close(o[:M * N].reshape(M, N), ref1, 1e-5, tol)
+    assert_close(o[M * N:2 * M * N].reshape(M, N), ref2, 1e-5, 4 * tol)
+    assert_close(o[2 * M * N:].reshape(M, N), ref3, 1e-5, 2 * tol)
+
+
 # A reshape merging two dimensions of a broadcast is read through the
 # broadcast (an index division per element, no tile of its own: dot_scaled's
 # scales over K): along the last dimension (groups of 32, 8 and 3 elements,
