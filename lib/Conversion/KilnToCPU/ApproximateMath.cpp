@@ -293,6 +293,48 @@ struct AtanCephes : OpRewritePattern<math::AtanOp> {
   }
 };
 
+/// f32 `math.asin` as Cephes' asinf: |x| > 1/2 by asin(a) = pi/2 -
+/// 2 asin(sqrt((1 - a) / 2)), then an odd polynomial on |z| <= 1/2, the
+/// sign copied back (MLIR's polynomial is off by up to 6.6 ulp).
+/// Branch-free; |x| > 1 and NaN give NaN (a square root of a negative).
+struct AsinCephes : OpRewritePattern<math::AsinOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(math::AsinOp op,
+                                PatternRewriter &rewriter) const override {
+    Type type = op.getType();
+    auto vecType = dyn_cast<VectorType>(type);
+    if (!getElementTypeOrSelf(type).isF32() || (vecType && vecType.isScalable()))
+      return failure();
+    Location loc = op.getLoc();
+    auto c = [&](double v) { return f32Constant(rewriter, loc, type, v); };
+    auto mul = [&](Value a, Value b) -> Value {
+      return arith::MulFOp::create(rewriter, loc, a, b);
+    };
+    auto add = [&](Value a, Value b) -> Value {
+      return arith::AddFOp::create(rewriter, loc, a, b);
+    };
+    Value x = op.getOperand();
+    Value a = math::AbsFOp::create(rewriter, loc, x);
+    // (UGT: a NaN takes the square-root branch, whose sqrt gives NaN.)
+    Value big = arith::CmpFOp::create(rewriter, loc, arith::CmpFPredicate::UGT,
+                                      a, c(0.5));
+    Value half = mul(c(0.5), arith::SubFOp::create(rewriter, loc, c(1.0), a));
+    Value z = arith::SelectOp::create(rewriter, loc, big, half, mul(a, a));
+    Value r = arith::SelectOp::create(
+        rewriter, loc, big, math::SqrtOp::create(rewriter, loc, half), a);
+    Value p = c(4.2163199048e-2);
+    for (double k : {2.4181311049e-2, 4.5470025998e-2, 7.4953002686e-2,
+                     1.6666752422e-1})
+      p = add(mul(p, z), c(k));
+    p = add(mul(mul(p, z), r), r);
+    Value far = arith::SubFOp::create(rewriter, loc, c(M_PI_2), add(p, p));
+    Value y = arith::SelectOp::create(rewriter, loc, big, far, p);
+    rewriter.replaceOpWithNewOp<math::CopySignOp>(op, y, x);
+    return success();
+  }
+};
+
 struct KilnApproximateMathPass
     : kiln::impl::KilnApproximateMathBase<KilnApproximateMathPass> {
   using Base::Base;
@@ -307,7 +349,7 @@ struct KilnApproximateMathPass
     // sin and cos: an exact reduction, the polynomials for what is left.
     RewritePatternSet reductions(ctx);
     reductions.add<ReduceSinCos<math::SinOp>, ReduceSinCos<math::CosOp>,
-                   AtanCephes>(ctx);
+                   AtanCephes, AsinCephes>(ctx);
     if (failed(applyPatternsGreedily(getOperation(), std::move(reductions))))
       return signalPassFailure();
     if (nvvmEx2) {
