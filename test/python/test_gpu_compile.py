@@ -1504,3 +1504,19 @@ def test_fp8_blockwise_matmul_compiles_for_gpu(chip, tmp_path, monkeypatch):
     # registers: elementwiseCarry. They took 16 KiB more.)
     tiles = 2 * 2 * 64 * 128 + 2 * 64 * 128 * 2
     assert tiles <= shared <= tiles + 12 * 1024, shared
+
+
+# The libdevice functions (float32 polynomials and reductions: no CUDA library)
+# compile for both GPU targets, and the PTX assembles with no external calls.
+@pytest.mark.parametrize("chip", CHIPS)
+def test_libdevice_math_compiles_for_gpu(chip, tmp_path, monkeypatch):
+    import numpy as np
+    import test_features as tf
+    monkeypatch.setenv("KILN_TARGET", chip)
+    n = np.zeros(256, np.float32)
+    ck = tf.libdevice_math.warmup(n, n, np.zeros(256 * len(tf.LIBDEVICE_CASES), np.float32),
+                                  240, B=256, grid=(1,))
+    ptx = ck.asm
+    assert "call" not in ptx   # (no libdevice / libm calls)
+    (tmp_path / "k.ptx").write_text(ptx)
+    _assemble(str(tmp_path / "k.ptx"), chip, tmp_path)
