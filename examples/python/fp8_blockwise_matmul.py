@@ -94,7 +94,7 @@ def reference(a_codes, a_s, w_codes, w_s):
     return dequantize(a_codes, a_s, 1) @ dequantize(w_codes, w_s, GROUP).T
 
 
-def launch_args(a_codes, a_s, w_codes, w_s, c, block=(32, 64)):
+def launch_args(a_codes, a_s, w_codes, w_s, c, block=(64, 64)):
     (M, K), N = a_codes.shape, w_codes.shape[0]
     grid = (kiln.cdiv(M, block[0]), kiln.cdiv(N, block[1]))
     args = (kiln.fp8(np.ascontiguousarray(a_codes, np.uint8), "e4m3"), a_s,
@@ -102,7 +102,7 @@ def launch_args(a_codes, a_s, w_codes, w_s, c, block=(32, 64)):
     return grid, args, dict(BM=block[0], BN=block[1], BK=128)
 
 
-def fp8_matmul(a_codes, a_s, w_codes, w_s, block=(32, 64)):
+def fp8_matmul(a_codes, a_s, w_codes, w_s, block=(64, 64)):
     c = np.empty((a_codes.shape[0], w_codes.shape[0]), np.float32)
     grid, args, kw = launch_args(a_codes, a_s, w_codes, w_s, c, block)
     fp8_blockwise_matmul_kernel[grid](*args, **kw)
