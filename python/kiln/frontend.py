@@ -3131,9 +3131,7 @@ class CodeGen(ast.NodeVisitor):
                 raise KilnError(f"dot_scaled: {what} in format '{fmt}' must be a {want.name} "
                                 f"tile, got {x.dtype.name}")
             return self.cast(x, kl.float32)
-        if x.dtype not in (kl.int8, kl.int16, kl.int32):
-            raise KilnError(f"dot_scaled: {what} in format '{fmt}' holds the bits as int8 "
-                            f"(load uint8 data through an int8 view), got {x.dtype.name}")
+        self.check_mx_bits(x, fmt, what)
         band = lambda a, m: self.binop(ast.BitAnd(), a, m)          # noqa: E731
         shr = lambda a, n: self.binop(ast.RShift(), a, n)           # noqa: E731
         shl = lambda a, n: self.binop(ast.LShift(), a, n)           # noqa: E731
@@ -3208,14 +3206,17 @@ class CodeGen(ast.NodeVisitor):
         return self.binop(ast.Mult(), self.bitcast(bits, kl.bfloat16),
                           self.const(2.0 ** 126, kl.bfloat16))
 
+    def check_mx_bits(self, x, fmt, what):
+        if x.dtype not in (kl.int8, kl.int16, kl.int32):
+            raise KilnError(f"dot_scaled: {what} in format '{fmt}' holds the bits as int8 "
+                            f"(load uint8 data through an int8 view), got {x.dtype.name}")
+
     def mx_operand(self, x, fmt, k_pack, is_lhs, what, chain):
         """An operand of dot_scaled, unscaled: with `chain`, fp8 bytes by
         fp8_dot_operand's chain straight to bfloat16; else decode_mx's
         float32."""
         if chain:
-            if x.dtype not in (kl.int8, kl.int16, kl.int32):
-                raise KilnError(f"dot_scaled: {what} in format '{fmt}' holds the bits as int8 "
-                                f"(load uint8 data through an int8 view), got {x.dtype.name}")
+            self.check_mx_bits(x, fmt, what)
             if x.dtype is not kl.int8:
                 x = self.cast(x, kl.int8)
             if fmt == "e2m1":

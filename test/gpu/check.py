@@ -1500,6 +1500,27 @@ if not EMULATED and ACTIVE:
                  flops / t_kiln / 1e12, flops / t_torch / 1e12, "TFLOP/s",
                  "torch.matmul (bf16 out)"))
 
+_bf16_matmul_times = {}  # S -> torch.matmul's time on bf16 S x S operands (s)
+
+
+def bf16_matmul_time(S):
+    """The peer of the fp8 / MX GEMM rows, timed once per size."""
+    if S not in _bf16_matmul_times:
+        a16 = torch.randn(S, S, device=dev).bfloat16()
+        b16 = torch.randn(S, S, device=dev).bfloat16()
+        _bf16_matmul_times[S] = bench(lambda: torch.matmul(a16, b16), batch=3)
+    return _bf16_matmul_times[S]
+
+
+def time_variant(path, grid, args, out):
+    """The bundle's GPU time per call, its output poisoned before (NaN)."""
+    out.fill_(float("nan"))
+    bundle = load(path)
+    t = bench(lambda: bundle[grid](*args, wait=False), reps=3, batch=3)
+    kiln_sync(bundle)
+    return t
+
+
 # (Part of the gemm part.)
 if not EMULATED and ACTIVE:
     S = MX_S
@@ -1518,16 +1539,10 @@ if not EMULATED and ACTIVE:
     codes[0::2], codes[1::2] = bb & 15, bb >> 4
     da, db = mx_ex.decode_mx(am, "e4m3"), mx_ex.decode_mx(codes, "e2m1") * 0.5
     ref = da @ db
-    a16 = torch.randn(S, S, device=dev).bfloat16()
-    b16 = torch.randn(S, S, device=dev).bfloat16()
-    t_torch = bench(lambda: torch.matmul(a16, b16), batch=3)
+    t_torch = bf16_matmul_time(S)
     flops = 2 * S ** 3
     for variant in MX_VARIANTS:
-        cmx.fill_(float("nan"))
-        path, grid, args = mx_bench(a8, asc, b4, bsc, cmx, variant)
-        mm = load(path)
-        t_kiln = bench(lambda: mm[grid](*args, wait=False), reps=3, batch=3)
-        kiln_sync(mm)
+        t_kiln = time_variant(*mx_bench(a8, asc, b4, bsc, cmx, variant), cmx)
         bm_, bn_, bk_, w_, st_ = variant
         tag = f"{bm_}x{bn_}x{bk_} w{w_} s{st_}"
         check(f"MX GEMM benchmark corner (dot_scaled) {tag}", cmx[:64, :64].cpu().numpy(), ref,
@@ -1552,17 +1567,11 @@ if not EMULATED and ACTIVE:
     # A corner against NumPy (float64 of the dequantized operands).
     da = f8_ex.dequantize(a8[:64].cpu().numpy().view(np.uint8), a_s[:64].cpu().numpy(), 1)
     dw = f8_ex.dequantize(w8[:64].cpu().numpy().view(np.uint8), w_s[:1].cpu().numpy(), 128)
-    a16 = torch.randn(S, S, device=dev).bfloat16()
-    b16 = torch.randn(S, S, device=dev).bfloat16()
-    t_torch = bench(lambda: torch.matmul(a16, b16), batch=3)
+    t_torch = bf16_matmul_time(S)
     flops = 2 * S ** 3
     t_best, name = None, None
     for variant in FP8_VARIANTS:
-        c8.fill_(float("nan"))
-        path, grid, args = fp8_bench(a8, a_s, w8, w_s, c8, variant)
-        fb = load(path)
-        t_kiln = bench(lambda: fb[grid](*args, wait=False), reps=3, batch=3)
-        kiln_sync(fb)
+        t_kiln = time_variant(*fp8_bench(a8, a_s, w8, w_s, c8, variant), c8)
         bm_, bn_, w_, st_ = variant
         name_ = f"FP8 GEMM {S}^3 e4m3, DeepSeek-V3 block scales, {bm_}x{bn_}x128 w{w_} s{st_}"
         check(f"FP8 block-scaled GEMM benchmark corner {bm_}x{bn_} s{st_}",

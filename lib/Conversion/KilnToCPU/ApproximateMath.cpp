@@ -240,10 +240,49 @@ struct ReduceSinCos : OpRewritePattern<MathOp> {
   }
 };
 
+/// f32 arithmetic of one scalar or vector type, for the Cephes patterns.
+struct F32Arith {
+  PatternRewriter &rewriter;
+  Location loc;
+  Type type;
+
+  /// Whether `type` is f32 or a fixed-length vector of it.
+  static bool applies(Type type) {
+    auto vecType = dyn_cast<VectorType>(type);
+    return getElementTypeOrSelf(type).isF32() && !(vecType && vecType.isScalable());
+  }
+  Value c(double v) const { return f32Constant(rewriter, loc, type, v); }
+  Value mul(Value a, Value b) const {
+    return arith::MulFOp::create(rewriter, loc, a, b);
+  }
+  Value add(Value a, Value b) const {
+    return arith::AddFOp::create(rewriter, loc, a, b);
+  }
+  Value sub(Value a, Value b) const {
+    return arith::SubFOp::create(rewriter, loc, a, b);
+  }
+  Value div(Value a, Value b) const {
+    return arith::DivFOp::create(rewriter, loc, a, b);
+  }
+  Value select(Value cond, Value a, Value b) const {
+    return arith::SelectOp::create(rewriter, loc, cond, a, b);
+  }
+  Value cmp(arith::CmpFPredicate pred, Value a, double v) const {
+    return arith::CmpFOp::create(rewriter, loc, pred, a, c(v));
+  }
+  /// p(z) = c0 z^n + ... + cn (Horner).
+  Value poly(Value z, std::initializer_list<double> coefficients) const {
+    Value acc;
+    for (double k : coefficients)
+      acc = acc ? add(mul(acc, z), c(k)) : c(k);
+    return acc;
+  }
+};
+
 /// f32 `math.atan` as Cephes' atanf: the argument reduced to |z| <=
 /// tan(pi/8) by atan(a) = pi/4 + atan((a - 1) / (a + 1)) (a > tan(pi/8))
 /// or pi/2 + atan(-1 / a) (a > tan(3pi/8)), then an odd polynomial of
-/// degree 9, the sign copied back (within 2 ulp; MLIR's polynomial, over
+/// degree 9, the sign copied back (within 3 ulp; MLIR's polynomial, over
 /// the whole range at once, is off by up to 40). Branch-free: selects, so
 /// that vectors take it lane by lane. NaN propagates (both comparisons are
 /// false), and infinities give +-pi/2.
@@ -252,43 +291,21 @@ struct AtanCephes : OpRewritePattern<math::AtanOp> {
 
   LogicalResult matchAndRewrite(math::AtanOp op,
                                 PatternRewriter &rewriter) const override {
-    Type type = op.getType();
-    auto vecType = dyn_cast<VectorType>(type);
-    if (!getElementTypeOrSelf(type).isF32() || (vecType && vecType.isScalable()))
+    if (!F32Arith::applies(op.getType()))
       return failure();
-    Location loc = op.getLoc();
-    auto c = [&](double v) { return f32Constant(rewriter, loc, type, v); };
-    auto mul = [&](Value a, Value b) -> Value {
-      return arith::MulFOp::create(rewriter, loc, a, b);
-    };
-    auto add = [&](Value a, Value b) -> Value {
-      return arith::AddFOp::create(rewriter, loc, a, b);
-    };
-    auto select = [&](Value cond, Value a, Value b) -> Value {
-      return arith::SelectOp::create(rewriter, loc, cond, a, b);
-    };
-    auto above = [&](Value a, double v) -> Value {
-      return arith::CmpFOp::create(rewriter, loc, arith::CmpFPredicate::OGT, a,
-                                   c(v));
-    };
+    F32Arith f{rewriter, op.getLoc(), op.getType()};
     Value x = op.getOperand();
-    Value a = math::AbsFOp::create(rewriter, loc, x);
-    Value big = above(a, 2.414213562373095);  // tan(3pi/8)
-    Value mid = above(a, 0.4142135623730950); // tan(pi/8)
-    Value z = select(
-        big, arith::DivFOp::create(rewriter, loc, c(-1.0), a),
-        select(mid,
-               arith::DivFOp::create(rewriter, loc,
-                                     arith::SubFOp::create(rewriter, loc, a, c(1.0)),
-                                     add(a, c(1.0))),
-               a));
-    Value y0 = select(big, c(M_PI_2), select(mid, c(M_PI_4), c(0.0)));
-    Value zz = mul(z, z);
-    Value p = c(8.05374449538e-2);
-    for (double k : {-1.38776856032e-1, 1.99777106478e-1, -3.33329491539e-1})
-      p = add(mul(p, zz), c(k));
-    p = add(mul(mul(p, zz), z), z);
-    rewriter.replaceOpWithNewOp<math::CopySignOp>(op, add(y0, p), x);
+    Value a = math::AbsFOp::create(rewriter, op.getLoc(), x);
+    Value big = f.cmp(arith::CmpFPredicate::OGT, a, 2.414213562373095); // tan(3pi/8)
+    Value mid = f.cmp(arith::CmpFPredicate::OGT, a, 0.4142135623730950); // tan(pi/8)
+    Value z = f.select(big, f.div(f.c(-1.0), a),
+                       f.select(mid, f.div(f.sub(a, f.c(1.0)), f.add(a, f.c(1.0))), a));
+    Value y0 = f.select(big, f.c(M_PI_2), f.select(mid, f.c(M_PI_4), f.c(0.0)));
+    Value zz = f.mul(z, z);
+    Value p = f.poly(zz, {8.05374449538e-2, -1.38776856032e-1, 1.99777106478e-1,
+                          -3.33329491539e-1});
+    p = f.add(f.mul(f.mul(p, zz), z), z);
+    rewriter.replaceOpWithNewOp<math::CopySignOp>(op, f.add(y0, p), x);
     return success();
   }
 };
@@ -302,34 +319,20 @@ struct AsinCephes : OpRewritePattern<math::AsinOp> {
 
   LogicalResult matchAndRewrite(math::AsinOp op,
                                 PatternRewriter &rewriter) const override {
-    Type type = op.getType();
-    auto vecType = dyn_cast<VectorType>(type);
-    if (!getElementTypeOrSelf(type).isF32() || (vecType && vecType.isScalable()))
+    if (!F32Arith::applies(op.getType()))
       return failure();
-    Location loc = op.getLoc();
-    auto c = [&](double v) { return f32Constant(rewriter, loc, type, v); };
-    auto mul = [&](Value a, Value b) -> Value {
-      return arith::MulFOp::create(rewriter, loc, a, b);
-    };
-    auto add = [&](Value a, Value b) -> Value {
-      return arith::AddFOp::create(rewriter, loc, a, b);
-    };
+    F32Arith f{rewriter, op.getLoc(), op.getType()};
     Value x = op.getOperand();
-    Value a = math::AbsFOp::create(rewriter, loc, x);
+    Value a = math::AbsFOp::create(rewriter, op.getLoc(), x);
     // (UGT: a NaN takes the square-root branch, whose sqrt gives NaN.)
-    Value big = arith::CmpFOp::create(rewriter, loc, arith::CmpFPredicate::UGT,
-                                      a, c(0.5));
-    Value half = mul(c(0.5), arith::SubFOp::create(rewriter, loc, c(1.0), a));
-    Value z = arith::SelectOp::create(rewriter, loc, big, half, mul(a, a));
-    Value r = arith::SelectOp::create(
-        rewriter, loc, big, math::SqrtOp::create(rewriter, loc, half), a);
-    Value p = c(4.2163199048e-2);
-    for (double k : {2.4181311049e-2, 4.5470025998e-2, 7.4953002686e-2,
-                     1.6666752422e-1})
-      p = add(mul(p, z), c(k));
-    p = add(mul(mul(p, z), r), r);
-    Value far = arith::SubFOp::create(rewriter, loc, c(M_PI_2), add(p, p));
-    Value y = arith::SelectOp::create(rewriter, loc, big, far, p);
+    Value big = f.cmp(arith::CmpFPredicate::UGT, a, 0.5);
+    Value half = f.mul(f.c(0.5), f.sub(f.c(1.0), a));
+    Value z = f.select(big, half, f.mul(a, a));
+    Value r = f.select(big, math::SqrtOp::create(rewriter, op.getLoc(), half), a);
+    Value p = f.poly(z, {4.2163199048e-2, 2.4181311049e-2, 4.5470025998e-2,
+                         7.4953002686e-2, 1.6666752422e-1});
+    p = f.add(f.mul(f.mul(p, z), r), r);
+    Value y = f.select(big, f.sub(f.c(M_PI_2), f.add(p, p)), p);
     rewriter.replaceOpWithNewOp<math::CopySignOp>(op, y, x);
     return success();
   }

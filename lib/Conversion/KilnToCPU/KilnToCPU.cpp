@@ -850,17 +850,13 @@ static std::optional<int64_t> mergedBroadcastDim(Operation *op) {
   return std::nullopt;
 }
 
-static bool mergesTrailingOfBroadcast(Operation *op) {
-  return mergedBroadcastDim(op).has_value();
-}
-
 bool KernelLowering::canDefer(Operation *op) {
   // A splat, broadcast, iota or expand_dims costs a read (or nothing) per
   // element wherever it is inlined, so it may have several users, and those
   // may be such ops themselves; an elementwise op has one user. So does a
   // reshape merging two dimensions of a broadcast (an index division).
   bool cheap = isa<SplatOp, BroadcastOp, ArangeOp, ExpandDimsOp>(op) ||
-               mergesTrailingOfBroadcast(op);
+               mergedBroadcastDim(op).has_value();
   if (op->getNumResults() != 1 || op->use_empty() ||
       (!cheap && !op->hasOneUse()))
     return false;
@@ -878,7 +874,7 @@ bool KernelLowering::canDefer(Operation *op) {
     // tiles), not exponentials or divisions.
     if (isa<BroadcastOp, ExpandDimsOp>(user))
       return (cheap || cheapToRecompute(op)) && canDefer(user);
-    if (mergesTrailingOfBroadcast(user))
+    if (mergedBroadcastDim(user))
       return isa<BroadcastOp>(op) && canDefer(user);
     return isElementwiseTileOp(user) &&
            user->getResult(0).getType() ==
