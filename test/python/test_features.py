@@ -2240,18 +2240,25 @@ def merged_broadcast(x, y, out, R: kl.constexpr, C: kl.constexpr, G: kl.constexp
     t = kl.load(y + kl.arange(0, R // G)[:, None] * C + kl.arange(0, C)[None, :])
     f = kl.reshape(kl.broadcast_to(kl.reshape(t, (R // G, 1, C)), (R // G, G, C)), (R, C))
     kl.store(out + R * C + r * C + c, v - f)
+    # Through expand_dims (e2m1's bytes, read for their two nibbles): groups
+    # narrower than the vector read C / G consecutive elements and repeat
+    # each G times (a shuffle), wider ones as above.
+    g = kl.reshape(kl.broadcast_to(s[:, :, None], (R, C // G, G)), (R, C))
+    kl.store(out + 2 * R * C + r * C + c, v + g)
 
 
-@pytest.mark.parametrize("R,C,G", [(32, 64, 32), (24, 48, 8), (12, 18, 3)])
+@pytest.mark.parametrize("R,C,G", [(32, 64, 32), (24, 48, 8), (12, 18, 3), (16, 64, 2),
+                                   (8, 32, 4)])
 def test_reshape_of_broadcast_is_an_index(R, C, G, rng):
     x = rng.standard_normal((R, C)).astype(np.float32)
     y = rng.standard_normal(R * C).astype(np.float32)
-    out = np.full(2 * R * C, np.nan, np.float32)
+    out = np.full(3 * R * C, np.nan, np.float32)
     merged_broadcast[(1,)](x, y, out, R=R, C=C, G=G)
     s = y[:R * (C // G)].reshape(R, C // G)
     t = y[:(R // G) * C].reshape(R // G, C)
     assert np.array_equal(out[:R * C].reshape(R, C), x * np.repeat(s, G, axis=1))
-    assert np.array_equal(out[R * C:].reshape(R, C), x - np.repeat(t, G, axis=0))
+    assert np.array_equal(out[R * C:2 * R * C].reshape(R, C), x - np.repeat(t, G, axis=0))
+    assert np.array_equal(out[2 * R * C:].reshape(R, C), x + np.repeat(s, G, axis=1))
 
 
 # C / CUDA math under Triton's libdevice names (kiln.language.extra.libdevice,

@@ -978,6 +978,30 @@ Value KernelLowering::emitElems(ImplicitLocOpBuilder &ib, Value v,
     };
     if (!last || width == 1 || b % width == 0)
       return emitElems(ib, reshape.getSrc(), split(idx[p]), width);
+    // Groups narrower than the vector of a tile repeated over a new last
+    // dimension (reshape(broadcast(expand_dims(x)))): e2m1's bytes, each
+    // read for its two nibbles. The vector is width / b consecutive
+    // elements of x, each repeated b times (a shuffle), where the vectors
+    // start at multiples of width and so of b.
+    if (width % b == 0)
+      if (auto bc = reshape.getSrc().getDefiningOp<BroadcastOp>();
+          bc && deferred.contains(bc))
+        if (auto ex = bc.getSrc().getDefiningOp<ExpandDimsOp>();
+            ex && deferred.contains(ex) && ex.getAxis() == p + 1 &&
+            bc.getSrc().getType().getDimSize(p) == srcType.getDimSize(p)) {
+          auto bcSrc = bc.getSrc().getType();
+          Value c0 = cIdx(ib, 0);
+          SmallVector<Value> xidx;
+          for (int64_t d = 0; d < p; ++d)
+            xidx.push_back(bcSrc.getDimSize(d) == srcType.getDimSize(d) ? idx[d]
+                                                                        : c0);
+          xidx.push_back(arith::DivUIOp::create(ib, idx[p], cIdx(ib, b)));
+          Value narrow = emitElems(ib, ex.getSrc(), xidx, width / b);
+          SmallVector<int64_t> mask;
+          for (int64_t l = 0; l < width; ++l)
+            mask.push_back(l / b);
+          return vector::ShuffleOp::create(ib, narrow, narrow, mask);
+        }
     SmallVector<Value> lanes;
     for (int64_t l = 0; l < width; ++l)
       lanes.push_back(emitElems(
