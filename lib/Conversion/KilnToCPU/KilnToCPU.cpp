@@ -989,12 +989,13 @@ Value KernelLowering::emitElems(ImplicitLocOpBuilder &ib, Value v,
         if (auto ex = bc.getSrc().getDefiningOp<ExpandDimsOp>();
             ex && deferred.contains(ex) && ex.getAxis() == p + 1 &&
             bc.getSrc().getType().getDimSize(p) == srcType.getDimSize(p)) {
-          auto bcSrc = bc.getSrc().getType();
-          Value c0 = cIdx(ib, 0);
+          // x's index: the broadcast's source index (a broadcast dimension
+          // reads 0) without expand_dims' unit dimension p + 1.
+          ArrayRef<int64_t> bcSrc = bc.getSrc().getType().getShape();
           SmallVector<Value> xidx;
           for (int64_t d = 0; d < p; ++d)
-            xidx.push_back(bcSrc.getDimSize(d) == srcType.getDimSize(d) ? idx[d]
-                                                                        : c0);
+            xidx.push_back(bcSrc[d] == srcType.getDimSize(d) ? idx[d]
+                                                             : cIdx(ib, 0));
           xidx.push_back(arith::DivUIOp::create(ib, idx[p], cIdx(ib, b)));
           Value narrow = emitElems(ib, ex.getSrc(), xidx, width / b);
           SmallVector<int64_t> mask;
