@@ -30,7 +30,11 @@ def ConvertKilnToCPU : Pass<"convert-kiln-to-cpu", "::mlir::ModuleOp"> {
       the edges otherwise;
     * `kiln.dot` becomes a register-blocked FMA micro-kernel (accumulators
       in vector registers across the contraction loop), computed in place
-      into a loop-carried accumulator;
+      into a loop-carried accumulator; with `bf16-dot`, a bf16 x bf16 dot
+      accumulating in f32 (or bf16) runs on `vdpbf16ps` instead: B's rows
+      are interleaved in pairs along K once per dot, and each step adds the
+      two products of a pair per lane (input and output subnormals flush to
+      zero, as the instruction defines);
     * elementwise `arith`/`math` ops on tiles are applied to vectors;
     * `scf.for`/`scf.if` carrying tiles are rebuilt to carry only scalars,
       with the tiles living in their buffers.
@@ -39,6 +43,9 @@ def ConvertKilnToCPU : Pass<"convert-kiln-to-cpu", "::mlir::ModuleOp"> {
     Option<"vectorBits", "vector-bits", "unsigned", /*default=*/"512",
            "Width in bits of the target's vector registers (512: AVX-512, "
            "256: AVX2)">,
+    Option<"bf16Dot", "bf16-dot", "bool", /*default=*/"false",
+           "Lower bf16 x bf16 dots with f32 accumulation to AVX512-BF16's "
+           "vdpbf16ps (pairs of products along K per lane)">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",

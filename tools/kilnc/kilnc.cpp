@@ -40,8 +40,8 @@ static cl::opt<std::string> outputFile("o", cl::desc("Output file ('-' for stdou
                                        cl::value_desc("file"), cl::init("-"), cl::cat(kilncCategory));
 static cl::opt<std::string>
     target("target",
-           cl::desc("Target: host (default), x86-64 (= host), x86-64-avx512, "
-                    "x86-64-avx2, x86-64-sse; NVIDIA GPUs: sm_80, sm_86, "
+           cl::desc("Target: host (default), x86-64 (= host), "
+                    "x86-64-avx512-bf16, x86-64-avx512, x86-64-avx2, x86-64-sse; NVIDIA GPUs: sm_80, sm_86, "
                     "sm_87, sm_89, sm_90, sm_90a, sm_100, sm_120"),
            cl::init("host"), cl::cat(kilncCategory));
 static cl::opt<std::string> kernelName("kernel",

@@ -138,6 +138,8 @@ public:
       : func(func), vectorBits(vectorBits) {}
   /// Switches to SIMT mode (the GPU target).
   void setSimt(SimtConfig *config) { simt = config; }
+  /// Lets bf16 dots use AVX512-BF16's vdpbf16ps (lowerDotPairs).
+  void setBF16Dot(bool enable) { bf16Dot = enable; }
   /// Names the lowering and its target in diagnostics.
   std::string who() const {
     return simt ? "kiln GPU lowering" : "kiln CPU lowering";
@@ -149,6 +151,7 @@ public:
 private:
   Operation *func; // func.func or gpu.func: buffers go at its entry
   unsigned vectorBits;
+  bool bf16Dot = false;
   SimtConfig *simt = nullptr;
   // SIMT mode: shared-memory reads not yet followed by a barrier (scalar
   // tensor.extract reads run on every thread and have no barrier of their
@@ -162,6 +165,15 @@ private:
   Operation *current = nullptr; // the op lowerOp is lowering
   SmallVector<Value> grid; // pid_x, pid_y, pid_z, grid_x, grid_y, grid_z
   DenseMap<Value, Value> buffers;
+  /// The block a value is defined in, for in-place reuse of its buffer (an
+  /// op may overwrite an operand that dies at it, in the same block). A
+  /// loop-carried tile's block argument stays with the old loop body when
+  /// lowerFor moves the body into the rebuilt loop: its block is the new one.
+  DenseMap<Value, Block *> movedArgBlocks;
+  Block *definingBlock(Value v) const {
+    Block *moved = movedArgBlocks.lookup(v);
+    return moved ? moved : v.getParentBlock();
+  }
   DenseMap<Value, ViewInfo> views;
   SmallVector<Operation *> toErase;
 

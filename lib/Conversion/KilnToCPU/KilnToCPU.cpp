@@ -1098,7 +1098,7 @@ LogicalResult KernelLowering::lowerElementwise(Operation *op) {
       for (Value v : op->getOperands()) {
         Operation *def = v.getDefiningOp();
         if (v.getType() == r.getType() && v.hasOneUse() &&
-            v.getParentBlock() == op->getBlock() &&
+            definingBlock(v) == op->getBlock() &&
             !(def && deferred.contains(def)) && buffers.lookup(v)) {
           reuse = buffers.lookup(v);
           break;
@@ -1196,7 +1196,7 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
   // dot, in the same block: a loop-carried accumulator); otherwise copy it.
   Value out;
   Value acc = op.getAcc();
-  bool sameBlock = acc.getParentBlock() == op->getBlock();
+  bool sameBlock = definingBlock(acc) == op->getBlock();
   if (accSplat) {
     out = allocTile(accType, op.getLoc()); // the result only
   } else if (acc.hasOneUse() && sameBlock) {
@@ -1213,7 +1213,17 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
     return success();
   }
 
-  int64_t w = vectorWidth({accElt}, N);
+  bool isFloat = isa<FloatType>(accElt);
+  // AVX512-BF16 (bf16Dot): a bf16 x bf16 dot accumulating in f32 or bf16
+  // runs on vdpbf16ps, each lane adding the two products of a pair of k
+  // steps: B's rows are interleaved in pairs once (packed[k/2, 2j + k%2] =
+  // B[k, j]), and each step broadcasts the pair A[i, k..k+1] as one 32-bit
+  // word. The f32 lanes are at most 16 wide (one zmm), at least 4 (xmm).
+  int64_t pairWidth = vectorWidth({Float32Type::get(op.getContext())}, N);
+  bool pairs = bf16Dot && inElt.isBF16() && isFloat &&
+               accElt.getIntOrFloatBitWidth() <= 32 && K >= 2 &&
+               pairWidth >= 4 && pairWidth <= 16;
+  int64_t w = pairs ? pairWidth : vectorWidth({accElt}, N);
   int64_t nvec = N / w;
   int64_t nv = 1;
   for (int64_t cand : {4, 3, 2, 1})
@@ -1227,7 +1237,6 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
   int64_t mr = std::max<int64_t>(1, std::min<int64_t>(M, 24 / nv));
   mr = std::min<int64_t>(mr, 6);
   int64_t mMain = M - M % mr, mRem = M % mr;
-  bool isFloat = isa<FloatType>(accElt);
   // An f16/bf16 accumulator is carried in f32 through the k loop and
   // rounded once at its end (as GPUs' f32-accumulating dots and Triton do):
   // x86 has no f16 FMA, and LLVM's f16 FMA is an f64 one rounded by
@@ -1250,6 +1259,54 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
   Value cK = arith::ConstantIndexOp::create(b, K);
   Value c1 = arith::ConstantIndexOp::create(b, 1);
   Value cNB = arith::ConstantIndexOp::create(b, nv * w);
+  // Without vdpbf16ps, narrow float operands (bf16, f16; fp8 and the
+  // microscaling formats arrive decoded to bf16) are widened to f32 once per
+  // dot, so the k loop is the f32 one: B's rows are plain vector loads and
+  // A's elements broadcasts from memory, with no conversion per step (each
+  // element of A is read N / (nv * w) times there, each of B M / mr times).
+  if (!pairs && isFloat && isa<FloatType>(inElt) &&
+      inElt.getIntOrFloatBitWidth() < 32 && w > 1) {
+    Type f32 = b.getF32Type();
+    auto widen = [&](Value buf, int64_t rows, int64_t cols) -> Value {
+      Value wide = allocTile(RankedTensorType::get({rows, cols}, f32), op.getLoc());
+      int64_t ww = vectorWidth({f32}, cols);
+      forEachIndex(b, {rows, cols}, ww, [&](ImplicitLocOpBuilder &ib, ValueRange idx) {
+        Value v = loadElems(ib, buf, idx, inElt, ww);
+        Type to = ww == 1 ? f32 : Type(VectorType::get({ww}, f32));
+        storeElems(ib, arith::ExtFOp::create(ib, to, v), wide, idx, ww);
+      });
+      return wide;
+    };
+    a = widen(*a, M, K);
+    bb = widen(*bb, K, N);
+    inElt = f32;
+  }
+  Value packed;
+  Type i16 = b.getI16Type(), i32 = b.getI32Type();
+  auto pairType = VectorType::get({2 * w}, b.getBF16Type());
+  if (pairs) {
+    packed = allocTile(RankedTensorType::get({K / 2, 2 * N}, inElt), op.getLoc());
+    SmallVector<int64_t> interleave;
+    for (int64_t l = 0; l < w; ++l)
+      interleave.append({l, w + l});
+    Value c2 = arith::ConstantIndexOp::create(b, 2);
+    forEachIndex(b, {K / 2, N}, w, [&](ImplicitLocOpBuilder &ib, ValueRange idx) {
+      Value k0 = arith::MulIOp::create(ib, idx[0], c2);
+      Value k1 = arith::AddIOp::create(ib, k0, c1);
+      Value lo = loadElems(ib, *bb, ValueRange{k0, idx[1]}, i16, w);
+      Value hi = loadElems(ib, *bb, ValueRange{k1, idx[1]}, i16, w);
+      Value both = vector::ShuffleOp::create(ib, lo, hi, interleave);
+      Value col = arith::MulIOp::create(ib, idx[1], c2);
+      vector::StoreOp::create(ib, both, packed, ValueRange{idx[0], col});
+    });
+  }
+  // vdpbf16ps on f32 lanes `acc`, bf16 pairs `x` and `y` (2w lanes each).
+  auto pairDot = [&](ImplicitLocOpBuilder &ib, Value acc, Value x, Value y) -> Value {
+    std::string name = "llvm.x86.avx512bf16.dpbf16ps." + std::to_string(32 * w);
+    return LLVM::CallIntrinsicOp::create(ib, acc.getType(), ib.getStringAttr(name),
+                                         ValueRange{acc, x, y})
+        .getResult(0);
+  };
   // One register block of `rowsHere` rows starting at row i0, over all of N.
   auto emitRows = [&](ImplicitLocOpBuilder &b1, Value i0, int64_t rowsHere) {
     scf::ForOp::create(b1, c0, cN, cNB, ValueRange{}, [&](OpBuilder &ob2,
@@ -1270,36 +1327,79 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
                                 loadElems(b2, out, ValueRange{rows[r], cols[v]},
                                           accElt, w),
                                 vt));
-      auto kLoop = scf::ForOp::create(
-          b2, c0, cK, c1, init,
-          [&](OpBuilder &ob3, Location loc3, Value k, ValueRange accs) {
-            ImplicitLocOpBuilder b3(loc3, ob3);
-            SmallVector<Value> bv;
-            for (int64_t v = 0; v < nv; ++v) {
-              Value raw = loadElems(b3, *bb, ValueRange{k, cols[v]}, inElt, w);
-              bv.push_back(extend(b3, raw, vt));
+      // One k step of FMAs (all k steps, or the last one of an odd K after
+      // the pairs).
+      auto fmaStep = [&](ImplicitLocOpBuilder &b3, Value k, ValueRange accs) {
+        SmallVector<Value> bv;
+        for (int64_t v = 0; v < nv; ++v) {
+          Value raw = loadElems(b3, *bb, ValueRange{k, cols[v]}, inElt, w);
+          bv.push_back(extend(b3, raw, vt));
+        }
+        SmallVector<Value> next;
+        for (int64_t r = 0; r < rowsHere; ++r) {
+          Value s = loadElems(b3, *a, ValueRange{rows[r], k}, inElt, 1);
+          s = extend(b3, s, calcElt);
+          Value av = w == 1 ? s : Value(vector::BroadcastOp::create(b3, vt, s));
+          for (int64_t v = 0; v < nv; ++v) {
+            Value accv = accs[r * nv + v];
+            if (isFloat) {
+              next.push_back(w == 1 ? Value(math::FmaOp::create(b3, av, bv[v], accv))
+                                    : Value(vector::FMAOp::create(b3, av, bv[v], accv)));
+            } else {
+              Value p = arith::MulIOp::create(b3, av, bv[v]);
+              next.push_back(arith::AddIOp::create(b3, accv, p));
             }
-            SmallVector<Value> next;
-            for (int64_t r = 0; r < rowsHere; ++r) {
-              Value s = loadElems(b3, *a, ValueRange{rows[r], k}, inElt, 1);
-              s = extend(b3, s, calcElt);
-              Value av = w == 1 ? s : Value(vector::BroadcastOp::create(b3, vt, s));
+          }
+        }
+        return next;
+      };
+      SmallVector<Value> results;
+      if (pairs) {
+        Value c2 = arith::ConstantIndexOp::create(b2, 2);
+        SmallVector<Value> packedCols;
+        for (Value col : cols)
+          packedCols.push_back(arith::MulIOp::create(b2, col, c2));
+        auto kLoop = scf::ForOp::create(
+            b2, c0, arith::ConstantIndexOp::create(b2, K / 2), c1, init,
+            [&](OpBuilder &ob3, Location loc3, Value kp, ValueRange accs) {
+              ImplicitLocOpBuilder b3(loc3, ob3);
+              Value k = arith::MulIOp::create(b3, kp, c2);
+              SmallVector<Value> bv;
               for (int64_t v = 0; v < nv; ++v) {
-                Value accv = accs[r * nv + v];
-                if (isFloat) {
-                  next.push_back(w == 1 ? Value(math::FmaOp::create(b3, av, bv[v], accv))
-                                        : Value(vector::FMAOp::create(b3, av, bv[v], accv)));
-                } else {
-                  Value p = arith::MulIOp::create(b3, av, bv[v]);
-                  next.push_back(arith::AddIOp::create(b3, accv, p));
-                }
+                Value raw = vector::LoadOp::create(
+                    b3, VectorType::get({2 * w}, i16), packed,
+                    ValueRange{kp, packedCols[v]});
+                bv.push_back(vector::BitCastOp::create(b3, pairType, raw));
               }
-            }
-            scf::YieldOp::create(b3, next);
-          });
+              SmallVector<Value> next;
+              for (int64_t r = 0; r < rowsHere; ++r) {
+                Value pair = loadElems(b3, *a, ValueRange{rows[r], k}, i16, 2);
+                Value word = vector::ExtractOp::create(
+                    b3, vector::BitCastOp::create(b3, VectorType::get({1}, i32), pair),
+                    ArrayRef<int64_t>{0});
+                Value av = vector::BitCastOp::create(
+                    b3, pairType,
+                    vector::BroadcastOp::create(b3, VectorType::get({w}, i32), word));
+                for (int64_t v = 0; v < nv; ++v)
+                  next.push_back(pairDot(b3, accs[r * nv + v], av, bv[v]));
+              }
+              scf::YieldOp::create(b3, next);
+            });
+        results.assign(kLoop.getResults().begin(), kLoop.getResults().end());
+        if (K % 2)
+          results = fmaStep(b2, arith::ConstantIndexOp::create(b2, K - 1), results);
+      } else {
+        auto kLoop = scf::ForOp::create(
+            b2, c0, cK, c1, init,
+            [&](OpBuilder &ob3, Location loc3, Value k, ValueRange accs) {
+              ImplicitLocOpBuilder b3(loc3, ob3);
+              scf::YieldOp::create(b3, fmaStep(b3, k, accs));
+            });
+        results.assign(kLoop.getResults().begin(), kLoop.getResults().end());
+      }
       for (int64_t r = 0; r < rowsHere; ++r)
         for (int64_t v = 0; v < nv; ++v) {
-          Value result = kLoop.getResult(r * nv + v);
+          Value result = results[r * nv + v];
           if (calcElt != accElt)
             result = arith::TruncFOp::create(
                 b2, w == 1 ? accElt : Type(VectorType::get({w}, accElt)), result);
@@ -1760,6 +1860,7 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
       // A tile argument keeps its value; its users read the iteration buffer.
       replacements.push_back(arg);
       buffers[arg] = iterBufs[i];
+      movedArgBlocks[arg] = newBody;
     } else {
       replacements.push_back(newLoop.getRegionIterArgs()[scalarIdx++]);
     }
@@ -2785,7 +2886,7 @@ using namespace mlir::kiln::detail;
 //===----------------------------------------------------------------------===//
 
 /// Converts one kiln.func into the kernel body and its launch entry.
-LogicalResult lowerKernel(FuncOp kernel, unsigned vectorBits) {
+LogicalResult lowerKernel(FuncOp kernel, unsigned vectorBits, bool bf16Dot) {
   OpBuilder b(kernel);
   Location loc = kernel.getLoc();
   SmallVector<Type> argTypes;
@@ -2838,6 +2939,7 @@ LogicalResult lowerKernel(FuncOp kernel, unsigned vectorBits) {
     ret.erase();
   });
   KernelLowering lowering(bodyFunc, vectorBits);
+  lowering.setBF16Dot(bf16Dot);
   if (failed(lowering.run(entry, gridArgs)))
     return failure();
   // Tile buffers live in the stack frame of the thread that runs a program
@@ -2874,7 +2976,7 @@ struct ConvertKilnToCPUPass
     SmallVector<FuncOp> kernels;
     getOperation().walk([&](FuncOp f) { kernels.push_back(f); });
     for (FuncOp k : kernels)
-      if (failed(checkTileSizes(k)) || failed(lowerKernel(k, vectorBits)))
+      if (failed(checkTileSizes(k)) || failed(lowerKernel(k, vectorBits, bf16Dot)))
         return signalPassFailure();
   }
 };

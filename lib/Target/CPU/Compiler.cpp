@@ -108,6 +108,17 @@ static kiln::CPUTarget avx512Target() {
            "avx512dq", "avx512cd"}, {}};
 }
 
+/// AVX-512 with AVX512-BF16 (Cooper Lake, Sapphire Rapids and later, Zen 4
+/// and later): bf16 dots run on vdpbf16ps, and LLVM may use the bf16
+/// conversions, so its bundles need the feature.
+static kiln::CPUTarget avx512BF16Target() {
+  kiln::CPUTarget t = avx512Target();
+  t.name = "x86-64-avx512-bf16";
+  t.llvmFeatures += ",+avx512bf16";
+  t.requiredFeatures.push_back("avx512bf16");
+  return t;
+}
+
 static kiln::CPUTarget avx2Target() {
   return {"x86-64-avx2", "haswell", "+avx2,+fma,+f16c", 256,
           {"avx", "avx2", "fma", "f16c"}, {}};
@@ -150,12 +161,15 @@ llvm::Expected<kiln::CPUTarget> kiln::resolveCPUTarget(llvm::StringRef name) {
   }
   if (name == "x86-64-avx512" || name == "avx512")
     return avx512Target();
+  if (name == "x86-64-avx512-bf16" || name == "avx512-bf16")
+    return avx512BF16Target();
   if (name == "x86-64-avx2" || name == "avx2")
     return avx2Target();
   if (name == "x86-64-sse" || name == "sse")
     return sseTarget();
   return makeError("unknown target '" + name +
-                   "'; known: host, x86-64, x86-64-avx512, x86-64-avx2, "
+                   "'; known: host, x86-64, x86-64-avx512-bf16, x86-64-avx512, "
+                   "x86-64-avx2, "
                    "x86-64-sse, " + knownGPUChips() + ", and "
                    "emu-sm_XY (the GPU lowering on the CPU emulator)");
 }
@@ -772,6 +786,8 @@ kiln::compileModule(ModuleOp module, const CompileOptions &options,
   if (target->emulatedGPU.empty()) {
     kd::CPUPipelineOptions pipelineOptions;
     pipelineOptions.vectorBits = target->vectorBits;
+    pipelineOptions.bf16Dot =
+        llvm::is_contained(target->requiredFeatures, "avx512bf16");
     kd::buildCPUPipeline(pm, pipelineOptions);
   } else {
     kd::GPUEmulationPipelineOptions pipelineOptions;

@@ -264,6 +264,7 @@ void kiln::buildCPUPipeline(OpPassManager &pm,
   // Tiles to vector loops over stack buffers; the kernel ABI.
   ConvertKilnToCPUOptions lowerOptions;
   lowerOptions.vectorBits = options.vectorBits;
+  lowerOptions.bf16Dot = options.bf16Dot;
   pm.addPass(createConvertKilnToCPU(lowerOptions));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

@@ -40,7 +40,7 @@ const std::string &compilerFingerprint();
 /// An x86-64 code generation target: what LLVM is told, and what the bundle
 /// requires of the machine that runs it.
 struct CPUTarget {
-  std::string name;           // x86-64-avx512, x86-64-avx2, x86-64-amx, ...
+  std::string name;           // x86-64-avx512, x86-64-avx2, ...
   std::string cpu;            // LLVM CPU name
   std::string llvmFeatures;   // LLVM feature string
   unsigned vectorBits = 512;  // native vector width used for tiles
@@ -51,7 +51,8 @@ struct CPUTarget {
 };
 
 /// Resolves a target name: `host` (the best variant this CPU runs),
-/// `x86-64` (same as host), `x86-64-avx2`, `x86-64-avx512`, `x86-64-amx`,
+/// `x86-64` (same as host), `x86-64-avx512-bf16` (AVX-512 with
+/// AVX512-BF16: bf16 dots on vdpbf16ps), `x86-64-avx512`, `x86-64-avx2`,
 /// `x86-64-sse` (baseline x86-64-v2). GPU targets (`sm_80`, `sm_90a`, ...)
 /// resolve to a descriptor with the architecture as `cpu` and no features.
 llvm::Expected<CPUTarget> resolveCPUTarget(llvm::StringRef name);

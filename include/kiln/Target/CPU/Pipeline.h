@@ -18,6 +18,10 @@ struct CPUPipelineOptions : public PassPipelineOptions<CPUPipelineOptions> {
       *this, "vector-bits",
       llvm::cl::desc("Vector register width in bits (512: AVX-512, 256: AVX2)"),
       llvm::cl::init(512)};
+  PassOptions::Option<bool> bf16Dot{
+      *this, "bf16-dot",
+      llvm::cl::desc("bf16 dots on AVX512-BF16's vdpbf16ps"),
+      llvm::cl::init(false)};
 };
 
 /// Builds the pipeline from kiln kernels to the LLVM dialect for x86-64. The

@@ -1,0 +1,115 @@
+"""The CPU micro-kernels of kl.dot on narrow floats: the FMA kernel on
+operands widened to f32 once per dot (every x86-64 target), and AVX512-BF16's
+vdpbf16ps (target x86-64-avx512-bf16, chosen explicitly). Against float64 on
+fresh random inputs, with tile sizes that are not multiples of the vectors and
+an odd K (the pairs' remainder step), outputs poisoned before each launch."""
+import numpy as np
+import pytest
+
+import kiln
+import kiln.language as kl
+from conftest import assert_close, from_bf16_bits, to_bf16_bits
+from kiln import runtime
+
+FEATURES = set(runtime._ext.cpu_features().split())
+
+
+@kiln.jit
+def tiled_dot(a, b, c, m, n, k, BM: kl.constexpr, BN: kl.constexpr, BK: kl.constexpr,
+              HALF: kl.constexpr):
+    rows = kl.program_id(1) * BM + kl.arange(0, BM)
+    cols = kl.program_id(0) * BN + kl.arange(0, BN)
+    acc = kl.zeros((BM, BN), kl.float32)
+    for k0 in range(0, k, BK):
+        ks = k0 + kl.arange(0, BK)
+        ta = kl.load(a + rows[:, None] * k + ks[None, :],
+                     mask=(rows[:, None] < m) & (ks[None, :] < k), other=0.0)
+        tb = kl.load(b + ks[:, None] * n + cols[None, :],
+                     mask=(ks[:, None] < k) & (cols[None, :] < n), other=0.0)
+        acc = kl.dot(ta, tb, acc)
+    if HALF:
+        acc = acc.to(kl.bfloat16).to(kl.float32)
+    kl.store(c + rows[:, None] * n + cols[None, :], acc,
+             mask=(rows[:, None] < m) & (cols[None, :] < n))
+
+
+def operands(rng, dtype, m, n, k):
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    if dtype == "bf16":
+        ab, bb = to_bf16_bits(a), to_bf16_bits(b)
+        return kiln.bf16(ab), kiln.bf16(bb), from_bf16_bits(ab), from_bf16_bits(bb)
+    a16, b16 = a.astype(np.float16), b.astype(np.float16)
+    return a16, b16, a16.astype(np.float32), b16.astype(np.float32)
+
+
+def launch(a, b, m, n, k, **meta):
+    c = np.full((m, n), np.nan, np.float32)
+    grid = (kiln.cdiv(n, meta["BN"]), kiln.cdiv(m, meta["BM"]))
+    tiled_dot[grid](a, b, c, m, n, k, **meta)
+    return c
+
+
+# (BM, BN, BK): 16 f32 lanes, 8 (BN 24: ymm), 4 (BN 12: xmm) and 2 (BN 6:
+# scalar-ish, the FMA kernel under every target); BK odd, 2 and 1.
+TILES = [(16, 64, 32), (13, 64, 33), (8, 24, 7), (6, 12, 5), (7, 6, 3), (5, 16, 2), (4, 16, 1)]
+
+
+@pytest.mark.parametrize("target", ["host", "x86-64-avx512-bf16", "x86-64-avx2"])
+@pytest.mark.parametrize("tile", TILES)
+def test_narrow_dot_matches_float64(rng, monkeypatch, target, tile):
+    needs = {"x86-64-avx512-bf16": "avx512bf16", "x86-64-avx2": "avx2"}.get(target)
+    monkeypatch.setenv("KILN_TARGET", target)
+    m, n, k = 45, 53, 71
+    BM, BN, BK = tile
+    for dtype in ("bf16", "f16"):
+        a, b, af, bf = operands(rng, dtype, m, n, k)
+        if needs and needs not in FEATURES:
+            # Compiled, but refused at load by this machine, naming the feature.
+            with pytest.raises((kiln.BundleError, kiln.LaunchError), match=needs):
+                launch(a, b, m, n, k, BM=BM, BN=BN, BK=BK, HALF=False)
+            return
+        ref = af.astype(np.float64) @ bf.astype(np.float64)
+        mag = np.abs(af).astype(np.float64) @ np.abs(bf).astype(np.float64)
+        got = launch(a, b, m, n, k, BM=BM, BN=BN, BK=BK, HALF=False)
+        assert not np.isnan(got).any()
+        # f32 sums of exact products: within a few ulps of the magnitudes.
+        assert (np.abs(got - ref) <= 4e-6 * mag + 1e-30).all()
+        got = launch(a, b, m, n, k, BM=BM, BN=BN, BK=BK, HALF=True)
+        assert_close(got, ref, 2 ** -8 + 1e-5, 1e-5 * mag.max())
+
+
+def test_vdpbf16ps_is_used_and_flushes_subnormals(monkeypatch):
+    """x86-64-avx512-bf16 runs the dot on vdpbf16ps, and the instruction's
+    semantics come with it: subnormal bf16 inputs count as zero (the FMA
+    kernel keeps them). Inf and NaN propagate on both."""
+    BM, BN, BK = 16, 64, 32
+    m, n, k = 16, 64, 32
+    a = np.zeros((m, k), np.float32)
+    b = np.zeros((k, n), np.float32)
+    a[0, 3], b[3, 0] = 2.0 ** -130, 2.0 ** 100      # a subnormal times a large
+    a[1, 4], b[4, 1] = np.inf, 1.0
+    a[2, 5], b[5, 2] = np.nan, 1.0
+    a[3, 6], b[6, 3] = 3.0, 5.0
+    ab, bb = kiln.bf16(to_bf16_bits(a)), kiln.bf16(to_bf16_bits(b))
+    results = {}
+    for target in ("x86-64-avx512", "x86-64-avx512-bf16"):
+        monkeypatch.setenv("KILN_TARGET", target)
+        ck = tiled_dot.warmup(ab, bb, np.zeros((m, n), np.float32), m, n, k,
+                              BM=BM, BN=BN, BK=BK, HALF=False, grid=(1, 1))
+        assert ("vdpbf16ps" in ck.asm) == target.endswith("bf16")
+        if target.endswith("bf16") and "avx512bf16" not in FEATURES:
+            continue
+        if "avx512f" not in FEATURES:
+            continue
+        results[target] = launch(ab, bb, m, n, k, BM=BM, BN=BN, BK=BK, HALF=False)
+    for target, c in results.items():
+        assert c[0, 0] == (0.0 if target.endswith("bf16") else 2.0 ** -30)
+        assert c[3, 3] == 15.0
+        # Row 1 is inf times B's row 4: inf where that is 1, inf * 0 = NaN elsewhere.
+        assert c[1, 1] == np.inf and np.isnan(np.delete(c[1], 1)).all()
+        assert np.isnan(c[2]).all()
+        rest = np.ones_like(c, bool)
+        rest[[1, 2]] = False
+        rest[0, 0] = rest[3, 3] = False
+        assert (c[rest] == 0).all()
