@@ -30,6 +30,8 @@
 #include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/Support/SaveAndRestore.h"
 
+#include <numeric>
+
 namespace mlir::kiln {
 #define GEN_PASS_DEF_CONVERTKILNTOCPU
 #include "kiln/Dialect/Kiln/Passes.h.inc"
@@ -1183,11 +1185,18 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
           N = accType.getDimSize(1);
   Type inElt = lhsType.getElementType(), accElt = accType.getElementType();
   std::optional<double> accSplat;
+  // A splat accumulator (the usual zeros) starts in registers: no buffer to
+  // read, and none to copy when it is defined outside the dot's loop.
+  TypedAttr cpuSplat;
+  DenseElementsAttr dense;
   if (simt)
     accSplat = splatAccumulator(op);
+  else if (matchPattern(op.getAcc(), m_Constant(&dense)) && dense.isSplat())
+    cpuSplat = dense.getSplatValue<TypedAttr>();
   auto a = bufferOf(op.getLhs(), op), bb = bufferOf(op.getRhs(), op);
   // (A splat accumulator in registers needs no buffer.)
-  FailureOr<Value> c = accSplat ? FailureOr<Value>(Value()) : bufferOf(op.getAcc(), op);
+  FailureOr<Value> c = accSplat || cpuSplat ? FailureOr<Value>(Value())
+                                            : bufferOf(op.getAcc(), op);
   if (failed(a) || failed(bb) || failed(c))
     return failure();
   ImplicitLocOpBuilder b(op.getLoc(), op);
@@ -1197,7 +1206,7 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
   Value out;
   Value acc = op.getAcc();
   bool sameBlock = definingBlock(acc) == op->getBlock();
-  if (accSplat) {
+  if (accSplat || cpuSplat) {
     out = allocTile(accType, op.getLoc()); // the result only
   } else if (acc.hasOneUse() && sameBlock) {
     out = *c;
@@ -1321,12 +1330,20 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
       for (int64_t v = 0; v < nv; ++v)
         cols.push_back(arith::AddIOp::create(
             b2, j0, arith::ConstantIndexOp::create(b2, v * w)));
+      Value splatInit;
+      if (cpuSplat) {
+        TypedAttr start = cpuSplat;
+        if (auto f = dyn_cast<FloatAttr>(cpuSplat); f && calcElt != accElt)
+          start = FloatAttr::get(calcElt, f.getValueAsDouble()); // exact: bf16/f16 in f32
+        splatInit = splatConstant(b2, start, w);
+      }
       for (int64_t r = 0; r < rowsHere; ++r)
         for (int64_t v = 0; v < nv; ++v)
-          init.push_back(extend(b2,
-                                loadElems(b2, out, ValueRange{rows[r], cols[v]},
-                                          accElt, w),
-                                vt));
+          init.push_back(splatInit ? splatInit
+                                   : extend(b2,
+                                            loadElems(b2, out, ValueRange{rows[r], cols[v]},
+                                                      accElt, w),
+                                            vt));
       // One k step of FMAs (all k steps, or the last one of an odd K after
       // the pairs).
       auto fmaStep = [&](ImplicitLocOpBuilder &b3, Value k, ValueRange accs) {
@@ -2661,6 +2678,61 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
     Value buf = allocTile(type, loc);
     ImplicitLocOpBuilder b(loc, op);
     ArrayRef<int32_t> order = tr.getOrder();
+    if (!simt && type.getRank() == 2 && order[0] == 1) {
+      // A 2-D transpose in square blocks of w x w (w the vector width that
+      // divides both dimensions): w row loads, log2(w) rounds of two-source
+      // shuffles that swap the off-diagonal halves of ever smaller blocks,
+      // w row stores. (Attention's q . k^T transposes a key tile per step.)
+      int64_t rows = type.getDimSize(0), cols = type.getDimSize(1);
+      int64_t w = vectorWidth({type.getElementType()}, std::gcd(rows, cols));
+      if (w >= 4) {
+        Type st = storageType(type.getElementType());
+        Value c0 = arith::ConstantIndexOp::create(b, 0);
+        Value cw = arith::ConstantIndexOp::create(b, w);
+        auto blockLoop = [&](ImplicitLocOpBuilder &lb, int64_t n,
+                             function_ref<void(ImplicitLocOpBuilder &, Value)> body) {
+          scf::ForOp::create(lb, c0, arith::ConstantIndexOp::create(lb, n), cw,
+                             ValueRange{},
+                             [&](OpBuilder &ob, Location l, Value iv, ValueRange) {
+                               ImplicitLocOpBuilder ib(l, ob);
+                               body(ib, iv);
+                               scf::YieldOp::create(ib);
+                             });
+        };
+        // Block (p0, q0) of the source [cols, rows]: X[t][j] = src[p0 + t, q0 + j];
+        // its transpose's row j goes to result[q0 + j, p0 .. p0 + w).
+        blockLoop(b, cols, [&](ImplicitLocOpBuilder &b1, Value p0) {
+          blockLoop(b1, rows, [&](ImplicitLocOpBuilder &b2, Value q0) {
+            SmallVector<Value> x;
+            for (int64_t t = 0; t < w; ++t) {
+              Value p = arith::AddIOp::create(b2, p0, arith::ConstantIndexOp::create(b2, t));
+              x.push_back(loadElems(b2, *src, ValueRange{p, q0}, st, w));
+            }
+            for (int64_t h = w / 2; h >= 1; h /= 2) {
+              SmallVector<int64_t> top, bottom;
+              for (int64_t j = 0; j < w; ++j) {
+                top.push_back(j & h ? w + j - h : j);
+                bottom.push_back(j & h ? w + j : j + h);
+              }
+              for (int64_t r = 0; r < w; ++r) {
+                if (r & h)
+                  continue;
+                Value nt = vector::ShuffleOp::create(b2, x[r], x[r + h], top);
+                x[r + h] = vector::ShuffleOp::create(b2, x[r], x[r + h], bottom);
+                x[r] = nt;
+              }
+            }
+            for (int64_t j = 0; j < w; ++j) {
+              Value q = arith::AddIOp::create(b2, q0, arith::ConstantIndexOp::create(b2, j));
+              storeElems(b2, x[j], buf, ValueRange{q, p0}, w);
+            }
+          });
+        });
+        buffers[tr.getResult()] = buf;
+        toErase.push_back(op);
+        return success();
+      }
+    }
     forEachIndex(b, type.getShape(), 1, [&](ImplicitLocOpBuilder &ib,
                                             ValueRange idx) {
       SmallVector<Value> sidx(idx.size());
