@@ -86,3 +86,32 @@ kiln.func @halves(%x: !kiln.ptr<bf16>, %y: !kiln.ptr<f32>, %n: index) {
   kiln.store %f, %vy[%c0] : tensor<64xf32> -> !kiln.view<1xf32>
   kiln.return
 }
+
+// -----
+
+// q . k^T with a zero accumulator in a loop (attention's scores): the key
+// tile is transposed in 16x16 blocks by shuffles (the first round swaps the
+// off-diagonal 8x8 halves), and the dot's accumulators start as zeros in
+// registers: two 32x64 buffers (q and the scores), none holding zeros.
+// CHECK-LABEL: func.func private @qk
+// CHECK-COUNT-2: memref.alloca() {{.*}} : memref<32x64xf32>
+// CHECK-NOT: memref.alloca() {{.*}} : memref<32x64xf32>
+// CHECK: vector.shuffle %{{.*}}, %{{.*}} [0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23] : vector<16xf32>, vector<16xf32>
+// CHECK: vector.shuffle %{{.*}}, %{{.*}} [8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31] : vector<16xf32>, vector<16xf32>
+// CHECK: %[[Z:.*]] = arith.constant dense<0.000000e+00> : vector<16xf32>
+// CHECK-NEXT: scf.for {{.*}} iter_args(%{{.*}} = %[[Z]], %{{.*}} = %[[Z]],
+kiln.func @qk(%a: !kiln.ptr<f32>, %n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %va = kiln.make_view %a, [%n, %n], [%n, %c1] : !kiln.ptr<f32> -> !kiln.view<2xf32>
+  %zero = arith.constant dense<0.0> : tensor<32x64xf32>
+  %tq = kiln.load %va[%c0, %c0] : !kiln.view<2xf32> -> tensor<32x64xf32>
+  scf.for %k = %c0 to %n step %c64 {
+    %tk = kiln.load %va[%k, %c0] : !kiln.view<2xf32> -> tensor<64x64xf32>
+    %kt = kiln.trans %tk [1, 0] : tensor<64x64xf32> -> tensor<64x64xf32>
+    %s = kiln.dot %tq, %kt, %zero : tensor<32x64xf32>, tensor<64x64xf32> -> tensor<32x64xf32>
+    kiln.store %s, %va[%k, %c0] : tensor<32x64xf32> -> !kiln.view<2xf32>
+  }
+  kiln.return
+}
