@@ -29,13 +29,17 @@ def ConvertKilnToCPU : Pass<"convert-kiln-to-cpu", "::mlir::ModuleOp"> {
       and the chunk starts inside the view, and exact per-element code at
       the edges otherwise;
     * `kiln.dot` becomes a register-blocked FMA micro-kernel (accumulators
-      in vector registers across the contraction loop), computed in place
-      into a loop-carried accumulator; with `bf16-dot`, a bf16 x bf16 dot
+      in vector registers across the contraction loop, starting from
+      registers for a splat accumulator), computed in place into a
+      loop-carried accumulator; narrow float operands are widened to f32
+      once per dot; an lhs tile loaded for the dot alone is read in place
+      from the view when interior; with `bf16-dot`, a bf16 x bf16 dot
       accumulating in f32 (or bf16) runs on `vdpbf16ps` instead: B's rows
       are interleaved in pairs along K once per dot, and each step adds the
       two products of a pair per lane (input and output subnormals flush to
       zero, as the instruction defines);
     * elementwise `arith`/`math` ops on tiles are applied to vectors;
+    * a 2-D `kiln.trans` goes in square blocks of vector shuffles;
     * `scf.for`/`scf.if` carrying tiles are rebuilt to carry only scalars,
       with the tiles living in their buffers.
   }];

@@ -144,3 +144,58 @@ def test_transpose_in_blocks_is_exact(rng, dtype, shape):
     out = np.full((C, R), 7, np_dtype)
     transpose_tile[(1,)](x, out, R=R, C=C)
     assert np.array_equal(out, x.T)
+
+
+@kiln.jit
+def dot_then_overwrite(a, b, c, M: kl.constexpr, N: kl.constexpr, K: kl.constexpr):
+    va = kl.make_view(a, (M, K), (K, 1))
+    vb = kl.make_view(b, (K, N), (N, 1))
+    vc = kl.make_view(c, (M, N), (N, 1))
+    ta = kl.load(va, offsets=(0, 0), shape=(M, K))
+    tb = kl.load(vb, offsets=(0, 0), shape=(K, N))
+    kl.store(va, kl.zeros((M, K), kl.float32), offsets=(0, 0))   # after A's load
+    kl.store(vc, kl.dot(ta, tb), offsets=(0, 0))
+
+
+def test_dot_reads_its_lhs_tile_where_the_load_was(rng):
+    """A dot's A tile may be read in place from the view (an interior tile
+    loaded for the dot alone), but not past a store between the load and the
+    dot: that A is the one loaded, not the zeros written over it."""
+    M, N, K = 16, 32, 24
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    b = rng.standard_normal((K, N)).astype(np.float32)
+    ref = a.astype(np.float64) @ b
+    c = np.full((M, N), np.nan, np.float32)
+    a_dev = a.copy()
+    dot_then_overwrite[(1,)](a_dev, b, c, M=M, N=N, K=K)
+    assert (a_dev == 0).all()
+    assert_close(c, ref, 1e-5, 1e-5)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_conv2d_reads_gathered_pixels_in_place(rng, dtype):
+    """kiln.ops.conv2d's A tile (input pixels gathered per tap, padding pixels
+    reading zeros) feeds the dot straight from the input when its channels are
+    inside it (C a multiple of block_c): rows of padding pixels are zeros, rows
+    of image pixels the input's. Sizes leave ragged pixel tiles."""
+    N, H, W, C, OC = 2, 9, 7, 64, 24
+    x = rng.standard_normal((N, H, W, C)).astype(np.float32)
+    w = rng.standard_normal((3, 3, C, OC)).astype(np.float32)
+    if dtype == "bf16":
+        xb, wb = to_bf16_bits(x), to_bf16_bits(w)
+        args = kiln.bf16(xb), kiln.bf16(wb)
+        x, w = from_bf16_bits(xb), from_bf16_bits(wb)
+    else:
+        args = x, w
+    out = kiln.ops.conv2d(*args, None, stride=1, padding=1)
+    xp = np.pad(x.astype(np.float64), ((0, 0), (1, 1), (1, 1), (0, 0)))
+    ref = np.zeros((N, H, W, OC))
+    for ky in range(3):
+        for kx in range(3):
+            ref += xp[:, ky:ky + H, kx:kx + W] @ w[ky, kx].astype(np.float64)
+    mag = np.zeros((N, H, W, OC))
+    for ky in range(3):
+        for kx in range(3):
+            mag += np.abs(xp[:, ky:ky + H, kx:kx + W]) @ np.abs(w[ky, kx].astype(np.float64))
+    assert not np.isnan(out).any()
+    assert (np.abs(out - ref) <= 1e-5 * mag + 1e-6).all()

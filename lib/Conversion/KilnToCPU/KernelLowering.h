@@ -398,6 +398,13 @@ private:
   LogicalResult lowerReduce(ReduceOp op);
   LogicalResult lowerScan(ScanOp op);
   LogicalResult lowerFor(scf::ForOp op);
+  /// CPU: whether `producer` (a view load, maybe reshaped to 2-D)
+  /// is read only as the lhs of a dot after it, with no memory write
+  /// between; if so, marks it (and its reshape) for lowerDot to read in
+  /// place or lower.
+  bool directDotOperand(Operation *producer);
+  DenseSet<Operation *> deferredDotLoads;
+  bool materializingDotLoad = false;
   LogicalResult lowerIf(scf::IfOp op);
   LogicalResult lowerWhile(scf::WhileOp op);
   Value assignResult(Operation *op, Value result);
