@@ -199,3 +199,40 @@ def test_conv2d_reads_gathered_pixels_in_place(rng, dtype):
             mag += np.abs(xp[:, ky:ky + H, kx:kx + W]) @ np.abs(w[ky, kx].astype(np.float64))
     assert not np.isnan(out).any()
     assert (np.abs(out - ref) <= 1e-5 * mag + 1e-6).all()
+
+
+@kiln.jit
+def dot_of_regrouped_tile(a, b, c, R: kl.constexpr, S: kl.constexpr, N: kl.constexpr):
+    va = kl.make_view(a, (2 * R, S), (S, 1))
+    vb = kl.make_view(b, (S // 2, N), (N, 1))
+    vc = kl.make_view(c, (2 * R, N), (N, 1))
+    t = kl.load(va, offsets=(R, 0), shape=(R, S))            # rows R .. 2R of a
+    lhs = kl.reshape(t, (2 * R, S // 2))                      # each row split in two
+    kl.store(vc, kl.dot(lhs, kl.load(vb, offsets=(0, 0), shape=(S // 2, N))), offsets=(0, 0))
+
+
+@kiln.jit
+def dot_of_unit_reshaped_tile(a, b, c, M: kl.constexpr, K: kl.constexpr, N: kl.constexpr):
+    va = kl.make_view(a, (2, M, K), (M * K, K, 1))
+    vb = kl.make_view(b, (K, N), (N, 1))
+    vc = kl.make_view(c, (M, N), (N, 1))
+    lhs = kl.reshape(kl.load(va, offsets=(1, 0, 0), shape=(1, M, K)), (M, K))
+    kl.store(vc, kl.dot(lhs, kl.load(vb, offsets=(0, 0), shape=(K, N))), offsets=(0, 0))
+
+
+def test_dot_of_a_reshaped_load(rng):
+    """A dot's lhs that is a reshape of a load: read in place only when the
+    reshape drops unit dimensions ([1, M, K] -> [M, K]); a reshape that
+    regroups elements ([R, S] -> [2R, S/2]) goes through the loaded tile."""
+    R, S, N = 16, 32, 16
+    a = rng.standard_normal((2 * R, S)).astype(np.float32)
+    b = rng.standard_normal((S // 2, N)).astype(np.float32)
+    c = np.full((2 * R, N), np.nan, np.float32)
+    dot_of_regrouped_tile[(1,)](a, b, c, R=R, S=S, N=N)
+    assert_close(c, a[R:].reshape(2 * R, S // 2).astype(np.float64) @ b, 1e-5, 1e-5)
+    M, K = 16, 32
+    a3 = rng.standard_normal((2, M, K)).astype(np.float32)
+    b3 = rng.standard_normal((K, N)).astype(np.float32)
+    c3 = np.full((M, N), np.nan, np.float32)
+    dot_of_unit_reshaped_tile[(1,)](a3, b3, c3, M=M, K=K, N=N)
+    assert_close(c3, a3[1].astype(np.float64) @ b3, 1e-5, 1e-5)

@@ -399,10 +399,20 @@ private:
   LogicalResult lowerScan(ScanOp op);
   LogicalResult lowerFor(scf::ForOp op);
   /// CPU: whether `producer` (a view load, maybe reshaped to 2-D)
-  /// is read only as the lhs of a dot after it, with no memory write
+  /// is read only as the lhs of a dot (or by a blocked 2-D kiln.trans) after
+  /// it, with no memory write
   /// between; if so, marks it (and its reshape) for lowerDot to read in
   /// place or lower.
   bool directDotOperand(Operation *producer);
+  /// A deferred load's tile lies inside its view, with last stride 1 (i1).
+  Value deferredInterior(ImplicitLocOpBuilder &b, LoadOp load);
+  /// `width` elements of a deferred load's 2-D tile at [row, col..], read
+  /// from its view (valid where deferredInterior holds).
+  Value readDeferred(ImplicitLocOpBuilder &b, LoadOp load, Value row, Value col,
+                     Type elt, int64_t width);
+  /// Lowers a deferred load (and its reshape) at the end of `into`, as it
+  /// would have been where it stood.
+  LogicalResult materializeDeferred(Operation *load, Operation *reshape, Block *into);
   DenseSet<Operation *> deferredDotLoads;
   bool materializingDotLoad = false;
   LogicalResult lowerIf(scf::IfOp op);

@@ -1245,6 +1245,9 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
       return loadElems(ib, buf, ValueRange{row, col}, elt, width);
     };
   };
+  // The kernel's own buffers (widened B and A, B in pairs), shared by its
+  // two emissions for a direct A: they run in exclusive branches.
+  Value scratchTiles[3];
   auto emitKernel = [&](ImplicitLocOpBuilder &b, AReader readA, Type inElt) {
   FailureOr<Value> bb = rhsBuf;
   bool isFloat = isa<FloatType>(accElt);
@@ -1302,7 +1305,9 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
       inElt.getIntOrFloatBitWidth() < 32 && w > 1) {
     Type f32 = b.getF32Type();
     auto widen = [&](Value buf, int64_t rows, int64_t cols) -> Value {
-      Value wide = allocTile(RankedTensorType::get({rows, cols}, f32), op.getLoc());
+      Value &wide = scratchTiles[0];
+      if (!wide) // (one buffer for both branches of a direct A)
+        wide = allocTile(RankedTensorType::get({rows, cols}, f32), op.getLoc());
       int64_t ww = vectorWidth({f32}, cols);
       forEachIndex(b, {rows, cols}, ww, [&](ImplicitLocOpBuilder &ib, ValueRange idx) {
         Value v = loadElems(ib, buf, idx, inElt, ww);
@@ -1311,7 +1316,9 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
       });
       return wide;
     };
-    Value wideA = allocTile(RankedTensorType::get({M, K}, f32), op.getLoc());
+    Value &wideA = scratchTiles[1];
+    if (!wideA)
+      wideA = allocTile(RankedTensorType::get({M, K}, f32), op.getLoc());
     int64_t wa = vectorWidth({f32}, K);
     forEachIndex(b, {M, K}, wa, [&](ImplicitLocOpBuilder &ib, ValueRange idx) {
       Value v = readA(ib, idx[0], idx[1], inElt, wa);
@@ -1326,7 +1333,9 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
   Type i16 = b.getI16Type(), i32 = b.getI32Type();
   auto pairType = VectorType::get({2 * w}, b.getBF16Type());
   if (pairs) {
-    packed = allocTile(RankedTensorType::get({K / 2, 2 * N}, inElt), op.getLoc());
+    if (!scratchTiles[2])
+      scratchTiles[2] = allocTile(RankedTensorType::get({K / 2, 2 * N}, inElt), op.getLoc());
+    packed = scratchTiles[2];
     SmallVector<int64_t> interleave;
     for (int64_t l = 0; l < w; ++l)
       interleave.append({l, w + l});
@@ -1475,38 +1484,11 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
     // the view, so the tile is not copied (it reads each element of A once
     // per N / (nv * w) column blocks: once for N = 64). Otherwise the load
     // is lowered here, into its tile, as where it stood.
-    for (Operation *d : {directLoad, directReshape})
-      if (d)
-        deferredDotLoads.erase(d);
     auto load = cast<LoadOp>(directLoad);
-    const ViewInfo &vi = views[load.getView()];
-    ValueRange off = load.getOffsets();
-    auto tileType = cast<RankedTensorType>(directLoad->getResult(0).getType());
-    ArrayRef<int64_t> shape = tileType.getShape();
-    int64_t rank = tileType.getRank();
-    Value c0 = arith::ConstantIndexOp::create(b, 0);
-    Value interior = vi.unitStride;
-    for (int64_t d = 0; d < rank; ++d) {
-      Value o = off[d];
-      Value end = arith::AddIOp::create(b, o, arith::ConstantIndexOp::create(b, shape[d]));
-      interior = arith::AndIOp::create(
-          b, interior,
-          arith::AndIOp::create(
-              b, arith::CmpIOp::create(b, arith::CmpIPredicate::sge, o, c0),
-              arith::CmpIOp::create(b, arith::CmpIPredicate::sle, end, vi.sizes[d])));
-    }
-    // The tile dimension of A's rows: the non-unit one before the last
-    // (leading or middle unit dimensions are reshaped away).
-    int64_t rowDim = 0;
-    for (int64_t d = 0; d + 1 < rank; ++d)
-      if (shape[d] != 1)
-        rowDim = d;
-    AReader viewReader = [&, rowDim, rank](ImplicitLocOpBuilder &ib, Value row, Value col,
-                                           Type elt, int64_t width) -> Value {
-      SmallVector<Value> at(off.begin(), off.end());
-      at[rank - 1] = arith::AddIOp::create(ib, at[rank - 1], col);
-      at[rowDim] = arith::AddIOp::create(ib, at[rowDim], row);
-      return loadElems(ib, vi.unitMemref, at, elt, width);
+    Value interior = deferredInterior(b, load);
+    AReader viewReader = [this, load](ImplicitLocOpBuilder &ib, Value row, Value col,
+                                      Type elt, int64_t width) -> Value {
+      return readDeferred(ib, load, row, col, elt, width);
     };
     auto ifOp = scf::IfOp::create(b, TypeRange{}, interior, /*withElseRegion=*/true);
     {
@@ -1514,16 +1496,8 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
                               OpBuilder::atBlockTerminator(ifOp.thenBlock()));
       emitKernel(tb, viewReader, inElt);
     }
-    {
-      llvm::SaveAndRestore<bool> materialize(materializingDotLoad, true);
-      for (Operation *d : {directLoad, directReshape}) {
-        if (!d)
-          continue;
-        d->moveBefore(ifOp.elseBlock()->getTerminator());
-        if (failed(lowerOp(d)))
-          return failure();
-      }
-    }
+    if (failed(materializeDeferred(directLoad, directReshape, ifOp.elseBlock())))
+      return failure();
     auto buf = bufferOf(op.getLhs(), op);
     if (failed(buf))
       return failure();
@@ -1535,6 +1509,52 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
   }
   buffers[op.getResult()] = out;
   toErase.push_back(op);
+  return success();
+}
+
+Value KernelLowering::deferredInterior(ImplicitLocOpBuilder &b, LoadOp load) {
+  const ViewInfo &vi = views[load.getView()];
+  ArrayRef<int64_t> shape = load.getResult().getType().getShape();
+  Value c0 = arith::ConstantIndexOp::create(b, 0);
+  Value interior = vi.unitStride;
+  for (auto [d, o] : llvm::enumerate(load.getOffsets())) {
+    Value end = arith::AddIOp::create(b, o, arith::ConstantIndexOp::create(b, shape[d]));
+    interior = arith::AndIOp::create(
+        b, interior,
+        arith::AndIOp::create(
+            b, arith::CmpIOp::create(b, arith::CmpIPredicate::sge, o, c0),
+            arith::CmpIOp::create(b, arith::CmpIPredicate::sle, end, vi.sizes[d])));
+  }
+  return interior;
+}
+
+Value KernelLowering::readDeferred(ImplicitLocOpBuilder &b, LoadOp load, Value row,
+                                   Value col, Type elt, int64_t width) {
+  ArrayRef<int64_t> shape = load.getResult().getType().getShape();
+  int64_t rank = shape.size();
+  // The tile dimension of the rows: the non-unit one before the last (unit
+  // dimensions are reshaped away).
+  int64_t rowDim = 0;
+  for (int64_t d = 0; d + 1 < rank; ++d)
+    if (shape[d] != 1)
+      rowDim = d;
+  SmallVector<Value> at(load.getOffsets().begin(), load.getOffsets().end());
+  at[rank - 1] = arith::AddIOp::create(b, at[rank - 1], col);
+  at[rowDim] = arith::AddIOp::create(b, at[rowDim], row);
+  return loadElems(b, views[load.getView()].unitMemref, at, elt, width);
+}
+
+LogicalResult KernelLowering::materializeDeferred(Operation *load, Operation *reshape,
+                                                  Block *into) {
+  llvm::SaveAndRestore<bool> materialize(materializingDotLoad, true);
+  for (Operation *d : {load, reshape}) {
+    if (!d)
+      continue;
+    deferredDotLoads.erase(d);
+    d->moveBefore(into->getTerminator());
+    if (failed(lowerOp(d)))
+      return failure();
+  }
   return success();
 }
 
@@ -1557,18 +1577,37 @@ bool KernelLowering::directDotOperand(Operation *producer) {
   Operation *user = *tile.getUsers().begin();
   Operation *reshape = nullptr;
   if (isa<ReshapeOp>(user) && user->getBlock() == producer->getBlock()) {
+    // Only a reshape that drops the unit dimensions: [M, K] from the tile's
+    // one non-unit dimension before the last and the last (the in-place
+    // reader maps rows and columns so).
+    int64_t rows = 1;
+    for (int64_t d : shape.drop_back())
+      rows *= d;
     if (!user->getResult(0).hasOneUse() ||
-        cast<RankedTensorType>(user->getResult(0).getType()).getRank() != 2)
+        cast<RankedTensorType>(user->getResult(0).getType()).getShape() !=
+            ArrayRef<int64_t>{rows, shape.back()})
       return false;
     reshape = user;
     user = *user->getResult(0).getUsers().begin();
   } else if (type.getRank() != 2) {
     return false;
   }
-  auto dot = dyn_cast<DotOp>(user);
   Value lhs = reshape ? reshape->getResult(0) : tile;
-  if (!dot || dot.getLhs() != lhs || dot->getBlock() != producer->getBlock())
+  if (user->getBlock() != producer->getBlock())
     return false;
+  if (auto dot = dyn_cast<DotOp>(user)) {
+    if (dot.getLhs() != lhs)
+      return false;
+  } else if (auto tr = dyn_cast<TransOp>(user)) {
+    // A blocked transpose (lowerOp's TransOp) reads the rows in place too.
+    auto t = tr.getResult().getType();
+    if (t.getRank() != 2 || tr.getOrder()[0] != 1 ||
+        vectorWidth({t.getElementType()}, std::gcd(t.getDimSize(0), t.getDimSize(1))) < 4)
+      return false;
+  } else {
+    return false;
+  }
+  Operation *dot = user;
   // Nothing between them may write memory: the deferred read must see what
   // the load would have.
   for (Operation *at = producer->getNextNode(); at && at != dot; at = at->getNextNode())
@@ -2808,7 +2847,16 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
   }
   if (auto tr = dyn_cast<TransOp>(op)) {
     auto type = tr.getResult().getType();
-    auto src = bufferOf(tr.getSrc(), op);
+    // A source loaded for the transpose alone (directDotOperand).
+    Operation *directLoad = nullptr, *directReshape = nullptr;
+    if (Operation *def = tr.getSrc().getDefiningOp(); def && deferredDotLoads.contains(def)) {
+      directLoad = def;
+      if (isa<ReshapeOp>(def)) {
+        directReshape = def;
+        directLoad = def->getOperand(0).getDefiningOp();
+      }
+    }
+    auto src = directLoad ? FailureOr<Value>(Value()) : bufferOf(tr.getSrc(), op);
     if (failed(src))
       return failure();
     if (simt && deferTransToTensorCores(tr, *src)) {
@@ -2843,12 +2891,14 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
         };
         // Block (p0, q0) of the source [cols, rows]: X[t][j] = src[p0 + t, q0 + j];
         // its transpose's row j goes to result[q0 + j, p0 .. p0 + w).
+        using RowReader = std::function<Value(ImplicitLocOpBuilder &, Value, Value)>;
+        auto emitBlocks = [&](ImplicitLocOpBuilder &b, RowReader readRow) {
         blockLoop(b, cols, [&](ImplicitLocOpBuilder &b1, Value p0) {
           blockLoop(b1, rows, [&](ImplicitLocOpBuilder &b2, Value q0) {
             SmallVector<Value> x;
             for (int64_t t = 0; t < w; ++t) {
               Value p = arith::AddIOp::create(b2, p0, arith::ConstantIndexOp::create(b2, t));
-              x.push_back(loadElems(b2, *src, ValueRange{p, q0}, st, w));
+              x.push_back(readRow(b2, p, q0));
             }
             for (int64_t h = w / 2; h >= 1; h /= 2) {
               SmallVector<int64_t> top, bottom;
@@ -2870,6 +2920,32 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
             }
           });
         });
+        };
+        auto bufferRows = [&, st, w](Value from) -> RowReader {
+          return [this, from, st, w](ImplicitLocOpBuilder &ib, Value p, Value q) {
+            return loadElems(ib, from, ValueRange{p, q}, st, w);
+          };
+        };
+        if (directLoad) {
+          // Rows read in place from the view when the tile is interior
+          // (attention's key tile: no copy before the transpose).
+          auto load = cast<LoadOp>(directLoad);
+          auto ifOp = scf::IfOp::create(b, TypeRange{}, deferredInterior(b, load),
+                                        /*withElseRegion=*/true);
+          ImplicitLocOpBuilder tb(loc, OpBuilder::atBlockTerminator(ifOp.thenBlock()));
+          emitBlocks(tb, [this, load, st, w](ImplicitLocOpBuilder &ib, Value p, Value q) {
+            return readDeferred(ib, load, p, q, st, w);
+          });
+          if (failed(materializeDeferred(directLoad, directReshape, ifOp.elseBlock())))
+            return failure();
+          auto from = bufferOf(tr.getSrc(), op);
+          if (failed(from))
+            return failure();
+          ImplicitLocOpBuilder eb(loc, OpBuilder::atBlockTerminator(ifOp.elseBlock()));
+          emitBlocks(eb, bufferRows(*from));
+        } else {
+          emitBlocks(b, bufferRows(*src));
+        }
         buffers[tr.getResult()] = buf;
         toErase.push_back(op);
         return success();
