@@ -404,6 +404,17 @@ private:
   /// between; if so, marks it (and its reshape) for lowerDot to read in
   /// place or lower.
   bool directDotOperand(Operation *producer);
+  /// Elements [row, col .. col + width) of a 2-D tile as `elt` values.
+  using TileReader =
+      std::function<Value(ImplicitLocOpBuilder &, Value, Value, Type, int64_t)>;
+  TileReader bufferReader(Value buf);
+  /// The load (and reshape) deferred to `tile`'s user, or none.
+  std::pair<LoadOp, Operation *> deferredSource(Value tile);
+  /// Calls `emit` with a reader of `tile`: its buffer, or, for a deferred
+  /// load, twice under an scf.if: the view itself when the tile is interior,
+  /// else the tile the load is lowered into there.
+  LogicalResult emitOnTile(ImplicitLocOpBuilder &b, Value tile, Operation *user,
+                           function_ref<void(ImplicitLocOpBuilder &, TileReader)> emit);
   /// A deferred load's tile lies inside its view, with last stride 1 (i1).
   Value deferredInterior(ImplicitLocOpBuilder &b, LoadOp load);
   /// `width` elements of a deferred load's 2-D tile at [row, col..], read

@@ -1194,17 +1194,9 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
     accSplat = splatAccumulator(op);
   else if (matchPattern(op.getAcc(), m_Constant(&dense)) && dense.isSplat())
     cpuSplat = dense.getSplatValue<TypedAttr>();
-  // A's tile loaded for this dot alone, deferred (directDotOperand): read
-  // in place from the view when the tile is interior, else loaded as usual.
-  Operation *directLoad = nullptr, *directReshape = nullptr;
-  if (Operation *def = op.getLhs().getDefiningOp(); def && deferredDotLoads.contains(def)) {
-    directLoad = def;
-    if (isa<ReshapeOp>(def)) {
-      directReshape = def;
-      directLoad = def->getOperand(0).getDefiningOp();
-    }
-  }
-  auto a = directLoad ? FailureOr<Value>(Value()) : bufferOf(op.getLhs(), op);
+  // (A's tile may be a load deferred to the dot: emitOnTile below.)
+  auto a = deferredSource(op.getLhs()).first ? FailureOr<Value>(Value())
+                                             : bufferOf(op.getLhs(), op);
   auto rhsBuf = bufferOf(op.getRhs(), op);
   // (A splat accumulator in registers needs no buffer.)
   FailureOr<Value> c = accSplat || cpuSplat ? FailureOr<Value>(Value())
@@ -1236,19 +1228,10 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
   }
 
   // The micro-kernel, on A's buffer `a` (once, or once per branch below).
-  // A's elements [row, col .. col + width) as `elt` values (A's buffer, or
-  // the view itself).
-  using AReader = std::function<Value(ImplicitLocOpBuilder &, Value, Value, Type, int64_t)>;
-  auto bufferReader = [&](Value buf) -> AReader {
-    return [this, buf](ImplicitLocOpBuilder &ib, Value row, Value col, Type elt,
-                       int64_t width) {
-      return loadElems(ib, buf, ValueRange{row, col}, elt, width);
-    };
-  };
   // The kernel's own buffers (widened B and A, B in pairs), shared by its
   // two emissions for a direct A: they run in exclusive branches.
   Value scratchTiles[3];
-  auto emitKernel = [&](ImplicitLocOpBuilder &b, AReader readA, Type inElt) {
+  auto emitKernel = [&](ImplicitLocOpBuilder &b, TileReader readA, Type inElt) {
   FailureOr<Value> bb = rhsBuf;
   bool isFloat = isa<FloatType>(accElt);
   // AVX512-BF16 (bf16Dot): a bf16 x bf16 dot accumulating in f32 or bf16
@@ -1479,34 +1462,13 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
   if (mRem > 0)
     emitRows(b, arith::ConstantIndexOp::create(b, mMain), mRem);
   };
-  if (directLoad) {
-    // Interior A (inside the view, last stride 1): the micro-kernel reads
-    // the view, so the tile is not copied (it reads each element of A once
-    // per N / (nv * w) column blocks: once for N = 64). Otherwise the load
-    // is lowered here, into its tile, as where it stood.
-    auto load = cast<LoadOp>(directLoad);
-    Value interior = deferredInterior(b, load);
-    AReader viewReader = [this, load](ImplicitLocOpBuilder &ib, Value row, Value col,
-                                      Type elt, int64_t width) -> Value {
-      return readDeferred(ib, load, row, col, elt, width);
-    };
-    auto ifOp = scf::IfOp::create(b, TypeRange{}, interior, /*withElseRegion=*/true);
-    {
-      ImplicitLocOpBuilder tb(op.getLoc(),
-                              OpBuilder::atBlockTerminator(ifOp.thenBlock()));
-      emitKernel(tb, viewReader, inElt);
-    }
-    if (failed(materializeDeferred(directLoad, directReshape, ifOp.elseBlock())))
-      return failure();
-    auto buf = bufferOf(op.getLhs(), op);
-    if (failed(buf))
-      return failure();
-    ImplicitLocOpBuilder eb(op.getLoc(),
-                            OpBuilder::atBlockTerminator(ifOp.elseBlock()));
-    emitKernel(eb, bufferReader(*buf), inElt);
-  } else {
-    emitKernel(b, bufferReader(*a), inElt);
-  }
+  // (An interior A loaded for the dot alone is read from its view: the
+  // micro-kernel reads each element of A once per N / (nv * w) column
+  // blocks, once for N = 64, so its copy was pure overhead.)
+  if (failed(emitOnTile(b, op.getLhs(), op, [&](ImplicitLocOpBuilder &ib, TileReader readA) {
+        emitKernel(ib, readA, inElt);
+      })))
+    return failure();
   buffers[op.getResult()] = out;
   toErase.push_back(op);
   return success();
@@ -1542,6 +1504,52 @@ Value KernelLowering::readDeferred(ImplicitLocOpBuilder &b, LoadOp load, Value r
   at[rank - 1] = arith::AddIOp::create(b, at[rank - 1], col);
   at[rowDim] = arith::AddIOp::create(b, at[rowDim], row);
   return loadElems(b, views[load.getView()].unitMemref, at, elt, width);
+}
+
+KernelLowering::TileReader KernelLowering::bufferReader(Value buf) {
+  return [this, buf](ImplicitLocOpBuilder &ib, Value row, Value col, Type elt,
+                     int64_t width) {
+    return loadElems(ib, buf, ValueRange{row, col}, elt, width);
+  };
+}
+
+std::pair<LoadOp, Operation *> KernelLowering::deferredSource(Value tile) {
+  Operation *def = tile.getDefiningOp();
+  if (!def || !deferredDotLoads.contains(def))
+    return {};
+  if (isa<ReshapeOp>(def))
+    return {cast<LoadOp>(def->getOperand(0).getDefiningOp()), def};
+  return {cast<LoadOp>(def), nullptr};
+}
+
+LogicalResult KernelLowering::emitOnTile(
+    ImplicitLocOpBuilder &b, Value tile, Operation *user,
+    function_ref<void(ImplicitLocOpBuilder &, TileReader)> emit) {
+  auto [load, reshape] = deferredSource(tile);
+  if (!load) {
+    auto buf = bufferOf(tile, user);
+    if (failed(buf))
+      return failure();
+    emit(b, bufferReader(*buf));
+    return success();
+  }
+  // Interior: read the view; else the load (and its reshape) lowered here,
+  // into its tile, as where it stood.
+  auto ifOp = scf::IfOp::create(b, TypeRange{}, deferredInterior(b, load),
+                                /*withElseRegion=*/true);
+  ImplicitLocOpBuilder tb(b.getLoc(), OpBuilder::atBlockTerminator(ifOp.thenBlock()));
+  emit(tb, [this, load](ImplicitLocOpBuilder &ib, Value row, Value col, Type elt,
+                        int64_t width) {
+    return readDeferred(ib, load, row, col, elt, width);
+  });
+  if (failed(materializeDeferred(load, reshape, ifOp.elseBlock())))
+    return failure();
+  auto buf = bufferOf(tile, user);
+  if (failed(buf))
+    return failure();
+  ImplicitLocOpBuilder eb(b.getLoc(), OpBuilder::atBlockTerminator(ifOp.elseBlock()));
+  emit(eb, bufferReader(*buf));
+  return success();
 }
 
 LogicalResult KernelLowering::materializeDeferred(Operation *load, Operation *reshape,
@@ -2847,16 +2855,9 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
   }
   if (auto tr = dyn_cast<TransOp>(op)) {
     auto type = tr.getResult().getType();
-    // A source loaded for the transpose alone (directDotOperand).
-    Operation *directLoad = nullptr, *directReshape = nullptr;
-    if (Operation *def = tr.getSrc().getDefiningOp(); def && deferredDotLoads.contains(def)) {
-      directLoad = def;
-      if (isa<ReshapeOp>(def)) {
-        directReshape = def;
-        directLoad = def->getOperand(0).getDefiningOp();
-      }
-    }
-    auto src = directLoad ? FailureOr<Value>(Value()) : bufferOf(tr.getSrc(), op);
+    // (The source may be a load deferred to the transpose: emitOnTile.)
+    auto src = deferredSource(tr.getSrc()).first ? FailureOr<Value>(Value())
+                                                 : bufferOf(tr.getSrc(), op);
     if (failed(src))
       return failure();
     if (simt && deferTransToTensorCores(tr, *src)) {
@@ -2891,14 +2892,13 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
         };
         // Block (p0, q0) of the source [cols, rows]: X[t][j] = src[p0 + t, q0 + j];
         // its transpose's row j goes to result[q0 + j, p0 .. p0 + w).
-        using RowReader = std::function<Value(ImplicitLocOpBuilder &, Value, Value)>;
-        auto emitBlocks = [&](ImplicitLocOpBuilder &b, RowReader readRow) {
+        auto emitBlocks = [&](ImplicitLocOpBuilder &b, TileReader readRow) {
         blockLoop(b, cols, [&](ImplicitLocOpBuilder &b1, Value p0) {
           blockLoop(b1, rows, [&](ImplicitLocOpBuilder &b2, Value q0) {
             SmallVector<Value> x;
             for (int64_t t = 0; t < w; ++t) {
               Value p = arith::AddIOp::create(b2, p0, arith::ConstantIndexOp::create(b2, t));
-              x.push_back(readRow(b2, p, q0));
+              x.push_back(readRow(b2, p, q0, st, w));
             }
             for (int64_t h = w / 2; h >= 1; h /= 2) {
               SmallVector<int64_t> top, bottom;
@@ -2921,31 +2921,10 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
           });
         });
         };
-        auto bufferRows = [&, st, w](Value from) -> RowReader {
-          return [this, from, st, w](ImplicitLocOpBuilder &ib, Value p, Value q) {
-            return loadElems(ib, from, ValueRange{p, q}, st, w);
-          };
-        };
-        if (directLoad) {
-          // Rows read in place from the view when the tile is interior
-          // (attention's key tile: no copy before the transpose).
-          auto load = cast<LoadOp>(directLoad);
-          auto ifOp = scf::IfOp::create(b, TypeRange{}, deferredInterior(b, load),
-                                        /*withElseRegion=*/true);
-          ImplicitLocOpBuilder tb(loc, OpBuilder::atBlockTerminator(ifOp.thenBlock()));
-          emitBlocks(tb, [this, load, st, w](ImplicitLocOpBuilder &ib, Value p, Value q) {
-            return readDeferred(ib, load, p, q, st, w);
-          });
-          if (failed(materializeDeferred(directLoad, directReshape, ifOp.elseBlock())))
-            return failure();
-          auto from = bufferOf(tr.getSrc(), op);
-          if (failed(from))
-            return failure();
-          ImplicitLocOpBuilder eb(loc, OpBuilder::atBlockTerminator(ifOp.elseBlock()));
-          emitBlocks(eb, bufferRows(*from));
-        } else {
-          emitBlocks(b, bufferRows(*src));
-        }
+        // (A source loaded for the transpose alone is read from its view
+        // when interior: attention's key tile, no copy first.)
+        if (failed(emitOnTile(b, tr.getSrc(), op, emitBlocks)))
+          return failure();
         buffers[tr.getResult()] = buf;
         toErase.push_back(op);
         return success();
