@@ -15,10 +15,11 @@
 //   conv2d is T = KT = 1; a ViT patch embedding is KH = KW = stride = patch;
 //   Qwen2-VL's is KT = 2 as well.
 // depthwise_conv2d: one filter per channel; each program a segment of BW
-//   output pixels of one row x BC channels, accumulated with vector FMAs over
-//   the taps (the input pixels of each tap are gathered; a window of view
-//   loads was tried for stride 1 and measured slower: every segment of a
-//   56-pixel row touches an edge, so all took the masked path).
+//   output pixels of one row x BC channels, accumulated over the taps (a
+//   loop over the kernel's rows around one over its columns). A tap reads a
+//   window of the image row for stride 1 and gathers the pixels otherwise.
+//   On the CPU the inner loop runs in registers (KilnToCPU's register
+//   loops): no tile of input pixels, no accumulator stored per tap.
 //
 // Sizes are runtime arguments (any image size runs without recompiling);
 // pixel indices are computed in i32, so N*T*H*W must stay below 2^31.
@@ -161,30 +162,43 @@ static llvm::Error buildDepthwise(ModuleOp module, const Config &c) {
   Value ow0 = k.mul(k.pid(1), k.cIndex(BW)), c0 = k.mul(k.pid(2), k.cIndex(BC));
   Value vin2 = k.denseView(k.arg("input"),
                            {k.mul(k.mul(k.toIndex(N), k.toIndex(H)), k.toIndex(W)), C});
+  Value vin4 = k.denseView(k.arg("input"), {N, H, W, C});
   Value vw = k.denseView(k.arg("weight"), {k.cIndex(KH * KW), C});
   Value zero = k.constant(k.tile({BW, BC}, f32), 0.0);
-  auto acc = k.forLoop(k.cIndex(0), k.cIndex(KH * KW), k.cIndex(1), {zero},
-                       [&](Value tap, ValueRange it) {
-    Value kh = k.div(tap, k.cIndex(KW)), kw = k.rem(tap, k.cIndex(KW));
+  // Taps by kernel row, then column (no division per tap). On the CPU the
+  // inner loop runs in registers (lowerRegisterLoop): per pixel and vector
+  // of channels, KW multiply-adds into a register.
+  auto acc = k.forLoop(k.cIndex(0), k.cIndex(KH), k.cIndex(1), {zero},
+                       [&](Value kh, ValueRange it) {
     Value ih = k.add(k.sub(k.mul(oh, k.cIndex(SH)), k.cIndex(PH)), k.mul(kh, k.cIndex(DH)));
-    // Gather the input pixels of this tap (out-of-image ones read zeros).
-    Value a;
-    {
-      Value ow = k.add(k.arange(BW), k.convert(ow0, i32));
-      Value iw = k.add(k.sub(k.mul(ow, k.cI32(SW)), k.cI32(PW)),
-                       k.convert(k.mul(kw, k.cIndex(DW)), i32));
-      Value ihI = k.convert(ih, i32);
-      Value valid = k.andI(k.andI(k.cmp(Cmp::GE, iw, k.cI32(0)),
-                                  k.cmp(Cmp::LT, iw, k.convert(k.toIndex(W), i32))),
-                           k.andI(k.cmp(Cmp::GE, ihI, k.cI32(0)),
-                                  k.cmp(Cmp::LT, ihI, k.convert(k.toIndex(H), i32))));
-      Value pix = k.add(k.mul(k.add(k.mul(k.convert(img, i32), k.convert(k.toIndex(H), i32)), ihI),
-                              k.convert(k.toIndex(W), i32)),
-                        iw);
-      a = k.gather(vin2, k.select(valid, pix, k.cI32(-1)), {c0}, {BW, BC}, 0);
-    }
-    Value wt = k.load(vw, {tap, c0}, {1, BC}, 0);
-    return SmallVector<Value>{k.add(it[0], k.mul(a, wt))};
+    return k.forLoop(k.cIndex(0), k.cIndex(KW), k.cIndex(1), {it[0]},
+                     [&](Value kw, ValueRange jt) {
+      Value a;
+      if (SW == 1) {
+        // Consecutive pixels: a window of the image row (outside it, and
+        // rows outside the image, read zeros).
+        Value iw0 = k.add(k.sub(ow0, k.cIndex(PW)), k.mul(kw, k.cIndex(DW)));
+        a = k.reshape(k.load(vin4, {img, ih, iw0, c0}, {1, 1, BW, BC}, 0), {BW, BC});
+      } else {
+        // Strided pixels: gathered (out-of-image ones read zeros).
+        Value ow = k.add(k.arange(BW), k.convert(ow0, i32));
+        Value iw = k.add(k.sub(k.mul(ow, k.cI32(SW)), k.cI32(PW)),
+                         k.convert(k.mul(kw, k.cIndex(DW)), i32));
+        Value ihI = k.convert(ih, i32);
+        Value valid = k.andI(k.andI(k.cmp(Cmp::GE, iw, k.cI32(0)),
+                                    k.cmp(Cmp::LT, iw, k.convert(k.toIndex(W), i32))),
+                             k.andI(k.cmp(Cmp::GE, ihI, k.cI32(0)),
+                                    k.cmp(Cmp::LT, ihI, k.convert(k.toIndex(H), i32))));
+        Value pix = k.add(k.mul(k.add(k.mul(k.convert(img, i32), k.convert(k.toIndex(H), i32)),
+                                      ihI),
+                                k.convert(k.toIndex(W), i32)),
+                          iw);
+        a = k.gather(vin2, k.select(valid, pix, k.cI32(-1)), {c0}, {BW, BC}, 0);
+      }
+      Value tap = k.add(k.mul(kh, k.cIndex(KW)), kw);
+      Value wt = k.load(vw, {tap, c0}, {1, BC}, 0);
+      return SmallVector<Value>{k.add(jt[0], k.mul(a, wt))};
+    });
   });
   Value res = acc[0];
   if (hasBias)

@@ -398,6 +398,31 @@ private:
   LogicalResult lowerReduce(ReduceOp op);
   LogicalResult lowerScan(ScanOp op);
   LogicalResult lowerFor(scf::ForOp op);
+  // Loops in registers (CPU): an scf.for that carries only tiles of one
+  // shape, whose body computes them element by element (elementwise ops,
+  // splats, aranges, broadcasts, loads and gathers, scalar code) and writes
+  // no memory, runs inside the walk over the elements: for each group of
+  // `unroll` vectors, the loop, its carried tiles in vector registers and
+  // every tile of its body computed inline (emitElems). Depthwise
+  // convolution's loop over the taps: no tile of the gathered pixels, no
+  // accumulator stored per tap.
+  bool registerLoop(scf::ForOp op, int64_t &width, int64_t &unroll,
+                    int64_t &unrollRows);
+  /// Whether `op`'s body qualifies, its tiles (and its nested loops') of
+  /// `shape`; collects the element types and counts the carried tiles.
+  bool registerLoopBody(scf::ForOp op, ArrayRef<int64_t> shape,
+                        SmallVectorImpl<Type> &types, int64_t &carried);
+  /// The vectors of a register loop's carried tiles, one per element group
+  /// of the walk (curGroup: the group emitElems computes).
+  DenseMap<Value, SmallVector<Value>> groupOverride;
+  int64_t curGroup = 0;
+  std::optional<LogicalResult> lowerRegisterLoop(scf::ForOp op);
+  /// `width` elements of a kiln.load's or kiln.gather's tile at `idx`, read
+  /// from its view (padding outside it), for a register loop's body.
+  Value readViewElems(ImplicitLocOpBuilder &ib, Operation *access,
+                      ValueRange idx, int64_t width);
+  /// Reads of a register loop's version whose columns were tested before it.
+  DenseSet<Operation *> fastReads;
   /// CPU: whether `producer` (a view load, maybe reshaped to 2-D)
   /// is read only as the lhs of a dot (or by a blocked 2-D kiln.trans) after
   /// it, with no memory write

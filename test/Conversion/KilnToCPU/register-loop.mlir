@@ -1,0 +1,75 @@
+// RUN: kiln-opt %s --convert-kiln-to-cpu | FileCheck %s
+
+// A loop that carries only a tile, updated elementwise from a load of a
+// window that moves with the induction variable, a broadcast row and a
+// splat, runs in registers: the walk over the tile's elements is outside,
+// each step a group of 2 rows x 4 vectors (8 vectors carried by an scf.for
+// of the old loop's bounds), and the loaded tiles have no buffer (the two
+// buffers: the splat, made outside the loop, and the result). The
+// columns of the reads are known before the loop (the view's last offset is
+// defined outside it): one version of the loop, taken when all lie inside
+// their views with unit stride, reads with no test per vector; the other
+// tests each.
+// CHECK-LABEL: func.func private @window_sum
+// CHECK-COUNT-2: memref.alloca() {{.*}} : memref<8x64xf32>
+// CHECK-NOT: memref.alloca
+// CHECK: scf.for %{{.*}} = %{{.*}} to %c4{{.*}} step %c1
+// CHECK: scf.for %{{.*}} = %{{.*}} to %c64{{.*}} step %c64
+// CHECK: %[[V:.*]]:8 = scf.if %{{.*}} -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>) {
+// The first version: a plain load per vector, the row replaced by the
+// padding when outside the view.
+// CHECK: scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>) {
+// CHECK-NOT: scf.if
+// CHECK: %[[L:.*]] = vector.load %{{.*}} : memref<?x?xf32, strided<[?, 1]>>, vector<16xf32>
+// CHECK: arith.select %{{.*}}, %[[L]], %{{.*}} : vector<16xf32>
+// CHECK-NOT: scf.if
+// CHECK: arith.mulf %{{.*}} : vector<16xf32>
+// CHECK: arith.addf %{{.*}} : vector<16xf32>
+// CHECK: scf.yield
+// The second: each vector tested: a row outside the view reads the
+// padding, a vector starting inside it a masked load, any other lane by lane.
+// CHECK: } else {
+// CHECK: scf.for %{{.*}} iter_args({{.*}}) -> (vector<16xf32>,
+// CHECK: scf.if %{{.*}} -> (vector<16xf32>) {
+// CHECK: vector.maskedload
+// CHECK: vector.insert
+// CHECK: scf.yield
+// After the loop, each vector stored once.
+// CHECK-COUNT-8: vector.store %{{.*}} : memref<8x64xf32>, vector<16xf32>
+kiln.func @window_sum(%p: !kiln.ptr<f32>, %o: !kiln.ptr<f32>, %n: index, %steps: index, %c: f32) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %v = kiln.make_view %p, [%n, %n], [%n, %c1] : !kiln.ptr<f32> -> !kiln.view<2xf32>
+  %vo = kiln.make_view %o, [%n, %n], [%n, %c1] : !kiln.ptr<f32> -> !kiln.view<2xf32>
+  %zero = arith.constant dense<0.0> : tensor<8x64xf32>
+  %sc = kiln.splat %c : tensor<8x64xf32>
+  %r = scf.for %s = %c0 to %steps step %c1 iter_args(%acc = %zero) -> (tensor<8x64xf32>) {
+    %t = kiln.load %v[%s, %c0] : !kiln.view<2xf32> -> tensor<8x64xf32>
+    %row = kiln.load %v[%s, %c0] : !kiln.view<2xf32> -> tensor<1x64xf32>
+    %b = kiln.broadcast %row : tensor<1x64xf32> -> tensor<8x64xf32>
+    %m = arith.mulf %t, %b : tensor<8x64xf32>
+    %m2 = arith.mulf %m, %sc : tensor<8x64xf32>
+    %a = arith.addf %acc, %m2 : tensor<8x64xf32>
+    scf.yield %a : tensor<8x64xf32>
+  }
+  kiln.store %r, %vo[%c0, %c0] : tensor<8x64xf32> -> !kiln.view<2xf32>
+  kiln.return
+}
+
+// A loop that writes memory (a store of its tile) is lowered as usual: its
+// tile in a buffer, its body op by op.
+// CHECK-LABEL: func.func private @stores
+// CHECK-NOT: iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>
+kiln.func @stores(%p: !kiln.ptr<f32>, %n: index, %steps: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %v = kiln.make_view %p, [%n, %n], [%n, %c1] : !kiln.ptr<f32> -> !kiln.view<2xf32>
+  %zero = arith.constant dense<0.0> : tensor<8x64xf32>
+  %r = scf.for %s = %c0 to %steps step %c1 iter_args(%acc = %zero) -> (tensor<8x64xf32>) {
+    %t = kiln.load %v[%s, %c0] : !kiln.view<2xf32> -> tensor<8x64xf32>
+    %a = arith.addf %acc, %t : tensor<8x64xf32>
+    kiln.store %a, %v[%c0, %c0] : tensor<8x64xf32> -> !kiln.view<2xf32>
+    scf.yield %a : tensor<8x64xf32>
+  }
+  kiln.return
+}

@@ -1,0 +1,207 @@
+"""Register loops on the CPU (KilnToCPU's lowerRegisterLoop): a loop that
+carries only tiles, updated element by element from loads, gathers and
+arithmetic, and writes no memory, runs inside the walk over the elements, its
+tiles in vector registers. Against float64 on fresh random inputs, sizes that
+are not multiples of the tiles or the vectors, outputs poisoned before each
+launch; each kernel is also checked to have taken (or not taken) that path."""
+import re
+
+import numpy as np
+import pytest
+
+import kiln
+import kiln.language as kl
+import kiln.ops
+from conftest import assert_close, from_bf16_bits, to_bf16_bits
+
+# A loop header's block arguments in the LLVM dialect: the induction
+# variable, then the carried f32 vectors (or scalars, for a last dimension of
+# odd size), several per tile and step of the walk in these kernels. Tiles
+# lowered the usual way live in buffers: no loop carries more than one vector
+# (a masked edge is assembled lane by lane in one), and these kernels have no
+# dot.
+CARRIED_FLOATS = re.compile(r"\^bb\d+\(%\d+: i64(, %\d+: (vector<\d+xf32>|f32)){2,}\)")
+
+
+def in_registers(kernel):
+    """Whether the lowered kernel carries floats around a loop."""
+    return bool(CARRIED_FLOATS.search(kernel.ir("llvm-mlir")))
+
+
+@kiln.jit
+def decayed_sum(x, out, m, n, steps, sxm, sxn, decay,
+                BM: kl.constexpr, BN: kl.constexpr):
+    # out = sum_s decay^(steps-1-s) * x[rows, cols + s], zeros outside x.
+    rows = kl.program_id(0) * BM + kl.arange(0, BM)
+    cols = kl.program_id(1) * BN + kl.arange(0, BN)
+    acc = kl.full((BM, BN), 0.0, kl.float32)
+    for s in range(0, steps):
+        c = cols[None, :] + s
+        t = kl.load(x + rows[:, None] * sxm + c * sxn,
+                    mask=(rows[:, None] < m) & (c < n), other=0.0)
+        acc = acc * decay + t
+    kl.store(out + rows[:, None] * n + cols[None, :], acc,
+             mask=(rows[:, None] < m) & (cols[None, :] < n))
+
+
+def decayed_ref(x, steps, decay):
+    m, n = x.shape
+    xd = np.concatenate([x.astype(np.float64), np.zeros((m, steps))], axis=1)
+    acc = np.zeros((m, n))
+    for s in range(steps):
+        acc = acc * decay + xd[:, s:s + n]
+    return acc
+
+
+@pytest.mark.parametrize("shape", [(37, 70), (5, 3), (64, 64)])
+@pytest.mark.parametrize("tile", [(16, 64), (4, 48), (8, 8), (3, 5)])
+def test_loop_over_shifted_windows(rng, shape, tile):
+    m, n = shape
+    BM, BN = tile
+    steps, decay = 9, 0.75
+    x = rng.standard_normal((m, n)).astype(np.float32)
+    out = np.full((m, n), np.nan, np.float32)
+    grid = (kiln.cdiv(m, BM), kiln.cdiv(n, BN))
+    decayed_sum[grid](x, out, m, n, steps, n, 1, decay, BM=BM, BN=BN)
+    assert not np.isnan(out).any()
+    assert_close(out, decayed_ref(x, steps, decay), 1e-5, 1e-5)
+    assert in_registers(decayed_sum)
+
+
+def test_loop_over_a_strided_view(rng):
+    """A last stride that is not 1 (every other column of a wider array):
+    the version of the loop that tests every vector, lane by lane."""
+    m, n, steps, decay = 21, 45, 5, 0.5
+    wide = rng.standard_normal((m, 2 * n)).astype(np.float32)
+    out = np.full((m, n), np.nan, np.float32)
+    decayed_sum[(kiln.cdiv(m, 8), kiln.cdiv(n, 32))](
+        wide, out, m, n, steps, 2 * n, 2, decay, BM=8, BN=32)
+    assert_close(out, decayed_ref(wide[:, ::2], steps, decay), 1e-5, 1e-5)
+
+
+def test_zero_trips_keep_the_init(rng):
+    m, n = 10, 20
+    x = rng.standard_normal((m, n)).astype(np.float32)
+    out = np.full((m, n), np.nan, np.float32)
+    decayed_sum[(1, 1)](x, out, m, n, 0, n, 1, 0.5, BM=16, BN=32)
+    assert (out == 0).all()
+
+
+@kiln.jit
+def moments(x, mean, var, m, n, steps, BM: kl.constexpr, BN: kl.constexpr):
+    # Two carried tiles: over `steps` blocks of rows, the sum and the sum of
+    # squares of x[s*m + rows, cols], in bf16 storage.
+    rows = kl.program_id(0) * BM + kl.arange(0, BM)
+    cols = kl.arange(0, BN)
+    s1 = kl.zeros((BM, BN), kl.float32)
+    s2 = kl.zeros((BM, BN), kl.float32)
+    for s in range(0, steps):
+        r = s * m + rows[:, None]
+        t = kl.load(x + r * n + cols[None, :], mask=(rows[:, None] < m) & (cols[None, :] < n),
+                    other=0.0).to(kl.float32)
+        s1 += t
+        s2 += t * t
+    mu = s1 / steps
+    mask = (rows[:, None] < m) & (cols[None, :] < n)
+    kl.store(mean + rows[:, None] * n + cols[None, :], mu, mask=mask)
+    kl.store(var + rows[:, None] * n + cols[None, :], s2 / steps - mu * mu, mask=mask)
+
+
+def test_two_carried_tiles_from_bf16(rng):
+    m, n, steps = 19, 40, 7
+    bits = to_bf16_bits(rng.standard_normal((steps * m, n)).astype(np.float32))
+    xs = from_bf16_bits(bits).astype(np.float64).reshape(steps, m, n)
+    mean = np.full((m, n), np.nan, np.float32)
+    var = np.full((m, n), np.nan, np.float32)
+    moments[(kiln.cdiv(m, 8),)](kiln.bf16(bits), mean, var, m, n, steps, BM=8, BN=64)
+    assert_close(mean, xs.mean(axis=0), 1e-5, 1e-5)
+    assert_close(var, (xs * xs).mean(axis=0) - xs.mean(axis=0) ** 2, 1e-4, 1e-4)
+    assert in_registers(moments)
+
+
+@kiln.jit
+def bag_of_rows(table, idx, out, rows_n, d, bags, per_bag, BB: kl.constexpr,
+                BD: kl.constexpr):
+    # out[b, :] = sum_j table[idx[b, j], :], a -1 (or out of range) index
+    # reading zeros: gathers in the loop.
+    b = kl.program_id(0) * BB + kl.arange(0, BB)
+    cols = kl.program_id(1) * BD + kl.arange(0, BD)
+    acc = kl.zeros((BB, BD), kl.float32)
+    for j in range(0, per_bag):
+        i = kl.load(idx + b * per_bag + j, mask=b < bags, other=-1)
+        ok = (i >= 0) & (i < rows_n)
+        acc += kl.load(table + i[:, None] * d + cols[None, :],
+                       mask=ok[:, None] & (cols[None, :] < d), other=0.0)
+    kl.store(out + b[:, None] * d + cols[None, :], acc,
+             mask=(b[:, None] < bags) & (cols[None, :] < d))
+
+
+@pytest.mark.parametrize("d,BD", [(50, 32), (16, 16), (7, 8)])
+def test_gathers_in_the_loop(rng, d, BD):
+    rows_n, bags, per_bag = 40, 23, 6
+    table = rng.standard_normal((rows_n, d)).astype(np.float32)
+    idx = rng.integers(-3, rows_n + 3, (bags, per_bag)).astype(np.int32)
+    out = np.full((bags, d), np.nan, np.float32)
+    bag_of_rows[(kiln.cdiv(bags, 8), kiln.cdiv(d, BD))](
+        table, idx, out, rows_n, d, bags, per_bag, BB=8, BD=BD)
+    ok = (idx >= 0) & (idx < rows_n)
+    ref = (table.astype(np.float64)[np.where(ok, idx, 0)] * ok[..., None]).sum(axis=1)
+    assert_close(out, ref, 1e-5, 1e-5)
+
+
+@kiln.jit
+def running_sum_stored(x, out, n, steps, B: kl.constexpr):
+    # A store in the loop: not a register loop (the loop writes memory), and
+    # each step reads what the one before stored.
+    cols = kl.arange(0, B)
+    acc = kl.zeros((B,), kl.float32)
+    for s in range(0, steps):
+        prev = kl.load(out + cols, mask=cols < n, other=0.0)
+        acc = acc + kl.load(x + s * n + cols, mask=cols < n, other=0.0) + prev
+        kl.store(out + cols, acc, mask=cols < n)
+
+
+def test_a_loop_that_stores_is_not_in_registers(rng):
+    n, steps = 37, 5
+    x = rng.standard_normal((steps, n)).astype(np.float32)
+    out = np.zeros(n, np.float32)
+    running_sum_stored[(1,)](x, out, n, steps, B=64)
+    acc = np.zeros(n)
+    o = np.zeros(n)
+    for s in range(steps):
+        acc = acc + x[s] + o
+        o = acc.copy()
+    assert_close(out, o, 1e-5, 1e-5)
+    assert not in_registers(running_sum_stored)
+
+
+def depthwise_ref(x, w, b, stride, pad, dil):
+    n, h, wd, c = x.shape
+    kh, kw, _ = w.shape
+    oh = (h + 2 * pad - dil * (kh - 1) - 1) // stride + 1
+    ow = (wd + 2 * pad - dil * (kw - 1) - 1) // stride + 1
+    xp = np.pad(x.astype(np.float64), ((0, 0), (pad, pad), (pad, pad), (0, 0)))
+    out = np.zeros((n, oh, ow, c)) + b
+    for i in range(kh):
+        for j in range(kw):
+            hs, ws = i * dil, j * dil
+            out += xp[:, hs:hs + stride * (oh - 1) + 1:stride,
+                      ws:ws + stride * (ow - 1) + 1:stride, :] * w[i, j]
+    return out
+
+
+@pytest.mark.parametrize("k,stride,pad,dil", [(3, 1, 1, 1), (7, 1, 3, 1), (3, 2, 1, 1),
+                                              (5, 1, 4, 2), (3, 1, 0, 1), (1, 1, 0, 1)])
+@pytest.mark.parametrize("c,bw,bc", [(20, 32, 64), (64, 8, 16), (5, 3, 4)])
+def test_depthwise_against_float64(rng, k, stride, pad, dil, c, bw, bc):
+    """The depthwise kernel's column loop runs in registers (stride 1 reads
+    windows of the image row, other strides gather): channels and widths not
+    multiples of the blocks, two images (rows of one never read for the
+    other), padding larger than the kernel's reach."""
+    x = rng.standard_normal((2, 11, 13, c)).astype(np.float32)
+    w = rng.standard_normal((k, k, c)).astype(np.float32)
+    b = rng.standard_normal(c).astype(np.float32)
+    got = kiln.ops.depthwise_conv2d(x, w, b, stride=stride, padding=pad, dilation=dil,
+                                    block_w=bw, block_c=bc)
+    assert not np.isnan(got).any()
+    assert_close(got, depthwise_ref(x, w, b, stride, pad, dil), 1e-5, 1e-5)
