@@ -156,10 +156,15 @@ static llvm::Error buildDepthwise(ModuleOp module, const Config &c) {
   Value N = k.arg("n"), H = k.arg("h"), W = k.arg("w"), C = k.arg("c"),
         OH = k.arg("oh"), OW = k.arg("ow");
   // One program: a segment of BW output pixels of one output row, BC
-  // channels.
-  Value row = k.pid(0);
+  // channels. Axis 0 numbers (row, channel block) with the channel block
+  // fastest: programs in a row of launches read adjacent channels of the
+  // same pixels (with the row fastest, each pass over the image read 1 of
+  // every C / BC channel blocks of each pixel).
+  Value blocksC = k.div(k.add(k.toIndex(C), k.cIndex(BC - 1)), k.cIndex(BC));
+  Value row = k.div(k.pid(0), blocksC);
   Value img = k.div(row, k.toIndex(OH)), oh = k.rem(row, k.toIndex(OH));
-  Value ow0 = k.mul(k.pid(1), k.cIndex(BW)), c0 = k.mul(k.pid(2), k.cIndex(BC));
+  Value ow0 = k.mul(k.pid(1), k.cIndex(BW)),
+        c0 = k.mul(k.rem(k.pid(0), blocksC), k.cIndex(BC));
   Value vin2 = k.denseView(k.arg("input"),
                            {k.mul(k.mul(k.toIndex(N), k.toIndex(H)), k.toIndex(W)), C});
   Value vin4 = k.denseView(k.arg("input"), {N, H, W, C});

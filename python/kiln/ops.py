@@ -1392,7 +1392,7 @@ def _depthwise_conv2d(x, w, bias, stride, padding, dilation, block_w, block_c, t
                   sw=sw, ph=ph, pw=pw, dh=dh, dw=dw, bias=int(has_bias), block_w=block_w,
                   block_c=block_c)
     values = [x, w, b, out_arg, N, H, W, C, OH, OW]
-    grid = [N * OH, _cdiv(OW, block_w), _cdiv(C, block_c)]
+    grid = [N * OH * _cdiv(C, block_c), _cdiv(OW, block_w), 1]
     if N == 0 or C == 0:  # an empty output (no batch or no channels): no programs
         return out
     if tb is None:

@@ -408,7 +408,7 @@ int main(int argc, char **argv) {
       kilnRun = [&] {
         launch(*k, {kiln::arg(x.data()), kiln::arg(w.data()), kiln::arg(bias.data()), kiln::arg(y.data()),
                     kiln::arg(c.N), kiln::arg(c.H), kiln::arg(c.W), kiln::arg(c.C), kiln::arg(OH), kiln::arg(OW)},
-               {c.N * OH, cdiv(OW, 32), cdiv(c.C, 64)});
+               {c.N * OH * cdiv(c.C, 64), cdiv(OW, 32), 1});
       };
     } else if (c.K == c.stride && c.pad == 0 && c.W % c.K == 0) {
       // A patch embedding: each patch row (K pixels x C channels) is

@@ -565,7 +565,7 @@ TEST_CASE("depthwise conv2d", "[ops][conv]") {
     REQUIRE_NOLAUNCHERROR(sharedJIT().launch(
         *k, {kiln::arg(in.data()), kiln::arg(w.data()), kiln::arg(bias.data()), kiln::arg(out.data()),
              kiln::arg(N), kiln::arg(H), kiln::arg(W), kiln::arg(C), kiln::arg(OH), kiln::arg(OW)},
-        {N * OH, cdiv(OW, 4), cdiv(C, 64)}));
+        {N * OH * cdiv(C, 64), cdiv(OW, 4), 1}));
     std::vector<double> ref(out.size());
     for (int64_t n = 0; n < N; ++n)
       for (int64_t y = 0; y < OH; ++y)
