@@ -41,7 +41,12 @@ def ConvertKilnToCPU : Pass<"convert-kiln-to-cpu", "::mlir::ModuleOp"> {
     * elementwise `arith`/`math` ops on tiles are applied to vectors;
     * a 2-D `kiln.trans` goes in square blocks of vector shuffles;
     * `scf.for`/`scf.if` carrying tiles are rebuilt to carry only scalars,
-      with the tiles living in their buffers.
+      with the tiles living in their buffers;
+    * except a register loop: an `scf.for` carrying only tiles of one shape,
+      computed element by element in a body that writes no memory (loads,
+      gathers, broadcasts, elementwise ops, scalar code), runs inside the
+      walk over the elements, its tiles carried as vectors and its body's
+      tiles computed inline, with no buffer (docs/architecture.md).
   }];
   let options = [
     Option<"vectorBits", "vector-bits", "unsigned", /*default=*/"512",
