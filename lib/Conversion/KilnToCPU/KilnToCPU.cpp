@@ -1316,29 +1316,20 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
   if (!pairs && isFloat && isa<FloatType>(inElt) &&
       inElt.getIntOrFloatBitWidth() < 32 && w > 1) {
     Type f32 = b.getF32Type();
-    auto widen = [&](Value buf, int64_t rows, int64_t cols) -> Value {
-      Value &wide = scratchTiles[0];
-      if (!wide) // (one buffer for both branches of a direct A)
+    // (Each buffer allocated once, for both branches of a direct A.)
+    auto widen = [&](TileReader read, int64_t rows, int64_t cols, Value &wide) {
+      if (!wide)
         wide = allocTile(RankedTensorType::get({rows, cols}, f32), op.getLoc());
       int64_t ww = vectorWidth({f32}, cols);
       forEachIndex(b, {rows, cols}, ww, [&](ImplicitLocOpBuilder &ib, ValueRange idx) {
-        Value v = loadElems(ib, buf, idx, inElt, ww);
+        Value v = read(ib, idx[0], idx[1], inElt, ww);
         Type to = ww == 1 ? f32 : Type(VectorType::get({ww}, f32));
         storeElems(ib, arith::ExtFOp::create(ib, to, v), wide, idx, ww);
       });
       return wide;
     };
-    Value &wideA = scratchTiles[1];
-    if (!wideA)
-      wideA = allocTile(RankedTensorType::get({M, K}, f32), op.getLoc());
-    int64_t wa = vectorWidth({f32}, K);
-    forEachIndex(b, {M, K}, wa, [&](ImplicitLocOpBuilder &ib, ValueRange idx) {
-      Value v = readA(ib, idx[0], idx[1], inElt, wa);
-      Type to = wa == 1 ? f32 : Type(VectorType::get({wa}, f32));
-      storeElems(ib, arith::ExtFOp::create(ib, to, v), wideA, idx, wa);
-    });
-    readA = bufferReader(wideA);
-    bb = widen(*bb, K, N);
+    readA = bufferReader(widen(readA, M, K, scratchTiles[1]));
+    bb = widen(bufferReader(*bb), K, N, scratchTiles[0]);
     inElt = f32;
   }
   Value packed;
