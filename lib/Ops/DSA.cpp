@@ -102,16 +102,18 @@ static llvm::Error buildTopK(ModuleOp module, const Config &c) {
     return Value(arith::XOrIOp::create(b, k.loc(), bits, flip));
   };
   auto validOf = [&](Value x) { return k.cmp(Cmp::GT, x, k.cF32(-INFINITY)); };
-  // count(valid & key >= thr) over the row.
+  // count(valid & key >= thr) over the row: per-lane counts carried by the
+  // loop (on the CPU a register loop: the row streams through vector
+  // compares), summed once after it. thr is within i32 (the search's bounds).
   auto countGE = [&](Value thr, bool strict) {
-    Value zero = k.cI32(0);
-    return k.forLoop(k.cIndex(0), S, k.cIndex(B), {zero}, [&](Value s0, ValueRange it) {
+    Value thr32 = arith::TruncIOp::create(b, k.loc(), i32, thr);
+    Value zero = k.constant(k.tile({B}, i32), 0.0);
+    Value counts = k.forLoop(k.cIndex(0), S, k.cIndex(B), {zero}, [&](Value s0, ValueRange it) {
       Value x = k.reshape(k.load(vs, {t, s0}, {1, B}, -INFINITY), {B});
-      Value key = k.convert(keysOf(x), i64);
-      Value hit = k.andI(validOf(x), k.cmp(strict ? Cmp::GT : Cmp::GE, key, thr));
-      Value n = k.reduce(kd::ReduceKind::sum, k.select(hit, k.cI32(1), k.cI32(0)), 0);
-      return SmallVector<Value>{k.add(it[0], n)};
+      Value hit = k.andI(validOf(x), k.cmp(strict ? Cmp::GT : Cmp::GE, keysOf(x), thr32));
+      return SmallVector<Value>{k.add(it[0], k.select(hit, k.cI32(1), k.cI32(0)))};
     })[0];
+    return k.reduce(kd::ReduceKind::sum, counts, 0);
   };
   // Binary search (on i64 to avoid overflow) for the k-th largest key:
   // the largest thr with count(key >= thr) >= K.
@@ -138,26 +140,34 @@ static llvm::Error buildTopK(ModuleOp module, const Config &c) {
     k.store(k.constant(k.tile({1, fillBlock}, i32), -1), vo, {t, c0});
     return SmallVector<Value>{};
   });
-  Value vsFlat = vs;
-  k.forLoop(k.cIndex(0), S, k.cIndex(1), {k.cI32(0), k.cI32(0)},
-            [&](Value s, ValueRange it) {
+  // Stream compaction, a block of the row at a time: each element taken (a
+  // valid key above kth, or one of the first `ties` equal to it) goes to
+  // position pos + (taken before it in the block), found by a prefix sum, so
+  // the indices land in ascending order. vo2 is the output seen as
+  // [position, row], for a scatter by position.
+  Value kth32 = arith::TruncIOp::create(b, k.loc(), i32, kth);
+  Value vo2 = k.view(k.arg("out"), {k.cIndex(K), T}, {k.cIndex(1), k.cIndex(K)});
+  auto ones = [&](Value mask) { return k.select(mask, k.cI32(1), k.cI32(0)); };
+  k.forLoop(k.cIndex(0), S, k.cIndex(B), {k.cI32(0), k.cI32(0)},
+            [&](Value s0, ValueRange it) {
               Value pos = it[0], tiesTaken = it[1];
-              Value x = k.loadScalar(vsFlat, {t, s}, -INFINITY);
-              Value key = k.convert(keysOf(x), i64);
-              Value valid = k.cmp(Cmp::GT, x, k.cF32(-INFINITY));
-              Value gt = k.cmp(Cmp::GT, key, kth);
-              Value eq = k.andI(k.cmp(Cmp::EQ, key, kth), k.cmp(Cmp::LT, tiesTaken, ties));
-              Value take = k.andI(k.andI(valid, k.orI(gt, eq)), k.cmp(Cmp::LT, pos, k.cI32(K)));
-              auto r = k.ifElse(take, {i32, i32},
-                                [&] {
-                                  Value idx = k.convert(s, i32);
-                                  k.store(k.splat(idx, {1, 1}), vo, {t, k.toIndex(pos)});
-                                  Value tt = k.select(eq, k.add(tiesTaken, k.cI32(1)),
-                                                      tiesTaken);
-                                  return SmallVector<Value>{k.add(pos, k.cI32(1)), tt};
-                                },
-                                [&] { return SmallVector<Value>{pos, tiesTaken}; });
-              return SmallVector<Value>{r[0], r[1]};
+              Value x = k.reshape(k.load(vs, {t, s0}, {1, B}, -INFINITY), {B});
+              Value key = keysOf(x), valid = validOf(x);
+              Value gt = k.andI(valid, k.cmp(Cmp::GT, key, kth32));
+              Value eq = k.andI(valid, k.cmp(Cmp::EQ, key, kth32));
+              // This tie's rank among the row's ties (1-based).
+              Value rank = k.add(k.scan(kd::ReduceKind::sum, ones(eq), 0), tiesTaken);
+              Value takeEq = k.andI(eq, k.cmp(Cmp::LE, rank, ties));
+              Value take = k.orI(gt, takeEq);
+              Value at = k.sub(k.add(k.scan(kd::ReduceKind::sum, ones(take), 0), pos),
+                               k.cI32(1));
+              Value dest = k.select(k.andI(take, k.cmp(Cmp::LT, at, k.cI32(K))), at,
+                                    k.cI32(-1));
+              Value index = k.reshape(k.add(k.arange(B), k.convert(s0, i32)), {B, 1});
+              k.scatter(index, vo2, dest, {t});
+              return SmallVector<Value>{
+                  k.add(pos, k.reduce(kd::ReduceKind::sum, ones(take), 0)),
+                  k.add(tiesTaken, k.reduce(kd::ReduceKind::sum, ones(takeEq), 0))};
             });
   k.finish();
   return llvm::Error::success();

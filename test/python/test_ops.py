@@ -792,3 +792,34 @@ def test_edge_inputs_that_are_valid(rng):
         hm = ops.block_mask(lambda b, h, qi, ki: ki <= qi, *sizes, block=16)
         for n in ("kv_num", "kv_idx", "full_num", "full_idx"):
             assert np.array_equal(jm[n], hm[n]), (sizes, n)
+
+
+def topk_reference(scores, k):
+    """dsa_topk's definition: per row, the indices of the k largest scores
+    that are finite or +inf (NaN and -inf never count; -0.0 equals 0.0), ties
+    to the lower index, in ascending order, -1 padding."""
+    out = np.full((scores.shape[0], k), -1, np.int32)
+    for t, row in enumerate(scores.astype(np.float64)):
+        ok = np.flatnonzero(row > -np.inf)          # (NaN compares false)
+        order = ok[np.lexsort((ok, -row[ok]))][:k]  # score descending, index ascending
+        out[t, :len(order)] = np.sort(order)
+    return out
+
+
+@pytest.mark.parametrize("S,k,block", [(90, 70, 16), (90, 70, 256), (300, 7, 64),
+                                       (257, 300, 256), (33, 33, 8), (1000, 512, 128)])
+def test_dsa_topk_ties_and_specials(rng, S, k, block):
+    """The compaction by prefix sums: many ties at the k-th value (integer
+    scores), NaN, +-inf, -0.0 and 0.0, rows with fewer than k that count,
+    a row of only -inf, k above S; S not a multiple of the block."""
+    T = 6
+    s = rng.integers(-4, 5, (T, S)).astype(np.float32)
+    s[0, rng.choice(S, S // 5, replace=False)] = np.nan
+    s[1, rng.choice(S, S // 4, replace=False)] = -np.inf
+    s[1, rng.choice(S, 3, replace=False)] = np.inf
+    s[2] = np.where(rng.random(S) < 0.5, -0.0, 0.0)
+    s[3] = -np.inf
+    s[4] = rng.standard_normal(S).astype(np.float32)
+    s[5, : S // 2] = -np.inf
+    got = kiln.ops.dsa_topk(s, k, block=block)
+    assert np.array_equal(got, topk_reference(s, k))
