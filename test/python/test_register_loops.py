@@ -205,3 +205,30 @@ def test_depthwise_against_float64(rng, k, stride, pad, dil, c, bw, bc):
                                     block_w=bw, block_c=bc)
     assert not np.isnan(got).any()
     assert_close(got, depthwise_ref(x, w, b, stride, pad, dil), 1e-5, 1e-5)
+
+
+@kiln.jit
+def shared_chain(x, out, n, steps, DEPTH: kl.constexpr, B: kl.constexpr):
+    # Each link uses the one before twice: a DAG of 2^DEPTH paths, which the
+    # register loop computes once per value.
+    cols = kl.arange(0, B)
+    acc = kl.zeros((B,), kl.float32)
+    for s in range(0, steps):
+        t = kl.load(x + s * n + cols, mask=cols < n, other=0.0)
+        for _ in kl.static_range(DEPTH):
+            t = t * 0.5 + t * t * 0.0625
+        acc += t
+    kl.store(out + cols, acc, mask=cols < n)
+
+
+def test_shared_subexpressions_are_computed_once(rng):
+    n, steps, depth = 50, 3, 40
+    x = rng.uniform(-1, 1, (steps, n)).astype(np.float32)
+    out = np.full(n, np.nan, np.float32)
+    shared_chain[(1,)](x, out, n, steps, DEPTH=depth, B=64)
+    t = x.astype(np.float64)
+    for _ in range(depth):
+        t = t * 0.5 + t * t * 0.0625
+    assert_close(out, t.sum(axis=0), 1e-5, 1e-6)
+    assert in_registers(shared_chain)
+    assert len(shared_chain.ir("llvm-mlir")) < 2_000_000

@@ -385,6 +385,14 @@ private:
   void collectTypes(Value v, SmallVectorImpl<Type> &types);
   Value emitElems(ImplicitLocOpBuilder &ib, Value v, ValueRange idx,
                   int64_t width);
+  Value emitElemsAt(ImplicitLocOpBuilder &ib, Value v, ValueRange idx,
+                    int64_t width);
+  /// emitElems' results while a register loop's yield is emitted (memoElems).
+  bool memoElems = false;
+  std::map<std::tuple<const void *, std::vector<std::pair<bool, intptr_t>>, int64_t,
+                      int64_t>,
+           Value>
+      elemMemo;
   DenseSet<Operation *> deferred;
   // Gather + store fusion: a gather whose only user is a store copies rows
   // from source to destination directly when both tiles are interior (no

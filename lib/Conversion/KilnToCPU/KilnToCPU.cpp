@@ -913,6 +913,30 @@ void KernelLowering::collectTypes(Value v, SmallVectorImpl<Type> &types) {
 /// producer was deferred.
 Value KernelLowering::emitElems(ImplicitLocOpBuilder &ib, Value v,
                                 ValueRange idx, int64_t width) {
+  if (!memoElems)
+    return emitElemsAt(ib, v, idx, width);
+  // A register loop's body is all deferred, shared values included: each
+  // (value, index, width, group) computed once, or a DAG of shared
+  // subexpressions would be emitted once per path (exponentially many).
+  // Constant indices count by value (broadcasts make new zeros).
+  std::vector<std::pair<bool, intptr_t>> at;
+  for (Value i : idx) {
+    APInt c;
+    if (matchPattern(i, m_ConstantInt(&c)))
+      at.push_back({true, intptr_t(c.getSExtValue())});
+    else
+      at.push_back({false, reinterpret_cast<intptr_t>(i.getAsOpaquePointer())});
+  }
+  auto key = std::make_tuple(v.getAsOpaquePointer(), std::move(at), width, curGroup);
+  if (auto it = elemMemo.find(key); it != elemMemo.end())
+    return it->second;
+  Value r = emitElemsAt(ib, v, idx, width);
+  elemMemo[key] = r;
+  return r;
+}
+
+Value KernelLowering::emitElemsAt(ImplicitLocOpBuilder &ib, Value v,
+                                  ValueRange idx, int64_t width) {
   Type elt = getElementTypeOrSelf(v.getType());
   auto vecOf = [&](Type e) { return VectorType::get({width}, e); };
   if (width == 1)
@@ -2443,8 +2467,13 @@ std::optional<LogicalResult> KernelLowering::lowerRegisterLoop(scf::ForOp op) {
       ImplicitLocOpBuilder yb(op.getLoc(), OpBuilder::atBlockEnd(body));
       auto oldYield = cast<scf::YieldOp>(oldBody->getTerminator());
       SmallVector<Value> next;
-      for (Value v : oldYield.getOperands())
-        llvm::append_range(next, elems(yb, map.lookupOrDefault(v)));
+      {
+        // (Everything emitted here is in this block: reusable in it.)
+        llvm::SaveAndRestore<bool> memo(memoElems, true);
+        for (Value v : oldYield.getOperands())
+          llvm::append_range(next, elems(yb, map.lookupOrDefault(v)));
+        elemMemo.clear();
+      }
       scf::YieldOp::create(yb, next);
       return success();
     };
