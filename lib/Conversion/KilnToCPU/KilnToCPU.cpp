@@ -862,7 +862,8 @@ static bool unitDimsOnly(ReshapeOp op) {
   };
   ArrayRef<int64_t> from = op.getSrc().getType().getShape(),
                     to = op.getResult().getType().getShape();
-  return strip(from) == strip(to) && from.back() == to.back();
+  return !from.empty() && !to.empty() && strip(from) == strip(to) &&
+         from.back() == to.back();
 }
 
 bool KernelLowering::canDefer(Operation *op) {
@@ -942,7 +943,7 @@ Value KernelLowering::emitElemsAt(ImplicitLocOpBuilder &ib, Value v,
   if (width == 1)
     if (Value o = elemOverride.lookup(v))
       return o;
-  // A register loop's carried vectors (and its nested loops' results).
+  // A register loop's carried vectors.
   if (auto it = groupOverride.find(v); it != groupOverride.end())
     return it->second[curGroup];
   DenseElementsAttr splat;
@@ -993,7 +994,12 @@ Value KernelLowering::emitElemsAt(ImplicitLocOpBuilder &ib, Value v,
         return it->second.second[fragmentRowSlot];
     bool innerBroadcast = srcType.getShape().back() != type.getShape().back();
     Operation *srcDef = bc.getSrc().getDefiningOp();
-    bool inlineSrc = srcDef && deferred.contains(srcDef);
+    // (A splat constant source too: it has a buffer only once something
+    // asked bufferOf, and a register loop's body reads it inline.)
+    DenseElementsAttr srcSplat;
+    bool inlineSrc = (srcDef && deferred.contains(srcDef)) ||
+                     (matchPattern(bc.getSrc(), m_Constant(&srcSplat)) &&
+                      srcSplat.isSplat());
     if (innerBroadcast) {
       Value s = inlineSrc ? emitElems(ib, bc.getSrc(), sidx, 1)
                           : loadElems(ib, buffers.lookup(bc.getSrc()), sidx, elt, 1);
@@ -2299,7 +2305,8 @@ bool KernelLowering::registerLoopBody(scf::ForOp op, ArrayRef<int64_t> shape,
     if (!llvm::any_of(inner.getOperands(), isTile) &&
         !llvm::any_of(inner.getResults(), isTile))
       continue; // scalar code: runs once per group of elements now
-    if (inner.getNumResults() != 1 || !isTile(inner.getResult(0)))
+    if (inner.getNumResults() != 1 || !isTile(inner.getResult(0)) ||
+        cast<RankedTensorType>(inner.getResult(0).getType()).getRank() == 0)
       return false;
     auto rt = cast<RankedTensorType>(inner.getResult(0).getType());
     DenseElementsAttr dense;
@@ -2507,7 +2514,11 @@ std::optional<LogicalResult> KernelLowering::lowerRegisterLoop(scf::ForOp op) {
     Value allFast;
     if (w > 1)
       op.getBody()->walk([&](Operation *inner) {
-        if (!isa<LoadOp, GatherOp>(inner))
+        // (Reads at the walk's vectors only: a tile whose last dimension is
+        // broadcast, or a gather's index tile, is read per element.)
+        if (!isa<LoadOp, GatherOp>(inner) ||
+            cast<RankedTensorType>(inner->getResult(0).getType()).getShape().back() !=
+                type.getShape().back())
           return;
         Value view = inner->getOperand(0);
         ValueRange offs = isa<LoadOp>(inner) ? cast<LoadOp>(inner).getOffsets()
@@ -2570,6 +2581,7 @@ std::optional<LogicalResult> KernelLowering::lowerRegisterLoop(scf::ForOp op) {
         storeElems(ib, results[k * group + g], resultBufs[k], at[g], w);
   });
   groupOverride.clear();
+  fastReads.clear();
   if (failed(result))
     return failure();
   for (auto [r, buf] : llvm::zip(op.getResults(), resultBufs))
@@ -2582,7 +2594,9 @@ Value KernelLowering::readViewElems(ImplicitLocOpBuilder &ib, Operation *access,
                                     ValueRange idx, int64_t width) {
   auto gather = dyn_cast<GatherOp>(access);
   auto load = dyn_cast<LoadOp>(access);
-  const ViewInfo &vi = views[access->getOperand(0)];
+  auto viewIt = views.find(access->getOperand(0));
+  assert(viewIt != views.end() && "a register loop's view is made before it is read");
+  const ViewInfo &vi = viewIt->second;
   auto type = cast<RankedTensorType>(access->getResult(0).getType());
   const int64_t rank = type.getRank();
   Type elt = type.getElementType(), stored = storageType(elt);
@@ -3541,7 +3555,18 @@ LogicalResult checkTileSizes(Operation *kernel) {
     }
     return false;
   };
+  auto rank0 = [](Type type) {
+    auto t = dyn_cast<RankedTensorType>(type);
+    return t && t.getRank() == 0;
+  };
   WalkResult walk = kernel->walk([&](Operation *op) {
+    for (Value v : op->getResults())
+      if (rank0(v.getType())) {
+        // (Every tile loop nest walks a last dimension.)
+        op->emitError("rank-0 tiles (")
+            << v.getType() << ") are not supported; use a scalar or a 1-element tile";
+        return WalkResult::interrupt();
+      }
     for (Value v : op->getResults())
       if (tooLarge(v.getType())) {
         op->emitError("a tile of type ")

@@ -73,3 +73,26 @@ kiln.func @stores(%p: !kiln.ptr<f32>, %n: index, %steps: index) {
   }
   kiln.return
 }
+
+// A splat constant made outside the loop and broadcast inside it is read as
+// the constant (it has no buffer: nothing outside asked for one).
+// CHECK-LABEL: func.func private @outside_splat
+// CHECK: scf.for %{{.*}} iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>
+// CHECK: arith.mulf %{{.*}}, %cst{{.*}} : vector<16xf32>
+kiln.func @outside_splat(%p: !kiln.ptr<f32>, %o: !kiln.ptr<f32>, %n: index, %steps: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %v = kiln.make_view %p, [%n, %n], [%n, %c1] : !kiln.ptr<f32> -> !kiln.view<2xf32>
+  %zero = arith.constant dense<0.0> : tensor<8x64xf32>
+  %two = arith.constant dense<2.0> : tensor<1x64xf32>
+  %r = scf.for %s = %c0 to %steps step %c1 iter_args(%acc = %zero) -> (tensor<8x64xf32>) {
+    %t = kiln.load %v[%s, %c0] : !kiln.view<2xf32> -> tensor<8x64xf32>
+    %b = kiln.broadcast %two : tensor<1x64xf32> -> tensor<8x64xf32>
+    %m = arith.mulf %t, %b : tensor<8x64xf32>
+    %a = arith.addf %acc, %m : tensor<8x64xf32>
+    scf.yield %a : tensor<8x64xf32>
+  }
+  %vo = kiln.make_view %o, [%n, %n], [%n, %c1] : !kiln.ptr<f32> -> !kiln.view<2xf32>
+  kiln.store %r, %vo[%c0, %c0] : tensor<8x64xf32> -> !kiln.view<2xf32>
+  kiln.return
+}

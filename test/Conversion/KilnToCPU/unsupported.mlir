@@ -36,3 +36,20 @@ kiln.func @big(%p: !kiln.ptr<f32>, %n: index) {
   kiln.store %t, %v[%c0] : tensor<2097152xf32> -> !kiln.view<1xf32>
   kiln.return
 }
+
+// -----
+
+// A rank-0 tile: refused with a located error (the lowering's loop nests
+// walk a last dimension; it crashed before).
+kiln.func @rank0(%n: index, %steps: index, %x: f32) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  // expected-error @+1 {{rank-0 tiles ('tensor<f32>') are not supported; use a scalar or a 1-element tile}}
+  %zero = arith.constant dense<0.0> : tensor<f32>
+  %r = scf.for %s = %c0 to %steps step %c1 iter_args(%acc = %zero) -> (tensor<f32>) {
+    %t = kiln.splat %x : tensor<f32>
+    %a = arith.addf %acc, %t : tensor<f32>
+    scf.yield %a : tensor<f32>
+  }
+  kiln.return
+}
