@@ -416,10 +416,6 @@ private:
   // accumulator stored per tap.
   bool registerLoop(scf::ForOp op, int64_t &width, int64_t &unroll,
                     int64_t &unrollRows);
-  /// Whether `op`'s body qualifies, its carried tiles of `shape`; collects
-  /// the element types and counts the carried tiles.
-  bool registerLoopBody(scf::ForOp op, ArrayRef<int64_t> shape,
-                        SmallVectorImpl<Type> &types, int64_t &carried);
   /// The vectors of a register loop's carried tiles, one per element group
   /// of the walk (curGroup: the group emitElems computes).
   DenseMap<Value, SmallVector<Value>> groupOverride;

@@ -340,6 +340,97 @@ LogicalResult KernelLowering::lowerMakeView(MakeViewOp op) {
   return success();
 }
 
+/// `width` elements of a view at [viewIdx..., col..] in the storage type (a
+/// scalar for width 1). Elements outside the view, and every element of a
+/// row outside it (rowValid false), read `pad` and touch no memory: a masked
+/// load when the vector starts inside the view with unit stride, else lane
+/// by lane.
+static Value readChecked(ImplicitLocOpBuilder &b, const ViewInfo &vi,
+                         ArrayRef<Value> viewIdx, Value rowValid, Value col,
+                         int64_t width, TypedAttr pad) {
+  Location loc = b.getLoc();
+  Type elt = pad.getType();
+  Value c0 = cIdx(b, 0), last = vi.sizes.back();
+  auto inRange = [&](ImplicitLocOpBuilder &ib, Value c) -> Value {
+    return arith::AndIOp::create(
+        ib, arith::CmpIOp::create(ib, arith::CmpIPredicate::sge, c, c0),
+        arith::CmpIOp::create(ib, arith::CmpIPredicate::slt, c, last));
+  };
+  auto at = [&](Value c) {
+    SmallVector<Value> idx(viewIdx);
+    idx.push_back(c);
+    return idx;
+  };
+  auto element = [&](ImplicitLocOpBuilder &ib, Value c, Value ok) -> Value {
+    auto ifOp = scf::IfOp::create(ib, TypeRange{elt}, ok, /*withElse=*/true);
+    OpBuilder tb = ifOp.getThenBodyBuilder();
+    scf::YieldOp::create(tb, loc, memref::LoadOp::create(tb, loc, vi.memref, at(c)).getResult());
+    OpBuilder eb = ifOp.getElseBodyBuilder();
+    scf::YieldOp::create(eb, loc, arith::ConstantOp::create(eb, loc, pad).getResult());
+    return ifOp.getResult(0);
+  };
+  if (width == 1)
+    return element(b, col, arith::AndIOp::create(b, rowValid, inRange(b, col)));
+  auto vecType = VectorType::get({width}, elt);
+  auto padOf = [&](ImplicitLocOpBuilder &ib) -> Value {
+    return arith::ConstantOp::create(ib, SplatElementsAttr::get(vecType, pad));
+  };
+  Value fast = arith::AndIOp::create(
+      b, arith::AndIOp::create(b, rowValid, inRange(b, col)), vi.unitStride);
+  auto ifOp = scf::IfOp::create(b, TypeRange{vecType}, fast, /*withElse=*/true);
+  {
+    ImplicitLocOpBuilder tb(loc, OpBuilder::atBlockBegin(ifOp.thenBlock()));
+    // At most the width: vector.create_mask compares in i32 when lowered to
+    // LLVM, so a remainder of 2^31 or more (a huge innermost size) would
+    // wrap and mask the whole vector off.
+    Value remaining = arith::MinSIOp::create(tb, arith::SubIOp::create(tb, last, col),
+                                             cIdx(tb, width));
+    Value mask = vector::CreateMaskOp::create(
+        tb, VectorType::get({width}, tb.getI1Type()), ValueRange{remaining});
+    scf::YieldOp::create(tb, vector::MaskedLoadOp::create(tb, vecType, vi.unitMemref, at(col),
+                                                          mask, padOf(tb))
+                                 .getResult());
+  }
+  ImplicitLocOpBuilder eb(loc, OpBuilder::atBlockBegin(ifOp.elseBlock()));
+  Value padVec = padOf(eb);
+  auto rowIf = scf::IfOp::create(eb, TypeRange{vecType}, rowValid, /*withElse=*/true);
+  scf::YieldOp::create(eb, rowIf.getResult(0));
+  {
+    ImplicitLocOpBuilder ob(loc, OpBuilder::atBlockBegin(rowIf.elseBlock()));
+    scf::YieldOp::create(ob, padVec);
+  }
+  ImplicitLocOpBuilder rb(loc, OpBuilder::atBlockBegin(rowIf.thenBlock()));
+  auto lanes = scf::ForOp::create(
+      rb, cIdx(rb, 0), cIdx(rb, width), cIdx(rb, 1), ValueRange{padVec},
+      [&](OpBuilder &fb, Location l2, Value lane, ValueRange acc) {
+        ImplicitLocOpBuilder lb(l2, fb);
+        Value c = arith::AddIOp::create(lb, col, lane);
+        Value e = element(lb, c, inRange(lb, c));
+        scf::YieldOp::create(
+            lb, vector::InsertOp::create(lb, e, acc[0], ArrayRef<OpFoldResult>{lane})
+                    .getResult());
+      });
+  scf::YieldOp::create(rb, lanes.getResult(0));
+  return ifOp.getResult(0);
+}
+
+/// Whether `width` elements at column `col` of every row of a view are
+/// inside it with unit stride, and the view has rows (so row 0 of each outer
+/// dimension exists for a clamped read).
+static Value columnsInside(ImplicitLocOpBuilder &b, const ViewInfo &vi, Value col,
+                           int64_t width) {
+  auto cmp = [&](arith::CmpIPredicate p, Value x, Value y) -> Value {
+    return arith::CmpIOp::create(b, p, x, y);
+  };
+  Value c0 = cIdx(b, 0);
+  Value ok = vi.unitStride;
+  for (size_t d = 0; d + 1 < vi.sizes.size(); ++d)
+    ok = arith::AndIOp::create(b, ok, cmp(arith::CmpIPredicate::sgt, vi.sizes[d], c0));
+  Value end = arith::AddIOp::create(b, col, cIdx(b, width));
+  ok = arith::AndIOp::create(b, ok, cmp(arith::CmpIPredicate::sge, col, c0));
+  return arith::AndIOp::create(b, ok, cmp(arith::CmpIPredicate::sle, end, vi.sizes.back()));
+}
+
 /// Loads or stores a tile at `offsets` of a view (or, when `indices` is set,
 /// at the view rows named by the index tile). Elements outside the view read
 /// `padding` / are not written. The innermost dimension goes by vectors: a
@@ -374,7 +465,6 @@ LogicalResult KernelLowering::lowerViewAccess(
   bool gatherInner = indices && rank == 1;
   int64_t width =
       gatherInner ? 1 : vectorWidth({tileType.getElementType()}, shape.back());
-  auto vecType = VectorType::get({width}, elt);
 
   Value c0 = arith::ConstantIndexOp::create(b, 0);
   Value cTrue = arith::ConstantIntOp::create(b, 1, 1);
@@ -428,30 +518,24 @@ LogicalResult KernelLowering::lowerViewAccess(
               OpBuilder tb = ifOp.getThenBodyBuilder();
               memref::StoreOp::create(tb, loc, v, vi.memref, fullIdx);
             } else {
-              auto ifOp = scf::IfOp::create(ib, TypeRange{elt}, valid, true);
-              OpBuilder tb = ifOp.getThenBodyBuilder();
-              Value l = memref::LoadOp::create(tb, loc, vi.memref, fullIdx);
-              scf::YieldOp::create(tb, loc, l);
-              OpBuilder eb = ifOp.getElseBodyBuilder();
-              Value p = arith::ConstantOp::create(eb, loc, padAttr);
-              scf::YieldOp::create(eb, loc, p);
-              storeElems(ib, ifOp.getResult(0), tileBuf, tileIdx, 1);
+              storeElems(ib, readChecked(ib, vi, viewIdx, rowValid, col, 1, padAttr),
+                         tileBuf, tileIdx, 1);
             }
             scf::YieldOp::create(ib);
             return;
           }
 
           // Vector chunk: fast masked path when the chunk starts inside the
-          // view and the innermost stride is 1.
-          Value fast = arith::AndIOp::create(ib, valid, vi.unitStride);
-          // At most the chunk's width: vector.create_mask compares in i32
-          // when lowered to LLVM, so a remainder of 2^31 or more (a huge
-          // innermost size) would wrap and mask the whole chunk off.
-          Value remaining = arith::MinSIOp::create(
-              ib, arith::SubIOp::create(ib, vi.sizes[rank - 1], col),
-              arith::ConstantIndexOp::create(ib, width));
-          auto maskType = VectorType::get({width}, ib.getI1Type());
+          // view and the innermost stride is 1 (loads: readChecked).
           if (isStore) {
+            Value fast = arith::AndIOp::create(ib, valid, vi.unitStride);
+            // At most the chunk's width: vector.create_mask compares in i32
+            // when lowered to LLVM, so a remainder of 2^31 or more (a huge
+            // innermost size) would wrap and mask the whole chunk off.
+            Value remaining = arith::MinSIOp::create(
+                ib, arith::SubIOp::create(ib, vi.sizes[rank - 1], col),
+                arith::ConstantIndexOp::create(ib, width));
+            auto maskType = VectorType::get({width}, ib.getI1Type());
             Value v = loadElems(ib, tileBuf, tileIdx, elt, width);
             auto ifOp = scf::IfOp::create(ib, TypeRange{}, fast, true);
             {
@@ -485,48 +569,8 @@ LogicalResult KernelLowering::lowerViewAccess(
                   });
             }
           } else {
-            auto ifOp = scf::IfOp::create(ib, TypeRange{vecType}, fast, true);
-            {
-              OpBuilder tb = ifOp.getThenBodyBuilder();
-              Value mask = vector::CreateMaskOp::create(
-                  tb, loc, maskType, ValueRange{remaining});
-              ImplicitLocOpBuilder tib(loc, tb);
-              Value pass = splatConstant(tib, padAttr, width);
-              Value l = vector::MaskedLoadOp::create(
-                  tb, loc, vecType, vi.unitMemref, fullIdx, mask, pass);
-              scf::YieldOp::create(tb, loc, l);
-            }
-            {
-              OpBuilder eb = ifOp.getElseBodyBuilder();
-              ImplicitLocOpBuilder eib(loc, eb);
-              Value pass = splatConstant(eib, padAttr, width);
-              Value l0 = arith::ConstantIndexOp::create(eib, 0);
-              Value lw = arith::ConstantIndexOp::create(eib, width);
-              Value l1 = arith::ConstantIndexOp::create(eib, 1);
-              auto loop = scf::ForOp::create(
-                  eib, l0, lw, l1, ValueRange{pass},
-                  [&](OpBuilder &lb2, Location l2, Value lane,
-                      ValueRange acc) {
-                    ImplicitLocOpBuilder lib(l2, lb2);
-                    Value c = arith::AddIOp::create(lib, col, lane);
-                    Value ok = arith::AndIOp::create(lib, rowValid,
-                                                     inRange(lib, c, rank - 1));
-                    SmallVector<Value> idx(viewIdx);
-                    idx.push_back(c);
-                    auto inner =
-                        scf::IfOp::create(lib, TypeRange{vecType}, ok, true);
-                    OpBuilder tb = inner.getThenBodyBuilder();
-                    Value e = memref::LoadOp::create(tb, l2, vi.memref, idx);
-                    Value ins = vector::InsertOp::create(
-                        tb, l2, e, acc[0], ArrayRef<OpFoldResult>{lane});
-                    scf::YieldOp::create(tb, l2, ins);
-                    OpBuilder eb2 = inner.getElseBodyBuilder();
-                    scf::YieldOp::create(eb2, l2, acc[0]);
-                    scf::YieldOp::create(lib, inner.getResult(0));
-                  });
-              scf::YieldOp::create(eib, loop.getResult(0));
-            }
-            storeElems(ib, ifOp.getResult(0), tileBuf, tileIdx, width);
+            storeElems(ib, readChecked(ib, vi, viewIdx, rowValid, col, width, padAttr),
+                       tileBuf, tileIdx, width);
           }
           scf::YieldOp::create(ib);
         });
@@ -2275,18 +2319,22 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
 // Loops in registers
 //===----------------------------------------------------------------------===//
 
-bool KernelLowering::registerLoopBody(scf::ForOp op, ArrayRef<int64_t> shape,
-                                      SmallVectorImpl<Type> &types,
-                                      int64_t &carried) {
-  if (op.getNumResults() == 0 || !llvm::all_of(op.getInitArgs(), isTile))
+bool KernelLowering::registerLoop(scf::ForOp op, int64_t &width,
+                                  int64_t &unroll, int64_t &unrollRows) {
+  if (simt || op.getNumResults() == 0 || !isTile(op.getInitArgs()[0]))
     return false;
+  ArrayRef<int64_t> shape =
+      cast<RankedTensorType>(op.getInitArgs()[0].getType()).getShape();
+  if (shape.empty() || !llvm::all_of(op.getInitArgs(), isTile))
+    return false;
+  SmallVector<Type> types;
   for (Value init : op.getInitArgs()) {
     auto t = cast<RankedTensorType>(init.getType());
     if (t.getShape() != shape)
       return false;
     types.push_back(t.getElementType());
   }
-  carried = op.getNumResults();
+  const int64_t carried = op.getNumResults();
   // Values computed from the carried tiles: each is read at the element
   // being walked only, so only elementwise ops of the loop's shape take them.
   DenseSet<Value> fromCarried(op.getRegionIterArgs().begin(),
@@ -2340,21 +2388,6 @@ bool KernelLowering::registerLoopBody(scf::ForOp op, ArrayRef<int64_t> shape,
     if (rt.getShape().back() == shape.back())
       types.push_back(rt.getElementType());
   }
-  return true;
-}
-
-bool KernelLowering::registerLoop(scf::ForOp op, int64_t &width,
-                                  int64_t &unroll, int64_t &unrollRows) {
-  if (simt || op.getNumResults() == 0 || !isTile(op.getInitArgs()[0]))
-    return false;
-  ArrayRef<int64_t> shape =
-      cast<RankedTensorType>(op.getInitArgs()[0].getType()).getShape();
-  if (shape.empty())
-    return false;
-  SmallVector<Type> types;
-  int64_t carried = 0;
-  if (!registerLoopBody(op, shape, types, carried))
-    return false;
   width = vectorWidth(types, shape.back());
   // Several vectors of a row per iteration share its scalar code (a
   // gather's row index and validity); at most 8 carried vectors.
@@ -2527,22 +2560,11 @@ std::optional<LogicalResult> KernelLowering::lowerRegisterLoop(scf::ForOp op) {
             op.getBodyRegion().isAncestor(offs.back().getParentRegion()))
           return;
         const ViewInfo &vi = views[view];
-        int64_t vrank = vi.sizes.size();
-        Value fast = vi.unitStride;
-        auto cmp = [&](arith::CmpIPredicate pr, Value x, Value y) {
-          return arith::CmpIOp::create(ib, pr, x, y).getResult();
-        };
-        for (int64_t d = 0; d + 1 < vrank; ++d)
-          fast = arith::AndIOp::create(
-              ib, fast, cmp(arith::CmpIPredicate::sgt, vi.sizes[d], cIdx(ib, 0)));
+        Value fast;
         for (int64_t g = 0; g < group; ++g) {
-          Value col = arith::AddIOp::create(ib, offs.back(), at[g].back());
-          Value end = arith::AddIOp::create(ib, col, cIdx(ib, w));
-          fast = arith::AndIOp::create(
-              ib, fast,
-              arith::AndIOp::create(ib, cmp(arith::CmpIPredicate::sge, col, cIdx(ib, 0)),
-                                    cmp(arith::CmpIPredicate::sle, end,
-                                        vi.sizes[vrank - 1])));
+          Value inside = columnsInside(
+              ib, vi, arith::AddIOp::create(ib, offs.back(), at[g].back()), w);
+          fast = fast ? arith::AndIOp::create(ib, fast, inside).getResult() : inside;
         }
         allFast = allFast ? arith::AndIOp::create(ib, allFast, fast).getResult() : fast;
         fastReads.insert(inner);
@@ -2613,7 +2635,6 @@ Value KernelLowering::readViewElems(ImplicitLocOpBuilder &ib, Operation *access,
   // index), whether all are inside the view, and the same clamped to 0.
   SmallVector<Value> outer, clamped;
   Value rowOk = arith::ConstantIntOp::create(ib, 1, 1);
-  Value nonEmpty = rowOk;
   for (int64_t d = 0; d + 1 < rank; ++d) {
     Value i;
     if (gather && d == 0)
@@ -2626,33 +2647,13 @@ Value KernelLowering::readViewElems(ImplicitLocOpBuilder &ib, Operation *access,
     outer.push_back(i);
     clamped.push_back(arith::SelectOp::create(ib, ok, i, c0));
     rowOk = both(rowOk, ok);
-    nonEmpty = both(nonEmpty, cmp(arith::CmpIPredicate::sgt, vi.sizes[d], c0));
   }
   Value col = arith::AddIOp::create(ib, offset(rank - 1), idx[rank - 1]);
-  Value last = vi.sizes[rank - 1];
-  // One element, or a lane of the general path: read when inside the view.
-  auto element = [&](ImplicitLocOpBuilder &eb, Value c, Value ok) -> Value {
-    auto ifOp = scf::IfOp::create(eb, TypeRange{stored}, ok, /*withElse=*/true);
-    OpBuilder tb = ifOp.getThenBodyBuilder();
-    SmallVector<Value> at(outer);
-    at.push_back(c);
-    Value v = memref::LoadOp::create(tb, eb.getLoc(), vi.memref, at);
-    scf::YieldOp::create(tb, eb.getLoc(), v);
-    OpBuilder fb = ifOp.getElseBodyBuilder();
-    Value p = arith::ConstantOp::create(fb, eb.getLoc(), pad);
-    scf::YieldOp::create(fb, eb.getLoc(), p);
-    return ifOp.getResult(0);
-  };
-  auto colOk = [&](ImplicitLocOpBuilder &eb, Value c) {
-    return arith::AndIOp::create(
-        eb, arith::CmpIOp::create(eb, arith::CmpIPredicate::sge, c, c0),
-        arith::CmpIOp::create(eb, arith::CmpIPredicate::slt, c, last));
-  };
   if (width == 1)
-    return toType(ib, ib.getLoc(), element(ib, col, both(rowOk, colOk(ib, col))), elt);
+    return toType(ib, ib.getLoc(), readChecked(ib, vi, outer, rowOk, col, 1, pad), elt);
   // The vector's columns inside the view, with unit stride: one load (at
   // row 0 of each outer dimension for a row outside the view, then
-  // replaced by the padding: no branch per row). Else lane by lane.
+  // replaced by the padding: no branch per row). Else readChecked.
   auto vecType = VectorType::get({width}, stored);
   auto fastRead = [&](ImplicitLocOpBuilder &fb) -> Value {
     SmallVector<Value> at(clamped);
@@ -2662,58 +2663,15 @@ Value KernelLowering::readViewElems(ImplicitLocOpBuilder &ib, Operation *access,
   };
   if (fastReads.contains(access)) // (lowerRegisterLoop tested the columns)
     return toType(ib, ib.getLoc(), fastRead(ib), elt);
-  Value fast = both(both(vi.unitStride, nonEmpty),
-                    both(cmp(arith::CmpIPredicate::sge, col, c0),
-                         cmp(arith::CmpIPredicate::sle,
-                             arith::AddIOp::create(ib, col, cIdx(ib, width)), last)));
-  auto ifOp = scf::IfOp::create(ib, TypeRange{vecType}, fast, /*withElse=*/true);
+  auto ifOp = scf::IfOp::create(ib, TypeRange{vecType}, columnsInside(ib, vi, col, width),
+                                /*withElse=*/true);
   {
     ImplicitLocOpBuilder tb(ib.getLoc(), OpBuilder::atBlockBegin(ifOp.thenBlock()));
     scf::YieldOp::create(tb, fastRead(tb));
   }
-  // Else: a row outside the view reads the padding; a vector that starts
-  // inside it (unit stride) a masked load; any other lane by lane.
-  ImplicitLocOpBuilder eb(ib.getLoc(), OpBuilder::atBlockBegin(ifOp.elseBlock()));
-  Value padVec = splatConstant(eb, pad, width);
-  auto rowIf = scf::IfOp::create(eb, TypeRange{vecType}, rowOk, /*withElse=*/true);
-  scf::YieldOp::create(eb, rowIf.getResult(0));
   {
-    ImplicitLocOpBuilder ob(ib.getLoc(), OpBuilder::atBlockBegin(rowIf.elseBlock()));
-    scf::YieldOp::create(ob, padVec);
-  }
-  ImplicitLocOpBuilder rb(ib.getLoc(), OpBuilder::atBlockBegin(rowIf.thenBlock()));
-  Value starts = arith::AndIOp::create(
-      rb, vi.unitStride,
-      arith::AndIOp::create(rb, arith::CmpIOp::create(rb, arith::CmpIPredicate::sge, col, c0),
-                            arith::CmpIOp::create(rb, arith::CmpIPredicate::slt, col, last)));
-  auto maskIf = scf::IfOp::create(rb, TypeRange{vecType}, starts, /*withElse=*/true);
-  scf::YieldOp::create(rb, maskIf.getResult(0));
-  {
-    ImplicitLocOpBuilder mb(ib.getLoc(), OpBuilder::atBlockBegin(maskIf.thenBlock()));
-    // (At most the width: create_mask compares in i32.)
-    Value remaining = arith::MinSIOp::create(mb, arith::SubIOp::create(mb, last, col),
-                                             cIdx(mb, width));
-    Value mask = vector::CreateMaskOp::create(
-        mb, VectorType::get({width}, mb.getI1Type()), ValueRange{remaining});
-    SmallVector<Value> at(outer);
-    at.push_back(col);
-    scf::YieldOp::create(mb, vector::MaskedLoadOp::create(mb, vecType, vi.unitMemref, at,
-                                                          mask, padVec)
-                                 .getResult());
-  }
-  {
-    ImplicitLocOpBuilder lb(ib.getLoc(), OpBuilder::atBlockBegin(maskIf.elseBlock()));
-    auto lanes = scf::ForOp::create(
-        lb, cIdx(lb, 0), cIdx(lb, width), cIdx(lb, 1), ValueRange{padVec},
-        [&](OpBuilder &fb, Location loc, Value lane, ValueRange acc) {
-          ImplicitLocOpBuilder eb2(loc, fb);
-          Value c = arith::AddIOp::create(eb2, col, lane);
-          Value e = element(eb2, c, colOk(eb2, c));
-          scf::YieldOp::create(eb2, vector::InsertOp::create(eb2, e, acc[0],
-                                                             ArrayRef<OpFoldResult>{lane})
-                                        .getResult());
-        });
-    scf::YieldOp::create(lb, lanes.getResult(0));
+    ImplicitLocOpBuilder eb(ib.getLoc(), OpBuilder::atBlockBegin(ifOp.elseBlock()));
+    scf::YieldOp::create(eb, readChecked(eb, vi, outer, rowOk, col, width, pad));
   }
   return toType(ib, ib.getLoc(), ifOp.getResult(0), elt);
 }
