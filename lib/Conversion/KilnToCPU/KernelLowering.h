@@ -320,6 +320,13 @@ private:
   /// TMA: thread 0 issues `pl`'s box for a stage fill at `offsets`.
   void issueTma(ImplicitLocOpBuilder &b, PipelinedLoad &pl,
                 ValueRange offsets, Value dst, Value barrier);
+  /// A gather's or scatter's rows moved in whole chunks where the view
+  /// allows (cp.async with zero fill; vector stores), element by element
+  /// elsewhere; no commit, wait or barrier.
+  void emitRowChunksSimt(ImplicitLocOpBuilder &b, const ViewInfo &vi,
+                         Value idxBuf, ValueRange offsets, Value tileBuf,
+                         RankedTensorType tileType, TypedAttr padAttr,
+                         bool isStore);
   /// The widest cp.async chunk for a tile row (0: none).
   int64_t asyncChunk(RankedTensorType tileType);
   /// Loads a tile from a view into `tileBuf` (interior tiles by cp.async,

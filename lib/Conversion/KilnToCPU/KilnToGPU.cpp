@@ -325,6 +325,16 @@ static Value chunkAligned(ImplicitLocOpBuilder &b, const ViewInfo &vi,
                             arith::RemUIOp::create(b, addr, vv), zero));
 }
 
+/// Whether an access's padding is all zero bits (what cp.async's zero fill
+/// writes; -0.0 is not).
+static bool zeroBits(TypedAttr pad) {
+  if (auto f = dyn_cast<FloatAttr>(pad))
+    return f.getValue().isPosZero();
+  if (auto i = dyn_cast<IntegerAttr>(pad))
+    return i.getValue().isZero();
+  return false;
+}
+
 LogicalResult KernelLowering::lowerViewAccessSimt(
     Operation *op, const ViewInfo &vi, Value idxBuf, ValueRange offsets,
     Value tileBuf, RankedTensorType tileType, TypedAttr padAttr,
@@ -367,6 +377,26 @@ LogicalResult KernelLowering::lowerViewAccessSimt(
     storeByThreads(b, vi, offsets, tileBuf, tileType, padAttr);
     barrier(b);
     return success();
+  }
+  if (indices && rank >= 2 && chunk > 0 && !vi.strides.empty()) {
+    // Gathers and scatters of rows: whole chunks per row where the view
+    // allows (emitRowChunksSimt), element by element otherwise.
+    if (!isStore && simt->asyncCopy && zeroBits(padAttr)) {
+      emitRowChunksSimt(b, vi, idxBuf, offsets, tileBuf, tileType, padAttr,
+                        /*isStore=*/false);
+      NVVM::CpAsyncCommitGroupOp::create(b);
+      NVVM::CpAsyncWaitGroupOp::create(b, 0);
+      if (isCoreBuffer(tileBuf))
+        asyncProxyFence(b);
+      barrier(b);
+      return success();
+    }
+    if (isStore) {
+      emitRowChunksSimt(b, vi, idxBuf, offsets, tileBuf, tileType, padAttr,
+                        /*isStore=*/true);
+      barrier(b);
+      return success();
+    }
   }
   if (isStore || indices || !simt->asyncCopy || chunk == 0) {
     forEachIndexSimt(b, shape, general);
@@ -431,6 +461,155 @@ void KernelLowering::storeByThreads(ImplicitLocOpBuilder &b,
       ImplicitLocOpBuilder eb(b.getLoc(), ifOp.getElseBodyBuilder());
       distribute(eb, *simt, shape, general);
     }
+  }
+}
+
+/// A gather (`isStore` false) or scatter of the rows named by `idxBuf`, in
+/// chunks of a tile row. Where the view's innermost stride is 1, the column
+/// offset is not negative and every row start of the tile is aligned to the
+/// chunk (run time, uniform; 16, 8 or 4 bytes; 4-byte elements otherwise by
+/// element-sized copies, narrower ones element by element), each
+/// thread moves whole chunks:
+/// * a gather issues one cp.async per chunk (no wait, no barrier: the caller
+///   commits), with a source size of the chunk's elements inside the view
+///   (0 for a row index outside it, fewer at the view's last columns):
+///   cp.async zero-fills the rest, which is the (zero) padding;
+/// * a scatter writes a chunk whose row is valid and whose columns are all
+///   inside with one vector load from shared memory and one vector store to
+///   global memory, and the elements of a chunk at the view's edge one by one.
+/// Otherwise every element goes by itself with its bounds check. The index
+/// tile is read once per chunk, not once per element.
+void KernelLowering::emitRowChunksSimt(ImplicitLocOpBuilder &b,
+                                       const ViewInfo &vi, Value idxBuf,
+                                       ValueRange offsets, Value tileBuf,
+                                       RankedTensorType tileType,
+                                       TypedAttr padAttr, bool isStore) {
+  Type elt = storageType(tileType.getElementType());
+  ArrayRef<int64_t> shape = tileType.getShape();
+  int64_t rank = tileType.getRank();
+  int64_t eltBytes = std::max<int64_t>(1, elt.getIntOrFloatBitWidth() / 8);
+  int64_t chunk = asyncChunk(tileType);
+  auto cmp = [](ImplicitLocOpBuilder &ib, arith::CmpIPredicate p, Value x,
+                Value y) -> Value { return arith::CmpIOp::create(ib, p, x, y); };
+  auto general = [&](ImplicitLocOpBuilder &ib, ValueRange idx) {
+    SmallVector<Value> viewIdx;
+    for (int64_t d = 0; d < rank; ++d)
+      viewIdx.push_back(viewIndexAt(ib, idxBuf, offsets, d, idx[d]));
+    accessElement(ib, vi, viewIdx, tileBuf, idx, elt, padAttr, isStore);
+  };
+  // Every row start of the tile is v-aligned: the columns' start (the base
+  // and the offsets of the dimensions after the row index) and every outer
+  // stride in bytes.
+  auto aligned = [&](ImplicitLocOpBuilder &ib, int64_t v) -> Value {
+    Value zero = cIdx(ib, 0), vv = cIdx(ib, v), eb = cIdx(ib, eltBytes);
+    Value addr = memref::ExtractAlignedPointerAsIndexOp::create(ib, vi.memref);
+    Value ok = arith::ConstantIntOp::create(ib, 1, 1);
+    for (int64_t d = 0; d < rank; ++d) {
+      Value strideBytes = arith::MulIOp::create(ib, vi.strides[d], eb);
+      if (d > 0)
+        addr = arith::AddIOp::create(
+            ib, addr, arith::MulIOp::create(ib, offsets[d - 1], strideBytes));
+      if (d + 1 < rank)
+        ok = arith::AndIOp::create(
+            ib, ok,
+            cmp(ib, arith::CmpIPredicate::eq,
+                arith::RemUIOp::create(ib, strideBytes, vv), zero));
+    }
+    return arith::AndIOp::create(
+        ib, ok,
+        cmp(ib, arith::CmpIPredicate::eq, arith::RemUIOp::create(ib, addr, vv),
+            zero));
+  };
+  auto chunks = [&](ImplicitLocOpBuilder &ib, int64_t v) {
+    int64_t per = v / eltBytes;
+    SmallVector<int64_t> grid(shape);
+    grid.back() /= per;
+    distribute(ib, *simt, grid, [&](ImplicitLocOpBuilder &cb,
+                                    ValueRange cidx) {
+      SmallVector<Value> idx(cidx);
+      idx.back() = arith::MulIOp::create(cb, idx.back(), cIdx(cb, per));
+      Value c0 = cIdx(cb, 0);
+      // The row (and any middle dimension) inside the view, and how many
+      // of the chunk's elements are (the column start is >= 0).
+      Value rowOk = arith::ConstantIntOp::create(cb, 1, 1);
+      SmallVector<Value> src;
+      for (int64_t d = 0; d + 1 < rank; ++d) {
+        Value i = viewIndexAt(cb, idxBuf, offsets, d, idx[d]);
+        rowOk = arith::AndIOp::create(
+            cb, rowOk,
+            arith::AndIOp::create(cb, cmp(cb, arith::CmpIPredicate::sge, i, c0),
+                                  cmp(cb, arith::CmpIPredicate::slt, i,
+                                      vi.sizes[d])));
+        src.push_back(i);
+      }
+      Value col = arith::AddIOp::create(cb, offsets.back(), idx.back());
+      Value left = arith::SubIOp::create(cb, vi.sizes[rank - 1], col);
+      Value n = arith::MinSIOp::create(
+          cb, arith::MaxSIOp::create(cb, left, c0), cIdx(cb, per));
+      n = arith::SelectOp::create(cb, rowOk, n, c0);
+      // A chunk with nothing to move points at row 0 (no byte is read or
+      // written there), not at an index outside the view.
+      for (Value &i : src)
+        i = arith::SelectOp::create(cb, rowOk, i, c0);
+      src.push_back(col);
+      SmallVector<Value> at = tileIndices(cb, tileBuf, idx);
+      if (!isStore) {
+        nvgpu::DeviceAsyncCopyOp::create(
+            cb, nvgpu::DeviceAsyncTokenType::get(cb.getContext()), tileBuf,
+            at, vi.unitMemref, src, cb.getIndexAttr(per), n,
+            v == 16 ? cb.getUnitAttr() : UnitAttr());
+        return;
+      }
+      auto full = scf::IfOp::create(
+          cb, TypeRange{}, cmp(cb, arith::CmpIPredicate::eq, n, cIdx(cb, per)),
+          true);
+      {
+        ImplicitLocOpBuilder tb(cb.getLoc(), full.getThenBodyBuilder());
+        auto vecType = VectorType::get({per}, elt);
+        Value vec = vector::LoadOp::create(tb, vecType, tileBuf, at,
+                                           /*nontemporal=*/false,
+                                           llvm::MaybeAlign(v));
+        vector::StoreOp::create(tb, vec, vi.unitMemref, src,
+                                /*nontemporal=*/false, llvm::MaybeAlign(v));
+      }
+      {
+        // The view's last columns (or nothing): element by element.
+        ImplicitLocOpBuilder eb(cb.getLoc(), full.getElseBodyBuilder());
+        for (int64_t e = 0; e < per; ++e) {
+          auto inside = scf::IfOp::create(
+              eb, TypeRange{},
+              cmp(eb, arith::CmpIPredicate::slt, cIdx(eb, e), n), false);
+          ImplicitLocOpBuilder ib(eb.getLoc(), inside.getThenBodyBuilder());
+          SmallVector<Value> tileAt(idx), viewAt(src);
+          tileAt.back() = arith::AddIOp::create(ib, idx.back(), cIdx(ib, e));
+          viewAt.back() = arith::AddIOp::create(ib, col, cIdx(ib, e));
+          Value x = memref::LoadOp::create(ib, tileBuf,
+                                           tileIndices(ib, tileBuf, tileAt));
+          memref::StoreOp::create(ib, x, vi.unitMemref, viewAt);
+        }
+      }
+    });
+  };
+  Value c0 = cIdx(b, 0);
+  Value uniform = arith::AndIOp::create(
+      b, vi.unitStride, cmp(b, arith::CmpIPredicate::sge, offsets.back(), c0));
+  auto ifOp = scf::IfOp::create(
+      b, TypeRange{}, arith::AndIOp::create(b, uniform, aligned(b, chunk)),
+      true);
+  ImplicitLocOpBuilder tb(b.getLoc(), ifOp.getThenBodyBuilder());
+  chunks(tb, chunk);
+  ImplicitLocOpBuilder eb(b.getLoc(), ifOp.getElseBodyBuilder());
+  if (chunk > eltBytes && eltBytes == 4) {
+    // Element-sized copies of 4-byte elements are always aligned.
+    auto narrow = scf::IfOp::create(eb, TypeRange{}, uniform, true);
+    ImplicitLocOpBuilder nb(b.getLoc(), narrow.getThenBodyBuilder());
+    chunks(nb, 4);
+    ImplicitLocOpBuilder gb(b.getLoc(), narrow.getElseBodyBuilder());
+    distribute(gb, *simt, shape, general);
+  } else {
+    // (Narrower elements: a 4-byte path as well cost the DSA sparse
+    // attention's loop 15 registers and 88 bytes of spills on sm_90a.)
+    distribute(eb, *simt, shape, general);
   }
 }
 
