@@ -923,15 +923,21 @@ capturing[0], current[0], Stream.synced = False, default, 0
 del os.environ["KILN_TMA_MAPS"]
 # A block mask built for the device: checked and copied once; the call
 # copies nothing from the host and launches with its tensors.
+# On sm_90a its block defaults to 128 (flex_attention's; the faster shape
+# on an H200), so the kernel runs at 8 warps.
 dmask = kiln.ops.block_mask(causal, B, Hq, S, S, device=dev)
+assert dmask["block"] == 128 and dmask["block_kv"] == 128
 names = ("kv_num", "kv_idx", "full_num", "full_idx")
 assert all(dmask[n].is_cuda and dmask[n].dtype is torch.int32 for n in names)
-assert all(np.array_equal(dmask[n].data, mask[n]) for n in names)
+mask128 = kiln.ops.block_mask(causal, B, Hq, S, S, block=128)
+assert all(np.array_equal(dmask[n].data, mask128[n]) for n in names)
+assert kiln.ops.block_mask(causal, B, Hq, S, S, block=64, device=dev)["block"] == 64
 before = list(allocs)
 kiln.ops.block_sparse_attention(q, k, v, dmask, "causal")
 assert not [t for t in allocs if t not in before and t.host is not None]
 p = list(mock.kiln_mock_last_launch().contents.params[:9])
 assert p[5:9] == [dmask[n].addr for n in names], p
+assert tuple(mock.kiln_mock_last_launch().contents.block) == (256, 1, 1)
 count = mock.kiln_mock_last_launch().contents.count
 q2 = Tensor((B, Hq, 150, D), torch.bfloat16, dev)
 for args, exc, what in (

@@ -11,7 +11,7 @@ import pytest
 
 import kiln
 import kiln.language as kl
-from conftest import from_bf16_bits, to_bf16_bits
+from conftest import assert_close, from_bf16_bits, to_bf16_bits
 
 
 @kiln.jit
@@ -161,3 +161,38 @@ def test_scatter_rows(rng, dtype, C, stride, col0, BC):
             if 0 <= c < C:
                 ref[idx[r], c] = sv[r, j]
     assert np.array_equal(_values(y), ref)
+
+
+@kiln.jit
+def gathered_dots(x, idx, w, out, out_t, R, n, BN: kl.constexpr, D: kl.constexpr,
+                  BM: kl.constexpr):
+    """A gathered tile as a dot's A operand and, transposed, as its B: on
+    sm_90a written by the gather in wgmma's core-matrix layout, on mma.sync
+    targets with padded rows (allocLoadTile)."""
+    pid = kl.program_id(0)
+    rows = pid * BN + kl.arange(0, BN)
+    i = kl.load(idx + rows, mask=rows < n, other=-1)
+    vx = kl.make_view(x, (R, D), (D, 1))
+    a = kl.gather(vx, i, offsets=(0,), shape=(BN, D))
+    wt = kl.load(kl.make_view(w, (D, BM), (BM, 1)), offsets=(0, 0), shape=(D, BM))
+    kl.store(kl.make_view(out, (n, BM), (BM, 1)), kl.dot(a, wt), offsets=(pid * BN, 0))
+    b = kl.gather(vx, i, offsets=(0,), shape=(BN, D))
+    q = kl.load(kl.make_view(w, (BM, D), (D, 1)), offsets=(0, 0), shape=(BM, D))
+    kl.store(kl.make_view(out_t, (BM, n), (n, 1)), kl.dot(q, kl.trans(b)),
+             offsets=(0, pid * BN))
+
+
+def test_gathered_tiles_as_dot_operands(rng):
+    R, n, BN, D, BM = 50, 150, 64, 64, 64
+    xb = to_bf16_bits(rng.standard_normal((R, D)).astype(np.float32))
+    wb = to_bf16_bits(rng.standard_normal((D, BM)).astype(np.float32))
+    idx = _indices(rng, n, R)
+    out = np.full((n, BM), np.nan, np.float32)
+    out_t = np.full((BM, n), np.nan, np.float32)
+    gathered_dots[(kiln.cdiv(n, BN),)](kiln.bf16(xb), idx, kiln.bf16(wb), out, out_t, R, n,
+                                       BN=BN, D=D, BM=BM)
+    x = from_bf16_bits(xb).astype(np.float64)
+    w = from_bf16_bits(wb).astype(np.float64)
+    a = np.where(((idx >= 0) & (idx < R))[:, None], x[np.clip(idx, 0, R - 1)], 0.0)
+    assert_close(out, a @ w, 1e-5, 1e-4)
+    assert_close(out_t, w.reshape(BM, D) @ a.T, 1e-5, 1e-4)

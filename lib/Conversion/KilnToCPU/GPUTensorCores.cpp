@@ -1428,13 +1428,15 @@ Value KernelLowering::allocPaddedTile(RankedTensorType type, Location loc) {
                                            /*offset=*/0, shape, strides);
 }
 
-Value KernelLowering::allocLoadTile(LoadOp load) {
-  RankedTensorType type = load.getResult().getType();
-  if (simt && simt->asyncCopy && wgmmaOperand(*simt, load.getResult()))
-    return allocCoreTile(type, load.getLoc());
-  if (simt && mmaSyncOperand(*simt, load.getResult()))
-    return allocPaddedTile(type, load.getLoc());
-  return allocTile(type, load.getLoc());
+Value KernelLowering::allocLoadTile(Operation *access) {
+  assert((isa<LoadOp, GatherOp>(access)) && "a load or a gather");
+  Value v = access->getResult(0);
+  auto type = cast<RankedTensorType>(v.getType());
+  if (simt && simt->asyncCopy && wgmmaOperand(*simt, v))
+    return allocCoreTile(type, access->getLoc());
+  if (simt && mmaSyncOperand(*simt, v))
+    return allocPaddedTile(type, access->getLoc());
+  return allocTile(type, access->getLoc());
 }
 
 void KernelLowering::fenceCoreWrites(ImplicitLocOpBuilder &b,

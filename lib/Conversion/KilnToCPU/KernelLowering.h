@@ -617,10 +617,11 @@ private:
                                  const MmaTiles &mt,
                                  ArrayRef<Value> rows, ArrayRef<Value> cols,
                                  ValueRange acc);
-  /// The buffer a tile load writes: in SIMT mode on sm_90a, a load whose
-  /// tile only feeds a wgmma dot as A or B gets a rank-4 core-matrix view
-  /// instead of a row-major buffer.
-  Value allocLoadTile(LoadOp load);
+  /// The buffer a tile load or gather writes: in SIMT mode on sm_90a, one
+  /// whose tile only feeds a wgmma dot as A or B gets a rank-4 core-matrix
+  /// view instead of a row-major buffer, and one that only feeds mma.sync
+  /// dots read by ldmatrix padded rows (allocPaddedTile).
+  Value allocLoadTile(Operation *access);
   /// The same for the result of an elementwise op (attention's convert(p)).
   Value allocResultTile(Value result, Location loc);
   /// After an op that wrote `bufs` (and ended with a barrier at `b`): if one

@@ -3151,7 +3151,7 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
       toErase.push_back(op);
       return success();
     }
-    Value buf = allocTile(gather.getResult().getType(), loc);
+    Value buf = allocLoadTile(gather);
     buffers[gather.getResult()] = buf;
     toErase.push_back(op);
     return lowerViewAccess(op, gather.getView(), gather.getIndices(),
