@@ -497,28 +497,12 @@ void KernelLowering::emitRowChunksSimt(ImplicitLocOpBuilder &b,
       viewIdx.push_back(viewIndexAt(ib, idxBuf, offsets, d, idx[d]));
     accessElement(ib, vi, viewIdx, tileBuf, idx, elt, padAttr, isStore);
   };
-  // Every row start of the tile is v-aligned: the columns' start (the base
-  // and the offsets of the dimensions after the row index) and every outer
-  // stride in bytes.
+  // Every row start of the tile is v-aligned: chunkAligned with row 0 for
+  // the indexed dimension (its stride is checked, its offset is the row's).
   auto aligned = [&](ImplicitLocOpBuilder &ib, int64_t v) -> Value {
-    Value zero = cIdx(ib, 0), vv = cIdx(ib, v), eb = cIdx(ib, eltBytes);
-    Value addr = memref::ExtractAlignedPointerAsIndexOp::create(ib, vi.memref);
-    Value ok = arith::ConstantIntOp::create(ib, 1, 1);
-    for (int64_t d = 0; d < rank; ++d) {
-      Value strideBytes = arith::MulIOp::create(ib, vi.strides[d], eb);
-      if (d > 0)
-        addr = arith::AddIOp::create(
-            ib, addr, arith::MulIOp::create(ib, offsets[d - 1], strideBytes));
-      if (d + 1 < rank)
-        ok = arith::AndIOp::create(
-            ib, ok,
-            cmp(ib, arith::CmpIPredicate::eq,
-                arith::RemUIOp::create(ib, strideBytes, vv), zero));
-    }
-    return arith::AndIOp::create(
-        ib, ok,
-        cmp(ib, arith::CmpIPredicate::eq, arith::RemUIOp::create(ib, addr, vv),
-            zero));
+    SmallVector<Value> at{cIdx(ib, 0)};
+    llvm::append_range(at, offsets);
+    return chunkAligned(ib, vi, at, eltBytes, v);
   };
   auto chunks = [&](ImplicitLocOpBuilder &ib, int64_t v) {
     int64_t per = v / eltBytes;
