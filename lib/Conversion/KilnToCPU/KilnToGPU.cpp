@@ -174,6 +174,21 @@ void distribute(ImplicitLocOpBuilder &b, SimtConfig &simt,
                      });
 }
 
+/// Runs `fn` for the chunks of `per` consecutive elements of the tile's
+/// rows that this thread owns (linear layout over the chunks), with the
+/// tile index of each chunk's first element; no trailing barrier.
+static void distributeChunks(
+    ImplicitLocOpBuilder &b, SimtConfig &simt, ArrayRef<int64_t> shape,
+    int64_t per, function_ref<void(ImplicitLocOpBuilder &, ValueRange)> fn) {
+  SmallVector<int64_t> chunks(shape);
+  chunks.back() /= per;
+  distribute(b, simt, chunks, [&](ImplicitLocOpBuilder &cb, ValueRange cidx) {
+    SmallVector<Value> idx(cidx);
+    idx.back() = arith::MulIOp::create(cb, idx.back(), cIdx(cb, per));
+    fn(cb, idx);
+  });
+}
+
 void KernelLowering::barrier(ImplicitLocOpBuilder &b) {
   gpu::BarrierOp::create(b);
   unsyncedReads = false;
@@ -441,13 +456,10 @@ void KernelLowering::storeByThreads(ImplicitLocOpBuilder &b,
     {
       ImplicitLocOpBuilder tb(b.getLoc(), ifOp.getThenBodyBuilder());
       int64_t per = chunk / eltBytes;
-      SmallVector<int64_t> chunks(shape);
-      chunks.back() /= per;
       auto vecType = VectorType::get({per}, elt);
-      distribute(tb, *simt, chunks, [&](ImplicitLocOpBuilder &cb,
-                                        ValueRange cidx) {
-        SmallVector<Value> idx(cidx), viewIdx;
-        idx.back() = arith::MulIOp::create(cb, idx.back(), cIdx(cb, per));
+      distributeChunks(tb, *simt, shape, per, [&](ImplicitLocOpBuilder &cb,
+                                                  ValueRange idx) {
+        SmallVector<Value> viewIdx;
         for (int64_t d = 0; d < rank; ++d)
           viewIdx.push_back(arith::AddIOp::create(cb, offsets[d], idx[d]));
         Value v = vector::LoadOp::create(cb, vecType, tileBuf, idx,
@@ -506,12 +518,8 @@ void KernelLowering::emitRowChunksSimt(ImplicitLocOpBuilder &b,
   };
   auto chunks = [&](ImplicitLocOpBuilder &ib, int64_t v) {
     int64_t per = v / eltBytes;
-    SmallVector<int64_t> grid(shape);
-    grid.back() /= per;
-    distribute(ib, *simt, grid, [&](ImplicitLocOpBuilder &cb,
-                                    ValueRange cidx) {
-      SmallVector<Value> idx(cidx);
-      idx.back() = arith::MulIOp::create(cb, idx.back(), cIdx(cb, per));
+    distributeChunks(ib, *simt, shape, per, [&](ImplicitLocOpBuilder &cb,
+                                                ValueRange idx) {
       Value c0 = cIdx(cb, 0);
       // The row (and any middle dimension) inside the view, and how many
       // of the chunk's elements are (the column start is >= 0).
@@ -643,13 +651,9 @@ void KernelLowering::emitTileLoadSimt(ImplicitLocOpBuilder &b,
   // vector store at the chunk's swizzled place. (Element by element, the
   // swizzle's row-dependent XOR cost ptxas some 45 registers in attention.)
   auto elementChunks = [&](ImplicitLocOpBuilder &ib) {
-    SmallVector<int64_t> chunks(shape);
-    chunks.back() /= 8;
     auto vecType = VectorType::get({8}, elt);
-    distribute(ib, *simt, chunks, [&](ImplicitLocOpBuilder &cb,
-                                      ValueRange cidx) {
-      SmallVector<Value> idx(cidx);
-      idx.back() = arith::MulIOp::create(cb, idx.back(), cIdx(cb, 8));
+    distributeChunks(ib, *simt, shape, 8, [&](ImplicitLocOpBuilder &cb,
+                                              ValueRange idx) {
       Value c0 = cIdx(cb, 0);
       Value rowValid = arith::ConstantIntOp::create(cb, 1, 1);
       SmallVector<Value> viewIdx;
@@ -709,12 +713,9 @@ void KernelLowering::emitTileLoadSimt(ImplicitLocOpBuilder &b,
   };
   auto copies = [&](ImplicitLocOpBuilder &ib, int64_t v) {
     int64_t per = v / eltBytes;
-    SmallVector<int64_t> chunks(shape);
-    chunks.back() /= per;
-    distribute(ib, *simt, chunks, [&](ImplicitLocOpBuilder &cb,
-                                      ValueRange cidx) {
-      SmallVector<Value> idx(cidx), viewIdx;
-      idx.back() = arith::MulIOp::create(cb, idx.back(), cIdx(cb, per));
+    distributeChunks(ib, *simt, shape, per, [&](ImplicitLocOpBuilder &cb,
+                                                ValueRange idx) {
+      SmallVector<Value> viewIdx;
       for (int64_t d = 0; d < rank; ++d)
         viewIdx.push_back(viewIndex(cb, d, idx[d]));
       nvgpu::DeviceAsyncCopyOp::create(
