@@ -165,15 +165,19 @@ def test_scatter_rows(rng, dtype, C, stride, col0, BC):
 
 @kiln.jit
 def gathered_dots(x, idx, w, out, out_t, R, n, BN: kl.constexpr, D: kl.constexpr,
-                  BM: kl.constexpr):
+                  BM: kl.constexpr, PAD: kl.constexpr):
     """A gathered tile as a dot's A operand and, transposed, as its B: on
     sm_90a written by the gather in wgmma's core-matrix layout, on mma.sync
-    targets with padded rows (allocLoadTile)."""
+    targets with padded rows (allocLoadTile). With PAD, A's rows outside read
+    0.5: its gather goes element by element, still into that layout."""
     pid = kl.program_id(0)
     rows = pid * BN + kl.arange(0, BN)
     i = kl.load(idx + rows, mask=rows < n, other=-1)
     vx = kl.make_view(x, (R, D), (D, 1))
-    a = kl.gather(vx, i, offsets=(0,), shape=(BN, D))
+    if PAD:
+        a = kl.gather(vx, i, offsets=(0,), shape=(BN, D), other=0.5)
+    else:
+        a = kl.gather(vx, i, offsets=(0,), shape=(BN, D))
     wt = kl.load(kl.make_view(w, (D, BM), (BM, 1)), offsets=(0, 0), shape=(D, BM))
     kl.store(kl.make_view(out, (n, BM), (BM, 1)), kl.dot(a, wt), offsets=(pid * BN, 0))
     b = kl.gather(vx, i, offsets=(0,), shape=(BN, D))
@@ -182,7 +186,8 @@ def gathered_dots(x, idx, w, out, out_t, R, n, BN: kl.constexpr, D: kl.constexpr
              offsets=(0, pid * BN))
 
 
-def test_gathered_tiles_as_dot_operands(rng):
+@pytest.mark.parametrize("pad", [0, 1])
+def test_gathered_tiles_as_dot_operands(rng, pad):
     R, n, BN, D, BM = 50, 150, 64, 64, 64
     xb = to_bf16_bits(rng.standard_normal((R, D)).astype(np.float32))
     wb = to_bf16_bits(rng.standard_normal((D, BM)).astype(np.float32))
@@ -190,9 +195,11 @@ def test_gathered_tiles_as_dot_operands(rng):
     out = np.full((n, BM), np.nan, np.float32)
     out_t = np.full((BM, n), np.nan, np.float32)
     gathered_dots[(kiln.cdiv(n, BN),)](kiln.bf16(xb), idx, kiln.bf16(wb), out, out_t, R, n,
-                                       BN=BN, D=D, BM=BM)
+                                       BN=BN, D=D, BM=BM, PAD=pad)
     x = from_bf16_bits(xb).astype(np.float64)
     w = from_bf16_bits(wb).astype(np.float64)
-    a = np.where(((idx >= 0) & (idx < R))[:, None], x[np.clip(idx, 0, R - 1)], 0.0)
-    assert_close(out, a @ w, 1e-5, 1e-4)
+    inside = ((idx >= 0) & (idx < R))[:, None]
+    a = np.where(inside, x[np.clip(idx, 0, R - 1)], 0.0)
+    a_pad = np.where(inside, a, 0.5) if pad else a
+    assert_close(out, a_pad @ w, 1e-5, 1e-4)
     assert_close(out_t, w.reshape(BM, D) @ a.T, 1e-5, 1e-4)

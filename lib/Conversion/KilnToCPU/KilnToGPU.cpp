@@ -415,6 +415,10 @@ LogicalResult KernelLowering::lowerViewAccessSimt(
   }
   if (isStore || indices || !simt->asyncCopy || chunk == 0) {
     forEachIndexSimt(b, shape, general);
+    // A gather with another padding may write a wgmma operand in place
+    // (allocLoadTile): its writes are fenced for the async proxy.
+    if (!isStore)
+      fenceCoreWrites(b, {tileBuf});
     return success();
   }
   emitTileLoadSimt(b, vi, offsets, tileBuf, tileType, padAttr, /*wait=*/true);

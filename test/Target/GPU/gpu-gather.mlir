@@ -57,3 +57,33 @@ kiln.func @padded(%x: !kiln.ptr<f32> {kiln.name = "x"}, %idx: !kiln.ptr<i32> {ki
   kiln.store %t, %vo[%c0, %c0] : tensor<16x64xf32> -> !kiln.view<2xf32>
   kiln.return
 }
+
+// A gather that only feeds a wgmma dot is written in the core-matrix layout
+// (allocLoadTile); with a non-zero padding it goes element by element, and
+// those writes are fenced for the async proxy before the barrier that hands
+// them to wgmma.
+// RUN: kiln-opt %s --convert-kiln-to-gpu="chip=sm_90a" | FileCheck %s --check-prefix=CORE
+// CORE-LABEL: gpu.func @padded_dot
+// CORE: memref.store {{.*}} : memref<8x8x8x8xi16, strided<[64, 8, 512, 1]>
+// CORE-NEXT: }
+// CORE-NEXT: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>
+// CORE-NEXT: gpu.barrier
+// CORE: nvvm.wgmma.mma_async
+kiln.func @padded_dot(%x: !kiln.ptr<bf16> {kiln.name = "x"}, %idx: !kiln.ptr<i32> {kiln.name = "idx"},
+                      %w: !kiln.ptr<bf16> {kiln.name = "w"}, %out: !kiln.ptr<f32> {kiln.name = "out"},
+                      %r: index {kiln.name = "r"}) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %vi = kiln.make_view %idx, [%c64], [%c1] : !kiln.ptr<i32> -> !kiln.view<1xi32>
+  %i = kiln.load %vi[%c0] : !kiln.view<1xi32> -> tensor<64xi32>
+  %vx = kiln.make_view %x, [%r, %c64], [%c64, %c1] : !kiln.ptr<bf16> -> !kiln.view<2xbf16>
+  %a = kiln.gather %vx[%i, %c0] padding(0.5 : bf16) : !kiln.view<2xbf16>, tensor<64xi32> -> tensor<64x64xbf16>
+  %vw = kiln.make_view %w, [%c64, %c64], [%c64, %c1] : !kiln.ptr<bf16> -> !kiln.view<2xbf16>
+  %b = kiln.load %vw[%c0, %c0] : !kiln.view<2xbf16> -> tensor<64x64xbf16>
+  %d = kiln.dot %a, %b, %zero : tensor<64x64xbf16>, tensor<64x64xbf16> -> tensor<64x64xf32>
+  %vo = kiln.make_view %out, [%c64, %c64], [%c64, %c1] : !kiln.ptr<f32> -> !kiln.view<2xf32>
+  kiln.store %d, %vo[%c0, %c0] : tensor<64x64xf32> -> !kiln.view<2xf32>
+  kiln.return
+}
