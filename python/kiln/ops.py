@@ -701,11 +701,11 @@ def block_mask(mask_mod, batch, heads, seq_q, seq_kv, block=None, block_kv=None,
     kernel fuses) or a numpy-vectorized Python function returning booleans.
     Query blocks have `block` rows (default 64, and 128 for a mask built
     for a Hopper GPU, `device` with the sm_90a target, as flex_attention's
-    default: there block 128 at 8 warps measured 0.65x SDPA against 0.52x
+    default: there block 128 at 8 warps measured 0.65x SDPA against 0.50x
     at block 64 and 4 warps, docs/performance.md), key blocks `block_kv`
-    keys (default `block`); block_sparse_attention runs with the same sizes. Returns a dict
-    of the kernel's kv_num/kv_idx (partial blocks) and full_num/full_idx
-    (fully visible), int32 numpy arrays; with `device` (a torch.device,
+    keys (default `block`); block_sparse_attention runs with the same
+    sizes. Returns a dict of the kernel's kv_num/kv_idx (partial blocks)
+    and full_num/full_idx (fully visible), int32 numpy arrays; with `device` (a torch.device,
     "cuda:N" or an index), checked once and copied there as PyTorch tensors,
     so that block_sparse_attention on PyTorch tensors of exactly this shape
     copies and checks nothing per call (a host mask is copied to the device
