@@ -232,7 +232,10 @@ static llvm::Error buildSparseAttention(ModuleOp module, const Config &c) {
     Value p = k.exp(k.sub(s, k.broadcastTo(k.expand(mSafe, 1), {HB, BK})));
     Value alpha = k.exp(k.sub(m, mSafe));
     Value lNew = k.add(k.mul(l, alpha), k.reduce(kd::ReduceKind::sum, p, 1));
-    Value vrows = k.gather(vkv, safeIdx, {k.cIndex(0)}, {BK, DV}, 0);
+    // The values are the key rows' first d_v columns: a slice of the
+    // gathered tile (on a GPU a view of its shared-memory rows), not a
+    // second gather.
+    Value vrows = DV == DQK ? rows : k.slice(rows, {0, 0}, {BK, DV});
     Value pv = lowPrecision ? k.convert(p, t) : p;
     Value accNew = k.dot(pv, vrows, k.mul(acc, k.broadcastTo(k.expand(alpha, 1), {HB, DV})));
     return SmallVector<Value>{mNew, lNew, accNew, badNew};

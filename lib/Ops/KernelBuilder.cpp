@@ -255,6 +255,15 @@ Value KernelBuilder::reshape(Value t, llvm::ArrayRef<int64_t> shape) {
       b, location, RankedTensorType::get(shape, tt.getElementType()), t);
 }
 
+Value KernelBuilder::slice(Value t, ArrayRef<int64_t> offsets,
+                           ArrayRef<int64_t> sizes) {
+  auto tt = cast<RankedTensorType>(t.getType());
+  SmallVector<int64_t> strides(sizes.size(), 1);
+  return tensor::ExtractSliceOp::create(
+      b, location, RankedTensorType::get(sizes, tt.getElementType()), t,
+      ValueRange{}, ValueRange{}, ValueRange{}, offsets, sizes, strides);
+}
+
 Value KernelBuilder::trans(Value t) {
   auto tt = cast<RankedTensorType>(t.getType());
   return kd::TransOp::create(

@@ -1158,23 +1158,57 @@ class CodeGen(ast.NodeVisitor):
             raise KilnError("only tiles can be indexed with [:, None]")
         if obj.is_scalar:
             raise KilnError("a scalar cannot be indexed; use kl.full((1,), x) for a tile")
-        # x[:, None] / x[None, :]: insert size-1 dimensions.
+        # x[:, None] / x[None, :]: insert size-1 dimensions. x[a:b, :c]
+        # with compile-time bounds: a block of the tile (one
+        # tensor.extract_slice after the insertions; docs/python.md).
         result = obj
         dim = 0
+        blocks = {}  # dimension of the result -> (start, stop)
         for it in items:
             if isinstance(it, ast.Constant) and it.value is None:
                 result = self.inserted_dim(result, Tile(
                     self.b.expand_dims(result.value, dim), result.dtype,
                     result.shape[:dim] + (1,) + result.shape[dim:]), dim)
+                blocks = {d + (d >= dim): r for d, r in blocks.items()}
                 dim += 1
-            elif isinstance(it, ast.Slice) and it.lower is None and it.upper is None and it.step is None:
+            elif isinstance(it, ast.Slice):
+                if dim >= len(result.shape):
+                    raise KilnError(f"too many subscripts for a tile of shape {result.shape}")
+                n = result.shape[dim]
+                step = self.slice_bound(it.step, n, 1, "step")
+                if step != 1:
+                    raise KilnError(f"tile slices take a step of 1, got {step}")
+                lo = self.slice_bound(it.lower, n, 0, "start")
+                hi = self.slice_bound(it.upper, n, n, "stop")
+                if not 0 <= lo < hi <= n:
+                    raise KilnError(f"the slice {lo}:{hi} of a dimension of {n} is empty "
+                                    f"or outside it (tile shape {result.shape})")
+                if (lo, hi) != (0, n):
+                    blocks[dim] = (lo, hi)
                 dim += 1
             else:
-                raise KilnError("tiles support only ':' and 'None' in subscripts")
-        if dim != len(result.shape):
-            if dim < len(result.shape):
-                pass
+                raise KilnError("tiles support only ':', 'None' and slices with "
+                                "compile-time bounds ('a:b') in subscripts")
+        if blocks:
+            offsets = [blocks.get(d, (0, n))[0] for d, n in enumerate(result.shape)]
+            sizes = [blocks[d][1] - blocks[d][0] if d in blocks else n
+                     for d, n in enumerate(result.shape)]
+            result = Tile(self.b.slice(result.value, offsets, sizes), result.dtype,
+                          tuple(sizes))
         return result
+
+    def slice_bound(self, node, n, default, what):
+        """A tile slice's start, stop or step: a compile-time integer
+        (negative counts from the end, as in Python)."""
+        if node is None:
+            return default
+        v = self.visit(node)
+        if isinstance(v, kl.constexpr):
+            v = v.value
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise KilnError(f"a tile slice's {what} must be a compile-time integer "
+                            f"(a literal or kl.constexpr), got {v!r}")
+        return v + n if v < 0 and what != "step" else v
 
     def visit_UnaryOp(self, node):
         v = self.visit(node.operand)

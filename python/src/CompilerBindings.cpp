@@ -648,6 +648,18 @@ void bindCompiler(py::module &m) {
                throw IRError("trans needs a tile");
              return p.make<kd::TransOp>(type, v, order);
            })
+      .def("slice",
+           [](PyBuilder &p, Value v, std::vector<int64_t> offsets,
+              std::vector<int64_t> sizes) {
+             auto t = dyn_cast<RankedTensorType>(v.getType());
+             if (!t || t.getRank() != static_cast<int64_t>(offsets.size()) ||
+                 offsets.size() != sizes.size())
+               throw IRError("slice needs a tile and an offset and a size per dimension");
+             std::vector<int64_t> strides(sizes.size(), 1);
+             return p.make<tensor::ExtractSliceOp>(
+                 RankedTensorType::get(sizes, t.getElementType()), v, ValueRange{},
+                 ValueRange{}, ValueRange{}, offsets, sizes, strides);
+           })
       .def("make_view",
            [](PyBuilder &p, Value ptr, std::vector<Value> sizes,
               std::vector<Value> strides, Type type) {

@@ -243,7 +243,7 @@ def call_unknown(x, n):
 @kiln.jit
 def subscript_tile(x, n):
     t = kl.arange(0, 16)
-    v = t[3]  # error: tiles support only ':' and 'None' in subscripts
+    v = t[3]  # error: tiles support only ':', 'None' and slices with compile-time bounds ('a:b') in subscripts
 
 
 @broken

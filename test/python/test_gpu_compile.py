@@ -1526,3 +1526,37 @@ def test_libdevice_math_compiles_for_gpu(chip, tmp_path, monkeypatch):
     assert "call" not in ptx   # (no libdevice / libm calls)
     (tmp_path / "k.ptx").write_text(ptx)
     _assemble(str(tmp_path / "k.ptx"), chip, tmp_path)
+
+
+# Tile slices that only feed tensor-core dots are views of their source's
+# shared-memory rows (test/Target/GPU/gpu-slice.mlir has the IR): DSA's
+# pattern (gathered key rows, their first columns the values) and a tile
+# split along K for two dots assemble on both chips, with ldmatrix or
+# wgmma reading the slices, and the gathered rows copied in once.
+@pytest.mark.parametrize("chip", CHIPS)
+def test_tile_slices_compile_for_gpu(chip, tmp_path, monkeypatch):
+    import numpy as np
+    import kiln
+    from test_tile_slices import gathered_attention, sliced_dots
+    monkeypatch.setenv("KILN_TARGET", chip)
+
+    def bits(n):
+        return kiln.bf16(np.zeros(n, np.uint16))
+
+    for BM in (16, 64):
+        ga = gathered_attention.warmup(bits(61 * 150), bits(50 * 150), np.zeros(32, np.int32),
+                                       np.zeros(61 * 120, np.float32), BM - 3, 50, 150, 120, 29,
+                                       BH=BM, BK=32, BD=160, BDV=128, grid=(1,))
+        sd = sliced_dots.warmup(bits(70 * 123), bits(123 * 60), np.zeros(70 * 60, np.float32),
+                                70, 123, 60, BM=BM, BK2=128, BN=64, K=64, grid=(5,))
+        for ck in (ga, sd):
+            ptx = ck.asm
+            if chip == "sm_90a" and BM == 64:
+                assert "wgmma.mma_async" in ptx
+            else:
+                assert "mma.sync.aligned" in ptx and "ldmatrix" in ptx
+            (tmp_path / "k.ptx").write_text(ptx)
+            _assemble(str(tmp_path / "k.ptx"), chip, tmp_path)
+        # A group of copies each for q, the index block and the key rows:
+        # the values are not gathered again.
+        assert ga.asm.count("cp.async.commit_group") == 3

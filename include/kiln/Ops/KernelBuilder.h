@@ -98,6 +98,9 @@ public:
   mlir::Value expand(mlir::Value tile, int axis);
   mlir::Value reshape(mlir::Value tile, llvm::ArrayRef<int64_t> shape);
   mlir::Value trans(mlir::Value tile);
+  /// The block of `tile` at `offsets` of `sizes` (tensor.extract_slice).
+  mlir::Value slice(mlir::Value tile, llvm::ArrayRef<int64_t> offsets,
+                    llvm::ArrayRef<int64_t> sizes);
   /// [0, n) as an i32 tile.
   mlir::Value arange(int64_t n);
 

@@ -396,11 +396,21 @@ static bool isPlain16(Value buf) {
 }
 
 /// A static rank-2 buffer of 16-bit elements in rows, plain or padded
-/// (allocPaddedTile): what mma.sync's ldmatrix and element reads take.
+/// (allocPaddedTile), or a slice of one (deferSliceToTensorCores) whose
+/// rows start on 16 bytes: what mma.sync's ldmatrix and element reads take.
 static bool isRowMajor16(Value buf) {
   auto t = cast<MemRefType>(buf.getType());
-  return t.getRank() == 2 && t.getElementTypeBitWidth() == 16 &&
-         (isPlain16(buf) || isPaddedBuffer(buf));
+  if (t.getRank() != 2 || t.getElementTypeBitWidth() != 16)
+    return false;
+  if (isPlain16(buf) || isPaddedBuffer(buf))
+    return true;
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  if (!t.hasStaticShape() || failed(t.getStridesAndOffset(strides, offset)))
+    return false;
+  return strides[1] == 1 && !ShapedType::isDynamic(strides[0]) &&
+         !ShapedType::isDynamic(offset) && strides[0] % 8 == 0 &&
+         offset % 8 == 0;
 }
 
 static MmaTiles mmaTiles(ImplicitLocOpBuilder &b, const SimtConfig &simt,
@@ -1305,17 +1315,86 @@ static DotOp tensorCoreOperandDot(const SimtConfig &simt, Value v) {
   return dot;
 }
 
+/// Collects the tensor-core dots that every use of tile `v` is an operand
+/// (A or B) of: directly, as B through a transpose [1, 0], or through
+/// slices (tensor.extract_slice, isTileSlice), whose uses are followed the
+/// same way and which are collected in `slices`. False when a use is
+/// anything else.
+static bool collectOperandDots(const SimtConfig &simt, Value v,
+                               SmallVectorImpl<DotOp> &dots,
+                               SmallVectorImpl<tensor::ExtractSliceOp> &slices) {
+  if (v.use_empty())
+    return false;
+  for (Operation *user : v.getUsers()) {
+    if (auto sl = dyn_cast<tensor::ExtractSliceOp>(user)) {
+      if (!isTileSlice(sl) ||
+          !collectOperandDots(simt, sl.getResult(), dots, slices))
+        return false;
+      slices.push_back(sl);
+      continue;
+    }
+    Value operand = v;
+    bool transposed = false;
+    if (auto tr = dyn_cast<TransOp>(user)) {
+      if (tr.getOrder() != ArrayRef<int32_t>{1, 0} ||
+          !tr.getResult().hasOneUse())
+        return false;
+      operand = tr.getResult();
+      user = *operand.getUsers().begin();
+      transposed = true;
+    }
+    auto dot = dyn_cast<DotOp>(user);
+    if (!dot || dot.getLhs() == dot.getRhs() || dot.getAcc() == operand ||
+        (transposed && dot.getRhs() != operand) || !isTensorCoreDot(simt, dot))
+      return false;
+    dots.push_back(dot);
+  }
+  return true;
+}
+
+/// The dots of a rank-2 tile that reaches tensor-core dots through at least
+/// one slice (DSA's gathered key rows: B of q . kᵀ through a transpose, and
+/// their first d_v columns B of p . v), in `dots` and `slices`. (Tiles
+/// without slices keep the rules of tensorCoreOperandDot and
+/// mmaSyncOperand: attention's q, the A operand of two loops' dots, is
+/// laid out for wgmma per loop, hoistedCores.)
+static bool slicedOperandDots(const SimtConfig &simt, Value v,
+                              SmallVectorImpl<DotOp> &dots,
+                              SmallVectorImpl<tensor::ExtractSliceOp> &slices) {
+  return cast<RankedTensorType>(v.getType()).getRank() == 2 &&
+         collectOperandDots(simt, v, dots, slices) && !slices.empty();
+}
+
+/// Whether a slice of a rank-2 tile in wgmma's core-matrix layout is one
+/// too, a view of the same bytes: whole rows (the descriptors' strides
+/// follow the row count, coreStrides) and columns in whole core matrices.
+static bool coreSliceable(tensor::ExtractSliceOp sl) {
+  ArrayRef<int64_t> off = sl.getStaticOffsets(), size = sl.getStaticSizes();
+  return sl.getSourceType().getRank() == 2 && off[0] == 0 &&
+         size[0] == sl.getSourceType().getDimSize(0) && off[1] % 8 == 0 &&
+         size[1] % 8 == 0;
+}
+
+static bool onWgmma(const SimtConfig &simt, DotOp dot) {
+  auto wt = planDotTiling(simt, dot);
+  return wt && wt->wgmma;
+}
+
 /// Whether tile `v` is only an operand (A or B) of a dot that runs on
 /// wgmma: then whatever produces it (a load, an elementwise op) writes it in
 /// wgmma's core-matrix layout directly and the dot copies nothing for it.
+/// Or of several, through slices that are views of that layout
+/// (slicedOperandDots, coreSliceable).
 static bool wgmmaOperand(const SimtConfig &simt, Value v) {
   if (!simt.wgmma)
     return false;
-  DotOp dot = tensorCoreOperandDot(simt, v);
-  if (!dot)
-    return false;
-  auto wt = planDotTiling(simt, dot);
-  return wt && wt->wgmma;
+  if (DotOp dot = tensorCoreOperandDot(simt, v))
+    return onWgmma(simt, dot);
+  SmallVector<DotOp> dots;
+  SmallVector<tensor::ExtractSliceOp> slices;
+  return slicedOperandDots(simt, v, dots, slices) &&
+         llvm::all_of(dots, [&](DotOp d) { return onWgmma(simt, d); }) &&
+         llvm::all_of(slices, coreSliceable);
 }
 
 /// Whether loaded tile `v` is only an operand of a dot that runs on
@@ -1336,6 +1415,11 @@ static bool mmaSyncOperand(const SimtConfig &simt, Value v) {
   };
   if (DotOp dot = tensorCoreOperandDot(simt, v))
     return onMmaSync(dot);
+  // Or an operand of several through slices (views of the padded rows).
+  SmallVector<DotOp> dots;
+  SmallVector<tensor::ExtractSliceOp> slices;
+  if (slicedOperandDots(simt, v, dots, slices))
+    return llvm::all_of(dots, onMmaSync);
   // Or the A operand of several such dots (attention's q, read by the loops
   // over full and over partial key blocks), possibly through the reshape.
   if (v.hasOneUse())
@@ -1364,7 +1448,9 @@ bool swizzleCandidate(const SimtConfig &simt, LoadOp load) {
   Value v = load.getResult();
   auto type = cast<RankedTensorType>(v.getType());
   int64_t rank = type.getRank();
-  if (!wgmmaOperand(simt, v) ||
+  // (One dot, no slice: wgmmaOperand's other case reads the stage through
+  // views of the no-swizzle layout.)
+  if (!wgmmaOperand(simt, v) || !tensorCoreOperandDot(simt, v) ||
       storageType(type.getElementType()).getIntOrFloatBitWidth() != 16 ||
       type.getDimSize(rank - 1) % 64 || type.getDimSize(rank - 2) % 8)
     return false;
@@ -1480,6 +1566,36 @@ bool KernelLowering::deferTransToTensorCores(TransOp op, Value srcBuf) {
   if (wt && wt->wgmma)
     return isCoreBuffer(srcBuf) || isPlain16(srcBuf);
   return isRowMajor16(srcBuf);
+}
+
+Value KernelLowering::deferSliceToTensorCores(tensor::ExtractSliceOp op,
+                                              Value srcBuf) {
+  SmallVector<DotOp> dots;
+  SmallVector<tensor::ExtractSliceOp> slices;
+  if (!collectOperandDots(*simt, op.getResult(), dots, slices))
+    return Value();
+  ImplicitLocOpBuilder b(op.getLoc(), op);
+  ArrayRef<int64_t> off = op.getStaticOffsets(), size = op.getStaticSizes();
+  auto t = cast<MemRefType>(srcBuf.getType());
+  // A core-matrix buffer (its tile only feeds wgmma, wgmmaOperand): the
+  // core matrices of the sliced columns, at their offset (which the
+  // descriptors add), with the same strides.
+  if (isCoreBuffer(srcBuf)) {
+    if (!coreSliceable(op))
+      return Value();
+    return memref::SubViewOp::create(
+        b, srcBuf, ArrayRef<int64_t>{0, 0, off[1] / 8, 0},
+        ArrayRef<int64_t>{t.getDimSize(0), 8, size[1] / 8, 8},
+        ArrayRef<int64_t>{1, 1, 1, 1});
+  }
+  // Rows (plain or padded) for mma.sync, which reads any strides (ldmatrix
+  // where rows start on 16 bytes, isRowMajor16). wgmma takes only core
+  // matrices or plain rows, which a slice is not: a copy.
+  if (t.getRank() != 2 ||
+      llvm::any_of(dots, [&](DotOp d) { return onWgmma(*simt, d); }))
+    return Value();
+  return memref::SubViewOp::create(b, srcBuf, off, size,
+                                   ArrayRef<int64_t>{1, 1});
 }
 
 SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,

@@ -637,6 +637,11 @@ private:
   /// K-major B (wgmma: imm-trans-b 0; mma.sync: X's 8x8 matrices are B's
   /// fragments, ldmatrix without .trans). Its result maps to X's buffer.
   bool deferTransToTensorCores(TransOp op, Value srcBuf);
+  /// SIMT: a tile slice (tensor.extract_slice) whose every use is an
+  /// operand of a tensor-core dot (directly, through a transpose or another
+  /// slice) is not copied: the view of its source's buffer it returns
+  /// (null when the buffer's layout does not allow one: lowerOp copies).
+  Value deferSliceToTensorCores(tensor::ExtractSliceOp op, Value srcBuf);
   DenseSet<Value> deferredTrans;
   // wgmma operands defined outside the dot's loop, laid out before it once:
   // tile -> core-matrix copy.
@@ -661,6 +666,9 @@ Value viewIndexAt(ImplicitLocOpBuilder &b, Value idxBuf, ValueRange offsets,
 /// wgmma core-matrix buffer (rank 4) of a rank-2 tile (r/8, r%8, c/8, c%8).
 SmallVector<Value> tileIndices(ImplicitLocOpBuilder &b, Value buf,
                                ValueRange idx);
+/// Whether `op` is a tile slice the lowerings take: static offsets and
+/// sizes, unit strides, the rank kept (a reshape drops unit dimensions).
+bool isTileSlice(tensor::ExtractSliceOp op);
 /// An access's padding in the storage type (zero when absent).
 TypedAttr paddingAttr(Builder &b, Attribute padding, Type storage);
 

@@ -897,6 +897,15 @@ static std::optional<int64_t> mergedBroadcastDim(Operation *op) {
   return std::nullopt;
 }
 
+bool isTileSlice(tensor::ExtractSliceOp op) {
+  auto isStatic = [](ArrayRef<int64_t> v) {
+    return llvm::none_of(v, ShapedType::isDynamic);
+  };
+  return op.getSourceType().getRank() == op.getResultType().getRank() &&
+         isStatic(op.getStaticOffsets()) && isStatic(op.getStaticSizes()) &&
+         llvm::all_of(op.getStaticStrides(), [](int64_t s) { return s == 1; });
+}
+
 /// Whether a reshape only adds or drops leading unit dimensions.
 static bool unitDimsOnly(ReshapeOp op) {
   auto strip = [](ArrayRef<int64_t> s) {
@@ -3431,6 +3440,47 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
       storeElems(ib, arith::SelectOp::create(ib, ok, v, zero), buf, idx, 1);
     });
     buffers[ge.getResult()] = buf;
+    toErase.push_back(op);
+    return success();
+  }
+  if (auto sl = dyn_cast<tensor::ExtractSliceOp>(op)) {
+    // A block of the source tile: on a GPU a view of the source's buffer
+    // when only tensor-core dots read it (DSA's values, the first d_v
+    // columns of the gathered key rows), else a copy.
+    if (!isTileSlice(sl))
+      return op->emitError(who() + ": a tile slice needs static offsets and "
+                           "sizes, unit strides and the source's rank (reshape "
+                           "the result to drop dimensions)");
+    auto src = bufferOf(sl.getSource(), op);
+    if (failed(src))
+      return failure();
+    if (simt)
+      if (Value view = deferSliceToTensorCores(sl, *src)) {
+        if (pipelinedBuffers.count(*src))
+          pipelinedBuffers.insert(view);
+        buffers[sl.getResult()] = view;
+        toErase.push_back(op);
+        return success();
+      }
+    auto type = sl.getResultType();
+    Value buf = allocResultTile(sl.getResult(), loc);
+    ImplicitLocOpBuilder b(loc, op);
+    ArrayRef<int64_t> off = sl.getStaticOffsets();
+    int64_t w = vectorWidth({type.getElementType()}, type.getShape().back());
+    Type stored = storageType(type.getElementType());
+    forEachIndex(b, type.getShape(), w, [&](ImplicitLocOpBuilder &ib,
+                                            ValueRange idx) {
+      SmallVector<Value> sidx;
+      for (auto [d, i] : llvm::enumerate(idx))
+        sidx.push_back(off[d] ? arith::AddIOp::create(
+                                    ib, i, arith::ConstantIndexOp::create(ib, off[d]))
+                              : i);
+      // (The source may be a wgmma core-matrix buffer: tileIndices.)
+      Value v = loadElems(ib, *src, tileIndices(ib, *src, sidx), stored, w);
+      storeElems(ib, v, buf, idx, w);
+    });
+    fenceCoreWrites(b, {buf});
+    buffers[sl.getResult()] = buf;
     toErase.push_back(op);
     return success();
   }

@@ -4,6 +4,8 @@
 // RUN: not kilnc %s.missing 2>&1 | FileCheck %s --check-prefix=MISSING
 // RUN: not kilnc %S/Inputs/unsupported.mlir 2>&1 | FileCheck %s --check-prefix=PASS -DFILE=%S/Inputs/unsupported.mlir
 // RUN: not kilnc %S/Inputs/huge-tile.mlir 2>&1 | FileCheck %s --check-prefix=HUGE
+// RUN: not kilnc %S/Inputs/dynamic-slice.mlir 2>&1 | FileCheck %s --check-prefix=SLICE
+// RUN: not kilnc %S/Inputs/dynamic-slice.mlir --target sm_80 2>&1 | FileCheck %s --check-prefix=SLICE
 // RUN: not kilnc %S/Inputs/huge-tile.mlir --target sm_90a 2>&1 | FileCheck %s --check-prefix=HUGE
 // RUN: not kilnc %S/Inputs/huge-tile.mlir --target emu-sm_80 2>&1 | FileCheck %s --check-prefix=HUGE
 // Flags that do not go with the target (they were ignored, and --emit ptx wrote x86):
@@ -28,6 +30,7 @@
 // RUN: kilnc %t.ok.mlir -o %t.ok.kb
 // DEEP: deep.mlir:1:543: error: the IR nests brackets and regions deeper than 512 levels
 // HUGE: huge-tile.mlir:7:8: error: a tile of type 'tensor<4611686018427388928xf32>' has more than 2^31 elements
+// SLICE: dynamic-slice.mlir:8:8: error: kiln {{CPU|GPU}} lowering: a tile slice needs static offsets and sizes, unit strides and the source's rank
 // TARGET: error: unknown target 'sparc'
 // NAME: error: no kernel named 'nope'
 // MISSING: error: cannot read
