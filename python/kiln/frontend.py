@@ -4159,24 +4159,20 @@ class CodeGen(ast.NodeVisitor):
         return self.pair_halves(a, len(a.shape) - 1)
 
     def pair_halves(self, x, axis):
-        """x's two halves along `axis` (of size 2), that axis dropped: each
-        a max over it against the identity (-inf, the type's least integer,
-        False), which is exact for every value."""
+        """x's two halves along `axis` (of size 2), that axis dropped: two
+        slices, each reshaped (copies of the elements: exact for every
+        value and dtype, -0.0, NaN and fp8 bytes included)."""
         rank = len(x.shape)
-        if x.dtype.fp8 is not None:      # the bits, as int8 (exact; the dtype kept)
-            halves = self.pair_halves(Tile(x.value, kl.int8, x.shape), axis)
-            return tuple(Tile(h.value, x.dtype, h.shape) for h in halves)
-        if x.dtype.is_float:
-            ident = float("-inf")
-        elif x.dtype is kl.int1:
-            ident = False
-        else:
-            ident = -(1 << (x.dtype.bits - 1))
-        idx = self.builtin_reshape(self.builtin_arange(0, 2),
-                                   tuple(2 if d == axis else 1 for d in range(rank)))
-        pad = self.broadcast_to(self.cast(self.to_tile(ident, x), x.dtype), x.shape)
-        return tuple(self.builtin_max(self.where(self.broadcast_to(
-            self.compare(ast.Eq(), idx, k), x.shape), x, pad), axis=axis) for k in (0, 1))
+        out_shape = x.shape[:axis] + x.shape[axis + 1:]
+        halves = []
+        for k in (0, 1):
+            sizes = tuple(1 if d == axis else n for d, n in enumerate(x.shape))
+            h = Tile(self.b.slice(x.value, [k if d == axis else 0 for d in range(rank)],
+                                  list(sizes)), x.dtype, sizes)
+            # (To a scalar: the one element.)
+            halves.append(self.builtin_reshape(h, out_shape) if out_shape else
+                          self.squeeze(h, True))
+        return tuple(halves)
 
     def pair_join(self, a, b, axis):
         """a and b as the two halves of a new axis `axis` of size 2 (a select)."""
