@@ -92,6 +92,12 @@ static llvm::Error buildConv(ModuleOp module, const Config &c,
   Value taps = k.cIndex(KT * KH * KW);
   Value vw = k.view(k.arg("weight"), {taps, Cg, k.cIndex(G), OCg},
                     {k.mul(Cg, k.toIndex(OC)), k.toIndex(OC), OCg, k.cIndex(1)});
+  Value vin1, vw1;
+  if (G == 1) {
+    vin1 = k.view(k.arg("input"), {pixels, Cg}, {k.toIndex(C), k.cIndex(1)});
+    vw1 = k.view(k.arg("weight"), {taps, Cg, OCg},
+                 {k.mul(Cg, k.toIndex(OC)), k.toIndex(OC), k.cIndex(1)});
+  }
   Value zero = k.constant(k.tile({BM, BN}, f32), 0.0);
   auto acc = k.forLoop(k.cIndex(0), taps, k.cIndex(1), {zero}, [&](Value tap, ValueRange it) {
     Value tapI = I(tap);
@@ -115,8 +121,18 @@ static llvm::Error buildConv(ModuleOp module, const Config &c,
                       iw);
     Value idx = k.select(valid, row, k.cI32(-1));
     auto inner = k.forLoop(k.cIndex(0), Cg, k.cIndex(BC), {it[0]}, [&](Value c0, ValueRange acc2) {
-      Value a = k.reshape(k.gather(vin, idx, {g, c0}, {BM, 1, BC}, 0), {BM, BC});
-      Value bt = k.reshape(k.load(vw, {tap, c0, g, n0}, {1, BC, 1, BN}, 0), {BC, BN});
+      Value a, bt;
+      if (G == 1) {
+        // One group (conv2d, patch embeddings): the pixel rows [BM, BC] and
+        // the weights [1, BC, BN] straight from rank-2 and rank-3 views,
+        // so that on a GPU both are written in the dot's operand layout
+        // (padded rows, core matrices) and the weights are pipelined.
+        a = k.gather(vin1, idx, {c0}, {BM, BC}, 0);
+        bt = k.reshape(k.load(vw1, {tap, c0, n0}, {1, BC, BN}, 0), {BC, BN});
+      } else {
+        a = k.reshape(k.gather(vin, idx, {g, c0}, {BM, 1, BC}, 0), {BM, BC});
+        bt = k.reshape(k.load(vw, {tap, c0, g, n0}, {1, BC, 1, BN}, 0), {BC, BN});
+      }
       return SmallVector<Value>{k.dot(a, bt, acc2[0])};
     });
     return SmallVector<Value>{inner[0]};

@@ -3808,9 +3808,9 @@ class CodeGen(ast.NodeVisitor):
             shape[:axis] + (1,) + shape[axis + 1:]
         if keep_dims and all_axes:
             out_shape = (1,) * rank
-        # (To a scalar: a max over the one element, exact as pair_halves'.)
+        # (To a scalar: the one element, its dtype kept, bool and fp8 too.)
         vals = [self.builtin_reshape(v, out_shape) if out_shape else
-                self.reduce("max", v, 0, widen=False) for v in vals]
+                self.squeeze(self.builtin_reshape(v, (1,)), True) for v in vals]
         return tuple(vals) if isinstance(input, tuple) else vals[0]
 
     def float_unary(self, name, x):

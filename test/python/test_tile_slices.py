@@ -120,18 +120,21 @@ def test_gathered_rows_sliced_for_values(rng, BH):
     assert_close(out, p @ kvv[idx, :DV], 2e-3, 2.0 ** -8 * np.abs(kvv).max())
 
 
-def test_dsa_heads_block_64(rng):
+@pytest.mark.parametrize("hb,Dv", [(64, 128), (16, 160)])
+def test_dsa_values_from_the_key_rows(rng, hb, Dv):
     # dsa_sparse_attention at 64 heads per program and 8 warps: on sm_90a
     # both dots run on wgmma and the values are core matrices of the key
-    # rows (the view deferSliceToTensorCores makes).
-    Sq, Hq, Skv, Dqk, Dv, topk = 2, 64, 90, 160, 128, 40
+    # rows (the view deferSliceToTensorCores makes). At d_v = d_qk the key
+    # rows are the values (two dots read one tile in its own block: the
+    # dots' layout, sharedOperandDots).
+    Sq, Hq, Skv, Dqk, topk = 2, hb, 90, 160, 40
     q = to_bf16_bits(rng.standard_normal((Sq, Hq, Dqk)).astype(np.float32))
     kv = to_bf16_bits(rng.standard_normal((Skv, Dqk)).astype(np.float32))
     idx = np.full((Sq, topk), -1, np.int32)
     idx[0] = rng.choice(Skv, topk, replace=False)
     idx[1, :17] = rng.choice(Skv, 17, replace=False)
     k = kiln.ops.kernel("dsa_sparse_attention", _num_warps=8, d_qk=Dqk, d_v=Dv,
-                        heads_block=64, block_k=16, dtype="bf16")
+                        heads_block=hb, block_k=16, dtype="bf16")
     out = np.full((Sq, Hq, Dv), np.nan, np.float32)
     lse = np.full((Sq, Hq), np.nan, np.float32)
     errors = np.zeros(1, np.int32)
@@ -197,3 +200,64 @@ def test_split_pairs_scalars_and_bools():
     split_pairs[(1,)](x, o, ob)
     assert (o.view(np.int32) == x[[1, 0]].view(np.int32)).all()
     assert ob.tolist() == [0, 2, 3, 0]
+
+
+@kiln.jit
+def _either(a, b):
+    return a | b
+
+
+@kiln.jit
+def reduce_bools(x, o):
+    # A generic reduction (a combine function kl.reduce does not map to one
+    # kiln.reduce) to a scalar keeps its dtype: a boolean here (it was
+    # int32 when the last pair went through a max).
+    m = kl.load(x + kl.arange(0, 8)) > 0
+    r = kl.reduce(m, 0, _either)
+    kl.static_assert(r.dtype == kl.int1, "a bool reduction gives a bool")
+    kl.store(o, r.to(kl.int32) + 5)
+
+
+def test_generic_reduction_of_bools_to_a_scalar():
+    x = np.array([-1, -2, 3, -4, -5, -6, -7, -8], np.float32)
+    o = np.zeros(1, np.int32)
+    reduce_bools[(1,)](x, o)
+    assert o[0] == 6
+    x[2] = -3
+    reduce_bools[(1,)](x, o)
+    assert o[0] == 5
+
+
+@kiln.jit
+def slice_reduce(x, o_sum, o_max, o_blk, R, C, BR: kl.constexpr, BC: kl.constexpr,
+                 R0: kl.constexpr, R1: kl.constexpr, C0: kl.constexpr, C1: kl.constexpr):
+    # A block of a loaded tile read by a reduction, a scan and a store (the
+    # copy path on every target), at offsets and sizes the test draws.
+    t = kl.load(kl.make_view(x, (R, C), (C, 1)), offsets=(0, 0), shape=(BR, BC))
+    s = t[R0:R1, C0:C1]
+    rows = kl.arange(0, R1 - R0)
+    kl.store(o_sum + rows, kl.sum(s, 1))
+    kl.store(o_max + kl.arange(0, C1 - C0), kl.max(kl.cumsum(s, 0), 0))
+    kl.store(kl.make_view(o_blk, (R1 - R0, C1 - C0), (C1 - C0, 1)), s.to(kl.float32) * 3,
+             offsets=(0, 0))
+
+
+@pytest.mark.parametrize("trial", range(4))
+def test_random_slices_copied(rng, trial):
+    BR, BC = 16, 32
+    R, C = int(rng.integers(5, BR + 1)), int(rng.integers(9, BC + 1))
+    R0 = int(rng.integers(0, BR - 1))
+    R1 = int(rng.integers(R0 + 1, BR + 1))
+    C0 = int(rng.integers(0, BC - 1))
+    C1 = int(rng.integers(C0 + 1, BC + 1))
+    x = rng.standard_normal((R, C)).astype(np.float32)
+    tile = np.zeros((BR, BC))
+    tile[:R, :C] = x
+    s = tile[R0:R1, C0:C1]
+    o_sum = np.full(R1 - R0, np.nan, np.float32)
+    o_max = np.full(C1 - C0, np.nan, np.float32)
+    o_blk = np.full((R1 - R0) * (C1 - C0), np.nan, np.float32)
+    slice_reduce[(1,)](x, o_sum, o_max, o_blk, R, C, BR=BR, BC=BC, R0=R0, R1=R1, C0=C0, C1=C1)
+    assert_close(o_sum, s.sum(1), 1e-5, 1e-5)
+    assert_close(o_max, np.cumsum(s, 0).max(0), 1e-5, 1e-5)
+    assert np.array_equal(o_blk, (s * 3).ravel().astype(np.float32))

@@ -1352,17 +1352,25 @@ static bool collectOperandDots(const SimtConfig &simt, Value v,
   return true;
 }
 
-/// The dots of a rank-2 tile that reaches tensor-core dots through at least
-/// one slice (DSA's gathered key rows: B of q . kᵀ through a transpose, and
-/// their first d_v columns B of p . v), in `dots` and `slices`. (Tiles
-/// without slices keep the rules of tensorCoreOperandDot and
-/// mmaSyncOperand: attention's q, the A operand of two loops' dots, is
-/// laid out for wgmma per loop, hoistedCores.)
-static bool slicedOperandDots(const SimtConfig &simt, Value v,
+/// The dots of a rank-2 tile that is an operand of several tensor-core dots:
+/// through at least one slice (DSA's gathered key rows: B of q . kᵀ through
+/// a transpose, and their first d_v columns B of p . v), or directly, when
+/// every dot is in the tile's own block (DSA's rows at d_v = d_qk; x of
+/// x . W1 and x . W2), in `dots` and `slices`. (Other tiles keep the rules
+/// of tensorCoreOperandDot and mmaSyncOperand: attention's q, defined
+/// before the loops whose dots read it, is laid out for wgmma per loop,
+/// hoistedCores.)
+static bool sharedOperandDots(const SimtConfig &simt, Value v,
                               SmallVectorImpl<DotOp> &dots,
                               SmallVectorImpl<tensor::ExtractSliceOp> &slices) {
-  return cast<RankedTensorType>(v.getType()).getRank() == 2 &&
-         collectOperandDots(simt, v, dots, slices) && !slices.empty();
+  if (cast<RankedTensorType>(v.getType()).getRank() != 2 ||
+      !collectOperandDots(simt, v, dots, slices))
+    return false;
+  Block *home = v.getParentBlock();
+  return !slices.empty() ||
+         (dots.size() > 1 && llvm::all_of(dots, [&](DotOp d) {
+            return d->getBlock() == home;
+          }));
 }
 
 /// Whether a slice of a rank-2 tile in wgmma's core-matrix layout is one
@@ -1383,8 +1391,8 @@ static bool onWgmma(const SimtConfig &simt, DotOp dot) {
 /// Whether tile `v` is only an operand (A or B) of a dot that runs on
 /// wgmma: then whatever produces it (a load, an elementwise op) writes it in
 /// wgmma's core-matrix layout directly and the dot copies nothing for it.
-/// Or of several, through slices that are views of that layout
-/// (slicedOperandDots, coreSliceable).
+/// Or of several (sharedOperandDots), through slices only where they are
+/// views of that layout (coreSliceable).
 static bool wgmmaOperand(const SimtConfig &simt, Value v) {
   if (!simt.wgmma)
     return false;
@@ -1392,7 +1400,7 @@ static bool wgmmaOperand(const SimtConfig &simt, Value v) {
     return onWgmma(simt, dot);
   SmallVector<DotOp> dots;
   SmallVector<tensor::ExtractSliceOp> slices;
-  return slicedOperandDots(simt, v, dots, slices) &&
+  return sharedOperandDots(simt, v, dots, slices) &&
          llvm::all_of(dots, [&](DotOp d) { return onWgmma(simt, d); }) &&
          llvm::all_of(slices, coreSliceable);
 }
@@ -1415,10 +1423,11 @@ static bool mmaSyncOperand(const SimtConfig &simt, Value v) {
   };
   if (DotOp dot = tensorCoreOperandDot(simt, v))
     return onMmaSync(dot);
-  // Or an operand of several through slices (views of the padded rows).
+  // Or an operand of several, through slices (views of the padded rows) or
+  // in its own block (sharedOperandDots).
   SmallVector<DotOp> dots;
   SmallVector<tensor::ExtractSliceOp> slices;
-  if (slicedOperandDots(simt, v, dots, slices))
+  if (sharedOperandDots(simt, v, dots, slices))
     return llvm::all_of(dots, onMmaSync);
   // Or the A operand of several such dots (attention's q, read by the loops
   // over full and over partial key blocks), possibly through the reshape.
