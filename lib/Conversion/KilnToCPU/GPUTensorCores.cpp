@@ -504,7 +504,7 @@ static DotOp registerDotOf(BlockArgument arg, Value *rowVector) {
   return dot;
 }
 
-bool mlir::kiln::detail::isWgmmaRowDot(const SimtConfig &simt, DotOp op) {
+bool isWgmmaRowDot(const SimtConfig &simt, DotOp op) {
   if (!isTensorCoreDot(simt, op))
     return false;
   auto wt = planDotTiling(simt, op);
@@ -1654,7 +1654,9 @@ SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
         copied = true;
         return coreMatrices(b, buf, rows, cols, mt.inElt);
       }
-      auto &[cached, point] = hoistedCores[tile];
+      auto &entry = hoistedCores[tile];
+      Value &cached = entry.first;
+      Operation *&point = entry.second;
       // A copy made before `point` serves at `at` when `point` dominates it.
       auto dominates = [&](Operation *at) {
         if (!cached)

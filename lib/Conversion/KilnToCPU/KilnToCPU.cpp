@@ -1628,7 +1628,9 @@ std::pair<LoadOp, Operation *> KernelLowering::deferredSource(Value tile) {
 LogicalResult KernelLowering::emitOnTile(
     ImplicitLocOpBuilder &b, Value tile, Operation *user,
     function_ref<void(ImplicitLocOpBuilder &, TileReader)> emit) {
-  auto [load, reshape] = deferredSource(tile);
+  auto source = deferredSource(tile);
+  LoadOp load = source.first;
+  Operation *reshape = source.second;
   if (!load) {
     auto buf = bufferOf(tile, user);
     if (failed(buf))
