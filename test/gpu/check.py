@@ -1258,6 +1258,20 @@ def opbench_cases():
                   lambda: ops.dsa_sparse_attention(kiln.bf16(qb), kiln.bf16(kvb), use, Dv), 3,
                   lazy(dsa_peer), Sq * Hq * kk * (Dqk + Dv) * 2, "TFLOP/s",
                   "gather + einsum + softmax", 1e-2, lazy(lambda: dsa_peer(exact=True))))
+    # The same at 64 heads per program and 8 warps (sm_90a: both dots on
+    # wgmma, the values a view of the key rows' core matrices): a quarter of
+    # the programs, so each key row is gathered twice per token, not 8 times.
+
+    def dsa_wide():
+        ops.set_kernel_provider(lambda n, m, c: provider(n, m, c, warps=8))
+        try:
+            return ops.dsa_sparse_attention(kiln.bf16(qb), kiln.bf16(kvb), use, Dv,
+                                            heads_block=64, block_k=16)
+        finally:
+            ops.set_kernel_provider(provider)
+    cases.append((f"dsa_sparse_attention bf16 {Sq}x{Hq} top{kk} heads 64 w8",
+                  dsa_wide, 3, lazy(dsa_peer), Sq * Hq * kk * (Dqk + Dv) * 2, "TFLOP/s",
+                  "gather + einsum + softmax", 1e-2, lazy(lambda: dsa_peer(exact=True))))
 
     # DSA top-k: 2048 of 32768 scores for 1024 tokens (indices in ascending order).
     # Distinct scores (a shuffled 0..S-1 per row plus a fraction below 0.5,
