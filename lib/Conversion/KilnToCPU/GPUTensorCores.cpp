@@ -1352,25 +1352,19 @@ static bool collectOperandDots(const SimtConfig &simt, Value v,
   return true;
 }
 
-/// The dots of a rank-2 tile that is an operand of several tensor-core dots:
-/// through at least one slice (DSA's gathered key rows: B of q . kᵀ through
-/// a transpose, and their first d_v columns B of p . v), or directly, when
-/// every dot is in the tile's own block (DSA's rows at d_v = d_qk; x of
-/// x . W1 and x . W2), in `dots` and `slices`. (Other tiles keep the rules
-/// of tensorCoreOperandDot and mmaSyncOperand: attention's q, defined
-/// before the loops whose dots read it, is laid out for wgmma per loop,
-/// hoistedCores.)
+/// The dots of a rank-2 tile that is an operand of several tensor-core dots
+/// (directly, through transposes or through slices), in `dots` and
+/// `slices`: DSA's gathered key rows (B of q . kᵀ through a transpose, and
+/// their first d_v columns B of p . v), attention's q (A of the scores' dot
+/// in the loops over partial and over full key blocks), an x of x . W1 and
+/// x . W2.
 static bool sharedOperandDots(const SimtConfig &simt, Value v,
                               SmallVectorImpl<DotOp> &dots,
                               SmallVectorImpl<tensor::ExtractSliceOp> &slices) {
   if (cast<RankedTensorType>(v.getType()).getRank() != 2 ||
       !collectOperandDots(simt, v, dots, slices))
     return false;
-  Block *home = v.getParentBlock();
-  return !slices.empty() ||
-         (dots.size() > 1 && llvm::all_of(dots, [&](DotOp d) {
-            return d->getBlock() == home;
-          }));
+  return !slices.empty() || dots.size() > 1;
 }
 
 /// Whether a slice of a rank-2 tile in wgmma's core-matrix layout is one
@@ -1398,6 +1392,13 @@ static bool wgmmaOperand(const SimtConfig &simt, Value v) {
     return false;
   if (DotOp dot = tensorCoreOperandDot(simt, v))
     return onWgmma(simt, dot);
+  // (A [1, R, C] load reshaped to [R, C], attention's q: the reshape's
+  // uses; the reshape aliases the buffer, lowerReshape.)
+  if (v.hasOneUse() && v.getDefiningOp<LoadOp>())
+    if (auto reshape = dyn_cast<ReshapeOp>(*v.getUsers().begin());
+        reshape && unitLeadingReshape(cast<RankedTensorType>(v.getType()),
+                                      reshape.getResult().getType()))
+      v = reshape.getResult();
   SmallVector<DotOp> dots;
   SmallVector<tensor::ExtractSliceOp> slices;
   return sharedOperandDots(simt, v, dots, slices) &&
@@ -1708,18 +1709,23 @@ SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
   // iteration's softmax does: the next wait_group 0 (the p v dot's) retires
   // them, or lowerFor waits before the yield (wgmmaPending). Only when both
   // operands outlive the iteration's barriers: a pipelined stage (refilled
-  // after the next iteration's first barrier) or a copy made before the
-  // loop; a buffer of this iteration may be given to a later tile while
-  // the group still reads it.
-  auto outlivesIteration = [&](Value buf) {
+  // after the next iteration's first barrier), a copy made before the loop,
+  // or the core matrices of a tile defined before it (attention's q, loaded
+  // into them: its buffer lives across the loop); a buffer of this
+  // iteration may be given to a later tile while the group still reads it.
+  auto outlivesIteration = [&](Value tile, Value buf) {
+    Operation *def = tile.getDefiningOp();
     return pipelinedBuffers.count(buf) ||
+           (isCoreBuffer(buf) && def &&
+            !op->getParentOp()->isProperAncestor(def)) ||
            llvm::any_of(hoistedCores, [&](const auto &kv) {
              return kv.second.first == buf &&
                     !op->getParentOp()->isProperAncestor(kv.second.second);
            });
   };
   bool deferWait = !inFlight && carriedDots.contains(op) &&
-                   outlivesIteration(aCore) && outlivesIteration(bCore);
+                   outlivesIteration(op.getLhs(), aCore) &&
+                   outlivesIteration(op.getRhs(), bCore);
   int64_t n = wt.TN * 8, steps = K / 16, unroll = 1;
   for (int64_t u = 8; u >= 1; --u)
     if (steps % u == 0) {

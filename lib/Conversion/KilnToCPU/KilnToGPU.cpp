@@ -924,32 +924,59 @@ bool overlap(ArrayRef<ByteRange> a, ArrayRef<ByteRange> b) {
 /// tile, waited, then loaded its block count and waited again: two memory
 /// round trips in a row at every program's start; now they overlap. The
 /// bytes are the planned views' (their offsets are constants by now), so a
-/// buffer sharing bytes with the group keeps the barrier.
+/// buffer sharing bytes with the group keeps the barrier. A group written
+/// for wgmma (a core-matrix buffer: `wait_group 0; fence.proxy.async;
+/// barrier`, fenceCoreWrites) is deferred the same way, its fence moving
+/// to the wait that retires it (each thread fences its own copies once
+/// they landed, before the barrier that hands them to wgmma).
 void deferAsyncCopyWaits(gpu::GPUFuncOp func, Value window) {
   Block &body = func.getBody().front();
   // The bytes of groups whose wait was removed and that no kept top-level
-  // `wait_group 0; barrier` has retired yet: still in flight.
+  // `wait_group 0; barrier` has retired yet: still in flight; and whether
+  // one of them needs the async-proxy fence where it is retired.
   SmallVector<ByteRange> inFlight;
+  bool inFlightFence = false;
+  auto isProxyFence = [](Operation *op) {
+    auto fence = dyn_cast_or_null<NVVM::FenceProxyOp>(op);
+    return fence && fence.getKind() == NVVM::ProxyKind::async_shared;
+  };
   for (Operation *op = &body.front(); op; op = op->getNextNode()) {
     auto wait = dyn_cast<NVVM::CpAsyncWaitGroupOp>(op);
     if (!wait || wait.getN() != 0)
       continue;
     Operation *commit = wait->getPrevNode(), *barrier = wait->getNextNode();
+    Operation *fence = nullptr;
+    if (isProxyFence(barrier)) {
+      fence = barrier;
+      barrier = barrier->getNextNode();
+    }
     if (!barrier || !isa<gpu::BarrierOp>(barrier))
       continue;
-    // Unless removed below, this wait and barrier retire everything.
+    // Unless removed below, this wait and barrier retire everything (with
+    // the fence a deferred core group needs).
     SmallVector<ByteRange> pending = std::move(inFlight);
     inFlight.clear();
-    if (!commit || !isa<NVVM::CpAsyncCommitGroupOp>(commit))
+    bool pendingFence = std::exchange(inFlightFence, false);
+    auto keep = [&] {
+      if (pendingFence && !fence) {
+        ImplicitLocOpBuilder fb(barrier->getLoc(), barrier);
+        asyncProxyFence(fb);
+      }
+    };
+    if (!commit || !isa<NVVM::CpAsyncCommitGroupOp>(commit)) {
+      keep();
       continue;
+    }
     // Since the previous barrier: shared writes only (the group's copies,
     // and the plain stores of its unaligned or edge path).
     SharedAccesses group;
     for (Operation *p = commit->getPrevNode(); p && !isa<gpu::BarrierOp>(p);
          p = p->getPrevNode())
       collectSharedAccesses(p, window, group);
-    if (group.unknown || !group.reads.empty() || group.writes.empty())
+    if (group.unknown || !group.reads.empty() || group.writes.empty()) {
+      keep();
       continue;
+    }
     // Groups deferred to this wait stay in flight with this one.
     llvm::append_range(group.writes, pending);
     // Up to the next wait_group 0 + barrier: nothing on those bytes.
@@ -957,20 +984,29 @@ void deferAsyncCopyWaits(gpu::GPUFuncOp func, Value window) {
     Operation *next = barrier->getNextNode();
     for (; next; next = next->getNextNode()) {
       auto w = dyn_cast<NVVM::CpAsyncWaitGroupOp>(next);
-      if (w && w.getN() == 0 && w->getNextNode() &&
-          isa<gpu::BarrierOp>(w->getNextNode()))
-        break;
+      if (w && w.getN() == 0) {
+        Operation *after = w->getNextNode();
+        if (isProxyFence(after))
+          after = after->getNextNode();
+        if (after && isa<gpu::BarrierOp>(after))
+          break;
+      }
       collectSharedAccesses(next, window, between);
       if (between.unknown)
         break;
     }
     if (!next || between.unknown || overlap(group.writes, between.reads) ||
-        overlap(group.writes, between.writes))
+        overlap(group.writes, between.writes)) {
+      keep();
       continue;
+    }
     op = commit;
     wait->erase();
+    if (fence)
+      fence->erase();
     barrier->erase();
     inFlight = std::move(group.writes);
+    inFlightFence = pendingFence || fence;
   }
 }
 
