@@ -1424,8 +1424,8 @@ static bool mmaSyncOperand(const SimtConfig &simt, Value v) {
   };
   if (DotOp dot = tensorCoreOperandDot(simt, v))
     return onMmaSync(dot);
-  // Or an operand of several, through slices (views of the padded rows) or
-  // in its own block (sharedOperandDots).
+  // Or an operand of several, directly, through transposes or through
+  // slices (views of the padded rows): sharedOperandDots.
   SmallVector<DotOp> dots;
   SmallVector<tensor::ExtractSliceOp> slices;
   if (sharedOperandDots(simt, v, dots, slices))
