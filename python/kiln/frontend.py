@@ -1155,7 +1155,10 @@ class CodeGen(ast.NodeVisitor):
                 key = key.value
             return obj[key]
         if not isinstance(obj, Tile):
-            raise KilnError("only tiles can be indexed with [:, None]")
+            what = ("a pointer plus offsets: index or slice the offsets before adding "
+                    "them to the pointer" if isinstance(obj, PointerTile) else
+                    f"got {type(obj).__name__}")
+            raise KilnError(f"only tiles can be indexed (x[:, None], x[a:b]); {what}")
         if obj.is_scalar:
             raise KilnError("a scalar cannot be indexed; use kl.full((1,), x) for a tile")
         # x[:, None] / x[None, :]: insert size-1 dimensions. x[a:b, :c]

@@ -161,6 +161,8 @@ def test_dsa_values_from_the_key_rows(rng, hb, Dv):
     ("t[n:4]", "compile-time integer"),
     ("t[0]", "in subscripts"),
     ("t[:, :, :]", "too many subscripts"),
+    ("kl.load((x + kl.arange(0, 8)[:, None] * 32 + kl.arange(0, 32)[None, :])[:, :4])",
+     "slice the offsets before adding them to the pointer"),
 ])
 def test_slice_errors(tmp_path, monkeypatch, body, match):
     (tmp_path / "bad_slice.py").write_text(f"""
