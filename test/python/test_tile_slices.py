@@ -1,9 +1,9 @@
 """Tile slices (`x[a:b, c:d]` with compile-time bounds: tensor.extract_slice)
-against numpy, on every target the suite runs on. On the CPU, and on a GPU
-wherever something other than a tensor-core dot reads the slice, it is a
-copy; on a GPU a slice that only feeds tensor-core dots is a view of its
-source's shared-memory rows (mma.sync: padded rows, ldmatrix; sm_90a wgmma:
-core matrices), which the dot cases below take: a loaded tile sliced for two
+against numpy, on every target the suite runs on. Wherever something other
+than a dot reads the slice it is a copy; a slice only dots read is a view of
+its source's buffer (on a GPU, for tensor-core dots, of its shared-memory
+rows: padded rows and ldmatrix under mma.sync, core matrices under wgmma),
+which the dot cases below take: a loaded tile sliced for two
 dots, and DSA's pattern of gathered key rows whose first columns are the
 values (docs/gpu.md, "Tile slices")."""
 import os

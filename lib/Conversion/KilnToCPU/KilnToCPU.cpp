@@ -906,6 +906,24 @@ bool isTileSlice(tensor::ExtractSliceOp op) {
          llvm::all_of(op.getStaticStrides(), [](int64_t s) { return s == 1; });
 }
 
+/// Whether every use of tile `v` is a dot's A or B operand, directly or
+/// through further slices (the CPU's slice views).
+static bool onlyDotOperands(Value v) {
+  if (v.use_empty())
+    return false;
+  for (Operation *user : v.getUsers()) {
+    if (auto sl = dyn_cast<tensor::ExtractSliceOp>(user)) {
+      if (!isTileSlice(sl) || !onlyDotOperands(sl.getResult()))
+        return false;
+      continue;
+    }
+    auto dot = dyn_cast<DotOp>(user);
+    if (!dot || dot.getAcc() == v)
+      return false;
+  }
+  return true;
+}
+
 /// Whether a reshape only adds or drops leading unit dimensions.
 static bool unitDimsOnly(ReshapeOp op) {
   auto strip = [](ArrayRef<int64_t> s) {
@@ -3456,6 +3474,17 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
     auto src = bufferOf(sl.getSource(), op);
     if (failed(src))
       return failure();
+    // CPU: read by dots only (as A or B, not accumulated into), the slice
+    // is a view of the source's buffer (the dots read any strides; every
+    // tile has its own buffer here, so nothing reuses the source's bytes).
+    if (!simt && onlyDotOperands(sl.getResult())) {
+      ImplicitLocOpBuilder b(loc, op);
+      SmallVector<int64_t> unit(sl.getResultType().getRank(), 1);
+      buffers[sl.getResult()] = memref::SubViewOp::create(
+          b, *src, sl.getStaticOffsets(), sl.getStaticSizes(), unit);
+      toErase.push_back(op);
+      return success();
+    }
     if (simt)
       if (Value view = deferSliceToTensorCores(sl, *src)) {
         if (pipelinedBuffers.count(*src))
