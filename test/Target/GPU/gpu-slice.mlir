@@ -6,6 +6,15 @@
 // slice keeps that pitch, which ldmatrix reads; on sm_90a (64 rows: wgmma)
 // the rows are core matrices and the slice is the first 8 column groups of
 // them, at the same strides.
+// The CPU takes the same view (its dots read any strides) and copies the
+// slice the exponential reads.
+// RUN: kiln-opt %s --convert-kiln-to-cpu | FileCheck %s --check-prefix=CPU
+// CPU-LABEL: func.func private @values
+// CPU: memref.subview %{{.*}}[0, 0] [64, 64] [1, 1] : memref<64x96xi16> to memref<64x64xi16, strided<[96, 1]>>
+// CPU: vector.load %subview
+// CPU-LABEL: func.func private @copied
+// CPU-NOT: memref.subview
+// CPU: math.exp
 // RUN: kiln-opt %s --convert-kiln-to-gpu="chip=sm_80" | FileCheck %s --check-prefix=SYNC
 // RUN: kiln-opt %s --convert-kiln-to-gpu="chip=sm_90a" | FileCheck %s --check-prefix=CORE
 // RUN: kilnc %s --kernel values --target sm_80 --emit ptx -o %t.ptx
