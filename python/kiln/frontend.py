@@ -1172,7 +1172,6 @@ class CodeGen(ast.NodeVisitor):
                 result = self.inserted_dim(result, Tile(
                     self.b.expand_dims(result.value, dim), result.dtype,
                     result.shape[:dim] + (1,) + result.shape[dim:]), dim)
-                blocks = {d + (d >= dim): r for d, r in blocks.items()}
                 dim += 1
             elif isinstance(it, ast.Slice):
                 if dim >= len(result.shape):

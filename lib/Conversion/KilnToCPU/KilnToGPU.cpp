@@ -936,22 +936,28 @@ void deferAsyncCopyWaits(gpu::GPUFuncOp func, Value window) {
   // one of them needs the async-proxy fence where it is retired.
   SmallVector<ByteRange> inFlight;
   bool inFlightFence = false;
-  auto isProxyFence = [](Operation *op) {
-    auto fence = dyn_cast_or_null<NVVM::FenceProxyOp>(op);
-    return fence && fence.getKind() == NVVM::ProxyKind::async_shared;
-  };
-  for (Operation *op = &body.front(); op; op = op->getNextNode()) {
+  // A `wait_group 0; [fence.proxy.async;] barrier` at `op`: its barrier and
+  // fence (null when none), or a null barrier.
+  auto retiring = [](Operation *op) -> std::pair<Operation *, Operation *> {
     auto wait = dyn_cast<NVVM::CpAsyncWaitGroupOp>(op);
     if (!wait || wait.getN() != 0)
-      continue;
-    Operation *commit = wait->getPrevNode(), *barrier = wait->getNextNode();
-    Operation *fence = nullptr;
-    if (isProxyFence(barrier)) {
-      fence = barrier;
-      barrier = barrier->getNextNode();
+      return {nullptr, nullptr};
+    Operation *next = wait->getNextNode(), *fence = nullptr;
+    if (auto f = dyn_cast_or_null<NVVM::FenceProxyOp>(next);
+        f && f.getKind() == NVVM::ProxyKind::async_shared) {
+      fence = f;
+      next = next->getNextNode();
     }
-    if (!barrier || !isa<gpu::BarrierOp>(barrier))
+    if (!next || !isa<gpu::BarrierOp>(next))
+      return {nullptr, nullptr};
+    return {next, fence};
+  };
+  for (Operation *op = &body.front(); op; op = op->getNextNode()) {
+    std::pair<Operation *, Operation *> found = retiring(op);
+    Operation *barrier = found.first, *fence = found.second;
+    if (!barrier)
       continue;
+    Operation *wait = op, *commit = wait->getPrevNode();
     // Unless removed below, this wait and barrier retire everything (with
     // the fence a deferred core group needs).
     SmallVector<ByteRange> pending = std::move(inFlight);
@@ -983,14 +989,8 @@ void deferAsyncCopyWaits(gpu::GPUFuncOp func, Value window) {
     SharedAccesses between;
     Operation *next = barrier->getNextNode();
     for (; next; next = next->getNextNode()) {
-      auto w = dyn_cast<NVVM::CpAsyncWaitGroupOp>(next);
-      if (w && w.getN() == 0) {
-        Operation *after = w->getNextNode();
-        if (isProxyFence(after))
-          after = after->getNextNode();
-        if (after && isa<gpu::BarrierOp>(after))
-          break;
-      }
+      if (retiring(next).first)
+        break;
       collectSharedAccesses(next, window, between);
       if (between.unknown)
         break;
