@@ -216,13 +216,16 @@ static llvm::Error buildSparseAttention(ModuleOp module, const Config &c) {
     Value idx = k.reshape(k.load(vi, {tok, c0}, {1, BK}, -1), {BK});
     Value valid = k.andI(k.cmp(Cmp::GE, idx, k.cI32(0)),
                          k.cmp(Cmp::LT, idx, k.convert(Skv, i32)));
-    Value safeIdx = k.select(valid, idx, k.cI32(-1));
     // -1 (and the padding past topk) is "no key"; any other index outside
     // [0, skv) is skipped too, and counted.
     Value bad = k.andI(k.cmp(Cmp::NE, idx, k.cI32(-1)),
                        k.cmp(Cmp::EQ, valid, k.constant(IntegerType::get(ctx, 1), 0)));
     Value badNew = k.add(it[3], k.select(bad, k.cI32(1), k.cI32(0)));
-    Value rows = k.gather(vkv, safeIdx, {k.cIndex(0)}, {BK, DQK}, 0);
+    // The loaded indices themselves: a row outside [0, skv) reads zeros (the
+    // gather's padding; its scores are masked below), and a gather by a
+    // loaded block is pipelined on GPUs (its rows fetched during the
+    // previous steps).
+    Value rows = k.gather(vkv, idx, {k.cIndex(0)}, {BK, DQK}, 0);
     Value s = k.dot(qt, k.trans(rows), zeroS);
     if (lowPrecision)
       s = k.mul(s, k.arg("scale"));

@@ -19,6 +19,7 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Dominance.h"
@@ -332,7 +333,7 @@ static StringRef mapKind(bool core, bool swizzled) {
 bool KernelLowering::tmaCandidate(const PipelinedLoad &pl, scf::ForOp loop) {
   LoadOp load = pl.load;
   Value view = load.getView();
-  if (!simt->tma || !simt->scratch ||
+  if (!simt->tma || !simt->scratch || pl.feedsGather ||
       loop.getRegion().isAncestor(view.getParentRegion()) ||
       !views.count(view))
     return false;
@@ -829,16 +830,12 @@ Value KernelLowering::scalarReadAt(ImplicitLocOpBuilder &b,
   return toType(b, b.getLoc(), ifOp.getResult(0), type.getElementType());
 }
 
-/// Recomputes a pipelined load's view and offsets for induction variable
-/// `ivNew` at `b` (a view made in the loop is made again and lowered);
-/// returns the offsets.
-SmallVector<Value> KernelLowering::pipelinedAccessAt(ImplicitLocOpBuilder &b,
-                                                     PipelinedLoad &pl,
-                                                     Value ivOld, Value ivNew,
-                                                     const ViewInfo *&view) {
+SmallVector<Value> KernelLowering::pipelinedAccessAt(
+    ImplicitLocOpBuilder &b, ArrayRef<Operation *> slice, Value view,
+    ValueRange offsets, Value ivOld, Value ivNew, const ViewInfo *&vi) {
   IRMapping map;
   map.map(ivOld, ivNew);
-  for (Operation *op : pl.slice) {
+  for (Operation *op : slice) {
     if (auto ex = dyn_cast<tensor::ExtractOp>(op)) {
       map.map(ex.getResult(), scalarReadAt(b, ex, map));
       continue;
@@ -855,17 +852,40 @@ SmallVector<Value> KernelLowering::pipelinedAccessAt(ImplicitLocOpBuilder &b,
     if (auto mv = dyn_cast<MakeViewOp>(copy))
       (void)lowerMakeView(mv);
   }
-  view = &views[map.lookupOrDefault(pl.load.getView())];
-  SmallVector<Value> offsets;
-  for (Value off : pl.load.getOffsets())
-    offsets.push_back(map.lookupOrDefault(off));
-  return offsets;
+  vi = &views[map.lookupOrDefault(view)];
+  SmallVector<Value> result;
+  for (Value off : offsets)
+    result.push_back(map.lookupOrDefault(off));
+  return result;
 }
 
-void KernelLowering::issuePipelinedLoads(
-    ImplicitLocOpBuilder &b, scf::ForOp loop, PipelinedLoop &state,
-    Value ivAt, Value stageIndex,
-    function_ref<Value(ImplicitLocOpBuilder &, PipelinedLoad &)> stage) {
+/// The stage of `stages` that iteration number `iter` uses (iter modulo
+/// their count; the stage itself for a constant `iter`).
+static Value stageOf(ImplicitLocOpBuilder &b, ArrayRef<Value> stages,
+                     Value iter) {
+  int64_t n = stages.size();
+  if (std::optional<int64_t> c = getConstantIntValue(iter))
+    return stages[*c % n];
+  return selectStage(b, stages, arith::RemUIOp::create(b, iter, cIdx(b, n)));
+}
+
+/// A gather's index stage `stage` (a row-major tile) as the rank-1 index
+/// buffer emitRowChunksSimt reads: reshapes keep the row-major order.
+static Value flatIndices(ImplicitLocOpBuilder &b, Value stage) {
+  auto type = cast<MemRefType>(stage.getType());
+  if (type.getRank() == 1)
+    return stage;
+  SmallVector<ReassociationIndices> re(1);
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    re[0].push_back(d);
+  return memref::CollapseShapeOp::create(b, stage, re);
+}
+
+void KernelLowering::issuePipelinedLoads(ImplicitLocOpBuilder &b,
+                                         scf::ForOp loop, PipelinedLoop &state,
+                                         Value iter, bool ahead) {
+  Value ivAt = arith::AddIOp::create(
+      b, loop.getLowerBound(), arith::MulIOp::create(b, loop.getStep(), iter));
   // Only iterations the loop runs: ivAt < upper bound (uniform).
   auto ifOp = scf::IfOp::create(
       b, TypeRange{},
@@ -873,34 +893,42 @@ void KernelLowering::issuePipelinedLoads(
                             loop.getUpperBound()),
       false);
   ImplicitLocOpBuilder tb(b.getLoc(), ifOp.getThenBodyBuilder());
+  Value iv = loop.getInductionVar();
   struct Fill {
+    PipelinedLoad *pl;
     const ViewInfo *vi;
     SmallVector<Value> offsets;
     Value dst, tma; // tma: i1, this fill by TMA (null: never)
   };
   SmallVector<Fill> fills;
   for (PipelinedLoad &pl : state.loads) {
+    if (pl.feedsGather != ahead)
+      continue;
     Fill f;
-    f.offsets = pipelinedAccessAt(tb, pl, loop.getInductionVar(), ivAt, f.vi);
-    f.dst = stage(tb, pl);
+    f.pl = &pl;
+    f.offsets = pipelinedAccessAt(tb, pl.slice, pl.load.getView(),
+                                  pl.load.getOffsets(), iv, ivAt, f.vi);
+    f.dst = stageOf(tb, pl.stages, iter);
     if (pl.useTma)
       f.tma = tmaIssuable(tb, pl, f.offsets);
     fills.push_back(std::move(f));
   }
   // TMA: every fill of a loop with tensor maps arms its stage's mbarrier
   // (thread 0: one arrival, expecting the bytes of the boxes it then
-  // issues; none when every load of this fill takes cp.async).
+  // issues; none when every load of this fill takes cp.async). The index
+  // loads issued ahead never take TMA and arm nothing.
   Value bar;
-  if (state.barriers) {
+  if (state.barriers && !ahead) {
+    Value stageIndex = arith::RemUIOp::create(tb, iter, cIdx(tb, simt->numStages));
     bar = arith::AddIOp::create(
         tb, byteAddress(tb, state.barriers),
         arith::MulIOp::create(tb, stageIndex, cIdx(tb, 8)));
     Value tx = i32Const(tb, 0);
-    for (auto [pl, f] : llvm::zip(state.loads, fills))
+    for (Fill &f : fills)
       if (f.tma)
         tx = arith::AddIOp::create(
             tb, tx,
-            arith::SelectOp::create(tb, f.tma, i32Const(tb, pl.tmaBytes),
+            arith::SelectOp::create(tb, f.tma, i32Const(tb, f.pl->tmaBytes),
                                     i32Const(tb, 0)));
     onThread0(tb, simt->threadId, [&](ImplicitLocOpBuilder &t0) {
       when(t0, state.anyTma, [&](ImplicitLocOpBuilder &ab) {
@@ -910,9 +938,8 @@ void KernelLowering::issuePipelinedLoads(
       });
     });
   }
-  for (size_t i = 0; i < fills.size(); ++i) {
-    PipelinedLoad &pl = state.loads[i];
-    Fill &f = fills[i];
+  for (Fill &f : fills) {
+    PipelinedLoad &pl = *f.pl;
     RankedTensorType type = pl.load.getResult().getType();
     auto asyncCopies = [&](ImplicitLocOpBuilder &cb) {
       emitTileLoadSimt(cb, *f.vi, f.offsets, f.dst, type,
@@ -932,8 +959,26 @@ void KernelLowering::issuePipelinedLoads(
     ImplicitLocOpBuilder no(tb.getLoc(), tmaIf.getElseBodyBuilder());
     asyncCopies(no);
   }
+  if (ahead)
+    return;
+  // The gathers of iteration `iter`: their rows by the indices that
+  // iteration's index stage holds (landed: see setupPipelining).
+  for (PipelinedGather &pg : state.gathers) {
+    GatherOp gather = pg.gather;
+    RankedTensorType type = gather.getResult().getType();
+    const ViewInfo *vi;
+    SmallVector<Value> offsets =
+        pipelinedAccessAt(tb, pg.slice, gather.getView(), gather.getOffsets(),
+                          iv, ivAt, vi);
+    Value idxBuf =
+        flatIndices(tb, stageOf(tb, state.loads[pg.indexLoad].stages, iter));
+    emitRowChunksSimt(tb, *vi, idxBuf, offsets, stageOf(tb, pg.stages, iter),
+                      type,
+                      paddingAttr(tb, gather.getPaddingAttr(),
+                                  storageType(type.getElementType())),
+                      /*isStore=*/false);
+  }
 }
-
 
 void KernelLowering::setupPipelining(scf::ForOp loop) {
   if (!simt || simt->numStages < 2 || !simt->asyncCopy)
@@ -954,17 +999,11 @@ void KernelLowering::setupPipelining(scf::ForOp loop) {
     if (auto effects = dyn_cast<MemoryEffectOpInterface>(op))
       writes |= effects.hasEffect<MemoryEffects::Write>();
   });
-  for (Operation &o : *body) {
-    auto load = dyn_cast<LoadOp>(&o);
-    if (!load || asyncChunk(load.getResult().getType()) == 0)
-      continue;
-    // The view and offsets: loop-invariant values, or side-effect-free
-    // arith (and kiln.make_view) on the induction variable and invariants
-    // in the body block itself.
-    Value view = load.getView();
-    if (!region.isAncestor(view.getParentRegion()) && !views.count(view))
-      continue;
-    SmallVector<Operation *> slice;
+  // The ops of the body that compute `roots` from the induction variable
+  // and loop invariants, in body order: side-effect-free arith (and
+  // kiln.make_view) in the body block itself; false when another op does.
+  auto sliceOf = [&](ArrayRef<Value> roots,
+                     SmallVector<Operation *> &slice) -> bool {
     DenseSet<Operation *> seen;
     bool ok = true;
     std::function<void(Value)> visit = [&](Value v) {
@@ -1004,14 +1043,28 @@ void KernelLowering::setupPipelining(scf::ForOp loop) {
         visit(operand);
       slice.push_back(def);
     };
-    visit(view);
-    for (Value off : load.getOffsets())
-      visit(off);
-    if (!ok)
-      continue;
+    for (Value r : roots)
+      visit(r);
     llvm::sort(slice, [](Operation *a, Operation *b) {
       return a->isBeforeInBlock(b);
     });
+    return ok;
+  };
+  for (Operation &o : *body) {
+    auto load = dyn_cast<LoadOp>(&o);
+    if (!load || asyncChunk(load.getResult().getType()) == 0)
+      continue;
+    // The view and offsets: loop-invariant values, or side-effect-free
+    // arith (and kiln.make_view) on the induction variable and invariants
+    // in the body block itself.
+    Value view = load.getView();
+    if (!region.isAncestor(view.getParentRegion()) && !views.count(view))
+      continue;
+    SmallVector<Value> roots{view};
+    llvm::append_range(roots, load.getOffsets());
+    SmallVector<Operation *> slice;
+    if (!sliceOf(roots, slice))
+      continue;
     PipelinedLoad pl;
     pl.load = load;
     pl.slice = std::move(slice);
@@ -1029,6 +1082,50 @@ void KernelLowering::setupPipelining(scf::ForOp loop) {
     }
     state->loads.push_back(std::move(pl));
   }
+  // Gathers of whole rows (chunks by cp.async, zero padding) from a view
+  // made before the loop, whose indices are a pipelined load's tile through
+  // reshapes (DSA's top-k block, a paged cache's block table): pipelined
+  // too, their index loads issued further ahead (feedsGather).
+  Builder b0(loop.getContext());
+  if (simt->pipelineGathers)
+    for (Operation &o : *body) {
+      auto gather = dyn_cast<GatherOp>(&o);
+      if (!gather)
+        continue;
+      RankedTensorType type = gather.getResult().getType();
+      Value view = gather.getView();
+      if (type.getRank() < 2 || asyncChunk(type) == 0 ||
+          !zeroBits(paddingAttr(b0, gather.getPaddingAttr(),
+                                storageType(type.getElementType()))) ||
+          region.isAncestor(view.getParentRegion()) || !views.count(view) ||
+          views[view].strides.empty())
+        continue;
+      Value idx = gather.getIndices();
+      while (Operation *def = idx.getDefiningOp()) {
+        if (!isa<ReshapeOp, ExpandDimsOp>(def) || def->getBlock() != body)
+          break;
+        idx = def->getOperand(0);
+      }
+      auto indexLoad = idx.getDefiningOp<LoadOp>();
+      auto il = llvm::find_if(state->loads, [&](const PipelinedLoad &pl) {
+        return pl.load == indexLoad;
+      });
+      // A plain row-major index stage (flatIndices views it in rank 1).
+      if (il == state->loads.end() || isCoreBuffer(il->stages[0]) ||
+          isPaddedBuffer(il->stages[0]))
+        continue;
+      SmallVector<Operation *> slice;
+      if (!sliceOf(SmallVector<Value>(gather.getOffsets()), slice))
+        continue;
+      il->feedsGather = true;
+      PipelinedGather pg;
+      pg.gather = gather;
+      pg.slice = std::move(slice);
+      pg.indexLoad = il - state->loads.begin();
+      for (int64_t s = 0; s < simt->numStages; ++s)
+        pg.stages.push_back(allocLoadTile(gather));
+      state->gathers.push_back(std::move(pg));
+    }
   if (state->loads.empty())
     return;
   ImplicitLocOpBuilder b(loop.getLoc(), loop);
@@ -1036,50 +1133,68 @@ void KernelLowering::setupPipelining(scf::ForOp loop) {
   // A swizzled stage is filled by TMA exactly when its view allows it (a
   // uniform condition, for the whole loop); a core-matrix one also needs
   // each fill's column offset on a chunk, so any of its fills may be
-  // written by threads.
-  for (PipelinedLoad &pl : state->loads) {
-    if (!isCoreBuffer(pl.stages[0]))
-      continue;
-    Value byThreads =
-        pl.useTma && pl.swizzled
-            ? Value(arith::XOrIOp::create(
-                  b, pl.useTma, arith::ConstantIntOp::create(b, 1, 1)))
-            : Value(arith::ConstantIntOp::create(b, 1, 1));
+  // written by threads, as every gather's are.
+  auto threadWritten = [&](Value byThreads) {
     state->threadWrittenCores =
         state->threadWrittenCores
             ? Value(arith::OrIOp::create(b, state->threadWrittenCores,
                                          byThreads))
             : byThreads;
+  };
+  for (PipelinedLoad &pl : state->loads) {
+    if (!isCoreBuffer(pl.stages[0]))
+      continue;
+    threadWritten(pl.useTma && pl.swizzled
+                      ? Value(arith::XOrIOp::create(
+                            b, pl.useTma, arith::ConstantIntOp::create(b, 1, 1)))
+                      : Value(arith::ConstantIntOp::create(b, 1, 1)));
   }
+  for (PipelinedGather &pg : state->gathers)
+    if (isCoreBuffer(pg.stages[0]))
+      threadWritten(arith::ConstantIntOp::create(b, 1, 1));
   state->distance = simt->numStages - 1;
   // (The in-flight dot's last iteration retires its groups: runTiledDot.)
   if ((state->inFlight = inFlightDot(loop, *state)))
     state->distance = simt->numStages - 2;
+  int64_t distance = state->distance;
+  // Index loads of gathers: 2D + 1 stages, iterations 0 .. 2D - 1 issued
+  // before the loop as one group, retired at once (the prologue's gathers
+  // read the first D of them).
+  bool ahead = false;
+  for (PipelinedLoad &pl : state->loads)
+    if (pl.feedsGather) {
+      ahead = true;
+      while (int64_t(pl.stages.size()) < 2 * distance + 1)
+        pl.stages.push_back(allocLoadTile(pl.load));
+    }
+  if (ahead) {
+    for (int64_t j = 0; j < 2 * distance; ++j)
+      issuePipelinedLoads(b, loop, *state, cIdx(b, j), /*ahead=*/true);
+    NVVM::CpAsyncCommitGroupOp::create(b);
+    NVVM::CpAsyncWaitGroupOp::create(b, 0);
+    barrier(b);
+  }
   // Prologue: iterations 0 .. D-1 (D: the distance), one cp.async group
   // each (committed even when empty, so that group counts stay uniform).
-  for (int64_t j = 0; j < state->distance; ++j) {
-    Value ivj = arith::AddIOp::create(
-        b, loop.getLowerBound(),
-        arith::MulIOp::create(b, loop.getStep(), cIdx(b, j)));
-    issuePipelinedLoads(b, loop, *state, ivj, cIdx(b, j),
-                        [&](ImplicitLocOpBuilder &, PipelinedLoad &pl) {
-                          return pl.stages[j];
-                        });
+  for (int64_t j = 0; j < distance; ++j) {
+    issuePipelinedLoads(b, loop, *state, cIdx(b, j), /*ahead=*/false);
     NVVM::CpAsyncCommitGroupOp::create(b);
   }
   for (PipelinedLoad &pl : state->loads)
     pipelinedLoads[pl.load] = state.get();
+  for (PipelinedGather &pg : state->gathers)
+    pipelinedLoads[pg.gather] = state.get();
   pipelinedLoops.push_back(std::move(state));
 }
 
-LogicalResult KernelLowering::lowerPipelinedLoad(LoadOp load,
-                                                 PipelinedLoop &state) {
-  auto loop = cast<scf::ForOp>(load->getParentOp());
-  ImplicitLocOpBuilder b(load.getLoc(), load);
+LogicalResult KernelLowering::lowerPipelinedAccess(Operation *op,
+                                                   PipelinedLoop &state) {
+  auto loop = cast<scf::ForOp>(op->getParentOp());
+  ImplicitLocOpBuilder b(op->getLoc(), op);
   int64_t stages = simt->numStages;
   if (!state.current) {
-    // At the first pipelined load of iteration k: wait until iteration k's
-    // copies have landed (of the D + k groups committed so far, at most
+    // At the first pipelined access of iteration k: wait until iteration
+    // k's copies have landed (of the D + k groups committed so far, at most
     // D - 1 are newer), fence them for wgmma if it reads them, and sync.
     // Past that barrier every thread has finished iteration k - 1, so
     // iteration k + D is issued into stage (k + D) % S: with D = S - 1 the
@@ -1087,12 +1202,16 @@ LogicalResult KernelLowering::lowerPipelinedLoad(LoadOp load,
     // groups of iteration k - 1 may still read its stage) the one iteration
     // k - 2 read, whose groups every thread retired in iteration k - 1.
     // (Issuing after the barrier is what lets a dot on pipelined operands
-    // end without one: see lowerRegisterDot.)
+    // end without one: see lowerRegisterDot.) Gathers' index loads go to
+    // iteration k + 2D, stage (k + 2D) % (2D + 1), the one iteration k - 1
+    // read; the gathers of iteration k + D read the indices iteration k - D
+    // issued (or the prologue did), which this wait retired.
     int64_t distance = state.distance;
     Value iv = loop.getInductionVar();
     Value k = arith::DivUIOp::create(
         b, arith::SubIOp::create(b, iv, loop.getLowerBound()), loop.getStep());
     Value cS = cIdx(b, stages);
+    state.iteration = k;
     state.current = arith::RemUIOp::create(b, k, cS);
     NVVM::CpAsyncWaitGroupOp::create(b, distance - 1);
     if (state.barriers)
@@ -1111,24 +1230,30 @@ LogicalResult KernelLowering::lowerPipelinedLoad(LoadOp load,
     if (state.threadWrittenCores)
       when(b, state.threadWrittenCores, asyncProxyFence);
     barrier(b);
-    Value next = arith::RemUIOp::create(
-        b, arith::AddIOp::create(b, k, cIdx(b, distance)), cS);
-    Value ivNext = arith::AddIOp::create(
-        b, iv, arith::MulIOp::create(b, loop.getStep(), cIdx(b, distance)));
-    issuePipelinedLoads(b, loop, state, ivNext, next,
-                        [&](ImplicitLocOpBuilder &tb, PipelinedLoad &pl) {
-                          return selectStage(tb, pl.stages, next);
-                        });
+    issuePipelinedLoads(b, loop, state,
+                        arith::AddIOp::create(b, k, cIdx(b, distance)),
+                        /*ahead=*/false);
+    if (llvm::any_of(state.loads,
+                     [](const PipelinedLoad &pl) { return pl.feedsGather; }))
+      issuePipelinedLoads(b, loop, state,
+                          arith::AddIOp::create(b, k, cIdx(b, 2 * distance)),
+                          /*ahead=*/true);
     NVVM::CpAsyncCommitGroupOp::create(b);
   }
+  Value result;
   for (PipelinedLoad &pl : state.loads)
-    if (pl.load == load) {
-      buffers[load.getResult()] = selectStage(b, pl.stages, state.current);
-      pipelinedBuffers.insert(buffers[load.getResult()]);
+    if (pl.load == op) {
+      result = pl.feedsGather ? stageOf(b, pl.stages, state.iteration)
+                              : selectStage(b, pl.stages, state.current);
       if (pl.swizzled)
-        swizzledBuffers.insert(buffers[load.getResult()]);
+        swizzledBuffers.insert(result);
     }
-  toErase.push_back(load);
+  for (PipelinedGather &pg : state.gathers)
+    if (pg.gather == op)
+      result = selectStage(b, pg.stages, state.current);
+  buffers[op->getResult(0)] = result;
+  pipelinedBuffers.insert(result);
+  toErase.push_back(op);
   return success();
 }
 

@@ -1246,7 +1246,7 @@ LogicalResult KernelLowering::lowerRegisterDot(DotOp op) {
   registerTiles[op.getResult()] = regs;
   // The operand tiles may be overwritten next (the next iteration's loads),
   // unless both are pipelined stages: those are overwritten only after the
-  // next iteration's first barrier (lowerPipelinedLoad).
+  // next iteration's first barrier (lowerPipelinedAccess).
   if ((*a && !pipelinedBuffers.count(*a)) || !pipelinedBuffers.count(*bm))
     barrier(b);
   toErase.push_back(op);

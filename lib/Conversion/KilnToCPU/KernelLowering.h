@@ -90,6 +90,9 @@ struct SimtConfig {
   SmallVector<Value> hostMapArgs;
   Value hostMapFlags;
   int64_t numStages = 2;      // software pipelining depth of loads in loops
+  /// Gathers of rows whose indices a pipelined load gives are pipelined too
+  /// (their stages take numStages copies of the gathered tile).
+  bool pipelineGathers = true;
   /// The block of the op being lowered when each buffer was allocated (its
   /// "home"; blocks outlive the ops lowered away): a buffer allocated inside
   /// a loop body holds a value of one iteration.
@@ -194,10 +197,26 @@ private:
     // sm_90a: the stages are in the 128B-swizzled wgmma layout
     // (swizzleCandidate), not the no-swizzle core layout.
     bool swizzled = false;
+    // The indices of a pipelined gather: issued 2D iterations ahead (D the
+    // loop's distance) into 2D + 1 stages, so that iteration k, issuing
+    // the gather of iteration k + D, finds them landed; never by TMA.
+    bool feedsGather = false;
+  };
+  // A gather of rows issued D iterations ahead like a load (cp.async per
+  // row chunk into rotating stages), its row indices read from the stage
+  // of its index load (a pipelined load of the same loop, through
+  // reshapes) for that iteration.
+  struct PipelinedGather {
+    GatherOp gather;
+    SmallVector<Value> stages;      // numStages shared buffers
+    SmallVector<Operation *> slice; // offset computation (body order)
+    size_t indexLoad = 0;           // its index load, in `loads`
   };
   struct PipelinedLoop {
     SmallVector<PipelinedLoad> loads;
-    Value current; // this iteration's stage index (set at the first load)
+    SmallVector<PipelinedGather> gathers;
+    Value current;   // this iteration's stage index (set at the first load)
+    Value iteration; // this iteration's number k (set with `current`)
     // TMA: one mbarrier per stage (i64 [S] in shared memory) and whether
     // any load of the loop may go by TMA (i1): then every fill arms its
     // stage's mbarrier and every iteration waits on it.
@@ -262,19 +281,25 @@ private:
   // their elements are where swizzledOffset says, not coreStrides.
   DenseSet<Value> swizzledBuffers;
   void setupPipelining(scf::ForOp loop);
-  LogicalResult lowerPipelinedLoad(LoadOp load, PipelinedLoop &state);
+  /// A pipelined load or gather (`op`) of `state`'s loop: at the first of
+  /// an iteration, the wait, barrier and issue of later iterations; then
+  /// its stage buffer for this iteration.
+  LogicalResult lowerPipelinedAccess(Operation *op, PipelinedLoop &state);
   Value scalarReadAt(ImplicitLocOpBuilder &b, tensor::ExtractOp ex,
                      IRMapping &map);
+  /// Recomputes an access's view and offsets (from `slice`, the ops in the
+  /// loop body that compute them) for induction variable `ivNew` at `b`;
+  /// returns the offsets and sets `vi` to the view's.
   SmallVector<Value> pipelinedAccessAt(ImplicitLocOpBuilder &b,
-                                       PipelinedLoad &pl, Value ivOld,
-                                       Value ivNew, const ViewInfo *&view);
-  /// Issues the cp.async copies of `state`'s loads for induction variable
-  /// `ivAt` of `loop` (if the loop runs that iteration) into the buffers
-  /// `stage` picks, without commit.
-  void issuePipelinedLoads(
-      ImplicitLocOpBuilder &b, scf::ForOp loop, PipelinedLoop &state,
-      Value ivAt, Value stageIndex,
-      function_ref<Value(ImplicitLocOpBuilder &, PipelinedLoad &)> stage);
+                                       ArrayRef<Operation *> slice, Value view,
+                                       ValueRange offsets, Value ivOld,
+                                       Value ivNew, const ViewInfo *&vi);
+  /// Issues the copies for iteration number `iter` (index) of `loop` (if
+  /// the loop runs that iteration), each into its stage iter % (its stage
+  /// count), without commit: with `ahead`, the gathers' index loads only;
+  /// otherwise the other loads and the gathers.
+  void issuePipelinedLoads(ImplicitLocOpBuilder &b, scf::ForOp loop,
+                           PipelinedLoop &state, Value iter, bool ahead);
   /// TMA: whether pipelined load `pl` of `loop` can load by TMA (the
   /// compile-time conditions; the view's are checked at run time).
   bool tmaCandidate(const PipelinedLoad &pl, scf::ForOp loop);
@@ -671,6 +696,9 @@ SmallVector<Value> tileIndices(ImplicitLocOpBuilder &b, Value buf,
 bool isTileSlice(tensor::ExtractSliceOp op);
 /// An access's padding in the storage type (zero when absent).
 TypedAttr paddingAttr(Builder &b, Attribute padding, Type storage);
+/// Whether a padding is all zero bits (what cp.async's zero fill writes;
+/// -0.0 is not).
+bool zeroBits(TypedAttr pad);
 
 /// A rank-1 memref of `type` over a raw !llvm.ptr (nominal size/stride).
 /// Refuses (a located error, failure) a kernel with a tile of more than

@@ -3164,7 +3164,7 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
       return lowerRegisterRowScale(op, it->second);
   if (auto load = dyn_cast<LoadOp>(op)) {
     if (auto it = pipelinedLoads.find(op); it != pipelinedLoads.end())
-      return lowerPipelinedLoad(load, *it->second);
+      return lowerPipelinedAccess(load, *it->second);
     if (directDotOperand(op))
       return success(); // lowered by its dot (lowerDot)
     Value buf = allocLoadTile(load);
@@ -3175,6 +3175,8 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
                            load.getPaddingAttr(), /*isStore=*/false);
   }
   if (auto gather = dyn_cast<GatherOp>(op)) {
+    if (auto it = pipelinedLoads.find(op); it != pipelinedLoads.end())
+      return lowerPipelinedAccess(gather, *it->second);
     if (canFuseGatherStore(gather)) {
       fusedGathers.insert(op);
       toErase.push_back(op);

@@ -342,7 +342,7 @@ static Value chunkAligned(ImplicitLocOpBuilder &b, const ViewInfo &vi,
 
 /// Whether an access's padding is all zero bits (what cp.async's zero fill
 /// writes; -0.0 is not).
-static bool zeroBits(TypedAttr pad) {
+bool zeroBits(TypedAttr pad) {
   if (auto f = dyn_cast<FloatAttr>(pad))
     return f.getValue().isPosZero();
   if (auto i = dyn_cast<IntegerAttr>(pad))
@@ -1382,15 +1382,29 @@ struct ConvertKilnToGPUPass
       // a copy). The padding goes last: on the H200, 8-way ldmatrix
       // conflicts cost the mma.sync GEMM and attention 5-10x, one stage
       // instead of two cost attention about 25%, so neither a stage nor a
-      // second block per SM is worth the conflicts.
-      SmallVector<std::pair<int64_t, bool>> tries;
-      for (bool pad : {true, false})
+      // second block per SM is worth the conflicts. A kernel with gathers
+      // first tries them pipelined (each takes a stage buffer per stage:
+      // DSA's key rows), down to two stages, then the loads alone.
+      struct Try {
+        int64_t stages;
+        bool pad, gathers;
+      };
+      bool hasGathers =
+          k.walk([](GatherOp) { return WalkResult::interrupt(); })
+              .wasInterrupted();
+      SmallVector<Try> tries;
+      for (bool pad : {true, false}) {
+        if (hasGathers)
+          for (int64_t s = numStages; s >= 2; --s)
+            tries.push_back({s, pad, true});
         for (int64_t s = numStages; s >= 1; --s)
-          tries.push_back({s, pad});
+          tries.push_back({s, pad, false});
+      }
       bool done = false;
       for (auto [i, t] : llvm::enumerate(tries)) {
-        config.numStages = t.first;
-        config.padRows = t.second;
+        config.numStages = t.stages;
+        config.padRows = t.pad;
+        config.pipelineGathers = t.gathers;
         if (i + 1 == tries.size()) {
           prepare(k);
           if (failed(lowerKernelGPU(k, gpuModule, config, chip)))
