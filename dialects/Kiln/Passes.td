@@ -124,6 +124,9 @@ def ConvertKilnToGPU : Pass<"convert-kiln-to-gpu", "::mlir::ModuleOp"> {
     Option<"swizzle", "swizzle", "bool", /*default=*/"true",
            "On sm_90a, lay out pipelined wgmma operand tiles whose rows are "
            "whole 128-byte lines in the 128B-swizzled layout">,
+    Option<"pipelineGathers", "pipeline-gathers", "bool", /*default=*/"true",
+           "Pipeline gathers of rows in loops whose indices a pipelined load "
+           "of the loop gives (docs/gpu.md, \"Pipelined gathers\")">,
     Option<"numStages", "num-stages", "unsigned", /*default=*/"2",
            "Software pipelining depth: loads in loops are issued num-stages "
            "- 1 iterations ahead (1: off; lowered without it when the stage "

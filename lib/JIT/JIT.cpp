@@ -97,6 +97,7 @@ JIT::compile(llvm::StringRef source, llvm::StringRef name,
          (compileOptions.swizzle ? "swizzle|" : "noswizzle|") +
          (compileOptions.overlap ? "overlap|" : "nooverlap|") +
          (compileOptions.hostMaps ? "hostmaps|" : "devicemaps|") +
+         (compileOptions.pipelineGathers ? "" : "nogathers|") +
          (compileOptions.cubin ? "cubin|" : "ptx|") +
          (compileOptions.target.empty() ? options.target
                                         : compileOptions.target);
@@ -233,6 +234,8 @@ JIT::compileUncached(llvm::StringRef source, llvm::StringRef name,
       feed("no-overlap");
     if (!opts.hostMaps)
       feed("device-maps");
+    if (!opts.pipelineGathers)
+      feed("no-pipelined-gathers");
   }
   feed(canonical);
   // A kiln.assert's report names its location, which the code carries: the

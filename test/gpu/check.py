@@ -175,17 +175,17 @@ class _OpKernel:
 
 
 def provider(name, mods, config, warps=None, stages=None, swizzle=True, overlap=True,
-             device_maps=False):
+             device_maps=False, gathers=True):
     """kiln.ops' kernels from recorded bundles (`warps`, `stages`, `swizzle`,
-    `overlap`, `device_maps`: a non-default num_warps / num_stages /
-    --no-swizzle / --no-overlap / --device-maps, for the benchmarks'
-    variants)."""
+    `overlap`, `device_maps`, `gathers`: a non-default num_warps / num_stages
+    / --no-swizzle / --no-overlap / --device-maps / --no-pipelined-gathers,
+    for the benchmarks' variants)."""
     if mods:
         raise RuntimeError("fused mask_mod/score_mod need the compiler; not in the device check")
     key = hashlib.sha1(json.dumps(sorted(config.items())).encode()).hexdigest()[:12]
     suffix = ((f"-w{warps}" if warps else "") + (f"-s{stages}" if stages else "")
               + ("" if swizzle else "-noswizzle") + ("" if overlap else "-nooverlap")
-              + ("-devmaps" if device_maps else ""))
+              + ("-devmaps" if device_maps else "") + ("" if gathers else "-nogathers"))
     path = os.path.join(BUNDLES, f"op-{name}-{key}{suffix}.kiln")
     args = ["op", name]
     for k, v in sorted(config.items()):
@@ -200,6 +200,8 @@ def provider(name, mods, config, warps=None, stages=None, swizzle=True, overlap=
         args += ["--no-overlap"]
     if device_maps:
         args += ["--device-maps"]
+    if not gathers:
+        args += ["--no-pipelined-gathers"]
     compile_bundle(path, args)
     return _OpKernel(path)
 
@@ -1254,24 +1256,31 @@ def opbench_cases():
             p = torch.softmax(sc, dim=-1).bfloat16().float()
             return torch.einsum("thk,tkd->thd", p, kvg[..., :Dv])
         return reference if exact else run
-    cases.append((f"dsa_sparse_attention bf16 {Sq}x{Hq} top{kk}",
-                  lambda: ops.dsa_sparse_attention(kiln.bf16(qb), kiln.bf16(kvb), use, Dv), 3,
-                  lazy(dsa_peer), Sq * Hq * kk * (Dqk + Dv) * 2, "TFLOP/s",
-                  "gather + einsum + softmax", 1e-2, lazy(lambda: dsa_peer(exact=True))))
-    # The same at 64 heads per program and 8 warps (sm_90a: both dots on
-    # wgmma, the values a view of the key rows' core matrices): a quarter of
-    # the programs, so each key row is gathered twice per token, not 8 times.
-
-    def dsa_wide():
-        ops.set_kernel_provider(lambda n, m, c: provider(n, m, c, warps=8))
-        try:
-            return ops.dsa_sparse_attention(kiln.bf16(qb), kiln.bf16(kvb), use, Dv,
-                                            heads_block=64, block_k=16)
-        finally:
-            ops.set_kernel_provider(provider)
-    cases.append((f"dsa_sparse_attention bf16 {Sq}x{Hq} top{kk} heads 64 w8",
-                  dsa_wide, 3, lazy(dsa_peer), Sq * Hq * kk * (Dqk + Dv) * 2, "TFLOP/s",
-                  "gather + einsum + softmax", 1e-2, lazy(lambda: dsa_peer(exact=True))))
+    # Variants: the defaults (16 heads, 64 keys per step; gathers pipelined,
+    # docs/gpu.md "Pipelined gathers": 173 KiB on sm_90a, one block per SM),
+    # the same with the gathers waited for where issued (two blocks per SM),
+    # 32 keys per step (pipelined at two blocks per SM), and 64 heads per
+    # program at 8 warps (sm_90a: both dots on wgmma, the values a view of
+    # the key rows' core matrices; a quarter of the programs, so each key
+    # row is gathered twice per token, not 8 times), with and without.
+    def dsa_variant(warps=None, gathers=True, **kw):
+        def run():
+            ops.set_kernel_provider(
+                lambda n, m, c: provider(n, m, c, warps=warps, gathers=gathers))
+            try:
+                return ops.dsa_sparse_attention(kiln.bf16(qb), kiln.bf16(kvb), use, Dv, **kw)
+            finally:
+                ops.set_kernel_provider(provider)
+        return run
+    for label, fn in (("", dsa_variant()),
+                      (" no-pipelined-gathers", dsa_variant(gathers=False)),
+                      (" keys 32", dsa_variant(block_k=32)),
+                      (" heads 64 w8", dsa_variant(8, heads_block=64, block_k=16)),
+                      (" heads 64 w8 no-pipelined-gathers",
+                       dsa_variant(8, False, heads_block=64, block_k=16))):
+        cases.append((f"dsa_sparse_attention bf16 {Sq}x{Hq} top{kk}{label}",
+                      fn, 3, lazy(dsa_peer), Sq * Hq * kk * (Dqk + Dv) * 2, "TFLOP/s",
+                      "gather + einsum + softmax", 1e-2, lazy(lambda: dsa_peer(exact=True))))
 
     # DSA top-k: 2048 of 32768 scores for 1024 tokens (indices in ascending order).
     # Distinct scores (a shuffled 0..S-1 per row plus a fraction below 0.5,

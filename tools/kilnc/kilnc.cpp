@@ -85,6 +85,11 @@ static cl::opt<bool> noTma("no-tma",
                            cl::desc("sm_90a: load pipelined tiles with "
                                     "cp.async, not TMA"),
                            cl::cat(kilncCategory));
+static cl::opt<bool> noPipelinedGathers(
+    "no-pipelined-gathers",
+    cl::desc("GPU targets: wait for gathers by a loaded index block where "
+             "they are issued (not pipelined)"),
+    cl::cat(kilncCategory));
 static cl::opt<bool> noSwizzle(
     "no-swizzle",
     cl::desc("sm_90a: keep pipelined wgmma operands in the no-swizzle core "
@@ -152,7 +157,7 @@ static int runOp(int argc, char **argv) {
     errs() << "usage: kilnc op NAME [--key value]... [-o FILE] [--target T] "
               "[--emit bundle|mlir|llvm|asm|ptx|obj|cubin|c-header|kiln]\n"
               "       [--num-warps N] [--num-stages N] [--no-tma] [--no-swizzle]\n"
-              "       [--no-overlap] [--device-maps] [--cubin]\n"
+              "       [--no-overlap] [--device-maps] [--no-pipelined-gathers] [--cubin]\n"
               "       kilnc op --list\n";
     return 1;
   };
@@ -187,7 +192,8 @@ static int runOp(int argc, char **argv) {
   std::map<std::string, std::string> config;
   std::string output = "-", targetName = "host", emitName = "bundle",
               warps = "4", stagesText = "2";
-  bool cubin = false, tma = true, swizzle = true, overlap = true, hostMaps = true;
+  bool cubin = false, tma = true, swizzle = true, overlap = true, hostMaps = true,
+       pipelineGathers = true;
   std::vector<std::string> gpuOnly; // GPU-only flags given, for checkTarget
   for (int i = 3; i < argc; ++i) {
     std::string a = argv[i];
@@ -229,6 +235,9 @@ static int runOp(int argc, char **argv) {
     } else if (a == "--device-maps") {
       hostMaps = false;
       gpuOnly.push_back("--device-maps");
+    } else if (a == "--no-pipelined-gathers") {
+      pipelineGathers = false;
+      gpuOnly.push_back("--no-pipelined-gathers");
     } else if (a.rfind("--", 0) == 0) {
       std::string key = a.substr(2), v;
       size_t eq = key.find('=');
@@ -279,6 +288,7 @@ static int runOp(int argc, char **argv) {
   options.swizzle = swizzle;
   options.overlap = overlap;
   options.hostMaps = hostMaps;
+  options.pipelineGathers = pipelineGathers;
   if (llvm::StringRef(warps).getAsInteger(10, options.numWarps)) {
     WithColor::error(errs(), "kilnc") << "--num-warps needs an integer\n";
     return 1;
@@ -329,7 +339,7 @@ int main(int argc, char **argv) {
   for (const cl::Option *flag :
        std::initializer_list<const cl::Option *>{&cubinBundle, &numWarps, &numStages,
                                                  &noTma, &noSwizzle, &noOverlap,
-                                                 &deviceMaps})
+                                                 &deviceMaps, &noPipelinedGathers})
     if (flag->getNumOccurrences())
       gpuOnly.push_back("--" + flag->ArgStr.str());
   if (!checkTarget(target, gpuOnly))
@@ -361,6 +371,7 @@ int main(int argc, char **argv) {
   options.swizzle = !noSwizzle;
   options.overlap = !noOverlap;
   options.hostMaps = !deviceMaps;
+  options.pipelineGathers = !noPipelinedGathers;
   auto result = kiln::compileSource(context, (*input)->getBuffer(), inputFile,
                                     options, emitKind);
   if (!result) {

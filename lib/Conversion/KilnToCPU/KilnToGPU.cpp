@@ -1390,6 +1390,7 @@ struct ConvertKilnToGPUPass
         bool pad, gathers;
       };
       bool hasGathers =
+          pipelineGathers &&
           k.walk([](GatherOp) { return WalkResult::interrupt(); })
               .wasInterrupted();
       SmallVector<Try> tries;

@@ -803,6 +803,7 @@ kiln::compileModule(ModuleOp module, const CompileOptions &options,
     pipelineOptions.swizzle = options.swizzle;
     pipelineOptions.overlap = options.overlap;
     pipelineOptions.hostMaps = options.hostMaps;
+    pipelineOptions.pipelineGathers = options.pipelineGathers;
     kd::buildGPUEmulationPipeline(pm, pipelineOptions);
   }
   if (mlir::failed(pm.run(module))) {

@@ -286,6 +286,7 @@ static void addKilnToGPU(OpPassManager &pm,
   lowerOptions.swizzle = options.swizzle;
   lowerOptions.hostMaps = options.hostMaps;
   lowerOptions.overlap = options.overlap;
+  lowerOptions.pipelineGathers = options.pipelineGathers;
   pm.addPass(kiln::createConvertKilnToGPU(lowerOptions));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

@@ -269,6 +269,7 @@ kiln::detail::compileModuleGPU(ModuleOp module, const CompileOptions &options,
   pipelineOptions.swizzle = options.swizzle;
   pipelineOptions.overlap = options.overlap;
   pipelineOptions.hostMaps = options.hostMaps;
+  pipelineOptions.pipelineGathers = options.pipelineGathers;
   mlir::kiln::buildGPUPipeline(pm, pipelineOptions);
   if (mlir::failed(pm.run(module))) {
     std::string where =

@@ -116,6 +116,9 @@ struct CompileOptions {
   /// sm_90a: tensor maps of views made from arguments encoded by the
   /// runtime at launch (kernel parameters); false: built by every program.
   bool hostMaps = true;
+  /// GPU targets: pipeline gathers of rows by a loaded index block in loops
+  /// (docs/gpu.md, "Pipelined gathers"); false: waited for where issued.
+  bool pipelineGathers = true;
   /// GPU targets: put a cubin (assembled by ptxas) in the bundle, not PTX.
   bool cubin = false;
 };

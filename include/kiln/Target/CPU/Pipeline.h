@@ -57,6 +57,10 @@ struct GPUPipelineOptions : public PassPipelineOptions<GPUPipelineOptions> {
       *this, "swizzle",
       llvm::cl::desc("sm_90a: 128B-swizzled wgmma operand stages"),
       llvm::cl::init(true)};
+  PassOptions::Option<bool> pipelineGathers{
+      *this, "pipeline-gathers",
+      llvm::cl::desc("Pipeline gathers by a loaded index block"),
+      llvm::cl::init(true)};
   PassOptions::Option<bool> overlap{
       *this, "overlap",
       llvm::cl::desc("sm_90a: compute the first dot of loops marked "
