@@ -1085,9 +1085,11 @@ void KernelLowering::setupPipelining(scf::ForOp loop) {
   // Gathers of whole rows (chunks by cp.async, zero padding) from a view
   // made before the loop, whose indices are a pipelined load's tile through
   // reshapes (DSA's top-k block, a paged cache's block table): pipelined
-  // too, their index loads issued further ahead (feedsGather).
+  // too, their index loads issued further ahead (feedsGather). Not in a
+  // loop that writes memory: rows and indices read iterations ahead could
+  // be ones an earlier iteration's scatter or store still has to write.
   Builder b0(loop.getContext());
-  if (simt->pipelineGathers)
+  if (simt->pipelineGathers && !writes)
     for (Operation &o : *body) {
       auto gather = dyn_cast<GatherOp>(&o);
       if (!gather)

@@ -91,3 +91,29 @@ kiln.func @computed_rows(%x: !kiln.ptr<bf16> {kiln.name = "x"}, %out: !kiln.ptr<
   kiln.store %acc, %vo[%c0, %c0] : tensor<16x64xf32> -> !kiln.view<2xf32>
   kiln.return
 }
+
+// A loop that writes memory keeps its gathers where they stand: rows read
+// iterations ahead could be ones this loop's scatter has yet to write.
+// CHECK-LABEL: gpu.func @scaled_in_place
+// CHECK: scf.for
+// CHECK: nvgpu.device_async_copy {{.*}} to memref<16x64xi16
+// CHECK: nvvm.cp.async.commit.group
+// CHECK-NEXT: nvvm.cp.async.wait.group 0
+// CHECK-NEXT: gpu.barrier
+// CHECK: gpu.return
+kiln.func @scaled_in_place(%x: !kiln.ptr<bf16> {kiln.name = "x"}, %idx: !kiln.ptr<i32> {kiln.name = "idx"},
+                           %r: index {kiln.name = "r"}, %n: index {kiln.name = "n"}) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c16 = arith.constant 16 : index
+  %c64 = arith.constant 64 : index
+  %vi = kiln.make_view %idx, [%n], [%c1] : !kiln.ptr<i32> -> !kiln.view<1xi32>
+  %vx = kiln.make_view %x, [%r, %c64], [%c64, %c1] : !kiln.ptr<bf16> -> !kiln.view<2xbf16>
+  scf.for %i0 = %c0 to %n step %c16 {
+    %i = kiln.load %vi[%i0] padding(-1 : i32) : !kiln.view<1xi32> -> tensor<16xi32>
+    %t = kiln.gather %vx[%i, %c0] : !kiln.view<2xbf16>, tensor<16xi32> -> tensor<16x64xbf16>
+    %d = arith.addf %t, %t : tensor<16x64xbf16>
+    kiln.scatter %d, %vx[%i, %c0] : tensor<16x64xbf16>, tensor<16xi32> -> !kiln.view<2xbf16>
+  }
+  kiln.return
+}
