@@ -101,3 +101,49 @@ def test_gathered_rows_as_dot_operand(rng, n):
             for blk in np.concatenate([idx[p], pad]).reshape(-1, BN))
         for p in range(P)])
     assert_close(out, ref, 1e-4, 1e-4)
+
+
+@kiln.jit
+def mixed_loop(q, k, v, idx, out, R, n, BH: kl.constexpr, BN: kl.constexpr, D: kl.constexpr):
+    """A loop with a plain pipelined load (k: TMA on sm_90a) beside a
+    pipelined gather (v's rows by a loaded index block), both tensor-core
+    operands: out = sum over blocks of (q @ k_blk.T) @ v[idx_blk]."""
+    pid = kl.program_id(0)
+    qt = kl.load(kl.make_view(q, (BH * kl.num_programs(0), D), (D, 1)),
+                 offsets=(pid * BH, 0), shape=(BH, D))
+    vk = kl.make_view(k, (n, D), (D, 1))
+    vv = kl.make_view(v, (R, D), (D, 1))
+    acc = kl.zeros((BH, D), kl.float32)
+    for start in range(0, n, BN):
+        kt = kl.load(vk, offsets=(start, 0), shape=(BN, D))
+        cols = start + kl.arange(0, BN)
+        i = kl.load(idx + pid * n + cols, mask=cols < n, other=-1)
+        rows = kl.gather(vv, i, offsets=(0,), shape=(BN, D))
+        s = kl.dot(qt, kl.trans(kt))
+        acc = kl.dot(s.to(kl.bfloat16), rows, acc)
+    kl.store(kl.make_view(out, (BH * kl.num_programs(0), D), (D, 1)), acc,
+             offsets=(pid * BH, 0))
+
+
+@pytest.mark.parametrize("n", [40, 64, 200])
+def test_gather_beside_a_pipelined_load(rng, n):
+    R, P, BH, BN, D = 90, 2, 64, 32, 64
+    bf = lambda *s: to_bf16_bits((rng.standard_normal(s) * 0.5).astype(np.float32))
+    qb, kb, vb = bf(P * BH, D), bf(n, D), bf(R, D)
+    idx = _indices(rng, P, n, R)
+    out = np.full((P * BH, D), np.nan, np.float32)
+    mixed_loop[(P,)](kiln.bf16(qb), kiln.bf16(kb), kiln.bf16(vb), idx, out, R, n,
+                     BH=BH, BN=BN, D=D)
+    q, k, v = (from_bf16_bits(x).astype(np.float64) for x in (qb, kb, vb))
+    pad = (-n) % BN
+    kp = np.concatenate([k, np.zeros((pad, D))])
+    ref = []
+    for p in range(P):
+        blocks = np.concatenate([idx[p], np.full(pad, -1, np.int32)]).reshape(-1, BN)
+        acc = np.zeros((BH, D))
+        for j, blk in enumerate(blocks):
+            s = q[p * BH:(p + 1) * BH] @ kp[j * BN:(j + 1) * BN].T
+            s = from_bf16_bits(to_bf16_bits(s.astype(np.float32))).astype(np.float64)
+            acc += s @ _ref_rows(v, blk)
+        ref.append(acc)
+    assert_close(out, np.concatenate(ref), 2e-3, 2e-3)
