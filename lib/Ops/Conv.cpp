@@ -11,7 +11,8 @@
 //   BM output pixels x BN output channels of one group: for every kernel tap
 //   and channel block it gathers the BM input pixels (rows of the input seen
 //   as a [pixels, channels] matrix; a pixel in the padding reads zeros) and
-//   multiplies them with the weight tile on the dot micro-kernel.
+//   multiplies them with the weight tile on the dot micro-kernel, in one
+//   loop over the (tap, channel block) pairs.
 //   conv2d is T = KT = 1; a ViT patch embedding is KH = KW = stride = patch;
 //   Qwen2-VL's is KT = 2 as well.
 // depthwise_conv2d: one filter per channel; each program a segment of BW
@@ -99,7 +100,16 @@ static llvm::Error buildConv(ModuleOp module, const Config &c,
                  {k.mul(Cg, k.toIndex(OC)), k.toIndex(OC), k.cIndex(1)});
   }
   Value zero = k.constant(k.tile({BM, BN}, f32), 0.0);
-  auto acc = k.forLoop(k.cIndex(0), taps, k.cIndex(1), {zero}, [&](Value tap, ValueRange it) {
+  // One loop over (tap, channel block) pairs, not a loop over the channel
+  // blocks inside one over the taps: a GPU pipelines the pixel rows and the
+  // weights across taps too (docs/gpu.md, "Pipelined gathers": the rows'
+  // indices are computed per row at issue); with a few channel blocks per
+  // tap (3 channels: one) the inner loop had nothing to pipeline.
+  Value cBlocks = k.div(k.add(Cg, k.cIndex(BC - 1)), k.cIndex(BC));
+  Value steps = k.mul(taps, cBlocks);
+  auto acc = k.forLoop(k.cIndex(0), steps, k.cIndex(1), {zero}, [&](Value step, ValueRange it) {
+    Value tap = k.div(step, cBlocks);
+    Value c0 = k.mul(k.rem(step, cBlocks), k.cIndex(BC));
     Value tapI = I(tap);
     Value kt = k.div(tapI, k.cI32(KH * KW));
     Value kr = k.rem(tapI, k.cI32(KH * KW));
@@ -120,22 +130,19 @@ static llvm::Error buildConv(ModuleOp module, const Config &c,
                             I(k.toIndex(W))),
                       iw);
     Value idx = k.select(valid, row, k.cI32(-1));
-    auto inner = k.forLoop(k.cIndex(0), Cg, k.cIndex(BC), {it[0]}, [&](Value c0, ValueRange acc2) {
-      Value a, bt;
-      if (G == 1) {
-        // One group (conv2d, patch embeddings): the pixel rows [BM, BC] and
-        // the weights [1, BC, BN] straight from rank-2 and rank-3 views,
-        // so that on a GPU both are written in the dot's operand layout
-        // (padded rows, core matrices) and the weights are pipelined.
-        a = k.gather(vin1, idx, {c0}, {BM, BC}, 0);
-        bt = k.reshape(k.load(vw1, {tap, c0, n0}, {1, BC, BN}, 0), {BC, BN});
-      } else {
-        a = k.reshape(k.gather(vin, idx, {g, c0}, {BM, 1, BC}, 0), {BM, BC});
-        bt = k.reshape(k.load(vw, {tap, c0, g, n0}, {1, BC, 1, BN}, 0), {BC, BN});
-      }
-      return SmallVector<Value>{k.dot(a, bt, acc2[0])};
-    });
-    return SmallVector<Value>{inner[0]};
+    Value a, bt;
+    if (G == 1) {
+      // One group (conv2d, patch embeddings): the pixel rows [BM, BC] and
+      // the weights [1, BC, BN] straight from rank-2 and rank-3 views, so
+      // that on a GPU both are written in the dot's operand layout (padded
+      // rows, core matrices) and the weights are pipelined.
+      a = k.gather(vin1, idx, {c0}, {BM, BC}, 0);
+      bt = k.reshape(k.load(vw1, {tap, c0, n0}, {1, BC, BN}, 0), {BC, BN});
+    } else {
+      a = k.reshape(k.gather(vin, idx, {g, c0}, {BM, 1, BC}, 0), {BM, BC});
+      bt = k.reshape(k.load(vw, {tap, c0, g, n0}, {1, BC, 1, BN}, 0), {BC, BN});
+    }
+    return SmallVector<Value>{k.dot(a, bt, it[0])};
   });
   Value res = acc[0];
   if (hasBias) {

@@ -1230,10 +1230,21 @@ def opbench_cases():
         xct = dev_bf16(xcb).permute(0, 3, 1, 2)  # NCHW view of NHWC (channels_last)
         wct = dev_bf16(wcb).permute(3, 2, 0, 1).contiguous(memory_format=torch.channels_last)
         return lambda: torch.nn.functional.conv2d(xct, wct, padding=1).permute(0, 2, 3, 1)
-    cases.append((f"conv2d 3x3 bf16 {N}x{H}x{W}x{C}->{OC}",
-                  lambda: ops.conv2d(kiln.bf16(xcb), kiln.bf16(wcb), None, stride=1,
-                                     padding=1), 3, lazy(conv_peer),
-                  2 * N * H * W * OC * C * 9, "TFLOP/s", "F.conv2d (cuDNN, bf16 out)", 0.1))
+    # With the pixel rows pipelined (their indices computed per row at issue,
+    # docs/gpu.md "Pipelined gathers") and waited for where issued.
+    def conv_variant(gathers):
+        def run():
+            ops.set_kernel_provider(lambda n, m, c: provider(n, m, c, gathers=gathers))
+            try:
+                return ops.conv2d(kiln.bf16(xcb), kiln.bf16(wcb), None, stride=1, padding=1)
+            finally:
+                ops.set_kernel_provider(provider)
+        return run
+    for label, gathers in (("", True), (" no-pipelined-gathers", False)):
+        cases.append((f"conv2d 3x3 bf16 {N}x{H}x{W}x{C}->{OC}{label}",
+                      conv_variant(gathers), 3, lazy(conv_peer),
+                      2 * N * H * W * OC * C * 9, "TFLOP/s", "F.conv2d (cuDNN, bf16 out)",
+                      0.1))
 
     # DeepSeek sparse attention (bf16, MLA shape): 64 query tokens x 128 heads,
     # d_qk 576, d_v 512, top-2048 of 32768 cached keys.

@@ -832,8 +832,10 @@ Value KernelLowering::scalarReadAt(ImplicitLocOpBuilder &b,
 
 SmallVector<Value> KernelLowering::pipelinedAccessAt(
     ImplicitLocOpBuilder &b, ArrayRef<Operation *> slice, Value view,
-    ValueRange offsets, Value ivOld, Value ivNew, const ViewInfo *&vi) {
-  IRMapping map;
+    ValueRange offsets, Value ivOld, Value ivNew, const ViewInfo *&vi,
+    IRMapping *mapOut) {
+  IRMapping local;
+  IRMapping &map = mapOut ? *mapOut : local;
   map.map(ivOld, ivNew);
   for (Operation *op : slice) {
     if (auto ex = dyn_cast<tensor::ExtractOp>(op)) {
@@ -869,21 +871,142 @@ static Value stageOf(ImplicitLocOpBuilder &b, ArrayRef<Value> stages,
   return selectStage(b, stages, arith::RemUIOp::create(b, iter, cIdx(b, n)));
 }
 
-/// A gather's index stage `stage` (a row-major tile) as the rank-1 index
-/// buffer emitRowChunksSimt reads: reshapes keep the row-major order.
-static Value flatIndices(ImplicitLocOpBuilder &b, Value stage) {
-  auto type = cast<MemRefType>(stage.getType());
-  if (type.getRank() == 1)
-    return stage;
-  SmallVector<ReassociationIndices> re(1);
-  for (int64_t d = 0; d < type.getRank(); ++d)
-    re[0].push_back(d);
-  return memref::CollapseShapeOp::create(b, stage, re);
+/// The position of flat element `r` in a tile of `shape` with at most one
+/// dimension above 1 (the index tiles evaluated at issue).
+static SmallVector<Value> rowPosition(ImplicitLocOpBuilder &b,
+                                      ArrayRef<int64_t> shape, Value r) {
+  SmallVector<Value> at;
+  for (int64_t d : shape)
+    at.push_back(d == 1 ? cIdx(b, 0) : r);
+  return at;
+}
+
+/// Whether a tile has at most one dimension above 1.
+static bool rowLike(Type t) {
+  auto type = dyn_cast<RankedTensorType>(t);
+  return type && type.hasStaticShape() &&
+         llvm::count_if(type.getShape(), [](int64_t d) { return d != 1; }) <= 1;
+}
+
+bool KernelLowering::indexExpression(Value v, scf::ForOp loop,
+                                     const PipelinedLoop &state,
+                                     SmallVectorImpl<Value> &scalars,
+                                     SmallPtrSetImpl<Operation *> &indexLoads,
+                                     SmallPtrSetImpl<Operation *> &ops) {
+  if (!rowLike(v.getType()))
+    return false;
+  Region &region = loop.getRegion();
+  // Defined before the loop: read from its buffer (one it has now).
+  if (!region.isAncestor(v.getParentRegion())) {
+    DenseElementsAttr cst;
+    return matchPattern(v, m_Constant(&cst)) ? cst.isSplat()
+                                              : bool(buffers.lookup(v));
+  }
+  Operation *def = v.getDefiningOp();
+  if (!def || def->getBlock() != loop.getBody())
+    return false;
+  if (ops.contains(def) || indexLoads.contains(def))
+    return true;
+  if (auto load = dyn_cast<LoadOp>(def)) {
+    // A pipelined load with a plain row-major stage.
+    auto it = llvm::find_if(state.loads, [&](const PipelinedLoad &pl) {
+      return pl.load == load;
+    });
+    if (it == state.loads.end() || isCoreBuffer(it->stages[0]) ||
+        isPaddedBuffer(it->stages[0]))
+      return false;
+    indexLoads.insert(def);
+    return true;
+  }
+  DenseElementsAttr cst;
+  if (matchPattern(v, m_Constant(&cst)))
+    return cst.isSplat() && ops.insert(def).second;
+  if (auto splat = dyn_cast<SplatOp>(def)) {
+    scalars.push_back(splat.getValue());
+    ops.insert(def);
+    return true;
+  }
+  if (isa<ArangeOp>(def)) {
+    ops.insert(def);
+    return true;
+  }
+  if (isa<ReshapeOp, ExpandDimsOp>(def)) {
+    ops.insert(def);
+    return indexExpression(def->getOperand(0), loop, state, scalars,
+                           indexLoads, ops);
+  }
+  if (!isa<arith::ArithDialect>(def->getDialect()) ||
+      def->getNumRegions() != 0 || def->getNumResults() != 1 ||
+      !def->hasTrait<OpTrait::Elementwise>() || !isMemoryEffectFree(def))
+    return false;
+  auto shape = cast<RankedTensorType>(v.getType()).getShape();
+  ops.insert(def);
+  for (Value operand : def->getOperands()) {
+    auto t = dyn_cast<RankedTensorType>(operand.getType());
+    if (!t || t.getShape() != shape ||
+        !indexExpression(operand, loop, state, scalars, indexLoads, ops))
+      return false;
+  }
+  return true;
+}
+
+Value KernelLowering::evalIndexAt(ImplicitLocOpBuilder &b, Value v, Value r,
+                                  Value iter, IRMapping &map,
+                                  PipelinedLoop &state,
+                                  DenseMap<Value, Value> &memo) {
+  if (Value known = memo.lookup(v))
+    return known;
+  auto type = cast<RankedTensorType>(v.getType());
+  Type elt = type.getElementType();
+  Value result;
+  Operation *def = v.getDefiningOp();
+  DenseElementsAttr cst;
+  if (matchPattern(v, m_Constant(&cst))) {
+    result = arith::ConstantOp::create(
+        b, cast<TypedAttr>(cst.getSplatValue<Attribute>()));
+  } else if (!state.loop.getRegion().isAncestor(v.getParentRegion())) {
+    Value buf = buffers.lookup(v);
+    result = toType(b, b.getLoc(),
+                    memref::LoadOp::create(
+                        b, buf, tileIndices(b, buf,
+                                            rowPosition(b, type.getShape(), r))),
+                    elt);
+  } else if (auto load = dyn_cast<LoadOp>(def)) {
+    auto it = llvm::find_if(state.loads, [&](const PipelinedLoad &pl) {
+      return pl.load == load;
+    });
+    Value stage = stageOf(b, it->stages, iter);
+    result = toType(b, b.getLoc(),
+                    memref::LoadOp::create(b, stage,
+                                           rowPosition(b, type.getShape(), r)),
+                    elt);
+  } else if (auto splat = dyn_cast<SplatOp>(def)) {
+    result = map.lookupOrDefault(splat.getValue());
+  } else if (auto ar = dyn_cast<ArangeOp>(def)) {
+    result = arith::AddIOp::create(
+        b, arith::IndexCastOp::create(b, elt, r),
+        arith::ConstantIntOp::create(b, elt, ar.getStart()));
+  } else if (isa<ReshapeOp, ExpandDimsOp>(def)) {
+    result = evalIndexAt(b, def->getOperand(0), r, iter, map, state, memo);
+  } else {
+    // An elementwise arith op: the same op on the operands' elements.
+    OperationState os(def->getLoc(), def->getName());
+    for (Value operand : def->getOperands())
+      os.addOperands(evalIndexAt(b, operand, r, iter, map, state, memo));
+    os.addTypes(elt);
+    os.addAttributes(def->getAttrs());
+    result = b.create(os)->getResult(0);
+  }
+  memo[v] = result;
+  return result;
 }
 
 void KernelLowering::issuePipelinedLoads(ImplicitLocOpBuilder &b,
                                          scf::ForOp loop, PipelinedLoop &state,
                                          Value iter, bool ahead) {
+  // (The loop a body with tile iter_args moved into, once lowerFor rebuilt
+  // it: evalIndexAt tells the body's values by it.)
+  state.loop = loop;
   Value ivAt = arith::AddIOp::create(
       b, loop.getLowerBound(), arith::MulIOp::create(b, loop.getStep(), iter));
   // Only iterations the loop runs: ivAt < upper bound (uniform).
@@ -967,16 +1090,22 @@ void KernelLowering::issuePipelinedLoads(ImplicitLocOpBuilder &b,
     GatherOp gather = pg.gather;
     RankedTensorType type = gather.getResult().getType();
     const ViewInfo *vi;
+    IRMapping map;
     SmallVector<Value> offsets =
         pipelinedAccessAt(tb, pg.slice, gather.getView(), gather.getOffsets(),
-                          iv, ivAt, vi);
-    Value idxBuf =
-        flatIndices(tb, stageOf(tb, state.loads[pg.indexLoad].stages, iter));
-    emitRowChunksSimt(tb, *vi, idxBuf, offsets, stageOf(tb, pg.stages, iter),
+                          iv, ivAt, vi, &map);
+    // Each thread computes the index of the rows it moves (a chunk's, an
+    // element's) itself: no shared index tile, no barrier.
+    auto rowIndex = [&](ImplicitLocOpBuilder &rb, Value r) -> Value {
+      DenseMap<Value, Value> memo;
+      Value x = evalIndexAt(rb, gather.getIndices(), r, iter, map, state, memo);
+      return arith::IndexCastOp::create(rb, rb.getIndexType(), x);
+    };
+    emitRowChunksSimt(tb, *vi, Value(), offsets, stageOf(tb, pg.stages, iter),
                       type,
                       paddingAttr(tb, gather.getPaddingAttr(),
                                   storageType(type.getElementType())),
-                      /*isStore=*/false);
+                      /*isStore=*/false, rowIndex);
   }
 }
 
@@ -992,6 +1121,7 @@ void KernelLowering::setupPipelining(scf::ForOp loop) {
   Region &region = loop.getRegion();
   Value iv = loop.getInductionVar();
   auto state = std::make_unique<PipelinedLoop>();
+  state->loop = loop;
   // Whether anything in the loop writes memory: if not, a value the loop
   // reads (a block-sparse index) can be read again, ahead of time.
   bool writes = false;
@@ -1089,6 +1219,7 @@ void KernelLowering::setupPipelining(scf::ForOp loop) {
   // loop that writes memory: rows and indices read iterations ahead could
   // be ones an earlier iteration's scatter or store still has to write.
   Builder b0(loop.getContext());
+  SmallVector<Operation *> indexOps;
   if (simt->pipelineGathers && !writes)
     for (Operation &o : *body) {
       auto gather = dyn_cast<GatherOp>(&o);
@@ -1102,33 +1233,45 @@ void KernelLowering::setupPipelining(scf::ForOp loop) {
           region.isAncestor(view.getParentRegion()) || !views.count(view) ||
           views[view].strides.empty())
         continue;
-      Value idx = gather.getIndices();
-      while (Operation *def = idx.getDefiningOp()) {
-        if (!isa<ReshapeOp, ExpandDimsOp>(def) || def->getBlock() != body)
-          break;
-        idx = def->getOperand(0);
-      }
-      auto indexLoad = idx.getDefiningOp<LoadOp>();
-      auto il = llvm::find_if(state->loads, [&](const PipelinedLoad &pl) {
-        return pl.load == indexLoad;
-      });
-      // A plain row-major index stage (flatIndices views it in rank 1).
-      if (il == state->loads.end() || isCoreBuffer(il->stages[0]) ||
-          isPaddedBuffer(il->stages[0]))
+      SmallVector<Value> scalars;
+      SmallPtrSet<Operation *, 8> indexLoads, ops;
+      if (!indexExpression(gather.getIndices(), loop, *state, scalars,
+                           indexLoads, ops))
         continue;
+      SmallVector<Value> roots(gather.getOffsets());
+      llvm::append_range(roots, scalars);
       SmallVector<Operation *> slice;
-      if (!sliceOf(SmallVector<Value>(gather.getOffsets()), slice))
+      if (!sliceOf(roots, slice))
         continue;
-      il->feedsGather = true;
+      for (PipelinedLoad &pl : state->loads)
+        if (indexLoads.contains(pl.load))
+          pl.feedsGather = true;
       PipelinedGather pg;
       pg.gather = gather;
       pg.slice = std::move(slice);
-      pg.indexLoad = il - state->loads.begin();
       for (int64_t s = 0; s < simt->numStages; ++s)
         pg.stages.push_back(allocLoadTile(gather));
       state->gathers.push_back(std::move(pg));
+      llvm::append_range(indexOps, ops);
     }
-  if (state->loads.empty())
+  // The index expressions' ops that nothing else reads are not lowered
+  // where they stand (evaluated at issue instead): users first.
+  {
+    DenseSet<Operation *> gathers;
+    for (PipelinedGather &pg : state->gathers)
+      gathers.insert(pg.gather);
+    llvm::sort(indexOps, [](Operation *a, Operation *b) {
+      return b->isBeforeInBlock(a);
+    });
+    indexOps.erase(std::unique(indexOps.begin(), indexOps.end()),
+                   indexOps.end());
+    for (Operation *op : indexOps)
+      if (llvm::all_of(op->getUsers(), [&](Operation *user) {
+            return gathers.contains(user) || issuedIndexOps.contains(user);
+          }))
+        issuedIndexOps.insert(op);
+  }
+  if (state->loads.empty() && state->gathers.empty())
     return;
   ImplicitLocOpBuilder b(loop.getLoc(), loop);
   setupTma(b, loop, *state);

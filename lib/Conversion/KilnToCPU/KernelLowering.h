@@ -203,16 +203,18 @@ private:
     bool feedsGather = false;
   };
   // A gather of rows issued D iterations ahead like a load (cp.async per
-  // row chunk into rotating stages), its row indices read from the stage
-  // of its index load (a pipelined load of the same loop, through
-  // reshapes) for that iteration.
+  // row chunk into rotating stages). Its index tile is evaluated per row at
+  // issue (evalIndexAt): an elementwise expression over pipelined loads of
+  // the loop (read from their stage for that iteration), aranges, splats of
+  // scalars (recomputed for that iteration), constants and tiles defined
+  // before the loop.
   struct PipelinedGather {
     GatherOp gather;
     SmallVector<Value> stages;      // numStages shared buffers
-    SmallVector<Operation *> slice; // offset computation (body order)
-    size_t indexLoad = 0;           // its index load, in `loads`
+    SmallVector<Operation *> slice; // offsets' and splats' scalars (body order)
   };
   struct PipelinedLoop {
+    scf::ForOp loop; // the loop whose body holds the accesses, at issue
     SmallVector<PipelinedLoad> loads;
     SmallVector<PipelinedGather> gathers;
     Value current;   // this iteration's stage index (set at the first load)
@@ -281,6 +283,22 @@ private:
   // their elements are where swizzledOffset says, not coreStrides.
   DenseSet<Value> swizzledBuffers;
   void setupPipelining(scf::ForOp loop);
+  /// Whether gather index tile `v` of `loop` can be evaluated per element
+  /// at issue (see PipelinedGather): collects the scalars its splats read
+  /// (`scalars`), the pipelined loads it reads (`indexLoads`) and the ops of
+  /// the body it is made of (`ops`).
+  bool indexExpression(Value v, scf::ForOp loop, const PipelinedLoop &state,
+                       SmallVectorImpl<Value> &scalars,
+                       SmallPtrSetImpl<Operation *> &indexLoads,
+                       SmallPtrSetImpl<Operation *> &ops);
+  /// Element `r` (index) of index tile `v` at the iteration being issued,
+  /// `iter` (its number; `map` maps the body's scalars to that iteration's).
+  Value evalIndexAt(ImplicitLocOpBuilder &b, Value v, Value r, Value iter,
+                    IRMapping &map, PipelinedLoop &state,
+                    DenseMap<Value, Value> &memo);
+  /// Ops of loop bodies only pipelined gathers' index tiles use: evaluated
+  /// at issue, not lowered where they stand.
+  DenseSet<Operation *> issuedIndexOps;
   /// A pipelined load or gather (`op`) of `state`'s loop: at the first of
   /// an iteration, the wait, barrier and issue of later iterations; then
   /// its stage buffer for this iteration.
@@ -293,7 +311,8 @@ private:
   SmallVector<Value> pipelinedAccessAt(ImplicitLocOpBuilder &b,
                                        ArrayRef<Operation *> slice, Value view,
                                        ValueRange offsets, Value ivOld,
-                                       Value ivNew, const ViewInfo *&vi);
+                                       Value ivNew, const ViewInfo *&vi,
+                                       IRMapping *mapOut = nullptr);
   /// Issues the copies for iteration number `iter` (index) of `loop` (if
   /// the loop runs that iteration), each into its stage iter % (its stage
   /// count), without commit: with `ahead`, the gathers' index loads only;
@@ -348,10 +367,13 @@ private:
   /// A gather's or scatter's rows moved in whole chunks where the view
   /// allows (cp.async with zero fill; vector stores), element by element
   /// elsewhere; no commit, wait or barrier.
-  void emitRowChunksSimt(ImplicitLocOpBuilder &b, const ViewInfo &vi,
-                         Value idxBuf, ValueRange offsets, Value tileBuf,
-                         RankedTensorType tileType, TypedAttr padAttr,
-                         bool isStore);
+  /// `rowIndex`, when given, computes row r's index (index type) in place
+  /// of reading `idxBuf`.
+  void emitRowChunksSimt(
+      ImplicitLocOpBuilder &b, const ViewInfo &vi, Value idxBuf,
+      ValueRange offsets, Value tileBuf, RankedTensorType tileType,
+      TypedAttr padAttr, bool isStore,
+      function_ref<Value(ImplicitLocOpBuilder &, Value)> rowIndex = nullptr);
   /// The widest cp.async chunk for a tile row (0: none).
   int64_t asyncChunk(RankedTensorType tileType);
   /// Loads a tile from a view into `tileBuf` (interior tiles by cp.async,

@@ -3134,6 +3134,11 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
   // Terminators carrying tiles are rewritten by their parent's lowering.
   if (isa<scf::YieldOp, scf::ConditionOp>(op))
     return success();
+  // Only a pipelined gather's index tile reads it: evaluated at issue.
+  if (issuedIndexOps.contains(op)) {
+    toErase.push_back(op);
+    return success();
+  }
   if (auto pid = dyn_cast<ProgramIdOp>(op)) {
     pid.getResult().replaceAllUsesWith(grid[static_cast<int>(pid.getAxis())]);
     toErase.push_back(op);

@@ -495,11 +495,11 @@ void KernelLowering::storeByThreads(ImplicitLocOpBuilder &b,
 ///   global memory, and the elements of a chunk at the view's edge one by one.
 /// Otherwise every element goes by itself with its bounds check. The index
 /// tile is read once per chunk, not once per element.
-void KernelLowering::emitRowChunksSimt(ImplicitLocOpBuilder &b,
-                                       const ViewInfo &vi, Value idxBuf,
-                                       ValueRange offsets, Value tileBuf,
-                                       RankedTensorType tileType,
-                                       TypedAttr padAttr, bool isStore) {
+void KernelLowering::emitRowChunksSimt(
+    ImplicitLocOpBuilder &b, const ViewInfo &vi, Value idxBuf,
+    ValueRange offsets, Value tileBuf, RankedTensorType tileType,
+    TypedAttr padAttr, bool isStore,
+    function_ref<Value(ImplicitLocOpBuilder &, Value)> rowIndex) {
   Type elt = storageType(tileType.getElementType());
   ArrayRef<int64_t> shape = tileType.getShape();
   int64_t rank = tileType.getRank();
@@ -507,10 +507,18 @@ void KernelLowering::emitRowChunksSimt(ImplicitLocOpBuilder &b,
   int64_t chunk = asyncChunk(tileType);
   auto cmp = [](ImplicitLocOpBuilder &ib, arith::CmpIPredicate p, Value x,
                 Value y) -> Value { return arith::CmpIOp::create(ib, p, x, y); };
+  // (A gather's offsets name the dimensions after the first.)
+  auto indexAt = [&](ImplicitLocOpBuilder &ib, int64_t d, Value i) -> Value {
+    if (!rowIndex)
+      return viewIndexAt(ib, idxBuf, offsets, d, i);
+    if (d == 0)
+      return rowIndex(ib, i);
+    return arith::AddIOp::create(ib, offsets[d - 1], i);
+  };
   auto general = [&](ImplicitLocOpBuilder &ib, ValueRange idx) {
     SmallVector<Value> viewIdx;
     for (int64_t d = 0; d < rank; ++d)
-      viewIdx.push_back(viewIndexAt(ib, idxBuf, offsets, d, idx[d]));
+      viewIdx.push_back(indexAt(ib, d, idx[d]));
     accessElement(ib, vi, viewIdx, tileBuf, idx, elt, padAttr, isStore);
   };
   // Every row start of the tile is v-aligned: chunkAligned with row 0 for
@@ -530,7 +538,7 @@ void KernelLowering::emitRowChunksSimt(ImplicitLocOpBuilder &b,
       Value rowOk = arith::ConstantIntOp::create(cb, 1, 1);
       SmallVector<Value> src;
       for (int64_t d = 0; d + 1 < rank; ++d) {
-        Value i = viewIndexAt(cb, idxBuf, offsets, d, idx[d]);
+        Value i = indexAt(cb, d, idx[d]);
         rowOk = arith::AndIOp::create(
             cb, rowOk,
             arith::AndIOp::create(cb, cmp(cb, arith::CmpIPredicate::sge, i, c0),

@@ -1,5 +1,6 @@
 // A gather in a loop whose row indices a load of the same loop gives (DSA's
-// top-k blocks, a paged cache's block table) is pipelined like a load
+// top-k blocks, a paged cache's block table), or an elementwise expression
+// of such loads, aranges and scalars, is pipelined like a load
 // (docs/gpu.md, "Pipelined gathers"): its rows are copied D = num_stages - 1
 // iterations ahead, and its index blocks 2D ahead into 2D + 1 stages, so
 // that the rows of iteration k + D are issued at iteration k from indices
@@ -60,14 +61,24 @@ kiln.func @sum_rows(%x: !kiln.ptr<bf16> {kiln.name = "x"}, %idx: !kiln.ptr<i32> 
   kiln.return
 }
 
-// Indices computed in the loop (not a load's tile): the gather is issued
-// where it stands and waited for there.
+// Indices computed in the loop (an elementwise expression of aranges and
+// splats of scalars that derive from the induction variable): each thread
+// computes the index of the rows it copies at issue, for the iteration it
+// issues (the subtraction is there, the arange tile is not built), and the
+// loop waits for nothing but its own group.
 // CHECK-LABEL: gpu.func @computed_rows
-// CHECK: scf.for
+// CHECK-NOT: kiln.arange
+// CHECK: arith.subi %{{.*}}, %{{.*}} : i32
 // CHECK: nvgpu.device_async_copy {{.*}} to memref<16x64xi16
 // CHECK: nvvm.cp.async.commit.group
-// CHECK-NEXT: nvvm.cp.async.wait.group 0
+// CHECK: scf.for
+// S2: nvvm.cp.async.wait.group 0
+// S3: nvvm.cp.async.wait.group 1
 // CHECK-NEXT: gpu.barrier
+// CHECK: arith.subi %{{.*}}, %{{.*}} : i32
+// CHECK: nvgpu.device_async_copy {{.*}} to memref<16x64xi16
+// CHECK: nvvm.cp.async.commit.group
+// CHECK-NOT: nvvm.cp.async.wait.group
 // CHECK: gpu.return
 kiln.func @computed_rows(%x: !kiln.ptr<bf16> {kiln.name = "x"}, %out: !kiln.ptr<f32> {kiln.name = "out"},
                          %r: index {kiln.name = "r"}, %n: index {kiln.name = "n"}) {
