@@ -84,6 +84,14 @@ def host_maps_enabled():
     return os.environ.get("KILN_TMA_MAPS", "host") != "device"
 
 
+def pipeline_gathers_enabled():
+    """GPU targets: gathers of rows in loops by loaded or computed indices are
+    pipelined unless $KILN_PIPELINE_GATHERS is 0 (kilnc
+    --no-pipelined-gathers; read by the compiler at each compile; part of
+    every kernel cache key)."""
+    return os.environ.get("KILN_PIPELINE_GATHERS", "1") != "0"
+
+
 def default_num_stages():
     """Software pipelining depth of loads in loops on GPU targets when a
     launch does not say (``num_stages=``): $KILN_NUM_STAGES, else 2."""
@@ -500,7 +508,7 @@ class JITFunction:
         num_stages = num_stages or default_num_stages()
         key = (grid_rank, target, num_warps, num_stages, tma_enabled(),
                swizzle_enabled(), overlap_enabled(), host_maps_enabled(),
-               self.debug_on()) + \
+               pipeline_gathers_enabled(), self.debug_on()) + \
             tuple(a.key for a in bound)
         with self._lock:
             ck = self.cache.get(key)

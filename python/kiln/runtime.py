@@ -320,7 +320,8 @@ _TORCH_TENSOR_TYPES = _NoTorch()
 # launch shape, sm_90a features): the JIT's and kiln.ops' caches key their
 # fast paths on their raw values.
 _COMPILE_ENV = ("KILN_TARGET", "KILN_NUM_WARPS", "KILN_NUM_STAGES", "KILN_TMA",
-                "KILN_SWIZZLE", "KILN_OVERLAP", "KILN_TMA_MAPS", "KILN_DEBUG")
+                "KILN_SWIZZLE", "KILN_OVERLAP", "KILN_TMA_MAPS", "KILN_DEBUG",
+                "KILN_PIPELINE_GATHERS")
 _COMPILE_ENV_BYTES = tuple(k.encode() for k in _COMPILE_ENV)
 
 

@@ -530,6 +530,12 @@ bool overlapFromEnvironment() {
 }
 /// sm_90a: tensor maps encoded by the runtime at launch unless
 /// $KILN_TMA_MAPS is "device" (kilnc has --device-maps).
+/// GPU targets: gathers by loaded or computed indices pipelined unless
+/// $KILN_PIPELINE_GATHERS is 0 (kilnc has --no-pipelined-gathers).
+bool pipelineGathersFromEnvironment() {
+  const char *v = std::getenv("KILN_PIPELINE_GATHERS");
+  return !(v && std::string(v) == "0");
+}
 bool hostMapsFromEnvironment() {
   const char *v = std::getenv("KILN_TMA_MAPS");
   return !(v && std::string(v) == "device");
@@ -807,6 +813,7 @@ void bindCompiler(py::module &m) {
             options.swizzle = swizzleFromEnvironment();
             options.overlap = overlapFromEnvironment();
             options.hostMaps = hostMapsFromEnvironment();
+            options.pipelineGathers = pipelineGathersFromEnvironment();
             llvm::Expected<std::shared_ptr<::kiln::Kernel>> k =
                 std::shared_ptr<::kiln::Kernel>();
             {
@@ -893,6 +900,7 @@ void bindCompiler(py::module &m) {
         o.swizzle = swizzleFromEnvironment();
         o.overlap = overlapFromEnvironment();
         o.hostMaps = hostMapsFromEnvironment();
+        o.pipelineGathers = pipelineGathersFromEnvironment();
         auto r = ::kiln::compileSource(ctx, source, name, o, kind);
         if (!r)
           throw IRError(llvm::toString(r.takeError()));

@@ -530,11 +530,15 @@ def test_operator_kernels_follow_kiln_target_and_tma(rng, monkeypatch):
     k_noswizzle = kiln.ops.kernel("embedding", **cfg)
     assert k_noswizzle is not k_notma
     monkeypatch.setenv("KILN_OVERLAP", "0")
-    assert kiln.ops.kernel("embedding", **cfg) is not k_noswizzle
+    k_nooverlap = kiln.ops.kernel("embedding", **cfg)
+    assert k_nooverlap is not k_noswizzle
+    monkeypatch.setenv("KILN_PIPELINE_GATHERS", "0")
+    assert kiln.ops.kernel("embedding", **cfg) is not k_nooverlap
     monkeypatch.setenv("KILN_TARGET", "host")
     monkeypatch.delenv("KILN_TMA")
     monkeypatch.delenv("KILN_SWIZZLE")
     monkeypatch.delenv("KILN_OVERLAP")
+    monkeypatch.delenv("KILN_PIPELINE_GATHERS")
     assert kiln.ops.kernel("embedding", **cfg) is k_host
 
 
