@@ -1213,12 +1213,13 @@ void KernelLowering::setupPipelining(scf::ForOp loop) {
     state->loads.push_back(std::move(pl));
   }
   // Gathers of whole rows (chunks by cp.async, zero padding) from a view
-  // made before the loop, whose indices are a pipelined load's tile through
-  // reshapes (DSA's top-k block, a paged cache's block table): pipelined
-  // too, their index loads issued further ahead (feedsGather). Not in a
-  // loop that writes memory: rows and indices read iterations ahead could
-  // be ones an earlier iteration's scatter or store still has to write.
-  Builder b0(loop.getContext());
+  // made before the loop, whose indices are an index expression
+  // (indexExpression: DSA's top-k block, MoE's slot column, conv's pixel
+  // numbers): pipelined too, the loads the expression reads issued further
+  // ahead (feedsGather). Not in a loop that writes memory: rows and indices
+  // read iterations ahead could be ones an earlier iteration's scatter or
+  // store still has to write.
+  Builder attrs(loop.getContext());
   SmallVector<Operation *> indexOps;
   if (simt->pipelineGathers && !writes)
     for (Operation &o : *body) {
@@ -1228,7 +1229,7 @@ void KernelLowering::setupPipelining(scf::ForOp loop) {
       RankedTensorType type = gather.getResult().getType();
       Value view = gather.getView();
       if (type.getRank() < 2 || asyncChunk(type) == 0 ||
-          !zeroBits(paddingAttr(b0, gather.getPaddingAttr(),
+          !zeroBits(paddingAttr(attrs, gather.getPaddingAttr(),
                                 storageType(type.getElementType()))) ||
           region.isAncestor(view.getParentRegion()) || !views.count(view) ||
           views[view].strides.empty())

@@ -454,6 +454,17 @@ private:
   bool canFuseGatherStore(GatherOp gather);
   LogicalResult lowerGatherStore(GatherOp gather, Operation *reshape,
                                  StoreOp store);
+  /// SIMT: whether both ends of a fused gather + store move whole chunks
+  /// (i1, uniform: every gathered row start and the destination tile's rows
+  /// aligned to the tile's cp.async chunk), and each thread's copy of its
+  /// chunks, global to registers to global (rows outside read `pad`).
+  Value gatherStoreAlignedSimt(ImplicitLocOpBuilder &b, const ViewInfo &gv,
+                               ValueRange gOff, const ViewInfo &sv,
+                               ValueRange sOff, RankedTensorType type);
+  void gatherStoreChunksSimt(ImplicitLocOpBuilder &b, const ViewInfo &gv,
+                             ValueRange gOff, const ViewInfo &sv,
+                             ValueRange sOff, int64_t lead, Value idxBuf,
+                             RankedTensorType type, TypedAttr pad);
   LogicalResult lowerReshape(Operation *op);
   DenseSet<Operation *> fusedGathers;
   LogicalResult lowerDot(DotOp op);

@@ -2918,9 +2918,20 @@ LogicalResult KernelLowering::lowerReshape(Operation *op) {
 
 bool KernelLowering::canFuseGatherStore(GatherOp gather) {
   RankedTensorType type = gather.getResult().getType();
-  if (simt || type.getRank() < 2 || !gather.getResult().hasOneUse() ||
-      vectorWidth({type.getElementType()}, type.getShape().back()) <= 1)
+  if (type.getRank() < 2 || !gather.getResult().hasOneUse())
     return false;
+  // Whole vectors per row: the CPU's vector width, a GPU thread's chunk
+  // (more than one element; from views with known strides).
+  if (simt) {
+    int64_t eltBytes = std::max<int64_t>(
+        1, storageType(type.getElementType()).getIntOrFloatBitWidth() / 8);
+    auto gi = views.find(gather.getView());
+    if (asyncChunk(type) <= eltBytes || gi == views.end() ||
+        gi->second.strides.empty())
+      return false;
+  } else if (vectorWidth({type.getElementType()}, type.getShape().back()) <= 1) {
+    return false;
+  }
   Operation *user = *gather.getResult().getUsers().begin();
   // Looking through a reshape that only adds leading unit dimensions (a 2-D
   // tile stored into a 3-D view): the elements keep their positions.
@@ -3029,8 +3040,17 @@ LogicalResult KernelLowering::lowerGatherStore(GatherOp gather,
       b, arith::CmpIOp::create(b, arith::CmpIPredicate::ule, srcHi, dstLo),
       arith::CmpIOp::create(b, arith::CmpIPredicate::ule, dstHi, srcLo));
   interior = arith::AndIOp::create(b, stridesOk, disjoint);
+  if (simt)
+    interior = arith::AndIOp::create(
+        b, interior, gatherStoreAlignedSimt(b, gv, gOff, sv, sOff, type));
   auto ifOp = scf::IfOp::create(b, TypeRange{}, interior, /*withElse=*/true);
-  {
+  if (simt) {
+    // Each thread its chunks, through registers: no tile in shared memory,
+    // no barrier (the index tile's reads are this op's last shared access).
+    OpBuilder tb = ifOp.getThenBodyBuilder();
+    ImplicitLocOpBuilder fb(store.getLoc(), tb);
+    gatherStoreChunksSimt(fb, gv, gOff, sv, sOff, lead, *idxBuf, type, padAttr);
+  } else {
     OpBuilder tb = ifOp.getThenBodyBuilder();
     ImplicitLocOpBuilder fb(store.getLoc(), tb);
     forEachIndex(fb, shape, width, [&](ImplicitLocOpBuilder &ib, ValueRange idx) {
@@ -3075,9 +3095,15 @@ LogicalResult KernelLowering::lowerGatherStore(GatherOp gather,
   auto stored = bufferOf(store.getValue(), store);
   if (failed(stored))
     return failure();
-  return lowerViewAccess(store, store.getView(), Value(), sOff, *stored,
-                         store.getValue().getType(), Attribute(),
-                         /*isStore=*/true);
+  if (failed(lowerViewAccess(store, store.getView(), Value(), sOff, *stored,
+                             store.getValue().getType(), Attribute(),
+                             /*isStore=*/true)))
+    return failure();
+  // SIMT: the fast path read the index tile from shared memory with no
+  // barrier after it.
+  if (simt)
+    unsyncedReads = true;
+  return success();
 }
 
 //===----------------------------------------------------------------------===//

@@ -617,6 +617,111 @@ void KernelLowering::emitRowChunksSimt(
   }
 }
 
+Value KernelLowering::gatherStoreAlignedSimt(ImplicitLocOpBuilder &b,
+                                             const ViewInfo &gv, ValueRange gOff,
+                                             const ViewInfo &sv, ValueRange sOff,
+                                             RankedTensorType type) {
+  int64_t eltBytes = std::max<int64_t>(
+      1, storageType(type.getElementType()).getIntOrFloatBitWidth() / 8);
+  int64_t chunk = asyncChunk(type);
+  // (A view whose strides are not known takes the general path.)
+  if (gv.strides.empty() || sv.strides.empty())
+    return arith::ConstantIntOp::create(b, 0, 1);
+  // Every gathered row start: row 0 with the column offsets (the row
+  // stride is checked); the destination tile at its offsets.
+  SmallVector<Value> at{cIdx(b, 0)};
+  llvm::append_range(at, gOff);
+  return arith::AndIOp::create(b, chunkAligned(b, gv, at, eltBytes, chunk),
+                               chunkAligned(b, sv, sOff, eltBytes, chunk));
+}
+
+void KernelLowering::gatherStoreChunksSimt(ImplicitLocOpBuilder &b,
+                                           const ViewInfo &gv, ValueRange gOff,
+                                           const ViewInfo &sv, ValueRange sOff,
+                                           int64_t lead, Value idxBuf,
+                                           RankedTensorType type,
+                                           TypedAttr pad) {
+  Type elt = storageType(type.getElementType());
+  int64_t eltBytes = std::max<int64_t>(1, elt.getIntOrFloatBitWidth() / 8);
+  int64_t chunk = asyncChunk(type), per = chunk / eltBytes;
+  int64_t rank = type.getRank();
+  auto vecType = VectorType::get({per}, elt);
+  SmallVector<int64_t> chunks(type.getShape());
+  chunks.back() /= per;
+  int64_t total = 1;
+  for (int64_t c : chunks)
+    total *= c;
+  // Thread t moves chunks t, t + T, t + 2T, ... (T threads), a group of up
+  // to 8 at a time: the group's loads first, then its stores, so that its
+  // loads are in flight together (a load then its store per chunk would
+  // wait for memory once per chunk).
+  const int64_t T = simt->numThreads, group = 8;
+  int64_t perThread = (total + T - 1) / T;
+  int64_t groups = (perThread + group - 1) / group;
+  int64_t inGroup = std::min(group, perThread);
+  Value c0 = cIdx(b, 0);
+  scf::ForOp::create(
+      b, c0, cIdx(b, groups), cIdx(b, 1), ValueRange{},
+      [&](OpBuilder &ob, Location loc, Value g, ValueRange) {
+        ImplicitLocOpBuilder gb(loc, ob);
+        SmallVector<Value> values, valid;
+        SmallVector<SmallVector<Value>> dsts;
+        for (int64_t j = 0; j < inGroup; ++j) {
+          // Chunk (g * group + j) * T + t.
+          Value lin = arith::AddIOp::create(
+              gb, simt->threadId,
+              arith::MulIOp::create(
+                  gb, arith::AddIOp::create(gb, arith::MulIOp::create(
+                                                    gb, g, cIdx(gb, group)),
+                                            cIdx(gb, j)),
+                  cIdx(gb, T)));
+          Value inside = arith::CmpIOp::create(gb, arith::CmpIPredicate::ult,
+                                               lin, cIdx(gb, total));
+          // (Past the tile: chunk 0's position, read but not stored.)
+          SmallVector<Value> idx = delinearize(
+              gb, arith::SelectOp::create(gb, inside, lin, cIdx(gb, 0)), chunks);
+          idx.back() = arith::MulIOp::create(gb, idx.back(), cIdx(gb, per));
+          Value row = viewIndexAt(gb, idxBuf, gOff, 0, idx[0]);
+          SmallVector<Value> src{row}, dst;
+          for (int64_t d = 1; d < rank; ++d)
+            src.push_back(arith::AddIOp::create(gb, gOff[d - 1], idx[d]));
+          for (int64_t d = 0; d < lead; ++d)
+            dst.push_back(sOff[d]);
+          for (int64_t d = 0; d < rank; ++d)
+            dst.push_back(arith::AddIOp::create(gb, sOff[lead + d], idx[d]));
+          Value rowOk = arith::AndIOp::create(
+              gb, arith::CmpIOp::create(gb, arith::CmpIPredicate::sge, row, c0),
+              arith::CmpIOp::create(gb, arith::CmpIPredicate::slt, row,
+                                    gv.sizes[0]));
+          auto rowIf = scf::IfOp::create(gb, TypeRange{vecType}, rowOk, true);
+          {
+            ImplicitLocOpBuilder rb(loc, rowIf.getThenBodyBuilder());
+            scf::YieldOp::create(
+                rb, Value(vector::LoadOp::create(rb, vecType, gv.unitMemref, src,
+                                                 /*nontemporal=*/false,
+                                                 llvm::MaybeAlign(chunk))));
+          }
+          {
+            ImplicitLocOpBuilder eb(loc, rowIf.getElseBodyBuilder());
+            scf::YieldOp::create(
+                eb, Value(arith::ConstantOp::create(
+                        eb, DenseElementsAttr::get(cast<ShapedType>(vecType),
+                                                   cast<Attribute>(pad)))));
+          }
+          values.push_back(rowIf.getResult(0));
+          valid.push_back(inside);
+          dsts.push_back(std::move(dst));
+        }
+        for (int64_t j = 0; j < inGroup; ++j) {
+          auto st = scf::IfOp::create(gb, TypeRange{}, valid[j], false);
+          ImplicitLocOpBuilder tb(loc, st.getThenBodyBuilder());
+          vector::StoreOp::create(tb, values[j], sv.unitMemref, dsts[j],
+                                  /*nontemporal=*/false, llvm::MaybeAlign(chunk));
+        }
+        scf::YieldOp::create(gb);
+      });
+}
+
 int64_t KernelLowering::asyncChunk(RankedTensorType tileType) {
   // cp.async copies 4, 8 or 16 bytes: the widest chunk that divides a tile
   // row (and holds whole elements).
