@@ -93,6 +93,12 @@ class Tile:
         # flattened dimension (TMA, wgmma's operand layouts).
         self.coords = None
         self.bounds = None
+        # Set when an integer tile of rank >= 2 is `G[i_0] * scale + c +
+        # sum_{d >= 1} strides[d] * i_d`, G a 1-D integer tile of any values
+        # (loaded indices: `table + ids[:, None] * D + cols[None, :]`):
+        # (G, scale, c, strides), strides[0] None. A pointer access through
+        # it is then a gather of rows (kiln.gather), not of single elements.
+        self.rows = None
         # Whether an integer scalar is known not to be negative (program ids,
         # a loop index counting up from such a value, sums and products of
         # those): view offsets that are may take per-dimension bounds.
@@ -447,6 +453,8 @@ class CodeGen(ast.NodeVisitor):
         if t.strided is not None and dtype in WIDE_INTS and dtype.bits >= t.dtype.bits:
             out.strided = t.strided
             out.coords = t.coords
+        if t.rows is not None and dtype in WIDE_INTS and dtype.bits >= t.dtype.bits:
+            out.rows = t.rows
         out.nonneg = t.nonneg and dtype.is_int() and dtype is not kl.int1 and \
             dtype.bits >= t.dtype.bits
         out.uniform = t.uniform and t.is_scalar
@@ -534,6 +542,8 @@ class CodeGen(ast.NodeVisitor):
         # (Only dimensions of size 1 grow, and those have no stride or limit.)
         out.strided = self.strided_of(t, len(shape))
         out.limits = self.limits_of(t, len(shape))
+        if t.rows is not None and len(t.shape) == len(shape) and t.shape[0] == shape[0]:
+            out.rows = t.rows
         if t.coords is not None:
             out.coords = self.coords_of(t, len(shape))
         out.bounds = self.bounds_of(t, len(shape))
@@ -1507,6 +1517,8 @@ class CodeGen(ast.NodeVisitor):
             result.strided = self.strided_binop(op, orig_a, orig_b, result.shape)
             if result.strided is not None:
                 result.coords = self.coords_binop(op, orig_a, orig_b, result)
+            else:
+                result.rows = self.rows_binop(op, orig_a, orig_b, result.shape)
         if a.dtype in WIDE_INTS and isinstance(op, (ast.Add, ast.Mult)) and \
                 self.is_nonneg(orig_a) and self.is_nonneg(orig_b):
             result.nonneg = True
@@ -1750,6 +1762,13 @@ class CodeGen(ast.NodeVisitor):
     def inserted_dim(self, src: Tile, out: Tile, dim):
         """`out`, src with a size-1 dimension inserted at `dim`, with src's
         strides and limits moved over it."""
+        if src.rows is not None and dim >= 1:
+            g, scale, c, strides = src.rows
+            out.rows = (g, scale, c, strides[:dim] + (None,) + strides[dim:])
+        elif src.strided is None and len(src.shape) == 1 and dim == 1 and \
+                src.dtype in WIDE_INTS:
+            # `ids[:, None]`: the values of a 1-D tile along the rows.
+            out.rows = (src, 1, 0, (None, None))
         if src.strided is not None:
             c, strides = src.strided
             out.strided = (c, strides[:dim] + (None,) + strides[dim:])
@@ -1761,6 +1780,39 @@ class CodeGen(ast.NodeVisitor):
         if src.bounds is not None:
             out.bounds = src.bounds[:dim] + (None,) + src.bounds[dim:]
         return out
+
+    def rows_binop(self, op, x, y, shape):
+        """Tile.rows of x op y (+, -, *) when one side has rows and the other
+        is a scalar or a strided tile constant along dimension 0, or None."""
+        try:
+            return self._rows_binop(op, x, y, shape)
+        except KilnError:  # a coefficient past int64
+            return None
+
+    def _rows_binop(self, op, x, y, shape):
+        rank = len(shape)
+        rx = x.rows if isinstance(x, Tile) else None
+        ry = y.rows if isinstance(y, Tile) else None
+        if rank < 2 or (rx is None) == (ry is None):
+            return None
+        if ry is not None:
+            if isinstance(op, ast.Sub):
+                return None  # (-G is not a row index)
+            x, y, rx = y, x, ry
+        g, scale, c, strides = rx
+        if len(x.shape) != rank or g.shape != (shape[0],):
+            return None
+        other = self.strided_of(y, rank)
+        if other is None or other[1][0] is not None:
+            return None
+        k, ks = other
+        if isinstance(op, ast.Mult):
+            if any(s is not None for s in ks):
+                return None
+            return (g, self.s_op(op, scale, k), self.s_op(op, c, k),
+                    (None,) + tuple(self.s_op(op, s, k) for s in strides[1:]))
+        return (g, scale, self.s_op(op, c, k),
+                (None,) + tuple(self.s_op(op, s, t) for s, t in zip(strides[1:], ks[1:])))
 
     def strided_binop(self, op, x, y, shape):
         """The strides of x op y (+, -, *), or None. (Tracked in int32 and
@@ -2745,6 +2797,13 @@ class CodeGen(ast.NodeVisitor):
                     return from_view(self.view_atomic(atomic, v, view, offs))
                 self.b.store(v, view, offs)
                 return None
+        # Rows named by a tile of indices (`table + ids[:, None] * D +
+        # cols[None, :]`, a paged cache's `blocks[:, None] * stride + ...`):
+        # a gather or scatter of rows.
+        if not scalar and pad != "tile" and not atomic and offsets.rows is not None:
+            r = self.row_access(p.base, offsets, mask, shape, value, pad)
+            if r is not False:
+                return r
         # General path: a gather/scatter of single elements; masked-off
         # elements get the index -1, which reads padding / is not written.
         n = 1
@@ -2779,6 +2838,62 @@ class CodeGen(ast.NodeVisitor):
                 t = Tile(self.b.reshape(t.value, self.ir_type(dtype, shape)), dtype, shape)
             return self.squeeze(t, scalar)
         self.b.scatter(v.value, view, idx.value, [])
+        return None
+
+    def row_access(self, ptr: Pointer, offsets: Tile, mask, shape, value, pad):
+        """`ptr + offsets` through Tile.rows (G[i_0] * scale + c + sum_{d >= 1}
+        s_d * i_d) under a mask that bounds each index (i_d < L_d), as a
+        kiln.gather (value None) or kiln.scatter of the rows G: a view of
+        rows `scale` elements apart, its other dimensions the strides s_d and
+        the sizes L_d, at offsets 0 but the last one's, c (which needs a
+        stride of 1 there and c >= 0); a row whose i_0 is past L_0 gets the
+        index -1 (not read, not written). False when the access has another
+        form (the caller gathers single elements)."""
+        g, scale, c, strides = offsets.rows
+        scale = 0 if scale is None else scale
+        c = 0 if c is None else c
+        rank = len(shape)
+        if offsets.shape != tuple(shape) or strides[-1] != 1 or not self.is_nonneg(c) or \
+                any(isinstance(x, int) and x < 0 for x in (scale,) + strides[1:]):
+            return False
+        limits = (None,) * rank
+        if mask is not None:
+            limits = self.limits_of(mask, rank)
+            if limits is None:
+                return False
+        idx = self.b.scalar_type("index")
+        sizes = [self.b.constant(UNBOUNDED, idx)]
+        strs = [self.index(self.to_tile(scale), "a stride") if isinstance(scale, Tile)
+                else self.b.constant(scale, idx)]
+        for d in range(1, rank):
+            lim = limits[d]
+            if d == rank - 1 and lim is not None:
+                lim = self.s_op(ast.Add(), c, lim)  # the column offset c is in the view
+            if lim is None:
+                sizes.append(self.b.constant(UNBOUNDED, idx))
+            elif isinstance(lim, int):
+                sizes.append(self.b.constant(max(lim, 0), idx))
+            else:
+                sizes.append(self.index(self.builtin_maximum(lim, 0), "a bound"))
+            st = strides[d]
+            strs.append(self.b.constant(0, idx) if st is None else
+                        self.index(st, "a stride") if isinstance(st, Tile) else
+                        self.b.constant(st, idx))
+        dtype = ptr.dtype
+        view = self.b.make_view(ptr.value, sizes, strs,
+                                self.b.view_type(rank, self.b.scalar_type(dtype.ir)))
+        rows = g
+        if limits[0] is not None:
+            inside = self.compare(ast.Lt(), self.builtin_arange(0, shape[0]),
+                                  self.to_tile(limits[0]))
+            rows = self.where(inside, rows, -1)
+        zero = self.b.constant(0, idx)
+        offs = [zero] * (rank - 2) + [self.index(self.to_tile(c), "an offset")
+                                      if isinstance(c, Tile) else self.b.constant(c, idx)]
+        if value is None:
+            return Tile(self.b.gather(view, rows.value, offs, self.ir_type(dtype, shape), pad),
+                        dtype, shape)
+        self.b.scatter(value.value, view, rows.value, offs)
         return None
 
     def squeeze(self, t: Tile, scalar: bool):

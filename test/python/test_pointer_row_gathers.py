@@ -1,0 +1,115 @@
+"""Triton-style pointer arithmetic that names rows by a tile of indices
+(`table + ids[:, None] * D + cols[None, :]`, a paged cache's `blocks[:, None] *
+stride + ...`) is a gather or scatter of rows (kiln.gather / kiln.scatter of a
+view), not of single elements (docs/python.md, "Pointers"): checked against
+numpy on every target the suite runs on, with masks on the rows and the
+columns, a base offset, indices outside the table, stores, and the rows of a
+paged cache read in a loop as a dot operand. The IR test checks the form."""
+import numpy as np
+import pytest
+
+import kiln
+import kiln.language as kl
+from conftest import assert_close, from_bf16_bits, to_bf16_bits
+
+
+@kiln.jit
+def embed(w, ids, out, n, d, H, V: kl.constexpr, BN: kl.constexpr, BD: kl.constexpr):
+    """out[r, h, :d] = w[h, ids[r], :d] for r < n (each head h a table of V
+    rows, BD >= d columns, the tail masked)."""
+    pid = kl.program_id(0)
+    h = kl.program_id(1)
+    rows = pid * BN + kl.arange(0, BN)
+    cols = kl.arange(0, BD)
+    i = kl.load(ids + rows, mask=rows < n, other=0)
+    m = (rows[:, None] < n) & (cols[None, :] < d)
+    x = kl.load(w + h * (V * BD) + i[:, None] * BD + cols[None, :], mask=m, other=0.0)
+    kl.store(out + rows[:, None] * (H * BD) + h * BD + cols[None, :], x, mask=m)
+
+
+@kiln.jit
+def scatter_rows(x, ids, out, n, BN: kl.constexpr, BD: kl.constexpr):
+    """out[ids[r], :] = x[r, :] for r < n."""
+    pid = kl.program_id(0)
+    rows = pid * BN + kl.arange(0, BN)
+    cols = kl.arange(0, BD)
+    i = kl.load(ids + rows, mask=rows < n, other=0)
+    t = kl.load(x + rows[:, None] * BD + cols[None, :], mask=rows[:, None] < n, other=0.0)
+    kl.store(out + i[:, None] * BD + cols[None, :], t, mask=rows[:, None] < n)
+
+
+@kiln.jit
+def paged_scores(q, cache, table, out, n, PAGE: kl.constexpr, D: kl.constexpr,
+                 BH: kl.constexpr, BN: kl.constexpr, STEPS: kl.constexpr):
+    """out[h, t] = q[h] . cache[table[t // PAGE] * PAGE + t % PAGE] for the
+    first n tokens, BN tokens (several pages) per step, each token's slot
+    from the block table (vLLM's Triton paged attention reads its keys so)."""
+    hq = kl.arange(0, BH)
+    dd = kl.arange(0, D)
+    qt = kl.load(q + hq[:, None] * D + dd[None, :])
+    for j in range(0, STEPS):
+        tok = j * BN + kl.arange(0, BN)
+        blk = kl.load(table + tok // PAGE, mask=tok < n, other=0)
+        slot = blk * PAGE + tok % PAGE
+        k = kl.load(cache + slot[:, None] * D + dd[None, :], mask=tok[:, None] < n, other=0.0)
+        s = kl.dot(qt, kl.trans(k))
+        kl.store(out + hq[:, None] * (STEPS * BN) + tok[None, :], s)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, "bf16"])
+@pytest.mark.parametrize("n,d", [(37, 29), (16, 32), (5, 1)])
+def test_embedding_through_pointers(rng, dtype, n, d):
+    V, H, BN, BD = 11, 2, 16, 32
+    wf = rng.standard_normal((H, V, BD)).astype(np.float32)
+    if dtype == "bf16":
+        bits = to_bf16_bits(wf)
+        w, wv = kiln.bf16(bits), from_bf16_bits(bits).astype(np.float64)
+        out = kiln.bf16(np.full((n, H, BD), 0x7FC0, np.uint16))
+    else:
+        w, wv = wf, wf.astype(np.float64)
+        out = np.full((n, H, BD), np.nan, np.float32)
+    ids = rng.integers(0, V, n).astype(np.int32)
+    embed[(kiln.cdiv(n, BN), H)](w, ids, out, n, d, H, V=V, BN=BN, BD=BD)
+    got = from_bf16_bits(out.array).astype(np.float64) if dtype == "bf16" else out
+    ref = np.transpose(wv[:, ids, :], (1, 0, 2))
+    assert_close(got[..., :d], ref[..., :d], 0, 0)
+    # The masked-off columns were not written (still the poison).
+    assert np.isnan(got[..., d:]).all()
+    # One gather of [BN, BD] rows, no gather of single elements.
+    ir = embed.ir("kiln")
+    assert f"-> tensor<{BN}x{BD}x" in ir and ir.count("kiln.gather") == 1, ir
+
+
+def test_scatter_through_pointers(rng):
+    n, R, BN, BD = 29, 40, 8, 16
+    x = rng.standard_normal((n, BD)).astype(np.float32)
+    ids = rng.permutation(R)[:n].astype(np.int32)
+    out = np.full((R, BD), np.nan, np.float32)
+    scatter_rows[(kiln.cdiv(n, BN),)](x, ids, out, n, BN=BN, BD=BD)
+    ref = np.full((R, BD), np.nan)
+    ref[ids] = x
+    written = np.zeros(R, bool)
+    written[ids] = True
+    assert_close(out[written], ref[written], 0, 0)
+    assert np.isnan(out[~written]).all()
+    ir = scatter_rows.ir("kiln")
+    assert ir.count("kiln.scatter") == 1 and f"tensor<{BN}x{BD}xf32>, tensor<{BN}xi32>" in ir, ir
+
+
+@pytest.mark.parametrize("n", [64, 75, 128])
+def test_paged_cache_rows_as_dot_operand(rng, n):
+    PAGE, D, BH, BN, STEPS, NP = 16, 64, 16, 32, 4, 20
+    qb = to_bf16_bits(rng.standard_normal((BH, D)).astype(np.float32))
+    cb = to_bf16_bits(rng.standard_normal((NP * PAGE, D)).astype(np.float32))
+    table = rng.permutation(NP)[:STEPS * BN // PAGE].astype(np.int32)
+    out = np.full((BH, STEPS * BN), np.nan, np.float32)
+    paged_scores[(1,)](kiln.bf16(qb), kiln.bf16(cb), table, out, n,
+                       PAGE=PAGE, D=D, BH=BH, BN=BN, STEPS=STEPS)
+    q = from_bf16_bits(qb).astype(np.float64)
+    c = from_bf16_bits(cb).astype(np.float64)
+    tok = np.arange(STEPS * BN)
+    slots = table[tok // PAGE] * PAGE + tok % PAGE
+    k = np.where((tok < n)[:, None], c[slots], 0.0)
+    assert_close(out, q @ k.T, 1e-4, 1e-4)
+    ir = paged_scores.ir("kiln")
+    assert f"-> tensor<{BN}x{D}xbf16>" in ir and "kiln.gather" in ir, ir
