@@ -918,6 +918,19 @@ bool KernelLowering::indexExpression(Value v, scf::ForOp loop,
     indexLoads.insert(def);
     return true;
   }
+  // A gather of single elements (a block table's entries, `table + tok //
+  // PAGE`) from a view made before the loop, by an index expression: each
+  // element read from global memory at issue (the loop writes no memory).
+  if (auto g = dyn_cast<GatherOp>(def)) {
+    Value view = g.getView();
+    if (g.getResult().getType().getRank() != 1 || !g.getOffsets().empty() ||
+        loop.getRegion().isAncestor(view.getParentRegion()) ||
+        !views.count(view))
+      return false;
+    ops.insert(def);
+    return indexExpression(g.getIndices(), loop, state, scalars, indexLoads,
+                           ops);
+  }
   DenseElementsAttr cst;
   if (matchPattern(v, m_Constant(&cst)))
     return cst.isSplat() && ops.insert(def).second;
@@ -980,6 +993,30 @@ Value KernelLowering::evalIndexAt(ImplicitLocOpBuilder &b, Value v, Value r,
                     memref::LoadOp::create(b, stage,
                                            rowPosition(b, type.getShape(), r)),
                     elt);
+  } else if (auto g = dyn_cast<GatherOp>(def)) {
+    // Element r of a gather of single elements: its index, then a read
+    // when inside the view (the padding otherwise).
+    const ViewInfo &vi = views[g.getView()];
+    Value i = arith::IndexCastOp::create(
+        b, b.getIndexType(),
+        evalIndexAt(b, g.getIndices(), r, iter, map, state, memo));
+    Value inside = arith::AndIOp::create(
+        b, arith::CmpIOp::create(b, arith::CmpIPredicate::sge, i, cIdx(b, 0)),
+        arith::CmpIOp::create(b, arith::CmpIPredicate::slt, i, vi.sizes[0]));
+    Type storage = storageType(elt);
+    auto ifOp = scf::IfOp::create(b, TypeRange{storage}, inside, true);
+    {
+      ImplicitLocOpBuilder tb(b.getLoc(), ifOp.getThenBodyBuilder());
+      scf::YieldOp::create(tb, Value(memref::LoadOp::create(tb, vi.memref,
+                                                            ValueRange{i})));
+    }
+    {
+      ImplicitLocOpBuilder eb(b.getLoc(), ifOp.getElseBodyBuilder());
+      scf::YieldOp::create(
+          eb, Value(arith::ConstantOp::create(
+                  eb, paddingAttr(eb, g.getPaddingAttr(), storage))));
+    }
+    result = toType(b, b.getLoc(), ifOp.getResult(0), elt);
   } else if (auto splat = dyn_cast<SplatOp>(def)) {
     result = map.lookupOrDefault(splat.getValue());
   } else if (auto ar = dyn_cast<ArangeOp>(def)) {

@@ -128,3 +128,43 @@ kiln.func @scaled_in_place(%x: !kiln.ptr<bf16> {kiln.name = "x"}, %idx: !kiln.pt
   }
   kiln.return
 }
+
+// Indices read through a gather of single elements (a block table's
+// entries): each row's entry is read from global memory at issue, and the
+// element gather itself is not lowered in the loop.
+// CHECK-LABEL: gpu.func @table_rows
+// CHECK: scf.for
+// S2: nvvm.cp.async.wait.group 0
+// S3: nvvm.cp.async.wait.group 1
+// CHECK-NEXT: gpu.barrier
+// CHECK: memref.load %{{.*}} : memref<?xi32, strided<[?]>>
+// CHECK: nvgpu.device_async_copy {{.*}} to memref<16x64xi16
+// CHECK-NOT: to memref<16xi32
+// CHECK: nvvm.cp.async.commit.group
+// CHECK-NOT: nvvm.cp.async.wait.group
+// CHECK: gpu.return
+kiln.func @table_rows(%x: !kiln.ptr<bf16> {kiln.name = "x"}, %table: !kiln.ptr<i32> {kiln.name = "table"},
+                      %out: !kiln.ptr<f32> {kiln.name = "out"}, %r: index {kiln.name = "r"},
+                      %n: index {kiln.name = "n"}) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c16 = arith.constant 16 : index
+  %c64 = arith.constant 64 : index
+  %vt = kiln.make_view %table, [%n], [%c1] : !kiln.ptr<i32> -> !kiln.view<1xi32>
+  %vx = kiln.make_view %x, [%r, %c64], [%c64, %c1] : !kiln.ptr<bf16> -> !kiln.view<2xbf16>
+  %zero = arith.constant dense<0.0> : tensor<16x64xf32>
+  %acc = scf.for %i0 = %c0 to %n step %c16 iter_args(%a = %zero) -> (tensor<16x64xf32>) {
+    %base = arith.index_cast %i0 : index to i64
+    %ar = kiln.arange 0, 16 : tensor<16xi64>
+    %b = kiln.splat %base : tensor<16xi64>
+    %pos = arith.addi %b, %ar : tensor<16xi64>
+    %blk = kiln.gather %vt[%pos] padding(0 : i32) : !kiln.view<1xi32>, tensor<16xi64> -> tensor<16xi32>
+    %t = kiln.gather %vx[%blk, %c0] : !kiln.view<2xbf16>, tensor<16xi32> -> tensor<16x64xbf16>
+    %f = arith.extf %t : tensor<16x64xbf16> to tensor<16x64xf32>
+    %s = arith.addf %a, %f : tensor<16x64xf32>
+    scf.yield %s : tensor<16x64xf32>
+  }
+  %vo = kiln.make_view %out, [%c16, %c64], [%c64, %c1] : !kiln.ptr<f32> -> !kiln.view<2xf32>
+  kiln.store %acc, %vo[%c0, %c0] : tensor<16x64xf32> -> !kiln.view<2xf32>
+  kiln.return
+}
