@@ -2845,26 +2845,37 @@ class CodeGen(ast.NodeVisitor):
         s_d * i_d) under a mask that bounds each index (i_d < L_d), as a
         kiln.gather (value None) or kiln.scatter of the rows G: a view of
         rows `scale` elements apart, its other dimensions the strides s_d and
-        the sizes L_d, at offsets 0 but the last one's, c (which needs a
-        stride of 1 there and c >= 0); a row whose i_0 is past L_0 gets the
-        index -1 (not read, not written). False when the access has another
-        form (the caller gathers single elements)."""
+        the sizes L_d at offset 0, but for c: the last dimension's offset
+        when c is known not to be negative (that dimension's stride must be
+        1), else view dimensions of its own after the rows' (lead_dims: a
+        head offset `h * stride_h`), unit dimensions of the gathered tile
+        that a reshape drops. A row whose i_0 is past L_0 gets the index -1
+        (not read, not written). False when the access has another form
+        (the caller gathers single elements)."""
         g, scale, c, strides = offsets.rows
         scale = 0 if scale is None else scale
         c = 0 if c is None else c
         rank = len(shape)
-        if offsets.shape != tuple(shape) or strides[-1] != 1 or not self.is_nonneg(c) or \
+        if offsets.shape != tuple(shape) or strides[-1] != 1 or \
                 any(isinstance(x, int) and x < 0 for x in (scale,) + strides[1:]):
             return False
+        lead = []
+        if not self.is_nonneg(c):
+            lead = self.lead_dims(c)
+            if lead is None or rank + len(lead) > 8:
+                return False
+            c = 0
         limits = (None,) * rank
         if mask is not None:
             limits = self.limits_of(mask, rank)
             if limits is None:
                 return False
         idx = self.b.scalar_type("index")
-        sizes = [self.b.constant(UNBOUNDED, idx)]
+        sizes = [self.b.constant(UNBOUNDED, idx)] + [self.b.constant(size, idx)
+                                                     for size, _, _ in lead]
         strs = [self.index(self.to_tile(scale), "a stride") if isinstance(scale, Tile)
-                else self.b.constant(scale, idx)]
+                else self.b.constant(scale, idx)] + [self.index_value(st, "a stride")
+                                                      for _, st, _ in lead]
         for d in range(1, rank):
             lim = limits[d]
             if d == rank - 1 and lim is not None:
@@ -2881,19 +2892,26 @@ class CodeGen(ast.NodeVisitor):
                         self.b.constant(st, idx))
         dtype = ptr.dtype
         view = self.b.make_view(ptr.value, sizes, strs,
-                                self.b.view_type(rank, self.b.scalar_type(dtype.ir)))
+                                self.b.view_type(len(sizes), self.b.scalar_type(dtype.ir)))
         rows = g
         if limits[0] is not None:
             inside = self.compare(ast.Lt(), self.builtin_arange(0, shape[0]),
                                   self.to_tile(limits[0]))
             rows = self.where(inside, rows, -1)
         zero = self.b.constant(0, idx)
-        offs = [zero] * (rank - 2) + [self.index(self.to_tile(c), "an offset")
-                                      if isinstance(c, Tile) else self.b.constant(c, idx)]
+        offs = [self.index_value(o, "an offset") for _, _, o in lead] + \
+            [zero] * (rank - 2) + [self.index(self.to_tile(c), "an offset")
+                                   if isinstance(c, Tile) else self.b.constant(c, idx)]
+        wide = (shape[0],) + (1,) * len(lead) + tuple(shape[1:])
         if value is None:
-            return Tile(self.b.gather(view, rows.value, offs, self.ir_type(dtype, shape), pad),
-                        dtype, shape)
-        self.b.scatter(value.value, view, rows.value, offs)
+            t = self.b.gather(view, rows.value, offs, self.ir_type(dtype, wide), pad)
+            if lead:
+                t = self.b.reshape(t, self.ir_type(dtype, shape))
+            return Tile(t, dtype, shape)
+        v = value.value
+        if lead:
+            v = self.b.reshape(v, self.ir_type(dtype, wide))
+        self.b.scatter(v, view, rows.value, offs)
         return None
 
     def squeeze(self, t: Tile, scalar: bool):

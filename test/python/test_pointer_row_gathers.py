@@ -28,6 +28,39 @@ def embed(w, ids, out, n, d, H, V: kl.constexpr, BN: kl.constexpr, BD: kl.conste
 
 
 @kiln.jit
+def embed_heads(w, ids, out, n, stride_h, base, BN: kl.constexpr, BD: kl.constexpr):
+    """out[h, r, :] = w[base + h * stride_h + ids[r] * BD, :BD]: the offset
+    added to the row offsets, `base + h * stride_h` (values the kernel is
+    given, not known not to be negative), takes view dimensions of its own."""
+    pid = kl.program_id(0)
+    h = kl.program_id(1)
+    rows = pid * BN + kl.arange(0, BN)
+    cols = kl.arange(0, BD)
+    i = kl.load(ids + rows, mask=rows < n, other=0)
+    x = kl.load(w + i[:, None] * BD + (base + h * stride_h) + cols[None, :],
+                mask=rows[:, None] < n, other=0.0)
+    kl.store(out + h * (n * BD) + rows[:, None] * BD + cols[None, :], x,
+             mask=rows[:, None] < n)
+
+
+@pytest.mark.parametrize("shift", [5, -4])
+def test_row_gather_with_a_scalar_offset(rng, shift):
+    # ids count rows from `shift` rows before the table when shift < 0 (the
+    # kernel's offset `base` is then negative, and the launch's value of it
+    # is not known not to be negative: view dimensions of their own).
+    H, V, n, BN, BD = 3, 13, 21, 8, 32
+    lo = max(0, -shift)
+    w = rng.standard_normal((max(shift, 0) * BD + H * V * BD,)).astype(np.float32)
+    ids = rng.integers(lo, lo + V, n).astype(np.int32)
+    out = np.full((H, n, BD), np.nan, np.float32)
+    embed_heads[(kiln.cdiv(n, BN), H)](w, ids, out, n, V * BD, shift * BD, BN=BN, BD=BD)
+    table = w[max(shift, 0) * BD:].reshape(H, V, BD)
+    assert_close(out, table[:, ids - lo, :], 0, 0)
+    ir = embed_heads.ir("kiln")
+    assert ir.count("kiln.gather") == 1, ir
+
+
+@kiln.jit
 def scatter_rows(x, ids, out, n, BN: kl.constexpr, BD: kl.constexpr):
     """out[ids[r], :] = x[r, :] for r < n."""
     pid = kl.program_id(0)
