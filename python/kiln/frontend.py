@@ -2098,6 +2098,16 @@ class CodeGen(ast.NodeVisitor):
                                 self.b.view_type(len(sizes), self.b.scalar_type(ptr.dtype.ir)))
         return view, offs, len(lead), perm
 
+    def limit_size(self, lim):
+        """A view dimension's size (index) for a mask's limit on its index
+        (`i < lim`): unbounded without one, never below 0."""
+        idx = self.b.scalar_type("index")
+        if lim is None:
+            return self.b.constant(UNBOUNDED, idx)
+        if isinstance(lim, int):
+            return self.b.constant(max(lim, 0), idx)
+        return self.index(self.builtin_maximum(lim, 0), "a bound")
+
     def strided_view(self, ptr: Pointer, offsets: Tile, mask, shape):
         """A view access for `ptr + offsets` under `mask` when the offsets
         are strided (c + sum_d s_d * i_d) and the mask bounds each index
@@ -2121,14 +2131,7 @@ class CodeGen(ast.NodeVisitor):
             if limits is None:
                 return None
         idx = self.b.scalar_type("index")
-        sizes = [self.b.constant(UNBOUNDED, idx)]
-        for lim in limits:
-            if lim is None:
-                sizes.append(self.b.constant(UNBOUNDED, idx))
-            elif isinstance(lim, int):
-                sizes.append(self.b.constant(max(lim, 0), idx))
-            else:
-                sizes.append(self.index(self.builtin_maximum(lim, 0), "a bound"))
+        sizes = [self.b.constant(UNBOUNDED, idx)] + [self.limit_size(lim) for lim in limits]
         strs = [self.b.constant(1, idx)] + [
             self.b.constant(0, idx) if st is None else self.index(st, "a stride")
             for st in strides]
@@ -2880,12 +2883,7 @@ class CodeGen(ast.NodeVisitor):
             lim = limits[d]
             if d == rank - 1 and lim is not None:
                 lim = self.s_op(ast.Add(), c, lim)  # the column offset c is in the view
-            if lim is None:
-                sizes.append(self.b.constant(UNBOUNDED, idx))
-            elif isinstance(lim, int):
-                sizes.append(self.b.constant(max(lim, 0), idx))
-            else:
-                sizes.append(self.index(self.builtin_maximum(lim, 0), "a bound"))
+            sizes.append(self.limit_size(lim))
             st = strides[d]
             strs.append(self.b.constant(0, idx) if st is None else
                         self.index(st, "a stride") if isinstance(st, Tile) else

@@ -73,20 +73,30 @@ def scatter_rows(x, ids, out, n, BN: kl.constexpr, BD: kl.constexpr):
 
 @kiln.jit
 def paged_scores(q, cache, table, out, n, PAGE: kl.constexpr, D: kl.constexpr,
-                 BH: kl.constexpr, BN: kl.constexpr, STEPS: kl.constexpr):
-    """out[h, t] = q[h] . cache[table[t // PAGE] * PAGE + t % PAGE] for the
-    first n tokens, BN tokens (several pages) per step, each token's slot
-    from the block table (vLLM's Triton paged attention reads its keys so)."""
+                 BH: kl.constexpr, BN: kl.constexpr, STEPS: kl.constexpr,
+                 SUM: kl.constexpr):
+    """Scores of q against the first n tokens of a paged cache, BN tokens
+    (several pages) per step, each token's slot from the block table
+    (cache[table[t // PAGE] * PAGE + t % PAGE], as vLLM's Triton paged
+    attention reads its keys): stored per step, or (SUM) summed over the
+    steps and stored after the loop, which then writes no memory (on a GPU
+    its rows are fetched iterations ahead, each row's block-table entry read
+    at issue; docs/gpu.md, "Pipelined gathers")."""
     hq = kl.arange(0, BH)
     dd = kl.arange(0, D)
     qt = kl.load(q + hq[:, None] * D + dd[None, :])
+    acc = kl.zeros((BH, BN), kl.float32)
     for j in range(0, STEPS):
         tok = j * BN + kl.arange(0, BN)
         blk = kl.load(table + tok // PAGE, mask=tok < n, other=0)
         slot = blk * PAGE + tok % PAGE
         k = kl.load(cache + slot[:, None] * D + dd[None, :], mask=tok[:, None] < n, other=0.0)
-        s = kl.dot(qt, kl.trans(k))
-        kl.store(out + hq[:, None] * (STEPS * BN) + tok[None, :], s)
+        if SUM:
+            acc = kl.dot(qt, kl.trans(k), acc)
+        else:
+            kl.store(out + hq[:, None] * (STEPS * BN) + tok[None, :], kl.dot(qt, kl.trans(k)))
+    if SUM:
+        kl.store(out + hq[:, None] * BN + kl.arange(0, BN)[None, :], acc)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, "bf16"])
@@ -129,57 +139,22 @@ def test_scatter_through_pointers(rng):
     assert ir.count("kiln.scatter") == 1 and f"tensor<{BN}x{BD}xf32>, tensor<{BN}xi32>" in ir, ir
 
 
-@pytest.mark.parametrize("n", [64, 75, 128])
-def test_paged_cache_rows_as_dot_operand(rng, n):
+@pytest.mark.parametrize("summed", [False, True])
+@pytest.mark.parametrize("n", [20, 75, 128])
+def test_paged_cache_rows_as_dot_operand(rng, n, summed):
     PAGE, D, BH, BN, STEPS, NP = 16, 64, 16, 32, 4, 20
     qb = to_bf16_bits(rng.standard_normal((BH, D)).astype(np.float32))
     cb = to_bf16_bits(rng.standard_normal((NP * PAGE, D)).astype(np.float32))
     table = rng.permutation(NP)[:STEPS * BN // PAGE].astype(np.int32)
-    out = np.full((BH, STEPS * BN), np.nan, np.float32)
+    out = np.full((BH, BN if summed else STEPS * BN), np.nan, np.float32)
     paged_scores[(1,)](kiln.bf16(qb), kiln.bf16(cb), table, out, n,
-                       PAGE=PAGE, D=D, BH=BH, BN=BN, STEPS=STEPS)
+                       PAGE=PAGE, D=D, BH=BH, BN=BN, STEPS=STEPS, SUM=summed)
     q = from_bf16_bits(qb).astype(np.float64)
     c = from_bf16_bits(cb).astype(np.float64)
     tok = np.arange(STEPS * BN)
     slots = table[tok // PAGE] * PAGE + tok % PAGE
-    k = np.where((tok < n)[:, None], c[slots], 0.0)
-    assert_close(out, q @ k.T, 1e-4, 1e-4)
+    s = q @ np.where((tok < n)[:, None], c[slots], 0.0).T
+    ref = s.reshape(BH, STEPS, BN).sum(1) if summed else s
+    assert_close(out, ref, 1e-4, 1e-4)
     ir = paged_scores.ir("kiln")
     assert f"-> tensor<{BN}x{D}xbf16>" in ir and "kiln.gather" in ir, ir
-
-
-@kiln.jit
-def paged_sum(q, cache, table, out, n, PAGE: kl.constexpr, D: kl.constexpr,
-              BH: kl.constexpr, BN: kl.constexpr, STEPS: kl.constexpr):
-    """The same reads summed over the steps (no store in the loop: on a GPU
-    the rows are fetched iterations ahead, each row's block-table entry read
-    at issue; docs/gpu.md, "Pipelined gathers")."""
-    hq = kl.arange(0, BH)
-    dd = kl.arange(0, D)
-    qt = kl.load(q + hq[:, None] * D + dd[None, :])
-    acc = kl.zeros((BH, BN), kl.float32)
-    for j in range(0, STEPS):
-        tok = j * BN + kl.arange(0, BN)
-        blk = kl.load(table + tok // PAGE, mask=tok < n, other=0)
-        slot = blk * PAGE + tok % PAGE
-        k = kl.load(cache + slot[:, None] * D + dd[None, :], mask=tok[:, None] < n, other=0.0)
-        acc = kl.dot(qt, kl.trans(k), acc)
-    kl.store(out + hq[:, None] * BN + kl.arange(0, BN)[None, :], acc)
-
-
-@pytest.mark.parametrize("n", [20, 75, 128])
-def test_paged_cache_rows_summed(rng, n):
-    PAGE, D, BH, BN, STEPS, NP = 16, 64, 16, 32, 4, 20
-    qb = to_bf16_bits(rng.standard_normal((BH, D)).astype(np.float32))
-    cb = to_bf16_bits(rng.standard_normal((NP * PAGE, D)).astype(np.float32))
-    table = rng.permutation(NP)[:STEPS * BN // PAGE].astype(np.int32)
-    out = np.full((BH, BN), np.nan, np.float32)
-    paged_sum[(1,)](kiln.bf16(qb), kiln.bf16(cb), table, out, n,
-                    PAGE=PAGE, D=D, BH=BH, BN=BN, STEPS=STEPS)
-    q = from_bf16_bits(qb).astype(np.float64)
-    c = from_bf16_bits(cb).astype(np.float64)
-    tok = np.arange(STEPS * BN)
-    slots = table[tok // PAGE] * PAGE + tok % PAGE
-    k = np.where((tok < n)[:, None], c[slots], 0.0)
-    ref = sum(q @ k[j * BN:(j + 1) * BN].T for j in range(STEPS))
-    assert_close(out, ref, 1e-4, 1e-4)

@@ -732,6 +732,13 @@ TypedAttr paddingAttr(Builder &b, Attribute padding, Type storage);
 /// Whether a padding is all zero bits (what cp.async's zero fill writes;
 /// -0.0 is not).
 bool zeroBits(TypedAttr pad);
+/// A fused gather + store's element `idx` of the gathered tile, its row
+/// index `row`: the source indices (view `gv`, offsets `gOff` after the
+/// row), the destination's (offsets `sOff`, `lead` leading unit dimensions)
+/// and whether the row is inside the source.
+std::tuple<SmallVector<Value>, SmallVector<Value>, Value>
+gatherStoreAt(ImplicitLocOpBuilder &b, const ViewInfo &gv, Value row,
+              ValueRange idx, ValueRange gOff, ValueRange sOff, int64_t lead);
 
 /// A rank-1 memref of `type` over a raw !llvm.ptr (nominal size/stride).
 /// Refuses (a located error, failure) a kernel with a tile of more than

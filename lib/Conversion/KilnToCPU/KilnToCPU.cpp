@@ -3056,16 +3056,7 @@ LogicalResult KernelLowering::lowerGatherStore(GatherOp gather,
     forEachIndex(fb, shape, width, [&](ImplicitLocOpBuilder &ib, ValueRange idx) {
       Value raw = memref::LoadOp::create(ib, *idxBuf, ValueRange{idx[0]});
       Value row = arith::IndexCastOp::create(ib, ib.getIndexType(), raw);
-      SmallVector<Value> src{row}, dst;
-      for (int64_t d = 1; d < rank; ++d)
-        src.push_back(arith::AddIOp::create(ib, gOff[d - 1], idx[d]));
-      for (int64_t d = 0; d < lead; ++d)
-        dst.push_back(sOff[d]);
-      for (int64_t d = 0; d < rank; ++d)
-        dst.push_back(arith::AddIOp::create(ib, sOff[lead + d], idx[d]));
-      Value rowOk = arith::AndIOp::create(
-          ib, arith::CmpIOp::create(ib, arith::CmpIPredicate::sge, row, c0),
-          arith::CmpIOp::create(ib, arith::CmpIPredicate::slt, row, gv.sizes[0]));
+      auto [src, dst, rowOk] = gatherStoreAt(ib, gv, row, idx, gOff, sOff, lead);
       auto rowIf = scf::IfOp::create(ib, TypeRange{vecType}, rowOk, true);
       OpBuilder rb = rowIf.getThenBodyBuilder();
       Value v = vector::LoadOp::create(rb, ib.getLoc(), vecType, gv.unitMemref, src);
@@ -3600,6 +3591,24 @@ LogicalResult KernelLowering::run(Block &body, ArrayRef<Value> gridArgs) {
     op->erase();
   }
   return success();
+}
+
+std::tuple<SmallVector<Value>, SmallVector<Value>, Value>
+gatherStoreAt(ImplicitLocOpBuilder &b, const ViewInfo &gv, Value row,
+              ValueRange idx, ValueRange gOff, ValueRange sOff, int64_t lead) {
+  int64_t rank = idx.size();
+  Value c0 = arith::ConstantIndexOp::create(b, 0);
+  SmallVector<Value> src{row}, dst;
+  for (int64_t d = 1; d < rank; ++d)
+    src.push_back(arith::AddIOp::create(b, gOff[d - 1], idx[d]));
+  for (int64_t d = 0; d < lead; ++d)
+    dst.push_back(sOff[d]);
+  for (int64_t d = 0; d < rank; ++d)
+    dst.push_back(arith::AddIOp::create(b, sOff[lead + d], idx[d]));
+  Value rowOk = arith::AndIOp::create(
+      b, arith::CmpIOp::create(b, arith::CmpIPredicate::sge, row, c0),
+      arith::CmpIOp::create(b, arith::CmpIPredicate::slt, row, gv.sizes[0]));
+  return {src, dst, rowOk};
 }
 
 Value viewIndexAt(ImplicitLocOpBuilder &b, Value idxBuf, ValueRange offsets,

@@ -644,7 +644,6 @@ void KernelLowering::gatherStoreChunksSimt(ImplicitLocOpBuilder &b,
   Type elt = storageType(type.getElementType());
   int64_t eltBytes = std::max<int64_t>(1, elt.getIntOrFloatBitWidth() / 8);
   int64_t chunk = asyncChunk(type), per = chunk / eltBytes;
-  int64_t rank = type.getRank();
   auto vecType = VectorType::get({per}, elt);
   SmallVector<int64_t> chunks(type.getShape());
   chunks.back() /= per;
@@ -682,17 +681,8 @@ void KernelLowering::gatherStoreChunksSimt(ImplicitLocOpBuilder &b,
               gb, arith::SelectOp::create(gb, inside, lin, cIdx(gb, 0)), chunks);
           idx.back() = arith::MulIOp::create(gb, idx.back(), cIdx(gb, per));
           Value row = viewIndexAt(gb, idxBuf, gOff, 0, idx[0]);
-          SmallVector<Value> src{row}, dst;
-          for (int64_t d = 1; d < rank; ++d)
-            src.push_back(arith::AddIOp::create(gb, gOff[d - 1], idx[d]));
-          for (int64_t d = 0; d < lead; ++d)
-            dst.push_back(sOff[d]);
-          for (int64_t d = 0; d < rank; ++d)
-            dst.push_back(arith::AddIOp::create(gb, sOff[lead + d], idx[d]));
-          Value rowOk = arith::AndIOp::create(
-              gb, arith::CmpIOp::create(gb, arith::CmpIPredicate::sge, row, c0),
-              arith::CmpIOp::create(gb, arith::CmpIPredicate::slt, row,
-                                    gv.sizes[0]));
+          auto [src, dst, rowOk] =
+              gatherStoreAt(gb, gv, row, idx, gOff, sOff, lead);
           auto rowIf = scf::IfOp::create(gb, TypeRange{vecType}, rowOk, true);
           {
             ImplicitLocOpBuilder rb(loc, rowIf.getThenBodyBuilder());
