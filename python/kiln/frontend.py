@@ -2876,18 +2876,13 @@ class CodeGen(ast.NodeVisitor):
         idx = self.b.scalar_type("index")
         sizes = [self.b.constant(UNBOUNDED, idx)] + [self.b.constant(size, idx)
                                                      for size, _, _ in lead]
-        strs = [self.index(self.to_tile(scale), "a stride") if isinstance(scale, Tile)
-                else self.b.constant(scale, idx)] + [self.index_value(st, "a stride")
-                                                      for _, st, _ in lead]
+        strs = [self.index_value(st, "a stride") for st in [scale] + [st for _, st, _ in lead]]
         for d in range(1, rank):
             lim = limits[d]
             if d == rank - 1 and lim is not None:
                 lim = self.s_op(ast.Add(), c, lim)  # the column offset c is in the view
             sizes.append(self.limit_size(lim))
-            st = strides[d]
-            strs.append(self.b.constant(0, idx) if st is None else
-                        self.index(st, "a stride") if isinstance(st, Tile) else
-                        self.b.constant(st, idx))
+            strs.append(self.index_value(0 if strides[d] is None else strides[d], "a stride"))
         dtype = ptr.dtype
         view = self.b.make_view(ptr.value, sizes, strs,
                                 self.b.view_type(len(sizes), self.b.scalar_type(dtype.ir)))
@@ -2896,10 +2891,8 @@ class CodeGen(ast.NodeVisitor):
             inside = self.compare(ast.Lt(), self.builtin_arange(0, shape[0]),
                                   self.to_tile(limits[0]))
             rows = self.where(inside, rows, -1)
-        zero = self.b.constant(0, idx)
-        offs = [self.index_value(o, "an offset") for _, _, o in lead] + \
-            [zero] * (rank - 2) + [self.index(self.to_tile(c), "an offset")
-                                   if isinstance(c, Tile) else self.b.constant(c, idx)]
+        offs = [self.index_value(o, "an offset")
+                for o in [o for _, _, o in lead] + [0] * (rank - 2) + [c]]
         wide = (shape[0],) + (1,) * len(lead) + tuple(shape[1:])
         if value is None:
             t = self.b.gather(view, rows.value, offs, self.ir_type(dtype, wide), pad)

@@ -964,7 +964,7 @@ bool KernelLowering::indexExpression(Value v, scf::ForOp loop,
 }
 
 Value KernelLowering::evalIndexAt(ImplicitLocOpBuilder &b, Value v, Value r,
-                                  Value iter, IRMapping &map,
+                                  Value iter, scf::ForOp loop, IRMapping &map,
                                   PipelinedLoop &state,
                                   DenseMap<Value, Value> &memo) {
   if (Value known = memo.lookup(v))
@@ -977,7 +977,7 @@ Value KernelLowering::evalIndexAt(ImplicitLocOpBuilder &b, Value v, Value r,
   if (matchPattern(v, m_Constant(&cst))) {
     result = arith::ConstantOp::create(
         b, cast<TypedAttr>(cst.getSplatValue<Attribute>()));
-  } else if (!state.loop.getRegion().isAncestor(v.getParentRegion())) {
+  } else if (!loop.getRegion().isAncestor(v.getParentRegion())) {
     Value buf = buffers.lookup(v);
     result = toType(b, b.getLoc(),
                     memref::LoadOp::create(
@@ -999,7 +999,7 @@ Value KernelLowering::evalIndexAt(ImplicitLocOpBuilder &b, Value v, Value r,
     const ViewInfo &vi = views[g.getView()];
     Value i = arith::IndexCastOp::create(
         b, b.getIndexType(),
-        evalIndexAt(b, g.getIndices(), r, iter, map, state, memo));
+        evalIndexAt(b, g.getIndices(), r, iter, loop, map, state, memo));
     Value inside = arith::AndIOp::create(
         b, arith::CmpIOp::create(b, arith::CmpIPredicate::sge, i, cIdx(b, 0)),
         arith::CmpIOp::create(b, arith::CmpIPredicate::slt, i, vi.sizes[0]));
@@ -1024,12 +1024,12 @@ Value KernelLowering::evalIndexAt(ImplicitLocOpBuilder &b, Value v, Value r,
         b, arith::IndexCastOp::create(b, elt, r),
         arith::ConstantIntOp::create(b, elt, ar.getStart()));
   } else if (isa<ReshapeOp, ExpandDimsOp>(def)) {
-    result = evalIndexAt(b, def->getOperand(0), r, iter, map, state, memo);
+    result = evalIndexAt(b, def->getOperand(0), r, iter, loop, map, state, memo);
   } else {
     // An elementwise arith op: the same op on the operands' elements.
     OperationState os(def->getLoc(), def->getName());
     for (Value operand : def->getOperands())
-      os.addOperands(evalIndexAt(b, operand, r, iter, map, state, memo));
+      os.addOperands(evalIndexAt(b, operand, r, iter, loop, map, state, memo));
     os.addTypes(elt);
     os.addAttributes(def->getAttrs());
     result = b.create(os)->getResult(0);
@@ -1041,9 +1041,6 @@ Value KernelLowering::evalIndexAt(ImplicitLocOpBuilder &b, Value v, Value r,
 void KernelLowering::issuePipelinedLoads(ImplicitLocOpBuilder &b,
                                          scf::ForOp loop, PipelinedLoop &state,
                                          Value iter, bool ahead) {
-  // (The loop a body with tile iter_args moved into, once lowerFor rebuilt
-  // it: evalIndexAt tells the body's values by it.)
-  state.loop = loop;
   Value ivAt = arith::AddIOp::create(
       b, loop.getLowerBound(), arith::MulIOp::create(b, loop.getStep(), iter));
   // Only iterations the loop runs: ivAt < upper bound (uniform).
@@ -1135,7 +1132,8 @@ void KernelLowering::issuePipelinedLoads(ImplicitLocOpBuilder &b,
     // element's) itself: no shared index tile, no barrier.
     auto rowIndex = [&](ImplicitLocOpBuilder &rb, Value r) -> Value {
       DenseMap<Value, Value> memo;
-      Value x = evalIndexAt(rb, gather.getIndices(), r, iter, map, state, memo);
+      Value x = evalIndexAt(rb, gather.getIndices(), r, iter, loop, map,
+                            state, memo);
       return arith::IndexCastOp::create(rb, rb.getIndexType(), x);
     };
     emitRowChunksSimt(tb, *vi, Value(), offsets, stageOf(tb, pg.stages, iter),
@@ -1158,7 +1156,6 @@ void KernelLowering::setupPipelining(scf::ForOp loop) {
   Region &region = loop.getRegion();
   Value iv = loop.getInductionVar();
   auto state = std::make_unique<PipelinedLoop>();
-  state->loop = loop;
   // Whether anything in the loop writes memory: if not, a value the loop
   // reads (a block-sparse index) can be read again, ahead of time.
   bool writes = false;

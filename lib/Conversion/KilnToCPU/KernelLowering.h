@@ -214,7 +214,6 @@ private:
     SmallVector<Operation *> slice; // offsets' and splats' scalars (body order)
   };
   struct PipelinedLoop {
-    scf::ForOp loop; // the loop whose body holds the accesses, at issue
     SmallVector<PipelinedLoad> loads;
     SmallVector<PipelinedGather> gathers;
     Value current;   // this iteration's stage index (set at the first load)
@@ -292,9 +291,11 @@ private:
                        SmallPtrSetImpl<Operation *> &indexLoads,
                        SmallPtrSetImpl<Operation *> &ops);
   /// Element `r` (index) of index tile `v` at the iteration being issued,
-  /// `iter` (its number; `map` maps the body's scalars to that iteration's).
+  /// `iter` (its number; `map` maps the body's scalars to that iteration's)
+  /// of `loop` (the one whose body holds the gather: after lowerFor rebuilt
+  /// a loop with tile iter_args, the new one).
   Value evalIndexAt(ImplicitLocOpBuilder &b, Value v, Value r, Value iter,
-                    IRMapping &map, PipelinedLoop &state,
+                    scf::ForOp loop, IRMapping &map, PipelinedLoop &state,
                     DenseMap<Value, Value> &memo);
   /// Ops of loop bodies only pipelined gathers' index tiles use: evaluated
   /// at issue, not lowered where they stand.
