@@ -453,6 +453,39 @@ LogicalResult EmulateGPUPass::emulate(gpu::GPUFuncOp kernel,
         v = vector::InsertOp::create(ib, pair, v, ArrayRef<int64_t>{i});
       }
       ldm.getRes().replaceAllUsesWith(v);
+    } else if (auto ldm = dyn_cast<NVVM::LdMatrixOp>(op)) {
+      // The same on a pointer (XOR-swizzled rows, ldmatrixXor): n i32
+      // registers, one or a struct of them.
+      int64_t n = ldm.getNum();
+      if (ldm.getEltType() != NVVM::LdStMatrixEltType::B16 ||
+          ldm.getShape().getM() != 8 || ldm.getShape().getN() != 8)
+        return op->emitError("kiln-emulate-gpu: only ldmatrix.m8n8 of "
+                             "16-bit elements is emulated");
+      if (!ldmOut) {
+        ImplicitLocOpBuilder eb(loc, &entry, entry.begin());
+        ldmOut = memref::AllocaOp::create(eb, MemRefType::get({4}, i32));
+      }
+      Value outAddr = arith::IndexCastOp::create(
+          ib, i64, memref::ExtractAlignedPointerAsIndexOp::create(ib, ldmOut));
+      abi.call(ib, "kiln_emu_ldmatrix",
+               {address(ldm.getPtr()), arith::ConstantIntOp::create(ib, i32, n),
+                arith::ConstantIntOp::create(
+                    ib, i32, ldm.getLayout() == NVVM::MMALayout::col),
+                outAddr, abi.site(ib, op)});
+      auto word = [&](int64_t i) -> Value {
+        return memref::LoadOp::create(
+            ib, ldmOut, ValueRange{arith::ConstantIndexOp::create(ib, i)});
+      };
+      Value v;
+      if (n == 1) {
+        v = word(0);
+      } else {
+        v = LLVM::UndefOp::create(ib, ldm.getRes().getType());
+        for (int64_t i = 0; i < n; ++i)
+          v = LLVM::InsertValueOp::create(ib, v, word(i),
+                                          ArrayRef<int64_t>{i});
+      }
+      ldm.getRes().replaceAllUsesWith(v);
     } else if (auto intr = dyn_cast<LLVM::CallIntrinsicOp>(op);
                intr && intr.getIntrin().starts_with(
                            "llvm.nvvm.tensormap.replace.")) {

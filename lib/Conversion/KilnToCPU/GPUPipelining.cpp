@@ -364,8 +364,9 @@ bool KernelLowering::tmaCandidate(const PipelinedLoad &pl, scf::ForOp loop) {
     return cols % 64 == 0 && eb == 2;
   if (isCoreBuffer(pl.stages[0]))
     return cols % 8 == 0 && eb == 2 && rank <= 4;
-  // A box lands dense: not in a buffer with padded rows (mma.sync operands).
-  if (isPaddedBuffer(pl.stages[0]))
+  // A box lands dense: not in a buffer with padded or XOR-swizzled rows
+  // (mma.sync operands).
+  if (isPaddedBuffer(pl.stages[0]) || isXorBuffer(pl.stages[0]))
     return false;
   return cols <= 256 && cols * eb % 16 == 0;
 }
@@ -913,7 +914,7 @@ bool KernelLowering::indexExpression(Value v, scf::ForOp loop,
       return pl.load == load;
     });
     if (it == state.loads.end() || isCoreBuffer(it->stages[0]) ||
-        isPaddedBuffer(it->stages[0]))
+        isPaddedBuffer(it->stages[0]) || isXorBuffer(it->stages[0]))
       return false;
     indexLoads.insert(def);
     return true;

@@ -42,6 +42,40 @@ static Value arithAdd(ImplicitLocOpBuilder &b, Value x, Value y) {
   return arith::AddIOp::create(b, x, y);
 }
 
+/// A power of two that index `v` is known to be a multiple of (at most
+/// 2^20): from constants, products, sums, shifts and scf.for induction
+/// variables (their lower bound and step); 1 when nothing is known.
+static int64_t knownMultiple(Value v, int depth = 0) {
+  constexpr int64_t kMax = int64_t(1) << 20;
+  if (depth > 8)
+    return 1;
+  APInt c;
+  if (matchPattern(v, m_ConstantInt(&c))) {
+    int64_t x = c.getSExtValue();
+    return x == 0 ? kMax : std::min<int64_t>(kMax, x & -x);
+  }
+  if (auto arg = dyn_cast<BlockArgument>(v)) {
+    auto loop = dyn_cast_or_null<scf::ForOp>(arg.getOwner()->getParentOp());
+    if (loop && arg == loop.getInductionVar())
+      return std::min(knownMultiple(loop.getLowerBound(), depth + 1),
+                      knownMultiple(loop.getStep(), depth + 1));
+    return 1;
+  }
+  Operation *op = v.getDefiningOp();
+  if (!op || op->getNumOperands() != 2)
+    return 1;
+  int64_t x = knownMultiple(op->getOperand(0), depth + 1),
+          y = knownMultiple(op->getOperand(1), depth + 1);
+  if (isa<arith::MulIOp>(op))
+    return std::min(kMax, x * y);
+  if (isa<arith::AddIOp, arith::SubIOp>(op))
+    return std::min(x, y);
+  if (isa<arith::ShLIOp>(op) && matchPattern(op->getOperand(1), m_ConstantInt(&c)) &&
+      c.getZExtValue() < 20)
+    return std::min(kMax, x << c.getZExtValue());
+  return 1;
+}
+
 /// A register of two 16-bit floats (`lo` in the low half) as an i32, built
 /// as a 2-element vector so that two f32 -> bf16/f16 roundings feeding it
 /// become one cvt.rn.bf16x2.f32 (cvt.rn.f16x2.f32) on NVPTX.
@@ -70,14 +104,22 @@ struct MmaTiles {
   bool bKMajor = false;
   Value warp, lane, g, q2, r8, rowOff, colOff;
 
+  /// The indices of tile element (r, c) in operand buffer `buf`: rows, or
+  /// XOR-swizzled rows (allocXorTile) through tileIndices.
+  static SmallVector<Value> at(ImplicitLocOpBuilder &b, Value buf, Value r,
+                               Value c) {
+    if (isXorBuffer(buf))
+      return tileIndices(b, buf, ValueRange{r, c});
+    return {r, c};
+  }
   /// The 32-bit register of two 16-bit elements buf[r0][c0], buf[r1][c1].
   Value pack(ImplicitLocOpBuilder &b, Value buf, Value r0, Value c0, Value r1,
              Value c1) const {
     auto i32 = b.getI32Type();
     Value lo = arith::ExtUIOp::create(
-        b, i32, memref::LoadOp::create(b, buf, ValueRange{r0, c0}));
+        b, i32, memref::LoadOp::create(b, buf, at(b, buf, r0, c0)));
     Value hi = arith::ExtUIOp::create(
-        b, i32, memref::LoadOp::create(b, buf, ValueRange{r1, c1}));
+        b, i32, memref::LoadOp::create(b, buf, at(b, buf, r1, c1)));
     hi = arith::ShLIOp::create(b, hi, arith::ConstantIntOp::create(b, i32, 16));
     return typed(b, arith::OrIOp::create(b, lo, hi));
   }
@@ -88,10 +130,21 @@ struct MmaTiles {
     return LLVM::BitcastOp::create(b, VectorType::get({2}, b.getF16Type()),
                                    reg);
   }
-  /// ldmatrix.xN at this lane's row address: N registers.
-  SmallVector<Value> ldmatrix(ImplicitLocOpBuilder &b, Value buf, Value row,
-                              Value col, int64_t n, bool trans) const {
+  /// ldmatrix.xN at this lane's row address (rowU + rowL, colU + colL):
+  /// N registers. The U parts are the same in the whole warp (a tile's
+  /// base, a k step: multiples of 8; known multiples of `rowStep` and
+  /// `colStep`), the L parts this lane's row and column inside the
+  /// matrices it names (colL 0 or 8; null is 0).
+  SmallVector<Value> ldmatrix(ImplicitLocOpBuilder &b, Value buf, Value rowU,
+                              int64_t rowStep, Value rowL, Value colU,
+                              int64_t colStep, Value colL, int64_t n,
+                              bool trans) const {
+    if (isXorBuffer(buf))
+      return ldmatrixXor(b, buf, rowU, rowStep, rowL, colU, colStep, colL, n,
+                         trans);
     Type elt = cast<MemRefType>(buf.getType()).getElementType();
+    Value row = arithAdd(b, rowU, rowL);
+    Value col = colL ? arithAdd(b, colU, colL) : colU;
     Value m = nvgpu::LdMatrixOp::create(b, VectorType::get({n, 2}, elt), buf,
                                         ValueRange{row, col}, trans, n);
     SmallVector<Value> regs;
@@ -101,14 +154,78 @@ struct MmaTiles {
     }
     return regs;
   }
+  /// ldmatrix.xN from XOR-swizzled rows (allocXorTile: the buffer starts
+  /// on 128 bytes, its rows are whole 128-byte lines, and the 16-byte chunk
+  /// c / 8 % 8 of row r sits at chunk (c / 8 % 8) ^ (r % 8) of its line):
+  /// the address in plain rows of the same pitch with its bits 4-6 XORed
+  /// with r % 8. Where the warp's column part is a multiple of 16 (or the
+  /// lane adds none) and its row part a multiple of 8, that is
+  ///   ((lane + 16 ((colL / 8) ^ (rowL % 8))) ^ 16 (colU / 8 % 8))
+  ///     + 2 pitch rowU + 128 (colU / 64),
+  /// lane = base + 2 pitch rowL: one xor per fragment load by a k step's
+  /// constant, the rest folding into the instruction's offset as for plain
+  /// rows. (Swizzled indices into the rank-4 view would be loop-invariant
+  /// offsets per k step, which LLVM hoists and keeps live across the loop:
+  /// 15 registers more in the head-dim-128 attention.)
+  SmallVector<Value> ldmatrixXor(ImplicitLocOpBuilder &b, Value buf,
+                                 Value rowU, int64_t rowStep, Value rowL,
+                                 Value colU, int64_t colStep, Value colL,
+                                 int64_t n, bool trans) const {
+    auto t = cast<MemRefType>(buf.getType());
+    int64_t pitch = t.getDimSize(2) * 8;
+    auto mul = [&](Value v, int64_t c) -> Value {
+      return arith::MulIOp::create(b, v, cIdx(b, c));
+    };
+    auto chunkOf = [&](Value col) -> Value { // 16 * (col / 8 % 8)
+      return arith::AndIOp::create(b, mul(col, 2), cIdx(b, 0x70));
+    };
+    Value base = byteAddress(b, buf);
+    Value addr;
+    if (rowStep % 8 == 0 && (!colL || colStep % 16 == 0)) {
+      Value rowChunk = arith::AndIOp::create(b, rowL, cIdx(b, 7));
+      if (colL)
+        rowChunk = arith::XOrIOp::create(
+            b, rowChunk, arith::DivUIOp::create(b, colL, cIdx(b, 8)));
+      Value lane = arithAdd(b, arithAdd(b, base, mul(rowL, 2 * pitch)),
+                            mul(rowChunk, 16));
+      addr = arith::XOrIOp::create(b, lane, chunkOf(colU));
+      addr = arithAdd(
+          b, addr,
+          arithAdd(b, mul(rowU, 2 * pitch),
+                   mul(arith::DivUIOp::create(b, colU, cIdx(b, 64)), 128)));
+    } else {
+      Value row = arithAdd(b, rowU, rowL);
+      Value col = colL ? arithAdd(b, colU, colL) : colU;
+      Value plain = arithAdd(b, base, mul(arithAdd(b, mul(row, pitch), col), 2));
+      addr = arith::XOrIOp::create(
+          b, plain, mul(arith::AndIOp::create(b, row, cIdx(b, 7)), 16));
+    }
+    MLIRContext *ctx = b.getContext();
+    Type i32 = b.getI32Type();
+    Type res = n == 1 ? i32
+                      : Type(LLVM::LLVMStructType::getLiteral(
+                            ctx, SmallVector<Type>(n, i32)));
+    Value m = NVVM::LdMatrixOp::create(
+        b, res, pointerAt(b, addr, 3), uint32_t(n),
+        trans ? NVVM::MMALayout::col : NVVM::MMALayout::row,
+        NVVM::LdStMatrixShapeAttr::get(ctx, 8, 8),
+        NVVM::LdStMatrixEltType::B16);
+    if (n == 1)
+      return {typed(b, m)};
+    SmallVector<Value> regs;
+    for (int64_t i = 0; i < n; ++i)
+      regs.push_back(typed(b, LLVM::ExtractValueOp::create(b, m, i)));
+    return regs;
+  }
+  /// The k steps (`k0` below) are multiples of 16: m16n8k16's depth.
+  static constexpr int64_t kStep = 16;
   /// The A fragment of rows [row, row + 16), columns [k0, k0 + 16).
   SmallVector<Value> fragA(ImplicitLocOpBuilder &b, Value row, Value k0) const {
     if (useLdmatrix)
       // Lane l names row l % 8 of matrix l / 8: (rows +0/+8) x (k +0/+8).
-      return ldmatrix(b, a,
-                      arith::AddIOp::create(
-                          b, row, arith::AddIOp::create(b, r8, rowOff)),
-                      arith::AddIOp::create(b, k0, colOff), 4, false);
+      return ldmatrix(b, a, row, knownMultiple(row),
+                      arith::AddIOp::create(b, r8, rowOff), k0, kStep, colOff,
+                      4, false);
     Value r0 = arith::AddIOp::create(b, row, g);
     Value r1 = arith::AddIOp::create(b, r0, cIdx(b, 8));
     Value k = arith::AddIOp::create(b, k0, q2);
@@ -124,7 +241,7 @@ struct MmaTiles {
       // Register r holds B[2q + 8r + {0, 1}][g] = X[g][2q + 8r + {0, 1}]:
       // X's 8x8 matrices (col, k0) and (col, k0 + 8), untransposed.
       if (useLdmatrix)
-        return ldmatrix(b, bm, arithAdd(b, col, r8), arithAdd(b, k0, rowOff),
+        return ldmatrix(b, bm, col, knownMultiple(col), r8, k0, kStep, rowOff,
                         2, false);
       Value c = arithAdd(b, col, g);
       Value k = arithAdd(b, k0, q2);
@@ -134,10 +251,8 @@ struct MmaTiles {
     }
     if (useLdmatrix)
       // Lanes 0-15 name the rows of k +0 and k +8 (transposed on load).
-      return ldmatrix(b, bm,
-                      arith::AddIOp::create(
-                          b, k0, arith::AddIOp::create(b, r8, rowOff)),
-                      col, 2, true);
+      return ldmatrix(b, bm, k0, kStep, arith::AddIOp::create(b, r8, rowOff),
+                      col, knownMultiple(col), Value(), 2, true);
     Value c = arith::AddIOp::create(b, col, g);
     Value k = arith::AddIOp::create(b, k0, q2);
     Value k1 = arith::AddIOp::create(b, k, cIdx(b, 1));
@@ -159,12 +274,12 @@ struct MmaTiles {
             bKMajor
                 // X [N, K]: matrices (col, k0), (col, k0 + 8), (col + 8, k0),
                 // (col + 8, k0 + 8), untransposed.
-                ? ldmatrix(b, bm, arithAdd(b, cols[j], arithAdd(b, r8, colOff)),
-                           arithAdd(b, k0, rowOff), 4, false)
+                ? ldmatrix(b, bm, cols[j], knownMultiple(cols[j]),
+                           arithAdd(b, r8, colOff), k0, kStep, rowOff, 4, false)
                 // B [K, N]: (k0, col), (k0 + 8, col), (k0, col + 8),
                 // (k0 + 8, col + 8), transposed on load.
-                : ldmatrix(b, bm, arithAdd(b, k0, arithAdd(b, r8, rowOff)),
-                           arithAdd(b, cols[j], colOff), 4, true);
+                : ldmatrix(b, bm, k0, kStep, arithAdd(b, r8, rowOff), cols[j],
+                           knownMultiple(cols[j]), colOff, 4, true);
         out.push_back({r[0], r[1]});
         out.push_back({r[2], r[3]});
       }
@@ -397,8 +512,12 @@ static bool isPlain16(Value buf) {
 
 /// A static rank-2 buffer of 16-bit elements in rows, plain or padded
 /// (allocPaddedTile), or a slice of one (deferSliceToTensorCores) whose
-/// rows start on 16 bytes: what mma.sync's ldmatrix and element reads take.
+/// rows start on 16 bytes, or rows with XOR-swizzled chunks (allocXorTile,
+/// rank 4, read through MmaTiles::at): what mma.sync's ldmatrix and
+/// element reads take.
 static bool isRowMajor16(Value buf) {
+  if (isXorBuffer(buf))
+    return true;
   auto t = cast<MemRefType>(buf.getType());
   if (t.getRank() != 2 || t.getElementTypeBitWidth() != 16)
     return false;
@@ -1408,13 +1527,17 @@ static bool wgmmaOperand(const SimtConfig &simt, Value v) {
 
 /// Whether loaded tile `v` is only an operand of a dot that runs on
 /// mma.sync and reads it with ldmatrix, in rows of a multiple of 64 bytes:
-/// then its buffer gets padded rows (allocPaddedTile). ldmatrix reads eight
-/// rows at one column; at a row pitch of a multiple of 128 bytes those are
-/// eight addresses in the same four banks (an 8-way conflict), at a pitch
-/// of 16 bytes more they cover all 32.
-static bool mmaSyncOperand(const SimtConfig &simt, Value v) {
+/// then its buffer gets XOR-swizzled rows (allocXorTile) or padded ones
+/// (allocPaddedTile). ldmatrix reads eight rows at one column; at a row
+/// pitch of a multiple of 128 bytes those are eight addresses in the same
+/// four banks (an 8-way conflict), at a pitch of 16 bytes more, or with
+/// each row's 16-byte chunks permuted by the row, they cover all 32.
+/// `sliced` tells whether a use goes through a tile slice (which reads the
+/// rows through strides: padded or plain ones only).
+static bool mmaSyncOperand(const SimtConfig &simt, Value v, bool &sliced) {
+  sliced = false;
   auto type = cast<RankedTensorType>(v.getType());
-  if (!simt.padRows || !simt.ldmatrix || !type.hasStaticShape() ||
+  if (!simt.ldmatrix || !type.hasStaticShape() ||
       storageType(type.getElementType()).getIntOrFloatBitWidth() != 16 ||
       type.getShape().back() * 2 % 64)
     return false;
@@ -1428,8 +1551,10 @@ static bool mmaSyncOperand(const SimtConfig &simt, Value v) {
   // slices (views of the padded rows): sharedOperandDots.
   SmallVector<DotOp> dots;
   SmallVector<tensor::ExtractSliceOp> slices;
-  if (sharedOperandDots(simt, v, dots, slices))
+  if (sharedOperandDots(simt, v, dots, slices)) {
+    sliced = !slices.empty();
     return llvm::all_of(dots, onMmaSync);
+  }
   // Or the A operand of several such dots (attention's q, read by the loops
   // over full and over partial key blocks), possibly through the reshape.
   if (v.hasOneUse())
@@ -1524,14 +1649,47 @@ Value KernelLowering::allocPaddedTile(RankedTensorType type, Location loc) {
                                            /*offset=*/0, shape, strides);
 }
 
+Value KernelLowering::allocXorTile(RankedTensorType type, Location loc) {
+  // Rows of C elements in a flat buffer, viewed as (r / 8, r % 8, chunk,
+  // c % 8) with row-major strides; writers and ldmatrix address chunk
+  // (c / 8) ^ (r % 8) (tileIndices, MmaTiles::at), so the eight rows an
+  // ldmatrix reads at one column are eight different 16-byte chunks of
+  // their 128-byte lines: all 32 banks (isXorBuffer). No bytes added.
+  int64_t C = type.getShape().back(), R = type.getNumElements() / C;
+  Value flat = allocSharedTile(
+      RankedTensorType::get({R * C}, type.getElementType()), loc);
+  // The fragment loads swizzle the address's bits 4-6 (ldmatrixXor).
+  auto &align = simt->bufferAlign[flat.getDefiningOp()];
+  align = std::max<int64_t>(align, 128);
+  auto flatType = cast<MemRefType>(flat.getType());
+  SmallVector<int64_t> shape{R / 8, 8, C / 8, 8}, strides{8 * C, C, 8, 1};
+  auto xorType = MemRefType::get(
+      shape, flatType.getElementType(),
+      StridedLayoutAttr::get(type.getContext(), 0, strides),
+      flatType.getMemorySpace());
+  OpBuilder b(type.getContext());
+  b.setInsertionPointAfterValue(flat);
+  return memref::ReinterpretCastOp::create(b, loc, xorType, flat,
+                                           /*offset=*/0, shape, strides);
+}
+
 Value KernelLowering::allocLoadTile(Operation *access) {
   assert((isa<LoadOp, GatherOp>(access)) && "a load or a gather");
   Value v = access->getResult(0);
   auto type = cast<RankedTensorType>(v.getType());
   if (simt && simt->asyncCopy && wgmmaOperand(*simt, v))
     return allocCoreTile(type, access->getLoc());
-  if (simt && mmaSyncOperand(*simt, v))
-    return allocPaddedTile(type, access->getLoc());
+  bool sliced;
+  if (simt && mmaSyncOperand(*simt, v, sliced)) {
+    // XOR-swizzled rows where they are whole 128-byte lines (no bytes
+    // added), padded rows otherwise.
+    int64_t cols = type.getShape().back();
+    if (simt->swizzle && !sliced && cols % 64 == 0 &&
+        type.getNumElements() / cols % 8 == 0)
+      return allocXorTile(type, access->getLoc());
+    if (simt->padRows)
+      return allocPaddedTile(type, access->getLoc());
+  }
   return allocTile(type, access->getLoc());
 }
 

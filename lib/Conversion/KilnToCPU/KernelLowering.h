@@ -100,8 +100,10 @@ struct SimtConfig {
   /// Buffers (their memref.view) that must start on a wider boundary than
   /// the planner's 16 or 128 bytes: 128B-swizzled stages, 1024.
   llvm::DenseMap<Operation *, int64_t> bufferAlign;
-  bool swizzle = true; // sm_90a: 128B-swizzled wgmma operand stages
-  /// mma.sync operand buffers get padded rows (allocPaddedTile).
+  /// sm_90a: 128B-swizzled wgmma operand stages; mma.sync: operand buffers
+  /// of whole 128-byte rows XOR-swizzled (allocXorTile).
+  bool swizzle = true;
+  /// Other mma.sync operand buffers get padded rows (allocPaddedTile).
   bool padRows = true;
   /// mma.sync: keep flash-attention-shaped dot results (row reductions,
   /// register A operands, row-rescaled accumulators) in registers, the
@@ -679,7 +681,8 @@ private:
   /// The buffer a tile load or gather writes: in SIMT mode on sm_90a, one
   /// whose tile only feeds a wgmma dot as A or B gets a rank-4 core-matrix
   /// view instead of a row-major buffer, and one that only feeds mma.sync
-  /// dots read by ldmatrix padded rows (allocPaddedTile).
+  /// dots read by ldmatrix XOR-swizzled rows (allocXorTile) or padded ones
+  /// (allocPaddedTile).
   Value allocLoadTile(Operation *access);
   /// The same for the result of an elementwise op (attention's convert(p)).
   Value allocResultTile(Value result, Location loc);
@@ -691,6 +694,10 @@ private:
   /// A shared buffer for `type` whose rows are kRowPad elements longer
   /// (strided view; mma.sync operands, see mmaSyncOperand).
   Value allocPaddedTile(RankedTensorType type, Location loc);
+  /// A shared buffer for `type` (rows of a multiple of 64 16-bit elements,
+  /// whole 8-row groups) whose rows' 16-byte chunks are XOR-swizzled by
+  /// the row (isXorBuffer; mma.sync operands, see mmaSyncOperand).
+  Value allocXorTile(RankedTensorType type, Location loc);
   /// SIMT: a kiln.trans [1, 0] whose only use is the B operand of a
   /// tensor-core dot is not materialized: the dot reads its source X as a
   /// K-major B (wgmma: imm-trans-b 0; mma.sync: X's 8x8 matrices are B's

@@ -2842,8 +2842,10 @@ LogicalResult KernelLowering::lowerReshape(Operation *op) {
   if (failed(src))
     return failure();
   // SIMT: a [1, R, C] load laid out for wgmma (rank-4 core-matrix buffer)
-  // reshaped to [R, C]: the same buffer serves the 2-D tile.
-  if (simt && isCoreBuffer(*src) && unitLeadingReshape(srcType, type)) {
+  // or in XOR-swizzled rows for mma.sync (allocXorTile) reshaped to [R, C]:
+  // the same buffer serves the 2-D tile.
+  if (simt && (isCoreBuffer(*src) || isXorBuffer(*src)) &&
+      unitLeadingReshape(srcType, type)) {
     buffers[op->getResult(0)] = *src;
     toErase.push_back(op);
     return success();

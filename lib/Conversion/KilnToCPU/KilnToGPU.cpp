@@ -106,13 +106,19 @@ SmallVector<Value> delinearize(ImplicitLocOpBuilder &b, Value linear,
 /// allocLoadTile) (r / 8, r % 8, c / 8, c % 8).
 SmallVector<Value> tileIndices(ImplicitLocOpBuilder &b, Value buf,
                                ValueRange idx) {
-  // A core buffer has rank 4; its tile rank 2, or more with unit leading
-  // dimensions (a [1, R, C] or [1, 1, R, C] load reshaped to [R, C]).
-  if (!isCoreBuffer(buf))
+  // A core or XOR buffer has rank 4; its tile rank 2, or more with unit
+  // leading dimensions (a [1, R, C] or [1, 1, R, C] load reshaped to
+  // [R, C]).
+  bool xorRows = isXorBuffer(buf);
+  if (!isCoreBuffer(buf) && !xorRows)
     return SmallVector<Value>(idx);
   Value r = idx[idx.size() - 2], c = idx.back(), c8 = cIdx(b, 8);
-  return {arith::DivUIOp::create(b, r, c8), arith::RemUIOp::create(b, r, c8),
-          arith::DivUIOp::create(b, c, c8), arith::RemUIOp::create(b, c, c8)};
+  Value rHi = arith::DivUIOp::create(b, r, c8),
+        rLo = arith::RemUIOp::create(b, r, c8),
+        chunk = arith::DivUIOp::create(b, c, c8);
+  if (xorRows)
+    chunk = arith::XOrIOp::create(b, chunk, rLo);
+  return {rHi, rLo, chunk, arith::RemUIOp::create(b, c, c8)};
 }
 
 /// The element offset, in a 128B-swizzled stage of a rows x cols tile, of
@@ -234,6 +240,19 @@ bool isPaddedBuffer(Value buf) {
   ArrayRef<int64_t> strides = layout.getStrides();
   return strides[rank - 1] == 1 &&
          strides[rank - 2] == t.getDimSize(rank - 1) + kRowPad;
+}
+
+bool isXorBuffer(Value buf) {
+  if (!buf)
+    return false;
+  auto t = cast<MemRefType>(buf.getType());
+  auto layout = dyn_cast<StridedLayoutAttr>(t.getLayout());
+  if (t.getRank() != 4 || !layout || !t.hasStaticShape() ||
+      layout.getOffset() != 0 || t.getElementTypeBitWidth() != 16 ||
+      t.getDimSize(1) != 8 || t.getDimSize(3) != 8 || t.getDimSize(2) % 8)
+    return false;
+  int64_t cols = t.getDimSize(2) * 8;
+  return layout.getStrides() == ArrayRef<int64_t>{8 * cols, cols, 8, 1};
 }
 
 /// Whether `buf` is a wgmma operand buffer in the core-matrix layout (see

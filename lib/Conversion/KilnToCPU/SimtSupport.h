@@ -59,6 +59,10 @@ bool isCoreBuffer(Value buf);
 /// 16-bit elements): ldmatrix's eight rows then fall in different banks.
 constexpr int64_t kRowPad = 8;
 bool isPaddedBuffer(Value buf);
+/// Whether `buf` is an mma.sync operand buffer with XOR-swizzled rows (see
+/// allocXorTile): rank 4, (r / 8, r % 8, (c / 8) ^ (r % 8), c % 8) of a
+/// rows x cols tile whose rows are whole 128-byte lines.
+bool isXorBuffer(Value buf);
 Value swizzledOffset(ImplicitLocOpBuilder &b, int64_t rows, ValueRange idx);
 Value swizzledView(ImplicitLocOpBuilder &b, Value stage);
 bool swizzleCandidate(const SimtConfig &simt, LoadOp load);
