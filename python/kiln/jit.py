@@ -55,9 +55,10 @@ def tma_enabled():
 
 
 def swizzle_enabled():
-    """sm_90a: pipelined wgmma operand tiles of 128-byte rows use the 128B
-    swizzle unless $KILN_SWIZZLE is 0 (read by the compiler at each compile;
-    part of every kernel cache key)."""
+    """Pipelined wgmma operand tiles of 128-byte rows use the 128B swizzle
+    (sm_90a), and mma.sync operand tiles of whole 128-byte rows XOR-swizzled
+    rows (else padded ones), unless $KILN_SWIZZLE is 0 (read by the compiler
+    at each compile; part of every kernel cache key)."""
     return os.environ.get("KILN_SWIZZLE", "1") != "0"
 
 

@@ -516,8 +516,9 @@ bool tmaFromEnvironment() {
   const char *v = std::getenv("KILN_TMA");
   return !(v && std::string(v) == "0");
 }
-/// sm_90a: 128B-swizzled operand stages unless $KILN_SWIZZLE is 0 (the same
-/// kind of escape hatch; kilnc has --no-swizzle).
+/// 128B-swizzled wgmma operand stages (sm_90a) and XOR-swizzled mma.sync
+/// operand rows unless $KILN_SWIZZLE is 0 (the same kind of escape hatch;
+/// kilnc has --no-swizzle).
 bool swizzleFromEnvironment() {
   const char *v = std::getenv("KILN_SWIZZLE");
   return !(v && std::string(v) == "0");

@@ -331,12 +331,15 @@ def gemm_variant(bm_, bn_, bk_, warps, stages, how=""):
 # TMA and the swizzle from wgmma: checked here, timed side by side in the
 # gemm section.
 ALT_SHAPES = [GEMM_VARIANTS[0], (128, 256, 64, 8, 3)] if TARGET.endswith("sm_90a") else []
+# On mma.sync targets (sm_80, sm_90) --no-swizzle gives padded operand rows
+# instead of XOR-swizzled ones: the example's shape is timed both ways.
+NOSWIZZLE_SHAPES = ALT_SHAPES if TARGET.endswith("sm_90a") else [GEMM_VARIANTS[0]]
 # The largest shape also writes C in bf16, like torch.matmul (half the
 # epilogue's bytes of the f32 C of the others).
 # And in the GROUP_M program order (L2 reuse between the programs resident
 # at once; the launch grid is the same).
 GEMM_RUNS = ([v + ("",) for v in GEMM_VARIANTS] + [v + ("notma",) for v in ALT_SHAPES]
-             + [v + ("noswizzle",) for v in ALT_SHAPES]
+             + [v + ("noswizzle",) for v in NOSWIZZLE_SHAPES]
              + [v + ("devicemaps",) for v in ALT_SHAPES] + [GEMM_VARIANTS[-1] + ("bf16out",)]
              + [GEMM_VARIANTS[-1] + ("grouped",)])
 GEMM_LABEL = {"": "", "notma": ", cp.async (no TMA)", "noswizzle": ", no swizzle",
@@ -1162,6 +1165,11 @@ if TARGET.endswith("sm_90a"):
                        (None, 3, 64, True, False), (8, 3, 128, True, False),
                        (8, None, 128, True, True), (8, None, (128, 64), True, True),
                        (8, None, 128, True, False, False, True))
+else:
+    # mma.sync: operand rows XOR-swizzled (the default) against padded rows
+    # (--no-swizzle), at block 64 and at block 128 with 8 warps (160 KiB of
+    # shared memory swizzled, 171 KiB padded: one stage on an A100).
+    BENCH_VARIANTS += ((None, None, 64, False, False), (8, None, 128, False, False))
 
 
 def opbench_cases():

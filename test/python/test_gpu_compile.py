@@ -189,28 +189,33 @@ def test_operator_compiles_for_gpu(op, chip, tmp_path):
 @pytest.mark.parametrize("chip", ["sm_80", "sm_89"])
 @pytest.mark.parametrize("warps,block", [(4, ["--block", "64"]),
                                          (8, ["--block", "128", "--block_kv", "64"])])
-def test_mma_sync_attention_keeps_scores_in_registers(chip, warps, block, tmp_path):
+@pytest.mark.parametrize("swizzle", [True, False])
+def test_mma_sync_attention_keeps_scores_in_registers(chip, warps, block, swizzle, tmp_path):
     # bf16 attention at head dim 128 on mma.sync: the scores, P and the row
     # statistics stay in registers (each warp owns 16 whole rows), so shared
     # memory holds q and two stages of key and value blocks and little else
-    # (scores in shared memory took 116 / 166 KiB). sm_89's 99 KiB per block
-    # then fits two stages at block 64. P feeds the second dot from registers.
-    # Rows are padded by 8 elements against ldmatrix bank conflicts (136, not
-    # 128); where that does not fit, one stage goes first (sm_89 at 128x64).
+    # (scores in shared memory took 116 / 166 KiB). P feeds the second dot
+    # from registers. Against ldmatrix bank conflicts the rows (128 bf16, 256
+    # bytes) are XOR-swizzled, no bytes added: sm_89's 99 KiB per block fits
+    # two stages at block 64 and at 128x64. With --no-swizzle they are padded
+    # by 8 elements (136, not 128); where that does not fit, one stage goes
+    # first (sm_89 at 128x64).
     path = str(tmp_path / "k.kiln")
+    flags = [] if swizzle else ["--no-swizzle"]
     r = subprocess.run([KILNC, "op", "block_sparse_attention", "--head_dim", "128", "--dtype",
                         "bf16", "--mask", "causal", *block, "--target", chip, "--num-warps",
-                        str(warps), "-o", path], capture_output=True, text=True, timeout=600)
+                        str(warps), *flags, "-o", path], capture_output=True, text=True,
+                       timeout=600)
     assert r.returncode == 0, r.stderr
     data = open(path, "rb").read()
     shared = int(re.search(rb"launch shared_bytes (\d+)", data).group(1))
     bq = int(block[1])
-    n_stages = 1 if (chip, warps) == ("sm_89", 8) else 2
-    pitch = 128 + 8
+    n_stages = 1 if (chip, warps, swizzle) == ("sm_89", 8, False) else 2
+    pitch = 128 if swizzle else 128 + 8
     stages = bq * pitch * 2 + n_stages * 2 * 64 * pitch * 2  # q, stages of k and v
     assert stages <= shared <= stages + 4096, shared
     ptx = _compile(["op", "block_sparse_attention", "--head_dim", "128", "--dtype", "bf16",
-                    "--mask", "causal", *block, "--num-warps", str(warps)],
+                    "--mask", "causal", *block, "--num-warps", str(warps), *flags],
                    str(tmp_path / "k.ptx"), chip)
     assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in ptx
     assert "shfl.sync.bfly" in ptx  # row max and sum across a row's four lanes

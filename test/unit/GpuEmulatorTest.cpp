@@ -470,6 +470,51 @@ TEST_CASE("ldmatrix follows the PTX fragment layout", "[emu]") {
   }
 }
 
+// ldmatrix.x1 of rows 0-7, column chunk 0, of a 16x64 bf16 tile (128-byte
+// rows) laid out as gBankLayout says: 0 plain rows (all eight in banks 0-3),
+// 1 rows padded by 16 bytes, 2 chunks XOR-swizzled by the row.
+int gBankLayout;
+void bankThread(void **, int32_t, int32_t, int32_t, int32_t, int32_t,
+                int32_t) {
+  int lane = kiln_emu_thread_id(), r = lane % 8;
+  int64_t off = gBankLayout == 1 ? 144 * r
+                : gBankLayout == 2 ? 128 * r + 16 * (0 ^ r)
+                                   : 128 * r;
+  static uint32_t out[32];
+  kiln_emu_ldmatrix(kiln_emu_shared() + off, 1, 0,
+                    int64_t(reinterpret_cast<uintptr_t>(&out[lane])), "bank");
+}
+
+TEST_CASE("the ldmatrix bank checker counts wavefronts", "[emu]") {
+  auto runIn = [](int layout, bool check) {
+    gBankLayout = layout;
+    static bool sCheck;
+    sCheck = check;
+    return inChild([] {
+      if (sCheck)
+        setenv("KILN_EMU_BANK_CONFLICTS", "fail", 1);
+      else
+        unsetenv("KILN_EMU_BANK_CONFLICTS");
+      run(bankThread, nullptr, 32, 4096);
+    });
+  };
+  {
+    auto [aborted, err] = runIn(0, true);
+    CHECK(aborted);
+    CHECK(err.find("ldmatrix bank conflict: matrix 0 of warp 0 takes 8 "
+                   "wavefronts") != std::string::npos);
+  }
+  for (int layout : {1, 2}) {
+    auto [aborted, err] = runIn(layout, true);
+    CHECK_FALSE(aborted);
+    CHECK(err.empty());
+  }
+  // Off unless asked for: the conflict is only a cost.
+  auto [aborted, err] = runIn(0, false);
+  CHECK_FALSE(aborted);
+  CHECK(err.empty());
+}
+
 TEST_CASE("cp.async lands at wait_group, zero-fills, in flight until then",
           "[emu]") {
   static float src[64];

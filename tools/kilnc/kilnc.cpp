@@ -92,8 +92,9 @@ static cl::opt<bool> noPipelinedGathers(
     cl::cat(kilncCategory));
 static cl::opt<bool> noSwizzle(
     "no-swizzle",
-    cl::desc("sm_90a: keep pipelined wgmma operands in the no-swizzle core "
-             "layout (not the 128B swizzle)"),
+    cl::desc("keep pipelined wgmma operands (sm_90a) in the no-swizzle core "
+             "layout, not the 128B swizzle, and give mma.sync operands padded "
+             "rows, not XOR-swizzled ones"),
     cl::cat(kilncCategory));
 static cl::opt<bool> noOverlap(
     "no-overlap",

@@ -1526,12 +1526,14 @@ static bool wgmmaOperand(const SimtConfig &simt, Value v) {
 }
 
 /// Whether loaded tile `v` is only an operand of a dot that runs on
-/// mma.sync and reads it with ldmatrix, in rows of a multiple of 64 bytes:
-/// then its buffer gets XOR-swizzled rows (allocXorTile) or padded ones
-/// (allocPaddedTile). ldmatrix reads eight rows at one column; at a row
-/// pitch of a multiple of 128 bytes those are eight addresses in the same
-/// four banks (an 8-way conflict), at a pitch of 16 bytes more, or with
-/// each row's 16-byte chunks permuted by the row, they cover all 32.
+/// mma.sync and reads it with ldmatrix, in rows of an even number of
+/// 16-byte chunks: then its buffer gets XOR-swizzled rows (allocXorTile)
+/// or padded ones (allocPaddedTile). ldmatrix reads eight rows at one
+/// column; at a pitch of 2^j odd 16-byte chunks those fall in 8 / 2^j
+/// different chunks of the 128-byte bank cycle (a 2^j-way conflict: 8-way
+/// at a multiple of 128 bytes, 2-way at 32 or 96). A pitch of 16 bytes
+/// more (an odd number of chunks), or each row's chunks permuted by the
+/// row, covers all 32 banks.
 /// `sliced` tells whether a use goes through a tile slice (which reads the
 /// rows through strides: padded or plain ones only).
 static bool mmaSyncOperand(const SimtConfig &simt, Value v, bool &sliced) {
@@ -1539,11 +1541,13 @@ static bool mmaSyncOperand(const SimtConfig &simt, Value v, bool &sliced) {
   auto type = cast<RankedTensorType>(v.getType());
   if (!simt.ldmatrix || !type.hasStaticShape() ||
       storageType(type.getElementType()).getIntOrFloatBitWidth() != 16 ||
-      type.getShape().back() * 2 % 64)
+      type.getShape().back() * 2 % 32)
     return false;
+  // (A tensor-core dot without a warp tiling runs on mma.sync too, one
+  // warp per 16x8 tile: lowerDotSimt.)
   auto onMmaSync = [&](DotOp dot) {
     auto wt = planDotTiling(simt, dot);
-    return wt && !wt->wgmma;
+    return !wt || !wt->wgmma;
   };
   if (DotOp dot = tensorCoreOperandDot(simt, v))
     return onMmaSync(dot);
@@ -1673,23 +1677,30 @@ Value KernelLowering::allocXorTile(RankedTensorType type, Location loc) {
                                            /*offset=*/0, shape, strides);
 }
 
+Value KernelLowering::allocMmaSyncOperandTile(Value v, Location loc) {
+  auto type = cast<RankedTensorType>(v.getType());
+  bool sliced;
+  if (!simt || !mmaSyncOperand(*simt, v, sliced))
+    return Value();
+  // XOR-swizzled rows where they are whole 128-byte lines (no bytes
+  // added), padded rows otherwise.
+  int64_t cols = type.getShape().back();
+  if (simt->swizzle && !sliced && cols % 64 == 0 &&
+      type.getNumElements() / cols % 8 == 0)
+    return allocXorTile(type, loc);
+  if (simt->padRows)
+    return allocPaddedTile(type, loc);
+  return Value();
+}
+
 Value KernelLowering::allocLoadTile(Operation *access) {
   assert((isa<LoadOp, GatherOp>(access)) && "a load or a gather");
   Value v = access->getResult(0);
   auto type = cast<RankedTensorType>(v.getType());
   if (simt && simt->asyncCopy && wgmmaOperand(*simt, v))
     return allocCoreTile(type, access->getLoc());
-  bool sliced;
-  if (simt && mmaSyncOperand(*simt, v, sliced)) {
-    // XOR-swizzled rows where they are whole 128-byte lines (no bytes
-    // added), padded rows otherwise.
-    int64_t cols = type.getShape().back();
-    if (simt->swizzle && !sliced && cols % 64 == 0 &&
-        type.getNumElements() / cols % 8 == 0)
-      return allocXorTile(type, access->getLoc());
-    if (simt->padRows)
-      return allocPaddedTile(type, access->getLoc());
-  }
+  if (Value rows = allocMmaSyncOperandTile(v, access->getLoc()))
+    return rows;
   return allocTile(type, access->getLoc());
 }
 

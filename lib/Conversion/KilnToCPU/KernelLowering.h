@@ -686,6 +686,9 @@ private:
   Value allocLoadTile(Operation *access);
   /// The same for the result of an elementwise op (attention's convert(p)).
   Value allocResultTile(Value result, Location loc);
+  /// The buffer of tile `v` if it is only an mma.sync operand
+  /// (mmaSyncOperand): XOR-swizzled or padded rows; else null.
+  Value allocMmaSyncOperandTile(Value v, Location loc);
   /// After an op that wrote `bufs` (and ended with a barrier at `b`): if one
   /// is a core-matrix buffer, fence the async proxy before that barrier.
   void fenceCoreWrites(ImplicitLocOpBuilder &b, ArrayRef<Value> bufs);

@@ -1223,6 +1223,15 @@ LogicalResult KernelLowering::lowerElementwise(Operation *op) {
       return failure();
   SmallVector<Value> resultBufs;
   for (Value r : op->getResults()) {
+    // SIMT: a result only mma.sync dots read (fp8 operands decoded to
+    // bf16, DSA's probabilities) takes their operand layout, XOR-swizzled
+    // or padded rows (allocMmaSyncOperandTile), not an operand's buffer:
+    // stored element by element through tileIndices.
+    if (simt && op->getNumResults() == 1)
+      if (Value rows = allocMmaSyncOperandTile(r, op->getLoc())) {
+        resultBufs.push_back(rows);
+        continue;
+      }
     // Write in place over an operand that dies here (its only use, in this
     // block: e.g. a loop-carried accumulator): element i is read before it
     // is written, so the loop's yield then copies nothing.

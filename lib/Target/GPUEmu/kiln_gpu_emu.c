@@ -59,7 +59,15 @@
  *     belongs to, which then orders them without a barrier, and wgmma reads
  *     them without a fence.proxy.async (they are async-proxy writes); a
  *     thread may not exit while a copy it issued is incomplete, nor a block
- *     end with a copy whose completion no thread waited for.
+ *     end with a copy whose completion no thread waited for;
+ *   - with KILN_EMU_BANK_CONFLICTS=fail in the environment, an ldmatrix
+ *     whose 8x8 matrix cannot be read in one shared-memory wavefront (its
+ *     eight 16-byte rows put two different words in one of the 32 banks) is
+ *     a failed check naming the conflict's degree: a performance property
+ *     the layouts promise (padded or XOR-swizzled mma.sync operand rows),
+ *     checked where no GPU is at hand. KILN_EMU_BANK_CONFLICTS=report
+ *     prints each conflicting site once (to stderr) and goes on. Off by
+ *     default.
  *
  * A failed check is a compiler bug: the emulator prints what, where (block,
  * thread, address) and aborts. It is a testing target; it makes no attempt
@@ -68,6 +76,7 @@
  *===----------------------------------------------------------------------===*/
 
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -243,6 +252,7 @@ typedef struct {
   uint32_t mma_a[kMaxThreads / kWarp][kWarp][4];
   uint32_t mma_b[kMaxThreads / kWarp][kWarp][2];
   int64_t ldm_addr[kMaxThreads / kWarp][kWarp];
+  int bank_check; /* KILN_EMU_BANK_CONFLICTS: 1 fail, 2 report (each block) */
   /* warpgroup collectives (wgmma) */
   uint64_t wg_gen[kMaxThreads / 128];
   int wg_arrived[kMaxThreads / 128];
@@ -384,6 +394,13 @@ EMU_API void kiln_emu_run_block(thread_fn fn, void **argv, int32_t px,
   s->fn = fn;
   s->argv = argv;
   s->name = name;
+  {
+    const char *bank = getenv("KILN_EMU_BANK_CONFLICTS");
+    s->bank_check = !bank                        ? 0
+                    : strcmp(bank, "fail") == 0   ? 1
+                    : strcmp(bank, "report") == 0 ? 2
+                                                  : 0;
+  }
   s->pid[0] = px, s->pid[1] = py, s->pid[2] = pz;
   s->grid[0] = gx, s->grid[1] = gy, s->grid[2] = gz;
   s->num_threads = num_threads;
@@ -800,6 +817,52 @@ static uint16_t read_u16(int64_t addr, const char *site) {
   return v;
 }
 
+/* The shared-memory wavefronts one 8x8 matrix of an ldmatrix takes: its
+ * eight 16-byte rows are 32 words; a bank (word address % 32) serves one
+ * distinct word per wavefront (the same word read twice is one). */
+static int ldmatrix_wavefronts(const int64_t *rows) {
+  int64_t words[32];
+  int n = 0, most = 0;
+  for (int r = 0; r < 8; ++r)
+    for (int w = 0; w < 4; ++w) {
+      int64_t word = rows[r] / 4 + w;
+      int seen = 0;
+      for (int i = 0; i < n && !seen; ++i)
+        seen = words[i] == word;
+      if (!seen)
+        words[n++] = word;
+    }
+  for (int bank = 0; bank < 32; ++bank) {
+    int k = 0;
+    for (int i = 0; i < n; ++i)
+      k += (int)(((words[i] % 32) + 32) % 32) == bank;
+    if (k > most)
+      most = k;
+  }
+  return most;
+}
+
+/* KILN_EMU_BANK_CONFLICTS=report: each site once per process, with the
+ * most wavefronts seen when first reported and the pitch of its rows. */
+static void report_bank_conflict(const char *site, int k, int64_t pitch) {
+  static const char *seen[256];
+  static int num_seen;
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  pthread_mutex_lock(&lock);
+  int known = 0;
+  for (int i = 0; i < num_seen && !known; ++i)
+    known = seen[i] == site;
+  if (!known) {
+    if (num_seen < 256)
+      seen[num_seen++] = site;
+    fprintf(stderr,
+            "kiln GPU emulator: %s: ldmatrix bank conflict, %d wavefronts "
+            "per matrix (rows %lld bytes apart)\n",
+            site, k, (long long)pitch);
+  }
+  pthread_mutex_unlock(&lock);
+}
+
 /* ldmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16 per the PTX ISA:
  * lane l names the address of row (l % 8) of matrix l / 8 (16 bytes, 16-byte
  * aligned); register i of lane t holds row t / 4, columns 2 (t % 4) and
@@ -816,6 +879,20 @@ EMU_API void kiln_emu_ldmatrix(int64_t addr, int32_t n, int32_t trans,
          (unsigned long long)addr);
   s->ldm_addr[w][lane] = addr;
   warp_sync();
+  if (s->bank_check && lane == 0)
+    for (int i = 0; i < n; ++i) {
+      int k = ldmatrix_wavefronts(&s->ldm_addr[w][8 * i]);
+      if (k <= 1)
+        continue;
+      if (s->bank_check == 1)
+        fail("%s: ldmatrix bank conflict: matrix %d of warp %d takes %d "
+             "wavefronts (rows at %llx, %llx, ...; "
+             "KILN_EMU_BANK_CONFLICTS=fail)",
+             site, i, w, k, (unsigned long long)s->ldm_addr[w][8 * i],
+             (unsigned long long)s->ldm_addr[w][8 * i + 1]);
+      report_bank_conflict(site, k, s->ldm_addr[w][8 * i + 1] -
+                                        s->ldm_addr[w][8 * i]);
+    }
   uint32_t r[4];
   for (int i = 0; i < n; ++i) {
     int64_t *rows = &s->ldm_addr[w][8 * i];

@@ -108,7 +108,8 @@ struct CompileOptions {
   /// sm_90a: load pipelined tiles with TMA where the views allow it.
   bool tma = true;
   /// sm_90a: pipelined wgmma operand tiles of 128-byte rows in the 128B
-  /// swizzle (else the no-swizzle core layout).
+  /// swizzle (else the no-swizzle core layout); mma.sync: operand tiles of
+  /// whole 128-byte rows XOR-swizzled (else padded rows).
   bool swizzle = true;
   /// sm_90a: loops marked kiln.overlap compute their scores an iteration
   /// ahead (docs/gpu.md, "Overlap"); false ignores the marks.

@@ -55,7 +55,8 @@ struct GPUPipelineOptions : public PassPipelineOptions<GPUPipelineOptions> {
       llvm::cl::init(true)};
   PassOptions::Option<bool> swizzle{
       *this, "swizzle",
-      llvm::cl::desc("sm_90a: 128B-swizzled wgmma operand stages"),
+      llvm::cl::desc("128B-swizzled wgmma operand stages (sm_90a), "
+                     "XOR-swizzled mma.sync operand rows (else padded)"),
       llvm::cl::init(true)};
   PassOptions::Option<bool> pipelineGathers{
       *this, "pipeline-gathers",
