@@ -1571,3 +1571,30 @@ def test_tile_slices_compile_for_gpu(chip, tmp_path, monkeypatch):
         # A group of copies each for q, the index block and the key rows:
         # the values are not gathered again.
         assert ga.asm.count("cp.async.commit_group") == 3
+
+
+def _wgmma_operand_descriptors(ptx):
+    """The constants OR-ed into the A and B shared-memory descriptors of
+    every wgmma with both operands in shared memory: [(a, b)], each the
+    constant of its register's `or.b64 %rd, %rd, CONST` definition (layout
+    type in bits 62-63: 1 is the 128B swizzle, 0 none)."""
+    consts = dict(re.findall(r"or\.b64\s+(%rd\d+), %rd\d+, (\d+);", ptx))
+    pairs = re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n\d+k16\.f32\.bf16\.bf16 \{[^}]*\}, "
+                       r"(%rd\d+), (%rd\d+),", ptx)
+    return [(int(consts[a]), int(consts[b])) for a, b in pairs if a in consts and b in consts]
+
+
+@pytest.mark.parametrize("block,warps", [(64, 4), (128, 8)])
+def test_attention_query_takes_the_128b_swizzle(block, warps, tmp_path):
+    # sm_90a: q is loaded once, outside the key loops, by cp.async chunks;
+    # it is the A operand of both loops' score dots, and takes the 128B
+    # swizzle as the pipelined key and value stages do (its descriptors'
+    # layout type 1), or neither does under --no-swizzle.
+    args = ["op", "block_sparse_attention", "--head_dim", "128", "--dtype", "bf16",
+            "--mask", "causal", "--block", str(block), "--num-warps", str(warps)]
+    for flags, layout in (([], 1), (["--no-swizzle"], 0)):
+        ptx = _compile(args + flags, str(tmp_path / "k.ptx"), "sm_90a")
+        descs = _wgmma_operand_descriptors(ptx)
+        assert len(descs) >= 2, len(descs)
+        assert {a >> 62 for a, _ in descs} == {layout}, flags
+        assert {b >> 62 for _, b in descs} == {layout}, flags

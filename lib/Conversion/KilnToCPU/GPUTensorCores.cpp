@@ -1587,12 +1587,26 @@ bool swizzleCandidate(const SimtConfig &simt, LoadOp load) {
   Value v = load.getResult();
   auto type = cast<RankedTensorType>(v.getType());
   int64_t rank = type.getRank();
-  // (One dot, no slice: wgmmaOperand's other case reads the stage through
-  // views of the no-swizzle layout.)
-  if (!wgmmaOperand(simt, v) || !tensorCoreOperandDot(simt, v) ||
+  if (!wgmmaOperand(simt, v) ||
       storageType(type.getElementType()).getIntOrFloatBitWidth() != 16 ||
       type.getDimSize(rank - 1) % 64 || type.getDimSize(rank - 2) % 8)
     return false;
+  // Or the A operand (K-major) of several dots and nothing else, possibly
+  // through the unit reshape (attention's q, read by the loops over partial
+  // and over full key blocks). (Slices are not: wgmmaOperand's other case
+  // reads through views of the no-swizzle layout.)
+  if (!tensorCoreOperandDot(simt, v)) {
+    if (v.hasOneUse())
+      if (auto reshape = dyn_cast<ReshapeOp>(*v.getUsers().begin());
+          reshape && unitLeadingReshape(type, reshape.getResult().getType()))
+        v = reshape.getResult();
+    return cast<RankedTensorType>(v.getType()).getRank() == 2 &&
+           !v.use_empty() && llvm::all_of(v.getUsers(), [&](Operation *user) {
+             auto dot = dyn_cast<DotOp>(user);
+             return dot && dot.getLhs() == v && dot.getRhs() != v &&
+                    dot.getAcc() != v && onWgmma(simt, dot);
+           });
+  }
   Operation *user = *v.getUsers().begin();
   // A [1, R, C] load reshaped to [R, C] (attention's k and v): the reshape
   // aliases the stage (lowerReshape).

@@ -3201,6 +3201,18 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
     if (directDotOperand(op))
       return success(); // lowered by its dot (lowerDot)
     Value buf = allocLoadTile(load);
+    // sm_90a: a wgmma operand of 128-byte rows loaded outside any pipelined
+    // loop (attention's q) takes the 128B swizzle too, written by cp.async
+    // chunks at their swizzled places (emitTileLoadSimt): wgmma reads it
+    // as it reads the pipelined stages.
+    if (simt && simt->swizzle && simt->asyncCopy && isCoreBuffer(buf) &&
+        asyncChunk(load.getResult().getType()) == 16 &&
+        swizzleCandidate(*simt, load)) {
+      swizzledBuffers.insert(buf);
+      simt->bufferAlign[buf.getDefiningOp<memref::ReinterpretCastOp>()
+                            .getSource()
+                            .getDefiningOp()] = 1024;
+    }
     buffers[load.getResult()] = buf;
     toErase.push_back(op);
     return lowerViewAccess(op, load.getView(), Value(), load.getOffsets(), buf,

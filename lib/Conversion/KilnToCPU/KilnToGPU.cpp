@@ -432,7 +432,11 @@ LogicalResult KernelLowering::lowerViewAccessSimt(
       return success();
     }
   }
+  bool swizzled = swizzledBuffers.count(tileBuf);
   if (isStore || indices || !simt->asyncCopy || chunk == 0) {
+    if (swizzled)
+      return op->emitError("kiln GPU lowering: a 128B-swizzled tile is "
+                           "written only by chunks (emitTileLoadSimt)");
     forEachIndexSimt(b, shape, general);
     // A gather with another padding may write a wgmma operand in place
     // (allocLoadTile): its writes are fenced for the async proxy.
@@ -440,7 +444,8 @@ LogicalResult KernelLowering::lowerViewAccessSimt(
       fenceCoreWrites(b, {tileBuf});
     return success();
   }
-  emitTileLoadSimt(b, vi, offsets, tileBuf, tileType, padAttr, /*wait=*/true);
+  emitTileLoadSimt(b, vi, offsets, tileBuf, tileType, padAttr, /*wait=*/true,
+                   swizzled);
   if (isCoreBuffer(tileBuf))
     asyncProxyFence(b);
   barrier(b);
