@@ -20,26 +20,19 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-GEMM = """
+# A pipelined GEMM of 64x64 blocks, 64 deep (A and B stages of 128-byte
+# rows): examples/python/matmul.py's kernel at one of its configurations.
+KERNEL = """
 import numpy as np
 import kiln
-import kiln.language as kl
+from kiln.frontend import fp8_value
 from conftest import assert_close, from_bf16_bits, to_bf16_bits
+from matmul import matmul_kernel
 
-@kiln.jit
-def gemm(a, b, c, m, n, k, BM: kl.constexpr, BN: kl.constexpr, BK: kl.constexpr):
-    pid_n = kl.program_id(0)
-    pid_m = kl.program_id(1)
-    va = kl.make_view(a, (m, k), (k, 1))
-    vb = kl.make_view(b, (k, n), (n, 1))
-    vc = kl.make_view(c, (m, n), (n, 1))
-    acc = kl.zeros((BM, BN), kl.float32)
-    for kk in range(0, k, BK):
-        ta = kl.load(va, offsets=(pid_m * BM, kk), shape=(BM, BK))
-        tb = kl.load(vb, offsets=(kk, pid_n * BN), shape=(BK, BN))
-        acc = kl.dot(ta, tb, acc)
-    kl.store(vc, acc, offsets=(pid_m * BM, pid_n * BN))
+gemm = matmul_kernel.fn  # (not autotuned: BM = BN = BK = 64 below)
+"""
 
+GEMM = KERNEL + """
 rng = np.random.default_rng(SEED)
 m, n, k = 100, 70, 200
 abits = to_bf16_bits(rng.standard_normal((m, k)))
@@ -98,27 +91,7 @@ print("ok")
 # fp8 operands, decoded to bf16 by the front end's bit operations: the last
 # elementwise op's result is the dot's operand (it once reused an operand's
 # plain rows: 8 wavefronts per matrix).
-FP8 = """
-import numpy as np
-import kiln
-import kiln.language as kl
-from kiln.frontend import fp8_value
-from conftest import assert_close
-
-@kiln.jit
-def fp8_gemm(a, b, c, m, n, k, BM: kl.constexpr, BN: kl.constexpr, BK: kl.constexpr):
-    pid_n = kl.program_id(0)
-    pid_m = kl.program_id(1)
-    va = kl.make_view(a, (m, k), (k, 1))
-    vb = kl.make_view(b, (k, n), (n, 1))
-    vc = kl.make_view(c, (m, n), (n, 1))
-    acc = kl.zeros((BM, BN), kl.float32)
-    for kk in range(0, k, BK):
-        ta = kl.load(va, offsets=(pid_m * BM, kk), shape=(BM, BK))
-        tb = kl.load(vb, offsets=(kk, pid_n * BN), shape=(BK, BN))
-        acc = kl.dot(ta, tb, acc)
-    kl.store(vc, acc, offsets=(pid_m * BM, pid_n * BN))
-
+FP8 = KERNEL + """
 rng = np.random.default_rng(SEED)
 m, n, k = 70, 90, 128
 vals = {f: np.array([fp8_value(c, f) for c in range(256)]) for f in ("e4m3", "e5m2")}
@@ -127,8 +100,8 @@ b = rng.integers(0, 256, (k, n)).astype(np.uint8)
 a[(a & 0x7F) == 0x7F] = 0x38          # no NaN codes
 b[(b & 0x7C) == 0x7C] = 0x3C          # no e5m2 inf / NaN
 c = np.full((m, n), np.nan, np.float32)
-fp8_gemm[(kiln.cdiv(n, 64), kiln.cdiv(m, 64))](kiln.fp8(a, "e4m3"), kiln.fp8(b, "e5m2"), c,
-                                              m, n, k, BM=64, BN=64, BK=64)
+gemm[(kiln.cdiv(n, 64), kiln.cdiv(m, 64))](kiln.fp8(a, "e4m3"), kiln.fp8(b, "e5m2"), c,
+                                          m, n, k, BM=64, BN=64, BK=64)
 da, db = vals["e4m3"][a], vals["e5m2"][b]
 assert_close(c, da @ db, 1e-6, 1e-6 * (np.abs(da) @ np.abs(db)).max())
 print("ok")

@@ -230,6 +230,25 @@ LogicalResult EmulateGPUPass::emulate(gpu::GPUFuncOp kernel,
     auto toIndex = [&](Value v) {
       return arith::IndexCastOp::create(ib, ib.getIndexType(), v);
     };
+    // ldmatrix of `n` matrices at this lane's row address (i64): the n
+    // words the emulator returns, through a 4-word buffer of the thread.
+    auto ldmatrix = [&](Value rowAddr, int64_t n, bool trans) {
+      if (!ldmOut) {
+        ImplicitLocOpBuilder eb(loc, &entry, entry.begin());
+        ldmOut = memref::AllocaOp::create(eb, MemRefType::get({4}, i32));
+      }
+      Value outAddr = arith::IndexCastOp::create(
+          ib, i64, memref::ExtractAlignedPointerAsIndexOp::create(ib, ldmOut));
+      abi.call(ib, "kiln_emu_ldmatrix",
+               {rowAddr, arith::ConstantIntOp::create(ib, i32, n),
+                arith::ConstantIntOp::create(ib, i32, trans), outAddr,
+                abi.site(ib, op)});
+      SmallVector<Value> words;
+      for (int64_t i = 0; i < n; ++i)
+        words.push_back(memref::LoadOp::create(
+            ib, ldmOut, ValueRange{arith::ConstantIndexOp::create(ib, i)}));
+      return words;
+    };
     // A TMA copy's leading arguments: the shared address, the map, the rank
     // and five coordinates (unused ones 0).
     auto tmaArgs = [&](Value smem, Value map, ValueRange coords) {
@@ -433,23 +452,13 @@ LogicalResult EmulateGPUPass::emulate(gpu::GPUFuncOp kernel,
           vt.getElementTypeBitWidth() != 16)
         return op->emitError("kiln-emulate-gpu: only ldmatrix of 16-bit "
                              "elements is emulated");
-      if (!ldmOut) {
-        ImplicitLocOpBuilder eb(loc, &entry, entry.begin());
-        ldmOut = memref::AllocaOp::create(eb, MemRefType::get({4}, i32));
-      }
-      Value outAddr = arith::IndexCastOp::create(
-          ib, i64, memref::ExtractAlignedPointerAsIndexOp::create(ib, ldmOut));
-      abi.call(ib, "kiln_emu_ldmatrix",
-               {elementAddress(ib, ldm.getSrcMemref(), ldm.getIndices()),
-                arith::ConstantIntOp::create(ib, i32, n),
-                arith::ConstantIntOp::create(ib, i32, ldm.getTranspose()),
-                outAddr, abi.site(ib, op)});
+      SmallVector<Value> words =
+          ldmatrix(elementAddress(ib, ldm.getSrcMemref(), ldm.getIndices()), n,
+                   ldm.getTranspose());
       Value v = arith::ConstantOp::create(ib, vt, ib.getZeroAttr(vt));
       auto pairType = VectorType::get({2}, vt.getElementType());
       for (int64_t i = 0; i < n; ++i) {
-        Value word = memref::LoadOp::create(
-            ib, ldmOut, ValueRange{arith::ConstantIndexOp::create(ib, i)});
-        Value pair = LLVM::BitcastOp::create(ib, pairType, word);
+        Value pair = LLVM::BitcastOp::create(ib, pairType, words[i]);
         v = vector::InsertOp::create(ib, pair, v, ArrayRef<int64_t>{i});
       }
       ldm.getRes().replaceAllUsesWith(v);
@@ -461,28 +470,13 @@ LogicalResult EmulateGPUPass::emulate(gpu::GPUFuncOp kernel,
           ldm.getShape().getM() != 8 || ldm.getShape().getN() != 8)
         return op->emitError("kiln-emulate-gpu: only ldmatrix.m8n8 of "
                              "16-bit elements is emulated");
-      if (!ldmOut) {
-        ImplicitLocOpBuilder eb(loc, &entry, entry.begin());
-        ldmOut = memref::AllocaOp::create(eb, MemRefType::get({4}, i32));
-      }
-      Value outAddr = arith::IndexCastOp::create(
-          ib, i64, memref::ExtractAlignedPointerAsIndexOp::create(ib, ldmOut));
-      abi.call(ib, "kiln_emu_ldmatrix",
-               {address(ldm.getPtr()), arith::ConstantIntOp::create(ib, i32, n),
-                arith::ConstantIntOp::create(
-                    ib, i32, ldm.getLayout() == NVVM::MMALayout::col),
-                outAddr, abi.site(ib, op)});
-      auto word = [&](int64_t i) -> Value {
-        return memref::LoadOp::create(
-            ib, ldmOut, ValueRange{arith::ConstantIndexOp::create(ib, i)});
-      };
-      Value v;
-      if (n == 1) {
-        v = word(0);
-      } else {
+      SmallVector<Value> words = ldmatrix(
+          address(ldm.getPtr()), n, ldm.getLayout() == NVVM::MMALayout::col);
+      Value v = words[0];
+      if (n > 1) {
         v = LLVM::UndefOp::create(ib, ldm.getRes().getType());
         for (int64_t i = 0; i < n; ++i)
-          v = LLVM::InsertValueOp::create(ib, v, word(i),
+          v = LLVM::InsertValueOp::create(ib, v, words[i],
                                           ArrayRef<int64_t>{i});
       }
       ldm.getRes().replaceAllUsesWith(v);

@@ -1623,24 +1623,28 @@ bool swizzleCandidate(const SimtConfig &simt, LoadOp load) {
   return wt && wt->TN * 8 % 64 == 0;
 }
 
+/// A strided view (`shape`, `strides`, offset 0) of flat shared buffer
+/// `flat`, made right after it.
+static Value stridedView(Value flat, ArrayRef<int64_t> shape,
+                         ArrayRef<int64_t> strides, Location loc) {
+  auto flatType = cast<MemRefType>(flat.getType());
+  auto type = MemRefType::get(
+      shape, flatType.getElementType(),
+      StridedLayoutAttr::get(flat.getContext(), 0, strides),
+      flatType.getMemorySpace());
+  OpBuilder b(flat.getContext());
+  b.setInsertionPointAfterValue(flat);
+  return memref::ReinterpretCastOp::create(b, loc, type, flat, /*offset=*/0,
+                                           shape, strides);
+}
+
 Value KernelLowering::allocCoreTile(RankedTensorType type, Location loc) {
   // The core-matrix layout (coreStrides) as a strided rank-4 view (r / 8,
   // r % 8, c / 8, c % 8) of a flat buffer, as coreMatrices lays it out.
   int64_t R = type.getShape().drop_back().back(), C = type.getShape().back();
   Value flat = allocSharedTile(
       RankedTensorType::get({R * C}, type.getElementType()), loc);
-  auto flatType = cast<MemRefType>(flat.getType());
-  SmallVector<int64_t> strides = coreStrides(R);
-  auto coreType = MemRefType::get(
-      {R / 8, 8, C / 8, 8}, flatType.getElementType(),
-      StridedLayoutAttr::get(type.getContext(), 0, strides),
-      flatType.getMemorySpace());
-  OpBuilder b(type.getContext());
-  b.setInsertionPointAfterValue(flat);
-  return memref::ReinterpretCastOp::create(b, loc, coreType, flat,
-                                           /*offset=*/0,
-                                           ArrayRef<int64_t>{R / 8, 8, C / 8, 8},
-                                           strides);
+  return stridedView(flat, {R / 8, 8, C / 8, 8}, coreStrides(R), loc);
 }
 
 Value KernelLowering::allocPaddedTile(RankedTensorType type, Location loc) {
@@ -1651,44 +1655,28 @@ Value KernelLowering::allocPaddedTile(RankedTensorType type, Location loc) {
   int64_t rows = type.getNumElements() / C;
   Value flat = allocSharedTile(
       RankedTensorType::get({rows * pitch}, type.getElementType()), loc);
-  auto flatType = cast<MemRefType>(flat.getType());
   SmallVector<int64_t> strides(rank, 1);
   if (rank >= 2)
     strides[rank - 2] = pitch;
   for (int64_t d = rank - 3; d >= 0; --d)
     strides[d] = strides[d + 1] * shape[d + 1];
-  auto paddedType = MemRefType::get(
-      shape, flatType.getElementType(),
-      StridedLayoutAttr::get(type.getContext(), 0, strides),
-      flatType.getMemorySpace());
-  OpBuilder b(type.getContext());
-  b.setInsertionPointAfterValue(flat);
-  return memref::ReinterpretCastOp::create(b, loc, paddedType, flat,
-                                           /*offset=*/0, shape, strides);
+  return stridedView(flat, shape, strides, loc);
 }
 
 Value KernelLowering::allocXorTile(RankedTensorType type, Location loc) {
   // Rows of C elements in a flat buffer, viewed as (r / 8, r % 8, chunk,
-  // c % 8) with row-major strides; writers and ldmatrix address chunk
-  // (c / 8) ^ (r % 8) (tileIndices, MmaTiles::at), so the eight rows an
-  // ldmatrix reads at one column are eight different 16-byte chunks of
-  // their 128-byte lines: all 32 banks (isXorBuffer). No bytes added.
+  // c % 8) with row-major strides; writers address chunk (c / 8) ^ (r % 8)
+  // (tileIndices), ldmatrix the same bytes by address (ldmatrixXor), so
+  // the eight rows an ldmatrix reads at one column are eight different
+  // 16-byte chunks of their 128-byte lines: all 32 banks (isXorBuffer). No
+  // bytes added.
   int64_t C = type.getShape().back(), R = type.getNumElements() / C;
   Value flat = allocSharedTile(
       RankedTensorType::get({R * C}, type.getElementType()), loc);
   // The fragment loads swizzle the address's bits 4-6 (ldmatrixXor).
   auto &align = simt->bufferAlign[flat.getDefiningOp()];
   align = std::max<int64_t>(align, 128);
-  auto flatType = cast<MemRefType>(flat.getType());
-  SmallVector<int64_t> shape{R / 8, 8, C / 8, 8}, strides{8 * C, C, 8, 1};
-  auto xorType = MemRefType::get(
-      shape, flatType.getElementType(),
-      StridedLayoutAttr::get(type.getContext(), 0, strides),
-      flatType.getMemorySpace());
-  OpBuilder b(type.getContext());
-  b.setInsertionPointAfterValue(flat);
-  return memref::ReinterpretCastOp::create(b, loc, xorType, flat,
-                                           /*offset=*/0, shape, strides);
+  return stridedView(flat, {R / 8, 8, C / 8, 8}, {8 * C, C, 8, 1}, loc);
 }
 
 Value KernelLowering::allocMmaSyncOperandTile(Value v, Location loc) {
