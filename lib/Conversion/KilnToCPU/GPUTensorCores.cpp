@@ -338,24 +338,44 @@ struct MmaTiles {
   }
   /// The K loop: per 16-deep step, one A fragment per row tile and one B
   /// fragment per column tile, then every pair's mma.sync.
-  scf::ForOp run(ImplicitLocOpBuilder &b, ArrayRef<Value> rows,
-                 ArrayRef<Value> cols, int64_t K, ValueRange cInit) const {
-    return scf::ForOp::create(
-        b, cIdx(b, 0), cIdx(b, K), cIdx(b, 16), cInit,
+  /// The accumulators after the k steps of a K-deep dot: a loop over the
+  /// steps, or (operands in XOR-swizzled rows, at most kUnrolledSteps
+  /// steps) the steps one after the other. LLVM unrolls such loops itself
+  /// when each step's fragment addresses are the previous ones plus a
+  /// constant (plain or padded rows); a swizzled address takes a few more
+  /// integer operations, which tipped DSA's 36-step score loop into staying
+  /// a loop (a wait for each step's fragments), so those are unrolled here,
+  /// where the steps' XORs fold to constants.
+  SmallVector<Value> run(ImplicitLocOpBuilder &b, ArrayRef<Value> rows,
+                         ArrayRef<Value> cols, int64_t K,
+                         ValueRange cInit) const {
+    auto step = [&](ImplicitLocOpBuilder &lb, Value k0, ValueRange acc) {
+      SmallVector<SmallVector<Value>> aFr;
+      for (Value r : rows)
+        aFr.push_back(fragA(lb, r, k0));
+      SmallVector<SmallVector<Value>> bFr = fragBs(lb, k0, cols);
+      SmallVector<Value> next;
+      for (size_t i = 0; i < rows.size(); ++i)
+        for (size_t j = 0; j < cols.size(); ++j)
+          llvm::append_range(next,
+                             mma(lb, aFr[i], bFr[j],
+                                 acc.slice((i * cols.size() + j) * 4, 4)));
+      return next;
+    };
+    constexpr int64_t kUnrolledSteps = 64;
+    if ((isXorBuffer(a) || isXorBuffer(bm)) && K / kStep <= kUnrolledSteps) {
+      SmallVector<Value> acc(cInit);
+      for (int64_t k0 = 0; k0 < K; k0 += kStep)
+        acc = step(b, cIdx(b, k0), acc);
+      return acc;
+    }
+    auto loop = scf::ForOp::create(
+        b, cIdx(b, 0), cIdx(b, K), cIdx(b, kStep), cInit,
         [&](OpBuilder &kb, Location kl, Value k0, ValueRange acc) {
           ImplicitLocOpBuilder lb(kl, kb);
-          SmallVector<SmallVector<Value>> aFr;
-          for (Value r : rows)
-            aFr.push_back(fragA(lb, r, k0));
-          SmallVector<SmallVector<Value>> bFr = fragBs(lb, k0, cols);
-          SmallVector<Value> next;
-          for (size_t i = 0; i < rows.size(); ++i)
-            for (size_t j = 0; j < cols.size(); ++j)
-              llvm::append_range(
-                  next, mma(lb, aFr[i], bFr[j],
-                            acc.slice((i * cols.size() + j) * 4, 4)));
-          scf::YieldOp::create(lb, next);
+          scf::YieldOp::create(lb, step(lb, k0, acc));
         });
+    return SmallVector<Value>(loop.getResults());
   }
 };
 
@@ -1802,7 +1822,7 @@ SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
     }
     MmaTiles sync = mt;
     sync.bKMajor = bKMajor;
-    return SmallVector<Value>(sync.run(b, rows, cols, K, acc).getResults());
+    return sync.run(b, rows, cols, K, acc);
   }
   bool inPlace = isCoreBuffer(mt.a) && isCoreBuffer(mt.bm);
 
@@ -2088,8 +2108,9 @@ LogicalResult KernelLowering::lowerDotSimt(DotOp op, Value a, Value bm,
             ib, arith::DivUIOp::create(ib, t, cIdx(ib, tilesN)), cIdx(ib, 16))};
         SmallVector<Value> cols{arith::MulIOp::create(
             ib, arith::RemUIOp::create(ib, t, cIdx(ib, tilesN)), cIdx(ib, 8))};
-        auto kLoop = mt.run(ib, rows, cols, K, mt.loadAcc(ib, rows, cols, out));
-        mt.storeAcc(ib, rows, cols, kLoop.getResults(), out);
+        mt.storeAcc(ib, rows, cols,
+                    mt.run(ib, rows, cols, K, mt.loadAcc(ib, rows, cols, out)),
+                    out);
         scf::YieldOp::create(ib);
       });
   barrier(b);
