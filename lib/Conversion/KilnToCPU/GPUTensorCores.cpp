@@ -2091,8 +2091,15 @@ LogicalResult KernelLowering::lowerDotSimt(DotOp op, Value a, Value bm,
     if (fragmentUses(op.getResult(), op) ||
         fragmentUses(op.getResult(), op, /*elementwiseOnly=*/true)) {
       // Its readers take the fragments (lowerElementwise, lowerReduceSimt;
-      // elementwise ones under any warp tiling).
+      // elementwise ones under any warp tiling). No barrier follows the
+      // operands' reads, so the next write of a tile (the next iteration's
+      // loads: fp8_blockwise_matmul at one stage raced here) syncs first,
+      // unless both are pipelined stages, which are overwritten only after
+      // the next iteration's first barrier (lowerPipelinedAccess).
       fragmentResults[op.getResult()] = {op, regs};
+      if ((a && !pipelinedBuffers.count(a)) ||
+          (bm && !pipelinedBuffers.count(bm)))
+        unsyncedReads = true;
       return success();
     }
     mt.storeAcc(b, rows, cols, regs, out);
@@ -2317,8 +2324,12 @@ LogicalResult KernelLowering::lowerReduceSimt(ReduceOp op) {
   if (resultTensor) {
     buffers[op.getResult()] = resultBuf;
   } else {
+    // Every thread reads the scalar, and no barrier follows: the next
+    // write of a tile syncs first (the one-element buffer may share its
+    // bytes with a later tile: dsa_topk's next chunk at one stage raced).
     Value v = memref::LoadOp::create(b, resultBuf, ValueRange{cIdx(b, 0)});
     op.getResult().replaceAllUsesWith(toType(b, b.getLoc(), v, resultElt));
+    unsyncedReads = true;
   }
   toErase.push_back(op);
   return success();
