@@ -2037,6 +2037,30 @@ std::optional<double> KernelLowering::splatAccumulator(DotOp op) {
   return dense.getSplatValue<APFloat>().convertToDouble();
 }
 
+bool KernelLowering::rewrittenInLoop(Value buf, Operation *at) {
+  if (!buf || pipelinedBuffers.count(buf))
+    return false; // (a stage is rewritten after the next first barrier)
+  auto loop = at->getParentOfType<scf::ForOp>();
+  if (!loop)
+    return false;
+  // The buffer's allocation (views of it: padded, XOR or core layouts,
+  // slices) and the block it was made for: written there.
+  Value root = buf;
+  while (Operation *def = root.getDefiningOp()) {
+    if (auto cast = dyn_cast<memref::ReinterpretCastOp>(def))
+      root = cast.getSource();
+    else if (auto sub = dyn_cast<memref::SubViewOp>(def))
+      root = sub.getSource();
+    else
+      break;
+  }
+  Operation *view = root.getDefiningOp();
+  auto it = view ? simt->bufferHome.find(view) : simt->bufferHome.end();
+  if (it == simt->bufferHome.end() || !it->second)
+    return true; // (unknown: assume so)
+  return loop->isAncestor(it->second->getParentOp());
+}
+
 LogicalResult KernelLowering::lowerDotSimt(DotOp op, Value a, Value bm,
                                            Value out,
                                            std::optional<double> accSplat) {
@@ -2092,13 +2116,11 @@ LogicalResult KernelLowering::lowerDotSimt(DotOp op, Value a, Value bm,
         fragmentUses(op.getResult(), op, /*elementwiseOnly=*/true)) {
       // Its readers take the fragments (lowerElementwise, lowerReduceSimt;
       // elementwise ones under any warp tiling). No barrier follows the
-      // operands' reads, so the next write of a tile (the next iteration's
-      // loads: fp8_blockwise_matmul at one stage raced here) syncs first,
-      // unless both are pipelined stages, which are overwritten only after
-      // the next iteration's first barrier (lowerPipelinedAccess).
+      // operands' reads, so where an operand is rewritten by the loop
+      // around the dot (the next iteration's loads: fp8_blockwise_matmul at
+      // one stage raced here), the next write of a tile syncs first.
       fragmentResults[op.getResult()] = {op, regs};
-      if ((a && !pipelinedBuffers.count(a)) ||
-          (bm && !pipelinedBuffers.count(bm)))
+      if (rewrittenInLoop(a, op) || rewrittenInLoop(bm, op))
         unsyncedReads = true;
       return success();
     }

@@ -689,6 +689,11 @@ private:
   /// The buffer of tile `v` if it is only an mma.sync operand
   /// (mmaSyncOperand): XOR-swizzled or padded rows; else null.
   Value allocMmaSyncOperandTile(Value v, Location loc);
+  /// Whether shared buffer `buf` (read at `at`) is written again by the
+  /// loop around `at` (made for a block inside it) and is not a pipelined
+  /// stage: its reads then need a barrier before the next iteration's
+  /// writes.
+  bool rewrittenInLoop(Value buf, Operation *at);
   /// After an op that wrote `bufs` (and ended with a barrier at `b`): if one
   /// is a core-matrix buffer, fence the async proxy before that barrier.
   void fenceCoreWrites(ImplicitLocOpBuilder &b, ArrayRef<Value> bufs);
