@@ -12,7 +12,7 @@
 // CHECK: nvvm.cp.async.commit.group
 // CHECK-NEXT: nvvm.cp.async.wait.group 0
 // sm_90a allows 227 KiB: pipelined (a prologue copy, two stage buffers).
-// SM90: kiln.shared_bytes.sum_rows = 204820
+// SM90: kiln.shared_bytes.sum_rows = 204804
 // SM90: nvgpu.device_async_copy
 // SM90: nvvm.cp.async.commit.group
 // SM90: scf.for
