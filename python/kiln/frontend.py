@@ -1759,6 +1759,11 @@ class CodeGen(ast.NodeVisitor):
             return (None,) * (rank - len(x.limits)) + x.limits
         return None
 
+    def mask_limits(self, mask, rank):
+        """The per-dimension limits an access's mask gives (none without a
+        mask), or None when the mask bounds no index (limits_of)."""
+        return (None,) * rank if mask is None else self.limits_of(mask, rank)
+
     def inserted_dim(self, src: Tile, out: Tile, dim):
         """`out`, src with a size-1 dimension inserted at `dim`, with src's
         strides and limits moved over it."""
@@ -2125,11 +2130,9 @@ class CodeGen(ast.NodeVisitor):
         c, strides = s
         if any(isinstance(st, int) and st < 0 for st in strides):
             return None  # (a view's constant strides are not negative)
-        limits = (None,) * rank
-        if mask is not None:
-            limits = self.limits_of(mask, rank)
-            if limits is None:
-                return None
+        limits = self.mask_limits(mask, rank)
+        if limits is None:
+            return None
         idx = self.b.scalar_type("index")
         sizes = [self.b.constant(UNBOUNDED, idx)] + [self.limit_size(lim) for lim in limits]
         strs = [self.b.constant(1, idx)] + [
@@ -2868,11 +2871,9 @@ class CodeGen(ast.NodeVisitor):
             if lead is None or rank + len(lead) > 8:
                 return False
             c = 0
-        limits = (None,) * rank
-        if mask is not None:
-            limits = self.limits_of(mask, rank)
-            if limits is None:
-                return False
+        limits = self.mask_limits(mask, rank)
+        if limits is None:
+            return False
         idx = self.b.scalar_type("index")
         sizes = [self.b.constant(UNBOUNDED, idx)] + [self.b.constant(size, idx)
                                                      for size, _, _ in lead]
