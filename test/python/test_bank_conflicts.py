@@ -6,8 +6,9 @@ case runs in a child process). mma.sync operands of whole 128-byte rows are
 XOR-swizzled by default and padded under KILN_SWIZZLE=0 (docs/gpu.md,
 "Operand rows"): both must be read conflict-free, and right, on a pipelined
 bf16 GEMM, the block-sparse attention (query, key and value tiles), DSA's
-sparse attention (its probabilities too) and an fp8 GEMM (operands decoded
-to bf16 by elementwise ops). Ragged sizes, poisoned outputs, float64 references. That
+sparse attention (its probabilities too), an fp8 GEMM (operands decoded
+to bf16 by elementwise ops) and operands that stores and elementwise ops
+also read. Ragged sizes, poisoned outputs, float64 references. That
 plain rows do conflict (8 wavefronts) is the emulator's unit test's
 (test/unit/GpuEmulatorTest.cpp). Runs in every pytest suite (the target is
 set per case)."""
@@ -107,6 +108,39 @@ assert_close(c, da @ db, 1e-6, 1e-6 * (np.abs(da) @ np.abs(db)).max())
 print("ok")
 """
 
+# Operands that other ops also read element by element (a key block appended
+# to a cache; in a pipelined GEMM, B summed and multiplied again after an
+# elementwise op, A stored): they had plain rows, 8 wavefronts per matrix.
+MIXED = """
+import numpy as np
+import kiln
+from conftest import assert_close, from_bf16_bits, to_bf16_bits
+from test_features import append_and_score, gemm_with_side_reads
+
+rng = np.random.default_rng(SEED)
+def bf16(shape):
+    bits = to_bf16_bits(rng.standard_normal(shape))
+    return bits, from_bf16_bits(bits).astype(np.float64)
+T, D = 100, 64
+(qb, q), (kb, k) = bf16((16, D)), bf16((T, D))
+cache = np.full((T, D), 0x7FC0, np.uint16)
+s = np.full((16, T), np.nan, np.float32)
+append_and_score[(2,)](kiln.bf16(qb), kiln.bf16(kb), kiln.bf16(cache), s, T, D=D, BT=64)
+assert (cache == kb).all()
+assert_close(s, q @ k.T, 1e-5, 1e-4)
+M, N, K = 130, 100, 300
+(ab, a), (bb, b) = bf16((M, K)), bf16((K, N))
+c = np.full((M, N), np.nan, np.float32)
+colsum = np.full((3, N), np.nan, np.float32)
+acopy = np.full((M, K), 0x7FC0, np.uint16)
+gemm_with_side_reads[(3, 2)](kiln.bf16(ab), kiln.bf16(bb), c, colsum, kiln.bf16(acopy),
+                             M, N, K, BM=64, BN=64, BK=64)
+assert_close(c, 3 * a @ b, 1e-5, 1e-4 * (np.abs(a) @ np.abs(b)).max())
+assert_close(colsum, np.tile(b.sum(0), (3, 1)), 1e-6, 1e-4)
+assert_close(from_bf16_bits(acopy), 2 * a, 0, 0)
+print("ok")
+"""
+
 
 def run_case(tmp_path, code, swizzle, **subs):
     seed = int.from_bytes(os.urandom(4), "little")
@@ -143,3 +177,8 @@ def test_dsa_operands_read_without_conflicts(tmp_path, swizzle):
 @pytest.mark.parametrize("swizzle", [True, False])
 def test_decoded_fp8_operands_read_without_conflicts(tmp_path, swizzle):
     run_case(tmp_path, FP8, swizzle)
+
+
+@pytest.mark.parametrize("swizzle", [True, False])
+def test_operands_other_ops_read_without_conflicts(tmp_path, swizzle):
+    run_case(tmp_path, MIXED, swizzle)

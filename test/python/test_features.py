@@ -11,7 +11,7 @@ import pytest
 
 import kiln
 import kiln.language as kl
-from conftest import KILNC, assert_close
+from conftest import KILNC, assert_close, from_bf16_bits, to_bf16_bits
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -2820,3 +2820,89 @@ def test_fp8_bundles_and_prints(tmp_path, capfd):
     dst2 = kiln.fp8(np.zeros(4, np.uint8), "e4m3")
     b[(1,)](kiln.fp8(codes, "e4m3"), dst2, 4)
     assert (dst2.array.view(np.uint8) == codes).all()
+
+
+# Tiles that tensor-core dots read and other ops read element by element: on
+# GPUs they take the dots' operand layouts (XOR-swizzled or padded rows for
+# mma.sync, core matrices for wgmma), which the stores and elementwise ops
+# read through the same index mapping (docs/gpu.md, "Operand rows").
+@kiln.jit
+def append_and_score(q, knew, cache, s, T, D: kl.constexpr, BT: kl.constexpr):
+    # A key block both appended to a cache and multiplied (B through a
+    # transpose).
+    rt = kl.program_id(0) * BT + kl.arange(0, BT)
+    rd = kl.arange(0, D)
+    rq = kl.arange(0, 16)
+    k = kl.load(knew + rt[:, None] * D + rd[None, :], mask=rt[:, None] < T, other=0.)
+    kl.store(cache + rt[:, None] * D + rd[None, :], k, mask=rt[:, None] < T)
+    qq = kl.load(q + rq[:, None] * D + rd[None, :])
+    kl.store(s + rq[:, None] * T + rt[None, :], kl.dot(qq, kl.trans(k)), mask=rt[None, :] < T)
+
+
+@kiln.jit
+def gemm_with_side_reads(a, b, c, colsum, acopy, M, N, K, BM: kl.constexpr,
+                         BN: kl.constexpr, BK: kl.constexpr):
+    # In a pipelined loop: B also summed by an elementwise accumulation, A
+    # also stored (scaled), and a second dot on an elementwise op of B.
+    pm, pn = kl.program_id(0), kl.program_id(1)
+    rm = pm * BM + kl.arange(0, BM)
+    rn = pn * BN + kl.arange(0, BN)
+    acc = kl.zeros((BM, BN), kl.float32)
+    bs = kl.zeros((BK, BN), kl.float32)
+    for k0 in range(0, K, BK):
+        rk = k0 + kl.arange(0, BK)
+        x = kl.load(a + rm[:, None] * K + rk[None, :], mask=(rm[:, None] < M) & (rk[None, :] < K),
+                    other=0.)
+        y = kl.load(b + rk[:, None] * N + rn[None, :], mask=(rk[:, None] < K) & (rn[None, :] < N),
+                    other=0.)
+        acc = kl.dot(x, y, acc)
+        acc += kl.dot(x, (y * 2).to(y.dtype))
+        bs += y.to(kl.float32)
+        if pn == 0:
+            kl.store(acopy + rm[:, None] * K + rk[None, :], x * 2,
+                     mask=(rm[:, None] < M) & (rk[None, :] < K))
+    kl.store(c + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+    kl.store(colsum + pm * N + rn, kl.sum(bs, axis=0), mask=rn < N)
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_dot_operands_that_other_ops_also_read(rng, dtype):
+    """A loaded tile read by dots and by stores or elementwise ops: right on
+    every target (the GPU lowerings read it through the dots' operand
+    layouts)."""
+    def make(shape):
+        x = rng.standard_normal(shape)
+        if dtype == "f16":
+            h = x.astype(np.float16)
+            return h, h.astype(np.float64), lambda arr: arr.astype(np.float64)
+        bits = to_bf16_bits(x)
+        return (kiln.bf16(bits), from_bf16_bits(bits).astype(np.float64),
+                lambda arr: from_bf16_bits(arr.array if hasattr(arr, "array") else arr)
+                .astype(np.float64))
+
+    def poisoned(shape):
+        if dtype == "f16":
+            return np.full(shape, np.nan, np.float16)
+        return kiln.bf16(np.full(shape, 0x7FC0, np.uint16))
+
+    T, D = 100, 64
+    qa, qd, _ = make((16, D))
+    ka, kd, value = make((T, D))
+    cache = poisoned((T, D))
+    s = np.full((16, T), np.nan, np.float32)
+    append_and_score[(kiln.cdiv(T, 64),)](qa, ka, cache, s, T, D=D, BT=64)
+    assert_close(value(cache), kd, 0, 0)
+    assert_close(s, qd @ kd.T, 1e-5, 1e-4)
+
+    M, N, K = 130, 100, 300
+    aa, ad, value = make((M, K))
+    ba, bd, _ = make((K, N))
+    c = np.full((M, N), np.nan, np.float32)
+    grid_m = kiln.cdiv(M, 64)
+    colsum = np.full((grid_m, N), np.nan, np.float32)
+    acopy = poisoned((M, K))
+    gemm_with_side_reads[(grid_m, kiln.cdiv(N, 64))](aa, ba, c, colsum, acopy, M, N, K,
+                                                     BM=64, BN=64, BK=64)
+    assert_close(c, 3 * ad @ bd, 1e-5, 1e-4 * (np.abs(ad) @ np.abs(bd)).max())
+    assert_close(colsum, np.tile(bd.sum(0), (grid_m, 1)), 1e-6, 1e-4)
+    assert_close(value(acopy), 2 * ad, 0, 0)

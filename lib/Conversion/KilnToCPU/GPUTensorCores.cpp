@@ -1454,22 +1454,42 @@ static DotOp tensorCoreOperandDot(const SimtConfig &simt, Value v) {
   return dot;
 }
 
+/// Whether `user` reads tile `v` element by element only, through
+/// loadElems (which maps a tile index into an operand buffer's layout,
+/// tileIndices): an elementwise op on tiles, or a kiln.store of it (whose
+/// buffer, not of the identity layout, is stored by threads, not TMA).
+static bool elementReader(Operation *user, Value v) {
+  if (auto store = dyn_cast<StoreOp>(user))
+    return store.getValue() == v;
+  return user->hasTrait<OpTrait::Elementwise>() &&
+         user->getNumRegions() == 0 && user->getNumResults() >= 1 &&
+         llvm::all_of(user->getResults(), [](Value r) {
+           return isa<RankedTensorType>(r.getType());
+         });
+}
+
 /// Collects the tensor-core dots that every use of tile `v` is an operand
-/// (A or B) of: directly, as B through a transpose [1, 0], or through
+/// (A or B) of (or, with `readers`, a use that elementReader takes, which
+/// it collects there): directly, as B through a transpose [1, 0], or through
 /// slices (tensor.extract_slice, isTileSlice), whose uses are followed the
 /// same way and which are collected in `slices`. False when a use is
 /// anything else.
 static bool collectOperandDots(const SimtConfig &simt, Value v,
                                SmallVectorImpl<DotOp> &dots,
-                               SmallVectorImpl<tensor::ExtractSliceOp> &slices) {
+                               SmallVectorImpl<tensor::ExtractSliceOp> &slices,
+                               SmallVectorImpl<Operation *> *readers = nullptr) {
   if (v.use_empty())
     return false;
   for (Operation *user : v.getUsers()) {
     if (auto sl = dyn_cast<tensor::ExtractSliceOp>(user)) {
       if (!isTileSlice(sl) ||
-          !collectOperandDots(simt, sl.getResult(), dots, slices))
+          !collectOperandDots(simt, sl.getResult(), dots, slices, readers))
         return false;
       slices.push_back(sl);
+      continue;
+    }
+    if (readers && elementReader(user, v)) {
+      readers->push_back(user);
       continue;
     }
     Value operand = v;
@@ -1540,9 +1560,20 @@ static bool wgmmaOperand(const SimtConfig &simt, Value v) {
       v = reshape.getResult();
   SmallVector<DotOp> dots;
   SmallVector<tensor::ExtractSliceOp> slices;
-  return sharedOperandDots(simt, v, dots, slices) &&
-         llvm::all_of(dots, [&](DotOp d) { return onWgmma(simt, d); }) &&
-         llvm::all_of(slices, coreSliceable);
+  auto allOnWgmma = [&] {
+    return llvm::all_of(dots, [&](DotOp d) { return onWgmma(simt, d); }) &&
+           llvm::all_of(slices, coreSliceable);
+  };
+  if (sharedOperandDots(simt, v, dots, slices) && allOnWgmma())
+    return true;
+  // Or of dots that other ops also read element by element (elementReader:
+  // through tileIndices, at the core matrices' indices).
+  dots.clear();
+  slices.clear();
+  SmallVector<Operation *> readers;
+  return cast<RankedTensorType>(v.getType()).getRank() == 2 &&
+         collectOperandDots(simt, v, dots, slices, &readers) && !dots.empty() &&
+         allOnWgmma();
 }
 
 /// Whether loaded tile `v` is only an operand of a dot that runs on
@@ -1588,11 +1619,25 @@ static bool mmaSyncOperand(const SimtConfig &simt, Value v, bool &sliced) {
       v = reshape.getResult();
   if (cast<RankedTensorType>(v.getType()).getRank() != 2 || v.use_empty())
     return false;
-  return llvm::all_of(v.getUsers(), [&](Operation *user) {
-    auto dot = dyn_cast<DotOp>(user);
-    return dot && dot.getLhs() == v && dot.getRhs() != v && dot.getAcc() != v &&
-           isTensorCoreDot(simt, dot) && onMmaSync(dot);
-  });
+  if (llvm::all_of(v.getUsers(), [&](Operation *user) {
+        auto dot = dyn_cast<DotOp>(user);
+        return dot && dot.getLhs() == v && dot.getRhs() != v &&
+               dot.getAcc() != v && isTensorCoreDot(simt, dot) &&
+               onMmaSync(dot);
+      }))
+    return true;
+  // Or an operand of dots that other ops also read element by element (an
+  // `acc += dot(x, y * s)` beside `dot(x, y)`; a key tile both stored to a
+  // cache and multiplied): those read the rows through tileIndices, so the
+  // layout only costs them an index computation.
+  dots.clear();
+  slices.clear();
+  SmallVector<Operation *> readers;
+  if (cast<RankedTensorType>(v.getType()).getRank() != 2 ||
+      !collectOperandDots(simt, v, dots, slices, &readers) || dots.empty())
+    return false;
+  sliced = !slices.empty();
+  return llvm::all_of(dots, onMmaSync);
 }
 
 /// Whether a load that wgmmaOperand lays out in place can take the 128B

@@ -171,11 +171,15 @@ Value KernelLowering::loadElems(ImplicitLocOpBuilder &b, Value buf,
                                 ValueRange idx, Type elementType,
                                 int64_t width) {
   Type stored = cast<MemRefType>(buf.getType()).getElementType();
+  // (SIMT: a tensor-core operand buffer, core matrices or XOR-swizzled
+  // rows, is read at its own indices, tileIndices.)
+  SmallVector<Value> at =
+      simt ? tileIndices(b, buf, idx) : SmallVector<Value>(idx);
   Value v;
   if (width == 1)
-    v = memref::LoadOp::create(b, buf, idx);
+    v = memref::LoadOp::create(b, buf, at);
   else
-    v = vector::LoadOp::create(b, VectorType::get({width}, stored), buf, idx);
+    v = vector::LoadOp::create(b, VectorType::get({width}, stored), buf, at);
   return toType(b, b.getLoc(), v, elementType);
 }
 
@@ -3553,8 +3557,8 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
         sidx.push_back(off[d] ? arith::AddIOp::create(
                                     ib, i, arith::ConstantIndexOp::create(ib, off[d]))
                               : i);
-      // (The source may be a wgmma core-matrix buffer: tileIndices.)
-      Value v = loadElems(ib, *src, tileIndices(ib, *src, sidx), stored, w);
+      // (The source may be a wgmma core-matrix buffer: loadElems maps.)
+      Value v = loadElems(ib, *src, sidx, stored, w);
       storeElems(ib, v, buf, idx, w);
     });
     fenceCoreWrites(b, {buf});

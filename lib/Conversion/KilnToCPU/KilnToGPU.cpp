@@ -490,7 +490,10 @@ void KernelLowering::storeByThreads(ImplicitLocOpBuilder &b,
         SmallVector<Value> viewIdx;
         for (int64_t d = 0; d < rank; ++d)
           viewIdx.push_back(arith::AddIOp::create(cb, offsets[d], idx[d]));
-        Value v = vector::LoadOp::create(cb, vecType, tileBuf, idx,
+        // (A chunk of a tensor-core operand buffer is 16 contiguous bytes
+        // at its own indices.)
+        Value v = vector::LoadOp::create(cb, vecType, tileBuf,
+                                         tileIndices(cb, tileBuf, idx),
                                          /*nontemporal=*/false,
                                          llvm::MaybeAlign(chunk));
         vector::StoreOp::create(cb, v, vi.unitMemref, viewIdx,
