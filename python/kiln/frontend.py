@@ -3188,8 +3188,11 @@ class CodeGen(ast.NodeVisitor):
             to = other[0] if other and other[0].is_float else kl.bfloat16
             a, b = (self.fp8_dot_operand(t, to) if t.dtype.fp8 is not None else t
                     for t in (a, b))
+        if len(a.shape) == 3 and len(b.shape) == 3:
+            return self.batched_dot(a, b, acc, out_dtype)
         if len(a.shape) != 2 or len(b.shape) != 2:
-            raise KilnError(f"dot needs 2-D tiles, got shapes {a.shape} and {b.shape}")
+            raise KilnError(f"dot needs 2-D tiles (or 3-D ones, batched), got shapes {a.shape} "
+                            f"and {b.shape}")
         if a.shape[1] != b.shape[0]:
             raise KilnError(f"dot: inner dimensions differ: {a.shape} @ {b.shape}")
         if a.dtype is not b.dtype:
@@ -3210,6 +3213,36 @@ class CodeGen(ast.NodeVisitor):
                 raise KilnError(f"dot accumulator has shape {acc.shape}, expected {shape}")
             out_dtype = acc.dtype
         return Tile(self.b.dot(a.value, b.value, acc.value), out_dtype, shape)
+
+    def batched_dot(self, a, b, acc, out_dtype):
+        """Triton's 3-D dot: [B, M, K] @ [B, K, N] -> [B, M, N], one 2-D dot
+        per batch element (static slices of the operands and accumulator),
+        the results put together by selects on the batch index (exact)."""
+        if a.shape[0] != b.shape[0] or a.shape[2] != b.shape[1]:
+            raise KilnError(f"dot: batched shapes do not match: {a.shape} @ {b.shape}")
+        nb, m, n = a.shape[0], a.shape[1], b.shape[2]
+        if acc is not None:
+            acc = self.to_tile(acc)
+            if acc.shape != (nb, m, n):
+                raise KilnError(f"dot accumulator has shape {acc.shape}, expected {(nb, m, n)}")
+
+        def item(t, i):
+            sizes = (1,) + t.shape[1:]
+            sl = Tile(self.b.slice(t.value, [i, 0, 0], list(sizes)), t.dtype, sizes)
+            return self.builtin_reshape(sl, t.shape[1:])
+
+        out = None
+        batch = self.builtin_arange(0, nb) if nb > 1 else None
+        for i in builtins.range(nb):
+            d = self.builtin_dot(item(a, i), item(b, i),
+                                 None if acc is None else item(acc, i), out_dtype)
+            d = self.broadcast_to(self.builtin_reshape(d, (1, m, n)), (nb, m, n))
+            if out is None:
+                out = d
+                continue
+            at = self.broadcast_to(self.builtin_reshape(batch, (nb, 1, 1)), (nb, m, n))
+            out = self.where(self.compare(ast.Eq(), at, self.i32(i)), d, out)
+        return out
 
     # -- microscaling (MX) formats: Triton's tl.dot_scaled --------------------------
 

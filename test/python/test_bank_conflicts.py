@@ -110,12 +110,13 @@ print("ok")
 
 # Operands that other ops also read element by element (a key block appended
 # to a cache; in a pipelined GEMM, B summed and multiplied again after an
-# elementwise op, A stored): they had plain rows, 8 wavefronts per matrix.
+# elementwise op, A stored), a transpose as A and one tile as both operands:
+# they had plain rows, 8 wavefronts per matrix.
 MIXED = """
 import numpy as np
 import kiln
 from conftest import assert_close, from_bf16_bits, to_bf16_bits
-from test_features import append_and_score, gemm_with_side_reads
+from test_features import append_and_score, dot_transposed_a_and_square, gemm_with_side_reads
 
 rng = np.random.default_rng(SEED)
 def bf16(shape):
@@ -138,6 +139,16 @@ gemm_with_side_reads[(3, 2)](kiln.bf16(ab), kiln.bf16(bb), c, colsum, kiln.bf16(
 assert_close(c, 3 * a @ b, 1e-5, 1e-4 * (np.abs(a) @ np.abs(b)).max())
 assert_close(colsum, np.tile(b.sum(0), (3, 1)), 1e-6, 1e-4)
 assert_close(from_bf16_bits(acopy), 2 * a, 0, 0)
+# dot(trans(x), y) and dot(t, t): a transpose written for the dot, one tile
+# as both operands (8 wavefronts each, before).
+M, N, K = 100, 48, 64
+(ab, a), (bb, b), (tb, t) = bf16((K, M)), bf16((K, N)), bf16((K, K))
+c = np.full((M, N), np.nan, np.float32)
+s = np.full((K, K), np.nan, np.float32)
+dot_transposed_a_and_square[(2,)](kiln.bf16(ab), kiln.bf16(bb), kiln.bf16(tb), c, s, M, N,
+                                  K=K, BM=64, BN=N)
+assert_close(c, a.T @ b, 1e-5, 1e-4)
+assert_close(s, t @ t, 1e-5, 1e-4)
 print("ok")
 """
 

@@ -2906,3 +2906,84 @@ def test_dot_operands_that_other_ops_also_read(rng, dtype):
     assert_close(c, 3 * ad @ bd, 1e-5, 1e-4 * (np.abs(ad) @ np.abs(bd)).max())
     assert_close(colsum, np.tile(bd.sum(0), (grid_m, 1)), 1e-6, 1e-4)
     assert_close(value(acopy), 2 * ad, 0, 0)
+
+
+@kiln.jit
+def dot_transposed_a_and_square(a, b, t, c, s, M, N, K: kl.constexpr, BM: kl.constexpr,
+                                BN: kl.constexpr):
+    # dot(trans(x), y) (A given as [K, M]: a transpose only the dot reads)
+    # and dot(t, t) (one tile as both operands).
+    rm = kl.program_id(0) * BM + kl.arange(0, BM)
+    rn = kl.arange(0, BN)
+    rk = kl.arange(0, K)
+    at = kl.load(a + rk[:, None] * M + rm[None, :], mask=rm[None, :] < M, other=0.)
+    y = kl.load(b + rk[:, None] * N + rn[None, :], mask=rn[None, :] < N, other=0.)
+    kl.store(c + rm[:, None] * N + rn[None, :], kl.dot(kl.trans(at), y),
+             mask=(rm[:, None] < M) & (rn[None, :] < N))
+    tt = kl.load(t + rk[:, None] * K + rk[None, :])
+    kl.store(s + rk[:, None] * K + rk[None, :], kl.dot(tt, tt))
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_dot_of_a_transpose_and_of_one_tile_twice(rng, dtype):
+    """dot(trans(x), y) and dot(t, t): on GPUs the transpose is written in
+    the dot's operand layout, and a tile read as both operands takes it too."""
+    def make(shape):
+        x = rng.standard_normal(shape)
+        if dtype == "f16":
+            h = x.astype(np.float16)
+            return h, h.astype(np.float64)
+        bits = to_bf16_bits(x)
+        return kiln.bf16(bits), from_bf16_bits(bits).astype(np.float64)
+
+    M, N, K = 100, 48, 64
+    (aa, ad), (ba, bd), (ta, td) = make((K, M)), make((K, N)), make((K, K))
+    c = np.full((M, N), np.nan, np.float32)
+    s = np.full((K, K), np.nan, np.float32)
+    dot_transposed_a_and_square[(kiln.cdiv(M, 64),)](aa, ba, ta, c, s, M, N, K=K, BM=64, BN=N)
+    assert_close(c, ad.T @ bd, 1e-5, 1e-4)
+    assert_close(s, td @ td, 1e-5, 1e-4)
+
+
+@kiln.jit
+def batched_dot(a, b, c0, c, M, NB: kl.constexpr, BM: kl.constexpr, K: kl.constexpr,
+                N: kl.constexpr, ACC: kl.constexpr):
+    rb = kl.arange(0, NB)[:, None, None]
+    rm = kl.arange(0, BM)[None, :, None]
+    rk = kl.arange(0, K)
+    rn = kl.arange(0, N)[None, None, :]
+    x = kl.load(a + rb * M * K + rm * K + rk[None, None, :], mask=rm < M, other=0.)
+    y = kl.load(b + rb * K * N + rk[None, :, None] * N + rn)
+    at = rb * M * N + rm * N + rn
+    if ACC:
+        kl.store(c + at, kl.dot(x, y, kl.load(c0 + at, mask=rm < M, other=0.)), mask=rm < M)
+    else:
+        kl.store(c + at, kl.dot(x, y), mask=rm < M)
+
+
+@pytest.mark.parametrize("nb,acc", [(3, False), (2, True), (1, False)])
+def test_batched_dot(rng, nb, acc):
+    """Triton's 3-D dot, [B, M, K] @ [B, K, N] (with and without an
+    accumulator), on ragged rows: one 2-D dot per batch element."""
+    M, K, N = 20, 32, 16
+    a = rng.standard_normal((nb, M, K)).astype(np.float16)
+    b = rng.standard_normal((nb, K, N)).astype(np.float16)
+    c0 = rng.standard_normal((nb, M, N)).astype(np.float32)
+    c = np.full((nb, M, N), np.nan, np.float32)
+    batched_dot[(1,)](a, b, c0, c, M, NB=nb, BM=32, K=K, N=N, ACC=acc)
+    ref = np.einsum("bmk,bkn->bmn", a.astype(np.float64), b.astype(np.float64))
+    assert_close(c, ref + (c0 if acc else 0), 1e-5, 1e-4)
+
+
+@kiln.jit
+def batched_dot_mismatch(a, b, c):
+    r = kl.arange(0, 16)
+    x = kl.load(a + r[:, None, None] * 256 + r[None, :, None] * 16 + r[None, None, :])
+    y = kl.load(b + kl.arange(0, 2)[:, None, None] * 256 + r[None, :, None] * 16 + r[None, None, :])
+    kl.store(c + r, kl.sum(kl.sum(kl.dot(x, y), axis=2), axis=1))
+
+
+def test_batched_dot_refuses_mismatched_batches():
+    with pytest.raises(kiln.CompilationError, match=r"batched shapes do not match"):
+        batched_dot_mismatch[(1,)](np.zeros(4096, np.float16), np.zeros(512, np.float16),
+                                   np.zeros(16, np.float32))

@@ -1619,11 +1619,12 @@ static bool mmaSyncOperand(const SimtConfig &simt, Value v, bool &sliced) {
       v = reshape.getResult();
   if (cast<RankedTensorType>(v.getType()).getRank() != 2 || v.use_empty())
     return false;
+  // (Or both operands of one dot, dot(t, t): ldmatrix reads it as A and,
+  // transposing, as B, either layout.)
   if (llvm::all_of(v.getUsers(), [&](Operation *user) {
         auto dot = dyn_cast<DotOp>(user);
-        return dot && dot.getLhs() == v && dot.getRhs() != v &&
-               dot.getAcc() != v && isTensorCoreDot(simt, dot) &&
-               onMmaSync(dot);
+        return dot && dot.getLhs() == v && dot.getAcc() != v &&
+               isTensorCoreDot(simt, dot) && onMmaSync(dot);
       }))
     return true;
   // Or an operand of dots that other ops also read element by element (an
@@ -1791,9 +1792,11 @@ void KernelLowering::fenceCoreWrites(ImplicitLocOpBuilder &b,
 
 Value KernelLowering::allocResultTile(Value result, Location loc) {
   auto type = cast<RankedTensorType>(result.getType());
-  if (!simt || !wgmmaOperand(*simt, result))
-    return allocTile(type, loc);
-  return allocCoreTile(type, loc);
+  if (simt && wgmmaOperand(*simt, result))
+    return allocCoreTile(type, loc);
+  if (Value rows = allocMmaSyncOperandTile(result, loc))
+    return rows;
+  return allocTile(type, loc);
 }
 
 bool KernelLowering::deferTransToTensorCores(TransOp op, Value srcBuf) {

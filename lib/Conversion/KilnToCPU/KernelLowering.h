@@ -684,7 +684,8 @@ private:
   /// dots read by ldmatrix XOR-swizzled rows (allocXorTile) or padded ones
   /// (allocPaddedTile).
   Value allocLoadTile(Operation *access);
-  /// The same for the result of an elementwise op (attention's convert(p)).
+  /// The same for the result of an elementwise op (attention's convert(p)),
+  /// a transpose, a slice or a register loop.
   Value allocResultTile(Value result, Location loc);
   /// The buffer of tile `v` if it is only an mma.sync operand
   /// (mmaSyncOperand): XOR-swizzled or padded rows; else null.

@@ -3403,7 +3403,9 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
       toErase.push_back(op);
       return success();
     }
-    Value buf = allocTile(type, loc);
+    // (SIMT: a transpose that only dots read, a dot(trans(x), y)'s A,
+    // is written in their operand layout: allocResultTile.)
+    Value buf = simt ? allocResultTile(tr.getResult(), loc) : allocTile(type, loc);
     ImplicitLocOpBuilder b(loc, op);
     ArrayRef<int32_t> order = tr.getOrder();
     if (!simt && type.getRank() == 2 && order[0] == 1) {
@@ -3475,6 +3477,7 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
       Value v = loadElems(ib, *src, sidx, type.getElementType(), 1);
       storeElems(ib, v, buf, idx, 1);
     });
+    fenceCoreWrites(b, {buf});
     buffers[tr.getResult()] = buf;
     toErase.push_back(op);
     return success();
