@@ -1428,8 +1428,9 @@ static DotOp tensorCoreOperandDot(const SimtConfig &simt, Value v) {
   auto type = cast<RankedTensorType>(v.getType());
   if (auto reshape = dyn_cast<ReshapeOp>(user)) {
     auto to = cast<RankedTensorType>(reshape.getResult().getType());
-    if (!v.getDefiningOp<LoadOp>() || !unitLeadingReshape(type, to) ||
-        !reshape.getResult().hasOneUse())
+    // (A load, or a slice: a batched dot's [1, M, K] slices of [B, M, K].)
+    if (!isa_and_nonnull<LoadOp, tensor::ExtractSliceOp>(v.getDefiningOp()) ||
+        !unitLeadingReshape(type, to) || !reshape.getResult().hasOneUse())
       return DotOp();
     v = reshape.getResult();
     user = *v.getUsers().begin();
