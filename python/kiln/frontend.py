@@ -280,6 +280,65 @@ def same_value(a, b):
     return isinstance(a, (bool, int, float, complex, str, bytes)) and a == b
 
 
+
+def _bare_returns_only(stmts):
+    """Whether the returns under `stmts`, through ifs (not loops), are all
+    bare and there is at least one inside an if."""
+    found = False
+    for st in stmts:
+        if isinstance(st, ast.If):
+            for block in (st.body, st.orelse):
+                for n in block:
+                    if isinstance(n, ast.Return):
+                        if n.value is not None:
+                            return False
+                        found = True
+                inner = _bare_returns_only(block)
+                if inner is None:
+                    return False
+                found |= inner
+    return found
+
+
+def fold_early_returns(stmts):
+    """`if c: ...; return` followed by more statements, as Triton kernels
+    write a guard (`if pid >= n: return`): the statements after the `if`
+    become the branches' continuation (each branch that does not return
+    gets a copy), so every return ends its function. Only returns without a
+    value, under ifs of the function's own body (a return in a loop is not
+    folded: it would become a `continue`)."""
+    if not _bare_returns_only(stmts):
+        return stmts
+
+    def fold(block):
+        out = []
+        for i, st in enumerate(block):
+            if isinstance(st, ast.Return):
+                return out          # this path ends here
+            if isinstance(st, ast.If) and any(
+                    isinstance(n, ast.Return) for blk in (st.body, st.orelse)
+                    for n in ast.walk(ast.Module(body=blk, type_ignores=[]))
+                    if not _in_loop(blk, n)):
+                rest = block[i + 1:]
+                new = ast.If(test=st.test, body=fold(st.body + rest) or [ast.Pass()],
+                             orelse=fold(st.orelse + rest))
+                ast.copy_location(new, st)
+                ast.fix_missing_locations(new)
+                return out + [new]
+            out.append(st)
+        return out
+
+    return fold(list(stmts))
+
+
+def _in_loop(block, target):
+    """Whether `target` sits inside a loop of `block`."""
+    for st in block:
+        for n in ast.walk(st):
+            if isinstance(n, (ast.For, ast.While)) and any(m is target for m in ast.walk(n)):
+                return True
+    return False
+
 class CodeGen(ast.NodeVisitor):
     def __init__(self, fn, builder: Builder, filename: str, first_line: int, source: str,
                  grid_rank: int = 3):
@@ -576,6 +635,10 @@ class CodeGen(ast.NodeVisitor):
 
     def visit_FunctionDef(self, node):
         raise KilnError("nested function definitions are not supported in kernels")
+
+    def visit_body(self, stmts):
+        """A function's body, its early returns folded (fold_early_returns)."""
+        self.visit_stmts(fold_early_returns(stmts))
 
     def visit_stmts(self, stmts):
         for s in stmts:
@@ -1078,7 +1141,8 @@ class CodeGen(ast.NodeVisitor):
         saved = dict(self.scopes[-1])
         self.visit_stmts(node.body)
         if self.returned is not None:
-            raise KilnError("'return' inside an if is not supported")
+            raise KilnError("'return' inside an if is supported only without a value and "
+                            "outside loops")
         self.check_fixed(node, fixed, "branch")
         then_vals = [self.check_carried(node, n, before[n], self.carried_end(n, node, ptrs)).value
                      for n in carried]
@@ -1086,7 +1150,8 @@ class CodeGen(ast.NodeVisitor):
         self.b.if_else(then_vals)
         self.visit_stmts(node.orelse)
         if self.returned is not None:
-            raise KilnError("'return' inside an if is not supported")
+            raise KilnError("'return' inside an if is supported only without a value and "
+                            "outside loops")
         self.check_fixed(node, fixed, "branch")
         else_vals = [self.check_carried(node, n, before[n], self.carried_end(n, node, ptrs)).value
                      for n in carried]
@@ -1350,7 +1415,7 @@ class CodeGen(ast.NodeVisitor):
         for name, value in bound.arguments.items():
             sub.assign(name, value)
         fdef = tree.body[0]
-        sub.visit_stmts(fdef.body)
+        sub.visit_body(fdef.body)
         return sub.returned if sub.returned not in (None, ()) else None
 
     def call_method(self, m: BoundMethod, args, kwargs):

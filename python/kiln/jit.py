@@ -603,7 +603,7 @@ class JITFunction:
                 t.nonneg = len(a.key) > 4 and a.key[4]
                 cg.assign(p.name, t)
         try:
-            cg.visit_stmts(fdef.body)
+            cg.visit_body(fdef.body)
             b.end_kernel()
         except CompilationError:
             raise

@@ -2987,3 +2987,87 @@ def test_batched_dot_refuses_mismatched_batches():
     with pytest.raises(kiln.CompilationError, match=r"batched shapes do not match"):
         batched_dot_mismatch[(1,)](np.zeros(4096, np.float16), np.zeros(512, np.float16),
                                    np.zeros(16, np.float32))
+
+
+@kiln.jit
+def guarded_rows(x, y, n, BLOCK: kl.constexpr):
+    # Triton's early returns: a guard on the program id, and one inside a
+    # branch that depends on the data (and a nested one).
+    i = kl.program_id(0)
+    if i * BLOCK >= n:
+        return
+    o = i * BLOCK + kl.arange(0, BLOCK)
+    v = kl.load(x + o, mask=o < n, other=0.)
+    if kl.sum(v, axis=0) > 1000.0:
+        kl.store(y + o, -v, mask=o < n)
+        return
+    else:
+        if kl.max(v, axis=0) < -50.0:
+            return
+    kl.store(y + o, v * 2, mask=o < n)
+
+
+@kiln.jit
+def guarded_store(x, i, bound):
+    if i >= bound:
+        return
+    kl.store(x + i, 5.0)
+
+
+@kiln.jit
+def guarded_gemm(a, b, c, M, N, K, tiles, BM: kl.constexpr, BN: kl.constexpr,
+                 BK: kl.constexpr):
+    pid = kl.program_id(0)
+    guarded_store(c + M * N, pid, 3)           # a helper's early return
+    if pid >= tiles:
+        return
+    pm = pid // kl.cdiv(N, BN)
+    pn = pid % kl.cdiv(N, BN)
+    rm = pm * BM + kl.arange(0, BM)
+    rn = pn * BN + kl.arange(0, BN)
+    acc = kl.zeros((BM, BN), kl.float32)
+    for k0 in range(0, K, BK):
+        rk = k0 + kl.arange(0, BK)
+        x = kl.load(a + rm[:, None] * K + rk[None, :], mask=(rm[:, None] < M) & (rk[None, :] < K),
+                    other=0.)
+        y = kl.load(b + rk[:, None] * N + rn[None, :], mask=(rk[:, None] < K) & (rn[None, :] < N),
+                    other=0.)
+        acc = kl.dot(x, y, acc)
+    kl.store(c + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@kiln.jit
+def return_in_a_loop(x, n):
+    for i in range(0, n):
+        if i > 3:
+            return
+        kl.store(x + i, 1.0)
+
+
+def test_early_returns(rng):
+    """`if ...: return` (no value, outside loops) ends the program there;
+    the statements after the `if` run only on the paths that do not return.
+    Programs past the work (ragged grid), a data-dependent branch, a nested
+    one, a helper's guard and a pipelined GEMM after a guard."""
+    x = rng.standard_normal(100).astype(np.float32)
+    x[64:80] += 100       # a block whose sum is large: negated, then returns
+    x[32:48] -= 100       # a block whose max is below -50: returns, nothing stored
+    y = np.full(160, -7, np.float32)
+    guarded_rows[(10,)](x, y, 100, BLOCK=16)
+    ref = np.concatenate([x[:32] * 2, np.full(16, -7), x[48:64] * 2, -x[64:80], x[80:] * 2,
+                          np.full(60, -7)])
+    assert_close(y, ref, 0, 0)
+
+    M, N, K = 130, 100, 200
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    c = np.full(M * N + 8, np.nan, np.float32)
+    c[M * N + 3:] = -1
+    tiles = kiln.cdiv(M, 64) * kiln.cdiv(N, 64)
+    guarded_gemm[(tiles + 5,)](a, b, c, M, N, K, tiles, BM=64, BN=64, BK=64)
+    assert_close(c[:M * N].reshape(M, N), a.astype(np.float64) @ b.astype(np.float64), 1e-5,
+                 1e-4 * (np.abs(a).astype(np.float64) @ np.abs(b)).max())
+    assert_close(c[M * N:], [5, 5, 5, -1, -1, -1, -1, -1], 0, 0)
+
+    with pytest.raises(kiln.CompilationError, match="outside loops"):
+        return_in_a_loop[(1,)](np.zeros(8, np.float32), 8)
