@@ -650,6 +650,19 @@ py_example("fp8_blockwise_matmul", f8_ex.fp8_blockwise_matmul_kernel, grid, f8_a
 ref = f8_ex.reference(ac, a_s, wc, w_s)
 check("FP8 block-scaled GEMM (float8e4nv)", c, ref, 1e-5, 1e-6 * np.abs(ref).max())
 
+# W4A16 GEMM: GPTQ-style int4 weights (packed along K, group scales of 128),
+# float16 activations; K not a multiple of 8 or of the group.
+import w4a16_matmul as w4_ex  # noqa: E402
+M, N, K = 150, 200, 520
+qw, ws = w4_ex.quantize(rng.standard_normal((K, N)) * 0.05)
+a = rng.standard_normal((M, K)).astype(np.float16)
+c = poisoned((M, N))
+grid, w4_args, w4_kw = w4_ex.launch_args(a, qw, ws, c)
+py_example("w4a16_matmul", w4_ex.w4a16_matmul_kernel, grid, w4_args, w4_kw)
+ref = w4_ex.reference(a, qw, ws)
+check("W4A16 GEMM (GPTQ int4 weights)", c, ref, 1e-5,
+      1e-5 * (np.abs(a).astype(np.float64) @ np.abs(w4_ex.dequantize(qw, ws, K))).max())
+
 # Triton's low-memory dropout tutorial: the seeded kernel's keep mask is
 # kl.rand (Philox on the device), the same bits as NumPy's reference.
 import triton_dropout as tdo_ex  # noqa: E402
@@ -1363,6 +1376,22 @@ def mx_bench(a, asc, b, bsc, c, variant):
 FP8_VARIANTS = [(128, 128, 8, 2), (128, 128, 8, 3)]
 
 
+# W4A16 GEMM (the example's kernel: int4 weights decoded in the operand's
+# write), float16 activations, against torch.matmul on float16 operands of
+# the same shape (what the int4 weights stand for).
+# (BM, BN, BK, warps, stages)
+W4_VARIANTS = [(128, 128, 64, 8, 3), (128, 256, 64, 8, 3)]
+
+
+def w4_bench(a, qw, ws, c, variant):
+    bm, bn, bk, w_, st = variant
+    grid = (cdiv(MX_S, bm), cdiv(MX_S, bn))
+    args = (a, qw, ws, c, MX_S, MX_S, MX_S)
+    kw = dict(G=128, BM=bm, BN=bn, BK=bk, num_warps=w_, num_stages=st)
+    return port_bundle(f"w4-bench-{MX_S}-{bm}x{bn}x{bk}-w{w_}-s{st}",
+                       w4_ex.w4a16_matmul_kernel, grid, args, kw), grid, args
+
+
 def fp8_bench(a, a_s, w, w_s, c, variant):
     bm, bn, w_, st = variant
     grid = (cdiv(MX_S, bm), cdiv(MX_S, bn))
@@ -1383,6 +1412,9 @@ if not RUN:
         for variant in FP8_VARIANTS:
             fp8_bench(e4(MX_S, MX_S), f32(MX_S, MX_S // 128), e4(MX_S, MX_S),
                       f32(MX_S // 128, MX_S // 128), f32(MX_S, MX_S), variant)
+        for variant in W4_VARIANTS:
+            w4_bench(np.zeros((MX_S, MX_S), np.float16), np.zeros((MX_S // 8, MX_S), np.int32),
+                     np.zeros((MX_S // 128, MX_S), np.float16), f32(MX_S, MX_S), variant)
     for kind in ("none", "causal", "sliding_window"):
         for variant in BENCH_VARIANTS:
             attention_bench_kernel(kind, *variant)
@@ -1642,6 +1674,32 @@ if not EMULATED and ACTIVE:
     if t_smm is not None:
         add_row((name, flops / t_kiln / 1e12, flops / t_smm / 1e12, "TFLOP/s",
                  f"torch._scaled_mm (fp8, {form} scales)"))
+
+# (Part of the gemm part.)
+if not EMULATED and ACTIVE:
+    S = MX_S
+    g = torch.Generator(device=dev).manual_seed(7)
+    a16 = torch.randn(S, S, device=dev, generator=g).half()
+    qw = torch.randint(-2 ** 31, 2 ** 31 - 1, (S // 8, S), device=dev, dtype=torch.int32,
+                       generator=g)
+    ws = (torch.rand(S // 128, S, device=dev, generator=g) * 0.01 + 0.001).half()
+    cw = torch.zeros(S, S, device=dev)
+    # A corner against NumPy (float64 of the dequantized weights).
+    da = a16[:64].cpu().numpy()
+    dw = w4_ex.dequantize(qw[:, :64].cpu().numpy(), ws[:, :64].cpu().numpy(), S)
+    w16 = torch.randn(S, S, device=dev, generator=g).half()
+    t_torch = bench(lambda: torch.matmul(a16, w16), batch=3)
+    flops = 2 * S ** 3
+    for variant in W4_VARIANTS:
+        t_kiln = time_variant(*w4_bench(a16, qw, ws, cw, variant), cw)
+        bm_, bn_, bk_, w_, st_ = variant
+        tag = f"{bm_}x{bn_}x{bk_} w{w_} s{st_}"
+        check(f"W4A16 GEMM benchmark corner {tag}", cw[:64, :64].cpu().numpy(),
+              da.astype(np.float64) @ dw.astype(np.float16).astype(np.float64), 1e-4,
+              1e-4 * (np.abs(da).astype(np.float64) @ np.abs(dw)).max())
+        add_row((f"W4A16 GEMM {S}^3 (GPTQ int4 weights, group 128) {tag}",
+                 flops / t_kiln / 1e12, flops / t_torch / 1e12, "TFLOP/s",
+                 "torch.matmul (fp16 operands)"))
 
 section("bench")
 if not EMULATED and ACTIVE:

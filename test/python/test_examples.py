@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import assert_close
+from conftest import assert_close, from_bf16_bits, to_bf16_bits
 
 import block_sparse_attention as bsa_ex
 import flash_attention as fa_ex
@@ -19,6 +19,7 @@ import triton_grouped_gemm as tgg_ex
 import triton_layernorm as tln_ex
 import triton_matmul as tmm_ex
 import vector_add as va_ex
+import w4a16_matmul as w4_ex
 
 
 @pytest.mark.parametrize("n", [1, 17, 1023, 1024, 1025, 100_003])
@@ -184,3 +185,31 @@ def test_fp8_blockwise_matmul(rng, shape, block):
     f8_ex.fp8_blockwise_matmul_kernel[grid](*args, **kw)
     ref = f8_ex.reference(ac, a_s, wc, w_s)
     assert_close(c, ref, 1e-5, 1e-6 * np.abs(ref).max())
+
+
+# W4A16 (GPTQ-style int4 weights, group scales): ragged M, N and K (K not a
+# multiple of 8: the last packed word is partly padding; not of the group
+# either), float16 and bfloat16 activations. 64x64 blocks put the dot on
+# wgmma on emu-sm_90a, mma.sync on emu-sm_80.
+@pytest.mark.parametrize("shape", [(100, 130, 300), (1, 64, 129), (65, 200, 1000)])
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+@pytest.mark.parametrize("block", [(32, 64, 64), (64, 64, 64), (64, 128, 128)])
+def test_w4a16_matmul(rng, shape, dtype, block):
+    M, N, K = shape
+    qw, s = w4_ex.quantize(rng.standard_normal((K, N)) * 0.05)
+    x = rng.standard_normal((M, K))
+    c = np.full((M, N), np.nan, np.float32)
+    if dtype == "f16":
+        a = x.astype(np.float16)
+        ref = w4_ex.reference(a, qw, s)
+        arg = a
+    else:
+        bits = to_bf16_bits(x)
+        a = from_bf16_bits(bits).astype(np.float64)
+        ref = w4_ex.reference(a, qw, s, round_weights=lambda w: from_bf16_bits(
+            to_bf16_bits(w)).astype(np.float64))
+        arg = kiln.bf16(bits)
+    grid, args, kw = w4_ex.launch_args(arg, qw, s, c, block=block)
+    w4_ex.w4a16_matmul_kernel[grid](*args, **kw)
+    assert_close(c, ref, 1e-5, 1e-5 * (np.abs(a).astype(np.float64) @ np.abs(
+        w4_ex.dequantize(qw, s, K))).max())

@@ -1527,6 +1527,36 @@ def test_fp8_blockwise_matmul_compiles_for_gpu(chip, tmp_path, monkeypatch):
     assert tiles <= shared <= tiles + 12 * 1024, shared
 
 
+# W4A16 (examples/python/w4a16_matmul.py): the int4 decode (shifts, masks,
+# the group scale) feeds the tensor cores as one chain per element fused into
+# the operand's write, so shared memory holds two stages of A and of the
+# packed words (read once each: [BK / 8, BN] int32), the decoded operand and
+# the result's staging (in the same bytes as the loop's). Loading the words
+# with rows repeated eight times (`qweight + (k // 8) * N`) took 115 KiB at
+# 128x128x64 instead of 64.
+@pytest.mark.parametrize("chip", CHIPS)
+@pytest.mark.parametrize("block,warps", [((64, 64, 64), 4), ((128, 128, 64), 8)])
+def test_w4a16_matmul_compiles_for_gpu(chip, block, warps, tmp_path, monkeypatch):
+    import numpy as np
+    import w4a16_matmul as w4
+    monkeypatch.setenv("KILN_TARGET", chip)
+    monkeypatch.setenv("KILN_NUM_WARPS", str(warps))
+    M = N = K = 1024
+    grid, args, kw = w4.launch_args(np.zeros((M, K), np.float16), np.zeros((K // 8, N), np.int32),
+                                    np.zeros((K // 128, N), np.float16),
+                                    np.zeros((M, N), np.float32), block=block)
+    ck = w4.w4a16_matmul_kernel.warmup(*args, grid=grid, **kw)
+    ptx = ck.asm
+    assert ("wgmma.mma_async" if chip == "sm_90a" else "mma.sync.aligned") in ptx
+    (tmp_path / "k.ptx").write_text(ptx)
+    report = _assemble(str(tmp_path / "k.ptx"), chip, tmp_path)
+    assert " 0 bytes spill stores" in report
+    bm, bn, bk = block
+    loop = 2 * (bm * bk * 2 + bk // 8 * bn * 4) + bk * bn * 2
+    shared = _shared_bytes(ck, chip, warps, tmp_path)
+    assert shared <= max(loop, bm * bn * 4) + 2048, shared
+
+
 # The libdevice functions (float32 polynomials and reductions: no CUDA library)
 # compile for both GPU targets, and the PTX assembles with no external calls.
 @pytest.mark.parametrize("chip", CHIPS)
