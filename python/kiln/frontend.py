@@ -1420,11 +1420,11 @@ class CodeGen(ast.NodeVisitor):
 
     def call_method(self, m: BoundMethod, args, kwargs):
         if m.name == "to":
-            unknown = sorted(set(kwargs) - {"dtype", "bitcast"})
+            unknown = sorted(set(kwargs) - {"dtype", "bitcast", "fp_downcast_rounding"})
             if unknown:
                 raise KilnError(f".to() got an unexpected keyword argument '{unknown[0]}'")
             if len(args) > 1 or (args and "dtype" in kwargs):
-                raise KilnError(".to() takes one dtype (and bitcast=)")
+                raise KilnError(".to() takes one dtype (and bitcast=, fp_downcast_rounding=)")
             dtype = args[0] if args else kwargs.get("dtype")
             if isinstance(dtype, kl.constexpr):
                 dtype = dtype.value
@@ -1439,7 +1439,10 @@ class CodeGen(ast.NodeVisitor):
                 raise KilnError(".to(bitcast=...) must be a compile-time bool")
             if bitcast:
                 return self.bitcast(m.obj, dtype)
-            return self.cast(m.obj, dtype)
+            rounding = kwargs.get("fp_downcast_rounding")
+            if isinstance(rounding, kl.constexpr):
+                rounding = rounding.value
+            return self.rounded_cast(m.obj, dtype, rounding)
         if m.name == "reshape":
             shape = args[0] if len(args) == 1 else tuple(args)
             return self.builtin_reshape(m.obj, shape)
@@ -4501,9 +4504,8 @@ class CodeGen(ast.NodeVisitor):
         return self.generic_reduce(t, axis, xor, keep_dims)
 
     def builtin_cast(self, input, dtype, fp_downcast_rounding=None, bitcast=False):
-        """Triton's tl.cast: input.to(dtype, bitcast=); a narrowing float
-        conversion rounds to nearest even (`fp_downcast_rounding` None or
-        'rtne'; 'rtz' is refused)."""
+        """Triton's tl.cast: input.to(dtype, bitcast=, fp_downcast_rounding=)
+        (rounded_cast)."""
         for name in ("dtype", "fp_downcast_rounding", "bitcast"):
             v = locals()[name]
             if isinstance(v, kl.constexpr):
@@ -4513,16 +4515,42 @@ class CodeGen(ast.NodeVisitor):
                     bitcast = v.value
                 else:
                     fp_downcast_rounding = v.value
-        if fp_downcast_rounding not in (None, "rtne"):
-            raise KilnError(f"cast: fp_downcast_rounding={fp_downcast_rounding!r} is not "
-                            "supported (conversions round to nearest even)")
         if isinstance(dtype, kl.pointer_type):
             return self.int_to_pointer(input, dtype.element_ty)
         if not isinstance(dtype, kl.dtype):
             raise KilnError("cast expects a kl dtype")
         if bitcast:
             return self.bitcast(input, dtype)
-        return self.cast(self.to_tile(input), dtype)
+        return self.rounded_cast(self.to_tile(input), dtype, fp_downcast_rounding)
+
+    FLOAT_BITS = {"float16": 16, "bfloat16": 16, "float32": 32, "float64": 64}
+
+    def rounded_cast(self, x, dtype, rounding):
+        """x.to(dtype) with Triton's fp_downcast_rounding: None or 'rtne'
+        (to nearest even, every conversion's), or 'rtz' (toward zero) for a
+        narrowing float conversion: the nearest-even result, stepped one unit
+        in the last place toward zero where it is larger in magnitude than x
+        (sign and magnitude: its bits minus one; an overflow to infinity
+        becomes the largest finite value; NaN stays NaN)."""
+        if rounding not in (None, "rtne", "rtz"):
+            raise KilnError(f"fp_downcast_rounding must be 'rtne', 'rtz' or None, got "
+                            f"{rounding!r}")
+        src = x.dtype
+        narrowing = (src.name in self.FLOAT_BITS and dtype.name in self.FLOAT_BITS and
+                     self.FLOAT_BITS[dtype.name] <= self.FLOAT_BITS[src.name] and
+                     src is not dtype)
+        if rounding is not None and not narrowing:
+            raise KilnError(f"fp_downcast_rounding applies to narrowing float conversions, "
+                            f"not {src.name} to {dtype.name}")
+        r = self.cast(x, dtype)
+        if rounding != "rtz":
+            return r
+        back = self.cast(r, src)
+        larger = self.compare(ast.Gt(), self.builtin_abs(back), self.builtin_abs(x))
+        ity = {16: kl.int16, 32: kl.int32, 64: kl.int64}[self.FLOAT_BITS[dtype.name]]
+        bits = self.bitcast(r, ity)
+        toward0 = self.bitcast(self.binop(ast.Sub(), bits, self.const(1, ity)), dtype)
+        return self.where(larger, toward0, r)
 
     def builtin_interleave(self, a, b):
         """Triton's: a and b's elements alternating along the last

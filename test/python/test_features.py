@@ -3071,3 +3071,54 @@ def test_early_returns(rng):
 
     with pytest.raises(kiln.CompilationError, match="outside loops"):
         return_in_a_loop[(1,)](np.zeros(8, np.float32), 8)
+
+
+@kiln.jit
+def downcasts(x, h_rtz, b_rtz, h_rtne, f_rtz, x64, n, B: kl.constexpr):
+    o = kl.arange(0, B)
+    m = o < n
+    v = kl.load(x + o, mask=m)
+    kl.store(h_rtz + o, v.to(kl.float16, fp_downcast_rounding="rtz"), mask=m)
+    kl.store(b_rtz + o, kl.cast(v, kl.bfloat16, fp_downcast_rounding="rtz"), mask=m)
+    kl.store(h_rtne + o, v.to(kl.float16, fp_downcast_rounding="rtne"), mask=m)
+    kl.store(f_rtz + o, kl.load(x64 + o, mask=m).to(kl.float32, fp_downcast_rounding="rtz"),
+             mask=m)
+
+
+@kiln.jit
+def rtz_widening(x, y):
+    kl.store(y, kl.load(x).to(kl.float32, fp_downcast_rounding="rtz"))
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")
+def test_fp_downcast_rounding(rng):
+    """Triton's fp_downcast_rounding: 'rtz' rounds toward zero (float32 to
+    float16 and bfloat16, float64 to float32), overflow to the largest
+    finite value, infinities and NaN kept; 'rtne' is the default's."""
+    x = np.concatenate([rng.standard_normal(200) * 10.0 ** rng.integers(-9, 6, 200),
+                        [1e6, -1e6, 65519.0, 65521.0, np.inf, -np.inf, np.nan, 0.0, -0.0,
+                         1e-8, -3e-7, 2.0 ** -24 * 1.5]]).astype(np.float32)
+    x64 = rng.standard_normal(x.size) * 10.0 ** rng.integers(-30, 30, x.size)
+    n = x.size
+    h_rtz = np.full(n, np.nan, np.float16)
+    b_rtz = np.full(n, 0x7FC0, np.uint16)
+    h_rtne = np.full(n, np.nan, np.float16)
+    f_rtz = np.full(n, np.nan, np.float32)
+    downcasts[(1,)](x, h_rtz, kiln.bf16(b_rtz), h_rtne, f_rtz, x64, n, B=256)
+
+    def toward_zero(values, to):
+        c = values.astype(to)
+        over = np.isfinite(values) & (np.abs(c.astype(np.float64)) > np.abs(values))
+        c[over] = np.nextafter(c[over], to(0))
+        return c
+    finite = np.isfinite(x)
+    assert np.array_equal(h_rtz, toward_zero(x, np.float16), equal_nan=True)
+    assert np.array_equal(h_rtne, x.astype(np.float16), equal_nan=True)
+    assert np.array_equal(f_rtz, toward_zero(x64, np.float32))
+    # bfloat16 toward zero: the float32's top 16 bits (finite values).
+    top = (x.view(np.uint32) >> 16).astype(np.uint16)
+    assert np.array_equal(b_rtz[finite], top[finite])
+    assert np.isnan(from_bf16_bits(b_rtz[np.isnan(x)])).all()
+    assert np.array_equal(from_bf16_bits(b_rtz[np.isinf(x)]), x[np.isinf(x)])
+    with pytest.raises(kiln.CompilationError, match="narrowing float conversions"):
+        rtz_widening[(1,)](np.zeros(1, np.float16), np.zeros(1, np.float32))
