@@ -583,6 +583,14 @@ def Kiln_DotOp : Kiln_Op<"dot", [Pure,
     f64 x f64 -> f64, f16 x f16 -> f16 or f32, bf16 x bf16 -> f32,
     i8 x i8 -> i32.
 
+    8-bit floats: with `lhs_fp8` and `rhs_fp8` (each `"e4m3"`, OCP E4M3FN,
+    or `"e5m2"`), the i8 operands hold fp8 bits and the dot is
+    i8 x i8 -> f32 on their values (exact products, summed in f32). sm_90a
+    multiplies such a dot with wgmma's e4m3 / e5m2 forms where both operands
+    can be laid out K-major in place (A a load, B the transpose of a load);
+    every other target and dot decodes the operands to bf16 first
+    (`expandFp8Dots`: exact, e4m3's NaN and e5m2's infinities kept).
+
     Canonicalization folds an addition to a dot from zeros into the dot's
     accumulator: `arith.addf %acc, (kiln.dot %a, %b, zeros)` becomes
     `kiln.dot %a, %b, %acc` (likewise `arith.addi`), Triton's
@@ -595,11 +603,22 @@ def Kiln_DotOp : Kiln_Op<"dot", [Pure,
     %c = kiln.dot %a, %b, %acc : tensor<64x32xbf16>, tensor<32x64xbf16> -> tensor<64x64xf32>
     ```
   }];
-  let arguments = (ins Kiln_Tile:$lhs, Kiln_Tile:$rhs, Kiln_Tile:$acc);
+  let arguments = (ins Kiln_Tile:$lhs, Kiln_Tile:$rhs, Kiln_Tile:$acc,
+                       OptionalAttr<StrAttr>:$lhs_fp8,
+                       OptionalAttr<StrAttr>:$rhs_fp8);
   let results = (outs Kiln_Tile:$result);
   let assemblyFormat = [{
     $lhs `,` $rhs `,` $acc attr-dict `:` type($lhs) `,` type($rhs) `->`
     type($result)
+  }];
+  let builders = [
+    OpBuilder<(ins "Type":$result, "Value":$lhs, "Value":$rhs, "Value":$acc),
+      [{ build($_builder, $_state, result, lhs, rhs, acc, StringAttr(),
+               StringAttr()); }]>
+  ];
+  let extraClassDeclaration = [{
+    /// Whether the operands hold fp8 bits (lhs_fp8 and rhs_fp8 set).
+    bool isFp8() { return getLhsFp8().has_value(); }
   }];
   let hasVerifier = 1;
   let hasCanonicalizer = 1;

@@ -124,6 +124,9 @@ def ConvertKilnToGPU : Pass<"convert-kiln-to-gpu", "::mlir::ModuleOp"> {
     Option<"swizzle", "swizzle", "bool", /*default=*/"true",
            "On sm_90a, lay out pipelined wgmma operand tiles whose rows are "
            "whole 128-byte lines in the 128B-swizzled layout">,
+    Option<"fp8Wgmma", "fp8-wgmma", "bool", /*default=*/"true",
+           "sm_90a: fp8 dots whose operands are a load and the transpose of "
+           "a load on wgmma's e4m3 / e5m2 forms (else decoded to bf16)">,
     Option<"pipelineGathers", "pipeline-gathers", "bool", /*default=*/"true",
            "Pipeline gathers of rows in loops whose indices a pipelined load "
            "of the loop gives (docs/gpu.md, \"Pipelined gathers\")">,

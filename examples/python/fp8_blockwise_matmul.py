@@ -1,9 +1,10 @@
 """FP8 GEMM with block-wise scales, as DeepSeek-V3 stores its weights:
 activations in e4m3 with one float32 scale per row and 128 columns (1×128),
 weights [N, K] in e4m3 with one scale per 128×128 block; C = A @ W^T in
-float32. Each K step multiplies the fp8 tiles exactly (kl.dot decodes
-them to bfloat16, a few bit operations per element) and applies both scales
-to the step's partial product.
+float32. Each K step multiplies the fp8 tiles exactly and applies both
+scales to the step's partial product: on sm_90a with wgmma's e4m3 form (A's
+rows and W's rows are both K-major, `kl.dot(x, kl.trans(wk))`), elsewhere
+with the operands decoded to bfloat16 (a few bit operations per element).
 
 `quantize_activations` and `quantize_weights` make the operands in NumPy (the
 largest magnitude of each group maps to 448, e4m3's largest value), and
@@ -31,11 +32,13 @@ def fp8_blockwise_matmul_kernel(a, a_s, w, w_s, c, M, N, K, BM: kl.constexpr,
         k0 = i * BK
         x = kl.load(a + rm[:, None] * K + (k0 + rk)[None, :],
                     mask=(rm[:, None] < M) & ((k0 + rk)[None, :] < K), other=0.0)
-        wt = kl.load(w + rn[None, :] * K + (k0 + rk)[:, None],          # W^T's tile
-                     mask=(rn[None, :] < N) & ((k0 + rk)[:, None] < K), other=0.0)
+        wk = kl.load(w + rn[:, None] * K + (k0 + rk)[None, :],          # W's rows [BN, BK]
+                     mask=(rn[:, None] < N) & ((k0 + rk)[None, :] < K), other=0.0)
         sa = kl.load(a_s + rm * steps + i, mask=rm < M, other=0.0)
         sw = kl.load(w_s + (rn // 128) * steps + i, mask=rn < N, other=0.0)
-        acc += kl.dot(x, wt) * sa[:, None] * sw[None, :]
+        # (W's rows transposed: both operands K-major, as wgmma's fp8 forms
+        # need them on sm_90a.)
+        acc += kl.dot(x, kl.trans(wk)) * sa[:, None] * sw[None, :]
     kl.store(c + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 

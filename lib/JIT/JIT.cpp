@@ -98,6 +98,7 @@ JIT::compile(llvm::StringRef source, llvm::StringRef name,
          (compileOptions.overlap ? "overlap|" : "nooverlap|") +
          (compileOptions.hostMaps ? "hostmaps|" : "devicemaps|") +
          (compileOptions.pipelineGathers ? "" : "nogathers|") +
+         (compileOptions.fp8Wgmma ? "" : "nofp8wgmma|") +
          (compileOptions.cubin ? "cubin|" : "ptx|") +
          (compileOptions.target.empty() ? options.target
                                         : compileOptions.target);
@@ -236,6 +237,8 @@ JIT::compileUncached(llvm::StringRef source, llvm::StringRef name,
       feed("device-maps");
     if (!opts.pipelineGathers)
       feed("no-pipelined-gathers");
+    if (!opts.fp8Wgmma)
+      feed("no-fp8-wgmma");
   }
   feed(canonical);
   // A kiln.assert's report names its location, which the code carries: the

@@ -3248,6 +3248,23 @@ class CodeGen(ast.NodeVisitor):
             raise KilnError(f"dot(input_precision=...) must be 'ieee', 'tf32' or 'tf32x3', got "
                             f"{input_precision!r}")
         a, b = self.to_tile(a), self.to_tile(b)
+        native = (a.dtype.fp8 is not None and b.dtype.fp8 is not None and
+                  len(a.shape) == 2 and len(b.shape) == 2 and
+                  out_dtype in (None, kl.float32) and
+                  (acc is None or self.to_tile(acc).dtype is kl.float32))
+        if native:
+            # Two fp8 tiles: one kiln.dot on their bits (lhs_fp8 / rhs_fp8),
+            # which sm_90a multiplies with wgmma's e4m3 / e5m2 forms where
+            # it can and every target otherwise decodes to bfloat16 exactly
+            # (expandFp8Dots: this function's fp8_dot_operand, in C++).
+            if a.shape[1] != b.shape[0]:
+                raise KilnError(f"dot: inner dimensions differ: {a.shape} @ {b.shape}")
+            shape = (a.shape[0], b.shape[1])
+            acc = self.builtin_zeros(shape, kl.float32) if acc is None else self.to_tile(acc)
+            if acc.shape != shape:
+                raise KilnError(f"dot accumulator has shape {acc.shape}, expected {shape}")
+            return Tile(self.b.dot_fp8(a.value, b.value, acc.value, a.dtype.fp8, b.dtype.fp8),
+                        kl.float32, shape)
         if a.dtype.fp8 is not None or b.dtype.fp8 is not None:
             # fp8 values are exact in bfloat16 and float16: both fp8 take
             # bfloat16 (kl.dot_scaled's emulation); beside another float

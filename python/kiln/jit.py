@@ -93,6 +93,14 @@ def pipeline_gathers_enabled():
     return os.environ.get("KILN_PIPELINE_GATHERS", "1") != "0"
 
 
+def fp8_wgmma_enabled():
+    """sm_90a: fp8 dots whose operands are a load and the transpose of a load
+    run on wgmma's e4m3 / e5m2 forms unless $KILN_FP8_WGMMA is 0 (kilnc
+    --no-fp8-wgmma: decoded to bf16; read by the compiler at each compile;
+    part of every kernel cache key)."""
+    return os.environ.get("KILN_FP8_WGMMA", "1") != "0"
+
+
 def default_num_stages():
     """Software pipelining depth of loads in loops on GPU targets when a
     launch does not say (``num_stages=``): $KILN_NUM_STAGES, else 2."""
@@ -509,7 +517,7 @@ class JITFunction:
         num_stages = num_stages or default_num_stages()
         key = (grid_rank, target, num_warps, num_stages, tma_enabled(),
                swizzle_enabled(), overlap_enabled(), host_maps_enabled(),
-               pipeline_gathers_enabled(), self.debug_on()) + \
+               pipeline_gathers_enabled(), fp8_wgmma_enabled(), self.debug_on()) + \
             tuple(a.key for a in bound)
         with self._lock:
             ck = self.cache.get(key)

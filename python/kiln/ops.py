@@ -87,7 +87,7 @@ def kernel(name, mods="", _target=None, _num_warps=None, **config):
         return k
     from . import _kiln
     from .jit import (_get_jit, default_num_stages, default_num_warps, host_maps_enabled,
-                      pipeline_gathers_enabled,
+                      pipeline_gathers_enabled, fp8_wgmma_enabled,
                       overlap_enabled, swizzle_enabled, tma_enabled)
     target = _target or os.environ.get("KILN_TARGET", "host")
     if target.startswith("sm_") and _target is None:
@@ -101,7 +101,7 @@ def kernel(name, mods="", _target=None, _num_warps=None, **config):
     warps = _num_warps or default_num_warps()
     key = (name, mods, _get_jit(_target).target, warps, default_num_stages(),
            tma_enabled(), swizzle_enabled(), overlap_enabled(), host_maps_enabled(),
-           pipeline_gathers_enabled(),
+           pipeline_gathers_enabled(), fp8_wgmma_enabled(),
            tuple(sorted((k, str(v)) for k, v in config.items())))
     with _lock:
         k = _kernels.get(key)

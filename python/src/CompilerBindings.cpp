@@ -537,6 +537,12 @@ bool pipelineGathersFromEnvironment() {
   const char *v = std::getenv("KILN_PIPELINE_GATHERS");
   return !(v && std::string(v) == "0");
 }
+/// sm_90a: fp8 dots on wgmma's fp8 forms unless $KILN_FP8_WGMMA is 0
+/// (kilnc has --no-fp8-wgmma).
+bool fp8WgmmaFromEnvironment() {
+  const char *v = std::getenv("KILN_FP8_WGMMA");
+  return !(v && std::string(v) == "0");
+}
 bool hostMapsFromEnvironment() {
   const char *v = std::getenv("KILN_TMA_MAPS");
   return !(v && std::string(v) == "device");
@@ -746,6 +752,16 @@ void bindCompiler(py::module &m) {
                throw IRError("dot needs tiles");
              return p.make<kd::DotOp>(acc.getType(), a, b, acc);
            })
+      .def("dot_fp8",
+           [](PyBuilder &p, Value a, Value b, Value acc, const std::string &fa,
+              const std::string &fb) {
+             if (!isa<RankedTensorType>(a.getType()) || !isa<RankedTensorType>(b.getType()) ||
+                 !isa<RankedTensorType>(acc.getType()))
+               throw IRError("dot needs tiles");
+             MLIRContext *ctx = acc.getContext();
+             return p.make<kd::DotOp>(acc.getType(), a, b, acc, StringAttr::get(ctx, fa),
+                                      StringAttr::get(ctx, fb));
+           })
       .def("reduce",
            [](PyBuilder &p, const std::string &kind, Value v, int axis,
               Type type) {
@@ -815,6 +831,7 @@ void bindCompiler(py::module &m) {
             options.overlap = overlapFromEnvironment();
             options.hostMaps = hostMapsFromEnvironment();
             options.pipelineGathers = pipelineGathersFromEnvironment();
+            options.fp8Wgmma = fp8WgmmaFromEnvironment();
             llvm::Expected<std::shared_ptr<::kiln::Kernel>> k =
                 std::shared_ptr<::kiln::Kernel>();
             {
@@ -902,6 +919,7 @@ void bindCompiler(py::module &m) {
         o.overlap = overlapFromEnvironment();
         o.hostMaps = hostMapsFromEnvironment();
         o.pipelineGathers = pipelineGathersFromEnvironment();
+        o.fp8Wgmma = fp8WgmmaFromEnvironment();
         auto r = ::kiln::compileSource(ctx, source, name, o, kind);
         if (!r)
           throw IRError(llvm::toString(r.takeError()));

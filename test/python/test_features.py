@@ -3122,3 +3122,118 @@ def test_fp_downcast_rounding(rng):
     assert np.array_equal(from_bf16_bits(b_rtz[np.isinf(x)]), x[np.isinf(x)])
     with pytest.raises(kiln.CompilationError, match="narrowing float conversions"):
         rtz_widening[(1,)](np.zeros(1, np.float16), np.zeros(1, np.float32))
+
+
+# fp8 dots: kl.dot of two fp8 tiles is one kiln.dot on their bits (lhs_fp8 /
+# rhs_fp8). On sm_90a a dot whose A is a load and whose B is the transpose of
+# a load (both K-major) runs on wgmma's e4m3 / e5m2 forms; every other dot
+# and target decodes both operands to bfloat16 (exact). Products of fp8
+# values are exact in float32, so both agree with float64 to the sums'
+# rounding.
+@kiln.jit
+def fp8_gemm_k_major(a, w, c, M, N, K, BM: kl.constexpr, BN: kl.constexpr, BK: kl.constexpr):
+    pm, pn = kl.program_id(0), kl.program_id(1)
+    rm = pm * BM + kl.arange(0, BM)
+    rn = pn * BN + kl.arange(0, BN)
+    rk = kl.arange(0, BK)
+    acc = kl.zeros((BM, BN), kl.float32)
+    for k0 in range(0, K, BK):
+        x = kl.load(a + rm[:, None] * K + (k0 + rk)[None, :],
+                    mask=(rm[:, None] < M) & ((k0 + rk)[None, :] < K), other=0.0)
+        wk = kl.load(w + rn[:, None] * K + (k0 + rk)[None, :],
+                     mask=(rn[:, None] < N) & ((k0 + rk)[None, :] < K), other=0.0)
+        acc = kl.dot(x, kl.trans(wk), acc)
+    kl.store(c + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@kiln.jit
+def fp8_gemm_w_transposed(a, w, c, M, N, K, BM: kl.constexpr, BN: kl.constexpr,
+                          BK: kl.constexpr):
+    # W^T's tile [BK, BN] addressed straight in W [N, K]: the front end loads
+    # W's rows and transposes them, so this is K-major too.
+    pm, pn = kl.program_id(0), kl.program_id(1)
+    rm = pm * BM + kl.arange(0, BM)
+    rn = pn * BN + kl.arange(0, BN)
+    rk = kl.arange(0, BK)
+    acc = kl.zeros((BM, BN), kl.float32)
+    for k0 in range(0, K, BK):
+        x = kl.load(a + rm[:, None] * K + (k0 + rk)[None, :],
+                    mask=(rm[:, None] < M) & ((k0 + rk)[None, :] < K), other=0.0)
+        wt = kl.load(w + rn[None, :] * K + (k0 + rk)[:, None],
+                     mask=(rn[None, :] < N) & ((k0 + rk)[:, None] < K), other=0.0)
+        acc += kl.dot(x, wt)
+    kl.store(c + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@kiln.jit
+def fp8_gemm_n_major(a, b, c, M, N, K, BM: kl.constexpr, BN: kl.constexpr, BK: kl.constexpr):
+    # B [K, N] in rows of N: an N-major B, which fp8 wgmma cannot read, so
+    # the operands are decoded (on every target).
+    pm, pn = kl.program_id(0), kl.program_id(1)
+    rm = pm * BM + kl.arange(0, BM)
+    rn = pn * BN + kl.arange(0, BN)
+    rk = kl.arange(0, BK)
+    acc = kl.zeros((BM, BN), kl.float32)
+    for k0 in range(0, K, BK):
+        x = kl.load(a + rm[:, None] * K + (k0 + rk)[None, :],
+                    mask=(rm[:, None] < M) & ((k0 + rk)[None, :] < K), other=0.0)
+        y = kl.load(b + (k0 + rk)[:, None] * N + rn[None, :],
+                    mask=((k0 + rk)[:, None] < K) & (rn[None, :] < N), other=0.0)
+        acc += kl.dot(x, y)
+    kl.store(c + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def _fp8_codes(rng, shape, fmt):
+    """Random fp8 bytes without NaN (nor e5m2's infinities)."""
+    c = rng.integers(0, 256, shape).astype(np.uint8)
+    if fmt == "e4m3":
+        c[(c & 0x7F) == 0x7F] = 0x38
+    else:
+        c[(c & 0x7C) == 0x7C] = 0x3C
+    return c
+
+
+@pytest.mark.parametrize("fa,fw", [("e4m3", "e4m3"), ("e4m3", "e5m2"), ("e5m2", "e4m3")])
+@pytest.mark.parametrize("kernel", ["k_major", "w_transposed", "n_major"])
+def test_fp8_dots(rng, fa, fw, kernel):
+    from kiln.frontend import fp8_value
+    table = {f: np.array([fp8_value(c, f) for c in range(256)]) for f in ("e4m3", "e5m2")}
+    M, N, K = 130, 100, 300
+    a, w = _fp8_codes(rng, (M, K), fa), _fp8_codes(rng, (N, K), fw)
+    fn = {"k_major": fp8_gemm_k_major, "w_transposed": fp8_gemm_w_transposed,
+          "n_major": fp8_gemm_n_major}[kernel]
+    # (n_major takes W^T [K, N] in rows.)
+    wa = np.ascontiguousarray(w.T) if kernel == "n_major" else w
+
+    def run():
+        c = np.full((M, N), np.nan, np.float32)
+        fn[(kiln.cdiv(M, 64), kiln.cdiv(N, 64))](kiln.fp8(a, fa), kiln.fp8(wa, fw), c, M, N, K,
+                                                 BM=64, BN=64, BK=64)
+        return c
+    da, dw = table[fa][a], table[fw][w]
+    assert_close(run(), da @ dw.T, 1e-6, 1e-6 * (np.abs(da) @ np.abs(dw).T).max())
+    # e4m3's NaN (S.1111.111) in a row of A: that row of C is NaN, the others
+    # are not.
+    if fa == "e4m3":
+        a[7, 100] = 0xFF
+        c = run()
+        assert np.isnan(c[7]).all() and not np.isnan(np.delete(c, 7, 0)).any()
+
+
+def test_fp8_matmul_mlir_example(rng, tmp_path):
+    """examples/matmul_fp8.mlir (kiln.dot with lhs_fp8 / rhs_fp8 written by
+    hand) through kilnc for this suite's target, then the runtime."""
+    from kiln.frontend import fp8_value
+    root = os.path.dirname(os.path.dirname(HERE))
+    out = tmp_path / "mf8.kiln"
+    target = os.environ.get("KILN_TARGET")
+    subprocess.run([KILNC, os.path.join(root, "examples", "matmul_fp8.mlir"), "-o", str(out)]
+                   + (["--target", target] if target else []), check=True)
+    M, N, K = 70, 130, 200
+    a, w = _fp8_codes(rng, (M, K), "e4m3"), _fp8_codes(rng, (N, K), "e5m2")
+    c = np.full((M, N), np.nan, np.float32)
+    kiln.load_bundle(str(out))[(kiln.cdiv(N, 64), kiln.cdiv(M, 64))](
+        a.view(np.int8), w.view(np.int8), c, M, N, K)
+    da = np.array([fp8_value(int(x), "e4m3") for x in range(256)])[a]
+    dw = np.array([fp8_value(int(x), "e5m2") for x in range(256)])[w]
+    assert_close(c, da @ dw.T, 1e-6, 1e-6 * (np.abs(da) @ np.abs(dw).T).max())

@@ -72,6 +72,13 @@ def test_example_compiles_for_gpu(path, chip, tmp_path):
         assert "mma.sync" not in ptx
     elif "matmul_bf16" in path:
         assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in ptx
+    if "matmul_fp8" in path and chip == "sm_90a":
+        # wgmma's fp8 form on the bytes (both operands K-major, in place).
+        assert "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e5m2" in ptx
+        assert "mma.sync" not in ptx and ".bf16" not in ptx
+    elif "matmul_fp8" in path:
+        # Decoded to bf16 for mma.sync.
+        assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in ptx
     if "softmax" in path or "layernorm" in path:
         assert "shfl.sync.bfly" in ptx
     _assemble(out, chip, tmp_path)
@@ -1516,14 +1523,18 @@ def test_fp8_blockwise_matmul_compiles_for_gpu(chip, tmp_path, monkeypatch):
                                     np.zeros((M, N), np.float32), block=(64, 64))
     ck = f8.fp8_blockwise_matmul_kernel.warmup(*args, grid=grid, **kw)
     ptx = ck.asm
-    assert ("wgmma.mma_async" if chip == "sm_90a" else "mma.sync.aligned") in ptx
+    # sm_90a: wgmma's e4m3 form on the fp8 bytes where they land (both
+    # operands K-major); sm_80: decoded to bfloat16 for mma.sync.
+    assert ("wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3" if chip == "sm_90a"
+            else "mma.sync.aligned") in ptx
     (tmp_path / "k.ptx").write_text(ptx)
     report = _assemble(str(tmp_path / "k.ptx"), chip, tmp_path)
     assert " 0 bytes spill stores" in report
     shared = _shared_bytes(ck, chip, 4, tmp_path)
     # (The step's scaled product and the accumulator stay in the dot's
-    # registers: elementwiseCarry. They took 16 KiB more.)
-    tiles = 2 * 2 * 64 * 128 + 2 * 64 * 128 * 2
+    # registers: elementwiseCarry. They took 16 KiB more.) Two stages of
+    # the fp8 tiles, and on sm_80 the two decoded bf16 operands.
+    tiles = 2 * 2 * 64 * 128 + (0 if chip == "sm_90a" else 2 * 64 * 128 * 2)
     assert tiles <= shared <= tiles + 12 * 1024, shared
 
 
@@ -1555,6 +1566,39 @@ def test_w4a16_matmul_compiles_for_gpu(chip, block, warps, tmp_path, monkeypatch
     loop = 2 * (bm * bk * 2 + bk // 8 * bn * 4) + bk * bn * 2
     shared = _shared_bytes(ck, chip, warps, tmp_path)
     assert shared <= max(loop, bm * bn * 4) + 2048, shared
+
+
+# fp8 dots on sm_90a: with both operands K-major (B the transpose of a load,
+# or W^T's tile addressed in W, which the front end loads as W's rows and
+# transposes) wgmma's e4m3 / e5m2 form reads the bytes where they land (two
+# stages of the fp8 tiles: 32 KiB at 64x64x128, no decoded copy); an N-major
+# B is decoded to bf16 for wgmma's bf16 form.
+def test_fp8_dots_take_wgmma_fp8_forms_where_k_major(tmp_path, monkeypatch):
+    import numpy as np
+    import kiln
+    import test_features as tf
+    monkeypatch.setenv("KILN_TARGET", "sm_90a")
+    M = N = K = 1024
+    a = kiln.fp8(np.zeros((M, K), np.uint8), "e4m3")
+    w = kiln.fp8(np.zeros((N, K), np.uint8), "e5m2")
+    args = (a, w, np.zeros((M, N), np.float32), M, N, K)
+    kw = dict(BM=64, BN=64, BK=128, grid=(1, 1))
+    for kernel in (tf.fp8_gemm_k_major, tf.fp8_gemm_w_transposed):
+        native = kernel.warmup(*args, **kw)
+        assert "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e5m2" in native.asm
+        assert ".bf16" not in native.asm
+        (tmp_path / "k.ptx").write_text(native.asm)
+        assert " 0 bytes spill stores" in _assemble(str(tmp_path / "k.ptx"), "sm_90a", tmp_path)
+        assert _shared_bytes(native, "sm_90a", 4, tmp_path) <= 2 * 2 * 64 * 128 + 2048
+    decoded = tf.fp8_gemm_n_major.warmup(*args, **kw)
+    assert "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16" in decoded.asm
+    assert "e4m3" not in decoded.asm
+    # KILN_FP8_WGMMA=0 (kilnc --no-fp8-wgmma): decoded, as before, for the
+    # device check to time both.
+    monkeypatch.setenv("KILN_FP8_WGMMA", "0")
+    off = tf.fp8_gemm_k_major.warmup(*args, **kw)
+    assert "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16" in off.asm
+    assert "e4m3" not in off.asm
 
 
 # The libdevice functions (float32 polynomials and reductions: no CUDA library)

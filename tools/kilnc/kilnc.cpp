@@ -85,6 +85,11 @@ static cl::opt<bool> noTma("no-tma",
                            cl::desc("sm_90a: load pipelined tiles with "
                                     "cp.async, not TMA"),
                            cl::cat(kilncCategory));
+static cl::opt<bool> noFp8Wgmma(
+    "no-fp8-wgmma",
+    cl::desc("sm_90a: decode fp8 dot operands to bf16 (not wgmma's e4m3 / "
+             "e5m2 forms)"),
+    cl::cat(kilncCategory));
 static cl::opt<bool> noPipelinedGathers(
     "no-pipelined-gathers",
     cl::desc("GPU targets: wait for gathers by a loaded index block where "
@@ -158,7 +163,8 @@ static int runOp(int argc, char **argv) {
     errs() << "usage: kilnc op NAME [--key value]... [-o FILE] [--target T] "
               "[--emit bundle|mlir|llvm|asm|ptx|obj|cubin|c-header|kiln]\n"
               "       [--num-warps N] [--num-stages N] [--no-tma] [--no-swizzle]\n"
-              "       [--no-overlap] [--device-maps] [--no-pipelined-gathers] [--cubin]\n"
+              "       [--no-overlap] [--device-maps] [--no-pipelined-gathers]\n"
+              "       [--no-fp8-wgmma] [--cubin]\n"
               "       kilnc op --list\n";
     return 1;
   };
@@ -194,7 +200,7 @@ static int runOp(int argc, char **argv) {
   std::string output = "-", targetName = "host", emitName = "bundle",
               warps = "4", stagesText = "2";
   bool cubin = false, tma = true, swizzle = true, overlap = true, hostMaps = true,
-       pipelineGathers = true;
+       pipelineGathers = true, fp8Wgmma = true;
   std::vector<std::string> gpuOnly; // GPU-only flags given, for checkTarget
   for (int i = 3; i < argc; ++i) {
     std::string a = argv[i];
@@ -239,6 +245,9 @@ static int runOp(int argc, char **argv) {
     } else if (a == "--no-pipelined-gathers") {
       pipelineGathers = false;
       gpuOnly.push_back("--no-pipelined-gathers");
+    } else if (a == "--no-fp8-wgmma") {
+      fp8Wgmma = false;
+      gpuOnly.push_back("--no-fp8-wgmma");
     } else if (a.rfind("--", 0) == 0) {
       std::string key = a.substr(2), v;
       size_t eq = key.find('=');
@@ -290,6 +299,7 @@ static int runOp(int argc, char **argv) {
   options.overlap = overlap;
   options.hostMaps = hostMaps;
   options.pipelineGathers = pipelineGathers;
+  options.fp8Wgmma = fp8Wgmma;
   if (llvm::StringRef(warps).getAsInteger(10, options.numWarps)) {
     WithColor::error(errs(), "kilnc") << "--num-warps needs an integer\n";
     return 1;
@@ -373,6 +383,7 @@ int main(int argc, char **argv) {
   options.overlap = !noOverlap;
   options.hostMaps = !deviceMaps;
   options.pipelineGathers = !noPipelinedGathers;
+  options.fp8Wgmma = !noFp8Wgmma;
   auto result = kiln::compileSource(context, (*input)->getBuffer(), inputFile,
                                     options, emitKind);
   if (!result) {

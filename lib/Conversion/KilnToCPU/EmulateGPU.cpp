@@ -29,7 +29,7 @@
 //   void kiln_emu_fence_proxy_async()
 //   void kiln_emu_wgmma_fence() / kiln_emu_wgmma_commit()
 //   void kiln_emu_wgmma_wait(i32 n)
-//   void kiln_emu_wgmma(i64 descA, i64 descB, i32 n, i32 f16, i32 transA,
+//   void kiln_emu_wgmma(i64 descA, i64 descB, i32 n, i32 types, i32 transA,
 //                       i32 transB, i32 scaleD, i64 acc, i64 site)
 //                                     acc: this thread's n/2 f32, in/out
 //   void kiln_emu_tensormap_replace(i64 map, i32 field, i32 ord, i64 value)
@@ -396,17 +396,30 @@ LogicalResult EmulateGPUPass::emulate(gpu::GPUFuncOp kernel,
       auto shape = wg.getShape();
       auto acc = cast<LLVM::LLVMStructType>(wg.getInouts().getType());
       int64_t n = shape.getN();
-      if (shape.getM() != 64 || shape.getK() != 16 ||
-          wg.getTypeA() != wg.getTypeB() ||
-          (wg.getTypeA() != NVVM::WGMMATypes::bf16 &&
-           wg.getTypeA() != NVVM::WGMMATypes::f16) ||
+      // Operand types as kiln_emu_wgmma takes them: 0 bf16, 1 f16, 2 e4m3,
+      // 3 e5m2 (A in bits 0-3, B in 4-7).
+      auto code = [](NVVM::WGMMATypes t) -> int {
+        switch (t) {
+        case NVVM::WGMMATypes::bf16: return 0;
+        case NVVM::WGMMATypes::f16: return 1;
+        case NVVM::WGMMATypes::e4m3: return 2;
+        case NVVM::WGMMATypes::e5m2: return 3;
+        default: return -1;
+        }
+      };
+      int ta = code(wg.getTypeA()), tb = code(wg.getTypeB());
+      bool sixteen = ta >= 0 && ta < 2 && tb == ta && shape.getK() == 16;
+      bool fp8 = ta >= 2 && tb >= 2 && shape.getK() == 32 &&
+                 wg.getLayoutA() == NVVM::MMALayout::row &&
+                 wg.getLayoutB() == NVVM::MMALayout::col;
+      if (shape.getM() != 64 || !(sixteen || fp8) ||
           wg.getTypeD() != NVVM::WGMMATypes::f32 ||
           wg.getScaleA() != NVVM::WGMMAScaleIn::one ||
           wg.getScaleB() != NVVM::WGMMAScaleIn::one ||
           acc.getBody().size() != size_t(n / 2))
         return op->emitError("kiln-emulate-gpu: only wgmma.mma_async "
-                             "m64nNk16 bf16/f16 with f32 accumulators is "
-                             "emulated");
+                             "m64nNk16 bf16/f16 and m64nNk32 e4m3/e5m2 "
+                             "(K-major) with f32 accumulators are emulated");
       SmallVector<Value> accIn;
       for (int64_t e = 0; e < n / 2; ++e)
         accIn.push_back(LLVM::ExtractValueOp::create(ib, wg.getInouts(),
@@ -418,7 +431,7 @@ LogicalResult EmulateGPUPass::emulate(gpu::GPUFuncOp kernel,
       abi.call(ib, "kiln_emu_wgmma",
                {wg.getDescriptorA(), wg.getDescriptorB(),
                 arith::ConstantIntOp::create(ib, i32, n),
-                flag(wg.getTypeA() == NVVM::WGMMATypes::f16),
+                arith::ConstantIntOp::create(ib, i32, ta | tb << 4),
                 flag(wg.getLayoutA() == NVVM::MMALayout::col),
                 flag(wg.getLayoutB() == NVVM::MMALayout::row),
                 flag(wg.getScaleD() == NVVM::WGMMAScaleOut::one), accAddr,

@@ -29,6 +29,8 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/Support/SaveAndRestore.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::kiln;
 using namespace mlir::kiln::detail;
@@ -401,6 +403,11 @@ static bool isTensorCoreDot(const SimtConfig &simt, DotOp op) {
   int64_t M = lhsType.getDimSize(0), K = lhsType.getDimSize(1),
           N = accType.getDimSize(1);
   Type inElt = lhsType.getElementType();
+  // (An fp8 dot still here runs on wgmma's e4m3 / e5m2 forms: expandFp8Dots
+  // decoded the others.)
+  if (op.isFp8())
+    return simt.wgmma && M % 64 == 0 && N % 8 == 0 && K % 32 == 0 &&
+           simt.numThreads % 128 == 0;
   return simt.tensorCores && (inElt.isBF16() || inElt.isF16()) &&
          accType.getElementType().isF32() && M % 16 == 0 && N % 8 == 0 &&
          K % 16 == 0 && simt.numThreads % 32 == 0;
@@ -512,6 +519,81 @@ static bool wantsRows(DotOp dot) {
     }
   }
   return false;
+}
+
+/// An fp8 tile's bits (i8) as bfloat16 values, exactly: the front end's
+/// chain (frontend.py, fp8_dot_operand), one use of each result, which the
+/// GPU lowering fuses into the write of the tensor-core operand. e4m3
+/// S.EEEE.MMM -> S.000EEEE.MMM0000, a bfloat16 of 2^-120 times the value,
+/// scaled by 2^120, NaN (S.1111.111) selected; e5m2 is a float16's top byte.
+static Value decodeFp8(OpBuilder &b, Location loc, Value raw, StringRef fmt) {
+  auto type = cast<RankedTensorType>(raw.getType());
+  auto as = [&](Type e) { return RankedTensorType::get(type.getShape(), e); };
+  Type i8 = b.getI8Type(), i16 = b.getI16Type(), bf16 = b.getBF16Type();
+  auto splat = [&](Type e, Attribute a) -> Value {
+    return arith::ConstantOp::create(b, loc, DenseElementsAttr::get(as(e), a));
+  };
+  auto intSplat = [&](Type e, int64_t v) {
+    return splat(e, b.getIntegerAttr(e, v));
+  };
+  Value wide = arith::ExtSIOp::create(b, loc, as(i16), raw);
+  if (fmt == "e5m2") {
+    Value h = arith::BitcastOp::create(
+        b, loc, as(b.getF16Type()),
+        arith::ShLIOp::create(b, loc, wide, intSplat(i16, 8)));
+    // (Exact: every e5m2 value, infinities and NaN too, is a bfloat16.)
+    return arith::TruncFOp::create(
+        b, loc, as(bf16), arith::ExtFOp::create(b, loc, as(b.getF32Type()), h));
+  }
+  Value bits = arith::AndIOp::create(
+      b, loc, arith::ShLIOp::create(b, loc, wide, intSplat(i16, 4)),
+      intSplat(i16, -0x7801));
+  Value v = arith::MulFOp::create(
+      b, loc, arith::BitcastOp::create(b, loc, as(bf16), bits),
+      splat(bf16, b.getFloatAttr(bf16, std::ldexp(1.0, 120))));
+  Value nan = arith::CmpIOp::create(
+      b, loc, arith::CmpIPredicate::eq,
+      arith::AndIOp::create(b, loc, raw, intSplat(i8, 0x7F)), intSplat(i8, 0x7F));
+  return arith::SelectOp::create(
+      b, loc, nan, splat(bf16, b.getFloatAttr(bf16, std::nan(""))), v);
+}
+
+/// The tile `v` is a load used once, by `user`.
+static bool loadOnlyFor(Value v, Operation *user) {
+  return v.getDefiningOp<LoadOp>() && v.hasOneUse() &&
+         *v.getUsers().begin() == user;
+}
+
+/// Whether fp8 dot `dot` can run on wgmma's e4m3 / e5m2 forms in place:
+/// sm_90a, a wgmma tiling, A [M, K] a load only it reads and B the
+/// transpose of a load ([N, K] rows: K-major, which 8-bit wgmma operands
+/// must be), both laid out in core matrices where they land.
+static bool nativeFp8Dot(const SimtConfig &simt, DotOp dot) {
+  auto tr = dot.getRhs().getDefiningOp<TransOp>();
+  if (!simt.wgmma || !simt.fp8Wgmma || !isTensorCoreDot(simt, dot) ||
+      !loadOnlyFor(dot.getLhs(), dot) || !tr ||
+      tr.getOrder() != ArrayRef<int32_t>{1, 0} || !tr.getResult().hasOneUse() ||
+      !loadOnlyFor(tr.getSrc(), tr))
+    return false;
+  auto wt = planDotTiling(simt, dot);
+  return wt && wt->wgmma;
+}
+
+void expandFp8Dots(Operation *root, const SimtConfig *simt) {
+  SmallVector<DotOp> dots;
+  root->walk([&](DotOp d) {
+    if (d.isFp8() && !(simt && nativeFp8Dot(*simt, d)))
+      dots.push_back(d);
+  });
+  for (DotOp d : dots) {
+    OpBuilder b(d);
+    Value lhs = decodeFp8(b, d.getLoc(), d.getLhs(), *d.getLhsFp8());
+    Value rhs = decodeFp8(b, d.getLoc(), d.getRhs(), *d.getRhsFp8());
+    auto decoded =
+        DotOp::create(b, d.getLoc(), d.getType(), lhs, rhs, d.getAcc());
+    d.getResult().replaceAllUsesWith(decoded.getResult());
+    d.erase();
+  }
 }
 
 void planRowDots(SimtConfig &simt, Operation *body) {
@@ -1708,10 +1790,12 @@ static Value stridedView(Value flat, ArrayRef<int64_t> shape,
 Value KernelLowering::allocCoreTile(RankedTensorType type, Location loc) {
   // The core-matrix layout (coreStrides) as a strided rank-4 view (r / 8,
   // r % 8, c / 8, c % 8) of a flat buffer, as coreMatrices lays it out.
+  // (fp8 operands, i8: core matrices of 8 rows of 16 bytes, 16 elements.)
   int64_t R = type.getShape().drop_back().back(), C = type.getShape().back();
+  int64_t per = 128 / storageType(type.getElementType()).getIntOrFloatBitWidth();
   Value flat = allocSharedTile(
       RankedTensorType::get({R * C}, type.getElementType()), loc);
-  return stridedView(flat, {R / 8, 8, C / 8, 8}, coreStrides(R), loc);
+  return stridedView(flat, {R / 8, 8, C / per, per}, coreStrides(R, per), loc);
 }
 
 Value KernelLowering::allocPaddedTile(RankedTensorType type, Location loc) {
@@ -1860,6 +1944,14 @@ SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
   // B = trans(X) not materialized (deferTransToTensorCores): X [N, K] row-major
   // is B K-major, laid out as A is.
   bool bKMajor = deferredTrans.count(op.getRhs());
+  // An fp8 dot (nativeFp8Dot) reads both operands K-major where they landed.
+  bool fp8 = op.isFp8();
+  if (fp8 && !(wt.wgmma && bKMajor && isCoreBuffer(mt.a) && isCoreBuffer(mt.bm))) {
+    op.emitError("kiln GPU lowering: an fp8 dot's operands are not both in "
+                 "K-major core matrices for wgmma (expandFp8Dots decodes such "
+                 "dots)");
+    return {};
+  }
   auto usable = [](Value v) { return isCoreBuffer(v) || isPlain16(v); };
   if (!wt.wgmma || !usable(mt.a) || !usable(mt.bm)) {
     // mma.sync (a deferred transpose's source is read as X = Bᵀ).
@@ -1966,7 +2058,12 @@ SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
   bool deferWait = !inFlight && carriedDots.contains(op) &&
                    outlivesIteration(op.getLhs(), aCore) &&
                    outlivesIteration(op.getRhs(), bCore);
-  int64_t n = wt.TN * 8, steps = K / 16, unroll = 1;
+  // fp8 operands count K in pairs of bytes: their core matrices are those
+  // of a 16-bit operand of half the columns (coreStrides), so the
+  // descriptors and their offsets (OperandLayout) are the same, and one k32
+  // step of wgmma's e4m3 / e5m2 forms is 16 pairs.
+  int64_t kUnits = fp8 ? K / 2 : K;
+  int64_t n = wt.TN * 8, steps = kUnits / 16, unroll = 1;
   for (int64_t u = 8; u >= 1; --u)
     if (steps % u == 0) {
       unroll = u;
@@ -1989,8 +2086,8 @@ SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
   // A [M, K] K-major; B [K, N] N-major, or [N, K] K-major (a deferred
   // transpose); each in the core layout or, as a pipelined stage of
   // 128-byte rows, the 128B swizzle (OperandLayout).
-  OperandLayout aLayout{true, swizzledBuffers.count(aCore) > 0, M, K};
-  OperandLayout bLayout{bKMajor, swizzledBuffers.count(bCore) > 0, N, K};
+  OperandLayout aLayout{true, swizzledBuffers.count(aCore) > 0, M, kUnits};
+  OperandLayout bLayout{bKMajor, swizzledBuffers.count(bCore) > 0, N, kUnits};
   Value descA = aLayout.descriptor(b, aCore);
   Value descB = bLayout.descriptor(b, bCore);
   MLIRContext *ctx = b.getContext();
@@ -1998,9 +2095,17 @@ SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
   auto accType = LLVM::LLVMStructType::getLiteral(
       ctx, SmallVector<Type>(n / 2, f32));
   auto type = mt.inElt.isBF16() ? NVVM::WGMMATypes::bf16 : NVVM::WGMMATypes::f16;
+  auto typeB = type;
+  if (fp8) {
+    auto fmt = [](StringRef f) {
+      return f == "e4m3" ? NVVM::WGMMATypes::e4m3 : NVVM::WGMMATypes::e5m2;
+    };
+    type = fmt(*op.getLhsFp8());
+    typeB = fmt(*op.getRhsFp8());
+  }
   int64_t perBlock = n / 2;
   auto loop = scf::ForOp::create(
-      b, cIdx(b, 0), cIdx(b, K), cIdx(b, 16 * unroll), init,
+      b, cIdx(b, 0), cIdx(b, kUnits), cIdx(b, 16 * unroll), init,
       [&](OpBuilder &kb, Location kl, Value kk, ValueRange it) {
         ImplicitLocOpBuilder lb(kl, kb);
         // The accumulators were last written by other instructions.
@@ -2027,7 +2132,7 @@ SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
                                              aLayout.units(lb, mGroup, k0));
             structs[t] = NVVM::WgmmaMmaAsyncOp::create(
                 lb, accType, structs[t], da, db,
-                NVVM::MMAShapeAttr::get(ctx, 64, n, 16), type, type,
+                NVVM::MMAShapeAttr::get(ctx, 64, n, fp8 ? 32 : 16), type, typeB,
                 NVVM::WGMMATypes::f32,
                 zeroInit && u == 0 ? NVVM::WGMMAScaleOut::zero
                                    : NVVM::WGMMAScaleOut::one,

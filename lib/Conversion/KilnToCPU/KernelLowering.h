@@ -93,6 +93,8 @@ struct SimtConfig {
   /// Gathers of rows whose indices a pipelined load gives are pipelined too
   /// (their stages take numStages copies of the gathered tile).
   bool pipelineGathers = true;
+  /// sm_90a: fp8 dots on wgmma's fp8 forms where they can be (expandFp8Dots).
+  bool fp8Wgmma = true;
   /// The block of the op being lowered when each buffer was allocated (its
   /// "home"; blocks outlive the ops lowered away): a buffer allocated inside
   /// a loop body holds a value of one iteration.

@@ -3828,6 +3828,7 @@ LogicalResult lowerKernel(FuncOp kernel, unsigned vectorBits, bool bf16Dot) {
     func::ReturnOp::create(rb, ret.getLoc());
     ret.erase();
   });
+  expandFp8Dots(bodyFunc, /*simt=*/nullptr);
   KernelLowering lowering(bodyFunc, vectorBits);
   lowering.setBF16Dot(bf16Dot);
   if (failed(lowering.run(entry, gridArgs)))

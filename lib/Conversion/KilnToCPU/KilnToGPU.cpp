@@ -112,13 +112,16 @@ SmallVector<Value> tileIndices(ImplicitLocOpBuilder &b, Value buf,
   bool xorRows = isXorBuffer(buf);
   if (!isCoreBuffer(buf) && !xorRows)
     return SmallVector<Value>(idx);
-  Value r = idx[idx.size() - 2], c = idx.back(), c8 = cIdx(b, 8);
+  // (Columns in chunks of 16 bytes: 8 elements, or 16 of fp8's bytes.)
+  int64_t per = cast<MemRefType>(buf.getType()).getDimSize(3);
+  Value r = idx[idx.size() - 2], c = idx.back(), c8 = cIdx(b, 8),
+        cPer = cIdx(b, per);
   Value rHi = arith::DivUIOp::create(b, r, c8),
         rLo = arith::RemUIOp::create(b, r, c8),
-        chunk = arith::DivUIOp::create(b, c, c8);
+        chunk = arith::DivUIOp::create(b, c, cPer);
   if (xorRows)
     chunk = arith::XOrIOp::create(b, chunk, rLo);
-  return {rHi, rLo, chunk, arith::RemUIOp::create(b, c, c8)};
+  return {rHi, rLo, chunk, arith::RemUIOp::create(b, c, cPer)};
 }
 
 /// The element offset, in a 128B-swizzled stage of a rows x cols tile, of
@@ -221,8 +224,10 @@ void asyncProxyFence(ImplicitLocOpBuilder &b) {
 /// buffer serves as a K-major operand (cols are K: k groups rows / 8 * 128
 /// bytes apart, row groups 128) and as an MN-major one (rows are K: k groups
 /// 128 apart, MN groups rows / 8 * 128); see runTiledDot.
-SmallVector<int64_t> coreStrides(int64_t rows) {
-  return {64, 8, rows / 8 * 64, 1};
+SmallVector<int64_t> coreStrides(int64_t rows, int64_t chunk) {
+  // (`chunk`: elements per 16 bytes, 8 for 16-bit elements, 16 for fp8's
+  // bytes: their core matrices are 8 rows of 16 bytes too.)
+  return {8 * chunk, chunk, rows / 8 * 8 * chunk, 1};
 }
 
 /// Whether `buf` is an mma.sync operand buffer with padded rows (see
@@ -264,11 +269,12 @@ bool isCoreBuffer(Value buf) {
     return false;
   auto t = cast<MemRefType>(buf.getType());
   auto layout = dyn_cast<StridedLayoutAttr>(t.getLayout());
+  int64_t bits = t.getElementTypeBitWidth();
   if (t.getRank() != 4 || !layout || t.getDimSize(1) != 8 ||
-      t.getDimSize(3) != 8)
+      (bits != 8 && bits != 16) || t.getDimSize(3) != 128 / bits)
     return false;
   return layout.getStrides() ==
-         ArrayRef<int64_t>(coreStrides(t.getDimSize(0) * 8));
+         ArrayRef<int64_t>(coreStrides(t.getDimSize(0) * 8, 128 / bits));
 }
 
 void KernelLowering::forEachIndexSimt(
@@ -1370,6 +1376,7 @@ LogicalResult lowerKernelGPU(FuncOp kernel, gpu::GPUModuleOp gpuModule,
   config.kernelFunc = gpuFunc;
   config.entry = &entry;
   config.numUserArgs = numUser;
+  expandFp8Dots(gpuFunc, &config);
   planRowDots(config, gpuFunc);
   KernelLowering lowering(gpuFunc, /*vectorBits=*/32);
   lowering.setSimt(&config);
@@ -1493,6 +1500,7 @@ struct ConvertKilnToGPUPass
       config.wgmma = tensorCores && wgmma && chip == "sm_90a";
       config.tma = tma && asyncCopy && chip == "sm_90a";
       config.swizzle = swizzle;
+      config.fp8Wgmma = fp8Wgmma;
       config.hostMaps = hostMaps;
       config.asyncCopy = asyncCopy;
       // Loops marked for overlap compute their wgmma scores an iteration

@@ -53,7 +53,7 @@ Value pointerAt(ImplicitLocOpBuilder &b, Value addr, unsigned space);
 /// rows-row tile, whether a buffer is one (KilnToGPU.cpp), and the 128B
 /// swizzle of pipelined stages (element offsets, the flat view writers use,
 /// which loads take it; GPUTensorCores.cpp).
-SmallVector<int64_t> coreStrides(int64_t rows);
+SmallVector<int64_t> coreStrides(int64_t rows, int64_t chunk = 8);
 bool isCoreBuffer(Value buf);
 /// Elements added to each row of an mma.sync operand buffer (16 bytes of
 /// 16-bit elements): ldmatrix's eight rows then fall in different banks.
@@ -78,6 +78,12 @@ int overlapMarkedLoops(Operation *kernel, const SimtConfig &simt);
 /// warpgroup, so that row reductions of its result stay in registers
 /// (GPUTensorCores.cpp).
 bool isWgmmaRowDot(const SimtConfig &simt, DotOp op);
+
+/// Decodes the operands of fp8 dots (kiln.dot with lhs_fp8 / rhs_fp8) to
+/// bfloat16, exactly, except those `simt` multiplies natively (wgmma's
+/// e4m3 / e5m2 forms on sm_90a; every dot when `simt` is null: the CPU).
+/// Runs before the lowering plans anything (GPUTensorCores.cpp).
+void expandFp8Dots(Operation *root, const SimtConfig *simt);
 
 } // namespace mlir::kiln::detail
 

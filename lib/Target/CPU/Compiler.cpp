@@ -804,6 +804,7 @@ kiln::compileModule(ModuleOp module, const CompileOptions &options,
     pipelineOptions.overlap = options.overlap;
     pipelineOptions.hostMaps = options.hostMaps;
     pipelineOptions.pipelineGathers = options.pipelineGathers;
+    pipelineOptions.fp8Wgmma = options.fp8Wgmma;
     kd::buildGPUEmulationPipeline(pm, pipelineOptions);
   }
   if (mlir::failed(pm.run(module))) {

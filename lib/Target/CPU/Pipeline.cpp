@@ -287,6 +287,7 @@ static void addKilnToGPU(OpPassManager &pm,
   lowerOptions.hostMaps = options.hostMaps;
   lowerOptions.overlap = options.overlap;
   lowerOptions.pipelineGathers = options.pipelineGathers;
+  lowerOptions.fp8Wgmma = options.fp8Wgmma;
   pm.addPass(kiln::createConvertKilnToGPU(lowerOptions));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

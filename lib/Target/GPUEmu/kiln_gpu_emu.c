@@ -1133,19 +1133,65 @@ static void wgmma_check_descriptor(uint64_t d, const char *site) {
  * from the warpgroup's registers (wg_areg, "Register Fragment of Matrix A":
  * lane 4 g + q of warp w, register r, holds row 16 w + g + 8 (r % 2),
  * k 2 q + 8 (r / 2) and the next k in the high half). */
+/* An fp8 byte's value: e4m3 (OCP E4M3FN: bias 7, no infinities,
+ * S.1111.111 NaN) or e5m2 (a float16's top byte). */
+static float fp8_to_float(uint8_t v, int e5m2) {
+  if (e5m2)
+    return f16_to_float((uint16_t)(v << 8));
+  uint32_t sign = (uint32_t)(v >> 7) << 31, exp = (v >> 3) & 15, man = v & 7,
+           bits;
+  if (exp == 15 && man == 7) {
+    bits = sign | 0x7FC00000u;
+  } else if (exp == 0) {
+    float f = (float)man * (1.0f / 512.0f); /* man * 2^-9 */
+    return sign ? -f : f;
+  } else {
+    bits = sign | ((exp + 120) << 23) | (man << 20); /* 2^(exp - 7) 1.man */
+  }
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+
+/* Operand element types of wgmma_accumulate's `types`: A in bits 0-3, B in
+ * bits 4-7. */
+enum { kWgBF16 = 0, kWgF16 = 1, kWgE4M3 = 2, kWgE5M2 = 3 };
+
+/* Element (row, k) of a wgmma operand in shared memory: 16-bit elements,
+ * or fp8 bytes (K-major only: the byte k % 2 of the 16-bit element k / 2 of
+ * the same rows, as their core matrices are 8 rows of 16 bytes too). */
+static float wgmma_value(uint64_t desc, int row, int k, int trans, int type,
+                         const char *site) {
+  if (type == kWgE4M3 || type == kWgE5M2) {
+    uint16_t pair = wgmma_read(wgmma_element(desc, row, k / 2, trans), site);
+    return fp8_to_float((uint8_t)(k & 1 ? pair >> 8 : pair & 0xFF),
+                        type == kWgE5M2);
+  }
+  uint16_t h = wgmma_read(wgmma_element(desc, row, k, trans), site);
+  return type == kWgF16 ? f16_to_float(h) : bf16_to_float(h);
+}
+
 static void wgmma_accumulate(uint64_t desc_a, int trans_a, uint64_t desc_b,
-                             int trans_b, int n, int is_f16, int scale_d,
+                             int trans_b, int n, int types, int scale_d,
                              float *d, const char *site) {
   block_state *s = S;
   int t = s->current, first = t / 128 * 128;
-  float (*cvt)(uint16_t) = is_f16 ? f16_to_float : bf16_to_float;
+  int type_a = types & 15, type_b = (types >> 4) & 15;
+  float (*cvt)(uint16_t) = type_a == kWgF16 ? f16_to_float : bf16_to_float;
+  /* k16 for 16-bit elements, k32 for fp8 (both 32 bytes of each row). */
+  int depth = type_a >= kWgE4M3 ? 32 : 16;
   int w = (t % 128) / kWarp, lane = t % kWarp;
   for (int i = 0; i < n / 2; ++i) {
     int row = 16 * w + lane / 4 + 8 * ((i % 4) / 2);
     int col = 2 * (lane % 4) + (i % 2) + 8 * (i / 4);
     int rr = row % 16;
     float sum = scale_d ? d[i] : 0.0f;
-    for (int k = 0; k < 16; ++k) {
+    for (int k = 0; k < depth; ++k) {
+      if (depth == 32) {
+        sum += wgmma_value(desc_a, row, k, trans_a, type_a, site) *
+               wgmma_value(desc_b, col, k, trans_b, type_b, site);
+        continue;
+      }
       uint16_t a;
       if (desc_a) {
         a = wgmma_read(wgmma_element(desc_a, row, k, trans_a), site);
@@ -1155,15 +1201,14 @@ static void wgmma_accumulate(uint64_t desc_a, int trans_a, uint64_t desc_b,
             s->wg_areg[a_thread][(rr >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)];
         a = (uint16_t)(k & 1 ? ar >> 16 : ar & 0xFFFF);
       }
-      uint16_t b = wgmma_read(wgmma_element(desc_b, col, k, trans_b), site);
-      sum += cvt(a) * cvt(b);
+      sum += cvt(a) * wgmma_value(desc_b, col, k, trans_b, type_b, site);
     }
     d[i] = sum;
   }
 }
 
 EMU_API void kiln_emu_wgmma(int64_t desc_a, int64_t desc_b, int32_t n,
-                            int32_t is_f16, int32_t trans_a, int32_t trans_b,
+                            int32_t types, int32_t trans_a, int32_t trans_b,
                             int32_t scale_d, int64_t acc, const char *site) {
   block_state *s = S;
   fiber *f = &s->fibers[s->current];
@@ -1185,7 +1230,7 @@ EMU_API void kiln_emu_wgmma(int64_t desc_a, int64_t desc_b, int32_t n,
            (unsigned long long)s->wg_desc[u][0],
            (unsigned long long)s->wg_desc[u][1]);
   wgmma_accumulate((uint64_t)desc_a, trans_a, (uint64_t)desc_b, trans_b, n,
-                   is_f16, scale_d, (float *)(uintptr_t)acc, site);
+                   types, scale_d, (float *)(uintptr_t)acc, site);
   warpgroup_sync();
   f->wg_uncommitted++;
 }
@@ -1220,8 +1265,8 @@ EMU_API void kiln_emu_wgmma_rs(int32_t a0, int32_t a1, int32_t a2, int32_t a3,
            "%llx, thread %d: %llx)",
            site, t, (unsigned long long)db, u,
            (unsigned long long)s->wg_desc[u][1]);
-  wgmma_accumulate(0, 0, db, trans_b, n, is_f16, scale_d,
-                   (float *)(uintptr_t)acc, site);
+  wgmma_accumulate(0, 0, db, trans_b, n, is_f16 ? kWgF16 | kWgF16 << 4 : 0,
+                   scale_d, (float *)(uintptr_t)acc, site);
   warpgroup_sync();
   f->wg_uncommitted++;
 }

@@ -270,6 +270,7 @@ kiln::detail::compileModuleGPU(ModuleOp module, const CompileOptions &options,
   pipelineOptions.overlap = options.overlap;
   pipelineOptions.hostMaps = options.hostMaps;
   pipelineOptions.pipelineGathers = options.pipelineGathers;
+  pipelineOptions.fp8Wgmma = options.fp8Wgmma;
   mlir::kiln::buildGPUPipeline(pm, pipelineOptions);
   if (mlir::failed(pm.run(module))) {
     std::string where =

@@ -376,6 +376,30 @@ func.func @f(%a: tensor<4x8xbf16>, %b: tensor<8x4xbf16>, %c: tensor<4x4xbf16>) {
 
 // -----
 
+func.func @f(%a: tensor<4x8xi8>, %b: tensor<8x4xi8>, %c: tensor<4x4xf32>) {
+  // expected-error @+1 {{lhs_fp8 and rhs_fp8 go together (a lone fp8 operand is decoded before the dot)}}
+  %d = kiln.dot %a, %b, %c {lhs_fp8 = "e4m3"} : tensor<4x8xi8>, tensor<8x4xi8> -> tensor<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<4x8xi8>, %b: tensor<8x4xi8>, %c: tensor<4x4xf32>) {
+  // expected-error @+1 {{fp8 formats are "e4m3" and "e5m2", got "e3m4"}}
+  %d = kiln.dot %a, %b, %c {lhs_fp8 = "e4m3", rhs_fp8 = "e3m4"} : tensor<4x8xi8>, tensor<8x4xi8> -> tensor<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<4x8xi8>, %b: tensor<8x4xi8>, %c: tensor<4x4xi32>) {
+  // expected-error @+1 {{an fp8 dot takes i8 operands (the fp8 bits) into an f32 accumulator, got 'i8' x 'i8' -> 'i32'}}
+  %d = kiln.dot %a, %b, %c {lhs_fp8 = "e4m3", rhs_fp8 = "e5m2"} : tensor<4x8xi8>, tensor<8x4xi8> -> tensor<4x4xi32>
+  return
+}
+
+// -----
+
 func.func @f(%a: tensor<4x8xf32>, %b: tensor<8x4xf32>, %c: tensor<4x4xf32>) {
   // expected-error @+1 {{all of {acc, result} have same type}}
   %d = "kiln.dot"(%a, %b, %c) : (tensor<4x8xf32>, tensor<8x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf16>

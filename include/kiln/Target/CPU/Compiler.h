@@ -120,6 +120,9 @@ struct CompileOptions {
   /// GPU targets: pipeline gathers of rows by a loaded index block in loops
   /// (docs/gpu.md, "Pipelined gathers"); false: waited for where issued.
   bool pipelineGathers = true;
+  /// sm_90a: fp8 dots on wgmma's e4m3 / e5m2 forms where their operands are
+  /// K-major loads (docs/gpu.md); false: decoded to bf16 as elsewhere.
+  bool fp8Wgmma = true;
   /// GPU targets: put a cubin (assembled by ptxas) in the bundle, not PTX.
   bool cubin = false;
 };

@@ -58,6 +58,11 @@ struct GPUPipelineOptions : public PassPipelineOptions<GPUPipelineOptions> {
       llvm::cl::desc("128B-swizzled wgmma operand stages (sm_90a), "
                      "XOR-swizzled mma.sync operand rows (else padded)"),
       llvm::cl::init(true)};
+  PassOptions::Option<bool> fp8Wgmma{
+      *this, "fp8-wgmma",
+      llvm::cl::desc("sm_90a: fp8 dots on wgmma's e4m3 / e5m2 forms where "
+                     "their operands allow (else decoded to bf16)"),
+      llvm::cl::init(true)};
   PassOptions::Option<bool> pipelineGathers{
       *this, "pipeline-gathers",
       llvm::cl::desc("Pipeline gathers by a loaded index block"),

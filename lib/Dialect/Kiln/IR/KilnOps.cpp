@@ -609,6 +609,20 @@ LogicalResult DotOp::verify() {
            << "x" << acc.getDimSize(1);
   Type a = lhs.getElementType(), b = rhs.getElementType(),
        c = acc.getElementType();
+  if (getLhsFp8().has_value() != getRhsFp8().has_value())
+    return emitOpError("lhs_fp8 and rhs_fp8 go together (a lone fp8 operand "
+                       "is decoded before the dot)");
+  if (isFp8()) {
+    for (StringRef f : {*getLhsFp8(), *getRhsFp8()})
+      if (f != "e4m3" && f != "e5m2")
+        return emitOpError("fp8 formats are \"e4m3\" and \"e5m2\", got \"")
+               << f << "\"";
+    if (!a.isSignlessInteger(8) || !b.isSignlessInteger(8) || !c.isF32())
+      return emitOpError("an fp8 dot takes i8 operands (the fp8 bits) into "
+                         "an f32 accumulator, got ")
+             << a << " x " << b << " -> " << c;
+    return success();
+  }
   bool ok = a == b && ((a.isF32() && c.isF32()) || (a.isF64() && c.isF64()) ||
                        (a.isF16() && (c.isF16() || c.isF32())) ||
                        (a.isBF16() && c.isF32()) ||
@@ -644,7 +658,8 @@ struct AddOfDotFromZeros : OpRewritePattern<AddOp> {
       if (!zeros)
         continue;
       rewriter.replaceOpWithNewOp<DotOp>(add, dot.getType(), dot.getLhs(),
-                                         dot.getRhs(), acc);
+                                         dot.getRhs(), acc, dot.getLhsFp8Attr(),
+                                         dot.getRhsFp8Attr());
       rewriter.eraseOp(dot);
       return success();
     }
