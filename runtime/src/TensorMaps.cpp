@@ -228,7 +228,7 @@ kiln_status checkTensorMaps(Manifest &m) {
     if (!parseInt(f[3], rank) || rank < 2 || rank > 5)
       return bad("rank must be 2 to 5");
     if (!parseInt(f[4], rows) || rows < 1 || rows > 256 || !parseInt(f[5], cols) ||
-        cols < 1 || cols > 256 || (s.kind == TensorMapSpec::Swizzled && cols % 64) ||
+        cols < 1 || cols > 256 || (s.kind == TensorMapSpec::Swizzled && cols % (128 / eb)) ||
         (s.kind == TensorMapSpec::Core && cols % 8))
       return bad("bad tile rows or columns");
     if (f.size() != size_t(6 + 2 * rank))
@@ -293,7 +293,8 @@ kiln_status encodeTensorMaps(const Manifest &m, const kiln_arg *args,
       n = 3;
     } else {
       dim[0] = uint64_t(size[r - 1]);
-      box[0] = s.kind == TensorMapSpec::Swizzled ? 64 : s.cols;
+      // (A swizzled box is one 128-byte slab wide.)
+      box[0] = s.kind == TensorMapSpec::Swizzled ? uint32_t(128 / s.elemBytes) : s.cols;
       dim[1] = uint64_t(size[r - 2]), gstride[0] = uint64_t(stride[r - 2] * eb),
       box[1] = s.rows;
       n = 2;

@@ -35,7 +35,8 @@ struct MapToken {
 struct TensorMapSpec {
   /// plain: the view's dimensions reversed, the tile as the box; core: the
   /// columns split into 8-element chunks (wgmma's no-swizzle layout);
-  /// swizzled: boxes of 64 columns in the 128-byte swizzle.
+  /// swizzled: boxes of 128-byte rows (64 16-bit columns, 128 fp8 bytes)
+  /// in the 128-byte swizzle.
   enum Kind : uint8_t { Plain, Core, Swizzled } kind = Plain;
   uint32_t elemBytes = 0; // 1, 2, 4 or 8
   uint32_t ptrArg = 0;    // the view's base: a pointer argument

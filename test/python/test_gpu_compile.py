@@ -1587,6 +1587,8 @@ def test_fp8_dots_take_wgmma_fp8_forms_where_k_major(tmp_path, monkeypatch):
         native = kernel.warmup(*args, **kw)
         assert "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e5m2" in native.asm
         assert ".bf16" not in native.asm
+        # Pipelined by TMA into the 128B swizzle (boxes of 128 fp8 columns).
+        assert "cp.async.bulk.tensor" in native.asm
         (tmp_path / "k.ptx").write_text(native.asm)
         assert " 0 bytes spill stores" in _assemble(str(tmp_path / "k.ptx"), "sm_90a", tmp_path)
         assert _shared_bytes(native, "sm_90a", 4, tmp_path) <= 2 * 2 * 64 * 128 + 2048

@@ -358,10 +358,11 @@ bool KernelLowering::tmaCandidate(const PipelinedLoad &pl, scf::ForOp loop) {
   if (rows > 256 || (eb != 1 && eb != 2 && eb != 4 && eb != 8) ||
       rows * cols * eb % 128 != 0)
     return false;
-  // A swizzled stage takes boxes of 64 columns (128-byte rows); a core
-  // buffer's map has one dimension more (the column chunks).
+  // A swizzled stage takes boxes of 128-byte rows (64 16-bit columns, 128
+  // fp8 bytes); a core buffer's map has one dimension more (the column
+  // chunks; 16-bit elements only: fp8 core stages take cp.async).
   if (pl.swizzled)
-    return cols % 64 == 0 && eb == 2;
+    return (eb == 2 || eb == 1) && cols % (128 / eb) == 0;
   if (isCoreBuffer(pl.stages[0]))
     return cols % 8 == 0 && eb == 2 && rank <= 4;
   // A box lands dense: not in a buffer with padded or XOR-swizzled rows
@@ -397,7 +398,9 @@ static SmallVector<TmaDim> tmaDims(ImplicitLocOpBuilder &b, const ViewInfo &vi,
     dims.push_back({arith::DivUIOp::create(b, size(rank - 1), cIdx(b, 8)),
                     cIdx(b, 16), cols / 8});
   } else {
-    dims.push_back({size(rank - 1), Value(), swizzled ? 64 : cols});
+    // (A swizzled box is one 128-byte slab wide: 64 16-bit columns, 128
+    // of fp8's bytes.)
+    dims.push_back({size(rank - 1), Value(), swizzled ? 128 / eb : cols});
     dims.push_back({size(rank - 2), stride(rank - 2), rows});
   }
   for (int64_t d = rank - 3; d >= 0; --d)
@@ -635,14 +638,15 @@ void KernelLowering::issueTma(ImplicitLocOpBuilder &b, PipelinedLoad &pl,
   auto coord = [&](Value v) { return tmaCoord(b, v); };
   SmallVector<Value> coords;
   if (pl.swizzled) {
-    // One box per 64-column slab, each R rows of 128 bytes (and the unit
-    // outer dimensions).
+    // One box per slab of 128-byte rows (64 16-bit columns, 128 fp8
+    // bytes), each R rows (and the unit outer dimensions).
+    int64_t slab = 128 / storageBytes(type);
     int64_t rows = type.getDimSize(rank - 2),
-            slabs = type.getDimSize(rank - 1) / 64;
+            slabs = type.getDimSize(rank - 1) / slab;
     Value base = byteAddress(b, dst);
     for (int64_t s = 0; s < slabs; ++s) {
       SmallVector<Value> at{
-          coord(arith::AddIOp::create(b, offsets[rank - 1], cIdx(b, 64 * s))),
+          coord(arith::AddIOp::create(b, offsets[rank - 1], cIdx(b, slab * s))),
           coord(offsets[rank - 2])};
       for (int64_t d = rank - 3; d >= 0; --d)
         at.push_back(coord(offsets[d]));

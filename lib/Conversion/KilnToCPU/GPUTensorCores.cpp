@@ -1736,9 +1736,11 @@ bool swizzleCandidate(const SimtConfig &simt, LoadOp load) {
   Value v = load.getResult();
   auto type = cast<RankedTensorType>(v.getType());
   int64_t rank = type.getRank();
-  if (!wgmmaOperand(simt, v) ||
-      storageType(type.getElementType()).getIntOrFloatBitWidth() != 16 ||
-      type.getDimSize(rank - 1) % 64 || type.getDimSize(rank - 2) % 8)
+  // (fp8 operands, bytes: slabs of 128 columns. Only K-major operands are
+  // fp8's, which is all their dots take.)
+  unsigned bits = storageType(type.getElementType()).getIntOrFloatBitWidth();
+  if (!wgmmaOperand(simt, v) || (bits != 16 && bits != 8) ||
+      type.getDimSize(rank - 1) % (1024 / bits) || type.getDimSize(rank - 2) % 8)
     return false;
   // Or the A operand (K-major) of several dots and nothing else, possibly
   // through the unit reshape (attention's q, read by the loops over partial

@@ -125,24 +125,27 @@ SmallVector<Value> tileIndices(ImplicitLocOpBuilder &b, Value buf,
 }
 
 /// The element offset, in a 128B-swizzled stage of a rows x cols tile, of
-/// tile element (r, c) = `idx` (trailing two indices): column slabs of 64
-/// elements, rows of 128 bytes in each, the 16-byte chunk c / 8 % 8 of row
-/// r at chunk position (c / 8 % 8) ^ (r % 8):
-///   (c / 64) rows 64 + r 64 + ((c / 8 % 8) ^ (r % 8)) 8 + c % 8.
+/// tile element (r, c) = `idx` (trailing two indices), `per` elements to 16
+/// bytes (8 of 16-bit elements, 16 of fp8's bytes): column slabs of 8 per
+/// elements, rows of 128 bytes in each, the 16-byte chunk c / per % 8 of row
+/// r at chunk position (c / per % 8) ^ (r % 8):
+///   (c / 8per) rows 8per + r 8per + ((c / per % 8) ^ (r % 8)) per + c % per.
 /// The stage starts on 1024 bytes, so this is the hardware's address-bit
 /// swizzle. Writers address the stage through swizzledView.
-Value swizzledOffset(ImplicitLocOpBuilder &b, int64_t rows,
-                            ValueRange idx) {
-  Value r = idx[idx.size() - 2], c = idx.back(), c8 = cIdx(b, 8);
+Value swizzledOffset(ImplicitLocOpBuilder &b, int64_t rows, ValueRange idx,
+                     int64_t per) {
+  Value r = idx[idx.size() - 2], c = idx.back(), c8 = cIdx(b, 8),
+        cPer = cIdx(b, per);
   Value chunk = arith::XOrIOp::create(
-      b, arith::RemUIOp::create(b, arith::DivUIOp::create(b, c, c8), c8),
+      b, arith::RemUIOp::create(b, arith::DivUIOp::create(b, c, cPer), c8),
       arith::RemUIOp::create(b, r, c8));
   Value off = arith::MulIOp::create(
-      b, arith::DivUIOp::create(b, c, cIdx(b, 64)), cIdx(b, rows * 64));
+      b, arith::DivUIOp::create(b, c, cIdx(b, 8 * per)),
+      cIdx(b, rows * 8 * per));
   off = arith::AddIOp::create(b, off,
-                              arith::MulIOp::create(b, r, cIdx(b, 64)));
-  off = arith::AddIOp::create(b, off, arith::MulIOp::create(b, chunk, c8));
-  return arith::AddIOp::create(b, off, arith::RemUIOp::create(b, c, c8));
+                              arith::MulIOp::create(b, r, cIdx(b, 8 * per)));
+  off = arith::AddIOp::create(b, off, arith::MulIOp::create(b, chunk, cPer));
+  return arith::AddIOp::create(b, off, arith::RemUIOp::create(b, c, cPer));
 }
 
 /// A swizzled stage (a core buffer's rank-4 view) as the flat elements
@@ -768,11 +771,13 @@ void KernelLowering::emitTileLoadSimt(ImplicitLocOpBuilder &b,
   ArrayRef<int64_t> shape = tileType.getShape();
   int64_t rank = tileType.getRank();
   int64_t swizzledRows = swizzled ? shape[rank - 2] : 0;
+  int64_t swizzledPer = 128 / elt.getIntOrFloatBitWidth();
   // A swizzled stage is written through its flat view (swizzledOffset).
   Value target = swizzled ? swizzledView(b, tileBuf) : tileBuf;
   auto indicesIn = [&](ImplicitLocOpBuilder &ib, ValueRange idx) {
     return swizzled
-               ? SmallVector<Value>{swizzledOffset(ib, swizzledRows, idx)}
+               ? SmallVector<Value>{swizzledOffset(ib, swizzledRows, idx,
+                                                   swizzledPer)}
                : tileIndices(ib, tileBuf, idx);
   };
   int64_t eltBytes = std::max<int64_t>(1, elt.getIntOrFloatBitWidth() / 8);
@@ -835,7 +840,8 @@ void KernelLowering::emitTileLoadSimt(ImplicitLocOpBuilder &b,
         vec = ifOp.getResult(0);
       }
       vector::StoreOp::create(
-          cb, vec, target, ValueRange{swizzledOffset(cb, swizzledRows, idx)},
+          cb, vec, target,
+          ValueRange{swizzledOffset(cb, swizzledRows, idx, swizzledPer)},
           /*nontemporal=*/false, llvm::MaybeAlign(16));
     });
   };

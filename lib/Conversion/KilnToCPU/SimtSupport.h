@@ -63,7 +63,8 @@ bool isPaddedBuffer(Value buf);
 /// allocXorTile): rank 4, (r / 8, r % 8, (c / 8) ^ (r % 8), c % 8) of a
 /// rows x cols tile whose rows are whole 128-byte lines.
 bool isXorBuffer(Value buf);
-Value swizzledOffset(ImplicitLocOpBuilder &b, int64_t rows, ValueRange idx);
+Value swizzledOffset(ImplicitLocOpBuilder &b, int64_t rows, ValueRange idx,
+                     int64_t per = 8);
 Value swizzledView(ImplicitLocOpBuilder &b, Value stage);
 bool swizzleCandidate(const SimtConfig &simt, LoadOp load);
 
