@@ -3130,8 +3130,16 @@ def test_fp_downcast_rounding(rng):
 # and target decodes both operands to bfloat16 (exact). Products of fp8
 # values are exact in float32, so both agree with float64 to the sums'
 # rounding.
+# B_FORM: 0, W's rows [BN, BK] transposed (K-major); 1, W^T's tile [BK, BN]
+# addressed straight in W [N, K] (the front end loads W's rows and transposes
+# them: K-major too); 2, B [K, N] in rows of N (N-major, which fp8 wgmma
+# cannot read: decoded on every target).
+FP8_B_FORMS = {"k_major": 0, "w_transposed": 1, "n_major": 2}
+
+
 @kiln.jit
-def fp8_gemm_k_major(a, w, c, M, N, K, BM: kl.constexpr, BN: kl.constexpr, BK: kl.constexpr):
+def fp8_gemm(a, w, c, M, N, K, BM: kl.constexpr, BN: kl.constexpr, BK: kl.constexpr,
+             B_FORM: kl.constexpr):
     pm, pn = kl.program_id(0), kl.program_id(1)
     rm = pm * BM + kl.arange(0, BM)
     rn = pn * BN + kl.arange(0, BN)
@@ -3140,46 +3148,18 @@ def fp8_gemm_k_major(a, w, c, M, N, K, BM: kl.constexpr, BN: kl.constexpr, BK: k
     for k0 in range(0, K, BK):
         x = kl.load(a + rm[:, None] * K + (k0 + rk)[None, :],
                     mask=(rm[:, None] < M) & ((k0 + rk)[None, :] < K), other=0.0)
-        wk = kl.load(w + rn[:, None] * K + (k0 + rk)[None, :],
-                     mask=(rn[:, None] < N) & ((k0 + rk)[None, :] < K), other=0.0)
-        acc = kl.dot(x, kl.trans(wk), acc)
-    kl.store(c + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
-
-
-@kiln.jit
-def fp8_gemm_w_transposed(a, w, c, M, N, K, BM: kl.constexpr, BN: kl.constexpr,
-                          BK: kl.constexpr):
-    # W^T's tile [BK, BN] addressed straight in W [N, K]: the front end loads
-    # W's rows and transposes them, so this is K-major too.
-    pm, pn = kl.program_id(0), kl.program_id(1)
-    rm = pm * BM + kl.arange(0, BM)
-    rn = pn * BN + kl.arange(0, BN)
-    rk = kl.arange(0, BK)
-    acc = kl.zeros((BM, BN), kl.float32)
-    for k0 in range(0, K, BK):
-        x = kl.load(a + rm[:, None] * K + (k0 + rk)[None, :],
-                    mask=(rm[:, None] < M) & ((k0 + rk)[None, :] < K), other=0.0)
-        wt = kl.load(w + rn[None, :] * K + (k0 + rk)[:, None],
-                     mask=(rn[None, :] < N) & ((k0 + rk)[:, None] < K), other=0.0)
-        acc += kl.dot(x, wt)
-    kl.store(c + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
-
-
-@kiln.jit
-def fp8_gemm_n_major(a, b, c, M, N, K, BM: kl.constexpr, BN: kl.constexpr, BK: kl.constexpr):
-    # B [K, N] in rows of N: an N-major B, which fp8 wgmma cannot read, so
-    # the operands are decoded (on every target).
-    pm, pn = kl.program_id(0), kl.program_id(1)
-    rm = pm * BM + kl.arange(0, BM)
-    rn = pn * BN + kl.arange(0, BN)
-    rk = kl.arange(0, BK)
-    acc = kl.zeros((BM, BN), kl.float32)
-    for k0 in range(0, K, BK):
-        x = kl.load(a + rm[:, None] * K + (k0 + rk)[None, :],
-                    mask=(rm[:, None] < M) & ((k0 + rk)[None, :] < K), other=0.0)
-        y = kl.load(b + (k0 + rk)[:, None] * N + rn[None, :],
-                    mask=((k0 + rk)[:, None] < K) & (rn[None, :] < N), other=0.0)
-        acc += kl.dot(x, y)
+        if B_FORM == 0:
+            wk = kl.load(w + rn[:, None] * K + (k0 + rk)[None, :],
+                         mask=(rn[:, None] < N) & ((k0 + rk)[None, :] < K), other=0.0)
+            acc = kl.dot(x, kl.trans(wk), acc)
+        elif B_FORM == 1:
+            wt = kl.load(w + rn[None, :] * K + (k0 + rk)[:, None],
+                         mask=(rn[None, :] < N) & ((k0 + rk)[:, None] < K), other=0.0)
+            acc += kl.dot(x, wt)
+        else:
+            y = kl.load(w + (k0 + rk)[:, None] * N + rn[None, :],
+                        mask=((k0 + rk)[:, None] < K) & (rn[None, :] < N), other=0.0)
+            acc += kl.dot(x, y)
     kl.store(c + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
@@ -3200,15 +3180,14 @@ def test_fp8_dots(rng, fa, fw, kernel):
     table = {f: np.array([fp8_value(c, f) for c in range(256)]) for f in ("e4m3", "e5m2")}
     M, N, K = 130, 100, 300
     a, w = _fp8_codes(rng, (M, K), fa), _fp8_codes(rng, (N, K), fw)
-    fn = {"k_major": fp8_gemm_k_major, "w_transposed": fp8_gemm_w_transposed,
-          "n_major": fp8_gemm_n_major}[kernel]
     # (n_major takes W^T [K, N] in rows.)
     wa = np.ascontiguousarray(w.T) if kernel == "n_major" else w
 
     def run():
         c = np.full((M, N), np.nan, np.float32)
-        fn[(kiln.cdiv(M, 64), kiln.cdiv(N, 64))](kiln.fp8(a, fa), kiln.fp8(wa, fw), c, M, N, K,
-                                                 BM=64, BN=64, BK=64)
+        fp8_gemm[(kiln.cdiv(M, 64), kiln.cdiv(N, 64))](kiln.fp8(a, fa), kiln.fp8(wa, fw), c, M,
+                                                       N, K, BM=64, BN=64, BK=64,
+                                                       B_FORM=FP8_B_FORMS[kernel])
         return c
     da, dw = table[fa][a], table[fw][w]
     assert_close(run(), da @ dw.T, 1e-6, 1e-6 * (np.abs(da) @ np.abs(dw).T).max())

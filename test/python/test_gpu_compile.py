@@ -1583,8 +1583,8 @@ def test_fp8_dots_take_wgmma_fp8_forms_where_k_major(tmp_path, monkeypatch):
     w = kiln.fp8(np.zeros((N, K), np.uint8), "e5m2")
     args = (a, w, np.zeros((M, N), np.float32), M, N, K)
     kw = dict(BM=64, BN=64, BK=128, grid=(1, 1))
-    for kernel in (tf.fp8_gemm_k_major, tf.fp8_gemm_w_transposed):
-        native = kernel.warmup(*args, **kw)
+    for form in ("k_major", "w_transposed"):
+        native = tf.fp8_gemm.warmup(*args, B_FORM=tf.FP8_B_FORMS[form], **kw)
         assert "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e5m2" in native.asm
         assert ".bf16" not in native.asm
         # Pipelined by TMA into the 128B swizzle (boxes of 128 fp8 columns).
@@ -1592,13 +1592,13 @@ def test_fp8_dots_take_wgmma_fp8_forms_where_k_major(tmp_path, monkeypatch):
         (tmp_path / "k.ptx").write_text(native.asm)
         assert " 0 bytes spill stores" in _assemble(str(tmp_path / "k.ptx"), "sm_90a", tmp_path)
         assert _shared_bytes(native, "sm_90a", 4, tmp_path) <= 2 * 2 * 64 * 128 + 2048
-    decoded = tf.fp8_gemm_n_major.warmup(*args, **kw)
+    decoded = tf.fp8_gemm.warmup(*args, B_FORM=tf.FP8_B_FORMS["n_major"], **kw)
     assert "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16" in decoded.asm
     assert "e4m3" not in decoded.asm
     # KILN_FP8_WGMMA=0 (kilnc --no-fp8-wgmma): decoded, as before, for the
     # device check to time both.
     monkeypatch.setenv("KILN_FP8_WGMMA", "0")
-    off = tf.fp8_gemm_k_major.warmup(*args, **kw)
+    off = tf.fp8_gemm.warmup(*args, B_FORM=tf.FP8_B_FORMS["k_major"], **kw)
     assert "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16" in off.asm
     assert "e4m3" not in off.asm
 
