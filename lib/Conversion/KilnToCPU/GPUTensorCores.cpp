@@ -530,8 +530,12 @@ static Value decodeFp8(OpBuilder &b, Location loc, Value raw, StringRef fmt) {
   auto type = cast<RankedTensorType>(raw.getType());
   auto as = [&](Type e) { return RankedTensorType::get(type.getShape(), e); };
   Type i8 = b.getI8Type(), i16 = b.getI16Type(), bf16 = b.getBF16Type();
+  // (Scalars splatted with kiln.splat, as the front end writes them: the
+  // lowering keeps those in registers, where a dense tensor constant would
+  // take a buffer of its own.)
   auto splat = [&](Type e, Attribute a) -> Value {
-    return arith::ConstantOp::create(b, loc, DenseElementsAttr::get(as(e), a));
+    Value c = arith::ConstantOp::create(b, loc, cast<TypedAttr>(a));
+    return SplatOp::create(b, loc, as(e), c);
   };
   auto intSplat = [&](Type e, int64_t v) {
     return splat(e, b.getIntegerAttr(e, v));
@@ -587,12 +591,31 @@ void expandFp8Dots(Operation *root, const SimtConfig *simt) {
   });
   for (DotOp d : dots) {
     OpBuilder b(d);
-    Value lhs = decodeFp8(b, d.getLoc(), d.getLhs(), *d.getLhsFp8());
-    Value rhs = decodeFp8(b, d.getLoc(), d.getRhs(), *d.getRhsFp8());
+    // An operand that is a transpose used only here is decoded before it
+    // (the decode is elementwise): the dot then takes the transpose of the
+    // decoded tile, which the lowering defers (a K-major B), instead of a
+    // transposed copy of the bytes and a decode of that.
+    SmallVector<TransOp> dead;
+    auto operand = [&](Value v, StringRef fmt) -> Value {
+      auto tr = v.getDefiningOp<TransOp>();
+      if (!tr || !v.hasOneUse())
+        return decodeFp8(b, d.getLoc(), v, fmt);
+      Value src = decodeFp8(b, d.getLoc(), tr.getSrc(), fmt);
+      auto type = cast<RankedTensorType>(v.getType());
+      dead.push_back(tr);
+      return TransOp::create(
+          b, d.getLoc(),
+          RankedTensorType::get(type.getShape(), b.getBF16Type()), src,
+          tr.getOrderAttr());
+    };
+    Value lhs = operand(d.getLhs(), *d.getLhsFp8());
+    Value rhs = operand(d.getRhs(), *d.getRhsFp8());
     auto decoded =
         DotOp::create(b, d.getLoc(), d.getType(), lhs, rhs, d.getAcc());
     d.getResult().replaceAllUsesWith(decoded.getResult());
     d.erase();
+    for (TransOp tr : dead)
+      tr.erase();
   }
 }
 
