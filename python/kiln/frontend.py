@@ -3269,8 +3269,13 @@ class CodeGen(ast.NodeVisitor):
             # fp8 values are exact in bfloat16 and float16: both fp8 take
             # bfloat16 (kl.dot_scaled's emulation); beside another float
             # type, the fp8 operand takes that one.
+            # (Into a float16 accumulator, both take float16: every fp8
+            # value is one, and f16 x f16 -> f16 is a dot; bf16 has none.)
             other = [t.dtype for t in (a, b) if t.dtype.fp8 is None]
-            to = other[0] if other and other[0].is_float else kl.bfloat16
+            wants16 = out_dtype is kl.float16 or (
+                acc is not None and self.to_tile(acc).dtype is kl.float16)
+            to = (other[0] if other and other[0].is_float else
+                  kl.float16 if wants16 else kl.bfloat16)
             a, b = (self.fp8_dot_operand(t, to) if t.dtype.fp8 is not None else t
                     for t in (a, b))
         if len(a.shape) == 3 and len(b.shape) == 3:

@@ -3216,3 +3216,26 @@ def test_fp8_matmul_mlir_example(rng, tmp_path):
     da = np.array([fp8_value(int(x), "e4m3") for x in range(256)])[a]
     dw = np.array([fp8_value(int(x), "e5m2") for x in range(256)])[w]
     assert_close(c, da @ dw.T, 1e-6, 1e-6 * (np.abs(da) @ np.abs(dw).T).max())
+
+
+@kiln.jit
+def fp8_dot_f16_out(a, b, c, M: kl.constexpr, K: kl.constexpr, N: kl.constexpr):
+    rm = kl.arange(0, M)[:, None]
+    rk = kl.arange(0, K)
+    rn = kl.arange(0, N)[None, :]
+    x = kl.load(a + rm * K + rk[None, :])
+    y = kl.load(b + rk[:, None] * N + rn)
+    kl.store(c + rm * N + rn, kl.dot(x, y, out_dtype=kl.float16))
+
+
+def test_fp8_dot_into_float16(rng):
+    """fp8 x fp8 with out_dtype=float16: both operands decode to float16 (all
+    fp8 values are float16s; bfloat16 x bfloat16 -> float16 is no dot), the
+    sums in float16 on tensor cores."""
+    from kiln.frontend import fp8_value
+    table = np.array([fp8_value(c, "e4m3") for c in range(256)])
+    a, b = _fp8_codes(rng, (64, 32), "e4m3") & 0xBF, _fp8_codes(rng, (32, 16), "e4m3") & 0xBF
+    c = np.full((64, 16), np.nan, np.float16)
+    fp8_dot_f16_out[(1,)](kiln.fp8(a, "e4m3"), kiln.fp8(b, "e4m3"), c, M=64, K=32, N=16)
+    da, db = table[a], table[b]
+    assert_close(c, da @ db, 2e-3, 2e-3 * (np.abs(da) @ np.abs(db)).max())
