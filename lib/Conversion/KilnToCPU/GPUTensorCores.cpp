@@ -1617,19 +1617,19 @@ static bool collectOperandDots(const SimtConfig &simt, Value v,
   return true;
 }
 
-/// The dots of a rank-2 tile that is an operand of several tensor-core dots
-/// (directly, through transposes or through slices), in `dots` and
-/// `slices`: DSA's gathered key rows (B of q . kᵀ through a transpose, and
-/// their first d_v columns B of p . v), attention's q (A of the scores' dot
-/// in the loops over partial and over full key blocks), an x of x . W1 and
-/// x . W2.
-static bool sharedOperandDots(const SimtConfig &simt, Value v,
-                              SmallVectorImpl<DotOp> &dots,
-                              SmallVectorImpl<tensor::ExtractSliceOp> &slices) {
-  if (cast<RankedTensorType>(v.getType()).getRank() != 2 ||
-      !collectOperandDots(simt, v, dots, slices))
-    return false;
-  return !slices.empty() || dots.size() > 1;
+/// The dots of a rank-2 tile that tensor-core dots read (directly, through
+/// transposes or through slices) and other ops only element by element
+/// (elementReader), in `dots` and `slices`; false when a use is anything
+/// else or no dot reads it: DSA's gathered key rows (B of q . kᵀ through a
+/// transpose, and their first d_v columns B of p . v), attention's q (A of
+/// the scores' dot in the loops over partial and over full key blocks), an
+/// x of x . W1 and x . W2, a key tile both stored to a cache and multiplied.
+static bool operandDots(const SimtConfig &simt, Value v,
+                        SmallVectorImpl<DotOp> &dots,
+                        SmallVectorImpl<tensor::ExtractSliceOp> &slices) {
+  SmallVector<Operation *> readers;
+  return cast<RankedTensorType>(v.getType()).getRank() == 2 &&
+         collectOperandDots(simt, v, dots, slices, &readers) && !dots.empty();
 }
 
 /// Whether a slice of a rank-2 tile in wgmma's core-matrix layout is one
@@ -1650,8 +1650,9 @@ static bool onWgmma(const SimtConfig &simt, DotOp dot) {
 /// Whether tile `v` is only an operand (A or B) of a dot that runs on
 /// wgmma: then whatever produces it (a load, an elementwise op) writes it in
 /// wgmma's core-matrix layout directly and the dot copies nothing for it.
-/// Or of several (sharedOperandDots), through slices only where they are
-/// views of that layout (coreSliceable).
+/// Or of several, or beside element readers (operandDots: those read
+/// through tileIndices, at the core matrices' indices), through slices only
+/// where they are views of that layout (coreSliceable).
 static bool wgmmaOperand(const SimtConfig &simt, Value v) {
   if (!simt.wgmma)
     return false;
@@ -1666,20 +1667,9 @@ static bool wgmmaOperand(const SimtConfig &simt, Value v) {
       v = reshape.getResult();
   SmallVector<DotOp> dots;
   SmallVector<tensor::ExtractSliceOp> slices;
-  auto allOnWgmma = [&] {
-    return llvm::all_of(dots, [&](DotOp d) { return onWgmma(simt, d); }) &&
-           llvm::all_of(slices, coreSliceable);
-  };
-  if (sharedOperandDots(simt, v, dots, slices) && allOnWgmma())
-    return true;
-  // Or of dots that other ops also read element by element (elementReader:
-  // through tileIndices, at the core matrices' indices).
-  dots.clear();
-  slices.clear();
-  SmallVector<Operation *> readers;
-  return cast<RankedTensorType>(v.getType()).getRank() == 2 &&
-         collectOperandDots(simt, v, dots, slices, &readers) && !dots.empty() &&
-         allOnWgmma();
+  return operandDots(simt, v, dots, slices) &&
+         llvm::all_of(dots, [&](DotOp d) { return onWgmma(simt, d); }) &&
+         llvm::all_of(slices, coreSliceable);
 }
 
 /// Whether loaded tile `v` is only an operand of a dot that runs on
@@ -1708,16 +1698,7 @@ static bool mmaSyncOperand(const SimtConfig &simt, Value v, bool &sliced) {
   };
   if (DotOp dot = tensorCoreOperandDot(simt, v))
     return onMmaSync(dot);
-  // Or an operand of several, directly, through transposes or through
-  // slices (views of the padded rows): sharedOperandDots.
-  SmallVector<DotOp> dots;
-  SmallVector<tensor::ExtractSliceOp> slices;
-  if (sharedOperandDots(simt, v, dots, slices)) {
-    sliced = !slices.empty();
-    return llvm::all_of(dots, onMmaSync);
-  }
-  // Or the A operand of several such dots (attention's q, read by the loops
-  // over full and over partial key blocks), possibly through the reshape.
+  // Possibly through the unit reshape (attention's q: a [1, R, C] load).
   if (v.hasOneUse())
     if (auto reshape = dyn_cast<ReshapeOp>(*v.getUsers().begin());
         reshape && v.getDefiningOp<LoadOp>() &&
@@ -1725,26 +1706,24 @@ static bool mmaSyncOperand(const SimtConfig &simt, Value v, bool &sliced) {
       v = reshape.getResult();
   if (cast<RankedTensorType>(v.getType()).getRank() != 2 || v.use_empty())
     return false;
-  // (Or both operands of one dot, dot(t, t): ldmatrix reads it as A and,
-  // transposing, as B, either layout.)
-  if (llvm::all_of(v.getUsers(), [&](Operation *user) {
-        auto dot = dyn_cast<DotOp>(user);
-        return dot && dot.getLhs() == v && dot.getAcc() != v &&
-               isTensorCoreDot(simt, dot) && onMmaSync(dot);
-      }))
-    return true;
-  // Or an operand of dots that other ops also read element by element (an
-  // `acc += dot(x, y * s)` beside `dot(x, y)`; a key tile both stored to a
-  // cache and multiplied): those read the rows through tileIndices, so the
-  // layout only costs them an index computation.
-  dots.clear();
-  slices.clear();
-  SmallVector<Operation *> readers;
-  if (cast<RankedTensorType>(v.getType()).getRank() != 2 ||
-      !collectOperandDots(simt, v, dots, slices, &readers) || dots.empty())
-    return false;
-  sliced = !slices.empty();
-  return llvm::all_of(dots, onMmaSync);
+  // Or an operand of several, directly, through transposes or through
+  // slices (views of the padded rows), and of ops that read it element by
+  // element (an `acc += dot(x, y * s)` beside `dot(x, y)`; a key tile both
+  // stored to a cache and multiplied): those read the rows through
+  // tileIndices, so the layout only costs them an index computation.
+  SmallVector<DotOp> dots;
+  SmallVector<tensor::ExtractSliceOp> slices;
+  if (operandDots(simt, v, dots, slices)) {
+    sliced = !slices.empty();
+    return llvm::all_of(dots, onMmaSync);
+  }
+  // Or both operands of one dot, dot(t, t): ldmatrix reads it as A and,
+  // transposing, as B, either layout.
+  return llvm::all_of(v.getUsers(), [&](Operation *user) {
+    auto dot = dyn_cast<DotOp>(user);
+    return dot && dot.getLhs() == v && dot.getAcc() != v &&
+           isTensorCoreDot(simt, dot) && onMmaSync(dot);
+  });
 }
 
 /// Whether a load that wgmmaOperand lays out in place can take the 128B
