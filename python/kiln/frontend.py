@@ -281,22 +281,15 @@ def same_value(a, b):
 
 
 
-def _bare_returns_only(stmts):
-    """Whether the returns under `stmts`, through ifs (not loops), are all
-    bare and there is at least one inside an if."""
-    found = False
+def _if_returns(stmts):
+    """The return statements in `stmts` and in the ifs nested in them (not
+    in loops)."""
+    found = []
     for st in stmts:
-        if isinstance(st, ast.If):
-            for block in (st.body, st.orelse):
-                for n in block:
-                    if isinstance(n, ast.Return):
-                        if n.value is not None:
-                            return False
-                        found = True
-                inner = _bare_returns_only(block)
-                if inner is None:
-                    return False
-                found |= inner
+        if isinstance(st, ast.Return):
+            found.append(st)
+        elif isinstance(st, ast.If):
+            found += _if_returns(st.body) + _if_returns(st.orelse)
     return found
 
 
@@ -307,7 +300,8 @@ def fold_early_returns(stmts):
     gets a copy), so every return ends its function. Only returns without a
     value, under ifs of the function's own body (a return in a loop is not
     folded: it would become a `continue`)."""
-    if not _bare_returns_only(stmts):
+    inner = [r for st in stmts if isinstance(st, ast.If) for r in _if_returns([st])]
+    if not inner or any(r.value is not None for r in inner):
         return stmts
 
     def fold(block):
@@ -315,10 +309,7 @@ def fold_early_returns(stmts):
         for i, st in enumerate(block):
             if isinstance(st, ast.Return):
                 return out          # this path ends here
-            if isinstance(st, ast.If) and any(
-                    isinstance(n, ast.Return) for blk in (st.body, st.orelse)
-                    for n in ast.walk(ast.Module(body=blk, type_ignores=[]))
-                    if not _in_loop(blk, n)):
+            if isinstance(st, ast.If) and _if_returns([st]):
                 rest = block[i + 1:]
                 new = ast.If(test=st.test, body=fold(st.body + rest) or [ast.Pass()],
                              orelse=fold(st.orelse + rest))
@@ -330,14 +321,6 @@ def fold_early_returns(stmts):
 
     return fold(list(stmts))
 
-
-def _in_loop(block, target):
-    """Whether `target` sits inside a loop of `block`."""
-    for st in block:
-        for n in ast.walk(st):
-            if isinstance(n, (ast.For, ast.While)) and any(m is target for m in ast.walk(n)):
-                return True
-    return False
 
 class CodeGen(ast.NodeVisitor):
     def __init__(self, fn, builder: Builder, filename: str, first_line: int, source: str,
