@@ -201,9 +201,14 @@ LogicalResult EmulateGPUPass::emulate(gpu::GPUFuncOp kernel,
       wgmmaAcc =
           memref::AllocaOp::create(eb, MemRefType::get({128}, eb.getF32Type()));
     }
+    // (s32 accumulators travel as their bits.)
     for (auto [e, v] : llvm::enumerate(values))
       memref::StoreOp::create(
-          ib, v, wgmmaAcc,
+          ib,
+          v.getType().isInteger(32)
+              ? arith::BitcastOp::create(ib, ib.getF32Type(), v).getResult()
+              : v,
+          wgmmaAcc,
           ValueRange{arith::ConstantIndexOp::create(ib, int64_t(e))});
     return arith::IndexCastOp::create(
         ib, i64, memref::ExtractAlignedPointerAsIndexOp::create(ib, wgmmaAcc));
@@ -211,12 +216,14 @@ LogicalResult EmulateGPUPass::emulate(gpu::GPUFuncOp kernel,
   auto reloadAcc = [&](ImplicitLocOpBuilder &ib, Type structType,
                        int64_t count) -> Value {
     Value r = LLVM::UndefOp::create(ib, structType);
-    for (int64_t e = 0; e < count; ++e)
-      r = LLVM::InsertValueOp::create(
-          ib, r,
-          memref::LoadOp::create(
-              ib, wgmmaAcc, ValueRange{arith::ConstantIndexOp::create(ib, e)}),
-          ArrayRef<int64_t>{e});
+    auto body = cast<LLVM::LLVMStructType>(structType).getBody();
+    for (int64_t e = 0; e < count; ++e) {
+      Value v = memref::LoadOp::create(
+          ib, wgmmaAcc, ValueRange{arith::ConstantIndexOp::create(ib, e)});
+      if (body[e].isInteger(32))
+        v = arith::BitcastOp::create(ib, body[e], v);
+      r = LLVM::InsertValueOp::create(ib, r, v, ArrayRef<int64_t>{e});
+    }
     return r;
   };
   WalkResult walk = body.walk([&](Operation *op) -> WalkResult {
@@ -397,29 +404,36 @@ LogicalResult EmulateGPUPass::emulate(gpu::GPUFuncOp kernel,
       auto acc = cast<LLVM::LLVMStructType>(wg.getInouts().getType());
       int64_t n = shape.getN();
       // Operand types as kiln_emu_wgmma takes them: 0 bf16, 1 f16, 2 e4m3,
-      // 3 e5m2 (A in bits 0-3, B in 4-7).
+      // 3 e5m2, 4 s8 (A in bits 0-3, B in 4-7).
       auto code = [](NVVM::WGMMATypes t) -> int {
         switch (t) {
         case NVVM::WGMMATypes::bf16: return 0;
         case NVVM::WGMMATypes::f16: return 1;
         case NVVM::WGMMATypes::e4m3: return 2;
         case NVVM::WGMMATypes::e5m2: return 3;
+        case NVVM::WGMMATypes::s8: return 4;
         default: return -1;
         }
       };
       int ta = code(wg.getTypeA()), tb = code(wg.getTypeB());
       bool sixteen = ta >= 0 && ta < 2 && tb == ta && shape.getK() == 16;
-      bool fp8 = ta >= 2 && tb >= 2 && shape.getK() == 32 &&
-                 wg.getLayoutA() == NVVM::MMALayout::row &&
-                 wg.getLayoutB() == NVVM::MMALayout::col;
-      if (shape.getM() != 64 || !(sixteen || fp8) ||
-          wg.getTypeD() != NVVM::WGMMATypes::f32 ||
+      bool kMajor = shape.getK() == 32 &&
+                    wg.getLayoutA() == NVVM::MMALayout::row &&
+                    wg.getLayoutB() == NVVM::MMALayout::col;
+      bool fp8 = ta >= 2 && ta < 4 && tb >= 2 && tb < 4 && kMajor &&
+                 wg.getTypeD() == NVVM::WGMMATypes::f32;
+      bool s8 = ta == 4 && tb == 4 && kMajor &&
+                wg.getTypeD() == NVVM::WGMMATypes::s32;
+      if (shape.getM() != 64 || !(sixteen || fp8 || s8) ||
+          (sixteen && wg.getTypeD() != NVVM::WGMMATypes::f32) ||
           wg.getScaleA() != NVVM::WGMMAScaleIn::one ||
           wg.getScaleB() != NVVM::WGMMAScaleIn::one ||
           acc.getBody().size() != size_t(n / 2))
         return op->emitError("kiln-emulate-gpu: only wgmma.mma_async "
                              "m64nNk16 bf16/f16 and m64nNk32 e4m3/e5m2 "
-                             "(K-major) with f32 accumulators are emulated");
+                             "(K-major) with f32 accumulators, and "
+                             "m64nNk32 s8 (K-major) with s32 ones, are "
+                             "emulated");
       SmallVector<Value> accIn;
       for (int64_t e = 0; e < n / 2; ++e)
         accIn.push_back(LLVM::ExtractValueOp::create(ib, wg.getInouts(),

@@ -397,6 +397,26 @@ struct WarpTiling {
   bool wgmma = false;
 };
 
+/// The tile `v` is a load used once, by `user`.
+static bool loadOnlyFor(Value v, Operation *user) {
+  return v.getDefiningOp<LoadOp>() && v.hasOneUse() &&
+         *v.getUsers().begin() == user;
+}
+
+/// Whether a dot reads both operands K-major from loads laid out for it: A
+/// a load only the dot reads, B the transpose [1, 0] of a load ([N, K]
+/// rows) only that transpose reads. What 8-bit wgmma operands (fp8, s8)
+/// need: their forms cannot transpose.
+static bool kMajorLoads(DotOp dot) {
+  auto tr = dot.getRhs().getDefiningOp<TransOp>();
+  return loadOnlyFor(dot.getLhs(), dot) && tr &&
+         tr.getOrder() == ArrayRef<int32_t>{1, 0} &&
+         tr.getResult().hasOneUse() && loadOnlyFor(tr.getSrc(), tr);
+}
+
+static std::optional<WarpTiling> planWgmmaTiling(int64_t M, int64_t N,
+                                                 int64_t warps);
+
 static bool isTensorCoreDot(const SimtConfig &simt, DotOp op) {
   auto lhsType = op.getLhs().getType();
   auto accType = op.getAcc().getType();
@@ -408,6 +428,14 @@ static bool isTensorCoreDot(const SimtConfig &simt, DotOp op) {
   if (op.isFp8())
     return simt.wgmma && M % 64 == 0 && N % 8 == 0 && K % 32 == 0 &&
            simt.numThreads % 128 == 0;
+  // i8 x i8 -> i32 on wgmma's s8 form (sm_90a), which like fp8's reads
+  // both operands K-major where they land: A a load only the dot reads, B
+  // the transpose of a load only that transpose reads, a wgmma tiling.
+  // Others (and every int8 dot on mma.sync targets) run as FMA chains.
+  if (inElt.isSignlessInteger(8))
+    return simt.wgmma && M % 64 == 0 && N % 8 == 0 && K % 32 == 0 &&
+           simt.numThreads % 128 == 0 && kMajorLoads(op) &&
+           planWgmmaTiling(M, N, simt.numThreads / 32);
   return simt.tensorCores && (inElt.isBF16() || inElt.isF16()) &&
          accType.getElementType().isF32() && M % 16 == 0 && N % 8 == 0 &&
          K % 16 == 0 && simt.numThreads % 32 == 0;
@@ -562,22 +590,13 @@ static Value decodeFp8(OpBuilder &b, Location loc, Value raw, StringRef fmt) {
       b, loc, nan, splat(bf16, b.getFloatAttr(bf16, std::nan(""))), v);
 }
 
-/// The tile `v` is a load used once, by `user`.
-static bool loadOnlyFor(Value v, Operation *user) {
-  return v.getDefiningOp<LoadOp>() && v.hasOneUse() &&
-         *v.getUsers().begin() == user;
-}
-
 /// Whether fp8 dot `dot` can run on wgmma's e4m3 / e5m2 forms in place:
 /// sm_90a, a wgmma tiling, A [M, K] a load only it reads and B the
 /// transpose of a load ([N, K] rows: K-major, which 8-bit wgmma operands
 /// must be), both laid out in core matrices where they land.
 static bool nativeFp8Dot(const SimtConfig &simt, DotOp dot) {
-  auto tr = dot.getRhs().getDefiningOp<TransOp>();
   if (!simt.wgmma || !simt.fp8Wgmma || !isTensorCoreDot(simt, dot) ||
-      !loadOnlyFor(dot.getLhs(), dot) || !tr ||
-      tr.getOrder() != ArrayRef<int32_t>{1, 0} || !tr.getResult().hasOneUse() ||
-      !loadOnlyFor(tr.getSrc(), tr))
+      !kMajorLoads(dot))
     return false;
   auto wt = planDotTiling(simt, dot);
   return wt && wt->wgmma;
@@ -1948,12 +1967,16 @@ SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
   // B = trans(X) not materialized (deferTransToTensorCores): X [N, K] row-major
   // is B K-major, laid out as A is.
   bool bKMajor = deferredTrans.count(op.getRhs());
-  // An fp8 dot (nativeFp8Dot) reads both operands K-major where they landed.
+  // An 8-bit dot (fp8: nativeFp8Dot; s8: isTensorCoreDot) reads both
+  // operands K-major where they landed.
   bool fp8 = op.isFp8();
-  if (fp8 && !(wt.wgmma && bKMajor && isCoreBuffer(mt.a) && isCoreBuffer(mt.bm))) {
-    op.emitError("kiln GPU lowering: an fp8 dot's operands are not both in "
-                 "K-major core matrices for wgmma (expandFp8Dots decodes such "
-                 "dots)");
+  bool s8 = !fp8 && mt.inElt.isSignlessInteger(8);
+  bool eightBit = fp8 || s8;
+  if (eightBit &&
+      !(wt.wgmma && bKMajor && isCoreBuffer(mt.a) && isCoreBuffer(mt.bm))) {
+    op.emitError("kiln GPU lowering: an 8-bit dot's operands are not both in "
+                 "K-major core matrices for wgmma (expandFp8Dots decodes fp8 "
+                 "ones, int8 ones run as FMA chains)");
     return {};
   }
   auto usable = [](Value v) { return isCoreBuffer(v) || isPlain16(v); };
@@ -2066,7 +2089,7 @@ SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
   // of a 16-bit operand of half the columns (coreStrides), so the
   // descriptors and their offsets (OperandLayout) are the same, and one k32
   // step of wgmma's e4m3 / e5m2 forms is 16 pairs.
-  int64_t kUnits = fp8 ? K / 2 : K;
+  int64_t kUnits = eightBit ? K / 2 : K;
   int64_t n = wt.TN * 8, steps = kUnits / 16, unroll = 1;
   for (int64_t u = 8; u >= 1; --u)
     if (steps % u == 0) {
@@ -2076,13 +2099,15 @@ SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
   // A +0 accumulator (attention's scores) is not moved into the registers:
   // the first k step runs with scale-d = 0 (D = A B), so the k loop is
   // unrolled whole (up to 16 steps: head dim 256).
+  // (s8 accumulates in s32 registers.)
+  Type accElt = s8 ? Type(b.getI32Type()) : Type(b.getF32Type());
   bool zeroInit = !acc.empty() && steps <= 16 && llvm::all_of(acc, [](Value v) {
-    return matchPattern(v, m_PosZeroFloat());
+    return matchPattern(v, m_PosZeroFloat()) || matchPattern(v, m_Zero());
   });
   SmallVector<Value> init(acc.begin(), acc.end());
   if (zeroInit) {
     unroll = steps;
-    init.assign(acc.size(), LLVM::UndefOp::create(b, b.getF32Type()));
+    init.assign(acc.size(), LLVM::UndefOp::create(b, accElt));
   }
   // In-flight accumulators must not pass through the k loop's carried
   // values (ptxas may move them): defer only a k loop of one iteration.
@@ -2095,10 +2120,11 @@ SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
   Value descA = aLayout.descriptor(b, aCore);
   Value descB = bLayout.descriptor(b, bCore);
   MLIRContext *ctx = b.getContext();
-  auto f32 = b.getF32Type();
   auto accType = LLVM::LLVMStructType::getLiteral(
-      ctx, SmallVector<Type>(n / 2, f32));
+      ctx, SmallVector<Type>(n / 2, accElt));
   auto type = mt.inElt.isBF16() ? NVVM::WGMMATypes::bf16 : NVVM::WGMMATypes::f16;
+  if (s8)
+    type = NVVM::WGMMATypes::s8;
   auto typeB = type;
   if (fp8) {
     auto fmt = [](StringRef f) {
@@ -2136,8 +2162,8 @@ SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
                                              aLayout.units(lb, mGroup, k0));
             structs[t] = NVVM::WgmmaMmaAsyncOp::create(
                 lb, accType, structs[t], da, db,
-                NVVM::MMAShapeAttr::get(ctx, 64, n, fp8 ? 32 : 16), type, typeB,
-                NVVM::WGMMATypes::f32,
+                NVVM::MMAShapeAttr::get(ctx, 64, n, eightBit ? 32 : 16), type,
+                typeB, s8 ? NVVM::WGMMATypes::s32 : NVVM::WGMMATypes::f32,
                 zeroInit && u == 0 ? NVVM::WGMMAScaleOut::zero
                                    : NVVM::WGMMAScaleOut::one,
                 NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one,
@@ -2186,13 +2212,24 @@ static Value toAcc(ImplicitLocOpBuilder &b, Value v, Type inElt, Type accElt) {
   return arith::ExtSIOp::create(b, accElt, v);
 }
 
-std::optional<double> KernelLowering::splatAccumulator(DotOp op) {
+TypedAttr registerSplat(DenseElementsAttr dense) {
+  if (!dense || !dense.isSplat())
+    return {};
+  Type elt = dense.getElementType();
+  Builder b(dense.getContext());
+  if (isa<FloatType>(elt))
+    return b.getF32FloatAttr(dense.getSplatValue<APFloat>().convertToDouble());
+  if (elt.isSignlessInteger(32))
+    return b.getI32IntegerAttr(dense.getSplatValue<APInt>().getSExtValue());
+  return {};
+}
+
+TypedAttr KernelLowering::splatAccumulator(DotOp op) {
   DenseElementsAttr dense;
-  if (!matchPattern(op.getAcc(), m_Constant(&dense)) || !dense.isSplat() ||
-      !isa<FloatType>(dense.getElementType()) || !isTensorCoreDot(*simt, op) ||
-      !planDotTiling(*simt, op))
-    return std::nullopt;
-  return dense.getSplatValue<APFloat>().convertToDouble();
+  if (!matchPattern(op.getAcc(), m_Constant(&dense)) ||
+      !isTensorCoreDot(*simt, op) || !planDotTiling(*simt, op))
+    return {};
+  return registerSplat(dense);
 }
 
 bool KernelLowering::rewrittenInLoop(Value buf, Operation *at) {
@@ -2221,7 +2258,7 @@ bool KernelLowering::rewrittenInLoop(Value buf, Operation *at) {
 
 LogicalResult KernelLowering::lowerDotSimt(DotOp op, Value a, Value bm,
                                            Value out,
-                                           std::optional<double> accSplat) {
+                                           TypedAttr accSplat) {
   auto lhsType = op.getLhs().getType();
   auto accType = op.getAcc().getType();
   int64_t M = lhsType.getDimSize(0), K = lhsType.getDimSize(1),
@@ -2264,7 +2301,7 @@ LogicalResult KernelLowering::lowerDotSimt(DotOp op, Value a, Value bm,
     SmallVector<Value> init;
     if (accSplat)
       init.assign(registerTileSize(op),
-                  arith::ConstantOp::create(b, b.getF32FloatAttr(*accSplat)));
+                  arith::ConstantOp::create(b, accSplat));
     else
       init = mt.loadAcc(b, rows, cols, out);
     SmallVector<Value> regs = runTiledDot(b, op, mt, rows, cols, init);

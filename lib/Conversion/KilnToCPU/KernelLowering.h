@@ -542,11 +542,12 @@ private:
   /// warp-tiled dot starts from it in registers and `out` only receives the
   /// result.
   LogicalResult lowerDotSimt(DotOp op, Value a, Value b, Value out,
-                             std::optional<double> accSplat = std::nullopt);
-  /// SIMT: the value of a dot's accumulator when it is a float splat
-  /// constant and the dot is warp-tiled on tensor cores (its registers then
-  /// start from the constant: no copy of the accumulator, no buffer read).
-  std::optional<double> splatAccumulator(DotOp op);
+                             TypedAttr accSplat = {});
+  /// SIMT: the value of a dot's accumulator, as its registers hold it
+  /// (registerSplat), when it is a splat constant and the dot is warp-tiled
+  /// on tensor cores (its registers then start from the constant: no copy
+  /// of the accumulator, no buffer read). Null otherwise.
+  TypedAttr splatAccumulator(DotOp op);
   /// SIMT: whether every use of tile `v` (a warp-tiled dot's result, or an
   /// elementwise result computed on its fragments) can read it from this
   /// lane's accumulator fragments of `dot`: fused elementwise expressions

@@ -1328,7 +1328,7 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
   int64_t M = lhsType.getDimSize(0), K = lhsType.getDimSize(1),
           N = accType.getDimSize(1);
   Type inElt = lhsType.getElementType(), accElt = accType.getElementType();
-  std::optional<double> accSplat;
+  TypedAttr accSplat;
   // A splat accumulator (the usual zeros) starts in registers: no buffer to
   // read, and none to copy when it is defined outside the dot's loop.
   TypedAttr cpuSplat;
@@ -2092,12 +2092,11 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
     SmallVector<Value> regs;
     // A splat constant (the usual zeros) needs no buffer read.
     DenseElementsAttr dense;
-    if (matchPattern(init, m_Constant(&dense)) && dense.isSplat() &&
-        isa<FloatType>(dense.getElementType())) {
-      Value c = arith::ConstantOp::create(
-          b, b.getF32FloatAttr(
-                 dense.getSplatValue<APFloat>().convertToDouble()));
-      regs.assign(registerTileSize(regDot(i)), c);
+    TypedAttr splat;
+    if (matchPattern(init, m_Constant(&dense)) &&
+        (splat = registerSplat(dense))) {
+      regs.assign(registerTileSize(regDot(i)),
+                  arith::ConstantOp::create(b, splat));
     } else if (auto it = loopRegisters.find(init);
                it != loopRegisters.end() &&
                sameRegisterTiling(it->second.first, regDot(i))) {
@@ -2140,13 +2139,12 @@ LogicalResult KernelLowering::lowerFor(scf::ForOp op) {
     if (auto it = fragmentResults.find(init); it != fragmentResults.end()) {
       regs = it->second.second;
       fragmentResults.erase(it);
-    } else if (matchPattern(init, m_Constant(&dense)) && dense.isSplat() &&
-               isa<FloatType>(dense.getElementType())) {
+    } else if (TypedAttr splat;
+               matchPattern(init, m_Constant(&dense)) &&
+               (splat = registerSplat(dense))) {
       // (elementwiseCarry's accumulators: the usual zeros.)
       regs.assign(registerTileSize(fragDots[k]),
-                  arith::ConstantOp::create(
-                      b, b.getF32FloatAttr(
-                             dense.getSplatValue<APFloat>().convertToDouble())));
+                  arith::ConstantOp::create(b, splat));
     } else {
       // Stored after all (its dot saw other readers): read it back.
       auto buf = bufferOf(init, op);

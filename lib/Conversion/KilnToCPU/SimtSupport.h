@@ -80,6 +80,11 @@ int overlapMarkedLoops(Operation *kernel, const SimtConfig &simt);
 /// (GPUTensorCores.cpp).
 bool isWgmmaRowDot(const SimtConfig &simt, DotOp op);
 
+/// The value of splat tile constant `dense` as a register-resident dot
+/// accumulator holds it: an f32 for float splats, an i32 for i32 splats (s8
+/// dots' accumulators); null for other element types.
+TypedAttr registerSplat(DenseElementsAttr dense);
+
 /// Decodes the operands of fp8 dots (kiln.dot with lhs_fp8 / rhs_fp8) to
 /// bfloat16, exactly, except those `simt` multiplies natively (wgmma's
 /// e4m3 / e5m2 forms on sm_90a; every dot when `simt` is null: the CPU).

@@ -1155,7 +1155,7 @@ static float fp8_to_float(uint8_t v, int e5m2) {
 
 /* Operand element types of wgmma_accumulate's `types`: A in bits 0-3, B in
  * bits 4-7. */
-enum { kWgBF16 = 0, kWgF16 = 1, kWgE4M3 = 2, kWgE5M2 = 3 };
+enum { kWgBF16 = 0, kWgF16 = 1, kWgE4M3 = 2, kWgE5M2 = 3, kWgS8 = 4 };
 
 /* Element (row, k) of a wgmma operand in shared memory: 16-bit elements,
  * or fp8 bytes (K-major only: the byte k % 2 of the 16-bit element k / 2 of
@@ -1178,13 +1178,31 @@ static void wgmma_accumulate(uint64_t desc_a, int trans_a, uint64_t desc_b,
   int t = s->current, first = t / 128 * 128;
   int type_a = types & 15, type_b = (types >> 4) & 15;
   float (*cvt)(uint16_t) = type_a == kWgF16 ? f16_to_float : bf16_to_float;
-  /* k16 for 16-bit elements, k32 for fp8 (both 32 bytes of each row). */
+  /* k16 for 16-bit elements, k32 for fp8 and s8 (both 32 bytes of each
+   * row). */
   int depth = type_a >= kWgE4M3 ? 32 : 16;
   int w = (t % 128) / kWarp, lane = t % kWarp;
   for (int i = 0; i < n / 2; ++i) {
     int row = 16 * w + lane / 4 + 8 * ((i % 4) / 2);
     int col = 2 * (lane % 4) + (i % 2) + 8 * (i / 4);
     int rr = row % 16;
+    if (type_a == kWgS8) {
+      /* .s32.s8.s8: exact products, sums wrapping modulo 2^32 (no
+       * .satfinite); the accumulators are s32 registers, passed in d's
+       * bits. */
+      uint32_t sum = 0;
+      if (scale_d)
+        memcpy(&sum, &d[i], 4);
+      for (int k = 0; k < 32; ++k) {
+        uint16_t pa = wgmma_read(wgmma_element(desc_a, row, k / 2, trans_a), site);
+        uint16_t pb = wgmma_read(wgmma_element(desc_b, col, k / 2, trans_b), site);
+        int8_t x = (int8_t)(k & 1 ? pa >> 8 : pa & 0xFF);
+        int8_t y = (int8_t)(k & 1 ? pb >> 8 : pb & 0xFF);
+        sum += (uint32_t)((int32_t)x * (int32_t)y);
+      }
+      memcpy(&d[i], &sum, 4);
+      continue;
+    }
     float sum = scale_d ? d[i] : 0.0f;
     for (int k = 0; k < depth; ++k) {
       if (depth == 32) {
