@@ -686,6 +686,19 @@ ref = w4_ex.reference(a, qw, ws)
 check("W4A16 GEMM (GPTQ int4 weights)", c, ref, 1e-5,
       1e-5 * (np.abs(a).astype(np.float64) @ np.abs(w4_ex.dequantize(qw, ws, K))).max())
 
+# W8A8 GEMM: int8 activations and weights (per-row and per-channel scales),
+# exact int32 sums, float16 output; M, N and K not multiples of the blocks.
+import w8a8_matmul as w8_ex  # noqa: E402
+M, N, K = 150, 200, 520
+a8q, a8s = w8_ex.quantize(rng.standard_normal((M, K)))
+w8q, w8s = w8_ex.quantize(rng.standard_normal((N, K)) * 0.05)
+c = poisoned((M, N), np.float16)
+grid, w8_args, w8_kw = w8_ex.launch_args(a8q, a8s, w8q, w8s, c, block=(64, 64, 128))
+py_example("w8a8_matmul", w8_ex.w8a8_matmul_kernel, grid, w8_args, w8_kw)
+ref = w8_ex.reference(a8q, a8s, w8q, w8s)
+check("W8A8 GEMM (int8 x int8 -> int32, dequantized to f16)", c, ref, 1e-3,
+      1e-3 * np.abs(ref).max())
+
 # Triton's low-memory dropout tutorial: the seeded kernel's keep mask is
 # kl.rand (Philox on the device), the same bits as NumPy's reference.
 import triton_dropout as tdo_ex  # noqa: E402
@@ -1408,6 +1421,26 @@ FP8_VARIANTS = [(128, 128, 8, 2, True), (128, 128, 8, 3, True), (128, 128, 8, 2,
 W4_VARIANTS = [(128, 128, 64, 8, 3), (128, 256, 64, 8, 3)]
 
 
+# W8A8 GEMM (the example's kernel: int8 x int8 on wgmma's s8 form on sm_90a,
+# dequantized to float16 in registers) against torch._int_mm (cuBLAS's int8
+# GEMM, int32 out, no dequantization: a peer doing less) and torch.matmul on
+# bf16 operands of the same shape (what int8 stands in for).
+# (BM, BN, BK, warps, stages)
+# Only where the s8 tensor cores run (sm_90a): elsewhere the products are
+# summed without them, and these tiles do not fit.
+W8_VARIANTS = ([(128, 128, 128, 8, 3), (128, 256, 128, 8, 4), (128, 256, 128, 8, 3)]
+               if TARGET.endswith("sm_90a") else [])
+
+
+def w8_bench(a, sa, w, sw, c, variant):
+    bm, bn, bk, w_, st = variant
+    grid = (cdiv(MX_S, bm), cdiv(MX_S, bn))
+    args = (a, sa, w, sw, c, MX_S, MX_S, MX_S)
+    kw = dict(BM=bm, BN=bn, BK=bk, num_warps=w_, num_stages=st)
+    return port_bundle(f"w8-bench-{MX_S}-{bm}x{bn}x{bk}-w{w_}-s{st}",
+                       w8_ex.w8a8_matmul_kernel, grid, args, kw), grid, args
+
+
 def w4_bench(a, qw, ws, c, variant):
     bm, bn, bk, w_, st = variant
     grid = (cdiv(MX_S, bm), cdiv(MX_S, bn))
@@ -1442,6 +1475,9 @@ if not RUN:
         for variant in W4_VARIANTS:
             w4_bench(np.zeros((MX_S, MX_S), np.float16), np.zeros((MX_S // 8, MX_S), np.int32),
                      np.zeros((MX_S // 128, MX_S), np.float16), f32(MX_S, MX_S), variant)
+        for variant in W8_VARIANTS:
+            w8_bench(i8(MX_S, MX_S), f32(MX_S), i8(MX_S, MX_S), f32(MX_S),
+                     np.zeros((MX_S, MX_S), np.float16), variant)
     for kind in ("none", "causal", "sliding_window"):
         for variant in BENCH_VARIANTS:
             attention_bench_kernel(kind, *variant)
@@ -1730,6 +1766,43 @@ if not EMULATED and ACTIVE:
         add_row((f"W4A16 GEMM {S}^3 (GPTQ int4 weights, group 128) {tag}",
                  flops / t_kiln / 1e12, flops / t_torch / 1e12, "TFLOP/s",
                  "torch.matmul (fp16 operands)"))
+
+# (Part of the gemm part.)
+if not EMULATED and ACTIVE:
+    S = MX_S
+    g = torch.Generator(device=dev).manual_seed(11)
+    a8 = torch.randint(-128, 128, (S, S), device=dev, dtype=torch.int8, generator=g)
+    w8 = torch.randint(-128, 128, (S, S), device=dev, dtype=torch.int8, generator=g)
+    sa8 = torch.rand(S, device=dev, generator=g) * 1e-3 + 1e-4
+    sw8 = torch.rand(S, device=dev, generator=g) * 1e-3 + 1e-4
+    c8 = torch.zeros(S, S, device=dev, dtype=torch.float16)
+    # A corner against NumPy (exact int64 sums, then the scales).
+    ref = w8_ex.reference(a8[:64].cpu().numpy(), sa8[:64].cpu().numpy(),
+                          w8[:64].cpu().numpy(), sw8[:64].cpu().numpy())
+    t_torch = bf16_matmul_time(S)
+    flops = 2 * S ** 3
+    t_best, name = None, None
+    for variant in W8_VARIANTS:   # (none off sm_90a: t_best stays None)
+        t_kiln = time_variant(*w8_bench(a8, sa8, w8, sw8, c8, variant), c8)
+        bm_, bn_, bk_, w_, st_ = variant
+        tag = f"{bm_}x{bn_}x{bk_} w{w_} s{st_}"
+        check(f"W8A8 GEMM benchmark corner {tag}", c8[:64, :64].float().cpu().numpy(), ref,
+              1e-3, 1e-3 * np.abs(ref).max())
+        name_ = f"W8A8 GEMM {S}^3 (int8, row / channel scales, f16 out) {tag}"
+        add_row((name_, flops / t_kiln / 1e12, flops / t_torch / 1e12, "TFLOP/s",
+                 "torch.matmul (bf16 operands)"))
+        if t_best is None or t_kiln < t_best:
+            t_best, name = t_kiln, name_
+    try:
+        if t_best is None:
+            raise RuntimeError("no W8A8 variant for this target")
+        wt8 = w8.t()
+        torch._int_mm(a8, wt8)
+        t_imm = bench(lambda: torch._int_mm(a8, wt8), batch=3)
+        add_row((name, flops / t_best / 1e12, flops / t_imm / 1e12, "TOP/s",
+                 "torch._int_mm (int8, int32 out)"))
+    except Exception as e:  # noqa: BLE001 (an older PyTorch or GPU)
+        print(f"note: W8A8 against torch._int_mm: {e}")
 
 section("bench")
 if not EMULATED and ACTIVE:

@@ -3218,6 +3218,59 @@ def test_fp8_matmul_mlir_example(rng, tmp_path):
     assert_close(c, da @ dw.T, 1e-6, 1e-6 * (np.abs(da) @ np.abs(dw).T).max())
 
 
+# int8 dots (i8 x i8 -> i32, exact): on sm_90a a dot whose A is a loaded
+# tile and whose B is the transpose of one (B_FORM 0: W's rows transposed; 1:
+# W^T's tile addressed in W, which the front end loads as rows and
+# transposes) runs on wgmma's s8 form into s32 registers; an N-major B (2)
+# and every other target sum without tensor cores. ACC_IN starts from a
+# loaded int32 tile instead of zeros (read into the s32 registers); K steps
+# of 64 bytes go by cp.async, of 128 by TMA into the 128B swizzle.
+@kiln.jit
+def int8_gemm(a, w, c, c_in, M, N, K, BM: kl.constexpr, BN: kl.constexpr, BK: kl.constexpr,
+              B_FORM: kl.constexpr, ACC_IN: kl.constexpr):
+    pm, pn = kl.program_id(0), kl.program_id(1)
+    rm = pm * BM + kl.arange(0, BM)
+    rn = pn * BN + kl.arange(0, BN)
+    rk = kl.arange(0, BK)
+    cmask = (rm[:, None] < M) & (rn[None, :] < N)
+    if ACC_IN:
+        acc = kl.load(c_in + rm[:, None] * N + rn[None, :], mask=cmask, other=0)
+    else:
+        acc = kl.zeros((BM, BN), kl.int32)
+    for k0 in range(0, K, BK):
+        x = kl.load(a + rm[:, None] * K + (k0 + rk)[None, :],
+                    mask=(rm[:, None] < M) & ((k0 + rk)[None, :] < K), other=0)
+        if B_FORM == 0:
+            wk = kl.load(w + rn[:, None] * K + (k0 + rk)[None, :],
+                         mask=(rn[:, None] < N) & ((k0 + rk)[None, :] < K), other=0)
+            acc = kl.dot(x, kl.trans(wk), acc)
+        elif B_FORM == 1:
+            wt = kl.load(w + rn[None, :] * K + (k0 + rk)[:, None],
+                         mask=(rn[None, :] < N) & ((k0 + rk)[:, None] < K), other=0)
+            acc += kl.dot(x, wt)
+        else:
+            y = kl.load(w + (k0 + rk)[:, None] * N + rn[None, :],
+                        mask=((k0 + rk)[:, None] < K) & (rn[None, :] < N), other=0)
+            acc += kl.dot(x, y)
+    kl.store(c + rm[:, None] * N + rn[None, :], acc, mask=cmask)
+
+
+@pytest.mark.parametrize("kernel", ["k_major", "w_transposed", "n_major"])
+@pytest.mark.parametrize("acc_in", [False, True])
+@pytest.mark.parametrize("K,BK", [(300, 64), (300, 128), (100, 128)])
+def test_int8_dots(rng, kernel, acc_in, K, BK):
+    M, N = 130, 100
+    a = rng.integers(-128, 128, (M, K)).astype(np.int8)
+    w = rng.integers(-128, 128, (N, K)).astype(np.int8)
+    c_in = rng.integers(-2**30, 2**30, (M, N)).astype(np.int32)
+    wa = np.ascontiguousarray(w.T) if kernel == "n_major" else w
+    c = np.full((M, N), -0x5A5A5A5A, np.int32)
+    int8_gemm[(kiln.cdiv(M, 64), kiln.cdiv(N, 64))](a, wa, c, c_in, M, N, K, BM=64, BN=64, BK=BK,
+                                                    B_FORM=FP8_B_FORMS[kernel], ACC_IN=acc_in)
+    ref = a.astype(np.int64) @ w.astype(np.int64).T + (c_in if acc_in else 0)
+    np.testing.assert_array_equal(c, ref)
+
+
 @kiln.jit
 def fp8_dot_f16_out(a, b, c, M: kl.constexpr, K: kl.constexpr, N: kl.constexpr):
     rm = kl.arange(0, M)[:, None]

@@ -1427,11 +1427,12 @@ def test_random_numbers_and_bitcasts_compile_for_gpu(chip, tmp_path, monkeypatch
         _assemble(str(tmp_path / "k.ptx"), chip, tmp_path)
 
 
-def _shared_bytes(ck, chip, warps, tmp_path):
+def _shared_bytes(ck, chip, warps, tmp_path, stages=None):
     """The dynamic shared memory of a @kiln.jit kernel's bundle for `chip`."""
     (tmp_path / "k.mlir").write_text(ck.kiln_ir)
     r = subprocess.run([KILNC, str(tmp_path / "k.mlir"), "--target", chip, "--num-warps",
-                        str(warps), "-o", str(tmp_path / "k.kiln")], capture_output=True,
+                        str(warps), "-o", str(tmp_path / "k.kiln")]
+                       + (["--num-stages", str(stages)] if stages else []), capture_output=True,
                        text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     return int(re.search(rb"launch shared_bytes (\d+)",
@@ -1536,6 +1537,45 @@ def test_fp8_blockwise_matmul_compiles_for_gpu(chip, tmp_path, monkeypatch):
     # the fp8 tiles, and on sm_80 the two decoded bf16 operands.
     tiles = 2 * 2 * 64 * 128 + (0 if chip == "sm_90a" else 2 * 64 * 128 * 2)
     assert tiles <= shared <= tiles + 12 * 1024, shared
+
+
+# W8A8 (examples/python/w8a8_matmul.py): on sm_90a the int8 dot runs on
+# wgmma's s8 form (both operands K-major: W's rows transposed) on the bytes
+# TMA puts in the 128B swizzle, into s32 registers (the zero accumulator
+# takes no buffer), and the dequantizing epilogue reads those registers: shared
+# memory is the loop's stages (A and W, 16 KiB each per stage at 128x128x128)
+# or the float16 result's staging, whichever is larger. sm_80 runs
+# mma.sync.m16n8k32.s8, its operands read by ldmatrix as byte pairs from
+# rows 16 bytes longer than the tile's.
+@pytest.mark.parametrize("chip", CHIPS)
+@pytest.mark.parametrize("stages", [2, 3])
+def test_w8a8_matmul_compiles_for_gpu(chip, stages, tmp_path, monkeypatch):
+    import numpy as np
+    import w8a8_matmul as w8
+    monkeypatch.setenv("KILN_TARGET", chip)
+    monkeypatch.setenv("KILN_NUM_WARPS", "8")
+    monkeypatch.setenv("KILN_NUM_STAGES", str(stages))
+    M = N = K = 4096
+    grid, args, kw = w8.launch_args(np.zeros((M, K), np.int8), np.zeros(M, np.float32),
+                                    np.zeros((N, K), np.int8), np.zeros(N, np.float32),
+                                    np.zeros((M, N), np.float16), block=(128, 128, 128))
+    ck = w8.w8a8_matmul_kernel.warmup(*args, grid=grid, **kw)
+    ptx = ck.asm
+    (tmp_path / "k.ptx").write_text(ptx)
+    report = _assemble(str(tmp_path / "k.ptx"), chip, tmp_path)
+    assert " 0 bytes spill stores" in report
+    if chip != "sm_90a":
+        assert "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32" in ptx
+        assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx
+        assert _shared_bytes(ck, chip, 8, tmp_path, stages) == stages * 2 * 128 * (128 + 16)
+        return
+    assert "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8" in ptx
+    assert "cp.async.bulk.tensor" in ptx
+    # (Three stages keep one wgmma group in flight across iterations.)
+    assert ("wgmma.wait_group.sync.aligned \t1;" in ptx) == (stages == 3)
+    shared = _shared_bytes(ck, chip, 8, tmp_path, stages)
+    loop = stages * 2 * 128 * 128
+    assert loop <= shared <= max(loop, 128 * 128 * 2) + 2048, shared
 
 
 # W4A16 (examples/python/w4a16_matmul.py): the int4 decode (shifts, masks,

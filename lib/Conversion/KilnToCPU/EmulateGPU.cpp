@@ -345,14 +345,20 @@ LogicalResult EmulateGPUPass::emulate(gpu::GPUFuncOp kernel,
     } else if (auto mma = dyn_cast<NVVM::MmaOp>(op)) {
       auto shape = mma.getShape();
       auto type = mma.getMultiplicandAPtxType();
-      if (shape.getM() != 16 || shape.getN() != 8 || shape.getK() != 16 ||
-          !type ||
-          (*type != NVVM::MMATypes::bf16 && *type != NVVM::MMATypes::f16) ||
+      bool sixteen = shape.getK() == 16 && type &&
+                     (*type == NVVM::MMATypes::bf16 ||
+                      *type == NVVM::MMATypes::f16) &&
+                     mma.getOperandC()[0].getType().isF32();
+      bool s8 = shape.getK() == 32 && type && *type == NVVM::MMATypes::s8 &&
+                mma.getMultiplicandBPtxType() == NVVM::MMATypes::s8 &&
+                mma.getOperandC()[0].getType().isInteger(32) &&
+                mma.getIntOverflowBehavior() == NVVM::MMAIntOverflow::wrapped;
+      if (shape.getM() != 16 || shape.getN() != 8 || !(sixteen || s8) ||
           mma.getOperandA().size() != 4 || mma.getOperandB().size() != 2 ||
-          mma.getOperandC().size() != 4 ||
-          !mma.getOperandC()[0].getType().isF32())
+          mma.getOperandC().size() != 4)
         return op->emitError("kiln-emulate-gpu: only mma.sync m16n8k16 "
-                             "bf16/f16 with f32 accumulators is emulated");
+                             "bf16/f16 with f32 accumulators and m16n8k32 s8 "
+                             "with s32 ones (wrapping) are emulated");
       // The result buffer lives at the entry: an alloca in a loop would
       // grow the (fiber's) stack every iteration.
       if (!mmaOut) {
@@ -363,20 +369,26 @@ LogicalResult EmulateGPUPass::emulate(gpu::GPUFuncOp kernel,
       Value out = mmaOut;
       Value outAddr = arith::IndexCastOp::create(
           ib, i64, memref::ExtractAlignedPointerAsIndexOp::create(ib, out));
-      SmallVector<Value> args{arith::ConstantIntOp::create(
-          ib, i32, *type == NVVM::MMATypes::f16 ? 1 : 0)};
-      // Fragments travel as i32 (f16 ones are typed vector<2xf16>).
+      SmallVector<Value> args;
+      if (!s8)
+        args.push_back(arith::ConstantIntOp::create(
+            ib, i32, *type == NVVM::MMATypes::f16 ? 1 : 0));
+      // Fragments travel as i32 (f16 ones are typed vector<2xf16>); s32
+      // accumulators as they are, their results as f32 bits in `out`.
       for (Value v : llvm::concat<Value>(mma.getOperandA(), mma.getOperandB()))
         args.push_back(v.getType() == i32
                            ? v
                            : LLVM::BitcastOp::create(ib, i32, v).getResult());
       llvm::append_range(args, mma.getOperandC());
       args.push_back(outAddr);
-      abi.call(ib, "kiln_emu_mma_m16n8k16", args);
+      abi.call(ib, s8 ? "kiln_emu_mma_m16n8k32_s8" : "kiln_emu_mma_m16n8k16",
+               args);
       Value s = LLVM::UndefOp::create(ib, mma.getResult().getType());
       for (int64_t i = 0; i < 4; ++i) {
         Value e = memref::LoadOp::create(
             ib, out, ValueRange{arith::ConstantIndexOp::create(ib, i)});
+        if (s8)
+          e = arith::BitcastOp::create(ib, i32, e);
         s = LLVM::InsertValueOp::create(ib, s, e, ArrayRef<int64_t>{i});
       }
       mma.getResult().replaceAllUsesWith(s);

@@ -96,11 +96,21 @@ static Value packHalves(ImplicitLocOpBuilder &b, Value lo, Value hi) {
 /// They are loaded with ldmatrix (A: .x4; B, stored row-major: .x2.trans)
 /// from plain row-major buffers (16-byte rows: K % 16 and N % 8 hold, and
 /// buffers are 16-byte aligned), element by element otherwise.
+///
+/// int8 operands (`pairs`: mma.sync.m16n8k32.s32.s8.s8) are the same with
+/// each 16-bit element a pair of bytes along K: m16n8k32's s8 fragments
+/// hold A[g + 8 (r & 1)][4q + 16 (r >> 1) + {0..3}] and B[4q + 16 r +
+/// {0..3}][g], which are byte pairs 2q + 8 (r >> 1) + {0, 1} and 2q + 8 r +
+/// {0, 1}, and its s32 C fragments are laid out as f32 ones. So the code
+/// below runs on pair indices (columns of A and of X = Bᵀ, both K-major:
+/// ldmatrix cannot transpose bytes), reading them with ldmatrix at byte
+/// addresses (ldmatrixAt); K-major rows of 16-byte multiples only.
 struct MmaTiles {
   Value a, bm;
   Type inElt;
   bool plainOperands; // identity-layout, static 16-bit operand buffers
   bool useLdmatrix;
+  bool pairs = false; // int8 operands, K counted in byte pairs
   // B given as X = Bᵀ [N, K] row-major (a kiln.trans not materialized,
   // deferTransToTensorCores): its rows are B's columns.
   bool bKMajor = false;
@@ -144,6 +154,19 @@ struct MmaTiles {
     if (isXorBuffer(buf))
       return ldmatrixXor(b, buf, rowU, rowStep, rowL, colU, colStep, colL, n,
                          trans);
+    if (pairs) {
+      // Byte pair c of row r: byte 2c of the row (static strides, any
+      // offset: plain or padded rows, pipelined stages).
+      auto t = cast<MemRefType>(buf.getType());
+      auto [strides, offset] = t.getStridesAndOffset();
+      Value row = arithAdd(b, rowU, rowL);
+      Value col = colL ? arithAdd(b, colU, colL) : colU;
+      Value addr = arithAdd(
+          b, byteAddress(b, buf),
+          arithAdd(b, arith::MulIOp::create(b, row, cIdx(b, strides[0])),
+                   arith::MulIOp::create(b, col, cIdx(b, 2))));
+      return ldmatrixAt(b, addr, n, trans);
+    }
     Type elt = cast<MemRefType>(buf.getType()).getElementType();
     Value row = arithAdd(b, rowU, rowL);
     Value col = colL ? arithAdd(b, colU, colL) : colU;
@@ -202,6 +225,12 @@ struct MmaTiles {
       addr = arith::XOrIOp::create(
           b, plain, mul(arith::AndIOp::create(b, row, cIdx(b, 7)), 16));
     }
+    return ldmatrixAt(b, addr, n, trans);
+  }
+  /// ldmatrix.xN (of 16-bit elements, .trans with `trans`) at this lane's
+  /// row address `addr` (a shared-memory byte address): N registers.
+  SmallVector<Value> ldmatrixAt(ImplicitLocOpBuilder &b, Value addr, int64_t n,
+                                bool trans) const {
     MLIRContext *ctx = b.getContext();
     Type i32 = b.getI32Type();
     Type res = n == 1 ? i32
@@ -291,13 +320,20 @@ struct MmaTiles {
   }
   SmallVector<Value> mma(ImplicitLocOpBuilder &b, ArrayRef<Value> aRegs,
                          ArrayRef<Value> bRegs, ValueRange acc) const {
-    auto f32 = b.getF32Type();
-    auto resType =
-        LLVM::LLVMStructType::getLiteral(b.getContext(), {f32, f32, f32, f32});
+    // (s8: s32 accumulators, sums wrapping as the hardware's without
+    // .satfinite.)
+    Type accElt = pairs ? Type(b.getI32Type()) : Type(b.getF32Type());
+    auto resType = LLVM::LLVMStructType::getLiteral(
+        b.getContext(), SmallVector<Type>(4, accElt));
     auto type = inElt.isBF16() ? NVVM::MMATypes::bf16 : NVVM::MMATypes::f16;
+    if (pairs)
+      type = NVVM::MMATypes::s8;
     Value r = NVVM::MmaOp::create(
-        b, resType, aRegs, bRegs, acc, /*shape=*/{16, 8, 16},
-        /*b1Op=*/std::nullopt, /*intOverflow=*/std::nullopt,
+        b, resType, aRegs, bRegs, acc,
+        /*shape=*/{16, 8, pairs ? 32 : 16},
+        /*b1Op=*/std::nullopt,
+        /*intOverflow=*/pairs ? std::optional(NVVM::MMAIntOverflow::wrapped)
+                              : std::nullopt,
         /*multiplicandPtxTypes=*/std::array<NVVM::MMATypes, 2>{type, type},
         /*multiplicandLayouts=*/
         std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
@@ -351,6 +387,8 @@ struct MmaTiles {
   SmallVector<Value> run(ImplicitLocOpBuilder &b, ArrayRef<Value> rows,
                          ArrayRef<Value> cols, int64_t K,
                          ValueRange cInit) const {
+    if (pairs)
+      K /= 2; // (k steps of 16 byte pairs: m16n8k32)
     auto step = [&](ImplicitLocOpBuilder &lb, Value k0, ValueRange acc) {
       SmallVector<SmallVector<Value>> aFr;
       for (Value r : rows)
@@ -428,14 +466,21 @@ static bool isTensorCoreDot(const SimtConfig &simt, DotOp op) {
   if (op.isFp8())
     return simt.wgmma && M % 64 == 0 && N % 8 == 0 && K % 32 == 0 &&
            simt.numThreads % 128 == 0;
-  // i8 x i8 -> i32 on wgmma's s8 form (sm_90a), which like fp8's reads
-  // both operands K-major where they land: A a load only the dot reads, B
-  // the transpose of a load only that transpose reads, a wgmma tiling.
-  // Others (and every int8 dot on mma.sync targets) run as FMA chains.
-  if (inElt.isSignlessInteger(8))
-    return simt.wgmma && M % 64 == 0 && N % 8 == 0 && K % 32 == 0 &&
-           simt.numThreads % 128 == 0 && kMajorLoads(op) &&
-           planWgmmaTiling(M, N, simt.numThreads / 32);
+  // i8 x i8 -> i32 on wgmma's s8 form (sm_90a) or mma.sync.m16n8k32.s8
+  // (read by ldmatrix as byte pairs, MmaTiles::pairs), which like fp8's
+  // wgmma read both operands K-major where they land: A a load only the dot
+  // reads, B the transpose of a load only that transpose reads. Others run
+  // as FMA chains.
+  if (inElt.isSignlessInteger(8)) {
+    if (K % 32 || !kMajorLoads(op))
+      return false;
+    if (simt.wgmma && M % 64 == 0 && N % 8 == 0 &&
+        simt.numThreads % 128 == 0 &&
+        planWgmmaTiling(M, N, simt.numThreads / 32))
+      return true;
+    return simt.tensorCores && simt.ldmatrix && M % 16 == 0 && N % 8 == 0 &&
+           simt.numThreads % 32 == 0;
+  }
   return simt.tensorCores && (inElt.isBF16() || inElt.isF16()) &&
          accType.getElementType().isF32() && M % 16 == 0 && N % 8 == 0 &&
          K % 16 == 0 && simt.numThreads % 32 == 0;
@@ -658,33 +703,36 @@ static bool isPlain16(Value buf) {
 /// (allocPaddedTile), or a slice of one (deferSliceToTensorCores) whose
 /// rows start on 16 bytes, or rows with XOR-swizzled chunks (allocXorTile,
 /// rank 4, read through MmaTiles::at): what mma.sync's ldmatrix and
-/// element reads take.
-static bool isRowMajor16(Value buf) {
+/// element reads take. Or such rows of 8-bit elements (int8 operands, read
+/// as byte pairs by ldmatrix only: MmaTiles::pairs), plain or padded.
+static bool isLdmatrixRows(Value buf) {
   if (isXorBuffer(buf))
     return true;
   auto t = cast<MemRefType>(buf.getType());
-  if (t.getRank() != 2 || t.getElementTypeBitWidth() != 16)
+  unsigned bits = t.getElementTypeBitWidth();
+  if (t.getRank() != 2 || (bits != 16 && bits != 8))
     return false;
-  if (isPlain16(buf) || isPaddedBuffer(buf))
+  if ((bits == 16 && isPlain16(buf)) || isPaddedBuffer(buf))
     return true;
   SmallVector<int64_t> strides;
-  int64_t offset;
+  int64_t offset, chunk = 128 / bits;
   if (!t.hasStaticShape() || failed(t.getStridesAndOffset(strides, offset)))
     return false;
   return strides[1] == 1 && !ShapedType::isDynamic(strides[0]) &&
-         !ShapedType::isDynamic(offset) && strides[0] % 8 == 0 &&
-         offset % 8 == 0;
+         !ShapedType::isDynamic(offset) && strides[0] % chunk == 0 &&
+         offset % chunk == 0;
 }
 
 static MmaTiles mmaTiles(ImplicitLocOpBuilder &b, const SimtConfig &simt,
                          Value a, Value bm, Type inElt) {
-  auto plain = isRowMajor16;
+  auto plain = isLdmatrixRows;
   MmaTiles mt;
   mt.a = a;
   mt.bm = bm;
   mt.inElt = inElt;
   mt.plainOperands = a && bm && plain(a) && plain(bm);
   mt.useLdmatrix = simt.ldmatrix && mt.plainOperands;
+  mt.pairs = inElt.isSignlessInteger(8);
   Value c32 = cIdx(b, 32);
   mt.warp = arith::DivUIOp::create(b, simt.threadId, c32);
   mt.lane = arith::RemUIOp::create(b, simt.threadId, c32);
@@ -1203,7 +1251,7 @@ SmallVector<Value> KernelLowering::runRegisterADotSync(
   Type inElt = op.getLhs().getType().getElementType();
   // Only B is read from shared memory: ldmatrix when it is a plain buffer.
   MmaTiles mt = mmaTiles(b, *simt, Value(), bBuf, inElt);
-  mt.useLdmatrix = simt->ldmatrix && isRowMajor16(bBuf);
+  mt.useLdmatrix = simt->ldmatrix && isLdmatrixRows(bBuf);
   mt.bKMajor = deferredTrans.count(op.getRhs());
   auto pack = [&](Value lo, Value hi) {
     return mt.typed(b, packHalves(b, lo, hi));
@@ -1705,9 +1753,10 @@ static bool wgmmaOperand(const SimtConfig &simt, Value v) {
 static bool mmaSyncOperand(const SimtConfig &simt, Value v, bool &sliced) {
   sliced = false;
   auto type = cast<RankedTensorType>(v.getType());
-  if (!simt.ldmatrix || !type.hasStaticShape() ||
-      storageType(type.getElementType()).getIntOrFloatBitWidth() != 16 ||
-      type.getShape().back() * 2 % 32)
+  // (8-bit: int8 operands, which only K-major tensor-core dots read.)
+  unsigned bits = storageType(type.getElementType()).getIntOrFloatBitWidth();
+  if (!simt.ldmatrix || !type.hasStaticShape() || (bits != 16 && bits != 8) ||
+      type.getShape().back() * bits / 8 % 32)
     return false;
   // (A tensor-core dot without a warp tiling runs on mma.sync too, one
   // warp per 16x8 tile: lowerDotSimt.)
@@ -1822,10 +1871,11 @@ Value KernelLowering::allocCoreTile(RankedTensorType type, Location loc) {
 }
 
 Value KernelLowering::allocPaddedTile(RankedTensorType type, Location loc) {
-  // Rows of C + kRowPad elements (16 more bytes) in a flat buffer, viewed
+  // Rows of C + rowPad elements (16 more bytes) in a flat buffer, viewed
   // as the tile's shape with those strides (isPaddedBuffer).
   ArrayRef<int64_t> shape = type.getShape();
-  int64_t rank = type.getRank(), C = shape.back(), pitch = C + kRowPad;
+  int64_t rank = type.getRank(), C = shape.back(),
+          pitch = C + rowPad(storageType(type.getElementType()));
   int64_t rows = type.getNumElements() / C;
   Value flat = allocSharedTile(
       RankedTensorType::get({rows * pitch}, type.getElementType()), loc);
@@ -1859,9 +1909,12 @@ Value KernelLowering::allocMmaSyncOperandTile(Value v, Location loc) {
   if (!simt || !mmaSyncOperand(*simt, v, sliced))
     return Value();
   // XOR-swizzled rows where they are whole 128-byte lines (no bytes
-  // added), padded rows otherwise.
+  // added), padded rows otherwise (and for int8 operands, whose byte pairs
+  // ldmatrix reads through plain addresses: MmaTiles::pairs).
   int64_t cols = type.getShape().back();
-  if (simt->swizzle && !sliced && cols % 64 == 0 &&
+  bool sixteen =
+      storageType(type.getElementType()).getIntOrFloatBitWidth() == 16;
+  if (simt->swizzle && sixteen && !sliced && cols % 64 == 0 &&
       type.getNumElements() / cols % 8 == 0)
     return allocXorTile(type, loc);
   if (simt->padRows)
@@ -1922,7 +1975,7 @@ bool KernelLowering::deferTransToTensorCores(TransOp op, Value srcBuf) {
   // fragments untransposed.
   if (wt && wt->wgmma)
     return isCoreBuffer(srcBuf) || isPlain16(srcBuf);
-  return isRowMajor16(srcBuf);
+  return isLdmatrixRows(srcBuf);
 }
 
 Value KernelLowering::deferSliceToTensorCores(tensor::ExtractSliceOp op,
@@ -1946,7 +1999,7 @@ Value KernelLowering::deferSliceToTensorCores(tensor::ExtractSliceOp op,
         ArrayRef<int64_t>{1, 1, 1, 1});
   }
   // Rows (plain or padded) for mma.sync, which reads any strides (ldmatrix
-  // where rows start on 16 bytes, isRowMajor16). wgmma takes only core
+  // where rows start on 16 bytes, isLdmatrixRows). wgmma takes only core
   // matrices or plain rows, which a slice is not: a copy.
   if (t.getRank() != 2 ||
       llvm::any_of(dots, [&](DotOp d) { return onWgmma(*simt, d); }))
@@ -1968,15 +2021,19 @@ SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
   // is B K-major, laid out as A is.
   bool bKMajor = deferredTrans.count(op.getRhs());
   // An 8-bit dot (fp8: nativeFp8Dot; s8: isTensorCoreDot) reads both
-  // operands K-major where they landed.
+  // operands K-major where they landed: in core matrices for wgmma, in rows
+  // ldmatrix reads as byte pairs for mma.sync (s8 only).
   bool fp8 = op.isFp8();
   bool s8 = !fp8 && mt.inElt.isSignlessInteger(8);
   bool eightBit = fp8 || s8;
-  if (eightBit &&
+  bool syncS8 = s8 && !wt.wgmma && bKMajor && mt.useLdmatrix &&
+                !isXorBuffer(mt.a) && !isXorBuffer(mt.bm);
+  if (eightBit && !syncS8 &&
       !(wt.wgmma && bKMajor && isCoreBuffer(mt.a) && isCoreBuffer(mt.bm))) {
-    op.emitError("kiln GPU lowering: an 8-bit dot's operands are not both in "
-                 "K-major core matrices for wgmma (expandFp8Dots decodes fp8 "
-                 "ones, int8 ones run as FMA chains)");
+    op.emitError("kiln GPU lowering: an 8-bit dot's operands are not both "
+                 "K-major in core matrices for wgmma or in rows for ldmatrix "
+                 "(expandFp8Dots decodes fp8 ones; isTensorCoreDot should "
+                 "have kept this int8 one off the tensor cores)");
     return {};
   }
   auto usable = [](Value v) { return isCoreBuffer(v) || isPlain16(v); };
@@ -2295,6 +2352,13 @@ LogicalResult KernelLowering::lowerDotSimt(DotOp op, Value a, Value bm,
   // mma.sync.m16n8k16 (row.col), fragments per the PTX ISA (MmaTiles).
   MmaTiles mt = mmaTiles(b, *simt, a, bm, inElt);
   mt.bKMajor = deferredTrans.count(op.getRhs());
+  auto tiling = planDotTiling(*simt, op);
+  if (mt.pairs && (!tiling || !tiling->wgmma) &&
+      (!mt.useLdmatrix || !mt.bKMajor || isXorBuffer(a) || isXorBuffer(bm))) {
+    op.emitError("kiln GPU lowering: an int8 mma.sync dot's operands are not "
+                 "both K-major rows that ldmatrix reads as byte pairs");
+    return failure();
+  }
   int64_t tilesM = M / 16, tilesN = N / 8;
   if (auto wt = planDotTiling(*simt, op)) {
     auto [rows, cols] = warpTileBases(b, mt, *wt);

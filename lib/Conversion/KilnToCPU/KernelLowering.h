@@ -703,7 +703,7 @@ private:
   void fenceCoreWrites(ImplicitLocOpBuilder &b, ArrayRef<Value> bufs);
   /// A rank-4 core-matrix view for a rank-2 16-bit tile (wgmma operand).
   Value allocCoreTile(RankedTensorType type, Location loc);
-  /// A shared buffer for `type` whose rows are kRowPad elements longer
+  /// A shared buffer for `type` whose rows are rowPad elements longer
   /// (strided view; mma.sync operands, see mmaSyncOperand).
   Value allocPaddedTile(RankedTensorType type, Location loc);
   /// A shared buffer for `type` (rows of a multiple of 64 16-bit elements,

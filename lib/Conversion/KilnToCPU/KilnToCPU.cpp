@@ -2866,7 +2866,8 @@ LogicalResult KernelLowering::lowerReshape(Operation *op) {
   // allocPaddedTile) reshaped to [R, C]: the same rows, viewed in 2-D.
   if (simt && isPaddedBuffer(*src) && unitLeadingReshape(srcType, type)) {
     auto srcPadded = cast<MemRefType>(src->getType());
-    SmallVector<int64_t> strides = {type.getDimSize(1) + kRowPad, 1};
+    SmallVector<int64_t> strides = {
+        type.getDimSize(1) + rowPad(srcPadded.getElementType()), 1};
     auto viewType = MemRefType::get(
         type.getShape(), srcPadded.getElementType(),
         StridedLayoutAttr::get(b.getContext(), 0, strides),

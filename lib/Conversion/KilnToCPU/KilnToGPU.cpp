@@ -234,7 +234,7 @@ SmallVector<int64_t> coreStrides(int64_t rows, int64_t chunk) {
 }
 
 /// Whether `buf` is an mma.sync operand buffer with padded rows (see
-/// allocPaddedTile): the tile's shape, unit innermost stride, rows kRowPad
+/// allocPaddedTile): the tile's shape, unit innermost stride, rows rowPad
 /// elements longer than the tile's.
 bool isPaddedBuffer(Value buf) {
   if (!buf)
@@ -247,7 +247,8 @@ bool isPaddedBuffer(Value buf) {
     return false;
   ArrayRef<int64_t> strides = layout.getStrides();
   return strides[rank - 1] == 1 &&
-         strides[rank - 2] == t.getDimSize(rank - 1) + kRowPad;
+         strides[rank - 2] ==
+             t.getDimSize(rank - 1) + rowPad(t.getElementType());
 }
 
 bool isXorBuffer(Value buf) {

@@ -55,9 +55,12 @@ Value pointerAt(ImplicitLocOpBuilder &b, Value addr, unsigned space);
 /// which loads take it; GPUTensorCores.cpp).
 SmallVector<int64_t> coreStrides(int64_t rows, int64_t chunk = 8);
 bool isCoreBuffer(Value buf);
-/// Elements added to each row of an mma.sync operand buffer (16 bytes of
-/// 16-bit elements): ldmatrix's eight rows then fall in different banks.
-constexpr int64_t kRowPad = 8;
+/// Elements added to each row of an mma.sync operand buffer of `storage`
+/// elements: 16 bytes (8 16-bit elements, 16 int8 ones), so that
+/// ldmatrix's eight rows fall in different banks.
+inline int64_t rowPad(Type storage) {
+  return 128 / storage.getIntOrFloatBitWidth();
+}
 bool isPaddedBuffer(Value buf);
 /// Whether `buf` is an mma.sync operand buffer with XOR-swizzled rows (see
 /// allocXorTile): rank 4, (r / 8, r % 8, (c / 8) ^ (r % 8), c % 8) of a

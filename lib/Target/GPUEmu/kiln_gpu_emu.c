@@ -977,6 +977,46 @@ EMU_API void kiln_emu_mma_m16n8k16(int32_t is_f16, int32_t a0, int32_t a1,
   memcpy((void *)(uintptr_t)out, d, sizeof d);
 }
 
+/* mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 (no .satfinite: sums
+ * wrap modulo 2^32). Fragments per the PTX ISA, four s8 per register, the
+ * lowest k in the low byte:
+ *   A reg r holds row groupID (+8 when r is odd), columns 4*tig .. 4*tig+3
+ *     (+16 when r >= 2);
+ *   B reg r holds rows 4*tig .. 4*tig+3 (+16 when r == 1), column groupID;
+ *   C/D element i as m16n8k16's. The results go to `out` as their bits. */
+EMU_API void kiln_emu_mma_m16n8k32_s8(int32_t a0, int32_t a1, int32_t a2,
+                                      int32_t a3, int32_t b0, int32_t b1,
+                                      int32_t c0, int32_t c1, int32_t c2,
+                                      int32_t c3, int64_t out) {
+  block_state *s = S;
+  int w = s->current / kWarp, lane = s->current % kWarp;
+  s->mma_a[w][lane][0] = (uint32_t)a0;
+  s->mma_a[w][lane][1] = (uint32_t)a1;
+  s->mma_a[w][lane][2] = (uint32_t)a2;
+  s->mma_a[w][lane][3] = (uint32_t)a3;
+  s->mma_b[w][lane][0] = (uint32_t)b0;
+  s->mma_b[w][lane][1] = (uint32_t)b1;
+  warp_sync();
+  uint32_t c[4] = {(uint32_t)c0, (uint32_t)c1, (uint32_t)c2, (uint32_t)c3};
+  uint32_t d[4];
+  int group = lane / 4, tig = lane % 4;
+  for (int i = 0; i < 4; ++i) {
+    int row = group + (i >= 2 ? 8 : 0), col = 2 * tig + (i & 1);
+    uint32_t acc = c[i];
+    for (int k = 0; k < 32; ++k) {
+      int a_lane = (row % 8) * 4 + (k % 16) / 4;
+      int a_reg = (row >= 8 ? 1 : 0) + (k >= 16 ? 2 : 0);
+      int8_t a = (int8_t)(s->mma_a[w][a_lane][a_reg] >> (8 * (k % 4)));
+      int b_lane = col * 4 + (k % 16) / 4;
+      int8_t bv = (int8_t)(s->mma_b[w][b_lane][k >= 16 ? 1 : 0] >> (8 * (k % 4)));
+      acc += (uint32_t)((int32_t)a * (int32_t)bv);
+    }
+    d[i] = acc;
+  }
+  warp_sync();
+  memcpy((void *)(uintptr_t)out, d, sizeof d);
+}
+
 /* The 128 threads of the calling thread's warpgroup meet here. */
 static void warpgroup_sync(void) {
   int g = S->current / 128;

@@ -1,8 +1,9 @@
-// int8 dots (i8 x i8 -> i32) on sm_90a: with A a load and B the transpose
-// of a load (both K-major, as wgmma's s8 form needs them: it cannot
-// transpose), wgmma.mma_async...k32.s32.s8.s8 reads the bytes where TMA puts
-// them, in the 128B swizzle (boxes of 128 byte columns), into s32 registers
-// that start at zero (no buffer for the splat accumulator).
+// int8 dots (i8 x i8 -> i32) on the tensor cores: with A a load and B the
+// transpose of a load (both K-major, as wgmma's s8 form needs them: it
+// cannot transpose; nor can ldmatrix transpose bytes), on sm_90a
+// wgmma.mma_async...k32.s32.s8.s8 reads the bytes where TMA puts them, in
+// the 128B swizzle (boxes of 128 byte columns), into s32 registers that
+// start at zero (no buffer for the splat accumulator).
 // RUN: kilnc %s --kernel matmul_s8 --target sm_90a --emit ptx -o - | FileCheck %s
 // CHECK: cp.async.bulk.tensor
 // CHECK: wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8
@@ -16,10 +17,14 @@
 // NOSWZ: cp.async.cg.shared.global
 // NOSWZ: wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8
 //
-// mma.sync targets sum the products in s32 without tensor cores.
+// mma.sync targets: m16n8k32.s8, both operands read by ldmatrix as byte
+// pairs from rows 16 bytes longer than the tile's (no XOR swizzle for 8-bit
+// rows), filled by cp.async.
 // RUN: kilnc %s --kernel matmul_s8 --target sm_80 --emit ptx -o - | FileCheck %s --check-prefix=SM80
-// SM80-NOT: mma.sync
-// SM80: mul.wide.s16
+// SM80: cp.async.cg.shared.global
+// SM80: ldmatrix.sync.aligned.m8n8.x4.shared.b16
+// SM80: mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32
+// SM80-NOT: mul.wide.s16
 
 // C = A Wᵀ, A [m, k] and W [n, k] int8, C int32. Grid (ceil(n / 64), ceil(m / 64)).
 kiln.func @matmul_s8(%a: !kiln.ptr<i8>, %w: !kiln.ptr<i8>, %c: !kiln.ptr<i32>,
@@ -49,8 +54,9 @@ kiln.func @matmul_s8(%a: !kiln.ptr<i8>, %w: !kiln.ptr<i8>, %c: !kiln.ptr<i32>,
   kiln.return
 }
 
-// B [k, n] in rows of n (N-major): no s8 wgmma form reads it; the products
-// are summed without tensor cores.
+// B [k, n] in rows of n (N-major): no s8 wgmma form reads it, nor ldmatrix
+// (which transposes 16-bit elements only); the products are summed without
+// tensor cores.
 kiln.func @matmul_s8_n_major(%a: !kiln.ptr<i8>, %b: !kiln.ptr<i8>, %c: !kiln.ptr<i32>,
                              %m: index, %n: index, %k: index) attributes {grid_rank = 2} {
   %c0 = arith.constant 0 : index
