@@ -1422,14 +1422,12 @@ W4_VARIANTS = [(128, 128, 64, 8, 3), (128, 256, 64, 8, 3)]
 
 
 # W8A8 GEMM (the example's kernel: int8 x int8 on wgmma's s8 form on sm_90a,
-# dequantized to float16 in registers) against torch._int_mm (cuBLAS's int8
-# GEMM, int32 out, no dequantization: a peer doing less) and torch.matmul on
-# bf16 operands of the same shape (what int8 stands in for).
+# on mma.sync.m16n8k32.s8 on sm_90, dequantized to float16 in registers)
+# against torch._int_mm (cuBLAS's int8 GEMM, int32 out, no dequantization: a
+# peer doing less) and torch.matmul on bf16 operands of the same shape (what
+# int8 stands in for).
 # (BM, BN, BK, warps, stages)
-# Only where the s8 tensor cores run (sm_90a): elsewhere the products are
-# summed without them, and these tiles do not fit.
-W8_VARIANTS = ([(128, 128, 128, 8, 3), (128, 256, 128, 8, 4), (128, 256, 128, 8, 3)]
-               if TARGET.endswith("sm_90a") else [])
+W8_VARIANTS = [(128, 128, 128, 8, 3), (128, 256, 128, 8, 4), (128, 256, 128, 8, 3)]
 
 
 def w8_bench(a, sa, w, sw, c, variant):
@@ -1782,7 +1780,7 @@ if not EMULATED and ACTIVE:
     t_torch = bf16_matmul_time(S)
     flops = 2 * S ** 3
     t_best, name = None, None
-    for variant in W8_VARIANTS:   # (none off sm_90a: t_best stays None)
+    for variant in W8_VARIANTS:
         t_kiln = time_variant(*w8_bench(a8, sa8, w8, sw8, c8, variant), c8)
         bm_, bn_, bk_, w_, st_ = variant
         tag = f"{bm_}x{bn_}x{bk_} w{w_} s{st_}"
@@ -1794,8 +1792,6 @@ if not EMULATED and ACTIVE:
         if t_best is None or t_kiln < t_best:
             t_best, name = t_kiln, name_
     try:
-        if t_best is None:
-            raise RuntimeError("no W8A8 variant for this target")
         wt8 = w8.t()
         torch._int_mm(a8, wt8)
         t_imm = bench(lambda: torch._int_mm(a8, wt8), batch=3)
