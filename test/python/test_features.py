@@ -3133,7 +3133,8 @@ def test_fp_downcast_rounding(rng):
 # B_FORM: 0, W's rows [BN, BK] transposed (K-major); 1, W^T's tile [BK, BN]
 # addressed straight in W [N, K] (the front end loads W's rows and transposes
 # them: K-major too); 2, B [K, N] in rows of N (N-major, which fp8 wgmma
-# cannot read: decoded on every target).
+# cannot read: on sm_90a copied transposed by threads into the K-major
+# operand layout, transposeNMajorBytes; decoded elsewhere).
 FP8_B_FORMS = {"k_major": 0, "w_transposed": 1, "n_major": 2}
 
 
@@ -3218,13 +3219,14 @@ def test_fp8_matmul_mlir_example(rng, tmp_path):
     assert_close(c, da @ dw.T, 1e-6, 1e-6 * (np.abs(da) @ np.abs(dw).T).max())
 
 
-# int8 dots (i8 x i8 -> i32, exact): on sm_90a a dot whose A is a loaded
-# tile and whose B is the transpose of one (B_FORM 0: W's rows transposed; 1:
-# W^T's tile addressed in W, which the front end loads as rows and
-# transposes) runs on wgmma's s8 form into s32 registers; an N-major B (2)
-# and every other target sum without tensor cores. ACC_IN starts from a
-# loaded int32 tile instead of zeros (read into the s32 registers); K steps
-# of 64 bytes go by cp.async, of 128 by TMA into the 128B swizzle.
+# int8 dots (i8 x i8 -> i32, exact): a dot whose A is a loaded tile and
+# whose B is the transpose of one (B_FORM 0: W's rows transposed; 1: W^T's
+# tile addressed in W, which the front end loads as rows and transposes)
+# runs on wgmma's s8 form (sm_90a) or mma.sync.m16n8k32.s8 (sm_80) into s32
+# registers; an N-major B (2) through a transposed copy of its tile
+# (transposeNMajorBytes); the CPU sums without them. ACC_IN starts from a
+# loaded int32 tile instead of zeros (read into the s32 registers); on sm_90a
+# K steps of 64 bytes go by cp.async, of 128 by TMA into the 128B swizzle.
 @kiln.jit
 def int8_gemm(a, w, c, c_in, M, N, K, BM: kl.constexpr, BN: kl.constexpr, BK: kl.constexpr,
               B_FORM: kl.constexpr, ACC_IN: kl.constexpr):

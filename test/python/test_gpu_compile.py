@@ -1539,6 +1539,38 @@ def test_fp8_blockwise_matmul_compiles_for_gpu(chip, tmp_path, monkeypatch):
     assert tiles <= shared <= tiles + 12 * 1024, shared
 
 
+# int8 dots on both GPU targets' tensor cores, for each form of B: K-major
+# (W's rows transposed, or W^T's tile addressed in W) read where it lands, and
+# N-major ([K, N] rows) through a transposed copy written by threads
+# (transposeNMajorBytes: neither the s8 wgmma form nor ldmatrix transposes
+# bytes).
+@pytest.mark.parametrize("chip", CHIPS)
+@pytest.mark.parametrize("form", ["k_major", "w_transposed", "n_major"])
+def test_int8_dots_take_tensor_cores(chip, form, tmp_path, monkeypatch):
+    import numpy as np
+    import test_features as tf
+    monkeypatch.setenv("KILN_TARGET", chip)
+    M = N = K = 1024
+    a = np.zeros((M, K), np.int8)
+    c = np.zeros((M, N), np.int32)
+    ck = tf.int8_gemm.warmup(a, a, c, c, M, N, K, BM=64, BN=64, BK=128,
+                             B_FORM=tf.FP8_B_FORMS[form], ACC_IN=False, grid=(1, 1))
+    assert ("wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8" if chip == "sm_90a"
+            else "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32") in ck.asm
+    (tmp_path / "k.ptx").write_text(ck.asm)
+    report = _assemble(str(tmp_path / "k.ptx"), chip, tmp_path)
+    # (ptxas 13 keeps the sm_80 N-major kernel at 4 warps, 2 stages to 72
+    # registers with 8 bytes of spills, whatever register cap it is given; at
+    # 3 stages or 8 warps it spills nothing. Held there, not hidden.)
+    spills = int(re.search(r"(\d+) bytes spill stores", report).group(1))
+    assert spills <= (8 if (chip, form) == ("sm_80", "n_major") else 0), report
+    # Two stages of A and B (8 KiB each); the transposed copy (8 KiB);
+    # mma.sync's rows 16 bytes longer.
+    pad = 1 if chip == "sm_90a" else (128 + 16) / 128
+    tiles = 2 * 2 * 64 * 128 * pad + (64 * 128 * pad if form == "n_major" else 0)
+    assert _shared_bytes(ck, chip, 4, tmp_path) <= tiles + 2048
+
+
 # W8A8 (examples/python/w8a8_matmul.py): on sm_90a the int8 dot runs on
 # wgmma's s8 form (both operands K-major: W's rows transposed) on the bytes
 # TMA puts in the 128B swizzle, into s32 registers (the zero accumulator
@@ -1612,7 +1644,9 @@ def test_w4a16_matmul_compiles_for_gpu(chip, block, warps, tmp_path, monkeypatch
 # or W^T's tile addressed in W, which the front end loads as W's rows and
 # transposes) wgmma's e4m3 / e5m2 form reads the bytes where they land (two
 # stages of the fp8 tiles: 32 KiB at 64x64x128, no decoded copy); an N-major
-# B is decoded to bf16 for wgmma's bf16 form.
+# B ([K, N] rows) is copied transposed by threads into the K-major operand
+# layout (transposeNMajorBytes: one more 8 KiB tile), where it was decoded to
+# bf16 for wgmma's bf16 form (64 KiB).
 def test_fp8_dots_take_wgmma_fp8_forms_where_k_major(tmp_path, monkeypatch):
     import numpy as np
     import kiln
@@ -1632,15 +1666,19 @@ def test_fp8_dots_take_wgmma_fp8_forms_where_k_major(tmp_path, monkeypatch):
         (tmp_path / "k.ptx").write_text(native.asm)
         assert " 0 bytes spill stores" in _assemble(str(tmp_path / "k.ptx"), "sm_90a", tmp_path)
         assert _shared_bytes(native, "sm_90a", 4, tmp_path) <= 2 * 2 * 64 * 128 + 2048
-    decoded = tf.fp8_gemm.warmup(*args, B_FORM=tf.FP8_B_FORMS["n_major"], **kw)
-    assert "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16" in decoded.asm
-    assert "e4m3" not in decoded.asm
+    copied = tf.fp8_gemm.warmup(*args, B_FORM=tf.FP8_B_FORMS["n_major"], **kw)
+    assert "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e5m2" in copied.asm
+    assert ".bf16" not in copied.asm
+    (tmp_path / "k.ptx").write_text(copied.asm)
+    assert " 0 bytes spill stores" in _assemble(str(tmp_path / "k.ptx"), "sm_90a", tmp_path)
+    assert _shared_bytes(copied, "sm_90a", 4, tmp_path) <= 2 * 2 * 64 * 128 + 64 * 128 + 2048
     # KILN_FP8_WGMMA=0 (kilnc --no-fp8-wgmma): decoded, as before, for the
     # device check to time both.
     monkeypatch.setenv("KILN_FP8_WGMMA", "0")
-    off = tf.fp8_gemm.warmup(*args, B_FORM=tf.FP8_B_FORMS["k_major"], **kw)
-    assert "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16" in off.asm
-    assert "e4m3" not in off.asm
+    for form in ("k_major", "n_major"):
+        off = tf.fp8_gemm.warmup(*args, B_FORM=tf.FP8_B_FORMS[form], **kw)
+        assert "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16" in off.asm
+        assert "e4m3" not in off.asm
 
 
 # The libdevice functions (float32 polynomials and reductions: no CUDA library)

@@ -487,15 +487,20 @@ LogicalResult EmulateGPUPass::emulate(gpu::GPUFuncOp kernel,
     } else if (auto ldm = dyn_cast<nvgpu::LdMatrixOp>(op)) {
       auto vt = cast<VectorType>(ldm.getRes().getType());
       int64_t n = ldm.getNumTiles();
-      if (vt.getRank() != 2 || vt.getDimSize(0) != n || vt.getDimSize(1) != 2 ||
-          vt.getElementTypeBitWidth() != 16)
+      // (Rows of bytes, untransposed: int8 operands read as 16-bit pairs.)
+      bool sixteen = vt.getRank() == 2 && vt.getDimSize(1) == 2 &&
+                     vt.getElementTypeBitWidth() == 16;
+      bool bytes = vt.getRank() == 2 && vt.getDimSize(1) == 4 &&
+                   vt.getElementTypeBitWidth() == 8 && !ldm.getTranspose();
+      if (vt.getDimSize(0) != n || !(sixteen || bytes))
         return op->emitError("kiln-emulate-gpu: only ldmatrix of 16-bit "
-                             "elements is emulated");
+                             "elements (or of 8-bit ones untransposed) is "
+                             "emulated");
       SmallVector<Value> words =
           ldmatrix(elementAddress(ib, ldm.getSrcMemref(), ldm.getIndices()), n,
                    ldm.getTranspose());
       Value v = arith::ConstantOp::create(ib, vt, ib.getZeroAttr(vt));
-      auto pairType = VectorType::get({2}, vt.getElementType());
+      auto pairType = VectorType::get({vt.getDimSize(1)}, vt.getElementType());
       for (int64_t i = 0; i < n; ++i) {
         Value pair = LLVM::BitcastOp::create(ib, pairType, words[i]);
         v = vector::InsertOp::create(ib, pair, v, ArrayRef<int64_t>{i});

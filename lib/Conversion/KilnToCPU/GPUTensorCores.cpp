@@ -154,24 +154,16 @@ struct MmaTiles {
     if (isXorBuffer(buf))
       return ldmatrixXor(b, buf, rowU, rowStep, rowL, colU, colStep, colL, n,
                          trans);
-    if (pairs) {
-      // Byte pair c of row r: byte 2c of the row (static strides, any
-      // offset: plain or padded rows, pipelined stages).
-      auto t = cast<MemRefType>(buf.getType());
-      auto [strides, offset] = t.getStridesAndOffset();
-      Value row = arithAdd(b, rowU, rowL);
-      Value col = colL ? arithAdd(b, colU, colL) : colU;
-      Value addr = arithAdd(
-          b, byteAddress(b, buf),
-          arithAdd(b, arith::MulIOp::create(b, row, cIdx(b, strides[0])),
-                   arith::MulIOp::create(b, col, cIdx(b, 2))));
-      return ldmatrixAt(b, addr, n, trans);
-    }
     Type elt = cast<MemRefType>(buf.getType()).getElementType();
     Value row = arithAdd(b, rowU, rowL);
     Value col = colL ? arithAdd(b, colU, colL) : colU;
-    Value m = nvgpu::LdMatrixOp::create(b, VectorType::get({n, 2}, elt), buf,
-                                        ValueRange{row, col}, trans, n);
+    // (Byte pair c of an int8 row is its bytes 2c, 2c + 1: four bytes per
+    // register.)
+    if (pairs)
+      col = arith::MulIOp::create(b, col, cIdx(b, 2));
+    Value m = nvgpu::LdMatrixOp::create(
+        b, VectorType::get({n, pairs ? 4 : 2}, elt), buf, ValueRange{row, col},
+        trans, n);
     SmallVector<Value> regs;
     for (int64_t i = 0; i < n; ++i) {
       Value pair = vector::ExtractOp::create(b, m, ArrayRef<int64_t>{i});
@@ -441,15 +433,27 @@ static bool loadOnlyFor(Value v, Operation *user) {
          *v.getUsers().begin() == user;
 }
 
+/// `v` is a transpose [1, 0] used once.
+static TransOp onlyTranspose(Value v) {
+  auto tr = v.getDefiningOp<TransOp>();
+  return tr && tr.getOrder() == ArrayRef<int32_t>{1, 0} && v.hasOneUse()
+             ? tr
+             : TransOp();
+}
+
 /// Whether a dot reads both operands K-major from loads laid out for it: A
 /// a load only the dot reads, B the transpose [1, 0] of a load ([N, K]
-/// rows) only that transpose reads. What 8-bit wgmma operands (fp8, s8)
-/// need: their forms cannot transpose.
+/// rows) only that transpose reads, or of the transposed copy of an
+/// N-major load (transposeNMajorBytes). What 8-bit tensor-core operands
+/// (fp8, s8) need: neither their wgmma forms nor ldmatrix transpose bytes.
 static bool kMajorLoads(DotOp dot) {
-  auto tr = dot.getRhs().getDefiningOp<TransOp>();
-  return loadOnlyFor(dot.getLhs(), dot) && tr &&
-         tr.getOrder() == ArrayRef<int32_t>{1, 0} &&
-         tr.getResult().hasOneUse() && loadOnlyFor(tr.getSrc(), tr);
+  TransOp tr = onlyTranspose(dot.getRhs());
+  if (!loadOnlyFor(dot.getLhs(), dot) || !tr)
+    return false;
+  if (loadOnlyFor(tr.getSrc(), tr))
+    return true;
+  TransOp copy = onlyTranspose(tr.getSrc());
+  return copy && loadOnlyFor(copy.getSrc(), copy);
 }
 
 static std::optional<WarpTiling> planWgmmaTiling(int64_t M, int64_t N,
@@ -645,6 +649,38 @@ static bool nativeFp8Dot(const SimtConfig &simt, DotOp dot) {
     return false;
   auto wt = planDotTiling(simt, dot);
   return wt && wt->wgmma;
+}
+
+void transposeNMajorBytes(Operation *root, const SimtConfig &simt) {
+  SmallVector<DotOp> dots;
+  root->walk([&](DotOp d) {
+    if (d.getLhs().getType().getElementType().isSignlessInteger(8) &&
+        loadOnlyFor(d.getRhs(), d))
+      dots.push_back(d);
+  });
+  for (DotOp d : dots) {
+    // B [K, N] -> trans(trans(B)): the inner transpose [N, K] is written in
+    // the operand layout by threads (the dot is its only reader, through
+    // the outer one), the outer one is deferred to the dot (K-major B).
+    OpBuilder b(d);
+    Value load = d.getRhs();
+    auto type = cast<RankedTensorType>(load.getType());
+    auto order = b.getDenseI32ArrayAttr({1, 0});
+    auto copy = TransOp::create(
+        b, d.getLoc(),
+        RankedTensorType::get({type.getDimSize(1), type.getDimSize(0)},
+                              type.getElementType()),
+        load, order);
+    auto back = TransOp::create(b, d.getLoc(), type, copy.getResult(), order);
+    d.getRhsMutable().assign(back.getResult());
+    // Kept where the dot then runs on tensor cores (natively, for fp8).
+    bool keep = d.isFp8() ? nativeFp8Dot(simt, d) : isTensorCoreDot(simt, d);
+    if (!keep) {
+      d.getRhsMutable().assign(load);
+      back.erase();
+      copy.erase();
+    }
+  }
 }
 
 void expandFp8Dots(Operation *root, const SimtConfig *simt) {

@@ -1383,6 +1383,7 @@ LogicalResult lowerKernelGPU(FuncOp kernel, gpu::GPUModuleOp gpuModule,
   config.kernelFunc = gpuFunc;
   config.entry = &entry;
   config.numUserArgs = numUser;
+  transposeNMajorBytes(gpuFunc, config);
   expandFp8Dots(gpuFunc, &config);
   planRowDots(config, gpuFunc);
   KernelLowering lowering(gpuFunc, /*vectorBits=*/32);

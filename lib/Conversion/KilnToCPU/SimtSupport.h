@@ -88,6 +88,12 @@ bool isWgmmaRowDot(const SimtConfig &simt, DotOp op);
 /// dots' accumulators); null for other element types.
 TypedAttr registerSplat(DenseElementsAttr dense);
 
+/// Gives 8-bit dots (fp8, s8) whose B is an N-major load ([K, N] rows,
+/// used only by the dot) a transposed copy of it, B = trans(trans(load)),
+/// where the dot then runs on tensor cores: their forms read 8-bit operands
+/// K-major only. Runs before expandFp8Dots (GPUTensorCores.cpp).
+void transposeNMajorBytes(Operation *root, const SimtConfig &simt);
+
 /// Decodes the operands of fp8 dots (kiln.dot with lhs_fp8 / rhs_fp8) to
 /// bfloat16, exactly, except those `simt` multiplies natively (wgmma's
 /// e4m3 / e5m2 forms on sm_90a; every dot when `simt` is null: the CPU).

@@ -8,8 +8,11 @@
 // CHECK: cp.async.bulk.tensor
 // CHECK: wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8
 // RUN: kilnc %s --kernel matmul_s8_n_major --target sm_90a --emit ptx -o - | FileCheck %s --check-prefix=NMAJOR
-// NMAJOR-NOT: wgmma.mma_async
-// NMAJOR: mul.wide.s16
+// NMAJOR: wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8
+// NMAJOR-NOT: mul.wide.s16
+// RUN: kilnc %s --kernel matmul_s8_n_major --target sm_80 --emit ptx -o - | FileCheck %s --check-prefix=NMAJOR80
+// NMAJOR80: mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32
+// NMAJOR80-NOT: mul.wide.s16
 //
 // --no-swizzle: the no-swizzle core layout, filled by cp.async.
 // RUN: kilnc %s --kernel matmul_s8 --target sm_90a --no-swizzle --emit ptx -o - | FileCheck %s --check-prefix=NOSWZ
@@ -55,8 +58,9 @@ kiln.func @matmul_s8(%a: !kiln.ptr<i8>, %w: !kiln.ptr<i8>, %c: !kiln.ptr<i32>,
 }
 
 // B [k, n] in rows of n (N-major): no s8 wgmma form reads it, nor ldmatrix
-// (which transposes 16-bit elements only); the products are summed without
-// tensor cores.
+// (which transposes 16-bit elements only), so its tile is copied transposed
+// by threads into the operand layout (transposeNMajorBytes), which both read
+// K-major.
 kiln.func @matmul_s8_n_major(%a: !kiln.ptr<i8>, %b: !kiln.ptr<i8>, %c: !kiln.ptr<i32>,
                              %m: index, %n: index, %k: index) attributes {grid_rank = 2} {
   %c0 = arith.constant 0 : index
