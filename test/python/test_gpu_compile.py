@@ -1543,7 +1543,7 @@ def test_fp8_blockwise_matmul_compiles_for_gpu(chip, tmp_path, monkeypatch):
 # (W's rows transposed, or W^T's tile addressed in W) read where it lands, and
 # N-major ([K, N] rows) through a transposed copy written by threads
 # (transposeNMajorBytes: neither the s8 wgmma form nor ldmatrix transposes
-# bytes).
+# bytes), 4 x 4 blocks of bytes per thread, word accesses and byte permutes.
 @pytest.mark.parametrize("chip", CHIPS)
 @pytest.mark.parametrize("form", ["k_major", "w_transposed", "n_major"])
 def test_int8_dots_take_tensor_cores(chip, form, tmp_path, monkeypatch):
@@ -1558,12 +1558,7 @@ def test_int8_dots_take_tensor_cores(chip, form, tmp_path, monkeypatch):
     assert ("wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8" if chip == "sm_90a"
             else "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32") in ck.asm
     (tmp_path / "k.ptx").write_text(ck.asm)
-    report = _assemble(str(tmp_path / "k.ptx"), chip, tmp_path)
-    # (ptxas 13 keeps the sm_80 N-major kernel at 4 warps, 2 stages to 72
-    # registers with 8 bytes of spills, whatever register cap it is given; at
-    # 3 stages or 8 warps it spills nothing. Held there, not hidden.)
-    spills = int(re.search(r"(\d+) bytes spill stores", report).group(1))
-    assert spills <= (8 if (chip, form) == ("sm_80", "n_major") else 0), report
+    assert " 0 bytes spill stores" in _assemble(str(tmp_path / "k.ptx"), chip, tmp_path)
     # Two stages of A and B (8 KiB each); the transposed copy (8 KiB);
     # mma.sync's rows 16 bytes longer.
     pad = 1 if chip == "sm_90a" else (128 + 16) / 128
@@ -1669,6 +1664,8 @@ def test_fp8_dots_take_wgmma_fp8_forms_where_k_major(tmp_path, monkeypatch):
     copied = tf.fp8_gemm.warmup(*args, B_FORM=tf.FP8_B_FORMS["n_major"], **kw)
     assert "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e5m2" in copied.asm
     assert ".bf16" not in copied.asm
+    # (The copy reads 4 x 4 byte blocks as words, no byte at a time.)
+    assert "ld.shared.b8" not in copied.asm and "ld.shared.b32" in copied.asm
     (tmp_path / "k.ptx").write_text(copied.asm)
     assert " 0 bytes spill stores" in _assemble(str(tmp_path / "k.ptx"), "sm_90a", tmp_path)
     assert _shared_bytes(copied, "sm_90a", 4, tmp_path) <= 2 * 2 * 64 * 128 + 64 * 128 + 2048

@@ -3468,14 +3468,53 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
         return success();
       }
     }
-    forEachIndex(b, type.getShape(), 1, [&](ImplicitLocOpBuilder &ib,
-                                            ValueRange idx) {
-      SmallVector<Value> sidx(idx.size());
-      for (auto [i, d] : llvm::enumerate(order))
-        sidx[d] = idx[i];
-      Value v = loadElems(ib, *src, sidx, type.getElementType(), 1);
-      storeElems(ib, v, buf, idx, 1);
-    });
+    int64_t bits = storageType(type.getElementType()).getIntOrFloatBitWidth();
+    if (simt && *src && type.getRank() == 2 && order[0] == 1 && bits == 8 &&
+        type.getDimSize(0) % 4 == 0 && type.getDimSize(1) % 4 == 0) {
+      // 8-bit elements (an N-major fp8 / int8 B copied K-major for the
+      // tensor cores, transposeNMajorBytes): a 4 x 4 block of bytes per
+      // thread, read as four words of source rows and written as four words
+      // of result rows after two rounds of byte shuffles, where one byte per
+      // access went before. Consecutive threads take consecutive blocks
+      // along the source's rows, so a warp's reads are whole 128-byte lines.
+      int64_t rows = type.getDimSize(0), cols = type.getDimSize(1), w = 4;
+      Type elt = type.getElementType();
+      forEachIndexSimt(b, {cols / w, rows / w}, [&](ImplicitLocOpBuilder &ib,
+                                                    ValueRange blk) {
+        Value p0 = arith::MulIOp::create(ib, blk[0], cIdx(ib, w));
+        Value q0 = arith::MulIOp::create(ib, blk[1], cIdx(ib, w));
+        SmallVector<Value> x;
+        for (int64_t t = 0; t < w; ++t)
+          x.push_back(loadElems(ib, *src, ValueRange{arith::AddIOp::create(ib, p0, cIdx(ib, t)), q0},
+                                elt, w));
+        for (int64_t h = w / 2; h >= 1; h /= 2) {
+          SmallVector<int64_t> top, bottom;
+          for (int64_t j = 0; j < w; ++j) {
+            top.push_back(j & h ? w + j - h : j);
+            bottom.push_back(j & h ? w + j : j + h);
+          }
+          for (int64_t r = 0; r < w; ++r) {
+            if (r & h)
+              continue;
+            Value nt = vector::ShuffleOp::create(ib, x[r], x[r + h], top);
+            x[r + h] = vector::ShuffleOp::create(ib, x[r], x[r + h], bottom);
+            x[r] = nt;
+          }
+        }
+        for (int64_t j = 0; j < w; ++j)
+          storeElems(ib, x[j], buf, ValueRange{arith::AddIOp::create(ib, q0, cIdx(ib, j)), p0},
+                     w);
+      });
+    } else {
+      forEachIndex(b, type.getShape(), 1, [&](ImplicitLocOpBuilder &ib,
+                                              ValueRange idx) {
+        SmallVector<Value> sidx(idx.size());
+        for (auto [i, d] : llvm::enumerate(order))
+          sidx[d] = idx[i];
+        Value v = loadElems(ib, *src, sidx, type.getElementType(), 1);
+        storeElems(ib, v, buf, idx, 1);
+      });
+    }
     fenceCoreWrites(b, {buf});
     buffers[tr.getResult()] = buf;
     toErase.push_back(op);
