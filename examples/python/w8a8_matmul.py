@@ -6,11 +6,14 @@ tiles into an int32 accumulator), then dequantized once:
 C[m, n] = (sum_k A[m, k] W[n, k]) a_scale[m] w_scale[n], stored as C's
 type (float16 or float32).
 
-Both operands are read K-major, W's rows transposed for the dot
-(`kl.dot(x, kl.trans(w))`): on sm_90a that is wgmma's s8 form
+W's rows are transposed for the dot (`kl.dot(x, kl.trans(w))`), so both
+operands are K-major: on sm_90a that is wgmma's s8 form
 (`wgmma.mma_async...k32.s32.s8.s8`) on the bytes where TMA puts them, at
-twice bf16's tensor-core rate and half its operand bytes. Other targets sum
-the products in int32 without tensor cores.
+twice bf16's tensor-core rate and half its operand bytes; on sm_80 / sm_90
+`mma.sync.m16n8k32.s8`. With W_KN the weights are stored transposed, W^T
+[K, N] in rows of N, and each K step's tile is copied transposed in shared
+memory first (neither instruction reads bytes N-major). The CPU sums the
+products in int32.
 
 `quantize` makes (codes, scales) from float rows in NumPy (symmetric, the
 largest magnitude of a row maps to 127) and `reference` is the float64
@@ -23,7 +26,7 @@ import kiln.language as kl
 
 @kiln.jit
 def w8a8_matmul_kernel(a, a_scale, w, w_scale, c, M, N, K, BM: kl.constexpr, BN: kl.constexpr,
-                       BK: kl.constexpr):
+                       BK: kl.constexpr, W_KN: kl.constexpr):
     pid_m, pid_n = kl.program_id(0), kl.program_id(1)
     rm = pid_m * BM + kl.arange(0, BM)
     rn = pid_n * BN + kl.arange(0, BN)
@@ -32,9 +35,14 @@ def w8a8_matmul_kernel(a, a_scale, w, w_scale, c, M, N, K, BM: kl.constexpr, BN:
     for k0 in range(0, K, BK):
         x = kl.load(a + rm[:, None] * K + (k0 + rk)[None, :],
                     mask=(rm[:, None] < M) & ((k0 + rk)[None, :] < K), other=0)
-        wk = kl.load(w + rn[:, None] * K + (k0 + rk)[None, :],
-                     mask=(rn[:, None] < N) & ((k0 + rk)[None, :] < K), other=0)
-        acc = kl.dot(x, kl.trans(wk), acc)
+        if W_KN:
+            wt = kl.load(w + (k0 + rk)[:, None] * N + rn[None, :],
+                         mask=((k0 + rk)[:, None] < K) & (rn[None, :] < N), other=0)
+            acc = kl.dot(x, wt, acc)
+        else:
+            wk = kl.load(w + rn[:, None] * K + (k0 + rk)[None, :],
+                         mask=(rn[:, None] < N) & ((k0 + rk)[None, :] < K), other=0)
+            acc = kl.dot(x, kl.trans(wk), acc)
     sa = kl.load(a_scale + rm, mask=rm < M, other=0.0)
     sw = kl.load(w_scale + rn, mask=rn < N, other=0.0)
     out = acc.to(kl.float32) * sa[:, None] * sw[None, :]
@@ -56,14 +64,15 @@ def reference(a, a_scale, w, w_scale):
     return acc * a_scale.astype(np.float64)[:, None] * w_scale.astype(np.float64)[None, :]
 
 
-def launch_args(a, a_scale, w, w_scale, c, block=(128, 128, 128)):
+def launch_args(a, a_scale, w, w_scale, c, block=(128, 128, 128), w_kn=False):
     """(grid, args, constexpr kwargs) of w8a8_matmul_kernel for A [M, K] and
-    W [N, K] (NumPy int8 arrays or device tensors), C [M, N]."""
+    W [N, K] (or, with `w_kn`, W^T [K, N]; NumPy int8 arrays or device
+    tensors), C [M, N]."""
     M, K = a.shape
-    N = w.shape[0]
+    N = w.shape[1] if w_kn else w.shape[0]
     bm, bn, bk = block
     return ((kiln.cdiv(M, bm), kiln.cdiv(N, bn)), (a, a_scale, w, w_scale, c, M, N, K),
-            dict(BM=bm, BN=bn, BK=bk))
+            dict(BM=bm, BN=bn, BK=bk, W_KN=w_kn))
 
 
 def w8a8_matmul(a, a_scale, w, w_scale, out_dtype=np.float16, block=(128, 128, 128)):

@@ -698,6 +698,12 @@ py_example("w8a8_matmul", w8_ex.w8a8_matmul_kernel, grid, w8_args, w8_kw)
 ref = w8_ex.reference(a8q, a8s, w8q, w8s)
 check("W8A8 GEMM (int8 x int8 -> int32, dequantized to f16)", c, ref, 1e-3,
       1e-3 * np.abs(ref).max())
+c = poisoned((M, N), np.float16)
+grid, w8_args, w8_kw = w8_ex.launch_args(a8q, a8s, np.ascontiguousarray(w8q.T), w8s, c,
+                                         block=(64, 64, 128), w_kn=True)
+py_example("w8a8_matmul_kn", w8_ex.w8a8_matmul_kernel, grid, w8_args, w8_kw)
+check("W8A8 GEMM, weights W^T [K, N] (copied transposed)", c, ref, 1e-3,
+      1e-3 * np.abs(ref).max())
 
 # Triton's low-memory dropout tutorial: the seeded kernel's keep mask is
 # kl.rand (Philox on the device), the same bits as NumPy's reference.
@@ -1426,16 +1432,19 @@ W4_VARIANTS = [(128, 128, 64, 8, 3), (128, 256, 64, 8, 3)]
 # against torch._int_mm (cuBLAS's int8 GEMM, int32 out, no dequantization: a
 # peer doing less) and torch.matmul on bf16 operands of the same shape (what
 # int8 stands in for).
-# (BM, BN, BK, warps, stages)
-W8_VARIANTS = [(128, 128, 128, 8, 3), (128, 256, 128, 8, 4), (128, 256, 128, 8, 3)]
+# (BM, BN, BK, warps, stages, W_KN); W_KN: the weights stored W^T [K, N],
+# each K step's tile copied transposed in shared memory (transposeNMajorBytes),
+# the same shape timed both ways.
+W8_VARIANTS = [(128, 128, 128, 8, 3, False), (128, 256, 128, 8, 4, False),
+               (128, 256, 128, 8, 3, False), (128, 256, 128, 8, 3, True)]
 
 
 def w8_bench(a, sa, w, sw, c, variant):
-    bm, bn, bk, w_, st = variant
+    bm, bn, bk, w_, st, kn = variant
     grid = (cdiv(MX_S, bm), cdiv(MX_S, bn))
     args = (a, sa, w, sw, c, MX_S, MX_S, MX_S)
-    kw = dict(BM=bm, BN=bn, BK=bk, num_warps=w_, num_stages=st)
-    return port_bundle(f"w8-bench-{MX_S}-{bm}x{bn}x{bk}-w{w_}-s{st}",
+    kw = dict(BM=bm, BN=bn, BK=bk, W_KN=kn, num_warps=w_, num_stages=st)
+    return port_bundle(f"w8-bench-{MX_S}-{bm}x{bn}x{bk}-w{w_}-s{st}" + ("-kn" if kn else ""),
                        w8_ex.w8a8_matmul_kernel, grid, args, kw), grid, args
 
 
@@ -1780,16 +1789,17 @@ if not EMULATED and ACTIVE:
     t_torch = bf16_matmul_time(S)
     flops = 2 * S ** 3
     t_best, name = None, None
+    w8t = w8.t().contiguous()   # W^T [K, N] for the W_KN variants
     for variant in W8_VARIANTS:
-        t_kiln = time_variant(*w8_bench(a8, sa8, w8, sw8, c8, variant), c8)
-        bm_, bn_, bk_, w_, st_ = variant
-        tag = f"{bm_}x{bn_}x{bk_} w{w_} s{st_}"
+        bm_, bn_, bk_, w_, st_, kn_ = variant
+        t_kiln = time_variant(*w8_bench(a8, sa8, w8t if kn_ else w8, sw8, c8, variant), c8)
+        tag = f"{bm_}x{bn_}x{bk_} w{w_} s{st_}" + (" W^T [K, N]" if kn_ else "")
         check(f"W8A8 GEMM benchmark corner {tag}", c8[:64, :64].float().cpu().numpy(), ref,
               1e-3, 1e-3 * np.abs(ref).max())
         name_ = f"W8A8 GEMM {S}^3 (int8, row / channel scales, f16 out) {tag}"
         add_row((name_, flops / t_kiln / 1e12, flops / t_torch / 1e12, "TFLOP/s",
                  "torch.matmul (bf16 operands)"))
-        if t_best is None or t_kiln < t_best:
+        if not kn_ and (t_best is None or t_kiln < t_best):
             t_best, name = t_kiln, name_
     try:
         wt8 = w8.t()

@@ -220,18 +220,21 @@ def test_w4a16_matmul(rng, shape, dtype, block):
 # int32 sums must be exact, so the only error is the dequantization's float32
 # rounding and the output's. Ragged M, N and K; 64x64 blocks put the dot on
 # wgmma's s8 form on emu-sm_90a (K steps of 64 bytes by cp.async, of 128 by
-# TMA into the 128B swizzle); emu-sm_80 and the CPU sum without tensor cores.
+# TMA into the 128B swizzle), mma.sync's s8 form on emu-sm_80; with w_kn the
+# weights are W^T [K, N], copied transposed per K step on GPU targets.
 @pytest.mark.parametrize("shape", [(100, 130, 300), (1, 64, 129), (65, 200, 1000)])
 @pytest.mark.parametrize("block", [(64, 64, 64), (64, 64, 128), (128, 64, 128)])
 @pytest.mark.parametrize("out", [np.float32, np.float16])
-def test_w8a8_matmul(rng, shape, block, out):
+@pytest.mark.parametrize("w_kn", [False, True])
+def test_w8a8_matmul(rng, shape, block, out, w_kn):
     M, N, K = shape
     a, sa = w8_ex.quantize(rng.standard_normal((M, K)))
     w, sw = w8_ex.quantize(rng.standard_normal((N, K)) * 0.05)
     # Every code, the extremes included, in A's first row.
     a[0, :min(K, 256)] = np.arange(-128, 128, dtype=np.int64)[:min(K, 256)].astype(np.int8)
     c = np.full((M, N), np.nan, out)
-    grid, args, kw = w8_ex.launch_args(a, sa, w, sw, c, block=block)
+    wa = np.ascontiguousarray(w.T) if w_kn else w
+    grid, args, kw = w8_ex.launch_args(a, sa, wa, sw, c, block=block, w_kn=w_kn)
     w8_ex.w8a8_matmul_kernel[grid](*args, **kw)
     ref = w8_ex.reference(a, sa, w, sw)
     eps = 1e-6 if out == np.float32 else 1e-3
