@@ -195,6 +195,27 @@ void KernelLowering::storeElems(ImplicitLocOpBuilder &b, Value value,
     vector::StoreOp::create(b, value, buf, at);
 }
 
+/// Transposes the w x w block whose rows are the w-lane vectors `x` (w a
+/// power of two), in place: log2(w) rounds of two-source shuffles that swap
+/// the off-diagonal halves of ever smaller blocks.
+static void transposeBlock(ImplicitLocOpBuilder &b, SmallVectorImpl<Value> &x) {
+  int64_t w = x.size();
+  for (int64_t h = w / 2; h >= 1; h /= 2) {
+    SmallVector<int64_t> top, bottom;
+    for (int64_t j = 0; j < w; ++j) {
+      top.push_back(j & h ? w + j - h : j);
+      bottom.push_back(j & h ? w + j : j + h);
+    }
+    for (int64_t r = 0; r < w; ++r) {
+      if (r & h)
+        continue;
+      Value nt = vector::ShuffleOp::create(b, x[r], x[r + h], top);
+      x[r + h] = vector::ShuffleOp::create(b, x[r], x[r + h], bottom);
+      x[r] = nt;
+    }
+  }
+}
+
 Value KernelLowering::splatConstant(ImplicitLocOpBuilder &b, TypedAttr attr,
                                     int64_t width) {
   if (width == 1)
@@ -3438,20 +3459,7 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
               Value p = arith::AddIOp::create(b2, p0, arith::ConstantIndexOp::create(b2, t));
               x.push_back(readRow(b2, p, q0, st, w));
             }
-            for (int64_t h = w / 2; h >= 1; h /= 2) {
-              SmallVector<int64_t> top, bottom;
-              for (int64_t j = 0; j < w; ++j) {
-                top.push_back(j & h ? w + j - h : j);
-                bottom.push_back(j & h ? w + j : j + h);
-              }
-              for (int64_t r = 0; r < w; ++r) {
-                if (r & h)
-                  continue;
-                Value nt = vector::ShuffleOp::create(b2, x[r], x[r + h], top);
-                x[r + h] = vector::ShuffleOp::create(b2, x[r], x[r + h], bottom);
-                x[r] = nt;
-              }
-            }
+            transposeBlock(b2, x);
             for (int64_t j = 0; j < w; ++j) {
               Value q = arith::AddIOp::create(b2, q0, arith::ConstantIndexOp::create(b2, j));
               storeElems(b2, x[j], buf, ValueRange{q, p0}, w);
@@ -3487,20 +3495,7 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
         for (int64_t t = 0; t < w; ++t)
           x.push_back(loadElems(ib, *src, ValueRange{arith::AddIOp::create(ib, p0, cIdx(ib, t)), q0},
                                 elt, w));
-        for (int64_t h = w / 2; h >= 1; h /= 2) {
-          SmallVector<int64_t> top, bottom;
-          for (int64_t j = 0; j < w; ++j) {
-            top.push_back(j & h ? w + j - h : j);
-            bottom.push_back(j & h ? w + j : j + h);
-          }
-          for (int64_t r = 0; r < w; ++r) {
-            if (r & h)
-              continue;
-            Value nt = vector::ShuffleOp::create(ib, x[r], x[r + h], top);
-            x[r + h] = vector::ShuffleOp::create(ib, x[r], x[r + h], bottom);
-            x[r] = nt;
-          }
-        }
+        transposeBlock(ib, x);
         for (int64_t j = 0; j < w; ++j)
           storeElems(ib, x[j], buf, ValueRange{arith::AddIOp::create(ib, q0, cIdx(ib, j)), p0},
                      w);

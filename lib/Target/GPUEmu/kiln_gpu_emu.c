@@ -942,12 +942,11 @@ static float f16_to_float(uint16_t h) {
  *     (+8 when r >= 2), the lower column in the low half;
  *   B reg r holds rows 2*tig, 2*tig+1 (+8 when r == 1), column groupID;
  *   C/D element i: row groupID (+8 when i >= 2), column 2*tig + (i & 1). */
-EMU_API void kiln_emu_mma_m16n8k16(int32_t is_f16, int32_t a0, int32_t a1,
-                                   int32_t a2, int32_t a3, int32_t b0,
-                                   int32_t b1, float c0, float c1, float c2,
-                                   float c3, int64_t out) {
+/* An mma.sync's operands: this lane's fragment registers published to its
+ * warp, which then meets (each lane reads the others' from s->mma_a / mma_b). */
+static void mma_share(int w, int lane, int32_t a0, int32_t a1, int32_t a2,
+                      int32_t a3, int32_t b0, int32_t b1) {
   block_state *s = S;
-  int w = s->current / kWarp, lane = s->current % kWarp;
   s->mma_a[w][lane][0] = (uint32_t)a0;
   s->mma_a[w][lane][1] = (uint32_t)a1;
   s->mma_a[w][lane][2] = (uint32_t)a2;
@@ -955,6 +954,15 @@ EMU_API void kiln_emu_mma_m16n8k16(int32_t is_f16, int32_t a0, int32_t a1,
   s->mma_b[w][lane][0] = (uint32_t)b0;
   s->mma_b[w][lane][1] = (uint32_t)b1;
   warp_sync();
+}
+
+EMU_API void kiln_emu_mma_m16n8k16(int32_t is_f16, int32_t a0, int32_t a1,
+                                   int32_t a2, int32_t a3, int32_t b0,
+                                   int32_t b1, float c0, float c1, float c2,
+                                   float c3, int64_t out) {
+  block_state *s = S;
+  int w = s->current / kWarp, lane = s->current % kWarp;
+  mma_share(w, lane, a0, a1, a2, a3, b0, b1);
   float (*cvt)(uint16_t) = is_f16 ? f16_to_float : bf16_to_float;
   float c[4] = {c0, c1, c2, c3}, d[4];
   int group = lane / 4, tig = lane % 4;
@@ -990,13 +998,7 @@ EMU_API void kiln_emu_mma_m16n8k32_s8(int32_t a0, int32_t a1, int32_t a2,
                                       int32_t c3, int64_t out) {
   block_state *s = S;
   int w = s->current / kWarp, lane = s->current % kWarp;
-  s->mma_a[w][lane][0] = (uint32_t)a0;
-  s->mma_a[w][lane][1] = (uint32_t)a1;
-  s->mma_a[w][lane][2] = (uint32_t)a2;
-  s->mma_a[w][lane][3] = (uint32_t)a3;
-  s->mma_b[w][lane][0] = (uint32_t)b0;
-  s->mma_b[w][lane][1] = (uint32_t)b1;
-  warp_sync();
+  mma_share(w, lane, a0, a1, a2, a3, b0, b1);
   uint32_t c[4] = {(uint32_t)c0, (uint32_t)c1, (uint32_t)c2, (uint32_t)c3};
   uint32_t d[4];
   int group = lane / 4, tig = lane % 4;
