@@ -221,9 +221,10 @@ def test_w4a16_matmul(rng, shape, dtype, block):
 # rounding and the output's. Ragged M, N and K; 64x64 blocks put the dot on
 # wgmma's s8 form on emu-sm_90a (K steps of 64 bytes by cp.async, of 128 by
 # TMA into the 128B swizzle), mma.sync's s8 form on emu-sm_80; with w_kn the
-# weights are W^T [K, N], copied transposed per K step on GPU targets.
+# weights are W^T [K, N], copied transposed per K step on GPU targets; a
+# 16-row block (decode-time M) is mma.sync's on sm_90a too (no wgmma tiling).
 @pytest.mark.parametrize("shape", [(100, 130, 300), (1, 64, 129), (65, 200, 1000)])
-@pytest.mark.parametrize("block", [(64, 64, 64), (64, 64, 128), (128, 64, 128)])
+@pytest.mark.parametrize("block", [(64, 64, 64), (64, 64, 128), (128, 64, 128), (16, 64, 64)])
 @pytest.mark.parametrize("out", [np.float32, np.float16])
 @pytest.mark.parametrize("w_kn", [False, True])
 def test_w8a8_matmul(rng, shape, block, out, w_kn):
