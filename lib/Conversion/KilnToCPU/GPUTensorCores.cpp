@@ -478,7 +478,7 @@ static bool isTensorCoreDot(const SimtConfig &simt, DotOp op) {
   if (inElt.isSignlessInteger(8)) {
     if (K % 32 || !kMajorLoads(op))
       return false;
-    if (simt.wgmma && M % 64 == 0 && N % 8 == 0 &&
+    if (simt.wgmma && simt.asyncCopy && M % 64 == 0 && N % 8 == 0 &&
         simt.numThreads % 128 == 0 &&
         planWgmmaTiling(M, N, simt.numThreads / 32))
       return true;
@@ -555,7 +555,10 @@ static std::optional<WarpTiling> planDotTiling(const SimtConfig &simt,
   int64_t M = dot.getLhs().getType().getDimSize(0),
           N = dot.getAcc().getType().getDimSize(1);
   int64_t warps = simt.numThreads / 32;
-  if (simt.wgmma)
+  // (wgmma reads 8-bit operands, fp8 or s8, only in place: in the core
+  // matrices that loads by cp.async or TMA write, allocLoadTile.)
+  bool eightBit = dot.getLhs().getType().getElementType().isSignlessInteger(8);
+  if (simt.wgmma && (simt.asyncCopy || !eightBit))
     if (auto wt = planWgmmaTiling(M, N, warps))
       return wt;
   if (simt.rowDots.count(dot))

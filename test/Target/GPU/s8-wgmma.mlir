@@ -20,6 +20,17 @@
 // NOSWZ: cp.async.cg.shared.global
 // NOSWZ: wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8
 //
+// Without cp.async (async-copy=false) loads are not written in place in
+// wgmma's core matrices, which 8-bit operands need: mma.sync's s8 form, and
+// fp8 decoded to bf16 (this failed to compile before).
+// RUN: kiln-opt %s '--convert-kiln-to-gpu=chip=sm_90a async-copy=false' | FileCheck %s --check-prefix=NOASYNC
+// NOASYNC: nvvm.mma.sync
+// NOASYNC-SAME: s8
+// NOASYNC-NOT: nvvm.wgmma.mma_async
+// RUN: kiln-opt %S/../../../examples/matmul_fp8.mlir '--convert-kiln-to-gpu=chip=sm_90a async-copy=false' | FileCheck %s --check-prefix=NOASYNC8
+// NOASYNC8: nvvm.wgmma.mma_async
+// NOASYNC8-SAME: bf16
+//
 // mma.sync targets: m16n8k32.s8, both operands read by ldmatrix as byte
 // pairs from rows 16 bytes longer than the tile's (no XOR swizzle for 8-bit
 // rows), filled by cp.async.
