@@ -38,27 +38,47 @@ static llvm::Error buildIndexer(ModuleOp module, const Config &c) {
   bool causal = c.getInt("causal") != 0;
   Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32),
        i64 = IntegerType::get(ctx, 64);
-  auto P = [&](Type t) { return kd::PtrType::get(ctx, t); };
-  KernelBuilder k(module, "dsa_indexer",
-                  {{"q", P(f32)}, {"w", P(f32)}, {"k", P(f32)}, {"out", P(f32)},
-                   {"tokens", i64}, {"keys", i64}, {"q_offset", i64}},
-                  2, &c.statics);
+  // q and k in `dtype`: f32, bf16 / f16 (f32 sums), or e4m3 (fp8 bytes, as
+  // DeepSeek-V3.2's indexer keeps them; k with a per-key scale, q's scale
+  // folded into w by the caller). w, the scores and out stay f32.
+  std::string dtype = c.getString("dtype");
+  const bool fp8 = dtype == "e4m3";
+  Type t = fp8 ? Type(IntegerType::get(ctx, 8)) : elementType(ctx, dtype);
+  auto P = [&](Type ty) { return kd::PtrType::get(ctx, ty); };
+  SmallVector<KernelBuilder::Arg> args{{"q", P(t)}, {"w", P(f32)}, {"k", P(t)}};
+  if (fp8)
+    args.push_back({"k_scale", P(f32)});
+  args.append({{"out", P(f32)}, {"tokens", i64}, {"keys", i64}, {"q_offset", i64}});
+  KernelBuilder k(module, "dsa_indexer", args, 2, &c.statics);
   Value T = k.arg("tokens"), S = k.arg("keys");
   Value t0 = k.mul(k.pid(0), k.cIndex(BT)), s0 = k.mul(k.pid(1), k.cIndex(BS));
-  Value vq = k.denseView(k.arg("q"), {T, k.cIndex(H), k.cIndex(D)});
   Value vw = k.denseView(k.arg("w"), {T, k.cIndex(H)});
   Value vk = k.denseView(k.arg("k"), {S, k.cIndex(D)});
   Value kt = k.trans(k.load(vk, {s0, k.cIndex(0)}, {BS, D}));
   Value zero = k.constant(k.tile({BT, BS}, f32), 0.0);
+  // Each head's query rows, [BT, D]: through a [BT, 1, D] block of q
+  // [T, H, D] for f32; as a 2-D block of q viewed [T, H D] for the narrow
+  // types, so that the dot's A is a plain load (wgmma's fp8 form reads it
+  // in place: both operands K-major).
+  Value vq = t == f32 ? k.denseView(k.arg("q"), {T, k.cIndex(H), k.cIndex(D)})
+                      : k.denseView(k.arg("q"), {T, k.cIndex(H * D)});
   auto acc = k.forLoop(k.cIndex(0), k.cIndex(H), k.cIndex(1), {zero},
                        [&](Value j, ValueRange it) {
-                         Value qj = k.reshape(k.load(vq, {t0, j, k.cIndex(0)}, {BT, 1, D}),
-                                              {BT, D});
-                         Value sc = k.relu(k.dot(qj, kt, zero));
+                         Value qj =
+                             t == f32
+                                 ? k.reshape(k.load(vq, {t0, j, k.cIndex(0)}, {BT, 1, D}),
+                                             {BT, D})
+                                 : k.load(vq, {t0, k.mul(j, k.cIndex(D))}, {BT, D});
+                         Value sc = k.relu(fp8 ? k.dotFp8(qj, kt, zero, "e4m3", "e4m3")
+                                               : k.dot(qj, kt, zero));
                          Value wj = k.load(vw, {t0, j}, {BT, 1});
                          return SmallVector<Value>{k.add(it[0], k.mul(sc, wj))};
                        });
   Value r = acc[0];
+  // (relu(x) s = relu(x s) for the non-negative scales of fp8 keys.)
+  if (fp8)
+    r = k.mul(r, k.load(k.denseView(k.arg("k_scale"), {k.cIndex(1), S}),
+                        {k.cIndex(0), s0}, {1, BS}));
   if (causal) {
     Value tIdx = k.expand(k.add(k.arange(BT), k.convert(k.add(t0, k.toIndex(k.arg("q_offset"))), i32)), 1);
     Value sIdx = k.expand(k.add(k.arange(BS), k.convert(s0, i32)), 0);
@@ -256,9 +276,12 @@ static llvm::Error buildSparseAttention(ModuleOp module, const Config &c) {
 
 void registerDSAOps(std::vector<OpInfo> &ops) {
   ops.push_back({"dsa_indexer",
-                 "lightning indexer I[t, s] = sum_j w[t, j] * ReLU(q[t, j] . k[s]); "
-                 "-inf where s > q_offset + t when causal",
-                 {{"index_heads", Param::Int, "64", "indexer heads", {}},
+                 "lightning indexer I[t, s] = sum_j w[t, j] * ReLU(q[t, j] . k[s]) "
+                 "(times k_scale[s] for e4m3); -inf where s > q_offset + t when causal",
+                 {{"dtype", Param::String, "f32",
+                   "element type of q and k (e4m3: fp8 bytes, with k_scale)",
+                   {"f32", "bf16", "f16", "e4m3"}},
+                  {"index_heads", Param::Int, "64", "indexer heads", {}},
                   {"index_dim", Param::Int, "128", "indexer head dimension", {}},
                   {"causal", Param::Int, "1", "1: mask keys after the query", {}},
                   {"block_t", Param::Int, "16", "queries per program", {}},

@@ -367,6 +367,12 @@ Value KernelBuilder::dot(Value x, Value y, Value acc) {
   return kd::DotOp::create(b, location, acc.getType(), x, y, acc);
 }
 
+Value KernelBuilder::dotFp8(Value x, Value y, Value acc, llvm::StringRef lhsFp8,
+                            llvm::StringRef rhsFp8) {
+  return kd::DotOp::create(b, location, acc.getType(), x, y, acc,
+                           b.getStringAttr(lhsFp8), b.getStringAttr(rhsFp8));
+}
+
 Value KernelBuilder::reduce(kd::ReduceKind kind, Value t, int axis) {
   auto tt = cast<RankedTensorType>(t.getType());
   SmallVector<int64_t> shape(tt.getShape());

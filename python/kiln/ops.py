@@ -13,7 +13,7 @@ import threading
 
 import numpy as np
 
-from .runtime import _compile_environment, bf16, is_cuda_array
+from .runtime import _compile_environment, bf16, fp8, is_cuda_array
 
 __all__ = ["list_ops", "kernel", "mod_source", "embedding", "paged_kv_gather", "moe_route", "moe_permute",
            "moe_unpermute", "block_mask", "block_sparse_attention", "dsa_indexer", "dsa_topk",
@@ -1058,13 +1058,63 @@ def _block_sparse_attention_host(q, k, v, mask, mask_kind="none", window=256, pr
 # ---------------------------------------------------------------------------
 
 
-def dsa_indexer(q, w, k, q_offset=0, causal=True, block_t=16, block_s=64):
+def _indexer_types(side, q, k, k_scale):
+    """(q, k, k_scale or None, dtype) for dsa_indexer: both kiln.bf16 /
+    float16 / e4m3 fp8 (kiln.fp8(bits, "e4m3"); torch.float8_e4m3fn) as
+    they are, anything else converted to float32. k_scale (float32 [S],
+    ones when None) goes with e4m3 keys only."""
+    def kind(x):
+        if isinstance(x, bf16):
+            return "bf16"
+        if isinstance(x, fp8):
+            return "e4m3" if x.format == "e4m3" else "e5m2"
+        dt = getattr(x, "dtype", None)
+        if _is_torch_cuda(x):
+            torch = side.torch
+            return {torch.bfloat16: "bf16", torch.float16: "f16"}.get(
+                dt, "e4m3" if dt == getattr(torch, "float8_e4m3fn", None) else "f32")
+        return "f16" if dt == np.float16 else "f32"
+    kq, kk = kind(q), kind(k)
+    if "e5m2" in (kq, kk) or ("e4m3" in (kq, kk) and kq != kk):
+        raise TypeError(f"dsa_indexer: fp8 q and k must both be e4m3, got {kq} and {kk}")
+    if k_scale is not None and kq != "e4m3":
+        raise TypeError("dsa_indexer: k_scale goes with e4m3 (fp8) q and k")
+    if kq != kk or kq == "f32":
+        return side.data32(q, "q"), side.data32(k, "k"), None, "f32"
+    if kq == "e4m3":
+        if _is_torch_cuda(q):
+            q, k = (t.contiguous().view(side.torch.int8) for t in (q, k))
+        else:
+            q, k = np.ascontiguousarray(q.array), np.ascontiguousarray(k.array)
+        S = k.shape[0]
+        scale = side.f32(np.ones(S, np.float32) if k_scale is None else k_scale, "k_scale")
+        if tuple(scale.shape) != (S,):
+            raise ValueError(f"dsa_indexer: k_scale must be [S] = [{S}], got "
+                             f"{tuple(scale.shape)}")
+        return q, k, scale, "e4m3"
+    (q, k), dtype = side.same_type(q=q, k=k)
+    return q, k, None, dtype
+
+
+def dsa_indexer(q, w, k, q_offset=0, causal=True, block_t=None, block_s=64, k_scale=None):
     """I[t, s] = sum_j w[t, j] * relu(q[t, j] . k[s]); -inf for s > q_offset + t
-    when causal. float32 (other types are converted); on PyTorch CUDA
-    tensors the result is one."""
+    when causal; float32. q and k: both float16, both kiln.bf16, or both
+    e4m3 fp8 (kiln.fp8(bits, "e4m3"), torch.float8_e4m3fn; the scores are
+    then multiplied by k_scale[s], float32 [S], and q's scale belongs in w,
+    as DeepSeek-V3.2 keeps them), taken as they are (f32 sums); anything
+    else is converted to float32. On PyTorch CUDA tensors the result is
+    one. block_t: 16 for float32, 64 for the narrow types (wgmma's rows)."""
+    if block_t is None:
+        narrow = isinstance(q, (bf16, fp8)) or getattr(q, "dtype", None) == np.float16
+        if _is_torch_cuda(q):
+            import torch
+            narrow = q.dtype in (torch.bfloat16, torch.float16,
+                                 getattr(torch, "float8_e4m3fn", None))
+        block_t = 64 if narrow else 16
     _positive("dsa_indexer", block_t=block_t, block_s=block_s)
-    side = _side("dsa_indexer", dict(q=q, w=w, k=k))
-    q, w, k = side.data32(q, "q"), side.data32(w, "w"), side.data32(k, "k")
+    side = _side("dsa_indexer", dict(q=q, w=w, k=k, k_scale=k_scale))
+    q, k, k_scale, dtype = _indexer_types(side, q, k, k_scale)
+    w = side.data32(w, "w")
     if len(q.shape) != 3 or len(k.shape) != 2 or tuple(w.shape) != tuple(q.shape[:2]) or \
             k.shape[1] != q.shape[2]:
         raise ValueError(f"dsa_indexer: q [T, H, D], w [T, H] and k [S, D] expected, got "
@@ -1078,9 +1128,10 @@ def dsa_indexer(q, w, k, q_offset=0, causal=True, block_t=16, block_s=64):
                          f"int32's range, got {q_offset!r} (T = {T})")
     out = side.empty((T, S))
     if T and S:
-        side.launch(kernel("dsa_indexer", _target=side.target, index_heads=H, index_dim=D,
-                           causal=int(causal), block_t=block_t, block_s=block_s),
-                    [q, w, k, out, T, S, q_offset], [_cdiv(T, block_t), _cdiv(S, block_s)])
+        side.launch(kernel("dsa_indexer", _target=side.target, dtype=dtype, index_heads=H,
+                           index_dim=D, causal=int(causal), block_t=block_t, block_s=block_s),
+                    [q, w, k] + ([k_scale] if dtype == "e4m3" else []) +
+                    [out, T, S, q_offset], [_cdiv(T, block_t), _cdiv(S, block_s)])
     return out
 
 

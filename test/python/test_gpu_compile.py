@@ -1539,6 +1539,24 @@ def test_fp8_blockwise_matmul_compiles_for_gpu(chip, tmp_path, monkeypatch):
     assert tiles <= shared <= tiles + 12 * 1024, shared
 
 
+# The lightning indexer on narrow q and k (kiln.ops picks block_t 64 for
+# them): each head's [64, D] query rows are a plain 2-D load of q viewed
+# [T, H D] and the keys' rows are transposed for the dot, so on sm_90a the
+# e4m3 form runs wgmma's fp8 form on the bytes in place and bf16 its bf16
+# form; sm_80 runs mma.sync (fp8 decoded to bf16 there).
+@pytest.mark.parametrize("chip", CHIPS)
+@pytest.mark.parametrize("dtype", ["e4m3", "bf16"])
+def test_dsa_indexer_narrow_types_take_tensor_cores(chip, dtype, tmp_path):
+    out = str(tmp_path / "k.ptx")
+    ptx = _compile(["op", "dsa_indexer", "--dtype", dtype, "--block_t", "64"], out, chip)
+    if chip == "sm_90a":
+        want = "m64n64k32.f32.e4m3.e4m3" if dtype == "e4m3" else "m64n64k16.f32.bf16.bf16"
+        assert "wgmma.mma_async.sync.aligned." + want in ptx
+    else:
+        assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in ptx
+    assert " 0 bytes spill stores" in _assemble(out, chip, tmp_path)
+
+
 # int8 dots on both GPU targets' tensor cores, for each form of B: K-major
 # (W's rows transposed, or W^T's tile addressed in W) read where it lands, and
 # N-major ([K, N] rows) through a transposed copy written by threads

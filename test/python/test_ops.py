@@ -246,6 +246,66 @@ def test_dsa_pipeline(rng):
         assert_close(out[t], p @ kv[sel, :Dv] / p.sum(1, keepdims=True), 1e-4, 1e-5)
 
 
+# The lightning indexer on narrow q and k (f32 sums): e4m3 fp8 bytes with a
+# per-key scale (DeepSeek-V3.2's form; on sm_90a wgmma's e4m3 form reads
+# both in place), bf16 and f16. T, S and the heads' rows not multiples of the
+# blocks; the reference is float64 of the same values.
+@pytest.mark.parametrize("dtype", ["e4m3", "bf16", "f16"])
+@pytest.mark.parametrize("shape", [(70, 4, 64, 130), (5, 8, 128, 300)])
+def test_dsa_indexer_narrow_types(rng, dtype, shape):
+    from kiln.frontend import fp8_value
+    T, H, D, S = shape
+    w = rng.standard_normal((T, H)).astype(np.float32)
+    ks = None
+    if dtype == "e4m3":
+        table = np.array([fp8_value(c, "e4m3") for c in range(256)])
+        qc = rng.integers(0, 256, (T, H, D)).astype(np.uint8)
+        kc = rng.integers(0, 256, (S, D)).astype(np.uint8)
+        qc[(qc & 0x7F) == 0x7F] = 0x38
+        kc[(kc & 0x7F) == 0x7F] = 0x38
+        ks = (rng.random(S) + 0.5).astype(np.float32)
+        qa, ka, qv, kv = kiln.fp8(qc, "e4m3"), kiln.fp8(kc, "e4m3"), table[qc], table[kc]
+    elif dtype == "bf16":
+        qb = to_bf16_bits(rng.standard_normal((T, H, D)))
+        kb = to_bf16_bits(rng.standard_normal((S, D)))
+        qa, ka = kiln.bf16(qb), kiln.bf16(kb)
+        qv, kv = from_bf16_bits(qb).astype(np.float64), from_bf16_bits(kb).astype(np.float64)
+    else:
+        qa = rng.standard_normal((T, H, D)).astype(np.float16)
+        ka = rng.standard_normal((S, D)).astype(np.float16)
+        qv, kv = qa.astype(np.float64), ka.astype(np.float64)
+    I = kiln.ops.dsa_indexer(qa, w, ka, q_offset=3, k_scale=ks)
+    scores = np.einsum("thd,sd->ths", qv, kv)
+    ref = np.einsum("th,ths->ts", w.astype(np.float64), np.maximum(scores, 0))
+    mag = np.einsum("th,ths->ts", np.abs(w.astype(np.float64)),
+                    np.einsum("thd,sd->ths", np.abs(qv), np.abs(kv)))
+    if ks is not None:
+        ref, mag = ref * ks[None, :], mag * ks[None, :]
+    visible = np.arange(S)[None, :] <= 3 + np.arange(T)[:, None]
+    assert not np.isnan(I).any()
+    assert np.array_equal(np.isneginf(I), ~visible)
+    assert (np.abs(I[visible] - ref[visible]) <= 1e-6 * mag[visible] + 1e-30).all()
+
+
+def test_dsa_indexer_type_errors(rng):
+    q8 = kiln.fp8(np.zeros((2, 4, 32), np.uint8), "e4m3")
+    k8 = kiln.fp8(np.zeros((8, 32), np.uint8), "e4m3")
+    w = np.ones((2, 4), np.float32)
+    for call, what, exc in (
+            (lambda: kiln.ops.dsa_indexer(kiln.fp8(np.zeros((2, 4, 32), np.uint8), "e5m2"), w,
+                                          kiln.fp8(np.zeros((8, 32), np.uint8), "e5m2")),
+             "fp8 q and k must both be e4m3", TypeError),
+            (lambda: kiln.ops.dsa_indexer(q8, w, kiln.bf16(np.zeros((8, 32), np.uint16))),
+             "fp8 q and k must both be e4m3", TypeError),
+            (lambda: kiln.ops.dsa_indexer(np.zeros((2, 4, 32), np.float32), w,
+                                          np.zeros((8, 32), np.float32), k_scale=np.ones(8)),
+             "k_scale goes with e4m3", TypeError),
+            (lambda: kiln.ops.dsa_indexer(q8, w, k8, k_scale=np.ones(7)),
+             r"k_scale must be \[S\] = \[8\]", ValueError)):
+        with pytest.raises(exc, match=what):
+            call()
+
+
 @pytest.mark.parametrize("dtype", ["bf16", "f16"])
 def test_dsa_sparse_attention_in_low_precision(rng, dtype):
     # DeepSeek's MLA shape (d_qk 576, d_v 512 = the first 512 columns of kv)

@@ -128,6 +128,10 @@ public:
 
   // Tile algebra.
   mlir::Value dot(mlir::Value a, mlir::Value b, mlir::Value acc);
+  /// A dot of two fp8 tiles (their bytes, i8) in formats `lhsFp8` and
+  /// `rhsFp8` ("e4m3" / "e5m2"): kiln.dot's lhs_fp8 / rhs_fp8.
+  mlir::Value dotFp8(mlir::Value a, mlir::Value b, mlir::Value acc,
+                     llvm::StringRef lhsFp8, llvm::StringRef rhsFp8);
   mlir::Value reduce(mlir::kiln::ReduceKind kind, mlir::Value tile, int axis);
   /// The inclusive scan of `tile` along `axis` (sum, max or min), from the
   /// end when `reverse`.
