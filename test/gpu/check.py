@@ -925,6 +925,37 @@ def case_dsa(torch_in=False):
     check("op dsa_sparse_attention lse" + where, lse, rl, 1e-4, 1e-4)
 
 
+def case_dsa_indexer(dtype):
+    """The lightning indexer on e4m3 q and k with per-key scales (DeepSeek-
+    V3.2's) or bf16 ones, kiln.ops picking 64 queries per program (sm_90a:
+    wgmma); T and S not multiples of the blocks, causal."""
+    T, S, H, D = 100, 300, 8, 128
+    w_ = rng.random((T, H)).astype(np.float32)
+    if dtype == "e4m3":
+        qc = rng.integers(0, 256, (T, H, D)).astype(np.uint8)
+        kc = rng.integers(0, 256, (S, D)).astype(np.uint8)
+        qc[(qc & 0x7F) == 0x7F] = 0x38   # no NaN
+        kc[(kc & 0x7F) == 0x7F] = 0x38
+        ks = (rng.random(S) + 0.5).astype(np.float32)
+        qv, kv = mx_ex.decode_mx(qc, "e4m3"), mx_ex.decode_mx(kc, "e4m3")
+        I = ops.dsa_indexer(kiln.fp8(qc, "e4m3"), w_, kiln.fp8(kc, "e4m3"), q_offset=S - T,
+                            k_scale=ks)
+    else:
+        (qb, qv), (kb, kv) = bf16_bits(rng.standard_normal((T, H, D))), \
+            bf16_bits(rng.standard_normal((S, D)))
+        ks = np.ones(S)
+        I = ops.dsa_indexer(kiln.bf16(qb), w_, kiln.bf16(kb), q_offset=S - T)
+    qv, kv = qv.astype(np.float64), kv.astype(np.float64)
+    ref = np.einsum("th,tsh->ts", w_.astype(np.float64),
+                    np.maximum(np.einsum("thd,sd->tsh", qv, kv), 0)) * ks[None, :]
+    mag = np.einsum("th,tsh->ts", w_, np.einsum("thd,sd->tsh", np.abs(qv), np.abs(kv))) * ks
+    ref[np.arange(S)[None, :] > S - T + np.arange(T)[:, None]] = -np.inf
+    # (fp8 wgmma keeps about 14 bits in its sums; bf16 and the emulator f32's.)
+    tol = (2.0 ** -12 if dtype == "e4m3" and TARGET.endswith("sm_90a") and not EMULATED
+           else 1e-6) * mag.max()
+    check(f"op dsa_indexer {dtype}", I, ref, 1e-5, tol)
+
+
 def case_dsa_bf16():
     """bf16 token-sparse attention at DeepSeek's MLA shape (d_qk 576, d_v 512):
     tensor cores, P rounded to bf16 before P @ V (as in the reference)."""
@@ -1162,6 +1193,8 @@ op_case("attention bf16 causal 64x32",
         lambda: case_attention("bf16", "causal", (2, 2), seq=300, block=(64, 32)))
 op_case("dsa", case_dsa)
 op_case("dsa bf16", case_dsa_bf16)
+op_case("dsa_indexer e4m3", lambda: case_dsa_indexer("e4m3"))
+op_case("dsa_indexer bf16", lambda: case_dsa_indexer("bf16"))
 op_case("embedding on PyTorch tensors", case_embedding_torch)
 op_case("paged_kv_gather on PyTorch tensors", lambda: case_paged_kv(True))
 op_case("moe on PyTorch tensors", lambda: case_moe(True))
@@ -1355,6 +1388,52 @@ def opbench_cases():
         cases.append((f"dsa_sparse_attention bf16 {Sq}x{Hq} top{kk}{label}",
                       fn, 3, lazy(dsa_peer), Sq * Hq * kk * (Dqk + Dv) * 2, "TFLOP/s",
                       "gather + einsum + softmax", 1e-2, lazy(lambda: dsa_peer(exact=True))))
+
+    # DSA lightning indexer (DeepSeek-V3.2's shape: 64 heads of 128), 256
+    # query tokens x 4096 keys, not causal: e4m3 q and k with per-key scales
+    # (sm_90a: wgmma's e4m3 form), bf16 and f32, against the PyTorch a user
+    # writes (bf16 einsum, relu and the weighted sum over heads in f32) on the
+    # same values. fp8 codes of magnitudes 2^-2 .. 2^2, both signs.
+    T, H, Di, S = 256, 64, 128, 4096
+
+    def e4m3(*shape):
+        sign = r.integers(0, 2, shape) << 7
+        return (sign | r.integers(5, 10, shape) << 3 | r.integers(0, 8, shape)).astype(np.uint8)
+    qc_, kc_ = e4m3(T, H, Di), e4m3(S, Di)
+    e4_table = mx_ex.decode_mx(np.arange(256), "e4m3")
+    qv_, kv_ = e4_table[qc_], e4_table[kc_]
+    wi_ = r.random((T, H), dtype=np.float32)
+    ks_ = (r.random(S, dtype=np.float32) + 0.5).astype(np.float32)
+    # |I| bound of the first tokens: the tolerances scale with it (fp8 wgmma
+    # keeps about 14 bits in its sums).
+    mag = float((np.einsum("th,ths->ts", wi_[:8], np.einsum("thd,sd->ths", np.abs(qv_[:8]),
+                                                          np.abs(kv_))) * ks_).max())
+
+    def indexer_peer(dtype, exact=False):
+        qt_ = torch.from_numpy(qv_.astype(np.float32)).to(dev)
+        kt_ = torch.from_numpy(kv_.astype(np.float32)).to(dev)
+        wt_ = torch.from_numpy(wi_).to(dev)
+        st_ = torch.from_numpy(ks_ if dtype == "e4m3" else np.ones(S, np.float32)).to(dev)
+        if not exact:
+            qt_, kt_ = qt_.bfloat16(), kt_.bfloat16()
+        return lambda: torch.einsum("th,ths->ts", wt_, torch.relu(
+            torch.einsum("thd,sd->ths", qt_, kt_).float())) * st_
+
+    def indexer_variant(dtype):
+        if dtype == "e4m3":
+            args = (kiln.fp8(qc_, "e4m3"), wi_, kiln.fp8(kc_, "e4m3"))
+            kw = dict(k_scale=ks_)
+        elif dtype == "bf16":
+            args = (kiln.bf16(bf16_bits(qv_)[0]), wi_, kiln.bf16(bf16_bits(kv_)[0]))
+            kw = {}
+        else:
+            args, kw = (qv_.astype(np.float32), wi_, kv_.astype(np.float32)), {}
+        return lambda: ops.dsa_indexer(*args, causal=False, **kw)
+    for dtype in ("e4m3", "bf16", "f32"):
+        cases.append((f"dsa_indexer {dtype} {T}x{S}, {H} heads of {Di}", indexer_variant(dtype),
+                      4 if dtype == "e4m3" else 3, lazy(lambda d=dtype: indexer_peer(d)),
+                      2 * T * H * S * Di, "TFLOP/s", "einsum bf16 + relu + sum",
+                      2.0 ** -10 * mag, lazy(lambda d=dtype: indexer_peer(d, exact=True))))
 
     # DSA top-k: 2048 of 32768 scores for 1024 tokens (indices in ascending order).
     # Distinct scores (a shuffled 0..S-1 per row plus a fraction below 0.5,
