@@ -1083,6 +1083,10 @@ def _indexer_types(side, q, k, k_scale):
         return side.data32(q, "q"), side.data32(k, "k"), None, "f32"
     if kq == "e4m3":
         if _is_torch_cuda(q):
+            for n_, t in (("q", q), ("k", k)):
+                if not (_is_torch_cuda(t) and t.device == side.dev):
+                    raise TypeError(f"dsa_indexer: '{n_}' must be a PyTorch CUDA tensor on "
+                                    f"{side.dev}, like the first array")
             q, k = (t.contiguous().view(side.torch.int8) for t in (q, k))
         else:
             q, k = np.ascontiguousarray(q.array), np.ascontiguousarray(k.array)

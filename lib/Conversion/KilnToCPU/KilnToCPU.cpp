@@ -1221,13 +1221,22 @@ LogicalResult KernelLowering::lowerElementwise(Operation *op) {
   }
   // Every tile the fused expression reads must have a buffer, but for
   // fragments and row vectors of the fragments' rows (rowFragments).
+  // (`leafBufs`: the shared buffers the leaves are read from.)
+  SmallVector<Value> leafBufs;
+  auto readLeaf = [&](Value v) -> LogicalResult {
+    FailureOr<Value> buf = bufferOf(v, op);
+    if (failed(buf))
+      return failure();
+    leafBufs.push_back(*buf);
+    return success();
+  };
   std::function<LogicalResult(Value)> checkLeaves = [&](Value v) -> LogicalResult {
     if (!isa<RankedTensorType>(v.getType()) ||
         llvm::is_contained(fragmentLeaves, v))
       return success();
     Operation *def = v.getDefiningOp();
     if (!def || !deferred.contains(def))
-      return bufferOf(v, op);
+      return readLeaf(v);
     if (auto bc = dyn_cast<BroadcastOp>(def)) {
       auto it = rowFragments.find(bc.getSrc());
       if (!fragmentLeaves.empty() && it != rowFragments.end() &&
@@ -1236,7 +1245,7 @@ LogicalResult KernelLowering::lowerElementwise(Operation *op) {
       Operation *srcDef = bc.getSrc().getDefiningOp();
       if (srcDef && deferred.contains(srcDef))
         return checkLeaves(bc.getSrc());
-      return bufferOf(bc.getSrc(), op);
+      return readLeaf(bc.getSrc());
     }
     for (Value o : def->getOperands())
       if (failed(checkLeaves(o)))
@@ -1299,6 +1308,17 @@ LogicalResult KernelLowering::lowerElementwise(Operation *op) {
       elemOverride.erase(leaf);
     if (!keepFragments)
       barrier(b);
+    else if (llvm::any_of(leafBufs, [&](Value buf) {
+               return !pipelinedBuffers.count(buf) &&
+                      (!op->getParentOfType<scf::ForOp>() ||
+                       rewrittenInLoop(buf, op));
+             }))
+      // No barrier follows these reads: the next write of a tile, or the
+      // loop's back edge, syncs first where the buffer's bytes may be
+      // another tile's later (the narrow dsa_indexer's per-head weights and
+      // the next head's query rows at one stage raced). A pipelined stage
+      // is rewritten only after the next iteration's first barrier.
+      unsyncedReads = true;
   };
   forEach([&](ImplicitLocOpBuilder &ib, ValueRange idx) {
     SmallVector<Value> operands;
