@@ -3224,8 +3224,9 @@ def test_fp8_matmul_mlir_example(rng, tmp_path):
 # tile addressed in W, which the front end loads as rows and transposes)
 # runs on wgmma's s8 form (sm_90a) or mma.sync.m16n8k32.s8 (sm_80) into s32
 # registers; an N-major B (2) through a transposed copy of its tile
-# (transposeNMajorBytes); the CPU sums without them. ACC_IN starts from a
-# loaded int32 tile instead of zeros (read into the s32 registers); on sm_90a
+# (transposeNMajorBytes); the CPU sums without them. ACC_IN 1 starts from a
+# loaded int32 tile instead of zeros (read into the s32 registers), 2 from a
+# splat of -7 (an i32 constant in them); on sm_90a
 # K steps of 64 bytes go by cp.async, of 128 by TMA into the 128B swizzle.
 @kiln.jit
 def int8_gemm(a, w, c, c_in, M, N, K, BM: kl.constexpr, BN: kl.constexpr, BK: kl.constexpr,
@@ -3235,8 +3236,10 @@ def int8_gemm(a, w, c, c_in, M, N, K, BM: kl.constexpr, BN: kl.constexpr, BK: kl
     rn = pn * BN + kl.arange(0, BN)
     rk = kl.arange(0, BK)
     cmask = (rm[:, None] < M) & (rn[None, :] < N)
-    if ACC_IN:
+    if ACC_IN == 1:
         acc = kl.load(c_in + rm[:, None] * N + rn[None, :], mask=cmask, other=0)
+    elif ACC_IN == 2:
+        acc = kl.full((BM, BN), -7, kl.int32)
     else:
         acc = kl.zeros((BM, BN), kl.int32)
     for k0 in range(0, K, BK):
@@ -3258,7 +3261,7 @@ def int8_gemm(a, w, c, c_in, M, N, K, BM: kl.constexpr, BN: kl.constexpr, BK: kl
 
 
 @pytest.mark.parametrize("kernel", ["k_major", "w_transposed", "n_major"])
-@pytest.mark.parametrize("acc_in", [False, True])
+@pytest.mark.parametrize("acc_in", [0, 1, 2])
 @pytest.mark.parametrize("K,BK", [(300, 64), (300, 128), (100, 128)])
 def test_int8_dots(rng, kernel, acc_in, K, BK):
     M, N = 130, 100
@@ -3269,7 +3272,7 @@ def test_int8_dots(rng, kernel, acc_in, K, BK):
     c = np.full((M, N), -0x5A5A5A5A, np.int32)
     int8_gemm[(kiln.cdiv(M, 64), kiln.cdiv(N, 64))](a, wa, c, c_in, M, N, K, BM=64, BN=64, BK=BK,
                                                     B_FORM=FP8_B_FORMS[kernel], ACC_IN=acc_in)
-    ref = a.astype(np.int64) @ w.astype(np.int64).T + (c_in if acc_in else 0)
+    ref = a.astype(np.int64) @ w.astype(np.int64).T + {0: 0, 1: c_in, 2: -7}[acc_in]
     np.testing.assert_array_equal(c, ref)
 
 

@@ -1572,7 +1572,7 @@ def test_int8_dots_take_tensor_cores(chip, form, tmp_path, monkeypatch):
     a = np.zeros((M, K), np.int8)
     c = np.zeros((M, N), np.int32)
     ck = tf.int8_gemm.warmup(a, a, c, c, M, N, K, BM=64, BN=64, BK=128,
-                             B_FORM=tf.FP8_B_FORMS[form], ACC_IN=False, grid=(1, 1))
+                             B_FORM=tf.FP8_B_FORMS[form], ACC_IN=0, grid=(1, 1))
     assert ("wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8" if chip == "sm_90a"
             else "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32") in ck.asm
     (tmp_path / "k.ptx").write_text(ck.asm)
