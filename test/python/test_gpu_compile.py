@@ -1577,10 +1577,9 @@ def test_int8_dots_take_tensor_cores(chip, form, tmp_path, monkeypatch):
             else "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32") in ck.asm
     (tmp_path / "k.ptx").write_text(ck.asm)
     assert " 0 bytes spill stores" in _assemble(str(tmp_path / "k.ptx"), chip, tmp_path)
-    # Two stages of A and B (8 KiB each); the transposed copy (8 KiB);
-    # mma.sync's rows 16 bytes longer.
-    pad = 1 if chip == "sm_90a" else (128 + 16) / 128
-    tiles = 2 * 2 * 64 * 128 * pad + (64 * 128 * pad if form == "n_major" else 0)
+    # Two stages of A and B (8 KiB each) and the transposed copy (8 KiB):
+    # core matrices for wgmma, XOR-swizzled 128-byte rows for mma.sync.
+    tiles = 2 * 2 * 64 * 128 + (64 * 128 if form == "n_major" else 0)
     assert _shared_bytes(ck, chip, 4, tmp_path) <= tiles + 2048
 
 
@@ -1591,7 +1590,7 @@ def test_int8_dots_take_tensor_cores(chip, form, tmp_path, monkeypatch):
 # memory is the loop's stages (A and W, 16 KiB each per stage at 128x128x128)
 # or the float16 result's staging, whichever is larger. sm_80 runs
 # mma.sync.m16n8k32.s8, its operands read by ldmatrix as byte pairs from
-# rows 16 bytes longer than the tile's.
+# XOR-swizzled 128-byte rows (no bytes added).
 @pytest.mark.parametrize("chip", CHIPS)
 @pytest.mark.parametrize("stages", [2, 3])
 def test_w8a8_matmul_compiles_for_gpu(chip, stages, tmp_path, monkeypatch):
@@ -1612,7 +1611,7 @@ def test_w8a8_matmul_compiles_for_gpu(chip, stages, tmp_path, monkeypatch):
     if chip != "sm_90a":
         assert "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32" in ptx
         assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx
-        assert _shared_bytes(ck, chip, 8, tmp_path, stages) == stages * 2 * 128 * (128 + 16)
+        assert _shared_bytes(ck, chip, 8, tmp_path, stages) == stages * 2 * 128 * 128
         return
     assert "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8" in ptx
     assert "cp.async.bulk.tensor" in ptx

@@ -188,6 +188,8 @@ struct MmaTiles {
                                  Value rowU, int64_t rowStep, Value rowL,
                                  Value colU, int64_t colStep, Value colL,
                                  int64_t n, bool trans) const {
+    // (pitch in 16-bit elements, 8 per 16-byte chunk; an int8 buffer's
+    // columns here are byte pairs, `pairs`, so the same.)
     auto t = cast<MemRefType>(buf.getType());
     int64_t pitch = t.getDimSize(2) * 8;
     auto mul = [&](Value v, int64_t c) -> Value {
@@ -1933,13 +1935,16 @@ Value KernelLowering::allocXorTile(RankedTensorType type, Location loc) {
   // the eight rows an ldmatrix reads at one column are eight different
   // 16-byte chunks of their 128-byte lines: all 32 banks (isXorBuffer). No
   // bytes added.
+  // (Chunks of 16 bytes: 8 16-bit elements, 16 int8 ones, whose byte pairs
+  // ldmatrixXor reads as the 16-bit elements of rows half as long.)
   int64_t C = type.getShape().back(), R = type.getNumElements() / C;
+  int64_t per = 128 / storageType(type.getElementType()).getIntOrFloatBitWidth();
   Value flat = allocSharedTile(
       RankedTensorType::get({R * C}, type.getElementType()), loc);
   // The fragment loads swizzle the address's bits 4-6 (ldmatrixXor).
   auto &align = simt->bufferAlign[flat.getDefiningOp()];
   align = std::max<int64_t>(align, 128);
-  return stridedView(flat, {R / 8, 8, C / 8, 8}, {8 * C, C, 8, 1}, loc);
+  return stridedView(flat, {R / 8, 8, C / per, per}, {8 * C, C, per, 1}, loc);
 }
 
 Value KernelLowering::allocMmaSyncOperandTile(Value v, Location loc) {
@@ -1948,12 +1953,10 @@ Value KernelLowering::allocMmaSyncOperandTile(Value v, Location loc) {
   if (!simt || !mmaSyncOperand(*simt, v, sliced))
     return Value();
   // XOR-swizzled rows where they are whole 128-byte lines (no bytes
-  // added), padded rows otherwise (and for int8 operands, whose byte pairs
-  // ldmatrix reads through plain addresses: MmaTiles::pairs).
+  // added), padded rows otherwise.
   int64_t cols = type.getShape().back();
-  bool sixteen =
-      storageType(type.getElementType()).getIntOrFloatBitWidth() == 16;
-  if (simt->swizzle && sixteen && !sliced && cols % 64 == 0 &&
+  int64_t bytes = storageType(type.getElementType()).getIntOrFloatBitWidth() / 8;
+  if (simt->swizzle && !sliced && cols * bytes % 128 == 0 &&
       type.getNumElements() / cols % 8 == 0)
     return allocXorTile(type, loc);
   if (simt->padRows)
@@ -2065,8 +2068,7 @@ SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
   bool fp8 = op.isFp8();
   bool s8 = !fp8 && mt.inElt.isSignlessInteger(8);
   bool eightBit = fp8 || s8;
-  bool syncS8 = s8 && !wt.wgmma && bKMajor && mt.useLdmatrix &&
-                !isXorBuffer(mt.a) && !isXorBuffer(mt.bm);
+  bool syncS8 = s8 && !wt.wgmma && bKMajor && mt.useLdmatrix;
   if (eightBit && !syncS8 &&
       !(wt.wgmma && bKMajor && isCoreBuffer(mt.a) && isCoreBuffer(mt.bm))) {
     op.emitError("kiln GPU lowering: an 8-bit dot's operands are not both "
@@ -2393,7 +2395,7 @@ LogicalResult KernelLowering::lowerDotSimt(DotOp op, Value a, Value bm,
   mt.bKMajor = deferredTrans.count(op.getRhs());
   auto tiling = planDotTiling(*simt, op);
   if (mt.pairs && (!tiling || !tiling->wgmma) &&
-      (!mt.useLdmatrix || !mt.bKMajor || isXorBuffer(a) || isXorBuffer(bm))) {
+      (!mt.useLdmatrix || !mt.bKMajor)) {
     op.emitError("kiln GPU lowering: an int8 mma.sync dot's operands are not "
                  "both K-major rows that ldmatrix reads as byte pairs");
     return failure();

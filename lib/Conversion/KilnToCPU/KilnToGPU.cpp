@@ -256,12 +256,15 @@ bool isXorBuffer(Value buf) {
     return false;
   auto t = cast<MemRefType>(buf.getType());
   auto layout = dyn_cast<StridedLayoutAttr>(t.getLayout());
+  // (16-byte chunks: 8 16-bit elements, or 16 int8 ones.)
+  int64_t bits = t.getElementTypeBitWidth();
+  int64_t per = bits == 16 || bits == 8 ? 128 / bits : 0;
   if (t.getRank() != 4 || !layout || !t.hasStaticShape() ||
-      layout.getOffset() != 0 || t.getElementTypeBitWidth() != 16 ||
-      t.getDimSize(1) != 8 || t.getDimSize(3) != 8 || t.getDimSize(2) % 8)
+      layout.getOffset() != 0 || !per || t.getDimSize(1) != 8 ||
+      t.getDimSize(3) != per || t.getDimSize(2) % 8)
     return false;
-  int64_t cols = t.getDimSize(2) * 8;
-  return layout.getStrides() == ArrayRef<int64_t>{8 * cols, cols, 8, 1};
+  int64_t cols = t.getDimSize(2) * per;
+  return layout.getStrides() == ArrayRef<int64_t>{8 * cols, cols, per, 1};
 }
 
 /// Whether `buf` is a wgmma operand buffer in the core-matrix layout (see

@@ -32,10 +32,11 @@
 // NOASYNC8-SAME: bf16
 //
 // mma.sync targets: m16n8k32.s8, both operands read by ldmatrix as byte
-// pairs from rows 16 bytes longer than the tile's (no XOR swizzle for 8-bit
-// rows), filled by cp.async.
+// pairs from XOR-swizzled 128-byte rows (the address's bits 4-6 XORed with
+// the row), filled by cp.async.
 // RUN: kilnc %s --kernel matmul_s8 --target sm_80 --emit ptx -o - | FileCheck %s --check-prefix=SM80
 // SM80: cp.async.cg.shared.global
+// SM80: xor.b{{32|64}}
 // SM80: ldmatrix.sync.aligned.m8n8.x4.shared.b16
 // SM80: mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32
 // SM80-NOT: mul.wide.s16
