@@ -1107,17 +1107,13 @@ def dsa_indexer(q, w, k, q_offset=0, causal=True, block_t=None, block_s=64, k_sc
     then multiplied by k_scale[s], float32 [S], and q's scale belongs in w,
     as DeepSeek-V3.2 keeps them), taken as they are (f32 sums); anything
     else is converted to float32. On PyTorch CUDA tensors the result is
-    one. block_t: 16 for float32, 64 for the narrow types (wgmma's rows)."""
-    if block_t is None:
-        narrow = isinstance(q, (bf16, fp8)) or getattr(q, "dtype", None) == np.float16
-        if _is_torch_cuda(q):
-            import torch
-            narrow = q.dtype in (torch.bfloat16, torch.float16,
-                                 getattr(torch, "float8_e4m3fn", None))
-        block_t = 64 if narrow else 16
-    _positive("dsa_indexer", block_t=block_t, block_s=block_s)
+    one. block_t: 16 for float32 (and inputs converted to it), 64 for the
+    narrow types (wgmma's rows)."""
     side = _side("dsa_indexer", dict(q=q, w=w, k=k, k_scale=k_scale))
     q, k, k_scale, dtype = _indexer_types(side, q, k, k_scale)
+    if block_t is None:
+        block_t = 16 if dtype == "f32" else 64
+    _positive("dsa_indexer", block_t=block_t, block_s=block_s)
     w = side.data32(w, "w")
     if len(q.shape) != 3 or len(k.shape) != 2 or tuple(w.shape) != tuple(q.shape[:2]) or \
             k.shape[1] != q.shape[2]:
