@@ -1415,15 +1415,57 @@ LogicalResult KernelLowering::lowerPipelinedAccess(Operation *op,
     if (state.threadWrittenCores)
       when(b, state.threadWrittenCores, asyncProxyFence);
     barrier(b);
-    issuePipelinedLoads(b, loop, state,
-                        arith::AddIOp::create(b, k, cIdx(b, distance)),
-                        /*ahead=*/false);
-    if (llvm::any_of(state.loads,
-                     [](const PipelinedLoad &pl) { return pl.feedsGather; }))
-      issuePipelinedLoads(b, loop, state,
-                          arith::AddIOp::create(b, k, cIdx(b, 2 * distance)),
-                          /*ahead=*/true);
-    NVVM::CpAsyncCommitGroupOp::create(b);
+    auto issue = [&](ImplicitLocOpBuilder &ib) {
+      issuePipelinedLoads(ib, loop, state,
+                          arith::AddIOp::create(ib, k, cIdx(ib, distance)),
+                          /*ahead=*/false);
+      if (llvm::any_of(state.loads,
+                       [](const PipelinedLoad &pl) { return pl.feedsGather; }))
+        issuePipelinedLoads(
+            ib, loop, state, arith::AddIOp::create(ib, k, cIdx(ib, 2 * distance)),
+            /*ahead=*/true);
+      NVVM::CpAsyncCommitGroupOp::create(ib);
+    };
+    // Offsets computed from memory (a block index read at issue,
+    // scalarReadAt) make every thread wait for that read where the issue
+    // uses it: with a wgmma dot of this iteration still to come in the
+    // body, the issue moves to just after its group is committed, while it
+    // runs (the stage written was last read in iteration k - 1 either way).
+    // It is built here, where the loop body's ops are still as written (the
+    // offsets are clones of them), in a region the dot's lowering splices in
+    // (flushDeferredIssue).
+    auto readsMemory = [](ArrayRef<Operation *> slice) {
+      return llvm::any_of(slice,
+                          [](Operation *o) { return isa<tensor::ExtractOp>(o); });
+    };
+    bool indexed =
+        llvm::any_of(state.loads,
+                     [&](const PipelinedLoad &pl) { return readsMemory(pl.slice); }) ||
+        llvm::any_of(state.gathers, [&](const PipelinedGather &pg) {
+          return readsMemory(pg.slice);
+        });
+    bool dotFollows = false;
+    if (simt->wgmma && indexed && !deferredIssue)
+      for (Operation *o = op->getNextNode(); o; o = o->getNextNode()) {
+        if (o->getNumRegions() > 0)
+          break;
+        if (auto dot = dyn_cast<DotOp>(o)) {
+          dotFollows = isWgmmaDot(*simt, dot);
+          break;
+        }
+      }
+    if (dotFollows) {
+      auto held = scf::ExecuteRegionOp::create(b, TypeRange{});
+      Block *body = new Block();
+      held.getRegion().push_back(body);
+      ImplicitLocOpBuilder hb(b.getLoc(), body, body->end());
+      issue(hb);
+      scf::YieldOp::create(hb);
+      deferredIssue = held;
+      deferredBlock = op->getBlock();
+    } else {
+      issue(b);
+    }
   }
   Value result;
   for (PipelinedLoad &pl : state.loads)

@@ -863,6 +863,25 @@ bool isWgmmaRowDot(const SimtConfig &simt, DotOp op) {
   return wt && wt->wgmma && wt->WN == 1;
 }
 
+bool isWgmmaDot(const SimtConfig &simt, DotOp op) {
+  if (!isTensorCoreDot(simt, op))
+    return false;
+  auto wt = planDotTiling(simt, op);
+  return wt && wt->wgmma;
+}
+
+void KernelLowering::flushDeferredIssue(ImplicitLocOpBuilder &b, bool once) {
+  if (!deferredIssue || (!once && b.getInsertionBlock() != deferredBlock))
+    return;
+  Block &held = deferredIssue->getRegion(0).front();
+  b.getInsertionBlock()->getOperations().splice(
+      b.getInsertionPoint(), held.getOperations(), held.begin(),
+      std::prev(held.end()));
+  deferredIssue->erase();
+  deferredIssue = nullptr;
+  deferredBlock = nullptr;
+}
+
 void KernelLowering::retirePendingWgmma(Operation *before) {
   if (!wgmmaPending)
     return;
@@ -1280,6 +1299,7 @@ SmallVector<Value> KernelLowering::runRegisterADot(
     }
   }
   NVVM::WgmmaGroupSyncAlignedOp::create(b);
+  flushDeferredIssue(b);
   NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
   wgmmaPending = false;
   return regs;
@@ -2232,6 +2252,14 @@ SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
     typeB = fmt(*op.getRhsFp8());
   }
   int64_t perBlock = n / 2;
+  // A pipelined loop's deferred issue goes right after this group's commit
+  // when the k loop runs once (it then runs while the group does), else
+  // before the k loop.
+  bool issueAfterCommit = deferredIssue &&
+                          b.getInsertionBlock() == deferredBlock &&
+                          unroll == steps;
+  if (!issueAfterCommit)
+    flushDeferredIssue(b);
   auto loop = scf::ForOp::create(
       b, cIdx(b, 0), cIdx(b, kUnits), cIdx(b, 16 * unroll), init,
       [&](OpBuilder &kb, Location kl, Value kk, ValueRange it) {
@@ -2271,6 +2299,8 @@ SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
           }
         }
         NVVM::WgmmaGroupSyncAlignedOp::create(lb);
+        if (issueAfterCommit)
+          flushDeferredIssue(lb, /*once=*/true);
         if (!deferWait)
           NVVM::WgmmaWaitGroupSyncOp::create(lb, inFlight ? 1 : 0);
         // Any wait retires the older groups (wait_group 1 all but this one).
@@ -2337,13 +2367,18 @@ bool KernelLowering::rewrittenInLoop(Value buf, Operation *at) {
   if (!loop)
     return false;
   // The buffer's allocation (views of it: padded, XOR or core layouts,
-  // slices) and the block it was made for: written there.
+  // slices, reshapes: expand_dims' and reshape's buffers) and the block it
+  // was made for: written there.
   Value root = buf;
   while (Operation *def = root.getDefiningOp()) {
     if (auto cast = dyn_cast<memref::ReinterpretCastOp>(def))
       root = cast.getSource();
     else if (auto sub = dyn_cast<memref::SubViewOp>(def))
       root = sub.getSource();
+    else if (auto ex = dyn_cast<memref::ExpandShapeOp>(def))
+      root = ex.getSrc();
+    else if (auto co = dyn_cast<memref::CollapseShapeOp>(def))
+      root = co.getSrc();
     else
       break;
   }

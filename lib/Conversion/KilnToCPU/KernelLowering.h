@@ -583,6 +583,16 @@ private:
   /// retired it yet: lowerFor waits before the yield.
   bool wgmmaPending = false;
   void retirePendingWgmma(Operation *before);
+  /// A pipelined loop's issue of iteration k + D whose offsets read memory
+  /// (block indices): deferred from the iteration's first barrier to just
+  /// after the first wgmma group that follows is committed, so that the
+  /// reads' latency passes while the tensor cores run (lowerPipelinedAccess).
+  /// `deferredBlock`: the loop body it must be issued in, once.
+  Operation *deferredIssue = nullptr; // an scf.execute_region of the issue
+  Block *deferredBlock = nullptr;
+  /// Emits the deferred issue at `b` when `b` is in `deferredBlock` (or in
+  /// a region of an op of it that runs once: `once`).
+  void flushDeferredIssue(ImplicitLocOpBuilder &b, bool once = false);
   DenseMap<Value, std::pair<DotOp, SmallVector<Value>>> fragmentResults;
   /// Stores a fragment value into its buffer at `user` (then a barrier).
   void materializeFragments(Value v, Operation *user);

@@ -3167,11 +3167,21 @@ LogicalResult KernelLowering::lowerBlock(Block &block) {
   // began in (its regions are alternatives or iterations, not a sequence).
   if (!regionFrames.empty())
     unsyncedReads = regionFrames.back().entry;
+  auto writesTiles = [](Operation &op) {
+    return llvm::any_of(op.getResults(), isTile) ||
+           (op.getNumRegions() > 0 && llvm::any_of(op.getOperands(), isTile));
+  };
+  // A loop body whose first tile write is a pipelined load starts each
+  // iteration with that load's barrier (lowerPipelinedAccess): reads left
+  // unsynced at its end need no barrier of their own on the back edge.
+  bool entryBarrier = false;
+  for (Operation &op : block)
+    if (op.getNumRegions() > 0 || writesTiles(op)) {
+      entryBarrier = pipelinedLoads.count(&op);
+      break;
+    }
   for (Operation &op : llvm::make_early_inc_range(block)) {
-    bool writesTiles =
-        llvm::any_of(op.getResults(), isTile) ||
-        (op.getNumRegions() > 0 && llvm::any_of(op.getOperands(), isTile));
-    if (unsyncedReads && writesTiles) {
+    if (unsyncedReads && writesTiles(op)) {
       ImplicitLocOpBuilder b(op.getLoc(), &op);
       barrier(b);
     }
@@ -3186,9 +3196,15 @@ LogicalResult KernelLowering::lowerBlock(Block &block) {
     if (failed(result))
       return failure();
   }
+  // A deferred issue no wgmma group took (lowerPipelinedAccess): here, once.
+  if (deferredIssue && deferredBlock == &block && !block.empty() &&
+      block.back().hasTrait<OpTrait::IsTerminator>()) {
+    ImplicitLocOpBuilder b(block.back().getLoc(), &block.back());
+    flushDeferredIssue(b);
+  }
   // The next iteration may overwrite what this one read.
   Operation *parent = block.getParentOp();
-  if (unsyncedReads && parent &&
+  if (unsyncedReads && !entryBarrier && parent &&
       isa<LoopLikeOpInterface, scf::WhileOp>(parent) &&
       !block.empty() && block.back().hasTrait<OpTrait::IsTerminator>()) {
     ImplicitLocOpBuilder b(block.back().getLoc(), &block.back());

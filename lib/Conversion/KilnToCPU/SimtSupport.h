@@ -82,6 +82,8 @@ int overlapMarkedLoops(Operation *kernel, const SimtConfig &simt);
 /// warpgroup, so that row reductions of its result stay in registers
 /// (GPUTensorCores.cpp).
 bool isWgmmaRowDot(const SimtConfig &simt, DotOp op);
+/// Whether `op` runs as wgmma under `simt` (any warp tiling).
+bool isWgmmaDot(const SimtConfig &simt, DotOp op);
 
 /// The value of splat tile constant `dense` as a register-resident dot
 /// accumulator holds it: an f32 for float splats, an i32 for i32 splats (s8

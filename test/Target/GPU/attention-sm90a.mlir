@@ -81,3 +81,25 @@
 // S1-NOT: cp.async.bulk.tensor
 // S1-NOT: mbarrier
 // STORE: cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group
+// A masked (partial) block's scores read the query positions (a [128, 1]
+// tile kept in shared memory since before the loop) in their registers: no
+// barrier between the scores' wait and the p v dot (a reshape's view of the
+// buffer once counted as a buffer the loop rewrites, and added one).
+// RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 128 --block 128 --mask sliding_window --window 1024 --num-warps 8 --target sm_90a --emit ptx | FileCheck %s --check-prefix=NOBAR
+// NOBAR: wgmma.wait_group.sync.aligned 0;
+// NOBAR-NOT: bar.sync
+// NOBAR: wgmma.commit_group.sync.aligned;
+// The key and value blocks' issue reads the next block index from global
+// memory: it goes after the scores' wgmma group is committed (the read in
+// flight while the group runs), not between the iteration's barrier and
+// its first wgmma.
+// RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 128 --block 128 --mask sliding_window --window 1024 --num-warps 8 --target sm_90a --emit ptx | FileCheck %s --check-prefix=DEFER
+// DEFER: mbarrier.try_wait.parity
+// DEFER: bar.sync
+// DEFER-NOT: cp.async.bulk.tensor
+// DEFER: wgmma.commit_group.sync.aligned;
+// DEFER-NOT: wgmma.wait_group
+// DEFER: ld.global.b32
+// DEFER-NOT: wgmma.wait_group
+// DEFER: cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+// DEFER: wgmma.wait_group.sync.aligned 0;

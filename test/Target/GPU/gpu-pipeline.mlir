@@ -174,3 +174,17 @@ kiln.func @mix(%a: !kiln.ptr<bf16> {kiln.name = "a"}, %b: !kiln.ptr<bf16> {kiln.
   kiln.store %r, %vo[%c0, %c0] : tensor<64x64xf32> -> !kiln.view<2xf32>
   kiln.return
 }
+// A loop whose body begins with a pipelined load syncs at that load (its
+// stage's wait and barrier): what the body reads last without a barrier
+// (softmax's chunk sum, broadcast from shared memory) needs none on the back
+// edge, only after the loop.
+// RUN: kiln-opt %S/../../../examples/softmax.mlir '--convert-kiln-to-gpu=chip=sm_90a' | FileCheck %s --check-prefix=BACKEDGE
+// BACKEDGE: nvvm.cp.async.wait.group 0
+// BACKEDGE-NEXT: gpu.barrier
+// BACKEDGE: arith.subf %arg{{[0-9]+}}, %{{[0-9]+}} : f32
+// BACKEDGE-NEXT: math.exp
+// BACKEDGE-NEXT: arith.mulf
+// BACKEDGE-NEXT: arith.addf
+// BACKEDGE-NEXT: scf.yield {{.*}} : f32, f32
+// BACKEDGE-NEXT: }
+// BACKEDGE-NEXT: gpu.barrier
