@@ -124,6 +124,10 @@ def ConvertKilnToGPU : Pass<"convert-kiln-to-gpu", "::mlir::ModuleOp"> {
     Option<"swizzle", "swizzle", "bool", /*default=*/"true",
            "On sm_90a, lay out pipelined wgmma operand tiles whose rows are "
            "whole 128-byte lines in the 128B-swizzled layout">,
+    Option<"pingpong", "pingpong", "bool", /*default=*/"true",
+           "sm_90a: warpgroups take turns issuing the wgmma groups of loops "
+           "with a register-A dot (attention's key-block loops), ordered by "
+           "named barriers (docs/gpu.md, \"Pingpong\")">,
     Option<"fp8Wgmma", "fp8-wgmma", "bool", /*default=*/"true",
            "sm_90a: fp8 dots whose operands are a load and the transpose of "
            "a load on wgmma's e4m3 / e5m2 forms (else decoded to bf16)">,

@@ -99,6 +99,7 @@ JIT::compile(llvm::StringRef source, llvm::StringRef name,
          (compileOptions.hostMaps ? "hostmaps|" : "devicemaps|") +
          (compileOptions.pipelineGathers ? "" : "nogathers|") +
          (compileOptions.fp8Wgmma ? "" : "nofp8wgmma|") +
+         (compileOptions.pingpong ? "" : "nopingpong|") +
          (compileOptions.cubin ? "cubin|" : "ptx|") +
          (compileOptions.target.empty() ? options.target
                                         : compileOptions.target);
@@ -239,6 +240,8 @@ JIT::compileUncached(llvm::StringRef source, llvm::StringRef name,
       feed("no-pipelined-gathers");
     if (!opts.fp8Wgmma)
       feed("no-fp8-wgmma");
+    if (!opts.pingpong)
+      feed("no-pingpong");
   }
   feed(canonical);
   // A kiln.assert's report names its location, which the code carries: the

@@ -101,6 +101,14 @@ def fp8_wgmma_enabled():
     return os.environ.get("KILN_FP8_WGMMA", "1") != "0"
 
 
+def pingpong_enabled():
+    """sm_90a: in loops with a dot whose A operand is computed in registers
+    (attention's key-block loops) the warpgroups take turns issuing their
+    wgmma groups unless $KILN_PINGPONG is 0 (kilnc --no-pingpong; read by the
+    compiler at each compile; part of every kernel cache key)."""
+    return os.environ.get("KILN_PINGPONG", "1") != "0"
+
+
 def default_num_stages():
     """Software pipelining depth of loads in loops on GPU targets when a
     launch does not say (``num_stages=``): $KILN_NUM_STAGES, else 2."""
@@ -517,7 +525,8 @@ class JITFunction:
         num_stages = num_stages or default_num_stages()
         key = (grid_rank, target, num_warps, num_stages, tma_enabled(),
                swizzle_enabled(), overlap_enabled(), host_maps_enabled(),
-               pipeline_gathers_enabled(), fp8_wgmma_enabled(), self.debug_on()) + \
+               pipeline_gathers_enabled(), fp8_wgmma_enabled(), pingpong_enabled(),
+               self.debug_on()) + \
             tuple(a.key for a in bound)
         with self._lock:
             ck = self.cache.get(key)

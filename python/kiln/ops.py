@@ -87,7 +87,7 @@ def kernel(name, mods="", _target=None, _num_warps=None, **config):
         return k
     from . import _kiln
     from .jit import (_get_jit, default_num_stages, default_num_warps, host_maps_enabled,
-                      pipeline_gathers_enabled, fp8_wgmma_enabled,
+                      pipeline_gathers_enabled, fp8_wgmma_enabled, pingpong_enabled,
                       overlap_enabled, swizzle_enabled, tma_enabled)
     target = _target or os.environ.get("KILN_TARGET", "host")
     if target.startswith("sm_") and _target is None:
@@ -96,12 +96,13 @@ def kernel(name, mods="", _target=None, _num_warps=None, **config):
                          "them; unset KILN_TARGET (emu-sm_XY runs the GPU lowering on the "
                          "host), or pass PyTorch CUDA tensors")
     # Everything the compiled code depends on: after $KILN_TARGET, $KILN_TMA,
-    # $KILN_SWIZZLE, $KILN_OVERLAP, $KILN_TMA_MAPS or $KILN_PIPELINE_GATHERS
-    # change, a kernel compiled before is not reused.
+    # $KILN_SWIZZLE, $KILN_OVERLAP, $KILN_TMA_MAPS, $KILN_PIPELINE_GATHERS,
+    # $KILN_FP8_WGMMA or $KILN_PINGPONG change, a kernel compiled before is not
+    # reused.
     warps = _num_warps or default_num_warps()
     key = (name, mods, _get_jit(_target).target, warps, default_num_stages(),
            tma_enabled(), swizzle_enabled(), overlap_enabled(), host_maps_enabled(),
-           pipeline_gathers_enabled(), fp8_wgmma_enabled(),
+           pipeline_gathers_enabled(), fp8_wgmma_enabled(), pingpong_enabled(),
            tuple(sorted((k, str(v)) for k, v in config.items())))
     with _lock:
         k = _kernels.get(key)

@@ -321,7 +321,7 @@ _TORCH_TENSOR_TYPES = _NoTorch()
 # fast paths on their raw values.
 _COMPILE_ENV = ("KILN_TARGET", "KILN_NUM_WARPS", "KILN_NUM_STAGES", "KILN_TMA",
                 "KILN_SWIZZLE", "KILN_OVERLAP", "KILN_TMA_MAPS", "KILN_DEBUG",
-                "KILN_PIPELINE_GATHERS")
+                "KILN_PIPELINE_GATHERS", "KILN_FP8_WGMMA", "KILN_PINGPONG")
 _COMPILE_ENV_BYTES = tuple(k.encode() for k in _COMPILE_ENV)
 
 

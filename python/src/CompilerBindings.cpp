@@ -543,6 +543,12 @@ bool fp8WgmmaFromEnvironment() {
   const char *v = std::getenv("KILN_FP8_WGMMA");
   return !(v && std::string(v) == "0");
 }
+/// sm_90a: warpgroups take turns at attention's wgmma groups unless
+/// $KILN_PINGPONG is 0 (kilnc has --no-pingpong).
+bool pingpongFromEnvironment() {
+  const char *v = std::getenv("KILN_PINGPONG");
+  return !(v && std::string(v) == "0");
+}
 bool hostMapsFromEnvironment() {
   const char *v = std::getenv("KILN_TMA_MAPS");
   return !(v && std::string(v) == "device");
@@ -832,6 +838,7 @@ void bindCompiler(py::module &m) {
             options.hostMaps = hostMapsFromEnvironment();
             options.pipelineGathers = pipelineGathersFromEnvironment();
             options.fp8Wgmma = fp8WgmmaFromEnvironment();
+            options.pingpong = pingpongFromEnvironment();
             llvm::Expected<std::shared_ptr<::kiln::Kernel>> k =
                 std::shared_ptr<::kiln::Kernel>();
             {
@@ -920,6 +927,7 @@ void bindCompiler(py::module &m) {
         o.hostMaps = hostMapsFromEnvironment();
         o.pipelineGathers = pipelineGathersFromEnvironment();
         o.fp8Wgmma = fp8WgmmaFromEnvironment();
+        o.pingpong = pingpongFromEnvironment();
         auto r = ::kiln::compileSource(ctx, source, name, o, kind);
         if (!r)
           throw IRError(llvm::toString(r.takeError()));

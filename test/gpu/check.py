@@ -175,17 +175,18 @@ class _OpKernel:
 
 
 def provider(name, mods, config, warps=None, stages=None, swizzle=True, overlap=True,
-             device_maps=False, gathers=True):
+             device_maps=False, gathers=True, pingpong=True):
     """kiln.ops' kernels from recorded bundles (`warps`, `stages`, `swizzle`,
-    `overlap`, `device_maps`, `gathers`: a non-default num_warps / num_stages
-    / --no-swizzle / --no-overlap / --device-maps / --no-pipelined-gathers,
-    for the benchmarks' variants)."""
+    `overlap`, `device_maps`, `gathers`, `pingpong`: a non-default num_warps /
+    num_stages / --no-swizzle / --no-overlap / --device-maps /
+    --no-pipelined-gathers / --no-pingpong, for the benchmarks' variants)."""
     if mods:
         raise RuntimeError("fused mask_mod/score_mod need the compiler; not in the device check")
     key = hashlib.sha1(json.dumps(sorted(config.items())).encode()).hexdigest()[:12]
     suffix = ((f"-w{warps}" if warps else "") + (f"-s{stages}" if stages else "")
               + ("" if swizzle else "-noswizzle") + ("" if overlap else "-nooverlap")
-              + ("-devmaps" if device_maps else "") + ("" if gathers else "-nogathers"))
+              + ("-devmaps" if device_maps else "") + ("" if gathers else "-nogathers")
+              + ("" if pingpong else "-nopingpong"))
     path = os.path.join(BUNDLES, f"op-{name}-{key}{suffix}.kiln")
     args = ["op", name]
     for k, v in sorted(config.items()):
@@ -202,6 +203,8 @@ def provider(name, mods, config, warps=None, stages=None, swizzle=True, overlap=
         args += ["--device-maps"]
     if not gathers:
         args += ["--no-pipelined-gathers"]
+    if not pingpong:
+        args += ["--no-pingpong"]
     compile_bundle(path, args)
     return _OpKernel(path)
 
@@ -1211,15 +1214,17 @@ BENCH_D = 128
 BENCH_WINDOW = 1024  # the block-sparse benchmark's sliding window
 
 
-def variant_tag(warps, stages, block, swizzle, overlap=False, out16=False, devmaps=False):
+def variant_tag(warps, stages, block, swizzle, overlap=False, out16=False, devmaps=False,
+                pingpong=True):
     bq, bkv = block_sizes(block)
     return (f"w{warps or 4} s{stages or 2} b{bq}" + (f"x{bkv}" if bkv != bq else "")
             + ("" if swizzle else " no-swizzle") + (" overlap" if overlap else "")
-            + (" bf16-out" if out16 else "") + (" device-maps" if devmaps else ""))
+            + (" bf16-out" if out16 else "") + (" device-maps" if devmaps else "")
+            + ("" if pingpong else " no-pingpong"))
 
 
 def attention_bench_kernel(kind, warps=None, stages=None, block=64, swizzle=True,
-                           overlap=False, out16=False, devmaps=False):
+                           overlap=False, out16=False, devmaps=False, pingpong=True):
     window = BENCH_WINDOW if kind == "sliding_window" else 256
     bq, bkv = block_sizes(block)
     cfg = dict(head_dim=BENCH_D, block=bq, mask=kind, window=window, prefix=0, gqa_group=1,
@@ -1231,7 +1236,7 @@ def attention_bench_kernel(kind, warps=None, stages=None, block=64, swizzle=True
     if out16:  # a bf16 output, as SDPA's and flex_attention's
         cfg["out_dtype"] = "bf16"
     return provider("block_sparse_attention", "", {k_: str(v_) for k_, v_ in cfg.items()},
-                    warps, stages, swizzle, device_maps=devmaps)
+                    warps, stages, swizzle, device_maps=devmaps, pingpong=pingpong)
 
 
 # The attention benchmark also at 8 warps (two warpgroups on sm_90a: at
@@ -1252,7 +1257,11 @@ if TARGET.endswith("sm_90a"):
     BENCH_VARIANTS += ((8, 1, 128, True, False), (None, None, 64, False, False),
                        (None, 3, 64, True, False), (8, 3, 128, True, False),
                        (8, None, 128, True, True), (8, None, (128, 64), True, True),
-                       (8, None, 128, True, False, False, True))
+                       (8, None, 128, True, False, False, True),
+                       # Pingpong (the default at two warpgroups) against the
+                       # warpgroups issuing together (docs/gpu.md, "Pingpong").
+                       (8, None, 128, True, False, False, False, False),
+                       (8, None, (128, 64), True, False, False, False, False))
 else:
     # mma.sync: operand rows XOR-swizzled (the default) against padded rows
     # (--no-swizzle), at block 64 and at block 128 with 8 warps (160 KiB of
@@ -1904,7 +1913,7 @@ if not EMULATED and ACTIVE:
     masks = {}  # (kind, block) -> block mask (numpy, built once)
 
     def kiln_attention(kind, warps=None, stages=None, block=64, swizzle=True, overlap=False,
-                       out16=False, devmaps=False):
+                       out16=False, devmaps=False, pingpong=True):
         """(launch, output): the operator's bundle on device tensors, with
         the argument list of kiln.ops.block_sparse_attention. Kind "fixed":
         the dense kernel on the block mask in masks[("fixed", block)]."""
@@ -1915,7 +1924,7 @@ if not EMULATED and ACTIVE:
         mask = masks[(kind, block)]
         bundle = load(attention_bench_kernel("none" if kind == "fixed" else kind, warps,
                                              stages, block, swizzle, overlap, out16,
-                                             devmaps).path)
+                                             devmaps, pingpong).path)
         ot = torch.empty(B, H, SQ, D, device=dev,
                          dtype=torch.bfloat16 if out16 else torch.float32)
         lt = torch.empty(B, H, SQ, device=dev)

@@ -623,6 +623,44 @@ def test_attention_without_overlap(rng, monkeypatch):
     assert np.array_equal(outs[0], outs[1]) and np.array_equal(outs[0], outs[2])
 
 
+@pytest.mark.parametrize("kind", ["none", "sliding_window"])
+def test_attention_block_128_two_warpgroups(rng, monkeypatch, kind):
+    # Query blocks of 128 rows at 8 warps: on sm_90a two warpgroups of 64 rows
+    # each, which take turns issuing their wgmma groups (docs/gpu.md,
+    # "Pingpong"); KILN_PINGPONG=0 issues them together, and overlap=1 takes
+    # turns with the next block's scores issued a softmax ahead. The same dots
+    # on the same registers either way: bit for bit, and close to float64. S is
+    # not a multiple of the block (a partial last block of keys and queries).
+    B, H, S, D, window = 1, 2, 300, 64, 100
+    bits = [to_bf16_bits(rng.standard_normal((B, H, S, D)).astype(np.float32))
+            for _ in range(3)]
+    x = [from_bf16_bits(b) for b in bits]
+    mods = {"none": lambda b, h, qi, ki: ki >= 0,
+            "sliding_window": lambda b, h, qi, ki: (ki <= qi) & (qi - ki < window)}
+    mask = kiln.ops.block_mask(mods[kind], B, H, S, S, block=128)
+    ro, rl = dense_reference(*x, mods[kind], 1 / np.sqrt(D))
+    arrays = [np.ascontiguousarray(mask[n], np.int32)
+              for n in ("kv_num", "kv_idx", "full_num", "full_idx")]
+    docs = np.zeros((B, S), np.int32)
+    outs = []
+    for env, overlap in (("1", {}), ("0", {}), ("1", {"overlap": 1})):
+        monkeypatch.setenv("KILN_PINGPONG", env)
+        kern = kiln.ops.kernel("block_sparse_attention", _num_warps=8, head_dim=D, block=128,
+                               mask=kind, window=window, prefix=0, gqa_group=1, softcap=0.0,
+                               dtype="bf16", **overlap)
+        out = np.full((B, H, S, D), np.nan, np.float32)
+        lse = np.full((B, H, S), np.nan, np.float32)
+        kern.launch([a.ctypes.data for a in bits] + [out.ctypes.data, lse.ctypes.data] +
+                    [a.ctypes.data for a in arrays] +
+                    [docs.ctypes.data, B, H, S, S, mask["nqb"], mask["maxb"], 1 / np.sqrt(D)],
+                    [mask["nqb"], B * H])
+        assert_close(out, ro, 2e-2, 1e-2)
+        assert_close(lse, rl, 1e-4, 1e-4)
+        outs.append((out, lse))
+    for other in outs[1:]:
+        assert all(np.array_equal(a, b) for a, b in zip(outs[0], other))
+
+
 def test_attention_scale_must_be_positive(rng):
     # The bf16 kernel takes the row maximum of the unscaled scores (as
     # FlashAttention does), which is right for a positive scale only: kiln.ops

@@ -36,6 +36,7 @@ void kiln_emu_run_block(ThreadFn fn, void **argv, int32_t, int32_t, int32_t,
 int32_t kiln_emu_thread_id(void);
 int64_t kiln_emu_shared(void);
 void kiln_emu_barrier(void);
+void kiln_emu_named_barrier(int32_t id, int32_t count, int32_t wait);
 int32_t kiln_emu_shfl_xor_b32(int32_t v, int32_t offset, int32_t width);
 void kiln_emu_shared_access(int64_t addr, int32_t bytes, int32_t isWrite,
                             const char *site);
@@ -571,6 +572,93 @@ TEST_CASE("cp.async lands at wait_group, zero-fills, in flight until then",
     CHECK(aborted);
     CHECK(err.find("while a cp.async to it (copy) is in flight") !=
           std::string::npos);
+  }
+}
+
+TEST_CASE("named barriers order warpgroups in turns", "[emu]") {
+  // GPUPingpong.cpp's schedule: warpgroup w waits at barrier 1 + w before a
+  // turn and arrives at the next one's after it; warpgroup 1 arrives at
+  // barrier 1 first, warpgroup 0 takes the last arrive after the turns.
+  static int order[8];
+  static int turns;
+  turns = 0;
+  run(
+      [](void **, int32_t, int32_t, int32_t, int32_t, int32_t, int32_t) {
+        int t = kiln_emu_thread_id(), wg = t / 128;
+        if (wg == 1)
+          kiln_emu_named_barrier(1, 256, 0);
+        for (int i = 0; i < 4; ++i) {
+          kiln_emu_named_barrier(1 + wg, 256, 1);
+          if (t % 128 == 0)
+            order[turns++] = wg;
+          kiln_emu_named_barrier(1 + (wg + 1) % 2, 256, 0);
+        }
+        if (wg == 0)
+          kiln_emu_named_barrier(1, 256, 1);
+      },
+      nullptr, 256, 0);
+  REQUIRE(turns == 8);
+  for (int i = 0; i < 8; ++i)
+    CHECK(order[i] == i % 2);
+}
+
+TEST_CASE("the named barrier checkers fire", "[emu]") {
+  SECTION("a wait nobody arrives for") {
+    auto [aborted, err] = inChild([] {
+      run(
+          [](void **, int32_t, int32_t, int32_t, int32_t, int32_t, int32_t) {
+            if (kiln_emu_thread_id() < 128)
+              kiln_emu_named_barrier(1, 256, 1);
+          },
+          nullptr, 256, 0);
+    });
+    CHECK(aborted);
+    CHECK(err.find("deadlocks: 0 threads wait at a barrier, 0 at a warp "
+                   "collective, 0 on an mbarrier, 128 at a named barrier, "
+                   "128 have exited; named barrier 1 (128 waiting): 128 of "
+                   "256 threads arrived") != std::string::npos);
+  }
+  SECTION("an arrive nobody waits for") {
+    auto [aborted, err] = inChild([] {
+      run(
+          [](void **, int32_t, int32_t, int32_t, int32_t, int32_t, int32_t) {
+            if (kiln_emu_thread_id() >= 128)
+              kiln_emu_named_barrier(2, 256, 0);
+          },
+          nullptr, 256, 0);
+    });
+    CHECK(aborted);
+    CHECK(err.find("ends with 128 of 256 threads arrived at named barrier 2") !=
+          std::string::npos);
+  }
+  SECTION("thread counts that disagree") {
+    auto [aborted, err] = inChild([] {
+      run(
+          [](void **, int32_t, int32_t, int32_t, int32_t, int32_t, int32_t) {
+            kiln_emu_named_barrier(1, kiln_emu_thread_id() < 32 ? 64 : 96,
+                                   0);
+          },
+          nullptr, 128, 0);
+    });
+    CHECK(aborted);
+    CHECK(err.find("named barrier 1: a count of 96 threads in a phase that "
+                   "expects 64") != std::string::npos);
+  }
+  SECTION("barrier 0 and counts that are not whole warps") {
+    for (auto body : {+[](void **, int32_t, int32_t, int32_t, int32_t,
+                          int32_t, int32_t) {
+                        kiln_emu_named_barrier(0, 32, 0);
+                      },
+                      +[](void **, int32_t, int32_t, int32_t, int32_t,
+                          int32_t, int32_t) {
+                        kiln_emu_named_barrier(3, 48, 0);
+                      }}) {
+      static ThreadFn fn;
+      fn = body;
+      auto [aborted, err] = inChild([] { run(fn, nullptr, 64, 0); });
+      CHECK(aborted);
+      CHECK(err.find("named barrier") != std::string::npos);
+    }
   }
 }
 
@@ -1362,7 +1450,8 @@ TEST_CASE("the TMA and mbarrier checkers fire", "[emu]") {
     INFO(err);
     CHECK(aborted);
     CHECK(has(err, "deadlocks: 0 threads wait at a barrier, 0 at a warp "
-                   "collective, 128 on an mbarrier, 0 have exited; the "
+                   "collective, 128 on an mbarrier, 0 at a named barrier, "
+                   "0 have exited; the "
                    "mbarrier at shared byte 1024 (128 waiting) never "
                    "completes its phase 0: 0 of 1 arrivals and 16 "
                    "transaction bytes pending"));

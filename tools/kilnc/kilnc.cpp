@@ -90,6 +90,11 @@ static cl::opt<bool> noFp8Wgmma(
     cl::desc("sm_90a: decode fp8 dot operands to bf16 (not wgmma's e4m3 / "
              "e5m2 forms)"),
     cl::cat(kilncCategory));
+static cl::opt<bool> noPingpong(
+    "no-pingpong",
+    cl::desc("sm_90a: warpgroups issue attention's wgmma groups together "
+             "(no turns ordered by named barriers)"),
+    cl::cat(kilncCategory));
 static cl::opt<bool> noPipelinedGathers(
     "no-pipelined-gathers",
     cl::desc("GPU targets: wait for gathers by a loaded index block where "
@@ -164,7 +169,7 @@ static int runOp(int argc, char **argv) {
               "[--emit bundle|mlir|llvm|asm|ptx|obj|cubin|c-header|kiln]\n"
               "       [--num-warps N] [--num-stages N] [--no-tma] [--no-swizzle]\n"
               "       [--no-overlap] [--device-maps] [--no-pipelined-gathers]\n"
-              "       [--no-fp8-wgmma] [--cubin]\n"
+              "       [--no-fp8-wgmma] [--no-pingpong] [--cubin]\n"
               "       kilnc op --list\n";
     return 1;
   };
@@ -200,7 +205,7 @@ static int runOp(int argc, char **argv) {
   std::string output = "-", targetName = "host", emitName = "bundle",
               warps = "4", stagesText = "2";
   bool cubin = false, tma = true, swizzle = true, overlap = true, hostMaps = true,
-       pipelineGathers = true, fp8Wgmma = true;
+       pipelineGathers = true, fp8Wgmma = true, pingpong = true;
   std::vector<std::string> gpuOnly; // GPU-only flags given, for checkTarget
   for (int i = 3; i < argc; ++i) {
     std::string a = argv[i];
@@ -248,6 +253,9 @@ static int runOp(int argc, char **argv) {
     } else if (a == "--no-fp8-wgmma") {
       fp8Wgmma = false;
       gpuOnly.push_back("--no-fp8-wgmma");
+    } else if (a == "--no-pingpong") {
+      pingpong = false;
+      gpuOnly.push_back("--no-pingpong");
     } else if (a.rfind("--", 0) == 0) {
       std::string key = a.substr(2), v;
       size_t eq = key.find('=');
@@ -300,6 +308,7 @@ static int runOp(int argc, char **argv) {
   options.hostMaps = hostMaps;
   options.pipelineGathers = pipelineGathers;
   options.fp8Wgmma = fp8Wgmma;
+  options.pingpong = pingpong;
   if (llvm::StringRef(warps).getAsInteger(10, options.numWarps)) {
     WithColor::error(errs(), "kilnc") << "--num-warps needs an integer\n";
     return 1;
@@ -350,7 +359,8 @@ int main(int argc, char **argv) {
   for (const cl::Option *flag :
        std::initializer_list<const cl::Option *>{&cubinBundle, &numWarps, &numStages,
                                                  &noTma, &noSwizzle, &noOverlap,
-                                                 &deviceMaps, &noPipelinedGathers})
+                                                 &deviceMaps, &noPipelinedGathers,
+                                                 &noFp8Wgmma, &noPingpong})
     if (flag->getNumOccurrences())
       gpuOnly.push_back("--" + flag->ArgStr.str());
   if (!checkTarget(target, gpuOnly))
@@ -384,6 +394,7 @@ int main(int argc, char **argv) {
   options.hostMaps = !deviceMaps;
   options.pipelineGathers = !noPipelinedGathers;
   options.fp8Wgmma = !noFp8Wgmma;
+  options.pingpong = !noPingpong;
   auto result = kiln::compileSource(context, (*input)->getBuffer(), inputFile,
                                     options, emitKind);
   if (!result) {

@@ -17,6 +17,8 @@
 //   i32  kiln_emu_thread_id()
 //   i64  kiln_emu_shared()                         window base address
 //   void kiln_emu_barrier()
+//   void kiln_emu_named_barrier(i32 id, i32 count, i32 wait)
+//                                    bar.sync (wait 1) / bar.arrive (0)
 //   i32  kiln_emu_shfl_xor_b32(i32 v, i32 offset, i32 width)
 //   i64  kiln_emu_shfl_xor_b64(i64 v, i32 offset, i32 width)
 //   void kiln_emu_cp_async(i64 dst, i64 src, i64 bytes, i64 srcBytes,
@@ -284,6 +286,22 @@ LogicalResult EmulateGPUPass::emulate(gpu::GPUFuncOp kernel,
           ib, bd.getDimension() == gpu::Dimension::x ? numThreads : 1));
     } else if (isa<gpu::BarrierOp>(op)) {
       abi.call(ib, "kiln_emu_barrier", {});
+    } else if (auto nb = dyn_cast<NVVM::BarrierOp>(op)) {
+      // Named barriers (GPUPingpong.cpp's turns): bar.sync id, count.
+      if (!nb.getBarrierId() || !nb.getNumberOfThreads() ||
+          nb.getReductionOp() || nb.getRes())
+        return op->emitError("kiln-emulate-gpu: only nvvm.barrier with an id "
+                             "and a thread count is emulated");
+      abi.call(ib, "kiln_emu_named_barrier",
+               {nb.getBarrierId(), nb.getNumberOfThreads(),
+                arith::ConstantIntOp::create(ib, i32, 1)});
+    } else if (auto na = dyn_cast<NVVM::BarrierArriveOp>(op)) {
+      if (!na.getBarrierId())
+        return op->emitError("kiln-emulate-gpu: nvvm.barrier.arrive without "
+                             "an id is not emulated");
+      abi.call(ib, "kiln_emu_named_barrier",
+               {na.getBarrierId(), na.getNumberOfThreads(),
+                arith::ConstantIntOp::create(ib, i32, 0)});
     } else if (auto as = dyn_cast<cf::AssertOp>(op)) {
       // kiln.assert's per-thread check (DebugOps.cpp): the emulator stops
       // the block and reports through the kernel's hook.

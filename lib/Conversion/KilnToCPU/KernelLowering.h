@@ -93,6 +93,9 @@ struct SimtConfig {
   /// Gathers of rows whose indices a pipelined load gives are pipelined too
   /// (their stages take numStages copies of the gathered tile).
   bool pipelineGathers = true;
+  /// sm_90a: warpgroups take turns at the tensor cores in attention-shaped
+  /// loops (scheduleWarpgroupPingpong).
+  bool pingpong = true;
   /// sm_90a: fp8 dots on wgmma's fp8 forms where they can be (expandFp8Dots).
   bool fp8Wgmma = true;
   /// The block of the op being lowered when each buffer was allocated (its

@@ -1398,6 +1398,8 @@ LogicalResult lowerKernelGPU(FuncOp kernel, gpu::GPUModuleOp gpuModule,
       planSharedMemory(gpuFunc, config.sharedBase, config.bufferHome,
                        config.bufferAlign);
   deferAsyncCopyWaits(gpuFunc, config.sharedBase);
+  if (config.pingpong)
+    scheduleWarpgroupPingpong(gpuFunc, config);
   int64_t scratchBytes = 128 * config.tensorMaps;
   if (config.tma) {
     if (scratchBytes) {
@@ -1512,6 +1514,7 @@ struct ConvertKilnToGPUPass
       config.tma = tma && asyncCopy && chip == "sm_90a";
       config.swizzle = swizzle;
       config.fp8Wgmma = fp8Wgmma;
+      config.pingpong = pingpong;
       config.hostMaps = hostMaps;
       config.asyncCopy = asyncCopy;
       // Loops marked for overlap compute their wgmma scores an iteration

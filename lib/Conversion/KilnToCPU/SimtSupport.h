@@ -78,6 +78,11 @@ constexpr llvm::StringLiteral kOverlapAttr = "kiln.overlap";
 /// Rotates the marked loops of `kernel` whose first dot runs on wgmma with
 /// whole rows per warpgroup under `simt` (removing every mark); returns how many were rotated.
 int overlapMarkedLoops(Operation *kernel, const SimtConfig &simt);
+/// FlashAttention 3's pingpong on sm_90a: in loops of `kernel` (a gpu.func) whose wgmma
+/// groups are separated by work on a register-A dot's operand (attention's
+/// key-block loops), the warpgroups take turns issuing each group, ordered
+/// by named barriers (GPUPingpong.cpp); returns how many loops.
+int scheduleWarpgroupPingpong(Operation *kernel, const SimtConfig &simt);
 /// Whether `op` runs as wgmma under `simt` with whole rows in each
 /// warpgroup, so that row reductions of its result stay in registers
 /// (GPUTensorCores.cpp).

@@ -805,6 +805,7 @@ kiln::compileModule(ModuleOp module, const CompileOptions &options,
     pipelineOptions.hostMaps = options.hostMaps;
     pipelineOptions.pipelineGathers = options.pipelineGathers;
     pipelineOptions.fp8Wgmma = options.fp8Wgmma;
+    pipelineOptions.pingpong = options.pingpong;
     kd::buildGPUEmulationPipeline(pm, pipelineOptions);
   }
   if (mlir::failed(pm.run(module))) {

@@ -288,6 +288,7 @@ static void addKilnToGPU(OpPassManager &pm,
   lowerOptions.overlap = options.overlap;
   lowerOptions.pipelineGathers = options.pipelineGathers;
   lowerOptions.fp8Wgmma = options.fp8Wgmma;
+  lowerOptions.pingpong = options.pingpong;
   pm.addPass(kiln::createConvertKilnToGPU(lowerOptions));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

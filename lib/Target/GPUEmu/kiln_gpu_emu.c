@@ -125,8 +125,10 @@ typedef struct {
   void *sp;
   char *stack;
   int finished;
-  int waiting; /* 0 running, 1 block barrier, 2 warp collective, 3 mbarrier */
-  int wait_bar; /* the mbarrier (index) waited for when waiting == 3 */
+  int waiting; /* 0 running, 1 block barrier, 2 warp collective, 3 mbarrier,
+                 4 named barrier */
+  int wait_bar; /* the mbarrier (index) waited for when waiting == 3, the
+                  named barrier when 4 */
   pending_copy *copies;
   size_t num_copies, cap_copies;
   uint64_t next_group;
@@ -245,6 +247,11 @@ typedef struct {
   /* block barrier */
   uint64_t bar_gen;
   int bar_arrived;
+  /* named barriers 1..15 (bar.sync / bar.arrive id, count): arrivals in the
+   * current phase and the thread count that phase expects */
+  uint64_t nbar_gen[16];
+  int nbar_arrived[16];
+  int nbar_count[16];
   /* warp collectives */
   uint64_t warp_gen[kMaxThreads / kWarp];
   int warp_arrived[kMaxThreads / kWarp];
@@ -407,6 +414,7 @@ EMU_API void kiln_emu_run_block(thread_fn fn, void **argv, int32_t px,
   s->shared_bytes = shared_bytes;
   s->bar_gen = 0;
   s->bar_arrived = 0;
+  memset(s->nbar_arrived, 0, sizeof s->nbar_arrived);
   memset(s->warp_arrived, 0, sizeof s->warp_arrived);
   memset(s->wg_arrived, 0, sizeof s->wg_arrived);
   memset(s->wg_safe, 0, sizeof s->wg_safe);
@@ -484,9 +492,10 @@ EMU_API void kiln_emu_run_block(thread_fn fn, void **argv, int32_t px,
       abort(); /* (the hook returned) */
     }
     if (remaining > 0 && s->progress == before) {
-      int at_barrier = 0, at_warp = 0, at_mbar = 0, done = 0;
+      int at_barrier = 0, at_warp = 0, at_mbar = 0, at_named = 0, done = 0;
       for (int t = 0; t < num_threads; ++t) {
         at_barrier += s->fibers[t].waiting == 1 && !s->fibers[t].finished;
+        at_named += s->fibers[t].waiting == 4 && !s->fibers[t].finished;
         at_warp += s->fibers[t].waiting == 2 && !s->fibers[t].finished;
         at_mbar += s->fibers[t].waiting == 3 && !s->fibers[t].finished;
         done += s->fibers[t].finished;
@@ -495,8 +504,18 @@ EMU_API void kiln_emu_run_block(thread_fn fn, void **argv, int32_t px,
       fprintf(stderr,
               "kiln GPU emulator: kernel '%s', block (%d,%d,%d) deadlocks: "
               "%d threads wait at a barrier, %d at a warp collective, %d on "
-              "an mbarrier, %d have exited",
-              name, px, py, pz, at_barrier, at_warp, at_mbar, done);
+              "an mbarrier, %d at a named barrier, %d have exited",
+              name, px, py, pz, at_barrier, at_warp, at_mbar, at_named, done);
+      for (int id = 1; id < 16; ++id) {
+        int waiters = 0;
+        for (int t = 0; t < num_threads; ++t)
+          waiters += s->fibers[t].waiting == 4 && !s->fibers[t].finished &&
+                     s->fibers[t].wait_bar == id;
+        if (waiters)
+          fprintf(stderr,
+                  "; named barrier %d (%d waiting): %d of %d threads arrived",
+                  id, waiters, s->nbar_arrived[id], s->nbar_count[id]);
+      }
       for (int k = 0; k < s->num_mbars; ++k) {
         int waiters = 0;
         for (int t = 0; t < num_threads; ++t)
@@ -515,6 +534,16 @@ EMU_API void kiln_emu_run_block(thread_fn fn, void **argv, int32_t px,
       abort();
     }
   }
+  /* A named barrier left with arrivals is a schedule that does not balance
+   * (the next block on the SM would start in its phase). */
+  for (int id = 1; id < 16; ++id)
+    if (s->nbar_arrived[id]) {
+      fprintf(stderr,
+              "kiln GPU emulator: kernel '%s', block (%d,%d,%d) ends with %d "
+              "of %d threads arrived at named barrier %d\n",
+              name, px, py, pz, s->nbar_arrived[id], s->nbar_count[id], id);
+      abort();
+    }
   /* Every TMA copy's completion must have been waited for: the GPU may
    * still be writing the shared memory of a block that did not. */
   for (int k = 0; k < s->num_mbars; ++k) {
@@ -572,6 +601,41 @@ EMU_API void kiln_emu_barrier(void) {
   while (s->bar_gen == gen)
     yield();
   s->fibers[s->current].waiting = 0;
+}
+
+/* bar.sync id, count (wait != 0) and bar.arrive id, count: `count` threads
+ * complete a phase of named barrier `id`, those that sync waiting for it.
+ * Named barriers order execution only: the race checker's epochs advance at
+ * block barriers alone, so no shared-memory access is taken as ordered by
+ * one (the compiler uses them to order wgmma issue, GPUPingpong.cpp). */
+EMU_API void kiln_emu_named_barrier(int32_t id, int32_t count, int32_t wait) {
+  block_state *s = S;
+  if (id < 1 || id > 15)
+    fail("named barrier %d (ids 1-15; 0 is the block barrier)", id);
+  if (count <= 0 || count % kWarp || count > s->num_threads)
+    fail("named barrier %d with a count of %d threads (a multiple of %d, at "
+         "most the block's %d)",
+         id, count, kWarp, s->num_threads);
+  if (s->nbar_arrived[id] == 0)
+    s->nbar_count[id] = count;
+  else if (s->nbar_count[id] != count)
+    fail("named barrier %d: a count of %d threads in a phase that expects %d",
+         id, count, s->nbar_count[id]);
+  uint64_t gen = s->nbar_gen[id];
+  s->progress++;
+  if (++s->nbar_arrived[id] == count) {
+    s->nbar_arrived[id] = 0;
+    s->nbar_gen[id]++;
+    return;
+  }
+  if (!wait)
+    return;
+  fiber *self = &s->fibers[s->current];
+  self->waiting = 4;
+  self->wait_bar = id;
+  while (s->nbar_gen[id] == gen)
+    yield();
+  self->waiting = 0;
 }
 
 /* `size` threads meet here: the calling thread's warp or warpgroup, whose

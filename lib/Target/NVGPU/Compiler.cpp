@@ -271,6 +271,7 @@ kiln::detail::compileModuleGPU(ModuleOp module, const CompileOptions &options,
   pipelineOptions.hostMaps = options.hostMaps;
   pipelineOptions.pipelineGathers = options.pipelineGathers;
   pipelineOptions.fp8Wgmma = options.fp8Wgmma;
+  pipelineOptions.pingpong = options.pingpong;
   mlir::kiln::buildGPUPipeline(pm, pipelineOptions);
   if (mlir::failed(pm.run(module))) {
     std::string where =

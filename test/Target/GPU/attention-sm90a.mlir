@@ -84,10 +84,11 @@
 // A masked (partial) block's scores read the query positions (a [128, 1]
 // tile kept in shared memory since before the loop) in their registers: no
 // barrier between the scores' wait and the p v dot (a reshape's view of the
-// buffer once counted as a buffer the loop rewrites, and added one).
+// buffer once counted as a buffer the loop rewrites, and added one); the
+// p v group's turn (a named barrier, below) is there.
 // RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 128 --block 128 --mask sliding_window --window 1024 --num-warps 8 --target sm_90a --emit ptx | FileCheck %s --check-prefix=NOBAR
 // NOBAR: wgmma.wait_group.sync.aligned 0;
-// NOBAR-NOT: bar.sync
+// NOBAR-NOT: bar.sync 0;
 // NOBAR: wgmma.commit_group.sync.aligned;
 // The key and value blocks' issue reads the next block index from global
 // memory: it goes after the scores' wgmma group is committed (the read in
@@ -95,7 +96,7 @@
 // its first wgmma.
 // RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 128 --block 128 --mask sliding_window --window 1024 --num-warps 8 --target sm_90a --emit ptx | FileCheck %s --check-prefix=DEFER
 // DEFER: mbarrier.try_wait.parity
-// DEFER: bar.sync
+// DEFER: bar.sync 0;
 // DEFER-NOT: cp.async.bulk.tensor
 // DEFER: wgmma.commit_group.sync.aligned;
 // DEFER-NOT: wgmma.wait_group
@@ -103,3 +104,31 @@
 // DEFER-NOT: wgmma.wait_group
 // DEFER: cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
 // DEFER: wgmma.wait_group.sync.aligned 0;
+// Pingpong (GPUPingpong.cpp): at block 128 and 8 warps each warpgroup owns 64
+// rows, and the two take turns issuing each wgmma group (q kᵀ, then p v):
+// a warpgroup waits at its named barrier (1 + warpgroup: a register id,
+// 256 threads) just before its group's wgmma.fence and arrives at the
+// other's just after the commit, before its wait. Two loops, two groups
+// each: four turns; before each loop warpgroup 1 arrives at barrier 1 (the
+// first turn is warpgroup 0's) and after it warpgroup 0 takes the last
+// arrive there. --no-pingpong (KILN_PINGPONG=0), and one warpgroup (block
+// 64 at 4 warps), have no named barrier.
+// RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --block 128 --num-warps 8 --target sm_90a --emit ptx | FileCheck %s --check-prefix=PING
+// RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --block 128 --num-warps 8 --target sm_90a --emit ptx | FileCheck %s --check-prefix=PINGA
+// RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --block 128 --num-warps 8 --target sm_90a --emit ptx | FileCheck %s --check-prefix=PINGN
+// RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --block 128 --num-warps 8 --target sm_90a --emit ptx | FileCheck %s --check-prefix=PINGE
+// RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --block 128 --num-warps 8 --target sm_90a --no-pingpong --emit ptx | FileCheck %s --check-prefix=NOPING
+// RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_90a --emit ptx | FileCheck %s --check-prefix=NOPING
+// PING: bar.sync {{%r[0-9]+}}, 256;
+// PING-NEXT: wgmma.fence.sync.aligned;
+// PINGA: wgmma.commit_group.sync.aligned;
+// PINGA-NEXT: // begin inline asm
+// PINGA-NEXT: bar.arrive {{%r[0-9]+}}, 256;
+// PINGA-NEXT: // end inline asm
+// PINGA-NEXT: wgmma.wait_group.sync.aligned 0;
+// PINGN-COUNT-4: bar.arrive {{%r[0-9]+}}, 256;
+// PINGN-NOT: bar.arrive {{%r[0-9]+}}
+// PINGE-COUNT-2: bar.arrive 1, 256;
+// PINGE-NOT: bar.arrive 1,
+// NOPING-NOT: bar.arrive
+// NOPING-NOT: bar.sync {{%r[0-9]+}}, 256;

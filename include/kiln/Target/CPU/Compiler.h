@@ -123,6 +123,9 @@ struct CompileOptions {
   /// sm_90a: fp8 dots on wgmma's e4m3 / e5m2 forms where their operands are
   /// K-major loads (docs/gpu.md); false: decoded to bf16 as elsewhere.
   bool fp8Wgmma = true;
+  /// sm_90a: warpgroups take turns issuing the wgmma groups of loops with a
+  /// register-A dot (docs/gpu.md, "Pingpong"); false: all issue together.
+  bool pingpong = true;
   /// GPU targets: put a cubin (assembled by ptxas) in the bundle, not PTX.
   bool cubin = false;
 };

@@ -63,6 +63,11 @@ struct GPUPipelineOptions : public PassPipelineOptions<GPUPipelineOptions> {
       llvm::cl::desc("sm_90a: fp8 dots on wgmma's e4m3 / e5m2 forms where "
                      "their operands allow (else decoded to bf16)"),
       llvm::cl::init(true)};
+  PassOptions::Option<bool> pingpong{
+      *this, "pingpong",
+      llvm::cl::desc("sm_90a: warpgroups take turns issuing the wgmma "
+                     "groups of attention-shaped loops"),
+      llvm::cl::init(true)};
   PassOptions::Option<bool> pipelineGathers{
       *this, "pipeline-gathers",
       llvm::cl::desc("Pipeline gathers by a loaded index block"),
