@@ -570,7 +570,8 @@ def test_specialized_shapes_match_the_generic_kernel(rng):
 
 def test_operator_kernels_follow_kiln_target_and_tma(rng, monkeypatch):
     # The operator kernel cache is keyed by what the code depends on: after
-    # $KILN_TARGET, $KILN_TMA or $KILN_SWIZZLE changes, the kernel is compiled again (a
+    # $KILN_TARGET, $KILN_TMA, $KILN_SWIZZLE or another compile option in the
+    # environment changes, the kernel is compiled again (a
     # stale key once ran one target's kernels for another in tests that
     # switch targets), and the results stay right.
     w = rng.standard_normal((40, 24)).astype(np.float32)
@@ -593,12 +594,19 @@ def test_operator_kernels_follow_kiln_target_and_tma(rng, monkeypatch):
     k_nooverlap = kiln.ops.kernel("embedding", **cfg)
     assert k_nooverlap is not k_noswizzle
     monkeypatch.setenv("KILN_PIPELINE_GATHERS", "0")
-    assert kiln.ops.kernel("embedding", **cfg) is not k_nooverlap
+    k_nogathers = kiln.ops.kernel("embedding", **cfg)
+    assert k_nogathers is not k_nooverlap
+    # (KILN_FP8_WGMMA was missing from the fast path's key until the
+    # thirty-second session: the kernel compiled before it changed came back.)
+    monkeypatch.setenv("KILN_FP8_WGMMA", "0")
+    k_nofp8 = kiln.ops.kernel("embedding", **cfg)
+    assert k_nofp8 is not k_nogathers
+    monkeypatch.setenv("KILN_PINGPONG", "0")
+    assert kiln.ops.kernel("embedding", **cfg) is not k_nofp8
     monkeypatch.setenv("KILN_TARGET", "host")
-    monkeypatch.delenv("KILN_TMA")
-    monkeypatch.delenv("KILN_SWIZZLE")
-    monkeypatch.delenv("KILN_OVERLAP")
-    monkeypatch.delenv("KILN_PIPELINE_GATHERS")
+    for name in ("KILN_TMA", "KILN_SWIZZLE", "KILN_OVERLAP", "KILN_PIPELINE_GATHERS",
+                 "KILN_FP8_WGMMA", "KILN_PINGPONG"):
+        monkeypatch.delenv(name)
     assert kiln.ops.kernel("embedding", **cfg) is k_host
 
 
