@@ -16,6 +16,10 @@
  *
  *   - barriers: every thread must reach each barrier; a thread that exits
  *     while others wait, or a wait that can never end, is a deadlock;
+ *   - named barriers (bar.sync / bar.arrive id, count): a phase completes at
+ *     `count` arrivals; a block may not end in the middle of a phase, and
+ *     the arrivals of one phase must agree on the count. They order
+ *     execution, not shared memory (the race checker ignores them);
  *   - shared memory: the window is filled with 0xFF (NaN) before each block;
  *     every access must lie inside the kernel's shared_bytes; two threads
  *     touching one byte between two barriers, at least one writing, is a
