@@ -584,28 +584,19 @@ def test_operator_kernels_follow_kiln_target_and_tma(rng, monkeypatch):
     k_emu = kiln.ops.kernel("embedding", **cfg)
     assert k_emu is not k_host
     assert_close(kiln.ops.embedding(w, ids, 8, 16), w[ids].astype(np.float64), 0, 0)
-    monkeypatch.setenv("KILN_TMA", "0")
-    k_notma = kiln.ops.kernel("embedding", **cfg)
-    assert k_notma is not k_emu
-    monkeypatch.setenv("KILN_SWIZZLE", "0")
-    k_noswizzle = kiln.ops.kernel("embedding", **cfg)
-    assert k_noswizzle is not k_notma
-    monkeypatch.setenv("KILN_OVERLAP", "0")
-    k_nooverlap = kiln.ops.kernel("embedding", **cfg)
-    assert k_nooverlap is not k_noswizzle
-    monkeypatch.setenv("KILN_PIPELINE_GATHERS", "0")
-    k_nogathers = kiln.ops.kernel("embedding", **cfg)
-    assert k_nogathers is not k_nooverlap
-    # (KILN_FP8_WGMMA was missing from the fast path's key until the
-    # thirty-second session: the kernel compiled before it changed came back.)
-    monkeypatch.setenv("KILN_FP8_WGMMA", "0")
-    k_nofp8 = kiln.ops.kernel("embedding", **cfg)
-    assert k_nofp8 is not k_nogathers
-    monkeypatch.setenv("KILN_PINGPONG", "0")
-    assert kiln.ops.kernel("embedding", **cfg) is not k_nofp8
+    # Each compile option in the environment, one more at a time. (KILN_FP8_WGMMA
+    # was missing from the fast path's key until the thirty-second session:
+    # the kernel compiled before it changed came back.)
+    options = ("KILN_TMA", "KILN_SWIZZLE", "KILN_OVERLAP", "KILN_PIPELINE_GATHERS",
+               "KILN_FP8_WGMMA", "KILN_PINGPONG")
+    previous = k_emu
+    for name in options:
+        monkeypatch.setenv(name, "0")
+        k = kiln.ops.kernel("embedding", **cfg)
+        assert k is not previous, name
+        previous = k
     monkeypatch.setenv("KILN_TARGET", "host")
-    for name in ("KILN_TMA", "KILN_SWIZZLE", "KILN_OVERLAP", "KILN_PIPELINE_GATHERS",
-                 "KILN_FP8_WGMMA", "KILN_PINGPONG"):
+    for name in options:
         monkeypatch.delenv(name)
     assert kiln.ops.kernel("embedding", **cfg) is k_host
 
