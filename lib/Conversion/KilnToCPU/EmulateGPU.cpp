@@ -61,7 +61,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "KernelLowering.h"
+#include "SimtSupport.h"
 #include "kiln/Conversion/Passes.h"
 
 #include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
@@ -482,11 +482,12 @@ LogicalResult EmulateGPUPass::emulate(gpu::GPUFuncOp kernel,
                 abi.site(ib, op)});
       wg.getResult().replaceAllUsesWith(reloadAcc(ib, acc, n / 2));
     } else if (auto rs = dyn_cast<LLVM::InlineAsmOp>(op);
-               rs && rs->hasAttr("kiln.wgmma_rs")) {
+               rs && rs->hasAttr(kiln::detail::kWgmmaRsAttr)) {
       // wgmma.mma_async with A in registers (runRegisterADot): operands are
       // the N/2 accumulators, A's four registers, B's descriptor, scale-d.
       ArrayRef<int64_t> info =
-          rs->getAttrOfType<DenseI64ArrayAttr>("kiln.wgmma_rs").asArrayRef();
+          rs->getAttrOfType<DenseI64ArrayAttr>(kiln::detail::kWgmmaRsAttr)
+              .asArrayRef();
       int64_t n = info[0];
       ValueRange ops = rs.getOperands();
       if (info.size() != 3 || ops.size() != size_t(n / 2 + 6))

@@ -66,7 +66,7 @@ namespace {
 
 bool isRegisterAWgmma(Operation *op) {
   auto a = dyn_cast<LLVM::InlineAsmOp>(op);
-  return a && a->hasAttr("kiln.wgmma_rs");
+  return a && a->hasAttr(kWgmmaRsAttr);
 }
 
 bool isWgmmaIssue(Operation *op) {

@@ -1291,7 +1291,7 @@ SmallVector<Value> KernelLowering::runRegisterADot(
           /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
           LLVM::AsmDialectAttr(), ArrayAttr());
       // What the emulator reads (kiln-emulate-gpu): N, f16, N-major B.
-      asmOp->setAttr("kiln.wgmma_rs",
+      asmOp->setAttr(kWgmmaRsAttr,
                      b.getDenseI64ArrayAttr({n, f16 ? 1 : 0, bKMajor ? 0 : 1}));
       for (int64_t e = 0; e < perBlock; ++e)
         regs[t * perBlock + e] = LLVM::ExtractValueOp::create(

@@ -75,6 +75,10 @@ bool swizzleCandidate(const SimtConfig &simt, LoadOp load);
 /// computed an iteration ahead on sm_90a (GPUOverlap.cpp); the other
 /// lowerings ignore it.
 constexpr llvm::StringLiteral kOverlapAttr = "kiln.overlap";
+/// The mark on the inline asm of a wgmma with A in registers (N, f16, N-major
+/// B): the emulator reads it (kiln-emulate-gpu) and the pingpong recognizes
+/// such a dot by it (GPUPingpong.cpp).
+constexpr llvm::StringLiteral kWgmmaRsAttr = "kiln.wgmma_rs";
 /// Rotates the marked loops of `kernel` whose first dot runs on wgmma with
 /// whole rows per warpgroup under `simt` (removing every mark); returns how many were rotated.
 int overlapMarkedLoops(Operation *kernel, const SimtConfig &simt);
