@@ -188,6 +188,29 @@ def EmulateGPU : Pass<"kiln-emulate-gpu", "::mlir::ModuleOp"> {
   ];
 }
 
+def KilnGPUPingpong : Pass<"kiln-gpu-pingpong"> {
+  let summary = "Warpgroups take turns issuing the wgmma groups of "
+                "attention-shaped loops (the step convert-kiln-to-gpu runs)";
+  let description = [{
+    FlashAttention 3's pingpong on lowered sm_90a kernels: in a loop whose
+    body issues a wgmma with A in registers (an `llvm.inline_asm` marked
+    `kiln.wgmma_rs`), has at least two wgmma groups and a `gpu.barrier` of
+    its own, in a `gpu.func` of two or more warpgroups (`nvvm.maxntid`),
+    warpgroup `w` waits at named barrier `1 + w` before each group's first
+    issue and arrives at the next warpgroup's after the group's commit;
+    the last warpgroup arrives at barrier 1 before the loop and warpgroup 0
+    waits there after it. A loop with a group whose issue contains a CTA
+    barrier or an mbarrier wait is left alone. `convert-kiln-to-gpu` runs
+    this step on sm_90a unless `pingpong=false`; the pass exposes it for
+    tests on hand-written lowered IR (the thread index is the function
+    entry's `gpu.thread_id x`). docs/gpu.md, "Pingpong".
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::NVVM::NVVMDialect",
+    "::mlir::scf::SCFDialect"
+  ];
+}
+
 def KilnHoistInvariants : Pass<"kiln-hoist-invariants"> {
   let summary = "Hoists loop-invariant views and scalar arithmetic out of loops";
   let description = [{

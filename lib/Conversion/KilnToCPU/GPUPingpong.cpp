@@ -51,6 +51,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "SimtSupport.h"
+#include "kiln/Conversion/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -58,6 +59,11 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
+
+namespace mlir::kiln {
+#define GEN_PASS_DEF_KILNGPUPINGPONG
+#include "kiln/Dialect/Kiln/Passes.h.inc"
+} // namespace mlir::kiln
 
 using namespace mlir;
 
@@ -202,3 +208,32 @@ int scheduleWarpgroupPingpong(Operation *kernel, const SimtConfig &simt) {
 }
 
 } // namespace mlir::kiln::detail
+
+namespace {
+
+/// The step on its own, for tests: each gpu.func's block size from its
+/// nvvm.maxntid, its thread index from the entry's gpu.thread_id x.
+struct KilnGPUPingpongPass
+    : mlir::kiln::impl::KilnGPUPingpongBase<KilnGPUPingpongPass> {
+  void runOnOperation() override {
+    getOperation()->walk([](gpu::GPUFuncOp func) {
+      auto maxntid = func->getAttrOfType<DenseI32ArrayAttr>("nvvm.maxntid");
+      if (!maxntid || maxntid.empty() || func.getBody().empty())
+        return;
+      mlir::kiln::detail::SimtConfig simt;
+      simt.numThreads = maxntid[0];
+      simt.wgmma = true;
+      for (Operation &op : func.getBody().front())
+        if (auto tid = dyn_cast<gpu::ThreadIdOp>(op);
+            tid && tid.getDimension() == gpu::Dimension::x) {
+          simt.threadId = tid;
+          break;
+        }
+      if (simt.threadId)
+        mlir::kiln::detail::scheduleWarpgroupPingpong(func, simt);
+    });
+  }
+};
+
+} // namespace
+
