@@ -89,8 +89,9 @@ template <typename Pred> bool contains(Operation *op, Pred pred) {
       .wasInterrupted();
 }
 
-/// Ops a warpgroup holding a turn must not wait at: they wait for other
-/// warpgroups (or for copies another warpgroup's thread issues).
+/// Ops a turn may not contain: waits for other warpgroups (block and named
+/// barriers, mbarrier waits for copies another warpgroup's thread may
+/// issue), and named-barrier arrivals, which would unbalance the turns.
 bool waitsForOthers(Operation *o) {
   return isa<gpu::BarrierOp, NVVM::BarrierOp, NVVM::Barrier0Op,
              NVVM::BarrierArriveOp, NVVM::MBarrierTryWaitParityOp,
@@ -172,10 +173,10 @@ int scheduleWarpgroupPingpong(Operation *kernel, const SimtConfig &simt) {
   Value one = arith::ConstantIntOp::create(eb, i32, 1);
   Value count = arith::ConstantIntOp::create(eb, i32, 256);
   Value n = arith::ConstantIntOp::create(eb, i32, groups);
+  // Warpgroup w's barrier is 1 + w; the next one's, 1 + (w + 1) % n.
   Value mine = arith::AddIOp::create(eb, wg, one);
-  Value next = arith::AddIOp::create(
-      eb, arith::RemUIOp::create(eb, arith::AddIOp::create(eb, wg, one), n),
-      one);
+  Value next =
+      arith::AddIOp::create(eb, arith::RemUIOp::create(eb, mine, n), one);
   Value isFirst = arith::CmpIOp::create(
       eb, arith::CmpIPredicate::eq, wg, arith::ConstantIntOp::create(eb, i32, 0));
   Value isLast = arith::CmpIOp::create(
