@@ -772,4 +772,32 @@ def Kiln_PrintOp : Kiln_Op<"print", [MemoryEffects<[MemWrite]>]> {
   let hasVerifier = 1;
 }
 
+def Kiln_ClockOp : Kiln_Op<"clock", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "Reads the cycle counter of the processor running the program";
+  let description = [{
+    Returns the current value of a free-running 64-bit cycle counter of the
+    processor that runs the program: on an NVIDIA GPU the SM's `%clock64`
+    (SM clock cycles), on the CPU the time-stamp counter
+    (`llvm.readcyclecounter`: `rdtsc` on x86-64), under the GPU emulator
+    the host's monotonic clock in nanoseconds. Differences between two
+    readings of one program measure how long the code between them took;
+    readings of programs on different processors are not comparable. This
+    is Triton's `tl.extra.cuda.clock`-style intra-kernel timing, for finding
+    where a program's time goes (an operator's prologue, its loops, its
+    epilogue) on the device itself.
+
+    The memory effects keep it in place: loads and stores do not move
+    across it, two readings are never merged, and it is never hoisted out
+    of a loop. On the GPU every thread reads its own SM's counter; a scalar
+    use (a store of the value) takes the reading of the thread that
+    performs it.
+
+    ```mlir
+    %t0 = kiln.clock : i64
+    ```
+  }];
+  let results = (outs I64:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+}
+
 #endif // KILN_OPS_TD

@@ -79,7 +79,13 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
       {"doc_ids", P(i32)},    {"batch", i64},         {"heads", i64},
       {"seq_q", i64},         {"seq_kv", i64},        {"nqb", i64},
       {"maxb", i64},          {"scale", f32}};
+  // profile: a trailing i64 [programs, 5] of clock readings per program, in
+  // launch order (docs/ops.md, "Profiling a program").
+  const bool profile = c.getInt("profile") != 0;
+  if (profile)
+    args.push_back({"stamps", P(i64)});
   KernelBuilder k(module, "block_sparse_attention", args, 2, &c.statics);
+  Value entryClock = profile ? k.clock() : Value();
   Value batch = k.arg("batch"), heads = k.arg("heads"), seqQ = k.arg("seq_q"),
         seqKV = k.arg("seq_kv"), nqb = k.arg("nqb"), maxb = k.arg("maxb");
   // Programs start in launch order (x fastest), so the query blocks go from
@@ -91,6 +97,21 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
   // (query blocks, batch x heads); this is a bijection of it.
   Value np0 = k.numPrograms(0), np1 = k.numPrograms(1);
   Value linear = k.add(k.pid(0), k.mul(np0, k.pid(1)));
+  // The readings: at entry, before the partial blocks' loop (q issued, the
+  // count read), after it, after the full blocks' loop, after out's store.
+  // Each is stored when taken, by one thread, so that no reading stays live
+  // across a loop. (None after lse's store: a store after it would make it
+  // wait for its global writes, which it otherwise does not.)
+  constexpr int64_t kStamps = 5;
+  Value vStamps;
+  auto stamp = [&](int64_t i, Value t) {
+    if (profile)
+      k.store(k.splat(t ? t : k.clock(), {1, 1}), vStamps, {linear, k.cIndex(i)});
+  };
+  if (profile) {
+    vStamps = k.denseView(k.arg("stamps"), {k.mul(np0, np1), k.cIndex(kStamps)});
+    stamp(0, entryClock);
+  }
   Value qb = k.sub(k.sub(np0, k.cIndex(1)), k.div(linear, np1));
   Value bh = k.rem(linear, np1);
   Value b = k.div(bh, k.toIndex(heads));
@@ -227,11 +248,14 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
     Value numView = partial ? vNum : vFullNum;
     Value idxView = partial ? vIdx : vFullIdx;
     Value count = k.loadScalar(numView, {bh, qb}, 0);
+    if (partial)
+      stamp(1, Value());
     state = k.forLoop(k.cIndex(0), count, k.cIndex(1), state,
                       [&](Value j, ValueRange it) {
                         Value kb = k.loadScalar(idxView, {bh, qb, j}, 0);
                         return block(kb, partial, it);
                       });
+    stamp(partial ? 2 : 3, Value());
     // On sm_90a the scores of the next full block are computed while this
     // one's softmax runs (GPUOverlap.cpp; it costs one more q kᵀ per loop,
     // so not for the partial blocks, one or two per query block). Not with
@@ -250,6 +274,7 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
   if (outT != f32)
     o = k.convert(o, outT);
   k.store(k.reshape(o, {1, BM, D}), vo, {bh, q0, k.cIndex(0)});
+  stamp(4, Value());
   Value lse = k.add(k.mul(state[0], k.cF32(1.0 / log2e)), k.log(l));
   k.store(k.expand(lse, 0), vl, {bh, q0});
   k.finish();
@@ -388,6 +413,11 @@ void registerAttentionOps(std::vector<OpInfo> &ops) {
         {"overlap", Param::Int, "0",
          "1: on sm_90a, the next full block's scores run during this one's softmax "
          "(off by default: 5% slower on an H200, docs/performance.md)",
+         {}},
+        {"profile", Param::Int, "0",
+         "1: a trailing argument stamps (i64 [programs, 5]) gets each program's clock "
+         "at entry, before and after the partial blocks, after the full blocks and "
+         "after out's store (launch order: x fastest)",
          {}}},
        buildRegistered});
   ops.push_back({"block_mask_counts",

@@ -81,6 +81,7 @@ Value KernelBuilder::pid(int axis) {
   Value p = kd::ProgramIdOp::create(b, location, static_cast<kd::Axis>(axis));
   return toIndex(p);
 }
+Value KernelBuilder::clock() { return kd::ClockOp::create(b, location); }
 Value KernelBuilder::numPrograms(int axis) {
   Value p = kd::NumProgramsOp::create(b, location, static_cast<kd::Axis>(axis));
   return toIndex(p);

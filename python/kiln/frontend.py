@@ -2364,6 +2364,9 @@ class CodeGen(ast.NodeVisitor):
         t.nonneg = True
         return t
 
+    def builtin_clock(self):
+        return Tile(self.b.clock(), kl.int64, ())
+
     def builtin_range(self, *args, **kwargs):
         raise KilnError("kl.range() is only supported as the iterable of a for loop")
 

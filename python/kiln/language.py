@@ -12,7 +12,7 @@ import numpy as np
 
 __all__ = [
     "dtype", "float16", "bfloat16", "float32", "float64", "int1", "int8",
-    "int16", "int32", "int64", "constexpr", "program_id", "num_programs",
+    "int16", "int32", "int64", "constexpr", "program_id", "num_programs", "clock",
     "arange", "zeros", "full", "load", "store", "make_view", "gather",
     "scatter", "atomic_add", "dot", "sum", "max", "min", "argmax", "argmin",
     "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sigmoid", "tanh", "sin",
@@ -202,6 +202,14 @@ def program_id(axis=0):
 @builtin
 def num_programs(axis=0):
     """The number of program instances along grid axis 0, 1 or 2 (int32)."""
+
+
+@builtin
+def clock():
+    """The cycle counter of the processor running the program (int64): the
+    SM's %clock64 on NVIDIA GPUs, the time-stamp counter on the CPU. The
+    difference of two readings in one program is how long the code between
+    them took there; readings stay in place relative to loads and stores."""
 
 
 @builtin

@@ -922,7 +922,8 @@ def _doc_ids(name, doc_ids):
 
 
 def _attention_kernel(block, block_kv, D, mask_kind, window, prefix, group, softcap, dtype,
-                      overlap, out_dtype, mask_mod, score_mod, target=None, num_warps=None):
+                      overlap, out_dtype, mask_mod, score_mod, target=None, num_warps=None,
+                      profile=False):
     mods = ""
     if mask_mod is not None or score_mod is not None:
         mods = mod_source(block, mask_mod=mask_mod, score_mod=score_mod, block_kv=block_kv)
@@ -931,12 +932,14 @@ def _attention_kernel(block, block_kv, D, mask_kind, window, prefix, group, soft
                   block=block, **_kv_config(block, block_kv), mask=mask_kind, window=window,
                   prefix=prefix, gqa_group=group, softcap=softcap, dtype=dtype,
                   **({"overlap": 1} if overlap else {}),
+                  **({"profile": 1} if profile else {}),
                   **({"out_dtype": out_dtype} if out_dtype != "f32" else {}))
 
 
 def _block_sparse_attention_torch(q, k, v, mask, mask_kind="none", window=256, prefix=0,
                                   doc_ids=None, softcap=0.0, scale=None, mask_mod=None,
-                                  score_mod=None, overlap=False, out_dtype="f32"):
+                                  score_mod=None, overlap=False, out_dtype="f32",
+                                  profile=False):
     """kiln.ops.block_sparse_attention on PyTorch CUDA tensors: the kernel
     compiled for the device's GPU (as @kiln.jit does), outputs allocated by
     PyTorch on q's device, the host-built block mask copied there."""
@@ -961,8 +964,9 @@ def _block_sparse_attention_torch(q, k, v, mask, mask_kind="none", window=256, p
     out = torch.empty((B, Hq, S, D), device=dev, dtype={
         "f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}[out_dtype])
     lse = torch.empty((B, Hq, S), device=dev, dtype=torch.float32)
+    stamps = torch.full((nqb * B * Hq, 5), -1, device=dev, dtype=torch.int64)
     if lse.numel() == 0:  # no batch, heads or queries: no programs
-        return out, lse
+        return (out, lse, stamps) if profile else (out, lse)
     target = tb.target
     # bf16/f16 query blocks of 128 rows on sm_90a: two warpgroups (8 warps),
     # the fastest shape measured on an H200 (docs/ops.md), unless
@@ -971,7 +975,7 @@ def _block_sparse_attention_torch(q, k, v, mask, mask_kind="none", window=256, p
                   and "KILN_NUM_WARPS" not in os.environ) else None
     kern = _attention_kernel(block, block_kv, D, mask_kind, window, prefix, Hq // Hkv,
                              softcap, dtypes[q.dtype], overlap, out_dtype, mask_mod,
-                             score_mod, target=target, num_warps=warps)
+                             score_mod, target=target, num_warps=warps, profile=profile)
     marr = [a if isinstance(a, torch.Tensor) else torch.from_numpy(a).to(dev) for a in arrays]
     if doc_ids is None:
         docs = torch.zeros((B, max(S, Skv)), device=dev, dtype=torch.int32)
@@ -987,13 +991,14 @@ def _block_sparse_attention_torch(q, k, v, mask, mask_kind="none", window=256, p
     else:
         docs = torch.from_numpy(_doc_ids(name, doc_ids)).to(dev)
     tb.launch(kern, [q.contiguous(), k.contiguous(), v.contiguous(), out, lse, *marr, docs,
-                     B, Hq, S, Skv, nqb, maxb, scale], [nqb, B * Hq])
-    return out, lse
+                     B, Hq, S, Skv, nqb, maxb, scale] + ([stamps] if profile else []),
+              [nqb, B * Hq])
+    return (out, lse, stamps) if profile else (out, lse)
 
 
 def block_sparse_attention(q, k, v, mask, mask_kind="none", window=256, prefix=0,
                            doc_ids=None, softcap=0.0, scale=None, mask_mod=None,
-                           score_mod=None, overlap=False, out_dtype="f32"):
+                           score_mod=None, overlap=False, out_dtype="f32", profile=False):
     """q [B, Hq, S, D], k/v [B, Hkv, Skv, D] (Hq a multiple of Hkv: GQA/MQA),
     `mask` from block_mask(). Inside partial blocks the kernel applies the
     built-in `mask_kind` (none, causal, sliding_window, prefix_lm, document)
@@ -1011,6 +1016,13 @@ def block_sparse_attention(q, k, v, mask, mask_kind="none", window=256, prefix=0
     output rounded once, as flex_attention returns it for bf16 inputs.
     Returns (out [B, Hq, S, D], lse [B, Hq, S] float32).
 
+    `profile=True` also returns where each program's time went: stamps, int64
+    [nqb * B * Hq, 5], row i the i-th program in launch order (query block
+    nqb - 1 - i // (B * Hq), batch x head i % (B * Hq)), its processor's
+    cycle counter (kl.clock) at entry, before and after the partial blocks'
+    loop, after the full blocks' loop and after out's store. The kernel is
+    otherwise the same (the same results, bit for bit).
+
     q, k and v may instead all be PyTorch CUDA tensors (bfloat16, float16 or
     float32; non-contiguous ones are copied): the kernel runs on their GPU
     and out and lse are PyTorch tensors there (out in `out_dtype`: bf16 is
@@ -1021,15 +1033,17 @@ def block_sparse_attention(q, k, v, mask, mask_kind="none", window=256, prefix=0
     if _is_torch_cuda(q):
         return _block_sparse_attention_torch(q, k, v, mask, mask_kind, window, prefix, doc_ids,
                                              softcap, scale, mask_mod, score_mod, overlap,
-                                             out_dtype)
+                                             out_dtype, profile)
     return _block_sparse_attention_host(q, k, v, mask, mask_kind, window, prefix, doc_ids,
-                                        softcap, scale, mask_mod, score_mod, overlap, out_dtype)
+                                        softcap, scale, mask_mod, score_mod, overlap, out_dtype,
+                                        profile)
 
 
 @_host_only
 def _block_sparse_attention_host(q, k, v, mask, mask_kind="none", window=256, prefix=0,
                                  doc_ids=None, softcap=0.0, scale=None, mask_mod=None,
-                                 score_mod=None, overlap=False, out_dtype="f32"):
+                                 score_mod=None, overlap=False, out_dtype="f32",
+                                 profile=False):
     name = "block_sparse_attention"
     (q, k, v), dtype = _same_type(name, q=q, k=k, v=v)
     if doc_ids is not None:
@@ -1044,14 +1058,17 @@ def _block_sparse_attention_host(q, k, v, mask, mask_kind="none", window=256, pr
     out_types = {"f32": np.float32, "bf16": np.uint16, "f16": np.float16}
     out = np.empty(q.shape, out_types[out_dtype])
     lse = np.empty((B, Hq, S), np.float32)
+    stamps = np.full((nqb * B * Hq, 5), -1, np.int64)
+    result = ((bf16(out) if out_dtype == "bf16" else out), lse) + ((stamps,) if profile else ())
     if lse.size == 0:  # no batch, heads or queries: no programs
-        return (bf16(out) if out_dtype == "bf16" else out), lse
+        return result
     kern = _attention_kernel(block, block_kv, D, mask_kind, window, prefix, Hq // Hkv, softcap,
-                             dtype, overlap, out_dtype, mask_mod, score_mod)
+                             dtype, overlap, out_dtype, mask_mod, score_mod, profile=profile)
     kern.launch([_ptr(q), _ptr(k), _ptr(v), _ptr(out), _ptr(lse)] + [_ptr(a) for a in arrays] +
-                [_ptr(doc_ids), B, Hq, S, Skv, nqb, maxb, scale],
+                [_ptr(doc_ids), B, Hq, S, Skv, nqb, maxb, scale] +
+                ([_ptr(stamps)] if profile else []),
                 [nqb, B * Hq])
-    return (bf16(out) if out_dtype == "bf16" else out), lse
+    return result
 
 
 # ---------------------------------------------------------------------------

@@ -1228,7 +1228,8 @@ def variant_tag(warps, stages, block, swizzle, overlap=False, out16=False, devma
 
 
 def attention_bench_kernel(kind, warps=None, stages=None, block=64, swizzle=True,
-                           overlap=False, out16=False, devmaps=False, pingpong=True):
+                           overlap=False, out16=False, devmaps=False, pingpong=True,
+                           profile=False):
     window = BENCH_WINDOW if kind == "sliding_window" else 256
     bq, bkv = block_sizes(block)
     cfg = dict(head_dim=BENCH_D, block=bq, mask=kind, window=window, prefix=0, gqa_group=1,
@@ -1239,8 +1240,22 @@ def attention_bench_kernel(kind, warps=None, stages=None, block=64, swizzle=True
         cfg["overlap"] = 1
     if out16:  # a bf16 output, as SDPA's and flex_attention's
         cfg["out_dtype"] = "bf16"
+    if profile:  # a trailing stamps argument: clock readings per program
+        cfg["profile"] = 1
     return provider("block_sparse_attention", "", {k_: str(v_) for k_, v_ in cfg.items()},
                     warps, stages, swizzle, device_maps=devmaps, pingpong=pingpong)
+
+
+# Where a program's time goes (the operator's profile option: clock readings
+# at entry, around the partial blocks' loop, after the full blocks' and
+# after out's store), for the block-128 shapes at 8 warps: turns (the
+# default), and on sm_90a no turns and turns with the overlap. (kind,
+# variant).
+PROFILE_VARIANTS = tuple(
+    (kind, v) for kind in ("none", "sliding_window")
+    for v in ((8, None, 128, True, False),) + (
+        ((8, None, 128, True, False, False, False, False), (8, None, 128, True, True))
+        if TARGET.endswith("sm_90a") else ()))
 
 
 # The attention benchmark also at 8 warps (two warpgroups on sm_90a: at
@@ -1584,6 +1599,8 @@ if not RUN:
     for kind in ("none", "causal", "sliding_window"):
         for variant in BENCH_VARIANTS:
             attention_bench_kernel(kind, *variant)
+    for kind, variant in PROFILE_VARIANTS:
+        attention_bench_kernel(kind, *variant, profile=True)
     if not EMULATED:
         def zeros(*shape, dtype=np.uint16):  # (never launched: nothing is touched)
             z = np.zeros(shape, dtype)
@@ -1921,10 +1938,12 @@ if not EMULATED and ACTIVE:
     masks = {}  # (kind, block) -> block mask (numpy, built once)
 
     def kiln_attention(kind, warps=None, stages=None, block=64, swizzle=True, overlap=False,
-                       out16=False, devmaps=False, pingpong=True):
+                       out16=False, devmaps=False, pingpong=True, stamps=None):
         """(launch, output): the operator's bundle on device tensors, with
         the argument list of kiln.ops.block_sparse_attention. Kind "fixed":
-        the dense kernel on the block mask in masks[("fixed", block)]."""
+        the dense kernel on the block mask in masks[("fixed", block)].
+        `stamps` (int64 [programs, 5]): the profile option's bundle, which
+        writes its clock readings there."""
         if (kind, block) not in masks:
             bq, bkv = block_sizes(block)
             masks[(kind, block)] = ops.block_mask(rules[kind], B, H, SQ, SQ, block=bq,
@@ -1932,7 +1951,7 @@ if not EMULATED and ACTIVE:
         mask = masks[(kind, block)]
         bundle = load(attention_bench_kernel("none" if kind == "fixed" else kind, warps,
                                              stages, block, swizzle, overlap, out16,
-                                             devmaps, pingpong).path)
+                                             devmaps, pingpong, stamps is not None).path)
         ot = torch.empty(B, H, SQ, D, device=dev,
                          dtype=torch.bfloat16 if out16 else torch.float32)
         lt = torch.empty(B, H, SQ, device=dev)
@@ -1940,7 +1959,7 @@ if not EMULATED and ACTIVE:
                 for n_ in ("kv_num", "kv_idx", "full_num", "full_idx")]
         docs = torch.zeros(B, SQ, dtype=torch.int32, device=dev)
         args = [qt, kt, vt, ot, lt, *marr, docs, B, H, SQ, SQ, mask["nqb"], mask["maxb"],
-                1 / math.sqrt(D)]
+                1 / math.sqrt(D)] + ([] if stamps is None else [stamps])
         grid = (mask["nqb"], B * H)
         return (lambda: bundle[grid](*args, wait=False)), ot, bundle
 
@@ -2069,6 +2088,55 @@ if not EMULATED and ACTIVE:
                          "flex_attention (compiled, fastest of 3)"))
         except Exception as e:  # noqa: BLE001
             print(f"flex_attention comparison failed: {type(e).__name__}: {e}")
+
+    # Where a block-128 program's time goes: the profile option's clock
+    # readings (SM cycles) of the last of the timed launches. Per program:
+    # the prologue (entry to the partial blocks' loop: q issued, counts
+    # read), each loop with its set-up and pipeline fill, the epilogue up to
+    # out's store. Each loop's cycles are fitted as set-up + n x per-block
+    # over the programs (where their block counts differ). "Busy clock":
+    # the programs' cycles summed over the SMs' time in the kernel, which is
+    # the SM clock if every SM always ran a program (one per SM at block
+    # 128) and lower by the idle share otherwise.
+    def profile_fit(cycles, n):
+        if n.size == 0 or not (n > 0).any():
+            return "none"
+        if np.ptp(n) > 0:
+            per, setup = np.polyfit(n.astype(np.float64), cycles.astype(np.float64), 1)
+            return f"{setup:.0f} + {per:.0f}/block"
+        return f"{cycles.mean() / max(int(n[0]), 1):.0f}/block (n={int(n[0])}, set-up included)"
+
+    for kind, variant in PROFILE_VARIANTS:
+        try:
+            bq = block_sizes(variant[2])[0]
+            progs = cdiv(SQ, bq) * B * H
+            st = torch.full((progs, 5), -1, dtype=torch.int64, device=dev)
+            run_kiln, ot, bundle = kiln_attention(kind, *variant, stamps=st)
+            t_prof = bench(run_kiln, reps=3, batch=3)
+            kiln_sync(bundle)
+            s_ = st.cpu().numpy()
+            mk = masks[(kind, variant[2])]
+            i_ = np.arange(progs)
+            nqb_ = mk["nqb"]
+            qb_, bh_ = nqb_ - 1 - i_ // (B * H), i_ % (B * H)
+            npart = np.asarray(mk["kv_num"]).reshape(B * H, nqb_)[bh_, qb_]
+            nfull = np.asarray(mk["full_num"]).reshape(B * H, nqb_)[bh_, qb_]
+            if (s_ < 0).any() or (np.diff(s_, axis=1) < 0).any():
+                print(f"FAIL profile {kind} {variant_tag(*variant)}: readings missing or "
+                      "going backwards")
+                failures.append(f"profile {kind} {variant_tag(*variant)}")
+                continue
+            d_ = np.diff(s_, axis=1)
+            total = s_[:, 4] - s_[:, 0]
+            busy = total.sum() / (t_prof * 1e6 * sms)
+            print(f"profile {kind} {variant_tag(*variant)}: {t_prof * 1e6:.1f} us, "
+                  f"program {total.mean():.0f} cycles (prologue {d_[:, 0].mean():.0f}, "
+                  f"partial loop {d_[:, 1].mean():.0f} = {profile_fit(d_[:, 1], npart)}, "
+                  f"full loop {d_[:, 2].mean():.0f} = {profile_fit(d_[:, 2], nfull)}, "
+                  f"epilogue {d_[:, 3].mean():.0f}); busy clock {busy:.0f} MHz")
+        except Exception as e:  # noqa: BLE001 (a report, not a check of the results)
+            print(f"profile {kind} {variant_tag(*variant)} failed: {type(e).__name__}: {e}")
+            failures.append(f"profile {kind} {variant_tag(*variant)}")
 
     m, k = 8192, 4096
     xs_t = torch.randn(m, k, device=dev)

@@ -1992,6 +1992,34 @@ def test_device_print(capfd):
     assert lines == sorted(want)
 
 
+# kl.clock: the processor's cycle counter, read twice around a loop of work.
+# Each program stores its two readings; the second is later (a counter that
+# did not move, or a constant, fails), and the work's result is right.
+
+@kiln.jit
+def clocked_sum(x, out, stamps, n, B: kl.constexpr):
+    pid = kl.program_id(0)
+    t0 = kl.clock()
+    acc = kl.zeros((B,), kl.float32)
+    for i in range(0, n, B):
+        offs = i + kl.arange(0, B)
+        acc += kl.load(x + pid * n + offs, mask=offs < n, other=0.0)
+    kl.store(out + pid, kl.sum(acc, axis=0))
+    t1 = kl.clock()
+    kl.store(stamps + pid * 2, t0)
+    kl.store(stamps + pid * 2 + 1, t1)
+
+
+def test_clock_readings_go_forward(rng):
+    programs, n, B = 5, 3001, 64
+    x = rng.standard_normal((programs, n)).astype(np.float32)
+    out = np.full(programs, np.nan, np.float32)
+    stamps = np.full((programs, 2), -1, np.int64)
+    clocked_sum[(programs,)](x, out, stamps, n, B=B)
+    assert_close(out, x.astype(np.float64).sum(axis=1), 1e-5, 1e-3)
+    assert (stamps[:, 0] >= 0).all() and (stamps[:, 1] > stamps[:, 0]).all(), stamps
+
+
 # Triton's random numbers (tl.randint4x, rand, randn, ...: Philox 4x32-10
 # for int32 offsets, 4x64 for int64 ones), against a NumPy Philox: the bits
 # and the uniform floats are exact, the normals (log, sqrt, cos of the

@@ -660,6 +660,37 @@ def test_attention_block_128_two_warpgroups(rng, monkeypatch, kind):
         assert all(np.array_equal(a, b) for a, b in zip(outs[0], other))
 
 
+def test_attention_profile_stamps(rng):
+    # profile=True: the same kernel plus five clock readings per program
+    # (entry, around the partial blocks' loop, after the full blocks', after
+    # out's store). The results are the same bits; each program's readings
+    # are written (not the -1 they start as) and go forward. Sliding window:
+    # both loops run. S not a multiple of the block.
+    B, H, S, D, window = 1, 2, 200, 64, 70
+    bits = [to_bf16_bits(rng.standard_normal((B, H, S, D)).astype(np.float32))
+            for _ in range(3)]
+    rule = lambda b, h, qi, ki: (ki <= qi) & (qi - ki < window)  # noqa: E731
+    mask = kiln.ops.block_mask(rule, B, H, S, S)
+    args = [kiln.bf16(b) for b in bits]
+    out, lse = kiln.ops.block_sparse_attention(*args, mask, "sliding_window", window=window)
+    pout, plse, stamps = kiln.ops.block_sparse_attention(*args, mask, "sliding_window",
+                                                         window=window, profile=True)
+    assert np.array_equal(out, pout) and np.array_equal(lse, plse)
+    ro, rl = dense_reference(*[from_bf16_bits(b) for b in bits], rule, 1 / np.sqrt(D))
+    assert_close(pout, ro, 2e-2, 1e-2)
+    assert stamps.shape == (mask["nqb"] * B * H, 5) and stamps.dtype == np.int64
+    assert (stamps >= 0).all(), stamps
+    assert (np.diff(stamps, axis=1) >= 0).all(), stamps
+    assert (stamps[:, 4] > stamps[:, 0]).all(), stamps
+    # Both loops ran somewhere: the partial blocks' loop takes time in the
+    # programs that have partial blocks.
+    nqb, order = mask["nqb"], np.arange(stamps.shape[0])
+    partial = np.asarray(mask["kv_num"]).reshape(B * H, nqb)[order % (B * H),
+                                                             nqb - 1 - order // (B * H)]
+    assert (partial > 0).any()
+    assert (stamps[partial > 0, 2] > stamps[partial > 0, 1]).all(), stamps
+
+
 def test_attention_scale_must_be_positive(rng):
     # The bf16 kernel takes the row maximum of the unscaled scores (as
     # FlashAttention does), which is right for a positive scale only: kiln.ops

@@ -69,6 +69,8 @@ public:
   // Grid (as index).
   mlir::Value pid(int axis);
   mlir::Value numPrograms(int axis);
+  /// kiln.clock: the processor's cycle counter (i64).
+  mlir::Value clock();
 
   // Scalar and elementwise conversions.
   mlir::Value toIndex(mlir::Value v);

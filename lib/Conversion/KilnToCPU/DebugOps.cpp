@@ -24,6 +24,9 @@
 // kiln.print. One printf per element on the CPU (then fflush), one
 // gpu.printf (vprintf) per element in SIMT mode, scalars from thread 0.
 //
+// kiln.clock. llvm.readcyclecounter on the CPU, %clock64 (nvvm.read.ptx.
+// sreg.clock64) in SIMT mode, which the emulator turns into its own clock.
+//
 //===----------------------------------------------------------------------===//
 
 #include "KernelLowering.h"
@@ -32,6 +35,7 @@
 #include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "llvm/Support/xxhash.h"
 
 using namespace mlir;
@@ -320,6 +324,21 @@ LogicalResult KernelLowering::lowerPrint(PrintOp op) {
   }
   if (!simt)
     hostFlush(b, op.getLoc(), module);
+  toErase.push_back(op);
+  return success();
+}
+
+LogicalResult KernelLowering::lowerClock(ClockOp op) {
+  ImplicitLocOpBuilder b(op.getLoc(), op);
+  Value now;
+  if (simt)
+    now = NVVM::Clock64Op::create(b, b.getI64Type());
+  else
+    now = LLVM::CallIntrinsicOp::create(b, b.getI64Type(),
+                                        b.getStringAttr("llvm.readcyclecounter"),
+                                        ValueRange{})
+              .getResult(0);
+  op.getResult().replaceAllUsesWith(now);
   toErase.push_back(op);
   return success();
 }

@@ -50,6 +50,7 @@
 //   void kiln_emu_wgmma_rs(i32 a x4, i64 descB, i32 n, i32 f16, i32 transB,
 //                          i32 scaleD, i64 acc, i64 site)   A in registers
 //   void kiln_emu_shared_access(i64 addr, i32 bytes, i32 isWrite, i64 site)
+//   i64  kiln_emu_clock()           %clock64: the host's monotonic clock, ns
 //   void kiln_emu_assert_fail(i64 message, i64 site, i64 hook)
 //                 a kiln.assert failed in this thread: the emulator stops
 //                 the block and calls the hook (DebugOps.cpp) at
@@ -603,6 +604,9 @@ LogicalResult EmulateGPUPass::emulate(gpu::GPUFuncOp kernel,
           tmaArgs(st.getSrcMem(), st.getTmaDescriptor(), st.getCoordinates());
       args.push_back(abi.site(ib, op));
       abi.call(ib, "kiln_emu_tma_store", args);
+    } else if (isa<NVVM::Clock64Op>(op)) {
+      op->getResult(0).replaceAllUsesWith(
+          abi.call(ib, "kiln_emu_clock", {}, {i64}));
     } else if (auto pf = dyn_cast<NVVM::PrefetchOp>(op);
                pf && pf.getTensormap()) {
       // prefetch.tensormap: a hint, nothing to emulate.

@@ -3343,6 +3343,8 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
     return lowerAssert(as);
   if (auto pr = dyn_cast<PrintOp>(op))
     return lowerPrint(pr);
+  if (auto clk = dyn_cast<ClockOp>(op))
+    return lowerClock(clk);
   if (auto dot = dyn_cast<DotOp>(op))
     return lowerDot(dot);
   if (auto red = dyn_cast<ReduceOp>(op))

@@ -87,6 +87,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #if !defined(__x86_64__)
 #error "the kiln GPU emulator supports x86-64 hosts"
@@ -569,6 +570,15 @@ EMU_API void kiln_emu_run_block(thread_fn fn, void **argv, int32_t px,
 }
 
 EMU_API int32_t kiln_emu_thread_id(void) { return S->current; }
+
+/* %clock64: the host's monotonic clock in nanoseconds (non-decreasing within
+ * a thread, as the SM's cycle counter is; the emulator's threads are fibers
+ * of one host thread, so readings of one block are ordered as it ran them). */
+EMU_API int64_t kiln_emu_clock(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 EMU_API int64_t kiln_emu_shared(void) {
   return (int64_t)(uintptr_t)state()->smem;
