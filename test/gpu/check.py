@@ -2137,6 +2137,13 @@ if not EMULATED and ACTIVE:
         except Exception as e:  # noqa: BLE001 (a report, not a check of the results)
             print(f"profile {kind} {variant_tag(*variant)} failed: {type(e).__name__}: {e}")
             failures.append(f"profile {kind} {variant_tag(*variant)}")
+    try:  # the SM clock to read the busy clock against (current, just after)
+        smi = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,clocks.max.sm",
+                              "--format=csv,noheader"], capture_output=True, text=True,
+                             timeout=20)
+        print(f"SM clock (nvidia-smi: now, max): {smi.stdout.strip() or smi.stderr.strip()}")
+    except Exception as e:  # noqa: BLE001 (no nvidia-smi: the clock is not reported)
+        print(f"SM clock: nvidia-smi failed: {type(e).__name__}: {e}")
 
     m, k = 8192, 4096
     xs_t = torch.randn(m, k, device=dev)
