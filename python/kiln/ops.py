@@ -964,7 +964,8 @@ def _block_sparse_attention_torch(q, k, v, mask, mask_kind="none", window=256, p
     out = torch.empty((B, Hq, S, D), device=dev, dtype={
         "f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}[out_dtype])
     lse = torch.empty((B, Hq, S), device=dev, dtype=torch.float32)
-    stamps = torch.full((nqb * B * Hq, 5), -1, device=dev, dtype=torch.int64)
+    stamps = (torch.full((nqb * B * Hq, 5), -1, device=dev, dtype=torch.int64) if profile
+              else None)
     if lse.numel() == 0:  # no batch, heads or queries: no programs
         return (out, lse, stamps) if profile else (out, lse)
     target = tb.target

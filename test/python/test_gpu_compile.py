@@ -869,6 +869,11 @@ def zeros(shape, device=None, dtype=None):
         t.data[0], preset[0] = preset[0], 0
     return t
 torch.zeros = zeros
+def full(shape, value, device=None, dtype=None):
+    t = empty(shape, device, dtype)
+    t.data[...] = value
+    return t
+torch.full = full
 def from_numpy(a):
     return Tensor(a.shape, _DTYPES[a.dtype], None, host=a, data=a)
 torch.from_numpy = from_numpy
@@ -935,6 +940,15 @@ assert p[17] == (1 << len(maps)) - 1, (p[17], len(maps))
 assert maps[:2] == [k.addr, vcopy.addr], maps
 assert Stream.synced == 0
 assert tuple(l.block) == (128, 1, 1)  # block 64: the default 4 warps
+# profile=True: the stamps tensor (int64 [programs, 5], -1 until the kernel
+# writes it) is the last argument before the maps.
+_, _, stamps = kiln.ops.block_sparse_attention(q, k, v, mask, "causal", out_dtype="bf16",
+                                               profile=True)
+assert stamps.is_cuda and stamps.device == dev and stamps.dtype is torch.int64
+assert stamps.shape == (mask["nqb"] * B * Hq, 5) and (stamps.data == -1).all()
+l = mock.kiln_mock_last_launch().contents
+p = list(l.params[:l.num_params])
+assert p[17] == stamps.addr and p[18] == (1 << len(p[19:])) - 1, p[16:]
 # Block 128 on sm_90a: 8 warps (two warpgroups).
 kiln.ops.block_sparse_attention(q, k, v, kiln.ops.block_mask(causal, B, Hq, S, S, block=128),
                                 "causal")
