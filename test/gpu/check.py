@@ -2106,37 +2106,56 @@ if not EMULATED and ACTIVE:
             return f"{setup:.0f} + {per:.0f}/block"
         return f"{cycles.mean() / max(int(n[0]), 1):.0f}/block (n={int(n[0])}, set-up included)"
 
+    def profile_once(kind, variant, label):
+        """Runs the profiled bundle of `variant` on masks[(kind, block)]
+        (kind "fixed": the dense kernel on that mask) and prints its phases."""
+        mk = masks[(kind, variant[2])]
+        nqb_ = mk["nqb"]
+        progs = nqb_ * B * H
+        st = torch.full((progs, 5), -1, dtype=torch.int64, device=dev)
+        run_kiln, ot, bundle = kiln_attention(kind, *variant, stamps=st)
+        t_prof = bench(run_kiln, reps=3, batch=3)
+        kiln_sync(bundle)
+        s_ = st.cpu().numpy()
+        i_ = np.arange(progs)
+        qb_, bh_ = nqb_ - 1 - i_ // (B * H), i_ % (B * H)
+        npart = np.asarray(mk["kv_num"]).reshape(B * H, nqb_)[bh_, qb_]
+        nfull = np.asarray(mk["full_num"]).reshape(B * H, nqb_)[bh_, qb_]
+        if (s_ < 0).any() or (np.diff(s_, axis=1) < 0).any():
+            print(f"FAIL profile {label}: readings missing or going backwards")
+            failures.append(f"profile {label}")
+            return
+        d_ = np.diff(s_, axis=1)
+        total = s_[:, 4] - s_[:, 0]
+        busy = total.sum() / (t_prof * 1e6 * sms)
+        print(f"profile {label}: {t_prof * 1e6:.1f} us for {progs} programs; cycles per "
+              f"program {total.mean():.0f}: prologue {d_[:, 0].mean():.0f}, partial loop "
+              f"{d_[:, 1].mean():.0f} = {profile_fit(d_[:, 1], npart)}, full loop "
+              f"{d_[:, 2].mean():.0f} = {profile_fit(d_[:, 2], nfull)}, epilogue "
+              f"{d_[:, 3].mean():.0f}; busy clock {busy:.0f} MHz", flush=True)
+
     for kind, variant in PROFILE_VARIANTS:
+        label = f"{kind} {variant_tag(*variant)}"
         try:
-            bq = block_sizes(variant[2])[0]
-            progs = cdiv(SQ, bq) * B * H
-            st = torch.full((progs, 5), -1, dtype=torch.int64, device=dev)
-            run_kiln, ot, bundle = kiln_attention(kind, *variant, stamps=st)
-            t_prof = bench(run_kiln, reps=3, batch=3)
-            kiln_sync(bundle)
-            s_ = st.cpu().numpy()
-            mk = masks[(kind, variant[2])]
-            i_ = np.arange(progs)
-            nqb_ = mk["nqb"]
-            qb_, bh_ = nqb_ - 1 - i_ // (B * H), i_ % (B * H)
-            npart = np.asarray(mk["kv_num"]).reshape(B * H, nqb_)[bh_, qb_]
-            nfull = np.asarray(mk["full_num"]).reshape(B * H, nqb_)[bh_, qb_]
-            if (s_ < 0).any() or (np.diff(s_, axis=1) < 0).any():
-                print(f"FAIL profile {kind} {variant_tag(*variant)}: readings missing or "
-                      "going backwards")
-                failures.append(f"profile {kind} {variant_tag(*variant)}")
-                continue
-            d_ = np.diff(s_, axis=1)
-            total = s_[:, 4] - s_[:, 0]
-            busy = total.sum() / (t_prof * 1e6 * sms)
-            print(f"profile {kind} {variant_tag(*variant)}: {t_prof * 1e6:.1f} us, "
-                  f"program {total.mean():.0f} cycles (prologue {d_[:, 0].mean():.0f}, "
-                  f"partial loop {d_[:, 1].mean():.0f} = {profile_fit(d_[:, 1], npart)}, "
-                  f"full loop {d_[:, 2].mean():.0f} = {profile_fit(d_[:, 2], nfull)}, "
-                  f"epilogue {d_[:, 3].mean():.0f}); busy clock {busy:.0f} MHz")
+            profile_once(kind, variant, label)
+            if kind == "none":
+                # Dense programs all have 32 full blocks (no fit): the same
+                # kernel on one full block per program gives the loop's
+                # set-up (one block's cycles less the per-block ones).
+                one = dict(masks[("none", variant[2])])
+                one["kv_num"] = np.zeros_like(one["kv_num"])
+                one["full_num"] = np.ones_like(one["full_num"])
+                one["full_idx"] = np.zeros_like(one["full_idx"])
+                masks[("fixed", variant[2])] = one
+                try:
+                    profile_once("fixed", variant, f"one full block {variant_tag(*variant)}")
+                finally:
+                    del masks[("fixed", variant[2])]
         except Exception as e:  # noqa: BLE001 (a report, not a check of the results)
-            print(f"profile {kind} {variant_tag(*variant)} failed: {type(e).__name__}: {e}")
-            failures.append(f"profile {kind} {variant_tag(*variant)}")
+            print(f"profile {label} failed: {type(e).__name__}: {e}")
+            failures.append(f"profile {label}")
+    if _SLEEP_RATE:  # torch.cuda._sleep spins on the SM's cycle counter
+        print(f"SM clock while sleeping (torch.cuda._sleep): {_SLEEP_RATE[0] / 1e6:.0f} MHz")
     try:  # the SM clock to read the busy clock against (current, just after)
         smi = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,clocks.max.sm",
                               "--format=csv,noheader"], capture_output=True, text=True,
