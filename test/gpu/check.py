@@ -2038,57 +2038,6 @@ if not EMULATED and ACTIVE:
                   f"(on {sms} SMs)")
             del masks[("fixed", variant[2])]
 
-    # Block-sparse (causal sliding window) vs flex_attention at the same mask,
-    # where this PyTorch has it. Its torch.compile is timed and reported; any
-    # failure there is reported, not fatal to the table.
-    try:
-        from torch.nn.attention.flex_attention import create_block_mask, flex_attention
-    except ImportError:
-        flex_attention = None
-        print("flex_attention: not in this PyTorch")
-    if flex_attention is not None:
-        try:
-            def sliding(b_, h_, q_idx, kv_idx):
-                return (q_idx >= kv_idx) & (q_idx - kv_idx < BENCH_WINDOW)
-            t0 = time.time()
-            fmask = create_block_mask(sliding, B, H, SQ, SQ, device="cuda")
-            flex = torch.compile(flex_attention)
-            ref = flex(qt, kt, vt, block_mask=fmask)
-            torch.cuda.synchronize()
-            print(f"flex_attention: block mask and torch.compile took {time.time() - t0:.1f} s")
-            # flex_attention's time has varied between runs (96.6 and 166.6
-            # TFLOP/s in two processes on one H200): timed before, between and
-            # after Kiln's variants, and the fastest taken.
-            t_flex = [bench(lambda: flex(qt, kt, vt, block_mask=fmask), batch=3,
-                            host=("block-sparse", "peer"))]
-            pairs = sum(min(i + 1, BENCH_WINDOW) for i in range(SQ))  # visible (q, k)
-            fl = 4 * B * H * pairs * D
-            measured = []
-            for variant in BENCH_VARIANTS:
-                tag = variant_tag(*variant)
-                run_kiln, ot, bundle = kiln_attention("sliding_window", *variant)
-                t_kiln = bench(run_kiln, reps=5, batch=3, host=host_label("block-sparse",
-                                                                          variant))
-                kiln_sync(bundle)
-                err = (ot - ref.float()).abs().max().item()
-                if not err < 5e-2:
-                    print(f"FAIL block-sparse benchmark {tag}: max abs error {err:.3g} vs "
-                          "flex_attention")
-                    failures.append(f"block-sparse bench {tag}")
-                measured.append((tag, t_kiln))
-                if len(measured) == len(BENCH_VARIANTS) // 2:
-                    t_flex.append(bench(lambda: flex(qt, kt, vt, block_mask=fmask), batch=3))
-            t_flex.append(bench(lambda: flex(qt, kt, vt, block_mask=fmask), batch=3))
-            print("flex_attention: " + ", ".join("%.1f" % (fl / t / 1e12) for t in t_flex)
-                  + " TFLOP/s (before, between and after Kiln's variants)")
-            t_torch = min(t_flex)
-            for tag, t_kiln in measured:
-                add_row((f"block-sparse window {BENCH_WINDOW} s{SQ} {tag}",
-                         fl / t_kiln / 1e12, fl / t_torch / 1e12, "TFLOP/s",
-                         "flex_attention (compiled, fastest of 3)"))
-        except Exception as e:  # noqa: BLE001
-            print(f"flex_attention comparison failed: {type(e).__name__}: {e}")
-
     # Where a block-128 program's time goes: the profile option's clock
     # readings (SM cycles) of the last of the timed launches. Per program:
     # the prologue (entry to the partial blocks' loop: q issued, counts
@@ -2163,6 +2112,57 @@ if not EMULATED and ACTIVE:
         print(f"SM clock (nvidia-smi: now, max): {smi.stdout.strip() or smi.stderr.strip()}")
     except Exception as e:  # noqa: BLE001 (no nvidia-smi: the clock is not reported)
         print(f"SM clock: nvidia-smi failed: {type(e).__name__}: {e}")
+
+    # Block-sparse (causal sliding window) vs flex_attention at the same mask,
+    # where this PyTorch has it. Its torch.compile is timed and reported; any
+    # failure there is reported, not fatal to the table.
+    try:
+        from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    except ImportError:
+        flex_attention = None
+        print("flex_attention: not in this PyTorch")
+    if flex_attention is not None:
+        try:
+            def sliding(b_, h_, q_idx, kv_idx):
+                return (q_idx >= kv_idx) & (q_idx - kv_idx < BENCH_WINDOW)
+            t0 = time.time()
+            fmask = create_block_mask(sliding, B, H, SQ, SQ, device="cuda")
+            flex = torch.compile(flex_attention)
+            ref = flex(qt, kt, vt, block_mask=fmask)
+            torch.cuda.synchronize()
+            print(f"flex_attention: block mask and torch.compile took {time.time() - t0:.1f} s")
+            # flex_attention's time has varied between runs (96.6 and 166.6
+            # TFLOP/s in two processes on one H200): timed before, between and
+            # after Kiln's variants, and the fastest taken.
+            t_flex = [bench(lambda: flex(qt, kt, vt, block_mask=fmask), batch=3,
+                            host=("block-sparse", "peer"))]
+            pairs = sum(min(i + 1, BENCH_WINDOW) for i in range(SQ))  # visible (q, k)
+            fl = 4 * B * H * pairs * D
+            measured = []
+            for variant in BENCH_VARIANTS:
+                tag = variant_tag(*variant)
+                run_kiln, ot, bundle = kiln_attention("sliding_window", *variant)
+                t_kiln = bench(run_kiln, reps=5, batch=3, host=host_label("block-sparse",
+                                                                          variant))
+                kiln_sync(bundle)
+                err = (ot - ref.float()).abs().max().item()
+                if not err < 5e-2:
+                    print(f"FAIL block-sparse benchmark {tag}: max abs error {err:.3g} vs "
+                          "flex_attention")
+                    failures.append(f"block-sparse bench {tag}")
+                measured.append((tag, t_kiln))
+                if len(measured) == len(BENCH_VARIANTS) // 2:
+                    t_flex.append(bench(lambda: flex(qt, kt, vt, block_mask=fmask), batch=3))
+            t_flex.append(bench(lambda: flex(qt, kt, vt, block_mask=fmask), batch=3))
+            print("flex_attention: " + ", ".join("%.1f" % (fl / t / 1e12) for t in t_flex)
+                  + " TFLOP/s (before, between and after Kiln's variants)")
+            t_torch = min(t_flex)
+            for tag, t_kiln in measured:
+                add_row((f"block-sparse window {BENCH_WINDOW} s{SQ} {tag}",
+                         fl / t_kiln / 1e12, fl / t_torch / 1e12, "TFLOP/s",
+                         "flex_attention (compiled, fastest of 3)"))
+        except Exception as e:  # noqa: BLE001
+            print(f"flex_attention comparison failed: {type(e).__name__}: {e}")
 
     m, k = 8192, 4096
     xs_t = torch.randn(m, k, device=dev)
