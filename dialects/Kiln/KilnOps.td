@@ -800,4 +800,23 @@ def Kiln_ClockOp : Kiln_Op<"clock", [MemoryEffects<[MemRead, MemWrite]>]> {
   let assemblyFormat = "attr-dict `:` type($result)";
 }
 
+def Kiln_ProcessorIdOp : Kiln_Op<"processor_id", [Pure]> {
+  let summary = "The id of the processor running the program";
+  let description = [{
+    Returns which processor runs the program: on an NVIDIA GPU the SM's
+    number (`%smid`, constant for a program's lifetime), on the CPU and
+    under the GPU emulator the core the reading thread is on
+    (`sched_getcpu`; a host thread may move between cores). With
+    `kiln.clock`, whose readings are comparable only within one processor,
+    it orders the programs that ran on each SM and measures the gaps
+    between them (Triton's `tl.extra.cuda.smid`).
+
+    ```mlir
+    %sm = kiln.processor_id : i32
+    ```
+  }];
+  let results = (outs I32:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+}
+
 #endif // KILN_OPS_TD

@@ -79,8 +79,8 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
       {"doc_ids", P(i32)},    {"batch", i64},         {"heads", i64},
       {"seq_q", i64},         {"seq_kv", i64},        {"nqb", i64},
       {"maxb", i64},          {"scale", f32}};
-  // profile: a trailing i64 [programs, 5] of clock readings per program, in
-  // launch order (docs/ops.md, "Profiling a program").
+  // profile: a trailing i64 [programs, 6] per program, in launch order: five
+  // clock readings and the processor (docs/ops.md, "Profiling a program").
   const bool profile = c.getInt("profile") != 0;
   if (profile)
     args.push_back({"stamps", P(i64)});
@@ -98,11 +98,12 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
   Value np0 = k.numPrograms(0), np1 = k.numPrograms(1);
   Value linear = k.add(k.pid(0), k.mul(np0, k.pid(1)));
   // The readings: at entry, before the partial blocks' loop (q issued, the
-  // count read), after it, after the full blocks' loop, after out's store.
+  // count read), after it, after the full blocks' loop, after out's store;
+  // then the processor (SM) that ran the program, whose clock they read.
   // Each is stored when taken, by one thread, so that no reading stays live
   // across a loop. (None after lse's store: a store after it would make it
   // wait for its global writes, which it otherwise does not.)
-  constexpr int64_t kStamps = 5;
+  constexpr int64_t kStamps = 6;
   Value vStamps;
   auto stamp = [&](int64_t i, Value t) {
     if (profile)
@@ -111,6 +112,7 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
   if (profile) {
     vStamps = k.denseView(k.arg("stamps"), {k.mul(np0, np1), k.cIndex(kStamps)});
     stamp(0, entryClock);
+    stamp(5, k.convert(k.processorId(), i64));
   }
   Value qb = k.sub(k.sub(np0, k.cIndex(1)), k.div(linear, np1));
   Value bh = k.rem(linear, np1);
@@ -415,9 +417,9 @@ void registerAttentionOps(std::vector<OpInfo> &ops) {
          "(off by default: 5% slower on an H200, docs/performance.md)",
          {}},
         {"profile", Param::Int, "0",
-         "1: a trailing argument stamps (i64 [programs, 5]) gets each program's clock "
+         "1: a trailing argument stamps (i64 [programs, 6]) gets each program's clock "
          "at entry, before and after the partial blocks, after the full blocks and "
-         "after out's store (launch order: x fastest)",
+         "after out's store, then its processor (SM) (launch order: x fastest)",
          {}}},
        buildRegistered});
   ops.push_back({"block_mask_counts",

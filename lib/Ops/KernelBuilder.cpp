@@ -82,6 +82,9 @@ Value KernelBuilder::pid(int axis) {
   return toIndex(p);
 }
 Value KernelBuilder::clock() { return kd::ClockOp::create(b, location); }
+Value KernelBuilder::processorId() {
+  return kd::ProcessorIdOp::create(b, location);
+}
 Value KernelBuilder::numPrograms(int axis) {
   Value p = kd::NumProgramsOp::create(b, location, static_cast<kd::Axis>(axis));
   return toIndex(p);

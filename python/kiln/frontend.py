@@ -2367,6 +2367,11 @@ class CodeGen(ast.NodeVisitor):
     def builtin_clock(self):
         return Tile(self.b.clock(), kl.int64, ())
 
+    def builtin_processor_id(self):
+        t = Tile(self.b.processor_id(), kl.int32, ())
+        t.nonneg = True
+        return t
+
     def builtin_range(self, *args, **kwargs):
         raise KilnError("kl.range() is only supported as the iterable of a for loop")
 

@@ -13,6 +13,7 @@ import numpy as np
 __all__ = [
     "dtype", "float16", "bfloat16", "float32", "float64", "int1", "int8",
     "int16", "int32", "int64", "constexpr", "program_id", "num_programs", "clock",
+    "processor_id",
     "arange", "zeros", "full", "load", "store", "make_view", "gather",
     "scatter", "atomic_add", "dot", "sum", "max", "min", "argmax", "argmin",
     "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sigmoid", "tanh", "sin",
@@ -210,6 +211,13 @@ def clock():
     SM's %clock64 on NVIDIA GPUs, the time-stamp counter on the CPU. The
     difference of two readings in one program is how long the code between
     them took there; readings stay in place relative to loads and stores."""
+
+
+@builtin
+def processor_id():
+    """Which processor runs the program (int32): the SM's number (%smid) on
+    NVIDIA GPUs, the core of the running thread (sched_getcpu) on the CPU.
+    kl.clock() readings are comparable within one processor."""
 
 
 @builtin
@@ -860,6 +868,7 @@ for _n, _f in dict(
     setattr(extra.libdevice, _n, _f)
 extra.cuda = _types.ModuleType(__name__ + ".extra.cuda")
 extra.cuda.libdevice = extra.libdevice
+extra.cuda.smid = processor_id  # Triton's tl.extra.cuda.smid()
 _sys.modules[extra.__name__] = extra
 _sys.modules[extra.libdevice.__name__] = extra.libdevice
 _sys.modules[extra.cuda.__name__] = extra.cuda

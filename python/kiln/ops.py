@@ -964,7 +964,7 @@ def _block_sparse_attention_torch(q, k, v, mask, mask_kind="none", window=256, p
     out = torch.empty((B, Hq, S, D), device=dev, dtype={
         "f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}[out_dtype])
     lse = torch.empty((B, Hq, S), device=dev, dtype=torch.float32)
-    stamps = (torch.full((nqb * B * Hq, 5), -1, device=dev, dtype=torch.int64) if profile
+    stamps = (torch.full((nqb * B * Hq, 6), -1, device=dev, dtype=torch.int64) if profile
               else None)
     if lse.numel() == 0:  # no batch, heads or queries: no programs
         return (out, lse, stamps) if profile else (out, lse)
@@ -1018,11 +1018,12 @@ def block_sparse_attention(q, k, v, mask, mask_kind="none", window=256, prefix=0
     Returns (out [B, Hq, S, D], lse [B, Hq, S] float32).
 
     `profile=True` also returns where each program's time went: stamps, int64
-    [nqb * B * Hq, 5], row i the i-th program in launch order (query block
-    nqb - 1 - i // (B * Hq), batch x head i % (B * Hq)), its processor's
+    [nqb * B * Hq, 6], row i the i-th program in launch order (query block
+    nqb - 1 - i // (B * Hq), batch x head i % (B * Hq)): its processor's
     cycle counter (kl.clock) at entry, before and after the partial blocks'
-    loop, after the full blocks' loop and after out's store. The kernel is
-    otherwise the same (the same results, bit for bit).
+    loop, after the full blocks' loop and after out's store, then that
+    processor (kl.processor_id: the SM). The kernel is otherwise the same
+    (the same results, bit for bit).
 
     q, k and v may instead all be PyTorch CUDA tensors (bfloat16, float16 or
     float32; non-contiguous ones are copied): the kernel runs on their GPU
@@ -1059,7 +1060,7 @@ def _block_sparse_attention_host(q, k, v, mask, mask_kind="none", window=256, pr
     out_types = {"f32": np.float32, "bf16": np.uint16, "f16": np.float16}
     out = np.empty(q.shape, out_types[out_dtype])
     lse = np.empty((B, Hq, S), np.float32)
-    stamps = np.full((nqb * B * Hq, 5), -1, np.int64)
+    stamps = np.full((nqb * B * Hq, 6), -1, np.int64)
     result = ((bf16(out) if out_dtype == "bf16" else out), lse) + ((stamps,) if profile else ())
     if lse.size == 0:  # no batch, heads or queries: no programs
         return result

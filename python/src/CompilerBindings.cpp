@@ -633,6 +633,7 @@ void bindCompiler(py::module &m) {
              return p.make<kd::NumProgramsOp>(static_cast<kd::Axis>(axis));
            })
       .def("clock", [](PyBuilder &p) { return p.make<kd::ClockOp>(); })
+      .def("processor_id", [](PyBuilder &p) { return p.make<kd::ProcessorIdOp>(); })
       .def("arange",
            [](PyBuilder &p, int64_t start, int64_t end, Type type) {
              return p.make<kd::ArangeOp>(type, start, end);

@@ -2046,7 +2046,12 @@ if not EMULATED and ACTIVE:
     # over the programs (where their block counts differ). "Busy clock":
     # the programs' cycles summed over the SMs' time in the kernel, which is
     # the SM clock if every SM always ran a program (one per SM at block
-    # 128) and lower by the idle share otherwise.
+    # 128) and lower by the idle share otherwise. With each program's SM
+    # (column 5) the idle time splits into the gaps between consecutive
+    # programs on an SM (from one's out store to the next's entry: lse's
+    # store, the exit, the next block's launch) and each SM's time outside
+    # its first entry .. last store (the launch's start and tail), the
+    # latter in µs at the SM clock torch.cuda._sleep measured.
     def profile_fit(cycles, n):
         if n.size == 0 or not (n > 0).any():
             return "none"
@@ -2061,7 +2066,7 @@ if not EMULATED and ACTIVE:
         mk = masks[(kind, variant[2])]
         nqb_ = mk["nqb"]
         progs = nqb_ * B * H
-        st = torch.full((progs, 5), -1, dtype=torch.int64, device=dev)
+        st = torch.full((progs, 6), -1, dtype=torch.int64, device=dev)
         run_kiln, ot, bundle = kiln_attention(kind, *variant, stamps=st)
         t_prof = bench(run_kiln, reps=3, batch=3)
         kiln_sync(bundle)
@@ -2070,18 +2075,32 @@ if not EMULATED and ACTIVE:
         qb_, bh_ = nqb_ - 1 - i_ // (B * H), i_ % (B * H)
         npart = np.asarray(mk["kv_num"]).reshape(B * H, nqb_)[bh_, qb_]
         nfull = np.asarray(mk["full_num"]).reshape(B * H, nqb_)[bh_, qb_]
-        if (s_ < 0).any() or (np.diff(s_, axis=1) < 0).any():
-            print(f"FAIL profile {label}: readings missing or going backwards")
+        if (s_ < 0).any() or (np.diff(s_[:, :5], axis=1) < 0).any() or (s_[:, 5] >= sms).any():
+            print(f"FAIL profile {label}: readings missing or going backwards, or an SM "
+                  "number past the device's")
             failures.append(f"profile {label}")
             return
-        d_ = np.diff(s_, axis=1)
+        d_ = np.diff(s_[:, :5], axis=1)
         total = s_[:, 4] - s_[:, 0]
         busy = total.sum() / (t_prof * 1e6 * sms)
-        print(f"profile {label}: {t_prof * 1e6:.1f} us for {progs} programs; cycles per "
-              f"program {total.mean():.0f}: prologue {d_[:, 0].mean():.0f}, partial loop "
-              f"{d_[:, 1].mean():.0f} = {profile_fit(d_[:, 1], npart)}, full loop "
-              f"{d_[:, 2].mean():.0f} = {profile_fit(d_[:, 2], nfull)}, epilogue "
-              f"{d_[:, 3].mean():.0f}; busy clock {busy:.0f} MHz", flush=True)
+        # Per SM: its programs in order, the gaps between them, its span.
+        gaps, spans = [], []
+        for sm_ in np.unique(s_[:, 5]):
+            r_ = s_[s_[:, 5] == sm_]
+            r_ = r_[np.argsort(r_[:, 0])]
+            gaps.extend((r_[1:, 0] - r_[:-1, 4]).tolist())
+            spans.append(r_[-1, 4] - r_[0, 0])
+        gap = f"{np.mean(gaps):.0f}" if gaps else "none"
+        outside = ""
+        if _SLEEP_RATE:
+            share = 100 * (1 - np.mean(spans) / (t_prof * _SLEEP_RATE[0]))
+            outside = f", outside the SMs' spans {share:.1f}% of the kernel"
+        print(f"profile {label}: {t_prof * 1e6:.1f} us for {progs} programs on "
+              f"{len(spans)} SMs; cycles per program {total.mean():.0f}: prologue "
+              f"{d_[:, 0].mean():.0f}, partial loop {d_[:, 1].mean():.0f} = "
+              f"{profile_fit(d_[:, 1], npart)}, full loop {d_[:, 2].mean():.0f} = "
+              f"{profile_fit(d_[:, 2], nfull)}, epilogue {d_[:, 3].mean():.0f}; between "
+              f"programs on an SM {gap}{outside}; busy clock {busy:.0f} MHz", flush=True)
 
     for kind, variant in PROFILE_VARIANTS:
         label = f"{kind} {variant_tag(*variant)}"

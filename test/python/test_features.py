@@ -1994,10 +1994,11 @@ def test_device_print(capfd):
 
 # kl.clock: the processor's cycle counter, read twice around a loop of work.
 # Each program stores its two readings; the second is later (a counter that
-# did not move, or a constant, fails), and the work's result is right.
+# did not move, or a constant, fails), and the work's result is right. And
+# kl.processor_id (Triton's tl.extra.cuda.smid): a core of this machine.
 
 @kiln.jit
-def clocked_sum(x, out, stamps, n, B: kl.constexpr):
+def clocked_sum(x, out, stamps, where, n, B: kl.constexpr):
     pid = kl.program_id(0)
     t0 = kl.clock()
     acc = kl.zeros((B,), kl.float32)
@@ -2008,6 +2009,8 @@ def clocked_sum(x, out, stamps, n, B: kl.constexpr):
     t1 = kl.clock()
     kl.store(stamps + pid * 2, t0)
     kl.store(stamps + pid * 2 + 1, t1)
+    kl.store(where + pid * 2, kl.processor_id())
+    kl.store(where + pid * 2 + 1, kl.extra.cuda.smid())
 
 
 def test_clock_readings_go_forward(rng):
@@ -2015,9 +2018,11 @@ def test_clock_readings_go_forward(rng):
     x = rng.standard_normal((programs, n)).astype(np.float32)
     out = np.full(programs, np.nan, np.float32)
     stamps = np.full((programs, 2), -1, np.int64)
-    clocked_sum[(programs,)](x, out, stamps, n, B=B)
+    where = np.full((programs, 2), -1, np.int32)
+    clocked_sum[(programs,)](x, out, stamps, where, n, B=B)
     assert_close(out, x.astype(np.float64).sum(axis=1), 1e-5, 1e-3)
     assert (stamps[:, 0] >= 0).all() and (stamps[:, 1] > stamps[:, 0]).all(), stamps
+    assert ((where >= 0) & (where < os.cpu_count())).all(), where
 
 
 # Triton's random numbers (tl.randint4x, rand, randn, ...: Philox 4x32-10

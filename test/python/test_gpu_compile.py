@@ -945,7 +945,7 @@ assert tuple(l.block) == (128, 1, 1)  # block 64: the default 4 warps
 _, _, stamps = kiln.ops.block_sparse_attention(q, k, v, mask, "causal", out_dtype="bf16",
                                                profile=True)
 assert stamps.is_cuda and stamps.device == dev and stamps.dtype is torch.int64
-assert stamps.shape == (mask["nqb"] * B * Hq, 5) and (stamps.data == -1).all()
+assert stamps.shape == (mask["nqb"] * B * Hq, 6) and (stamps.data == -1).all()
 l = mock.kiln_mock_last_launch().contents
 p = list(l.params[:l.num_params])
 assert p[17] == stamps.addr and p[18] == (1 << len(p[19:])) - 1, p[16:]

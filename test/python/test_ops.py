@@ -678,10 +678,12 @@ def test_attention_profile_stamps(rng):
     assert np.array_equal(out, pout) and np.array_equal(lse, plse)
     ro, rl = dense_reference(*[from_bf16_bits(b) for b in bits], rule, 1 / np.sqrt(D))
     assert_close(pout, ro, 2e-2, 1e-2)
-    assert stamps.shape == (mask["nqb"] * B * H, 5) and stamps.dtype == np.int64
+    assert stamps.shape == (mask["nqb"] * B * H, 6) and stamps.dtype == np.int64
     assert (stamps >= 0).all(), stamps
-    assert (np.diff(stamps, axis=1) >= 0).all(), stamps
+    assert (np.diff(stamps[:, :5], axis=1) >= 0).all(), stamps
     assert (stamps[:, 4] > stamps[:, 0]).all(), stamps
+    # Column 5: the processor (a core of this machine here).
+    assert (stamps[:, 5] < os.cpu_count()).all(), stamps
     # Both loops ran somewhere: the partial blocks' loop takes time in the
     # programs that have partial blocks.
     nqb, order = mask["nqb"], np.arange(stamps.shape[0])

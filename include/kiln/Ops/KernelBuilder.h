@@ -71,6 +71,8 @@ public:
   mlir::Value numPrograms(int axis);
   /// kiln.clock: the processor's cycle counter (i64).
   mlir::Value clock();
+  /// kiln.processor_id: the processor (SM, core) running the program (i32).
+  mlir::Value processorId();
 
   // Scalar and elementwise conversions.
   mlir::Value toIndex(mlir::Value v);

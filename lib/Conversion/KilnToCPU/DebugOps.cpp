@@ -26,6 +26,8 @@
 //
 // kiln.clock. llvm.readcyclecounter on the CPU, %clock64 (nvvm.read.ptx.
 // sreg.clock64) in SIMT mode, which the emulator turns into its own clock.
+// kiln.processor_id: libc's sched_getcpu on the CPU, %smid in SIMT mode (the
+// emulator's: the host thread's core).
 //
 //===----------------------------------------------------------------------===//
 
@@ -324,6 +326,27 @@ LogicalResult KernelLowering::lowerPrint(PrintOp op) {
   }
   if (!simt)
     hostFlush(b, op.getLoc(), module);
+  toErase.push_back(op);
+  return success();
+}
+
+LogicalResult KernelLowering::lowerProcessorId(ProcessorIdOp op) {
+  ImplicitLocOpBuilder b(op.getLoc(), op);
+  Value id;
+  if (simt) {
+    id = NVVM::SmIdOp::create(b, b.getI32Type());
+  } else {
+    auto module = op->getParentOfType<ModuleOp>();
+    auto fn = module.lookupSymbol<LLVM::LLVMFuncOp>("sched_getcpu");
+    if (!fn) {
+      OpBuilder mb = OpBuilder::atBlockBegin(module.getBody());
+      fn = LLVM::LLVMFuncOp::create(
+          mb, op.getLoc(), "sched_getcpu",
+          LLVM::LLVMFunctionType::get(b.getI32Type(), {}));
+    }
+    id = LLVM::CallOp::create(b, fn, ValueRange{}).getResult();
+  }
+  op.getResult().replaceAllUsesWith(id);
   toErase.push_back(op);
   return success();
 }

@@ -51,6 +51,7 @@
 //                          i32 scaleD, i64 acc, i64 site)   A in registers
 //   void kiln_emu_shared_access(i64 addr, i32 bytes, i32 isWrite, i64 site)
 //   i64  kiln_emu_clock()           %clock64: the host's monotonic clock, ns
+//   i32  kiln_emu_smid()            %smid: the host thread's core
 //   void kiln_emu_assert_fail(i64 message, i64 site, i64 hook)
 //                 a kiln.assert failed in this thread: the emulator stops
 //                 the block and calls the hook (DebugOps.cpp) at
@@ -607,6 +608,9 @@ LogicalResult EmulateGPUPass::emulate(gpu::GPUFuncOp kernel,
     } else if (isa<NVVM::Clock64Op>(op)) {
       op->getResult(0).replaceAllUsesWith(
           abi.call(ib, "kiln_emu_clock", {}, {i64}));
+    } else if (isa<NVVM::SmIdOp>(op)) {
+      op->getResult(0).replaceAllUsesWith(
+          abi.call(ib, "kiln_emu_smid", {}, {i32}));
     } else if (auto pf = dyn_cast<NVVM::PrefetchOp>(op);
                pf && pf.getTensormap()) {
       // prefetch.tensormap: a hint, nothing to emulate.

@@ -439,6 +439,7 @@ private:
   LogicalResult lowerAssert(AssertOp op);
   LogicalResult lowerPrint(PrintOp op);
   LogicalResult lowerClock(ClockOp op);
+  LogicalResult lowerProcessorId(ProcessorIdOp op);
   LogicalResult lowerElementwise(Operation *op);
   // Elementwise fusion: an elementwise op whose only user is an elementwise
   // op of the same shape in the same block, or a splat or broadcast whose

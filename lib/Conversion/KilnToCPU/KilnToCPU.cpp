@@ -3345,6 +3345,8 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
     return lowerPrint(pr);
   if (auto clk = dyn_cast<ClockOp>(op))
     return lowerClock(clk);
+  if (auto pid = dyn_cast<ProcessorIdOp>(op))
+    return lowerProcessorId(pid);
   if (auto dot = dyn_cast<DotOp>(op))
     return lowerDot(dot);
   if (auto red = dyn_cast<ReduceOp>(op))

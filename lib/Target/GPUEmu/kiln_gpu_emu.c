@@ -81,6 +81,7 @@
 
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -578,6 +579,12 @@ EMU_API int64_t kiln_emu_clock(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* %smid: the core the host thread runs the block on (0 if unknown). */
+EMU_API int32_t kiln_emu_smid(void) {
+  int cpu = sched_getcpu();
+  return cpu < 0 ? 0 : cpu;
 }
 
 EMU_API int64_t kiln_emu_shared(void) {

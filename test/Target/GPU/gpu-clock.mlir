@@ -1,5 +1,6 @@
 // kiln.clock: %clock64 on the GPU targets, llvm.readcyclecounter on the CPU,
-// the emulator's clock under emu-sm_XY. Its memory effects keep every reading
+// the emulator's clock under emu-sm_XY; kiln.processor_id: %smid, libc's
+// sched_getcpu, the emulator's. The clock's memory effects keep every reading
 // where it is: readings are not merged (CSE), not hoisted out of a loop, not
 // moved across a store, and not dropped when unused. (Values at run time:
 // test_features.py, test_clock_readings_go_forward, and test_ops.py,
@@ -21,6 +22,7 @@
 // IR: kiln.clock : i64
 // IR: kiln.store
 // IR: kiln.clock : i64
+// IR: kiln.processor_id : i32
 // CHECK-LABEL: .entry clk
 // CHECK: mov.u64 {{.*}}, %clock64;
 // CHECK: mov.u64 {{.*}}, %clock64;
@@ -29,11 +31,14 @@
 // CHECK: st.global
 // CHECK: mov.u64 {{.*}}, %clock64;
 // CHECK-NOT: %clock64
+// CHECK: mov.u32 {{.*}}, %smid;
 // CPU-LABEL: func.func private @clk
 // CPU-COUNT-4: llvm.call_intrinsic "llvm.readcyclecounter"() : () -> i64
 // CPU-NOT: readcyclecounter
+// CPU: llvm.call @sched_getcpu() : () -> i32
 // EMU-COUNT-4: llvm.call @kiln_emu_clock() : () -> i64
 // EMU-NOT: kiln_emu_clock
+// EMU: llvm.call @kiln_emu_smid() : () -> i32
 
 kiln.func @clk(%x: !kiln.ptr<f32> {kiln.name = "x"}, %t: !kiln.ptr<i64> {kiln.name = "t"}, %n: index {kiln.name = "n"}) {
   %c0 = arith.constant 0 : index
@@ -57,5 +62,10 @@ kiln.func @clk(%x: !kiln.ptr<f32> {kiln.name = "x"}, %t: !kiln.ptr<i64> {kiln.na
   %unused = kiln.clock : i64
   %s1 = kiln.splat %t1 : tensor<1xi64>
   kiln.store %s1, %vt[%c1] : tensor<1xi64> -> !kiln.view<1xi64>
+  %sm = kiln.processor_id : i32
+  %sm64 = arith.extsi %sm : i32 to i64
+  %s2 = kiln.splat %sm64 : tensor<1xi64>
+  %c2i = arith.constant 1 : index
+  kiln.store %s2, %vt[%c2i] : tensor<1xi64> -> !kiln.view<1xi64>
   kiln.return
 }
