@@ -1,11 +1,11 @@
-//===- DebugOps.cpp - kiln.assert and kiln.print on every target ----------===//
+//===- DebugOps.cpp - Debugging and timing ops on every target ------------===//
 //
 // Part of the Kiln project, under the Apache License v2.0 with LLVM Exceptions.
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 //
 //===----------------------------------------------------------------------===//
 //
-// The debugging ops, shared by the CPU and the GPU lowering.
+// The debugging and timing ops, shared by the CPU and the GPU lowering.
 //
 // kiln.assert. On the CPU, a failing element calls the function whose
 // address the runtime stores, at load, in the kernel's exported global

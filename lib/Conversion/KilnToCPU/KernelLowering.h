@@ -435,7 +435,7 @@ private:
                                Value indices, ValueRange offsets, Value old,
                                AtomicKind kind = AtomicKind::add,
                                Value cmp = Value());
-  /// kiln.assert / kiln.print (DebugOps.cpp).
+  /// kiln.assert / kiln.print / kiln.clock / kiln.processor_id (DebugOps.cpp).
   LogicalResult lowerAssert(AssertOp op);
   LogicalResult lowerPrint(PrintOp op);
   LogicalResult lowerClock(ClockOp op);
