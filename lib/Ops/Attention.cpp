@@ -47,6 +47,11 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
                                    "block_sparse_attention: head_dim, block, "
                                    "block_kv and gqa_group must be positive");
   const std::string mask = c.getString("mask");
+  if (c.getInt("one_loop") && c.getInt("overlap"))
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "block_sparse_attention: one_loop and overlap "
+                                   "cannot be combined (the overlap is a schedule "
+                                   "of the full blocks' own loop)");
   // The masks compare int32 positions; softcap multiplies by 1 / cap.
   const int64_t window = c.getInt("window"), prefix = c.getInt("prefix");
   const double cap = c.getFloat("softcap");
@@ -167,7 +172,10 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
   if (mask == "document")
     docQ = k.expand(k.reshape(k.load(vDoc, {b, q0}, {1, BM}, -1), {BM}), 1);
 
-  auto block = [&](Value kb, bool applyMask, ValueRange state) {
+  // applyMask: the block is partial (the built-in mask and mask_mod per
+  // element). maskWhen (one_loop): a runtime i1, partial when true, under an
+  // scf.if so that full blocks skip the mask's work.
+  auto block = [&](Value kb, bool applyMask, Value maskWhen, ValueRange state) {
     Value m = state[0], l = state[1], acc = state[2];
     Value krow = k.mul(k.toIndex(kb), k.cIndex(BN));
     Value kt = k.reshape(k.load(vk, {bkv, krow, k.cIndex(0)}, {1, BN, D}), {BN, D});
@@ -197,7 +205,7 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
           }
       s = k.mul(r, k.cF32(factor));
     }
-    if (applyMask) {
+    auto masked = [&](Value s) -> Value {
       // The built-in masks as a range of keys per query row, [lo, hi] with
       // hi < seq_kv: one or two comparisons per score against values
       // computed once per row (causal: kv <= min(q, seq_kv - 1); prefix
@@ -226,7 +234,15 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
         keep = k.andI(keep, k.broadcastTo(builtin, {BM, BN}));
       if (maskMod)
         keep = k.andI(keep, k.broadcastTo(maskMod(k, b, h, qIdx, kvIdx), {BM, BN}));
-      s = k.select(keep, s, negInf);
+      return k.select(keep, s, negInf);
+    };
+    if (applyMask && maskWhen) {
+      Value raw = s;
+      s = k.ifElse(maskWhen, TypeRange{s.getType()},
+                   [&] { return SmallVector<Value>{masked(raw)}; },
+                   [&] { return SmallVector<Value>{raw}; })[0];
+    } else if (applyMask) {
+      s = masked(s);
     }
     Value rowMax = k.reduce(kd::ReduceKind::max, s, 1);
     if (scaleLate)
@@ -246,7 +262,34 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
 
   SmallVector<Value> state = {k.constant(k.tile({BM}, f32), -INFINITY),
                               k.constant(k.tile({BM}, f32), 0.0), zeroAcc};
+  if (c.getInt("one_loop")) {
+    // One loop over the partial blocks then the full ones: one pipeline
+    // (one fill and one drain per program instead of two: the first full
+    // block's keys and values are fetched while the last partial block
+    // runs). The mask runs under a branch on j < kv_num, whose scores stay
+    // in registers on the GPU (an scf.if over fragments, lowerFragmentIf).
+    // Both lists are read at clamped indices and one index is selected.
+    // The same blocks in the same order as the two loops: the same bits.
+    Value nPart = k.toIndex(k.loadScalar(vNum, {bh, qb}, 0));
+    Value nFull = k.toIndex(k.loadScalar(vFullNum, {bh, qb}, 0));
+    stamp(1, Value());
+    Value lastSlot = k.max(k.sub(k.toIndex(maxb), k.cIndex(1)), k.cIndex(0));
+    state = k.forLoop(
+        k.cIndex(0), k.add(nPart, nFull), k.cIndex(1), state,
+        [&](Value j, ValueRange it) {
+          Value isPartial = k.cmp(Cmp::LT, j, nPart);
+          Value jp = k.min(j, lastSlot);
+          Value jf = k.min(k.max(k.sub(j, nPart), k.cIndex(0)), lastSlot);
+          Value kb = k.select(isPartial, k.loadScalar(vIdx, {bh, qb, jp}, 0),
+                              k.loadScalar(vFullIdx, {bh, qb, jf}, 0));
+          return block(kb, true, isPartial, it);
+        });
+    stamp(2, Value());
+    stamp(3, Value());
+  }
   for (bool partial : {true, false}) {
+    if (c.getInt("one_loop"))
+      break;
     Value numView = partial ? vNum : vFullNum;
     Value idxView = partial ? vIdx : vFullIdx;
     Value count = k.loadScalar(numView, {bh, qb}, 0);
@@ -255,7 +298,7 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
     state = k.forLoop(k.cIndex(0), count, k.cIndex(1), state,
                       [&](Value j, ValueRange it) {
                         Value kb = k.loadScalar(idxView, {bh, qb, j}, 0);
-                        return block(kb, partial, it);
+                        return block(kb, partial, Value(), it);
                       });
     stamp(partial ? 2 : 3, Value());
     // On sm_90a the scores of the next full block are computed while this
@@ -415,6 +458,10 @@ void registerAttentionOps(std::vector<OpInfo> &ops) {
         {"overlap", Param::Int, "0",
          "1: on sm_90a, the next full block's scores run during this one's softmax "
          "(off by default: 5% slower on an H200, docs/performance.md)",
+         {}},
+        {"one_loop", Param::Int, "0",
+         "1: the partial and the full blocks in one loop, the mask under a branch (one "
+         "pipeline fill per program instead of two; not measured on a GPU yet)",
          {}},
         {"profile", Param::Int, "0",
          "1: a trailing argument stamps (i64 [programs, 6]) gets each program's clock "

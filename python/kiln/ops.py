@@ -923,7 +923,7 @@ def _doc_ids(name, doc_ids):
 
 def _attention_kernel(block, block_kv, D, mask_kind, window, prefix, group, softcap, dtype,
                       overlap, out_dtype, mask_mod, score_mod, target=None, num_warps=None,
-                      profile=False):
+                      profile=False, one_loop=False):
     mods = ""
     if mask_mod is not None or score_mod is not None:
         mods = mod_source(block, mask_mod=mask_mod, score_mod=score_mod, block_kv=block_kv)
@@ -933,13 +933,14 @@ def _attention_kernel(block, block_kv, D, mask_kind, window, prefix, group, soft
                   prefix=prefix, gqa_group=group, softcap=softcap, dtype=dtype,
                   **({"overlap": 1} if overlap else {}),
                   **({"profile": 1} if profile else {}),
+                  **({"one_loop": 1} if one_loop else {}),
                   **({"out_dtype": out_dtype} if out_dtype != "f32" else {}))
 
 
 def _block_sparse_attention_torch(q, k, v, mask, mask_kind="none", window=256, prefix=0,
                                   doc_ids=None, softcap=0.0, scale=None, mask_mod=None,
                                   score_mod=None, overlap=False, out_dtype="f32",
-                                  profile=False):
+                                  profile=False, one_loop=False):
     """kiln.ops.block_sparse_attention on PyTorch CUDA tensors: the kernel
     compiled for the device's GPU (as @kiln.jit does), outputs allocated by
     PyTorch on q's device, the host-built block mask copied there."""
@@ -976,7 +977,8 @@ def _block_sparse_attention_torch(q, k, v, mask, mask_kind="none", window=256, p
                   and "KILN_NUM_WARPS" not in os.environ) else None
     kern = _attention_kernel(block, block_kv, D, mask_kind, window, prefix, Hq // Hkv,
                              softcap, dtypes[q.dtype], overlap, out_dtype, mask_mod,
-                             score_mod, target=target, num_warps=warps, profile=profile)
+                             score_mod, target=target, num_warps=warps, profile=profile,
+                             one_loop=one_loop)
     marr = [a if isinstance(a, torch.Tensor) else torch.from_numpy(a).to(dev) for a in arrays]
     if doc_ids is None:
         docs = torch.zeros((B, max(S, Skv)), device=dev, dtype=torch.int32)
@@ -999,7 +1001,8 @@ def _block_sparse_attention_torch(q, k, v, mask, mask_kind="none", window=256, p
 
 def block_sparse_attention(q, k, v, mask, mask_kind="none", window=256, prefix=0,
                            doc_ids=None, softcap=0.0, scale=None, mask_mod=None,
-                           score_mod=None, overlap=False, out_dtype="f32", profile=False):
+                           score_mod=None, overlap=False, out_dtype="f32", profile=False,
+                           one_loop=False):
     """q [B, Hq, S, D], k/v [B, Hkv, Skv, D] (Hq a multiple of Hkv: GQA/MQA),
     `mask` from block_mask(). Inside partial blocks the kernel applies the
     built-in `mask_kind` (none, causal, sliding_window, prefix_lm, document)
@@ -1023,7 +1026,10 @@ def block_sparse_attention(q, k, v, mask, mask_kind="none", window=256, prefix=0
     cycle counter (kl.clock) at entry, before and after the partial blocks'
     loop, after the full blocks' loop and after out's store, then that
     processor (kl.processor_id: the SM). The kernel is otherwise the same
-    (the same results, bit for bit).
+    (the same results, bit for bit). `one_loop=True`: the partial and the
+    full blocks in one loop, the mask under a branch (one pipeline fill per
+    program instead of two; the same results, bit for bit; not measured on
+    a GPU yet, and not combined with `overlap`).
 
     q, k and v may instead all be PyTorch CUDA tensors (bfloat16, float16 or
     float32; non-contiguous ones are copied): the kernel runs on their GPU
@@ -1035,17 +1041,17 @@ def block_sparse_attention(q, k, v, mask, mask_kind="none", window=256, prefix=0
     if _is_torch_cuda(q):
         return _block_sparse_attention_torch(q, k, v, mask, mask_kind, window, prefix, doc_ids,
                                              softcap, scale, mask_mod, score_mod, overlap,
-                                             out_dtype, profile)
+                                             out_dtype, profile, one_loop)
     return _block_sparse_attention_host(q, k, v, mask, mask_kind, window, prefix, doc_ids,
                                         softcap, scale, mask_mod, score_mod, overlap, out_dtype,
-                                        profile)
+                                        profile, one_loop)
 
 
 @_host_only
 def _block_sparse_attention_host(q, k, v, mask, mask_kind="none", window=256, prefix=0,
                                  doc_ids=None, softcap=0.0, scale=None, mask_mod=None,
                                  score_mod=None, overlap=False, out_dtype="f32",
-                                 profile=False):
+                                 profile=False, one_loop=False):
     name = "block_sparse_attention"
     (q, k, v), dtype = _same_type(name, q=q, k=k, v=v)
     if doc_ids is not None:
@@ -1065,7 +1071,8 @@ def _block_sparse_attention_host(q, k, v, mask, mask_kind="none", window=256, pr
     if lse.size == 0:  # no batch, heads or queries: no programs
         return result
     kern = _attention_kernel(block, block_kv, D, mask_kind, window, prefix, Hq // Hkv, softcap,
-                             dtype, overlap, out_dtype, mask_mod, score_mod, profile=profile)
+                             dtype, overlap, out_dtype, mask_mod, score_mod, profile=profile,
+                             one_loop=one_loop)
     kern.launch([_ptr(q), _ptr(k), _ptr(v), _ptr(out), _ptr(lse)] + [_ptr(a) for a in arrays] +
                 [_ptr(doc_ids), B, Hq, S, Skv, nqb, maxb, scale] +
                 ([_ptr(stamps)] if profile else []),

@@ -1219,17 +1219,17 @@ BENCH_WINDOW = 1024  # the block-sparse benchmark's sliding window
 
 
 def variant_tag(warps, stages, block, swizzle, overlap=False, out16=False, devmaps=False,
-                pingpong=True):
+                pingpong=True, one_loop=False):
     bq, bkv = block_sizes(block)
     return (f"w{warps or 4} s{stages or 2} b{bq}" + (f"x{bkv}" if bkv != bq else "")
             + ("" if swizzle else " no-swizzle") + (" overlap" if overlap else "")
             + (" bf16-out" if out16 else "") + (" device-maps" if devmaps else "")
-            + ("" if pingpong else " no-pingpong"))
+            + ("" if pingpong else " no-pingpong") + (" one-loop" if one_loop else ""))
 
 
 def attention_bench_kernel(kind, warps=None, stages=None, block=64, swizzle=True,
                            overlap=False, out16=False, devmaps=False, pingpong=True,
-                           profile=False):
+                           one_loop=False, profile=False):
     window = BENCH_WINDOW if kind == "sliding_window" else 256
     bq, bkv = block_sizes(block)
     cfg = dict(head_dim=BENCH_D, block=bq, mask=kind, window=window, prefix=0, gqa_group=1,
@@ -1240,6 +1240,8 @@ def attention_bench_kernel(kind, warps=None, stages=None, block=64, swizzle=True
         cfg["overlap"] = 1
     if out16:  # a bf16 output, as SDPA's and flex_attention's
         cfg["out_dtype"] = "bf16"
+    if one_loop:  # the partial and the full blocks in one loop (one pipeline)
+        cfg["one_loop"] = 1
     if profile:  # a trailing stamps argument: clock readings per program
         cfg["profile"] = 1
     return provider("block_sparse_attention", "", {k_: str(v_) for k_, v_ in cfg.items()},
@@ -1254,7 +1256,8 @@ def attention_bench_kernel(kind, warps=None, stages=None, block=64, swizzle=True
 PROFILE_VARIANTS = tuple(
     (kind, v) for kind in ("none", "sliding_window")
     for v in ((8, None, 128, True, False),) + (
-        ((8, None, 128, True, False, False, False, False), (8, None, 128, True, True))
+        ((8, None, 128, True, False, False, False, False), (8, None, 128, True, True),
+         (8, None, 128, True, False, False, False, True, True))
         if TARGET.endswith("sm_90a") else ()))
 
 
@@ -1284,7 +1287,12 @@ if TARGET.endswith("sm_90a"):
                        # idealized timeline (docs/gpu.md).
                        (8, None, 128, True, False, False, False, False),
                        (8, None, (128, 64), True, False, False, False, False),
-                       (8, None, 128, True, True, False, False, False))
+                       (8, None, 128, True, True, False, False, False),
+                       # One loop over the partial and the full blocks (one
+                       # pipeline fill per program instead of two), with and
+                       # without the turns.
+                       (8, None, 128, True, False, False, False, True, True),
+                       (8, None, 128, True, False, False, False, False, True))
 else:
     # mma.sync: operand rows XOR-swizzled (the default) against padded rows
     # (--no-swizzle), at block 64 and at block 128 with 8 warps (160 KiB of
@@ -1938,7 +1946,7 @@ if not EMULATED and ACTIVE:
     masks = {}  # (kind, block) -> block mask (numpy, built once)
 
     def kiln_attention(kind, warps=None, stages=None, block=64, swizzle=True, overlap=False,
-                       out16=False, devmaps=False, pingpong=True, stamps=None):
+                       out16=False, devmaps=False, pingpong=True, one_loop=False, stamps=None):
         """(launch, output): the operator's bundle on device tensors, with
         the argument list of kiln.ops.block_sparse_attention. Kind "fixed":
         the dense kernel on the block mask in masks[("fixed", block)].
@@ -1951,7 +1959,8 @@ if not EMULATED and ACTIVE:
         mask = masks[(kind, block)]
         bundle = load(attention_bench_kernel("none" if kind == "fixed" else kind, warps,
                                              stages, block, swizzle, overlap, out16,
-                                             devmaps, pingpong, stamps is not None).path)
+                                             devmaps, pingpong, one_loop,
+                                             stamps is not None).path)
         ot = torch.empty(B, H, SQ, D, device=dev,
                          dtype=torch.bfloat16 if out16 else torch.float32)
         lt = torch.empty(B, H, SQ, device=dev)
@@ -2095,11 +2104,15 @@ if not EMULATED and ACTIVE:
         if _SLEEP_RATE:
             share = 100 * (1 - np.mean(spans) / (t_prof * _SLEEP_RATE[0]))
             outside = f", outside the SMs' spans {share:.1f}% of the kernel"
+        if len(variant) > 8 and variant[8]:  # one_loop: columns 1-2 hold the one loop
+            loops = (f"one loop {d_[:, 1].mean():.0f} = "
+                     f"{profile_fit(d_[:, 1], npart + nfull)}")
+        else:
+            loops = (f"partial loop {d_[:, 1].mean():.0f} = {profile_fit(d_[:, 1], npart)}, "
+                     f"full loop {d_[:, 2].mean():.0f} = {profile_fit(d_[:, 2], nfull)}")
         print(f"profile {label}: {t_prof * 1e6:.1f} us for {progs} programs on "
               f"{len(spans)} SMs; cycles per program {total.mean():.0f}: prologue "
-              f"{d_[:, 0].mean():.0f}, partial loop {d_[:, 1].mean():.0f} = "
-              f"{profile_fit(d_[:, 1], npart)}, full loop {d_[:, 2].mean():.0f} = "
-              f"{profile_fit(d_[:, 2], nfull)}, epilogue {d_[:, 3].mean():.0f}; between "
+              f"{d_[:, 0].mean():.0f}, {loops}, epilogue {d_[:, 3].mean():.0f}; between "
               f"programs on an SM {gap}{outside}; busy clock {busy:.0f} MHz", flush=True)
 
     for kind, variant in PROFILE_VARIANTS:

@@ -660,6 +660,87 @@ def test_attention_block_128_two_warpgroups(rng, monkeypatch, kind):
         assert all(np.array_equal(a, b) for a, b in zip(outs[0], other))
 
 
+@pytest.mark.parametrize("block,warps,kind,dtype,softcap", [
+    (128, 8, "sliding_window", "bf16", 0.0), (128, 8, "none", "bf16", 0.0),
+    (64, None, "causal", "bf16", 30.0), (64, None, "document", "f32", 0.0),
+    (64, None, "prefix_lm", "f16", 0.0)])
+def test_attention_one_loop(rng, block, warps, kind, dtype, softcap):
+    # one_loop 1: the partial and the full blocks in one loop, the mask under a
+    # branch (on the GPU an scf.if whose scores stay in registers). The same
+    # blocks in the same order as the two loops: the same bits, and close to
+    # float64. S is not a multiple of the block; the document mask has three
+    # documents, prefix_lm a prefix of 40.
+    B, H, S, D, window, prefix = 1, 2, 300, 64, 100, 40
+    x32 = [rng.standard_normal((B, H, S, D)).astype(np.float32) for _ in range(3)]
+    if dtype == "bf16":
+        arrs = [to_bf16_bits(a) for a in x32]
+        x = [from_bf16_bits(a) for a in arrs]
+    elif dtype == "f16":
+        arrs = [a.astype(np.float16) for a in x32]
+        x = [a.astype(np.float32) for a in arrs]
+    else:
+        arrs = x = x32
+    docs = np.zeros((B, S), np.int32)
+    docs[:, 130:], docs[:, 220:] = 1, 2
+    last = S - 1
+    rules = {"none": lambda b, h, qi, ki: ki >= 0,
+             "causal": lambda b, h, qi, ki: ki <= qi,
+             "sliding_window": lambda b, h, qi, ki: (ki <= qi) & (qi - ki < window),
+             "prefix_lm": lambda b, h, qi, ki: (ki <= qi) | (ki < prefix),
+             "document": lambda b, h, qi, ki: (docs[b][np.minimum(qi, last)] ==
+                                               docs[b][np.minimum(ki, last)])}
+    mask = kiln.ops.block_mask(rules[kind], B, H, S, S, block=block)
+    arrays = [np.ascontiguousarray(mask[n], np.int32)
+              for n in ("kv_num", "kv_idx", "full_num", "full_idx")]
+    outs = []
+    for one_loop in (0, 1):
+        kern = kiln.ops.kernel("block_sparse_attention", _num_warps=warps, head_dim=D,
+                               block=block, mask=kind, window=window, prefix=prefix,
+                               gqa_group=1, softcap=softcap, dtype=dtype, one_loop=one_loop)
+        out = np.full((B, H, S, D), np.nan, np.float32)
+        lse = np.full((B, H, S), np.nan, np.float32)
+        kern.launch([a.ctypes.data for a in arrs] + [out.ctypes.data, lse.ctypes.data] +
+                    [a.ctypes.data for a in arrays] +
+                    [docs.ctypes.data, B, H, S, S, mask["nqb"], mask["maxb"], 1 / np.sqrt(D)],
+                    [mask["nqb"], B * H])
+        assert not np.isnan(out).any() and not np.isnan(lse).any()
+        outs.append((out, lse))
+    assert all(np.array_equal(a, b) for a, b in zip(*outs))
+    if not softcap:  # (softcap's float64 check: the two loops' tests)
+        tol = (1e-4, 1e-5) if dtype == "f32" else (2e-2, 1e-2)
+        ro, rl = dense_reference(*x, rules[kind], 1 / np.sqrt(D))
+        assert_close(outs[1][0], ro, *tol)
+        assert_close(outs[1][1], rl, 1e-4, 1e-4)
+
+
+def test_attention_one_loop_from_kiln_ops(rng):
+    # kiln.ops' one_loop=True: the same bits as the two loops, with a mask_mod
+    # fused into the branch.
+    B, H, S, D = 1, 2, 150, 64
+    bits = [to_bf16_bits(rng.standard_normal((B, H, S, D)).astype(np.float32))
+            for _ in range(3)]
+
+    @kiln.jit
+    def stripes(b, h, q_idx, kv_idx):
+        return (kv_idx <= q_idx) & ((q_idx - kv_idx) % 3 != 1)
+
+    rule = lambda b, h, qi, ki: (ki <= qi) & ((qi - ki) % 3 != 1)  # noqa: E731
+    mask = kiln.ops.block_mask(rule, B, H, S, S)
+    args = [kiln.bf16(b) for b in bits]
+    two = kiln.ops.block_sparse_attention(*args, mask, mask_mod=stripes)
+    one = kiln.ops.block_sparse_attention(*args, mask, mask_mod=stripes, one_loop=True)
+    assert all(np.array_equal(a, b) for a, b in zip(two, one))
+    ro, _ = dense_reference(*[from_bf16_bits(b) for b in bits], rule, 1 / np.sqrt(D))
+    assert_close(one[0], ro, 2e-2, 1e-2)
+
+
+def test_attention_one_loop_refuses_overlap():
+    with pytest.raises(Exception, match="one_loop and overlap cannot be combined"):
+        kiln.ops.kernel("block_sparse_attention", head_dim=64, block=64, mask="causal",
+                        window=256, prefix=0, gqa_group=1, softcap=0.0, dtype="bf16",
+                        one_loop=1, overlap=1)
+
+
 def test_attention_profile_stamps(rng):
     # profile=True: the same kernel plus five clock readings per program
     # (entry, around the partial blocks' loop, after the full blocks', after

@@ -563,6 +563,16 @@ private:
   /// (`elementwiseOnly`: the uses are elementwise expressions only, which
   /// need no whole rows: any warp tiling of `dot` will do.)
   bool fragmentUses(Value v, DotOp dot, bool elementwiseOnly = false);
+  /// SIMT: whether scf.if `op` can yield its tiles as fragments of `dot` (in
+  /// registers): each is of the dot's result type and read the way
+  /// fragmentUses allows; then the branches' expressions on `dot`'s
+  /// fragments keep theirs too (lowerFragmentIf).
+  bool fragmentIf(scf::IfOp op, DotOp dot);
+  LogicalResult lowerFragmentIf(scf::IfOp op, DotOp dot, size_t numRegs,
+                                Type regType);
+  /// The branches of the ifs lowerFragmentIf rebuilt: their yields take
+  /// fragments (fragmentUses).
+  llvm::SmallPtrSet<Block *, 4> fragmentIfBlocks;
   /// The dot whose fragments `loop`'s iter_arg `i` carries in registers, or
   /// null: the scores an overlapped loop computes an iteration ahead
   /// (GPUOverlap.cpp). The init is a dot's result used only there, the

@@ -826,6 +826,19 @@ static bool isElementwiseTileOp(Operation *op) {
                       [](Value r) { return isa<RankedTensorType>(r.getType()); });
 }
 
+bool KernelLowering::fragmentIf(scf::IfOp op, DotOp dot) {
+  // Both branches yield, every result is a tile of the dot's result type,
+  // and the results' readers take fragments themselves.
+  if (!simt || op.getElseRegion().empty() || op.getNumResults() == 0)
+    return false;
+  Type type = dot.getResult().getType();
+  for (Value r : op.getResults())
+    if (r.getType() != type ||
+        !(fragmentUses(r, dot) || fragmentUses(r, dot, /*elementwiseOnly=*/true)))
+      return false;
+  return true;
+}
+
 bool KernelLowering::fragmentUses(Value v, DotOp dot, bool elementwiseOnly) {
   if (v.use_empty() ||
       !(elementwiseOnly ? warpTiled(dot) : fragmentTiled(dot)))
@@ -839,8 +852,27 @@ bool KernelLowering::fragmentUses(Value v, DotOp dot, bool elementwiseOnly) {
                                       : v.getParentBlock();
   for (OpOperand &use : v.getUses()) {
     Operation *user = use.getOwner();
-    if (user->getBlock() != home)
-      return false;
+    // A use in a branch of an scf.if that yields fragments (fragmentIf): the
+    // branch's expressions compute fragment elements too, and the yields
+    // pass registers (lowerFragmentIf).
+    // (A branch being lowered belongs to the rebuilt if, which yields the
+    // registers: fragmentIfBlocks.)
+    auto inFragmentIf = [&](Operation *o) {
+      auto branch = dyn_cast_or_null<scf::IfOp>(o->getParentOp());
+      return branch && (fragmentIfBlocks.contains(o->getBlock()) ||
+                        fragmentIf(branch, dot));
+    };
+    Block *at = home;
+    if (user->getBlock() != home) {
+      if (user->getParentOp()->getBlock() != home || !inFragmentIf(user))
+        return false;
+      at = user->getBlock();
+      if (isa<scf::YieldOp>(user))
+        continue;
+    }
+    // Yielded by an scf.if that yields fragments.
+    if (isa<scf::YieldOp>(user) && inFragmentIf(user))
+      continue;
     // Carried to the next iteration, or into a loop, in registers.
     if (isa<scf::YieldOp>(user)) {
       // (Decided by lowerFor before the body is lowered.)
@@ -878,10 +910,10 @@ bool KernelLowering::fragmentUses(Value v, DotOp dot, bool elementwiseOnly) {
     }
     // Through deferred ops (each the only operand use of its single user) to
     // the elementwise op that is materialized.
-    while (user->getBlock() == home && isElementwiseTileOp(user) &&
+    while (user->getBlock() == at && isElementwiseTileOp(user) &&
            !registerRowScales.count(user) && canDefer(user))
       user = *user->getResult(0).getUsers().begin();
-    if (user->getBlock() != home || !isElementwiseTileOp(user) ||
+    if (user->getBlock() != at || !isElementwiseTileOp(user) ||
         registerRowScales.count(user) || user->getNumResults() != 1 ||
         cast<RankedTensorType>(user->getResult(0).getType()).getShape() !=
             shape)
@@ -2757,10 +2789,99 @@ Value KernelLowering::readViewElems(ImplicitLocOpBuilder &ib, Operation *access,
   return toType(ib, ib.getLoc(), ifOp.getResult(0), elt);
 }
 
+/// An scf.if whose tile results stay in registers (fragmentIf): the rebuilt
+/// if yields each result's fragment registers, which each branch computes
+/// (its expressions on fragments keep theirs, fragmentUses) or reads from a
+/// buffer (any other tile it yields).
+LogicalResult KernelLowering::lowerFragmentIf(scf::IfOp op, DotOp dot,
+                                              size_t numRegs, Type regType) {
+  ImplicitLocOpBuilder b(op.getLoc(), op);
+  SmallVector<Type> types;
+  for (Value r : op.getResults()) {
+    if (isTile(r))
+      types.append(numRegs, regType);
+    else
+      types.push_back(r.getType());
+  }
+  auto newIf = scf::IfOp::create(b, types, op.getCondition(),
+                                 /*withElseRegion=*/true);
+  for (auto [oldRegion, newRegion] :
+       llvm::zip(op->getRegions(), newIf->getRegions())) {
+    Block *newBlock = &newRegion.front();
+    if (!newBlock->empty())
+      newBlock->getTerminator()->erase();
+    newBlock->getOperations().splice(newBlock->end(),
+                                     oldRegion.front().getOperations());
+    fragmentIfBlocks.insert(newBlock);
+    llvm::SaveAndRestore<bool> pending(wgmmaPending);
+    if (failed(lowerBlock(*newBlock)))
+      return failure();
+    auto yield = cast<scf::YieldOp>(newBlock->getTerminator());
+    ImplicitLocOpBuilder yb(yield.getLoc(), yield);
+    SmallVector<Value> values;
+    for (Value y : yield.getOperands()) {
+      if (!isTile(y)) {
+        values.push_back(y);
+        continue;
+      }
+      if (auto it = fragmentResults.find(y);
+          it != fragmentResults.end() && it->second.first == dot) {
+        llvm::append_range(values, it->second.second);
+        continue;
+      }
+      FailureOr<Value> buf = bufferOf(y, yield);
+      if (failed(buf))
+        return failure();
+      llvm::append_range(values, loadRegisterTile(yb, dot, *buf));
+    }
+    scf::YieldOp::create(yb, values);
+    yield.erase();
+  }
+  size_t at = 0;
+  for (Value r : op.getResults()) {
+    if (isTile(r)) {
+      fragmentResults[r] = {
+          dot, SmallVector<Value>(newIf.getResults().slice(at, numRegs))};
+      at += numRegs;
+    } else {
+      r.replaceAllUsesWith(newIf.getResult(at++));
+    }
+  }
+  toErase.push_back(op);
+  return success();
+}
+
 LogicalResult KernelLowering::lowerIf(scf::IfOp op) {
   bool yieldsTiles = llvm::any_of(op.getResults(), isTile);
   if (!yieldsTiles) {
     return lowerRegions(op);
+  }
+  // SIMT: a yielded fragment (a value kept in registers) of a dot whose
+  // registers the if's results can stay in.
+  if (simt && !op.getElseRegion().empty()) {
+    for (Region *region : {&op.getThenRegion(), &op.getElseRegion()}) {
+      for (Value y : region->front().getTerminator()->getOperands()) {
+        // The yielded value, or a value an expression of the branch reads.
+        SmallVector<Value> work{y};
+        DenseSet<Value> seen;
+        while (!work.empty()) {
+          Value v = work.pop_back_val();
+          if (!seen.insert(v).second)
+            continue;
+          if (auto it = fragmentResults.find(v); it != fragmentResults.end()) {
+            DotOp dot = it->second.first;
+            if (fragmentIf(op, dot))
+              return lowerFragmentIf(op, dot, it->second.second.size(),
+                                     it->second.second.front().getType());
+            continue;
+          }
+          if (Operation *def = v.getDefiningOp();
+              def && region->isAncestor(def->getParentRegion()) &&
+              isElementwiseTileOp(def))
+            llvm::append_range(work, def->getOperands());
+        }
+      }
+    }
   }
   ImplicitLocOpBuilder b(op.getLoc(), op);
   SmallVector<Value> resultBufs(op.getNumResults());

@@ -132,3 +132,20 @@
 // PINGE-NOT: bar.arrive 1,
 // NOPING-NOT: bar.arrive
 // NOPING-NOT: bar.sync {{%r[0-9]+}}, 256;
+// one_loop 1: the partial and the full blocks in one loop, the mask under an
+// scf.if whose scores stay in wgmma registers (lowerFragmentIf): one pipeline
+// (one pair of mbarriers, one fill), its loads by TMA (the fill before the
+// loop, the next blocks' in it), the turns of one loop (one arrive before it,
+// two in the body), and no spills.
+// RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 128 --block 128 --mask sliding_window --window 1024 --num-warps 8 --one_loop 1 --target sm_90a --emit ptx -o %t.one.ptx
+// RUN: FileCheck %s --check-prefix=ONE < %t.one.ptx
+// RUN: FileCheck %s --check-prefix=ONEA < %t.one.ptx
+// RUN: %if ptxas %{ %ptxas -arch=sm_90a -v %t.one.ptx -o %t.one.cubin 2>&1 | FileCheck %s --check-prefix=ONESPILL %}
+// ONE-COUNT-2: mbarrier.init.shared.b64
+// ONE-NOT: mbarrier.init
+// ONEA: cp.async.bulk.tensor.3d.shared
+// ONEA: bar.arrive 1, 256;
+// ONEA-COUNT-2: bar.arrive {{%r[0-9]+}}, 256;
+// ONEA-NOT: bar.arrive
+// ONEA: cp.async.bulk.tensor.3d.shared
+// ONESPILL: 0 bytes spill stores
