@@ -622,6 +622,22 @@ def test_attention_without_overlap(rng, monkeypatch):
     assert np.array_equal(outs[0], outs[1]) and np.array_equal(outs[0], outs[2])
 
 
+def launch_attention(kern, qkv, mask, docs, scale):
+    """Launches a block_sparse_attention kernel directly on q, k, v [B, H, S,
+    D] (self-attention) with `mask`'s lists; returns (out, lse), poisoned
+    (NaN) before the launch."""
+    B, H, S, D = qkv[0].shape
+    arrays = [np.ascontiguousarray(mask[n], np.int32)
+              for n in ("kv_num", "kv_idx", "full_num", "full_idx")]
+    out = np.full((B, H, S, D), np.nan, np.float32)
+    lse = np.full((B, H, S), np.nan, np.float32)
+    kern.launch([a.ctypes.data for a in qkv] + [out.ctypes.data, lse.ctypes.data] +
+                [a.ctypes.data for a in arrays] +
+                [docs.ctypes.data, B, H, S, S, mask["nqb"], mask["maxb"], scale],
+                [mask["nqb"], B * H])
+    return out, lse
+
+
 @pytest.mark.parametrize("kind", ["none", "sliding_window"])
 def test_attention_block_128_two_warpgroups(rng, monkeypatch, kind):
     # Query blocks of 128 rows at 8 warps: on sm_90a two warpgroups of 64 rows
@@ -638,8 +654,6 @@ def test_attention_block_128_two_warpgroups(rng, monkeypatch, kind):
             "sliding_window": lambda b, h, qi, ki: (ki <= qi) & (qi - ki < window)}
     mask = kiln.ops.block_mask(mods[kind], B, H, S, S, block=128)
     ro, rl = dense_reference(*x, mods[kind], 1 / np.sqrt(D))
-    arrays = [np.ascontiguousarray(mask[n], np.int32)
-              for n in ("kv_num", "kv_idx", "full_num", "full_idx")]
     docs = np.zeros((B, S), np.int32)
     outs = []
     for env, overlap in (("1", {}), ("0", {}), ("1", {"overlap": 1})):
@@ -647,12 +661,7 @@ def test_attention_block_128_two_warpgroups(rng, monkeypatch, kind):
         kern = kiln.ops.kernel("block_sparse_attention", _num_warps=8, head_dim=D, block=128,
                                mask=kind, window=window, prefix=0, gqa_group=1, softcap=0.0,
                                dtype="bf16", **overlap)
-        out = np.full((B, H, S, D), np.nan, np.float32)
-        lse = np.full((B, H, S), np.nan, np.float32)
-        kern.launch([a.ctypes.data for a in bits] + [out.ctypes.data, lse.ctypes.data] +
-                    [a.ctypes.data for a in arrays] +
-                    [docs.ctypes.data, B, H, S, S, mask["nqb"], mask["maxb"], 1 / np.sqrt(D)],
-                    [mask["nqb"], B * H])
+        out, lse = launch_attention(kern, bits, mask, docs, 1 / np.sqrt(D))
         assert_close(out, ro, 2e-2, 1e-2)
         assert_close(lse, rl, 1e-4, 1e-4)
         outs.append((out, lse))
@@ -690,19 +699,12 @@ def test_attention_one_loop(rng, block, warps, kind, dtype, softcap):
              "document": lambda b, h, qi, ki: (docs[b][np.minimum(qi, last)] ==
                                                docs[b][np.minimum(ki, last)])}
     mask = kiln.ops.block_mask(rules[kind], B, H, S, S, block=block)
-    arrays = [np.ascontiguousarray(mask[n], np.int32)
-              for n in ("kv_num", "kv_idx", "full_num", "full_idx")]
     outs = []
     for one_loop in (0, 1):
         kern = kiln.ops.kernel("block_sparse_attention", _num_warps=warps, head_dim=D,
                                block=block, mask=kind, window=window, prefix=prefix,
                                gqa_group=1, softcap=softcap, dtype=dtype, one_loop=one_loop)
-        out = np.full((B, H, S, D), np.nan, np.float32)
-        lse = np.full((B, H, S), np.nan, np.float32)
-        kern.launch([a.ctypes.data for a in arrs] + [out.ctypes.data, lse.ctypes.data] +
-                    [a.ctypes.data for a in arrays] +
-                    [docs.ctypes.data, B, H, S, S, mask["nqb"], mask["maxb"], 1 / np.sqrt(D)],
-                    [mask["nqb"], B * H])
+        out, lse = launch_attention(kern, arrs, mask, docs, 1 / np.sqrt(D))
         assert not np.isnan(out).any() and not np.isnan(lse).any()
         outs.append((out, lse))
     assert all(np.array_equal(a, b) for a, b in zip(*outs))
@@ -788,16 +790,9 @@ def test_attention_scale_must_be_positive(rng):
                                             scale=bad)
     kern = kiln.ops.kernel("block_sparse_attention", head_dim=D, block=64, mask="causal",
                            window=256, prefix=0, gqa_group=1, softcap=0.0, dtype="bf16")
-    arrays = [np.ascontiguousarray(mask[n], np.int32)
-              for n in ("kv_num", "kv_idx", "full_num", "full_idx")]
     docs = np.zeros((B, S), np.int32)
     for scale, finite in ((0.125, True), (-0.125, False)):
-        out = np.full((B, H, S, D), np.nan, np.float32)
-        lse = np.full((B, H, S), np.nan, np.float32)
-        kern.launch([a.ctypes.data for a in bits] + [out.ctypes.data, lse.ctypes.data] +
-                    [a.ctypes.data for a in arrays] +
-                    [docs.ctypes.data, B, H, S, S, mask["nqb"], mask["maxb"], scale],
-                    [mask["nqb"], B * H])
+        out, _ = launch_attention(kern, bits, mask, docs, scale)
         assert np.isfinite(out).all() if finite else np.isnan(out).all()
 
 
