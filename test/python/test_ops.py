@@ -622,13 +622,6 @@ def test_attention_without_overlap(rng, monkeypatch):
     assert np.array_equal(outs[0], outs[1]) and np.array_equal(outs[0], outs[2])
 
 
-def mma_sync_target():
-    """Whether $KILN_TARGET runs tensor-core dots on mma.sync (an emulated
-    GPU other than sm_90a), where values under a branch are stored."""
-    target = os.environ.get("KILN_TARGET", "host")
-    return target.startswith("emu-") and not target.endswith("sm_90a")
-
-
 def launch_attention(kern, qkv, mask, docs, scale):
     """Launches a block_sparse_attention kernel directly on q, k, v [B, H, S,
     D] (self-attention) with `mask`'s lists; returns (out, lse), poisoned
@@ -682,23 +675,12 @@ def test_attention_block_128_two_warpgroups(rng, monkeypatch, kind):
     (64, None, "prefix_lm", "f16", 0.0)])
 def test_attention_one_loop(rng, block, warps, kind, dtype, softcap):
     # one_loop 1: the partial and the full blocks in one loop, the mask under a
-    # branch (on sm_90a an scf.if whose scores stay in wgmma registers). The
-    # same blocks in the same order as the two loops: the same bits on the CPU
-    # and sm_90a, and close to float64. (mma.sync targets store the branch's
-    # scores, so their products and sums round differently, and block 128 at
-    # 8 warps then needs more shared memory than sm_80 has.) S is not a
+    # branch (on GPUs an scf.if whose scores stay in the dot's registers:
+    # wgmma's or mma.sync's). The same blocks in the same order as the two
+    # loops: the same bits on every target, and close to float64. S is not a
     # multiple of the block; the document mask has three documents, prefix_lm a
     # prefix of 40.
-    same_bits = not mma_sync_target()
     B, H, S, D, window, prefix = 1, 2, 300, 64, 100, 40
-    if block == 128 and not same_bits:
-        # More shared memory than sm_80 has: refused when compiled, with a
-        # message that says so (the two loops fit).
-        with pytest.raises(Exception, match="needs 2[0-9][0-9] KiB of shared memory"):
-            kiln.ops.kernel("block_sparse_attention", _num_warps=warps, head_dim=D,
-                            block=block, mask=kind, window=window, prefix=prefix,
-                            gqa_group=1, softcap=softcap, dtype=dtype, one_loop=1)
-        return
     x32 = [rng.standard_normal((B, H, S, D)).astype(np.float32) for _ in range(3)]
     if dtype == "bf16":
         arrs = [to_bf16_bits(a) for a in x32]
@@ -726,11 +708,7 @@ def test_attention_one_loop(rng, block, warps, kind, dtype, softcap):
         out, lse = launch_attention(kern, arrs, mask, docs, 1 / np.sqrt(D))
         assert not np.isnan(out).any() and not np.isnan(lse).any()
         outs.append((out, lse))
-    if same_bits:
-        assert all(np.array_equal(a, b) for a, b in zip(*outs))
-    else:
-        assert_close(outs[1][0], outs[0][0], 1e-2, 1e-3)
-        assert_close(outs[1][1], outs[0][1], 1e-4, 1e-4)
+    assert all(np.array_equal(a, b) for a, b in zip(*outs))
     if not softcap:  # (softcap's float64 check: the two loops' tests)
         tol = (1e-4, 1e-5) if dtype == "f32" else (2e-2, 1e-2)
         ro, rl = dense_reference(*x, rules[kind], 1 / np.sqrt(D))
@@ -754,9 +732,7 @@ def test_attention_one_loop_from_kiln_ops(rng):
     args = [kiln.bf16(b) for b in bits]
     two = kiln.ops.block_sparse_attention(*args, mask, mask_mod=stripes)
     one = kiln.ops.block_sparse_attention(*args, mask, mask_mod=stripes, one_loop=True)
-    if not mma_sync_target():
-        assert all(np.array_equal(a, b) for a, b in zip(two, one))
-    assert_close(one[0], two[0], 1e-2, 1e-3)
+    assert all(np.array_equal(a, b) for a, b in zip(two, one))
     ro, _ = dense_reference(*[from_bf16_bits(b) for b in bits], rule, 1 / np.sqrt(D))
     assert_close(one[0], ro, 2e-2, 1e-2)
 

@@ -592,6 +592,12 @@ static bool wantsRows(DotOp dot) {
       } else if (auto d2 = dyn_cast<DotOp>(user)) {
         if (d2.getLhs() == v)
           return true;
+      } else if (isa<scf::YieldOp>(user) && isa<scf::IfOp>(user->getParentOp())) {
+        // Through a branch: the if's result (a mask under a runtime
+        // condition, block_sparse_attention's one_loop).
+        for (OpOperand &use : v.getUses())
+          if (use.getOwner() == user)
+            work.push_back(user->getParentOp()->getResult(use.getOperandNumber()));
       } else if (user->hasTrait<OpTrait::Elementwise>() &&
                  user->getNumResults() == 1) {
         auto t = dyn_cast<RankedTensorType>(user->getResult(0).getType());

@@ -149,3 +149,12 @@
 // ONEA-NOT: bar.arrive
 // ONEA: cp.async.bulk.tensor.3d.shared
 // ONESPILL: 0 bytes spill stores
+// On mma.sync (sm_80) the branch's scores stay in the dot's registers too
+// (planRowDots follows them through the yield): block 128 at 8 warps fits an
+// A100's shared memory (it needed 209 KiB when the branch stored them) and
+// does not spill.
+// RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 128 --block 128 --mask sliding_window --window 1024 --num-warps 8 --one_loop 1 --target sm_80 --emit ptx -o %t.one80.ptx
+// RUN: FileCheck %s --check-prefix=ONE80 < %t.one80.ptx
+// RUN: %if ptxas %{ %ptxas -arch=sm_80 -v %t.one80.ptx -o %t.one80.cubin 2>&1 | FileCheck %s --check-prefix=ONESPILL %}
+// ONE80: .maxntid 256, 1, 1
+// ONE80: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
