@@ -103,11 +103,13 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
   Value np0 = k.numPrograms(0), np1 = k.numPrograms(1);
   Value linear = k.add(k.pid(0), k.mul(np0, k.pid(1)));
   // The readings: at entry, before the partial blocks' loop (q issued, the
-  // count read), after it, after the full blocks' loop, after out's store;
-  // then the processor (SM) that ran the program, whose clock they read.
-  // Each is stored when taken, by one thread, so that no reading stays live
-  // across a loop. (None after lse's store: a store after it would make it
-  // wait for its global writes, which it otherwise does not.)
+  // count read), after it, after the full blocks' loop, after lse's store
+  // (before out's); then the processor (SM) that ran the program, whose
+  // clock they read. Each is stored when taken, by one thread, so that no
+  // reading stays live across a loop. (None after out's store: a store after
+  // it would make its TMA box wait for its global writes, which it otherwise
+  // does not; the time from that reading to the SM's next program holds
+  // out's store, the exit and the next launch.)
   constexpr int64_t kStamps = 6;
   Value vStamps;
   auto stamp = [&](int64_t i, Value t) {
@@ -318,10 +320,16 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
   Value o = k.mul(state[2], k.broadcastTo(k.expand(rl, 1), {BM, D}));
   if (outT != f32)
     o = k.convert(o, outT);
-  k.store(k.reshape(o, {1, BM, D}), vo, {bh, q0, k.cIndex(0)});
-  stamp(4, Value());
+  // lse first (a row the threads store), out last: on sm_90a out's TMA box
+  // is then the kernel's last access, which waits only until its shared
+  // memory has been read (the kernel's end completes the writes). Stored
+  // first, the box waited for its writes (an L2 round trip) before lse's
+  // store, in every program. The last reading is taken before out's store
+  // for the same reason: a store after the box would make it wait.
   Value lse = k.add(k.mul(state[0], k.cF32(1.0 / log2e)), k.log(l));
   k.store(k.expand(lse, 0), vl, {bh, q0});
+  stamp(4, Value());
+  k.store(k.reshape(o, {1, BM, D}), vo, {bh, q0, k.cIndex(0)});
   k.finish();
   return llvm::Error::success();
 }
@@ -466,7 +474,7 @@ void registerAttentionOps(std::vector<OpInfo> &ops) {
         {"profile", Param::Int, "0",
          "1: a trailing argument stamps (i64 [programs, 6]) gets each program's clock "
          "at entry, before and after the partial blocks, after the full blocks and "
-         "after out's store, then its processor (SM) (launch order: x fastest)",
+         "after lse's store (before out's), then its processor (SM) (launch order: x fastest)",
          {}}},
        buildRegistered});
   ops.push_back({"block_mask_counts",

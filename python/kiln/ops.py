@@ -1024,7 +1024,8 @@ def block_sparse_attention(q, k, v, mask, mask_kind="none", window=256, prefix=0
     [nqb * B * Hq, 6], row i the i-th program in launch order (query block
     nqb - 1 - i // (B * Hq), batch x head i % (B * Hq)): its processor's
     cycle counter (kl.clock) at entry, before and after the partial blocks'
-    loop, after the full blocks' loop and after out's store, then that
+    loop, after the full blocks' loop and after lse's store (before out's,
+    whose TMA store would otherwise wait for its writes), then that
     processor (kl.processor_id: the SM). The kernel is otherwise the same
     (the same results, bit for bit). `one_loop=True`: the partial and the
     full blocks in one loop, the mask under a branch (one pipeline fill per

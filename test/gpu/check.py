@@ -1250,7 +1250,7 @@ def attention_bench_kernel(kind, warps=None, stages=None, block=64, swizzle=True
 
 # Where a program's time goes (the operator's profile option: clock readings
 # at entry, around the partial blocks' loop, after the full blocks' and
-# after out's store), for the block-128 shapes at 8 warps: turns (the
+# after lse's store, before out's), for the block-128 shapes at 8 warps: turns (the
 # default), and on sm_90a no turns and turns with the overlap. (kind,
 # variant).
 PROFILE_VARIANTS = tuple(
@@ -2051,13 +2051,13 @@ if not EMULATED and ACTIVE:
     # readings (SM cycles) of the last of the timed launches. Per program:
     # the prologue (entry to the partial blocks' loop: q issued, counts
     # read), each loop with its set-up and pipeline fill, the epilogue up to
-    # out's store. Each loop's cycles are fitted as set-up + n x per-block
+    # out's store (lse's row, stored by threads). Each loop's cycles are fitted as set-up + n x per-block
     # over the programs (where their block counts differ). "Busy clock":
     # the programs' cycles summed over the SMs' time in the kernel, which is
     # the SM clock if every SM always ran a program (one per SM at block
     # 128) and lower by the idle share otherwise. With each program's SM
     # (column 5) the idle time splits into the gaps between consecutive
-    # programs on an SM (from one's out store to the next's entry: lse's
+    # programs on an SM (from one's last reading to the next's entry: out's
     # store, the exit, the next block's launch) and each SM's time outside
     # its first entry .. last store (the launch's start and tail), the
     # latter in µs at the SM clock torch.cuda._sleep measured.

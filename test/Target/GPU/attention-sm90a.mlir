@@ -10,6 +10,7 @@
 // a map for a store only when it builds maps for its loads).
 // RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_90a --emit ptx | FileCheck %s
 // RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_90a --emit ptx | FileCheck %s --check-prefix=STORE
+// RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 128 --block 128 --num-warps 8 --target sm_90a --emit ptx | FileCheck %s --check-prefix=STOREW
 // RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_90a --no-swizzle --device-maps --emit ptx | FileCheck %s --check-prefix=CORE
 // CORE: tensormap.replace.tile.swizzle_mode.shared::cta.b1024.b32 [{{.*}}], 0;
 // CORE: cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
@@ -56,21 +57,21 @@
 // NOOVL-COUNT-4: wgmma.wait_group.sync.aligned 0;
 // NOOVL-NOT: wgmma.wait_group
 // The partial- and full-block loops load the same key and value tiles: one
-// map each, used by both loops; with the output's and the log-sum-exp's
-// (TMA stores), four maps. The runtime encodes them at launch (kernel
+// map each, used by both loops; with the output's (a TMA store), three maps
+// (the log-sum-exp's row, 256 bytes, is stored by threads). The runtime encodes them at launch (kernel
 // parameters); with --device-maps each program builds them, the key and
 // value maps before the first loop (the second reuses them).
 // RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_90a --emit mlir | FileCheck %s --check-prefix=MAPS
-// MAPS: kiln.tensor_maps.block_sparse_attention = ["swizzled 2 1 3 64 64 {{.*}}", "swizzled 2 2 3 64 64 {{.*}}", "plain 4 3 3 64 64 {{.*}}", "plain 4 4 2 1 64 {{.*}}"]
+// MAPS: kiln.tensor_maps.block_sparse_attention = ["swizzled 2 1 3 64 64 {{.*}}", "swizzled 2 2 3 64 64 {{.*}}", "plain 4 3 3 64 64 {{.*}}"]
 // RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_90a --device-maps --emit ptx | FileCheck %s --check-prefix=DEVMAPS
-// DEVMAPS-COUNT-4: tensormap.replace.tile.global_address
+// DEVMAPS-COUNT-3: tensormap.replace.tile.global_address
 // DEVMAPS-NOT: tensormap.replace.tile.global_address
 // RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_90a --device-maps --emit ptx | FileCheck %s --check-prefix=DEV
 // DEV: tensormap.replace.tile.rank.shared::cta.b1024.b32
 // DEV: tensormap.replace.tile.swizzle_mode.shared::cta.b1024.b32 [{{.*}}], 3;
 // DEV: mbarrier.init.shared.b64
 // DEV: cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
-// CHECK-COUNT-4: .param .align 64 .b8 block_sparse_attention_param_{{[0-9]+}}[128]
+// CHECK-COUNT-3: .param .align 64 .b8 block_sparse_attention_param_{{[0-9]+}}[128]
 // CHECK-NOT: tensormap.replace
 // CHECK: mbarrier.init.shared.b64
 // CHECK: cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
@@ -80,7 +81,14 @@
 // CHECK: shfl.sync.bfly.b32 {{.*}}, 2, 31, -1;
 // S1-NOT: cp.async.bulk.tensor
 // S1-NOT: mbarrier
+// The epilogue: lse's row stored by threads, then out's TMA box, the
+// kernel's last access, which waits only until its shared memory has been
+// read (no wait for its global writes, no box for lse).
+// STORE: st.global.v4.b32
 // STORE: cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group
+// STORE-NEXT: cp.async.bulk.commit_group;
+// STORE-NEXT: cp.async.bulk.wait_group.read 0;
+// STOREW-NOT: cp.async.bulk.wait_group 0
 // A masked (partial) block's scores read the query positions (a [128, 1]
 // tile kept in shared memory since before the loop) in their registers: no
 // barrier between the scores' wait and the p v dot (a reshape's view of the
