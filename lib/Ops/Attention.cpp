@@ -146,6 +146,29 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
   Value vDocKV = k.view(k.arg("doc_ids"), {batch, seqKV}, {docLen, k.cIndex(1)});
 
   Value qt = k.reshape(k.load(vq, {bh, q0, k.cIndex(0)}, {1, BM, D}), {BM, D});
+  // Both lists' block counts and first block indices, read with q: four
+  // one-element loads whose copies (on a GPU) land with q's, retired by one
+  // wait (deferAsyncCopyWaits), before any is extracted. Each loop's first
+  // block then takes its index from here (kb0), not from a read at the
+  // loop: a loop's fill issued its keys' and values' loads only after its
+  // count, then its first index, had come back from memory, two round trips
+  // in a row, and the full blocks' loop paid both after the partial blocks'
+  // loop had ended. A list's entry 0 is read even when its count is 0 (a
+  // masked read: 0 outside the list), which is harmless.
+  Value zero = k.cIndex(0);
+  Value numT = k.load(vNum, {bh, qb}, {1, 1}, 0);
+  Value fullNumT = k.load(vFullNum, {bh, qb}, {1, 1}, 0);
+  Value idx0T = k.load(vIdx, {bh, qb, zero}, {1, 1, 1}, 0);
+  Value fullIdx0T = k.load(vFullIdx, {bh, qb, zero}, {1, 1, 1}, 0);
+  Value nPart = k.toIndex(k.extract(numT, {0, 0}));
+  Value nFull = k.toIndex(k.extract(fullNumT, {0, 0}));
+  Value kbPart0 = k.extract(idx0T, {0, 0, 0});
+  Value kbFull0 = k.extract(fullIdx0T, {0, 0, 0});
+  // Block j's index: kb0 for j = 0 (a constant there in the loop's fill,
+  // where the read of entry 0 then folds away), else read at the loop.
+  auto blockIndex = [&](Value j, Value kb0, Value later) {
+    return k.select(k.cmp(Cmp::EQ, j, zero), kb0, later);
+  };
   // The softmax runs in base 2, as FlashAttention and Triton's tutorial do:
   // scores s2 = s c with c = scale log2(e), so p = 2^(s2 - m2) is one fma
   // (s c - m2, on NVIDIA) and the GPU's ex2 per score, and the rescale
@@ -272,19 +295,18 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
     // in registers on the GPU (an scf.if over fragments, lowerFragmentIf).
     // Both lists are read at clamped indices and one index is selected.
     // The same blocks in the same order as the two loops: the same bits.
-    Value nPart = k.toIndex(k.loadScalar(vNum, {bh, qb}, 0));
-    Value nFull = k.toIndex(k.loadScalar(vFullNum, {bh, qb}, 0));
     stamp(1, Value());
     Value lastSlot = k.max(k.sub(k.toIndex(maxb), k.cIndex(1)), k.cIndex(0));
+    Value kbFirst = k.select(k.cmp(Cmp::GT, nPart, zero), kbPart0, kbFull0);
     state = k.forLoop(
         k.cIndex(0), k.add(nPart, nFull), k.cIndex(1), state,
         [&](Value j, ValueRange it) {
           Value isPartial = k.cmp(Cmp::LT, j, nPart);
           Value jp = k.min(j, lastSlot);
           Value jf = k.min(k.max(k.sub(j, nPart), k.cIndex(0)), lastSlot);
-          Value kb = k.select(isPartial, k.loadScalar(vIdx, {bh, qb, jp}, 0),
-                              k.loadScalar(vFullIdx, {bh, qb, jf}, 0));
-          return block(kb, true, isPartial, it);
+          Value later = k.select(isPartial, k.loadScalar(vIdx, {bh, qb, jp}, 0),
+                                 k.loadScalar(vFullIdx, {bh, qb, jf}, 0));
+          return block(blockIndex(j, kbFirst, later), true, isPartial, it);
         });
     stamp(2, Value());
     stamp(3, Value());
@@ -292,15 +314,15 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
   for (bool partial : {true, false}) {
     if (c.getInt("one_loop"))
       break;
-    Value numView = partial ? vNum : vFullNum;
     Value idxView = partial ? vIdx : vFullIdx;
-    Value count = k.loadScalar(numView, {bh, qb}, 0);
+    Value count = partial ? nPart : nFull;
+    Value kb0 = partial ? kbPart0 : kbFull0;
     if (partial)
       stamp(1, Value());
     state = k.forLoop(k.cIndex(0), count, k.cIndex(1), state,
                       [&](Value j, ValueRange it) {
-                        Value kb = k.loadScalar(idxView, {bh, qb, j}, 0);
-                        return block(kb, partial, Value(), it);
+                        Value later = k.loadScalar(idxView, {bh, qb, j}, 0);
+                        return block(blockIndex(j, kb0, later), partial, Value(), it);
                       });
     stamp(partial ? 2 : 3, Value());
     // On sm_90a the scores of the next full block are computed while this
