@@ -102,8 +102,8 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
   // (query blocks, batch x heads); this is a bijection of it.
   Value np0 = k.numPrograms(0), np1 = k.numPrograms(1);
   Value linear = k.add(k.pid(0), k.mul(np0, k.pid(1)));
-  // The readings: at entry, before the partial blocks' loop (q issued, the
-  // count read), after it, after the full blocks' loop, after lse's store
+  // The readings: at entry, before the partial blocks' loop (q issued, both
+  // lists' counts and first indices read), after it, after the full blocks' loop, after lse's store
   // (before out's); then the processor (SM) that ran the program, whose
   // clock they read. Each is stored when taken, by one thread, so that no
   // reading stays live across a loop. (None after out's store: a store after
@@ -153,8 +153,8 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
   // loop: a loop's fill issued its keys' and values' loads only after its
   // count, then its first index, had come back from memory, two round trips
   // in a row, and the full blocks' loop paid both after the partial blocks'
-  // loop had ended. A list's entry 0 is read even when its count is 0 (a
-  // masked read: 0 outside the list), which is harmless.
+  // loop had ended. A list's entry 0 is read even when its count is 0 (and
+  // goes unused then; a masked read, 0 when the lists have no columns).
   Value zero = k.cIndex(0);
   Value numT = k.load(vNum, {bh, qb}, {1, 1}, 0);
   Value fullNumT = k.load(vFullNum, {bh, qb}, {1, 1}, 0);

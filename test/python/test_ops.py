@@ -747,7 +747,7 @@ def test_attention_one_loop_refuses_overlap():
 def test_attention_profile_stamps(rng):
     # profile=True: the same kernel plus five clock readings per program
     # (entry, around the partial blocks' loop, after the full blocks', after
-    # out's store). The results are the same bits; each program's readings
+    # lse's store, before out's). The results are the same bits; each program's readings
     # are written (not the -1 they start as) and go forward. Sliding window:
     # both loops run. S not a multiple of the block.
     B, H, S, D, window = 1, 2, 200, 64, 70

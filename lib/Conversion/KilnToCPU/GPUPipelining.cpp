@@ -695,8 +695,9 @@ bool KernelLowering::tmaStoreCandidate(Operation *op, Value tileBuf,
       (eb != 1 && eb != 2 && eb != 4 && eb != 8))
     return false;
   int64_t rows = type.getDimSize(rank - 2), cols = type.getDimSize(rank - 1);
-  // A tile the block's threads store with one 16-byte store each, or less
-  // (attention's lse row): by threads. They need no fence, no thread 0
+  // A tile of at most 16 bytes per thread (attention's lse row; one 16-byte
+  // store each when row-major, a few narrower ones from dot fragments): by
+  // threads. They need no fence, no thread 0
   // issuing a box and no wait for it, which the kernel's end would pay
   // (a box with any access after it even waits for its global writes).
   if (rows * cols * eb <= simt->numThreads * 16)

@@ -571,9 +571,9 @@ static std::optional<WarpTiling> planDotTiling(const SimtConfig &simt,
 
 static Value rowBroadcastSource(Value v);
 
-/// Whether a dot's result goes, through elementwise ops, into a row
-/// reduction or another dot's A, or its accumulator is rescaled per row:
-/// flash attention's scores and P·V.
+/// Whether a dot's result goes, through elementwise ops (and an scf.if's
+/// yield, to its result), into a row reduction or another dot's A, or its
+/// accumulator is rescaled per row: flash attention's scores and P·V.
 static bool wantsRows(DotOp dot) {
   if (auto mul = dot.getAcc().getDefiningOp<arith::MulFOp>())
     if (rowBroadcastSource(mul.getLhs()) || rowBroadcastSource(mul.getRhs()))
