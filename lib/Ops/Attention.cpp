@@ -23,6 +23,8 @@
 
 #include <cfloat>
 #include <cmath>
+#include <tuple>
+#include <utility>
 
 namespace kiln::ops {
 using namespace mlir;
@@ -160,10 +162,15 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
   Value fullNumT = k.load(vFullNum, {bh, qb}, {1, 1}, 0);
   Value idx0T = k.load(vIdx, {bh, qb, zero}, {1, 1, 1}, 0);
   Value fullIdx0T = k.load(vFullIdx, {bh, qb, zero}, {1, 1, 1}, 0);
+  // (The two loops take the full list's values out where its loop starts:
+  // kept in registers across the partial blocks' loop they cost a register
+  // there, and at block 128 on mma.sync 8-16 bytes of spills.)
   Value nPart = k.toIndex(k.extract(numT, {0, 0}));
-  Value nFull = k.toIndex(k.extract(fullNumT, {0, 0}));
   Value kbPart0 = k.extract(idx0T, {0, 0, 0});
-  Value kbFull0 = k.extract(fullIdx0T, {0, 0, 0});
+  auto fullFirst = [&] {
+    return std::make_pair(k.toIndex(k.extract(fullNumT, {0, 0})),
+                          k.extract(fullIdx0T, {0, 0, 0}));
+  };
   // Block j's index: kb0 for j = 0 (a constant there in the loop's fill,
   // where the read of entry 0 then folds away), else read at the loop.
   auto blockIndex = [&](Value j, Value kb0, Value later) {
@@ -297,6 +304,8 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
     // The same blocks in the same order as the two loops: the same bits.
     stamp(1, Value());
     Value lastSlot = k.max(k.sub(k.toIndex(maxb), k.cIndex(1)), k.cIndex(0));
+    Value nFull, kbFull0;
+    std::tie(nFull, kbFull0) = fullFirst();
     Value kbFirst = k.select(k.cmp(Cmp::GT, nPart, zero), kbPart0, kbFull0);
     state = k.forLoop(
         k.cIndex(0), k.add(nPart, nFull), k.cIndex(1), state,
@@ -315,8 +324,9 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
     if (c.getInt("one_loop"))
       break;
     Value idxView = partial ? vIdx : vFullIdx;
-    Value count = partial ? nPart : nFull;
-    Value kb0 = partial ? kbPart0 : kbFull0;
+    Value count = nPart, kb0 = kbPart0;
+    if (!partial)
+      std::tie(count, kb0) = fullFirst();
     if (partial)
       stamp(1, Value());
     state = k.forLoop(k.cIndex(0), count, k.cIndex(1), state,
