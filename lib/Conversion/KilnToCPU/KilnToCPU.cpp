@@ -2789,6 +2789,29 @@ Value KernelLowering::readViewElems(ImplicitLocOpBuilder &ib, Operation *access,
   return toType(ib, ib.getLoc(), ifOp.getResult(0), elt);
 }
 
+/// A new scf.if before `op` on its condition, with results `types`, each of
+/// `op`'s branches moved into the new one's block (its old yield last, for
+/// the caller to rewrite). Returns the new if and the blocks that received a
+/// branch.
+static std::pair<scf::IfOp, SmallVector<Block *, 2>>
+moveIntoNewIf(ImplicitLocOpBuilder &b, scf::IfOp op, TypeRange types) {
+  auto newIf = scf::IfOp::create(b, types, op.getCondition(),
+                                 /*withElseRegion=*/true);
+  SmallVector<Block *, 2> blocks;
+  for (auto [oldRegion, newRegion] :
+       llvm::zip(op->getRegions(), newIf->getRegions())) {
+    Block *newBlock = &newRegion.front();
+    if (!newBlock->empty())
+      newBlock->getTerminator()->erase();
+    if (oldRegion.empty())
+      continue;
+    newBlock->getOperations().splice(newBlock->end(),
+                                     oldRegion.front().getOperations());
+    blocks.push_back(newBlock);
+  }
+  return {newIf, blocks};
+}
+
 /// An scf.if whose tile results stay in registers (fragmentIf): the rebuilt
 /// if yields each result's fragment registers, which each branch computes
 /// (its expressions on fragments keep theirs, fragmentUses) or reads from a
@@ -2803,15 +2826,8 @@ LogicalResult KernelLowering::lowerFragmentIf(scf::IfOp op, DotOp dot,
     else
       types.push_back(r.getType());
   }
-  auto newIf = scf::IfOp::create(b, types, op.getCondition(),
-                                 /*withElseRegion=*/true);
-  for (auto [oldRegion, newRegion] :
-       llvm::zip(op->getRegions(), newIf->getRegions())) {
-    Block *newBlock = &newRegion.front();
-    if (!newBlock->empty())
-      newBlock->getTerminator()->erase();
-    newBlock->getOperations().splice(newBlock->end(),
-                                     oldRegion.front().getOperations());
+  auto [newIf, blocks] = moveIntoNewIf(b, op, types);
+  for (Block *newBlock : blocks) {
     fragmentIfBlocks.insert(newBlock);
     llvm::SaveAndRestore<bool> pending(wgmmaPending);
     if (failed(lowerBlock(*newBlock)))
@@ -2893,17 +2909,8 @@ LogicalResult KernelLowering::lowerIf(scf::IfOp op) {
     else
       scalarTypes.push_back(r.getType());
   }
-  auto newIf = scf::IfOp::create(b, scalarTypes, op.getCondition(),
-                                 /*withElseRegion=*/true);
-  for (auto [oldRegion, newRegion] :
-       llvm::zip(op->getRegions(), newIf->getRegions())) {
-    Block *newBlock = &newRegion.front();
-    if (!newBlock->empty())
-      newBlock->getTerminator()->erase();
-    if (oldRegion.empty())
-      continue;
-    newBlock->getOperations().splice(newBlock->end(),
-                                     oldRegion.front().getOperations());
+  auto [newIf, blocks] = moveIntoNewIf(b, op, scalarTypes);
+  for (Block *newBlock : blocks) {
     llvm::SaveAndRestore<bool> pending(wgmmaPending);
     if (failed(lowerBlock(*newBlock)))
       return failure();
