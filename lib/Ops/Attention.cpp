@@ -147,10 +147,9 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
   Value vDoc = k.view(k.arg("doc_ids"), {batch, seqQ}, {docLen, k.cIndex(1)});
   Value vDocKV = k.view(k.arg("doc_ids"), {batch, seqKV}, {docLen, k.cIndex(1)});
 
-  Value qt = k.reshape(k.load(vq, {bh, q0, k.cIndex(0)}, {1, BM, D}), {BM, D});
   // Both lists' block counts and first block indices, read with q: four
-  // one-element loads whose copies (on a GPU) land with q's, retired by one
-  // wait (deferAsyncCopyWaits), before any is extracted. Each loop's first
+  // one-element loads whose copies (on a GPU) are issued with q's, their
+  // waits merged into one (deferAsyncCopyWaits) before any is extracted. Each loop's first
   // block then takes its index from here (kb0), not from a read at the
   // loop: a loop's fill issued its keys' and values' loads only after its
   // count, then its first index, had come back from memory, two round trips
@@ -162,6 +161,11 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
   Value fullNumT = k.load(vFullNum, {bh, qb}, {1, 1}, 0);
   Value idx0T = k.load(vIdx, {bh, qb, zero}, {1, 1, 1}, 0);
   Value fullIdx0T = k.load(vFullIdx, {bh, qb, zero}, {1, 1, 1}, 0);
+  // q last: on a GPU its copies are the last group, and the counts' wait
+  // lets it stay in flight (deferLastAsyncCopyGroup) until the first use of
+  // its bytes, past each loop's mbarrier set-up and the first fill's issue:
+  // q's and the first keys' and values' loads overlap.
+  Value qt = k.reshape(k.load(vq, {bh, q0, k.cIndex(0)}, {1, BM, D}), {BM, D});
   // (The two loops take the full list's values out where its loop starts:
   // kept in registers across the partial blocks' loop they cost a register
   // there, and at block 128 on mma.sync 8-16 bytes of spills.)

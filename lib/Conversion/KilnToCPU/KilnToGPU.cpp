@@ -46,8 +46,10 @@
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/CallInterfaces.h"
 #include "mlir/Interfaces/LoopLikeInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 #include "llvm/Support/SaveAndRestore.h"
 
 namespace mlir::kiln {
@@ -1156,6 +1158,200 @@ void deferAsyncCopyWaits(gpu::GPUFuncOp func, Value window) {
   }
 }
 
+/// The ops that may address bytes of `bytes` in the shared window: every op
+/// with an operand computed from a shared address that may lie in `bytes`
+/// (an `extract_aligned_pointer_as_index` of a view overlapping them or of
+/// one that cannot be placed, or a shared global's address), following
+/// values through arithmetic, casts and the results, iteration arguments
+/// and yields of structured control flow.
+DenseSet<Operation *> addressUsers(gpu::GPUFuncOp func, Value window,
+                                   ArrayRef<ByteRange> bytes) {
+  DenseSet<Value> tainted;
+  SmallVector<Value> work;
+  auto taint = [&](Value v) {
+    if (tainted.insert(v).second)
+      work.push_back(v);
+  };
+  func.walk([&](Operation *op) {
+    if (auto p = dyn_cast<memref::ExtractAlignedPointerAsIndexOp>(op)) {
+      Memory memory = memoryOf(p.getSource().getType());
+      if (memory == Memory::Global)
+        return;
+      std::optional<ByteRange> r =
+          memory == Memory::Shared ? windowBytes(p.getSource(), window)
+                                   : std::nullopt;
+      if (!r || overlap(*r, bytes))
+        taint(p.getResult());
+    } else if (auto g = dyn_cast<LLVM::AddressOfOp>(op)) {
+      if (cast<LLVM::LLVMPointerType>(g.getType()).getAddressSpace() != 0)
+        taint(g.getResult());
+    }
+  });
+  DenseSet<Operation *> users;
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    for (OpOperand &use : v.getUses()) {
+      Operation *user = use.getOwner();
+      users.insert(user);
+      if (isa<scf::YieldOp>(user)) {
+        Operation *parent = user->getParentOp();
+        unsigned i = use.getOperandNumber();
+        if (i < parent->getNumResults())
+          taint(parent->getResult(i));
+        if (auto loop = dyn_cast<scf::ForOp>(parent))
+          taint(loop.getRegionIterArgs()[i]);
+        else if (!isa<scf::IfOp>(parent))
+          for (Value r : parent->getResults())
+            taint(r);
+        continue;
+      }
+      if (auto loop = dyn_cast<scf::ForOp>(user)) {
+        unsigned i = use.getOperandNumber();
+        if (i < 3) {
+          taint(loop.getInductionVar());
+        } else {
+          taint(loop.getRegionIterArgs()[i - 3]);
+          taint(loop.getResult(i - 3));
+        }
+        continue;
+      }
+      for (Region &r : user->getRegions())
+        for (Block &blk : r)
+          for (BlockArgument a : blk.getArguments())
+            taint(a);
+      for (Value r : user->getResults())
+        taint(r);
+    }
+  }
+  return users;
+}
+
+/// Lets the last async copy group of a program's prologue land during the
+/// work that follows its wait, up to the first op that may touch its bytes.
+/// After deferAsyncCopyWaits, a top-level `commit; wait_group 0; [fence;]
+/// barrier` may retire several groups issued one after another. When the
+/// group committed last (its async copies: those since the commit before
+/// it) is not touched by the ops right after that barrier, the wait becomes
+/// `wait_group 1` (every group but the last), and a `wait_group N; [fence;]
+/// barrier` (N: the groups committed at the top level in between) retires
+/// the last group before the first op that may touch it: an access of its
+/// bytes, an op computed from an address that may lie in them, a nested
+/// commit or any other cp.async wait, a call, an inline asm, or the end of
+/// the function. Where that op is a later `wait_group 0; [fence;] barrier`,
+/// that wait retires the group and nothing is added.
+///
+/// Attention reads its lists' counts and first indices, then issues q (the
+/// last group): the counts are extracted and the first pipeline fill issues
+/// its keys and values while q's copies are still in flight, so that the
+/// two loads' latencies overlap instead of adding up. A fence at the wait
+/// stays there and is added at the later one: it orders the wgmma operand
+/// writes of whichever groups each retires.
+void deferLastAsyncCopyGroup(gpu::GPUFuncOp func, Value window) {
+  Block &body = func.getBody().front();
+  for (Operation *op = &body.front(); op; op = op->getNextNode()) {
+    auto wait = dyn_cast<NVVM::CpAsyncWaitGroupOp>(op);
+    if (!wait || wait.getN() != 0)
+      continue;
+    auto commit = dyn_cast_or_null<NVVM::CpAsyncCommitGroupOp>(
+        wait->getPrevNode());
+    Operation *fence = wait->getNextNode();
+    if (auto f = dyn_cast_or_null<NVVM::FenceProxyOp>(fence);
+        !f || f.getKind() != NVVM::ProxyKind::async_shared)
+      fence = nullptr;
+    Operation *barrier = fence ? fence->getNextNode() : wait->getNextNode();
+    if (!commit || !barrier || !isa<gpu::BarrierOp>(barrier))
+      continue;
+    // The last group: the async copies since the commit before it (through
+    // barriers and waits: a copy belongs to the next commit), which must
+    // all be top-level or in ops that commit nothing.
+    SharedAccesses group;
+    bool placed = true;
+    for (Operation *p = commit->getPrevNode();
+         p && !isa<NVVM::CpAsyncCommitGroupOp>(p) && placed;
+         p = p->getPrevNode())
+      p->walk([&](Operation *inner) {
+        if (isa<NVVM::CpAsyncCommitGroupOp>(inner)) {
+          placed = false;
+        } else if (auto copy = dyn_cast<nvgpu::DeviceAsyncCopyOp>(inner)) {
+          std::optional<ByteRange> r = windowBytes(copy.getDst(), window);
+          if (r)
+            group.writes.push_back(*r);
+          placed &= r.has_value();
+        }
+      });
+    if (!placed || group.writes.empty())
+      continue;
+    DenseSet<Operation *> users = addressUsers(func, window, group.writes);
+    // The first top-level op after the barrier that may touch the group.
+    int64_t commits = 0;
+    Operation *stop = barrier->getNextNode();
+    for (; stop; stop = stop->getNextNode()) {
+      if (isa<NVVM::CpAsyncCommitGroupOp>(stop)) {
+        ++commits;
+        continue;
+      }
+      WalkResult touches = stop->walk([&](Operation *inner) {
+        if (users.contains(inner) ||
+            (inner == stop && inner->hasTrait<OpTrait::IsTerminator>()) ||
+            isa<NVVM::CpAsyncWaitGroupOp, NVVM::CpAsyncCommitGroupOp,
+                LLVM::InlineAsmOp, CallOpInterface>(inner))
+          return WalkResult::interrupt();
+        if (isa<ViewLikeOpInterface, memref::ExtractAlignedPointerAsIndexOp,
+                memref::ExtractStridedMetadataOp, memref::CastOp>(inner))
+          return WalkResult::advance();
+        for (Value v : inner->getOperands()) {
+          if (!isa<BaseMemRefType>(v.getType()))
+            continue;
+          Memory memory = memoryOf(v.getType());
+          if (memory == Memory::Global)
+            continue;
+          std::optional<ByteRange> r =
+              memory == Memory::Shared ? windowBytes(v, window) : std::nullopt;
+          if (!r || overlap(*r, group.writes))
+            return WalkResult::interrupt();
+        }
+        return WalkResult::advance();
+      });
+      if (touches.wasInterrupted())
+        break;
+    }
+    // Worth it only with memory accesses, barriers or loops in between (not
+    // just an address's arithmetic).
+    bool work = false;
+    for (Operation *w = barrier->getNextNode(); w && w != stop;
+         w = w->getNextNode())
+      work |= !isa<NVVM::CpAsyncCommitGroupOp>(w) &&
+              (w->getNumRegions() || !isMemoryEffectFree(w));
+    if (!stop || !work)
+      continue;
+    wait.setN(1);
+    // A `wait_group 0; [fence;] barrier` there retires the group itself
+    // (with the fence it needs).
+    auto later = dyn_cast<NVVM::CpAsyncWaitGroupOp>(stop);
+    Operation *after = later ? later->getNextNode() : nullptr;
+    bool laterFence = false;
+    if (auto f = dyn_cast_or_null<NVVM::FenceProxyOp>(after);
+        f && f.getKind() == NVVM::ProxyKind::async_shared) {
+      laterFence = true;
+      after = after->getNextNode();
+    }
+    if (later && later.getN() == 0 && isa_and_nonnull<gpu::BarrierOp>(after)) {
+      if (fence && !laterFence) {
+        ImplicitLocOpBuilder b(after->getLoc(), after);
+        asyncProxyFence(b);
+      }
+    } else {
+      ImplicitLocOpBuilder b(stop->getLoc(), stop);
+      NVVM::CpAsyncWaitGroupOp::create(b, commits);
+      if (fence)
+        asyncProxyFence(b);
+      gpu::BarrierOp::create(b);
+    }
+    // Go on from `stop` (a later wait may defer its own last group).
+    op = stop->getPrevNode();
+  }
+}
+
 /// Places the tile buffers (memref.view ops of the shared window) so that
 /// buffers whose live ranges are disjoint share bytes, and returns the total.
 /// A buffer's live range is the span, in program order, from its first to
@@ -1398,6 +1594,7 @@ LogicalResult lowerKernelGPU(FuncOp kernel, gpu::GPUModuleOp gpuModule,
       planSharedMemory(gpuFunc, config.sharedBase, config.bufferHome,
                        config.bufferAlign);
   deferAsyncCopyWaits(gpuFunc, config.sharedBase);
+  deferLastAsyncCopyGroup(gpuFunc, config.sharedBase);
   if (config.pingpong)
     scheduleWarpgroupPingpong(gpuFunc, config);
   int64_t scratchBytes = 128 * config.tensorMaps;

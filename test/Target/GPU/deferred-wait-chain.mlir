@@ -4,7 +4,10 @@
 // (read), `d` is loaded. a's wait moves to b's; b's wait stays, because a,
 // still in flight until that wait, is read before d's: a group deferred
 // past a barrier keeps counting at the next wait (without that, b's wait
-// went too, and the reduction of `a` read bytes still in flight).
+// went too, and the reduction of `a` read bytes still in flight). That
+// wait retires every group but b's, the last one (`wait_group 1`,
+// deferLastAsyncCopyGroup): b, untouched until after d's wait, lands
+// while `a` is reduced and d is issued, and d's `wait_group 0` retires it.
 // test_gpu_compile.py runs this kernel on the emulator, which refuses any
 // access to the bytes of a cp.async in flight.
 // RUN: kilnc %s --target sm_80 --emit ptx | FileCheck %s
@@ -14,9 +17,10 @@
 // CHECK: shfl.sync.bfly
 // CHECK-NOT: cp.async.wait_group
 // CHECK: cp.async.commit_group;
-// CHECK-NEXT: cp.async.wait_group 0;
+// CHECK-NEXT: cp.async.wait_group 1;
 // CHECK-NEXT: bar.sync 0;
 // CHECK: shfl.sync.bfly
+// CHECK-NOT: cp.async.wait_group
 // CHECK: cp.async.commit_group;
 // CHECK-NEXT: cp.async.wait_group 0;
 // CHECK-NEXT: bar.sync 0;
