@@ -1011,7 +1011,16 @@ bool KernelLowering::canDefer(Operation *op) {
     return false;
   auto shape = cast<RankedTensorType>(op->getResult(0).getType()).getShape();
   return llvm::all_of(op->getUsers(), [&](Operation *user) {
-    if (user->getBlock() != op->getBlock())
+    // On a GPU, an index tile (an iota, a splat, their expand_dims and
+    // broadcasts, integer arithmetic on them) read in a loop or an if after
+    // it is recomputed there, per element, from the element's coordinates:
+    // as a buffer it was filled behind barriers and read back from shared
+    // memory at every use (attention's query and key positions, once per
+    // score in each masked block). The CPU keeps the buffer, whose vectors
+    // it reads once per use.
+    if (user->getBlock() != op->getBlock() &&
+        !(simt && (cheap || cheapToRecompute(op)) &&
+          op->getBlock()->findAncestorOpInBlock(*user)))
       return false;
     // Through a broadcast an op is computed once per element of the result:
     // only cheap ones (integer and comparison arithmetic: the masks' index

@@ -1238,7 +1238,9 @@ DenseSet<Operation *> addressUsers(gpu::GPUFuncOp func, Value window,
 /// bytes, an op computed from an address that may lie in them, a nested
 /// commit or any other cp.async wait, a call, an inline asm, or the end of
 /// the function. Where that op is a later `wait_group 0; [fence;] barrier`,
-/// that wait retires the group and nothing is added.
+/// that wait retires the group and nothing is added. Nothing changes unless
+/// an op in between has a latency to overlap (a loop, a global read, an
+/// async copy).
 ///
 /// Attention reads its lists' counts and first indices, then issues q (the
 /// last group): the counts are extracted and the first pipeline fill issues
@@ -1315,13 +1317,21 @@ void deferLastAsyncCopyGroup(gpu::GPUFuncOp func, Value window) {
       if (touches.wasInterrupted())
         break;
     }
-    // Worth it only with memory accesses, barriers or loops in between (not
-    // just an address's arithmetic).
+    // Worth it only where something in between has a latency of its own to
+    // overlap with the group's: a loop, a read of global memory, an async
+    // copy (cp.async or TMA). Not for an address's arithmetic or a fence.
     bool work = false;
-    for (Operation *w = barrier->getNextNode(); w && w != stop;
+    for (Operation *w = barrier->getNextNode(); w && w != stop && !work;
          w = w->getNextNode())
-      work |= !isa<NVVM::CpAsyncCommitGroupOp>(w) &&
-              (w->getNumRegions() || !isMemoryEffectFree(w));
+      w->walk([&](Operation *inner) {
+        if (isa<scf::ForOp, nvgpu::DeviceAsyncCopyOp,
+                NVVM::CpAsyncBulkTensorGlobalToSharedClusterOp>(inner))
+          work = true;
+        else if (auto load = dyn_cast<memref::LoadOp>(inner))
+          work |= memoryOf(load.getMemRef().getType()) == Memory::Global;
+        else if (auto load = dyn_cast<vector::LoadOp>(inner))
+          work |= memoryOf(load.getBase().getType()) == Memory::Global;
+      });
     if (!stop || !work)
       continue;
     wait.setN(1);

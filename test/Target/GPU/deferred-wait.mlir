@@ -12,6 +12,10 @@
 // on sm_90a, cp.async on sm_80) before a second wait retires q (every group
 // but the fill's last one) ahead of the loop, whose first dot reads it. The
 // two loads' latencies overlap instead of adding up.
+// The query and key positions (arange(BM) + q0, arange(BN)) are not staged
+// in shared memory before the loop: the loop's mask computes them from each
+// score's coordinates (canDefer). On sm_90a no st.shared comes before the
+// mbarriers' set-up (on sm_80 the fill's index copy has a plain path).
 // On sm_90a the query tile is loaded straight into wgmma's core matrices,
 // whose writes each thread fences for the async proxy: the fence goes with
 // the waits (CORE).
@@ -35,6 +39,7 @@
 // CHECK-NOT: bar.sync
 // CHECK: ld.shared
 // CHECK-NOT: cp.async.wait_group
+// CORE-NOT: st.shared
 // CORE: mbarrier.init
 // CORE-NOT: cp.async.wait_group
 // CORE: cp.async.bulk.tensor
