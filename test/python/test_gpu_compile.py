@@ -1354,6 +1354,70 @@ print("ok")
     assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
 
 
+@pytest.mark.parametrize("target", ["emu-sm_80", "emu-sm_90a"])
+def test_prologue_load_waits_before_a_store_to_its_source(target, tmp_path):
+    """test/Target/GPU/deferred-wait-store.mlir on the emulator: x is loaded,
+    zeros are stored to x, y is loaded, out = x + y. x's copies must have read
+    x before the store (the emulator's copies read their source when their
+    wait retires them): with x's wait moved past the store, out was y."""
+    src = os.path.join(ROOT, "test", "Target", "GPU", "deferred-wait-store.mlir")
+    bundle = tmp_path / "war.kiln"
+    subprocess.run([KILNC, src, "--target", target, "-o", str(bundle)], check=True)
+    code = f"""
+import numpy as np, kiln
+kernel = kiln.load_bundle({str(bundle)!r})
+rng = np.random.default_rng()
+n = 300
+x, y = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
+x0 = x.copy()
+out = np.full(n, np.nan, np.float32)
+kernel[(1,)](x, y, out, n)
+ref = x0[:256].astype(np.float64) + y[:256]
+assert np.allclose(out[:256], ref, rtol=1e-6, atol=1e-6), np.abs(out[:256] - ref).max()
+assert np.array_equal(x[:256], np.zeros(256, np.float32)) and np.array_equal(x[256:], x0[256:])
+print("ok")
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env=dict(os.environ), timeout=300)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("target", ["emu-sm_80", "emu-sm_90a"])
+def test_row_vector_read_only_inside_an_if(target, tmp_path):
+    """test/Target/GPU/deferred-index-tiles.mlir's @rows2 on the emulator: a
+    comparison of a row vector in registers (the row maxima of a dot), read
+    only inside an scf.if, keeps its buffer; the row maxima are stored after
+    the if, taken and not taken. (Deferred into the if, the maxima were
+    written to shared memory on the if's path only, and read stale after
+    it.)"""
+    src = os.path.join(ROOT, "test", "Target", "GPU", "deferred-index-tiles.mlir")
+    bundle = tmp_path / "rows2.kiln"
+    subprocess.run([KILNC, src, "--kernel", "rows2", "--target", target, "-o", str(bundle)],
+                   check=True)
+    code = f"""
+import numpy as np, kiln
+kernel = kiln.load_bundle({str(bundle)!r})
+rng = np.random.default_rng()
+def bf16(shape):
+    bits = (rng.standard_normal(shape).astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+    return bits, (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+(a, af), (b, bf) = bf16((64, 64)), bf16((64, 64))
+x = rng.standard_normal((128, 64)).astype(np.float32)
+m = (af @ bf).max(1)
+for flag in (0, 1):
+    out, out_m = np.full((64, 64), np.nan, np.float32), np.full(64, np.nan, np.float32)
+    kernel[(1,)](a, b, x, out, out_m, flag)
+    assert np.allclose(out_m, m, rtol=1e-5, atol=1e-5), (flag, np.abs(out_m - m).max())
+    ref = np.where((m > 0)[:, None], x[:64], x[64:]) if flag else x[:64]
+    near = np.abs(m) < 1e-3  # a maximum at 0 within rounding: either row
+    assert np.array_equal(out[~near], ref[~near]), flag
+print("ok")
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env=dict(os.environ), timeout=300)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
+
+
 # The Python examples that port Triton's tutorials, through JITFunction.warmup
 # (a GPU target compiles without a driver; host arrays stand for device
 # arrays): their PTX assembles, on sm_90a with wgmma and TMA boxes for the

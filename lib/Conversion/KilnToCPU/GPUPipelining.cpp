@@ -908,11 +908,14 @@ bool KernelLowering::indexExpression(Value v, scf::ForOp loop,
   if (!rowLike(v.getType()))
     return false;
   Region &region = loop.getRegion();
-  // Defined before the loop: read from its buffer (one it has now).
+  // Defined before the loop: read from its buffer (one it has now), or
+  // computed where it is read (an index tile deferred into the loop).
   if (!region.isAncestor(v.getParentRegion())) {
     DenseElementsAttr cst;
-    return matchPattern(v, m_Constant(&cst)) ? cst.isSplat()
-                                              : bool(buffers.lookup(v));
+    Operation *def = v.getDefiningOp();
+    return matchPattern(v, m_Constant(&cst))
+               ? cst.isSplat()
+               : bool(buffers.lookup(v)) || (def && deferred.contains(def));
   }
   Operation *def = v.getDefiningOp();
   if (!def || def->getBlock() != loop.getBody())
@@ -989,6 +992,11 @@ Value KernelLowering::evalIndexAt(ImplicitLocOpBuilder &b, Value v, Value r,
   if (matchPattern(v, m_Constant(&cst))) {
     result = arith::ConstantOp::create(
         b, cast<TypedAttr>(cst.getSplatValue<Attribute>()));
+  } else if (!loop.getRegion().isAncestor(v.getParentRegion()) &&
+             def && deferred.contains(def) && !buffers.lookup(v)) {
+    result = toType(b, b.getLoc(),
+                    emitElems(b, v, rowPosition(b, type.getShape(), r), 1),
+                    elt);
   } else if (!loop.getRegion().isAncestor(v.getParentRegion())) {
     Value buf = buffers.lookup(v);
     result = toType(b, b.getLoc(),

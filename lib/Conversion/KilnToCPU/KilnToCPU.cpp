@@ -994,6 +994,34 @@ static bool unitDimsOnly(ReshapeOp op) {
          from.back() == to.back();
 }
 
+/// Whether `op` computes an integer (or i1) tile from iotas, splats of
+/// scalars and splat constants alone, through expand_dims, broadcasts and
+/// cheap integer arithmetic: its elements are a few integer instructions
+/// from their coordinates wherever they are needed. (Nothing loaded, no row
+/// vector or dot fragment in registers, nothing expensive: such tiles keep
+/// their buffers when read in a later block.)
+static bool isIndexTile(Operation *op) {
+  if (op->getNumResults() != 1)
+    return false;
+  auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+  if (!type || !isa<IntegerType, IndexType>(type.getElementType()))
+    return false;
+  if (isa<ArangeOp, SplatOp>(op))
+    return true;
+  DenseElementsAttr cst;
+  if (matchPattern(op->getResult(0), m_Constant(&cst)))
+    return cst.isSplat();
+  if (!isa<ExpandDimsOp, BroadcastOp>(op) &&
+      !(cheapToRecompute(op) && !isa<arith::CmpFOp>(op)))
+    return false;
+  return llvm::all_of(op->getOperands(), [](Value v) {
+    if (!isa<RankedTensorType>(v.getType()))
+      return true; // a scalar (a select's condition may be one)
+    Operation *def = v.getDefiningOp();
+    return def && isIndexTile(def);
+  });
+}
+
 bool KernelLowering::canDefer(Operation *op) {
   // A splat, broadcast, iota or expand_dims costs a read (or nothing) per
   // element wherever it is inlined, so it may have several users, and those
@@ -1011,15 +1039,14 @@ bool KernelLowering::canDefer(Operation *op) {
     return false;
   auto shape = cast<RankedTensorType>(op->getResult(0).getType()).getShape();
   return llvm::all_of(op->getUsers(), [&](Operation *user) {
-    // On a GPU, an index tile (an iota, a splat, their expand_dims and
-    // broadcasts, integer arithmetic on them) read in a loop or an if after
+    // On a GPU, an index tile (isIndexTile) read in a loop or an if after
     // it is recomputed there, per element, from the element's coordinates:
     // as a buffer it was filled behind barriers and read back from shared
     // memory at every use (attention's query and key positions, once per
     // score in each masked block). The CPU keeps the buffer, whose vectors
     // it reads once per use.
     if (user->getBlock() != op->getBlock() &&
-        !(simt && (cheap || cheapToRecompute(op)) &&
+        !(simt && isIndexTile(op) &&
           op->getBlock()->findAncestorOpInBlock(*user)))
       return false;
     // Through a broadcast an op is computed once per element of the result:

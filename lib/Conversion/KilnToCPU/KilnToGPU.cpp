@@ -1235,9 +1235,11 @@ DenseSet<Operation *> addressUsers(gpu::GPUFuncOp func, Value window,
 /// `wait_group 1` (every group but the last), and a `wait_group N; [fence;]
 /// barrier` (N: the groups committed at the top level in between) retires
 /// the last group before the first op that may touch it: an access of its
-/// bytes, an op computed from an address that may lie in them, a nested
-/// commit or any other cp.async wait, a call, an inline asm, or the end of
-/// the function. Where that op is a later `wait_group 0; [fence;] barrier`,
+/// bytes, an op computed from an address that may lie in them, a write of
+/// global memory (which its copies still read), a nested commit or any
+/// other cp.async wait, any op with memory effects not known to be harmless
+/// here (calls, inline asm, atomics among them), or the end of the
+/// function. Where that op is a later `wait_group 0; [fence;] barrier`,
 /// that wait retires the group and nothing is added. Nothing changes unless
 /// an op in between has a latency to overlap (a loop, a global read, an
 /// async copy).
@@ -1301,6 +1303,32 @@ void deferLastAsyncCopyGroup(gpu::GPUFuncOp func, Value window) {
         if (isa<ViewLikeOpInterface, memref::ExtractAlignedPointerAsIndexOp,
                 memref::ExtractStridedMetadataOp, memref::CastOp>(inner))
           return WalkResult::advance();
+        // The copies still read global memory: no write there may come
+        // first (the same thread's store could be read by its own copy, and
+        // stores are what a barrier orders for other threads). So beside
+        // effect-free ops, only these may: reads, async copies into shared
+        // memory, shared-memory stores (their bytes checked below),
+        // barriers, fences, mbarrier set-up and waits, TMA loads, tensor
+        // map prefetches and wgmma's fences, commits and waits.
+        bool globalStore = false;
+        if (auto st = dyn_cast<memref::StoreOp>(inner))
+          globalStore = memoryOf(st.getMemRef().getType()) != Memory::Shared;
+        else if (auto st = dyn_cast<vector::StoreOp>(inner))
+          globalStore = memoryOf(st.getBase().getType()) != Memory::Shared;
+        if (globalStore ||
+            !(isMemoryEffectFree(inner) ||
+              isa<memref::LoadOp, vector::LoadOp, memref::StoreOp,
+                  vector::StoreOp, nvgpu::DeviceAsyncCopyOp, gpu::BarrierOp,
+                  scf::IfOp, scf::ForOp, scf::YieldOp, NVVM::BarrierOp,
+                  NVVM::BarrierArriveOp, NVVM::FenceProxyOp,
+                  NVVM::MBarrierInitOp, NVVM::MBarrierInvalOp,
+                  NVVM::MBarrierArriveExpectTxOp,
+                  NVVM::MBarrierTryWaitParityOp,
+                  NVVM::CpAsyncBulkTensorGlobalToSharedClusterOp,
+                  NVVM::PrefetchOp, NVVM::WgmmaFenceAlignedOp,
+                  NVVM::WgmmaGroupSyncAlignedOp, NVVM::WgmmaWaitGroupSyncOp>(
+                  inner)))
+          return WalkResult::interrupt();
         for (Value v : inner->getOperands()) {
           if (!isa<BaseMemRefType>(v.getType()))
             continue;
