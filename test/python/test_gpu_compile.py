@@ -1418,6 +1418,38 @@ print("ok")
     assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
 
 
+@pytest.mark.parametrize("target", ["emu-sm_80", "emu-sm_90a"])
+def test_pipelined_gather_of_rows_from_an_iota_before_the_loop(target, tmp_path):
+    """test/Target/GPU/deferred-index-tiles.mlir's @outer_ar on the emulator:
+    the gathered rows' indices come from an iota made before the loop, which
+    the loop recomputes (no buffer); the pipelined gather computes it at
+    issue, in its fill and in the loop. Checked against numpy."""
+    src = os.path.join(ROOT, "test", "Target", "GPU", "deferred-index-tiles.mlir")
+    bundle = tmp_path / "outer_ar.kiln"
+    subprocess.run([KILNC, src, "--kernel", "outer_ar", "--target", target, "-o", str(bundle)],
+                   check=True)
+    code = f"""
+import numpy as np, kiln
+kernel = kiln.load_bundle({str(bundle)!r})
+rng = np.random.default_rng()
+r, n = 90, 75
+bits = (rng.standard_normal((r, 64)).astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+xf = (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+out = np.full((16, 64), np.nan, np.float32)
+kernel[(1,)](bits, out, r, n)
+ref = np.zeros((16, 64))
+for i0 in range(0, n, 16):
+    for j in range(16):
+        if 0 <= i0 - j < r:
+            ref[j] += xf[i0 - j]
+assert np.allclose(out, ref, rtol=1e-5, atol=1e-5), np.abs(out - ref).max()
+print("ok")
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env=dict(os.environ), timeout=300)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
+
+
 # The Python examples that port Triton's tutorials, through JITFunction.warmup
 # (a GPU target compiles without a driver; host arrays stand for device
 # arrays): their PTX assembles, on sm_90a with wgmma and TMA boxes for the

@@ -1000,26 +1000,35 @@ static bool unitDimsOnly(ReshapeOp op) {
 /// from their coordinates wherever they are needed. (Nothing loaded, no row
 /// vector or dot fragment in registers, nothing expensive: such tiles keep
 /// their buffers when read in a later block.)
-static bool isIndexTile(Operation *op) {
-  if (op->getNumResults() != 1)
-    return false;
-  auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
-  if (!type || !isa<IntegerType, IndexType>(type.getElementType()))
-    return false;
-  if (isa<ArangeOp, SplatOp>(op))
-    return true;
-  DenseElementsAttr cst;
-  if (matchPattern(op->getResult(0), m_Constant(&cst)))
-    return cst.isSplat();
-  if (!isa<ExpandDimsOp, BroadcastOp>(op) &&
-      !(cheapToRecompute(op) && !isa<arith::CmpFOp>(op)))
-    return false;
-  return llvm::all_of(op->getOperands(), [](Value v) {
-    if (!isa<RankedTensorType>(v.getType()))
-      return true; // a scalar (a select's condition may be one)
-    Operation *def = v.getDefiningOp();
-    return def && isIndexTile(def);
-  });
+static bool isIndexTile(Operation *op, DenseMap<Operation *, bool> &memo) {
+  if (auto it = memo.find(op); it != memo.end())
+    return it->second;
+  auto decide = [&]() -> bool {
+    if (op->getNumResults() != 1)
+      return false;
+    auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+    if (!type || !isa<IntegerType, IndexType>(type.getElementType()))
+      return false;
+    if (isa<ArangeOp, SplatOp>(op))
+      return true;
+    DenseElementsAttr cst;
+    if (matchPattern(op->getResult(0), m_Constant(&cst)))
+      return cst.isSplat();
+    if (!isa<ExpandDimsOp, BroadcastOp>(op) &&
+        !(cheapToRecompute(op) && !isa<arith::CmpFOp>(op)))
+      return false;
+    return llvm::all_of(op->getOperands(), [&](Value v) {
+      if (!isa<RankedTensorType>(v.getType()))
+        return true; // a scalar (a select's condition may be one)
+      Operation *def = v.getDefiningOp();
+      return def && isIndexTile(def, memo);
+    });
+  };
+  // (Memoized: a DAG of shared subexpressions is walked once, not once per
+  // path.)
+  bool r = decide();
+  memo[op] = r;
+  return r;
 }
 
 bool KernelLowering::canDefer(Operation *op) {
@@ -1038,6 +1047,7 @@ bool KernelLowering::canDefer(Operation *op) {
   if (isa<ExpandDimsOp>(op) && rowFragments.count(op->getOperand(0)))
     return false;
   auto shape = cast<RankedTensorType>(op->getResult(0).getType()).getShape();
+  DenseMap<Operation *, bool> indexTiles;
   return llvm::all_of(op->getUsers(), [&](Operation *user) {
     // On a GPU, an index tile (isIndexTile) read in a loop or an if after
     // it is recomputed there, per element, from the element's coordinates:
@@ -1046,7 +1056,7 @@ bool KernelLowering::canDefer(Operation *op) {
     // score in each masked block). The CPU keeps the buffer, whose vectors
     // it reads once per use.
     if (user->getBlock() != op->getBlock() &&
-        !(simt && isIndexTile(op) &&
+        !(simt && isIndexTile(op, indexTiles) &&
           op->getBlock()->findAncestorOpInBlock(*user)))
       return false;
     // Through a broadcast an op is computed once per element of the result:

@@ -11,6 +11,18 @@
 //   then written to shared memory on the if's path only and read after it.
 //   test_gpu_compile.py runs it on the emulator with the if taken and not
 //   taken, against numpy.
+// - @outer_ar (written after the fix): a gather's row indices come from an
+//   iota defined before the loop, now recomputed where it is read: the
+//   gather must still be pipelined (a fill's copies and commit before the
+//   loop; GPUPipelining's indexExpression/evalIndexAt compute the deferred
+//   iota at issue). test_gpu_compile.py checks its sums on the emulator.
+// RUN: kiln-opt %s --convert-kiln-to-gpu=chip=sm_80 | FileCheck %s --check-prefix=GATHER
+// GATHER-LABEL: gpu.func @outer_ar
+// GATHER: nvgpu.device_async_copy
+// GATHER: {{^      }}nvvm.cp.async.commit.group
+// GATHER: {{^      }}scf.for
+// GATHER: nvvm.cp.async.wait.group
+// GATHER: nvgpu.device_async_copy
 // RUN: kilnc %s --kernel rowscale --target sm_80 --emit ptx | FileCheck %s --check-prefix=MMA
 // RUN: kilnc %s --kernel rowscale --target sm_90a --emit ptx | FileCheck %s --check-prefix=WGMMA
 // RUN: kilnc %s --kernel rows2 --target sm_80 --emit ptx | FileCheck %s --check-prefix=MMA
@@ -87,5 +99,32 @@ kiln.func @rows2(%a: !kiln.ptr<bf16> {kiln.name = "a"}, %b: !kiln.ptr<bf16> {kil
   }
   kiln.store %r, %vo[%c0, %c0] : tensor<64x64xf32> -> !kiln.view<2xf32>
   kiln.store %m, %vm[%c0] : tensor<64xf32> -> !kiln.view<1xf32>
+  kiln.return
+}
+
+// out[j, :] = sum over i0 = 0, 16, .. < n of x[i0 - j, :] (rows outside x read
+// zeros), the rows' indices i0 - arange(16) from an iota made before the loop.
+kiln.func @outer_ar(%x: !kiln.ptr<bf16> {kiln.name = "x"}, %out: !kiln.ptr<f32> {kiln.name = "out"},
+                    %r: index {kiln.name = "r"}, %n: index {kiln.name = "n"}) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c16 = arith.constant 16 : index
+  %c64 = arith.constant 64 : index
+  %vx = kiln.make_view %x, [%r, %c64], [%c64, %c1] : !kiln.ptr<bf16> -> !kiln.view<2xbf16>
+  %zero = arith.constant dense<0.0> : tensor<16x64xf32>
+  %ar0 = kiln.arange 0, 16 : tensor<16xi32>
+  %ar = kiln.expand_dims %ar0 [0] : tensor<16xi32> -> tensor<1x16xi32>
+  %acc = scf.for %i0 = %c0 to %n step %c16 iter_args(%a = %zero) -> (tensor<16x64xf32>) {
+    %base = arith.index_cast %i0 : index to i32
+    %b = kiln.splat %base : tensor<1x16xi32>
+    %rev = arith.subi %b, %ar : tensor<1x16xi32>
+    %rr = kiln.reshape %rev : tensor<1x16xi32> -> tensor<16xi32>
+    %t = kiln.gather %vx[%rr, %c0] : !kiln.view<2xbf16>, tensor<16xi32> -> tensor<16x64xbf16>
+    %f = arith.extf %t : tensor<16x64xbf16> to tensor<16x64xf32>
+    %s = arith.addf %a, %f : tensor<16x64xf32>
+    scf.yield %s : tensor<16x64xf32>
+  }
+  %vo = kiln.make_view %out, [%c16, %c64], [%c64, %c1] : !kiln.ptr<f32> -> !kiln.view<2xf32>
+  kiln.store %acc, %vo[%c0, %c0] : tensor<16x64xf32> -> !kiln.view<2xf32>
   kiln.return
 }
