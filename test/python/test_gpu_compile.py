@@ -1324,6 +1324,19 @@ def test_kiln_ops_attention_on_torch_cuda_tensors(tmp_path):
     _run_torch_script(tmp_path, TORCH_OPS_SCRIPT)
 
 
+def _emulate_lit_kernel(target, tmp_path, name, code, kernel=None):
+    """Compiles test/Target/GPU/`name` (its `kernel`) for an emulated target
+    and runs `code` in a subprocess (the emulator ends the process on a failed
+    check) with `bundle` bound to the bundle's path; it must print "ok"."""
+    src = os.path.join(ROOT, "test", "Target", "GPU", name)
+    bundle = tmp_path / (name + ".kiln")
+    subprocess.run([KILNC, src, "--target", target, "-o", str(bundle)]
+                   + (["--kernel", kernel] if kernel else []), check=True)
+    r = subprocess.run([sys.executable, "-c", f"bundle = {str(bundle)!r}\n" + code],
+                       capture_output=True, text=True, env=dict(os.environ), timeout=300)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
+
+
 @pytest.mark.parametrize("target", ["emu-sm_80", "emu-sm_90a"])
 def test_deferred_waits_leave_copies_in_flight_untouched(target, tmp_path):
     """test/Target/GPU/deferred-wait-chain.mlir on the emulator: a load whose
@@ -1331,12 +1344,9 @@ def test_deferred_waits_leave_copies_in_flight_untouched(target, tmp_path):
     wait. The emulator refuses any access to the bytes of a cp.async in
     flight (in a subprocess: it ends the process); the results are checked
     against numpy (every output poisoned first)."""
-    src = os.path.join(ROOT, "test", "Target", "GPU", "deferred-wait-chain.mlir")
-    bundle = tmp_path / "chain.kiln"
-    subprocess.run([KILNC, src, "--target", target, "-o", str(bundle)], check=True)
-    code = f"""
+    _emulate_lit_kernel(target, tmp_path, "deferred-wait-chain.mlir", """
 import numpy as np, kiln
-kernel = kiln.load_bundle({str(bundle)!r})
+kernel = kiln.load_bundle(bundle)
 rng = np.random.default_rng()
 n = 300
 a, b, d = (rng.standard_normal(n).astype(np.float32) for _ in range(3))
@@ -1348,10 +1358,7 @@ assert np.allclose(out[:256], ref, rtol=1e-6, atol=1e-5), np.abs(out[:256] - ref
 assert np.array_equal(extra[256:272], lanes.reshape(16, 16).sum(1).astype(np.float32))
 assert np.array_equal(extra[272:288], a[:256].reshape(16, 16).max(1))
 print("ok")
-"""
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       env=dict(os.environ), timeout=300)
-    assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
+""")
 
 
 @pytest.mark.parametrize("target", ["emu-sm_80", "emu-sm_90a"])
@@ -1360,12 +1367,9 @@ def test_prologue_load_waits_before_a_store_to_its_source(target, tmp_path):
     zeros are stored to x, y is loaded, out = x + y. x's copies must have read
     x before the store (the emulator's copies read their source when their
     wait retires them): with x's wait moved past the store, out was y."""
-    src = os.path.join(ROOT, "test", "Target", "GPU", "deferred-wait-store.mlir")
-    bundle = tmp_path / "war.kiln"
-    subprocess.run([KILNC, src, "--target", target, "-o", str(bundle)], check=True)
-    code = f"""
+    _emulate_lit_kernel(target, tmp_path, "deferred-wait-store.mlir", """
 import numpy as np, kiln
-kernel = kiln.load_bundle({str(bundle)!r})
+kernel = kiln.load_bundle(bundle)
 rng = np.random.default_rng()
 n = 300
 x, y = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
@@ -1376,10 +1380,7 @@ ref = x0[:256].astype(np.float64) + y[:256]
 assert np.allclose(out[:256], ref, rtol=1e-6, atol=1e-6), np.abs(out[:256] - ref).max()
 assert np.array_equal(x[:256], np.zeros(256, np.float32)) and np.array_equal(x[256:], x0[256:])
 print("ok")
-"""
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       env=dict(os.environ), timeout=300)
-    assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
+""")
 
 
 @pytest.mark.parametrize("target", ["emu-sm_80", "emu-sm_90a"])
@@ -1390,13 +1391,9 @@ def test_row_vector_read_only_inside_an_if(target, tmp_path):
     the if, taken and not taken. (Deferred into the if, the maxima were
     written to shared memory on the if's path only, and read stale after
     it.)"""
-    src = os.path.join(ROOT, "test", "Target", "GPU", "deferred-index-tiles.mlir")
-    bundle = tmp_path / "rows2.kiln"
-    subprocess.run([KILNC, src, "--kernel", "rows2", "--target", target, "-o", str(bundle)],
-                   check=True)
-    code = f"""
+    _emulate_lit_kernel(target, tmp_path, "deferred-index-tiles.mlir", """
 import numpy as np, kiln
-kernel = kiln.load_bundle({str(bundle)!r})
+kernel = kiln.load_bundle(bundle)
 rng = np.random.default_rng()
 def bf16(shape):
     bits = (rng.standard_normal(shape).astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
@@ -1412,10 +1409,7 @@ for flag in (0, 1):
     near = np.abs(m) < 1e-3  # a maximum at 0 within rounding: either row
     assert np.array_equal(out[~near], ref[~near]), flag
 print("ok")
-"""
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       env=dict(os.environ), timeout=300)
-    assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
+""", kernel="rows2")
 
 
 @pytest.mark.parametrize("target", ["emu-sm_80", "emu-sm_90a"])
@@ -1424,13 +1418,9 @@ def test_pipelined_gather_of_rows_from_an_iota_before_the_loop(target, tmp_path)
     the gathered rows' indices come from an iota made before the loop, which
     the loop recomputes (no buffer); the pipelined gather computes it at
     issue, in its fill and in the loop. Checked against numpy."""
-    src = os.path.join(ROOT, "test", "Target", "GPU", "deferred-index-tiles.mlir")
-    bundle = tmp_path / "outer_ar.kiln"
-    subprocess.run([KILNC, src, "--kernel", "outer_ar", "--target", target, "-o", str(bundle)],
-                   check=True)
-    code = f"""
+    _emulate_lit_kernel(target, tmp_path, "deferred-index-tiles.mlir", """
 import numpy as np, kiln
-kernel = kiln.load_bundle({str(bundle)!r})
+kernel = kiln.load_bundle(bundle)
 rng = np.random.default_rng()
 r, n = 90, 75
 bits = (rng.standard_normal((r, 64)).astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
@@ -1444,10 +1434,7 @@ for i0 in range(0, n, 16):
             ref[j] += xf[i0 - j]
 assert np.allclose(out, ref, rtol=1e-5, atol=1e-5), np.abs(out - ref).max()
 print("ok")
-"""
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       env=dict(os.environ), timeout=300)
-    assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
+""", kernel="outer_ar")
 
 
 # The Python examples that port Triton's tutorials, through JITFunction.warmup
