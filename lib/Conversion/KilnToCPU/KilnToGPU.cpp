@@ -1309,7 +1309,7 @@ void deferLastAsyncCopyGroup(gpu::GPUFuncOp func, Value window) {
         // effect-free ops, only these may: reads, async copies into shared
         // memory, shared-memory stores (their bytes checked below),
         // barriers, fences, mbarrier set-up and waits, TMA loads, tensor
-        // map prefetches and wgmma's fences, commits and waits.
+        // map prefetches, clock reads and wgmma's fences, commits and waits.
         bool globalStore = false;
         if (auto st = dyn_cast<memref::StoreOp>(inner))
           globalStore = memoryOf(st.getMemRef().getType()) != Memory::Shared;
@@ -1325,7 +1325,7 @@ void deferLastAsyncCopyGroup(gpu::GPUFuncOp func, Value window) {
                   NVVM::MBarrierArriveExpectTxOp,
                   NVVM::MBarrierTryWaitParityOp,
                   NVVM::CpAsyncBulkTensorGlobalToSharedClusterOp,
-                  NVVM::PrefetchOp, NVVM::WgmmaFenceAlignedOp,
+                  NVVM::PrefetchOp, NVVM::Clock64Op, NVVM::WgmmaFenceAlignedOp,
                   NVVM::WgmmaGroupSyncAlignedOp, NVVM::WgmmaWaitGroupSyncOp>(
                   inner)))
           return WalkResult::interrupt();

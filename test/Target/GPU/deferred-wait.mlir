@@ -21,6 +21,16 @@
 // the waits (CORE).
 // RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 128 --block 128 --num-warps 8 --mask sliding_window --window 1024 --target sm_90a --emit ptx | FileCheck %s --check-prefixes=CHECK,CORE
 // RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 64 --target sm_80 --emit ptx | FileCheck %s --check-prefixes=CHECK,MMA
+// With `profile`, column 1's reading (the clock after the counts' wait) is
+// held in shared memory, not stored to global memory before the fill, which
+// would end the overlap: the profiled kernel keeps both waits (PROF).
+// RUN: kilnc op block_sparse_attention --dtype bf16 --head_dim 128 --block 128 --num-warps 8 --mask sliding_window --window 1024 --profile 1 --target sm_90a --emit ptx | FileCheck %s --check-prefix=PROF
+// PROF: cp.async.wait_group 1;
+// PROF: %clock64
+// PROF-NOT: st.global
+// PROF: cp.async.bulk.tensor
+// PROF-NOT: st.global
+// PROF: cp.async.wait_group 1;
 // CHECK: cp.async.ca.shared.global [__kiln_smem{{[+0-9]*}}], [%rd{{[0-9]+}}], 4;
 // CHECK-NOT: cp.async.wait_group
 // CHECK: cp.async.ca.shared.global [__kiln_smem{{[+0-9]*}}], [%rd{{[0-9]+}}], 4;
