@@ -104,11 +104,12 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
   // (query blocks, batch x heads); this is a bijection of it.
   Value np0 = k.numPrograms(0), np1 = k.numPrograms(1);
   Value linear = k.add(k.pid(0), k.mul(np0, k.pid(1)));
-  // The readings: at entry, before the partial blocks' loop (q issued, both
-  // lists' counts and first indices read), after it, after the full blocks' loop, after lse's store
-  // (before out's); then the processor (SM) that ran the program, whose
-  // clock they read. Each is stored when taken, by one thread, so that no
-  // reading stays live across a loop. (None after out's store: a store after
+  // The readings: at entry, before the partial blocks' loop (both lists'
+  // counts and first indices read, q issued), after it, after the full
+  // blocks' loop, after lse's store (before out's); then the processor (SM)
+  // that ran the program, whose clock they read. Each but the second
+  // (held below) is stored when taken, by one thread, so that no reading
+  // stays live in a register across a loop. (None after out's store: a store after
   // it would make its TMA box wait for its global writes, which it otherwise
   // does not; the time from that reading to the SM's next program holds
   // out's store, the exit and the next launch.)
@@ -164,9 +165,9 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
 
   // Both lists' block counts and first block indices, read with q: four
   // one-element loads whose copies (on a GPU) are issued with q's, their
-  // waits merged into one (deferAsyncCopyWaits) before any is extracted. Each loop's first
-  // block then takes its index from here (kb0), not from a read at the
-  // loop: a loop's fill issued its keys' and values' loads only after its
+  // waits merged into one (deferAsyncCopyWaits) before any is extracted.
+  // Each loop's first block then takes its index from here (kb0), not from
+  // a read at the loop: a loop's fill issued its keys' and values' loads only after its
   // count, then its first index, had come back from memory, two round trips
   // in a row, and the full blocks' loop paid both after the partial blocks'
   // loop had ended. A list's entry 0 is read even when its count is 0 (and

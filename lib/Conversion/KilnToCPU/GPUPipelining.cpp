@@ -992,18 +992,14 @@ Value KernelLowering::evalIndexAt(ImplicitLocOpBuilder &b, Value v, Value r,
   if (matchPattern(v, m_Constant(&cst))) {
     result = arith::ConstantOp::create(
         b, cast<TypedAttr>(cst.getSplatValue<Attribute>()));
-  } else if (!loop.getRegion().isAncestor(v.getParentRegion()) &&
-             def && deferred.contains(def) && !buffers.lookup(v)) {
-    result = toType(b, b.getLoc(),
-                    emitElems(b, v, rowPosition(b, type.getShape(), r), 1),
-                    elt);
   } else if (!loop.getRegion().isAncestor(v.getParentRegion())) {
+    // Its buffer, or (an index tile deferred into the loop: indexExpression)
+    // its value computed here.
+    SmallVector<Value> at = rowPosition(b, type.getShape(), r);
     Value buf = buffers.lookup(v);
-    result = toType(b, b.getLoc(),
-                    memref::LoadOp::create(
-                        b, buf, tileIndices(b, buf,
-                                            rowPosition(b, type.getShape(), r))),
-                    elt);
+    Value e = buf ? Value(memref::LoadOp::create(b, buf, tileIndices(b, buf, at)))
+                  : emitElems(b, v, at, 1);
+    result = toType(b, b.getLoc(), e, elt);
   } else if (auto load = dyn_cast<LoadOp>(def)) {
     auto it = llvm::find_if(state.loads, [&](const PipelinedLoad &pl) {
       return pl.load == load;

@@ -1064,6 +1064,23 @@ bool overlap(ArrayRef<ByteRange> a, ArrayRef<ByteRange> b) {
         return true;
   return false;
 }
+/// A `cp.async.wait_group 0; [fence.proxy.async;] barrier` at `op`: its
+/// barrier and fence (null when none), or a null barrier.
+std::pair<Operation *, Operation *> retiringWait(Operation *op) {
+  auto wait = dyn_cast_or_null<NVVM::CpAsyncWaitGroupOp>(op);
+  if (!wait || wait.getN() != 0)
+    return {nullptr, nullptr};
+  Operation *next = wait->getNextNode(), *fence = nullptr;
+  if (auto f = dyn_cast_or_null<NVVM::FenceProxyOp>(next);
+      f && f.getKind() == NVVM::ProxyKind::async_shared) {
+    fence = f;
+    next = next->getNextNode();
+  }
+  if (!next || !isa<gpu::BarrierOp>(next))
+    return {nullptr, nullptr};
+  return {next, fence};
+}
+
 /// Lets the async copies of a prologue load land while later prologue work
 /// runs: a `commit; wait_group 0; barrier` whose group only wrote shared
 /// bytes (since the previous barrier) that nothing touches before the next
@@ -1084,24 +1101,8 @@ void deferAsyncCopyWaits(gpu::GPUFuncOp func, Value window) {
   // one of them needs the async-proxy fence where it is retired.
   SmallVector<ByteRange> inFlight;
   bool inFlightFence = false;
-  // A `wait_group 0; [fence.proxy.async;] barrier` at `op`: its barrier and
-  // fence (null when none), or a null barrier.
-  auto retiring = [](Operation *op) -> std::pair<Operation *, Operation *> {
-    auto wait = dyn_cast<NVVM::CpAsyncWaitGroupOp>(op);
-    if (!wait || wait.getN() != 0)
-      return {nullptr, nullptr};
-    Operation *next = wait->getNextNode(), *fence = nullptr;
-    if (auto f = dyn_cast_or_null<NVVM::FenceProxyOp>(next);
-        f && f.getKind() == NVVM::ProxyKind::async_shared) {
-      fence = f;
-      next = next->getNextNode();
-    }
-    if (!next || !isa<gpu::BarrierOp>(next))
-      return {nullptr, nullptr};
-    return {next, fence};
-  };
   for (Operation *op = &body.front(); op; op = op->getNextNode()) {
-    std::pair<Operation *, Operation *> found = retiring(op);
+    std::pair<Operation *, Operation *> found = retiringWait(op);
     Operation *barrier = found.first, *fence = found.second;
     if (!barrier)
       continue;
@@ -1137,7 +1138,7 @@ void deferAsyncCopyWaits(gpu::GPUFuncOp func, Value window) {
     SharedAccesses between;
     Operation *next = barrier->getNextNode();
     for (; next; next = next->getNextNode()) {
-      if (retiring(next).first)
+      if (retiringWait(next).first)
         break;
       collectSharedAccesses(next, window, between);
       if (between.unknown)
@@ -1253,18 +1254,12 @@ DenseSet<Operation *> addressUsers(gpu::GPUFuncOp func, Value window,
 void deferLastAsyncCopyGroup(gpu::GPUFuncOp func, Value window) {
   Block &body = func.getBody().front();
   for (Operation *op = &body.front(); op; op = op->getNextNode()) {
-    auto wait = dyn_cast<NVVM::CpAsyncWaitGroupOp>(op);
-    if (!wait || wait.getN() != 0)
-      continue;
+    auto [barrier, fence] = retiringWait(op);
     auto commit = dyn_cast_or_null<NVVM::CpAsyncCommitGroupOp>(
-        wait->getPrevNode());
-    Operation *fence = wait->getNextNode();
-    if (auto f = dyn_cast_or_null<NVVM::FenceProxyOp>(fence);
-        !f || f.getKind() != NVVM::ProxyKind::async_shared)
-      fence = nullptr;
-    Operation *barrier = fence ? fence->getNextNode() : wait->getNextNode();
-    if (!commit || !barrier || !isa<gpu::BarrierOp>(barrier))
+        op->getPrevNode());
+    if (!barrier || !commit)
       continue;
+    auto wait = cast<NVVM::CpAsyncWaitGroupOp>(op);
     // The last group: the async copies since the commit before it (through
     // barriers and waits: a copy belongs to the next commit), which must
     // all be top-level or in ops that commit nothing.
@@ -1365,17 +1360,9 @@ void deferLastAsyncCopyGroup(gpu::GPUFuncOp func, Value window) {
     wait.setN(1);
     // A `wait_group 0; [fence;] barrier` there retires the group itself
     // (with the fence it needs).
-    auto later = dyn_cast<NVVM::CpAsyncWaitGroupOp>(stop);
-    Operation *after = later ? later->getNextNode() : nullptr;
-    bool laterFence = false;
-    if (auto f = dyn_cast_or_null<NVVM::FenceProxyOp>(after);
-        f && f.getKind() == NVVM::ProxyKind::async_shared) {
-      laterFence = true;
-      after = after->getNextNode();
-    }
-    if (later && later.getN() == 0 && isa_and_nonnull<gpu::BarrierOp>(after)) {
+    if (auto [laterBarrier, laterFence] = retiringWait(stop); laterBarrier) {
       if (fence && !laterFence) {
-        ImplicitLocOpBuilder b(after->getLoc(), after);
+        ImplicitLocOpBuilder b(laterBarrier->getLoc(), laterBarrier);
         asyncProxyFence(b);
       }
     } else {
