@@ -1,0 +1,503 @@
+"""Random tile programs and a float64 interpreter of the same source.
+
+`generate(seed)` writes one `@kiln.jit` kernel as Python source: a GEMM-like
+loop (`gemm`) or an attention-like one (`attention`), each with random
+choices where the GPU lowering has special cases:
+
+- index tiles (`arange` + program id, the loop's offsets) in masks inside
+  loops and `if`s (recomputed, not buffered, on the GPU);
+- row and column vectors loaded before a loop and read in it;
+- running row statistics carried by the loop (kept in registers when a
+  dot's tiling gives each warp whole rows);
+- an `if` inside the loop on the loop variable, yielding the scores (the
+  fragments stay in registers through it);
+- dots on bf16, f16 or f32 operands, with and without an accumulator;
+  attention's second dot on the rounded probabilities;
+- one or two loops, `kl.range(..., num_stages=)`, ragged sizes, masked
+  loads with non-zero `other` values;
+- random elementwise tails, row and column reductions, stores.
+
+`reference(source, name, grid, args)` runs the same source with `kl`
+bound to a numpy float64 implementation, one program at a time, so the
+reference cannot drift from the kernel. Inputs are bf16-exact, so casts
+of loaded values round the same on both sides; the probabilities' bf16
+rounding is the one inexact step (attention's tolerance allows for it).
+"""
+import builtins
+import math
+import types
+
+import numpy as np
+
+from conftest import from_bf16_bits, to_bf16_bits
+
+# ---------------------------------------------------------------- generator
+
+class _Gen:
+    def __init__(self, seed):
+        self.r = np.random.default_rng(seed)
+        self.lines = []
+        self.depth = 1
+
+    def pick(self, seq):
+        return seq[int(self.r.integers(len(seq)))]
+
+    def chance(self, p):
+        return bool(self.r.random() < p)
+
+    def emit(self, line):
+        self.lines.append("    " * self.depth + line)
+
+
+CONSTS = ("0.5", "-1.5", "2.0", "0.125", "-0.75")
+
+
+def _ew(g, x, vecs, conds, depth):
+    """A bounded elementwise function of tile expression x."""
+    if depth == 0:
+        return x
+    c = g.pick(CONSTS)
+    forms = [f"({x}) * {c}", f"({x}) + {c}", f"kl.maximum({x}, {c})",
+             f"kl.minimum({x}, {c})", f"kl.abs({x})", f"-({x})",
+             f"kl.exp(-kl.abs({x}))", f"kl.tanh({x}) * {c}"]
+    forms += [f"({x}) * {v}" for v in vecs] + [f"({x}) + {v}" for v in vecs]
+    forms += [f"({x}) / (1.0 + kl.abs({v}))" for v in vecs]
+    forms += [f"kl.where({cd}, {x}, {c})" for cd in conds]
+    return _ew(g, g.pick(forms), vecs, conds, depth - 1)
+
+
+def _exact(g, x, conds):
+    """A transform of loaded values that keeps them bf16/f16-exact."""
+    return g.pick([f"-({x})", f"kl.abs({x})", f"kl.maximum({x}, 0.0)", f"({x}) * 2.0"] +
+                  [f"kl.where({cd}, {x}, 0.0)" for cd in conds])
+
+
+def _tile_load(mode, dst, ptr, shape, at, at0, step, block, other):
+    """A load of `dst`: the `block` of the row-major `shape` at `ptr` whose
+    (row, column) offsets are `at` in the loop; `at0` before it, advanced
+    by `step` per iteration. As pointer arithmetic (`ptr`), a tensor
+    descriptor (`desc`) or a block pointer advanced by the loop (`bp`); the
+    two views pad with zeros, `other` is for pointers. Returns (lines
+    before the loop, the load, the advance at the body's end or None)."""
+    (R, C), (rows, cols) = shape, at
+    if mode == "ptr":
+        r = f"(({rows}) + kl.arange(0, {block[0]}))"
+        c = f"(({cols}) + kl.arange(0, {block[1]}))"
+        return [], (f"{dst} = kl.load({ptr} + {r}[:, None] * {C} + {c}[None, :], "
+                    f"mask=({r}[:, None] < {R}) & ({c}[None, :] < {C}), other={other})"), None
+    if mode == "desc":
+        return ([f"{dst}_d = kl.make_tensor_descriptor({ptr}, [{R}, {C}], [{C}, 1], "
+                 f"[{block[0]}, {block[1]}])"], f"{dst} = {dst}_d.load([{rows}, {cols}])", None)
+    return ([f"{dst}_bp = kl.make_block_ptr({ptr}, ({R}, {C}), ({C}, 1), ({at0[0]}, {at0[1]}), "
+             f"({block[0]}, {block[1]}), (1, 0))"],
+            f"{dst} = kl.load({dst}_bp, boundary_check=(0, 1), padding_option=\"zero\")",
+            f"{dst}_bp = kl.advance({dst}_bp, ({step[0]}, {step[1]}))")
+
+
+def _loop(g, var, lo, hi, step):
+    if g.chance(0.3):
+        return f"for {var} in kl.range({lo}, {hi}, {step}, num_stages={g.pick((1, 2, 3))}):"
+    return f"for {var} in range({lo}, {hi}, {step}):"
+
+
+def _operand(g, x, stor, dt, exact_conds):
+    """`x` (loaded, stored as `stor`) as a dot operand of type `dt`: as
+    loaded where the types agree, else through f32 (and maybe an exact
+    transform)."""
+    if stor != "f32":
+        if stor == STORED[dt] and not g.chance(0.3):
+            return x
+        x = f"{x}.to(kl.float32)"
+    if g.chance(0.4):
+        x = _exact(g, x, exact_conds)
+    return f"({x}).to({dt})"
+
+
+DOT_TYPES = ("kl.bfloat16", "kl.float16", "kl.float32")
+STORED = {"kl.bfloat16": "bf16", "kl.float16": "f16", "kl.float32": "f32"}
+
+
+def _ragged(g, block, limit_blocks):
+    """A size that is rarely a multiple of `block`; half the time a multiple
+    of 8 (16-byte rows for 16-bit elements: TMA's stride condition)."""
+    n = int(g.r.integers(1, limit_blocks * block))
+    if g.chance(0.5):
+        n = max(8, n - n % 8)
+    return n
+
+
+def _gemm(g):
+    # 64 and 128 rows let sm_90a's dots take wgmma (a warpgroup per 64 rows).
+    BM, BN, BK = g.pick((16, 32, 64, 64, 128)), g.pick((16, 32, 64)), g.pick((16, 32))
+    dt = g.pick(DOT_TYPES)
+    # 16-bit storage matching the dot's type half the time (operands
+    # straight from memory: ldmatrix, TMA, wgmma from shared memory).
+    stor = g.pick(("f32", STORED[dt] if dt != "kl.float32" else "bf16"))
+    M, N, K = _ragged(g, BM, 3), _ragged(g, BN, 3), _ragged(g, BK, 3)
+    g.lines.append("@kiln.jit")
+    g.lines.append("def {name}(a_ptr, b_ptr, v_ptr, w_ptr, out_ptr, red_ptr, M, N, K, flag, "
+                   "split, BM: kl.constexpr, BN: kl.constexpr, BK: kl.constexpr):")
+    inplace = []
+    g.emit("pid_m = kl.program_id(0)")
+    g.emit("pid_n = kl.program_id(1)")
+    g.emit("rm = pid_m * BM + kl.arange(0, BM)")
+    g.emit("rn = pid_n * BN + kl.arange(0, BN)")
+    g.emit("rk = kl.arange(0, BK)")
+    vecs = []
+    if g.chance(0.5):
+        g.emit(f"rv = kl.load(v_ptr + rm, mask=rm < M, other={g.pick(('0.0', '1.0'))})")
+        vecs.append("rv[:, None]")
+        if -(-N // BN) == 1 and g.chance(0.3):
+            # Overwrite what was just loaded (each program owns its rows):
+            # the loop must still see the old values.
+            g.emit("kl.store(v_ptr + rm, kl.full((BM,), 0.25, kl.float32), mask=rm < M)")
+            inplace.append("v")
+    if g.chance(0.5):
+        g.emit(f"cv = kl.load(w_ptr + rn, mask=rn < N, other={g.pick(('0.0', '-2.0'))})")
+        vecs.append("cv[None, :]")
+    out_conds = ["rm[:, None] >= rn[None, :]", "(rm[:, None] + rn[None, :]) % 3 != 1",
+                 "rn[None, :] < split"]
+    g.emit("acc = kl.zeros((BM, BN), kl.float32)")
+    stat = g.pick((None, "max", "sum"))
+    red = g.pick(("stat", "sum1", "max0")) if stat else g.pick(("sum1", "max0", None, None))
+    if red is None and g.chance(0.6):
+        red = "early"   # a global store between the prologue's loads and the loop
+    if stat == "max":
+        g.emit("st = kl.full((BM,), -1000.0, kl.float32)")
+    elif stat == "sum":
+        g.emit("st = kl.zeros((BM,), kl.float32)")
+    ma, mb = g.pick(("ptr", "ptr", "desc", "bp")), g.pick(("ptr", "ptr", "desc", "bp"))
+    pre_a, load_a, adv_a = _tile_load(ma, "a", "a_ptr", ("M", "K"), ("pid_m * BM", "k0"),
+                                      ("pid_m * BM", "0"), ("0", "BK"), ("BM", "BK"),
+                                      g.pick(("0.0", "1.0", "-2.0")))
+    pre_b, load_b, adv_b = _tile_load(mb, "b", "b_ptr", ("K", "N"), ("k0", "pid_n * BN"),
+                                      ("0", "pid_n * BN"), ("BK", "0"), ("BK", "BN"),
+                                      g.pick(("0.0", "0.5")))
+    for line in pre_a + pre_b:
+        g.emit(line)
+    if red == "early":
+        g.emit("kl.store(red_ptr + pid_n * M + rm, " +
+               _ew(g, "(rm * 0.5)", [v[:2] for v in vecs if v.startswith("rv")], [], 1) +
+               ", mask=rm < M)")
+    g.emit(_loop(g, "k0", "0", "K", "BK"))
+    g.depth += 1
+    g.emit("kk = k0 + rk")
+    g.emit(load_a)
+    g.emit(load_b)
+    opa = _operand(g, "a", stor, dt, ["rm[:, None] >= kk[None, :]", "kk[None, :] < split"])
+    opb = _operand(g, "b", stor, dt, ["kk[:, None] <= rn[None, :]"])
+    loop_conds = ["rm[:, None] >= rn[None, :] + k0", "rn[None, :] < split + k0",
+                  "(rm[:, None] + k0) % 2 == 0"]
+    if not stat and g.chance(0.4):
+        g.emit(f"acc = kl.dot({opa}, {opb}, acc)")
+    else:
+        g.emit(f"s = kl.dot({opa}, {opb})")
+        if g.chance(0.6):
+            g.emit("s = " + _ew(g, "s", vecs, loop_conds, int(g.r.integers(1, 3))))
+        if g.chance(0.4):
+            g.emit("if k0 >= split:")
+            g.depth += 1
+            g.emit("s = " + _ew(g, "s", vecs, loop_conds, 1))
+            g.depth -= 1
+        if stat == "max":
+            g.emit("st = kl.maximum(st, kl.max(s, axis=1))")
+        elif stat == "sum":
+            g.emit("st = st + kl.sum(s, axis=1)")
+        g.emit(g.pick(("acc = acc + s", "acc = acc * 0.5 + s", "acc = kl.maximum(acc, s)")))
+    for adv in (adv_a, adv_b):
+        if adv:
+            g.emit(adv)
+    g.depth -= 1
+    if g.chance(0.4):
+        g.emit("if flag > 0:")
+        g.depth += 1
+        g.emit("acc = " + _ew(g, "acc", vecs, out_conds, 1))
+        g.depth -= 1
+    if g.chance(0.5):
+        g.emit("acc = " + _ew(g, "acc", vecs, out_conds, int(g.r.integers(1, 3))))
+    g.emit("ok = (rm[:, None] < M) & (rn[None, :] < N)")
+    out_stor = g.pick(("f32", "f32", "bf16"))
+    val = "acc" if out_stor == "f32" else "acc.to(kl.bfloat16)"
+    mo = g.pick(("ptr", "ptr", "desc"))
+    if mo == "desc":
+        g.emit("o_d = kl.make_tensor_descriptor(out_ptr, [M, N], [N, 1], [BM, BN])")
+        g.emit(f"o_d.store([pid_m * BM, pid_n * BN], {val})")
+    else:
+        g.emit(f"kl.store(out_ptr + rm[:, None] * N + rn[None, :], {val}, mask=ok)")
+    if red == "stat":
+        g.emit("kl.store(red_ptr + pid_n * M + rm, st, mask=rm < M)")
+    elif red == "sum1":
+        g.emit("kl.store(red_ptr + pid_n * M + rm, kl.sum(kl.where(ok, acc, 0.0), axis=1), "
+               "mask=rm < M)")
+    elif red == "max0":
+        g.emit("kl.store(red_ptr + pid_m * N + rn, kl.max(kl.where(ok, acc, -1000.0), axis=0), "
+               "mask=rn < N)")
+    gm, gn = -(-M // BM), -(-N // BN)
+    # Inputs: a, b, v, w; outputs: out (M x N), red (gn x M or gm x N; unused
+    # when no reduction is stored).
+    shapes = dict(a=(M, K), b=(K, N), v=(M,), w=(N,), out=(M, N),
+                  red=(gn * M,) if red in ("stat", "sum1", "early") else (gm * N,))
+    scalars = dict(M=M, N=N, K=K, flag=int(g.r.integers(0, 2)),
+                   split=int(g.r.integers(0, max(K, N) + 1)))
+    return dict(grid=(gm, gn), constexprs=dict(BM=BM, BN=BN, BK=BK), shapes=shapes,
+                inputs=("a", "b", "v", "w"),
+                outputs=("out",) + (("red",) if red else ()) + tuple(inplace),
+                storage=dict(a=stor, b=stor, out=out_stor), scalars=scalars,
+                order=("a", "b", "v", "w", "out", "red", "M", "N", "K", "flag", "split"),
+                tol=5e-3 if out_stor == "f32" else 1e-2)
+
+
+def _attention(g):
+    BM, BN, D = g.pick((16, 32, 64, 64, 128)), g.pick((16, 32, 64)), g.pick((16, 32, 64))
+    dt = g.pick(("kl.bfloat16", "kl.float16"))
+    stor = g.pick(("f32", STORED[dt]))
+    M, N = _ragged(g, BM, 3), _ragged(g, BN, 4)
+    causal = g.chance(0.5)
+    g.lines.append("@kiln.jit")
+    g.lines.append("def {name}(q_ptr, k_ptr, v_ptr, c_ptr, out_ptr, lse_ptr, M, N, flag, split, "
+                   "BM: kl.constexpr, BN: kl.constexpr, D: kl.constexpr):")
+    g.emit("pid = kl.program_id(0)")
+    g.emit("rm = pid * BM + kl.arange(0, BM)")
+    g.emit("rd = kl.arange(0, D)")
+    vecs = []
+    if g.chance(0.4):
+        g.emit("rv = kl.load(c_ptr + rm, mask=rm < M, other=0.0)")
+        vecs.append("rv[:, None]")
+    g.emit("q = kl.load(q_ptr + rm[:, None] * D + rd[None, :], mask=rm[:, None] < M, other=0.0)")
+    inplace = ()
+    if g.chance(0.2):   # overwrite q once loaded: the loops must see the old values
+        g.emit("kl.store(q_ptr + rm[:, None] * D + rd[None, :], kl.full((BM, D), 0.5, kl.float32)"
+               f"{'' if stor == 'f32' else '.to(' + {'bf16': 'kl.bfloat16', 'f16': 'kl.float16'}[stor] + ')'}"
+               ", mask=rm[:, None] < M)")
+        inplace = ("q",)
+    g.emit("q = " + _operand(g, "q", stor, dt, []))
+    g.emit("m_i = kl.full((BM,), -1.0e4, kl.float32)")
+    g.emit("l_i = kl.zeros((BM,), kl.float32)")
+    g.emit("acc = kl.zeros((BM, D), kl.float32)")
+    # Key 0 is visible to every row in the first block, so each row's maximum
+    # is a real score before any fully masked block: masked scores may be
+    # -inf (a finite stand-in where an elementwise tail could cover key 0).
+    hi = "kl.minimum((pid + 1) * BM, N)" if causal else "N"
+    bounds = [("0", hi)]
+    if g.chance(0.4):  # two loops, as block-sparse attention's partial and full blocks
+        g.emit(f"mid = kl.minimum(BN * (split // BN), {hi})")
+        bounds = [("0", "mid"), ("mid", hi)]
+    mk, mv = g.pick(("ptr", "ptr", "kt", "desc", "bp")), g.pick(("ptr", "ptr", "desc", "bp"))
+    scale = f"{1.0 / math.sqrt(D):.6f}"
+    neg = g.pick(("-1.0e4", "float(\"-inf\")"))
+    for li, (lo, up) in enumerate(bounds):
+        if mk == "kt":
+            pre_k, load_k, adv_k = [], ("k = kl.load(k_ptr + rn[None, :] * D + rd[:, None], "
+                                        "mask=rn[None, :] < N, other=0.0)"), None
+        else:
+            pre_k, load_k, adv_k = _tile_load(mk, "k", "k_ptr", ("N", "D"), ("j", "0"),
+                                              (lo, "0"), ("BN", "0"), ("BN", "D"), "0.0")
+        pre_v, load_v, adv_v = _tile_load(mv, "v", "v_ptr", ("N", "D"), ("j", "0"), (lo, "0"),
+                                          ("BN", "0"), ("BN", "D"), "0.0")
+        for line in pre_k + pre_v:
+            g.emit(line)
+        g.emit(_loop(g, "j", lo, up, "BN"))
+        g.depth += 1
+        g.emit("rn = j + kl.arange(0, BN)")
+        g.emit(load_k)
+        kop = _operand(g, "k", stor, dt, [])
+        g.emit(f"s = kl.dot(q, {kop if mk == 'kt' else f'kl.trans({kop})'}) * {scale}")
+        conds = ["rm[:, None] >= rn[None, :]", "rn[None, :] < split",
+                 "(rm[:, None] + rn[None, :]) % 3 != 2"]
+        tail = g.chance(0.5)
+        if tail:
+            g.emit("s = " + _ew(g, "s", vecs, conds, 1))
+        if g.chance(0.3):
+            g.emit("if j >= split:")
+            g.depth += 1
+            g.emit("s = " + _ew(g, "s", vecs, conds, 1))
+            g.depth -= 1
+        mask = "rn[None, :] < N"
+        if causal:
+            mask = f"({mask}) & (rm[:, None] >= rn[None, :])"
+        if li == 0 or g.chance(0.5):
+            g.emit(f"s = kl.where({mask}, s, {neg})")
+        else:  # the same mask, as two selects
+            g.emit(f"s = kl.where(rn[None, :] < N, s, {neg})")
+            if causal:
+                g.emit(f"s = kl.where(rm[:, None] >= rn[None, :], s, {neg})")
+        g.emit("m_new = kl.maximum(m_i, kl.max(s, axis=1))")
+        g.emit("p = kl.exp(s - m_new[:, None])")
+        g.emit("alpha = kl.exp(m_i - m_new)")
+        g.emit("l_i = l_i * alpha + kl.sum(p, axis=1)")
+        g.emit(load_v)
+        g.emit(f"acc = acc * alpha[:, None] + kl.dot(p.to({dt}), {_operand(g, 'v', stor, dt, [])})")
+        g.emit("m_i = m_new")
+        for adv in (adv_k, adv_v):
+            if adv:
+                g.emit(adv)
+        g.depth -= 1
+    if g.chance(0.3):
+        g.emit("if flag > 0:")
+        g.depth += 1
+        g.emit("acc = acc * 2.0")
+        g.depth -= 1
+    g.emit("o = acc / l_i[:, None]")
+    out_stor = g.pick(("f32", "f32", "bf16"))
+    g.emit("kl.store(out_ptr + rm[:, None] * D + rd[None, :], "
+           f"{'o' if out_stor == 'f32' else 'o.to(kl.bfloat16)'}, mask=rm[:, None] < M)")
+    g.emit("kl.store(lse_ptr + rm, m_i + kl.log(l_i), mask=rm < M)")
+    shapes = dict(q=(M, D), k=(N, D), v=(N, D), c=(M,), out=(M, D), lse=(M,))
+    scalars = dict(M=M, N=N, flag=int(g.r.integers(0, 2)), split=int(g.r.integers(0, N + 1)))
+    return dict(grid=(-(-M // BM),), constexprs=dict(BM=BM, BN=BN, D=D), shapes=shapes,
+                inputs=("q", "k", "v", "c"), outputs=("out", "lse") + inplace,
+                storage=dict(q=stor, k=stor, v=stor, out=out_stor), scalars=scalars,
+                order=("q", "k", "v", "c", "out", "lse", "M", "N", "flag", "split"),
+                tol=1e-2)
+
+
+def generate(seed):
+    """(source with a `{name}` placeholder for the function's name, spec)."""
+    g = _Gen(seed)
+    family = "attention" if g.chance(0.4) else "gemm"
+    spec = (_attention if family == "attention" else _gemm)(g)
+    spec["family"] = family
+    return "\n".join(g.lines) + "\n", spec
+
+
+def inputs(spec, rng):
+    """bf16-exact float32 inputs (values of N(0, 1) rounded to bf16)."""
+    out = {}
+    for name in spec["inputs"]:
+        x = rng.standard_normal(spec["shapes"][name]).astype(np.float32)
+        out[name] = _round(x, "bf16").astype(np.float32)
+    return out
+
+
+# ------------------------------------------------------- float64 interpreter
+
+def _round(x, kind):
+    x = np.asarray(x, np.float64)
+    if kind == "f16":
+        return x.astype(np.float16).astype(np.float64)
+    if kind == "bf16":
+        return from_bf16_bits(to_bf16_bits(x.astype(np.float32))).astype(np.float64)
+    return x
+
+
+class T(np.ndarray):
+    """A tile: a float64/int64/bool array with Triton's `.to`."""
+
+    def to(self, dtype):
+        return _t(_round(self, dtype))
+
+
+def _t(x):
+    return np.asarray(x).view(T)
+
+
+class Ptr:
+    def __init__(self, buf, off=0):
+        self.buf, self.off = buf, off
+
+    def __add__(self, o):
+        return Ptr(self.buf, self.off + np.asarray(o))
+
+    __radd__ = __add__
+
+
+class _View:
+    """A block pointer (offsets, advanced) or a tensor descriptor (offsets
+    per access) over a row-major buffer: zeros outside on loads, nothing
+    written outside on stores."""
+
+    def __init__(self, buf, shape, strides, block, at=(0, 0)):
+        self.buf, self.shape, self.strides = buf, [int(x) for x in shape], strides
+        self.block, self.at = [int(x) for x in block], [int(x) for x in at]
+
+    def _index(self, at):
+        r = int(at[0]) + np.arange(self.block[0])[:, None]
+        c = int(at[1]) + np.arange(self.block[1])[None, :]
+        ok = (r >= 0) & (r < self.shape[0]) & (c >= 0) & (c < self.shape[1])
+        return np.where(ok, r * int(self.strides[0]) + c * int(self.strides[1]), 0), ok
+
+    def load(self, at=None):
+        off, ok = self._index(self.at if at is None else at)
+        return _t(np.where(ok, self.buf[off], 0.0))
+
+    def store(self, at, v):
+        off, ok = self._index(at)
+        self.buf[off[ok]] = np.broadcast_to(np.asarray(v, np.float64), ok.shape)[ok]
+
+
+class _NumpyKl(types.SimpleNamespace):
+    pass
+
+
+def _namespace(state):
+    kl = _NumpyKl()
+    kl.constexpr = "constexpr"
+    kl.float32, kl.bfloat16, kl.float16 = "f32", "bf16", "f16"
+    kl.program_id = lambda axis=0: state["pid"][axis]
+    kl.arange = lambda a, b: _t(np.arange(a, b))
+    kl.zeros = lambda shape, dtype="f32": _t(np.zeros(shape))
+    kl.full = lambda shape, v, dtype="f32": _t(np.full(shape, float(v)))
+
+    def load(p, mask=None, other=0.0, boundary_check=(), padding_option="zero"):
+        if isinstance(p, _View):
+            return p.load()
+        off = np.asarray(p.off)
+        m = np.broadcast_to(True if mask is None else np.asarray(mask), off.shape)
+        return _t(np.where(m, p.buf[np.where(m, off, 0)], other))
+
+    def store(p, v, mask=None):
+        off = np.asarray(p.off)
+        m = np.broadcast_to(True if mask is None else np.asarray(mask), off.shape)
+        v = np.broadcast_to(np.asarray(v, np.float64), off.shape)
+        p.buf[off[m]] = v[m]
+
+    def dot(a, b, acc=None):
+        r = np.asarray(a, np.float64) @ np.asarray(b, np.float64)
+        return _t(r if acc is None else r + acc)
+
+    kl.load, kl.store, kl.dot = load, store, dot
+    kl.make_tensor_descriptor = lambda p, shape, strides, block: _View(p.buf, shape, strides,
+                                                                       block)
+    kl.make_block_ptr = lambda p, shape, strides, at, block, order: _View(p.buf, shape, strides,
+                                                                          block, at)
+    kl.advance = lambda v, d: _View(v.buf, v.shape, v.strides, v.block,
+                                    (v.at[0] + int(d[0]), v.at[1] + int(d[1])))
+    kl.sum = lambda x, axis=None: _t(np.sum(x, axis=axis))
+    kl.max = lambda x, axis=None: _t(np.max(x, axis=axis))
+    kl.min = lambda x, axis=None: _t(np.min(x, axis=axis))
+    kl.exp = lambda x: _t(np.exp(np.asarray(x, np.float64)))
+    kl.log = lambda x: _t(np.log(np.asarray(x, np.float64)))
+    kl.tanh = lambda x: _t(np.tanh(np.asarray(x, np.float64)))
+    kl.abs = lambda x: _t(np.abs(x))
+    kl.maximum = lambda x, y: _t(np.maximum(x, y))
+    kl.minimum = lambda x, y: _t(np.minimum(x, y))
+    kl.where = lambda c, x, y: _t(np.where(c, x, y))
+    kl.trans = lambda x: _t(np.asarray(x).T)
+    kl.range = lambda a, b, c=1, num_stages=None: builtins.range(int(a), int(b), int(c))
+    return kl
+
+
+def reference(source, name, grid, args, constexprs):
+    """Run the kernel's source in float64, program by program. `args` are the
+    kernel's arguments in order, numpy arrays (pointers) or Python scalars;
+    returns the arrays' final contents (float64), in order."""
+    state = {"pid": (0, 0, 0)}
+    kl = _namespace(state)
+    ns = {"kl": kl, "kiln": types.SimpleNamespace(jit=lambda f: f), "range": _range}
+    exec(compile(source.replace("{name}", name), f"<{name}>", "exec"), ns)
+    fn = ns[name]
+    bufs = [np.array(v, np.float64).ravel() if isinstance(v, np.ndarray) else None
+            for v in args]
+    call = [Ptr(b) if b is not None else v for b, v in zip(bufs, args)]
+    gx, gy = (tuple(grid) + (1, 1))[:2]
+    for x in builtins.range(gx):
+        for y in builtins.range(gy):
+            state["pid"] = (x, y, 0)
+            fn(*call, **constexprs)
+    return bufs
+
+
+def _range(a, b=None, c=1):
+    if b is None:
+        a, b = 0, a
+    return builtins.range(int(a), int(b), int(c))

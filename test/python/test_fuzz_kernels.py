@@ -1,0 +1,72 @@
+"""Random tile programs, compiled for $KILN_TARGET and checked against the
+same source run in float64 (kernel_fuzz.py).
+
+Each run draws fresh kernels (a GEMM-like or an attention-like loop with
+random masks, row statistics, `if`s, casts and elementwise tails), fresh
+inputs and, on GPU targets, a random warp count and stage count. Outputs
+are poisoned with NaN before the launch; NaN fails. The seed is printed:
+KILN_TEST_SEED=<seed> replays a run, and a failure prints the kernel's
+source. KILN_FUZZ_KERNELS sets how many kernels a run draws.
+"""
+import importlib.util
+import os
+
+import numpy as np
+import pytest
+
+import kernel_fuzz
+import kiln
+from conftest import assert_close, from_bf16_bits, to_bf16_bits
+
+KERNELS = int(os.environ.get("KILN_FUZZ_KERNELS", "24"))
+BASE = int(os.environ.get("KILN_TEST_SEED", np.random.SeedSequence().entropy % (1 << 30)))
+
+
+def _load(tmp_path, name, source):
+    path = tmp_path / f"{name}.py"
+    path.write_text("import kiln\nimport kiln.language as kl\n\n\n" +
+                    source.replace("{name}", name))
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return getattr(mod, name)
+
+
+def check_kernel(seed, tmp_path, target):
+    source, spec = kernel_fuzz.generate(seed)
+    name = f"fuzz_{spec['family']}_{seed}"
+    rng = np.random.default_rng(seed)
+    values = kernel_fuzz.inputs(spec, rng)   # bf16-exact float32
+    args, ref_args = dict(spec["scalars"]), dict(spec["scalars"])
+    for n, shape in spec["shapes"].items():
+        stor = spec["storage"].get(n, "f32")
+        if n in values:
+            x = values[n].astype(np.float16) if stor == "f16" else values[n]
+            ref_args[n] = x.astype(np.float64)
+            args[n] = kiln.bf16(to_bf16_bits(x)) if stor == "bf16" else x
+        else:   # an output, poisoned
+            ref_args[n] = np.full(shape, np.nan)
+            args[n] = (kiln.bf16(np.full(shape, 0x7FC0, np.uint16)) if stor == "bf16" else
+                       np.full(shape, np.nan, np.float32))
+    opts = {}
+    if target.startswith("emu-") or target.startswith("sm_"):
+        opts = dict(num_warps=int(rng.choice([2, 4, 4, 8, 8])), num_stages=int(rng.choice([1, 2, 3])))
+    print(f"kernel seed {seed} ({spec['family']}, {opts}):\n{source.replace('{name}', name)}"
+          f"scalars {spec['scalars']}, constexprs {spec['constexprs']}, grid {spec['grid']}")
+    kernel = _load(tmp_path, name, source)
+    kernel[spec["grid"]](*[args[n] for n in spec["order"]], **spec["constexprs"], **opts)
+    ref = kernel_fuzz.reference(source, name, spec["grid"],
+                                [ref_args[n] for n in spec["order"]], spec["constexprs"])
+    for o in spec["outputs"]:
+        r = ref[spec["order"].index(o)].reshape(spec["shapes"][o])
+        got = args[o]
+        got = from_bf16_bits(got.array) if isinstance(got, kiln.bf16) else got
+        scale = max(1.0, float(np.abs(r).max()))
+        assert_close(got, r, rtol=spec["tol"], atol=spec["tol"] * scale)
+    return kernel
+
+
+@pytest.mark.parametrize("i", range(KERNELS))
+def test_random_kernel(i, tmp_path):
+    print(f"seed {BASE} (kernel {i})")
+    check_kernel(BASE + i, tmp_path, os.environ.get("KILN_TARGET", "host"))
