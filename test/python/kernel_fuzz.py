@@ -351,21 +351,87 @@ def _attention(g):
                 tol=1e-2)
 
 
+def _gather(g):
+    """Rows gathered by index: a DSA-like loop (one index per key, shared by
+    the block's rows, two dots) or a bag-like one (one index per row and
+    step, elementwise sums). Indices loaded from memory or computed from
+    the loop's offsets (conv-like)."""
+    BM, BN, D = g.pick((16, 32, 64)), g.pick((16, 32)), g.pick((16, 32, 64))
+    dt = g.pick(DOT_TYPES)
+    stor = g.pick(("f32", "bf16"))
+    M, N, T = _ragged(g, BM, 3), _ragged(g, BN, 4), int(g.r.integers(1, 200))
+    dsa = g.chance(0.6)
+    g.lines.append("@kiln.jit")
+    g.lines.append("def {name}(q_ptr, kv_ptr, idx_ptr, out_ptr, M, N, T, split, "
+                   "BM: kl.constexpr, BN: kl.constexpr, D: kl.constexpr):")
+    g.emit("pid = kl.program_id(0)")
+    g.emit("rm = pid * BM + kl.arange(0, BM)")
+    g.emit("rd = kl.arange(0, D)")
+    computed = g.chance(0.4)
+    as_f32 = "" if stor == "f32" else ".to(kl.float32)"
+    if dsa:
+        g.emit("q = kl.load(q_ptr + rm[:, None] * D + rd[None, :], mask=rm[:, None] < M, "
+               "other=0.0)")
+        g.emit("q = " + _operand(g, "q", stor, dt, []))
+    g.emit("acc = kl.zeros((BM, D), kl.float32)")
+    g.emit(_loop(g, "j", "0", "N", "BN" if dsa else "1"))
+    g.depth += 1
+    if dsa:
+        g.emit("rn = j + kl.arange(0, BN)")
+        if computed:
+            g.emit("ids = (rn * 5 + split) % T")
+        else:
+            g.emit("ids = kl.load(idx_ptr + rn, mask=rn < N, other=0)")
+        g.emit("kv = kl.load(kv_ptr + ids[:, None] * D + rd[None, :], mask=rn[:, None] < N, "
+               f"other={g.pick(('0.0', '1.0'))})")
+        g.emit(f"s = kl.dot(q, kl.trans({_operand(g, 'kv', stor, dt, [])}))")
+        g.emit("s = kl.where(rn[None, :] < N, s, 0.0)")
+        if g.chance(0.5):
+            g.emit("s = " + _ew(g, "s", [], ["rm[:, None] >= rn[None, :]", "rn[None, :] < split"],
+                                1))
+        # The probabilities' stand-in: bounded, rounded to the dot's type.
+        g.emit(f"p = (kl.tanh(s) * 0.5).to({dt})")
+        g.emit(f"acc = acc + kl.dot(p, {_operand(g, 'kv', stor, dt, [])})")
+    else:
+        if computed:
+            g.emit("ids = (rm * 3 + j * 7 + split) % T")
+        else:
+            g.emit("ids = kl.load(idx_ptr + rm * N + j, mask=rm < M, other=0)")
+        g.emit("row = kl.load(kv_ptr + ids[:, None] * D + rd[None, :], mask=rm[:, None] < M, "
+               f"other=0.0){as_f32}")
+        g.emit(g.pick(("acc = acc + row", "acc = kl.maximum(acc, row * 0.5)",
+                       "acc = acc + kl.where(j < split, row, -row)")))
+    g.depth -= 1
+    if g.chance(0.5):
+        g.emit("acc = " + _ew(g, "acc", [], ["rd[None, :] < split"], 1))
+    g.emit("kl.store(out_ptr + rm[:, None] * D + rd[None, :], acc, mask=rm[:, None] < M)")
+    shapes = dict(q=(M, D), kv=(T, D), idx=(N,) if dsa else (M * N,), out=(M, D))
+    scalars = dict(M=M, N=N, T=T, split=int(g.r.integers(0, max(N, D) + 1)))
+    return dict(grid=(-(-M // BM),), constexprs=dict(BM=BM, BN=BN, D=D), shapes=shapes,
+                inputs=("q", "kv"), indices=dict(idx=T), outputs=("out",),
+                storage=dict(q=stor, kv=stor), scalars=scalars,
+                order=("q", "kv", "idx", "out", "M", "N", "T", "split"),
+                tol=1e-2 if dsa and dt != "kl.float32" else 5e-3)
+
+
 def generate(seed):
     """(source with a `{name}` placeholder for the function's name, spec)."""
     g = _Gen(seed)
-    family = "attention" if g.chance(0.4) else "gemm"
-    spec = (_attention if family == "attention" else _gemm)(g)
+    family = g.pick(("gemm", "gemm", "attention", "attention", "gather"))
+    spec = dict(gemm=_gemm, attention=_attention, gather=_gather)[family](g)
     spec["family"] = family
     return "\n".join(g.lines) + "\n", spec
 
 
 def inputs(spec, rng):
-    """bf16-exact float32 inputs (values of N(0, 1) rounded to bf16)."""
+    """bf16-exact float32 inputs (values of N(0, 1) rounded to bf16), and
+    int32 indices below each index input's bound."""
     out = {}
     for name in spec["inputs"]:
         x = rng.standard_normal(spec["shapes"][name]).astype(np.float32)
         out[name] = _round(x, "bf16").astype(np.float32)
+    for name, bound in spec.get("indices", {}).items():
+        out[name] = rng.integers(0, bound, spec["shapes"][name]).astype(np.int32)
     return out
 
 
@@ -486,8 +552,8 @@ def reference(source, name, grid, args, constexprs):
     ns = {"kl": kl, "kiln": types.SimpleNamespace(jit=lambda f: f), "range": _range}
     exec(compile(source.replace("{name}", name), f"<{name}>", "exec"), ns)
     fn = ns[name]
-    bufs = [np.array(v, np.float64).ravel() if isinstance(v, np.ndarray) else None
-            for v in args]
+    bufs = [np.array(v, np.int64 if v.dtype.kind == "i" else np.float64).ravel()
+            if isinstance(v, np.ndarray) else None for v in args]
     call = [Ptr(b) if b is not None else v for b, v in zip(bufs, args)]
     gx, gy = (tuple(grid) + (1, 1))[:2]
     for x in builtins.range(gx):

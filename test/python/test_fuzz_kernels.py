@@ -42,7 +42,7 @@ def check_kernel(seed, tmp_path, target):
         stor = spec["storage"].get(n, "f32")
         if n in values:
             x = values[n].astype(np.float16) if stor == "f16" else values[n]
-            ref_args[n] = x.astype(np.float64)
+            ref_args[n] = x if x.dtype.kind == "i" else x.astype(np.float64)
             args[n] = kiln.bf16(to_bf16_bits(x)) if stor == "bf16" else x
         else:   # an output, poisoned
             ref_args[n] = np.full(shape, np.nan)
