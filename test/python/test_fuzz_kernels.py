@@ -7,18 +7,25 @@ inputs and, on GPU targets, a random warp count and stage count. Outputs
 are poisoned with NaN before the launch; NaN fails. The seed is printed:
 KILN_TEST_SEED=<seed> replays a run, and a failure prints the kernel's
 source. KILN_FUZZ_KERNELS sets how many kernels a run draws.
+
+On the host, a third of the kernels also go through the real GPU back end:
+their kiln IR is compiled by kilnc to PTX for sm_80 and sm_90a (random warp
+and stage counts) and assembled by ptxas (where the CUDA toolkit is).
 """
 import importlib.util
 import os
+import subprocess
 
 import numpy as np
 import pytest
 
 import kernel_fuzz
 import kiln
-from conftest import assert_close, from_bf16_bits, to_bf16_bits
+from conftest import KILNC, assert_close, from_bf16_bits, to_bf16_bits
+from test_gpu_compile import _assemble
 
 KERNELS = int(os.environ.get("KILN_FUZZ_KERNELS", "24"))
+HOST = os.environ.get("KILN_TARGET", "host") == "host"
 BASE = int(os.environ.get("KILN_TEST_SEED", np.random.SeedSequence().entropy % (1 << 30)))
 
 
@@ -70,3 +77,24 @@ def check_kernel(seed, tmp_path, target):
 def test_random_kernel(i, tmp_path):
     print(f"seed {BASE} (kernel {i})")
     check_kernel(BASE + i, tmp_path, os.environ.get("KILN_TARGET", "host"))
+
+
+# Defined on the host only (the emulated suites launch every kernel on the
+# GPU lowering already).
+if HOST:
+    @pytest.mark.parametrize("i", range(0, KERNELS, 3))
+    def test_random_kernel_assembles(i, tmp_path):
+        seed = BASE + i
+        print(f"seed {BASE} (kernel {i})")
+        kernel = check_kernel(seed, tmp_path, "host")
+        ir = tmp_path / "k.mlir"
+        ir.write_text(kernel.ir("kiln"))
+        rng = np.random.default_rng(seed + 1)
+        for chip in ("sm_80", "sm_90a"):
+            warps, stages = int(rng.choice([2, 4, 8])), int(rng.choice([1, 2, 3]))
+            out = tmp_path / f"k_{chip}.ptx"
+            r = subprocess.run([KILNC, str(ir), "--target", chip, f"--num-warps={warps}",
+                                f"--num-stages={stages}", "--emit", "ptx", "-o", str(out)],
+                               capture_output=True, text=True, timeout=600)
+            assert r.returncode == 0, f"{chip}, {warps} warps, {stages} stages: {r.stderr}"
+            _assemble(str(out), chip, tmp_path)
