@@ -414,11 +414,63 @@ def _gather(g):
                 tol=1e-2 if dsa and dt != "kl.float32" else 5e-3)
 
 
+def _rows(g):
+    """Whole rows in blocks of columns, two passes: a running maximum and
+    sum (softmax's statistics), then the normalized values, maybe scanned
+    (`cumsum`), scaled by a column vector, stored, and summed over rows into
+    a column vector with `atomic_add` across programs."""
+    BM, BN = g.pick((1, 2, 4, 16, 32)), g.pick((16, 32, 64, 128))
+    M, N = _ragged(g, max(BM, 4), 3), _ragged(g, BN, 4)
+    stor = g.pick(("f32", "bf16"))
+    g.lines.append("@kiln.jit")
+    g.lines.append("def {name}(x_ptr, w_ptr, out_ptr, col_ptr, M, N, split, "
+                   "BM: kl.constexpr, BN: kl.constexpr):")
+    g.emit("pid = kl.program_id(0)")
+    g.emit("rm = pid * BM + kl.arange(0, BM)")
+    neg = g.pick(("-1.0e4", "float(\"-inf\")"))
+    g.emit(f"m = kl.full((BM,), {neg}, kl.float32)")
+    g.emit("l = kl.zeros((BM,), kl.float32)")
+    conds = ["rn[None, :] < split", "(rm[:, None] + rn[None, :]) % 3 != 2"]
+    f = _ew(g, "x", [], conds, int(g.r.integers(0, 3)))
+    load = ("x = kl.load(x_ptr + rm[:, None] * N + rn[None, :], "
+            "mask=(rm[:, None] < M) & (rn[None, :] < N), other=0.0)" +
+            ("" if stor == "f32" else ".to(kl.float32)"))
+    # Column 0 is always visible: every valid row has a finite maximum.
+    for p in (1, 2):
+        g.emit(_loop(g, "j", "0", "N", "BN"))
+        g.depth += 1
+        g.emit("rn = j + kl.arange(0, BN)")
+        g.emit(load)
+        g.emit(f"x = kl.where(rn[None, :] < N, {f}, {neg})")
+        if p == 1:
+            g.emit("m_new = kl.maximum(m, kl.max(x, axis=1))")
+            g.emit("l = l * kl.exp(m - m_new) + kl.sum(kl.exp(x - m_new[:, None]), axis=1)")
+            g.emit("m = m_new")
+        else:
+            g.emit("y = kl.exp(x - m[:, None]) / l[:, None]")
+            if g.chance(0.3):
+                g.emit("y = kl.cumsum(y, axis=1)")
+            if g.chance(0.4):
+                g.emit("w = kl.load(w_ptr + rn, mask=rn < N, other=0.0)")
+                g.emit("y = y * w[None, :]")
+            g.emit("ok = (rm[:, None] < M) & (rn[None, :] < N)")
+            g.emit("kl.store(out_ptr + rm[:, None] * N + rn[None, :], y, mask=ok)")
+            g.emit("kl.atomic_add(col_ptr + rn, kl.sum(kl.where(ok, y, 0.0), axis=0), "
+                   "mask=rn < N)")
+        g.depth -= 1
+    shapes = dict(x=(M, N), w=(N,), out=(M, N), col=(N,))
+    scalars = dict(M=M, N=N, split=int(g.r.integers(1, N + 1)))
+    return dict(grid=(-(-M // BM),), constexprs=dict(BM=BM, BN=BN), shapes=shapes,
+                inputs=("x", "w"), outputs=("out", "col"), zeroed=("col",),
+                storage=dict(x=stor), scalars=scalars,
+                order=("x", "w", "out", "col", "M", "N", "split"), tol=5e-3)
+
+
 def generate(seed):
     """(source with a `{name}` placeholder for the function's name, spec)."""
     g = _Gen(seed)
-    family = g.pick(("gemm", "gemm", "attention", "attention", "gather"))
-    spec = dict(gemm=_gemm, attention=_attention, gather=_gather)[family](g)
+    family = g.pick(("gemm", "gemm", "attention", "attention", "gather", "rows"))
+    spec = dict(gemm=_gemm, attention=_attention, gather=_gather, rows=_rows)[family](g)
     spec["family"] = family
     return "\n".join(g.lines) + "\n", spec
 
@@ -528,6 +580,14 @@ def _namespace(state):
                                                                           block, at)
     kl.advance = lambda v, d: _View(v.buf, v.shape, v.strides, v.block,
                                     (v.at[0] + int(d[0]), v.at[1] + int(d[1])))
+    def atomic_add(p, v, mask=None):
+        off = np.asarray(p.off)
+        m = np.broadcast_to(True if mask is None else np.asarray(mask), off.shape)
+        v = np.broadcast_to(np.asarray(v, np.float64), off.shape)
+        np.add.at(p.buf, off[m], v[m])
+
+    kl.atomic_add = atomic_add
+    kl.cumsum = lambda x, axis=0: _t(np.cumsum(x, axis=axis))
     kl.sum = lambda x, axis=None: _t(np.sum(x, axis=axis))
     kl.max = lambda x, axis=None: _t(np.max(x, axis=axis))
     kl.min = lambda x, axis=None: _t(np.min(x, axis=axis))

@@ -51,6 +51,8 @@ def check_kernel(seed, tmp_path, target):
             x = values[n].astype(np.float16) if stor == "f16" else values[n]
             ref_args[n] = x if x.dtype.kind == "i" else x.astype(np.float64)
             args[n] = kiln.bf16(to_bf16_bits(x)) if stor == "bf16" else x
+        elif n in spec.get("zeroed", ()):   # an output that atomics add to
+            ref_args[n], args[n] = np.zeros(shape), np.zeros(shape, np.float32)
         else:   # an output, poisoned
             ref_args[n] = np.full(shape, np.nan)
             args[n] = (kiln.bf16(np.full(shape, 0x7FC0, np.uint16)) if stor == "bf16" else
