@@ -635,3 +635,10 @@ def _range(a, b=None, c=1):
     if b is None:
         a, b = 0, a
     return builtins.range(int(a), int(b), int(c))
+
+
+if __name__ == "__main__":   # python test/python/kernel_fuzz.py SEED: print one kernel
+    import sys
+    text, kernel_spec = generate(int(sys.argv[1]))
+    print(text.replace("{name}", f"fuzz_{kernel_spec['family']}_{sys.argv[1]}"))
+    print(kernel_spec)

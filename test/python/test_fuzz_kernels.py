@@ -78,7 +78,8 @@ def check_kernel(seed, tmp_path, target):
 
 @pytest.mark.parametrize("i", range(KERNELS))
 def test_random_kernel(i, tmp_path):
-    print(f"seed {BASE} (kernel {i})")
+    print(f"seed {BASE} (kernel {i}): replay with KILN_TEST_SEED={BASE} and "
+          f"-k 'test_random_kernel[{i}]', or print it: kernel_fuzz.py {BASE + i}")
     check_kernel(BASE + i, tmp_path, os.environ.get("KILN_TARGET", "host"))
 
 
