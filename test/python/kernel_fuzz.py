@@ -37,8 +37,6 @@ import types
 
 import numpy as np
 
-from conftest import from_bf16_bits, to_bf16_bits
-
 # ---------------------------------------------------------------- generator
 
 class _Gen:
@@ -520,14 +518,72 @@ def inputs(spec, rng):
     return out
 
 
+def arguments(spec, rng, bf16):
+    """The kernel's arguments and the reference's, in `spec["order"]`: inputs
+    (float32, f16 arrays or `bf16(bits)` wrappers as stored; float64 or int
+    for the reference), outputs poisoned (NaN; bf16 NaN bits) or zeroed
+    where atomics add to them, and the scalars."""
+    values = inputs(spec, rng)
+    args, ref_args = dict(spec["scalars"]), dict(spec["scalars"])
+    for n, shape in spec["shapes"].items():
+        stor = spec["storage"].get(n, "f32")
+        if n in values:
+            x = values[n].astype(np.float16) if stor == "f16" else values[n]
+            ref_args[n] = x if x.dtype.kind == "i" else x.astype(np.float64)
+            args[n] = bf16(bf16_bits(x)) if stor == "bf16" else x
+        elif n in spec.get("zeroed", ()):
+            ref_args[n], args[n] = np.zeros(shape), np.zeros(shape, np.float32)
+        else:
+            ref_args[n] = np.full(shape, np.nan)
+            args[n] = (bf16(np.full(shape, 0x7FC0, np.uint16)) if stor == "bf16" else
+                       np.full(shape, np.nan, np.float32))
+    return [args[n] for n in spec["order"]], [ref_args[n] for n in spec["order"]]
+
+
+def compare(spec, name, got, ref):
+    """Output `name` (float values) against the reference's: None, or what
+    is wrong. Tolerances: EXACT, PROBS or ROUNDED (relative, and absolute
+    against the output's largest magnitude); a bf16 output of an f32-exact
+    computation bit by bit: the nearest bf16 value, or its neighbour where
+    the float64 value lies within EXACT of the midpoint between them."""
+    got = np.asarray(got, np.float64).reshape(ref.shape)
+    if np.isnan(got).any():
+        return f"{np.isnan(got).sum()} NaN elements"
+    scale = max(1.0, float(np.abs(ref).max()))
+    tol = spec["tol"].get(name, EXACT)
+    err = np.abs(got - ref)
+    if name in spec.get("bf16_outputs", ()):
+        half_ulp = np.ldexp(1.0, np.frexp(ref)[1] - 9)   # |ref| in [2^(e-1), 2^e)
+        bad = err > half_ulp + tol * (np.abs(ref) + scale)
+        what = "not rounded to nearest"
+    else:
+        bad = err > tol * (np.abs(ref) + scale)
+        what = f"off by more than {tol:g}"
+    if bad.any():
+        return (f"{bad.sum()} of {bad.size} {what}; worst {err.max():.3g}, e.g. "
+                f"{got[bad][:3]} for {ref[bad][:3]}")
+    return None
+
+
 # ------------------------------------------------------- float64 interpreter
+
+def bf16_bits(x):
+    """float32 -> bfloat16 bits (round to nearest even). (conftest's, here
+    too: the device check imports this module where pytest is not.)"""
+    b = np.ascontiguousarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    return ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def bf16_values(bits):
+    return (np.asarray(bits).astype(np.uint32) << 16).view(np.float32)
+
 
 def _round(x, kind):
     x = np.asarray(x, np.float64)
     if kind == "f16":
         return x.astype(np.float16).astype(np.float64)
     if kind == "bf16":
-        return from_bf16_bits(to_bf16_bits(x.astype(np.float32))).astype(np.float64)
+        return bf16_values(bf16_bits(x.astype(np.float32))).astype(np.float64)
     return x
 
 

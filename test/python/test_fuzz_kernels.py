@@ -21,7 +21,7 @@ import pytest
 
 import kernel_fuzz
 import kiln
-from conftest import KILNC, assert_close, from_bf16_bits, to_bf16_bits
+from conftest import KILNC, from_bf16_bits
 from test_gpu_compile import _assemble
 
 KERNELS = int(os.environ.get("KILN_FUZZ_KERNELS", "24"))
@@ -39,36 +39,11 @@ def _load(tmp_path, name, source):
     return getattr(mod, name)
 
 
-def assert_bf16_rounded(got, ref, window):
-    """bf16 values against float64: each the nearest bf16 value, or the other
-    neighbour where ref lies within `window` (per element) of the midpoint
-    between them (its f32 value may have fallen on the other side)."""
-    got = np.asarray(got, np.float64)
-    assert not np.isnan(got).any(), f"{np.isnan(got).sum()} NaN elements"
-    half_ulp = np.ldexp(1.0, np.frexp(ref)[1] - 9)   # |ref| in [2^(e-1), 2^e): ulp 2^(e-8)
-    bad = np.abs(got - ref) > half_ulp + window
-    assert not bad.any(), (f"{bad.sum()} of {bad.size} not rounded to nearest; e.g. "
-                           f"{got[bad][:3]} for {ref[bad][:3]}")
-
-
 def check_kernel(seed, tmp_path, target):
     source, spec = kernel_fuzz.generate(seed)
     name = f"fuzz_{spec['family']}_{seed}"
     rng = np.random.default_rng(seed)
-    values = kernel_fuzz.inputs(spec, rng)   # bf16-exact float32
-    args, ref_args = dict(spec["scalars"]), dict(spec["scalars"])
-    for n, shape in spec["shapes"].items():
-        stor = spec["storage"].get(n, "f32")
-        if n in values:
-            x = values[n].astype(np.float16) if stor == "f16" else values[n]
-            ref_args[n] = x if x.dtype.kind == "i" else x.astype(np.float64)
-            args[n] = kiln.bf16(to_bf16_bits(x)) if stor == "bf16" else x
-        elif n in spec.get("zeroed", ()):   # an output that atomics add to
-            ref_args[n], args[n] = np.zeros(shape), np.zeros(shape, np.float32)
-        else:   # an output, poisoned
-            ref_args[n] = np.full(shape, np.nan)
-            args[n] = (kiln.bf16(np.full(shape, 0x7FC0, np.uint16)) if stor == "bf16" else
-                       np.full(shape, np.nan, np.float32))
+    args, ref_args = kernel_fuzz.arguments(spec, rng, kiln.bf16)
     opts, env = {}, {}
     if target.startswith("emu-") or target.startswith("sm_"):
         # Half the kernels take the suite's warp and stage counts; each draws
@@ -89,25 +64,20 @@ def check_kernel(seed, tmp_path, target):
     saved = {var: os.environ.get(var) for var in env}
     os.environ.update(env)
     try:
-        kernel[spec["grid"]](*[args[n] for n in spec["order"]], **spec["constexprs"], **opts)
+        kernel[spec["grid"]](*args, **spec["constexprs"], **opts)
     finally:
         for var, v in saved.items():
             if v is None:
                 os.environ.pop(var)
             else:
                 os.environ[var] = v
-    ref = kernel_fuzz.reference(source, name, spec["grid"],
-                                [ref_args[n] for n in spec["order"]], spec["constexprs"])
+    ref = kernel_fuzz.reference(source, name, spec["grid"], ref_args, spec["constexprs"])
     for o in spec["outputs"]:
-        r = ref[spec["order"].index(o)].reshape(spec["shapes"][o])
-        got = args[o]
+        i = spec["order"].index(o)
+        got = args[i]
         got = from_bf16_bits(got.array) if isinstance(got, kiln.bf16) else got
-        scale = max(1.0, float(np.abs(r).max()))
-        tol = spec["tol"].get(o, kernel_fuzz.EXACT)
-        if o in spec.get("bf16_outputs", ()):
-            assert_bf16_rounded(got, r, tol * (np.abs(r) + scale))
-        else:
-            assert_close(got, r, rtol=tol, atol=tol * scale)
+        problem = kernel_fuzz.compare(spec, o, got, ref[i].reshape(spec["shapes"][o]))
+        assert problem is None, f"{o}: {problem}"
     return kernel
 
 
