@@ -18,7 +18,7 @@ import pytest
 import kiln
 import kiln.ops
 from conftest import assert_close, from_bf16_bits, to_bf16_bits
-from test_ops import launch_attention
+from test_ops import launch_attention, mask_rules
 
 CONFIGS = int(os.environ.get("KILN_FUZZ_ATTENTION", "6"))
 BASE = int(os.environ.get("KILN_TEST_SEED", np.random.SeedSequence().entropy % (1 << 30)))
@@ -86,14 +86,8 @@ def test_random_attention_config(i, monkeypatch):
     else:
         arrs = x
     docs = np.sort(r.integers(0, 3, (B, S)), axis=1).astype(np.int32)
-    last, window, prefix = S - 1, c["window"], c["prefix"]
-    rules = {"none": lambda b, h, qi, ki: ki >= 0,
-             "causal": lambda b, h, qi, ki: ki <= qi,
-             "sliding_window": lambda b, h, qi, ki: (ki <= qi) & (qi - ki < window),
-             "prefix_lm": lambda b, h, qi, ki: (ki <= qi) | (ki < prefix),
-             "document": lambda b, h, qi, ki: (docs[b][np.minimum(qi, last)] ==
-                                               docs[b][np.minimum(ki, last)])}
-    rule = rules[c["kind"]]
+    window, prefix = c["window"], c["prefix"]
+    rule = mask_rules(docs, window, prefix)[c["kind"]]
     mask = kiln.ops.block_mask(rule, B, H, S, S, block=c["bq"], block_kv=c["bkv"])
     monkeypatch.setenv("KILN_NUM_STAGES", str(c["stages"]))
     monkeypatch.setenv("KILN_PINGPONG", c["pingpong"])

@@ -669,6 +669,18 @@ def test_attention_block_128_two_warpgroups(rng, monkeypatch, kind):
         assert all(np.array_equal(a, b) for a, b in zip(outs[0], other))
 
 
+def mask_rules(docs, window, prefix):
+    """The built-in masks as mask_mods (b, h, q_idx, kv_idx) -> visible, for
+    self-attention over docs' [B, S] document ids."""
+    last = docs.shape[1] - 1
+    return {"none": lambda b, h, qi, ki: ki >= 0,
+            "causal": lambda b, h, qi, ki: ki <= qi,
+            "sliding_window": lambda b, h, qi, ki: (ki <= qi) & (qi - ki < window),
+            "prefix_lm": lambda b, h, qi, ki: (ki <= qi) | (ki < prefix),
+            "document": lambda b, h, qi, ki: (docs[b][np.minimum(qi, last)] ==
+                                              docs[b][np.minimum(ki, last)])}
+
+
 @pytest.mark.parametrize("block,warps,kind,dtype,softcap", [
     (128, 8, "sliding_window", "bf16", 0.0), (128, 8, "none", "bf16", 0.0),
     (64, None, "causal", "bf16", 30.0), (64, None, "document", "f32", 0.0),
@@ -692,13 +704,7 @@ def test_attention_one_loop(rng, block, warps, kind, dtype, softcap):
         arrs = x = x32
     docs = np.zeros((B, S), np.int32)
     docs[:, 130:], docs[:, 220:] = 1, 2
-    last = S - 1
-    rules = {"none": lambda b, h, qi, ki: ki >= 0,
-             "causal": lambda b, h, qi, ki: ki <= qi,
-             "sliding_window": lambda b, h, qi, ki: (ki <= qi) & (qi - ki < window),
-             "prefix_lm": lambda b, h, qi, ki: (ki <= qi) | (ki < prefix),
-             "document": lambda b, h, qi, ki: (docs[b][np.minimum(qi, last)] ==
-                                               docs[b][np.minimum(ki, last)])}
+    rules = mask_rules(docs, window, prefix)
     mask = kiln.ops.block_mask(rules[kind], B, H, S, S, block=block)
     outs = []
     for one_loop in (0, 1):
