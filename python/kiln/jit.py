@@ -15,8 +15,18 @@ from . import language as kl
 from . import runtime as runtime_module
 from .frontend import (CodeGen, CompilationError, KilnError, Pointer, Tile, parse_function,
                        same_value)
-from .runtime import _stream_handle
+from .runtime import BundleError, _stream_handle
 from .runtime import bf16, cuda_array_view, fp8  # noqa: F401  (kiln.bf16 lives with the runtime)
+
+def refused_at_load(error, what):
+    """A JIT compile whose bundle this machine's runtime refuses to load (a
+    CPU feature the target needs and the host lacks: x86-64-avx512-bf16 on a
+    machine without AVX512-BF16) compiled fine: raise the runtime's
+    BundleError, naming the features, instead of a compile error."""
+    msg = str(error)
+    if msg.startswith("KILN_ERROR_MISSING_FEATURE"):
+        raise BundleError(f"{what}: {msg}") from None
+
 
 _jit_lock = threading.Lock()
 _jits = {}
@@ -535,7 +545,15 @@ class JITFunction:
             # cached: a launch would need the loaded kernel.
             return self.compile(bound, grid_rank, target, num_warps, num_stages, load=False)
         if ck is None:
-            ck = self.compile(bound, grid_rank, target, num_warps, num_stages)
+            try:
+                ck = self.compile(bound, grid_rank, target, num_warps, num_stages)
+            except BundleError:
+                if not warmup:
+                    raise
+                # A CPU target this machine cannot run (a feature it lacks):
+                # the warmup still compiles it, unloaded and not cached.
+                return self.compile(bound, grid_rank, target, num_warps, num_stages,
+                                    load=False)
             with self._lock:
                 self.cache[key] = ck
         if not warmup:  # (a warmup's GPU target for host arrays is no launch's)
@@ -637,11 +655,12 @@ class JITFunction:
             if load:
                 kernel = _get_jit(target).compile(text, filename, num_warps, num_stages)
                 resolved = _get_jit(target).target
-            else:  # (warmup for a GPU: through PTX, nothing loaded)
+            else:  # (a warmup for a GPU, or a CPU this host cannot run: nothing loaded)
                 from ._kiln import compile_stage
                 compile_stage(text, filename, "asm", target, num_warps, num_stages)
                 kernel, resolved = None, target
         except IRError as e:
+            refused_at_load(e, f"kernel '{self.__name__}'")
             raise CompilationError(f"kernel '{self.__name__}' failed to compile:\n{e}",
                                    filename, first_line + fdef.lineno - 1, 0) from None
         ck = CompiledKernel(self.__name__, text, filename, kernel, resolved,

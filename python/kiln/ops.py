@@ -87,6 +87,7 @@ def kernel(name, mods="", _target=None, _num_warps=None, **config):
         return k
     from . import _kiln
     from .jit import (_get_jit, default_num_stages, default_num_warps, host_maps_enabled,
+                      refused_at_load,
                       pipeline_gathers_enabled, fp8_wgmma_enabled, pingpong_enabled,
                       overlap_enabled, swizzle_enabled, tma_enabled)
     target = _target or os.environ.get("KILN_TARGET", "host")
@@ -108,8 +109,12 @@ def kernel(name, mods="", _target=None, _num_warps=None, **config):
         k = _kernels.get(key)
     if k is None:
         src = _kiln.build_op_source(name, {k: str(v) for k, v in config.items()}, mods)
-        k = _Launcher(_get_jit(_target).compile(src, f"op:{name}", warps,
-                                                default_num_stages()))
+        try:
+            k = _Launcher(_get_jit(_target).compile(src, f"op:{name}", warps,
+                                                    default_num_stages()))
+        except _kiln.IRError as e:
+            refused_at_load(e, f"operator '{name}'")
+            raise
         with _lock:
             _kernels[key] = k
     if fast is not None:
