@@ -18,6 +18,7 @@ from .frontend import (CodeGen, CompilationError, KilnError, Pointer, Tile, pars
 from .runtime import BundleError, _stream_handle
 from .runtime import bf16, cuda_array_view, fp8  # noqa: F401  (kiln.bf16 lives with the runtime)
 
+
 def refused_at_load(error, what):
     """A JIT compile whose bundle this machine's runtime refuses to load (a
     CPU feature the target needs and the host lacks: x86-64-avx512-bf16 on a

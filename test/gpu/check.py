@@ -730,35 +730,22 @@ check("Triton tutorial seeded dropout (Philox bits exact)", out,
 # and stages: on a GPU they check the real math (ex2.approx, cvt.rn.bf16x2,
 # the hardware's mma/wgmma sums) against the same source run in float64.
 sys.path.insert(0, os.path.join(ROOT, "test", "python"))
-import importlib.util  # noqa: E402
 import kernel_fuzz  # noqa: E402
 
 FUZZ_SEED, FUZZ_KERNELS = 20261206, 24
 for seed in range(FUZZ_SEED, FUZZ_SEED + FUZZ_KERNELS):
     fz_source, fz_spec = kernel_fuzz.generate(seed)
     fz_name = f"fuzz_{fz_spec['family']}_{seed}"
-    fz_file = os.path.join(BUNDLES, f"{fz_name}.py")
-    if opts.record or not os.path.exists(fz_file):
-        with open(fz_file, "w") as f:
-            f.write("import kiln\nimport kiln.language as kl\n\n\n" +
-                    fz_source.replace("{name}", fz_name))
-    fz_mod_spec = importlib.util.spec_from_file_location(fz_name, fz_file)
-    fz_mod = importlib.util.module_from_spec(fz_mod_spec)
-    fz_mod_spec.loader.exec_module(fz_mod)
+    fz_kernel = kernel_fuzz.load_kernel(BUNDLES, fz_name, fz_source)
     fz_rng = np.random.default_rng(seed)
     fz_args, fz_ref_args = kernel_fuzz.arguments(fz_spec, fz_rng, kiln.bf16)
     fz_kw = dict(fz_spec["constexprs"], num_warps=int(fz_rng.choice([4, 8])),
                  num_stages=int(fz_rng.choice([1, 2, 3])))
-    py_example(fz_name, getattr(fz_mod, fz_name), fz_spec["grid"], fz_args, fz_kw)
+    py_example(fz_name, fz_kernel, fz_spec["grid"], fz_args, fz_kw)
     if RUN and ACTIVE:
         fz_ref = kernel_fuzz.reference(fz_source, fz_name, fz_spec["grid"], fz_ref_args,
                                        fz_spec["constexprs"])
-        for o in fz_spec["outputs"]:
-            i = fz_spec["order"].index(o)
-            got = fz_args[i]
-            got = kernel_fuzz.bf16_values(got.array) if isinstance(got, kiln.bf16) else got
-            problem = kernel_fuzz.compare(fz_spec, o, got,
-                                          fz_ref[i].reshape(fz_spec["shapes"][o]))
+        for o, problem in kernel_fuzz.check_outputs(fz_spec, fz_args, fz_ref, kiln.bf16):
             print(f"{'PASS' if problem is None else 'FAIL'} random kernel {seed} "
                   f"({fz_spec['family']}, w{fz_kw['num_warps']} s{fz_kw['num_stages']}) "
                   f"{o}{': ' + problem if problem else ''}",

@@ -54,6 +54,10 @@ class _Gen:
     def emit(self, line):
         self.lines.append("    " * self.depth + line)
 
+    def emit_if(self, cond, line):
+        self.emit(f"if {cond}:")
+        self.lines.append("    " * (self.depth + 1) + line)
+
 
 # Tolerances (relative, and absolute against the output's largest magnitude):
 # EXACT where every rounding the kernel does is an f32 one (dots of
@@ -225,10 +229,7 @@ def _gemm(g):
         if g.chance(0.6):
             g.emit("s = " + _ew(g, "s", vecs, loop_conds, int(g.r.integers(1, 3))))
         if g.chance(0.4):
-            g.emit("if k0 >= split:")
-            g.depth += 1
-            g.emit("s = " + _ew(g, "s", vecs, loop_conds, 1))
-            g.depth -= 1
+            g.emit_if("k0 >= split", "s = " + _ew(g, "s", vecs, loop_conds, 1))
         if stat == "max":
             g.emit("st = kl.maximum(st, kl.max(s, axis=1))")
         elif stat == "sum":
@@ -239,10 +240,7 @@ def _gemm(g):
             g.emit(adv)
     g.depth -= 1
     if g.chance(0.4):
-        g.emit("if flag > 0:")
-        g.depth += 1
-        g.emit("acc = " + _ew(g, "acc", vecs, out_conds, 1))
-        g.depth -= 1
+        g.emit_if("flag > 0", "acc = " + _ew(g, "acc", vecs, out_conds, 1))
     if g.chance(0.5):
         g.emit("acc = " + _ew(g, "acc", vecs, out_conds, int(g.r.integers(1, 3))))
     g.emit("ok = (rm[:, None] < M) & (rn[None, :] < N)")
@@ -298,9 +296,9 @@ def _attention(g):
     g.emit("q = kl.load(q_ptr + rm[:, None] * D + rd[None, :], mask=rm[:, None] < M, other=0.0)")
     inplace = ()
     if g.chance(0.2):   # overwrite q once loaded: the loops must see the old values
-        g.emit("kl.store(q_ptr + rm[:, None] * D + rd[None, :], kl.full((BM, D), 0.5, kl.float32)"
-               f"{'' if stor == 'f32' else '.to(' + {'bf16': 'kl.bfloat16', 'f16': 'kl.float16'}[stor] + ')'}"
-               ", mask=rm[:, None] < M)")
+        cast = "" if stor == "f32" else f".to({dt})"   # (16-bit q is stored as dt)
+        g.emit("kl.store(q_ptr + rm[:, None] * D + rd[None, :], "
+               f"kl.full((BM, D), 0.5, kl.float32){cast}, mask=rm[:, None] < M)")
         inplace = ("q",)
     g.emit("q = " + _operand(g, "q", stor, dt, []))
     g.emit("m_i = kl.full((BM,), -1.0e4, kl.float32)")
@@ -339,10 +337,7 @@ def _attention(g):
         if tail:
             g.emit("s = " + _ew(g, "s", vecs, conds, 1))
         if g.chance(0.3):
-            g.emit("if j >= split:")
-            g.depth += 1
-            g.emit("s = " + _ew(g, "s", vecs, conds, 1))
-            g.depth -= 1
+            g.emit_if("j >= split", "s = " + _ew(g, "s", vecs, conds, 1))
         mask = "rn[None, :] < N"
         if causal:
             mask = f"({mask}) & (rm[:, None] >= rn[None, :])"
@@ -364,10 +359,7 @@ def _attention(g):
                 g.emit(adv)
         g.depth -= 1
     if g.chance(0.3):
-        g.emit("if flag > 0:")
-        g.depth += 1
-        g.emit("acc = acc * 2.0")
-        g.depth -= 1
+        g.emit_if("flag > 0", "acc = acc * 2.0")
     g.emit("o = acc / l_i[:, None]")
     out_stor = g.pick(("f32", "f32", "bf16"))
     g.emit("kl.store(out_ptr + rm[:, None] * D + rd[None, :], "
@@ -498,7 +490,8 @@ def _rows(g):
 
 
 def generate(seed):
-    """(source with a `{name}` placeholder for the function's name, spec)."""
+    """(the kernel's source, with `{name}` where its function's name goes;
+    its spec: grid, constexprs, shapes, inputs, outputs, tolerances)."""
     g = _Gen(seed)
     family = g.pick(("gemm", "gemm", "attention", "attention", "gather", "rows"))
     spec = dict(gemm=_gemm, attention=_attention, gather=_gather, rows=_rows)[family](g)
@@ -538,6 +531,32 @@ def arguments(spec, rng, bf16):
             args[n] = (bf16(np.full(shape, 0x7FC0, np.uint16)) if stor == "bf16" else
                        np.full(shape, np.nan, np.float32))
     return [args[n] for n in spec["order"]], [ref_args[n] for n in spec["order"]]
+
+
+def load_kernel(folder, name, source):
+    """Writes the kernel's module into `folder` and imports it: the
+    @kiln.jit function (inspect needs its source in a file)."""
+    import importlib.util
+    import os
+    path = os.path.join(folder, f"{name}.py")
+    with open(path, "w") as f:
+        f.write("import kiln\nimport kiln.language as kl\n\n\n" + source.replace("{name}", name))
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return getattr(mod, name)
+
+
+def check_outputs(spec, args, ref, bf16):
+    """[(output, None or what is wrong)] for the kernel's arguments after
+    its launch against the reference's; `bf16` is the wrapper type whose
+    bits are decoded."""
+    out = []
+    for o in spec["outputs"]:
+        i = spec["order"].index(o)
+        got = bf16_values(args[i].array) if isinstance(args[i], bf16) else args[i]
+        out.append((o, compare(spec, o, got, ref[i].reshape(spec["shapes"][o]))))
+    return out
 
 
 def compare(spec, name, got, ref):

@@ -12,7 +12,6 @@ On the host, a third of the kernels also go through the real GPU back end:
 their kiln IR is compiled by kilnc to PTX for sm_80 and sm_90a (random warp
 and stage counts) and assembled by ptxas (where the CUDA toolkit is).
 """
-import importlib.util
 import os
 import subprocess
 
@@ -21,22 +20,12 @@ import pytest
 
 import kernel_fuzz
 import kiln
-from conftest import KILNC, from_bf16_bits
+from conftest import KILNC
 from test_gpu_compile import _assemble
 
 KERNELS = int(os.environ.get("KILN_FUZZ_KERNELS", "24"))
 HOST = os.environ.get("KILN_TARGET", "host") == "host"
 BASE = int(os.environ.get("KILN_TEST_SEED", np.random.SeedSequence().entropy % (1 << 30)))
-
-
-def _load(tmp_path, name, source):
-    path = tmp_path / f"{name}.py"
-    path.write_text("import kiln\nimport kiln.language as kl\n\n\n" +
-                    source.replace("{name}", name))
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return getattr(mod, name)
 
 
 def check_kernel(seed, tmp_path, target):
@@ -60,7 +49,7 @@ def check_kernel(seed, tmp_path, target):
     print(f"kernel seed {seed} ({spec['family']}, {opts}, {env}):\n"
           f"{source.replace('{name}', name)}"
           f"scalars {spec['scalars']}, constexprs {spec['constexprs']}, grid {spec['grid']}")
-    kernel = _load(tmp_path, name, source)
+    kernel = kernel_fuzz.load_kernel(str(tmp_path), name, source)
     saved = {var: os.environ.get(var) for var in env}
     os.environ.update(env)
     try:
@@ -72,11 +61,7 @@ def check_kernel(seed, tmp_path, target):
             else:
                 os.environ[var] = v
     ref = kernel_fuzz.reference(source, name, spec["grid"], ref_args, spec["constexprs"])
-    for o in spec["outputs"]:
-        i = spec["order"].index(o)
-        got = args[i]
-        got = from_bf16_bits(got.array) if isinstance(got, kiln.bf16) else got
-        problem = kernel_fuzz.compare(spec, o, got, ref[i].reshape(spec["shapes"][o]))
+    for o, problem in kernel_fuzz.check_outputs(spec, args, ref, kiln.bf16):
         assert problem is None, f"{o}: {problem}"
     return kernel
 
