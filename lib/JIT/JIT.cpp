@@ -22,9 +22,14 @@
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Support/xxhash.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <thread>
 #include <unistd.h>
+#include <vector>
 
 using namespace kiln;
 
@@ -57,6 +62,25 @@ static std::string defaultCacheDir() {
   return "";
 }
 
+/// The disk cache's bound: `requested` bytes, or (-1) $KILN_CACHE_MAX_MB
+/// megabytes, else 1 GiB; 0 is unbounded.
+static llvm::Expected<int64_t> cacheLimitFor(int64_t requested) {
+  if (requested >= 0)
+    return requested;
+  const char *env = std::getenv("KILN_CACHE_MAX_MB");
+  if (!env || !*env)
+    return int64_t(1) << 30;
+  int64_t mb = 0;
+  if (llvm::StringRef(env).trim().getAsInteger(10, mb) || mb < 0 ||
+      mb > (int64_t(1) << 40))
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "KILN_CACHE_MAX_MB='%s' is not a size in megabytes (a whole number "
+        "from 0, unbounded, up to 2^40)",
+        env);
+  return mb << 20;
+}
+
 JIT::JIT(JITOptions opts) : options(std::move(opts)) {}
 
 JIT::~JIT() {
@@ -72,6 +96,10 @@ llvm::Expected<std::unique_ptr<JIT>> JIT::create(JITOptions options) {
   jit->target = *target;
   jit->cacheDir =
       options.cacheDir.empty() ? defaultCacheDir() : options.cacheDir;
+  auto limit = cacheLimitFor(options.cacheLimitBytes);
+  if (!limit)
+    return limit.takeError();
+  jit->cacheLimit = *limit;
   if (auto err = toError(kiln_runtime_create(options.numThreads,
                                              &jit->runtime)))
     return std::move(err);
@@ -172,6 +200,58 @@ static bool publishAtomically(const std::string &dir, const std::string &path,
   return true;
 }
 
+void JIT::trimDiskCache() {
+  if (cacheDir.empty())
+    return;
+  struct File {
+    std::string path;
+    int64_t size;
+    int64_t mtime; // nanoseconds
+  };
+  std::vector<File> entries;
+  int64_t total = 0;
+  auto now = std::chrono::system_clock::now();
+  std::error_code ec;
+  for (llvm::sys::fs::directory_iterator it(cacheDir, ec), end;
+       it != end && !ec; it.increment(ec)) {
+    llvm::StringRef name = llvm::sys::path::filename(it->path());
+    struct stat st;
+    if (::lstat(it->path().c_str(), &st) || !S_ISREG(st.st_mode))
+      continue; // gone meanwhile, or a directory (autotune/)
+    int64_t mtime = int64_t(st.st_mtim.tv_sec) * 1000000000 +
+                    st.st_mtim.tv_nsec;
+    if (name.contains(".kiln.tmp.")) {
+      // A writer that crashed between writing and renaming; a live one
+      // finishes within seconds.
+      auto age = now - std::chrono::system_clock::time_point(
+                           std::chrono::duration_cast<
+                               std::chrono::system_clock::duration>(
+                               std::chrono::nanoseconds(mtime)));
+      if (age > std::chrono::hours(1))
+        llvm::sys::fs::remove(it->path());
+      continue;
+    }
+    if (!name.ends_with(".kiln"))
+      continue;
+    entries.push_back({it->path(), int64_t(st.st_size), mtime});
+    total += st.st_size;
+  }
+  if (!cacheLimit || total <= cacheLimit)
+    return;
+  // Least recently used first; other processes may be trimming too, and a
+  // file they removed first is simply not counted here.
+  std::sort(entries.begin(), entries.end(),
+            [](const File &a, const File &b) { return a.mtime < b.mtime; });
+  int64_t target = cacheLimit / 10 * 9;
+  for (const File &f : entries) {
+    if (total <= target)
+      break;
+    if (!llvm::sys::fs::remove(f.path, /*IgnoreNonExisting=*/false))
+      ++stats.evictions;
+    total -= f.size;
+  }
+}
+
 llvm::Expected<std::shared_ptr<Kernel>>
 JIT::compileUncached(llvm::StringRef source, llvm::StringRef name,
                      const CompileOptions &compileOptions) {
@@ -268,6 +348,8 @@ JIT::compileUncached(llvm::StringRef source, llvm::StringRef name,
                                                &handle);
       if (!st) {
         ++stats.diskHits;
+        // Recently used: the last to be evicted.
+        ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);
         return std::make_shared<Kernel>(handle, *info,
                                         (*buf)->getBuffer().str());
       }
@@ -287,8 +369,21 @@ JIT::compileUncached(llvm::StringRef source, llvm::StringRef name,
   if (auto err = toError(kiln_bundle_load_memory(
           compiled->bytes.data(), compiled->bytes.size(), &handle)))
     return std::move(err);
-  if (useDisk && !publishAtomically(cacheDir, path, compiled->bytes))
+  if (useDisk && !publishAtomically(cacheDir, path, compiled->bytes)) {
     ++stats.diskWriteFailures;
+  } else if (useDisk && cacheLimit) {
+    // The directory is scanned on this JIT's first write and then after each
+    // 1/32 of the bound written, so the bound holds within a few percent
+    // per writing process.
+    int64_t written = int64_t(compiled->bytes.size());
+    int64_t before = bytesSinceTrim.load();
+    if (before < 0 || before + written >= cacheLimit / 32) {
+      bytesSinceTrim = 0;
+      trimDiskCache();
+    } else {
+      bytesSinceTrim += written;
+    }
+  }
   return std::make_shared<Kernel>(handle, *info, std::move(compiled->bytes));
 }
 

@@ -41,7 +41,8 @@ if HAS_COMPILER:
 
     def cache_stats() -> dict:
         """Counters of the process's JIT: memory_hits, disk_hits, compiles,
-        corrupt_entries, disk_write_failures."""
+        corrupt_entries, disk_write_failures, evictions (entries removed to
+        keep the disk cache under KILN_CACHE_MAX_MB)."""
         from .jit import _get_jit
         return _get_jit().stats
 

@@ -856,6 +856,7 @@ void bindCompiler(py::module &m) {
       .def_property_readonly("target",
                              [](::kiln::JIT &j) { return j.getTarget().name; })
       .def_property_readonly("cache_dir", &::kiln::JIT::getCacheDir)
+      .def_property_readonly("cache_limit", &::kiln::JIT::getCacheLimit)
       .def_property_readonly("stats", [](::kiln::JIT &j) {
         py::dict d;
         d["memory_hits"] = j.getStats().memoryHits.load();
@@ -863,6 +864,7 @@ void bindCompiler(py::module &m) {
         d["compiles"] = j.getStats().compiles.load();
         d["corrupt_entries"] = j.getStats().corruptEntries.load();
         d["disk_write_failures"] = j.getStats().diskWriteFailures.load();
+        d["evictions"] = j.getStats().evictions.load();
         return d;
       });
 

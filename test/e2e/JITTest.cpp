@@ -12,6 +12,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <set>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <thread>
@@ -159,6 +163,162 @@ TEST_CASE("threads compiling the same kernel at once compile it once",
     CHECK(k->get() == got[0]->get());
   }
   CHECK(jit->getStats().compiles == 1);
+}
+
+namespace {
+/// vector_add under another name: another cache entry of about the same size.
+std::string renamedVectorAdd(const std::string &name) {
+  std::string src = vectorAdd();
+  size_t at = src.find("@vector_add(");
+  REQUIRE(at != std::string::npos);
+  return src.replace(at, strlen("@vector_add"), "@" + name);
+}
+
+int64_t fileSize(const std::string &path) {
+  uint64_t size = 0;
+  REQUIRE_FALSE(llvm::sys::fs::file_size(path, size));
+  return int64_t(size);
+}
+
+void setAge(const std::string &path, std::chrono::seconds age) {
+  int fd = -1;
+  REQUIRE_FALSE(llvm::sys::fs::openFileForWrite(
+      path, fd, llvm::sys::fs::CD_OpenExisting, llvm::sys::fs::OF_Append));
+  auto when = std::chrono::system_clock::now() - age;
+  CHECK_FALSE(llvm::sys::fs::setLastAccessAndModificationTime(
+      fd, llvm::sys::toTimePoint(std::chrono::system_clock::to_time_t(when))));
+  ::close(fd);
+}
+
+std::unique_ptr<kiln::JIT> makeBoundedJIT(const std::string &dir,
+                                          int64_t limit) {
+  kiln::JITOptions o;
+  o.cacheDir = dir;
+  o.cacheLimitBytes = limit;
+  auto j = kiln::JIT::create(o);
+  if (!j)
+    FAIL(llvm::toString(j.takeError()));
+  return std::move(*j);
+}
+} // namespace
+
+TEST_CASE("the disk cache stays under its bound, least recently used out",
+          "[jit][cache]") {
+  // Learn an entry's size in an unbounded directory.
+  std::string probe = freshDir();
+  { requireOk(makeBoundedJIT(probe, 0)->compile(renamedVectorAdd("a"))); }
+  auto probeFiles = listDir(probe);
+  REQUIRE(probeFiles.size() == 1);
+  int64_t entry = fileSize(probe + "/" + probeFiles[0]);
+
+  // Room for two entries and a half: the third write evicts one.
+  std::string dir = freshDir();
+  int64_t limit = entry * 5 / 2;
+  auto names = [&] {
+    std::set<std::string> s;
+    for (auto &f : listDir(dir))
+      s.insert(f);
+    return s;
+  };
+  {
+    auto jit = makeBoundedJIT(dir, limit);
+    requireOk(jit->compile(renamedVectorAdd("a")));
+  }
+  std::string a = *names().begin();
+  {
+    auto jit = makeBoundedJIT(dir, limit);
+    requireOk(jit->compile(renamedVectorAdd("b")));
+  }
+  std::set<std::string> ab = names();
+  REQUIRE(ab.size() == 2);
+  ab.erase(a);
+  std::string b = *ab.begin();
+  // a was written first, then b; a disk hit on a makes b the least recent.
+  setAge(dir + "/" + a, std::chrono::seconds(200));
+  setAge(dir + "/" + b, std::chrono::seconds(100));
+  {
+    auto jit = makeBoundedJIT(dir, limit);
+    requireOk(jit->compile(renamedVectorAdd("a")));
+    CHECK(jit->getStats().diskHits == 1);
+    CHECK(jit->getStats().evictions == 0);
+    auto k = requireOk(jit->compile(renamedVectorAdd("c")));
+    CHECK(jit->getStats().compiles == 1);
+    CHECK(jit->getStats().evictions == 1);
+    // The evicted kernel's users are unaffected; the new one runs.
+    runVectorAdd(*jit, *k);
+  }
+  std::set<std::string> left = names();
+  CHECK(left.size() == 2);
+  CHECK(left.count(a) == 1);
+  CHECK(left.count(b) == 0);
+  int64_t total = 0;
+  for (auto &f : left)
+    total += fileSize(dir + "/" + f);
+  CHECK(total <= limit);
+  // b compiles again when asked for.
+  auto jit = makeBoundedJIT(dir, limit);
+  requireOk(jit->compile(renamedVectorAdd("b")));
+  CHECK(jit->getStats().compiles == 1);
+}
+
+TEST_CASE("trimming removes temporary files that crashed writers left",
+          "[jit][cache]") {
+  std::string dir = freshDir();
+  std::string stale = dir + "/0123.kiln.tmp.99999.1.0";
+  std::string live = dir + "/4567.kiln.tmp.99999.1.1";
+  std::string other = dir + "/notes.txt";
+  for (auto &p : {stale, live, other})
+    std::ofstream(p) << "partial";
+  setAge(stale, std::chrono::hours(2));
+  setAge(other, std::chrono::hours(2));
+  auto jit = makeBoundedJIT(dir, 1 << 20);
+  jit->trimDiskCache();
+  CHECK_FALSE(llvm::sys::fs::exists(stale));
+  CHECK(llvm::sys::fs::exists(live));
+  // Files that are not the cache's are left alone, whatever their age.
+  CHECK(llvm::sys::fs::exists(other));
+  CHECK(jit->getStats().evictions == 0);
+}
+
+TEST_CASE("KILN_CACHE_MAX_MB sets the bound; a malformed one is an error",
+          "[jit][cache][errors]") {
+  const char *saved = std::getenv("KILN_CACHE_MAX_MB");
+  std::string restore = saved ? saved : "";
+  kiln::JITOptions o;
+  o.cacheDir = freshDir();
+  SECTION("unset: 1 GiB") {
+    ::unsetenv("KILN_CACHE_MAX_MB");
+    auto j = requireOk(kiln::JIT::create(o));
+    CHECK(j->getCacheLimit() == (int64_t(1) << 30));
+  }
+  SECTION("a number of megabytes") {
+    ::setenv("KILN_CACHE_MAX_MB", "64", 1);
+    auto j = requireOk(kiln::JIT::create(o));
+    CHECK(j->getCacheLimit() == (int64_t(64) << 20));
+  }
+  SECTION("0: unbounded") {
+    ::setenv("KILN_CACHE_MAX_MB", "0", 1);
+    auto j = requireOk(kiln::JIT::create(o));
+    CHECK(j->getCacheLimit() == 0);
+  }
+  SECTION("the option overrides the variable") {
+    ::setenv("KILN_CACHE_MAX_MB", "64", 1);
+    o.cacheLimitBytes = 12345;
+    auto j = requireOk(kiln::JIT::create(o));
+    CHECK(j->getCacheLimit() == 12345);
+  }
+  for (const char *bad : {"lots", "-5", "1.5", "99999999999999"}) {
+    DYNAMIC_SECTION("malformed: " << bad) {
+      ::setenv("KILN_CACHE_MAX_MB", bad, 1);
+      auto j = kiln::JIT::create(o);
+      std::string msg = requireErr(j);
+      CHECK(msg.find("KILN_CACHE_MAX_MB") != std::string::npos);
+    }
+  }
+  if (saved)
+    ::setenv("KILN_CACHE_MAX_MB", restore.c_str(), 1);
+  else
+    ::unsetenv("KILN_CACHE_MAX_MB");
 }
 
 TEST_CASE("two processes compiling the same kernel at once both succeed",

@@ -3330,3 +3330,33 @@ def test_fp8_dot_into_float16(rng):
     fp8_dot_f16_out[(1,)](kiln.fp8(a, "e4m3"), kiln.fp8(b, "e4m3"), c, M=64, K=32, N=16)
     da, db = table[a], table[b]
     assert_close(c, da @ db, 2e-3, 2e-3 * (np.abs(da) @ np.abs(db)).max())
+
+
+def test_the_disk_cache_is_bounded_by_kiln_cache_max_mb(tmp_path):
+    """Past KILN_CACHE_MAX_MB the least recently used entries go: an old
+    entry of 2 MiB is removed by the first write under a 1 MB bound, the new
+    entry stays; a malformed bound is a clear error, not an unbounded cache."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    old = cache / ("0" * 64 + ".kiln")
+    old.write_bytes(b"\0" * (2 << 20))
+    os.utime(old, (1e9, 1e9))
+    code = """
+        import numpy as np, kiln, kiln.language as kl
+        @kiln.jit
+        def k(dst, C: kl.constexpr):
+            kl.store(dst + kl.arange(0, 4), kl.zeros((4,), kl.float32) + C)
+        a = np.zeros(4, np.float32)
+        k[(1,)](a, C=3)
+        assert (a == 3).all(), a
+        s = kiln.cache_stats()
+        print("compiles", s["compiles"], "evictions", s["evictions"])
+    """
+    r = run_python(code, {"KILN_CACHE_DIR": str(cache), "KILN_CACHE_MAX_MB": "1"}, tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "compiles 1 evictions 1" in r.stdout, r.stdout
+    left = [p.name for p in cache.iterdir()]
+    assert len(left) == 1 and left[0].endswith(".kiln") and left[0] != old.name, left
+    r = run_python(code, {"KILN_CACHE_DIR": str(cache), "KILN_CACHE_MAX_MB": "1GB"}, tmp_path)
+    assert r.returncode != 0
+    assert "KILN_CACHE_MAX_MB='1GB' is not a size in megabytes" in r.stderr, r.stderr

@@ -12,7 +12,9 @@
 // the compiler version. Disk entries are published atomically (write to a
 // temporary file, rename) and verified by the bundle checksum on load: a
 // corrupt entry is recompiled, never run. When the directory cannot be
-// written the JIT keeps working from memory.
+// written the JIT keeps working from memory. The directory is bounded
+// (KILN_CACHE_MAX_MB, default 1024): past the bound the least recently used
+// entries are removed.
 //
 //===----------------------------------------------------------------------===//
 
@@ -105,6 +107,11 @@ struct JITOptions {
   std::string cacheDir;
   /// Use the disk cache at all.
   bool diskCache = true;
+  /// Bound on the bytes of the disk cache's entries: past it, the least
+  /// recently used entries (by modification time, which a disk hit renews)
+  /// are removed until they fill 90% of it. 0: unbounded; -1:
+  /// $KILN_CACHE_MAX_MB megabytes, else 1 GiB.
+  int64_t cacheLimitBytes = -1;
   /// Threads of the runtime's pool (0: $KILN_NUM_THREADS or all CPUs).
   int numThreads = 0;
 };
@@ -138,15 +145,21 @@ public:
 
   kiln_runtime *getRuntime() const { return runtime; }
   const std::string &getCacheDir() const { return cacheDir; }
+  /// The disk cache's bound in bytes (0: unbounded).
+  int64_t getCacheLimit() const { return cacheLimit; }
   const CPUTarget &getTarget() const { return target; }
 
   struct Stats {
     std::atomic<uint64_t> memoryHits{0}, diskHits{0}, compiles{0},
-        corruptEntries{0}, diskWriteFailures{0};
+        corruptEntries{0}, diskWriteFailures{0}, evictions{0};
   };
   const Stats &getStats() const { return stats; }
   /// Forgets the in-memory cache (the disk cache is untouched).
   void clearMemoryCache();
+  /// Brings the disk cache under its bound now (also done after writes):
+  /// removes the least recently used entries, and temporary files that
+  /// crashed writers left behind more than an hour ago.
+  void trimDiskCache();
 
 private:
   explicit JIT(JITOptions options);
@@ -158,6 +171,9 @@ private:
   JITOptions options;
   CPUTarget target;
   std::string cacheDir;
+  int64_t cacheLimit = 0;
+  /// Bytes this JIT published since it last trimmed the directory.
+  std::atomic<int64_t> bytesSinceTrim{-1};
   kiln_runtime *runtime = nullptr;
   std::mutex mutex;
   std::unordered_map<std::string, std::shared_ptr<Entry>> memory;
