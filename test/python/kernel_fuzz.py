@@ -1,11 +1,13 @@
 """Random tile programs and a float64 interpreter of the same source.
 
 `generate(seed)` writes one `@kiln.jit` kernel as Python source, in one of
-four families: a GEMM-like loop (`gemm`), an attention-like one
+five families: a GEMM-like loop (`gemm`), an attention-like one
 (`attention`: online softmax, one or two loops), rows gathered by index
-(`gather`: DSA-like or bag-like) or whole rows in column blocks (`rows`:
-softmax's two passes, `cumsum`, `atomic_add`). Random choices fall where
-the GPU lowering has special cases:
+(`gather`: DSA-like or bag-like), whole rows in column blocks (`rows`:
+softmax's two passes, `cumsum`, `atomic_add`) or rows scattered to a
+permutation under a loaded count (`scatter`: `for` or `while`, integer `//`
+and `%` of negative values, a histogram by `atomic_add`). Random choices
+fall where the GPU lowering has special cases:
 
 - index tiles (`arange` + program id, the loop's offsets) in masks inside
   loops and `if`s (recomputed, not buffered, on the GPU);
@@ -21,7 +23,10 @@ the GPU lowering has special cases:
   num_stages=, overlap=)`; ragged sizes; masked loads with non-zero
   `other` values; a global store between the prologue's loads and the
   loop; a store over what the program has just loaded;
-- random elementwise tails, row and column reductions, bf16 outputs.
+- random elementwise tails, row and column reductions, bf16 outputs;
+- int8 dots into int32, K-major A tiles, dots on K halves through slices;
+- (`arguments`) every array one element past a 64-byte boundary, for a
+  fifth of the kernels: the unaligned paths out of TMA and chunked copies.
 
 `reference(source, name, grid, args, constexprs)` runs the same source
 with `kl` bound to a numpy float64 implementation, one program at a time,
@@ -141,7 +146,7 @@ def _operand(g, x, stor, dt, exact_conds):
 
 
 DOT_TYPES = ("kl.bfloat16", "kl.float16", "kl.float32")
-STORED = {"kl.bfloat16": "bf16", "kl.float16": "f16", "kl.float32": "f32"}
+STORED = {"kl.bfloat16": "bf16", "kl.float16": "f16", "kl.float32": "f32", "kl.int8": "i8"}
 
 
 def _ragged(g, block, limit_blocks):
@@ -156,7 +161,9 @@ def _ragged(g, block, limit_blocks):
 def _gemm(g):
     # 64 and 128 rows let sm_90a's dots take wgmma (a warpgroup per 64 rows).
     BM, BN, BK = g.pick((16, 32, 64, 64, 128)), g.pick((16, 32, 64)), g.pick((16, 32))
-    dt = g.pick(DOT_TYPES)
+    # int8 dots (W8A8) need K steps of 32 for the tensor cores; 16 sums
+    # without them.
+    dt = g.pick(DOT_TYPES + ("kl.int8",))
     if dt == "kl.float32" and BM == 128:
         # f32 dots are FMA chains on GPUs, their tiles in shared memory: at
         # 128 x 64 such a kernel can need more than an A100's 163 KiB (a
@@ -165,6 +172,8 @@ def _gemm(g):
     # 16-bit storage matching the dot's type half the time (operands
     # straight from memory: ldmatrix, TMA, wgmma from shared memory).
     stor = g.pick(("f32", STORED[dt] if dt != "kl.float32" else "bf16"))
+    if dt == "kl.int8":
+        stor = "i8"
     M, N, K = _ragged(g, BM, 3), _ragged(g, BN, 3), _ragged(g, BK, 6)
     g.lines.append("@kiln.jit")
     g.lines.append("def {name}(a_ptr, b_ptr, v_ptr, w_ptr, out_ptr, red_ptr, M, N, K, flag, "
@@ -189,8 +198,9 @@ def _gemm(g):
         vecs.append("cv[None, :]")
     out_conds = ["rm[:, None] >= rn[None, :]", "(rm[:, None] + rn[None, :]) % 3 != 1",
                  "rn[None, :] < split"]
-    g.emit("acc = kl.zeros((BM, BN), kl.float32)")
-    stat = g.pick((None, "max", "sum"))
+    int8 = dt == "kl.int8"
+    g.emit(f"acc = kl.zeros((BM, BN), {'kl.int32' if int8 else 'kl.float32'})")
+    stat = g.pick((None, "max", "sum")) if not int8 else None
     red = g.pick(("stat", "sum1", "max0")) if stat else g.pick(("sum1", "max0", None, None))
     if red is None and g.chance(0.6):
         red = "early"   # a global store between the prologue's loads and the loop
@@ -198,13 +208,18 @@ def _gemm(g):
         g.emit("st = kl.full((BM,), -1000.0, kl.float32)")
     elif stat == "sum":
         g.emit("st = kl.zeros((BM,), kl.float32)")
-    ma, mb = g.pick(("ptr", "ptr", "desc", "bp")), g.pick(("ptr", "ptr", "desc", "bp"))
-    pre_a, load_a, adv_a = _tile_load(ma, "a", "a_ptr", ("M", "K"), ("pid_m * BM", "k0"),
-                                      ("pid_m * BM", "0"), ("0", "BK"), ("BM", "BK"),
-                                      g.pick(("0.0", "1.0", "-2.0")))
+    ma, mb = g.pick(("ptr", "ptr", "desc", "bp", "kt")), g.pick(("ptr", "ptr", "desc", "bp"))
+    if ma == "kt":   # A stored K-major ([K, M]): its tile read transposed
+        pre_a, load_a, adv_a = [], ("a = kl.load(a_ptr + kk[None, :] * M + rm[:, None], "
+                                    "mask=(kk[None, :] < K) & (rm[:, None] < M), "
+                                    f"other={g.pick(('0.0', '-2.0')) if not int8 else 0})"), None
+    else:
+        pre_a, load_a, adv_a = _tile_load(ma, "a", "a_ptr", ("M", "K"), ("pid_m * BM", "k0"),
+                                          ("pid_m * BM", "0"), ("0", "BK"), ("BM", "BK"),
+                                          g.pick(("0.0", "1.0", "-2.0")) if not int8 else "0")
     pre_b, load_b, adv_b = _tile_load(mb, "b", "b_ptr", ("K", "N"), ("k0", "pid_n * BN"),
                                       ("0", "pid_n * BN"), ("BK", "0"), ("BK", "BN"),
-                                      g.pick(("0.0", "0.5")))
+                                      g.pick(("0.0", "0.5")) if not int8 else "0")
     for line in pre_a + pre_b:
         g.emit(line)
     if red == "early":
@@ -216,11 +231,21 @@ def _gemm(g):
     g.emit("kk = k0 + rk")
     g.emit(load_a)
     g.emit(load_b)
-    opa = _operand(g, "a", stor, dt, ["rm[:, None] >= kk[None, :]", "kk[None, :] < split"])
-    opb = _operand(g, "b", stor, dt, ["kk[:, None] <= rn[None, :]"])
+    if int8:   # exact int32 sums (W8A8), straight from the loaded bytes
+        opa, opb = "a", "b"
+    else:
+        opa = _operand(g, "a", stor, dt, ["rm[:, None] >= kk[None, :]", "kk[None, :] < split"])
+        opb = _operand(g, "b", stor, dt, ["kk[:, None] <= rn[None, :]"])
     loop_conds = ["rm[:, None] >= rn[None, :] + k0", "rn[None, :] < split + k0",
                   "(rm[:, None] + k0) % 2 == 0"]
-    if not stat and not inplace and g.chance(0.4):
+    if not stat and not inplace and g.chance(0.25):
+        # Two dots on halves of the K step (tile slices; K of 8 or 16 each).
+        g.emit(f"ao = {opa}")
+        g.emit(f"bo = {opb}")
+        h = {16: 8, 32: 16}[BK] if not g.chance(0.3) else {16: 8, 32: 8}[BK]
+        g.emit(f"acc = kl.dot(ao[:, :{h}], bo[:{h}, :], acc)")
+        g.emit(f"acc = kl.dot(ao[:, {h}:], bo[{h}:, :], acc)")
+    elif int8 or (not stat and not inplace and g.chance(0.4)):
         g.emit(f"acc = kl.dot({opa}, {opb}, acc)")
     else:
         g.emit(f"s = kl.dot({opa}, {opb})")
@@ -239,6 +264,8 @@ def _gemm(g):
         if adv:
             g.emit(adv)
     g.depth -= 1
+    if int8:
+        g.emit("acc = acc.to(kl.float32)")
     if g.chance(0.4):
         g.emit_if("flag > 0", "acc = " + _ew(g, "acc", vecs, out_conds, 1))
     if g.chance(0.5):
@@ -265,7 +292,7 @@ def _gemm(g):
     gm, gn = -(-M // BM), -(-N // BN)
     # Inputs: a, b, v, w; outputs: out (M x N), red (gn x M or gm x N; unused
     # when no reduction is stored).
-    shapes = dict(a=(M, K), b=(K, N), v=(M,), w=(N,), out=(M, N),
+    shapes = dict(a=(K, M) if ma == "kt" else (M, K), b=(K, N), v=(M,), w=(N,), out=(M, N),
                   red=(gn * M,) if red in ("stat", "sum1", "early") else (gm * N,))
     scalars = dict(M=M, N=N, K=K, flag=int(g.r.integers(0, 2)),
                    split=int(g.r.integers(0, max(K, N) + 1)))
@@ -489,25 +516,118 @@ def _rows(g):
                 order=("x", "w", "out", "col", "M", "N", "split"), tol={})
 
 
+def _scatter(g):
+    """Rows (or elements) of each program's segment scattered to computed or
+    loaded destinations, a permutation of the segment, under a count loaded
+    per program (a `for` up to it or a `while` loop); integer `//` and `%`
+    of negative values by constants and runtime divisors of either sign,
+    stored as floats; a histogram by `atomic_add` whose bins repeat within a
+    tile. Elements past each program's count stay poisoned, and must."""
+    BN = g.pick((16, 32, 64, 128))
+    D = g.pick((1, 1, 4, 16, 32, 64))
+    stor = g.pick(("f32", "bf16"))
+    L, G, H = _ragged(g, BN, 4), int(g.r.integers(1, 5)), int(g.r.integers(2, 40))
+    out_stor = g.pick(("f32", stor))
+    rows = D > 1
+    g.lines.append("@kiln.jit")
+    g.lines.append("def {name}(x_ptr, cnt_ptr, perm_ptr, out_ptr, q_ptr, hist_ptr, L, H, "
+                   "split, m, BN: kl.constexpr, D: kl.constexpr):")
+    g.emit("pid = kl.program_id(0)")
+    g.emit("n = kl.load(cnt_ptr + pid)")
+    if rows:
+        g.emit("rd = kl.arange(0, D)")
+    loop = g.pick(("for", "while"))
+    if loop == "for":
+        g.emit(_loop(g, "j", "0", "n", "BN"))
+    else:
+        g.emit("j = 0")
+        g.emit("while j < n:")
+    g.depth += 1
+    g.emit("rn = j + kl.arange(0, BN)")
+    g.emit("ok = rn < n")
+    # (x * p + c) mod L is a permutation of [0, L) where p and L are coprime.
+    p = g.pick([v for v in (1, 3, 5, 7, 11, 13) if math.gcd(v, L) == 1])
+    computed = g.chance(0.5)
+    if computed:
+        g.emit(f"dst = (rn * {p} + pid * {g.pick((0, 1, 9))} - split) % L")
+    else:
+        g.emit("dst = kl.load(perm_ptr + pid * L + rn, mask=ok, other=0)")
+    g.emit("src = pid * L + rn")
+    g.emit("to = pid * L + dst")
+    as_f32 = "" if stor == "f32" else ".to(kl.float32)"
+    conds = ["dst[:, None] < split" if rows else "dst < split",
+             "(rn[:, None] % 3 == 1)" if rows else "rn % 3 == 1"]
+    if rows:
+        g.emit("x = kl.load(x_ptr + src[:, None] * D + rd[None, :], mask=rn[:, None] < n, "
+               f"other=0.0){as_f32}")
+        g.emit("y = " + _ew(g, "x", [], conds, int(g.r.integers(0, 2))))
+        g.emit("kl.store(out_ptr + to[:, None] * D + rd[None, :], y, mask=rn[:, None] < n)")
+        h = "kl.sum(y, axis=1)"
+    else:
+        g.emit(f"x = kl.load(x_ptr + src, mask=ok, other=0.0){as_f32}")
+        g.emit("y = " + _ew(g, "x", [], conds, int(g.r.integers(0, 2))))
+        g.emit("kl.store(out_ptr + to, y, mask=ok)")
+        h = "y"
+    c1, c2 = g.pick((3, -3, 7, -2, 16)), g.pick((5, -4, 2, -7))
+    g.emit(f"q = ((rn - split) // {c1}).to(kl.float32) + ((rn * 3 - split) % {c2}).to(kl.float32)"
+           " * 0.25 + ((split - rn) // m).to(kl.float32) * 0.0625 + "
+           "((rn - split) % m).to(kl.float32) * 0.5")
+    g.emit("kl.store(q_ptr + src, q, mask=ok)")
+    if g.chance(0.6):
+        g.emit(f"kl.atomic_add(hist_ptr + (rn * {g.pick((1, 7, 13))} + split) % H, {h}, mask=ok)")
+    if loop == "while":
+        g.emit("j += BN")
+    g.depth -= 1
+    shapes = dict(x=(G * L, D), cnt=(G,), perm=(G, L), out=(G * L, D), q=(G * L,), hist=(H,))
+    scalars = dict(L=L, H=H, split=int(g.r.integers(0, 2 * L + 1)),
+                   m=int(g.pick((-9, -5, -3, -1, 1, 2, 4, 6))))
+    return dict(grid=(G,), constexprs=dict(BN=BN, D=D), shapes=shapes,
+                inputs=("x",), indices=dict(cnt=L + 1), perms=("perm",),
+                outputs=("out", "q", "hist"), zeroed=("hist",),
+                storage=dict(x=stor, out=out_stor), scalars=scalars,
+                order=("x", "cnt", "perm", "out", "q", "hist", "L", "H", "split", "m"),
+                tol=dict(out=EXACT, q=0.0, hist=EXACT),
+                bf16_outputs=("out",) if out_stor == "bf16" else ())
+
+
 def generate(seed):
     """(the kernel's source, with `{name}` where its function's name goes;
     its spec: grid, constexprs, shapes, inputs, outputs, tolerances)."""
     g = _Gen(seed)
-    family = g.pick(("gemm", "gemm", "attention", "attention", "gather", "rows"))
-    spec = dict(gemm=_gemm, attention=_attention, gather=_gather, rows=_rows)[family](g)
+    family = g.pick(("gemm", "gemm", "attention", "attention", "gather", "rows", "scatter"))
+    spec = dict(gemm=_gemm, attention=_attention, gather=_gather, rows=_rows,
+                scatter=_scatter)[family](g)
     spec["family"] = family
     return "\n".join(g.lines) + "\n", spec
 
 
 def inputs(spec, rng):
-    """bf16-exact float32 inputs (values of N(0, 1) rounded to bf16), and
-    int32 indices below each index input's bound."""
+    """bf16-exact float32 inputs (values of N(0, 1) rounded to bf16; int8
+    values for int8 storage), int32 indices below each index input's bound,
+    and int32 permutations of each row of a `perms` input."""
     out = {}
     for name in spec["inputs"]:
+        if spec["storage"].get(name) == "i8":
+            out[name] = rng.integers(-128, 128, spec["shapes"][name]).astype(np.int8)
+            continue
         x = rng.standard_normal(spec["shapes"][name]).astype(np.float32)
         out[name] = _round(x, "bf16").astype(np.float32)
     for name, bound in spec.get("indices", {}).items():
         out[name] = rng.integers(0, bound, spec["shapes"][name]).astype(np.int32)
+    for name in spec.get("perms", ()):
+        rows, cols = spec["shapes"][name]
+        out[name] = np.stack([rng.permutation(cols) for _ in range(rows)]).astype(np.int32)
+    return out
+
+
+def _misaligned(x):
+    """`x` copied to an address one element past a 64-byte boundary (numpy
+    aligns its buffers: TMA's 16-byte base condition, the chunked gathers'
+    and stores' row alignment fail for such an array)."""
+    buf = np.empty(x.size + 64 // x.itemsize + 1, x.dtype)
+    start = (-(buf.ctypes.data // x.itemsize)) % (64 // x.itemsize) + 1
+    out = buf[start:start + x.size].reshape(x.shape)
+    out[...] = x
     return out
 
 
@@ -517,19 +637,22 @@ def arguments(spec, rng, bf16):
     for the reference), outputs poisoned (NaN; bf16 NaN bits) or zeroed
     where atomics add to them, and the scalars."""
     values = inputs(spec, rng)
+    # A fifth of the kernels get every array one element past an aligned
+    # address.
+    place = _misaligned if rng.random() < 0.2 else (lambda x: x)
     args, ref_args = dict(spec["scalars"]), dict(spec["scalars"])
     for n, shape in spec["shapes"].items():
         stor = spec["storage"].get(n, "f32")
         if n in values:
             x = values[n].astype(np.float16) if stor == "f16" else values[n]
             ref_args[n] = x if x.dtype.kind == "i" else x.astype(np.float64)
-            args[n] = bf16(bf16_bits(x)) if stor == "bf16" else x
+            args[n] = bf16(place(bf16_bits(x))) if stor == "bf16" else place(x)
         elif n in spec.get("zeroed", ()):
-            ref_args[n], args[n] = np.zeros(shape), np.zeros(shape, np.float32)
+            ref_args[n], args[n] = np.zeros(shape), place(np.zeros(shape, np.float32))
         else:
             ref_args[n] = np.full(shape, np.nan)
-            args[n] = (bf16(np.full(shape, 0x7FC0, np.uint16)) if stor == "bf16" else
-                       np.full(shape, np.nan, np.float32))
+            args[n] = (bf16(place(np.full(shape, 0x7FC0, np.uint16))) if stor == "bf16" else
+                       place(np.full(shape, np.nan, np.float32)))
     return [args[n] for n in spec["order"]], [ref_args[n] for n in spec["order"]]
 
 
@@ -566,6 +689,14 @@ def compare(spec, name, got, ref):
     computation bit by bit: the nearest bf16 value, or its neighbour where
     the float64 value lies within EXACT of the midpoint between them."""
     got = np.asarray(got, np.float64).reshape(ref.shape)
+    # Elements the reference leaves poisoned (a scatter's unnamed rows) must
+    # stay so: a write there is wrong.
+    untouched = np.isnan(ref)
+    if (~np.isnan(got[untouched])).any():
+        return f"{(~np.isnan(got[untouched])).sum()} elements written that nothing names"
+    got, ref = got[~untouched], ref[~untouched]
+    if got.size == 0:
+        return None
     if np.isnan(got).any():
         return f"{np.isnan(got).sum()} NaN elements"
     scale = max(1.0, float(np.abs(ref).max()))
@@ -598,6 +729,8 @@ def bf16_values(bits):
 
 
 def _round(x, kind):
+    if kind in ("i8", "i32"):   # toward zero (not wrapped: values stay in range here)
+        return np.trunc(np.asarray(x, np.float64)).astype(np.int64)
     x = np.asarray(x, np.float64)
     if kind == "f16":
         return x.astype(np.float16).astype(np.float64)
@@ -659,6 +792,7 @@ def _namespace(state):
     kl = _NumpyKl()
     kl.constexpr = "constexpr"
     kl.float32, kl.bfloat16, kl.float16 = "f32", "bf16", "f16"
+    kl.int8, kl.int32 = "i8", "i32"
     kl.program_id = lambda axis=0: state["pid"][axis]
     kl.arange = lambda a, b: _t(np.arange(a, b))
     kl.zeros = lambda shape, dtype="f32": _t(np.zeros(shape))
