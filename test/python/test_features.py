@@ -3360,3 +3360,23 @@ def test_the_disk_cache_is_bounded_by_kiln_cache_max_mb(tmp_path):
     r = run_python(code, {"KILN_CACHE_DIR": str(cache), "KILN_CACHE_MAX_MB": "1GB"}, tmp_path)
     assert r.returncode != 0
     assert "KILN_CACHE_MAX_MB='1GB' is not a size in megabytes" in r.stderr, r.stderr
+
+
+def test_python_m_kiln_reports_and_clears_the_cache(tmp_path):
+    cache = tmp_path / "cache"
+    (cache / "autotune").mkdir(parents=True)
+    for n in ("a" * 64 + ".kiln", "b" * 64 + ".kiln", "c.kiln.tmp.1.2.3"):
+        (cache / n).write_bytes(b"\0" * 1000)
+    (cache / "autotune" / "k.json").write_text("{}")
+    (cache / "notes.txt").write_text("not kiln's")
+    env = dict(os.environ, KILN_CACHE_DIR=str(cache), KILN_CACHE_MAX_MB="64")
+    r = subprocess.run([sys.executable, "-m", "kiln"], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert f"JIT cache: {cache}, 2 kernels, 0.0 MB (bound 64 MB" in r.stdout, r.stdout
+    r = subprocess.run([sys.executable, "-m", "kiln", "clear-cache"], capture_output=True,
+                       text=True, env=env)
+    assert r.returncode == 0 and f"removed 4 files from {cache}" in r.stdout, (r.stdout, r.stderr)
+    assert sorted(p.name for p in cache.rglob("*") if p.is_file()) == ["notes.txt"]
+    r = subprocess.run([sys.executable, "-m", "kiln", "clear"], capture_output=True, text=True,
+                       env=env)
+    assert r.returncode == 2 and "usage: python -m kiln [clear-cache]" in r.stderr
