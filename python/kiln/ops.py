@@ -493,8 +493,9 @@ def paged_kv_gather(cache, block_table, seq_lens, max_len=None, block_t=8, block
     block_size, ...]: out[b, t] = cache[block_table[b, t // block_size],
     t % block_size] for t < seq_lens[b], zeros beyond. A token whose page
     is past the table or outside the cache reads zeros and raises
-    IndexError, or is counted in `errors`. cache: float32, float16 or
-    kiln.bf16 (out has its type), or a PyTorch CUDA tensor (block_table and
+    IndexError (the output as `e.partial`), or is counted in `errors`.
+    cache: float32, float16 or kiln.bf16 (out has its type), or a PyTorch
+    CUDA tensor (block_table and
     seq_lens then CUDA tensors of any integer type, or numpy). max_len
     defaults to max(seq_lens), which on PyTorch waits for the device."""
     name = "paged_kv_gather"
@@ -533,10 +534,11 @@ def paged_kv_gather(cache, block_table, seq_lens, max_len=None, block_t=8, block
                     [cache, block_table, seq_lens, out, word, batch, max_blocks, num_blocks,
                      max_len, width],
                     [_cdiv(max_len, block_t), _cdiv(width, block_w), batch])
+    out = side.wrap(out, dtype)
     _bad_indices(side, word, errors,
                  lambda c: f"paged_kv_gather: {c} token(s) map to pages outside the table or "
-                           "the cache")
-    return side.wrap(out, dtype)
+                           "the cache", out)
+    return out
 
 
 def moe_route(topk_ids, num_experts, errors=None):
@@ -544,7 +546,7 @@ def moe_route(topk_ids, num_experts, errors=None):
     (token of each grouped row), slot_rows [tokens, k] (row of each slot) and
     expert_offsets [num_experts + 1] (expert e's rows are offsets[e] to
     offsets[e + 1]), all int32. An id outside [0, num_experts) raises
-    IndexError, or is counted in `errors` (its rows then lie outside
+    IndexError (the three as `e.partial`), or is counted in `errors` (its rows then lie outside
     offsets[0] to offsets[num_experts]). topk_ids: numpy, or a PyTorch CUDA
     tensor of any integer type (as torch.topk returns): then computed by
     PyTorch on its device, and the results are CUDA tensors."""
@@ -578,9 +580,10 @@ def moe_route(topk_ids, num_experts, errors=None):
         slot_rows[order] = torch.arange(flat.shape[0], device=side.dev, dtype=torch.int32)
         offsets = torch.searchsorted(flat[order].contiguous(), torch.arange(
             num_experts + 1, device=side.dev, dtype=torch.int64)).to(torch.int32)
+    routed = src_rows, slot_rows.reshape(tokens, k), offsets
     _bad_indices(side, word, errors,
-                 lambda c: f"moe_route: {c} expert id(s) outside [0, {num_experts})")
-    return src_rows, slot_rows.reshape(tokens, k), offsets
+                 lambda c: f"moe_route: {c} expert id(s) outside [0, {num_experts})", routed)
+    return routed
 
 
 def moe_permute(x, src_rows, block_r=8, block_h=1024, errors=None):
@@ -597,7 +600,8 @@ def moe_permute(x, src_rows, block_r=8, block_h=1024, errors=None):
 def moe_unpermute(y, slot_rows, weights, block_t=16, block_h=128, errors=None):
     """out[t] = sum_k weights[t, k] * y[slot_rows[t, k]] (f32 accumulation;
     -1 slots are skipped; a slot outside [-1, rows) is skipped too and
-    raises IndexError, or is counted in `errors`). y: float32, float16 or
+    raises IndexError, the output as `e.partial`, or is counted in
+    `errors`). y: float32, float16 or
     kiln.bf16 (out has its type), or a PyTorch CUDA tensor; weights are
     float32 (converted)."""
     name = "moe_unpermute"
@@ -617,9 +621,10 @@ def moe_unpermute(y, slot_rows, weights, block_t=16, block_h=128, errors=None):
                            block_h=block_h, dtype=dtype),
                     [y, slot_rows, weights, out, word, tokens, k, rows, hidden],
                     [_cdiv(tokens, block_t), _cdiv(hidden, block_h)])
+    out = side.wrap(out, dtype)
     _bad_indices(side, word, errors,
-                 lambda c: f"moe_unpermute: {c} slot(s) outside [-1, {rows})")
-    return side.wrap(out, dtype)
+                 lambda c: f"moe_unpermute: {c} slot(s) outside [-1, {rows})", out)
+    return out
 
 
 # ---------------------------------------------------------------------------
@@ -1190,8 +1195,8 @@ def dsa_sparse_attention(q, kv, indices, d_v, scale=None, heads_block=16, block_
                          errors=None):
     """q [Sq, Hq, Dqk], kv [Skv, Dqk] (values: first d_v columns), indices
     [Sq, topk] (-1 skipped) -> (out [Sq, Hq, d_v], lse [Sq, Hq]) in float32.
-    An index outside [-1, Skv) is skipped too and raises IndexError, or is
-    counted in `errors`. q and kv are float32, both float16, or both
+    An index outside [-1, Skv) is skipped too and raises IndexError ((out,
+    lse) as `e.partial`), or is counted in `errors`. q and kv are float32, both float16, or both
     kiln.bf16 (f32 accumulation; P rounded to their type before P @ V); or
     both PyTorch CUDA tensors (indices then any integer CUDA tensor, as
     torch.topk's, or numpy)."""
@@ -1222,7 +1227,8 @@ def dsa_sparse_attention(q, kv, indices, d_v, scale=None, heads_block=16, block_
                     [q, kv, indices, out, lse, word, Sq, Hq, Skv, topk, scale],
                     [Sq, _cdiv(Hq, heads_block)])
     _bad_indices(side, word, errors,
-                 lambda c: f"dsa_sparse_attention: {c} index(es) outside [-1, {Skv})")
+                 lambda c: f"dsa_sparse_attention: {c} index(es) outside [-1, {Skv})",
+                 (out, lse))
     return out, lse
 
 

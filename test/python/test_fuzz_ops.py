@@ -162,16 +162,40 @@ def run_patch_embed(r):
     assert_close(out, ref, 1e-4, 1e-4 * max(1.0, np.abs(ref).max()))
 
 
+def with_bad_indices(r, call, count, message):
+    """`call(errors)` where `count` indices are out of range: half the time
+    with an `errors` word (which must get the count, nothing raised), else
+    without (IndexError naming the count, the output as `e.partial`). With
+    count 0, nothing is raised and the word stays 0. Returns the output."""
+    if r.random() < 0.5:
+        errors = np.zeros(1, np.int32)
+        out = call(errors)
+        assert errors[0] == count
+        return out
+    if not count:
+        return call(None)
+    with pytest.raises(IndexError, match=message(count)) as e:
+        call(None)
+    return e.value.partial
+
+
 def run_embedding(r):
     dtype = str(r.choice(["f32", "bf16", "f16"]))
     V, D = int(r.integers(1, 300)), int(r.integers(1, 300))
     shape = tuple(int(s) for s in r.integers(0, 9, int(r.integers(1, 3))))
     blocks = dict(block_n=int(r.choice([1, 2, 8, 16])), block_d=int(r.choice([16, 64, 1024])))
-    print(dict(op="embedding", dtype=dtype, V=V, D=D, ids=shape, **blocks))
     w, wv = data(r, (V, D), dtype)
     ids = r.integers(0, V, shape).astype(r.choice([np.int32, np.int64]))
-    out = kiln.ops.embedding(w, ids, **blocks)
-    assert_close(values(out), wv[ids], 0, 0)
+    bad = np.zeros(ids.shape, bool)
+    if ids.size and r.random() < 0.4:   # ids outside [0, V): zeros, counted
+        pos = r.choice(ids.size, int(r.integers(1, ids.size + 1)), replace=False)
+        ids.flat[pos] = r.choice([-1, -V - 3, V, V + 100], pos.size)
+        bad.flat[pos] = True
+    print(dict(op="embedding", dtype=dtype, V=V, D=D, ids=shape, bad=int(bad.sum()), **blocks))
+    out = with_bad_indices(r, lambda errors: kiln.ops.embedding(w, ids, errors=errors, **blocks),
+                           int(bad.sum()), lambda n: rf"embedding: {n} id\(s\) outside")
+    ref = np.where(bad[..., None], 0.0, wv[np.where(bad, 0, ids)])
+    assert_close(values(out), ref, 0, 0)
 
 
 def run_paged_kv(r):
@@ -184,14 +208,24 @@ def run_paged_kv(r):
     blocks = dict(block_t=int(r.choice([1, 8, 16])), block_w=int(r.choice([16, 128, 1024])))
     print(dict(op="paged_kv_gather", dtype=dtype, B=B, BS=BS, pages=pages, rest=rest, NB=NB,
                lens=lens.tolist(), max_len=max_len, **blocks))
+    # (The table's bad pages, if any, are drawn below.)
     cache, cv = data(r, (NB, BS) + rest, dtype)
     table = r.permutation(NB)[:B * pages].reshape(B, pages).astype(np.int32)
-    out = kiln.ops.paged_kv_gather(cache, table, lens, max_len=max_len, **blocks)
+    if r.random() < 0.4:   # pages outside the cache: their tokens read zeros, counted
+        pos = r.choice(table.size, int(r.integers(1, table.size + 1)), replace=False)
+        table.flat[pos] = r.choice([-1, NB, NB + 7], pos.size)
+    bad = (table < 0) | (table >= NB)
+    count = sum(int(bad[b, t // BS]) for b in range(B) for t in range(lens[b]))
+    out = with_bad_indices(
+        r, lambda errors: kiln.ops.paged_kv_gather(cache, table, lens, max_len=max_len,
+                                                   errors=errors, **blocks),
+        count, lambda n: rf"{n} token")
     L = int(lens.max()) if max_len is None else max_len
     ref = np.zeros((B, L) + rest)
     for b in range(B):
         for t in range(lens[b]):
-            ref[b, t] = cv[table[b, t // BS], t % BS]
+            if not bad[b, t // BS]:
+                ref[b, t] = cv[table[b, t // BS], t % BS]
     assert_close(values(out), ref, 0, 0)
 
 
@@ -212,11 +246,27 @@ def run_moe(r):
     assert (src == order // k).all()
     assert (src[slots.reshape(-1)] == np.arange(T * k) // k).all()
     x, xv = data(r, (T, Hd), dtype)
-    y = kiln.ops.moe_permute(x, src, **blocks)
-    assert_close(values(y), xv[src], 0, 0)
+    if r.random() < 0.4:   # -1 (an empty row: zeros) and rows outside [-1, T) (zeros, counted)
+        src = src.copy()
+        pos = r.choice(src.size, int(r.integers(1, src.size + 1)), replace=False)
+        src[pos] = r.choice([-1, -1, -2, T, T + 9], pos.size)
+    bad = (src < -1) | (src >= T)
+    y = with_bad_indices(r, lambda errors: kiln.ops.moe_permute(x, src, errors=errors, **blocks),
+                         int(bad.sum()), lambda n: rf"moe_permute: {n} source row\(s\)")
+    yv = np.where(((src < 0) | (src >= T))[:, None], 0.0, xv[np.clip(src, 0, T - 1)])
+    assert_close(values(y), yv, 0, 0)
     wts = r.random((T, k)).astype(np.float32)
-    out = kiln.ops.moe_unpermute(y, slots, wts, **ublocks)
-    ref = (wts.astype(np.float64)[:, :, None] * xv[src][slots]).sum(1)
+    if r.random() < 0.4:   # slots -1 (none: nothing added) and outside [-1, T k) (counted)
+        slots = slots.copy()
+        pos = r.choice(slots.size, int(r.integers(1, slots.size + 1)), replace=False)
+        slots.flat[pos] = r.choice([-1, -1, -5, T * k, T * k + 3], pos.size)
+    keep = (slots >= 0) & (slots < T * k)
+    out = with_bad_indices(
+        r, lambda errors: kiln.ops.moe_unpermute(y, slots, wts, errors=errors, **ublocks),
+        int(((slots < -1) | (slots >= T * k)).sum()),
+        lambda n: rf"moe_unpermute: {n} slot\(s\)")
+    ref = (np.where(keep, wts.astype(np.float64), 0)[:, :, None] *
+           yv[np.where(keep, slots, 0)]).sum(1)
     if dtype == "f32":
         assert_close(out, ref, 1e-5, 1e-5)
     else:   # rounded once to the data's type
@@ -259,9 +309,20 @@ def run_dsa(r):
         assert idx[t].tolist() == np.sort(top).tolist() + [-1] * (k - len(top)), t
     qq, qqv = data(r, (T, Hq, Dqk), dtype)
     kv, kvv = data(r, (S, Dqk), dtype)
-    out, lse = kiln.ops.dsa_sparse_attention(qq, kv, idx, d_v, heads_block=hb, block_k=bk)
+    if r.random() < 0.4:   # indices outside [-1, S): skipped, counted
+        idx = idx.copy()
+        pos = r.choice(idx.size, int(r.integers(1, idx.size + 1)), replace=False)
+        idx.flat[pos] = r.choice([-2, S, S + 50], pos.size)
+    nbad = int(((idx < -1) | (idx >= S)).sum())
+    if nbad and r.random() < 0.5:
+        with pytest.raises(IndexError, match=rf"{nbad} index\(es\) outside \[-1, {S}\)"):
+            kiln.ops.dsa_sparse_attention(qq, kv, idx, d_v, heads_block=hb, block_k=bk)
+    errors = np.zeros(1, np.int32)
+    out, lse = kiln.ops.dsa_sparse_attention(qq, kv, idx, d_v, heads_block=hb, block_k=bk,
+                                             errors=errors)
+    assert errors[0] == nbad
     for t in range(T):
-        sel = idx[t][idx[t] >= 0]
+        sel = idx[t][(idx[t] >= 0) & (idx[t] < S)]
         if sel.size == 0:
             assert (out[t] == 0).all() and np.isneginf(lse[t]).all()
             continue

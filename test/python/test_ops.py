@@ -118,15 +118,18 @@ def test_bad_indices_raise_or_are_counted(rng):
     ref = (np.where(keep, w, 0)[:, :, None] * y.astype(np.float64)[np.where(keep, bad_slots, 0)]).sum(1)
     assert errors[0] == 2
     assert_close(out, ref, 1e-5, 1e-5)
-    with pytest.raises(IndexError, match=r"moe_unpermute: 2 slot\(s\) outside \[-1, 74\)"):
+    with pytest.raises(IndexError, match=r"moe_unpermute: 2 slot\(s\) outside \[-1, 74\)") as e:
         kiln.ops.moe_unpermute(y, bad_slots, w, block_h=16)
+    assert_close(e.value.partial, ref, 1e-5, 1e-5)   # what errors= would have returned
     cache = rng.standard_normal((6, 16, 8)).astype(np.float32)
     table = np.array([[0, 5, 6], [2, -1, 1]], np.int32)
     errors = np.zeros(1, np.int32)
     kiln.ops.paged_kv_gather(cache, table, np.array([40, 20], np.int32), errors=errors)
     assert errors[0] == 8 + 4  # page 6 holds tokens 32..39, page -1 tokens 16..19
-    with pytest.raises(IndexError, match="12 token"):
+    with pytest.raises(IndexError, match="12 token") as e:
         kiln.ops.paged_kv_gather(cache, table, np.array([40, 20], np.int32))
+    assert e.value.partial.shape == (2, 40, 8) and not e.value.partial[0, 32:].any()
+    assert_close(e.value.partial[0, :16], cache[0].astype(np.float64), 0, 0)
     # An int64 id past int32's range is not wrapped into it: counted.
     with pytest.raises(IndexError, match="1 id"):
         kiln.ops.embedding(x, np.array([1, 2**32 + 5, 2], np.int64))
