@@ -114,11 +114,25 @@ _captured = None  # a list while the op benchmarks capture kiln.ops' launches
 
 def to_dev(a):
     """A numpy array as a PyTorch CUDA tensor; uint16 arrays are bf16 bits
-    (kernels' bf16 arguments take torch.bfloat16 tensors only)."""
+    (kernels' bf16 arguments take torch.bfloat16 tensors only). An array
+    whose address is not 16-byte aligned (the random kernels' misaligned
+    arguments) gets a device address with the same offset from a 16-byte
+    boundary, so the kernel takes the same unaligned paths on the GPU."""
     a = np.ascontiguousarray(a)
     if a.dtype == np.uint16:
-        return torch.from_numpy(a.view(np.int16)).to(dev).view(torch.bfloat16)
-    return torch.from_numpy(a).to(dev)
+        t = torch.from_numpy(a.view(np.int16)).to(dev).view(torch.bfloat16)
+    else:
+        t = torch.from_numpy(a).to(dev)
+    skew = a.ctypes.data % 16
+    if skew and skew % a.itemsize == 0 and t.numel():
+        # (PyTorch's allocations are at least 256-byte aligned.)
+        k = skew // a.itemsize
+        buf = torch.empty(t.numel() + k, dtype=t.dtype, device=dev)
+        moved = buf[k:].view(t.shape)
+        moved.copy_(t)
+        assert moved.data_ptr() % 16 == skew
+        t = moved
+    return t
 
 
 def to_host(t):
