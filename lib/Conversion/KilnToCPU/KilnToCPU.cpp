@@ -1507,17 +1507,23 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
                pairWidth >= 4 && pairWidth <= 16;
   int64_t w = pairs ? pairWidth : vectorWidth({accElt}, N);
   int64_t nvec = N / w;
+  // The block must fit the vector registers: 32 with AVX-512, 16 with AVX2
+  // and SSE. AVX-512 takes up to 4 vectors of a row of B (6 x 4 = 24
+  // accumulators + 4 B vectors + 1 broadcast <= 32 zmm), the others 2
+  // (6 x 2 = 12 + 2 + 1 <= 16 ymm, Haswell's 6 x 16 block): at 6 x 4 an
+  // AVX2 kernel kept half its accumulators on the stack, a load and a store
+  // around every FMA.
+  int64_t registers = vectorBits >= 512 ? 32 : 16;
   int64_t nv = 1;
   for (int64_t cand : {4, 3, 2, 1})
-    if (nvec % cand == 0) {
+    if (cand <= registers / 8 && nvec % cand == 0) {
       nv = cand;
       break;
     }
-  // Rows per register block: as many as the registers hold (6 x 4 vectors =
-  // 24 accumulators + 4 rhs vectors + 1 broadcast <= 32 zmm); the M % mr
-  // remainder rows get a second, smaller static block.
-  int64_t mr = std::max<int64_t>(1, std::min<int64_t>(M, 24 / nv));
-  mr = std::min<int64_t>(mr, 6);
+  // Rows per register block: as many as the registers hold, at most 6; the
+  // M % mr remainder rows get a second, smaller static block.
+  int64_t mr = std::max<int64_t>(
+      1, std::min<int64_t>({M, (registers - nv - 1) / nv, int64_t(6)}));
   int64_t mMain = M - M % mr, mRem = M % mr;
   // An f16/bf16 accumulator is carried in f32 through the k loop and
   // rounded once at its end (as GPUs' f32-accumulating dots and Triton do):
