@@ -1,12 +1,14 @@
 """Random tile programs and a float64 interpreter of the same source.
 
 `generate(seed)` writes one `@kiln.jit` kernel as Python source, in one of
-five families: a GEMM-like loop (`gemm`), an attention-like one
+six families: a GEMM-like loop (`gemm`), an attention-like one
 (`attention`: online softmax, one or two loops), rows gathered by index
 (`gather`: DSA-like or bag-like), whole rows in column blocks (`rows`:
 softmax's two passes, `cumsum`, `atomic_add`) or rows scattered to a
 permutation under a loaded count (`scatter`: `for` or `while`, integer `//`
-and `%` of negative values, a histogram by `atomic_add`). Random choices
+and `%` of negative values, a histogram by `atomic_add`), or the elementwise
+and row library (`zoo`: math functions, integer and bit operations, float to
+int conversions, reductions, scans and sorts along a row). Random choices
 fall where the GPU lowering has special cases:
 
 - index tiles (`arange` + program id, the loop's offsets) in masks inside
@@ -590,13 +592,131 @@ def _scatter(g):
                 bf16_outputs=("out",) if out_stor == "bf16" else ())
 
 
-def generate(seed):
+def _exact_f(g, leaves, depth):
+    """A float expression whose f32 value is exact (bf16-exact leaves of
+    modest size: sums, products, halvings, floors stay representable)."""
+    if depth == 0:
+        return g.pick(leaves)
+    a, b = _exact_f(g, leaves, depth - 1), _exact_f(g, leaves, depth - 1)
+    return g.pick([f"-({a})", f"kl.abs({a})", f"({a}) * 2.0", f"({a}) * 0.5",
+                   f"({a}) + ({b})", f"({a}) * ({b})", f"kl.maximum({a}, {b})",
+                   f"kl.minimum({a}, {b})", f"kl.where({a} > {b}, {a}, {b} * 0.5)",
+                   f"kl.floor({a})", f"kl.ceil({a})", f"kl.clamp({a}, -1.0, 1.5)"])
+
+
+def _approx_f(g, leaves, depth):
+    """A float expression through the math library (f32 roundings and the
+    target's approximations: compared with EXACT)."""
+    if depth == 0:
+        return g.pick(leaves)
+    a, b = _approx_f(g, leaves, depth - 1), _approx_f(g, leaves, depth - 1)
+    return g.pick([f"kl.exp(-kl.abs({a}))", f"kl.tanh({a})", f"kl.sigmoid({a})",
+                   f"kl.erf({a})", f"kl.sqrt(kl.abs({a}))", f"kl.rsqrt(kl.abs({a}) + 1.0)",
+                   f"kl.log(kl.abs({a}) + 1.0)", f"kl.log2(kl.abs({a}) + 0.5)",
+                   f"kl.exp2(kl.minimum({a}, 4.0))", f"kl.sin(kl.tanh({a}) * 3.0)",
+                   f"kl.cos({a} * 0.5)", f"kl.fma({a}, {b}, 0.5)",
+                   f"({a}) / (1.0 + kl.abs({b}))", f"({a}) - ({b})",
+                   f"kl.maximum({a}, {b})", f"({a}) ** 2"])
+
+
+def _int_e(g, leaves, depth):
+    """An int32 expression (values stay far from overflow): Python's // and
+    % by constants of either sign, bitwise operations of negative values,
+    arithmetic shifts, the high half of unsigned products."""
+    if depth == 0:
+        return g.pick(leaves)
+    a, b = _int_e(g, leaves, depth - 1), _int_e(g, leaves, depth - 1)
+    c = g.pick((3, -3, 7, -5, 16))
+    return g.pick([f"({a}) // {c}", f"({a}) % {c}", f"({a}) & {g.pick((7, 255, -16))}",
+                   f"({a}) | {g.pick((1, 6, -256))}", f"({a}) ^ ({b})",
+                   f"({a}) >> {g.pick((1, 3))}", f"(({a}) % 64) << {g.pick((1, 4))}",
+                   f"({a}) + ({b})", f"({a}) - ({b})", f"kl.abs({a})",
+                   f"kl.maximum({a}, {b})", f"kl.minimum({a}, {b})",
+                   f"kl.where({a} > {b}, {a}, -({b}))",
+                   f"kl.umulhi({a}, {g.pick((65537, 1 << 20, 123456789))})"])
+
+
+def _zoo(g):
+    """Whole rows (one column block) through the elementwise and reduction
+    library: exact float expressions, math functions, integer arithmetic and
+    bit operations, float-to-int conversions, and a reduction, scan or sort
+    along the row (sums, maxima, argmax/argmin of exact values, cumulative
+    sums, maxima and minima either way, associative_scan with a combiner
+    function, xor_sum, a bitonic sort either way)."""
+    BM, BN = g.pick((1, 2, 4, 8, 16)), g.pick((16, 32, 64, 128))
+    M, N = _ragged(g, max(BM, 4), 3), int(g.r.integers(1, BN + 1))
+    combine = g.chance(0.2)
+    if combine:
+        g.lines.append("@kiln.jit")
+        g.lines.append("def {name}_combine(a, b):")
+        g.lines.append("    return " + g.pick(("a + b", "kl.maximum(a, b)", "kl.minimum(a, b)")))
+        g.lines.append("")
+        g.lines.append("")
+    g.lines.append("@kiln.jit")
+    g.lines.append("def {name}(x_ptr, y_ptr, i_ptr, out_ptr, iout_ptr, red_ptr, M, N, s, "
+                   "BM: kl.constexpr, BN: kl.constexpr):")
+    g.emit("rm = kl.program_id(0) * BM + kl.arange(0, BM)")
+    g.emit("rn = kl.arange(0, BN)")
+    g.emit("ok = (rm[:, None] < M) & (rn[None, :] < N)")
+    g.emit("at = rm[:, None] * N + rn[None, :]")
+    g.emit(f"x = kl.load(x_ptr + at, mask=ok, other={g.pick(('0.0', '1.0', '-2.0'))})")
+    g.emit("y = kl.load(y_ptr + at, mask=ok, other=0.5)")
+    g.emit("i = kl.load(i_ptr + at, mask=ok, other=0)")
+    g.emit("e = " + _exact_f(g, ["x", "y", "(x * 4.0)"], int(g.r.integers(1, 3))))
+    g.emit("f = " + _approx_f(g, ["x", "y", "e"], int(g.r.integers(1, 3))))
+    ileaves = ["i", "(rn[None, :] - s)", "(rm[:, None] * 3 - i)", "(e * 8.0).to(kl.int32)"]
+    g.emit("k = " + _int_e(g, ileaves, int(g.r.integers(1, 3))))
+    g.emit("kl.store(out_ptr + at, f + k.to(kl.float32) * 0.25, mask=ok)")
+    g.emit("kl.store(iout_ptr + at, k, mask=ok)")
+    # Along the row: on all BN columns (the masked ones hold what the loads'
+    # `other` gave; the reference loads the same).
+    red = g.pick(("sum", "max", "argmax", "argmin", "xor", "cumsum", "cummax", "cummin",
+                  "sort", "combine" if combine else "sum"))
+    rev = g.pick(("", ", reverse=True"))
+    tol = {}
+    if red in ("sum", "max"):
+        g.emit(f"r = kl.{red}(f, axis=1)")
+        g.emit("kl.store(red_ptr + rm, r, mask=rm < M)")
+    elif red in ("argmax", "argmin"):
+        g.emit(f"r = kl.{red}(e, axis=1)")
+        g.emit("kl.store(red_ptr + rm, r.to(kl.float32), mask=rm < M)")
+    elif red == "xor":
+        g.emit("r = kl.xor_sum(k, axis=1)")
+        g.emit("kl.store(red_ptr + rm, r.to(kl.float32), mask=rm < M)")
+    else:
+        what = g.pick(("e", "f"))
+        if red == "sort":
+            g.emit(f"r = kl.sort({what}, dim=1{g.pick(('', ', descending=True'))})")
+        elif red == "combine":
+            g.emit(f"r = kl.associative_scan({what}, 1, {{name}}_combine{rev})")
+        else:
+            g.emit(f"r = kl.{red}({what}, axis=1{rev})")
+        g.emit("kl.store(red_ptr + at, r, mask=ok)")
+    shapes = dict(x=(M, N), y=(M, N), i=(M, N), out=(M, N), iout=(M, N),
+                  red=(M, N) if red in ("cumsum", "cummax", "cummin", "sort", "combine")
+                  else (M,))
+    return dict(grid=(-(-M // BM),), constexprs=dict(BM=BM, BN=BN), shapes=shapes,
+                inputs=("x", "y"), indices=dict(i=(-1000, 1000)), outputs=("out", "iout", "red"),
+                storage=dict(iout="i32"), scalars=dict(M=M, N=N, s=int(g.r.integers(-40, 40))),
+                order=("x", "y", "i", "out", "iout", "red", "M", "N", "s"),
+                tol=dict(iout=0.0, **tol))
+
+
+FAMILIES = ("gemm", "attention", "gather", "rows", "scatter", "zoo")
+
+
+def generate(seed, family=None):
     """(the kernel's source, with `{name}` where its function's name goes;
-    its spec: grid, constexprs, shapes, inputs, outputs, tolerances)."""
+    its spec: grid, constexprs, shapes, inputs, outputs, tolerances). One of
+    `family` (a name in FAMILIES, or several separated by commas) when
+    given."""
     g = _Gen(seed)
-    family = g.pick(("gemm", "gemm", "attention", "attention", "gather", "rows", "scatter"))
+    family = g.pick(("gemm", "gemm", "attention", "attention", "gather", "rows", "scatter",
+                     "zoo"))
+    if family_choice := (family and family.split(",")):
+        family = family_choice[seed % len(family_choice)]
     spec = dict(gemm=_gemm, attention=_attention, gather=_gather, rows=_rows,
-                scatter=_scatter)[family](g)
+                scatter=_scatter, zoo=_zoo)[family](g)
     spec["family"] = family
     return "\n".join(g.lines) + "\n", spec
 
@@ -613,7 +733,8 @@ def inputs(spec, rng):
         x = rng.standard_normal(spec["shapes"][name]).astype(np.float32)
         out[name] = _round(x, "bf16").astype(np.float32)
     for name, bound in spec.get("indices", {}).items():
-        out[name] = rng.integers(0, bound, spec["shapes"][name]).astype(np.int32)
+        lo, hi = bound if isinstance(bound, tuple) else (0, bound)
+        out[name] = rng.integers(lo, hi, spec["shapes"][name]).astype(np.int32)
     for name in spec.get("perms", ()):
         rows, cols = spec["shapes"][name]
         out[name] = np.stack([rng.permutation(cols) for _ in range(rows)]).astype(np.int32)
@@ -649,11 +770,17 @@ def arguments(spec, rng, bf16):
             args[n] = bf16(place(bf16_bits(x))) if stor == "bf16" else place(x)
         elif n in spec.get("zeroed", ()):
             ref_args[n], args[n] = np.zeros(shape), place(np.zeros(shape, np.float32))
+        elif stor == "i32":
+            ref_args[n], args[n] = np.full(shape, np.nan), place(np.full(shape, POISON_I32,
+                                                                         np.int32))
         else:
             ref_args[n] = np.full(shape, np.nan)
             args[n] = (bf16(place(np.full(shape, 0x7FC0, np.uint16))) if stor == "bf16" else
                        place(np.full(shape, np.nan, np.float32)))
     return [args[n] for n in spec["order"]], [ref_args[n] for n in spec["order"]]
+
+
+POISON_I32 = 0x5A5A5A5A   # an int32 output's poison (the reference's is NaN)
 
 
 def load_kernel(folder, name, source):
@@ -678,6 +805,8 @@ def check_outputs(spec, args, ref, bf16):
     for o in spec["outputs"]:
         i = spec["order"].index(o)
         got = bf16_values(args[i].array) if isinstance(args[i], bf16) else args[i]
+        if got.dtype == np.int32:
+            got = np.where(got == POISON_I32, np.nan, got)
         out.append((o, compare(spec, o, got, ref[i].reshape(spec["shapes"][o]))))
     return out
 
@@ -831,7 +960,60 @@ def _namespace(state):
         np.add.at(p.buf, off[m], v[m])
 
     kl.atomic_add = atomic_add
-    kl.cumsum = lambda x, axis=0: _t(np.cumsum(x, axis=axis))
+    f64 = lambda x: np.asarray(x, np.float64)
+    kl.sigmoid = lambda x: _t(1.0 / (1.0 + np.exp(-f64(x))))
+    kl.erf = lambda x: _t(np.vectorize(math.erf, otypes=[np.float64])(f64(x)))
+    kl.sqrt = lambda x: _t(np.sqrt(f64(x)))
+    kl.rsqrt = lambda x: _t(1.0 / np.sqrt(f64(x)))
+    kl.log2 = lambda x: _t(np.log2(f64(x)))
+    kl.exp2 = lambda x: _t(np.exp2(f64(x)))
+    kl.sin = lambda x: _t(np.sin(f64(x)))
+    kl.cos = lambda x: _t(np.cos(f64(x)))
+    kl.floor = lambda x: _t(np.floor(f64(x)))
+    kl.ceil = lambda x: _t(np.ceil(f64(x)))
+    kl.clamp = lambda x, lo, hi: _t(np.clip(f64(x), lo, hi))
+    kl.fma = lambda x, y, z: _t(f64(x) * f64(y) + f64(z))
+    kl.argmax = lambda x, axis: _t(np.argmax(np.asarray(x), axis=axis))
+    kl.argmin = lambda x, axis: _t(np.argmin(np.asarray(x), axis=axis))
+    kl.xor_sum = lambda x, axis=None: _t(np.bitwise_xor.reduce(np.asarray(x), axis=axis))
+
+    def scan(ufunc):
+        def run(x, axis=0, reverse=False):
+            x = np.asarray(x)
+            if reverse:
+                return _t(np.flip(ufunc.accumulate(np.flip(x, axis), axis=axis), axis))
+            return _t(ufunc.accumulate(x, axis=axis))
+        return run
+
+    kl.cummax, kl.cummin = scan(np.maximum), scan(np.minimum)
+
+    def associative_scan(x, axis, combine, reverse=False):
+        x = np.moveaxis(np.array(x, np.float64), axis, 0)
+        order = builtins.range(x.shape[0] - 1, -1, -1) if reverse else builtins.range(x.shape[0])
+        out, acc = np.empty_like(x), None
+        # The running value is the left operand (reverse: the forward scan of
+        # the flipped axis, as Triton's).
+        for j in order:
+            acc = x[j] if acc is None else combine(_t(acc), _t(x[j]))
+            out[j] = acc
+        return _t(np.moveaxis(out, 0, axis))
+
+    kl.associative_scan = associative_scan
+
+    def sort(x, dim=None, descending=False):
+        r = np.sort(np.asarray(x), axis=-1)
+        return _t(np.flip(r, -1) if descending else r)
+
+    kl.sort = sort
+
+    def umulhi(x, y):
+        ux = (np.asarray(x, np.int64) & 0xFFFFFFFF).astype(np.uint64)
+        uy = (np.asarray(y, np.int64) & 0xFFFFFFFF).astype(np.uint64)
+        hi = ((ux * uy) >> np.uint64(32)).astype(np.int64)
+        return _t(np.where(hi >= 1 << 31, hi - (1 << 32), hi))
+
+    kl.umulhi = umulhi
+    kl.cumsum = scan(np.add)
     kl.sum = lambda x, axis=None: _t(np.sum(x, axis=axis))
     kl.max = lambda x, axis=None: _t(np.max(x, axis=axis))
     kl.min = lambda x, axis=None: _t(np.min(x, axis=axis))
@@ -874,8 +1056,8 @@ def _range(a, b=None, c=1):
     return builtins.range(int(a), int(b), int(c))
 
 
-if __name__ == "__main__":   # python test/python/kernel_fuzz.py SEED: print one kernel
+if __name__ == "__main__":   # python test/python/kernel_fuzz.py SEED [FAMILY]: print one kernel
     import sys
-    text, kernel_spec = generate(int(sys.argv[1]))
+    text, kernel_spec = generate(int(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else None)
     print(text.replace("{name}", f"fuzz_{kernel_spec['family']}_{sys.argv[1]}"))
     print(kernel_spec)

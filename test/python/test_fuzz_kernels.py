@@ -8,7 +8,8 @@ targets, a random warp count and stage count. Outputs are poisoned with NaN
 before the launch; NaN fails, except where the reference leaves an element
 poisoned, which must stay so. The seed is printed:
 KILN_TEST_SEED=<seed> replays a run, and a failure prints the kernel's
-source. KILN_FUZZ_KERNELS sets how many kernels a run draws.
+source. KILN_FUZZ_KERNELS sets how many kernels a run draws, KILN_FUZZ_FAMILY
+which families (kernel_fuzz.FAMILIES, comma-separated).
 
 On the host, a third of the kernels also go through the real GPU back end:
 their kiln IR is compiled by kilnc to PTX for sm_80 and sm_90a (random warp
@@ -28,12 +29,16 @@ from test_gpu_compile import _assemble
 KERNELS = int(os.environ.get("KILN_FUZZ_KERNELS", "24"))
 HOST = os.environ.get("KILN_TARGET", "host") == "host"
 BASE = int(os.environ.get("KILN_TEST_SEED", np.random.SeedSequence().entropy % (1 << 30)))
+# KILN_FUZZ_FAMILY=zoo (or gemm,scatter ...): only kernels of those families.
+FAMILY = os.environ.get("KILN_FUZZ_FAMILY") or None
+if FAMILY and not set(FAMILY.split(",")) <= set(kernel_fuzz.FAMILIES):
+    raise ValueError(f"KILN_FUZZ_FAMILY={FAMILY}: the families are {kernel_fuzz.FAMILIES}")
 
 
 def prepare(seed, tmp_path):
     """(source, spec, name, the @kiln.jit function, its arguments, the
     reference's, the seed's rng)."""
-    source, spec = kernel_fuzz.generate(seed)
+    source, spec = kernel_fuzz.generate(seed, FAMILY)
     name = f"fuzz_{spec['family']}_{seed}"
     rng = np.random.default_rng(seed)
     args, ref_args = kernel_fuzz.arguments(spec, rng, kiln.bf16)
