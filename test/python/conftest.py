@@ -42,10 +42,11 @@ def from_bf16_bits(b):
     return (b.astype(np.uint32) << 16).view(np.float32)
 
 
-def dense_reference(q, k, v, visible, scale, bias=None):
+def dense_reference(q, k, v, visible, scale, bias=None, modify=None):
     """Attention in float64: softmax(q kᵀ scale (+ bias(h, q_idx, kv_idx)),
-    masked where not `visible(b, h, q_idx, kv_idx)`) v and its log-sum-exp;
-    rows that see no key get out = 0 and lse = -inf. GQA: query head h reads
+    rewritten by modify(scores, b, h, q_idx, kv_idx) where given, masked
+    where not `visible(b, h, q_idx, kv_idx)`) v and its log-sum-exp; rows
+    that see no key get out = 0 and lse = -inf. GQA: query head h reads
     key/value head h / group."""
     B, Hq, S, D = q.shape
     g = Hq // k.shape[1]
@@ -57,6 +58,8 @@ def dense_reference(q, k, v, visible, scale, bias=None):
             qi, ki = np.arange(S)[:, None], np.arange(k.shape[2])[None, :]
             if bias is not None:
                 s = s + bias(h, qi, ki)
+            if modify is not None:
+                s = np.broadcast_to(np.asarray(modify(s, b, h, qi, ki), np.float64), s.shape)
             vis = visible(b, h, qi, ki)
             s = np.where(vis, s, -np.inf)
             for i in range(S):

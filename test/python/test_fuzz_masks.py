@@ -29,7 +29,7 @@ import pytest
 import kernel_fuzz
 import kiln
 import kiln.ops
-from conftest import assert_close, from_bf16_bits, to_bf16_bits
+from conftest import assert_close, dense_reference, from_bf16_bits, to_bf16_bits
 
 CONFIGS = int(os.environ.get("KILN_FUZZ_MASKS", "6"))
 BASE = int(os.environ.get("KILN_TEST_SEED", np.random.SeedSequence().entropy % (1 << 30)))
@@ -125,25 +125,12 @@ def test_random_mask_and_score_mods(i, tmp_path):
         *args, device, mask_mod=mod.mask_mod,
         score_mod=mod.score_mod if has_score else None, softcap=softcap)
 
-    scale = 1 / np.sqrt(D)
-    ro, rl = np.zeros((B, H, S, D)), np.full((B, H, S), -np.inf)
-    qi, ki = np.arange(S)[:, None], np.arange(Skv)[None, :]
-    for b in range(B):
-        for h in range(H):
-            s = x[0][b, h].astype(np.float64) @ x[1][b, h // g].T.astype(np.float64) * scale
-            if has_score:
-                s = np.asarray(ns["score_mod"](kernel_fuzz._t(s), b, h, qi, ki), np.float64)
-                s = np.broadcast_to(s, (S, Skv))
-            if softcap:
-                s = softcap * np.tanh(s / softcap)
-            s = np.where(np_mask(b, h, qi, ki), s, -np.inf)
-            for row in range(S):
-                if not np.isfinite(s[row]).any():
-                    continue
-                m = s[row].max()
-                p = np.exp(s[row] - m)
-                ro[b, h, row] = p @ x[2][b, h // g].astype(np.float64) / p.sum()
-                rl[b, h, row] = m + np.log(p.sum())
+    def modify(s, b, h, qi, ki):   # score_mod (the same source, in numpy), then the cap
+        if has_score:
+            s = np.asarray(ns["score_mod"](kernel_fuzz._t(s), b, h, qi, ki), np.float64)
+        return softcap * np.tanh(s / softcap) if softcap else s
+
+    ro, rl = dense_reference(*x, np_mask, 1 / np.sqrt(D), modify=modify)
     tol = (2e-4, 2e-5) if dtype == "f32" else (2e-2, 1e-2)
     assert_close(out, ro, *tol)
     assert_close(lse, rl, 1e-4, 1e-4)
