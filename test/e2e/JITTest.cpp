@@ -32,10 +32,12 @@ std::string freshDir() {
 }
 
 std::unique_ptr<kiln::JIT> makeJIT(const std::string &dir,
-                                   const std::string &target = "host") {
+                                   const std::string &target = "host",
+                                   int64_t cacheLimit = -1) {
   kiln::JITOptions o;
   o.cacheDir = dir;
   o.target = target;
+  o.cacheLimitBytes = cacheLimit;
   auto j = kiln::JIT::create(o);
   if (!j)
     FAIL(llvm::toString(j.takeError()));
@@ -190,15 +192,8 @@ void setAge(const std::string &path, std::chrono::seconds age) {
   ::close(fd);
 }
 
-std::unique_ptr<kiln::JIT> makeBoundedJIT(const std::string &dir,
-                                          int64_t limit) {
-  kiln::JITOptions o;
-  o.cacheDir = dir;
-  o.cacheLimitBytes = limit;
-  auto j = kiln::JIT::create(o);
-  if (!j)
-    FAIL(llvm::toString(j.takeError()));
-  return std::move(*j);
+std::unique_ptr<kiln::JIT> makeBoundedJIT(const std::string &dir, int64_t limit) {
+  return makeJIT(dir, "host", limit);
 }
 } // namespace
 
