@@ -752,7 +752,7 @@ for seed in range(FUZZ_SEED, FUZZ_SEED + FUZZ_KERNELS):
     fz_name = f"fuzz_{fz_spec['family']}_{seed}"
     fz_kernel = kernel_fuzz.load_kernel(BUNDLES, fz_name, fz_source)
     fz_rng = np.random.default_rng(seed)
-    fz_args, fz_ref_args = kernel_fuzz.arguments(fz_spec, fz_rng, kiln.bf16)
+    fz_args, fz_ref_args = kernel_fuzz.arguments(fz_spec, fz_rng, kiln.bf16, kiln.fp8)
     fz_kw = dict(fz_spec["constexprs"], num_warps=int(fz_rng.choice([4, 8])),
                  num_stages=int(fz_rng.choice([1, 2, 3])))
     py_example(fz_name, fz_kernel, fz_spec["grid"], fz_args, fz_kw)

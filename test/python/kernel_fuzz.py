@@ -26,7 +26,8 @@ fall where the GPU lowering has special cases:
   `other` values; a global store between the prologue's loads and the
   loop; a store over what the program has just loaded;
 - random elementwise tails, row and column reductions, bf16 outputs;
-- int8 dots into int32, K-major A tiles, dots on K halves through slices;
+- int8 dots into int32, e4m3 fp8 dots, K-major A tiles, dots on K halves
+  through slices;
 - (`arguments`) every array one element past a 64-byte boundary, for a
   fifth of the kernels: the unaligned paths out of TMA and chunked copies.
 
@@ -148,7 +149,8 @@ def _operand(g, x, stor, dt, exact_conds):
 
 
 DOT_TYPES = ("kl.bfloat16", "kl.float16", "kl.float32")
-STORED = {"kl.bfloat16": "bf16", "kl.float16": "f16", "kl.float32": "f32", "kl.int8": "i8"}
+STORED = {"kl.bfloat16": "bf16", "kl.float16": "f16", "kl.float32": "f32", "kl.int8": "i8",
+          "kl.float8e4nv": "e4m3"}
 
 
 def _ragged(g, block, limit_blocks):
@@ -164,8 +166,9 @@ def _gemm(g):
     # 64 and 128 rows let sm_90a's dots take wgmma (a warpgroup per 64 rows).
     BM, BN, BK = g.pick((16, 32, 64, 64, 128)), g.pick((16, 32, 64)), g.pick((16, 32))
     # int8 dots (W8A8) need K steps of 32 for the tensor cores; 16 sums
-    # without them.
-    dt = g.pick(DOT_TYPES + ("kl.int8",))
+    # without them. fp8 (e4m3) dots: wgmma's e4m3 form on sm_90a, decoded
+    # to bf16 elsewhere.
+    dt = g.pick(DOT_TYPES + ("kl.int8", "kl.float8e4nv"))
     if dt == "kl.float32" and BM == 128:
         # f32 dots are FMA chains on GPUs, their tiles in shared memory: at
         # 128 x 64 such a kernel can need more than an A100's 163 KiB (a
@@ -711,10 +714,9 @@ def generate(seed, family=None):
     `family` (a name in FAMILIES, or several separated by commas) when
     given."""
     g = _Gen(seed)
-    family = g.pick(("gemm", "gemm", "attention", "attention", "gather", "rows", "scatter",
-                     "zoo"))
-    if family_choice := (family and family.split(",")):
-        family = family_choice[seed % len(family_choice)]
+    drawn = g.pick(("gemm", "gemm", "attention", "attention", "gather", "rows", "scatter",
+                    "zoo"))
+    family = family.split(",")[seed % len(family.split(","))] if family else drawn
     spec = dict(gemm=_gemm, attention=_attention, gather=_gather, rows=_rows,
                 scatter=_scatter, zoo=_zoo)[family](g)
     spec["family"] = family
@@ -729,6 +731,10 @@ def inputs(spec, rng):
     for name in spec["inputs"]:
         if spec["storage"].get(name) == "i8":
             out[name] = rng.integers(-128, 128, spec["shapes"][name]).astype(np.int8)
+            continue
+        if spec["storage"].get(name) == "e4m3":
+            x = rng.standard_normal(spec["shapes"][name]) * 2.0
+            out[name] = e4m3_round(x).astype(np.float32)
             continue
         x = rng.standard_normal(spec["shapes"][name]).astype(np.float32)
         out[name] = _round(x, "bf16").astype(np.float32)
@@ -752,11 +758,11 @@ def _misaligned(x):
     return out
 
 
-def arguments(spec, rng, bf16):
+def arguments(spec, rng, bf16, fp8=None):
     """The kernel's arguments and the reference's, in `spec["order"]`: inputs
-    (float32, f16 arrays or `bf16(bits)` wrappers as stored; float64 or int
-    for the reference), outputs poisoned (NaN; bf16 NaN bits) or zeroed
-    where atomics add to them, and the scalars."""
+    (float32, f16 arrays, `bf16(bits)` or `fp8(bits, "e4m3")` wrappers as
+    stored; float64 or int for the reference), outputs poisoned (NaN; bf16
+    NaN bits) or zeroed where atomics add to them, and the scalars."""
     values = inputs(spec, rng)
     # A fifth of the kernels get every array one element past an aligned
     # address.
@@ -767,7 +773,10 @@ def arguments(spec, rng, bf16):
         if n in values:
             x = values[n].astype(np.float16) if stor == "f16" else values[n]
             ref_args[n] = x if x.dtype.kind == "i" else x.astype(np.float64)
-            args[n] = bf16(place(bf16_bits(x))) if stor == "bf16" else place(x)
+            if stor == "e4m3":
+                args[n] = fp8(place(e4m3_bits(x)), "e4m3")
+            else:
+                args[n] = bf16(place(bf16_bits(x))) if stor == "bf16" else place(x)
         elif n in spec.get("zeroed", ()):
             ref_args[n], args[n] = np.zeros(shape), place(np.zeros(shape, np.float32))
         elif stor == "i32":
@@ -857,7 +866,38 @@ def bf16_values(bits):
     return (np.asarray(bits).astype(np.uint32) << 16).view(np.float32)
 
 
+def _e4m3_value(code):
+    e, m = (code >> 3) & 15, code & 7
+    return m / 8 * 2.0 ** -6 if e == 0 else (1 + m / 8) * 2.0 ** (e - 7)
+
+
+# The finite non-negative e4m3 (OCP E4M3FN) values, by code: 0x00 .. 0x7E.
+E4M3 = np.array([_e4m3_value(c) for c in builtins.range(0x7F)])
+
+
+def e4m3_round(x):
+    """The nearest e4m3 values (ties to the even code, saturating at 448,
+    as `.to(kl.float8e4nv)` rounds)."""
+    x = np.asarray(x, np.float64)
+    ax = np.minimum(np.abs(x), E4M3[-1])
+    hi = np.clip(np.searchsorted(E4M3, ax), 1, len(E4M3) - 1)
+    lo = hi - 1
+    dlo, dhi = ax - E4M3[lo], E4M3[hi] - ax
+    code = np.where((dlo < dhi) | ((dlo == dhi) & (lo % 2 == 0)), lo, hi)
+    return np.copysign(E4M3[code], x)
+
+
+def e4m3_bits(values):
+    """e4m3 values (exact) -> their codes as int8."""
+    v = np.asarray(values, np.float64)
+    code = np.searchsorted(E4M3, np.abs(v))
+    assert (E4M3[np.minimum(code, len(E4M3) - 1)] == np.abs(v)).all(), "not e4m3 values"
+    return (code | np.where(np.signbit(v), 0x80, 0)).astype(np.uint8).view(np.int8)
+
+
 def _round(x, kind):
+    if kind == "e4m3":
+        return e4m3_round(x)
     if kind in ("i8", "i32"):   # toward zero (not wrapped: values stay in range here)
         return np.trunc(np.asarray(x, np.float64)).astype(np.int64)
     x = np.asarray(x, np.float64)
@@ -921,7 +961,7 @@ def _namespace(state):
     kl = _NumpyKl()
     kl.constexpr = "constexpr"
     kl.float32, kl.bfloat16, kl.float16 = "f32", "bf16", "f16"
-    kl.int8, kl.int32 = "i8", "i32"
+    kl.int8, kl.int32, kl.float8e4nv = "i8", "i32", "e4m3"
     kl.program_id = lambda axis=0: state["pid"][axis]
     kl.arange = lambda a, b: _t(np.arange(a, b))
     kl.zeros = lambda shape, dtype="f32": _t(np.zeros(shape))

@@ -41,7 +41,7 @@ def prepare(seed, tmp_path):
     source, spec = kernel_fuzz.generate(seed, FAMILY)
     name = f"fuzz_{spec['family']}_{seed}"
     rng = np.random.default_rng(seed)
-    args, ref_args = kernel_fuzz.arguments(spec, rng, kiln.bf16)
+    args, ref_args = kernel_fuzz.arguments(spec, rng, kiln.bf16, kiln.fp8)
     kernel = kernel_fuzz.load_kernel(str(tmp_path), name, source)
     return source, spec, name, kernel, args, ref_args, rng
 
