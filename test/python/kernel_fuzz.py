@@ -617,7 +617,7 @@ def _approx_f(g, leaves, depth):
                    f"kl.erf({a})", f"kl.sqrt(kl.abs({a}))", f"kl.rsqrt(kl.abs({a}) + 1.0)",
                    f"kl.log(kl.abs({a}) + 1.0)", f"kl.log2(kl.abs({a}) + 0.5)",
                    f"kl.exp2(kl.minimum({a}, 4.0))", f"kl.sin(kl.tanh({a}) * 3.0)",
-                   f"kl.cos({a} * 0.5)", f"kl.fma({a}, {b}, 0.5)",
+                   f"kl.cos(kl.clamp({a}, -8.0, 8.0))", f"kl.fma({a}, {b}, 0.5)",
                    f"({a}) / (1.0 + kl.abs({b}))", f"({a}) - ({b})",
                    f"kl.maximum({a}, {b})", f"({a}) ** 2"])
 
