@@ -667,7 +667,10 @@ def _zoo(g):
     g.emit("i = kl.load(i_ptr + at, mask=ok, other=0)")
     g.emit("e = " + _exact_f(g, ["x", "y", "(x * 4.0)"], int(g.r.integers(1, 3))))
     g.emit("f = " + _approx_f(g, ["x", "y", "e"], int(g.r.integers(1, 3))))
-    ileaves = ["i", "(rn[None, :] - s)", "(rm[:, None] * 3 - i)", "(e * 8.0).to(kl.int32)"]
+    # (Python ints are int64 scalars: `rn - s` is converted back to int32, so
+    # every leaf is int32 and umulhi is the 32-bit one the reference models.)
+    ileaves = ["i", "(rn[None, :] - s).to(kl.int32)", "(rm[:, None] * 3 - i)",
+               "(e * 8.0).to(kl.int32)"]
     g.emit("k = " + _int_e(g, ileaves, int(g.r.integers(1, 3))))
     g.emit("kl.store(out_ptr + at, f + k.to(kl.float32) * 0.25, mask=ok)")
     g.emit("kl.store(iout_ptr + at, k, mask=ok)")
