@@ -200,50 +200,80 @@ static bool publishAtomically(const std::string &dir, const std::string &path,
   return true;
 }
 
-void JIT::trimDiskCache() {
+struct JIT::DiskFile {
+  std::string path;
+  int64_t size;
+  int64_t mtime; // nanoseconds since the epoch
+  bool temporary; // a writer's, before its rename
+};
+
+std::vector<JIT::DiskFile> JIT::scanDiskCache() {
+  std::vector<DiskFile> files;
   if (cacheDir.empty())
-    return;
-  struct File {
-    std::string path;
-    int64_t size;
-    int64_t mtime; // nanoseconds
-  };
-  std::vector<File> entries;
-  int64_t total = 0;
-  auto now = std::chrono::system_clock::now();
+    return files;
   std::error_code ec;
   for (llvm::sys::fs::directory_iterator it(cacheDir, ec), end;
        it != end && !ec; it.increment(ec)) {
     llvm::StringRef name = llvm::sys::path::filename(it->path());
+    bool temporary = name.contains(".kiln.tmp."); // publishAtomically's
+    if (!temporary && !name.ends_with(".kiln"))
+      continue;
     struct stat st;
     if (::lstat(it->path().c_str(), &st) || !S_ISREG(st.st_mode))
-      continue; // gone meanwhile, or a directory (autotune/)
-    int64_t mtime = int64_t(st.st_mtim.tv_sec) * 1000000000 +
-                    st.st_mtim.tv_nsec;
-    if (name.contains(".kiln.tmp.")) {
-      // A writer that crashed between writing and renaming; a live one
-      // finishes within seconds.
-      auto age = now - std::chrono::system_clock::time_point(
-                           std::chrono::duration_cast<
-                               std::chrono::system_clock::duration>(
-                               std::chrono::nanoseconds(mtime)));
-      if (age > std::chrono::hours(1))
-        llvm::sys::fs::remove(it->path());
+      continue; // gone meanwhile
+    files.push_back({it->path(), int64_t(st.st_size),
+                     int64_t(st.st_mtim.tv_sec) * 1000000000 +
+                         st.st_mtim.tv_nsec,
+                     temporary});
+  }
+  return files;
+}
+
+std::pair<int64_t, int64_t> JIT::diskCacheUsage() {
+  int64_t count = 0, bytes = 0;
+  for (const DiskFile &f : scanDiskCache())
+    if (!f.temporary) {
+      ++count;
+      bytes += f.size;
+    }
+  return {count, bytes};
+}
+
+int64_t JIT::clearDiskCache() {
+  int64_t removed = 0;
+  for (const DiskFile &f : scanDiskCache())
+    if (!llvm::sys::fs::remove(f.path, /*IgnoreNonExisting=*/false))
+      ++removed;
+  return removed;
+}
+
+void JIT::trimDiskCache() {
+  int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                    std::chrono::system_clock::now().time_since_epoch())
+                    .count();
+  std::vector<DiskFile> entries;
+  int64_t total = 0;
+  for (DiskFile &f : scanDiskCache()) {
+    // A temporary file an hour old is a writer's that crashed between
+    // writing and renaming; a live one finishes within seconds.
+    if (f.temporary) {
+      if (now - f.mtime > int64_t(3600) * 1000000000)
+        llvm::sys::fs::remove(f.path);
       continue;
     }
-    if (!name.ends_with(".kiln"))
-      continue;
-    entries.push_back({it->path(), int64_t(st.st_size), mtime});
-    total += st.st_size;
+    total += f.size;
+    entries.push_back(std::move(f));
   }
   if (!cacheLimit || total <= cacheLimit)
     return;
   // Least recently used first; other processes may be trimming too, and a
   // file they removed first is simply not counted here.
   std::sort(entries.begin(), entries.end(),
-            [](const File &a, const File &b) { return a.mtime < b.mtime; });
+            [](const DiskFile &a, const DiskFile &b) {
+              return a.mtime < b.mtime;
+            });
   int64_t target = cacheLimit / 10 * 9;
-  for (const File &f : entries) {
+  for (const DiskFile &f : entries) {
     if (total <= target)
       break;
     if (!llvm::sys::fs::remove(f.path, /*IgnoreNonExisting=*/false))

@@ -9,29 +9,23 @@ from . import runtime
 
 
 def _cache():
-    """(directory, bound in bytes, entry files, their bytes) of the JIT's
-    disk cache; None without the compiler."""
+    """The host JIT (its disk cache: directory, bound, usage); None
+    without the compiler."""
     if not kiln.HAS_COMPILER:
         return None
     from .jit import _get_jit
-    jit = _get_jit("host")
-    d = jit.cache_dir
-    names = os.listdir(d) if d and os.path.isdir(d) else []
-    entries = [os.path.join(d, n) for n in names if n.endswith(".kiln")]
-    size = sum(os.path.getsize(p) for p in entries if os.path.isfile(p))
-    return d, jit.cache_limit, entries, size
+    return _get_jit("host")
 
 
-def _clear(d):
-    removed = 0
-    for sub in ("", "autotune"):
-        folder = os.path.join(d, sub)
-        if not os.path.isdir(folder):
-            continue
-        for n in os.listdir(folder):
-            ours = (n.endswith(".kiln") or ".kiln.tmp." in n) if not sub else n.endswith(".json")
-            if ours and os.path.isfile(os.path.join(folder, n)):
-                os.remove(os.path.join(folder, n))
+def _clear(jit):
+    """The JIT's entries and temporaries (its own naming), then the
+    autotuner's records (ours)."""
+    removed = jit.clear_disk_cache()
+    records = os.path.join(jit.cache_dir, "autotune")
+    if os.path.isdir(records):
+        for n in os.listdir(records):
+            if n.endswith(".json") and os.path.isfile(os.path.join(records, n)):
+                os.remove(os.path.join(records, n))
                 removed += 1
     return removed
 
@@ -40,23 +34,23 @@ def main(argv):
     if argv not in ([], ["clear-cache"]):
         print("usage: python -m kiln [clear-cache]", file=sys.stderr)
         return 2
-    cache = _cache()
+    jit = _cache()
     if argv == ["clear-cache"]:
-        if cache is None or not cache[0]:
+        if jit is None or not jit.cache_dir:
             print("kiln: no JIT cache in this installation", file=sys.stderr)
             return 1
-        print(f"removed {_clear(cache[0])} files from {cache[0]}")
+        print(f"removed {_clear(jit)} files from {jit.cache_dir}")
         return 0
     print("kiln", kiln.__version__)
     print("CPU features:", runtime._ext.cpu_features())
     ok, what = runtime._ext.cuda_device()
     print("CUDA device:", what if ok else f"none ({what})")
-    if cache is None:
+    if jit is None:
         print("JIT cache: none (a runtime-only installation)")
     else:
-        d, limit, entries, size = cache
-        bound = f"{limit / 2**20:.0f} MB" if limit else "unbounded"
-        print(f"JIT cache: {d or '(none: no directory)'}, {len(entries)} kernels, "
+        entries, size = jit.disk_cache_usage()
+        bound = f"{jit.cache_limit / 2**20:.0f} MB" if jit.cache_limit else "unbounded"
+        print(f"JIT cache: {jit.cache_dir or '(none: no directory)'}, {entries} kernels, "
               f"{size / 2**20:.1f} MB (bound {bound}, KILN_CACHE_MAX_MB)")
     return 0
 

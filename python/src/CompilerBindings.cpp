@@ -857,6 +857,10 @@ void bindCompiler(py::module &m) {
                              [](::kiln::JIT &j) { return j.getTarget().name; })
       .def_property_readonly("cache_dir", &::kiln::JIT::getCacheDir)
       .def_property_readonly("cache_limit", &::kiln::JIT::getCacheLimit)
+      .def("disk_cache_usage", &::kiln::JIT::diskCacheUsage,
+           "(entries, bytes) of the disk cache")
+      .def("clear_disk_cache", &::kiln::JIT::clearDiskCache,
+           "removes the disk cache's entries and temporary files; returns how many")
       .def_property_readonly("stats", [](::kiln::JIT &j) {
         py::dict d;
         d["memory_hits"] = j.getStats().memoryHits.load();

@@ -34,6 +34,8 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 namespace kiln {
 
@@ -160,10 +162,19 @@ public:
   /// removes the least recently used entries, and temporary files that
   /// crashed writers left behind more than an hour ago.
   void trimDiskCache();
+  /// The disk cache's entries now: how many, and their bytes.
+  std::pair<int64_t, int64_t> diskCacheUsage();
+  /// Removes every entry of the disk cache and every temporary file of one
+  /// (nothing else in the directory); returns how many files went.
+  int64_t clearDiskCache();
 
 private:
   explicit JIT(JITOptions options);
   struct Entry;
+  struct DiskFile;
+  /// The directory's entries and temporary files (the only files of the
+  /// cache's naming: NAME.kiln, NAME.kiln.tmp.*).
+  std::vector<DiskFile> scanDiskCache();
   llvm::Expected<std::shared_ptr<Kernel>>
   compileUncached(llvm::StringRef source, llvm::StringRef name,
                   const CompileOptions &options);
