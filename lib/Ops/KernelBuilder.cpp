@@ -179,6 +179,14 @@ KILN_BINARY(max, arith::MaximumFOp, arith::MaxSIOp)
 KILN_BINARY(min, arith::MinimumFOp, arith::MinSIOp)
 #undef KILN_BINARY
 
+Value KernelBuilder::fma(Value x, Value y, Value z) {
+  auto [l, r] = unify(x, y);
+  auto [l2, c] = unify(l, z);  // (z may widen the product's shape or type:
+  auto [r2, c2] = unify(r, c); //  r follows)
+  assert(isa<FloatType>(getElementTypeOrSelf(c2.getType())) && "fma takes floats");
+  return math::FmaOp::create(b, location, l2, r2, c2);
+}
+
 Value KernelBuilder::cmp(Cmp kind, Value x, Value y) {
   auto [l, r] = unify(x, y);
   if (isa<FloatType>(getElementTypeOrSelf(l.getType()))) {

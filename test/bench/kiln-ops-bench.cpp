@@ -189,7 +189,7 @@ struct DnnlAttention {
 } // namespace
 
 int main(int argc, char **argv) {
-  std::string jsonPath;
+  std::string jsonPath, only;
   int threads = 1;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc)
@@ -198,11 +198,20 @@ int main(int argc, char **argv) {
       rounds = std::max(1, std::atoi(argv[++i]));
     else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc)
       threads = std::max(1, std::atoi(argv[++i]));
+    else if (!std::strcmp(argv[i], "--only") && i + 1 < argc)
+      only = argv[++i];
     else {
-      std::fprintf(stderr, "usage: kiln-ops-bench [--json FILE] [--rounds N] [--threads N]\n");
+      std::fprintf(stderr, "usage: kiln-ops-bench [--json FILE] [--rounds N] [--threads N]\n"
+                         "                      [--only gathers|attention|dsa|conv]\n");
       return 2;
     }
   }
+  const char *sections[] = {"gathers", "attention", "dsa", "conv"};
+  if (!only.empty() && llvm::find(sections, only) == std::end(sections)) {
+    std::fprintf(stderr, "kiln-ops-bench: --only takes gathers, attention, dsa or conv\n");
+    return 2;
+  }
+  auto want = [&](const char *section) { return only.empty() || only == section; };
   kiln::JITOptions o;
   o.numThreads = threads;
   auto j = llvm::cantFail(kiln::JIT::create(o));
@@ -211,270 +220,278 @@ int main(int argc, char **argv) {
   std::printf("Kiln operator benchmark (%d thread(s), %d rounds, medians; target %s)\n", threads,
               rounds, jit->getTarget().name.c_str());
 
-  std::printf("\nIndex gathers (peer: memcpy of the same bytes)\n");
-  {
-    const int64_t vocab = 32000, dim = 1024, n = 8192;
-    auto w = rnd(vocab * dim);
-    std::vector<int32_t> ids(n), errors(1);
-    for (int64_t i = 0; i < n; ++i)
-      ids[i] = int32_t((i * 7919) % vocab);
-    std::vector<float> out(n * dim), copy(n * dim);
-    auto k = op("embedding");
-    auto [tk, tm] = timePair(
-        [&] {
-          launch(*k, {kiln::arg(w.data()), kiln::arg(ids.data()), kiln::arg(out.data()),
-                      kiln::arg(errors.data()), kiln::arg(n), kiln::arg(vocab), kiln::arg(dim)},
-                 {cdiv(n, 8), cdiv(dim, 1024)});
-        },
-        [&] { std::memcpy(copy.data(), w.data() + 1000 * dim, n * dim * 4); });
-    double bytes = 2.0 * n * dim * 4;
-    record("embedding_8192x1024_kiln", bytes / tk / 1e9, "GB/s", "memcpy", tm / tk);
-  }
-  {
-    const int64_t bs = 16, width = 1024, batch = 8, maxLen = 2048, maxBlocks = maxLen / bs,
-                  numBlocks = batch * maxBlocks;
-    auto cache = rnd(numBlocks * bs * width);
-    std::vector<int32_t> table(batch * maxBlocks), lens(batch, int32_t(maxLen)), errors(1);
-    for (int64_t i = 0; i < batch * maxBlocks; ++i)
-      table[i] = int32_t((i * 37) % numBlocks);
-    std::vector<float> out(batch * maxLen * width), copy(out.size());
-    auto k = op("paged_kv_gather");
-    auto [tk, tm] = timePair(
-        [&] {
-          launch(*k, {kiln::arg(cache.data()), kiln::arg(table.data()), kiln::arg(lens.data()),
-                      kiln::arg(out.data()), kiln::arg(errors.data()), kiln::arg(batch),
-                      kiln::arg(maxBlocks), kiln::arg(numBlocks), kiln::arg(maxLen), kiln::arg(width)},
-                 {cdiv(maxLen, 8), cdiv(width, 1024), batch});
-        },
-        [&] { std::memcpy(copy.data(), cache.data(), out.size() * 4); });
-    double bytes = 2.0 * out.size() * 4;
-    record("paged_kv_gather_8x2048x1024_kiln", bytes / tk / 1e9, "GB/s", "memcpy", tm / tk);
-  }
-  {
-    const int64_t T = 4096, K = 2, H = 1024, rows = T * K;
-    auto x = rnd(T * H);
-    std::vector<int32_t> src(rows), errors(1);
-    for (int64_t r = 0; r < rows; ++r)
-      src[r] = int32_t((r * 5) % T);
-    std::vector<float> y(rows * H), copy(rows * H);
-    auto k = op("moe_permute");
-    auto [tk, tm] = timePair(
-        [&] {
-          launch(*k, {kiln::arg(x.data()), kiln::arg(src.data()), kiln::arg(y.data()),
-                      kiln::arg(errors.data()), kiln::arg(rows), kiln::arg(T), kiln::arg(H)},
-                 {cdiv(rows, 8), cdiv(H, 1024)});
-        },
-        [&] {
-          std::memcpy(copy.data(), x.data(), T * H * 4);
-          std::memcpy(copy.data() + T * H, x.data(), T * H * 4);
-        });
-    record("moe_permute_4096x2x1024_kiln", 2.0 * rows * H * 4 / tk / 1e9, "GB/s", "memcpy",
-           tm / tk);
-  }
-
-  std::printf("\nBlock-sparse attention (B=1, H=8, S=2048, D=64, causal-free)\n");
-  {
-    const int64_t H = 8, S = 2048, D = 64, BLK = 64;
-    auto q = rnd(H * S * D), kk = rnd(H * S * D), v = rnd(H * S * D);
-    std::vector<float> out(H * S * D), lse(H * S), out2(H * S * D);
-    std::vector<int32_t> doc(S);
-    auto k = op("block_sparse_attention");
-    auto run = [&](const kiln::ops::BlockMask &m) {
-      launch(*k, {kiln::arg(q.data()), kiln::arg(kk.data()), kiln::arg(v.data()),
-                  kiln::arg(out.data()), kiln::arg(lse.data()), kiln::arg(m.kvNum.data()),
-                  kiln::arg(m.kvIdx.data()), kiln::arg(m.fullNum.data()), kiln::arg(m.fullIdx.data()),
-                  kiln::arg(doc.data()), kiln::arg(int64_t(1)), kiln::arg(H), kiln::arg(S),
-                  kiln::arg(S), kiln::arg(m.numQBlocks), kiln::arg(m.maxBlocks),
-                  kiln::arg(1.0f / 8.0f)},
-             {m.numQBlocks, H});
-    };
-    auto dense = kiln::ops::makeBlockMask(H, S, S, BLK, [](int64_t, int64_t, int64_t) { return true; });
-    std::mt19937 rng(3);
-    std::vector<std::vector<bool>> pick(H * (S / BLK), std::vector<bool>(S / BLK));
-    for (auto &row : pick)
-      for (size_t i = 0; i < row.size(); ++i)
-        row[i] = (rng() % 10) == 0;
-    auto sparse = kiln::ops::makeBlockMask(H, S, S, BLK, [&](int64_t bh, int64_t qi, int64_t ki) {
-      return bool(pick[bh * (S / BLK) + qi / BLK][ki / BLK]);
-    });
-    int64_t visited = 0;
-    for (size_t i = 0; i < sparse.kvNum.size(); ++i)
-      visited += sparse.kvNum[i] + sparse.fullNum[i];
-    double density = double(visited) / double(H * (S / BLK) * (S / BLK));
-    DnnlAttention peer(H, S, D, q.data(), kk.data(), v.data(), out2.data());
-    auto [td, tp] = timePair([&] { run(dense); }, [&] { peer.run(); });
-    auto [ts, unused] = timePair([&] { run(sparse); }, nullptr);
-    (void)unused;
-    double flops = 4.0 * H * S * S * D;
-    record("attention_dense_kiln", flops / td / 1e9, "GFLOP/s", "oneDNN-matmul attention", tp / td);
-    record("attention_block_sparse_density", density * 100, "%");
-    record("attention_block_sparse_time_vs_dense", ts / td * 100, "%", "density", (ts / td) / density);
-
-    // bf16 q, k, v (f32 accumulation), dense, against the f32 kernel.
-    auto qb = toBF16(q), kb = toBF16(kk), vb = toBF16(v);
-    auto k16 = op("block_sparse_attention", {{"dtype", "bf16"}});
-    auto run16 = [&] {
-      launch(*k16, {kiln::argPtr(qb.data(), KILN_DTYPE_BF16), kiln::argPtr(kb.data(), KILN_DTYPE_BF16),
-                    kiln::argPtr(vb.data(), KILN_DTYPE_BF16), kiln::arg(out.data()),
-                    kiln::arg(lse.data()), kiln::arg(dense.kvNum.data()),
-                    kiln::arg(dense.kvIdx.data()), kiln::arg(dense.fullNum.data()),
-                    kiln::arg(dense.fullIdx.data()), kiln::arg(doc.data()), kiln::arg(int64_t(1)),
-                    kiln::arg(H), kiln::arg(S), kiln::arg(S), kiln::arg(dense.numQBlocks),
-                    kiln::arg(dense.maxBlocks), kiln::arg(1.0f / 8.0f)},
-             {dense.numQBlocks, H});
-    };
-    auto [tb, tf] = timePair(run16, [&] { run(dense); });
-    record("attention_dense_kiln_bf16", flops / tb / 1e9, "GFLOP/s", "the f32 Kiln kernel", tf / tb);
-  }
-
-  std::printf("\nDeepSeek sparse attention\n");
-  {
-    const int64_t T = 128, S = 4096, H = 64, Di = 128;
-    auto q = rnd(T * H * Di), w = rnd(T * H), kk = rnd(S * Di);
-    std::vector<float> scores(T * S);
-    auto k = op("dsa_indexer");
-    auto [t, u] = timePair([&] {
-      launch(*k, {kiln::arg(q.data()), kiln::arg(w.data()), kiln::arg(kk.data()),
-                  kiln::arg(scores.data()), kiln::arg(T), kiln::arg(S), kiln::arg(S - T)},
-             {cdiv(T, 16), cdiv(S, 64)});
-    }, nullptr);
-    (void)u;
-    record("dsa_indexer_128x4096_h64_d128", 2.0 * T * S * H * Di / t / 1e9, "GFLOP/s");
-    auto topk = op("dsa_topk", {{"k", "2048"}});
-    const int64_t K = 2048;
-    std::vector<int32_t> idx(T * K), ref(T * K);
-    // The peer: per row, std::nth_element over the counted indices (score
-    // descending, index ascending) and a sort of the K taken, rows split
-    // over the same number of threads.
-    auto peerTopK = [&] {
-      auto rows = [&](int64_t r0, int64_t r1) {
-        std::vector<int32_t> cand;
-        for (int64_t r = r0; r < r1; ++r) {
-          const float *x = &scores[r * S];
-          cand.clear();
-          for (int64_t s = 0; s < S; ++s)
-            if (x[s] > -INFINITY)
-              cand.push_back(int32_t(s));
-          if (int64_t(cand.size()) > K) {
-            std::nth_element(cand.begin(), cand.begin() + K, cand.end(), [&](int32_t a, int32_t b) {
-              return x[a] > x[b] || (x[a] == x[b] && a < b);
-            });
-            cand.resize(K);
-          }
-          std::sort(cand.begin(), cand.end());
-          int32_t *o = &ref[r * K];
-          std::copy(cand.begin(), cand.end(), o);
-          std::fill(o + cand.size(), o + K, -1);
-        }
-      };
-      std::vector<std::thread> pool;
-      for (int i = 0; i < threads; ++i)
-        pool.emplace_back(rows, T * i / threads, T * (i + 1) / threads);
-      for (auto &th : pool)
-        th.join();
-    };
-    auto [t2, u2] = timePair([&] {
-      launch(*topk, {kiln::arg(scores.data()), kiln::arg(idx.data()), kiln::arg(T), kiln::arg(S)}, {T});
-    }, peerTopK);
-    if (idx != ref)
-      std::printf("  (dsa_topk differs from std::nth_element's selection)\n");
-    record("dsa_topk_2048_of_4096_per_row", t2 / T * 1e6, "us/row", "std::nth_element", u2 / t2);
-    const int64_t Hq = 16, Dqk = 576, Dv = 512;
-    auto qq = rnd(T * Hq * Dqk), kv = rnd(S * Dqk);
-    std::vector<float> out(T * Hq * Dv), lse(T * Hq);
-    auto sa = op("dsa_sparse_attention");
-    std::vector<int32_t> dsaErrors(1, 0);
-    auto [t3, u3] = timePair([&] {
-      launch(*sa, {kiln::arg(qq.data()), kiln::arg(kv.data()), kiln::arg(idx.data()),
-                   kiln::arg(out.data()), kiln::arg(lse.data()), kiln::arg(dsaErrors.data()),
-                   kiln::arg(T), kiln::arg(Hq), kiln::arg(S), kiln::arg(int64_t(2048)),
-                   kiln::arg(0.05f)},
-             {T, 1});
-    }, nullptr);
-    (void)u3;
-    double dsaFlops = 2.0 * T * Hq * 2048 * (Dqk + Dv);
-    record("dsa_sparse_attention_topk2048_h16_576_512", dsaFlops / t3 / 1e9, "GFLOP/s");
-    // bf16 q and kv (f32 accumulation, AMX where the CPU has it), against
-    // the f32 kernel in the same run.
-    auto qq16 = toBF16(qq), kv16 = toBF16(kv);
-    auto sa16 = op("dsa_sparse_attention", {{"dtype", "bf16"}});
-    auto [t4, t5] = timePair(
-        [&] {
-          launch(*sa16, {kiln::argPtr(qq16.data(), KILN_DTYPE_BF16),
-                         kiln::argPtr(kv16.data(), KILN_DTYPE_BF16), kiln::arg(idx.data()),
-                         kiln::arg(out.data()), kiln::arg(lse.data()),
-                         kiln::arg(dsaErrors.data()), kiln::arg(T),
-                         kiln::arg(Hq), kiln::arg(S), kiln::arg(int64_t(2048)),
-                         kiln::arg(0.05f)},
-                 {T, 1});
-        },
-        [&] {
-          launch(*sa, {kiln::arg(qq.data()), kiln::arg(kv.data()), kiln::arg(idx.data()),
-                       kiln::arg(out.data()), kiln::arg(lse.data()),
-                       kiln::arg(dsaErrors.data()), kiln::arg(T), kiln::arg(Hq), kiln::arg(S),
-                       kiln::arg(int64_t(2048)), kiln::arg(0.05f)},
-                 {T, 1});
-        });
-    record("dsa_sparse_attention_bf16", dsaFlops / t4 / 1e9, "GFLOP/s", "the f32 Kiln kernel",
-           t5 / t4);
-  }
-
-  std::printf("\nVision convolutions (peer: oneDNN convolution, NHWC f32)\n");
-  struct ConvCase {
-    const char *name;
-    int64_t N, H, W, C, OC, K, stride, pad, groups;
-  };
-  for (const ConvCase &c : {ConvCase{"conv2d_3x3_56x56x64", 1, 56, 56, 64, 64, 3, 1, 1, 1},
-                            ConvCase{"patch_embed_vit_b16_224", 1, 224, 224, 3, 768, 16, 16, 0, 1},
-                            ConvCase{"depthwise_3x3_56x56x256", 1, 56, 56, 256, 256, 3, 1, 1, 256},
-                            ConvCase{"depthwise_7x7_28x28x512", 1, 28, 28, 512, 512, 7, 1, 3, 512}}) {
-    int64_t OH = (c.H + 2 * c.pad - c.K) / c.stride + 1, OW = (c.W + 2 * c.pad - c.K) / c.stride + 1;
-    auto x = rnd(c.N * c.H * c.W * c.C), bias = rnd(c.OC);
-    std::vector<float> y(c.N * OH * OW * c.OC), y2(y.size());
-    bool dw = c.groups == c.C;
-    auto w = rnd(c.K * c.K * (c.C / c.groups) * c.OC);
-    std::function<void()> kilnRun;
-    std::shared_ptr<kiln::Kernel> k;
-    std::string ks = std::to_string(c.K), ss = std::to_string(c.stride), ps = std::to_string(c.pad);
-    if (dw) {
-      k = op("depthwise_conv2d", {{"kh", ks}, {"kw", ks}, {"sh", ss}, {"sw", ss}, {"ph", ps}, {"pw", ps}});
-      kilnRun = [&] {
-        launch(*k, {kiln::arg(x.data()), kiln::arg(w.data()), kiln::arg(bias.data()), kiln::arg(y.data()),
-                    kiln::arg(c.N), kiln::arg(c.H), kiln::arg(c.W), kiln::arg(c.C), kiln::arg(OH), kiln::arg(OW)},
-               {c.N * OH * cdiv(c.C, 64), cdiv(OW, 32), 1});
-      };
-    } else if (c.K == c.stride && c.pad == 0 && c.W % c.K == 0) {
-      // A patch embedding: each patch row (K pixels x C channels) is
-      // contiguous, so it runs as a KHx1 convolution over "wide pixels" of
-      // K*C channels (the same bytes, viewed differently).
-      k = op("conv", {{"kh", ks}, {"kw", "1"}, {"sh", ss}, {"sw", "1"}, {"block_c", "16"}});
-      int64_t wideW = c.W / c.K, wideC = c.K * c.C;
-      kilnRun = [&, wideW, wideC] {
-        launch(*k, {kiln::arg(x.data()), kiln::arg(w.data()), kiln::arg(bias.data()), kiln::arg(y.data()),
-                    kiln::arg(c.N), kiln::arg(int64_t(1)), kiln::arg(c.H), kiln::arg(wideW), kiln::arg(wideC),
-                    kiln::arg(c.OC), kiln::arg(int64_t(1)), kiln::arg(OH), kiln::arg(OW)},
-               {cdiv(c.N * OH * OW, 64), cdiv(c.OC, 64)});
-      };
-    } else {
-      k = op("conv", {{"kh", ks}, {"kw", ks}, {"sh", ss}, {"sw", ss}, {"ph", ps}, {"pw", ps}});
-      kilnRun = [&] {
-        launch(*k, {kiln::arg(x.data()), kiln::arg(w.data()), kiln::arg(bias.data()), kiln::arg(y.data()),
-                    kiln::arg(c.N), kiln::arg(int64_t(1)), kiln::arg(c.H), kiln::arg(c.W), kiln::arg(c.C),
-                    kiln::arg(c.OC), kiln::arg(int64_t(1)), kiln::arg(OH), kiln::arg(OW)},
-               {cdiv(c.N * OH * OW, 64), cdiv(c.OC, 64)});
-      };
+  if (want("gathers")) {
+    std::printf("\nIndex gathers (peer: memcpy of the same bytes)\n");
+    {
+      const int64_t vocab = 32000, dim = 1024, n = 8192;
+      auto w = rnd(vocab * dim);
+      std::vector<int32_t> ids(n), errors(1);
+      for (int64_t i = 0; i < n; ++i)
+        ids[i] = int32_t((i * 7919) % vocab);
+      std::vector<float> out(n * dim), copy(n * dim);
+      auto k = op("embedding");
+      auto [tk, tm] = timePair(
+          [&] {
+            launch(*k, {kiln::arg(w.data()), kiln::arg(ids.data()), kiln::arg(out.data()),
+                        kiln::arg(errors.data()), kiln::arg(n), kiln::arg(vocab), kiln::arg(dim)},
+                   {cdiv(n, 8), cdiv(dim, 1024)});
+          },
+          [&] { std::memcpy(copy.data(), w.data() + 1000 * dim, n * dim * 4); });
+      double bytes = 2.0 * n * dim * 4;
+      record("embedding_8192x1024_kiln", bytes / tk / 1e9, "GB/s", "memcpy", tm / tk);
     }
-    DnnlConv peer(c.N, c.H, c.W, c.C, c.OC, c.K, c.stride, c.pad, c.groups, x.data(), w.data(),
-                  bias.data(), y2.data());
-    auto [tk, tp] = timePair(kilnRun, [&] { peer.run(); });
-    double maxDiff = 0;
-    for (size_t i = 0; i < y.size(); ++i)
-      maxDiff = std::max(maxDiff, double(std::fabs(y[i] - y2[i])));
-    double flops = 2.0 * c.N * OH * OW * c.OC * c.K * c.K * (c.C / c.groups);
-    record(std::string(c.name) + "_kiln", flops / tk / 1e9, "GFLOP/s", "oneDNN", tp / tk);
-    if (maxDiff > 1e-2) {
-      std::fprintf(stderr, "%s: Kiln and oneDNN disagree (max |diff| %g)\n", c.name, maxDiff);
-      return 1;
+    {
+      const int64_t bs = 16, width = 1024, batch = 8, maxLen = 2048, maxBlocks = maxLen / bs,
+                    numBlocks = batch * maxBlocks;
+      auto cache = rnd(numBlocks * bs * width);
+      std::vector<int32_t> table(batch * maxBlocks), lens(batch, int32_t(maxLen)), errors(1);
+      for (int64_t i = 0; i < batch * maxBlocks; ++i)
+        table[i] = int32_t((i * 37) % numBlocks);
+      std::vector<float> out(batch * maxLen * width), copy(out.size());
+      auto k = op("paged_kv_gather");
+      auto [tk, tm] = timePair(
+          [&] {
+            launch(*k, {kiln::arg(cache.data()), kiln::arg(table.data()), kiln::arg(lens.data()),
+                        kiln::arg(out.data()), kiln::arg(errors.data()), kiln::arg(batch),
+                        kiln::arg(maxBlocks), kiln::arg(numBlocks), kiln::arg(maxLen), kiln::arg(width)},
+                   {cdiv(maxLen, 8), cdiv(width, 1024), batch});
+          },
+          [&] { std::memcpy(copy.data(), cache.data(), out.size() * 4); });
+      double bytes = 2.0 * out.size() * 4;
+      record("paged_kv_gather_8x2048x1024_kiln", bytes / tk / 1e9, "GB/s", "memcpy", tm / tk);
+    }
+    {
+      const int64_t T = 4096, K = 2, H = 1024, rows = T * K;
+      auto x = rnd(T * H);
+      std::vector<int32_t> src(rows), errors(1);
+      for (int64_t r = 0; r < rows; ++r)
+        src[r] = int32_t((r * 5) % T);
+      std::vector<float> y(rows * H), copy(rows * H);
+      auto k = op("moe_permute");
+      auto [tk, tm] = timePair(
+          [&] {
+            launch(*k, {kiln::arg(x.data()), kiln::arg(src.data()), kiln::arg(y.data()),
+                        kiln::arg(errors.data()), kiln::arg(rows), kiln::arg(T), kiln::arg(H)},
+                   {cdiv(rows, 8), cdiv(H, 1024)});
+          },
+          [&] {
+            std::memcpy(copy.data(), x.data(), T * H * 4);
+            std::memcpy(copy.data() + T * H, x.data(), T * H * 4);
+          });
+      record("moe_permute_4096x2x1024_kiln", 2.0 * rows * H * 4 / tk / 1e9, "GB/s", "memcpy",
+             tm / tk);
+    }
+  }
+
+  if (want("attention")) {
+    std::printf("\nBlock-sparse attention (B=1, H=8, S=2048, D=64, causal-free)\n");
+    {
+      const int64_t H = 8, S = 2048, D = 64, BLK = 64;
+      auto q = rnd(H * S * D), kk = rnd(H * S * D), v = rnd(H * S * D);
+      std::vector<float> out(H * S * D), lse(H * S), out2(H * S * D);
+      std::vector<int32_t> doc(S);
+      auto k = op("block_sparse_attention");
+      auto run = [&](const kiln::ops::BlockMask &m) {
+        launch(*k, {kiln::arg(q.data()), kiln::arg(kk.data()), kiln::arg(v.data()),
+                    kiln::arg(out.data()), kiln::arg(lse.data()), kiln::arg(m.kvNum.data()),
+                    kiln::arg(m.kvIdx.data()), kiln::arg(m.fullNum.data()), kiln::arg(m.fullIdx.data()),
+                    kiln::arg(doc.data()), kiln::arg(int64_t(1)), kiln::arg(H), kiln::arg(S),
+                    kiln::arg(S), kiln::arg(m.numQBlocks), kiln::arg(m.maxBlocks),
+                    kiln::arg(1.0f / 8.0f)},
+               {m.numQBlocks, H});
+      };
+      auto dense = kiln::ops::makeBlockMask(H, S, S, BLK, [](int64_t, int64_t, int64_t) { return true; });
+      std::mt19937 rng(3);
+      std::vector<std::vector<bool>> pick(H * (S / BLK), std::vector<bool>(S / BLK));
+      for (auto &row : pick)
+        for (size_t i = 0; i < row.size(); ++i)
+          row[i] = (rng() % 10) == 0;
+      auto sparse = kiln::ops::makeBlockMask(H, S, S, BLK, [&](int64_t bh, int64_t qi, int64_t ki) {
+        return bool(pick[bh * (S / BLK) + qi / BLK][ki / BLK]);
+      });
+      int64_t visited = 0;
+      for (size_t i = 0; i < sparse.kvNum.size(); ++i)
+        visited += sparse.kvNum[i] + sparse.fullNum[i];
+      double density = double(visited) / double(H * (S / BLK) * (S / BLK));
+      DnnlAttention peer(H, S, D, q.data(), kk.data(), v.data(), out2.data());
+      auto [td, tp] = timePair([&] { run(dense); }, [&] { peer.run(); });
+      auto [ts, unused] = timePair([&] { run(sparse); }, nullptr);
+      (void)unused;
+      double flops = 4.0 * H * S * S * D;
+      record("attention_dense_kiln", flops / td / 1e9, "GFLOP/s", "oneDNN-matmul attention", tp / td);
+      record("attention_block_sparse_density", density * 100, "%");
+      record("attention_block_sparse_time_vs_dense", ts / td * 100, "%", "density", (ts / td) / density);
+
+      // bf16 q, k, v (f32 accumulation), dense, against the f32 kernel.
+      auto qb = toBF16(q), kb = toBF16(kk), vb = toBF16(v);
+      auto k16 = op("block_sparse_attention", {{"dtype", "bf16"}});
+      auto run16 = [&] {
+        launch(*k16, {kiln::argPtr(qb.data(), KILN_DTYPE_BF16), kiln::argPtr(kb.data(), KILN_DTYPE_BF16),
+                      kiln::argPtr(vb.data(), KILN_DTYPE_BF16), kiln::arg(out.data()),
+                      kiln::arg(lse.data()), kiln::arg(dense.kvNum.data()),
+                      kiln::arg(dense.kvIdx.data()), kiln::arg(dense.fullNum.data()),
+                      kiln::arg(dense.fullIdx.data()), kiln::arg(doc.data()), kiln::arg(int64_t(1)),
+                      kiln::arg(H), kiln::arg(S), kiln::arg(S), kiln::arg(dense.numQBlocks),
+                      kiln::arg(dense.maxBlocks), kiln::arg(1.0f / 8.0f)},
+               {dense.numQBlocks, H});
+      };
+      auto [tb, tf] = timePair(run16, [&] { run(dense); });
+      record("attention_dense_kiln_bf16", flops / tb / 1e9, "GFLOP/s", "the f32 Kiln kernel", tf / tb);
+    }
+  }
+
+  if (want("dsa")) {
+    std::printf("\nDeepSeek sparse attention\n");
+    {
+      const int64_t T = 128, S = 4096, H = 64, Di = 128;
+      auto q = rnd(T * H * Di), w = rnd(T * H), kk = rnd(S * Di);
+      std::vector<float> scores(T * S);
+      auto k = op("dsa_indexer");
+      auto [t, u] = timePair([&] {
+        launch(*k, {kiln::arg(q.data()), kiln::arg(w.data()), kiln::arg(kk.data()),
+                    kiln::arg(scores.data()), kiln::arg(T), kiln::arg(S), kiln::arg(S - T)},
+               {cdiv(T, 16), cdiv(S, 64)});
+      }, nullptr);
+      (void)u;
+      record("dsa_indexer_128x4096_h64_d128", 2.0 * T * S * H * Di / t / 1e9, "GFLOP/s");
+      auto topk = op("dsa_topk", {{"k", "2048"}});
+      const int64_t K = 2048;
+      std::vector<int32_t> idx(T * K), ref(T * K);
+      // The peer: per row, std::nth_element over the counted indices (score
+      // descending, index ascending) and a sort of the K taken, rows split
+      // over the same number of threads.
+      auto peerTopK = [&] {
+        auto rows = [&](int64_t r0, int64_t r1) {
+          std::vector<int32_t> cand;
+          for (int64_t r = r0; r < r1; ++r) {
+            const float *x = &scores[r * S];
+            cand.clear();
+            for (int64_t s = 0; s < S; ++s)
+              if (x[s] > -INFINITY)
+                cand.push_back(int32_t(s));
+            if (int64_t(cand.size()) > K) {
+              std::nth_element(cand.begin(), cand.begin() + K, cand.end(), [&](int32_t a, int32_t b) {
+                return x[a] > x[b] || (x[a] == x[b] && a < b);
+              });
+              cand.resize(K);
+            }
+            std::sort(cand.begin(), cand.end());
+            int32_t *o = &ref[r * K];
+            std::copy(cand.begin(), cand.end(), o);
+            std::fill(o + cand.size(), o + K, -1);
+          }
+        };
+        std::vector<std::thread> pool;
+        for (int i = 0; i < threads; ++i)
+          pool.emplace_back(rows, T * i / threads, T * (i + 1) / threads);
+        for (auto &th : pool)
+          th.join();
+      };
+      auto [t2, u2] = timePair([&] {
+        launch(*topk, {kiln::arg(scores.data()), kiln::arg(idx.data()), kiln::arg(T), kiln::arg(S)}, {T});
+      }, peerTopK);
+      if (idx != ref)
+        std::printf("  (dsa_topk differs from std::nth_element's selection)\n");
+      record("dsa_topk_2048_of_4096_per_row", t2 / T * 1e6, "us/row", "std::nth_element", u2 / t2);
+      const int64_t Hq = 16, Dqk = 576, Dv = 512;
+      auto qq = rnd(T * Hq * Dqk), kv = rnd(S * Dqk);
+      std::vector<float> out(T * Hq * Dv), lse(T * Hq);
+      auto sa = op("dsa_sparse_attention");
+      std::vector<int32_t> dsaErrors(1, 0);
+      auto [t3, u3] = timePair([&] {
+        launch(*sa, {kiln::arg(qq.data()), kiln::arg(kv.data()), kiln::arg(idx.data()),
+                     kiln::arg(out.data()), kiln::arg(lse.data()), kiln::arg(dsaErrors.data()),
+                     kiln::arg(T), kiln::arg(Hq), kiln::arg(S), kiln::arg(int64_t(2048)),
+                     kiln::arg(0.05f)},
+               {T, 1});
+      }, nullptr);
+      (void)u3;
+      double dsaFlops = 2.0 * T * Hq * 2048 * (Dqk + Dv);
+      record("dsa_sparse_attention_topk2048_h16_576_512", dsaFlops / t3 / 1e9, "GFLOP/s");
+      // bf16 q and kv (f32 accumulation, AMX where the CPU has it), against
+      // the f32 kernel in the same run.
+      auto qq16 = toBF16(qq), kv16 = toBF16(kv);
+      auto sa16 = op("dsa_sparse_attention", {{"dtype", "bf16"}});
+      auto [t4, t5] = timePair(
+          [&] {
+            launch(*sa16, {kiln::argPtr(qq16.data(), KILN_DTYPE_BF16),
+                           kiln::argPtr(kv16.data(), KILN_DTYPE_BF16), kiln::arg(idx.data()),
+                           kiln::arg(out.data()), kiln::arg(lse.data()),
+                           kiln::arg(dsaErrors.data()), kiln::arg(T),
+                           kiln::arg(Hq), kiln::arg(S), kiln::arg(int64_t(2048)),
+                           kiln::arg(0.05f)},
+                   {T, 1});
+          },
+          [&] {
+            launch(*sa, {kiln::arg(qq.data()), kiln::arg(kv.data()), kiln::arg(idx.data()),
+                         kiln::arg(out.data()), kiln::arg(lse.data()),
+                         kiln::arg(dsaErrors.data()), kiln::arg(T), kiln::arg(Hq), kiln::arg(S),
+                         kiln::arg(int64_t(2048)), kiln::arg(0.05f)},
+                   {T, 1});
+          });
+      record("dsa_sparse_attention_bf16", dsaFlops / t4 / 1e9, "GFLOP/s", "the f32 Kiln kernel",
+             t5 / t4);
+    }
+  }
+
+  if (want("conv")) {
+    std::printf("\nVision convolutions (peer: oneDNN convolution, NHWC f32)\n");
+    struct ConvCase {
+      const char *name;
+      int64_t N, H, W, C, OC, K, stride, pad, groups;
+    };
+    for (const ConvCase &c : {ConvCase{"conv2d_3x3_56x56x64", 1, 56, 56, 64, 64, 3, 1, 1, 1},
+                              ConvCase{"patch_embed_vit_b16_224", 1, 224, 224, 3, 768, 16, 16, 0, 1},
+                              ConvCase{"depthwise_3x3_56x56x256", 1, 56, 56, 256, 256, 3, 1, 1, 256},
+                              ConvCase{"depthwise_7x7_28x28x512", 1, 28, 28, 512, 512, 7, 1, 3, 512}}) {
+      int64_t OH = (c.H + 2 * c.pad - c.K) / c.stride + 1, OW = (c.W + 2 * c.pad - c.K) / c.stride + 1;
+      auto x = rnd(c.N * c.H * c.W * c.C), bias = rnd(c.OC);
+      std::vector<float> y(c.N * OH * OW * c.OC), y2(y.size());
+      bool dw = c.groups == c.C;
+      auto w = rnd(c.K * c.K * (c.C / c.groups) * c.OC);
+      std::function<void()> kilnRun;
+      std::shared_ptr<kiln::Kernel> k;
+      std::string ks = std::to_string(c.K), ss = std::to_string(c.stride), ps = std::to_string(c.pad);
+      if (dw) {
+        k = op("depthwise_conv2d", {{"kh", ks}, {"kw", ks}, {"sh", ss}, {"sw", ss}, {"ph", ps}, {"pw", ps}});
+        kilnRun = [&] {
+          launch(*k, {kiln::arg(x.data()), kiln::arg(w.data()), kiln::arg(bias.data()), kiln::arg(y.data()),
+                      kiln::arg(c.N), kiln::arg(c.H), kiln::arg(c.W), kiln::arg(c.C), kiln::arg(OH), kiln::arg(OW)},
+                 {c.N * OH * cdiv(c.C, 64), cdiv(OW, 32), 1});
+        };
+      } else if (c.K == c.stride && c.pad == 0 && c.W % c.K == 0) {
+        // A patch embedding: each patch row (K pixels x C channels) is
+        // contiguous, so it runs as a KHx1 convolution over "wide pixels" of
+        // K*C channels (the same bytes, viewed differently).
+        k = op("conv", {{"kh", ks}, {"kw", "1"}, {"sh", ss}, {"sw", "1"}, {"block_c", "16"}});
+        int64_t wideW = c.W / c.K, wideC = c.K * c.C;
+        kilnRun = [&, wideW, wideC] {
+          launch(*k, {kiln::arg(x.data()), kiln::arg(w.data()), kiln::arg(bias.data()), kiln::arg(y.data()),
+                      kiln::arg(c.N), kiln::arg(int64_t(1)), kiln::arg(c.H), kiln::arg(wideW), kiln::arg(wideC),
+                      kiln::arg(c.OC), kiln::arg(int64_t(1)), kiln::arg(OH), kiln::arg(OW)},
+                 {cdiv(c.N * OH * OW, 64), cdiv(c.OC, 64)});
+        };
+      } else {
+        k = op("conv", {{"kh", ks}, {"kw", ks}, {"sh", ss}, {"sw", ss}, {"ph", ps}, {"pw", ps}});
+        kilnRun = [&] {
+          launch(*k, {kiln::arg(x.data()), kiln::arg(w.data()), kiln::arg(bias.data()), kiln::arg(y.data()),
+                      kiln::arg(c.N), kiln::arg(int64_t(1)), kiln::arg(c.H), kiln::arg(c.W), kiln::arg(c.C),
+                      kiln::arg(c.OC), kiln::arg(int64_t(1)), kiln::arg(OH), kiln::arg(OW)},
+                 {cdiv(c.N * OH * OW, 64), cdiv(c.OC, 64)});
+        };
+      }
+      DnnlConv peer(c.N, c.H, c.W, c.C, c.OC, c.K, c.stride, c.pad, c.groups, x.data(), w.data(),
+                    bias.data(), y2.data());
+      auto [tk, tp] = timePair(kilnRun, [&] { peer.run(); });
+      double maxDiff = 0;
+      for (size_t i = 0; i < y.size(); ++i)
+        maxDiff = std::max(maxDiff, double(std::fabs(y[i] - y2[i])));
+      double flops = 2.0 * c.N * OH * OW * c.OC * c.K * c.K * (c.C / c.groups);
+      record(std::string(c.name) + "_kiln", flops / tk / 1e9, "GFLOP/s", "oneDNN", tp / tk);
+      if (maxDiff > 1e-2) {
+        std::fprintf(stderr, "%s: Kiln and oneDNN disagree (max |diff| %g)\n", c.name, maxDiff);
+        return 1;
+      }
     }
   }
 

@@ -91,6 +91,9 @@ public:
   mlir::Value andI(mlir::Value a, mlir::Value b);
   mlir::Value orI(mlir::Value a, mlir::Value b);
   mlir::Value select(mlir::Value cond, mlir::Value a, mlir::Value b);
+  /// a * b + c rounded once (math.fma: the targets' fused multiply-add);
+  /// floats, operands unified like the binary ops'.
+  mlir::Value fma(mlir::Value a, mlir::Value b, mlir::Value c);
   mlir::Value exp(mlir::Value a);
   mlir::Value exp2(mlir::Value a);
   mlir::Value log(mlir::Value a);

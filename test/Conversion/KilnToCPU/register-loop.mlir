@@ -17,11 +17,13 @@
 // CHECK: scf.for %{{.*}} = %{{.*}} to %c64{{.*}} step %c64
 // CHECK: %[[V:.*]]:8 = scf.if %{{.*}} -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>) {
 // The first version: a plain load per vector, the row replaced by the
-// padding when outside the view.
+// padding when outside the view, by a select on a vector condition (on a
+// scalar one, x86 branches around each vector).
 // CHECK: scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>) {
 // CHECK-NOT: scf.if
 // CHECK: %[[L:.*]] = vector.load %{{.*}} : memref<?x?xf32, strided<[?, 1]>>, vector<16xf32>
-// CHECK: arith.select %{{.*}}, %[[L]], %{{.*}} : vector<16xf32>
+// CHECK: %[[M:.*]] = vector.broadcast %{{.*}} : i1 to vector<16xi1>
+// CHECK: arith.select %[[M]], %[[L]], %{{.*}} : vector<16xi1>, vector<16xf32>
 // CHECK-NOT: scf.if
 // CHECK: arith.mulf %{{.*}} : vector<16xf32>
 // CHECK: arith.addf %{{.*}} : vector<16xf32>
