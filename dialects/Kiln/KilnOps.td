@@ -350,13 +350,23 @@ def Kiln_StoreOp : Kiln_Op<"store", [MemoryEffects<[MemWrite]>]> {
     `view[offsets[0] + j_0, ...]`. Elements whose index falls outside the
     view's shape are not written. `in_bounds` is as for `kiln.load`.
 
+    `streaming` says the data is not read again soon (Triton's
+    `cache_modifier=".cs"` or `eviction_policy="evict_first"`). The x86
+    targets then write a tile whose rows start on vector boundaries with
+    non-temporal stores, which skip reading the destination's cache lines
+    first (a large copy moves a third fewer bytes), followed by an `sfence`;
+    other tiles, and the GPU targets, store as usual. The values written
+    are the same either way.
+
     ```mlir
     kiln.store %t, %v[%i, %j] : tensor<32x64xf32> -> !kiln.view<2xf32>
+    kiln.store %t, %v[%i, %j] {streaming} : tensor<32x64xf32> -> !kiln.view<2xf32>
     ```
   }];
   let arguments = (ins Kiln_Tile:$value, Kiln_ViewType:$view,
                        Variadic<Index>:$offsets,
-                       OptionalAttr<DenseBoolArrayAttr>:$in_bounds);
+                       OptionalAttr<DenseBoolArrayAttr>:$in_bounds,
+                       UnitAttr:$streaming);
   let assemblyFormat = [{
     $value `,` $view `[` $offsets `]` attr-dict `:` type($value) `->`
     qualified(type($view))

@@ -79,7 +79,7 @@ static llvm::Error buildEmbedding(ModuleOp module, const Config &c) {
   Value idx = k.select(ok, ids, k.cI32(-1));
   Value table = k.denseView(k.arg("weight"), {vocab, dim});
   Value tile = k.gather(table, idx, {c0}, {bn, bd}, 0);
-  k.store(tile, k.denseView(k.arg("out"), {n, dim}), {r0, c0});
+  k.store(tile, k.denseView(k.arg("out"), {n, dim}), {r0, c0}, c.getInt("streaming") != 0);
   Value first = k.cmp(Cmp::EQ, k.pid(1), k.cIndex(0));
   Value bad = k.andI(rowValid, k.cmp(Cmp::EQ, ok, k.constant(IntegerType::get(ctx, 1), 0)));
   countErrors(k, bad, k.arg("errors"), first);
@@ -132,7 +132,7 @@ static llvm::Error buildPagedKV(ModuleOp module, const Config &c) {
   Value cache = k.denseView(k.arg("cache"), {k.mul(numBlocks, k.cIndex(bs)), width});
   Value tile = k.gather(cache, k.select(ok, row, k.cI32(-1)), {w0}, {bt, bw}, 0);
   Value out = k.denseView(k.arg("out"), {batch, maxLen, width});
-  k.store(k.reshape(tile, {1, bt, bw}), out, {b, t0, w0});
+  k.store(k.reshape(tile, {1, bt, bw}), out, {b, t0, w0}, c.getInt("streaming") != 0);
   Value first = k.cmp(Cmp::EQ, k.pid(1), k.cIndex(0));
   Value i1f = k.constant(IntegerType::get(ctx, 1), 0);
   Value bad = k.andI(valid, k.cmp(Cmp::EQ, k.andI(inTable, blkOk), i1f));
@@ -160,7 +160,8 @@ static llvm::Error buildMoePermute(ModuleOp module, const Config &c) {
   Value src = k.load(k.view(k.arg("src_rows"), {rows}, {k.cIndex(1)}), {r0}, {br}, -1);
   Value tile = k.gather(k.denseView(k.arg("x"), {tokens, hidden}), src, {h0},
                         {br, bh}, 0);
-  k.store(tile, k.denseView(k.arg("out"), {rows, hidden}), {r0, h0});
+  k.store(tile, k.denseView(k.arg("out"), {rows, hidden}), {r0, h0},
+          c.getInt("streaming") != 0);
   Value first = k.cmp(Cmp::EQ, k.pid(1), k.cIndex(0));
   // -1 is the empty row; anything else outside [0, tokens) is an error.
   Value rowIds = k.add(k.arange(br), k.convert(r0, i32));
@@ -228,7 +229,9 @@ void registerGatherOps(std::vector<OpInfo> &ops) {
                  "are counted in errors[0]",
                  {dtypeParam(),
                   {"block_n", Param::Int, "8", "ids per program", {}},
-                  {"block_d", Param::Int, "1024", "columns per program (whole rows stream best)", {}}},
+                  {"block_d", Param::Int, "1024", "columns per program (whole rows stream best)", {}},
+                  {"streaming", Param::Int, "0",
+                   "1: streaming stores (non-temporal on x86: for outputs far larger than the caches)", {}}},
                  buildEmbedding});
   ops.push_back({"paged_kv_gather",
                  "contiguous K or V from a paged cache: out[b, t, :] = "
@@ -238,7 +241,9 @@ void registerGatherOps(std::vector<OpInfo> &ops) {
                  {dtypeParam(),
                   {"block_size", Param::Int, "16", "tokens per cache page", {}},
                   {"block_t", Param::Int, "8", "tokens per program", {}},
-                  {"block_w", Param::Int, "1024", "row elements per program", {}}},
+                  {"block_w", Param::Int, "1024", "row elements per program", {}},
+                  {"streaming", Param::Int, "0",
+                   "1: streaming stores (non-temporal on x86: for outputs far larger than the caches)", {}}},
                  buildPagedKV});
   ops.push_back({"moe_permute",
                  "tokens grouped by expert: out[r, :] = x[src_rows[r], :] "
@@ -246,7 +251,9 @@ void registerGatherOps(std::vector<OpInfo> &ops) {
                  "[0, tokens) read zeros and are counted in errors[0])",
                  {dtypeParam(),
                   {"block_r", Param::Int, "8", "rows per program", {}},
-                  {"block_h", Param::Int, "1024", "hidden elements per program", {}}},
+                  {"block_h", Param::Int, "1024", "hidden elements per program", {}},
+                  {"streaming", Param::Int, "0",
+                   "1: streaming stores (non-temporal on x86: for outputs far larger than the caches)", {}}},
                  buildMoePermute});
   ops.push_back({"moe_unpermute",
                  "weighted sum back: out[t, :] = sum_k weights[t, k] * "

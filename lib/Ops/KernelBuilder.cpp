@@ -335,11 +335,12 @@ Value KernelBuilder::load(Value v, llvm::ArrayRef<Value> offsets,
                             offs, padAttr(b, elt, padding), nullptr);
 }
 
-void KernelBuilder::store(Value t, Value v, llvm::ArrayRef<Value> offsets) {
+void KernelBuilder::store(Value t, Value v, llvm::ArrayRef<Value> offsets,
+                          bool streaming) {
   SmallVector<Value> offs;
   for (Value o : offsets)
     offs.push_back(toIndex(o));
-  kd::StoreOp::create(b, location, t, v, offs, nullptr);
+  kd::StoreOp::create(b, location, t, v, offs, nullptr, streaming);
 }
 
 Value KernelBuilder::gather(Value v, Value indices,

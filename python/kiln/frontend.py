@@ -2464,8 +2464,9 @@ class CodeGen(ast.NodeVisitor):
 
     @staticmethod
     def memory_hints(cache_modifier="", eviction_policy="", volatile=False):
-        """Triton's cache hints, accepted and checked (Kiln's loads choose
-        their own: cp.async.cg and TMA on GPUs)."""
+        """Triton's cache hints, accepted and checked. Kiln's loads choose
+        their own (cp.async.cg and TMA on GPUs); a store's ".cs" or
+        "evict_first" makes it streaming (builtin_store)."""
         for name, v, ok in (("cache_modifier", cache_modifier, ("", ".ca", ".cg", ".cv", ".cs",
                                                                   ".wb", ".wt")),
                             ("eviction_policy", eviction_policy, ("", "evict_first",
@@ -2537,7 +2538,7 @@ class CodeGen(ast.NodeVisitor):
             v = self.b.trans(v, perm, self.ir_type(dtype, shape))
         if wide != shape:
             v = self.b.reshape(v, self.ir_type(dtype, wide))
-        self.b.store(v, view, offs)
+        self.b.store(v, view, offs, self.streaming_store)
         return None
 
     def builtin_make_block_ptr(self, base, shape, strides, offsets, block_shape, order):
@@ -2841,7 +2842,7 @@ class CodeGen(ast.NodeVisitor):
             if atomic:
                 return self.squeeze(Tile(self.view_atomic(atomic, value.value, view, [off]),
                                          dtype, shape), scalar)
-            self.b.store(value.value, view, [off])
+            self.b.store(value.value, view, [off], self.streaming_store)
             return None
         # Strided offsets under bound masks (`ptr + rows[:, None] * stride +
         # cols[None, :]`, `mask=(rows[:, None] < m) & (cols[None, :] < n)`):
@@ -2860,7 +2861,7 @@ class CodeGen(ast.NodeVisitor):
                 v = to_view(value.value)
                 if atomic:
                     return from_view(self.view_atomic(atomic, v, view, offs))
-                self.b.store(v, view, offs)
+                self.b.store(v, view, offs, self.streaming_store)
                 return None
         # Rows named by a tile of indices (`table + ids[:, None] * D +
         # cols[None, :]`, a paged cache's `blocks[:, None] * stride + ...`):
@@ -2978,9 +2979,22 @@ class CodeGen(ast.NodeVisitor):
         if param is not None:
             self.written.add(param)
 
+    # Set while a store with Triton's streaming hints is emitted: its
+    # kiln.store is {streaming} (non-temporal stores on x86).
+    streaming_store = False
+
     def builtin_store(self, pointer, value, mask=None, offsets=None, boundary_check=(),
                       cache_modifier="", eviction_policy=""):
         self.memory_hints(cache_modifier, eviction_policy)
+        hints = [h.value if isinstance(h, kl.constexpr) else h
+                 for h in (cache_modifier, eviction_policy)]
+        self.streaming_store = hints[0] == ".cs" or hints[1] == "evict_first"
+        try:
+            return self.store_hinted(pointer, value, mask, offsets, boundary_check)
+        finally:
+            self.streaming_store = False
+
+    def store_hinted(self, pointer, value, mask, offsets, boundary_check):
         if isinstance(value, kl.constexpr):
             value = value.value
         if value is None:
@@ -3010,7 +3024,7 @@ class CodeGen(ast.NodeVisitor):
             offs = [self.index(o, "a view offset") for o in offsets]
             if len(offs) != pointer.rank:
                 raise KilnError(f"a view of rank {pointer.rank} needs {pointer.rank} offsets")
-            self.b.store(value.value, pointer.value, offs)
+            self.b.store(value.value, pointer.value, offs, self.streaming_store)
             return None
         if isinstance(pointer, Pointer):
             pointer = PointerTile(Pointer(pointer.value, pointer.dtype, param=pointer.param),

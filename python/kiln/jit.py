@@ -742,6 +742,9 @@ class JITFunction:
             raise ValueError(f"{self.__name__}: every grid dimension must be >= 0, got {grid}")
         ck = self.specialize(bound, len(grid), options.get("num_warps"),
                              options.get("num_stages"), warmup=not launch)
+        # ir() and asm describe the specialization just launched, also when
+        # it came from the cache (they showed the last one compiled).
+        self.last = ck
         if not launch:
             return ck
         if ck.used_globals:
@@ -790,7 +793,8 @@ class JITFunction:
     # -- inspection -------------------------------------------------------------------
 
     def ir(self, stage="kiln"):
-        """The IR of the most recently compiled specialization at `stage`."""
+        """The IR at `stage` of the specialization the latest launch (or
+        warmup) ran."""
         if self.last is None:
             raise RuntimeError(f"{self.__name__} has not been compiled yet; launch it first")
         return self.last.ir(stage)

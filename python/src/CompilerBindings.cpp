@@ -696,9 +696,11 @@ void bindCompiler(py::module &m) {
            })
       .def("store",
            [](PyBuilder &p, Value value, Value view,
-              std::vector<Value> offsets) {
-             p.make<kd::StoreOp>(value, view, offsets, nullptr);
-           })
+              std::vector<Value> offsets, bool streaming) {
+             p.make<kd::StoreOp>(value, view, offsets, nullptr, streaming);
+           },
+           py::arg("value"), py::arg("view"), py::arg("offsets"),
+           py::arg("streaming") = false)
       .def("atomic_add",
            [](PyBuilder &p, Value value, Value view,
               std::vector<Value> offsets) {

@@ -229,16 +229,23 @@ int main(int argc, char **argv) {
       for (int64_t i = 0; i < n; ++i)
         ids[i] = int32_t((i * 7919) % vocab);
       std::vector<float> out(n * dim), copy(n * dim);
-      auto k = op("embedding");
-      auto [tk, tm] = timePair(
-          [&] {
-            launch(*k, {kiln::arg(w.data()), kiln::arg(ids.data()), kiln::arg(out.data()),
-                        kiln::arg(errors.data()), kiln::arg(n), kiln::arg(vocab), kiln::arg(dim)},
-                   {cdiv(n, 8), cdiv(dim, 1024)});
-          },
-          [&] { std::memcpy(copy.data(), w.data() + 1000 * dim, n * dim * 4); });
-      double bytes = 2.0 * n * dim * 4;
-      record("embedding_8192x1024_kiln", bytes / tk / 1e9, "GB/s", "memcpy", tm / tk);
+      // Streaming stores, as kiln.ops picks for outputs of 8 MiB or more
+      // (ops._STREAM_BYTES); and the same kernel with plain stores.
+      for (const char *streaming : {"1", "0"}) {
+        auto k = op("embedding", {{"streaming", streaming}});
+        auto [tk, tm] = timePair(
+            [&] {
+              launch(*k, {kiln::arg(w.data()), kiln::arg(ids.data()), kiln::arg(out.data()),
+                          kiln::arg(errors.data()), kiln::arg(n), kiln::arg(vocab),
+                          kiln::arg(dim)},
+                     {cdiv(n, 8), cdiv(dim, 1024)});
+            },
+            [&] { std::memcpy(copy.data(), w.data() + 1000 * dim, n * dim * 4); });
+        double bytes = 2.0 * n * dim * 4;
+        record(*streaming == '1' ? "embedding_8192x1024_kiln"
+                                 : "embedding_8192x1024_kiln_plain_stores",
+               bytes / tk / 1e9, "GB/s", "memcpy", tm / tk);
+      }
     }
     {
       const int64_t bs = 16, width = 1024, batch = 8, maxLen = 2048, maxBlocks = maxLen / bs,
@@ -248,7 +255,7 @@ int main(int argc, char **argv) {
       for (int64_t i = 0; i < batch * maxBlocks; ++i)
         table[i] = int32_t((i * 37) % numBlocks);
       std::vector<float> out(batch * maxLen * width), copy(out.size());
-      auto k = op("paged_kv_gather");
+      auto k = op("paged_kv_gather", {{"streaming", "1"}}); // (as kiln.ops, 64 MiB)
       auto [tk, tm] = timePair(
           [&] {
             launch(*k, {kiln::arg(cache.data()), kiln::arg(table.data()), kiln::arg(lens.data()),
@@ -267,7 +274,7 @@ int main(int argc, char **argv) {
       for (int64_t r = 0; r < rows; ++r)
         src[r] = int32_t((r * 5) % T);
       std::vector<float> y(rows * H), copy(rows * H);
-      auto k = op("moe_permute");
+      auto k = op("moe_permute", {{"streaming", "1"}}); // (as kiln.ops, 32 MiB)
       auto [tk, tm] = timePair(
           [&] {
             launch(*k, {kiln::arg(x.data()), kiln::arg(src.data()), kiln::arg(y.data()),

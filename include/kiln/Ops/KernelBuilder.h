@@ -119,8 +119,9 @@ public:
   mlir::Value load(mlir::Value view, llvm::ArrayRef<mlir::Value> offsets,
                    llvm::ArrayRef<int64_t> shape,
                    std::optional<double> padding = std::nullopt);
+  /// `streaming`: kiln.store's (not read again soon: non-temporal on x86).
   void store(mlir::Value tile, mlir::Value view,
-             llvm::ArrayRef<mlir::Value> offsets);
+             llvm::ArrayRef<mlir::Value> offsets, bool streaming = false);
   mlir::Value gather(mlir::Value view, mlir::Value indices,
                      llvm::ArrayRef<mlir::Value> offsets,
                      llvm::ArrayRef<int64_t> shape,

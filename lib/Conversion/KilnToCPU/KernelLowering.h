@@ -462,6 +462,25 @@ private:
   // from source to destination directly when both tiles are interior (no
   // tile buffer in between); otherwise both run the general way.
   bool canFuseGatherStore(GatherOp gather);
+  /// For a tile stored into `memref` at `offsets`: whether all its rows
+  /// start at the same distance from a `bytes` boundary (a power of two;
+  /// elements of `eltBytes`), and that distance in elements.
+  std::pair<Value, Value> streamShift(ImplicitLocOpBuilder &b, Value memref,
+                                      ValueRange offsets, int64_t eltBytes, int64_t bytes);
+  /// Walks a tile of `shape` row by row for kiln.store {streaming}: the
+  /// first `shift` elements of each row one by one, then whole vectors of
+  /// `width` (written non-temporal), then the rest one by one. `read` gives
+  /// the tile's elements at an index (a vector of w, or a scalar for 1).
+  void streamRows(ImplicitLocOpBuilder &b, ArrayRef<int64_t> shape, int64_t width,
+                  Value shift,
+                  function_ref<Value(ImplicitLocOpBuilder &, ValueRange, int64_t)> read,
+                  function_ref<void(ImplicitLocOpBuilder &, ValueRange, Value, bool)> write);
+  /// Stores a vector (or a scalar) into a view's memref at `at`; a
+  /// non-temporal vector store is aligned to the vector's size.
+  void writeElems(ImplicitLocOpBuilder &b, Value v, const ViewInfo &vi, ValueRange at,
+                  bool nontemporal);
+  /// An sfence after non-temporal stores (kiln.store {streaming}).
+  void storeFence(ImplicitLocOpBuilder &b);
   LogicalResult lowerGatherStore(GatherOp gather, Operation *reshape,
                                  StoreOp store);
   /// SIMT: whether both ends of a fused gather + store move whole chunks

@@ -650,9 +650,13 @@ LogicalResult KernelLowering::lowerViewAccess(
                                      arith::AndIOp::create(b, ge, le));
   }
   auto ifOp = scf::IfOp::create(b, TypeRange{}, interior, true);
-  {
-    OpBuilder tb = ifOp.getThenBodyBuilder();
-    ImplicitLocOpBuilder fb(op->getLoc(), tb);
+  // kiln.store {streaming}: non-temporal vector stores at vector boundaries
+  // (vmovntps faults elsewhere), when the tile's rows all start at the same
+  // distance from one (streamShift): the elements before and after each
+  // row's aligned vectors are stored one by one (streamRows).
+  auto streamingStore = dyn_cast<StoreOp>(op);
+  const bool streaming = streamingStore && streamingStore.getStreaming() && !indices;
+  auto interiorCopy = [&](ImplicitLocOpBuilder &fb, bool) {
     forEachIndex(fb, shape, width, [&](ImplicitLocOpBuilder &ib,
                                        ValueRange idx) {
       SmallVector<Value> viewIdx;
@@ -687,6 +691,32 @@ LogicalResult KernelLowering::lowerViewAccess(
         storeElems(ib, rowIf.getResult(0), tileBuf, idx, width);
       }
     });
+  };
+  {
+    OpBuilder tb = ifOp.getThenBodyBuilder();
+    ImplicitLocOpBuilder fb(op->getLoc(), tb);
+    if (streaming && width > 1) {
+      const int64_t eltBytes = std::max<int64_t>(1, elt.getIntOrFloatBitWidth() / 8);
+      auto [uniform, shift] = streamShift(fb, vi.unitMemref, offsets, eltBytes, width * eltBytes);
+      auto streamIf = scf::IfOp::create(fb, TypeRange{}, uniform, true);
+      ImplicitLocOpBuilder ab(op->getLoc(), streamIf.getThenBodyBuilder());
+      streamRows(
+          ab, shape, width, shift,
+          [&](ImplicitLocOpBuilder &ib, ValueRange idx, int64_t w) {
+            return loadElems(ib, tileBuf, idx, elt, w);
+          },
+          [&](ImplicitLocOpBuilder &ib, ValueRange idx, Value v, bool nontemporal) {
+            SmallVector<Value> viewIdx;
+            for (int64_t d = 0; d < rank; ++d)
+              viewIdx.push_back(viewIndex(ib, d, idx[d]));
+            writeElems(ib, v, vi, viewIdx, nontemporal);
+          });
+      storeFence(ab);
+      ImplicitLocOpBuilder pb(op->getLoc(), streamIf.getElseBodyBuilder());
+      interiorCopy(pb, /*nontemporal=*/false);
+    } else {
+      interiorCopy(fb, /*nontemporal=*/false);
+    }
   }
   {
     OpBuilder eb = ifOp.getElseBodyBuilder();
@@ -694,6 +724,87 @@ LogicalResult KernelLowering::lowerViewAccess(
     emitGeneral(gb);
   }
   return success();
+}
+
+std::pair<Value, Value> KernelLowering::streamShift(ImplicitLocOpBuilder &b, Value memref,
+                                                    ValueRange offsets, int64_t eltBytes,
+                                                    int64_t bytes) {
+  // The first element's byte address, and whether every row starts at the
+  // same distance from a `bytes` boundary (a power of two): the element is
+  // aligned to its size and every outer stride is a multiple of `bytes`.
+  auto md = memref::ExtractStridedMetadataOp::create(b, memref);
+  Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, md.getBaseBuffer());
+  Value cE = cIdx(b, eltBytes), low = cIdx(b, bytes - 1), c0 = cIdx(b, 0);
+  Value first = md.getOffset();
+  for (auto [off, stride] : llvm::zip(offsets, md.getStrides()))
+    first = arith::AddIOp::create(b, first, arith::MulIOp::create(b, off, stride));
+  Value addr = arith::AddIOp::create(b, base, arith::MulIOp::create(b, first, cE));
+  Value bits = arith::AndIOp::create(b, addr, cIdx(b, eltBytes - 1));
+  for (Value stride : md.getStrides().drop_back())
+    bits = arith::OrIOp::create(
+        b, bits, arith::AndIOp::create(b, arith::MulIOp::create(b, stride, cE), low));
+  Value uniform = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, bits, c0);
+  // Elements before the first boundary: (bytes - addr % bytes) % bytes.
+  Value gap = arith::AndIOp::create(
+      b, arith::SubIOp::create(b, cIdx(b, bytes), arith::AndIOp::create(b, addr, low)), low);
+  return {uniform, arith::DivUIOp::create(b, gap, cE)};
+}
+
+void KernelLowering::streamRows(
+    ImplicitLocOpBuilder &b, ArrayRef<int64_t> shape, int64_t width, Value shift,
+    function_ref<Value(ImplicitLocOpBuilder &, ValueRange, int64_t)> read,
+    function_ref<void(ImplicitLocOpBuilder &, ValueRange, Value, bool)> write) {
+  const int64_t n = shape.back();
+  SmallVector<int64_t> rows(shape.begin(), shape.end());
+  rows.back() = 1;
+  Value cN = cIdx(b, n), cW = cIdx(b, width), c1 = cIdx(b, 1);
+  // Per row: `head` elements one by one, then whole vectors from a
+  // boundary, then the rest one by one.
+  Value head = arith::MinUIOp::create(b, shift, cN);
+  Value body = arith::MulIOp::create(
+      b, arith::DivUIOp::create(b, arith::SubIOp::create(b, cN, head), cW), cW);
+  Value tail = arith::AddIOp::create(b, head, body);
+  forEachIndex(b, rows, 1, [&](ImplicitLocOpBuilder &rb, ValueRange outer) {
+    auto at = [&](Value col) {
+      SmallVector<Value> idx(outer.begin(), outer.end());
+      idx.back() = col;
+      return idx;
+    };
+    auto loop = [&](Value lo, Value hi, Value step, int64_t w, bool nontemporal) {
+      scf::ForOp::create(rb, lo, hi, step, ValueRange{},
+                         [&](OpBuilder &lb, Location loc, Value j, ValueRange) {
+                           ImplicitLocOpBuilder ib(loc, lb);
+                           write(ib, at(j), read(ib, at(j), w), nontemporal);
+                           scf::YieldOp::create(ib);
+                         });
+    };
+    loop(cIdx(rb, 0), head, c1, 1, false);
+    loop(head, tail, cW, width, true);
+    loop(tail, cN, c1, 1, false);
+  });
+}
+
+void KernelLowering::writeElems(ImplicitLocOpBuilder &b, Value v, const ViewInfo &vi,
+                                ValueRange at, bool nontemporal) {
+  auto vt = dyn_cast<VectorType>(v.getType());
+  if (!vt) {
+    memref::StoreOp::create(b, v, vi.unitMemref, at);
+    return;
+  }
+  if (!nontemporal) {
+    vector::StoreOp::create(b, v, vi.unitMemref, at);
+    return;
+  }
+  const int64_t bytes =
+      vt.getNumElements() * std::max<int64_t>(1, vt.getElementTypeBitWidth() / 8);
+  vector::StoreOp::create(b, v, vi.unitMemref, at, /*nontemporal=*/true,
+                          llvm::MaybeAlign(bytes));
+}
+
+void KernelLowering::storeFence(ImplicitLocOpBuilder &b) {
+  // Non-temporal stores are weakly ordered: sfence orders them before the
+  // program's later stores and its completion (x86, the only CPU target).
+  LLVM::CallIntrinsicOp::create(b, b.getStringAttr("llvm.x86.sse.sfence"), ValueRange{});
 }
 
 LogicalResult KernelLowering::lowerAtomicAdd(Operation *op, Value value,
@@ -3319,21 +3430,58 @@ LogicalResult KernelLowering::lowerGatherStore(GatherOp gather,
     ImplicitLocOpBuilder fb(store.getLoc(), tb);
     gatherStoreChunksSimt(fb, gv, gOff, sv, sOff, lead, *idxBuf, type, padAttr);
   } else {
-    OpBuilder tb = ifOp.getThenBodyBuilder();
-    ImplicitLocOpBuilder fb(store.getLoc(), tb);
-    forEachIndex(fb, shape, width, [&](ImplicitLocOpBuilder &ib, ValueRange idx) {
-      Value raw = memref::LoadOp::create(ib, *idxBuf, ValueRange{idx[0]});
-      Value row = arith::IndexCastOp::create(ib, ib.getIndexType(), raw);
-      auto [src, dst, rowOk] = gatherStoreAt(ib, gv, row, idx, gOff, sOff, lead);
-      auto rowIf = scf::IfOp::create(ib, TypeRange{vecType}, rowOk, true);
-      OpBuilder rb = rowIf.getThenBodyBuilder();
-      Value v = vector::LoadOp::create(rb, ib.getLoc(), vecType, gv.unitMemref, src);
-      scf::YieldOp::create(rb, ib.getLoc(), v);
-      OpBuilder eb = rowIf.getElseBodyBuilder();
-      ImplicitLocOpBuilder eib(ib.getLoc(), eb);
-      scf::YieldOp::create(eb, ib.getLoc(), splatConstant(eib, padAttr, width));
-      vector::StoreOp::create(ib, rowIf.getResult(0), sv.unitMemref, dst);
-    });
+    auto copy = [&](ImplicitLocOpBuilder &fb, bool) {
+      forEachIndex(fb, shape, width, [&](ImplicitLocOpBuilder &ib, ValueRange idx) {
+        Value raw = memref::LoadOp::create(ib, *idxBuf, ValueRange{idx[0]});
+        Value row = arith::IndexCastOp::create(ib, ib.getIndexType(), raw);
+        auto [src, dst, rowOk] = gatherStoreAt(ib, gv, row, idx, gOff, sOff, lead);
+        auto rowIf = scf::IfOp::create(ib, TypeRange{vecType}, rowOk, true);
+        OpBuilder rb = rowIf.getThenBodyBuilder();
+        Value v = vector::LoadOp::create(rb, ib.getLoc(), vecType, gv.unitMemref, src);
+        scf::YieldOp::create(rb, ib.getLoc(), v);
+        OpBuilder eb = rowIf.getElseBodyBuilder();
+        ImplicitLocOpBuilder eib(ib.getLoc(), eb);
+        scf::YieldOp::create(eb, ib.getLoc(), splatConstant(eib, padAttr, width));
+        vector::StoreOp::create(ib, rowIf.getResult(0), sv.unitMemref, dst);
+      });
+    };
+    ImplicitLocOpBuilder fb(store.getLoc(), ifOp.getThenBodyBuilder());
+    // kiln.store {streaming}: non-temporal vector stores (lowerViewAccess).
+    if (store.getStreaming()) {
+      auto [uniform, shift] = streamShift(fb, sv.unitMemref, sOff, eltBytes, width * eltBytes);
+      auto streamIf = scf::IfOp::create(fb, TypeRange{}, uniform, true);
+      ImplicitLocOpBuilder ab(store.getLoc(), streamIf.getThenBodyBuilder());
+      streamRows(
+          ab, shape, width, shift,
+          [&](ImplicitLocOpBuilder &ib, ValueRange idx, int64_t w) -> Value {
+            Value raw = memref::LoadOp::create(ib, *idxBuf, ValueRange{idx[0]});
+            Value row = arith::IndexCastOp::create(ib, ib.getIndexType(), raw);
+            auto [src, dst, rowOk] = gatherStoreAt(ib, gv, row, idx, gOff, sOff, lead);
+            Type t = w == 1 ? elt : Type(VectorType::get({w}, elt));
+            auto rowIf = scf::IfOp::create(ib, TypeRange{t}, rowOk, true);
+            ImplicitLocOpBuilder tb(ib.getLoc(), rowIf.getThenBodyBuilder());
+            scf::YieldOp::create(
+                tb, w == 1 ? Value(memref::LoadOp::create(tb, gv.unitMemref, src))
+                           : Value(vector::LoadOp::create(tb, cast<VectorType>(t),
+                                                          gv.unitMemref, src)));
+            ImplicitLocOpBuilder eb(ib.getLoc(), rowIf.getElseBodyBuilder());
+            scf::YieldOp::create(
+                eb, w == 1 ? Value(arith::ConstantOp::create(eb, padAttr))
+                           : splatConstant(eb, padAttr, w));
+            return rowIf.getResult(0);
+          },
+          [&](ImplicitLocOpBuilder &ib, ValueRange idx, Value v, bool nontemporal) {
+            SmallVector<Value> dst(sOff.take_front(lead));
+            for (auto [d, i] : llvm::enumerate(idx))
+              dst.push_back(arith::AddIOp::create(ib, sOff[lead + d], i));
+            writeElems(ib, v, sv, dst, nontemporal);
+          });
+      storeFence(ab);
+      ImplicitLocOpBuilder pb(store.getLoc(), streamIf.getElseBodyBuilder());
+      copy(pb, /*nontemporal=*/false);
+    } else {
+      copy(fb, /*nontemporal=*/false);
+    }
   }
   // Otherwise: the general gather into a tile buffer, then the general store,
   // both emitted inside the else branch (the ops move there to anchor them).
