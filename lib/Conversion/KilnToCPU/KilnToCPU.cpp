@@ -656,7 +656,7 @@ LogicalResult KernelLowering::lowerViewAccess(
   // row's aligned vectors are stored one by one (streamRows).
   auto streamingStore = dyn_cast<StoreOp>(op);
   const bool streaming = streamingStore && streamingStore.getStreaming() && !indices;
-  auto interiorCopy = [&](ImplicitLocOpBuilder &fb, bool) {
+  auto interiorCopy = [&](ImplicitLocOpBuilder &fb) {
     forEachIndex(fb, shape, width, [&](ImplicitLocOpBuilder &ib,
                                        ValueRange idx) {
       SmallVector<Value> viewIdx;
@@ -713,9 +713,9 @@ LogicalResult KernelLowering::lowerViewAccess(
           });
       storeFence(ab);
       ImplicitLocOpBuilder pb(op->getLoc(), streamIf.getElseBodyBuilder());
-      interiorCopy(pb, /*nontemporal=*/false);
+      interiorCopy(pb);
     } else {
-      interiorCopy(fb, /*nontemporal=*/false);
+      interiorCopy(fb);
     }
   }
   {
@@ -3430,7 +3430,7 @@ LogicalResult KernelLowering::lowerGatherStore(GatherOp gather,
     ImplicitLocOpBuilder fb(store.getLoc(), tb);
     gatherStoreChunksSimt(fb, gv, gOff, sv, sOff, lead, *idxBuf, type, padAttr);
   } else {
-    auto copy = [&](ImplicitLocOpBuilder &fb, bool) {
+    auto copy = [&](ImplicitLocOpBuilder &fb) {
       forEachIndex(fb, shape, width, [&](ImplicitLocOpBuilder &ib, ValueRange idx) {
         Value raw = memref::LoadOp::create(ib, *idxBuf, ValueRange{idx[0]});
         Value row = arith::IndexCastOp::create(ib, ib.getIndexType(), raw);
@@ -3478,9 +3478,9 @@ LogicalResult KernelLowering::lowerGatherStore(GatherOp gather,
           });
       storeFence(ab);
       ImplicitLocOpBuilder pb(store.getLoc(), streamIf.getElseBodyBuilder());
-      copy(pb, /*nontemporal=*/false);
+      copy(pb);
     } else {
-      copy(fb, /*nontemporal=*/false);
+      copy(fb);
     }
   }
   // Otherwise: the general gather into a tile buffer, then the general store,
