@@ -133,3 +133,21 @@ def test_large_gathers_stream(rng):
         t = np.arange(2304)
         want = np.where((t < lens[b])[:, None], cache[tables[b, t // 16], t % 16], 0.0)
         assert_close(out[b], want, 0, 0)
+
+
+@kiln.jit
+def block_ptr_copy(x, out, m, n, BM: kl.constexpr, BN: kl.constexpr):
+    at = (kl.program_id(0) * BM, kl.program_id(1) * BN)
+    src = kl.make_block_ptr(x, (m, n), (n, 1), at, (BM, BN), (1, 0))
+    dst = kl.make_block_ptr(out, (m, n), (n, 1), at, (BM, BN), (1, 0))
+    kl.store(dst, kl.load(src, boundary_check=(0, 1)) + 1.0, boundary_check=(0, 1),
+             eviction_policy="evict_first")
+
+
+def test_streaming_block_pointer_store(rng):
+    m, n = 37, 136  # interior tiles (streamed) and edge tiles
+    x = rng.standard_normal((m, n)).astype(np.float32)
+    out = _buffer(rng, (m, n), 4)
+    block_ptr_copy[(kiln.cdiv(m, 8), kiln.cdiv(n, 64))](x, out, m, n, BM=8, BN=64)
+    assert "{streaming}" in block_ptr_copy.ir("kiln")
+    assert_close(out, x + np.float32(1), 0, 0)

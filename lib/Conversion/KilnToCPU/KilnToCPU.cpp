@@ -2965,7 +2965,8 @@ Value KernelLowering::readViewElems(ImplicitLocOpBuilder &ib, Operation *access,
     // On a vector condition: x86 lowers a select of vectors on a scalar
     // condition to a branch around each one (its CMOV pseudo), which kept
     // depthwise convolution's loads out of its multiply-adds; a blend or an
-    // AND takes the load as its operand (measured 12-15% faster there).
+    // AND takes the load as its operand (with fma, 3x3 and 7x7 depthwise
+    // took 0.85x and 0.87x the time; docs/performance.md).
     Value rowMask =
         vector::BroadcastOp::create(fb, VectorType::get({width}, fb.getI1Type()), rowOk);
     return arith::SelectOp::create(fb, rowMask, v, splatConstant(fb, pad, width));
