@@ -42,7 +42,7 @@ def row_gather(table, ids, out, n, dim, BR: kl.constexpr, BD: kl.constexpr):
     kl.store(vo, tile, offsets=(r0, kl.program_id(1) * BD), cache_modifier=".cs")
 
 
-def _buffer(rng, shape, shift):
+def _buffer(shape, shift):
     """A float32 array of `shape` starting `shift` elements past a 64-byte
     boundary (so shift 1 misaligns every row for 32- and 64-byte vectors)."""
     n = int(np.prod(shape))
@@ -67,7 +67,7 @@ def _buffer(rng, shape, shift):
 def test_streaming_store_values(rng, hint, m, n, shift, stride_pad, bn):
     x = rng.standard_normal((m, n)).astype(np.float32)
     so = n + stride_pad
-    out = _buffer(rng, (m, so), shift)
+    out = _buffer((m, so), shift)
     scaled_copy[(kiln.cdiv(m, 16), kiln.cdiv(n, bn))](x, out, m, n, n, so, BM=16, BN=bn,
                                                     HINT=hint)
     # (2x is exact, so 2x + 1 has one rounding, float32 as the kernel's)
@@ -106,7 +106,7 @@ def test_streaming_gather_store(rng, dim, shift):
     table = rng.standard_normal((4096, dim)).astype(np.float32)
     n = 45
     ids = rng.integers(-3, 4100, n).astype(np.int32)
-    out = _buffer(rng, (n, dim), shift)
+    out = _buffer((n, dim), shift)
     row_gather[(kiln.cdiv(n, 8), kiln.cdiv(dim, 64))](table, ids, out, n, dim, BR=8, BD=64)
     ok = (ids >= 0) & (ids < 4096)
     want = np.where(ok[:, None], table[np.clip(ids, 0, 4095)], 0.0)
@@ -147,7 +147,7 @@ def block_ptr_copy(x, out, m, n, BM: kl.constexpr, BN: kl.constexpr):
 def test_streaming_block_pointer_store(rng):
     m, n = 37, 136  # interior tiles (streamed) and edge tiles
     x = rng.standard_normal((m, n)).astype(np.float32)
-    out = _buffer(rng, (m, n), 4)
+    out = _buffer((m, n), 4)
     block_ptr_copy[(kiln.cdiv(m, 8), kiln.cdiv(n, 64))](x, out, m, n, BM=8, BN=64)
     assert "{streaming}" in block_ptr_copy.ir("kiln")
     assert_close(out, x + np.float32(1), 0, 0)

@@ -656,12 +656,16 @@ LogicalResult KernelLowering::lowerViewAccess(
   // row's aligned vectors are stored one by one (streamRows).
   auto streamingStore = dyn_cast<StoreOp>(op);
   const bool streaming = streamingStore && streamingStore.getStreaming() && !indices;
+  auto viewIndices = [&](ImplicitLocOpBuilder &ib, ValueRange idx) {
+    SmallVector<Value> viewIdx;
+    for (int64_t d = 0; d < rank; ++d)
+      viewIdx.push_back(viewIndex(ib, d, idx[d]));
+    return viewIdx;
+  };
   auto interiorCopy = [&](ImplicitLocOpBuilder &fb) {
     forEachIndex(fb, shape, width, [&](ImplicitLocOpBuilder &ib,
                                        ValueRange idx) {
-      SmallVector<Value> viewIdx;
-      for (int64_t d = 0; d < rank; ++d)
-        viewIdx.push_back(viewIndex(ib, d, idx[d]));
+      SmallVector<Value> viewIdx = viewIndices(ib, idx);
       auto vt = VectorType::get({width}, elt);
       if (!indices) {
         if (isStore) {
@@ -706,10 +710,7 @@ LogicalResult KernelLowering::lowerViewAccess(
             return loadElems(ib, tileBuf, idx, elt, w);
           },
           [&](ImplicitLocOpBuilder &ib, ValueRange idx, Value v, bool nontemporal) {
-            SmallVector<Value> viewIdx;
-            for (int64_t d = 0; d < rank; ++d)
-              viewIdx.push_back(viewIndex(ib, d, idx[d]));
-            writeElems(ib, v, vi, viewIdx, nontemporal);
+            writeElems(ib, v, vi, viewIndices(ib, idx), nontemporal);
           });
       storeFence(ab);
       ImplicitLocOpBuilder pb(op->getLoc(), streamIf.getElseBodyBuilder());
@@ -3344,7 +3345,6 @@ LogicalResult KernelLowering::lowerGatherStore(GatherOp gather,
   const int64_t rank = type.getRank();
   Type elt = storageType(type.getElementType());
   const int64_t width = vectorWidth({type.getElementType()}, shape.back());
-  auto vecType = VectorType::get({width}, elt);
   auto idxBuf = bufferOf(gather.getIndices(), gather);
   if (failed(idxBuf))
     return failure();
@@ -3431,19 +3431,34 @@ LogicalResult KernelLowering::lowerGatherStore(GatherOp gather,
     ImplicitLocOpBuilder fb(store.getLoc(), tb);
     gatherStoreChunksSimt(fb, gv, gOff, sv, sOff, lead, *idxBuf, type, padAttr);
   } else {
+    // The gathered tile's elements at a tile index (a vector of w, or a
+    // scalar for 1; a row outside the source reads the padding), and their
+    // store at the same index of the destination.
+    auto read = [&](ImplicitLocOpBuilder &ib, ValueRange idx, int64_t w) -> Value {
+      Value raw = memref::LoadOp::create(ib, *idxBuf, ValueRange{idx[0]});
+      Value row = arith::IndexCastOp::create(ib, ib.getIndexType(), raw);
+      auto [src, dst, rowOk] = gatherStoreAt(ib, gv, row, idx, gOff, sOff, lead);
+      Type t = w == 1 ? elt : Type(VectorType::get({w}, elt));
+      auto rowIf = scf::IfOp::create(ib, TypeRange{t}, rowOk, true);
+      ImplicitLocOpBuilder tb(ib.getLoc(), rowIf.getThenBodyBuilder());
+      scf::YieldOp::create(
+          tb, w == 1 ? Value(memref::LoadOp::create(tb, gv.unitMemref, src))
+                     : Value(vector::LoadOp::create(tb, cast<VectorType>(t), gv.unitMemref,
+                                                    src)));
+      ImplicitLocOpBuilder eb(ib.getLoc(), rowIf.getElseBodyBuilder());
+      scf::YieldOp::create(eb, w == 1 ? Value(arith::ConstantOp::create(eb, padAttr))
+                                      : splatConstant(eb, padAttr, w));
+      return rowIf.getResult(0);
+    };
+    auto write = [&](ImplicitLocOpBuilder &ib, ValueRange idx, Value v, bool nontemporal) {
+      SmallVector<Value> dst(sOff.take_front(lead));
+      for (auto [d, i] : llvm::enumerate(idx))
+        dst.push_back(arith::AddIOp::create(ib, sOff[lead + d], i));
+      writeElems(ib, v, sv, dst, nontemporal);
+    };
     auto copy = [&](ImplicitLocOpBuilder &fb) {
       forEachIndex(fb, shape, width, [&](ImplicitLocOpBuilder &ib, ValueRange idx) {
-        Value raw = memref::LoadOp::create(ib, *idxBuf, ValueRange{idx[0]});
-        Value row = arith::IndexCastOp::create(ib, ib.getIndexType(), raw);
-        auto [src, dst, rowOk] = gatherStoreAt(ib, gv, row, idx, gOff, sOff, lead);
-        auto rowIf = scf::IfOp::create(ib, TypeRange{vecType}, rowOk, true);
-        OpBuilder rb = rowIf.getThenBodyBuilder();
-        Value v = vector::LoadOp::create(rb, ib.getLoc(), vecType, gv.unitMemref, src);
-        scf::YieldOp::create(rb, ib.getLoc(), v);
-        OpBuilder eb = rowIf.getElseBodyBuilder();
-        ImplicitLocOpBuilder eib(ib.getLoc(), eb);
-        scf::YieldOp::create(eb, ib.getLoc(), splatConstant(eib, padAttr, width));
-        vector::StoreOp::create(ib, rowIf.getResult(0), sv.unitMemref, dst);
+        write(ib, idx, read(ib, idx, width), /*nontemporal=*/false);
       });
     };
     ImplicitLocOpBuilder fb(store.getLoc(), ifOp.getThenBodyBuilder());
@@ -3452,31 +3467,7 @@ LogicalResult KernelLowering::lowerGatherStore(GatherOp gather,
       auto [uniform, shift] = streamShift(fb, sv.unitMemref, sOff, eltBytes, width * eltBytes);
       auto streamIf = scf::IfOp::create(fb, TypeRange{}, uniform, true);
       ImplicitLocOpBuilder ab(store.getLoc(), streamIf.getThenBodyBuilder());
-      streamRows(
-          ab, shape, width, shift,
-          [&](ImplicitLocOpBuilder &ib, ValueRange idx, int64_t w) -> Value {
-            Value raw = memref::LoadOp::create(ib, *idxBuf, ValueRange{idx[0]});
-            Value row = arith::IndexCastOp::create(ib, ib.getIndexType(), raw);
-            auto [src, dst, rowOk] = gatherStoreAt(ib, gv, row, idx, gOff, sOff, lead);
-            Type t = w == 1 ? elt : Type(VectorType::get({w}, elt));
-            auto rowIf = scf::IfOp::create(ib, TypeRange{t}, rowOk, true);
-            ImplicitLocOpBuilder tb(ib.getLoc(), rowIf.getThenBodyBuilder());
-            scf::YieldOp::create(
-                tb, w == 1 ? Value(memref::LoadOp::create(tb, gv.unitMemref, src))
-                           : Value(vector::LoadOp::create(tb, cast<VectorType>(t),
-                                                          gv.unitMemref, src)));
-            ImplicitLocOpBuilder eb(ib.getLoc(), rowIf.getElseBodyBuilder());
-            scf::YieldOp::create(
-                eb, w == 1 ? Value(arith::ConstantOp::create(eb, padAttr))
-                           : splatConstant(eb, padAttr, w));
-            return rowIf.getResult(0);
-          },
-          [&](ImplicitLocOpBuilder &ib, ValueRange idx, Value v, bool nontemporal) {
-            SmallVector<Value> dst(sOff.take_front(lead));
-            for (auto [d, i] : llvm::enumerate(idx))
-              dst.push_back(arith::AddIOp::create(ib, sOff[lead + d], i));
-            writeElems(ib, v, sv, dst, nontemporal);
-          });
+      streamRows(ab, shape, width, shift, read, write);
       storeFence(ab);
       ImplicitLocOpBuilder pb(store.getLoc(), streamIf.getElseBodyBuilder());
       copy(pb);
