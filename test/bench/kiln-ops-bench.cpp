@@ -442,12 +442,19 @@ int main(int argc, char **argv) {
   }
 
   if (want("conv")) {
+    // kiln.ops' default channels per step on the host (_conv_block_c): all
+    // of a group's channels up to 64, else even blocks of at most 64.
+    auto convBlockC = [](int64_t cg) {
+      int64_t blocks = std::max<int64_t>(1, cdiv(cg, 64));
+      return std::to_string(std::max<int64_t>(1, cdiv(cg, blocks)));
+    };
     std::printf("\nVision convolutions (peer: oneDNN convolution, NHWC f32)\n");
     struct ConvCase {
       const char *name;
       int64_t N, H, W, C, OC, K, stride, pad, groups;
     };
     for (const ConvCase &c : {ConvCase{"conv2d_3x3_56x56x64", 1, 56, 56, 64, 64, 3, 1, 1, 1},
+                              ConvCase{"conv2d_7x7s2_224x224x3_stem", 1, 224, 224, 3, 64, 7, 2, 3, 1},
                               ConvCase{"patch_embed_vit_b16_224", 1, 224, 224, 3, 768, 16, 16, 0, 1},
                               ConvCase{"depthwise_3x3_56x56x256", 1, 56, 56, 256, 256, 3, 1, 1, 256},
                               ConvCase{"depthwise_7x7_28x28x512", 1, 28, 28, 512, 512, 7, 1, 3, 512}}) {
@@ -470,8 +477,8 @@ int main(int argc, char **argv) {
         // A patch embedding: each patch row (K pixels x C channels) is
         // contiguous, so it runs as a KHx1 convolution over "wide pixels" of
         // K*C channels (the same bytes, viewed differently).
-        k = op("conv", {{"kh", ks}, {"kw", "1"}, {"sh", ss}, {"sw", "1"}, {"block_c", "16"}});
         int64_t wideW = c.W / c.K, wideC = c.K * c.C;
+        k = op("conv", {{"kh", ks}, {"kw", "1"}, {"sh", ss}, {"sw", "1"}, {"block_c", convBlockC(wideC)}});
         kilnRun = [&, wideW, wideC] {
           launch(*k, {kiln::arg(x.data()), kiln::arg(w.data()), kiln::arg(bias.data()), kiln::arg(y.data()),
                       kiln::arg(c.N), kiln::arg(int64_t(1)), kiln::arg(c.H), kiln::arg(wideW), kiln::arg(wideC),
@@ -479,7 +486,8 @@ int main(int argc, char **argv) {
                  {cdiv(c.N * OH * OW, 64), cdiv(c.OC, 64)});
         };
       } else {
-        k = op("conv", {{"kh", ks}, {"kw", ks}, {"sh", ss}, {"sw", ss}, {"ph", ps}, {"pw", ps}});
+        k = op("conv", {{"kh", ks}, {"kw", ks}, {"sh", ss}, {"sw", ss}, {"ph", ps}, {"pw", ps},
+                        {"block_c", convBlockC(c.C / c.groups)}});
         kilnRun = [&] {
           launch(*k, {kiln::arg(x.data()), kiln::arg(w.data()), kiln::arg(bias.data()), kiln::arg(y.data()),
                       kiln::arg(c.N), kiln::arg(int64_t(1)), kiln::arg(c.H), kiln::arg(c.W), kiln::arg(c.C),

@@ -419,6 +419,56 @@ def test_patch_embed(rng):
     assert_close(out, ref, 1e-4, 1e-4)
 
 
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_conv_default_channel_block_follows_the_channels(rng, monkeypatch, dtype):
+    # The host's default channels per step: all of a group's channels up to
+    # 64, else even blocks of at most 64 (a 3-channel stem padded to 32 did
+    # 10.7x its work); a patch embedding's whole patch row. Each against
+    # float64, with channel counts that are neither multiples of a vector nor
+    # of the block.
+    monkeypatch.delenv("KILN_TARGET", raising=False)
+    taken = []
+    real = kiln.ops.kernel
+    monkeypatch.setattr(kiln.ops, "kernel", lambda name, *a, **cfg: (
+        taken.append(cfg.get("block_c")), real(name, *a, **cfg))[1])
+    for C, groups, expect in ((3, 1, 3), (65, 1, 33), (130, 1, 44), (12, 2, 6)):
+        x = rng.standard_normal((2, 9, 7, C)).astype(np.float32)
+        w = rng.standard_normal((3, 3, C // groups, 10)).astype(np.float32)
+        b = rng.standard_normal(10).astype(np.float32)
+        if dtype == "bf16":
+            xb, wb = to_bf16_bits(x), to_bf16_bits(w)
+            args = kiln.bf16(xb), kiln.bf16(wb)
+            x, w = from_bf16_bits(xb), from_bf16_bits(wb)
+        else:
+            args = x, w
+        taken.clear()
+        out = kiln.ops.conv2d(*args, b, stride=2, padding=1, groups=groups)
+        assert taken == [expect], (C, groups)
+        xp = np.pad(x.astype(np.float64), ((0, 0), (1, 1), (1, 1), (0, 0)))
+        ref = np.zeros((2, 5, 4, 10)) + b
+        cg, og = C // groups, 10 // groups
+        for g in range(groups):
+            for ky in range(3):
+                for kx in range(3):
+                    ref[..., g * og:(g + 1) * og] += (
+                        xp[:, ky:ky + 9:2, kx:kx + 7:2, g * cg:(g + 1) * cg]
+                        @ w[ky, kx, :, g * og:(g + 1) * og].astype(np.float64))
+        assert np.isfinite(out).all()
+        assert_close(out, ref, 1e-4, 1e-4)
+    x = rng.standard_normal((1, 1, 28, 42, 3)).astype(np.float32)
+    w = rng.standard_normal((1, 14, 14, 3, 9)).astype(np.float32)
+    taken.clear()
+    out = kiln.ops.patch_embed(x, w, patch=14)
+    assert taken == [42]
+    patches = x.reshape(1, 1, 2, 14, 3, 14, 3).transpose(0, 1, 2, 4, 3, 5, 6)
+    assert_close(out, patches.reshape(1, 1, 2, 3, -1).astype(np.float64) @ w.reshape(-1, 9),
+                 1e-4, 1e-4)
+    # An explicit block is kept.
+    taken.clear()
+    kiln.ops.conv2d(x[0, 0, None, :9, :9], w[0, :3, :3], padding=1, block_c=16)
+    assert taken == [16]
+
+
 @kiln.jit
 def dilated_causal(b, h, q_idx, kv_idx):
     return (kv_idx <= q_idx) & (kv_idx % 2 == h % 2)
