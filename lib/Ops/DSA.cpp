@@ -96,7 +96,7 @@ static llvm::Error buildTopK(ModuleOp module, const Config &c) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "dsa_topk: k must be positive");
   Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32),
-       i64 = IntegerType::get(ctx, 64), i1 = IntegerType::get(ctx, 1);
+       i64 = IntegerType::get(ctx, 64);
   auto P = [&](Type t) { return kd::PtrType::get(ctx, t); };
   KernelBuilder k(module, "dsa_topk",
                   {{"scores", P(f32)}, {"out", P(i32)}, {"tokens", i64}, {"keys", i64}},
@@ -135,23 +135,104 @@ static llvm::Error buildTopK(ModuleOp module, const Config &c) {
     })[0];
     return k.reduce(kd::ReduceKind::sum, counts, 0);
   };
-  // Binary search (on i64 to avoid overflow) for the k-th largest key:
-  // the largest thr with count(key >= thr) >= K.
-  Value lo0 = k.constant(i64, double(INT32_MIN)), hi0 = k.constant(i64, double(INT32_MAX));
-  auto bounds = k.forLoop(k.cIndex(0), k.cIndex(33), k.cIndex(1), {lo0, hi0},
-                          [&](Value, ValueRange it) {
-                            Value lo = it[0], hi = it[1];
-                            Value sum = k.add(k.add(lo, hi), k.constant(i64, 1));
-                            Value mid = arith::ShRSIOp::create(b, k.loc(), sum, k.constant(i64, 1));
-                            Value enough = k.cmp(Cmp::GE, countGE(mid, false), k.cI32(K));
-                            Value active = k.cmp(Cmp::LT, lo, hi);
-                            Value newLo = k.select(k.andI(active, enough), mid, lo);
-                            Value newHi = k.select(k.andI(active, k.cmp(Cmp::EQ, enough,
-                                                                       k.constant(i1, 0))),
-                                                   k.sub(mid, k.constant(i64, 1)), hi);
-                            return SmallVector<Value>{newLo, newHi};
-                          });
-  Value kth = bounds[0];
+  auto ones = [&](Value mask) { return k.select(mask, k.cI32(1), k.cI32(0)); };
+  // count(key >= thr) by float compares: x >= f, f the float whose key is
+  // thr (the key map is its own inverse on the bits). Three vector ops per
+  // element where countGE takes ten. Keys below -FLT_MAX's are raised to it
+  // (every valid key is >= it); keys above +inf's are NaN patterns, and
+  // x >= NaN is false, as count(key >= thr) is 0. Thresholds of zero or
+  // subnormal floats take countGE: where denormals are flushed (DAZ), those
+  // compare otherwise.
+  const int64_t keyMin = -2139095040; // key(-FLT_MAX): 0x80800000 as i32
+  const int64_t subnormalLo = -8388609, subnormalHi = 8388608; // key(-FLT_MIN), key(FLT_MIN)
+  auto countFast = [&](Value thr) {
+    Value m = arith::TruncIOp::create(b, k.loc(), i32, k.max(thr, k.constant(i64, double(keyMin))));
+    Value sign = arith::ShRSIOp::create(b, k.loc(), m, k.cI32(31));
+    Value bits = arith::XOrIOp::create(
+        b, k.loc(), m, arith::AndIOp::create(b, k.loc(), sign, k.cI32(0x7fffffff)));
+    Value f = arith::BitcastOp::create(b, k.loc(), f32, bits);
+    Value tiny = k.andI(k.cmp(Cmp::GT, m, k.cI32(subnormalLo)), k.cmp(Cmp::LT, m, k.cI32(subnormalHi)));
+    return k.ifElse(tiny, {i32}, [&] { return SmallVector<Value>{countGE(thr, false)}; }, [&] {
+      Value zero = k.constant(k.tile({B}, i32), 0.0);
+      Value counts = k.forLoop(k.cIndex(0), S, k.cIndex(B), {zero}, [&](Value s0, ValueRange it) {
+        Value x = k.reshape(k.load(vs, {t, s0}, {1, B}, -INFINITY), {B});
+        return SmallVector<Value>{k.add(it[0], ones(k.cmp(Cmp::GE, x, f)))};
+      })[0];
+      return SmallVector<Value>{k.reduce(kd::ReduceKind::sum, counts, 0)};
+    })[0];
+  };
+  Value c1 = k.constant(i64, 1);
+  // Binary search (on i64 to avoid overflow) for the k-th largest key: the
+  // largest thr with count(key >= thr) >= K. State: the bounds lo <= hi and
+  // cntLo >= count(key >= lo) (exact once a pass set it; S at first),
+  // cntHi = count(key > hi). A step counts at mid and keeps the half that
+  // holds the answer. The search is done when lo == hi, or when cntLo <= K:
+  // then every key >= lo is taken (kth = lo; the ties rule takes them all).
+  auto step = [&](Value count, ValueRange st, Value mid) {
+    Value enough = k.cmp(Cmp::GE, count, k.cI32(K));
+    return SmallVector<Value>{k.select(enough, mid, st[0]),
+                              k.select(enough, st[1], k.sub(mid, c1)),
+                              k.select(enough, count, st[2]), k.select(enough, st[3], count)};
+  };
+  auto midOf = [&](ValueRange st) {
+    return arith::ShRSIOp::create(b, k.loc(), k.add(k.add(st[0], st[1]), c1), c1).getResult();
+  };
+  auto searching = [&](ValueRange st) {
+    return k.andI(k.cmp(Cmp::LT, st[0], st[1]), k.cmp(Cmp::GT, st[2], k.cI32(K)));
+  };
+  SmallVector<Type> stateTypes{i64, i64, i32, i32};
+  // Phase 1: steps over the whole row while more than K keys lie in
+  // [lo, hi] (cntLo - cntHi bounds their number).
+  SmallVector<Value> st{k.constant(i64, double(INT32_MIN)), k.constant(i64, double(INT32_MAX)),
+                        arith::TruncIOp::create(b, k.loc(), i32, k.arg("keys")), k.cI32(0)};
+  st = k.forLoop(k.cIndex(0), k.cIndex(33), k.cIndex(1), st, [&](Value, ValueRange it) {
+    Value wide = k.cmp(Cmp::GT, k.sub(it[2], it[3]), k.cI32(K));
+    return k.ifElse(k.andI(searching(it), wide), stateTypes,
+                    [&] {
+                      Value mid = midOf(it);
+                      return step(countFast(mid), it, mid);
+                    },
+                    [&] { return SmallVector<Value>(it.begin(), it.end()); });
+  });
+  // Phase 2: the keys in [lo, hi] (at most K) are compacted into the output
+  // row, which is scratch until the selection is written, and the search
+  // goes on over them alone: a step reads one i32 per remaining key where a
+  // step of phase 1 read the row and recomputed its keys. (A row of 4096
+  // scores, k 2048: phase 1 took one step.)
+  Value vo2 = k.view(k.arg("out"), {k.cIndex(K), T}, {k.cIndex(1), k.cIndex(K)});
+  st = k.ifElse(searching(st), stateTypes, [&] {
+    Value lo32 = arith::TruncIOp::create(b, k.loc(), i32, st[0]);
+    Value hi32 = arith::TruncIOp::create(b, k.loc(), i32, st[1]);
+    Value n = k.forLoop(k.cIndex(0), S, k.cIndex(B), {k.cI32(0)}, [&](Value s0, ValueRange it) {
+      Value x = k.reshape(k.load(vs, {t, s0}, {1, B}, -INFINITY), {B});
+      Value key = keysOf(x);
+      Value take = k.andI(validOf(x), k.andI(k.cmp(Cmp::GE, key, lo32), k.cmp(Cmp::LE, key, hi32)));
+      Value at = k.sub(k.add(k.scan(kd::ReduceKind::sum, ones(take), 0), it[0]), k.cI32(1));
+      Value dest = k.select(k.andI(take, k.cmp(Cmp::LT, at, k.cI32(K))), at, k.cI32(-1));
+      k.scatter(k.reshape(key, {B, 1}), vo2, dest, {t});
+      return SmallVector<Value>{k.add(it[0], k.reduce(kd::ReduceKind::sum, ones(take), 0))};
+    })[0];
+    // The band: out[t, 0:n]; past n the view pads with INT32_MIN, below
+    // every mid.
+    Value band = k.view(k.arg("out"), {T, k.toIndex(n)}, {k.cIndex(K), k.cIndex(1)});
+    // count(key >= mid) = the keys above the band + the band's keys >= mid.
+    Value aboveBand = st[3];
+    SmallVector<Value> st2{st[0], st[1], k.add(aboveBand, n), aboveBand};
+    return k.forLoop(k.cIndex(0), k.cIndex(33), k.cIndex(1), st2, [&](Value, ValueRange it) {
+      return k.ifElse(searching(it), stateTypes, [&] {
+        Value mid = midOf(it);
+        Value mid32 = arith::TruncIOp::create(b, k.loc(), i32, mid);
+        Value zero = k.constant(k.tile({B}, i32), 0.0);
+        Value counts = k.forLoop(k.cIndex(0), k.toIndex(n), k.cIndex(B), {zero},
+                                 [&](Value s0, ValueRange acc) {
+          Value key = k.reshape(k.load(band, {t, s0}, {1, B}, double(INT32_MIN)), {B});
+          return SmallVector<Value>{k.add(acc[0], ones(k.cmp(Cmp::GE, key, mid32)))};
+        })[0];
+        return step(k.add(aboveBand, k.reduce(kd::ReduceKind::sum, counts, 0)), it, mid);
+      }, [&] { return SmallVector<Value>(it.begin(), it.end()); });
+    });
+  }, [&] { return SmallVector<Value>(st.begin(), st.end()); });
+  Value kth = st[0];
   Value above = countGE(kth, true);
   Value ties = k.sub(k.cI32(K), above); // how many elements equal to kth to take
   // Fill the row with -1, then write the selected indices in ascending order.
@@ -166,8 +247,6 @@ static llvm::Error buildTopK(ModuleOp module, const Config &c) {
   // the indices land in ascending order. vo2 is the output seen as
   // [position, row], for a scatter by position.
   Value kth32 = arith::TruncIOp::create(b, k.loc(), i32, kth);
-  Value vo2 = k.view(k.arg("out"), {k.cIndex(K), T}, {k.cIndex(1), k.cIndex(K)});
-  auto ones = [&](Value mask) { return k.select(mask, k.cI32(1), k.cI32(0)); };
   k.forLoop(k.cIndex(0), S, k.cIndex(B), {k.cI32(0), k.cI32(0)},
             [&](Value s0, ValueRange it) {
               Value pos = it[0], tiesTaken = it[1];

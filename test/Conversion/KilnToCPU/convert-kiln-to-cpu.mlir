@@ -152,3 +152,28 @@ kiln.func @store_rows(%o: !kiln.ptr<f32>, %m: index, %n: index) {
   kiln.store %t, %v[%c0, %c0] : tensor<8x32xf32> -> !kiln.view<2xf32>
   kiln.return
 }
+
+// -----
+
+// Element-by-element stores are branch-free: an element outside the view
+// (here a -1 index) goes to a one-element scratch slot, chosen by selects of
+// the memref and the indices (no scf.if per element: on random indices
+// its branches mispredicted).
+// CHECK-LABEL: func.func private @scatter_elements
+// CHECK: %[[SLOT:.*]] = memref.alloca() : memref<1xi32>
+// CHECK: %[[SCRATCH:.*]] = memref.reinterpret_cast %[[SLOT]] to offset: [0], sizes: [%c1{{.*}}, %c1{{.*}}], strides: [%c0{{.*}}, %c0{{.*}}]
+// CHECK: scf.for
+// CHECK-NOT: scf.if
+// CHECK: %[[TO:.*]] = arith.select %[[OK:.*]], %{{.*}}, %[[SCRATCH]] : memref<?x?xi32, strided<[?, ?]>>
+// CHECK-NEXT: arith.select %[[OK]], %{{.*}}, %c0{{.*}} : index
+// CHECK-NEXT: arith.select %[[OK]], %{{.*}}, %c0{{.*}} : index
+// CHECK-NEXT: memref.store %{{.*}}, %[[TO]][%{{.*}}, %{{.*}}] : memref<?x?xi32, strided<[?, ?]>>
+kiln.func @scatter_elements(%o: !kiln.ptr<i32>, %m: index, %n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %t = arith.constant dense<7> : tensor<16x1xi32>
+  %r = kiln.arange 0, 16 : tensor<16xi32>
+  %v = kiln.make_view %o, [%m, %n], [%n, %c1] : !kiln.ptr<i32> -> !kiln.view<2xi32>
+  kiln.scatter %t, %v[%r, %c0] : tensor<16x1xi32>, tensor<16xi32> -> !kiln.view<2xi32>
+  kiln.return
+}
