@@ -220,6 +220,40 @@ def test_block_sparse_attention_low_precision_output(rng, dtype, out_dtype):
         kiln.ops.block_sparse_attention(*args, mask, "causal", out_dtype="f64")
 
 
+def topk_reference(scores, k):
+    """Per row: the k largest scores that are finite or +inf, ties to the
+    lower index, in ascending index order, -1 padding."""
+    out = []
+    for row in scores:
+        valid = np.flatnonzero((row > -np.inf) & ~np.isnan(row))
+        top = valid[np.argsort(-row[valid].astype(np.float64), kind="stable")[:k]]
+        out.append(np.sort(top).tolist() + [-1] * (k - len(top)))
+    return np.array(out, np.int32)
+
+
+@pytest.mark.parametrize("S,k,block", [(300, 16, 64), (777, 300, 128), (5000, 40, 256),
+                                       (5000, 2500, 256), (200, 450, 64)])
+def test_dsa_topk_special_values(rng, S, k, block):
+    # Rows that steer the search through each of its paths: the narrowing
+    # passes (k far below S), the candidates compacted into the output row
+    # (k near S), no search (k above S); thresholds among zeros of both
+    # signs and subnormals (counted by keys), NaN, infinities, ties, huge
+    # magnitudes.
+    tiny = np.finfo(np.float32).tiny
+    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, tiny, -tiny, tiny / 8,
+                         -tiny / 8, 1e-45, -1e-45, 3.4e38, -3.4e38], np.float32)
+    mixed = rng.choice(specials, S)
+    mixed[::5] = rng.standard_normal(len(mixed[::5]))
+    rows = [rng.choice(specials, S), mixed,
+            (rng.standard_normal(S) * 1e-39).astype(np.float32),  # subnormal
+            np.where(rng.random(S) < 0.5, 0.0, -0.0), rng.integers(-3, 3, S),
+            np.full(S, np.nan), rng.standard_normal(S) * 1e30, rng.standard_normal(S)]
+    scores = np.stack(rows).astype(np.float32)
+    got = kiln.ops.dsa_topk(scores, k, block=block)
+    assert got.dtype == np.int32 and got.shape == (len(rows), k)
+    np.testing.assert_array_equal(got, topk_reference(scores, k))
+
+
 def test_dsa_pipeline(rng):
     T, S, H, Di = 20, 90, 4, 32
     q = rng.standard_normal((T, H, Di)).astype(np.float32)
