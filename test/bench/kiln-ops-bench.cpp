@@ -448,6 +448,15 @@ int main(int argc, char **argv) {
       int64_t blocks = std::max<int64_t>(1, cdiv(cg, 64));
       return std::to_string(std::max<int64_t>(1, cdiv(cg, blocks)));
     };
+    // ... and its output pixels per program (_conv_block_m): the least
+    // padding among 64 and the multiples of 6 from 48 to 96, 64 on a tie.
+    auto convBlockM = [](int64_t m) {
+      int64_t best = 64;
+      for (int64_t bm = 48; bm <= 96; bm += 6)
+        if (cdiv(m, bm) * bm < cdiv(m, best) * best)
+          best = bm;
+      return best;
+    };
     std::printf("\nVision convolutions (peer: oneDNN convolution, NHWC f32)\n");
     struct ConvCase {
       const char *name;
@@ -477,22 +486,24 @@ int main(int argc, char **argv) {
         // A patch embedding: each patch row (K pixels x C channels) is
         // contiguous, so it runs as a KHx1 convolution over "wide pixels" of
         // K*C channels (the same bytes, viewed differently).
-        int64_t wideW = c.W / c.K, wideC = c.K * c.C;
-        k = op("conv", {{"kh", ks}, {"kw", "1"}, {"sh", ss}, {"sw", "1"}, {"block_c", convBlockC(wideC)}});
-        kilnRun = [&, wideW, wideC] {
+        int64_t wideW = c.W / c.K, wideC = c.K * c.C, bm = convBlockM(c.N * OH * OW);
+        k = op("conv", {{"kh", ks}, {"kw", "1"}, {"sh", ss}, {"sw", "1"}, {"block_c", convBlockC(wideC)},
+                        {"block_m", std::to_string(bm)}});
+        kilnRun = [&, wideW, wideC, bm] {
           launch(*k, {kiln::arg(x.data()), kiln::arg(w.data()), kiln::arg(bias.data()), kiln::arg(y.data()),
                       kiln::arg(c.N), kiln::arg(int64_t(1)), kiln::arg(c.H), kiln::arg(wideW), kiln::arg(wideC),
                       kiln::arg(c.OC), kiln::arg(int64_t(1)), kiln::arg(OH), kiln::arg(OW)},
-                 {cdiv(c.N * OH * OW, 64), cdiv(c.OC, 64)});
+                 {cdiv(c.N * OH * OW, bm), cdiv(c.OC, 64)});
         };
       } else {
+        int64_t bm = convBlockM(c.N * OH * OW);
         k = op("conv", {{"kh", ks}, {"kw", ks}, {"sh", ss}, {"sw", ss}, {"ph", ps}, {"pw", ps},
-                        {"block_c", convBlockC(c.C / c.groups)}});
-        kilnRun = [&] {
+                        {"block_c", convBlockC(c.C / c.groups)}, {"block_m", std::to_string(bm)}});
+        kilnRun = [&, bm] {
           launch(*k, {kiln::arg(x.data()), kiln::arg(w.data()), kiln::arg(bias.data()), kiln::arg(y.data()),
                       kiln::arg(c.N), kiln::arg(int64_t(1)), kiln::arg(c.H), kiln::arg(c.W), kiln::arg(c.C),
                       kiln::arg(c.OC), kiln::arg(int64_t(1)), kiln::arg(OH), kiln::arg(OW)},
-                 {cdiv(c.N * OH * OW, 64), cdiv(c.OC, 64)});
+                 {cdiv(c.N * OH * OW, bm), cdiv(c.OC, 64)});
         };
       }
       DnnlConv peer(c.N, c.H, c.W, c.C, c.OC, c.K, c.stride, c.pad, c.groups, x.data(), w.data(),

@@ -497,6 +497,9 @@ def test_conv_default_channel_block_follows_the_channels(rng, monkeypatch, dtype
     patches = x.reshape(1, 1, 2, 14, 3, 14, 3).transpose(0, 1, 2, 4, 3, 5, 6)
     assert_close(out, patches.reshape(1, 1, 2, 3, -1).astype(np.float64) @ w.reshape(-1, 9),
                  1e-4, 1e-4)
+    # Output pixels per program: the least padding, 64 or a multiple of the
+    # micro-kernel's 6 rows.
+    assert [kiln.ops._conv_block_m(m) for m in (196, 3136, 49, 784, 6)] == [66, 64, 54, 66, 48]
     # An explicit block is kept.
     taken.clear()
     kiln.ops.conv2d(x[0, 0, None, :9, :9], w[0, :3, :3], padding=1, block_c=16)
