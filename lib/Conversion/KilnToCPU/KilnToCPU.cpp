@@ -2255,65 +2255,43 @@ LogicalResult KernelLowering::lowerScan(ScanOp op) {
   lines.erase(lines.begin() + axis);
   int64_t w = axis == rank - 1 ? 1 : vectorWidth({elt}, lines.back());
   TypedAttr ident = reduceIdentity(b, kind, elt);
-  // Along the last axis, by whole vectors when they tile it: each vector's
-  // own scan in log2(W) steps (combined with itself shifted by 1, 2, 4, ...
-  // lanes, the identity shifted in), then combined with the carry (the last
-  // result so far, broadcast). The running value was a chain of one
-  // dependent scalar combine per element (dsa_topk's prefix sums: 20% of its
-  // time at 32768 keys).
-  const int64_t vw = axis == rank - 1 ? vectorWidth({elt}, axisSize) : 1;
-  if (vw > 1 && axisSize % vw == 0) {
-    auto lanes = [&](ImplicitLocOpBuilder &ib, Value v, Value fill, auto lane) {
-      SmallVector<int64_t> mask;
-      for (int64_t i = 0; i < vw; ++i) {
-        int64_t from = lane(i);
-        mask.push_back(from >= 0 && from < vw ? from : vw); // lane 0 of `fill`
-      }
-      return vector::ShuffleOp::create(ib, v, fill, mask).getResult();
-    };
-    auto body = [&](ImplicitLocOpBuilder &ib, ValueRange lineIdx) {
-      Value id = splatConstant(ib, ident, vw);
-      scf::ForOp::create(
-          ib, cIdx(ib, 0), cIdx(ib, axisSize), cIdx(ib, vw), ValueRange{id},
-          [&](OpBuilder &ob, Location loc, Value a, ValueRange it) {
-            ImplicitLocOpBuilder lb(loc, ob);
-            Value pos = reverse ? Value(arith::SubIOp::create(
-                                      lb, cIdx(lb, axisSize - vw), a))
-                                : a;
-            SmallVector<Value> idx(lineIdx.begin(), lineIdx.end());
-            idx.push_back(pos);
-            Value x = loadElems(lb, *src, idx, elt, vw);
-            for (int64_t sh = 1; sh < vw; sh *= 2)
-              x = combine(lb, kind, x,
-                          lanes(lb, x, id, [&](int64_t i) { return reverse ? i + sh : i - sh; }));
-            Value r = combine(lb, kind, x, it[0]);
-            storeElems(lb, r, out, idx, vw);
-            int64_t last = reverse ? 0 : vw - 1;
-            scf::YieldOp::create(lb, lanes(lb, r, r, [&](int64_t) { return last; }));
-          });
-    };
-    if (lines.empty())
-      body(b, ValueRange{});
-    else
-      forEachIndex(b, lines, 1, body);
-    buffers[op.getResult()] = out;
-    toErase.push_back(op);
-    return success();
-  }
+  // Along the last axis, by whole vectors when they tile it (`along` lanes a
+  // step): each vector's own scan in log2(W) steps (combined with itself
+  // shifted by 1, 2, 4, ... lanes, the identity shifted in), then combined
+  // with the carry (the last result so far, broadcast). One dependent scalar
+  // combine per element was the running value's chain before (dsa_topk's
+  // prefix sums: 20% of its time at 32768 keys).
+  int64_t along = axis == rank - 1 ? vectorWidth({elt}, axisSize) : 1;
+  if (axisSize % along != 0)
+    along = 1;
+  auto lanes = [&](ImplicitLocOpBuilder &ib, Value v, Value fill, auto lane) {
+    SmallVector<int64_t> mask;
+    for (int64_t i = 0; i < along; ++i) {
+      int64_t from = lane(i);
+      mask.push_back(from >= 0 && from < along ? from : along); // lane 0 of `fill`
+    }
+    return vector::ShuffleOp::create(ib, v, fill, mask).getResult();
+  };
+  const int64_t vecWidth = along > 1 ? along : w;
   auto body = [&](ImplicitLocOpBuilder &ib, ValueRange lineIdx) {
-    Value init = splatConstant(ib, ident, w);
+    Value init = splatConstant(ib, ident, vecWidth);
     scf::ForOp::create(
-        ib, cIdx(ib, 0), cIdx(ib, axisSize), cIdx(ib, 1), ValueRange{init},
+        ib, cIdx(ib, 0), cIdx(ib, axisSize), cIdx(ib, along), ValueRange{init},
         [&](OpBuilder &ob, Location loc, Value a, ValueRange it) {
           ImplicitLocOpBuilder lb(loc, ob);
           Value pos = reverse ? Value(arith::SubIOp::create(
-                                    lb, cIdx(lb, axisSize - 1), a))
+                                    lb, cIdx(lb, axisSize - along), a))
                               : a;
           SmallVector<Value> idx(lineIdx.begin(), lineIdx.end());
           idx.insert(idx.begin() + axis, pos);
-          Value x = loadElems(lb, *src, idx, elt, w);
+          Value x = loadElems(lb, *src, idx, elt, vecWidth);
+          for (int64_t sh = 1; sh < along; sh *= 2)
+            x = combine(lb, kind, x,
+                        lanes(lb, x, init, [&](int64_t i) { return reverse ? i + sh : i - sh; }));
           Value r = combine(lb, kind, it[0], x);
-          storeElems(lb, r, out, idx, w);
+          storeElems(lb, r, out, idx, vecWidth);
+          if (along > 1) // the carry: the scan's last lane, broadcast
+            r = lanes(lb, r, r, [&](int64_t) { return reverse ? 0 : along - 1; });
           scf::YieldOp::create(lb, r);
         });
   };
