@@ -2,8 +2,10 @@
 // (32 for a 100-element line, each owning a chunk of 4), joined by a
 // butterfly of xor shuffles (offsets 1 to 16: the combination of the chunks
 // before each lane's), then one barrier. On the CPU, a loop along the axis
-// carrying the running value (vectors along the last dimension when the scan
-// runs along another).
+// carrying the running value: by vectors along the axis when the scan runs
+// along the last dimension (each scanned by shifted copies: 1 and 2 lanes
+// for 4, then the carry broadcast), by vectors along the last dimension when
+// it runs along another.
 // RUN: kilnc %s --kernel cumsum --target sm_80 --emit ptx | FileCheck %s
 // RUN: kilnc %s --kernel cumsum --target sm_90a --emit ptx | FileCheck %s
 // RUN: kilnc %s --kernel colmax --target sm_90a --emit ptx | FileCheck %s --check-prefix=COL
@@ -22,8 +24,13 @@
 // COL-COUNT-2: shfl.sync.bfly.b32
 // COL-NOT: shfl.sync
 // CPU-LABEL: func.func private @cumsum
-// CPU: scf.for {{.*}} iter_args({{.*}}) -> (f32)
-// CPU: arith.addf {{.*}} fastmath<reassoc> : f32
+// CPU: scf.for {{.*}} step %c4{{.*}} iter_args(%[[CARRY:.*]] = %[[ID:.*]]) -> (vector<4xf32>)
+// CPU: %[[S1:.*]] = vector.shuffle %[[X:.*]], %[[ID]] [4, 0, 1, 2]
+// CPU-NEXT: %[[X1:.*]] = arith.addf %[[X]], %[[S1]] fastmath<reassoc> : vector<4xf32>
+// CPU-NEXT: %[[S2:.*]] = vector.shuffle %[[X1]], %[[ID]] [4, 4, 0, 1]
+// CPU-NEXT: %[[X2:.*]] = arith.addf %[[X1]], %[[S2]] fastmath<reassoc> : vector<4xf32>
+// CPU-NEXT: %[[R:.*]] = arith.addf %[[CARRY]], %[[X2]] fastmath<reassoc> : vector<4xf32>
+// CPU: vector.shuffle %[[R]], %[[R]] [3, 3, 3, 3]
 // CPU-LABEL: func.func private @colmax
 // CPU: scf.for {{.*}} iter_args({{.*}}) -> (vector<16xf32>)
 // CPU: arith.maximumf {{.*}} : vector<16xf32>
