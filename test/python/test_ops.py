@@ -647,13 +647,19 @@ def test_specialized_shapes_match_the_generic_kernel(rng):
     w = rng.standard_normal((3, 3, 8, 16)).astype(np.float32)
     generic = kiln.ops.conv2d(x, w, padding=1)
     buckets = [(1, 17, 13, 8), (1, 32, 32, 8)]
-    before = len(kiln.ops._kernels)
+
+    def specialized():
+        return sum(any(k.startswith("static.") for k, _ in key[-1]) for key in kiln.ops._kernels)
+
+    before = specialized()
     special = kiln.ops.conv2d(x, w, padding=1, specialize=buckets)
-    assert len(kiln.ops._kernels) == before + 1  # a kernel for this bucket
+    assert specialized() == before + 1  # a kernel for this bucket
     assert_close(special, generic.astype(np.float64), 1e-6, 1e-6)
+    # Not a bucket: a generic kernel (the host's default block_m follows the
+    # pixel count, so it may be another of the generic kernels).
     other = rng.standard_normal((1, 9, 9, 8)).astype(np.float32)
-    kiln.ops.conv2d(other, w, padding=1, specialize=buckets)  # not a bucket: generic
-    assert len(kiln.ops._kernels) == before + 1
+    kiln.ops.conv2d(other, w, padding=1, specialize=buckets)
+    assert specialized() == before + 1
     with pytest.raises(kiln._kiln.IRError, match="no integer argument named 'bogus'"):
         kiln.ops.kernel("conv", **{"static.bogus": 3})
 
