@@ -3,6 +3,12 @@
 // the accumulator carried through the loop. Edge tiles are masked by the
 // loads (zero padding contributes nothing to the sum) and by the store.
 //
+// Programs are numbered x fastest. They take the tiles of C in groups of 8
+// tile rows, column by column within a group (Triton's GROUP_M swizzle):
+// programs in a row of launches share B's column panel, and a group's 8 rows
+// of A stay in cache across its columns. At 2048^3 on one AVX2 core this
+// took 0.90x the time of taking the tiles row by row.
+//
 // Launch: grid = (ceil(n / 64), ceil(m / 64)).
 kiln.func @matmul(%a: !kiln.ptr<f32> {kiln.name = "a"}, %b: !kiln.ptr<f32> {kiln.name = "b"},
                   %c: !kiln.ptr<f32> {kiln.name = "c"}, %m: index {kiln.name = "m"},
@@ -12,8 +18,22 @@ kiln.func @matmul(%a: !kiln.ptr<f32> {kiln.name = "a"}, %b: !kiln.ptr<f32> {kiln
   %bm = arith.constant 64 : index
   %bn = arith.constant 64 : index
   %bk = arith.constant 128 : index
-  %pn = kiln.program_id x : i32
-  %pm = kiln.program_id y : i32
+  %px = kiln.program_id x : i32
+  %py = kiln.program_id y : i32
+  %nx = kiln.num_programs x : i32
+  %ny = kiln.num_programs y : i32
+  %group_rows = arith.constant 8 : i32
+  %row_start = arith.muli %py, %nx : i32
+  %id = arith.addi %row_start, %px : i32
+  %per_group = arith.muli %group_rows, %nx : i32
+  %group = arith.divui %id, %per_group : i32
+  %first = arith.muli %group, %group_rows : i32
+  %left = arith.subi %ny, %first : i32
+  %rows = arith.minui %left, %group_rows : i32
+  %local = arith.remui %id, %per_group : i32
+  %in_group = arith.remui %local, %rows : i32
+  %pm = arith.addi %first, %in_group : i32
+  %pn = arith.divui %local, %rows : i32
   %pn_i = arith.index_cast %pn : i32 to index
   %pm_i = arith.index_cast %pm : i32 to index
   %row = arith.muli %pm_i, %bm : index
