@@ -145,6 +145,7 @@ template <typename F> double timeOnce(F &&f) {
 } // namespace
 
 int main(int argc, char **argv) {
+  kiln::bench::quietOpenMP(argv);
   std::string jsonPath;
   int rounds = 5;
   bool quick = false;

@@ -189,6 +189,7 @@ struct DnnlAttention {
 } // namespace
 
 int main(int argc, char **argv) {
+  kiln::bench::quietOpenMP(argv);
   std::string jsonPath, only;
   int threads = 1;
   for (int i = 1; i < argc; ++i) {
