@@ -47,11 +47,16 @@ static llvm::Error buildConv(ModuleOp module, const Config &c,
   const int64_t G = c.getInt("groups"), BM = c.getInt("block_m"),
                 BN = c.getInt("block_n"), BC = c.getInt("block_c");
   const bool hasBias = c.getInt("bias") != 0;
+  const bool wide = c.getInt("wide_taps") != 0;
   for (int64_t v : {KT, KH, KW, ST, SH, SW, DT, DH, DW, G, BM, BN, BC})
     if (v <= 0)
       return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                      "conv: kernel sizes, strides, dilations, "
                                      "groups and blocks must be positive");
+  if (wide && (G != 1 || PW != 0 || DW != 1))
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "conv: wide_taps needs one group, no padding along "
+                                   "the width and dilation 1 along it");
   Type t = elementType(ctx, c.getString("dtype"));
   Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32),
        i64 = IntegerType::get(ctx, 64);
@@ -90,14 +95,23 @@ static llvm::Error buildConv(ModuleOp module, const Config &c,
                        k.toIndex(W));
   Value vin = k.view(k.arg("input"), {pixels, k.cIndex(G), Cg},
                      {k.toIndex(C), Cg, k.cIndex(1)});
-  Value taps = k.cIndex(KT * KH * KW);
+  // wide_taps: a kernel row's KW taps are one step. For dilation 1 their
+  // input pixels are adjacent, so each output pixel reads KW * C contiguous
+  // channels from its first tap's pixel (the input seen as overlapping rows
+  // of KW C channels, C apart), and the weights' (kw, c) rows are already
+  // contiguous. Without padding along the width every such read stays in
+  // its image row (kiln.ops pads the input first). A 3-channel stem's steps
+  // have K = KW * 3 instead of 3.
+  const int64_t tapsPerRow = wide ? 1 : KW;
+  Value Kg = wide ? k.mul(Cg, k.cIndex(KW)) : Cg; // channels per tap step
+  Value taps = k.cIndex(KT * KH * tapsPerRow);
   Value vw = k.view(k.arg("weight"), {taps, Cg, k.cIndex(G), OCg},
                     {k.mul(Cg, k.toIndex(OC)), k.toIndex(OC), OCg, k.cIndex(1)});
   Value vin1, vw1;
   if (G == 1) {
-    vin1 = k.view(k.arg("input"), {pixels, Cg}, {k.toIndex(C), k.cIndex(1)});
-    vw1 = k.view(k.arg("weight"), {taps, Cg, OCg},
-                 {k.mul(Cg, k.toIndex(OC)), k.toIndex(OC), k.cIndex(1)});
+    vin1 = k.view(k.arg("input"), {pixels, Kg}, {k.toIndex(C), k.cIndex(1)});
+    vw1 = k.view(k.arg("weight"), {taps, Kg, OCg},
+                 {k.mul(Kg, k.toIndex(OC)), k.toIndex(OC), k.cIndex(1)});
   }
   Value zero = k.constant(k.tile({BM, BN}, f32), 0.0);
   // One loop over (tap, channel block) pairs, not a loop over the channel
@@ -105,16 +119,16 @@ static llvm::Error buildConv(ModuleOp module, const Config &c,
   // weights across taps too (docs/gpu.md, "Pipelined gathers": the rows'
   // indices are computed per row at issue); with a few channel blocks per
   // tap (3 channels: one) the inner loop had nothing to pipeline.
-  Value cBlocks = k.div(k.add(Cg, k.cIndex(BC - 1)), k.cIndex(BC));
+  Value cBlocks = k.div(k.add(Kg, k.cIndex(BC - 1)), k.cIndex(BC));
   Value steps = k.mul(taps, cBlocks);
   auto acc = k.forLoop(k.cIndex(0), steps, k.cIndex(1), {zero}, [&](Value step, ValueRange it) {
     Value tap = k.div(step, cBlocks);
     Value c0 = k.mul(k.rem(step, cBlocks), k.cIndex(BC));
     Value tapI = I(tap);
-    Value kt = k.div(tapI, k.cI32(KH * KW));
-    Value kr = k.rem(tapI, k.cI32(KH * KW));
-    Value kh = k.div(kr, k.cI32(KW));
-    Value kw = k.rem(kr, k.cI32(KW));
+    Value kt = k.div(tapI, k.cI32(KH * tapsPerRow));
+    Value kr = k.rem(tapI, k.cI32(KH * tapsPerRow));
+    Value kh = k.div(kr, k.cI32(tapsPerRow));
+    Value kw = k.rem(kr, k.cI32(tapsPerRow));
     auto coord = [&](Value o, int64_t s, int64_t p, Value kk, int64_t d) {
       return k.add(k.sub(k.mul(o, k.cI32(s)), k.cI32(p)), k.mul(kk, k.cI32(d)));
     };
@@ -124,6 +138,8 @@ static llvm::Error buildConv(ModuleOp module, const Config &c,
       return k.andI(k.cmp(Cmp::GE, x, k.cI32(0)), k.cmp(Cmp::LT, x, I(k.toIndex(hi))));
     };
     Value valid = k.andI(k.andI(mValid, inside(it_, T)), k.andI(inside(ih, H), inside(iw, W)));
+    if (wide) // the row's last tap too (an output width too large for the input)
+      valid = k.andI(valid, inside(k.add(iw, k.cI32(KW - 1)), W));
     Value row = k.add(k.mul(k.add(k.mul(k.add(k.mul(img, I(k.toIndex(T))), it_),
                                         I(k.toIndex(H))),
                                   ih),
@@ -251,7 +267,10 @@ void registerConvOps(std::vector<OpInfo> &ops) {
       intParam("groups", "1", "channel groups"), intParam("bias", "1", "1: add bias"),
       intParam("block_m", "64", "output pixels per program"),
       intParam("block_n", "64", "output channels per program"),
-      intParam("block_c", "32", "input channels per step")};
+      intParam("block_c", "32", "input channels per step"),
+      intParam("wide_taps", "0",
+               "1: a kernel row's taps are one step of kw * c contiguous channels "
+               "(one group, pw 0, dw 1; kiln.ops pads the input for a stem)")};
   ops.push_back({"conv",
                  "N-D convolution (T, H, W spatial; NTHWC) by implicit GEMM: "
                  "conv2d, patch embeddings (kernel = stride), Conv3d video patches",

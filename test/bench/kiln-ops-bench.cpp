@@ -470,7 +470,7 @@ int main(int argc, char **argv) {
                               ConvCase{"depthwise_7x7_28x28x512", 1, 28, 28, 512, 512, 7, 1, 3, 512}}) {
       int64_t OH = (c.H + 2 * c.pad - c.K) / c.stride + 1, OW = (c.W + 2 * c.pad - c.K) / c.stride + 1;
       auto x = rnd(c.N * c.H * c.W * c.C), bias = rnd(c.OC);
-      std::vector<float> y(c.N * OH * OW * c.OC), y2(y.size());
+      std::vector<float> y(c.N * OH * OW * c.OC), y2(y.size()), xpad;
       bool dw = c.groups == c.C;
       auto w = rnd(c.K * c.K * (c.C / c.groups) * c.OC);
       std::function<void()> kilnRun;
@@ -498,11 +498,28 @@ int main(int argc, char **argv) {
         };
       } else {
         int64_t bm = convBlockM(c.N * OH * OW);
-        k = op("conv", {{"kh", ks}, {"kw", ks}, {"sh", ss}, {"sw", ss}, {"ph", ps}, {"pw", ps},
-                        {"block_c", convBlockC(c.C / c.groups)}, {"block_m", std::to_string(bm)}});
-        kilnRun = [&, bm] {
-          launch(*k, {kiln::arg(x.data()), kiln::arg(w.data()), kiln::arg(bias.data()), kiln::arg(y.data()),
-                      kiln::arg(c.N), kiln::arg(int64_t(1)), kiln::arg(c.H), kiln::arg(c.W), kiln::arg(c.C),
+        // As kiln.ops (_conv_host, _WIDE_TAPS): with 12-48 channels in a
+        // kernel row, its taps are one step, on an input padded along the
+        // width (the copy is timed with the kernel).
+        const bool wide = c.groups == 1 && c.K * c.C >= 12 && c.K * c.C <= 48;
+        const int64_t Wp = wide ? c.W + 2 * c.pad : c.W;
+        std::map<std::string, std::string> cfg = {
+            {"kh", ks}, {"kw", ks}, {"sh", ss}, {"sw", ss}, {"ph", ps}, {"pw", wide ? "0" : ps},
+            {"block_c", convBlockC(c.C / c.groups * (wide ? c.K : 1))},
+            {"block_m", std::to_string(bm)}};
+        if (wide)
+          cfg["wide_taps"] = "1";
+        k = op("conv", cfg);
+        kilnRun = [&, bm, wide, Wp] {
+          const float *in = x.data();
+          if (wide) {
+            xpad.assign(c.N * c.H * Wp * c.C, 0.0f);
+            for (int64_t r = 0; r < c.N * c.H; ++r)
+              std::copy_n(&x[r * c.W * c.C], c.W * c.C, &xpad[(r * Wp + c.pad) * c.C]);
+            in = xpad.data();
+          }
+          launch(*k, {kiln::arg(in), kiln::arg(w.data()), kiln::arg(bias.data()), kiln::arg(y.data()),
+                      kiln::arg(c.N), kiln::arg(int64_t(1)), kiln::arg(c.H), kiln::arg(Wp), kiln::arg(c.C),
                       kiln::arg(c.OC), kiln::arg(int64_t(1)), kiln::arg(OH), kiln::arg(OW)},
                  {cdiv(c.N * OH * OW, bm), cdiv(c.OC, 64)});
         };

@@ -506,6 +506,42 @@ def test_conv_default_channel_block_follows_the_channels(rng, monkeypatch, dtype
     assert taken == [16]
 
 
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+@pytest.mark.parametrize("C,K,S,P,KT", [(3, 7, 2, 3, 1), (8, 3, 1, 1, 1), (3, 5, 2, 0, 1),
+                                        (4, 3, 1, 1, 2), (3, 3, 1, 1, 1)])
+def test_conv_wide_taps(rng, monkeypatch, dtype, C, K, S, P, KT):
+    # Few channels: a kernel row's taps are one step of K C contiguous
+    # channels, on an input padded along the width first (3 channels at 3x3,
+    # 9 a step, stay one tap a step). Against float64, with ragged sizes;
+    # KT 2 is a video convolution.
+    monkeypatch.delenv("KILN_TARGET", raising=False)
+    taken = []
+    real = kiln.ops.kernel
+    monkeypatch.setattr(kiln.ops, "kernel", lambda name, *a, **cfg: (
+        taken.append(cfg.get("wide_taps", 0)), real(name, *a, **cfg))[1])
+    T, H, W, OC = 3, 13, 11, 10
+    x = rng.standard_normal((2, T, H, W, C)).astype(np.float32)
+    w = rng.standard_normal((KT, K, K, C, OC)).astype(np.float32)
+    b = rng.standard_normal(OC).astype(np.float32)
+    if dtype == "bf16":
+        xb, wb = to_bf16_bits(x), to_bf16_bits(w)
+        args = kiln.bf16(xb), kiln.bf16(wb)
+        x, w = from_bf16_bits(xb), from_bf16_bits(wb)
+    else:
+        args = x, w
+    out = kiln.ops.conv(*args, b, stride=(1, S, S), padding=(0, P, P))
+    assert taken == [int(12 <= K * C <= 48)]
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (P, P), (P, P), (0, 0)))
+    OT, OH, OW = T - KT + 1, (H + 2 * P - K) // S + 1, (W + 2 * P - K) // S + 1
+    ref = np.zeros((2, OT, OH, OW, OC)) + b
+    for kt in range(KT):
+        for ky in range(K):
+            for kx in range(K):
+                ref += xp[:, kt:kt + OT, ky:ky + S * OH:S, kx:kx + S * OW:S] @ w[kt, ky, kx]
+    assert out.shape == ref.shape and np.isfinite(out).all()
+    assert_close(out, ref, 1e-4, 1e-4)
+
+
 @kiln.jit
 def dilated_causal(b, h, q_idx, kv_idx):
     return (kv_idx <= q_idx) & (kv_idx % 2 == h % 2)
