@@ -453,6 +453,26 @@ def test_patch_embed(rng):
     assert_close(out, ref, 1e-4, 1e-4)
 
 
+def conv_operands(x, w, dtype):
+    """x and w as `dtype` ("f32" or "bf16") operands, and as the float32 values
+    the kernel sees (bf16: rounded)."""
+    if dtype == "bf16":
+        xb, wb = to_bf16_bits(x), to_bf16_bits(w)
+        return (kiln.bf16(xb), kiln.bf16(wb)), from_bf16_bits(xb), from_bf16_bits(wb)
+    return (x, w), x, w
+
+
+def record_setting(monkeypatch, setting, default=None):
+    """The list that every later kiln.ops.kernel call appends its `setting`
+    to (on the host: KILN_TARGET unset)."""
+    monkeypatch.delenv("KILN_TARGET", raising=False)
+    taken = []
+    real = kiln.ops.kernel
+    monkeypatch.setattr(kiln.ops, "kernel", lambda name, *a, **cfg: (
+        taken.append(cfg.get(setting, default)), real(name, *a, **cfg))[1])
+    return taken
+
+
 @pytest.mark.parametrize("dtype", ["f32", "bf16"])
 def test_conv_default_channel_block_follows_the_channels(rng, monkeypatch, dtype):
     # The host's default channels per step: all of a group's channels up to
@@ -460,21 +480,12 @@ def test_conv_default_channel_block_follows_the_channels(rng, monkeypatch, dtype
     # 10.7x its work); a patch embedding's whole patch row. Each against
     # float64, with channel counts that are neither multiples of a vector nor
     # of the block.
-    monkeypatch.delenv("KILN_TARGET", raising=False)
-    taken = []
-    real = kiln.ops.kernel
-    monkeypatch.setattr(kiln.ops, "kernel", lambda name, *a, **cfg: (
-        taken.append(cfg.get("block_c")), real(name, *a, **cfg))[1])
+    taken = record_setting(monkeypatch, "block_c")
     for C, groups, expect in ((3, 1, 3), (65, 1, 33), (130, 1, 44), (12, 2, 6)):
-        x = rng.standard_normal((2, 9, 7, C)).astype(np.float32)
-        w = rng.standard_normal((3, 3, C // groups, 10)).astype(np.float32)
+        args, x, w = conv_operands(rng.standard_normal((2, 9, 7, C)).astype(np.float32),
+                                   rng.standard_normal((3, 3, C // groups, 10)).astype(np.float32),
+                                   dtype)
         b = rng.standard_normal(10).astype(np.float32)
-        if dtype == "bf16":
-            xb, wb = to_bf16_bits(x), to_bf16_bits(w)
-            args = kiln.bf16(xb), kiln.bf16(wb)
-            x, w = from_bf16_bits(xb), from_bf16_bits(wb)
-        else:
-            args = x, w
         taken.clear()
         out = kiln.ops.conv2d(*args, b, stride=2, padding=1, groups=groups)
         assert taken == [expect], (C, groups)
@@ -514,21 +525,11 @@ def test_conv_wide_taps(rng, monkeypatch, dtype, C, K, S, P, KT):
     # channels, on an input padded along the width first (3 channels at 3x3,
     # 9 a step, stay one tap a step). Against float64, with ragged sizes;
     # KT 2 is a video convolution.
-    monkeypatch.delenv("KILN_TARGET", raising=False)
-    taken = []
-    real = kiln.ops.kernel
-    monkeypatch.setattr(kiln.ops, "kernel", lambda name, *a, **cfg: (
-        taken.append(cfg.get("wide_taps", 0)), real(name, *a, **cfg))[1])
+    taken = record_setting(monkeypatch, "wide_taps", 0)
     T, H, W, OC = 3, 13, 11, 10
-    x = rng.standard_normal((2, T, H, W, C)).astype(np.float32)
-    w = rng.standard_normal((KT, K, K, C, OC)).astype(np.float32)
+    args, x, w = conv_operands(rng.standard_normal((2, T, H, W, C)).astype(np.float32),
+                               rng.standard_normal((KT, K, K, C, OC)).astype(np.float32), dtype)
     b = rng.standard_normal(OC).astype(np.float32)
-    if dtype == "bf16":
-        xb, wb = to_bf16_bits(x), to_bf16_bits(w)
-        args = kiln.bf16(xb), kiln.bf16(wb)
-        x, w = from_bf16_bits(xb), from_bf16_bits(wb)
-    else:
-        args = x, w
     out = kiln.ops.conv(*args, b, stride=(1, S, S), padding=(0, P, P))
     assert taken == [int(12 <= K * C <= 48)]
     xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (P, P), (P, P), (0, 0)))
