@@ -188,7 +188,7 @@ static llvm::Error buildTopK(ModuleOp module, const Config &c) {
   // blocks of the compaction pass hold none and skip its prefix sum and
   // scatter. The extra narrowing passes cost 3 vector ops per element each.
   const int64_t bandMax = std::min(K, B);
-  // Phase 1: steps over the whole row while more than K keys lie in
+  // Phase 1: steps over the whole row while more than bandMax keys lie in
   // [lo, hi] (cntLo - cntHi bounds their number).
   SmallVector<Value> st{k.constant(i64, double(INT32_MIN)), k.constant(i64, double(INT32_MAX)),
                         arith::TruncIOp::create(b, k.loc(), i32, k.arg("keys")), k.cI32(0)};
@@ -201,11 +201,11 @@ static llvm::Error buildTopK(ModuleOp module, const Config &c) {
                     },
                     [&] { return SmallVector<Value>(it.begin(), it.end()); });
   });
-  // Phase 2: the keys in [lo, hi] (at most K) are compacted into the output
-  // row, which is scratch until the selection is written, and the search
-  // goes on over them alone: a step reads one i32 per remaining key where a
-  // step of phase 1 read the row. (A row of 4096 random scores, k 2048:
-  // phase 1 took two steps, phase 2 about 12.)
+  // Phase 2: the keys in [lo, hi] (at most bandMax) are compacted into the
+  // output row, which is scratch until the selection is written, and the
+  // search goes on over them alone: a step reads one i32 per remaining key
+  // where a step of phase 1 read the row. (A row of 4096 random normal
+  // scores, k 2048: 7 steps in each phase; 32768: 14 and 10.)
   Value vo2 = k.view(k.arg("out"), {k.cIndex(K), T}, {k.cIndex(1), k.cIndex(K)});
   st = k.ifElse(searching(st), stateTypes, [&] {
     Value lo32 = arith::TruncIOp::create(b, k.loc(), i32, st[0]);
