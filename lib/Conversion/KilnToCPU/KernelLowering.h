@@ -481,6 +481,15 @@ private:
                   bool nontemporal);
   /// An sfence after non-temporal stores (kiln.store {streaming}).
   void storeFence(ImplicitLocOpBuilder &b);
+  /// kiln.store {streaming} of an interior tile of `shape` into `memref` at
+  /// `offsets`: streamRows with `read` and `write`, then storeFence, when
+  /// streamShift finds the rows at one distance from a vector boundary;
+  /// `plain` (the ordinary copy) otherwise.
+  void storeStreaming(ImplicitLocOpBuilder &b, Value memref, ValueRange offsets, Type elt,
+                      ArrayRef<int64_t> shape, int64_t width,
+                      function_ref<Value(ImplicitLocOpBuilder &, ValueRange, int64_t)> read,
+                      function_ref<void(ImplicitLocOpBuilder &, ValueRange, Value, bool)> write,
+                      function_ref<void(ImplicitLocOpBuilder &)> plain);
   LogicalResult lowerGatherStore(GatherOp gather, Operation *reshape,
                                  StoreOp store);
   /// SIMT: whether both ends of a fused gather + store move whole chunks

@@ -529,10 +529,8 @@ LogicalResult KernelLowering::lowerViewAccess(
     OpBuilder eb(func->getContext());
     eb.setInsertionPointToStart(&func->getRegion(0).front());
     Value slot = memref::AllocaOp::create(eb, op->getLoc(), MemRefType::get({1}, elt));
-    SmallVector<OpFoldResult> ones(rank, OpFoldResult(c0)), zeros(rank, OpFoldResult(c0));
     Value c1 = arith::ConstantIndexOp::create(b, 1);
-    for (auto &o : ones)
-      o = c1;
+    SmallVector<OpFoldResult> ones(rank, OpFoldResult(c1)), zeros(rank, OpFoldResult(c0));
     scratch = memref::ReinterpretCastOp::create(
         b, cast<MemRefType>(vi.memref.getType()), slot, OpFoldResult(b.getIndexAttr(0)), ones,
         zeros);
@@ -720,21 +718,15 @@ LogicalResult KernelLowering::lowerViewAccess(
     OpBuilder tb = ifOp.getThenBodyBuilder();
     ImplicitLocOpBuilder fb(op->getLoc(), tb);
     if (streaming && width > 1) {
-      const int64_t eltBytes = std::max<int64_t>(1, elt.getIntOrFloatBitWidth() / 8);
-      auto [uniform, shift] = streamShift(fb, vi.unitMemref, offsets, eltBytes, width * eltBytes);
-      auto streamIf = scf::IfOp::create(fb, TypeRange{}, uniform, true);
-      ImplicitLocOpBuilder ab(op->getLoc(), streamIf.getThenBodyBuilder());
-      streamRows(
-          ab, shape, width, shift,
+      storeStreaming(
+          fb, vi.unitMemref, offsets, elt, shape, width,
           [&](ImplicitLocOpBuilder &ib, ValueRange idx, int64_t w) {
             return loadElems(ib, tileBuf, idx, elt, w);
           },
           [&](ImplicitLocOpBuilder &ib, ValueRange idx, Value v, bool nontemporal) {
             writeElems(ib, v, vi, viewIndices(ib, idx), nontemporal);
-          });
-      storeFence(ab);
-      ImplicitLocOpBuilder pb(op->getLoc(), streamIf.getElseBodyBuilder());
-      interiorCopy(pb);
+          },
+          interiorCopy);
     } else {
       interiorCopy(fb);
     }
@@ -803,6 +795,22 @@ void KernelLowering::streamRows(
     loop(head, tail, cW, width, true);
     loop(tail, cN, c1, 1, false);
   });
+}
+
+void KernelLowering::storeStreaming(
+    ImplicitLocOpBuilder &b, Value memref, ValueRange offsets, Type elt,
+    ArrayRef<int64_t> shape, int64_t width,
+    function_ref<Value(ImplicitLocOpBuilder &, ValueRange, int64_t)> read,
+    function_ref<void(ImplicitLocOpBuilder &, ValueRange, Value, bool)> write,
+    function_ref<void(ImplicitLocOpBuilder &)> plain) {
+  const int64_t eltBytes = std::max<int64_t>(1, elt.getIntOrFloatBitWidth() / 8);
+  auto [uniform, shift] = streamShift(b, memref, offsets, eltBytes, width * eltBytes);
+  auto streamIf = scf::IfOp::create(b, TypeRange{}, uniform, true);
+  ImplicitLocOpBuilder ab(b.getLoc(), streamIf.getThenBodyBuilder());
+  streamRows(ab, shape, width, shift, read, write);
+  storeFence(ab);
+  ImplicitLocOpBuilder pb(b.getLoc(), streamIf.getElseBodyBuilder());
+  plain(pb);
 }
 
 void KernelLowering::writeElems(ImplicitLocOpBuilder &b, Value v, const ViewInfo &vi,
@@ -3507,13 +3515,7 @@ LogicalResult KernelLowering::lowerGatherStore(GatherOp gather,
     ImplicitLocOpBuilder fb(store.getLoc(), ifOp.getThenBodyBuilder());
     // kiln.store {streaming}: non-temporal vector stores (lowerViewAccess).
     if (store.getStreaming()) {
-      auto [uniform, shift] = streamShift(fb, sv.unitMemref, sOff, eltBytes, width * eltBytes);
-      auto streamIf = scf::IfOp::create(fb, TypeRange{}, uniform, true);
-      ImplicitLocOpBuilder ab(store.getLoc(), streamIf.getThenBodyBuilder());
-      streamRows(ab, shape, width, shift, read, write);
-      storeFence(ab);
-      ImplicitLocOpBuilder pb(store.getLoc(), streamIf.getElseBodyBuilder());
-      copy(pb);
+      storeStreaming(fb, sv.unitMemref, sOff, elt, shape, width, read, write, copy);
     } else {
       copy(fb);
     }
