@@ -140,10 +140,10 @@ static llvm::Error buildTopK(ModuleOp module, const Config &c) {
   };
   // count(valid & key >= thr) over the row (thr within i32: the search's
   // bounds).
-  auto countGE = [&](Value thr, bool strict) {
+  auto countGE = [&](Value thr) {
     Value thr32 = arith::TruncIOp::create(b, k.loc(), i32, thr);
     return countRow(vs, S, -INFINITY, [&](Value x) {
-      return k.andI(validOf(x), k.cmp(strict ? Cmp::GT : Cmp::GE, keysOf(x), thr32));
+      return k.andI(validOf(x), k.cmp(Cmp::GE, keysOf(x), thr32));
     });
   };
   // count(key >= thr) by float compares: x >= f, f the float whose key is
@@ -159,7 +159,7 @@ static llvm::Error buildTopK(ModuleOp module, const Config &c) {
     Value m = arith::TruncIOp::create(b, k.loc(), i32, k.max(thr, k.constant(i64, double(keyMin))));
     Value f = arith::BitcastOp::create(b, k.loc(), f32, flipNegative(m));
     Value tiny = k.andI(k.cmp(Cmp::GT, m, k.cI32(subnormalLo)), k.cmp(Cmp::LT, m, k.cI32(subnormalHi)));
-    return k.ifElse(tiny, {i32}, [&] { return SmallVector<Value>{countGE(thr, false)}; }, [&] {
+    return k.ifElse(tiny, {i32}, [&] { return SmallVector<Value>{countGE(thr)}; }, [&] {
       return SmallVector<Value>{
           countRow(vs, S, -INFINITY, [&](Value x) { return k.cmp(Cmp::GE, x, f); })};
     })[0];
@@ -241,7 +241,9 @@ static llvm::Error buildTopK(ModuleOp module, const Config &c) {
     });
   }, [&] { return SmallVector<Value>(st.begin(), st.end()); });
   Value kth = st[0];
-  Value above = countGE(kth, true);
+  // count(key > kth) = count(key >= kth + 1) (kth + 1 stays within i32: kth
+  // is at most +inf's key), by float compares.
+  Value above = countFast(k.add(kth, c1));
   Value ties = k.sub(k.cI32(K), above); // how many elements equal to kth to take
   // Fill the row with -1, then write the selected indices in ascending order.
   int64_t fillBlock = std::min<int64_t>(K, 256);
