@@ -267,7 +267,7 @@ int main(int argc, char **argv) {
     auto k = llvm::cantFail(jit->compile(matmulSrc, "matmul.mlir"));
     omp_set_num_threads(threads);
     for (int64_t n : sizes) {
-      std::vector<float> a(n * n), b(n * n), c1(n * n), c2(n * n);
+      Array<float> a(n * n), b(n * n), c1(n * n), c2(n * n);
       std::mt19937 rng(1);
       std::uniform_real_distribution<float> dist(-1, 1);
       for (auto &x : a)

@@ -61,8 +61,8 @@ std::pair<double, double> timePair(const std::function<void()> &f,
 }
 
 /// float32 -> bfloat16 bits, round to nearest even.
-std::vector<uint16_t> toBF16(const std::vector<float> &x) {
-  std::vector<uint16_t> b(x.size());
+Array<uint16_t> toBF16(const Array<float> &x) {
+  Array<uint16_t> b(x.size());
   for (size_t i = 0; i < x.size(); ++i) {
     uint32_t bits;
     std::memcpy(&bits, &x[i], 4);
@@ -71,10 +71,10 @@ std::vector<uint16_t> toBF16(const std::vector<float> &x) {
   return b;
 }
 
-std::vector<float> rnd(size_t n) {
+Array<float> rnd(size_t n) {
   static std::mt19937 rng(7);
   std::uniform_real_distribution<float> d(-1, 1);
-  std::vector<float> v(n);
+  Array<float> v(n);
   for (auto &x : v)
     x = d(rng);
   return v;
@@ -149,7 +149,7 @@ struct DnnlAttention {
   dnnl::matmul qk, pv;
   int64_t H, S, D;
   float *q, *k, *v, *o;
-  std::vector<float> s;
+  Array<float> s;
   DnnlAttention(int64_t H, int64_t S, int64_t D, float *q, float *k, float *v, float *o)
       : H(H), S(S), D(D), q(q), k(k), v(v), o(o), s(S * S) {
     using tag = dnnl::memory::format_tag;
@@ -226,10 +226,10 @@ int main(int argc, char **argv) {
     {
       const int64_t vocab = 32000, dim = 1024, n = 8192;
       auto w = rnd(vocab * dim);
-      std::vector<int32_t> ids(n), errors(1);
+      Array<int32_t> ids(n), errors(1);
       for (int64_t i = 0; i < n; ++i)
         ids[i] = int32_t((i * 7919) % vocab);
-      std::vector<float> out(n * dim), copy(n * dim);
+      Array<float> out(n * dim), copy(n * dim);
       // Streaming stores, as kiln.ops picks for outputs of 8 MiB or more
       // (ops._STREAM_BYTES); and the same kernel with plain stores.
       for (const char *streaming : {"1", "0"}) {
@@ -252,10 +252,10 @@ int main(int argc, char **argv) {
       const int64_t bs = 16, width = 1024, batch = 8, maxLen = 2048, maxBlocks = maxLen / bs,
                     numBlocks = batch * maxBlocks;
       auto cache = rnd(numBlocks * bs * width);
-      std::vector<int32_t> table(batch * maxBlocks), lens(batch, int32_t(maxLen)), errors(1);
+      Array<int32_t> table(batch * maxBlocks), lens(batch, int32_t(maxLen)), errors(1);
       for (int64_t i = 0; i < batch * maxBlocks; ++i)
         table[i] = int32_t((i * 37) % numBlocks);
-      std::vector<float> out(batch * maxLen * width), copy(out.size());
+      Array<float> out(batch * maxLen * width), copy(out.size());
       auto k = op("paged_kv_gather", {{"streaming", "1"}}); // (as kiln.ops, 64 MiB)
       auto [tk, tm] = timePair(
           [&] {
@@ -271,10 +271,10 @@ int main(int argc, char **argv) {
     {
       const int64_t T = 4096, K = 2, H = 1024, rows = T * K;
       auto x = rnd(T * H);
-      std::vector<int32_t> src(rows), errors(1);
+      Array<int32_t> src(rows), errors(1);
       for (int64_t r = 0; r < rows; ++r)
         src[r] = int32_t((r * 5) % T);
-      std::vector<float> y(rows * H), copy(rows * H);
+      Array<float> y(rows * H), copy(rows * H);
       auto k = op("moe_permute", {{"streaming", "1"}}); // (as kiln.ops, 32 MiB)
       auto [tk, tm] = timePair(
           [&] {
@@ -296,8 +296,8 @@ int main(int argc, char **argv) {
     {
       const int64_t H = 8, S = 2048, D = 64, BLK = 64;
       auto q = rnd(H * S * D), kk = rnd(H * S * D), v = rnd(H * S * D);
-      std::vector<float> out(H * S * D), lse(H * S), out2(H * S * D);
-      std::vector<int32_t> doc(S);
+      Array<float> out(H * S * D), lse(H * S), out2(H * S * D);
+      Array<int32_t> doc(S);
       auto k = op("block_sparse_attention");
       auto run = [&](const kiln::ops::BlockMask &m) {
         launch(*k, {kiln::arg(q.data()), kiln::arg(kk.data()), kiln::arg(v.data()),
@@ -353,7 +353,7 @@ int main(int argc, char **argv) {
     {
       const int64_t T = 128, S = 4096, H = 64, Di = 128;
       auto q = rnd(T * H * Di), w = rnd(T * H), kk = rnd(S * Di);
-      std::vector<float> scores(T * S);
+      Array<float> scores(T * S);
       auto k = op("dsa_indexer");
       auto [t, u] = timePair([&] {
         launch(*k, {kiln::arg(q.data()), kiln::arg(w.data()), kiln::arg(kk.data()),
@@ -364,13 +364,13 @@ int main(int argc, char **argv) {
       record("dsa_indexer_128x4096_h64_d128", 2.0 * T * S * H * Di / t / 1e9, "GFLOP/s");
       auto topk = op("dsa_topk", {{"k", "2048"}});
       const int64_t K = 2048;
-      std::vector<int32_t> idx(T * K), ref(T * K);
+      Array<int32_t> idx(T * K), ref(T * K);
       // The peer: per row, std::nth_element over the counted indices (score
       // descending, index ascending) and a sort of the K taken, rows split
       // over the same number of threads.
       auto peerTopK = [&] {
         auto rows = [&](int64_t r0, int64_t r1) {
-          std::vector<int32_t> cand;
+          Array<int32_t> cand;
           for (int64_t r = r0; r < r1; ++r) {
             const float *x = &scores[r * S];
             cand.clear();
@@ -403,9 +403,9 @@ int main(int argc, char **argv) {
       record("dsa_topk_2048_of_4096_per_row", t2 / T * 1e6, "us/row", "std::nth_element", u2 / t2);
       const int64_t Hq = 16, Dqk = 576, Dv = 512;
       auto qq = rnd(T * Hq * Dqk), kv = rnd(S * Dqk);
-      std::vector<float> out(T * Hq * Dv), lse(T * Hq);
+      Array<float> out(T * Hq * Dv), lse(T * Hq);
       auto sa = op("dsa_sparse_attention");
-      std::vector<int32_t> dsaErrors(1, 0);
+      Array<int32_t> dsaErrors(1, 0);
       auto [t3, u3] = timePair([&] {
         launch(*sa, {kiln::arg(qq.data()), kiln::arg(kv.data()), kiln::arg(idx.data()),
                      kiln::arg(out.data()), kiln::arg(lse.data()), kiln::arg(dsaErrors.data()),
@@ -470,7 +470,7 @@ int main(int argc, char **argv) {
                               ConvCase{"depthwise_7x7_28x28x512", 1, 28, 28, 512, 512, 7, 1, 3, 512}}) {
       int64_t OH = (c.H + 2 * c.pad - c.K) / c.stride + 1, OW = (c.W + 2 * c.pad - c.K) / c.stride + 1;
       auto x = rnd(c.N * c.H * c.W * c.C), bias = rnd(c.OC);
-      std::vector<float> y(c.N * OH * OW * c.OC), y2(y.size()), xpad;
+      Array<float> y(c.N * OH * OW * c.OC), y2(y.size()), xpad;
       bool dw = c.groups == c.C;
       auto w = rnd(c.K * c.K * (c.C / c.groups) * c.OC);
       std::function<void()> kilnRun;
