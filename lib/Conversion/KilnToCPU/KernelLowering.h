@@ -404,6 +404,8 @@ private:
   void forEachIndex(ImplicitLocOpBuilder &b, ArrayRef<int64_t> shape,
                     int64_t innerStep,
                     function_ref<void(ImplicitLocOpBuilder &, ValueRange)> fn);
+  /// Stores `value` into every element of the tile buffer `buf`.
+  void fillTile(ImplicitLocOpBuilder &b, Value buf, RankedTensorType type, TypedAttr value);
   void copyTile(ImplicitLocOpBuilder &b, Value from, Value to,
                 RankedTensorType type);
   /// Region terminators carrying tiles (scf.yield, scf.condition): copies

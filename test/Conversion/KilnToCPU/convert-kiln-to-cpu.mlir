@@ -52,11 +52,12 @@ kiln.func @add(%x: !kiln.ptr<f32>, %y: !kiln.ptr<f32>, %n: index) {
 // kiln.dot: a register-blocked micro-kernel (6 rows x 4 vectors of 16, then a
 // 2-row remainder block for M = 32), accumulators carried through the
 // contraction loop in registers, computed in place into the loop-carried
-// accumulator (no copy at the yield). Three 32x64 buffers: the zeros, the
-// loop's accumulator and B's tile; none for the dot's result, and no copy of
-// the accumulator into one before the dot.
+// accumulator (no copy at the yield). Two 32x64 buffers: the loop's
+// accumulator (filled with the zeros, no buffer of its own) and B's tile;
+// none for the dot's result, and no copy of the accumulator into one before
+// the dot.
 // CHECK-LABEL: func.func private @mm
-// CHECK-COUNT-3: memref.alloca() {{.*}} : memref<32x64xf32>
+// CHECK-COUNT-2: memref.alloca() {{.*}} : memref<32x64xf32>
 // CHECK-NOT: memref.alloca() {{.*}} : memref<32x64xf32>
 // CHECK: scf.for
 // A's tile, loaded for the dot alone, is read in place when interior: the
