@@ -458,6 +458,17 @@ int main(int argc, char **argv) {
           best = bm;
       return best;
     };
+    // ... and depthwise convolution's channels per program
+    // (_depthwise_block_c): even blocks of at most 64, in whole vectors of
+    // 8; with 3 kernel rows or fewer and blocks of 48 or more, a step takes
+    // a kernel column's taps of every row (row_taps).
+    auto depthwiseBlockC = [](int64_t c) {
+      int64_t blocks = std::max<int64_t>(1, cdiv(c, 64));
+      return std::max<int64_t>(8, cdiv(cdiv(c, blocks), 8) * 8);
+    };
+    // ... and its pixels per program (_depthwise_block_w): an output row in
+    // even segments of at most 64.
+    auto depthwiseBlockW = [](int64_t ow) { return cdiv(ow, std::max<int64_t>(1, cdiv(ow, 64))); };
     std::printf("\nVision convolutions (peer: oneDNN convolution, NHWC f32)\n");
     struct ConvCase {
       const char *name;
@@ -467,6 +478,8 @@ int main(int argc, char **argv) {
                               ConvCase{"conv2d_7x7s2_224x224x3_stem", 1, 224, 224, 3, 64, 7, 2, 3, 1},
                               ConvCase{"patch_embed_vit_b16_224", 1, 224, 224, 3, 768, 16, 16, 0, 1},
                               ConvCase{"depthwise_3x3_56x56x256", 1, 56, 56, 256, 256, 3, 1, 1, 256},
+                              ConvCase{"depthwise_3x3_56x56x144_mobilenetv2", 1, 56, 56, 144, 144, 3, 1, 1, 144},
+                              ConvCase{"depthwise_3x3_14x14x576_mobilenetv2", 1, 14, 14, 576, 576, 3, 1, 1, 576},
                               ConvCase{"depthwise_7x7_28x28x512", 1, 28, 28, 512, 512, 7, 1, 3, 512}}) {
       int64_t OH = (c.H + 2 * c.pad - c.K) / c.stride + 1, OW = (c.W + 2 * c.pad - c.K) / c.stride + 1;
       auto x = rnd(c.N * c.H * c.W * c.C), bias = rnd(c.OC);
@@ -477,11 +490,14 @@ int main(int argc, char **argv) {
       std::shared_ptr<kiln::Kernel> k;
       std::string ks = std::to_string(c.K), ss = std::to_string(c.stride), ps = std::to_string(c.pad);
       if (dw) {
-        k = op("depthwise_conv2d", {{"kh", ks}, {"kw", ks}, {"sh", ss}, {"sw", ss}, {"ph", ps}, {"pw", ps}});
-        kilnRun = [&] {
+        int64_t bc = depthwiseBlockC(c.C), bw = depthwiseBlockW(OW);
+        k = op("depthwise_conv2d", {{"kh", ks}, {"kw", ks}, {"sh", ss}, {"sw", ss}, {"ph", ps}, {"pw", ps},
+                                    {"block_c", std::to_string(bc)}, {"block_w", std::to_string(bw)},
+                                    {"row_taps", c.K <= 3 && bc >= 48 ? "1" : "0"}});
+        kilnRun = [&, bc, bw] {
           launch(*k, {kiln::arg(x.data()), kiln::arg(w.data()), kiln::arg(bias.data()), kiln::arg(y.data()),
                       kiln::arg(c.N), kiln::arg(c.H), kiln::arg(c.W), kiln::arg(c.C), kiln::arg(OH), kiln::arg(OW)},
-                 {c.N * OH * cdiv(c.C, 64), cdiv(OW, 32), 1});
+                 {c.N * OH * cdiv(c.C, bc), cdiv(OW, bw), 1});
         };
       } else if (c.K == c.stride && c.pad == 0 && c.W % c.K == 0) {
         // A patch embedding: each patch row (K pixels x C channels) is

@@ -130,7 +130,9 @@ def run_depthwise(r):
                                                               for _ in range(2)]
     pad = [int(r.integers(0, 4)) for _ in range(2)]
     S = [max(1, dil[i] * (K[i] - 1) + 1 - 2 * pad[i] + int(r.integers(0, 15))) for i in range(2)]
-    blocks = dict(block_w=int(r.choice([8, 16, 32])), block_c=int(r.choice([16, 32, 64])))
+    # (None: kiln.ops' defaults, which follow the image on the host.)
+    blocks = dict(block_w=r.choice([None, 8, 16, 32]), block_c=r.choice([None, 16, 32, 64]))
+    blocks = {k: int(v) for k, v in blocks.items() if v is not None}
     bias = r.standard_normal(C).astype(np.float32) if r.random() < 0.5 else None
     print(dict(op="depthwise_conv2d", N=N, C=C, K=K, stride=stride, dil=dil, pad=pad, S=S,
                bias=bias is not None, **blocks))

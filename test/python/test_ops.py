@@ -419,6 +419,58 @@ def test_conv2d_and_depthwise(rng):
         kiln.ops.depthwise_conv2d(x, dw, b[:3])
 
 
+def depthwise_reference(x, w, bias, stride, padding, dilation):
+    """Depthwise convolution in float64 (NHWC, w [KH, KW, C])."""
+    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
+    KH, KW, C = w.shape
+    xp = np.pad(x.astype(np.float64), ((0, 0), (ph, ph), (pw, pw), (0, 0)))
+    OH = (xp.shape[1] - dh * (KH - 1) - 1) // sh + 1
+    OW = (xp.shape[2] - dw * (KW - 1) - 1) // sw + 1
+    out = np.zeros((x.shape[0], OH, OW, C)) + (0 if bias is None else bias)
+    for ky in range(KH):
+        for kx in range(KW):
+            out += (xp[:, ky * dh:ky * dh + sh * (OH - 1) + 1:sh,
+                       kx * dw:kx * dw + sw * (OW - 1) + 1:sw] * w[ky, kx].astype(np.float64))
+    return out
+
+
+@pytest.mark.parametrize("N,H,W,C,K,stride,padding,dilation,expect", [
+    # (block_w, block_c, row_taps) kiln.ops takes on the host.
+    (1, 14, 14, 144, 3, (1, 1), (1, 1), (1, 1), (14, 48, 1)),
+    (2, 17, 23, 100, 3, (2, 2), (1, 0), (1, 1), (11, 56, 1)),
+    (1, 9, 70, 64, 3, (1, 1), (2, 2), (2, 2), (35, 64, 1)),
+    (1, 11, 130, 32, 3, (1, 1), (1, 1), (1, 1), (44, 32, 0)),
+    (1, 12, 13, 200, 5, (1, 1), (2, 2), (1, 1), (13, 56, 0)),
+    (1, 6, 5, 3, 2, (1, 2), (0, 1), (1, 1), (3, 8, 0)),
+])
+def test_depthwise_default_blocks_follow_the_image(rng, monkeypatch, N, H, W, C, K, stride,
+                                                   padding, dilation, expect):
+    # The host's default blocks: an output row and the channels each in even
+    # blocks of at most 64 (whole vectors of channels), and a kernel column's
+    # taps of every row in one step for 3 rows or fewer over blocks of 48
+    # channels or more. Against float64, with row and channel counts that
+    # are not multiples of the blocks, strides (the gathered taps),
+    # dilations and padding.
+    monkeypatch.delenv("KILN_TARGET", raising=False)
+    taken = []
+    real = kiln.ops.kernel
+    monkeypatch.setattr(kiln.ops, "kernel", lambda name, *a, **cfg: (
+        taken.append((cfg["block_w"], cfg["block_c"], cfg["row_taps"])), real(name, *a, **cfg))[1])
+    x = rng.standard_normal((N, H, W, C)).astype(np.float32)
+    w = rng.standard_normal((K, K, C)).astype(np.float32)
+    b = rng.standard_normal(C).astype(np.float32)
+    out = kiln.ops.depthwise_conv2d(x, w, b, stride=stride, padding=padding, dilation=dilation)
+    assert taken == [expect]
+    assert out.ctypes.data % 64 == 0  # kiln.ops' outputs start on a cache line
+    assert np.isfinite(out).all()
+    assert_close(out, depthwise_reference(x, w, b, stride, padding, dilation), 1e-5, 1e-5)
+    # Explicit blocks are kept.
+    taken.clear()
+    kiln.ops.depthwise_conv2d(x, w, b, stride=stride, padding=padding, dilation=dilation,
+                              block_w=8, block_c=16)
+    assert taken[0][:2] == (8, 16)
+
+
 @pytest.mark.parametrize("dtype", ["bf16", "f16"])
 def test_conv2d_in_low_precision(rng, dtype):
     x = rng.standard_normal((2, 11, 9, 4)).astype(np.float32)
