@@ -430,9 +430,15 @@ static Value readChecked(ImplicitLocOpBuilder &b, const ViewInfo &vi,
     }
     scf::YieldOp::create(tb, wholeIf.getResult(0));
   }
+  // Lane by lane only when some lane may be inside: not for a vector
+  // starting past the row's end (a channel block past C: depthwise
+  // convolution at 32 channels in blocks of 64 took 11x the time of blocks
+  // of 32, reading half its vectors lane by lane).
   ImplicitLocOpBuilder eb(loc, OpBuilder::atBlockBegin(ifOp.elseBlock()));
   Value padVec = padOf(eb);
-  auto rowIf = scf::IfOp::create(eb, TypeRange{vecType}, rowValid, /*withElse=*/true);
+  Value someLane = arith::AndIOp::create(
+      eb, rowValid, arith::CmpIOp::create(eb, arith::CmpIPredicate::slt, col, last));
+  auto rowIf = scf::IfOp::create(eb, TypeRange{vecType}, someLane, /*withElse=*/true);
   scf::YieldOp::create(eb, rowIf.getResult(0));
   {
     ImplicitLocOpBuilder ob(loc, OpBuilder::atBlockBegin(rowIf.elseBlock()));
