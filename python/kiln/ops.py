@@ -224,7 +224,8 @@ def _empty(shape, dtype=np.float32):
     """An output array starting on a 64-byte boundary, as PyTorch places CPU
     tensors. numpy's start 16 bytes past one, so half the 32-byte vector
     stores of each channels-last row crossed a cache line (a depthwise
-    convolution's output: 1.15-1.2x the time; docs/performance.md)."""
+    convolution with its output aligned: 0.90-0.93x the time;
+    docs/performance.md)."""
     dtype = np.dtype(dtype)
     shape = tuple(int(d) for d in shape)
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
