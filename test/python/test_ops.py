@@ -569,6 +569,35 @@ def test_conv_default_channel_block_follows_the_channels(rng, monkeypatch, dtype
     assert taken == [16]
 
 
+@pytest.mark.parametrize("OC,groups,expect", [(24, 1, 32), (72, 1, 48), (144, 1, 48),
+                                               (10, 1, 16), (130, 1, 48), (12, 2, 16)])
+def test_conv_default_output_block_follows_the_channels(rng, monkeypatch, OC, groups, expect):
+    # The host's output channels per program: the fewest blocks of at most
+    # 64 per group, split evenly, rounded up to 16. Against float64, with
+    # output channel counts that are not multiples of the block.
+    taken = record_setting(monkeypatch, "block_n")
+    C = 6
+    x = rng.standard_normal((2, 9, 7, C)).astype(np.float32)
+    w = rng.standard_normal((3, 3, C // groups, OC)).astype(np.float32)
+    b = rng.standard_normal(OC).astype(np.float32)
+    out = kiln.ops.conv2d(x, w, b, padding=1, groups=groups)
+    assert taken == [expect]
+    xp = np.pad(x.astype(np.float64), ((0, 0), (1, 1), (1, 1), (0, 0)))
+    ref = np.zeros((2, 9, 7, OC)) + b
+    cg, og = C // groups, OC // groups
+    for g in range(groups):
+        for ky in range(3):
+            for kx in range(3):
+                ref[..., g * og:(g + 1) * og] += (
+                    xp[:, ky:ky + 9, kx:kx + 7, g * cg:(g + 1) * cg]
+                    @ w[ky, kx, :, g * og:(g + 1) * og].astype(np.float64))
+    assert np.isfinite(out).all()
+    assert_close(out, ref, 1e-4, 1e-4)
+    taken.clear()
+    kiln.ops.conv2d(x, w, b, padding=1, groups=groups, block_n=64)
+    assert taken == [64]
+
+
 @pytest.mark.parametrize("dtype", ["f32", "bf16"])
 @pytest.mark.parametrize("C,K,S,P,KT", [(3, 7, 2, 3, 1), (8, 3, 1, 1, 1), (3, 5, 2, 0, 1),
                                         (4, 3, 1, 1, 2), (3, 3, 1, 1, 1)])
