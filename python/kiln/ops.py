@@ -245,6 +245,14 @@ def _cdiv(a, b):
     return (a + b - 1) // b
 
 
+def _even_blocks(n, most, multiple=1):
+    """The block size that splits n into the fewest blocks of at most
+    `most`, evenly, rounded up to a multiple of `multiple` (the host's
+    default blocks: a block that runs past its rows or columns takes a
+    kernel's checked path, so the blocks should fit the sizes)."""
+    return max(multiple, _cdiv(_cdiv(n, max(1, _cdiv(n, most))), multiple) * multiple)
+
+
 # ---------------------------------------------------------------------------
 # The two sides an operator runs on: host (numpy) arrays, PyTorch CUDA tensors
 # ---------------------------------------------------------------------------
@@ -490,7 +498,7 @@ def _row_block(side, width, block):
         return block
     if _gpu_target(side.target):
         return 1024
-    return max(8, _cdiv(_cdiv(width, max(1, _cdiv(width, 2048))), 8) * 8)
+    return _even_blocks(width, 2048, 8)
 
 
 def _streaming(side, out):
@@ -1350,8 +1358,7 @@ def _conv_block_c(cg):
     convolution's work by 10.7 (6.6x the time measured); a deeper step
     shortens the loop around the dot (64 channels: 0.95x the time of 32; a
     ViT patch row of 48: 0.85x the time of 16)."""
-    blocks = max(1, _cdiv(cg, 64))
-    return max(1, _cdiv(cg, blocks))
+    return _even_blocks(cg, 64)
 
 
 def _conv_block_n(og):
@@ -1360,8 +1367,7 @@ def _conv_block_n(og):
     the dot micro-kernel's columns). The fixed 64 computed 128 columns for
     72 or 96, 64 for 24: time with this rule, 3x3 convolutions over 64
     channels (AVX2), 0.57x at 24, 0.76-0.78x at 40-144."""
-    blocks = max(1, _cdiv(og, 64))
-    return _cdiv(_cdiv(og, blocks), 16) * 16
+    return _even_blocks(og, 64, 16)
 
 
 # The channels (KW C) of the wide tap steps _conv_host takes (measured on
@@ -1563,8 +1569,7 @@ def _depthwise_block_c(c):
     block running past C takes the register loop's checked version (every
     vector tested): the fixed 64 took 11x the time at 32 channels (112x112,
     3x3) and 4x at 144 (56x56), where 32 and 48 fill their blocks."""
-    blocks = max(1, _cdiv(c, 64))
-    return max(8, _cdiv(_cdiv(c, blocks), 8) * 8)
+    return _even_blocks(c, 64, 8)
 
 
 def _depthwise_block_w(ow):
@@ -1573,7 +1578,7 @@ def _depthwise_block_w(ow):
     takes the checked version of the register loop: the fixed 32 took 2.1x
     the time of 14 at 14x14x576 (3x3), 4.1x the time of 7 at 7x7x960, and
     1.2x that of 56 at 56x56x256."""
-    return _cdiv(ow, max(1, _cdiv(ow, 64)))
+    return _even_blocks(ow, 64)
 
 
 def depthwise_conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, block_w=None,
