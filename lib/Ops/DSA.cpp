@@ -207,6 +207,21 @@ static llvm::Error buildTopK(ModuleOp module, const Config &c) {
   // where a step of phase 1 read the row. (A row of 4096 random normal
   // scores, k 2048: 7 steps in each phase; 32768: 14 and 10.)
   Value vo2 = k.view(k.arg("out"), {k.cIndex(K), T}, {k.cIndex(1), k.cIndex(K)});
+  // Stream compaction of a block: `values` [B, 1] of its lanes in `take`
+  // go to out[t, pos + (taken before them in the block)] (vo2: the output
+  // seen as [position, row], for a scatter by position), in lane order. A
+  // block taking nothing skips the prefix sum and the scatter (most blocks
+  // of a long row). Returns how many it took.
+  auto compact = [&](Value take, Value pos, Value values) {
+    Value taken = k.reduce(kd::ReduceKind::sum, ones(take), 0);
+    k.ifElse(k.cmp(Cmp::GT, taken, k.cI32(0)), {}, [&] {
+      Value at = k.sub(k.add(k.scan(kd::ReduceKind::sum, ones(take), 0), pos), k.cI32(1));
+      Value dest = k.select(k.andI(take, k.cmp(Cmp::LT, at, k.cI32(K))), at, k.cI32(-1));
+      k.scatter(values, vo2, dest, {t});
+      return SmallVector<Value>{};
+    }, [&] { return SmallVector<Value>{}; });
+    return taken;
+  };
   st = k.ifElse(searching(st), stateTypes, [&] {
     Value lo32 = arith::TruncIOp::create(b, k.loc(), i32, st[0]);
     Value hi32 = arith::TruncIOp::create(b, k.loc(), i32, st[1]);
@@ -214,15 +229,7 @@ static llvm::Error buildTopK(ModuleOp module, const Config &c) {
       Value x = k.reshape(k.load(vs, {t, s0}, {1, B}, -INFINITY), {B});
       Value key = keysOf(x);
       Value take = k.andI(validOf(x), k.andI(k.cmp(Cmp::GE, key, lo32), k.cmp(Cmp::LE, key, hi32)));
-      Value taken = k.reduce(kd::ReduceKind::sum, ones(take), 0);
-      // Most blocks hold no candidate: no prefix sum, no scatter for them.
-      k.ifElse(k.cmp(Cmp::GT, taken, k.cI32(0)), {}, [&] {
-        Value at = k.sub(k.add(k.scan(kd::ReduceKind::sum, ones(take), 0), it[0]), k.cI32(1));
-        Value dest = k.select(k.andI(take, k.cmp(Cmp::LT, at, k.cI32(K))), at, k.cI32(-1));
-        k.scatter(k.reshape(key, {B, 1}), vo2, dest, {t});
-        return SmallVector<Value>{};
-      }, [&] { return SmallVector<Value>{}; });
-      return SmallVector<Value>{k.add(it[0], taken)};
+      return SmallVector<Value>{k.add(it[0], compact(take, it[0], k.reshape(key, {B, 1})))};
     })[0];
     // The band: out[t, 0:n]; past n the view pads with INT32_MIN, below
     // every mid.
@@ -251,13 +258,11 @@ static llvm::Error buildTopK(ModuleOp module, const Config &c) {
     k.store(k.constant(k.tile({1, fillBlock}, i32), -1), vo, {t, c0});
     return SmallVector<Value>{};
   });
-  // Stream compaction, a block of the row at a time: each element taken (a
-  // valid key above kth, or one of the first `ties` equal to it) goes to
-  // position pos + (taken before it in the block), found by a prefix sum, so
-  // the indices land in ascending order. vo2 is the output seen as
-  // [position, row], for a scatter by position. Most blocks of a long row
-  // take nothing (2048 of 131072: 1.6% of the elements) and skip both; a
-  // block without a tie skips the ties' prefix sum.
+  // The selection, compacted a block of the row at a time: each element
+  // taken (a valid key above kth, or one of the first `ties` equal to it)
+  // lands at the next position, so the indices are in ascending order. Most
+  // blocks of a long row take nothing (2048 of 131072: 1.6% of the
+  // elements); a block without a tie skips the ties' prefix sum.
   Value kth32 = arith::TruncIOp::create(b, k.loc(), i32, kth);
   k.forLoop(k.cIndex(0), S, k.cIndex(B), {k.cI32(0), k.cI32(0)},
             [&](Value s0, ValueRange it) {
@@ -273,17 +278,8 @@ static llvm::Error buildTopK(ModuleOp module, const Config &c) {
                 Value rank = k.add(k.scan(kd::ReduceKind::sum, ones(eq), 0), tiesTaken);
                 return SmallVector<Value>{k.andI(eq, k.cmp(Cmp::LE, rank, ties))};
               }, [&] { return SmallVector<Value>{eq}; })[0];
-              Value take = k.orI(gt, takeEq);
-              Value taken = k.reduce(kd::ReduceKind::sum, ones(take), 0);
-              k.ifElse(k.cmp(Cmp::GT, taken, k.cI32(0)), {}, [&] {
-                Value at = k.sub(k.add(k.scan(kd::ReduceKind::sum, ones(take), 0), pos),
-                                 k.cI32(1));
-                Value dest = k.select(k.andI(take, k.cmp(Cmp::LT, at, k.cI32(K))), at,
-                                      k.cI32(-1));
-                Value index = k.reshape(k.add(k.arange(B), k.convert(s0, i32)), {B, 1});
-                k.scatter(index, vo2, dest, {t});
-                return SmallVector<Value>{};
-              }, [&] { return SmallVector<Value>{}; });
+              Value index = k.reshape(k.add(k.arange(B), k.convert(s0, i32)), {B, 1});
+              Value taken = compact(k.orI(gt, takeEq), pos, index);
               return SmallVector<Value>{
                   k.add(pos, taken),
                   k.add(tiesTaken, k.reduce(kd::ReduceKind::sum, ones(takeEq), 0))};
