@@ -36,12 +36,8 @@ def test_row_gathers_take_the_row_as_their_column_block(rng, monkeypatch, dim, e
     # blocks of at most 2048, whole vectors of 8): the fixed 1024 ran a
     # 768-wide embedding through its checked path (1.9x the time). Exact
     # copies, rows that are not multiples of the block.
-    monkeypatch.delenv("KILN_TARGET", raising=False)
-    taken = []
-    real = kiln.ops.kernel
-    monkeypatch.setattr(kiln.ops, "kernel", lambda name, *a, **cfg: (
-        taken.append(cfg.get("block_d", cfg.get("block_h", cfg.get("block_w")))),
-        real(name, *a, **cfg))[1])
+    taken = record_setting(monkeypatch, lambda cfg: cfg.get(
+        "block_d", cfg.get("block_h", cfg.get("block_w"))))
     w = rng.standard_normal((40, dim)).astype(np.float32)
     ids = rng.integers(0, 40, 19)
     assert np.array_equal(kiln.ops.embedding(w, ids), w[ids])
@@ -482,11 +478,8 @@ def test_depthwise_default_blocks_follow_the_image(rng, monkeypatch, N, H, W, C,
     # channels or more. Against float64, with row and channel counts that
     # are not multiples of the blocks, strides (the gathered taps),
     # dilations and padding.
-    monkeypatch.delenv("KILN_TARGET", raising=False)
-    taken = []
-    real = kiln.ops.kernel
-    monkeypatch.setattr(kiln.ops, "kernel", lambda name, *a, **cfg: (
-        taken.append((cfg["block_w"], cfg["block_c"], cfg["row_taps"])), real(name, *a, **cfg))[1])
+    taken = record_setting(monkeypatch,
+                           lambda cfg: (cfg["block_w"], cfg["block_c"], cfg["row_taps"]))
     x = rng.standard_normal((N, H, W, C)).astype(np.float32)
     w = rng.standard_normal((K, K, C)).astype(np.float32)
     b = rng.standard_normal(C).astype(np.float32)
@@ -547,12 +540,14 @@ def conv_operands(x, w, dtype):
 
 def record_setting(monkeypatch, setting, default=None):
     """The list that every later kiln.ops.kernel call appends its `setting`
-    to (on the host: KILN_TARGET unset)."""
+    to (a config name, or a function of the config; on the host:
+    KILN_TARGET unset)."""
     monkeypatch.delenv("KILN_TARGET", raising=False)
     taken = []
     real = kiln.ops.kernel
+    pick = setting if callable(setting) else lambda cfg: cfg.get(setting, default)
     monkeypatch.setattr(kiln.ops, "kernel", lambda name, *a, **cfg: (
-        taken.append(cfg.get(setting, default)), real(name, *a, **cfg))[1])
+        taken.append(pick(cfg)), real(name, *a, **cfg))[1])
     return taken
 
 
