@@ -193,6 +193,11 @@ def _positive(name, **values):
             raise ValueError(f"{name}: {k} must be a positive integer, got {v!r}")
 
 
+def _positive_given(name, **values):
+    """_positive for the values given: None is the default, chosen later."""
+    _positive(name, **{k: v for k, v in values.items() if v is not None})
+
+
 def _rank(name, arg, a, rank, layout):
     """a's shape, which must have `rank` dimensions (`layout` names them:
     "[rows, dim]"); else a ValueError naming the argument."""
@@ -513,7 +518,7 @@ def _gather_rows(name, arrays, errors, blocks, message, keep_shape=False):
     shape index.shape + (dim,)). `message(count, rows)`: the IndexError's,
     which carries the output as `e.partial`."""
     (table_name, table), (index_name, index) = arrays.items()
-    _positive(name, **{k: v for k, v in blocks.items() if v is not None})
+    _positive_given(name, **blocks)
     side = _side(name, dict(arrays, errors=errors))
     (table,), dtype = side.same_type(**{table_name: table})
     index = side.ints(index, index_name)
@@ -550,7 +555,7 @@ def paged_kv_gather(cache, block_table, seq_lens, max_len=None, block_t=8, block
     seq_lens then CUDA tensors of any integer type, or numpy). max_len
     defaults to max(seq_lens), which on PyTorch waits for the device."""
     name = "paged_kv_gather"
-    _positive(name, block_t=block_t, **({} if block_w is None else dict(block_w=block_w)))
+    _positive_given(name, block_t=block_t, block_w=block_w)
     side = _side(name, dict(cache=cache, block_table=block_table, seq_lens=seq_lens,
                             errors=errors))
     (cache,), dtype = side.same_type(cache=cache)
@@ -1588,9 +1593,7 @@ def depthwise_conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, block_w=N
     a PyTorch tensor there). Blocks: by default 32 pixels x 64 channels on
     GPUs; on the host, an output row's pixels and the channels each split
     evenly into blocks of at most 64 (_depthwise_block_w, _depthwise_block_c)."""
-    for name, v in (("block_w", block_w), ("block_c", block_c)):
-        if v is not None:
-            _positive("depthwise_conv2d", **{name: v})
+    _positive_given("depthwise_conv2d", block_w=block_w, block_c=block_c)
     tb = None
     if _is_torch_cuda(x):
         tb = _Torch("depthwise_conv2d", x)
@@ -1642,7 +1645,7 @@ def _depthwise_conv2d(x, w, bias, stride, padding, dilation, block_w, block_c, t
     # On the host, 3 kernel rows or fewer over whole-register channel blocks
     # take each kernel column's taps of all rows in one step (row_taps):
     # 0.89-0.95x the time at 96-960 channels; 1.1-1.4x at 16-32 channels,
-    # and 1.18-1.23x at 5x5 and 7x7 over 512 (AVX2).
+    # 1.18x at 5x5 and 1.23-1.27x at 7x7 over 512 (AVX2).
     row_taps = int(host and KH <= 3 and block_c >= 48)
     kern = kernel("depthwise_conv2d", _target=tb.target if tb else None, kh=KH, kw=KW, sh=sh,
                   sw=sw, ph=ph, pw=pw, dh=dh, dw=dw, bias=int(has_bias), block_w=block_w,
