@@ -232,3 +232,43 @@ def test_shared_subexpressions_are_computed_once(rng):
     assert_close(out, t.sum(axis=0), 1e-5, 1e-6)
     assert in_registers(shared_chain)
     assert len(shared_chain.ir("llvm-mlir")) < 2_000_000
+
+
+@kiln.jit
+def padded_row_sums(x, out, m, n, steps, BM: kl.constexpr, BN: kl.constexpr,
+                    PAD: kl.constexpr):
+    # out[r] = sum over the tile's BN columns and `steps` blocks of rows of
+    # x[s*m + r, c], PAD outside x: the padding is summed too, so lanes
+    # past the columns (and rows past m) must read it.
+    rows = kl.program_id(0) * BM + kl.arange(0, BM)
+    cols = kl.program_id(1) * BN + kl.arange(0, BN)
+    acc = kl.zeros((BM, BN), kl.float32)
+    for s in range(0, steps):
+        t = kl.load(x + (s * m + rows[:, None]) * n + cols[None, :],
+                    mask=(rows[:, None] < m) & (cols[None, :] < n), other=PAD)
+        acc += t * 0.5
+    kl.store(out + kl.program_id(1) * m * 2 + rows, kl.sum(acc, axis=1), mask=rows < m * 2)
+
+
+@pytest.mark.parametrize("m,n,BM,BN", [(13, 20, 4, 64), (8, 70, 8, 32), (5, 9, 2, 8),
+                                       (6, 64, 3, 32)])
+def test_a_tile_past_its_columns_reads_the_padding(rng, m, n, BM, BN):
+    """A tile whose columns run past its view's (a block past the row, the
+    last block partial): the loop's version with masked reads, the padding in
+    the lanes outside (summed here, so each one shows), and in rows past m."""
+    steps, pad = 3, 1.25
+    x = rng.standard_normal((steps * m, n)).astype(np.float32)
+    gm, gn = kiln.cdiv(m, BM), kiln.cdiv(n, BN)
+    out = np.full((gn, 2 * m), np.nan, np.float32)
+    padded_row_sums[(gm, gn)](x, out, m, n, steps, BM=BM, BN=BN, PAD=pad)
+    xs = x.astype(np.float64).reshape(steps, m, n)
+    wide = np.full((steps, gm * BM, gn * BN), pad)
+    wide[:, :m, :n] = xs
+    ref = np.full((gn, 2 * m), np.nan)
+    sums = (wide.sum(axis=0) * 0.5).reshape(gm * BM, gn, BN).sum(axis=2).T
+    ref[:, :gm * BM] = sums[:, :2 * m] if gm * BM > 2 * m else sums
+    written = np.zeros((gn, 2 * m), bool)
+    written[:, :min(gm * BM, 2 * m)] = True
+    assert not np.isnan(out[written]).any()
+    assert_close(out[written], ref[written], 1e-5, 1e-5)
+    assert in_registers(padded_row_sums)

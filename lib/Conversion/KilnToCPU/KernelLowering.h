@@ -530,8 +530,11 @@ private:
   /// from its view (padding outside it), for a register loop's body.
   Value readViewElems(ImplicitLocOpBuilder &ib, Operation *access,
                       ValueRange idx, int64_t width);
-  /// Reads of a register loop's version whose columns were tested before it.
-  DenseSet<Operation *> fastReads;
+  /// Reads of a register loop's version whose columns were tested before it:
+  /// all inside their views (fastReads), or starting at column 0 or later
+  /// with unit stride (maskedReads: a masked load each, for a tile running
+  /// past its view's columns).
+  DenseSet<Operation *> fastReads, maskedReads;
   /// CPU: whether `producer` (a view load, maybe reshaped to 2-D)
   /// is read only as the lhs of a dot (or by a blocked 2-D kiln.trans) after
   /// it, with no memory write

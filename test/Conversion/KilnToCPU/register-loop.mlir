@@ -8,8 +8,9 @@
 // buffers: the splat, made outside the loop, and the result). The
 // columns of the reads are known before the loop (the view's last offset is
 // defined outside it): one version of the loop, taken when all lie inside
-// their views with unit stride, reads with no test per vector; the other
-// tests each.
+// their views with unit stride, reads with no test per vector; a second,
+// when they start inside their rows or past them with unit stride, reads
+// each with a mask of its columns; the third tests each.
 // CHECK-LABEL: func.func private @window_sum
 // CHECK-COUNT-2: memref.alloca() {{.*}} : memref<8x64xf32>
 // CHECK-NOT: memref.alloca
@@ -28,7 +29,20 @@
 // CHECK: arith.mulf %{{.*}} : vector<16xf32>
 // CHECK: arith.addf %{{.*}} : vector<16xf32>
 // CHECK: scf.yield
-// The second: each vector tested: a row outside the view reads the
+// The second: a masked load per vector (no test), the row replaced by the
+// padding as in the first.
+// CHECK: } else {
+// CHECK: scf.if %{{.*}} -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>) {
+// CHECK: scf.for %{{.*}} iter_args({{.*}}) -> (vector<16xf32>,
+// CHECK-NOT: scf.if
+// CHECK: %[[K:.*]] = vector.create_mask %{{.*}} : vector<16xi1>
+// CHECK-NOT: scf.if
+// CHECK: %[[ML:.*]] = vector.maskedload %{{.*}}, %[[K]], %{{.*}} : memref<?x?xf32, strided<[?, 1]>>, vector<16xi1>, vector<16xf32> into vector<16xf32>
+// CHECK: %[[MR:.*]] = vector.broadcast %{{.*}} : i1 to vector<16xi1>
+// CHECK: arith.select %[[MR]], %[[ML]], %{{.*}} : vector<16xi1>, vector<16xf32>
+// CHECK-NOT: scf.if
+// CHECK: scf.yield
+// The third: each vector tested: a row outside the view reads the
 // padding, a vector starting inside it a masked load, any other lane by lane.
 // CHECK: } else {
 // CHECK: scf.for %{{.*}} iter_args({{.*}}) -> (vector<16xf32>,
