@@ -404,6 +404,10 @@ private:
   void forEachIndex(ImplicitLocOpBuilder &b, ArrayRef<int64_t> shape,
                     int64_t innerStep,
                     function_ref<void(ImplicitLocOpBuilder &, ValueRange)> fn);
+  /// The CPU's loop nest over dynamic extents (index values), the innermost
+  /// by `innerStep` (the extent a multiple of it, or the last step partial).
+  void forEachIndex(ImplicitLocOpBuilder &b, ValueRange extents, int64_t innerStep,
+                    function_ref<void(ImplicitLocOpBuilder &, ValueRange)> fn);
   /// Stores `value` into every element of the tile buffer `buf`.
   void fillTile(ImplicitLocOpBuilder &b, Value buf, RankedTensorType type, TypedAttr value);
   void copyTile(ImplicitLocOpBuilder &b, Value from, Value to,
@@ -469,12 +473,12 @@ private:
   /// elements of `eltBytes`), and that distance in elements.
   std::pair<Value, Value> streamShift(ImplicitLocOpBuilder &b, Value memref,
                                       ValueRange offsets, int64_t eltBytes, int64_t bytes);
-  /// Walks a tile of `shape` row by row for kiln.store {streaming}: the
+  /// Walks `extents` of a tile (index values) row by row for kiln.store
+  /// {streaming}: the
   /// first `shift` elements of each row one by one, then whole vectors of
   /// `width` (written non-temporal), then the rest one by one. `read` gives
   /// the tile's elements at an index (a vector of w, or a scalar for 1).
-  void streamRows(ImplicitLocOpBuilder &b, ArrayRef<int64_t> shape, int64_t width,
-                  Value shift,
+  void streamRows(ImplicitLocOpBuilder &b, ValueRange extents, int64_t width, Value shift,
                   function_ref<Value(ImplicitLocOpBuilder &, ValueRange, int64_t)> read,
                   function_ref<void(ImplicitLocOpBuilder &, ValueRange, Value, bool)> write);
   /// Stores a vector (or a scalar) into a view's memref at `at`; a
@@ -483,12 +487,12 @@ private:
                   bool nontemporal);
   /// An sfence after non-temporal stores (kiln.store {streaming}).
   void storeFence(ImplicitLocOpBuilder &b);
-  /// kiln.store {streaming} of an interior tile of `shape` into `memref` at
-  /// `offsets`: streamRows with `read` and `write`, then storeFence, when
-  /// streamShift finds the rows at one distance from a vector boundary;
-  /// `plain` (the ordinary copy) otherwise.
+  /// kiln.store {streaming} of `extents` of a tile (index values, all
+  /// inside the view) into `memref` at `offsets`: streamRows with `read` and
+  /// `write`, then storeFence, when streamShift finds the rows at one
+  /// distance from a vector boundary; `plain` (the ordinary copy) otherwise.
   void storeStreaming(ImplicitLocOpBuilder &b, Value memref, ValueRange offsets, Type elt,
-                      ArrayRef<int64_t> shape, int64_t width,
+                      ValueRange extents, int64_t width,
                       function_ref<Value(ImplicitLocOpBuilder &, ValueRange, int64_t)> read,
                       function_ref<void(ImplicitLocOpBuilder &, ValueRange, Value, bool)> write,
                       function_ref<void(ImplicitLocOpBuilder &)> plain);

@@ -67,6 +67,10 @@ Value cIdx(ImplicitLocOpBuilder &b, int64_t v) {
   return arith::ConstantIndexOp::create(b, v);
 }
 
+SmallVector<Value> cIdxs(ImplicitLocOpBuilder &b, ArrayRef<int64_t> values) {
+  return llvm::map_to_vector(values, [&](int64_t v) { return cIdx(b, v); });
+}
+
 Value KernelLowering::allocSharedTile(RankedTensorType type, Location loc) {
   Type stored = storageType(type.getElementType());
   int64_t bytes = type.getNumElements() *

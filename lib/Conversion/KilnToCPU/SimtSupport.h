@@ -23,6 +23,8 @@ namespace mlir::kiln::detail {
 
 /// An index constant.
 Value cIdx(ImplicitLocOpBuilder &b, int64_t v);
+/// An index constant per element of `values` (a static shape as extents).
+SmallVector<Value> cIdxs(ImplicitLocOpBuilder &b, ArrayRef<int64_t> values);
 /// An i32 constant.
 Value i32Const(ImplicitLocOpBuilder &b, int64_t v);
 /// Row-major delinearization of `linear` over `shape`.
