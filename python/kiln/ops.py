@@ -253,8 +253,9 @@ def _cdiv(a, b):
 def _even_blocks(n, most, multiple=1):
     """The block size that splits n into the fewest blocks of at most
     `most`, evenly, rounded up to a multiple of `multiple` (the host's
-    default blocks: a block that runs past its rows or columns takes a
-    kernel's checked path, so the blocks should fit the sizes)."""
+    default blocks: a block that runs past its rows or columns computes
+    padding there, or copies less per step, so the blocks should fit the
+    sizes)."""
     return max(multiple, _cdiv(_cdiv(n, max(1, _cdiv(n, most))), multiple) * multiple)
 
 
@@ -495,10 +496,10 @@ _STREAM_BYTES = 8 << 20
 def _row_block(side, width, block):
     """A row gather's columns per program: `block` if given; else 1024 on
     GPU targets, and on the host the row in the fewest blocks of at most
-    2048, split evenly and rounded up to vectors of 8. A block running past
-    the row takes the checked path for its columns: the fixed 1024 took
-    1.9x the time of 768 for a 768-wide embedding, of 1000 for 1000
-    (docs/performance.md)."""
+    2048, split evenly and rounded up to vectors of 8. The fixed 1024 took
+    1.9x the time of 768 for a 768-wide embedding, of 1000 for 1000, when a
+    block past the row took the general gather and store; 1.0-1.4x since
+    the CPU lowering copies the part inside (docs/performance.md)."""
     if block is not None:
         return block
     if _gpu_target(side.target):
@@ -1571,16 +1572,17 @@ def _patch_embed_host(x, w, bias=None, patch=16, temporal_patch=1, **blocks):
 def _depthwise_block_c(c):
     """The host's channels per program for c channels: the fewest blocks of
     at most 64, split evenly and rounded up to whole vectors of 8. A channel
-    block running past C takes the register loop's checked version (every
-    vector tested): the fixed 64 took 11x the time at 32 channels (112x112,
-    3x3) and 4x at 144 (56x56), where 32 and 48 fill their blocks."""
+    block running past C multiplies padding there (with masked reads): the
+    fixed 64 took 11x the time at 32 channels (112x112, 3x3) and 4x at 144
+    (56x56) when every vector of such a block was tested, still 2.5x and
+    1.3x with the masked reads, where 32 and 48 fill their blocks."""
     return _even_blocks(c, 64, 8)
 
 
 def _depthwise_block_w(ow):
     """The host's output pixels per program for rows of ow: the fewest
     segments of at most 64, split evenly. A segment running past the row
-    takes the checked version of the register loop: the fixed 32 took 2.1x
+    computes padding for its pixels past it: the fixed 32 took 2.1x
     the time of 14 at 14x14x576 (3x3), 4.1x the time of 7 at 7x7x960, and
     1.2x that of 56 at 56x56x256."""
     return _even_blocks(ow, 64)

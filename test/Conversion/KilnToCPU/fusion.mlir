@@ -32,7 +32,10 @@ kiln.func @fused(%p: !kiln.ptr<f32>, %n: index, %s: f32) {
 
 // A gather whose only user is a store: when both tiles are interior, each
 // row chunk goes from the table straight to the output (no tile buffer in
-// between); otherwise the general gather and store run in the else branch.
+// between). When the tile runs past the destination (offsets 0 or more, the
+// source holding the columns stored), the same copy over the part inside:
+// loops to run-time extents, whole vectors, then a masked last one.
+// Otherwise the general gather and store run in the last else branch.
 // CHECK-LABEL: func.func private @gather_store
 // CHECK: memref.alloca() {{.*}} : memref<8x64xf32>
 // CHECK: scf.if
@@ -41,6 +44,15 @@ kiln.func @fused(%p: !kiln.ptr<f32>, %n: index, %s: f32) {
 // CHECK: %[[V:.*]] = scf.if %{{.*}} -> (vector<16xf32>) {
 // CHECK-NEXT: vector.load %{{.*}} : memref<?x?xf32, strided<[?, 1]>>, vector<16xf32>
 // CHECK: vector.store %[[V]], %{{.*}} : memref<?x?xf32, strided<[?, 1]>>, vector<16xf32>
+// CHECK: } else {
+// CHECK-NEXT: scf.if %{{.*}} {
+// CHECK: scf.for %{{.*}} = %{{.*}} to %[[ROWS:[0-9]+]] step %{{.*}} {
+// CHECK: scf.for %{{.*}} = %{{.*}} to %[[WHOLE:[0-9]+]] step %c16 {
+// CHECK: vector.load %{{.*}} : memref<?x?xf32, strided<[?, 1]>>, vector<16xf32>
+// CHECK: vector.store %{{.*}} : memref<?x?xf32, strided<[?, 1]>>, vector<16xf32>
+// CHECK: %[[K:.*]] = vector.create_mask %{{.*}} : vector<16xi1>
+// CHECK: vector.maskedload %{{.*}}, %[[K]], %{{.*}} : memref<?x?xf32, strided<[?, 1]>>, vector<16xi1>, vector<16xf32> into vector<16xf32>
+// CHECK: vector.maskedstore %{{.*}}, %[[K]], %{{.*}} : memref<?x?xf32, strided<[?, 1]>>, vector<16xi1>, vector<16xf32>
 // CHECK: } else {
 // CHECK: vector.store %{{.*}}, %{{.*}} : memref<8x64xf32>, vector<16xf32>
 kiln.func @gather_store(%p: !kiln.ptr<f32>, %q: !kiln.ptr<i32>, %o: !kiln.ptr<f32>, %n: index) {
