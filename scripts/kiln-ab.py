@@ -105,6 +105,17 @@ def make_arg(spec, rng):
     return np.zeros(dims, dt), True
 
 
+def aligned_copy(a):
+    """A copy of `a` starting on a 64-byte boundary. Each side gets its own
+    arrays, and numpy places them at different distances from a cache line:
+    the same depthwise bundle on both sides timed B / A 1.24."""
+    raw = np.empty(a.nbytes + 64, np.uint8)
+    start = -raw.ctypes.data % 64
+    out = raw[start:start + a.nbytes].view(a.dtype).reshape(a.shape)
+    out[...] = a
+    return out
+
+
 def poison(a):
     a.fill(np.nan if a.dtype.kind == "f" else -1)
 
@@ -129,7 +140,8 @@ def main(argv=None):
     grid = tuple(int(g) for g in opts.grid.split(","))
     rng = np.random.default_rng(opts.seed)
     made = [make_arg(s, rng) for s in opts.arg]
-    args = [[a.copy() if isinstance(a, np.ndarray) else a for a, _ in made] for _ in kernels]
+    args = [[aligned_copy(a) if isinstance(a, np.ndarray) else a for a, _ in made]
+            for _ in kernels]
 
     def launch(side):
         t = time.perf_counter()
