@@ -656,15 +656,29 @@ def moe_permute(x, src_rows, block_r=8, block_h=None, errors=None):
                         lambda c, rows: f"moe_permute: {c} source row(s) outside [-1, {rows})")
 
 
-def moe_unpermute(y, slot_rows, weights, block_t=16, block_h=128, errors=None):
+def _unpermute_blocks(side, hidden, block_t, block_h):
+    """moe_unpermute's blocks: those given; else 16 tokens x 128 columns on
+    GPU targets, and on the host the row in the fewest blocks of at most
+    4096 columns (whole vectors of 8) over 16, 8 or 4 tokens (a tile of at
+    most 16384 elements). 2048 tokens x top-4 on AVX2, against 16 x 128:
+    0.46x the time at 7168 columns (4 x 3584), 0.49x at 2880, 0.49x at 1000;
+    each gathered row read in 512-byte pieces was the cost
+    (docs/performance.md)."""
+    if _gpu_target(side.target):
+        return block_t or 16, block_h or 128
+    block_h = block_h or _even_blocks(hidden, 4096, 8)
+    return block_t or (16 if block_h <= 1024 else 8 if block_h <= 2048 else 4), block_h
+
+
+def moe_unpermute(y, slot_rows, weights, block_t=None, block_h=None, errors=None):
     """out[t] = sum_k weights[t, k] * y[slot_rows[t, k]] (f32 accumulation;
     -1 slots are skipped; a slot outside [-1, rows) is skipped too and
     raises IndexError, the output as `e.partial`, or is counted in
     `errors`). y: float32, float16 or
     kiln.bf16 (out has its type), or a PyTorch CUDA tensor; weights are
-    float32 (converted)."""
+    float32 (converted). Blocks: _unpermute_blocks."""
     name = "moe_unpermute"
-    _positive(name, block_t=block_t, block_h=block_h)
+    _positive_given(name, block_t=block_t, block_h=block_h)
     side = _side(name, dict(y=y, slot_rows=slot_rows, weights=weights, errors=errors))
     (y,), dtype = side.same_type(y=y)
     slot_rows, weights = side.ints(slot_rows, "slot_rows"), side.f32(weights, "weights")
@@ -675,6 +689,7 @@ def moe_unpermute(y, slot_rows, weights, block_t=16, block_h=128, errors=None):
                          f"{(tokens, k)} like slot_rows")
     out = side.empty((tokens, hidden), dtype)
     word = side.errors(errors)
+    block_t, block_h = _unpermute_blocks(side, hidden, block_t, block_h)
     if tokens and hidden:
         side.launch(kernel("moe_unpermute", _target=side.target, block_t=block_t,
                            block_h=block_h, dtype=dtype),

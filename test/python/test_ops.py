@@ -56,6 +56,28 @@ def test_row_gathers_take_the_row_as_their_column_block(rng, monkeypatch, dim, e
     assert taken == [256]
 
 
+@pytest.mark.parametrize("hidden,expect", [(7168, (4, 3584)), (2880, (4, 2880)),
+                                            (1000, (16, 1000)), (1500, (8, 1504)),
+                                            (70, (16, 72)), (9000, (4, 3000))])
+def test_moe_unpermute_default_blocks(rng, monkeypatch, hidden, expect):
+    # On the host: the row in the fewest blocks of at most 4096 columns
+    # (whole vectors of 8), over 16, 8 or 4 tokens (16 x 128 read each row
+    # in 512-byte pieces: 2.0-2.2x the time). Against float64: tokens not a
+    # multiple of the block, -1 slots, and rows that are not multiples of a
+    # vector or of the block.
+    taken = record_setting(monkeypatch, lambda cfg: (cfg["block_t"], cfg["block_h"]))
+    tokens, k = 11, 3
+    y = rng.standard_normal((tokens * k, hidden)).astype(np.float32)
+    slots = rng.permutation(tokens * k).reshape(tokens, k).astype(np.int32)
+    slots[rng.random((tokens, k)) < 0.2] = -1
+    w = rng.random((tokens, k)).astype(np.float32)
+    out = kiln.ops.moe_unpermute(y, slots, w)
+    ref = (w[:, :, None] * np.where(slots[:, :, None] >= 0, y.astype(np.float64)[slots], 0)
+           ).sum(axis=1)
+    assert_close(out, ref, 1e-5, 1e-5)
+    assert taken == [expect]
+
+
 def test_gathers_in_bf16_and_f16_copy_bits(rng):
     bits = rng.integers(0, 1 << 16, (300, 77)).astype(np.uint16)
     bits[(bits & 0x7F80) == 0x7F80] = 0x3F80  # no NaN/inf patterns: compare exactly
