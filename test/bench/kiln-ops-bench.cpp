@@ -289,6 +289,30 @@ int main(int argc, char **argv) {
       record("moe_permute_4096x2x1024_kiln", 2.0 * rows * H * 4 / tk / 1e9, "GB/s", "memcpy",
              tm / tk);
     }
+    {
+      // gpt-oss's hidden size, top-4. The blocks are kiln.ops' on the host
+      // (a copy of _unpermute_blocks: the row in the fewest blocks of at
+      // most 4096 columns, 4 tokens past 2048 columns). The peer, memcpy,
+      // moves as many bytes (half read, half written).
+      const int64_t T = 2048, K = 4, H = 2880, rows = T * K, BT = 4, BH = 2880;
+      auto y = rnd(rows * H), weights = rnd(T * K);
+      Array<int32_t> slots(T * K), errors(1);
+      for (int64_t i = 0; i < T * K; ++i)
+        slots[i] = int32_t((i * 7919) % rows); // a permutation (7919 is prime)
+      Array<float> out(T * H), copy((rows + T) * H / 2);
+      auto k = op("moe_unpermute", {{"block_t", std::to_string(BT)},
+                                    {"block_h", std::to_string(BH)}});
+      const double bytes = double(rows + T) * H * 4;
+      auto [tk, tm] = timePair(
+          [&] {
+            launch(*k, {kiln::arg(y.data()), kiln::arg(slots.data()), kiln::arg(weights.data()),
+                        kiln::arg(out.data()), kiln::arg(errors.data()), kiln::arg(T),
+                        kiln::arg(K), kiln::arg(rows), kiln::arg(H)},
+                   {cdiv(T, BT), cdiv(H, BH)});
+          },
+          [&] { std::memcpy(copy.data(), y.data(), copy.size() * 4); });
+      record("moe_unpermute_2048x4x2880_kiln", bytes / tk / 1e9, "GB/s", "memcpy", tm / tk);
+    }
   }
 
   if (want("attention")) {

@@ -272,3 +272,25 @@ def test_a_tile_past_its_columns_reads_the_padding(rng, m, n, BM, BN):
     assert not np.isnan(out[written]).any()
     assert_close(out[written], ref[written], 1e-5, 1e-5)
     assert in_registers(padded_row_sums)
+
+
+@kiln.jit
+def row_sums_by_column(x, out, m, n, B: kl.constexpr):
+    # out[r] = sum_s x[r, s] * 0.5: each step loads a [B, 1] column and reads
+    # it as [B] (a reshape dropping a trailing unit dimension: its vectors
+    # along B are lanes of the column, read one by one).
+    rows = kl.program_id(0) * B + kl.arange(0, B)
+    acc = kl.zeros((B,), kl.float32)
+    for s in range(0, n):
+        t = kl.load(x + rows[:, None] * n + s, mask=rows[:, None] < m, other=0.0)
+        acc += kl.reshape(t, (B,)) * 0.5
+    kl.store(out + rows, acc, mask=rows < m)
+
+
+@pytest.mark.parametrize("m,n,B", [(37, 11, 16), (8, 5, 16), (70, 3, 64)])
+def test_unit_dimension_dropped_in_the_loop(rng, m, n, B):
+    x = rng.standard_normal((m, n)).astype(np.float32)
+    out = np.full(m, np.nan, np.float32)
+    row_sums_by_column[(kiln.cdiv(m, B),)](x, out, m, n, B=B)
+    assert_close(out, x.astype(np.float64).sum(axis=1) * 0.5, 1e-5, 1e-5)
+    assert in_registers(row_sums_by_column)

@@ -463,6 +463,10 @@ private:
                       int64_t>,
            Value>
       elemMemo;
+  /// Whether a tile of a register loop's body is computed from its carried
+  /// tiles (groupOverride), memoized in carriedMemo (cleared with elemMemo).
+  bool fromCarried(Value v);
+  DenseMap<Value, bool> carriedMemo;
   DenseSet<Operation *> deferred;
   // Gather + store fusion: a gather whose only user is a store copies rows
   // from source to destination directly when both tiles are interior (no

@@ -1183,17 +1183,25 @@ static bool onlyDotOperands(Value v) {
   return true;
 }
 
-/// Whether a reshape only adds or drops leading unit dimensions.
+/// The positions of a shape's dimensions other than 1.
+static SmallVector<int64_t> nonUnitDims(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> dims;
+  for (auto [d, n] : llvm::enumerate(shape))
+    if (n != 1)
+      dims.push_back(d);
+  return dims;
+}
+
+/// Whether a reshape only adds or drops unit dimensions (anywhere: a [B, 1]
+/// column of indices read as [B]): element i of the result is the source's
+/// at i's indices of the other dimensions, 0 in its unit ones.
 static bool unitDimsOnly(ReshapeOp op) {
-  auto strip = [](ArrayRef<int64_t> s) {
-    while (!s.empty() && s.front() == 1)
-      s = s.drop_front();
-    return s;
-  };
   ArrayRef<int64_t> from = op.getSrc().getType().getShape(),
                     to = op.getResult().getType().getShape();
-  return !from.empty() && !to.empty() && strip(from) == strip(to) &&
-         from.back() == to.back();
+  auto sizes = [](ArrayRef<int64_t> shape) {
+    return llvm::map_to_vector(nonUnitDims(shape), [&](int64_t d) { return shape[d]; });
+  };
+  return !from.empty() && !to.empty() && sizes(from) == sizes(to);
 }
 
 /// Whether `op` computes an integer (or i1) tile from iotas, splats of
@@ -1304,12 +1312,28 @@ Value KernelLowering::emitElems(ImplicitLocOpBuilder &ib, Value v,
     else
       at.push_back({false, reinterpret_cast<intptr_t>(i.getAsOpaquePointer())});
   }
-  auto key = std::make_tuple(v.getAsOpaquePointer(), std::move(at), width, curGroup);
+  // (The group counts only for values computed from the carried tiles:
+  // the others' elements at an index are the same in every group.)
+  auto key = std::make_tuple(v.getAsOpaquePointer(), std::move(at), width,
+                             fromCarried(v) ? curGroup : int64_t(-1));
   if (auto it = elemMemo.find(key); it != elemMemo.end())
     return it->second;
   Value r = emitElemsAt(ib, v, idx, width);
   elemMemo[key] = r;
   return r;
+}
+
+bool KernelLowering::fromCarried(Value v) {
+  if (groupOverride.count(v))
+    return true;
+  Operation *def = v.getDefiningOp();
+  if (!def || !deferred.contains(def))
+    return false;
+  if (auto it = carriedMemo.find(v); it != carriedMemo.end())
+    return it->second;
+  bool from = llvm::any_of(def->getOperands(), [&](Value o) { return fromCarried(o); });
+  carriedMemo[v] = from;
+  return from;
 }
 
 Value KernelLowering::emitElemsAt(ImplicitLocOpBuilder &ib, Value v,
@@ -1387,14 +1411,36 @@ Value KernelLowering::emitElemsAt(ImplicitLocOpBuilder &ib, Value v,
   }
   if (auto reshape = dyn_cast<ReshapeOp>(def);
       reshape && unitDimsOnly(reshape)) {
-    // Only leading unit dimensions added or dropped (a register loop's
-    // [1, 1, R, C] load as [R, C]): the same element.
-    int64_t srcRank = reshape.getSrc().getType().getRank();
-    SmallVector<Value> sidx;
-    for (int64_t d = idx.size(); d < srcRank; ++d)
-      sidx.push_back(cIdx(ib, 0));
-    llvm::append_range(sidx, idx.take_back(std::min<int64_t>(srcRank, idx.size())));
-    return emitElems(ib, reshape.getSrc(), sidx, width);
+    // Only unit dimensions added or dropped (a register loop's [1, 1, R, C]
+    // load as [R, C], a [B, 1] column as [B]): the same element, at the
+    // indices of the dimensions other than 1 (0 in the source's unit ones).
+    ArrayRef<int64_t> srcShape = reshape.getSrc().getType().getShape(),
+                      resShape = reshape.getResult().getType().getShape();
+    SmallVector<int64_t> srcDims = nonUnitDims(srcShape), resDims = nonUnitDims(resShape);
+    auto sourceIndex = [&](ValueRange at) {
+      SmallVector<Value> sidx(srcShape.size(), Value());
+      for (auto [sd, rd] : llvm::zip(srcDims, resDims))
+        sidx[sd] = at[rd];
+      for (Value &i : sidx)
+        if (!i)
+          i = cIdx(ib, 0);
+      return sidx;
+    };
+    // A vector along the result's last dimension is one along the source's
+    // when that dimension is the source's last too; else lane by lane.
+    const int64_t resLast = resShape.size() - 1, srcLast = srcShape.size() - 1;
+    bool sameLast = resShape[resLast] == 1 ||
+                    (!resDims.empty() && resDims.back() == resLast && srcDims.back() == srcLast);
+    if (width == 1 || sameLast)
+      return emitElems(ib, reshape.getSrc(), sourceIndex(idx), width);
+    SmallVector<Value> lanes;
+    for (int64_t l = 0; l < width; ++l) {
+      SmallVector<Value> at(idx.begin(), idx.end());
+      at.back() = arith::AddIOp::create(ib, at.back(), cIdx(ib, l));
+      lanes.push_back(emitElems(ib, reshape.getSrc(), sourceIndex(at), 1));
+    }
+    return vector::FromElementsOp::create(ib, VectorType::get({width}, lanes[0].getType()),
+                                          lanes);
   }
   if (auto reshape = dyn_cast<ReshapeOp>(def)) {
     // mergedBroadcastDim p: element i of dimension p is the source's
@@ -2861,15 +2907,22 @@ std::optional<LogicalResult> KernelLowering::lowerRegisterLoop(scf::ForOp op) {
   LogicalResult result = success();
   forEachIndex(b, walk, w * unroll, [&](ImplicitLocOpBuilder &ib,
                                         ValueRange idx) {
+    // (One index value per row and per column of the group: the memo of
+    // emitElems then shares a row's scalar reads, a gather's row index and
+    // a broadcast row weight, among its vectors.)
+    SmallVector<Value> rowAt, colAt;
+    for (int64_t r = 0; r < unrollRows && rank >= 2; ++r)
+      rowAt.push_back(arith::AddIOp::create(
+          ib, arith::MulIOp::create(ib, idx[rank - 2], cIdx(ib, unrollRows)), cIdx(ib, r)));
+    for (int64_t u = 0; u < unroll; ++u)
+      colAt.push_back(arith::AddIOp::create(ib, idx.back(), cIdx(ib, u * w)));
     SmallVector<SmallVector<Value>> at;
     for (int64_t r = 0; r < unrollRows; ++r)
       for (int64_t u = 0; u < unroll; ++u) {
         SmallVector<Value> i(idx.begin(), idx.end());
         if (rank >= 2)
-          i[rank - 2] = arith::AddIOp::create(
-              ib, arith::MulIOp::create(ib, i[rank - 2], cIdx(ib, unrollRows)),
-              cIdx(ib, r));
-        i.back() = arith::AddIOp::create(ib, i.back(), cIdx(ib, u * w));
+          i[rank - 2] = rowAt[r];
+        i.back() = colAt[u];
         at.push_back(i);
       }
     // `v`'s vectors of the group, one per element of `at`.
@@ -2911,6 +2964,7 @@ std::optional<LogicalResult> KernelLowering::lowerRegisterLoop(scf::ForOp op) {
         for (Value v : oldYield.getOperands())
           llvm::append_range(next, elems(yb, map.lookupOrDefault(v)));
         elemMemo.clear();
+        carriedMemo.clear();
       }
       scf::YieldOp::create(yb, next);
       return success();
