@@ -478,10 +478,10 @@ private:
   std::pair<Value, Value> streamShift(ImplicitLocOpBuilder &b, Value memref,
                                       ValueRange offsets, int64_t eltBytes, int64_t bytes);
   /// Walks `extents` of a tile (index values) row by row for kiln.store
-  /// {streaming}: the
-  /// first `shift` elements of each row one by one, then whole vectors of
-  /// `width` (written non-temporal), then the rest one by one. `read` gives
-  /// the tile's elements at an index (a vector of w, or a scalar for 1).
+  /// {streaming}: the first `shift` elements of each row one by one, then
+  /// whole vectors of `width` (written non-temporal), then the rest one by
+  /// one. `read` gives the tile's elements at an index (a vector of w, or a
+  /// scalar for 1).
   void streamRows(ImplicitLocOpBuilder &b, ValueRange extents, int64_t width, Value shift,
                   function_ref<Value(ImplicitLocOpBuilder &, ValueRange, int64_t)> read,
                   function_ref<void(ImplicitLocOpBuilder &, ValueRange, Value, bool)> write);

@@ -3002,7 +3002,9 @@ std::optional<LogicalResult> KernelLowering::lowerRegisterLoop(scf::ForOp op) {
     // Reads whose vectors' columns are known before the loop (a view made
     // outside it, the last offset defined outside it): when all are inside
     // their views with unit stride, one version of the loop reads them with
-    // no test per vector (fastReads), else the other tests each.
+    // no test per vector (fastReads); when all start at column 0 or later
+    // with unit stride, another reads each with a mask of its columns
+    // (maskedReads); else the third tests each.
     Value allFast, allMasked;
     if (w > 1)
       op.getBody()->walk([&](Operation *inner) {
@@ -3053,8 +3055,8 @@ std::optional<LogicalResult> KernelLowering::lowerRegisterLoop(scf::ForOp op) {
     };
     // A tile running past its views' columns (a channel block past C) reads
     // with masks, not tests per vector: depthwise convolution over 144
-    // channels in blocks of 64 took 2.0-3.0x the time of blocks of 48 with
-    // the tests.
+    // channels in blocks of 64 took 0.61x the time of the tests, 32 in
+    // blocks of 64 0.44x (docs/performance.md).
     FailureOr<ValueRange> built =
         !allFast ? buildLoop(ib, Reads::Fast)
                  : versions(ib, allFast, version(Reads::Fast), [&](ImplicitLocOpBuilder &eb) {
@@ -3603,25 +3605,25 @@ LogicalResult KernelLowering::lowerGatherStore(GatherOp gather,
   // columns. Its extents: no rows when a leading unit dimension lies outside
   // the destination.
   SmallVector<Value> extents;
-  Value clipped = apart, leadIn = c1;
-  for (int64_t d = 0; d < lead + rank && !simt; ++d) {
-    clipped = both(clipped, cmp(arith::CmpIPredicate::sge, sOff[d], c0));
-    Value left = arith::SubIOp::create(b, sv.sizes[d], sOff[d]);
-    Value e = arith::MaxSIOp::create(
-        b, arith::MinSIOp::create(b, left, cIdx(b, storeShape[d])), c0);
-    if (d < lead)
-      leadIn = arith::MulIOp::create(b, leadIn, e);
-    else
-      extents.push_back(e);
-  }
-  for (int64_t d = 0; d < rank && !simt; ++d) {
-    if (d == 0) {
-      extents[0] = arith::MulIOp::create(b, extents[0], leadIn);
-      continue;
+  Value clipped = apart;
+  if (!simt) {
+    Value leadIn = c1;
+    for (int64_t d = 0; d < lead + rank; ++d) {
+      clipped = both(clipped, cmp(arith::CmpIPredicate::sge, sOff[d], c0));
+      Value left = arith::SubIOp::create(b, sv.sizes[d], sOff[d]);
+      Value e = arith::MaxSIOp::create(
+          b, arith::MinSIOp::create(b, left, cIdx(b, storeShape[d])), c0);
+      if (d < lead)
+        leadIn = arith::MulIOp::create(b, leadIn, e);
+      else
+        extents.push_back(e);
     }
-    Value off = gOff[d - 1], end = arith::AddIOp::create(b, off, extents[d]);
-    clipped = both(both(clipped, cmp(arith::CmpIPredicate::sge, off, c0)),
-                   cmp(arith::CmpIPredicate::sle, end, gv.sizes[d]));
+    extents[0] = arith::MulIOp::create(b, extents[0], leadIn);
+    for (int64_t d = 1; d < rank; ++d) {
+      Value off = gOff[d - 1], end = arith::AddIOp::create(b, off, extents[d]);
+      clipped = both(both(clipped, cmp(arith::CmpIPredicate::sge, off, c0)),
+                     cmp(arith::CmpIPredicate::sle, end, gv.sizes[d]));
+    }
   }
   if (simt)
     interior = both(interior, gatherStoreAlignedSimt(b, gv, gOff, sv, sOff, type));
