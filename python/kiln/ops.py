@@ -661,9 +661,9 @@ def _unpermute_blocks(side, hidden, block_t, block_h):
     GPU targets, and on the host the row in the fewest blocks of at most
     4096 columns (whole vectors of 8) over 16, 8 or 4 tokens (a tile of at
     most 16384 elements). 2048 tokens x top-4 on AVX2, against 16 x 128:
-    0.46x the time at 7168 columns (4 x 3584), 0.49x at 2880, 0.49x at 1000;
-    each gathered row read in 512-byte pieces was the cost
-    (docs/performance.md)."""
+    0.42x the time at 7168 columns (4 x 3584), 0.31x at 2880, 0.38x at 1000
+    (with the kernel's register loop); each gathered row read in 512-byte
+    pieces was the cost (docs/performance.md)."""
     if _gpu_target(side.target):
         return block_t or 16, block_h or 128
     block_h = block_h or _even_blocks(hidden, 4096, 8)
