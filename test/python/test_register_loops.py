@@ -294,3 +294,42 @@ def test_unit_dimension_dropped_in_the_loop(rng, m, n, B):
     row_sums_by_column[(kiln.cdiv(m, B),)](x, out, m, n, B=B)
     assert_close(out, x.astype(np.float64).sum(axis=1) * 0.5, 1e-5, 1e-5)
     assert in_registers(row_sums_by_column)
+
+
+@kiln.jit
+def gathered_sums(table, idx, out, rows_n, d, bags, per_bag, width,
+                  BB: kl.constexpr, BD: kl.constexpr, PAD: kl.constexpr):
+    # out[b, c] = sum_j table[idx[b, j], c] for the columns c of the tile
+    # (PAD for a row outside the table or a column past d), written whole
+    # into an output `width` >= d wide, so the padded columns show.
+    b0 = kl.program_id(0) * BB
+    c0 = kl.program_id(1) * BD
+    vt = kl.make_view(table, (rows_n, d), (d, 1))
+    vo = kl.make_view(out, (bags, width), (width, 1))
+    at = b0 + kl.arange(0, BB)
+    acc = kl.zeros((BB, BD), kl.float32)
+    for j in range(0, per_bag):
+        i = kl.load(idx + at * per_bag + j, mask=at < bags, other=-1)
+        acc += kl.gather(vt, i, (c0,), shape=(BB, BD), other=PAD)
+    kl.store(vo, acc, offsets=(b0, c0))
+
+
+@pytest.mark.parametrize("d,BD", [(50, 32), (20, 64), (64, 32)])
+def test_gathers_past_the_columns_in_the_loop(rng, d, BD):
+    """kiln.gather in a register loop, its tile running past the table's
+    columns (the masked version), rows outside the table: the padding in
+    every lane outside."""
+    rows_n, bags, per_bag, pad = 30, 21, 5, -0.75
+    gn = kiln.cdiv(d, BD)
+    width = gn * BD
+    table = rng.standard_normal((rows_n, d)).astype(np.float32)
+    idx = rng.integers(-2, rows_n + 2, (bags, per_bag)).astype(np.int32)
+    out = np.full((bags, width), np.nan, np.float32)
+    gathered_sums[(kiln.cdiv(bags, 8), gn)](table, idx, out, rows_n, d, bags, per_bag, width,
+                                            BB=8, BD=BD, PAD=pad)
+    wide = np.full((rows_n + 1, width), pad)
+    wide[:rows_n, :d] = table
+    ok = (idx >= 0) & (idx < rows_n)
+    ref = wide[np.where(ok, idx, rows_n)].sum(axis=1)
+    assert_close(out, ref, 1e-5, 1e-5)
+    assert in_registers(gathered_sums)
