@@ -333,3 +333,77 @@ def test_gathers_past_the_columns_in_the_loop(rng, d, BD):
     ref = wide[np.where(ok, idx, rows_n)].sum(axis=1)
     assert_close(out, ref, 1e-5, 1e-5)
     assert in_registers(gathered_sums)
+
+
+# A register loop's result whose store follows it (through elementwise ops
+# and a cast) is computed and stored per vector in the walk, with no tile
+# buffer; where the store may overlap a view the loop reads, the vectors go
+# to a tile stored after the walk, so that every read comes first.
+@kiln.jit
+def window_sum_bias_f16(x, bias, out, m, n, steps, BM: kl.constexpr, BN: kl.constexpr):
+    rows = kl.program_id(0) * BM + kl.arange(0, BM)
+    cols = kl.program_id(1) * BN + kl.arange(0, BN)
+    acc = kl.zeros((BM, BN), kl.float32)
+    for s in range(0, steps):
+        c = cols[None, :] + s
+        acc += kl.load(x + rows[:, None] * n + c, mask=(rows[:, None] < m) & (c < n), other=0.0)
+    b = kl.load(bias + cols, mask=cols < n, other=0.0)
+    kl.store(out + rows[:, None] * n + cols[None, :], (acc * 0.5 + b[None, :]).to(kl.float16),
+             mask=(rows[:, None] < m) & (cols[None, :] < n))
+
+
+@pytest.mark.parametrize("m,n,BM,BN", [(37, 70, 16, 64), (5, 3, 8, 8), (33, 48, 4, 48)])
+def test_an_epilogue_stored_from_registers(rng, m, n, BM, BN):
+    """A bias loaded after the loop, a scale and a cast to f16 stored from
+    the walk: partial tiles in rows and columns."""
+    steps = 4
+    x = rng.standard_normal((m, n)).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    out = np.full((m, n), np.nan, np.float16)
+    window_sum_bias_f16[(kiln.cdiv(m, BM), kiln.cdiv(n, BN))](x, bias, out, m, n, steps,
+                                                              BM=BM, BN=BN)
+    assert not np.isnan(out).any()
+    ref = decayed_ref(x, steps, 1.0) * 0.5 + bias.astype(np.float64)
+    assert_close(out.astype(np.float64), ref, 2e-3, 2e-3)
+    assert in_registers(window_sum_bias_f16)
+
+
+@pytest.mark.parametrize("m,n", [(16, 64), (13, 50)])
+def test_a_result_stored_over_its_input(rng, m, n):
+    """out is x one row down (one program holds the whole array): row r's
+    sum is stored over the row r + 1 that the next rows' sums read, so
+    storing each vector as it is computed would change what later ones
+    read. The tile overlaps the loop's view: stored after the walk."""
+    steps, decay = 6, 0.5
+    both = np.zeros((m + 1, n), np.float32)
+    both[:m] = rng.standard_normal((m, n))
+    ref = decayed_ref(both[:m], steps, decay)
+    decayed_sum[(1, 1)](both[:m], both[1:], m, n, steps, n, 1, decay, BM=16, BN=64)
+    assert_close(both[1:], ref, 1e-5, 1e-5)
+    assert in_registers(decayed_sum)
+
+
+@kiln.jit
+def sum_then_clear(x, out, m, n, steps, BM: kl.constexpr, BN: kl.constexpr):
+    # x is cleared between the loop that reads it and the store of the sum:
+    # the loop must not move past that store.
+    rows = kl.arange(0, BM)
+    cols = kl.arange(0, BN)
+    inside = (rows[:, None] < m) & (cols[None, :] < n)
+    acc = kl.zeros((BM, BN), kl.float32)
+    for s in range(0, steps):
+        c = cols[None, :] + s
+        acc += kl.load(x + rows[:, None] * n + c, mask=(rows[:, None] < m) & (c < n), other=0.0)
+    kl.store(x + rows[:, None] * n + cols[None, :], kl.zeros((BM, BN), kl.float32), mask=inside)
+    kl.store(out + rows[:, None] * n + cols[None, :], acc, mask=inside)
+
+
+def test_a_store_between_the_loop_and_its_store(rng):
+    m, n, steps = 11, 45, 5
+    x = rng.standard_normal((m, n)).astype(np.float32)
+    ref = decayed_ref(x, steps, 1.0)
+    out = np.full((m, n), np.nan, np.float32)
+    sum_then_clear[(1,)](x, out, m, n, steps, BM=16, BN=64)
+    assert_close(out, ref, 1e-5, 1e-5)
+    assert (x == 0).all()
+    assert in_registers(sum_then_clear)

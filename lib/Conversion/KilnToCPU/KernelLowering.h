@@ -534,6 +534,25 @@ private:
   DenseMap<Value, SmallVector<Value>> groupOverride;
   int64_t curGroup = 0;
   std::optional<LogicalResult> lowerRegisterLoop(scf::ForOp op);
+  /// A register loop's only result stored by a kiln.store at the end of a
+  /// chain of single-use ops in the loop's block: elementwise ops of the
+  /// loop's shape (a bias, a cast), then perhaps a reshape adding or
+  /// dropping unit dimensions. The chain, its store last; empty if none.
+  SmallVector<Operation *> epilogueStore(scf::ForOp op);
+  /// Moves each register loop of `block` with an epilogue store to just
+  /// before its chain, and the chain to just before the store, when nothing
+  /// they pass writes memory: lowerRegisterLoop then computes the chain and
+  /// stores it per group of vectors (no tile buffer of the result).
+  void sinkRegisterLoops(Block &block);
+  /// Epilogue ops lowered with their register loop (lowerOp skips them).
+  DenseSet<Operation *> fusedEpilogue;
+  /// Stores the epilogue of register loop result `result`, whose vectors
+  /// at the group's indices `at` are `vectors`: where the store's tile is
+  /// `apart` from the loop's reads, a plain vector store each when it is
+  /// `interior` to its view, else checked; where not, into tile `spill`.
+  void storeEpilogue(ImplicitLocOpBuilder &ib, Value result, ValueRange vectors,
+                     ArrayRef<Operation *> epilogue, ArrayRef<SmallVector<Value>> at,
+                     int64_t width, Value interior, Value apart, Value spill);
   /// `width` elements of a kiln.load's or kiln.gather's tile at `idx`, read
   /// from its view (padding outside it), for a register loop's body.
   Value readViewElems(ImplicitLocOpBuilder &ib, Operation *access,

@@ -503,6 +503,91 @@ static std::pair<Value, Value> maskedColumns(ImplicitLocOpBuilder &b, const View
   return {mask, arith::SelectOp::create(b, starts, col, cIdx(b, 0))};
 }
 
+/// Stores vector `v` at column `col` of the view row `outerIdx` (whose
+/// validity is `rowValid`), the lanes outside the view skipped: a plain
+/// store when all are inside with unit stride, a masked one when the vector
+/// starts inside, else lane by lane.
+static void writeVectorChecked(ImplicitLocOpBuilder &ib, const ViewInfo &vi,
+                               ArrayRef<Value> outerIdx, Value rowValid, Value col,
+                               Value v) {
+  const int64_t width = cast<VectorType>(v.getType()).getNumElements();
+  Location loc = ib.getLoc();
+  auto inRange = [&](ImplicitLocOpBuilder &b, Value c) -> Value {
+    return arith::AndIOp::create(
+        b, arith::CmpIOp::create(b, arith::CmpIPredicate::sge, c, cIdx(b, 0)),
+        arith::CmpIOp::create(b, arith::CmpIPredicate::slt, c, vi.sizes.back()));
+  };
+  SmallVector<Value> fullIdx(outerIdx);
+  fullIdx.push_back(col);
+  Value fast = arith::AndIOp::create(
+      ib, arith::AndIOp::create(ib, rowValid, inRange(ib, col)), vi.unitStride);
+  // At most the chunk's width: vector.create_mask compares in i32 when
+  // lowered to LLVM, so a remainder of 2^31 or more (a huge innermost size)
+  // would wrap and mask the whole chunk off.
+  Value remaining = arith::MinSIOp::create(
+      ib, arith::SubIOp::create(ib, vi.sizes.back(), col), cIdx(ib, width));
+  auto ifOp = scf::IfOp::create(ib, TypeRange{}, fast, true);
+  {
+    // A whole chunk inside the view is a plain store: a masked store is
+    // microcoded on AMD's Zen 1-3 (vmaskmovps, measured 26% of depthwise
+    // convolution's time in its edge tiles).
+    ImplicitLocOpBuilder tb(loc, ifOp.getThenBodyBuilder());
+    Value whole =
+        arith::CmpIOp::create(tb, arith::CmpIPredicate::eq, remaining, cIdx(tb, width));
+    auto wholeIf = scf::IfOp::create(tb, TypeRange{}, whole, true);
+    OpBuilder wb = wholeIf.getThenBodyBuilder();
+    vector::StoreOp::create(wb, loc, v, vi.unitMemref, fullIdx);
+    OpBuilder mb = wholeIf.getElseBodyBuilder();
+    Value mask = vector::CreateMaskOp::create(
+        mb, loc, VectorType::get({width}, ib.getI1Type()), ValueRange{remaining});
+    vector::MaskedStoreOp::create(mb, loc, vi.unitMemref, fullIdx, mask, v);
+  }
+  ImplicitLocOpBuilder eb(loc, ifOp.getElseBodyBuilder());
+  scf::ForOp::create(
+      eb, cIdx(eb, 0), cIdx(eb, width), cIdx(eb, 1), ValueRange{},
+      [&](OpBuilder &lb, Location l, Value lane, ValueRange) {
+        ImplicitLocOpBuilder lib(l, lb);
+        Value c = arith::AddIOp::create(lib, col, lane);
+        Value ok = arith::AndIOp::create(lib, rowValid, inRange(lib, c));
+        SmallVector<Value> idx(outerIdx);
+        idx.push_back(c);
+        auto inner = scf::IfOp::create(lib, TypeRange{}, ok, false);
+        OpBuilder tb = inner.getThenBodyBuilder();
+        Value e = vector::ExtractOp::create(tb, l, v, ArrayRef<OpFoldResult>{lane});
+        memref::StoreOp::create(tb, l, e, vi.memref, idx);
+        scf::YieldOp::create(lib);
+      });
+}
+
+/// The bytes [lo, hi) spanned by the elements `start` + [0, extent) of a
+/// strided memref, per dimension; `ok` is ANDed with its strides being 0 or
+/// more (a negative stride counts as an overlap).
+static void footprint(ImplicitLocOpBuilder &b, Value memref, ValueRange start,
+                      ValueRange extent, Value &lo, Value &hi, Value &ok) {
+  Type elt = cast<MemRefType>(memref.getType()).getElementType();
+  Value cE = cIdx(b, std::max<int64_t>(1, int64_t(elt.getIntOrFloatBitWidth()) / 8));
+  Value c0 = cIdx(b, 0), c1 = cIdx(b, 1);
+  auto md = memref::ExtractStridedMetadataOp::create(b, memref);
+  Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, md.getBaseBuffer());
+  Value first = md.getOffset(), last = md.getOffset();
+  for (auto [s, n, stride] : llvm::zip(start, extent, md.getStrides())) {
+    ok = arith::AndIOp::create(
+        b, ok, arith::CmpIOp::create(b, arith::CmpIPredicate::sge, stride, c0));
+    first = arith::AddIOp::create(b, first, arith::MulIOp::create(b, s, stride));
+    Value end = arith::AddIOp::create(b, s, arith::SubIOp::create(b, n, c1));
+    last = arith::AddIOp::create(b, last, arith::MulIOp::create(b, end, stride));
+  }
+  lo = arith::AddIOp::create(b, base, arith::MulIOp::create(b, first, cE));
+  hi = arith::AddIOp::create(
+      b, base, arith::MulIOp::create(b, arith::AddIOp::create(b, last, c1), cE));
+}
+
+/// Whether byte ranges [lo1, hi1) and [lo2, hi2) do not overlap.
+static Value disjoint(ImplicitLocOpBuilder &b, Value lo1, Value hi1, Value lo2, Value hi2) {
+  return arith::OrIOp::create(b, arith::CmpIOp::create(b, arith::CmpIPredicate::ule, hi1, lo2),
+                              arith::CmpIOp::create(b, arith::CmpIPredicate::ule, hi2, lo1));
+}
+
 /// Loads or stores a tile at `offsets` of a view (or, when `indices` is set,
 /// at the view rows named by the index tile). Elements outside the view read
 /// `padding` / are not written. The innermost dimension goes by vectors: a
@@ -624,56 +709,8 @@ LogicalResult KernelLowering::lowerViewAccess(
           // Vector chunk: fast masked path when the chunk starts inside the
           // view and the innermost stride is 1 (loads: readChecked).
           if (isStore) {
-            Value fast = arith::AndIOp::create(ib, valid, vi.unitStride);
-            // At most the chunk's width: vector.create_mask compares in i32
-            // when lowered to LLVM, so a remainder of 2^31 or more (a huge
-            // innermost size) would wrap and mask the whole chunk off.
-            Value remaining = arith::MinSIOp::create(
-                ib, arith::SubIOp::create(ib, vi.sizes[rank - 1], col),
-                arith::ConstantIndexOp::create(ib, width));
-            auto maskType = VectorType::get({width}, ib.getI1Type());
-            Value v = loadElems(ib, tileBuf, tileIdx, elt, width);
-            auto ifOp = scf::IfOp::create(ib, TypeRange{}, fast, true);
-            {
-              // A whole chunk inside the view is a plain store: a masked
-              // store is microcoded on AMD's Zen 1-3 (vmaskmovps, measured
-              // 26% of depthwise convolution's time in its edge tiles).
-              ImplicitLocOpBuilder tb(loc, ifOp.getThenBodyBuilder());
-              Value whole = arith::CmpIOp::create(
-                  tb, arith::CmpIPredicate::eq, remaining,
-                  arith::ConstantIndexOp::create(tb, width));
-              auto wholeIf = scf::IfOp::create(tb, TypeRange{}, whole, true);
-              OpBuilder wb = wholeIf.getThenBodyBuilder();
-              vector::StoreOp::create(wb, loc, v, vi.unitMemref, fullIdx);
-              OpBuilder mb = wholeIf.getElseBodyBuilder();
-              Value mask = vector::CreateMaskOp::create(
-                  mb, loc, maskType, ValueRange{remaining});
-              vector::MaskedStoreOp::create(mb, loc, vi.unitMemref, fullIdx,
-                                            mask, v);
-            }
-            {
-              OpBuilder eb = ifOp.getElseBodyBuilder();
-              ImplicitLocOpBuilder eib(loc, eb);
-              Value l0 = arith::ConstantIndexOp::create(eib, 0);
-              Value lw = arith::ConstantIndexOp::create(eib, width);
-              Value l1 = arith::ConstantIndexOp::create(eib, 1);
-              scf::ForOp::create(
-                  eib, l0, lw, l1, ValueRange{},
-                  [&](OpBuilder &lb2, Location l2, Value lane, ValueRange) {
-                    ImplicitLocOpBuilder lib(l2, lb2);
-                    Value c = arith::AddIOp::create(lib, col, lane);
-                    Value ok = arith::AndIOp::create(lib, rowValid,
-                                                     inRange(lib, c, rank - 1));
-                    SmallVector<Value> idx(viewIdx);
-                    idx.push_back(c);
-                    auto inner = scf::IfOp::create(lib, TypeRange{}, ok, false);
-                    OpBuilder tb = inner.getThenBodyBuilder();
-                    Value e = vector::ExtractOp::create(
-                        tb, l2, v, ArrayRef<OpFoldResult>{lane});
-                    memref::StoreOp::create(tb, l2, e, vi.memref, idx);
-                    scf::YieldOp::create(lib);
-                  });
-            }
+            writeVectorChecked(ib, vi, viewIdx, rowValid, col,
+                               loadElems(ib, tileBuf, tileIdx, elt, width));
           } else {
             storeElems(ib, readChecked(ib, vi, viewIdx, rowValid, col, width, padAttr),
                        tileBuf, tileIdx, width);
@@ -692,17 +729,7 @@ LogicalResult KernelLowering::lowerViewAccess(
     emitGeneral(b);
     return success();
   }
-  Value interior = vi.unitStride;
-  for (int64_t d = indices ? 1 : 0; d < rank; ++d) {
-    Value off = offsets[indices ? d - 1 : d];
-    Value end = arith::AddIOp::create(
-        b, off, arith::ConstantIndexOp::create(b, shape[d]));
-    Value ge = arith::CmpIOp::create(b, arith::CmpIPredicate::sge, off, c0);
-    Value le = arith::CmpIOp::create(b, arith::CmpIPredicate::sle, end,
-                                     vi.sizes[d]);
-    interior = arith::AndIOp::create(b, interior,
-                                     arith::AndIOp::create(b, ge, le));
-  }
+  Value interior = interiorTile(b, vi, offsets, shape, indices ? 1 : 0);
   auto ifOp = scf::IfOp::create(b, TypeRange{}, interior, true);
   // kiln.store {streaming}: non-temporal vector stores at vector boundaries
   // (vmovntps faults elsewhere), when the tile's rows all start at the same
@@ -1984,17 +2011,7 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
 Value KernelLowering::deferredInterior(ImplicitLocOpBuilder &b, LoadOp load) {
   const ViewInfo &vi = views[load.getView()];
   ArrayRef<int64_t> shape = load.getResult().getType().getShape();
-  Value c0 = arith::ConstantIndexOp::create(b, 0);
-  Value interior = vi.unitStride;
-  for (auto [d, o] : llvm::enumerate(load.getOffsets())) {
-    Value end = arith::AddIOp::create(b, o, arith::ConstantIndexOp::create(b, shape[d]));
-    interior = arith::AndIOp::create(
-        b, interior,
-        arith::AndIOp::create(
-            b, arith::CmpIOp::create(b, arith::CmpIPredicate::sge, o, c0),
-            arith::CmpIOp::create(b, arith::CmpIPredicate::sle, end, vi.sizes[d])));
-  }
-  return interior;
+  return interiorTile(b, vi, load.getOffsets(), shape);
 }
 
 Value KernelLowering::readDeferred(ImplicitLocOpBuilder &b, LoadOp load, Value row,
@@ -2852,6 +2869,57 @@ bool KernelLowering::registerLoop(scf::ForOp op, int64_t &width,
   return true;
 }
 
+SmallVector<Operation *> KernelLowering::epilogueStore(scf::ForOp op) {
+  if (op.getNumResults() != 1 || !isTile(op.getResult(0)))
+    return {};
+  ArrayRef<int64_t> shape = cast<RankedTensorType>(op.getResult(0).getType()).getShape();
+  SmallVector<Operation *> chain;
+  bool reshaped = false;
+  for (Value v = op.getResult(0); v.hasOneUse();) {
+    Operation *user = *v.getUsers().begin();
+    if (user->getBlock() != op->getBlock())
+      return {};
+    chain.push_back(user);
+    if (auto store = dyn_cast<StoreOp>(user))
+      return store.getValue() == v && !store.getStreaming() ? chain
+                                                            : SmallVector<Operation *>{};
+    // (The last dimension kept: the vectors stay the store's.)
+    auto reshape = dyn_cast<ReshapeOp>(user);
+    bool ok = reshape ? unitDimsOnly(reshape) &&
+                            reshape.getResult().getType().getShape().back() == shape.back()
+                      : isElementwiseTileOp(user) &&
+                            cast<RankedTensorType>(user->getResult(0).getType()).getShape() ==
+                                shape;
+    if (!ok || reshaped)
+      return {};
+    reshaped = reshape != nullptr;
+    v = user->getResult(0);
+  }
+  return {};
+}
+
+void KernelLowering::sinkRegisterLoops(Block &block) {
+  SmallVector<scf::ForOp> loops(block.getOps<scf::ForOp>());
+  for (scf::ForOp loop : loops) {
+    SmallVector<Operation *> chain = epilogueStore(loop);
+    int64_t w, unroll, unrollRows;
+    if (chain.empty() || !registerLoop(loop, w, unroll, unrollRows) || w == 1)
+      continue;
+    // (The loop writes no memory: it may move past reads, not writes.)
+    Operation *store = chain.back();
+    bool clear = true;
+    for (Operation *at = loop->getNextNode(); at != store; at = at->getNextNode())
+      if (!llvm::is_contained(chain, at) &&
+          (at->getNumRegions() || mightHaveEffect<MemoryEffects::Write>(at)))
+        clear = false;
+    if (!clear)
+      continue;
+    loop->moveBefore(store);
+    for (Operation *c : ArrayRef(chain).drop_back())
+      c->moveBefore(store);
+  }
+}
+
 std::optional<LogicalResult> KernelLowering::lowerRegisterLoop(scf::ForOp op) {
   int64_t w, unroll, unrollRows;
   if (!registerLoop(op, w, unroll, unrollRows))
@@ -2886,10 +2954,49 @@ std::optional<LogicalResult> KernelLowering::lowerRegisterLoop(scf::ForOp op) {
   });
   if (failed(outside))
     return failure();
+  // A result whose epilogue store follows the loop (sinkRegisterLoops): its
+  // chain computed and stored per group, when every other tile the chain
+  // reads has a buffer or is computed inline from ones that do.
+  SmallVector<Operation *> epilogue = epilogueStore(op);
+  std::function<bool(Value)> readable = [&](Value v) {
+    Operation *def = v.getDefiningOp();
+    DenseElementsAttr splat;
+    if (matchPattern(v, m_Constant(&splat)) && splat.isSplat())
+      return true;
+    if (def && deferred.contains(def))
+      return llvm::all_of(def->getOperands(), [&](Value o) { return !isTile(o) || readable(o); });
+    return buffers.count(v) != 0;
+  };
+  // (The views the loop reads made before it: their extents are compared
+  // with the store's.)
+  if (llvm::any_of(op.getBody()->without_terminator(), [&](Operation &inner) {
+        return isa<LoadOp, GatherOp>(inner) && !views.count(inner.getOperand(0));
+      }))
+    epilogue.clear();
+  {
+    Operation *next = op->getNextNode();
+    Value prev = op.getResult(0);
+    for (Operation *c : epilogue) {
+      auto store = dyn_cast<StoreOp>(c);
+      bool ok = w > 1 && c == next && (!store || views.count(store.getView()));
+      for (Value o : c->getOperands())
+        ok = ok && (o == prev || !isTile(o) || readable(o));
+      if (!ok) {
+        epilogue.clear();
+        break;
+      }
+      next = c->getNextNode();
+      prev = c->getNumResults() ? c->getResult(0) : Value();
+    }
+  }
   // The results' buffers: an init's when the loop is its last use (element
   // i is read before it is written).
   SmallVector<Value> resultBufs;
   for (auto [init, r] : llvm::zip(op.getInitArgs(), op.getResults())) {
+    if (!epilogue.empty()) {
+      resultBufs.push_back(Value());
+      continue;
+    }
     Operation *def = init.getDefiningOp();
     Value reuse;
     if (init.getType() == r.getType() && init.hasOneUse() &&
@@ -2904,6 +3011,37 @@ std::optional<LogicalResult> KernelLowering::lowerRegisterLoop(scf::ForOp op) {
   if (rank >= 2)
     walk[rank - 2] /= unrollRows;
   ImplicitLocOpBuilder b(op.getLoc(), op);
+  // The epilogue's store: whether its tile is inside the view, and apart
+  // from every view the loop reads (both tested once). Where it may overlap
+  // one, the vectors go to a tile buffer stored after the walk (`spill`):
+  // every read then precedes the store, as written.
+  Value interior, apart, spill;
+  if (!epilogue.empty()) {
+    auto store = cast<StoreOp>(epilogue.back());
+    const ViewInfo &sv = views[store.getView()];
+    ArrayRef<int64_t> storeShape = store.getValue().getType().getShape();
+    interior = interiorTile(b, sv, store.getOffsets(), storeShape);
+    Value dstLo, dstHi;
+    apart = arith::ConstantIntOp::create(b, 1, 1);
+    footprint(b, sv.memref, store.getOffsets(), cIdxs(b, storeShape), dstLo, dstHi, apart);
+    DenseSet<Value> seen;
+    for (Operation &inner : op.getBody()->without_terminator()) {
+      if (!isa<LoadOp, GatherOp>(inner) || !seen.insert(inner.getOperand(0)).second)
+        continue;
+      const ViewInfo &vi = views[inner.getOperand(0)];
+      Value lo, hi;
+      footprint(b, vi.memref, cIdxs(b, SmallVector<int64_t>(vi.sizes.size(), 0)), vi.sizes,
+                lo, hi, apart);
+      apart = arith::AndIOp::create(b, apart, disjoint(b, lo, hi, dstLo, dstHi));
+    }
+    spill = allocTile(store.getValue().getType(), op.getLoc());
+    for (Operation *c : epilogue) {
+      if (!isa<StoreOp, ReshapeOp>(c))
+        deferred.insert(c);
+      fusedEpilogue.insert(c);
+      toErase.push_back(c);
+    }
+  }
   LogicalResult result = success();
   forEachIndex(b, walk, w * unroll, [&](ImplicitLocOpBuilder &ib,
                                         ValueRange idx) {
@@ -3068,6 +3206,10 @@ std::optional<LogicalResult> KernelLowering::lowerRegisterLoop(scf::ForOp op) {
       return;
     }
     ValueRange results = *built;
+    if (!epilogue.empty()) {
+      storeEpilogue(ib, op.getResult(0), results, epilogue, at, w, interior, apart, spill);
+      return;
+    }
     for (int64_t k = 0; k < carried; ++k)
       for (int64_t g = 0; g < group; ++g)
         storeElems(ib, results[k * group + g], resultBufs[k], at[g], w);
@@ -3078,9 +3220,69 @@ std::optional<LogicalResult> KernelLowering::lowerRegisterLoop(scf::ForOp op) {
   if (failed(result))
     return failure();
   for (auto [r, buf] : llvm::zip(op.getResults(), resultBufs))
-    buffers[r] = buf;
+    if (buf)
+      buffers[r] = buf;
   toErase.push_back(op);
-  return success();
+  if (epilogue.empty())
+    return success();
+  // The spilled tile's store, where the store may overlap what the loop read.
+  auto store = cast<StoreOp>(epilogue.back());
+  auto spilled = scf::IfOp::create(
+      b, arith::XOrIOp::create(b, apart, arith::ConstantIntOp::create(b, 1, 1)),
+      /*withElseRegion=*/false);
+  // (A copy: lowerBlock's walk goes on from the store.)
+  OpBuilder cb = OpBuilder::atBlockTerminator(spilled.thenBlock());
+  auto copy = cast<StoreOp>(cb.clone(*store));
+  toErase.push_back(copy);
+  return lowerViewAccess(copy, copy.getView(), Value(), copy.getOffsets(), spill,
+                         copy.getValue().getType(), Attribute(), /*isStore=*/true);
+}
+
+void KernelLowering::storeEpilogue(ImplicitLocOpBuilder &ib, Value result, ValueRange vectors,
+                                   ArrayRef<Operation *> epilogue,
+                                   ArrayRef<SmallVector<Value>> at, int64_t width,
+                                   Value interior, Value apart, Value spill) {
+  auto store = cast<StoreOp>(epilogue.back());
+  const ViewInfo &vi = views[store.getView()];
+  auto reshape = dyn_cast_or_null<ReshapeOp>(epilogue.size() > 1 ? epilogue.end()[-2] : nullptr);
+  Value last = reshape ? reshape.getSrc() : store.getValue();
+  ArrayRef<int64_t> loopShape = cast<RankedTensorType>(result.getType()).getShape(),
+                    storeShape = store.getValue().getType().getShape();
+  Type stored = storageType(store.getValue().getType().getElementType());
+  groupOverride[result] = SmallVector<Value>(vectors);
+  for (auto [g, idx] : llvm::enumerate(at)) {
+    llvm::SaveAndRestore<int64_t> in(curGroup, g);
+    Value v = toType(ib, ib.getLoc(), emitElems(ib, last, idx, width), stored);
+    // The store's tile index: the loop's at the dimensions other than 1.
+    SmallVector<Value> sidx(storeShape.size(), cIdx(ib, 0));
+    for (auto [sd, ld] : llvm::zip(nonUnitDims(storeShape), nonUnitDims(loopShape)))
+      sidx[sd] = idx[ld];
+    SmallVector<Value> viewIdx;
+    for (auto [o, i] : llvm::zip(store.getOffsets(), sidx))
+      viewIdx.push_back(arith::AddIOp::create(ib, o, i));
+    auto ifOp = scf::IfOp::create(ib, TypeRange{}, arith::AndIOp::create(ib, apart, interior),
+                                  /*withElse=*/true);
+    ImplicitLocOpBuilder tb(ib.getLoc(), ifOp.getThenBodyBuilder());
+    vector::StoreOp::create(tb, v, vi.unitMemref, viewIdx);
+    ImplicitLocOpBuilder ob(ib.getLoc(), ifOp.getElseBodyBuilder());
+    auto spillIf = scf::IfOp::create(ob, TypeRange{}, apart, /*withElse=*/true);
+    ImplicitLocOpBuilder sb(ib.getLoc(), spillIf.getElseBodyBuilder());
+    storeElems(sb, v, spill, sidx, width);
+    // A tile not inside the view: a row outside it is skipped, the vector's
+    // lanes tested.
+    ImplicitLocOpBuilder eb(ib.getLoc(), spillIf.getThenBodyBuilder());
+    Value rowOk = arith::ConstantIntOp::create(eb, 1, 1);
+    for (size_t d = 0; d + 1 < viewIdx.size(); ++d)
+      rowOk = arith::AndIOp::create(
+          eb, rowOk,
+          arith::AndIOp::create(
+              eb, arith::CmpIOp::create(eb, arith::CmpIPredicate::sge, viewIdx[d], cIdx(eb, 0)),
+              arith::CmpIOp::create(eb, arith::CmpIPredicate::slt, viewIdx[d], vi.sizes[d])));
+    auto rowIf = scf::IfOp::create(eb, TypeRange{}, rowOk, /*withElse=*/false);
+    ImplicitLocOpBuilder rb(ib.getLoc(), rowIf.getThenBodyBuilder());
+    writeVectorChecked(rb, vi, ArrayRef(viewIdx).drop_back(), rowOk, viewIdx.back(), v);
+  }
+  groupOverride.erase(result);
 }
 
 Value KernelLowering::readViewElems(ImplicitLocOpBuilder &ib, Operation *access,
@@ -3549,54 +3751,16 @@ LogicalResult KernelLowering::lowerGatherStore(GatherOp gather,
   // views' base pointers, offsets, sizes and strides; any negative stride
   // counts as an overlap). With unit innermost strides, what every fused
   // copy needs (`apart`).
-  const int64_t eltBytes =
-      std::max<int64_t>(1, int64_t(elt.getIntOrFloatBitWidth()) / 8);
-  Value cE = cIdx(b, eltBytes);
-  auto footprint = [&](Value view, function_ref<Value(int64_t)> start,
-                       function_ref<Value(int64_t)> extent, int64_t n,
-                       Value &lo, Value &hi, Value &ok) {
-    auto md = memref::ExtractStridedMetadataOp::create(b, view);
-    Value base = memref::ExtractAlignedPointerAsIndexOp::create(
-        b, md.getBaseBuffer());
-    Value first = md.getOffset(), last = md.getOffset();
-    for (int64_t d = 0; d < n; ++d) {
-      Value stride = md.getStrides()[d];
-      ok = both(ok, cmp(arith::CmpIPredicate::sge, stride, c0));
-      first = arith::AddIOp::create(b, first,
-                                    arith::MulIOp::create(b, start(d), stride));
-      Value span = arith::SubIOp::create(b, extent(d), c1);
-      last = arith::AddIOp::create(
-          b, last,
-          arith::MulIOp::create(b, arith::AddIOp::create(b, start(d), span),
-                                stride));
-    }
-    lo = arith::AddIOp::create(b, base, arith::MulIOp::create(b, first, cE));
-    hi = arith::AddIOp::create(
-        b, base,
-        arith::MulIOp::create(b, arith::AddIOp::create(b, last, c1), cE));
-  };
   Value srcLo, srcHi, dstLo, dstHi;
   Value apart = both(gv.unitStride, sv.unitStride);
-  footprint(
-      gv.unitMemref, [&](int64_t) { return c0; },
-      [&](int64_t d) { return gv.sizes[d]; }, rank, srcLo, srcHi, apart);
-  footprint(
-      sv.unitMemref, [&](int64_t d) { return sOff[d]; },
-      [&](int64_t d) { return cIdx(b, storeShape[d]); }, lead + rank, dstLo, dstHi, apart);
-  apart = both(apart, arith::OrIOp::create(b, cmp(arith::CmpIPredicate::ule, srcHi, dstLo),
-                                           cmp(arith::CmpIPredicate::ule, dstHi, srcLo)));
+  footprint(b, gv.unitMemref, cIdxs(b, SmallVector<int64_t>(rank, 0)), gv.sizes, srcLo, srcHi,
+            apart);
+  footprint(b, sv.unitMemref, sOff, cIdxs(b, storeShape), dstLo, dstHi, apart);
+  apart = both(apart, disjoint(b, srcLo, srcHi, dstLo, dstHi));
   // Both tiles interior: every column of the gathered rows exists in the
   // source, and the whole tile lies inside the destination.
-  auto within = [&](Value off, int64_t n, Value size) {
-    Value end = arith::AddIOp::create(b, off, cIdx(b, n));
-    return both(cmp(arith::CmpIPredicate::sge, off, c0),
-                cmp(arith::CmpIPredicate::sle, end, size));
-  };
-  Value interior = apart;
-  for (int64_t d = 1; d < rank; ++d)
-    interior = both(interior, within(gOff[d - 1], shape[d], gv.sizes[d]));
-  for (int64_t d = 0; d < lead + rank; ++d)
-    interior = both(interior, within(sOff[d], storeShape[d], sv.sizes[d]));
+  Value interior = both(apart, both(interiorTile(b, gv, gOff, shape, /*firstDim=*/1),
+                                    interiorTile(b, sv, sOff, storeShape)));
   if (simt)
     interior = both(interior, gatherStoreAlignedSimt(b, gv, gOff, sv, sOff, type));
   auto ifOp = scf::IfOp::create(b, TypeRange{}, interior, /*withElse=*/true);
@@ -3756,6 +3920,7 @@ LogicalResult KernelLowering::lowerGatherStore(GatherOp gather,
 
 LogicalResult KernelLowering::lowerBlock(Block &block) {
   if (!simt) {
+    sinkRegisterLoops(block);
     for (Operation &op : llvm::make_early_inc_range(block))
       if (failed(lowerOp(&op)))
         return failure();
@@ -3819,6 +3984,9 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
 
   // Terminators carrying tiles are rewritten by their parent's lowering.
   if (isa<scf::YieldOp, scf::ConditionOp>(op))
+    return success();
+  // Computed and stored with its register loop (lowerRegisterLoop).
+  if (fusedEpilogue.contains(op))
     return success();
   // Only a pipelined gather's index tile reads it: evaluated at issue.
   if (issuedIndexOps.contains(op)) {

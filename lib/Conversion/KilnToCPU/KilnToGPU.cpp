@@ -71,6 +71,21 @@ SmallVector<Value> cIdxs(ImplicitLocOpBuilder &b, ArrayRef<int64_t> values) {
   return llvm::map_to_vector(values, [&](int64_t v) { return cIdx(b, v); });
 }
 
+Value interiorTile(ImplicitLocOpBuilder &b, const ViewInfo &vi, ValueRange offsets,
+                   ArrayRef<int64_t> shape, int64_t firstDim) {
+  Value c0 = cIdx(b, 0);
+  Value interior = vi.unitStride;
+  for (auto [i, off] : llvm::enumerate(offsets)) {
+    int64_t d = firstDim + i;
+    Value end = arith::AddIOp::create(b, off, cIdx(b, shape[d]));
+    Value ge = arith::CmpIOp::create(b, arith::CmpIPredicate::sge, off, c0);
+    Value le = arith::CmpIOp::create(b, arith::CmpIPredicate::sle, end, vi.sizes[d]);
+    interior = arith::AndIOp::create(b, interior, arith::AndIOp::create(b, ge, le));
+  }
+  return interior;
+}
+
+
 Value KernelLowering::allocSharedTile(RankedTensorType type, Location loc) {
   Type stored = storageType(type.getElementType());
   int64_t bytes = type.getNumElements() *
@@ -334,23 +349,6 @@ static void accessElement(ImplicitLocOpBuilder &b, const ViewInfo &vi,
   Value p = arith::ConstantOp::create(eb, loc, padAttr);
   scf::YieldOp::create(eb, loc, p);
   memref::StoreOp::create(b, ifOp.getResult(0), tileBuf, at);
-}
-
-/// Whether a tile at `offsets` lies inside the view and the view's innermost
-/// stride is 1 (uniform over the block).
-static Value interiorTile(ImplicitLocOpBuilder &b, const ViewInfo &vi,
-                          ValueRange offsets, ArrayRef<int64_t> shape) {
-  Value c0 = cIdx(b, 0);
-  Value interior = vi.unitStride;
-  for (auto [d, off] : llvm::enumerate(offsets)) {
-    Value end = arith::AddIOp::create(b, off, cIdx(b, shape[d]));
-    Value ge = arith::CmpIOp::create(b, arith::CmpIPredicate::sge, off, c0);
-    Value le =
-        arith::CmpIOp::create(b, arith::CmpIPredicate::sle, end, vi.sizes[d]);
-    interior =
-        arith::AndIOp::create(b, interior, arith::AndIOp::create(b, ge, le));
-  }
-  return interior;
 }
 
 /// Whether `v`-byte chunks of a tile at `offsets` have `v`-aligned global

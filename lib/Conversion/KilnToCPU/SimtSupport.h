@@ -25,6 +25,11 @@ namespace mlir::kiln::detail {
 Value cIdx(ImplicitLocOpBuilder &b, int64_t v);
 /// An index constant per element of `values` (a static shape as extents).
 SmallVector<Value> cIdxs(ImplicitLocOpBuilder &b, ArrayRef<int64_t> values);
+/// Whether a tile of `shape` at `offsets` (of view dimensions `firstDim`
+/// on: a gather's after its rows) lies inside the view, whose innermost
+/// stride is 1.
+Value interiorTile(ImplicitLocOpBuilder &b, const ViewInfo &vi, ValueRange offsets,
+                   ArrayRef<int64_t> shape, int64_t firstDim = 0);
 /// An i32 constant.
 Value i32Const(ImplicitLocOpBuilder &b, int64_t v);
 /// Row-major delinearization of `linear` over `shape`.
