@@ -99,6 +99,12 @@ class Tile:
         # (G, scale, c, strides), strides[0] None. A pointer access through
         # it is then a gather of rows (kiln.gather), not of single elements.
         self.rows = None
+        # Set when a boolean tile of rank >= 2 is `m[i_0] & all_{d >= 1}
+        # i_d < limits[d]`, m a 1-D boolean tile of any values (a loaded
+        # index's validity: `ok[:, None] & (cols[None, :] < d)`): m, with
+        # `limits` None or those of the other dimensions. A gather of rows
+        # under it gives the rows where m is false the index -1.
+        self.row_mask = None
         # Whether an integer scalar is known not to be negative (program ids,
         # a loop index counting up from such a value, sums and products of
         # those): view offsets that are may take per-dimension bounds.
@@ -586,6 +592,8 @@ class CodeGen(ast.NodeVisitor):
         out.limits = self.limits_of(t, len(shape))
         if t.rows is not None and len(t.shape) == len(shape) and t.shape[0] == shape[0]:
             out.rows = t.rows
+        if t.row_mask is not None and len(t.shape) == len(shape) and t.shape[0] == shape[0]:
+            out.row_mask = t.row_mask
         if t.coords is not None:
             out.coords = self.coords_of(t, len(shape))
         out.bounds = self.bounds_of(t, len(shape))
@@ -1564,6 +1572,7 @@ class CodeGen(ast.NodeVisitor):
         if a.dtype is kl.int1 and isinstance(op, ast.BitAnd):
             result.limits = self.and_limits(orig_a, orig_b, len(result.shape))
             result.bounds = self.and_bounds(orig_a, orig_b, len(result.shape))
+            result.row_mask = self.and_row_mask(orig_a, orig_b, result)
         elif a.dtype in WIDE_INTS and isinstance(op, (ast.Add, ast.Sub, ast.Mult)):
             result.strided = self.strided_binop(op, orig_a, orig_b, result.shape)
             if result.strided is not None:
@@ -1825,6 +1834,11 @@ class CodeGen(ast.NodeVisitor):
                 src.dtype in WIDE_INTS:
             # `ids[:, None]`: the values of a 1-D tile along the rows.
             out.rows = (src, 1, 0, (None, None))
+        elif len(src.shape) == 1 and dim == 1 and src.dtype is kl.int1 and src.limits is None:
+            # `ok[:, None]`: a boolean per row.
+            out.row_mask = src
+        if src.row_mask is not None and dim >= 1:
+            out.row_mask = src.row_mask
         if src.strided is not None:
             c, strides = src.strided
             out.strided = (c, strides[:dim] + (None,) + strides[dim:])
@@ -1920,10 +1934,39 @@ class CodeGen(ast.NodeVisitor):
             limit = self.s_op(ast.Add(), limit, 1)
         return tuple(limit if d == axes[0] else None for d in range(rank))
 
+    def row_mask_of(self, x, rank):
+        """(m, limits) when x is a row mask (Tile.row_mask) of that rank,
+        limits a tuple (all None: no bound), else None."""
+        if not isinstance(x, Tile) or x.row_mask is None or len(x.shape) != rank:
+            return None
+        return x.row_mask, self.limits_of(x, rank) or (None,) * rank
+
+    def and_row_mask(self, x, y, result):
+        """Tile.row_mask of x & y (result): a row mask and a bound mask, or
+        two row masks (their rows' masks combined); result.limits is set
+        alongside (None, as for a bound mask, where x & y is neither)."""
+        rank = len(result.shape)
+        rx, ry = self.row_mask_of(x, rank), self.row_mask_of(y, rank)
+        if rx is None and ry is None:
+            return None
+        if rx is None or ry is None:
+            (m, lm), other = (rx, y) if ry is None else (ry, x)
+            lo = self.limits_of(other, rank)
+            if lo is None:
+                return None
+        else:
+            m = self.binop(ast.BitAnd(), rx[0], ry[0])
+            lm, lo = rx[1], ry[1]
+        result.limits = self.and_limit_tuples(lm, lo)
+        return m
+
     def and_limits(self, x, y, rank):
         lx, ly = self.limits_of(x, rank), self.limits_of(y, rank)
         if lx is None or ly is None:
             return None
+        return self.and_limit_tuples(lx, ly)
+
+    def and_limit_tuples(self, lx, ly):
         out = []
         for u, v in zip(lx, ly):
             if u is None or v is None:
@@ -2931,7 +2974,8 @@ class CodeGen(ast.NodeVisitor):
             if lead is None or rank + len(lead) > 8:
                 return False
             c = 0
-        limits = self.mask_limits(mask, rank)
+        row_mask = self.row_mask_of(mask, rank)
+        limits = row_mask[1] if row_mask is not None else self.mask_limits(mask, rank)
         if limits is None:
             return False
         idx = self.b.scalar_type("index")
@@ -2952,6 +2996,8 @@ class CodeGen(ast.NodeVisitor):
             inside = self.compare(ast.Lt(), self.builtin_arange(0, shape[0]),
                                   self.to_tile(limits[0]))
             rows = self.where(inside, rows, -1)
+        if row_mask is not None:
+            rows = self.where(row_mask[0], rows, -1)
         offs = [self.index_value(o, "an offset")
                 for o in [o for _, _, o in lead] + [0] * (rank - 2) + [c]]
         wide = (shape[0],) + (1,) * len(lead) + tuple(shape[1:])

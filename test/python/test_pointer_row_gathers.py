@@ -158,3 +158,72 @@ def test_paged_cache_rows_as_dot_operand(rng, n, summed):
     assert_close(out, ref, 1e-4, 1e-4)
     ir = paged_scores.ir("kiln")
     assert f"-> tensor<{BN}x{D}xbf16>" in ir and "kiln.gather" in ir, ir
+
+
+@kiln.jit
+def valid_rows(table, ids, out, n, rows_n, d, FORM: kl.constexpr, BN: kl.constexpr,
+               BD: kl.constexpr):
+    """out[r, :d] = table[ids[r], :d] where ids[r] names a row of the table,
+    else -7: the mask's row part is the loaded index's own validity (any
+    values per row), written in several forms."""
+    rows = kl.program_id(0) * BN + kl.arange(0, BN)
+    cols = kl.program_id(1) * BD + kl.arange(0, BD)
+    i = kl.load(ids + rows, mask=rows < n, other=-1)
+    ok = (i >= 0) & (i < rows_n)
+    if FORM == 0:
+        m = ok[:, None] & (cols[None, :] < d)
+    elif FORM == 1:
+        m = (cols[None, :] < d) & ok[:, None]
+    else:
+        m = (rows[:, None] < n) & ok[:, None] & (cols[None, :] < d)
+    x = kl.load(table + i[:, None] * d + cols[None, :], mask=m, other=-7.0)
+    kl.store(out + rows[:, None] * d + cols[None, :], x,
+             mask=(rows[:, None] < n) & (cols[None, :] < d))
+
+
+@pytest.mark.parametrize("form", [0, 1, 2])
+def test_row_gather_under_a_row_mask(rng, form):
+    """A mask that is a per-row boolean of any values (`ok[:, None]`) and
+    bounds on the columns: one gather of rows, the rows where it is false
+    given the index -1 (they read the padding)."""
+    n, rows_n, d, BN, BD = 37, 23, 50, 8, 32
+    table = rng.standard_normal((rows_n, d)).astype(np.float32)
+    ids = rng.integers(-3, rows_n + 3, n).astype(np.int32)
+    out = np.full((n, d), np.nan, np.float32)
+    valid_rows[(kiln.cdiv(n, BN), kiln.cdiv(d, BD))](table, ids, out, n, rows_n, d,
+                                                     FORM=form, BN=BN, BD=BD)
+    ok = (ids >= 0) & (ids < rows_n)
+    ref = np.where(ok[:, None], table[np.where(ok, ids, 0)], -7.0)
+    assert_close(out, ref, 0, 0)
+    ir = valid_rows.ir("kiln")
+    assert ir.count("kiln.gather") == 1 and f"tensor<{BN}xi32> -> tensor<{BN}x{BD}xf32>" in ir, ir
+
+
+@kiln.jit
+def scatter_valid_rows(x, ids, out, n, rows_n, BN: kl.constexpr, BD: kl.constexpr):
+    rows = kl.program_id(0) * BN + kl.arange(0, BN)
+    cols = kl.arange(0, BD)
+    i = kl.load(ids + rows, mask=rows < n, other=-1)
+    ok = (i >= 0) & (i < rows_n)
+    v = kl.load(x + rows[:, None] * BD + cols[None, :], mask=rows[:, None] < n, other=0.0)
+    kl.store(out + i[:, None] * BD + cols[None, :], v, mask=ok[:, None])
+
+
+def test_row_scatter_under_a_row_mask(rng):
+    """The same mask on a store: the rows where it is false are not written."""
+    n, R, BN, BD = 29, 40, 8, 16
+    x = rng.standard_normal((n, BD)).astype(np.float32)
+    ids = rng.permutation(R + 10)[:n].astype(np.int32) - 5
+    guarded = np.full((R + 8, BD), np.nan, np.float32)  # rows past the table: not written
+    out = guarded[:R]
+    scatter_valid_rows[(kiln.cdiv(n, BN),)](x, ids, out, n, R, BN=BN, BD=BD)
+    assert np.isnan(guarded[R:]).all()
+    ok = (ids >= 0) & (ids < R)
+    ref = np.full((R, BD), np.nan)
+    ref[ids[ok]] = x[ok]
+    written = np.zeros(R, bool)
+    written[ids[ok]] = True
+    assert_close(out[written], ref[written], 0, 0)
+    assert np.isnan(out[~written]).all()
+    ir = scatter_valid_rows.ir("kiln")
+    assert ir.count("kiln.scatter") == 1 and f"tensor<{BN}x{BD}xf32>, tensor<{BN}xi32>" in ir, ir

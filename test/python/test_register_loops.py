@@ -147,6 +147,9 @@ def test_gathers_in_the_loop(rng, d, BD):
     ok = (idx >= 0) & (idx < rows_n)
     ref = (table.astype(np.float64)[np.where(ok, idx, 0)] * ok[..., None]).sum(axis=1)
     assert_close(out, ref, 1e-5, 1e-5)
+    # (The row mask `ok[:, None]` makes the pointer load a gather of rows,
+    # which the register loop reads in place.)
+    assert in_registers(bag_of_rows)
 
 
 @kiln.jit
