@@ -430,10 +430,16 @@ private:
   LogicalResult lowerRegions(Operation *op);
   LogicalResult lowerOp(Operation *op);
   LogicalResult lowerMakeView(MakeViewOp op);
+  /// A store's `computed`: a deferred tile whose elements are computed as
+  /// they are stored (CPU; tileBuf unused).
   LogicalResult lowerViewAccess(Operation *op, Value view, Value indices,
                                 ValueRange offsets, Value tileBuf,
                                 RankedTensorType tileType, Attribute padding,
-                                bool isStore);
+                                bool isStore, Value computed = Value());
+  /// CPU: whether `user` is a kiln.store of `v`, or a reshape of unit
+  /// dimensions (the last kept) of it whose only user is one, in v's block:
+  /// a store that computes v's elements as it writes them (canDefer).
+  bool storesElements(Operation *user, Value v);
   /// kiln.atomic_add / atomic_rmw, or kiln.scatter_add / scatter_rmw
   /// (`indices` set: dimension 0 is the row each index names); with `cmp`,
   /// kiln.atomic_cas (a compare and swap of each element).

@@ -596,7 +596,7 @@ static Value disjoint(ImplicitLocOpBuilder &b, Value lo1, Value hi1, Value lo2, 
 LogicalResult KernelLowering::lowerViewAccess(
     Operation *op, Value view, Value indices, ValueRange offsets,
     Value tileBuf, RankedTensorType tileType, Attribute padding,
-    bool isStore) {
+    bool isStore, Value computed) {
   auto it = views.find(view);
   if (it == views.end())
     return op->emitError(who() + ": the view must be made by a "
@@ -618,6 +618,13 @@ LogicalResult KernelLowering::lowerViewAccess(
   if (simt)
     return lowerViewAccessSimt(op, vi, idxBuf, offsets, tileBuf, tileType,
                                padAttr, isStore);
+  // A store's elements at a tile index, in the storage type: from its
+  // buffer, or computed there (`computed`, a deferred tile).
+  auto tileElems = [&](ImplicitLocOpBuilder &ib, ValueRange idx, int64_t w) -> Value {
+    if (computed)
+      return toType(ib, ib.getLoc(), emitElems(ib, computed, idx, w), elt);
+    return loadElems(ib, tileBuf, idx, elt, w);
+  };
   // A rank-1 gather indexes its only dimension: one element per index.
   bool gatherInner = indices && rank == 1;
   int64_t width =
@@ -693,7 +700,7 @@ LogicalResult KernelLowering::lowerViewAccess(
           if (width == 1) {
             // Per-element access with a bounds check.
             if (isStore) {
-              Value v = loadElems(ib, tileBuf, tileIdx, elt, 1);
+              Value v = tileElems(ib, tileIdx, 1);
               Value to = arith::SelectOp::create(ib, valid, vi.memref, scratch);
               for (Value &i : fullIdx)
                 i = arith::SelectOp::create(ib, valid, i, c0);
@@ -710,7 +717,7 @@ LogicalResult KernelLowering::lowerViewAccess(
           // view and the innermost stride is 1 (loads: readChecked).
           if (isStore) {
             writeVectorChecked(ib, vi, viewIdx, rowValid, col,
-                               loadElems(ib, tileBuf, tileIdx, elt, width));
+                               tileElems(ib, tileIdx, width));
           } else {
             storeElems(ib, readChecked(ib, vi, viewIdx, rowValid, col, width, padAttr),
                        tileBuf, tileIdx, width);
@@ -757,7 +764,7 @@ LogicalResult KernelLowering::lowerViewAccess(
     auto vt = VectorType::get({w}, elt);
     if (!indices) {
       if (isStore) {
-        Value v = loadElems(ib, tileBuf, idx, elt, w);
+        Value v = tileElems(ib, idx, w);
         vector::StoreOp::create(ib, v, vi.unitMemref, viewIdx);
       } else {
         Value v = vector::LoadOp::create(ib, vt, vi.unitMemref, viewIdx);
@@ -767,7 +774,7 @@ LogicalResult KernelLowering::lowerViewAccess(
     }
     Value rowOk = inRange(ib, viewIdx[0], 0);
     if (isStore) {
-      Value v = loadElems(ib, tileBuf, idx, elt, w);
+      Value v = tileElems(ib, idx, w);
       auto rowIf = scf::IfOp::create(ib, TypeRange{}, rowOk, false);
       OpBuilder rb = rowIf.getThenBodyBuilder();
       vector::StoreOp::create(rb, op->getLoc(), v, vi.unitMemref, viewIdx);
@@ -807,7 +814,7 @@ LogicalResult KernelLowering::lowerViewAccess(
       storeStreaming(
           fb, vi.unitMemref, offsets, elt, cIdxs(fb, shape), width,
           [&](ImplicitLocOpBuilder &ib, ValueRange idx, int64_t w) {
-            return loadElems(ib, tileBuf, idx, elt, w);
+            return tileElems(ib, idx, w);
           },
           [&](ImplicitLocOpBuilder &ib, ValueRange idx, Value v, bool nontemporal) {
             writeElems(ib, v, vi, viewIndices(ib, idx), nontemporal);
@@ -1291,6 +1298,23 @@ static bool isIndexTile(Operation *op, DenseMap<Operation *, bool> &memo) {
   return r;
 }
 
+bool KernelLowering::storesElements(Operation *user, Value v) {
+  if (simt || user->getBlock() != v.getParentBlock())
+    return false;
+  if (auto reshape = dyn_cast<ReshapeOp>(user)) {
+    if (!unitDimsOnly(reshape) || !reshape.getResult().hasOneUse() ||
+        reshape.getResult().getType().getShape().back() !=
+            reshape.getSrc().getType().getShape().back())
+      return false;
+    user = *reshape.getResult().getUsers().begin();
+    v = reshape.getResult();
+    if (user->getBlock() != reshape->getBlock())
+      return false;
+  }
+  auto store = dyn_cast<StoreOp>(user);
+  return store && store.getValue() == v;
+}
+
 bool KernelLowering::canDefer(Operation *op) {
   // A splat, broadcast, iota or expand_dims costs a read (or nothing) per
   // element wherever it is inlined, so it may have several users, and those
@@ -1319,6 +1343,10 @@ bool KernelLowering::canDefer(Operation *op) {
         !(simt && isIndexTile(op, indexTiles) &&
           op->getBlock()->findAncestorOpInBlock(*user)))
       return false;
+    // CPU: a store computes the elements as it writes them (an epilogue's
+    // bias or cast: no tile of them, no pass writing it and reading it back).
+    if (storesElements(user, op->getResult(0)))
+      return true;
     // Through a broadcast an op is computed once per element of the result:
     // only cheap ones (integer and comparison arithmetic: the masks' index
     // tiles), not exponentials or divisions.
@@ -4094,10 +4122,15 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
     if (auto gather = dyn_cast_or_null<GatherOp>(def);
         gather && fusedGathers.contains(gather))
       return lowerGatherStore(gather, reshape, store);
+    toErase.push_back(op);
+    // A deferred value: computed as it is stored (canDefer).
+    if (Operation *value = store.getValue().getDefiningOp(); value && deferred.contains(value))
+      return lowerViewAccess(op, store.getView(), Value(), store.getOffsets(), Value(),
+                             store.getValue().getType(), Attribute(), /*isStore=*/true,
+                             store.getValue());
     auto buf = bufferOf(store.getValue(), op);
     if (failed(buf))
       return failure();
-    toErase.push_back(op);
     return lowerViewAccess(op, store.getView(), Value(), store.getOffsets(),
                            *buf, store.getValue().getType(), Attribute(),
                            /*isStore=*/true);
@@ -4237,6 +4270,13 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
     if (auto gather = op->getOperand(0).getDefiningOp<GatherOp>();
         gather && fusedGathers.contains(gather))
       return success(); // lowered with its store (lowerGatherStore)
+    // Between a deferred op and the store that computes it (canDefer).
+    Operation *src = op->getOperand(0).getDefiningOp();
+    if (src && deferred.contains(src) && storesElements(op, op->getOperand(0))) {
+      deferred.insert(op);
+      toErase.push_back(op);
+      return success();
+    }
     return lowerReshape(op);
   }
   if (auto tr = dyn_cast<TransOp>(op)) {
