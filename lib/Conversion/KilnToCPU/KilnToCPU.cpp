@@ -375,6 +375,13 @@ LogicalResult KernelLowering::lowerMakeView(MakeViewOp op) {
   return success();
 }
 
+/// Whether index `i` is in [0, size).
+static Value inRange(ImplicitLocOpBuilder &b, Value i, Value size) {
+  return arith::AndIOp::create(
+      b, arith::CmpIOp::create(b, arith::CmpIPredicate::sge, i, cIdx(b, 0)),
+      arith::CmpIOp::create(b, arith::CmpIPredicate::slt, i, size));
+}
+
 /// `width` elements of a view at [viewIdx..., col..] in the storage type (a
 /// scalar for width 1). Elements outside the view, and every element of a
 /// row outside it (rowValid false), read `pad` and touch no memory: a masked
@@ -385,12 +392,7 @@ static Value readChecked(ImplicitLocOpBuilder &b, const ViewInfo &vi,
                          int64_t width, TypedAttr pad) {
   Location loc = b.getLoc();
   Type elt = pad.getType();
-  Value c0 = cIdx(b, 0), last = vi.sizes.back();
-  auto inRange = [&](ImplicitLocOpBuilder &ib, Value c) -> Value {
-    return arith::AndIOp::create(
-        ib, arith::CmpIOp::create(ib, arith::CmpIPredicate::sge, c, c0),
-        arith::CmpIOp::create(ib, arith::CmpIPredicate::slt, c, last));
-  };
+  Value last = vi.sizes.back();
   auto at = [&](Value c) {
     SmallVector<Value> idx(viewIdx);
     idx.push_back(c);
@@ -405,13 +407,13 @@ static Value readChecked(ImplicitLocOpBuilder &b, const ViewInfo &vi,
     return ifOp.getResult(0);
   };
   if (width == 1)
-    return element(b, col, arith::AndIOp::create(b, rowValid, inRange(b, col)));
+    return element(b, col, arith::AndIOp::create(b, rowValid, inRange(b, col, last)));
   auto vecType = VectorType::get({width}, elt);
   auto padOf = [&](ImplicitLocOpBuilder &ib) -> Value {
     return arith::ConstantOp::create(ib, SplatElementsAttr::get(vecType, pad));
   };
   Value fast = arith::AndIOp::create(
-      b, arith::AndIOp::create(b, rowValid, inRange(b, col)), vi.unitStride);
+      b, arith::AndIOp::create(b, rowValid, inRange(b, col, last)), vi.unitStride);
   auto ifOp = scf::IfOp::create(b, TypeRange{vecType}, fast, /*withElse=*/true);
   {
     ImplicitLocOpBuilder tb(loc, OpBuilder::atBlockBegin(ifOp.thenBlock()));
@@ -457,7 +459,7 @@ static Value readChecked(ImplicitLocOpBuilder &b, const ViewInfo &vi,
       [&](OpBuilder &fb, Location l2, Value lane, ValueRange acc) {
         ImplicitLocOpBuilder lb(l2, fb);
         Value c = arith::AddIOp::create(lb, col, lane);
-        Value e = element(lb, c, inRange(lb, c));
+        Value e = element(lb, c, inRange(lb, c, last));
         scf::YieldOp::create(
             lb, vector::InsertOp::create(lb, e, acc[0], ArrayRef<OpFoldResult>{lane})
                     .getResult());
@@ -512,15 +514,10 @@ static void writeVectorChecked(ImplicitLocOpBuilder &ib, const ViewInfo &vi,
                                Value v) {
   const int64_t width = cast<VectorType>(v.getType()).getNumElements();
   Location loc = ib.getLoc();
-  auto inRange = [&](ImplicitLocOpBuilder &b, Value c) -> Value {
-    return arith::AndIOp::create(
-        b, arith::CmpIOp::create(b, arith::CmpIPredicate::sge, c, cIdx(b, 0)),
-        arith::CmpIOp::create(b, arith::CmpIPredicate::slt, c, vi.sizes.back()));
-  };
   SmallVector<Value> fullIdx(outerIdx);
   fullIdx.push_back(col);
   Value fast = arith::AndIOp::create(
-      ib, arith::AndIOp::create(ib, rowValid, inRange(ib, col)), vi.unitStride);
+      ib, arith::AndIOp::create(ib, rowValid, inRange(ib, col, vi.sizes.back())), vi.unitStride);
   // At most the chunk's width: vector.create_mask compares in i32 when
   // lowered to LLVM, so a remainder of 2^31 or more (a huge innermost size)
   // would wrap and mask the whole chunk off.
@@ -548,7 +545,7 @@ static void writeVectorChecked(ImplicitLocOpBuilder &ib, const ViewInfo &vi,
       [&](OpBuilder &lb, Location l, Value lane, ValueRange) {
         ImplicitLocOpBuilder lib(l, lb);
         Value c = arith::AddIOp::create(lib, col, lane);
-        Value ok = arith::AndIOp::create(lib, rowValid, inRange(lib, c));
+        Value ok = arith::AndIOp::create(lib, rowValid, inRange(lib, c, vi.sizes.back()));
         SmallVector<Value> idx(outerIdx);
         idx.push_back(c);
         auto inner = scf::IfOp::create(lib, TypeRange{}, ok, false);
@@ -637,12 +634,6 @@ LogicalResult KernelLowering::lowerViewAccess(
   auto viewIndex = [&](ImplicitLocOpBuilder &ib, int64_t d, Value iv) -> Value {
     return viewIndexAt(ib, idxBuf, offsets, d, iv);
   };
-  auto inRange = [&](ImplicitLocOpBuilder &ib, Value i, int64_t d) -> Value {
-    Value ge = arith::CmpIOp::create(ib, arith::CmpIPredicate::sge, i, c0);
-    Value lt = arith::CmpIOp::create(ib, arith::CmpIPredicate::slt, i,
-                                     vi.sizes[d]);
-    return arith::AndIOp::create(ib, ge, lt);
-  };
 
   SmallVector<int64_t> outerShape(shape.begin(), shape.end());
   outerShape.back() = 1; // the innermost dimension is walked below
@@ -672,7 +663,7 @@ LogicalResult KernelLowering::lowerViewAccess(
     for (int64_t d = 0; d + 1 < rank; ++d) {
       Value i = viewIndex(ob, d, outerIvs[d]);
       viewIdx.push_back(i);
-      rowValid = arith::AndIOp::create(ob, rowValid, inRange(ob, i, d));
+      rowValid = arith::AndIOp::create(ob, rowValid, inRange(ob, i, vi.sizes[d]));
     }
     // A store skips a row outside the view whole (not chunk by chunk).
     ImplicitLocOpBuilder rowB = ob;
@@ -694,7 +685,7 @@ LogicalResult KernelLowering::lowerViewAccess(
           Value col = viewIndex(ib, rank - 1, j);
           SmallVector<Value> fullIdx(viewIdx);
           fullIdx.push_back(col);
-          Value colValid = inRange(ib, col, rank - 1);
+          Value colValid = inRange(ib, col, vi.sizes[rank - 1]);
           Value valid = arith::AndIOp::create(ib, rowValid, colValid);
 
           if (width == 1) {
@@ -772,7 +763,7 @@ LogicalResult KernelLowering::lowerViewAccess(
       }
       return;
     }
-    Value rowOk = inRange(ib, viewIdx[0], 0);
+    Value rowOk = inRange(ib, viewIdx[0], vi.sizes[0]);
     if (isStore) {
       Value v = tileElems(ib, idx, w);
       auto rowIf = scf::IfOp::create(ib, TypeRange{}, rowOk, false);
@@ -2925,25 +2916,18 @@ SmallVector<Operation *> KernelLowering::epilogueStore(scf::ForOp op) {
     return {};
   ArrayRef<int64_t> shape = cast<RankedTensorType>(op.getResult(0).getType()).getShape();
   SmallVector<Operation *> chain;
-  bool reshaped = false;
   for (Value v = op.getResult(0); v.hasOneUse();) {
     Operation *user = *v.getUsers().begin();
-    if (user->getBlock() != op->getBlock())
-      return {};
     chain.push_back(user);
-    if (auto store = dyn_cast<StoreOp>(user))
-      return store.getValue() == v && !store.getStreaming() ? chain
-                                                            : SmallVector<Operation *>{};
-    // (The last dimension kept: the vectors stay the store's.)
-    auto reshape = dyn_cast<ReshapeOp>(user);
-    bool ok = reshape ? unitDimsOnly(reshape) &&
-                            reshape.getResult().getType().getShape().back() == shape.back()
-                      : isElementwiseTileOp(user) &&
-                            cast<RankedTensorType>(user->getResult(0).getType()).getShape() ==
-                                shape;
-    if (!ok || reshaped)
+    if (storesElements(user, v)) {
+      if (isa<ReshapeOp>(user))
+        chain.push_back(*user->getResult(0).getUsers().begin());
+      // (Plain stores: storeEpilogue has no streaming version.)
+      return cast<StoreOp>(chain.back()).getStreaming() ? SmallVector<Operation *>{} : chain;
+    }
+    if (user->getBlock() != op->getBlock() || !isElementwiseTileOp(user) ||
+        cast<RankedTensorType>(user->getResult(0).getType()).getShape() != shape)
       return {};
-    reshaped = reshape != nullptr;
     v = user->getResult(0);
   }
   return {};
@@ -3324,11 +3308,7 @@ void KernelLowering::storeEpilogue(ImplicitLocOpBuilder &ib, Value result, Value
     ImplicitLocOpBuilder eb(ib.getLoc(), spillIf.getThenBodyBuilder());
     Value rowOk = arith::ConstantIntOp::create(eb, 1, 1);
     for (size_t d = 0; d + 1 < viewIdx.size(); ++d)
-      rowOk = arith::AndIOp::create(
-          eb, rowOk,
-          arith::AndIOp::create(
-              eb, arith::CmpIOp::create(eb, arith::CmpIPredicate::sge, viewIdx[d], cIdx(eb, 0)),
-              arith::CmpIOp::create(eb, arith::CmpIPredicate::slt, viewIdx[d], vi.sizes[d])));
+      rowOk = arith::AndIOp::create(eb, rowOk, inRange(eb, viewIdx[d], vi.sizes[d]));
     auto rowIf = scf::IfOp::create(eb, TypeRange{}, rowOk, /*withElse=*/false);
     ImplicitLocOpBuilder rb(ib.getLoc(), rowIf.getThenBodyBuilder());
     writeVectorChecked(rb, vi, ArrayRef(viewIdx).drop_back(), rowOk, viewIdx.back(), v);
