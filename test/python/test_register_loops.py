@@ -410,3 +410,19 @@ def test_a_store_between_the_loop_and_its_store(rng):
     assert_close(out, ref, 1e-5, 1e-5)
     assert (x == 0).all()
     assert in_registers(sum_then_clear)
+
+
+def test_sums_of_rows_stored_over_their_table(rng):
+    """out is the table itself (one program holds every bag): bag b's sum is
+    stored over row b, which other bags read. The pointer view's rows are
+    unknown in number (the front end's 2^62), so no byte range shows the
+    store apart from the reads: the sums go to a tile stored after the
+    walk, every read first, as written."""
+    bags = rows_n = 8
+    d, per_bag = 32, 3
+    table = rng.standard_normal((rows_n, d)).astype(np.float32)
+    idx = rng.integers(0, rows_n, (bags, per_bag)).astype(np.int32)
+    ref = table.astype(np.float64)[idx].sum(axis=1)
+    bag_of_rows[(1, 1)](table, idx, table, rows_n, d, bags, per_bag, BB=8, BD=32)
+    assert_close(table, ref, 1e-5, 1e-5)
+    assert in_registers(bag_of_rows)

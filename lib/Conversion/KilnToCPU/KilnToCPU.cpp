@@ -558,18 +558,28 @@ static void writeVectorChecked(ImplicitLocOpBuilder &ib, const ViewInfo &vi,
 
 /// The bytes [lo, hi) spanned by the elements `start` + [0, extent) of a
 /// strided memref, per dimension; `ok` is ANDed with its strides being 0 or
-/// more (a negative stride counts as an overlap).
+/// more (a negative stride counts as an overlap) and with every start,
+/// extent and stride within 2^28 in magnitude, so that the sums cannot wrap
+/// (a front end's view of unknown rows, 2^62 of them, counts as an overlap).
 static void footprint(ImplicitLocOpBuilder &b, Value memref, ValueRange start,
                       ValueRange extent, Value &lo, Value &hi, Value &ok) {
   Type elt = cast<MemRefType>(memref.getType()).getElementType();
   Value cE = cIdx(b, std::max<int64_t>(1, int64_t(elt.getIntOrFloatBitWidth()) / 8));
   Value c0 = cIdx(b, 0), c1 = cIdx(b, 1);
+  const int64_t bound = int64_t(1) << 28;
+  auto small = [&](Value v) -> Value { // -2^28 <= v <= 2^28
+    return arith::CmpIOp::create(b, arith::CmpIPredicate::ule,
+                                 arith::AddIOp::create(b, v, cIdx(b, bound)),
+                                 cIdx(b, 2 * bound));
+  };
   auto md = memref::ExtractStridedMetadataOp::create(b, memref);
   Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, md.getBaseBuffer());
   Value first = md.getOffset(), last = md.getOffset();
   for (auto [s, n, stride] : llvm::zip(start, extent, md.getStrides())) {
     ok = arith::AndIOp::create(
         b, ok, arith::CmpIOp::create(b, arith::CmpIPredicate::sge, stride, c0));
+    for (Value v : {Value(s), Value(n), Value(stride)})
+      ok = arith::AndIOp::create(b, ok, small(v));
     first = arith::AddIOp::create(b, first, arith::MulIOp::create(b, s, stride));
     Value end = arith::AddIOp::create(b, s, arith::SubIOp::create(b, n, c1));
     last = arith::AddIOp::create(b, last, arith::MulIOp::create(b, end, stride));
