@@ -150,3 +150,22 @@ def test_leading_unit_dimension(rng, b):
         ok = (ids >= 0) & (ids < 40)
         want[b] = np.where(ok[:, None], table.astype(np.float64)[np.clip(ids, 0, 39)], 0)
     np.testing.assert_array_equal(out.astype(np.float64), want)
+
+
+@pytest.mark.parametrize("ids", [
+    [0, 1, 2, 3, 4, 5, 6, 12],      # the last id names a row the tile overwrites first
+    [15, 14, 13, 12, 11, 10, 9, 8],  # the tile's own rows, reversed
+    [3, -1, 0, 7, 6, 30, 2, 5],      # rows before the tile's, one outside each way
+    [1, 2, 3, 4, 5, 6, 7, 0],        # only rows before the tile's: copied row by row
+])
+def test_stored_over_its_table(rng, ids):
+    """The gathered rows stored into the table they come from (rows 8..15):
+    every row is read before any is written, as the program says. Whether
+    the row-by-row copy may be used is decided from the rows the ids name;
+    the first case fails when the last id is left out of that range."""
+    table = rng.standard_normal((24, 64)).astype(np.float32)
+    ids = np.array(ids, np.int32)
+    want = reference(table, ids, table.copy(), 8, 24, 64, 8, 0, (1, 1), 8, 64, 0.0)
+    gather_rows[(1, 1)](table, ids, table, 8, 24, 64, 24, 64, 8, 0, BR=8, BD=64, STREAM=0,
+                        PAD=0.0)
+    np.testing.assert_array_equal(table.astype(np.float64), want)

@@ -589,6 +589,31 @@ static void footprint(ImplicitLocOpBuilder &b, Value memref, ValueRange start,
       b, base, arith::MulIOp::create(b, arith::AddIOp::create(b, last, c1), cE));
 }
 
+/// The rows [start, start + extent) of a view of `size` rows that hold every
+/// row the `n` indices in `indices` name inside it (at least one row: rows
+/// outside the view are not read).
+static std::pair<Value, Value> indexedRows(ImplicitLocOpBuilder &b, Value indices, int64_t n,
+                                           Value size) {
+  Value c0 = cIdx(b, 0), c1 = cIdx(b, 1);
+  Value top = arith::MaxSIOp::create(b, arith::SubIOp::create(b, size, c1), c0);
+  auto loop = scf::ForOp::create(
+      b, c0, cIdx(b, n), c1, ValueRange{top, c0},
+      [&](OpBuilder &lb, Location l, Value i, ValueRange minMax) {
+        ImplicitLocOpBuilder ib(l, lb);
+        Value raw = memref::LoadOp::create(ib, indices, ValueRange{i});
+        Value row = arith::MinSIOp::create(
+            ib, arith::MaxSIOp::create(ib, arith::IndexCastOp::create(ib, ib.getIndexType(), raw),
+                                       c0),
+            top);
+        scf::YieldOp::create(ib, ValueRange{arith::MinSIOp::create(ib, minMax[0], row),
+                                            arith::MaxSIOp::create(ib, minMax[1], row)});
+      });
+  Value lo = loop.getResult(0), hi = loop.getResult(1);
+  return {lo, arith::AddIOp::create(b, arith::MaxSIOp::create(
+                                           b, arith::SubIOp::create(b, hi, lo), c0),
+                                    c1)};
+}
+
 /// Whether byte ranges [lo1, hi1) and [lo2, hi2) do not overlap.
 static Value disjoint(ImplicitLocOpBuilder &b, Value lo1, Value hi1, Value lo2, Value hi2) {
   return arith::OrIOp::create(b, arith::CmpIOp::create(b, arith::CmpIPredicate::ule, hi1, lo2),
@@ -3792,10 +3817,13 @@ LogicalResult KernelLowering::lowerGatherStore(GatherOp gather,
   // views' base pointers, offsets, sizes and strides; any negative stride
   // counts as an overlap). With unit innermost strides, what every fused
   // copy needs (`apart`).
+  // The source's part is the rows the indices name (a front end's pointer
+  // view has 2^62 rows: its whole range would always count as overlapping).
   Value srcLo, srcHi, dstLo, dstHi;
   Value apart = both(gv.unitStride, sv.unitStride);
-  footprint(b, gv.unitMemref, cIdxs(b, SmallVector<int64_t>(rank, 0)), gv.sizes, srcLo, srcHi,
-            apart);
+  SmallVector<Value> srcStart(rank, c0), srcExtent(gv.sizes);
+  std::tie(srcStart[0], srcExtent[0]) = indexedRows(b, *idxBuf, shape[0], gv.sizes[0]);
+  footprint(b, gv.unitMemref, srcStart, srcExtent, srcLo, srcHi, apart);
   footprint(b, sv.unitMemref, sOff, cIdxs(b, storeShape), dstLo, dstHi, apart);
   apart = both(apart, disjoint(b, srcLo, srcHi, dstLo, dstHi));
   // Both tiles interior: every column of the gathered rows exists in the
