@@ -553,12 +553,13 @@ private:
   /// Epilogue ops lowered with their register loop (lowerOp skips them).
   DenseSet<Operation *> fusedEpilogue;
   /// Stores the epilogue of register loop result `result`, whose vectors
-  /// at the group's indices `at` are `vectors`: where the store's tile is
-  /// `apart` from the loop's reads, a plain vector store each when it is
-  /// `interior` to its view, else checked; where not, into tile `spill`.
+  /// at the group's indices `at` are `vectors`: a plain vector store each
+  /// when the store's tile is `direct` (apart from the loop's reads and
+  /// inside its view, both tested before the walk); checked stores when it
+  /// is only `apart`; otherwise into tile `spill`.
   void storeEpilogue(ImplicitLocOpBuilder &ib, Value result, ValueRange vectors,
                      ArrayRef<Operation *> epilogue, ArrayRef<SmallVector<Value>> at,
-                     int64_t width, Value interior, Value apart, Value spill);
+                     int64_t width, Value direct, Value apart, Value spill);
   /// `width` elements of a kiln.load's or kiln.gather's tile at `idx`, read
   /// from its view (padding outside it), for a register loop's body.
   Value readViewElems(ImplicitLocOpBuilder &ib, Operation *access,

@@ -3085,12 +3085,12 @@ std::optional<LogicalResult> KernelLowering::lowerRegisterLoop(scf::ForOp op) {
   // from every view the loop reads (both tested once). Where it may overlap
   // one, the vectors go to a tile buffer stored after the walk (`spill`):
   // every read then precedes the store, as written.
-  Value interior, apart, spill;
+  Value direct, apart, spill; // direct: apart and inside the view
   if (!epilogue.empty()) {
     auto store = cast<StoreOp>(epilogue.back());
     const ViewInfo &sv = views[store.getView()];
     ArrayRef<int64_t> storeShape = store.getValue().getType().getShape();
-    interior = interiorTile(b, sv, store.getOffsets(), storeShape);
+    Value interior = interiorTile(b, sv, store.getOffsets(), storeShape);
     Value dstLo, dstHi;
     apart = arith::ConstantIntOp::create(b, 1, 1);
     footprint(b, sv.memref, store.getOffsets(), cIdxs(b, storeShape), dstLo, dstHi, apart);
@@ -3104,6 +3104,7 @@ std::optional<LogicalResult> KernelLowering::lowerRegisterLoop(scf::ForOp op) {
                 lo, hi, apart);
       apart = arith::AndIOp::create(b, apart, disjoint(b, lo, hi, dstLo, dstHi));
     }
+    direct = arith::AndIOp::create(b, apart, interior);
     spill = allocTile(store.getValue().getType(), op.getLoc());
     for (Operation *c : epilogue) {
       if (!isa<StoreOp, ReshapeOp>(c))
@@ -3277,7 +3278,7 @@ std::optional<LogicalResult> KernelLowering::lowerRegisterLoop(scf::ForOp op) {
     }
     ValueRange results = *built;
     if (!epilogue.empty()) {
-      storeEpilogue(ib, op.getResult(0), results, epilogue, at, w, interior, apart, spill);
+      storeEpilogue(ib, op.getResult(0), results, epilogue, at, w, direct, apart, spill);
       return;
     }
     for (int64_t k = 0; k < carried; ++k)
@@ -3311,7 +3312,7 @@ std::optional<LogicalResult> KernelLowering::lowerRegisterLoop(scf::ForOp op) {
 void KernelLowering::storeEpilogue(ImplicitLocOpBuilder &ib, Value result, ValueRange vectors,
                                    ArrayRef<Operation *> epilogue,
                                    ArrayRef<SmallVector<Value>> at, int64_t width,
-                                   Value interior, Value apart, Value spill) {
+                                   Value direct, Value apart, Value spill) {
   auto store = cast<StoreOp>(epilogue.back());
   const ViewInfo &vi = views[store.getView()];
   auto reshape = dyn_cast_or_null<ReshapeOp>(epilogue.size() > 1 ? epilogue.end()[-2] : nullptr);
@@ -3330,8 +3331,7 @@ void KernelLowering::storeEpilogue(ImplicitLocOpBuilder &ib, Value result, Value
     SmallVector<Value> viewIdx;
     for (auto [o, i] : llvm::zip(store.getOffsets(), sidx))
       viewIdx.push_back(arith::AddIOp::create(ib, o, i));
-    auto ifOp = scf::IfOp::create(ib, TypeRange{}, arith::AndIOp::create(ib, apart, interior),
-                                  /*withElse=*/true);
+    auto ifOp = scf::IfOp::create(ib, TypeRange{}, direct, /*withElse=*/true);
     ImplicitLocOpBuilder tb(ib.getLoc(), ifOp.getThenBodyBuilder());
     vector::StoreOp::create(tb, v, vi.unitMemref, viewIdx);
     ImplicitLocOpBuilder ob(ib.getLoc(), ifOp.getElseBodyBuilder());
