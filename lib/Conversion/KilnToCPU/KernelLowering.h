@@ -569,6 +569,11 @@ private:
   /// with unit stride (maskedReads: a masked load each, for a tile running
   /// past its view's columns).
   DenseSet<Operation *> fastReads, maskedReads;
+  /// A row of padding per fast read of a tile with rows (its columns' worth,
+  /// filled at the kernel's entry): a row outside the view reads it instead
+  /// (one scalar select of the address per row, not a vector select per
+  /// vector).
+  DenseMap<Operation *, Value> paddingRows;
   /// CPU: whether `producer` (a view load, maybe reshaped to 2-D)
   /// is read only as the lhs of a dot (or by a blocked 2-D kiln.trans) after
   /// it, with no memory write

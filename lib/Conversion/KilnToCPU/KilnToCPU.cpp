@@ -3239,6 +3239,18 @@ std::optional<LogicalResult> KernelLowering::lowerRegisterLoop(scf::ForOp op) {
           allMasked = both(allMasked, columnsInside(ib, vi, col, w, /*whole=*/false));
         }
         fastReads.insert(inner);
+        auto tile = cast<RankedTensorType>(inner->getResult(0).getType());
+        if (tile.getRank() >= 2 && !paddingRows.count(inner)) {
+          auto rowType = RankedTensorType::get({tile.getShape().back()}, tile.getElementType());
+          Value row = allocTile(rowType, inner->getLoc());
+          ImplicitLocOpBuilder fb(inner->getLoc(), row.getDefiningOp()->getBlock(),
+                                  std::next(Block::iterator(row.getDefiningOp())));
+          Attribute pad = isa<LoadOp>(inner) ? cast<LoadOp>(inner).getPaddingAttr()
+                                             : cast<GatherOp>(inner).getPaddingAttr();
+          fillTile(fb, row, rowType,
+                   paddingAttr(fb, pad, storageType(tile.getElementType())));
+          paddingRows[inner] = row;
+        }
       });
     // A version in a branch of `cond`'s if, the other version in its else.
     auto versions = [&](ImplicitLocOpBuilder &vb, Value cond, auto thenVersion,
@@ -3288,6 +3300,7 @@ std::optional<LogicalResult> KernelLowering::lowerRegisterLoop(scf::ForOp op) {
   groupOverride.clear();
   fastReads.clear();
   maskedReads.clear();
+  paddingRows.clear();
   if (failed(result))
     return failure();
   for (auto [r, buf] : llvm::zip(op.getResults(), resultBufs))
@@ -3407,6 +3420,31 @@ Value KernelLowering::readViewElems(ImplicitLocOpBuilder &ib, Operation *access,
         vector::BroadcastOp::create(fb, VectorType::get({width}, fb.getI1Type()), rowOk);
     return arith::SelectOp::create(fb, rowMask, v, splatConstant(fb, pad, width));
   };
+  auto padRow = paddingRows.find(access);
+  if (fastReads.contains(access) && padRow != paddingRows.end()) {
+    // (lowerRegisterLoop tested the columns.) The address of the vector in
+    // the view, or in the row of padding for a row outside it: one load
+    // either way, which x86 folds into its multiply-add (a vector select
+    // after the load cost 5-6 instructions per row for its mask, and an
+    // AND per vector).
+    // The row's address (at the tile's first column) is selected, the same
+    // for all its vectors (addresses, not memref indices: the padding row's
+    // is before its buffer for a tile past column 0).
+    auto md = memref::ExtractStridedMetadataOp::create(ib, vi.unitMemref);
+    Value elem = arith::AddIOp::create(ib, md.getOffset(), offset(rank - 1));
+    for (auto [i, stride] : llvm::zip(outer, md.getStrides()))
+      elem = arith::AddIOp::create(ib, elem, arith::MulIOp::create(ib, i, stride));
+    Value bytes = cIdx(ib, std::max<int64_t>(1, stored.getIntOrFloatBitWidth() / 8));
+    Value inView = arith::AddIOp::create(
+        ib, memref::ExtractAlignedPointerAsIndexOp::create(ib, vi.unitMemref),
+        arith::MulIOp::create(ib, elem, bytes));
+    Value row = arith::SelectOp::create(
+        ib, rowOk, inView, memref::ExtractAlignedPointerAsIndexOp::create(ib, padRow->second));
+    Value at = arith::AddIOp::create(ib, row, arith::MulIOp::create(ib, idx[rank - 1], bytes));
+    Value v = LLVM::LoadOp::create(ib, vecType, pointerAt(ib, at, 0),
+                                   stored.getIntOrFloatBitWidth() / 8);
+    return toType(ib, ib.getLoc(), v, elt);
+  }
   if (fastReads.contains(access)) // (lowerRegisterLoop tested the columns)
     return toType(ib, ib.getLoc(), fastRead(ib), elt);
   if (maskedReads.contains(access)) {

@@ -10,21 +10,29 @@
 // defined outside it): one version of the loop, taken when all lie inside
 // their views with unit stride, reads with no test per vector; a second,
 // when they start inside their rows or past them with unit stride, reads
-// each with a mask of its columns; the third tests each.
+// each with a mask of its columns; the third tests each. The first version
+// reads a row outside its view from a row of padding (one per read, made at
+// the kernel's entry).
 // CHECK-LABEL: func.func private @window_sum
+// CHECK-COUNT-2: memref.alloca() {{.*}} : memref<64xf32>
 // CHECK-COUNT-2: memref.alloca() {{.*}} : memref<8x64xf32>
 // CHECK-NOT: memref.alloca
 // CHECK: scf.for %{{.*}} = %{{.*}} to %c4{{.*}} step %c1
 // CHECK: scf.for %{{.*}} = %{{.*}} to %c64{{.*}} step %c64
 // CHECK: %[[V:.*]]:8 = scf.if %{{.*}} -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>) {
-// The first version: a plain load per vector, the row replaced by the
-// padding when outside the view, by a select on a vector condition (on a
-// scalar one, x86 branches around each vector).
+// The first version: a plain load per vector, at an address selected per
+// row: in the view, or in the row of padding for a row outside it (a
+// select of vectors after the load cost a mask per row and an AND per
+// vector; on a scalar condition, x86 branches around each vector).
 // CHECK: scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>) {
 // CHECK-NOT: scf.if
-// CHECK: %[[L:.*]] = vector.load %{{.*}} : memref<?x?xf32, strided<[?, 1]>>, vector<16xf32>
-// CHECK: %[[M:.*]] = vector.broadcast %{{.*}} : i1 to vector<16xi1>
-// CHECK: arith.select %[[M]], %[[L]], %{{.*}} : vector<16xi1>, vector<16xf32>
+// CHECK: %[[PAD:.*]] = memref.extract_aligned_pointer_as_index %{{.*}} : memref<64xf32> -> index
+// CHECK: %[[ROW:.*]] = arith.select %{{.*}}, %{{.*}}, %[[PAD]] : index
+// CHECK: %[[AT:.*]] = arith.addi %[[ROW]], %{{.*}} : index
+// CHECK: %[[AT64:.*]] = arith.index_cast %[[AT]] : index to i64
+// CHECK: %[[P:.*]] = llvm.inttoptr %[[AT64]] : i64 to !llvm.ptr
+// CHECK: llvm.load %[[P]] {alignment = 4 : i64} : !llvm.ptr -> vector<16xf32>
+// CHECK-NOT: arith.select %{{.*}} : vector<16xi1>, vector<16xf32>
 // CHECK-NOT: scf.if
 // CHECK: arith.mulf %{{.*}} : vector<16xf32>
 // CHECK: arith.addf %{{.*}} : vector<16xf32>
