@@ -3428,8 +3428,8 @@ Value KernelLowering::readViewElems(ImplicitLocOpBuilder &ib, Operation *access,
     // after the load cost 5-6 instructions per row for its mask, and an
     // AND per vector).
     // The row's address (at the tile's first column) is selected, the same
-    // for all its vectors (addresses, not memref indices: the padding row's
-    // is before its buffer for a tile past column 0).
+    // for all its vectors. (Integer addresses and an llvm.load: a memref
+    // load takes its base from one buffer, not from one of two per row.)
     auto md = memref::ExtractStridedMetadataOp::create(ib, vi.unitMemref);
     Value elem = arith::AddIOp::create(ib, md.getOffset(), offset(rank - 1));
     for (auto [i, stride] : llvm::zip(outer, md.getStrides()))
