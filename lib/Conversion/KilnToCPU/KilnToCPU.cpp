@@ -3434,15 +3434,15 @@ Value KernelLowering::readViewElems(ImplicitLocOpBuilder &ib, Operation *access,
     Value elem = arith::AddIOp::create(ib, md.getOffset(), offset(rank - 1));
     for (auto [i, stride] : llvm::zip(outer, md.getStrides()))
       elem = arith::AddIOp::create(ib, elem, arith::MulIOp::create(ib, i, stride));
-    Value bytes = cIdx(ib, std::max<int64_t>(1, stored.getIntOrFloatBitWidth() / 8));
+    const int64_t elemBytes = std::max<int64_t>(1, stored.getIntOrFloatBitWidth() / 8);
+    Value bytes = cIdx(ib, elemBytes);
     Value inView = arith::AddIOp::create(
         ib, memref::ExtractAlignedPointerAsIndexOp::create(ib, vi.unitMemref),
         arith::MulIOp::create(ib, elem, bytes));
     Value row = arith::SelectOp::create(
         ib, rowOk, inView, memref::ExtractAlignedPointerAsIndexOp::create(ib, padRow->second));
     Value at = arith::AddIOp::create(ib, row, arith::MulIOp::create(ib, idx[rank - 1], bytes));
-    Value v = LLVM::LoadOp::create(ib, vecType, pointerAt(ib, at, 0),
-                                   stored.getIntOrFloatBitWidth() / 8);
+    Value v = LLVM::LoadOp::create(ib, vecType, pointerAt(ib, at, 0), elemBytes);
     return toType(ib, ib.getLoc(), v, elt);
   }
   if (fastReads.contains(access)) // (lowerRegisterLoop tested the columns)
