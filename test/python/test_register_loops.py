@@ -426,3 +426,35 @@ def test_sums_of_rows_stored_over_their_table(rng):
     bag_of_rows[(1, 1)](table, idx, table, rows_n, d, bags, per_bag, BB=8, BD=32)
     assert_close(table, ref, 1e-5, 1e-5)
     assert in_registers(bag_of_rows)
+
+
+@kiln.jit
+def rows_window_sum(x, out, m, n, steps, PAD: kl.constexpr, BM: kl.constexpr,
+                    BN: kl.constexpr):
+    # out[r, c] = sum_s x[r + s - 2, c] (PAD for rows outside x), summed in f32.
+    r0 = kl.program_id(0) * BM
+    c0 = kl.program_id(1) * BN
+    vx = kl.make_view(x, (m, n), (n, 1))
+    acc = kl.full((BM, BN), 0.0, kl.float32)
+    for s in range(0, steps):
+        t = kl.load(vx, offsets=(r0 + s - 2, c0), shape=(BM, BN), other=PAD)
+        acc = acc + t.to(kl.float32)
+    kl.store(kl.make_view(out, (m, n), (n, 1)), acc, offsets=(r0, c0))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int8, np.int32])
+@pytest.mark.parametrize("pad", [0, 3])
+def test_rows_outside_the_view_read_the_padding(rng, dtype, pad):
+    """Rows above and below the array (every step shifts the window by a
+    row): the version that reads whole vectors takes such a row's from a row
+    of the padding value, per element type (1, 2 and 4 bytes)."""
+    m, n, steps, BM, BN = 19, 96, 5, 8, 32
+    x = (rng.standard_normal((m, n)) * 20).astype(dtype)
+    out = np.full((m, n), np.nan, np.float32)
+    rows_window_sum[(kiln.cdiv(m, BM), kiln.cdiv(n, BN))](x, out, m, n, steps, PAD=pad, BM=BM,
+                                                           BN=BN)
+    xp = np.concatenate([np.full((2, n), pad), x.astype(np.float64),
+                         np.full((steps + BM, n), pad)])
+    want = sum(xp[s:s + m] for s in range(steps))
+    np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-3)
+    assert in_registers(rows_window_sum)
