@@ -857,12 +857,15 @@ std::tuple<SmallVector<Value>, SmallVector<Value>, Value>
 gatherStoreAt(ImplicitLocOpBuilder &b, const ViewInfo &gv, Value row,
               ValueRange idx, ValueRange gOff, ValueRange sOff, int64_t lead);
 
-/// A rank-1 memref of `type` over a raw !llvm.ptr (nominal size/stride).
 /// Refuses (a located error, failure) a kernel with a tile of more than
 /// 2^31 elements: every target's buffers are far smaller, and sizes computed
 /// from such shapes overflow (a 2^62-element tile compiled and crashed).
-LogicalResult checkTileSizes(Operation *kernel);
+/// Also a rank-0 tile, a tile of index (no storage size), and on a GPU
+/// (`gpu`) a tile or scalar wider than 64 bits (LLVM's NVPTX back end
+/// aborts on f80 and f128).
+LogicalResult checkTileSizes(Operation *kernel, bool gpu);
 
+/// A rank-1 memref of `type` over a raw !llvm.ptr (nominal size/stride).
 Value memrefOverPointer(OpBuilder &b, Location loc, Value ptr,
                         MemRefType type);
 

@@ -4608,7 +4608,7 @@ Value viewIndexAt(ImplicitLocOpBuilder &b, Value idxBuf, ValueRange offsets,
   return arith::AddIOp::create(b, offsets[idxBuf ? d - 1 : d], iv);
 }
 
-LogicalResult checkTileSizes(Operation *kernel) {
+LogicalResult checkTileSizes(Operation *kernel, bool gpu) {
   constexpr uint64_t kMaxElements = uint64_t(1) << 31;
   auto tooLarge = [&](Type type) {
     auto t = dyn_cast<RankedTensorType>(type);
@@ -4628,7 +4628,30 @@ LogicalResult checkTileSizes(Operation *kernel) {
     auto t = dyn_cast<RankedTensorType>(type);
     return t && t.getRank() == 0;
   };
+  // Tiles of index have no storage size; on a GPU, values (tiles or
+  // scalars) wider than 64 bits have no arithmetic (NVPTX aborts on f80 and
+  // f128 in instruction selection).
+  auto badElements = [&](Type type) -> std::optional<std::string> {
+    auto tile = dyn_cast<RankedTensorType>(type);
+    Type e = tile ? tile.getElementType() : type;
+    if (tile && e.isIndex())
+      return std::string("tiles of index are not supported (use i32 or i64)");
+    if (gpu && e.isIntOrFloat() && e.getIntOrFloatBitWidth() > 64)
+      return (tile ? "tiles of " : "") + std::to_string(e.getIntOrFloatBitWidth()) +
+             (tile ? "-bit elements" : "-bit values") +
+             " are not supported on a GPU (64 bits at most)";
+    return std::nullopt;
+  };
   WalkResult walk = kernel->walk([&](Operation *op) {
+    SmallVector<Type> types(op->getResultTypes());
+    for (Region &r : op->getRegions())
+      for (Block &blk : r)
+        llvm::append_range(types, blk.getArgumentTypes());
+    for (Type t : types)
+      if (auto why = badElements(t)) {
+        op->emitError(*why);
+        return WalkResult::interrupt();
+      }
     for (Value v : op->getResults())
       if (rank0(v.getType())) {
         // (Every tile loop nest walks a last dimension.)
@@ -4825,7 +4848,7 @@ struct ConvertKilnToCPUPass
     SmallVector<FuncOp> kernels;
     getOperation().walk([&](FuncOp f) { kernels.push_back(f); });
     for (FuncOp k : kernels)
-      if (failed(checkTileSizes(k)) || failed(lowerKernel(k, vectorBits, bf16Dot)))
+      if (failed(checkTileSizes(k, /*gpu=*/false)) || failed(lowerKernel(k, vectorBits, bf16Dot)))
         return signalPassFailure();
   }
 };

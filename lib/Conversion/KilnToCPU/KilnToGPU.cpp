@@ -1714,7 +1714,7 @@ struct ConvertKilnToGPUPass
     if (kernels.empty())
       return;
     for (FuncOp k : kernels)
-      if (failed(mlir::kiln::detail::checkTileSizes(k)))
+      if (failed(mlir::kiln::detail::checkTileSizes(k, /*gpu=*/true)))
         return signalPassFailure();
     MLIRContext *ctx = module.getContext();
     module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),

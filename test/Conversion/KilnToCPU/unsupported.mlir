@@ -53,3 +53,17 @@ kiln.func @rank0(%n: index, %steps: index, %x: f32) {
   }
   kiln.return
 }
+
+// -----
+
+// Tiles of index (no storage size): refused with a located error (the
+// lowering crashed on them).
+kiln.func @index_tiles(%x: !kiln.ptr<index>, %n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %v = kiln.make_view %x, [%n], [%c1] : !kiln.ptr<index> -> !kiln.view<1xindex>
+  // expected-error @+1 {{tiles of index are not supported (use i32 or i64)}}
+  %a = kiln.load %v[%c0] : !kiln.view<1xindex> -> tensor<4xindex>
+  kiln.store %a, %v[%c0] : tensor<4xindex> -> !kiln.view<1xindex>
+  kiln.return
+}

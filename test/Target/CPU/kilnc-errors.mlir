@@ -16,6 +16,9 @@
 // RUN: not kilnc %s --device-maps 2>&1 | FileCheck %s --check-prefix=MAPS
 // RUN: not kilnc op conv --target host --cubin 2>&1 | FileCheck %s --check-prefix=OPCUBIN
 // RUN: kilnc %s --target emu-sm_80 --num-warps 8 -o %t.kb
+// An argument of a type the runtime cannot pass (a bundle it would refuse to load):
+// RUN: not kilnc %S/Inputs/i4-argument.mlir 2>&1 | FileCheck %s --check-prefix=I4
+// I4: error: argument #0 of kernel 'k' has a type the runtime cannot pass
 // EMPTY: error: --target is empty
 // PTX: error: --emit ptx applies to GPU targets (sm_XY), and the target is 'host'
 // CUBIN: error: --emit cubin applies to GPU targets (sm_XY), and the target is 'x86-64-avx2'

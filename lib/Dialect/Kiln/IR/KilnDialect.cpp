@@ -104,7 +104,10 @@ std::string mlir::kiln::runtimeDTypeName(Type t) {
   if (auto it = dyn_cast<IntegerType>(t)) {
     if (it.isUnsigned() && it.getWidth() == 8)
       return "u8";
-    return "i" + std::to_string(it.getWidth());
+    // The widths the runtime passes (i4 or i128 would make a bundle it
+    // refuses to load).
+    if (llvm::is_contained({1u, 8u, 16u, 32u, 64u}, it.getWidth()))
+      return "i" + std::to_string(it.getWidth());
   }
   return "";
 }

@@ -1,0 +1,3 @@
+kiln.func @k(%x: !kiln.ptr<i4>) {
+  kiln.return
+}
