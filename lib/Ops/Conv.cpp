@@ -53,6 +53,12 @@ static llvm::Error buildConv(ModuleOp module, const Config &c,
       return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                      "conv: kernel sizes, strides, dilations, "
                                      "groups and blocks must be positive");
+  // (Pixel indices are i32: a kernel's taps past 2^31 would wrap.)
+  const int64_t i32Limit = int64_t(1) << 31;
+  if (KT > i32Limit / KH || KT * KH > i32Limit / KW || KT - 1 > (i32Limit - 1) / DT ||
+      KH - 1 > (i32Limit - 1) / DH || KW - 1 > (i32Limit - 1) / DW)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "conv: the kernel's taps or their offsets reach 2^31");
   if (wide && (G != 1 || PW != 0 || DW != 1))
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "conv: wide_taps needs one group, no padding along "
@@ -183,6 +189,12 @@ static llvm::Error buildDepthwise(ModuleOp module, const Config &c) {
       return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                      "depthwise_conv2d: kernel sizes, strides, "
                                      "dilations and blocks must be positive");
+  // (Pixel indices are i32: a tap's offset past 2^31 would wrap.)
+  if (KH > (int64_t(1) << 31) / KW || (KH - 1) > ((int64_t(1) << 31) - 1) / DH ||
+      (KW - 1) > ((int64_t(1) << 31) - 1) / DW)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "depthwise_conv2d: the kernel's taps or their offsets "
+                                   "reach 2^31");
   const bool hasBias = c.getInt("bias") != 0;
   Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32),
        i64 = IntegerType::get(ctx, 64);

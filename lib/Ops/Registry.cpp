@@ -134,14 +134,21 @@ makeConfig(const OpInfo &op,
                                       "kw", "st", "sh", "sw", "dt", "dh", "dw",
                                       "groups"},
                                      name);
+      // (Kernels compute pixel and row indices in i32: a kernel size, stride
+      // or padding of 2^32 + 1 was taken as 1.)
+      if (x <= -(int64_t(1) << 31) || x >= (int64_t(1) << 31))
+        return err("parameter '" + k + "' of '" + op.name +
+                   "' must lie within (-2^31, 2^31), got " + v);
       if (size && x < 1)
         return err("parameter '" + k + "' of '" + op.name +
                    "' must be positive, got " + v);
       if (llvm::is_contained({"pt", "ph", "pw"}, name) && x < 0)
         return err("parameter '" + k + "' of '" + op.name +
                    "' must be >= 0, got " + v);
-      if (llvm::is_contained({"causal", "overlap", "bias"}, name) && x != 0 &&
-          x != 1)
+      if (llvm::is_contained({"causal", "overlap", "bias", "streaming", "one_loop", "profile",
+                              "wide_taps", "row_taps"},
+                             name) &&
+          x != 0 && x != 1)
         return err("parameter '" + k + "' of '" + op.name +
                    "' must be 0 or 1, got " + v);
     } else if (it->kind == Param::Float) {

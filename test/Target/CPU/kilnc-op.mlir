@@ -14,6 +14,14 @@
 // RUN: not kilnc op conv --sh 0 2>&1 | FileCheck %s --check-prefix=STRIDE
 // RUN: not kilnc op dsa_indexer --causal 2 2>&1 | FileCheck %s --check-prefix=SWITCH
 // RUN: not kilnc op conv --kh 3 --kh 5 2>&1 | FileCheck %s --check-prefix=TWICE
+// RUN: not kilnc op depthwise_conv2d --row_taps 2 2>&1 | FileCheck %s --check-prefix=SWITCH2
+// RUN: not kilnc op conv --ph 4294967297 2>&1 | FileCheck %s --check-prefix=WIDE
+// RUN: not kilnc op conv --kh 65536 --kw 65536 2>&1 | FileCheck %s --check-prefix=TAPS
+// RUN: not kilnc op depthwise_conv2d --dw 1073741824 2>&1 | FileCheck %s --check-prefix=DWTAPS
+// SWITCH2: error: parameter 'row_taps' of 'depthwise_conv2d' must be 0 or 1, got 2
+// WIDE: error: parameter 'ph' of 'conv' must lie within (-2^31, 2^31), got 4294967297
+// TAPS: error: conv: the kernel's taps or their offsets reach 2^31
+// DWTAPS: error: depthwise_conv2d: the kernel's taps or their offsets reach 2^31
 // RUN: kilnc op block_sparse_attention --block_kv 0 --emit kiln -o /dev/null
 // RUN: kilnc op conv --help 2>/dev/null | FileCheck %s --check-prefix=HELP
 
