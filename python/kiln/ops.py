@@ -160,11 +160,17 @@ def _host_only(fn):
     return wrapper
 
 
-def _f32(a, name):
-    """A float32 operand (a kiln.bf16 wrapper's values decoded)."""
+def _f32(a, name, what="kiln.ops"):
+    """A float32 operand (a kiln.bf16 wrapper's values decoded; integers and
+    other floats converted). Complex, object and other non-numeric arrays
+    are refused: numpy's conversion would drop an imaginary part (with only
+    a warning) or turn None into NaN."""
     if isinstance(a, bf16):
         bits = np.asarray(a.array, np.uint16)
         return np.ascontiguousarray((bits.astype(np.uint32) << 16).view(np.float32))
+    kind = np.asarray(a).dtype.kind
+    if kind not in "fiub":
+        raise TypeError(f"{what}: {name} must hold real numbers, got {np.asarray(a).dtype}")
     out = np.ascontiguousarray(a, dtype=np.float32)
     return out if out.shape == np.shape(a) else out.reshape(np.shape(a))  # (0-d stays 0-d)
 
@@ -207,10 +213,12 @@ def _rank(name, arg, a, rank, layout):
     return shape
 
 
-def _same_type(what, **arrays):
+def _same_type(what, exact=False, **arrays):
     """([contiguous arrays], dtype name) for inputs that share one element
     type: all kiln.bf16-wrapped uint16 ("bf16"), all float16 ("f16"), or
-    anything else converted to float32 ("f32")."""
+    other real numbers converted to float32 ("f32", _f32). With `exact`
+    (gathers, which copy elements: out has the input's type) only float32
+    is converted so: a float64 or integer table would come back changed."""
     names, values = list(arrays), list(arrays.values())
     wrapped = [isinstance(x, bf16) for x in values]
     if any(wrapped):
@@ -222,7 +230,11 @@ def _same_type(what, **arrays):
     values = [np.asarray(x) for x in values]
     if all(x.dtype == np.float16 for x in values):
         return [np.ascontiguousarray(x) for x in values], "f16"
-    return [_f32(x, n) for n, x in zip(names, values)], "f32"
+    for n, x in zip(names, values):
+        if exact and x.size and x.dtype != np.float32:
+            raise TypeError(f"{what}: {n} must be float32, float16 or kiln.bf16 (a gather "
+                            f"copies its elements), got {x.dtype}")
+    return [_f32(x, n, what) for n, x in zip(names, values)], "f32"
 
 
 def _empty(shape, dtype=np.float32):
@@ -276,8 +288,8 @@ class _Host:
         _refuse_cuda(name, arguments)
         self.name = name
 
-    def same_type(self, **arrays):
-        return _same_type(self.name, **arrays)
+    def same_type(self, exact=False, **arrays):
+        return _same_type(self.name, exact, **arrays)
 
     def ints(self, a, n, wide=-2):
         return _i32(a, wide, n, self.name)
@@ -340,9 +352,10 @@ class _Torch:
             self.target = gpu_target()
         self.types = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32"}
 
-    def same_type(self, **tensors):
+    def same_type(self, exact=False, **tensors):
         """([contiguous tensors], dtype name): all bfloat16, float16 or
-        float32 PyTorch CUDA tensors on this device."""
+        float32 PyTorch CUDA tensors on this device (`exact` adds nothing:
+        no other type is taken)."""
         torch = self.torch
         values = list(tensors.values())
         for n, t in tensors.items():
@@ -521,7 +534,7 @@ def _gather_rows(name, arrays, errors, blocks, message, keep_shape=False):
     (table_name, table), (index_name, index) = arrays.items()
     _positive_given(name, **blocks)
     side = _side(name, dict(arrays, errors=errors))
-    (table,), dtype = side.same_type(**{table_name: table})
+    (table,), dtype = side.same_type(exact=True, **{table_name: table})
     index = side.ints(index, index_name)
     index_shape = tuple(index.shape)
     index = index.reshape(-1)
@@ -559,7 +572,7 @@ def paged_kv_gather(cache, block_table, seq_lens, max_len=None, block_t=8, block
     _positive_given(name, block_t=block_t, block_w=block_w)
     side = _side(name, dict(cache=cache, block_table=block_table, seq_lens=seq_lens,
                             errors=errors))
-    (cache,), dtype = side.same_type(cache=cache)
+    (cache,), dtype = side.same_type(exact=True, cache=cache)
     if len(cache.shape) < 2:
         raise ValueError(f"{name}: cache must be [num_blocks, block_size, ...], got shape "
                          f"{tuple(cache.shape)}")

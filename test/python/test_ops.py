@@ -29,6 +29,26 @@ def test_embedding(rng):
         kiln.ops.embedding(w, np.array([1, -1, 500, 4]))
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.int64, np.int32, np.complex64, bool, object])
+def test_gathers_refuse_tables_they_would_change(dtype):
+    # A gather copies elements (out has the table's type): a table of
+    # another type was converted to float32 (int64 33554433 came back as
+    # 33554432.0, complex lost its imaginary part).
+    w = np.full((4, 8), 33554433).astype(dtype)
+    for call in (lambda: kiln.ops.embedding(w, np.array([1, 2])),
+                 lambda: kiln.ops.moe_permute(w, np.array([1, 2]))):
+        with pytest.raises(TypeError, match="must be float32, float16 or kiln.bf16"):
+            call()
+    # The computing operators convert real numbers (a uint8 image) and refuse
+    # the rest.
+    x = np.ones((1, 6, 6, 8), dtype)
+    if np.dtype(dtype).kind in "fiub":
+        kiln.ops.depthwise_conv2d(x, np.ones((3, 3, 8), np.float32))
+    else:
+        with pytest.raises(TypeError, match="x must hold real numbers"):
+            kiln.ops.depthwise_conv2d(x, np.ones((3, 3, 8), np.float32))
+
+
 @pytest.mark.parametrize("dim,expect", [(768, 768), (1000, 1000), (70, 72), (4100, 1368),
                                          (2048, 2048)])
 def test_row_gathers_take_the_row_as_their_column_block(rng, monkeypatch, dim, expect):
@@ -1115,7 +1135,8 @@ def test_mask_parameters_are_checked(rng):
     q = rng.standard_normal((1, 1, 8, 16)).astype(np.float32)
     mask = kiln.ops.block_mask(lambda b, h, qi, ki: ki <= qi, 1, 1, 8, 8)
     for kwargs, what in [(dict(mask_kind="sliding_window", window=0), "window must be in"),
-                         (dict(mask_kind="sliding_window", window=2**31), "window must be in"),
+                         (dict(mask_kind="sliding_window", window=2**31),
+                          "'window' of 'block_sparse_attention' must lie within"),
                          (dict(mask_kind="prefix_lm", prefix=-1), "prefix must be in"),
                          (dict(softcap=-1.0), "softcap must be 0"),
                          (dict(softcap=float("inf")), "softcap must be 0")]:
