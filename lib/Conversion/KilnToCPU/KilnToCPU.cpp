@@ -4528,6 +4528,15 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
     return success();
   }
   if (auto ex = dyn_cast<tensor::ExtractOp>(op)) {
+    // (A constant index outside the tile read another buffer's bytes.)
+    for (auto [d, i] : llvm::enumerate(ex.getIndices())) {
+      int64_t size = ex.getTensor().getType().getDimSize(d);
+      std::optional<int64_t> c = getConstantIntValue(i);
+      if (c && (*c < 0 || *c >= size))
+        return op->emitError(who() + ": index " + std::to_string(*c) + " is outside dimension " +
+                             std::to_string(d) + " of the tile (size " + std::to_string(size) +
+                             ")");
+    }
     auto src = bufferOf(ex.getTensor(), op);
     if (failed(src))
       return failure();

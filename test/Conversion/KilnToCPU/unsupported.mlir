@@ -67,3 +67,19 @@ kiln.func @index_tiles(%x: !kiln.ptr<index>, %n: index) {
   kiln.store %a, %v[%c0] : tensor<4xindex> -> !kiln.view<1xindex>
   kiln.return
 }
+
+// -----
+
+// A constant index outside the tile: refused (it read another buffer's bytes).
+kiln.func @extract_outside(%x: !kiln.ptr<f32>, %n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %v = kiln.make_view %x, [%n, %n], [%n, %c1] : !kiln.ptr<f32> -> !kiln.view<2xf32>
+  %a = kiln.load %v[%c0, %c0] : !kiln.view<2xf32> -> tensor<4x8xf32>
+  %c8 = arith.constant 8 : index
+  // expected-error @+1 {{kiln CPU lowering: index 8 is outside dimension 1 of the tile (size 8)}}
+  %e = tensor.extract %a[%c0, %c8] : tensor<4x8xf32>
+  %s = kiln.splat %e : tensor<4x8xf32>
+  kiln.store %s, %v[%c0, %c0] : tensor<4x8xf32> -> !kiln.view<2xf32>
+  kiln.return
+}
