@@ -3422,14 +3422,13 @@ Value KernelLowering::readViewElems(ImplicitLocOpBuilder &ib, Operation *access,
   };
   auto padRow = paddingRows.find(access);
   if (fastReads.contains(access) && padRow != paddingRows.end()) {
-    // (lowerRegisterLoop tested the columns.) The address of the vector in
-    // the view, or in the row of padding for a row outside it: one load
-    // either way, which x86 folds into its multiply-add (a vector select
+    // (lowerRegisterLoop tested the columns.) The row's address (at the
+    // tile's first column) in the view, or that of the row of padding for
+    // a row outside it, selected once for all its vectors; each vector is
+    // then one load, which x86 folds into its multiply-add (a vector select
     // after the load cost 5-6 instructions per row for its mask, and an
-    // AND per vector).
-    // The row's address (at the tile's first column) is selected, the same
-    // for all its vectors. (Integer addresses and an llvm.load: a memref
-    // load takes its base from one buffer, not from one of two per row.)
+    // AND per vector). Integer addresses and an llvm.load: a memref load
+    // takes its base from one buffer, not from one of two per row.
     auto md = memref::ExtractStridedMetadataOp::create(ib, vi.unitMemref);
     Value elem = arith::AddIOp::create(ib, md.getOffset(), offset(rank - 1));
     for (auto [i, stride] : llvm::zip(outer, md.getStrides()))
@@ -4656,32 +4655,22 @@ LogicalResult checkTileSizes(Operation *kernel, bool gpu) {
     for (Region &r : op->getRegions())
       for (Block &blk : r)
         llvm::append_range(types, blk.getArgumentTypes());
-    for (Type t : types)
+    for (Type t : types) {
       if (auto why = badElements(t)) {
         op->emitError(*why);
         return WalkResult::interrupt();
       }
-    for (Value v : op->getResults())
-      if (rank0(v.getType())) {
+      if (rank0(t)) {
         // (Every tile loop nest walks a last dimension.)
         op->emitError("rank-0 tiles (")
-            << v.getType() << ") are not supported; use a scalar or a 1-element tile";
+            << t << ") are not supported; use a scalar or a 1-element tile";
         return WalkResult::interrupt();
       }
-    for (Value v : op->getResults())
-      if (tooLarge(v.getType())) {
-        op->emitError("a tile of type ")
-            << v.getType() << " has more than 2^31 elements; use smaller tiles";
+      if (tooLarge(t)) {
+        op->emitError("a tile of type ") << t << " has more than 2^31 elements; use smaller tiles";
         return WalkResult::interrupt();
       }
-    for (Region &r : op->getRegions())
-      for (Block &blk : r)
-        for (BlockArgument a : blk.getArguments())
-          if (tooLarge(a.getType())) {
-            op->emitError("a tile of type ")
-                << a.getType() << " has more than 2^31 elements; use smaller tiles";
-            return WalkResult::interrupt();
-          }
+    }
     return WalkResult::advance();
   });
   return failure(walk.wasInterrupted());
