@@ -37,6 +37,20 @@ static Param intParam(const char *name, const char *def, const char *help) {
   return {name, Param::Int, def, help, {}};
 }
 
+/// Whether a kernel of `sizes` taps per dimension, spaced `dilations` apart,
+/// has fewer than 2^31 taps and tap offsets (pixel indices are i32: more
+/// would wrap).
+static bool tapsFitI32(ArrayRef<int64_t> sizes, ArrayRef<int64_t> dilations) {
+  const int64_t limit = int64_t(1) << 31;
+  int64_t taps = 1;
+  for (auto [k, d] : llvm::zip(sizes, dilations)) {
+    if (taps > limit / k || k - 1 > (limit - 1) / d)
+      return false;
+    taps *= k;
+  }
+  return true;
+}
+
 static llvm::Error buildConv(ModuleOp module, const Config &c,
                              llvm::StringRef name) {
   MLIRContext *ctx = module.getContext();
@@ -53,10 +67,7 @@ static llvm::Error buildConv(ModuleOp module, const Config &c,
       return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                      "conv: kernel sizes, strides, dilations, "
                                      "groups and blocks must be positive");
-  // (Pixel indices are i32: a kernel's taps past 2^31 would wrap.)
-  const int64_t i32Limit = int64_t(1) << 31;
-  if (KT > i32Limit / KH || KT * KH > i32Limit / KW || KT - 1 > (i32Limit - 1) / DT ||
-      KH - 1 > (i32Limit - 1) / DH || KW - 1 > (i32Limit - 1) / DW)
+  if (!tapsFitI32({KT, KH, KW}, {DT, DH, DW}))
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "conv: the kernel's taps or their offsets reach 2^31");
   if (wide && (G != 1 || PW != 0 || DW != 1))
@@ -189,9 +200,7 @@ static llvm::Error buildDepthwise(ModuleOp module, const Config &c) {
       return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                      "depthwise_conv2d: kernel sizes, strides, "
                                      "dilations and blocks must be positive");
-  // (Pixel indices are i32: a tap's offset past 2^31 would wrap.)
-  if (KH > (int64_t(1) << 31) / KW || (KH - 1) > ((int64_t(1) << 31) - 1) / DH ||
-      (KW - 1) > ((int64_t(1) << 31) - 1) / DW)
+  if (!tapsFitI32({KH, KW}, {DH, DW}))
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "depthwise_conv2d: the kernel's taps or their offsets "
                                    "reach 2^31");

@@ -983,7 +983,6 @@ LogicalResult KernelLowering::lowerAtomicAdd(Operation *op, Value value,
     idxBuf = *ib;
   }
   ImplicitLocOpBuilder b(op->getLoc(), op);
-  Value c0 = arith::ConstantIndexOp::create(b, 0);
   Type elt = tileType.getElementType();
   bool isFloat = isa<FloatType>(elt);
   arith::AtomicRMWKind kind = arith::AtomicRMWKind::addi;
@@ -1023,11 +1022,7 @@ LogicalResult KernelLowering::lowerAtomicAdd(Operation *op, Value value,
     for (auto [d, iv] : llvm::enumerate(idx)) {
       Value i = viewIndexAt(ib, idxBuf, offsets, d, iv);
       viewIdx.push_back(i);
-      Value ge = arith::CmpIOp::create(ib, arith::CmpIPredicate::sge, i, c0);
-      Value lt = arith::CmpIOp::create(ib, arith::CmpIPredicate::slt, i,
-                                       vi.sizes[d]);
-      valid = arith::AndIOp::create(ib, valid,
-                                    arith::AndIOp::create(ib, ge, lt));
+      valid = arith::AndIOp::create(ib, valid, inRange(ib, i, vi.sizes[d]));
     }
     Value v = memref::LoadOp::create(ib, *buf, idx);
     Location loc = op->getLoc();
@@ -3379,9 +3374,6 @@ Value KernelLowering::readViewElems(ImplicitLocOpBuilder &ib, Operation *access,
   ValueRange offsets = gather ? gather.getOffsets() : load.getOffsets();
   auto offset = [&](int64_t d) { return offsets[gather ? d - 1 : d]; };
   Value c0 = cIdx(ib, 0);
-  auto cmp = [&](arith::CmpIPredicate p, Value x, Value y) {
-    return arith::CmpIOp::create(ib, p, x, y).getResult();
-  };
   auto both = [&](Value x, Value y) { return arith::AndIOp::create(ib, x, y).getResult(); };
   // The view indices of the outer dimensions (a gather's first: its row
   // index), whether all are inside the view, and the same clamped to 0.
@@ -3394,8 +3386,7 @@ Value KernelLowering::readViewElems(ImplicitLocOpBuilder &ib, Operation *access,
           ib, ib.getIndexType(), emitElems(ib, gather.getIndices(), ValueRange{idx[0]}, 1));
     else
       i = arith::AddIOp::create(ib, offset(d), idx[d]);
-    Value ok = both(cmp(arith::CmpIPredicate::sge, i, c0),
-                    cmp(arith::CmpIPredicate::slt, i, vi.sizes[d]));
+    Value ok = inRange(ib, i, vi.sizes[d]);
     outer.push_back(i);
     clamped.push_back(arith::SelectOp::create(ib, ok, i, c0));
     rowOk = both(rowOk, ok);
@@ -4593,7 +4584,6 @@ std::tuple<SmallVector<Value>, SmallVector<Value>, Value>
 gatherStoreAt(ImplicitLocOpBuilder &b, const ViewInfo &gv, Value row,
               ValueRange idx, ValueRange gOff, ValueRange sOff, int64_t lead) {
   int64_t rank = idx.size();
-  Value c0 = arith::ConstantIndexOp::create(b, 0);
   SmallVector<Value> src{row}, dst;
   for (int64_t d = 1; d < rank; ++d)
     src.push_back(arith::AddIOp::create(b, gOff[d - 1], idx[d]));
@@ -4601,10 +4591,7 @@ gatherStoreAt(ImplicitLocOpBuilder &b, const ViewInfo &gv, Value row,
     dst.push_back(sOff[d]);
   for (int64_t d = 0; d < rank; ++d)
     dst.push_back(arith::AddIOp::create(b, sOff[lead + d], idx[d]));
-  Value rowOk = arith::AndIOp::create(
-      b, arith::CmpIOp::create(b, arith::CmpIPredicate::sge, row, c0),
-      arith::CmpIOp::create(b, arith::CmpIPredicate::slt, row, gv.sizes[0]));
-  return {src, dst, rowOk};
+  return {src, dst, inRange(b, row, gv.sizes[0])};
 }
 
 Value viewIndexAt(ImplicitLocOpBuilder &b, Value idxBuf, ValueRange offsets,
