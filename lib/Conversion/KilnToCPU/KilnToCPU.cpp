@@ -3109,8 +3109,62 @@ std::optional<LogicalResult> KernelLowering::lowerRegisterLoop(scf::ForOp op) {
     }
   }
   LogicalResult result = success();
-  forEachIndex(b, walk, w * unroll, [&](ImplicitLocOpBuilder &ib,
-                                        ValueRange idx) {
+  // The loop's versions: `op`'s body moved (Fast), or cloned (its reads
+  // then tested per vector: Checked; or, their columns starting inside
+  // the views or past them with unit stride, masked: Masked).
+  enum class Reads { Fast, Masked, Checked };
+  // Reads whose vectors' columns are known before the loop (a view made
+  // outside it, the last offset defined outside it), at the walk's columns
+  // `colAt`: whether all are inside their views with unit stride (a
+  // version reads them with no test per vector: fastReads), and whether all
+  // start at column 0 or later with unit stride (a version reads each with
+  // a mask of its columns: maskedReads). Null when there are none.
+  auto readConditions = [&](ImplicitLocOpBuilder &ib,
+                            ArrayRef<Value> colAt) -> std::pair<Value, Value> {
+    Value allFast, allMasked;
+    if (w == 1)
+      return {allFast, allMasked};
+    op.getBody()->walk([&](Operation *inner) {
+      // (Reads at the walk's vectors only: a tile whose last dimension is
+      // broadcast, or a gather's index tile, is read per element.)
+      if (!isa<LoadOp, GatherOp>(inner) ||
+          cast<RankedTensorType>(inner->getResult(0).getType()).getShape().back() !=
+              type.getShape().back())
+        return;
+      Value view = inner->getOperand(0);
+      ValueRange offs = isa<LoadOp>(inner) ? cast<LoadOp>(inner).getOffsets()
+                                           : cast<GatherOp>(inner).getOffsets();
+      if (!views.count(view) || offs.empty() ||
+          op.getBodyRegion().isAncestor(offs.back().getParentRegion()))
+        return;
+      const ViewInfo &vi = views[view];
+      auto both = [&](Value x, Value y) {
+        return x ? arith::AndIOp::create(ib, x, y).getResult() : y;
+      };
+      for (Value c : colAt) {
+        Value col = arith::AddIOp::create(ib, offs.back(), c);
+        allFast = both(allFast, columnsInside(ib, vi, col, w));
+        allMasked = both(allMasked, columnsInside(ib, vi, col, w, /*whole=*/false));
+      }
+      fastReads.insert(inner);
+      auto tile = cast<RankedTensorType>(inner->getResult(0).getType());
+      if (tile.getRank() >= 2 && !paddingRows.count(inner)) {
+        auto rowType = RankedTensorType::get({tile.getShape().back()}, tile.getElementType());
+        Value row = allocTile(rowType, inner->getLoc());
+        ImplicitLocOpBuilder fb(inner->getLoc(), row.getDefiningOp()->getBlock(),
+                                std::next(Block::iterator(row.getDefiningOp())));
+        Attribute pad = isa<LoadOp>(inner) ? cast<LoadOp>(inner).getPaddingAttr()
+                                           : cast<GatherOp>(inner).getPaddingAttr();
+        fillTile(fb, row, rowType,
+                 paddingAttr(fb, pad, storageType(tile.getElementType())));
+        paddingRows[inner] = row;
+      }
+    });
+    return {allFast, allMasked};
+  };
+  // One step of the walk at `idx`, in the version `fixed`, or (none) in
+  // the one its reads' columns select.
+  auto step = [&](ImplicitLocOpBuilder &ib, ValueRange idx, std::optional<Reads> fixed) {
     // (One index value per row and per column of the group: the memo of
     // emitElems then shares a row's scalar reads, a gather's row index and
     // a broadcast row weight, among its vectors.)
@@ -3176,10 +3230,6 @@ std::optional<LogicalResult> KernelLowering::lowerRegisterLoop(scf::ForOp op) {
     SmallVector<Value> inits;
     for (Value init : op.getInitArgs())
       llvm::append_range(inits, elems(ib, init));
-    // The loop's versions: `op`'s body moved (Fast), or cloned (its reads
-    // then tested per vector: Checked; or, their columns starting inside
-    // the views or past them with unit stride, masked: Masked).
-    enum class Reads { Fast, Masked, Checked };
     auto buildLoop = [&](ImplicitLocOpBuilder &lb, Reads reads) -> FailureOr<ValueRange> {
       auto loop = scf::ForOp::create(lb, op.getLowerBound(), op.getUpperBound(),
                                      op.getStep(), inits,
@@ -3203,50 +3253,6 @@ std::optional<LogicalResult> KernelLowering::lowerRegisterLoop(scf::ForOp op) {
         return failure();
       return ValueRange(loop.getResults());
     };
-    // Reads whose vectors' columns are known before the loop (a view made
-    // outside it, the last offset defined outside it): when all are inside
-    // their views with unit stride, one version of the loop reads them with
-    // no test per vector (fastReads); when all start at column 0 or later
-    // with unit stride, another reads each with a mask of its columns
-    // (maskedReads); else the third tests each.
-    Value allFast, allMasked;
-    if (w > 1)
-      op.getBody()->walk([&](Operation *inner) {
-        // (Reads at the walk's vectors only: a tile whose last dimension is
-        // broadcast, or a gather's index tile, is read per element.)
-        if (!isa<LoadOp, GatherOp>(inner) ||
-            cast<RankedTensorType>(inner->getResult(0).getType()).getShape().back() !=
-                type.getShape().back())
-          return;
-        Value view = inner->getOperand(0);
-        ValueRange offs = isa<LoadOp>(inner) ? cast<LoadOp>(inner).getOffsets()
-                                             : cast<GatherOp>(inner).getOffsets();
-        if (!views.count(view) || offs.empty() ||
-            op.getBodyRegion().isAncestor(offs.back().getParentRegion()))
-          return;
-        const ViewInfo &vi = views[view];
-        auto both = [&](Value x, Value y) {
-          return x ? arith::AndIOp::create(ib, x, y).getResult() : y;
-        };
-        for (int64_t g = 0; g < group; ++g) {
-          Value col = arith::AddIOp::create(ib, offs.back(), at[g].back());
-          allFast = both(allFast, columnsInside(ib, vi, col, w));
-          allMasked = both(allMasked, columnsInside(ib, vi, col, w, /*whole=*/false));
-        }
-        fastReads.insert(inner);
-        auto tile = cast<RankedTensorType>(inner->getResult(0).getType());
-        if (tile.getRank() >= 2 && !paddingRows.count(inner)) {
-          auto rowType = RankedTensorType::get({tile.getShape().back()}, tile.getElementType());
-          Value row = allocTile(rowType, inner->getLoc());
-          ImplicitLocOpBuilder fb(inner->getLoc(), row.getDefiningOp()->getBlock(),
-                                  std::next(Block::iterator(row.getDefiningOp())));
-          Attribute pad = isa<LoadOp>(inner) ? cast<LoadOp>(inner).getPaddingAttr()
-                                             : cast<GatherOp>(inner).getPaddingAttr();
-          fillTile(fb, row, rowType,
-                   paddingAttr(fb, pad, storageType(tile.getElementType())));
-          paddingRows[inner] = row;
-        }
-      });
     // A version in a branch of `cond`'s if, the other version in its else.
     auto versions = [&](ImplicitLocOpBuilder &vb, Value cond, auto thenVersion,
                         auto elseVersion) -> FailureOr<ValueRange> {
@@ -3273,12 +3279,17 @@ std::optional<LogicalResult> KernelLowering::lowerRegisterLoop(scf::ForOp op) {
     // with masks, not tests per vector: depthwise convolution over 144
     // channels in blocks of 64 took 0.61x the time of the tests, 32 in
     // blocks of 64 0.44x (docs/performance.md).
-    FailureOr<ValueRange> built =
-        !allFast ? buildLoop(ib, Reads::Fast)
-                 : versions(ib, allFast, version(Reads::Fast), [&](ImplicitLocOpBuilder &eb) {
-                     return versions(eb, allMasked, version(Reads::Masked),
-                                     version(Reads::Checked));
-                   });
+    FailureOr<ValueRange> built = failure();
+    if (fixed) {
+      built = buildLoop(ib, *fixed);
+    } else {
+      auto [allFast, allMasked] = readConditions(ib, colAt);
+      built = !allFast ? buildLoop(ib, Reads::Fast)
+                       : versions(ib, allFast, version(Reads::Fast), [&](ImplicitLocOpBuilder &eb) {
+                           return versions(eb, allMasked, version(Reads::Masked),
+                                           version(Reads::Checked));
+                         });
+    }
     if (failed(built)) {
       result = failure();
       return;
@@ -3291,7 +3302,38 @@ std::optional<LogicalResult> KernelLowering::lowerRegisterLoop(scf::ForOp op) {
     for (int64_t k = 0; k < carried; ++k)
       for (int64_t g = 0; g < group; ++g)
         storeElems(ib, results[k * group + g], resultBufs[k], at[g], w);
-  });
+  };
+  auto walkIn = [&](ImplicitLocOpBuilder &wb, std::optional<Reads> fixed) {
+    forEachIndex(wb, walk, w * unroll, [&](ImplicitLocOpBuilder &ib, ValueRange idx) {
+      step(ib, idx, fixed);
+    });
+  };
+  if (w > 1 && type.getShape().back() == w * unroll) {
+    // One step of columns: every step's reads take the same version, chosen
+    // once here. (Chosen per step, LLVM hoisted each version's invariants,
+    // masks and row tests, out of the walk: depthwise convolution over
+    // 14x14x576 spent 22% of its time there, once per program.)
+    SmallVector<Value> colAt;
+    for (int64_t u = 0; u < unroll; ++u)
+      colAt.push_back(cIdx(b, u * w));
+    auto [allFast, allMasked] = readConditions(b, colAt);
+    if (!allFast) {
+      walkIn(b, Reads::Fast);
+    } else {
+      auto fastIf = scf::IfOp::create(b, TypeRange{}, allFast, /*withElse=*/true);
+      // (The cloned versions first: the fast one moves the body.)
+      ImplicitLocOpBuilder eb(op.getLoc(), fastIf.getElseBodyBuilder());
+      auto maskedIf = scf::IfOp::create(eb, TypeRange{}, allMasked, /*withElse=*/true);
+      ImplicitLocOpBuilder cb(op.getLoc(), maskedIf.getElseBodyBuilder());
+      walkIn(cb, Reads::Checked);
+      ImplicitLocOpBuilder mb(op.getLoc(), maskedIf.getThenBodyBuilder());
+      walkIn(mb, Reads::Masked);
+      ImplicitLocOpBuilder tb(op.getLoc(), fastIf.getThenBodyBuilder());
+      walkIn(tb, Reads::Fast);
+    }
+  } else {
+    walkIn(b, std::nullopt);
+  }
   groupOverride.clear();
   fastReads.clear();
   maskedReads.clear();
