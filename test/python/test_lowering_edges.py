@@ -4,6 +4,7 @@ before. Against float64 / exact references."""
 import math
 
 import numpy as np
+import pytest
 
 import kiln
 import kiln.language as kl
@@ -273,3 +274,40 @@ def test_sin_and_cos_of_large_arguments(rng, tmp_path):
             assert np.abs(got[:n][finite] - ref[:n][finite]).max() < 4e-7, target
             assert np.isnan(got[:n][~finite]).all(), target
             assert np.isnan(got[n:]).all(), target
+
+
+# An element of a tile at an index computed at run time (a hand-written
+# kernel's tensor.extract): one outside the tile read another buffer's
+# bytes. It now fails the launch as a kiln.assert does, and stores nothing.
+PICK = """
+kiln.func @pick(%x: !kiln.ptr<f32> {kiln.name = "x"}, %out: !kiln.ptr<f32> {kiln.name = "out"},
+                %i: index {kiln.name = "i"}, %j: index {kiln.name = "j"}) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c5 = arith.constant 5 : index
+  %c13 = arith.constant 13 : index
+  %vx = kiln.make_view %x, [%c5, %c13], [%c13, %c1] : !kiln.ptr<f32> -> !kiln.view<2xf32>
+  %vo = kiln.make_view %out, [%c1], [%c1] : !kiln.ptr<f32> -> !kiln.view<1xf32>
+  %t = kiln.load %vx[%c0, %c0] : !kiln.view<2xf32> -> tensor<8x16xf32>
+  %s = tensor.extract %t[%i, %j] : tensor<8x16xf32>
+  %o = kiln.splat %s : tensor<1xf32>
+  kiln.store %o, %vo[%c0] : tensor<1xf32> -> !kiln.view<1xf32>
+  kiln.return
+}
+"""
+
+
+@pytest.mark.parametrize("target", ["host", "emu-sm_80"])
+def test_extract_at_a_computed_index_outside_the_tile_fails(rng, tmp_path, target):
+    k = _bundle(tmp_path, "pick", PICK, target)
+    x = rng.standard_normal((5, 13)).astype(np.float32)
+    for i, j in ((0, 0), (4, 12), (7, 15), (2, 14)):   # the last two: the tile's padding
+        out = np.full(1, np.nan, np.float32)
+        k[(1,)](x, out, i, j)
+        want = x[i, j] if i < 5 and j < 13 else 0.0
+        assert out[0] == want, (i, j)
+    for i, j in ((8, 0), (0, 16), (-1, 3), (2, -1), (1 << 40, 0)):
+        out = np.full(1, np.nan, np.float32)
+        with pytest.raises(kiln.DeviceAssertError, match="index outside the tile"):
+            k[(1,)](x, out, i, j)
+        assert np.isnan(out[0]), (i, j)

@@ -200,27 +200,30 @@ std::pair<Value, std::string> printArgument(ImplicitLocOpBuilder &b, Value v,
 
 } // namespace
 
+void KernelLowering::failUnless(ImplicitLocOpBuilder &ib, Value ok, StringRef message,
+                                Operation *siteOp) {
+  if (simt) {
+    cf::AssertOp::create(ib, ok, message);
+    return;
+  }
+  // The CPU's report: the hook call when `ok` is false.
+  // (From the op: a block being built may not be in its op yet.)
+  auto module = siteOp->getParentOfType<ModuleOp>();
+  Value bad = arith::XOrIOp::create(ib, ok, arith::ConstantIntOp::create(ib, 1, 1));
+  auto ifOp = scf::IfOp::create(ib, TypeRange{}, bad, false);
+  OpBuilder tb = ifOp.getThenBodyBuilder();
+  Location loc = ib.getLoc();
+  Value msg = cStringPtr(tb, loc, module, message, "kiln_assert_msg");
+  Value site = cStringPtr(tb, loc, module, siteOf(siteOp->getLoc()), "kiln_assert_site");
+  Value noThread = arith::ConstantIntOp::create(tb, loc, -1, 32);
+  callAssertHook(tb, loc, module, msg, site, ValueRange{grid[0], grid[1], grid[2]}, noThread);
+}
+
 LogicalResult KernelLowering::lowerAssert(AssertOp op) {
   ImplicitLocOpBuilder b(op.getLoc(), op);
-  auto module = op->getParentOfType<ModuleOp>();
   std::string message = op.getMessage().str();
-  // The CPU's report: the hook call when `ok` is false.
   auto fail = [&](ImplicitLocOpBuilder &ib, Value ok) {
-    if (simt) {
-      cf::AssertOp::create(ib, ok, message);
-      return;
-    }
-    Value bad = arith::XOrIOp::create(
-        ib, ok, arith::ConstantIntOp::create(ib, 1, 1));
-    auto ifOp = scf::IfOp::create(ib, TypeRange{}, bad, false);
-    OpBuilder tb = ifOp.getThenBodyBuilder();
-    Location loc = ib.getLoc();
-    Value msg = cStringPtr(tb, loc, module, message, "kiln_assert_msg");
-    Value site = cStringPtr(tb, loc, module, siteOf(op.getLoc()),
-                            "kiln_assert_site");
-    Value noThread = arith::ConstantIntOp::create(tb, loc, -1, 32);
-    callAssertHook(tb, loc, module, msg, site,
-                   ValueRange{grid[0], grid[1], grid[2]}, noThread);
+    failUnless(ib, ok, message, op);
   };
   auto type = dyn_cast<RankedTensorType>(op.getCond().getType());
   if (!type) {

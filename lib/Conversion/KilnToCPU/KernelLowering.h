@@ -449,6 +449,11 @@ private:
                                Value cmp = Value());
   /// kiln.assert / kiln.print / kiln.clock / kiln.processor_id (DebugOps.cpp).
   LogicalResult lowerAssert(AssertOp op);
+  /// Reports `message` at `site` (an op of `module`) where the scalar `ok`
+  /// is false, as a failing kiln.assert does: on the CPU the runtime's hook
+  /// fails the launch, in SIMT mode cf.assert (DebugOps.cpp). In SIMT mode
+  /// each thread tests its own `ok`.
+  void failUnless(ImplicitLocOpBuilder &b, Value ok, StringRef message, Operation *site);
   LogicalResult lowerPrint(PrintOp op);
   LogicalResult lowerClock(ClockOp op);
   LogicalResult lowerProcessorId(ProcessorIdOp op);

@@ -4573,7 +4573,23 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
     if (failed(src))
       return failure();
     ImplicitLocOpBuilder b(loc, op);
-    Value v = loadElems(b, *src, ex.getIndices(), ex.getType(), 1);
+    // A computed index outside the tile fails the launch, as a kiln.assert
+    // would (it read another buffer's bytes); the element read is then at
+    // index 0, never outside.
+    SmallVector<Value> at;
+    Value inside;
+    for (auto [d, i] : llvm::enumerate(ex.getIndices())) {
+      if (getConstantIntValue(i)) {
+        at.push_back(i);
+        continue;
+      }
+      Value ok = inRange(b, i, cIdx(b, ex.getTensor().getType().getDimSize(d)));
+      inside = inside ? arith::AndIOp::create(b, inside, ok).getResult() : ok;
+      at.push_back(arith::SelectOp::create(b, ok, i, cIdx(b, 0)));
+    }
+    if (inside)
+      failUnless(b, inside, "tensor.extract: index outside the tile", op);
+    Value v = loadElems(b, *src, at, ex.getType(), 1);
     ex.getResult().replaceAllUsesWith(v);
     // (A pipelined stage is rewritten only after the next iteration's first
     // barrier: reading it needs none of its own.)
