@@ -236,3 +236,52 @@ def test_dot_of_a_reshaped_load(rng):
     c3 = np.full((M, N), np.nan, np.float32)
     dot_of_unit_reshaped_tile[(1,)](a3, b3, c3, M=M, K=K, N=N)
     assert_close(c3, a3[1].astype(np.float64) @ b3, 1e-5, 1e-5)
+
+
+@kiln.jit
+def gathered_nt_dot(q, kv, idx, c, out, m, n_rows, k, BM: kl.constexpr, BN: kl.constexpr,
+                    BK: kl.constexpr, ACC: kl.constexpr):
+    """q [m, k] times the transpose of kv's rows idx[0:BN] ([BN, k]): the
+    shape of DeepSeek sparse attention's q . k^T over gathered key rows."""
+    rows = kl.arange(0, BM)
+    ks = kl.arange(0, BK)
+    cols = kl.arange(0, BN)
+    tq = kl.load(q + rows[:, None] * k + ks[None, :],
+                 mask=(rows[:, None] < m) & (ks[None, :] < k), other=0.0)
+    r = kl.load(idx + cols)
+    tk = kl.load(kv + r[:, None] * k + ks[None, :],
+                 mask=(r[:, None] < n_rows) & (ks[None, :] < k), other=0.0)
+    if ACC:
+        acc = kl.load(c + rows[:, None] * BN + cols[None, :], mask=rows[:, None] < m, other=0.0)
+    else:
+        acc = kl.zeros((BM, BN), kl.float32)
+    s = kl.dot(tq, kl.trans(tk), acc)
+    kl.store(out + rows[:, None] * BN + cols[None, :], s, mask=rows[:, None] < m)
+
+
+# (BM, BN, BK): blocks of rows and of key rows with remainders (2 x 4 on
+# AVX2, 4 x 4 on AVX-512), K a multiple of the vectors and >= 8 BM.
+@pytest.mark.parametrize("tile", [(16, 64, 576), (3, 5, 64), (7, 13, 128), (1, 1, 32)])
+@pytest.mark.parametrize("acc", [False, True])
+def test_dot_of_a_transposed_tile_reads_its_rows(rng, tile, acc):
+    """dot(a, trans(x)) with x not a plain load (here gathered rows) and K
+    long against a's rows is computed without transposing x: each element a
+    dot product of two rows read along K (emitDotNT), summed across lanes."""
+    BM, BN, BK = tile
+    m, n_rows, k = BM - (BM > 1), 300, BK - 8 * (BK > 32)   # ragged m and k
+    q = rng.standard_normal((m, k)).astype(np.float32)
+    kv = rng.standard_normal((n_rows, k)).astype(np.float32)
+    idx = rng.integers(0, n_rows, BN).astype(np.int32)
+    idx[-1] = n_rows + 5                                   # a row outside: zeros
+    c = rng.standard_normal((BM, BN)).astype(np.float32)
+    out = np.full((BM, BN), np.nan, np.float32)
+    gathered_nt_dot[(1,)](q, kv, idx, c, out, m, n_rows, k, BM=BM, BN=BN, BK=BK, ACC=acc)
+    rows = np.where((idx < n_rows)[:, None], kv[np.minimum(idx, n_rows - 1)], 0.0)
+    ref = q.astype(np.float64) @ rows.astype(np.float64).T
+    if acc:
+        ref = ref + c[:m]
+    mag = np.abs(q).astype(np.float64) @ np.abs(rows).astype(np.float64).T
+    got = out[:m]
+    assert not np.isnan(got).any()
+    assert (np.abs(got - ref) <= 4e-6 * (mag + np.abs(c[:m]) * acc) + 1e-30).all()
+    # (That no transpose is made: test/Conversion/KilnToCPU/dot-nt.mlir.)

@@ -1806,7 +1806,8 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
   // (A's tile may be a load deferred to the dot: emitOnTile below.)
   auto a = deferredSource(op.getLhs()).first ? FailureOr<Value>(Value())
                                              : bufferOf(op.getLhs(), op);
-  auto rhsBuf = bufferOf(op.getRhs(), op);
+  Value ntSource = ntSources.lookup(op.getRhs());
+  auto rhsBuf = ntSource ? FailureOr<Value>(ntSource) : bufferOf(op.getRhs(), op);
   // (A splat accumulator in registers needs no buffer.)
   FailureOr<Value> c = accSplat || cpuSplat ? FailureOr<Value>(Value())
                                             : bufferOf(op.getAcc(), op);
@@ -1830,6 +1831,15 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
   }
   if (simt) {
     if (failed(lowerDotSimt(op, *a, *bb, out, accSplat)))
+      return failure();
+    buffers[op.getResult()] = out;
+    toErase.push_back(op);
+    return success();
+  }
+  if (ntSource) {
+    if (failed(emitOnTile(b, op.getLhs(), op, [&](ImplicitLocOpBuilder &ib, TileReader readA) {
+          emitDotNT(ib, readA, ntSource, out, cpuSplat, M, K, N);
+        })))
       return failure();
     buffers[op.getResult()] = out;
     toErase.push_back(op);
@@ -2078,6 +2088,101 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
   buffers[op.getResult()] = out;
   toErase.push_back(op);
   return success();
+}
+
+bool KernelLowering::dotNTOnly(TransOp tr) {
+  auto type = tr.getResult().getType();
+  if (simt || type.getRank() != 2 || tr.getOrder()[0] != 1 || !type.getElementType().isF32() ||
+      tr.getResult().use_empty())
+    return false;
+  // (A key tile loaded for the transpose alone is read from its view by
+  // the blocked transpose: attention's, with K = 64, gains nothing here.)
+  if (deferredSource(tr.getSrc()).first)
+    return false;
+  const int64_t K = type.getDimSize(0);
+  const int64_t w = vectorWidth({type.getElementType()}, K);
+  for (Operation *user : tr.getResult().getUsers()) {
+    auto dot = dyn_cast<DotOp>(user);
+    if (!dot || dot.getRhs() != tr.getResult() || dot.getLhs() == tr.getResult() ||
+        !dot.getLhs().getType().getElementType().isF32() ||
+        !dot.getAcc().getType().getElementType().isF32())
+      return false;
+    // Each output element ends with a horizontal sum (about 8 instructions);
+    // the transpose costs about one per element of x. For K >= 8 M the
+    // sums cost less (sparse attention: M = 16 heads, K = 576).
+    if (w < 4 || K % w != 0 || K < 8 * dot.getLhs().getType().getDimSize(0))
+      return false;
+  }
+  return true;
+}
+
+void KernelLowering::emitDotNT(ImplicitLocOpBuilder &b, TileReader readA, Value x, Value out,
+                               TypedAttr splat, int64_t M, int64_t K, int64_t N) {
+  Type f32 = b.getF32Type();
+  const int64_t w = vectorWidth({f32}, K);
+  // Register blocks of mr rows of a x nr rows of x: mr * nr accumulators,
+  // nr vectors of x and one of a live (16 ymm: 2 x 4; 32 zmm: 4 x 4).
+  const int64_t registers = vectorBits >= 512 ? 32 : 16;
+  const int64_t nr = std::min<int64_t>(N, 4);
+  const int64_t mr = std::max<int64_t>(1, std::min<int64_t>({M, 4, (registers - nr - 1) / nr}));
+  Value c0 = cIdx(b, 0), cK = cIdx(b, K), cW = cIdx(b, w);
+  auto block = [&](ImplicitLocOpBuilder &b1, Value i0, Value j0, int64_t rowsHere,
+                   int64_t colsHere) {
+    SmallVector<Value> rows, cols;
+    for (int64_t r = 0; r < rowsHere; ++r)
+      rows.push_back(arith::AddIOp::create(b1, i0, cIdx(b1, r)));
+    for (int64_t c = 0; c < colsHere; ++c)
+      cols.push_back(arith::AddIOp::create(b1, j0, cIdx(b1, c)));
+    Value zero = splatConstant(b1, b1.getF32FloatAttr(0.0), w);
+    SmallVector<Value> init(rowsHere * colsHere, zero);
+    auto kLoop = scf::ForOp::create(
+        b1, c0, cK, cW, init, [&](OpBuilder &ob, Location loc, Value k, ValueRange accs) {
+          ImplicitLocOpBuilder b2(loc, ob);
+          SmallVector<Value> xv;
+          for (Value col : cols)
+            xv.push_back(loadElems(b2, x, ValueRange{col, k}, f32, w));
+          SmallVector<Value> next;
+          for (int64_t r = 0; r < rowsHere; ++r) {
+            Value av = readA(b2, rows[r], k, f32, w);
+            for (int64_t c = 0; c < colsHere; ++c)
+              next.push_back(vector::FMAOp::create(b2, av, xv[c], accs[r * colsHere + c]));
+          }
+          scf::YieldOp::create(b2, next);
+        });
+    for (int64_t r = 0; r < rowsHere; ++r)
+      for (int64_t c = 0; c < colsHere; ++c) {
+        auto sum = vector::ReductionOp::create(b1, vector::CombiningKind::ADD,
+                                               kLoop.getResult(r * colsHere + c));
+        sum.setFastmath(arith::FastMathFlags::reassoc);
+        Value prior = splat ? Value(arith::ConstantOp::create(b1, splat))
+                            : loadElems(b1, out, ValueRange{rows[r], cols[c]}, f32, 1);
+        storeElems(b1, arith::AddFOp::create(b1, prior, sum), out, ValueRange{rows[r], cols[c]}, 1);
+      }
+  };
+  // Rows in blocks of mr (then the rest), each over N in blocks of nr (then
+  // the rest).
+  auto rowBlock = [&](ImplicitLocOpBuilder &b1, Value i0, int64_t rowsHere) {
+    const int64_t nMain = N - N % nr;
+    if (nMain > 0)
+      scf::ForOp::create(b1, c0, cIdx(b1, nMain), cIdx(b1, nr), ValueRange{},
+                         [&](OpBuilder &ob, Location loc, Value j0, ValueRange) {
+                           ImplicitLocOpBuilder b2(loc, ob);
+                           block(b2, i0, j0, rowsHere, nr);
+                           scf::YieldOp::create(b2);
+                         });
+    if (N % nr)
+      block(b1, i0, cIdx(b1, nMain), rowsHere, N % nr);
+  };
+  const int64_t mMain = M - M % mr;
+  if (mMain > 0)
+    scf::ForOp::create(b, c0, cIdx(b, mMain), cIdx(b, mr), ValueRange{},
+                       [&](OpBuilder &ob, Location loc, Value i0, ValueRange) {
+                         ImplicitLocOpBuilder b1(loc, ob);
+                         rowBlock(b1, i0, mr);
+                         scf::YieldOp::create(b1);
+                       });
+  if (M % mr)
+    rowBlock(b, cIdx(b, mMain), M % mr);
 }
 
 Value KernelLowering::deferredInterior(ImplicitLocOpBuilder &b, LoadOp load) {
@@ -3283,7 +3388,8 @@ std::optional<LogicalResult> KernelLowering::lowerRegisterLoop(scf::ForOp op) {
     if (fixed) {
       built = buildLoop(ib, *fixed);
     } else {
-      auto [allFast, allMasked] = readConditions(ib, colAt);
+      Value allFast, allMasked;
+      std::tie(allFast, allMasked) = readConditions(ib, colAt);
       built = !allFast ? buildLoop(ib, Reads::Fast)
                        : versions(ib, allFast, version(Reads::Fast), [&](ImplicitLocOpBuilder &eb) {
                            return versions(eb, allMasked, version(Reads::Masked),
@@ -3316,7 +3422,8 @@ std::optional<LogicalResult> KernelLowering::lowerRegisterLoop(scf::ForOp op) {
     SmallVector<Value> colAt;
     for (int64_t u = 0; u < unroll; ++u)
       colAt.push_back(cIdx(b, u * w));
-    auto [allFast, allMasked] = readConditions(b, colAt);
+    Value allFast, allMasked;
+    std::tie(allFast, allMasked) = readConditions(b, colAt);
     if (!allFast) {
       walkIn(b, Reads::Fast);
     } else {
@@ -4377,6 +4484,12 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
     if (simt && deferTransToTensorCores(tr, *src)) {
       buffers[tr.getResult()] = *src;
       deferredTrans.insert(tr.getResult());
+      toErase.push_back(op);
+      return success();
+    }
+    if (*src && dotNTOnly(tr)) {
+      // Read in place by its dots (emitDotNT): no transpose.
+      ntSources[tr.getResult()] = *src;
       toErase.push_back(op);
       return success();
     }
