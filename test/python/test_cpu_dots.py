@@ -263,19 +263,28 @@ def gathered_nt_dot(q, kv, idx, c, out, m, n_rows, k, BM: kl.constexpr, BN: kl.c
 # AVX2, 4 x 4 on AVX-512), K a multiple of the vectors and >= 8 BM.
 @pytest.mark.parametrize("tile", [(16, 64, 576), (3, 5, 64), (7, 13, 128), (1, 1, 32)])
 @pytest.mark.parametrize("acc", [False, True])
-def test_dot_of_a_transposed_tile_reads_its_rows(rng, tile, acc):
+@pytest.mark.parametrize("dtype", ["f32", "bf16", "f16"])
+def test_dot_of_a_transposed_tile_reads_its_rows(rng, tile, acc, dtype):
     """dot(a, trans(x)) with x not a plain load (here gathered rows) and K
     long against a's rows is computed without transposing x: each element a
-    dot product of two rows read along K (emitDotNT), summed across lanes."""
+    dot product of two rows read along K (emitDotNT), summed across lanes;
+    bf16 and f16 operands widened to f32 first."""
     BM, BN, BK = tile
     m, n_rows, k = BM - (BM > 1), 300, BK - 8 * (BK > 32)   # ragged m and k
     q = rng.standard_normal((m, k)).astype(np.float32)
     kv = rng.standard_normal((n_rows, k)).astype(np.float32)
+    q_arg, kv_arg = q, kv
+    if dtype == "bf16":
+        qb, kvb = to_bf16_bits(q), to_bf16_bits(kv)
+        q_arg, kv_arg, q, kv = kiln.bf16(qb), kiln.bf16(kvb), from_bf16_bits(qb), from_bf16_bits(kvb)
+    elif dtype == "f16":
+        q_arg, kv_arg = q.astype(np.float16), kv.astype(np.float16)
+        q, kv = q_arg.astype(np.float32), kv_arg.astype(np.float32)
     idx = rng.integers(0, n_rows, BN).astype(np.int32)
     idx[-1] = n_rows + 5                                   # a row outside: zeros
     c = rng.standard_normal((BM, BN)).astype(np.float32)
     out = np.full((BM, BN), np.nan, np.float32)
-    gathered_nt_dot[(1,)](q, kv, idx, c, out, m, n_rows, k, BM=BM, BN=BN, BK=BK, ACC=acc)
+    gathered_nt_dot[(1,)](q_arg, kv_arg, idx, c, out, m, n_rows, k, BM=BM, BN=BN, BK=BK, ACC=acc)
     rows = np.where((idx < n_rows)[:, None], kv[np.minimum(idx, n_rows - 1)], 0.0)
     ref = q.astype(np.float64) @ rows.astype(np.float64).T
     if acc:

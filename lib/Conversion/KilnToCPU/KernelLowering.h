@@ -607,13 +607,13 @@ private:
   LogicalResult materializeDeferred(Operation *load, Operation *reshape, Block *into);
   DenseSet<Operation *> deferredDotLoads;
   bool materializingDotLoad = false;
-  // Dots of a transposed tile, x86 (dot(a, trans(x)), a f32 [M, K] and x
-  // f32 [N, K], K long against M: DeepSeek sparse attention's q . k^T over
+  // Dots of a transposed tile, x86 (dot(a, trans(x)), a [M, K] and x
+  // [N, K] in f32, or bf16 / f16 widened once, K long against M: DeepSeek sparse attention's q . k^T over
   // its gathered key rows): the transpose is not made; each output element
   // is a dot product of a row of `a` and a row of `x`, both read along K
   // (emitDotNT). ntSources maps such a transpose's result to x's buffer.
   bool dotNTOnly(TransOp tr);
-  void emitDotNT(ImplicitLocOpBuilder &b, TileReader readA, Value x, Value out,
+  void emitDotNT(ImplicitLocOpBuilder &b, TileReader readA, Value x, Type inElt, Value out,
                  TypedAttr splat, int64_t M, int64_t K, int64_t N);
   DenseMap<Value, Value> ntSources;
   LogicalResult lowerIf(scf::IfOp op);

@@ -99,6 +99,9 @@ TypedAttr storagePadding(TypedAttr pad) {
 
 /// Largest total size of a kernel's tile buffers (see lowerKernel).
 static constexpr int64_t kMaxProgramScratchBytes = 4 << 20;
+/// Gathered rows of at most this many vectors are copied in straight-line
+/// code (lowerViewAccess), longer ones by a loop.
+static constexpr int64_t kInlineRowVectors = 96;
 
 Value KernelLowering::allocTile(RankedTensorType type, Location loc) {
   if (simt)
@@ -817,6 +820,38 @@ LogicalResult KernelLowering::lowerViewAccess(
     }
   };
   auto interiorCopy = [&](ImplicitLocOpBuilder &fb) {
+    if (indices && !isStore && !overlapTail && shape.back() / width <= kInlineRowVectors) {
+      // Gathered rows into the tile: each row's validity tested once, its
+      // vectors copied in straight-line code. (A loop of them became a call
+      // to memcpy, LLVM's loop idiom: 16-byte moves in glibc's choice here,
+      // and a call per row; DeepSeek sparse attention's 576-float key rows
+      // spent 27% of the kernel's time there.)
+      SmallVector<int64_t> rows(shape);
+      rows.back() = 1;
+      const int64_t chunks = shape.back() / width;
+      auto vt = VectorType::get({width}, elt);
+      forEachIndex(fb, rows, 1, [&](ImplicitLocOpBuilder &ib, ValueRange idx) {
+        SmallVector<Value> at(idx);
+        SmallVector<Value> viewIdx = viewIndices(ib, at);
+        SmallVector<Value> colAt;
+        for (int64_t c = 0; c < chunks; ++c)
+          colAt.push_back(cIdx(ib, c * width));
+        auto rowIf = scf::IfOp::create(ib, TypeRange{}, inRange(ib, viewIdx[0], vi.sizes[0]),
+                                       /*withElse=*/true);
+        ImplicitLocOpBuilder tb(ib.getLoc(), rowIf.getThenBodyBuilder());
+        ImplicitLocOpBuilder eb(ib.getLoc(), rowIf.getElseBodyBuilder());
+        Value pad = splatConstant(eb, padAttr, width);
+        for (int64_t c = 0; c < chunks; ++c) {
+          SmallVector<Value> from(viewIdx), to(at);
+          to.back() = colAt[c];
+          from.back() = arith::AddIOp::create(tb, viewIdx.back(), to.back());
+          storeElems(tb, vector::LoadOp::create(tb, vt, vi.unitMemref, from), tileBuf, to,
+                     width);
+          storeElems(eb, pad, tileBuf, to, width);
+        }
+      });
+      return;
+    }
     if (!overlapTail) {
       forEachIndex(fb, shape, width,
                    [&](ImplicitLocOpBuilder &ib, ValueRange idx) { copyAt(ib, idx, width); });
@@ -1838,7 +1873,7 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
   }
   if (ntSource) {
     if (failed(emitOnTile(b, op.getLhs(), op, [&](ImplicitLocOpBuilder &ib, TileReader readA) {
-          emitDotNT(ib, readA, ntSource, out, cpuSplat, M, K, N);
+          emitDotNT(ib, readA, ntSource, inElt, out, cpuSplat, M, K, N);
         })))
       return failure();
     buffers[op.getResult()] = out;
@@ -2092,7 +2127,10 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
 
 bool KernelLowering::dotNTOnly(TransOp tr) {
   auto type = tr.getResult().getType();
-  if (simt || type.getRank() != 2 || tr.getOrder()[0] != 1 || !type.getElementType().isF32() ||
+  Type elt = type.getElementType();
+  // f32, or bf16 / f16 widened to f32 once (not where vdpbf16ps takes bf16).
+  bool narrow = (elt.isBF16() && !bf16Dot) || elt.isF16();
+  if (simt || type.getRank() != 2 || tr.getOrder()[0] != 1 || !(elt.isF32() || narrow) ||
       tr.getResult().use_empty())
     return false;
   // (A key tile loaded for the transpose alone is read from its view by
@@ -2100,11 +2138,11 @@ bool KernelLowering::dotNTOnly(TransOp tr) {
   if (deferredSource(tr.getSrc()).first)
     return false;
   const int64_t K = type.getDimSize(0);
-  const int64_t w = vectorWidth({type.getElementType()}, K);
+  const int64_t w = vectorWidth({Float32Type::get(tr.getContext())}, K);
   for (Operation *user : tr.getResult().getUsers()) {
     auto dot = dyn_cast<DotOp>(user);
     if (!dot || dot.getRhs() != tr.getResult() || dot.getLhs() == tr.getResult() ||
-        !dot.getLhs().getType().getElementType().isF32() ||
+        dot.getLhs().getType().getElementType() != elt ||
         !dot.getAcc().getType().getElementType().isF32())
       return false;
     // Each output element ends with a horizontal sum (about 8 instructions);
@@ -2116,10 +2154,25 @@ bool KernelLowering::dotNTOnly(TransOp tr) {
   return true;
 }
 
-void KernelLowering::emitDotNT(ImplicitLocOpBuilder &b, TileReader readA, Value x, Value out,
-                               TypedAttr splat, int64_t M, int64_t K, int64_t N) {
+void KernelLowering::emitDotNT(ImplicitLocOpBuilder &b, TileReader readA, Value x,
+                               Type inElt, Value out, TypedAttr splat, int64_t M, int64_t K,
+                               int64_t N) {
   Type f32 = b.getF32Type();
   const int64_t w = vectorWidth({f32}, K);
+  // bf16 / f16 operands widened to f32 once (x read M / mr times, a N / nr
+  // times in the k loops).
+  if (!inElt.isF32()) {
+    auto widen = [&](int64_t rows, TileReader read) {
+      Value wide = allocTile(RankedTensorType::get({rows, K}, f32), b.getLoc());
+      forEachIndex(b, {rows, K}, w, [&](ImplicitLocOpBuilder &ib, ValueRange idx) {
+        Value v = read(ib, idx[0], idx[1], inElt, w);
+        storeElems(ib, arith::ExtFOp::create(ib, VectorType::get({w}, f32), v), wide, idx, w);
+      });
+      return wide;
+    };
+    x = widen(N, bufferReader(x));
+    readA = bufferReader(widen(M, readA));
+  }
   // Register blocks of mr rows of a x nr rows of x: mr * nr accumulators,
   // nr vectors of x and one of a live (16 ymm: 2 x 4; 32 zmm: 4 x 4).
   const int64_t registers = vectorBits >= 512 ? 32 : 16;
