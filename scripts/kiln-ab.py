@@ -27,7 +27,8 @@ Arguments, in the kernel's order:
   randint:LO:HI:SHAPE[:DTYPE]  integers in [LO, HI) (int32 by default)
   zeros:SHAPE[:DTYPE]       an output (poisoned with NaN / -1 before each
                             checked launch, so a store it misses shows)
-  INTEGER                   a scalar
+  INTEGER                   an integer scalar
+  NUMBER                    a float scalar (0.05, 1e-3: float32)
 SHAPE is dimensions joined by x (4096 or 128x4096).
 
 Run it with the build's Python module on the path:
@@ -80,6 +81,10 @@ def make_arg(spec, rng):
     """A numpy array (and whether it is an output) or a scalar, from a spec."""
     try:
         return int(spec), False
+    except ValueError:
+        pass
+    try:
+        return np.float32(float(spec)), False   # 0.05, 1e-3: a float scalar
     except ValueError:
         pass
     parts = spec.split(":")

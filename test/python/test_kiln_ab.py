@@ -49,3 +49,15 @@ def test_bad_arguments_are_named():
     assert r.returncode != 0 and "cannot read the argument 'randn:12xq'" in r.stderr
     r = run("--kilnc-a", KILNC, "--source", ADD, "--grid", "1")
     assert r.returncode != 0 and "--kilnc-a and --kilnc-b" in r.stderr
+
+
+def test_float_scalars(tmp_path):
+    # dsa_sparse_attention takes its softmax scale as an f32 scalar.
+    r = run("--kilnc-a", KILNC, "--kilnc-b", KILNC, "--op", "dsa_sparse_attention",
+            "--op-arg=--d_qk=64", "--op-arg=--d_v=32", "--op-arg=--heads_block=4",
+            "--op-arg=--block_k=16", "--grid", "3,1", "--arg", "randn:3x4x64",
+            "--arg", "randn:50x64", "--arg", "randint:0:50:3x40", "--arg", "zeros:3x4x32",
+            "--arg", "zeros:3x4", "--arg", "zeros:1:int32", "--arg", "3", "--arg", "4",
+            "--arg", "50", "--arg", "40", "--arg", "0.125", "--rounds", "2")
+    assert r.returncode == 0, r.stderr
+    assert "time B / A: median" in r.stdout
