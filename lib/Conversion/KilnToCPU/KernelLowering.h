@@ -579,6 +579,9 @@ private:
   /// (one scalar select of the address per row, not a vector select per
   /// vector).
   DenseMap<Operation *, Value> paddingRows;
+  /// Fast reads of a register loop's version for steps whose rows lie inside
+  /// their views at every iteration (tested before the loop): no row test.
+  DenseSet<Operation *> interiorReads;
   /// CPU: whether `producer` (a view load, maybe reshaped to 2-D)
   /// is read only as the lhs of a dot (or by a blocked 2-D kiln.trans) after
   /// it, with no memory write

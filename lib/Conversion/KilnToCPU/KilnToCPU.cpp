@@ -3270,7 +3270,7 @@ std::optional<LogicalResult> KernelLowering::lowerRegisterLoop(scf::ForOp op) {
   // The loop's versions: `op`'s body moved (Fast), or cloned (its reads
   // then tested per vector: Checked; or, their columns starting inside
   // the views or past them with unit stride, masked: Masked).
-  enum class Reads { Fast, Masked, Checked };
+  enum class Reads { Fast, Interior, Masked, Checked };
   // Reads whose vectors' columns are known before the loop (a view made
   // outside it, the last offset defined outside it), at the walk's columns
   // `colAt`: whether all are inside their views with unit stride (a
@@ -3319,6 +3319,121 @@ std::optional<LogicalResult> KernelLowering::lowerRegisterLoop(scf::ForOp op) {
       }
     });
     return {allFast, allMasked};
+  };
+  // The rows of fast reads of tiles with rows, for a version of the loop
+  // with no row tests (Interior): per outer dimension of such a read, its
+  // view index's least and greatest values over the loop's iterations (the
+  // offset is linear in the induction variable: its extremes are at the
+  // first and last iterations), and the loop dimension that walks it (-1:
+  // a unit dimension). A read whose offset is computed otherwise keeps its
+  // row tests in that version.
+  struct RowBound {
+    Value lo, hi, size;
+    int64_t loopDim;
+  };
+  SmallVector<RowBound> rowBounds;
+  DenseSet<Operation *> interiorCandidates;
+  if (w > 1 && rank >= 2) {
+    Value iv = op.getInductionVar();
+    // `v` with the induction variable at `at`: the index arithmetic inside
+    // the loop cloned before it, null when not linear in it.
+    std::function<std::pair<Value, bool>(Value, Value, IRMapping &)> valueAt =
+        [&](Value v, Value at, IRMapping &map) -> std::pair<Value, bool> {
+      if (v == iv)
+        return {at, true};
+      if (!op.getBodyRegion().isAncestor(v.getParentRegion()))
+        return {v, false};
+      Operation *def = v.getDefiningOp();
+      if (!def || !isa<arith::AddIOp, arith::SubIOp, arith::MulIOp, arith::ConstantOp>(def) ||
+          !def->getResult(0).getType().isIndex())
+        return {Value(), false};
+      bool dep = false;
+      int64_t depOperands = 0;
+      for (Value o : def->getOperands()) {
+        auto [m, d] = valueAt(o, at, map);
+        if (!m)
+          return {Value(), false};
+        map.map(o, m);
+        dep |= d;
+        depOperands += d;
+      }
+      if (isa<arith::MulIOp>(def) && depOperands > 1)
+        return {Value(), false};
+      return {b.clone(*def, map)->getResult(0), dep};
+    };
+    Value lb = op.getLowerBound(), step = op.getStep();
+    Value last = arith::AddIOp::create(
+        b, lb,
+        arith::MulIOp::create(
+            b,
+            arith::DivSIOp::create(
+                b, arith::SubIOp::create(b, arith::SubIOp::create(b, op.getUpperBound(), lb),
+                                         cIdx(b, 1)),
+                step),
+            step));
+    ArrayRef<int64_t> loopShape = type.getShape();
+    SmallVector<int64_t> loopNonUnit = nonUnitDims(loopShape);
+    for (Operation &inner : op.getBody()->without_terminator()) {
+      auto load = dyn_cast<LoadOp>(inner); // (a gather's rows come from its indices)
+      if (!load)
+        continue;
+      ArrayRef<int64_t> shape = load.getResult().getType().getShape();
+      if (shape.size() < 2 || shape.back() != loopShape.back() || !views.count(load.getView()) ||
+          op.getBodyRegion().isAncestor(load.getOffsets().back().getParentRegion()))
+        continue;
+      // Its tile is the loop's with unit dimensions added or dropped, or a
+      // row broadcast over the loop's rows.
+      SmallVector<int64_t> readNonUnit = nonUnitDims(shape);
+      SmallVector<int64_t> loopDimOf(shape.size(), -1);
+      bool sameTile = readNonUnit.size() == loopNonUnit.size() &&
+                      llvm::all_of(llvm::zip(readNonUnit, loopNonUnit), [&](auto p) {
+                        return shape[std::get<0>(p)] == loopShape[std::get<1>(p)];
+                      });
+      if (sameTile) {
+        for (auto [rd, ld] : llvm::zip(readNonUnit, loopNonUnit))
+          loopDimOf[rd] = ld;
+      } else if (readNonUnit.size() > 1 || (readNonUnit.size() == 1 &&
+                                           readNonUnit[0] != int64_t(shape.size()) - 1)) {
+        continue;
+      }
+      const ViewInfo &vi = views[load.getView()];
+      SmallVector<RowBound> bounds;
+      bool linear = true;
+      for (size_t d = 0; d + 1 < shape.size() && linear; ++d) {
+        IRMapping m0, m1;
+        Value e0 = valueAt(load.getOffsets()[d], lb, m0).first;
+        Value e1 = e0 ? valueAt(load.getOffsets()[d], last, m1).first : Value();
+        if (!e1) {
+          linear = false;
+          break;
+        }
+        bounds.push_back({arith::MinSIOp::create(b, e0, e1),
+                          arith::MaxSIOp::create(b, e0, e1), vi.sizes[d], loopDimOf[d]});
+      }
+      if (!linear)
+        continue;
+      llvm::append_range(rowBounds, bounds);
+      interiorCandidates.insert(&inner);
+    }
+  }
+  // Whether every read in interiorCandidates has its rows inside its view
+  // at every iteration, for the step at `idx` with rows `rowAt`.
+  auto rowsInside = [&](ImplicitLocOpBuilder &ib, ValueRange idx,
+                        ArrayRef<Value> rowAt) -> Value {
+    Value ok;
+    for (const RowBound &rb : rowBounds) {
+      Value first = rb.lo, lastRow = rb.hi;
+      if (rb.loopDim >= 0) {
+        bool rows = rb.loopDim == rank - 2;
+        first = arith::AddIOp::create(ib, first, rows ? rowAt.front() : idx[rb.loopDim]);
+        lastRow = arith::AddIOp::create(ib, lastRow, rows ? rowAt.back() : idx[rb.loopDim]);
+      }
+      Value both = arith::AndIOp::create(
+          ib, arith::CmpIOp::create(ib, arith::CmpIPredicate::sge, first, cIdx(ib, 0)),
+          arith::CmpIOp::create(ib, arith::CmpIPredicate::slt, lastRow, rb.size));
+      ok = ok ? arith::AndIOp::create(ib, ok, both).getResult() : both;
+    }
+    return ok;
   };
   // One step of the walk at `idx`, in the version `fixed`, or (none) in
   // the one its reads' columns select.
@@ -3401,6 +3516,13 @@ std::optional<LogicalResult> KernelLowering::lowerRegisterLoop(scf::ForOp op) {
           Operation *copy = cb.clone(inner, map);
           if (reads == Reads::Masked && fastReads.contains(&inner))
             maskedReads.insert(copy);
+          if (reads == Reads::Interior && fastReads.contains(&inner)) {
+            fastReads.insert(copy);
+            if (auto pad = paddingRows.find(&inner); pad != paddingRows.end())
+              paddingRows[copy] = pad->second;
+            if (interiorCandidates.contains(&inner))
+              interiorReads.insert(copy);
+          }
         }
       } else {
         body->getOperations().splice(body->end(), oldBody->getOperations(),
@@ -3431,7 +3553,19 @@ std::optional<LogicalResult> KernelLowering::lowerRegisterLoop(scf::ForOp op) {
       return ValueRange(ifOp.getResults());
     };
     auto version = [&](Reads reads) {
-      return [&, reads](ImplicitLocOpBuilder &vb) { return buildLoop(vb, reads); };
+      return [&, reads](ImplicitLocOpBuilder &vb) -> FailureOr<ValueRange> {
+        // The fast version, in two where the step's rows may all lie inside
+        // their views: a clone with no row tests for those steps (in the
+        // else branch: built first, before the fast version moves the body).
+        if (reads == Reads::Fast && !rowBounds.empty()) {
+          Value outside = arith::XOrIOp::create(vb, rowsInside(vb, idx, rowAt),
+                                                arith::ConstantIntOp::create(vb, 1, 1));
+          return versions(vb, outside,
+                          [&](ImplicitLocOpBuilder &tb) { return buildLoop(tb, Reads::Fast); },
+                          [&](ImplicitLocOpBuilder &eb) { return buildLoop(eb, Reads::Interior); });
+        }
+        return buildLoop(vb, reads);
+      };
     };
     // A tile running past its views' columns (a channel block past C) reads
     // with masks, not tests per vector: depthwise convolution over 144
@@ -3439,11 +3573,11 @@ std::optional<LogicalResult> KernelLowering::lowerRegisterLoop(scf::ForOp op) {
     // blocks of 64 0.44x (docs/performance.md).
     FailureOr<ValueRange> built = failure();
     if (fixed) {
-      built = buildLoop(ib, *fixed);
+      built = version(*fixed)(ib);
     } else {
       Value allFast, allMasked;
       std::tie(allFast, allMasked) = readConditions(ib, colAt);
-      built = !allFast ? buildLoop(ib, Reads::Fast)
+      built = !allFast ? version(Reads::Fast)(ib)
                        : versions(ib, allFast, version(Reads::Fast), [&](ImplicitLocOpBuilder &eb) {
                            return versions(eb, allMasked, version(Reads::Masked),
                                            version(Reads::Checked));
@@ -3498,6 +3632,7 @@ std::optional<LogicalResult> KernelLowering::lowerRegisterLoop(scf::ForOp op) {
   fastReads.clear();
   maskedReads.clear();
   paddingRows.clear();
+  interiorReads.clear();
   if (failed(result))
     return failure();
   for (auto [r, buf] : llvm::zip(op.getResults(), resultBufs))
@@ -3631,8 +3766,11 @@ Value KernelLowering::readViewElems(ImplicitLocOpBuilder &ib, Operation *access,
     Value inView = arith::AddIOp::create(
         ib, memref::ExtractAlignedPointerAsIndexOp::create(ib, vi.unitMemref),
         arith::MulIOp::create(ib, elem, bytes));
-    Value row = arith::SelectOp::create(
-        ib, rowOk, inView, memref::ExtractAlignedPointerAsIndexOp::create(ib, padRow->second));
+    Value row = interiorReads.contains(access)
+                    ? inView
+                    : Value(arith::SelectOp::create(
+                          ib, rowOk, inView,
+                          memref::ExtractAlignedPointerAsIndexOp::create(ib, padRow->second)));
     Value at = arith::AddIOp::create(ib, row, arith::MulIOp::create(ib, idx[rank - 1], bytes));
     Value v = LLVM::LoadOp::create(ib, vecType, pointerAt(ib, at, 0), elemBytes);
     return toType(ib, ib.getLoc(), v, elt);

@@ -23,9 +23,15 @@
 // CHECK-NEXT: %{{.*}} = arith.constant
 // CHECK: scf.for %{{.*}} = %{{.*}} to %c4{{.*}} step %c1
 // CHECK: scf.for %{{.*}} = %{{.*}} to %c64{{.*}} step %c64
-// The first version: a plain load per vector, at an address selected per
-// row: in the view, or in the row of padding for a row outside it (a
-// select of vectors after the load cost a mask per row and an AND per
+// The first version, in two per step: whether the step's rows lie inside
+// the view at every iteration (the loads' row offset is the induction
+// variable: its least and greatest values, at the loop's first and last
+// iterations, are computed before the walk).
+// CHECK: %[[OUT:.*]] = arith.xori %{{.*}}, %{{.*}} : i1
+// CHECK-NEXT: scf.if %[[OUT]] -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>) {
+// Where a row may lie outside: a plain load per vector, at an address
+// selected per row: in the view, or in the row of padding for a row outside
+// it (a select of vectors after the load cost a mask per row and an AND per
 // vector; on a scalar condition, x86 branches around each vector).
 // CHECK: scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>) {
 // CHECK-NOT: scf.if
@@ -39,6 +45,13 @@
 // CHECK-NOT: scf.if
 // CHECK: arith.mulf %{{.*}} : vector<16xf32>
 // CHECK: arith.addf %{{.*}} : vector<16xf32>
+// CHECK: scf.yield
+// Where all lie inside (a clone): the address in the view, no select.
+// CHECK: } else {
+// CHECK: scf.for %{{.*}} iter_args({{.*}}) -> (vector<16xf32>,
+// CHECK-NOT: memref.extract_aligned_pointer_as_index %{{.*}} : memref<64xf32>
+// CHECK: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr -> vector<16xf32>
+// CHECK-NOT: memref.extract_aligned_pointer_as_index %{{.*}} : memref<64xf32>
 // CHECK: scf.yield
 // The second: a masked load per vector (no test), the row replaced by the
 // padding as in the first.
