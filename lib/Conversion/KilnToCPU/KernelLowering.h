@@ -616,6 +616,10 @@ private:
   // is a dot product of a row of `a` and a row of `x`, both read along K
   // (emitDotNT). ntSources maps such a transpose's result to x's buffer.
   bool dotNTOnly(TransOp tr);
+  /// A [rows, cols] tile of bf16 / f16 (`narrow`, read by `read`) widened
+  /// into the f32 buffer `wide` (allocated when null), once per dot.
+  Value widenToF32(ImplicitLocOpBuilder &b, TileReader read, int64_t rows, int64_t cols,
+                   Type narrow, Value &wide);
   void emitDotNT(ImplicitLocOpBuilder &b, TileReader readA, Value x, Type inElt, Value out,
                  TypedAttr splat, int64_t M, int64_t K, int64_t N);
   DenseMap<Value, Value> ntSources;

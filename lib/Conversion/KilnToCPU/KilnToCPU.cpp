@@ -1948,19 +1948,8 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
       inElt.getIntOrFloatBitWidth() < 32 && w > 1) {
     Type f32 = b.getF32Type();
     // (Each buffer allocated once, for both branches of a direct A.)
-    auto widen = [&](TileReader read, int64_t rows, int64_t cols, Value &wide) {
-      if (!wide)
-        wide = allocTile(RankedTensorType::get({rows, cols}, f32), op.getLoc());
-      int64_t ww = vectorWidth({f32}, cols);
-      forEachIndex(b, {rows, cols}, ww, [&](ImplicitLocOpBuilder &ib, ValueRange idx) {
-        Value v = read(ib, idx[0], idx[1], inElt, ww);
-        Type to = ww == 1 ? f32 : Type(VectorType::get({ww}, f32));
-        storeElems(ib, arith::ExtFOp::create(ib, to, v), wide, idx, ww);
-      });
-      return wide;
-    };
-    readA = bufferReader(widen(readA, M, K, scratchTiles[1]));
-    bb = widen(bufferReader(*bb), K, N, scratchTiles[0]);
+    readA = bufferReader(widenToF32(b, readA, M, K, inElt, scratchTiles[1]));
+    bb = widenToF32(b, bufferReader(*bb), K, N, inElt, scratchTiles[0]);
     inElt = f32;
   }
   Value packed;
@@ -2125,6 +2114,20 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
   return success();
 }
 
+Value KernelLowering::widenToF32(ImplicitLocOpBuilder &b, TileReader read, int64_t rows,
+                                 int64_t cols, Type narrow, Value &wide) {
+  Type f32 = b.getF32Type();
+  if (!wide)
+    wide = allocTile(RankedTensorType::get({rows, cols}, f32), b.getLoc());
+  int64_t ww = vectorWidth({f32}, cols);
+  forEachIndex(b, {rows, cols}, ww, [&](ImplicitLocOpBuilder &ib, ValueRange idx) {
+    Value v = read(ib, idx[0], idx[1], narrow, ww);
+    Type to = ww == 1 ? f32 : Type(VectorType::get({ww}, f32));
+    storeElems(ib, arith::ExtFOp::create(ib, to, v), wide, idx, ww);
+  });
+  return wide;
+}
+
 bool KernelLowering::dotNTOnly(TransOp tr) {
   auto type = tr.getResult().getType();
   Type elt = type.getElementType();
@@ -2162,16 +2165,9 @@ void KernelLowering::emitDotNT(ImplicitLocOpBuilder &b, TileReader readA, Value 
   // bf16 / f16 operands widened to f32 once (x read M / mr times, a N / nr
   // times in the k loops).
   if (!inElt.isF32()) {
-    auto widen = [&](int64_t rows, TileReader read) {
-      Value wide = allocTile(RankedTensorType::get({rows, K}, f32), b.getLoc());
-      forEachIndex(b, {rows, K}, w, [&](ImplicitLocOpBuilder &ib, ValueRange idx) {
-        Value v = read(ib, idx[0], idx[1], inElt, w);
-        storeElems(ib, arith::ExtFOp::create(ib, VectorType::get({w}, f32), v), wide, idx, w);
-      });
-      return wide;
-    };
-    x = widen(N, bufferReader(x));
-    readA = bufferReader(widen(M, readA));
+    Value wideX, wideA;
+    x = widenToF32(b, bufferReader(x), N, K, inElt, wideX);
+    readA = bufferReader(widenToF32(b, readA, M, K, inElt, wideA));
   }
   // Register blocks of mr rows of a x nr rows of x: mr * nr accumulators,
   // nr vectors of x and one of a live (16 ymm: 2 x 4; 32 zmm: 4 x 4).
@@ -3399,7 +3395,7 @@ std::optional<LogicalResult> KernelLowering::lowerRegisterLoop(scf::ForOp op) {
       const ViewInfo &vi = views[load.getView()];
       SmallVector<RowBound> bounds;
       bool linear = true;
-      for (size_t d = 0; d + 1 < shape.size() && linear; ++d) {
+      for (size_t d = 0; d + 1 < shape.size(); ++d) {
         IRMapping m0, m1;
         Value e0 = valueAt(load.getOffsets()[d], lb, m0).first;
         Value e1 = e0 ? valueAt(load.getOffsets()[d], last, m1).first : Value();
