@@ -90,6 +90,8 @@ inline constexpr uint32_t kMaxScratchBytes = 1u << 20;
 struct ParsedBundle {
   uint32_t formatVersion = 0;
   Manifest manifest;
+  /// The manifest's text, pointing into the buffer like `code`.
+  std::string_view manifestText;
   const uint8_t *code = nullptr;
   size_t codeSize = 0;
 };

@@ -134,6 +134,7 @@ kiln_status readBundle(const uint8_t *data, size_t size, ParsedBundle &out) {
       reinterpret_cast<const char *>(data) + manifestOffset, manifestSize);
   if (kiln_status status = parseManifest(manifestText, out.manifest))
     return status;
+  out.manifestText = manifestText;
   out.code = data + codeOffset;
   out.codeSize = codeSize;
   return nullptr;

@@ -207,6 +207,8 @@ kiln_status loadElfCode(const uint8_t *code, size_t size,
   out.entry = reinterpret_cast<KernelFn>(symbol);
   // Emulated GPU kernels export the emulator's tensor-map encoder.
   out.tensorMapEncoder = dlsym(out.handle, "kiln_emu_tensormap_encode");
+  out.embeddedManifest =
+      static_cast<const char *>(dlsym(out.handle, "kiln_manifest"));
   // Kernels with kiln.assert call the runtime through this slot.
   if (void *hook = dlsym(out.handle, "kiln_assert_hook")) {
     void (*fn)(const char *, const char *, int32_t, int32_t, int32_t,

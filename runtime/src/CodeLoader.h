@@ -33,6 +33,10 @@ struct LoadedCode {
   /// The code has kiln.assert: its kiln_assert_hook points at the runtime's
   /// kilnAssertHook (DeviceAssert.h), and launches run programs guarded.
   bool hasAsserts = false;
+  /// The manifest the code was compiled for (its exported, NUL-terminated
+  /// kiln_manifest), or null for code from compilers that did not embed it.
+  /// Points into the loaded library.
+  const char *embeddedManifest = nullptr;
 };
 
 /// Checks that `code` is an x86-64 ELF shared object, loads it and looks up

@@ -13,6 +13,7 @@
 #include "CpuFeatures.h"
 #include "Status.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -46,6 +47,44 @@ kiln_status checkCpuTarget(const Manifest &manifest) {
                       "only 'elf-shared-object' for CPU targets",
                       manifest.name.c_str(), manifest.codeKind.c_str());
   return nullptr;
+}
+
+/// The text of the line of `text` that holds offset `at`, at most 120 bytes
+/// of it.
+std::string lineAt(std::string_view text, size_t at) {
+  size_t begin = text.rfind('\n', at == 0 ? 0 : at - 1);
+  begin = begin == std::string_view::npos || at == 0 ? 0 : begin + 1;
+  size_t end = text.find('\n', begin);
+  std::string_view line = text.substr(
+      begin, end == std::string_view::npos ? text.size() - begin : end - begin);
+  if (line.size() > 120)
+    return std::string(line.substr(0, 120)) + "...";
+  return std::string(line);
+}
+
+/// Code that embeds the manifest it was compiled for (kiln_manifest) runs
+/// only under that manifest, byte for byte: one edited after compiling
+/// (an argument's kind or dtype, a feature, the scratch size) would make
+/// the runtime pass the code what it does not expect.
+kiln_status checkEmbeddedManifest(const char *embedded,
+                                  std::string_view manifest,
+                                  const std::string &name) {
+  // Stops at the first difference or at the embedded text's NUL, so it
+  // never reads past it.
+  size_t i = 0;
+  while (i < manifest.size() && embedded[i] != '\0' &&
+         embedded[i] == manifest[i])
+    ++i;
+  if (i == manifest.size() && embedded[i] == '\0')
+    return nullptr;
+  size_t line = 1 + std::count(manifest.begin(), manifest.begin() + i, '\n');
+  std::string_view compiled(embedded, i + std::strlen(embedded + i));
+  return makeStatus(
+      KILN_ERROR_BAD_BUNDLE,
+      "bundle '%s': its manifest was changed after compiling; line %zu is "
+      "'%s', the code was compiled for '%s' (recompile the kernel)",
+      name.c_str(), line, lineAt(manifest, i).c_str(),
+      lineAt(compiled, i).c_str());
 }
 
 kiln_status loadBundle(const uint8_t *data, size_t size, kiln_kernel **out) {
@@ -83,6 +122,11 @@ kiln_status loadBundle(const uint8_t *data, size_t size, kiln_kernel **out) {
     if (kiln_status status = loadElfCode(bundle.code, bundle.codeSize,
                                          bundle.manifest.entry, kernel->code))
       return status;
+    if (kernel->code.embeddedManifest)
+      if (kiln_status status =
+              checkEmbeddedManifest(kernel->code.embeddedManifest,
+                                    bundle.manifestText, bundle.manifest.name))
+        return status;
     if (!bundle.manifest.tensorMaps.empty() && !kernel->code.tensorMapEncoder)
       return makeStatus(KILN_ERROR_BAD_BUNDLE,
                         "bundle '%s' declares tensor maps, and its code does "

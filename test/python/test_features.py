@@ -273,6 +273,55 @@ def test_bundles_from_kilnc_run_through_the_runtime_only_module(tmp_path):
     assert np.isnan(out).all()
 
 
+def rewrite_manifest(bundle, edit):
+    """The bundle with its manifest replaced by edit(manifest), its layout and
+    checksum rewritten as docs/bundle-format.md says (what a tool that edits
+    manifests would write)."""
+    import struct
+    data = bundle.read_bytes()
+    manifest_size, code_offset = struct.unpack_from("<QQ", data, 24)
+    manifest = edit(data[64:64 + manifest_size].decode()).encode()
+    code = data[code_offset:]
+    body = manifest + b"\0" * (-(64 + len(manifest)) % 8) + code
+    h = 0xcbf29ce484222325
+    for byte in body:
+        h = ((h ^ byte) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    header = bytearray(data[:64])
+    struct.pack_into("<QQQQQQ", header, 16, 64, len(manifest), len(body) - len(code) + 64,
+                     len(code), h, 64 + len(body))
+    out = bundle.with_name("edited.kiln")
+    out.write_bytes(bytes(header) + body)
+    return out
+
+
+@pytest.mark.parametrize("old,new,line", [
+    # A pointer passed as a scalar: the kernel dereferenced the integer.
+    ("arg x ptr f32", "arg x scalar i64", "arg x scalar i64', the code was compiled for 'arg x ptr f32"),
+    # Another element type: buffers were checked against the wrong size.
+    ("arg out ptr f32", "arg out ptr f16", "arg out ptr f16', the code was compiled for 'arg out ptr f32"),
+    # A feature dropped: the code would run where its instructions do not.
+    ("features avx avx2 fma f16c", "features", "features', the code was compiled for 'features avx avx2"),
+    # An argument more: the kernel would not read it.
+    ("arg n scalar i64\n", "arg n scalar i64\narg m scalar i64\n", "arg m scalar i64', the code was compiled for 'writes out"),
+    # The last line dropped: the manifest is a prefix of the code's.
+    ("writes out\n", "", "', the code was compiled for 'writes out"),
+])
+def test_a_manifest_changed_after_compiling_is_refused(tmp_path, old, new, line):
+    import kiln._kiln_runtime as rt
+    root = os.path.dirname(os.path.dirname(HERE))
+    bundle = tmp_path / "add.kiln"
+    subprocess.run([KILNC, os.path.join(root, "examples", "vector_add.mlir"), "--target",
+                    "x86-64-avx2", "-o", str(bundle)], check=True)
+    # The same manifest, rewritten, still loads (and runs where AVX2 is).
+    same = rewrite_manifest(bundle, lambda m: m)
+    assert same.read_bytes() == bundle.read_bytes()
+    edited = rewrite_manifest(bundle, lambda m: m.replace(old, new, 1))
+    assert edited.read_bytes() != bundle.read_bytes()
+    with pytest.raises(rt.BundleError, match="BAD_BUNDLE: .*bundle 'vector_add': its manifest "
+                                             "was changed after compiling; line [0-9]+ is '" + line):
+        rt.load_bundle(str(edited))
+
+
 @kiln.jit
 def odd_shapes(a, b, out_dot, out_red, out_arg, m, n, BM: kl.constexpr, BK: kl.constexpr,
                BN: kl.constexpr):

@@ -44,6 +44,8 @@
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
 
+#include "llvm/IR/Constants.h"
+#include "llvm/IR/GlobalVariable.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
 #include "llvm/IR/Verifier.h"
@@ -820,11 +822,34 @@ kiln::compileModule(ModuleOp module, const CompileOptions &options,
     return result;
   }
 
+  int64_t scratchBytes = 0;
+  if (auto attr = module->getAttrOfType<mlir::IntegerAttr>(
+          "kiln.scratch_bytes." + info->name))
+    scratchBytes = attr.getInt();
+  llvm::SmallVector<std::string> tensorMaps;
+  if (auto a = module->getAttrOfType<mlir::ArrayAttr>("kiln.tensor_maps." +
+                                                      info->name))
+    for (mlir::Attribute s : a)
+      tensorMaps.push_back(llvm::cast<mlir::StringAttr>(s).str());
+  std::string manifest =
+      buildManifest(*info, *target, scratchBytes, tensorMaps);
+
   llvm::LLVMContext llvmContext;
   auto llvmModule = mlir::translateModuleToLLVMIR(module, llvmContext, info->name);
   if (!llvmModule)
     return makeError("kernel '" + info->name +
                      "': translation to LLVM IR failed:\n" + diags.text);
+  // The code carries the manifest it was compiled for (exported, read-only,
+  // NUL-terminated), so the runtime refuses a bundle whose manifest was
+  // edited after compiling: an argument kind, a dtype, a feature or the
+  // scratch size that disagrees with the code would crash it, or worse
+  // (docs/bundle-format.md, "Code (CPU targets)").
+  auto *manifestData = llvm::ConstantDataArray::getString(
+      llvmContext, manifest, /*AddNull=*/true);
+  auto *manifestGlobal = new llvm::GlobalVariable(
+      *llvmModule, manifestData->getType(), /*isConstant=*/true,
+      llvm::GlobalValue::ExternalLinkage, manifestData, "kiln_manifest");
+  manifestGlobal->setVisibility(llvm::GlobalValue::DefaultVisibility);
   auto tm = createTargetMachine(*target, options.optLevel);
   if (!tm)
     return tm.takeError();
@@ -874,17 +899,8 @@ kiln::compileModule(ModuleOp module, const CompileOptions &options,
   auto so = linkSharedObject(*code, extraObjects);
   if (!so)
     return so.takeError();
-  int64_t scratchBytes = 0;
-  if (auto attr = module->getAttrOfType<mlir::IntegerAttr>(
-          "kiln.scratch_bytes." + info->name))
-    scratchBytes = attr.getInt();
-  llvm::SmallVector<std::string> tensorMaps;
-  if (auto a = module->getAttrOfType<mlir::ArrayAttr>("kiln.tensor_maps." +
-                                                      info->name))
-    for (mlir::Attribute s : a)
-      tensorMaps.push_back(llvm::cast<mlir::StringAttr>(s).str());
-  result.bytes = writeBundle(buildManifest(*info, *target, scratchBytes, tensorMaps),
-                             *so, scratchBytes, !tensorMaps.empty());
+  result.bytes =
+      writeBundle(manifest, *so, scratchBytes, !tensorMaps.empty());
   return result;
 }
 

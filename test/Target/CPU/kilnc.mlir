@@ -9,6 +9,8 @@
 // RUN: env KILN_DUMP_IR=1 kilnc %s -o /dev/null 2>&1 | FileCheck %s --check-prefix=DUMP
 
 // MLIR: llvm.func @kiln_entry_scale(%{{.*}}: !llvm.ptr, %{{.*}}: i32
+// The code carries the manifest it was compiled for (the runtime compares).
+// LLVM: @kiln_manifest = {{.*}}constant [{{[0-9]+}} x i8] c"kiln-bundle 1\0Aname scale\0Aentry kiln_entry_scale\0A{{.*}}arg x ptr f32\0Aarg a scalar f32\0Aarg n scalar i64\0Awrites x\0A\00"
 // LLVM: define void @kiln_entry_scale(ptr
 // LLVM: <16 x float>
 // ASM: kiln_entry_scale:
