@@ -62,7 +62,8 @@ static llvm::Error buildConv(ModuleOp module, const Config &c,
                 BN = c.getInt("block_n"), BC = c.getInt("block_c");
   const bool hasBias = c.getInt("bias") != 0;
   const bool wide = c.getInt("wide_taps") != 0;
-  for (int64_t v : {KT, KH, KW, ST, SH, SW, DT, DH, DW, G, BM, BN, BC})
+  const int64_t R = c.getInt("row_block");
+  for (int64_t v : {KT, KH, KW, ST, SH, SW, DT, DH, DW, G, BM, BN, BC, R})
     if (v <= 0)
       return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                      "conv: kernel sizes, strides, dilations, "
@@ -74,6 +75,16 @@ static llvm::Error buildConv(ModuleOp module, const Config &c,
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "conv: wide_taps needs one group, no padding along "
                                    "the width and dilation 1 along it");
+  if (R > 1) {
+    const char *missing = G != 1                ? "one group"
+                          : PH != 0             ? "no padding along the height"
+                          : KH % R != 0         ? "kh a multiple of it"
+                          : (KW != 1 && !wide)  ? "one tap per kernel row (kw 1, or wide_taps)"
+                                                : nullptr;
+    if (missing)
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "conv: row_block > 1 needs %s", missing);
+  }
   Type t = elementType(ctx, c.getString("dtype"));
   Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32),
        i64 = IntegerType::get(ctx, 64);
@@ -121,9 +132,26 @@ static llvm::Error buildConv(ModuleOp module, const Config &c,
   // have K = KW * 3 instead of 3.
   const int64_t tapsPerRow = wide ? 1 : KW;
   Value Kg = wide ? k.mul(Cg, k.cIndex(KW)) : Cg; // channels per tap step
-  Value taps = k.cIndex(KT * KH * tapsPerRow);
+  const int64_t tapRows = KH / R; // kernel rows (of R) the steps take
+  Value taps = k.cIndex(KT * tapRows * tapsPerRow);
   Value vw = k.view(k.arg("weight"), {taps, Cg, k.cIndex(G), OCg},
                     {k.mul(Cg, k.toIndex(OC)), k.toIndex(OC), OCg, k.cIndex(1)});
+  // row_block R > 1: a step takes R kernel rows of one such contiguous run
+  // each (wide taps, or kw = 1 as a patch embedding's wide pixels): the
+  // pixel rows [BM, R, BC] from the input seen as [pixels, R, Kg] with the
+  // rows' distance between its second index's entries, one dot of K = R *
+  // BC. The accumulator stays in registers R times longer, and the loop
+  // around the dot runs R times fewer steps (a 7x7 stride-2 stem: K = 147 in
+  // one step, not 21 in 7). A step's rows lie inside the image or its pixel
+  // reads nothing: no padding along the height (kiln.ops pads the input).
+  Value vinR, vwR;
+  if (R > 1) {
+    Value rowStride = k.mul(k.mul(k.cIndex(DH), k.toIndex(W)), k.toIndex(C));
+    vinR = k.view(k.arg("input"), {pixels, k.cIndex(R), Kg},
+                  {k.toIndex(C), rowStride, k.cIndex(1)});
+    vwR = k.view(k.arg("weight"), {k.cIndex(KT * KH), Kg, k.toIndex(OC)},
+                 {k.mul(Kg, k.toIndex(OC)), k.toIndex(OC), k.cIndex(1)});
+  }
   Value vin1, vw1;
   if (G == 1) {
     vin1 = k.view(k.arg("input"), {pixels, Kg}, {k.toIndex(C), k.cIndex(1)});
@@ -142,9 +170,11 @@ static llvm::Error buildConv(ModuleOp module, const Config &c,
     Value tap = k.div(step, cBlocks);
     Value c0 = k.mul(k.rem(step, cBlocks), k.cIndex(BC));
     Value tapI = I(tap);
-    Value kt = k.div(tapI, k.cI32(KH * tapsPerRow));
-    Value kr = k.rem(tapI, k.cI32(KH * tapsPerRow));
+    Value kt = k.div(tapI, k.cI32(tapRows * tapsPerRow));
+    Value kr = k.rem(tapI, k.cI32(tapRows * tapsPerRow));
     Value kh = k.div(kr, k.cI32(tapsPerRow));
+    if (R > 1)
+      kh = k.mul(kh, k.cI32(R));
     Value kw = k.rem(kr, k.cI32(tapsPerRow));
     auto coord = [&](Value o, int64_t s, int64_t p, Value kk, int64_t d) {
       return k.add(k.sub(k.mul(o, k.cI32(s)), k.cI32(p)), k.mul(kk, k.cI32(d)));
@@ -157,6 +187,8 @@ static llvm::Error buildConv(ModuleOp module, const Config &c,
     Value valid = k.andI(k.andI(mValid, inside(it_, T)), k.andI(inside(ih, H), inside(iw, W)));
     if (wide) // the row's last tap too (an output width too large for the input)
       valid = k.andI(valid, inside(k.add(iw, k.cI32(KW - 1)), W));
+    if (R > 1) // the step's last kernel row too
+      valid = k.andI(valid, inside(k.add(ih, k.cI32((R - 1) * DH)), H));
     Value row = k.add(k.mul(k.add(k.mul(k.add(k.mul(img, I(k.toIndex(T))), it_),
                                         I(k.toIndex(H))),
                                   ih),
@@ -164,7 +196,13 @@ static llvm::Error buildConv(ModuleOp module, const Config &c,
                       iw);
     Value idx = k.select(valid, row, k.cI32(-1));
     Value a, bt;
-    if (G == 1) {
+    if (R > 1) {
+      // The weights' rows of the step's R kernel rows: (kt * KH + kh) on.
+      Value wRow = k.add(k.mul(k.toIndex(kt), k.cIndex(KH)), k.toIndex(kh));
+      a = k.reshape(k.gather(vinR, idx, {k.cIndex(0), c0}, {BM, R, BC}, 0),
+                    {BM, R * BC});
+      bt = k.reshape(k.load(vwR, {wRow, c0, n0}, {R, BC, BN}, 0), {R * BC, BN});
+    } else if (G == 1) {
       // One group (conv2d, patch embeddings): the pixel rows [BM, BC] and
       // the weights [1, BC, BN] straight from rank-2 and rank-3 views, so
       // that on a GPU both are written in the dot's operand layout (padded
@@ -309,7 +347,10 @@ void registerConvOps(std::vector<OpInfo> &ops) {
       intParam("block_c", "32", "input channels per step"),
       intParam("wide_taps", "0",
                "1: a kernel row's taps are one step of kw * c contiguous channels "
-               "(one group, pw 0, dw 1; kiln.ops pads the input for a stem)")};
+               "(one group, pw 0, dw 1; kiln.ops pads the input for a stem)"),
+      intParam("row_block", "1",
+               "kernel rows per step, each one contiguous run of channels "
+               "(kw 1 or wide_taps; one group, ph 0, kh a multiple of it)")};
   ops.push_back({"conv",
                  "N-D convolution (T, H, W spatial; NTHWC) by implicit GEMM: "
                  "conv2d, patch embeddings (kernel = stride), Conv3d video patches",

@@ -1411,6 +1411,20 @@ def _conv_block_n(og):
 _WIDE_TAPS = (12, 48)
 
 
+# The most channels a step of row_block kernel rows takes on the host (K of
+# its dot): every row of a 7x7 stride-2 stem's (7 x 21 = 147; time against
+# a row a step, AVX2: 0.90-0.94x), 3 rows of 3x3 convolutions over 8 or 16
+# channels (0.94x, 0.99x), 5 of 5x5 over 3 (0.88x), 4 of a ViT-B/16 patch
+# embedding's 16 rows of 48 (0.97x; 2-8 rows measured alike, all 16 1.01x).
+_ROW_BLOCK_K = 192
+
+
+def _conv_row_block(kh, block_c):
+    """Kernel rows per step: the most that divide kh with at most
+    _ROW_BLOCK_K channels in the step."""
+    return max(r for r in range(1, kh + 1) if kh % r == 0 and (r == 1 or r * block_c <= _ROW_BLOCK_K))
+
+
 def _conv_block_m(m):
     """The host's output pixels per program for m of them: the size that
     pads m the least among 64 and the multiples of 6 from 48 to 96 (the dot
@@ -1423,11 +1437,13 @@ def _conv_block_m(m):
 
 def _conv_launch(x, w, b, out, dtype, xshape, wshape, groups, stride, padding, dilation,
                  has_bias, block_m, block_n, block_c, specialize, target=None, launch=None,
-                 wide=False):
+                 wide=False, rows=False):
     """One conv launch on x [N, T, H, W, C] and w [KT, KH, KW, C/groups, OC]
     (contiguous, of these shapes whatever their own: a 4-d NHWC array is a
     5-d one with T = 1), into out [N, OT, OH, OW, OC] f32. `wide`: the
-    kernel's wide_taps (no padding along the width)."""
+    kernel's wide_taps (no padding along the width). `rows`: steps of
+    several kernel rows (row_block, _conv_row_block; one group, no padding
+    along the height, one contiguous run of channels per kernel row)."""
     N, T, H, W, C = xshape
     KT, KH, KW, _, OC = wshape
     (st, sh, sw), (pt, ph, pw), (dt, dh, dw), (OT, OH, OW) = _conv_dims(
@@ -1442,6 +1458,7 @@ def _conv_launch(x, w, b, out, dtype, xshape, wshape, groups, stride, padding, d
         block_m = 64 if gpu else _conv_block_m(M)
     if block_n is None:
         block_n = 64 if gpu else _conv_block_n(OC // groups)
+    row_block = _conv_row_block(KH, block_c) if rows else 1
     statics = {}
     if _specialized(xshape, specialize):
         statics = {f"static.{k}": v for k, v in dict(
@@ -1449,7 +1466,8 @@ def _conv_launch(x, w, b, out, dtype, xshape, wshape, groups, stride, padding, d
     kern = kernel("conv", _target=target, kt=KT, kh=KH, kw=KW, st=st, sh=sh, sw=sw, pt=pt,
                   ph=ph, pw=pw, dt=dt, dh=dh, dw=dw, groups=groups, bias=int(has_bias),
                   block_m=block_m, block_n=block_n, block_c=block_c, dtype=dtype,
-                  **({"wide_taps": 1} if wide else {}), **statics)
+                  **({"wide_taps": 1} if wide else {}),
+                  **({"row_block": row_block} if row_block > 1 else {}), **statics)
     (launch or (lambda k, v, g: k.launch(v, g)))(
         kern, [x, w, b, out, N, T, H, W, C, OC, OT, OH, OW],
         [_cdiv(M, block_m), groups * _cdiv(OC // groups, block_n)])
@@ -1506,10 +1524,16 @@ def _conv_host(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1,
     KW, cg = w.shape[2], w.shape[3]
     wide = (groups == 1 and dils[2] == 1 and KW > 1 and _WIDE_TAPS[0] <= KW * cg <= _WIDE_TAPS[1]
             and not _gpu_target(None))
+    # ... and (steps of several kernel rows, which read a pixel's rows as a
+    # whole) along the height too, where the width's padding copies anyway.
     if wide:
-        if pads[2]:
-            x = np.pad(x, ((0, 0), (0, 0), (0, 0), (pads[2], pads[2]), (0, 0)))
-        padding = (pads[0], pads[1], 0)
+        if pads[1] or pads[2]:
+            x = np.pad(x, ((0, 0), (0, 0), (pads[1], pads[1]), (pads[2], pads[2]), (0, 0)))
+        padding = (pads[0], 0, 0)
+    # A kernel row is one contiguous run of channels for wide taps, and for a
+    # kernel one pixel wide (a patch embedding's wide pixels).
+    rows = (groups == 1 and (wide or KW == 1) and (wide or pads[1] == 0) and w.shape[1] > 1
+            and not _gpu_target(None))
     has_bias = bias is not None
     b = _f32(bias, "bias") if has_bias else np.zeros(w.shape[-1], np.float32)
     if b.shape != (w.shape[-1],):
@@ -1517,7 +1541,7 @@ def _conv_host(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1,
     out = _empty((x.shape[0], OT, OH, OW, w.shape[-1]))
     _conv_launch(_ptr(x), _ptr(w), _ptr(b), _ptr(out), dtype, x.shape, w.shape, groups,
                  stride, padding, dilation, has_bias, block_m, block_n, block_c, specialize,
-                 wide=wide)
+                 wide=wide, rows=rows)
     return out
 
 

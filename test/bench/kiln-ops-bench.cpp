@@ -493,6 +493,15 @@ int main(int argc, char **argv) {
     // ... and its pixels per program (_depthwise_block_w): an output row in
     // even segments of at most 64.
     auto depthwiseBlockW = [](int64_t ow) { return cdiv(ow, std::max<int64_t>(1, cdiv(ow, 64))); };
+    // ... and conv's kernel rows per step (_conv_row_block): the most that
+    // divide the kernel's height with at most 192 channels in the step.
+    auto convRowBlock = [](int64_t kh, int64_t blockC) {
+      int64_t best = 1;
+      for (int64_t r = 2; r <= kh; ++r)
+        if (kh % r == 0 && r * blockC <= 192)
+          best = r;
+      return std::to_string(best);
+    };
     std::printf("\nVision convolutions (peer: oneDNN convolution, NHWC f32)\n");
     struct ConvCase {
       const char *name;
@@ -528,8 +537,10 @@ int main(int argc, char **argv) {
         // contiguous, so it runs as a KHx1 convolution over "wide pixels" of
         // K*C channels (the same bytes, viewed differently).
         int64_t wideW = c.W / c.K, wideC = c.K * c.C, bm = convBlockM(c.N * OH * OW);
-        k = op("conv", {{"kh", ks}, {"kw", "1"}, {"sh", ss}, {"sw", "1"}, {"block_c", convBlockC(wideC)},
-                        {"block_m", std::to_string(bm)}});
+        std::string bc = convBlockC(wideC);
+        k = op("conv", {{"kh", ks}, {"kw", "1"}, {"sh", ss}, {"sw", "1"}, {"block_c", bc},
+                        {"block_m", std::to_string(bm)},
+                        {"row_block", convRowBlock(c.K, std::stoll(bc))}});
         kilnRun = [&, wideW, wideC, bm] {
           launch(*k, {kiln::arg(x.data()), kiln::arg(w.data()), kiln::arg(bias.data()), kiln::arg(y.data()),
                       kiln::arg(c.N), kiln::arg(int64_t(1)), kiln::arg(c.H), kiln::arg(wideW), kiln::arg(wideC),
@@ -540,26 +551,31 @@ int main(int argc, char **argv) {
         int64_t bm = convBlockM(c.N * OH * OW);
         // As kiln.ops (_conv_host, _WIDE_TAPS): with 12-48 channels in a
         // kernel row, its taps are one step, on an input padded along the
-        // width (the copy is timed with the kernel).
+        // width and the height (the copy is timed with the kernel), and a
+        // step takes several kernel rows (row_block).
         const bool wide = c.groups == 1 && c.K * c.C >= 12 && c.K * c.C <= 48;
-        const int64_t Wp = wide ? c.W + 2 * c.pad : c.W;
+        const int64_t Wp = wide ? c.W + 2 * c.pad : c.W, Hp = wide ? c.H + 2 * c.pad : c.H;
+        std::string bc = convBlockC(c.C / c.groups * (wide ? c.K : 1));
         std::map<std::string, std::string> cfg = {
-            {"kh", ks}, {"kw", ks}, {"sh", ss}, {"sw", ss}, {"ph", ps}, {"pw", wide ? "0" : ps},
-            {"block_c", convBlockC(c.C / c.groups * (wide ? c.K : 1))},
-            {"block_m", std::to_string(bm)}};
-        if (wide)
+            {"kh", ks}, {"kw", ks}, {"sh", ss}, {"sw", ss}, {"ph", wide ? "0" : ps},
+            {"pw", wide ? "0" : ps}, {"block_c", bc}, {"block_m", std::to_string(bm)}};
+        if (wide) {
           cfg["wide_taps"] = "1";
+          cfg["row_block"] = convRowBlock(c.K, std::stoll(bc));
+        }
         k = op("conv", cfg);
-        kilnRun = [&, bm, wide, Wp] {
+        kilnRun = [&, bm, wide, Wp, Hp] {
           const float *in = x.data();
           if (wide) {
-            xpad.assign(c.N * c.H * Wp * c.C, 0.0f);
-            for (int64_t r = 0; r < c.N * c.H; ++r)
-              std::copy_n(&x[r * c.W * c.C], c.W * c.C, &xpad[(r * Wp + c.pad) * c.C]);
+            xpad.assign(c.N * Hp * Wp * c.C, 0.0f);
+            for (int64_t n = 0; n < c.N; ++n)
+              for (int64_t r = 0; r < c.H; ++r)
+                std::copy_n(&x[(n * c.H + r) * c.W * c.C], c.W * c.C,
+                            &xpad[((n * Hp + r + c.pad) * Wp + c.pad) * c.C]);
             in = xpad.data();
           }
           launch(*k, {kiln::arg(in), kiln::arg(w.data()), kiln::arg(bias.data()), kiln::arg(y.data()),
-                      kiln::arg(c.N), kiln::arg(int64_t(1)), kiln::arg(c.H), kiln::arg(Wp), kiln::arg(c.C),
+                      kiln::arg(c.N), kiln::arg(int64_t(1)), kiln::arg(Hp), kiln::arg(Wp), kiln::arg(c.C),
                       kiln::arg(c.OC), kiln::arg(int64_t(1)), kiln::arg(OH), kiln::arg(OW)},
                  {cdiv(c.N * OH * OW, bm), cdiv(c.OC, 64)});
         };

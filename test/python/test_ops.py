@@ -674,13 +674,17 @@ def test_conv_wide_taps(rng, monkeypatch, dtype, C, K, S, P, KT):
     # channels, on an input padded along the width first (3 channels at 3x3,
     # 9 a step, stay one tap a step). Against float64, with ragged sizes;
     # KT 2 is a video convolution.
-    taken = record_setting(monkeypatch, "wide_taps", 0)
+    taken = record_setting(monkeypatch, lambda cfg: (cfg.get("wide_taps", 0),
+                                                     cfg.get("row_block", 1)))
     T, H, W, OC = 3, 13, 11, 10
     args, x, w = conv_operands(rng.standard_normal((2, T, H, W, C)).astype(np.float32),
                                rng.standard_normal((KT, K, K, C, OC)).astype(np.float32), dtype)
     b = rng.standard_normal(OC).astype(np.float32)
     out = kiln.ops.conv(*args, b, stride=(1, S, S), padding=(0, P, P))
-    assert taken == [int(12 <= K * C <= 48)]
+    # Wide taps take every kernel row in one step (at most 192 channels),
+    # on an input padded along the height too.
+    wide = 12 <= K * C <= 48
+    assert taken == [(int(wide), K if wide else 1)]
     xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (P, P), (P, P), (0, 0)))
     OT, OH, OW = T - KT + 1, (H + 2 * P - K) // S + 1, (W + 2 * P - K) // S + 1
     ref = np.zeros((2, OT, OH, OW, OC)) + b
@@ -690,6 +694,51 @@ def test_conv_wide_taps(rng, monkeypatch, dtype, C, K, S, P, KT):
                 ref += xp[:, kt:kt + OT, ky:ky + S * OH:S, kx:kx + S * OW:S] @ w[kt, ky, kx]
     assert out.shape == ref.shape and np.isfinite(out).all()
     assert_close(out, ref, 1e-4, 1e-4)
+
+
+@pytest.mark.parametrize("wide,KT,K,S,D,C,BC,BM", [
+    (True, 1, 7, 2, 1, 3, 21, 50),   # a stem's rows in one step, 50-pixel blocks
+    (True, 1, 6, 1, 1, 3, 8, 64),    # 18 channels a row in blocks of 8 (3 blocks)
+    (False, 2, 4, 4, 1, 5, 5, 48),   # a video patch (kw 1): 2 frames x 4 rows
+    (False, 1, 4, 1, 2, 3, 3, 64),   # dilated rows
+])
+def test_conv_steps_of_several_kernel_rows(rng, wide, KT, K, S, D, C, BC, BM):
+    # row_block R: a step gathers R kernel rows of each pixel, each a run of
+    # contiguous channels (wide taps, or a kernel one pixel wide), and
+    # multiplies them with R rows of weights in one dot. Against float64,
+    # ragged sizes, the output poisoned; R 2 and all the rows.
+    KW = K if wide else 1
+    N, T, H, W, OC = 2, 3, 15 + K * D, 11 + KW, 19
+    x = rng.standard_normal((N, T, H, W, C)).astype(np.float32)
+    w = rng.standard_normal((KT, K, KW, C, OC)).astype(np.float32)
+    b = rng.standard_normal(OC).astype(np.float32)
+    OT, OH, OW = T - KT + 1, (H - D * (K - 1) - 1) // S + 1, W - KW + 1
+    ref = np.zeros((N, OT, OH, OW, OC)) + b
+    for kt in range(KT):
+        for ky in range(K):
+            for kx in range(KW):
+                ref += (x[:, kt:kt + OT, ky * D:ky * D + S * OH:S, kx:kx + OW].astype(np.float64)
+                        @ w[kt, ky, kx])
+    for R in sorted({r for r in (2, K) if K % r == 0}):
+        kern = kiln.ops.kernel("conv", kt=KT, kh=K, kw=KW, sh=S, dh=D, ph=0, pw=0, block_m=BM,
+                               block_n=16, block_c=BC, wide_taps=int(wide), row_block=R)
+        out = np.full(ref.shape, np.nan, np.float32)
+        M = N * OT * OH * OW
+        kern.launch([x, w, b, out, N, T, H, W, C, OC, OT, OH, OW],
+                    [-(-M // BM), -(-OC // 16)])
+        assert np.isfinite(out).all(), R
+        assert_close(out, ref, 1e-4, 1e-4)
+
+
+@pytest.mark.parametrize("cfg,why", [
+    (dict(kh=3, kw=3, row_block=3), "one tap per kernel row"),
+    (dict(kh=4, kw=1, row_block=3), "kh a multiple of it"),
+    (dict(kh=3, kw=1, ph=1, row_block=3), "no padding along the height"),
+    (dict(kh=3, kw=1, groups=2, row_block=3), "one group"),
+])
+def test_conv_row_block_needs_contiguous_rows(cfg, why):
+    with pytest.raises(kiln._kiln.IRError, match=r"conv: row_block > 1 needs " + why):
+        kiln.ops.kernel("conv", **cfg)
 
 
 @kiln.jit
