@@ -62,10 +62,11 @@ std::string lineAt(std::string_view text, size_t at) {
   return std::string(line);
 }
 
-/// Code that embeds the manifest it was compiled for (kiln_manifest) runs
-/// only under that manifest, byte for byte: one edited after compiling
-/// (an argument's kind or dtype, a feature, the scratch size) would make
-/// the runtime pass the code what it does not expect.
+/// Code that embeds the manifest it was compiled for (a CPU library's
+/// kiln_manifest symbol, PTX's `// kiln_manifest` lines) runs only under
+/// that manifest, byte for byte: one edited after compiling (an argument's
+/// kind or dtype, a feature, the scratch size) would make the runtime pass
+/// the code what it does not expect.
 kiln_status checkEmbeddedManifest(const char *embedded,
                                   std::string_view manifest,
                                   const std::string &name) {
@@ -85,6 +86,27 @@ kiln_status checkEmbeddedManifest(const char *embedded,
       "'%s', the code was compiled for '%s' (recompile the kernel)",
       name.c_str(), line, lineAt(manifest, i).c_str(),
       lineAt(compiled, i).c_str());
+}
+
+/// The manifest PTX code was compiled for: its `// kiln_manifest ` comment
+/// lines, in order, each with its newline (docs/bundle-format.md, "Code (GPU
+/// targets)"); false when it has none.
+bool ptxEmbeddedManifest(std::string_view ptx, std::string &out) {
+  constexpr std::string_view kPrefix = "// kiln_manifest ";
+  bool found = false;
+  for (size_t at = 0; at < ptx.size();) {
+    size_t end = ptx.find('\n', at);
+    if (end == std::string_view::npos)
+      end = ptx.size();
+    std::string_view line = ptx.substr(at, end - at);
+    if (line.substr(0, kPrefix.size()) == kPrefix) {
+      out.append(line.substr(kPrefix.size()));
+      out += '\n';
+      found = true;
+    }
+    at = end + 1;
+  }
+  return found;
 }
 
 kiln_status loadBundle(const uint8_t *data, size_t size, kiln_kernel **out) {
@@ -109,6 +131,14 @@ kiln_status loadBundle(const uint8_t *data, size_t size, kiln_kernel **out) {
   auto kernel = std::make_unique<kiln_kernel>();
 
   if (cuda::isGpuTarget(bundle.manifest.target)) {
+    std::string embedded;
+    if (bundle.manifest.codeKind == "ptx" &&
+        ptxEmbeddedManifest(std::string_view(reinterpret_cast<const char *>(bundle.code),
+                                             bundle.codeSize),
+                            embedded))
+      if (kiln_status status = checkEmbeddedManifest(
+              embedded.c_str(), bundle.manifestText, bundle.manifest.name))
+        return status;
     // Everything GPU (driver, device, architecture) is checked in there.
     if (kiln_status status = cuda::loadGpuCode(bundle.manifest, bundle.code,
                                                bundle.codeSize, kernel->gpu))

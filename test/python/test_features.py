@@ -322,6 +322,35 @@ def test_a_manifest_changed_after_compiling_is_refused(tmp_path, old, new, line)
         rt.load_bundle(str(edited))
 
 
+@pytest.mark.parametrize("old,new,line", [
+    # Another element type: the PTX entry's parameters are the same.
+    ("arg out ptr f32", "arg out ptr f16", "arg out ptr f16', the code was compiled for 'arg out ptr f32"),
+    # Less shared memory than the code uses.
+    ("launch shared_bytes 8192", "launch shared_bytes 0",
+     "launch shared_bytes 0', the code was compiled for 'launch shared_bytes 8192"),
+    ("target sm_80", "target sm_90a", "target sm_90a', the code was compiled for 'target sm_80"),
+])
+def test_a_gpu_manifest_changed_after_compiling_is_refused(tmp_path, old, new, line):
+    # PTX carries its manifest as comments; the check runs before the
+    # driver is needed, so it runs here without a GPU.
+    import kiln._kiln_runtime as rt
+    root = os.path.dirname(os.path.dirname(HERE))
+    bundle = tmp_path / "add.kiln"
+    subprocess.run([KILNC, os.path.join(root, "examples", "vector_add.mlir"), "--target",
+                    "sm_80", "-o", str(bundle)], check=True)
+    assert b"\n// kiln_manifest arg out ptr f32\n" in bundle.read_bytes()
+    edited = rewrite_manifest(bundle, lambda m: m.replace(old, new, 1))
+    assert edited.read_bytes() != bundle.read_bytes()
+    with pytest.raises(rt.BundleError, match="BAD_BUNDLE: .*bundle 'vector_add': its manifest "
+                                             "was changed after compiling; line [0-9]+ is '" + line):
+        rt.load_bundle(str(edited))
+    # Unchanged, it goes on to the driver (none here: NO_DEVICE; a GPU: loads).
+    try:
+        rt.load_bundle(str(bundle))
+    except rt.BundleError as e:
+        assert "changed after compiling" not in str(e), e
+
+
 @kiln.jit
 def odd_shapes(a, b, out_dot, out_red, out_arg, m, n, BM: kl.constexpr, BK: kl.constexpr,
                BN: kl.constexpr):

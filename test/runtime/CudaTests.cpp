@@ -496,6 +496,41 @@ TEST_CASE("an sm_80 PTX bundle loads and launches", "[mock]") {
   CHECK(mock.lastLaunch()->grid[0] == 1);
 }
 
+TEST_CASE("PTX that embeds its manifest loads only under that manifest",
+          "[mock]") {
+  if (!inMockProcess())
+    return;
+  // As kilnc writes it (docs/bundle-format.md, "Code (GPU targets)"): each
+  // manifest line as a `// kiln_manifest ` comment after the code.
+  std::string manifest = gpuManifest("sm_80", "ptx", "launch num_warps 4\n");
+  std::string text = ptx("kiln_vadd", {".u64", ".u64", ".u64", ".u32"});
+  for (size_t at = 0; at < manifest.size();) {
+    size_t end = manifest.find('\n', at);
+    text += "// kiln_manifest " + manifest.substr(at, end - at) + "\n";
+    at = end + 1;
+  }
+  KernelPtr kernel = loadOk(makeBundle(manifest, toBytes(text)));
+  CHECK(kiln_kernel_is_gpu(kernel.get()) == 1);
+
+  // The same code under an edited manifest: the first line that differs.
+  std::string edited = manifest;
+  edited.replace(edited.find("arg out ptr f32"), 15, "arg out ptr f16");
+  {
+    Status status(load(makeBundle(edited, toBytes(text))));
+    CHECK(status.code() == KILN_ERROR_BAD_BUNDLE);
+    CHECK(contains(status.message(),
+                   "bundle 'vadd': its manifest was changed after compiling; "
+                   "line 10 is 'arg out ptr f16', the code was compiled for "
+                   "'arg out ptr f32'"));
+  }
+  // A line dropped at the end: the manifest is a prefix of the code's.
+  std::string shorter = manifest.substr(0, manifest.rfind("launch num_warps"));
+  Status status(load(makeBundle(shorter, toBytes(text))));
+  CHECK(status.code() == KILN_ERROR_BAD_BUNDLE);
+  CHECK(contains(status.message(),
+                 "the code was compiled for 'launch num_warps 4'"));
+}
+
 TEST_CASE("scalar arguments reach the kernel with their PTX sizes", "[mock]") {
   if (!inMockProcess())
     return;

@@ -386,9 +386,22 @@ kiln::detail::compileModuleGPU(ModuleOp module, const CompileOptions &options,
     }
     code = std::move(*cubin);
   }
-  result.bytes = writeBundle(
-      buildGPUManifest(info, chip, wantCubin, options.numWarps, sharedBytes,
-                       scratchBytes, tensorMaps),
-      code, scratchBytes, !tensorMaps.empty());
+  std::string manifest = buildGPUManifest(info, chip, wantCubin, options.numWarps,
+                                          sharedBytes, scratchBytes, tensorMaps);
+  if (!wantCubin) {
+    // PTX carries the manifest it was compiled for, as comments the runtime
+    // compares with the bundle's (as a CPU bundle's kiln_manifest symbol;
+    // docs/bundle-format.md, "Code (GPU targets)"). A cubin keeps none.
+    if (!code.empty() && code.back() != '\n')
+      code += '\n';
+    code += "// The manifest this code was compiled for:\n";
+    for (llvm::StringRef rest = manifest; !rest.empty();) {
+      auto [line, next] = rest.split('\n');
+      code += "// kiln_manifest " + line.str() + "\n";
+      rest = next;
+    }
+  }
+  result.bytes =
+      writeBundle(manifest, code, scratchBytes, !tensorMaps.empty());
   return result;
 }
