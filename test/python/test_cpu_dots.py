@@ -202,6 +202,42 @@ def test_conv2d_reads_gathered_pixels_in_place(rng, dtype):
 
 
 @kiln.jit
+def dot_rhs_block(a, b, c, kb, nrows, stride, M: kl.constexpr, N: kl.constexpr,
+                  K: kl.constexpr, OVERWRITE: kl.constexpr):
+    va = kl.make_view(a, (M, K), (K, 1))
+    vb = kl.make_view(b, (2, nrows, N), (nrows * stride, stride, 1))
+    vc = kl.make_view(c, (M, N), (N, 1))
+    tb = kl.reshape(kl.load(vb, offsets=(1, kb, 0), shape=(1, K, N)), (K, N))
+    if OVERWRITE:  # a store between B's load and the dot: B is the tile loaded
+        kl.store(vb, kl.zeros((1, K, N), kl.float32), offsets=(1, kb, 0))
+    kl.store(vc, kl.dot(kl.load(va, offsets=(0, 0), shape=(M, K)), tb), offsets=(0, 0))
+
+
+# (row stride of B's view beyond N, first row, rows in the view): in place
+# (rows adjacent, inside), rows apart (copied), past the view's end (copied,
+# zeros), before its start.
+@pytest.mark.parametrize("gap,kb,nrows", [(0, 3, 40), (5, 3, 40), (0, 30, 40), (0, -4, 40)])
+@pytest.mark.parametrize("overwrite", [False, True])
+@pytest.mark.parametrize("M,N,K", [(13, 24, 17), (6, 64, 32)])
+def test_dot_reads_its_rhs_block_in_place(rng, gap, kb, nrows, overwrite, M, N, K):
+    """An f32 dot's B tile loaded for the dot alone is read from its view
+    when it is interior and its rows are adjacent (row stride N: one block of
+    memory, as attention's value tiles); otherwise from the tile loaded (rows
+    apart, rows outside the view reading zeros, or a store after the load)."""
+    S = N + gap
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    b = rng.standard_normal((2, nrows, S)).astype(np.float32)
+    block = np.zeros((K, N))
+    for r in range(K):
+        if 0 <= kb + r < nrows:
+            block[r] = b[1, kb + r, :N]
+    c = np.full((M, N), np.nan, np.float32)
+    dot_rhs_block[(1,)](a, b, c, kb, nrows, S, M=M, N=N, K=K, OVERWRITE=int(overwrite))
+    assert not np.isnan(c).any()
+    assert_close(c, a.astype(np.float64) @ block, 1e-5, 1e-5)
+
+
+@kiln.jit
 def dot_of_regrouped_tile(a, b, c, R: kl.constexpr, S: kl.constexpr, N: kl.constexpr):
     va = kl.make_view(a, (2 * R, S), (S, 1))
     vb = kl.make_view(b, (S // 2, N), (N, 1))

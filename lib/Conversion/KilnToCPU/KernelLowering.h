@@ -583,8 +583,8 @@ private:
   /// their views at every iteration (tested before the loop): no row test.
   DenseSet<Operation *> interiorReads;
   /// CPU: whether `producer` (a view load, maybe reshaped to 2-D)
-  /// is read only as the lhs of a dot (or by a blocked 2-D kiln.trans) after
-  /// it, with no memory write
+  /// is read only as the lhs of a dot (or its rhs, rhsReadInPlace; or by a
+  /// blocked 2-D kiln.trans) after it, with no memory write
   /// between; if so, marks it (and its reshape) for lowerDot to read in
   /// place or lower.
   bool directDotOperand(Operation *producer);
@@ -605,6 +605,15 @@ private:
   /// from its view (valid where deferredInterior holds).
   Value readDeferred(ImplicitLocOpBuilder &b, LoadOp load, Value row, Value col,
                      Type elt, int64_t width);
+  /// An f32 dot whose rhs, a deferred load, the micro-kernel reads through a
+  /// strided memref (deferredRhs) instead of a copy.
+  bool rhsReadInPlace(DotOp dot);
+  /// The memref a dot's deferred rhs [K, N] is read through, chosen at run
+  /// time: the view itself where the tile is interior and its rows are
+  /// adjacent (row stride N: the tile is one block of memory, so the reads
+  /// touch what the copy would have), else the tile the load is lowered
+  /// into there.
+  FailureOr<Value> deferredRhs(DotOp op, LoadOp load, Operation *reshape);
   /// Lowers a deferred load (and its reshape) at the end of `into`, as it
   /// would have been where it stood.
   LogicalResult materializeDeferred(Operation *load, Operation *reshape, Block *into);
