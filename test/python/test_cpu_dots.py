@@ -238,6 +238,39 @@ def test_dot_reads_its_rhs_block_in_place(rng, gap, kb, nrows, overwrite, M, N, 
 
 
 @kiln.jit
+def dot_rhs_rows(a, b, c, r0, c0, nr, nc, M: kl.constexpr, N: kl.constexpr, R: kl.constexpr,
+                 C: kl.constexpr):
+    va = kl.make_view(a, (M, R * C), (R * C, 1))
+    vb = kl.make_view(b, (nr, nc, N), (nc * N, N, 1))
+    vc = kl.make_view(c, (M, N), (N, 1))
+    tb = kl.reshape(kl.load(vb, offsets=(r0, c0, 0), shape=(R, C, N)), (R * C, N))
+    kl.store(vc, kl.dot(kl.load(va, offsets=(0, 0), shape=(M, R * C)), tb), offsets=(0, 0))
+
+
+# (first row, first column, rows and columns of the view): the tile's rows
+# one block of memory (in place; at the view's end too), the view's rows
+# longer than the tile's (copied), past the view's end (copied, zeros).
+@pytest.mark.parametrize("r0,c0,nr,nc", [(2, 0, 9, 5), (6, 0, 9, 5), (2, 0, 9, 7), (1, 2, 9, 7),
+                                         (7, 0, 9, 5)])
+def test_dot_reads_an_rhs_of_several_row_dimensions_in_place(rng, r0, c0, nr, nc):
+    """An rhs [R, C, N] reshaped to [R C, N] (a convolution's R kernel rows
+    of C channels) is read in place when it is one block of memory: the view's
+    rows C long, the tile inside it."""
+    M, N, R, C = 11, 24, 3, 5
+    a = rng.standard_normal((M, R * C)).astype(np.float32)
+    b = rng.standard_normal((nr, nc, N)).astype(np.float32)
+    block = np.zeros((R, C, N))
+    for i in range(R):
+        for j in range(C):
+            if r0 + i < nr and c0 + j < nc:
+                block[i, j] = b[r0 + i, c0 + j]
+    c = np.full((M, N), np.nan, np.float32)
+    dot_rhs_rows[(1,)](a, b, c, r0, c0, nr, nc, M=M, N=N, R=R, C=C)
+    assert not np.isnan(c).any()
+    assert_close(c, a.astype(np.float64) @ block.reshape(R * C, N), 1e-5, 1e-5)
+
+
+@kiln.jit
 def dot_of_regrouped_tile(a, b, c, R: kl.constexpr, S: kl.constexpr, N: kl.constexpr):
     va = kl.make_view(a, (2 * R, S), (S, 1))
     vb = kl.make_view(b, (S // 2, N), (N, 1))

@@ -2326,11 +2326,10 @@ FailureOr<Value> KernelLowering::deferredRhs(DotOp op, LoadOp load, Operation *r
       StridedLayoutAttr::get(ctx, ShapedType::kDynamic, {ShapedType::kDynamic, 1}));
   const ViewInfo &vi = views[load.getView()];
   ArrayRef<int64_t> shape = load.getResult().getType().getShape();
-  int64_t rank = shape.size(), rowDim = 0;
-  for (int64_t d = 0; d + 1 < rank; ++d) // (as readDeferred)
-    if (shape[d] != 1)
-      rowDim = d;
-  // Adjacent rows: in place, B's reads are those of the copy (a matrix's
+  int64_t rank = shape.size();
+  // Adjacent rows: each dimension before the last one block of those after
+  // it ([R, C, N] read as [R C, N], a convolution's kernel rows); then in
+  // place, B's reads are those of the copy (a matrix's
   // tile of rows 4 KiB apart, read in place, would map every row to the
   // same L1 sets; the copy packs them). And a small view (its outermost
   // extent at most kRhsInPlaceBytes): weights every program reads stay in
@@ -2340,7 +2339,16 @@ FailureOr<Value> KernelLowering::deferredRhs(DotOp op, LoadOp load, Operation *r
   // column blocks (attention's values, 4 MiB: 1.04x the time in place).
   constexpr int64_t kRhsInPlaceBytes = 256 * 1024;
   auto idx = [&](int64_t v) { return arith::ConstantIndexOp::create(b, v); };
-  Value adjacent = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, vi.strides[rowDim], idx(N));
+  Value adjacent = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, vi.strides.back(), idx(1));
+  int64_t block = N;
+  for (int64_t d = rank - 2; d >= 0; --d) {
+    if (shape[d] == 1)
+      continue;
+    adjacent = arith::AndIOp::create(
+        b, adjacent,
+        arith::CmpIOp::create(b, arith::CmpIPredicate::eq, vi.strides[d], idx(block)));
+    block *= shape[d];
+  }
   Value extent = arith::MulIOp::create(b, vi.sizes[0], vi.strides[0]);
   Value small = arith::CmpIOp::create(
       b, arith::CmpIPredicate::ule, extent,
@@ -2349,18 +2357,17 @@ FailureOr<Value> KernelLowering::deferredRhs(DotOp op, LoadOp load, Operation *r
       b, deferredInterior(b, load), arith::AndIOp::create(b, adjacent, small));
   auto ifOp = scf::IfOp::create(b, TypeRange{strided}, inPlace, /*withElseRegion=*/true);
   {
+    // The tile's first element, and rows N apart from it.
     ImplicitLocOpBuilder tb(b.getLoc(), OpBuilder::atBlockEnd(ifOp.thenBlock()));
-    SmallVector<OpFoldResult> offsets(load.getOffsets().begin(), load.getOffsets().end());
-    SmallVector<OpFoldResult> sizes, ones;
-    for (int64_t d : shape) {
-      sizes.push_back(tb.getIndexAttr(d));
-      ones.push_back(tb.getIndexAttr(1));
-    }
-    auto source = cast<MemRefType>(vi.unitMemref.getType());
-    auto reduced = memref::SubViewOp::inferRankReducedResultType({K, N}, source, offsets,
-                                                                 sizes, ones);
-    Value sub = memref::SubViewOp::create(tb, reduced, vi.unitMemref, offsets, sizes, ones);
-    scf::YieldOp::create(tb, ValueRange{memref::CastOp::create(tb, strided, sub)});
+    Value offset = arith::ConstantIndexOp::create(tb, 0);
+    for (auto [off, stride] : llvm::zip(load.getOffsets(), vi.strides))
+      offset = arith::AddIOp::create(tb, offset, arith::MulIOp::create(tb, off, stride));
+    Value in = memref::ReinterpretCastOp::create(
+        tb, strided, vi.unitMemref, OpFoldResult(offset),
+        ArrayRef<OpFoldResult>{tb.getIndexAttr(K), tb.getIndexAttr(N)},
+        ArrayRef<OpFoldResult>{OpFoldResult(arith::ConstantIndexOp::create(tb, N).getResult()),
+                               tb.getIndexAttr(1)});
+    scf::YieldOp::create(tb, ValueRange{in});
   }
   // The load is lowered before a yield of nothing, replaced after it.
   ImplicitLocOpBuilder eb(b.getLoc(), OpBuilder::atBlockEnd(ifOp.elseBlock()));
@@ -2404,8 +2411,10 @@ bool KernelLowering::directDotOperand(Operation *producer) {
   // [M, K] with unit dimensions before K ([1, M, K], [M, 1, K]), reshaped
   // away first when the tile has more than two.
   ArrayRef<int64_t> shape = type.getShape();
-  if (llvm::count_if(shape.drop_back(), [](int64_t d) { return d != 1; }) > 1)
-    return false;
+  // (More than one, reshaped to [rows, K]: a dot's rhs only, read in place
+  // as one block of memory, deferredRhs.)
+  bool severalRowDims =
+      llvm::count_if(shape.drop_back(), [](int64_t d) { return d != 1; }) > 1;
   Operation *user = *tile.getUsers().begin();
   Operation *reshape = nullptr;
   if (isa<ReshapeOp>(user) && user->getBlock() == producer->getBlock()) {
@@ -2428,8 +2437,11 @@ bool KernelLowering::directDotOperand(Operation *producer) {
   if (user->getBlock() != producer->getBlock())
     return false;
   if (auto dot = dyn_cast<DotOp>(user)) {
-    if (dot.getLhs() != lhs && !(dot.getRhs() == lhs && rhsReadInPlace(dot)))
+    bool asRhs = dot.getRhs() == lhs && rhsReadInPlace(dot);
+    if ((dot.getLhs() != lhs || severalRowDims) && !asRhs)
       return false;
+  } else if (severalRowDims) {
+    return false;
   } else if (auto tr = dyn_cast<TransOp>(user)) {
     // A blocked transpose (lowerOp's TransOp) reads the rows in place too.
     auto t = tr.getResult().getType();
