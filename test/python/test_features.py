@@ -294,6 +294,25 @@ def rewrite_manifest(bundle, edit):
     return out
 
 
+def vector_add_bundle(tmp_path, target):
+    bundle = tmp_path / "add.kiln"
+    root = os.path.dirname(os.path.dirname(HERE))
+    subprocess.run([KILNC, os.path.join(root, "examples", "vector_add.mlir"), "--target",
+                    target, "-o", str(bundle)], check=True)
+    return bundle
+
+
+def assert_edit_refused(bundle, old, new, line):
+    """Loading the bundle with `old` replaced by `new` in its manifest fails,
+    naming the first line that differs and the code's line."""
+    import kiln._kiln_runtime as rt
+    edited = rewrite_manifest(bundle, lambda m: m.replace(old, new, 1))
+    assert edited.read_bytes() != bundle.read_bytes()
+    with pytest.raises(rt.BundleError, match="BAD_BUNDLE: .*bundle 'vector_add': its manifest "
+                                             "was changed after compiling; line [0-9]+ is '" + line):
+        rt.load_bundle(str(edited))
+
+
 @pytest.mark.parametrize("old,new,line", [
     # A pointer passed as a scalar: the kernel dereferenced the integer.
     ("arg x ptr f32", "arg x scalar i64", "arg x scalar i64', the code was compiled for 'arg x ptr f32"),
@@ -307,19 +326,10 @@ def rewrite_manifest(bundle, edit):
     ("writes out\n", "", "', the code was compiled for 'writes out"),
 ])
 def test_a_manifest_changed_after_compiling_is_refused(tmp_path, old, new, line):
-    import kiln._kiln_runtime as rt
-    root = os.path.dirname(os.path.dirname(HERE))
-    bundle = tmp_path / "add.kiln"
-    subprocess.run([KILNC, os.path.join(root, "examples", "vector_add.mlir"), "--target",
-                    "x86-64-avx2", "-o", str(bundle)], check=True)
-    # The same manifest, rewritten, still loads (and runs where AVX2 is).
-    same = rewrite_manifest(bundle, lambda m: m)
-    assert same.read_bytes() == bundle.read_bytes()
-    edited = rewrite_manifest(bundle, lambda m: m.replace(old, new, 1))
-    assert edited.read_bytes() != bundle.read_bytes()
-    with pytest.raises(rt.BundleError, match="BAD_BUNDLE: .*bundle 'vector_add': its manifest "
-                                             "was changed after compiling; line [0-9]+ is '" + line):
-        rt.load_bundle(str(edited))
+    bundle = vector_add_bundle(tmp_path, "x86-64-avx2")
+    # The same manifest, rewritten, is the same bundle (the rewrite is faithful).
+    assert rewrite_manifest(bundle, lambda m: m).read_bytes() == bundle.read_bytes()
+    assert_edit_refused(bundle, old, new, line)
 
 
 @pytest.mark.parametrize("old,new,line", [
@@ -334,16 +344,9 @@ def test_a_gpu_manifest_changed_after_compiling_is_refused(tmp_path, old, new, l
     # PTX carries its manifest as comments; the check runs before the
     # driver is needed, so it runs here without a GPU.
     import kiln._kiln_runtime as rt
-    root = os.path.dirname(os.path.dirname(HERE))
-    bundle = tmp_path / "add.kiln"
-    subprocess.run([KILNC, os.path.join(root, "examples", "vector_add.mlir"), "--target",
-                    "sm_80", "-o", str(bundle)], check=True)
+    bundle = vector_add_bundle(tmp_path, "sm_80")
     assert b"\n// kiln_manifest arg out ptr f32\n" in bundle.read_bytes()
-    edited = rewrite_manifest(bundle, lambda m: m.replace(old, new, 1))
-    assert edited.read_bytes() != bundle.read_bytes()
-    with pytest.raises(rt.BundleError, match="BAD_BUNDLE: .*bundle 'vector_add': its manifest "
-                                             "was changed after compiling; line [0-9]+ is '" + line):
-        rt.load_bundle(str(edited))
+    assert_edit_refused(bundle, old, new, line)
     # Unchanged, it goes on to the driver (none here: NO_DEVICE; a GPU: loads).
     try:
         rt.load_bundle(str(bundle))
