@@ -2327,34 +2327,37 @@ FailureOr<Value> KernelLowering::deferredRhs(DotOp op, LoadOp load, Operation *r
   const ViewInfo &vi = views[load.getView()];
   ArrayRef<int64_t> shape = load.getResult().getType().getShape();
   int64_t rank = shape.size();
-  // Adjacent rows: each dimension before the last one block of those after
-  // it ([R, C, N] read as [R C, N], a convolution's kernel rows); then in
-  // place, B's reads are those of the copy (a matrix's
-  // tile of rows 4 KiB apart, read in place, would map every row to the
-  // same L1 sets; the copy packs them). And a small view (its outermost
-  // extent at most kRhsInPlaceBytes): weights every program reads stay in
-  // the caches, so their copy is pure overhead (conv2d 3x3 64 -> 64
-  // channels: 0.95x the time); a large one is streamed, and the copy's
-  // sequential read fetched it faster than the micro-kernel's walk over
-  // column blocks (attention's values, 4 MiB: 1.04x the time in place).
+  // In place when the tile is interior (deferredInterior: unit last
+  // stride too) and
+  // - one block of memory: each dimension before the last one block of
+  //   those after it ([R, C, N] read as [R C, N], a convolution's kernel
+  //   rows). B's reads are then those of the copy; a matrix's tile of rows
+  //   4 KiB apart, read in place, would map every row to the same L1 sets,
+  //   where the copy packs them.
+  // - from a small view (outermost extent at most kRhsInPlaceBytes):
+  //   weights every program reads stay in the caches, so their copy is
+  //   pure overhead (conv2d 3x3 64 -> 64 channels: 0.95x the time). A large
+  //   view is streamed, and the copy's sequential read fetched it faster
+  //   than the micro-kernel's walk over column blocks (attention's values,
+  //   4 MiB: 1.04x the time in place).
   constexpr int64_t kRhsInPlaceBytes = 256 * 1024;
   auto idx = [&](int64_t v) { return arith::ConstantIndexOp::create(b, v); };
-  Value adjacent = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, vi.strides.back(), idx(1));
+  Value inPlace = deferredInterior(b, load);
   int64_t block = N;
   for (int64_t d = rank - 2; d >= 0; --d) {
     if (shape[d] == 1)
       continue;
-    adjacent = arith::AndIOp::create(
-        b, adjacent,
+    inPlace = arith::AndIOp::create(
+        b, inPlace,
         arith::CmpIOp::create(b, arith::CmpIPredicate::eq, vi.strides[d], idx(block)));
     block *= shape[d];
   }
   Value extent = arith::MulIOp::create(b, vi.sizes[0], vi.strides[0]);
-  Value small = arith::CmpIOp::create(
-      b, arith::CmpIPredicate::ule, extent,
-      idx(kRhsInPlaceBytes / std::max<int64_t>(1, elt.getIntOrFloatBitWidth() / 8)));
-  Value inPlace = arith::AndIOp::create(
-      b, deferredInterior(b, load), arith::AndIOp::create(b, adjacent, small));
+  inPlace = arith::AndIOp::create(
+      b, inPlace,
+      arith::CmpIOp::create(
+          b, arith::CmpIPredicate::ule, extent,
+          idx(kRhsInPlaceBytes / std::max<int64_t>(1, elt.getIntOrFloatBitWidth() / 8))));
   auto ifOp = scf::IfOp::create(b, TypeRange{strided}, inPlace, /*withElseRegion=*/true);
   {
     // The tile's first element, and rows N apart from it.
@@ -2411,7 +2414,7 @@ bool KernelLowering::directDotOperand(Operation *producer) {
   // [M, K] with unit dimensions before K ([1, M, K], [M, 1, K]), reshaped
   // away first when the tile has more than two.
   ArrayRef<int64_t> shape = type.getShape();
-  // (More than one, reshaped to [rows, K]: a dot's rhs only, read in place
+  // (More than one, reshaped to [rows, N]: a dot's rhs only, read in place
   // as one block of memory, deferredRhs.)
   bool severalRowDims =
       llvm::count_if(shape.drop_back(), [](int64_t d) { return d != 1; }) > 1;
