@@ -444,6 +444,23 @@ class JITFunction:
                     v = v.value
                 out.append(_Arg("const", None, v, ("c", repr(v))))
                 continue
+            tv = type(v)
+            # (The common kinds first, by exact type: the launch path is hot.)
+            if tv is int and name not in self.do_not_specialize:
+                if not -(1 << 63) <= v < (1 << 63):
+                    raise OverflowError(f"argument '{name}' = {v} does not fit in int64")
+                out.append(_Arg("scalar", kl.int64, v,
+                                ("s", "int64", v == 1, v % 16 == 0, v >= 0)))
+                continue
+            if tv is np.ndarray:
+                dt = kl.from_numpy(v.dtype)
+                if dt is None:
+                    _as_array(v, name)  # (raises its error)
+                if not v.flags.c_contiguous:
+                    raise ValueError(f"argument '{name}' of {self.__name__} is not contiguous; "
+                                     "pass np.ascontiguousarray(x)")
+                out.append(_Arg("ptr", dt, v.ctypes.data, ("p", dt.name), v))
+                continue
             if isinstance(v, TensorDescriptor):
                 out.append(self._bind_descriptor(v, name))
                 continue
@@ -722,12 +739,12 @@ class JITFunction:
         # PyTorch tensors and no stream: Triton's way, on PyTorch's current
         # stream of the device (_launch_on_torch), waited for only if wait.
         on_torch = stream is None and any(
-            a.kind in ("ptr", "desc") and a.array is not None and
+            a.kind in ("ptr", "desc") and isinstance(a.array, DeviceArray) and
             getattr(a.array, "torch", False)
             for a in bound)
-        meta = {p.name: a.value for p, a in zip(self.params, bound) if a.kind == "const"}
         if callable(grid):
-            grid = grid(meta)
+            grid = grid({p.name: a.value for p, a in zip(self.params, bound)
+                         if a.kind == "const"})
         if isinstance(grid, (int, np.integer)) and not isinstance(grid, (bool, np.bool_)):
             grid = (grid,)
         # Ints only: a float (n / BLOCK instead of kiln.cdiv) or a bool is

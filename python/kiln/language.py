@@ -136,12 +136,26 @@ float8e5 = dtype("float8e5", "i8", None, 8, True)
 float8e5.fp8 = "e5m2"
 
 
+_FROM_NUMPY = {}
+
+
 def from_numpy(np_dtype) -> dtype | None:
-    np_dtype = np.dtype(np_dtype)
+    # (Memoized: every launch maps each array's dtype.)
+    try:
+        return _FROM_NUMPY[np_dtype]
+    except (KeyError, TypeError):
+        pass
+    key = np.dtype(np_dtype)
+    found = None
     for d in ALL_DTYPES:
-        if d.np is not None and np.dtype(d.np) == np_dtype:
-            return d
-    return None
+        if d.np is not None and np.dtype(d.np) == key:
+            found = d
+            break
+    try:
+        _FROM_NUMPY[np_dtype] = found
+    except TypeError:  # an unhashable dtype-like
+        pass
+    return found
 
 
 class pointer_type:

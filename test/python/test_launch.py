@@ -48,6 +48,15 @@ def test_mismatched_dtypes_are_a_compile_error():
         copy[(1,)](a, "not an array", 4, BLOCK=16)
 
 
+@pytest.mark.parametrize("n", [1 << 63, -(1 << 63) - 1, 10 ** 30])
+def test_integers_outside_int64_are_refused(n):
+    # (Python ints take the launch's fast path; each is checked all the same.)
+    a, b = arrays()
+    with pytest.raises(OverflowError, match="does not fit in int64"):
+        copy[(1,)](a, b, n, BLOCK=128)
+    assert np.isnan(b).all()
+
+
 def test_non_contiguous_array():
     a = np.zeros((16, 16), np.float32)[:, 3]
     b = np.zeros(16, np.float32)
