@@ -8,6 +8,7 @@ by PyTorch). Semantics, shapes and configuration: docs/ops.md.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 
@@ -153,9 +154,25 @@ def _host_only(fn):
     # The public name (block_sparse_attention's host path is a helper).
     public = fn.__name__[1:-len("_host")] if fn.__name__.endswith("_host") else fn.__name__
 
+    params = list(sig.parameters.values())
+    positional = [p.name for p in params
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    simple = all(p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY, p.VAR_KEYWORD)
+                 for p in params)
+
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        _refuse_cuda(public, sig.bind_partial(*args, **kwargs).arguments)
+        if simple and len(args) <= len(positional):
+            # (Signature.bind_partial's arguments, in the signature's order,
+            # without its cost: the launch path is hot. Bad arguments are
+            # fn's TypeError below.)
+            given = dict(zip(positional, args))
+            given.update(kwargs)
+            arguments = {p.name: given.pop(p.name) for p in params if p.name in given}
+            arguments.update(given)
+        else:
+            arguments = sig.bind_partial(*args, **kwargs).arguments
+        _refuse_cuda(public, arguments)
         return fn(*args, **kwargs)
     return wrapper
 
@@ -245,7 +262,7 @@ def _empty(shape, dtype=np.float32):
     docs/performance.md)."""
     dtype = np.dtype(dtype)
     shape = tuple(int(d) for d in shape)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    nbytes = math.prod(shape) * dtype.itemsize
     raw = np.empty(nbytes + 64, np.uint8)
     start = -raw.ctypes.data % 64
     return raw[start:start + nbytes].view(dtype).reshape(shape)

@@ -448,6 +448,10 @@ def _dlpack_view(obj, name):
     return CudaArrayView((t.data or 0) + t.byte_offset, shape, strides, dtype, itemsize)
 
 
+# Types that are never CUDA arrays.
+_HOST_TYPES = frozenset({np.ndarray, int, float, bool, str, type(None)})
+
+
 def _has_cai(obj):
     # PyTorch raises (not AttributeError) for tensors that need grad or whose
     # dtype has no typestr: those are still CUDA arrays.
@@ -471,6 +475,8 @@ def _dlpack_device_id(obj):
 
 def is_cuda_array(obj):
     """Whether `obj` is a CUDA array (see cuda_array_view), without reading it."""
+    if type(obj) in _HOST_TYPES:  # (the common case first: it is asked per argument)
+        return False
     if type(obj).__module__.startswith("torch") and getattr(obj, "is_cuda", False):
         return True
     if _has_cai(obj):
