@@ -819,9 +819,10 @@ def block_mask(mask_mod, batch, heads, seq_q, seq_kv, block=None, block_kv=None,
     Query blocks have `block` rows (default 64, and 128 for a mask built
     for a Hopper GPU, `device` with the sm_90a target, as flex_attention's
     default: there block 128 at 8 warps measured 0.65x SDPA against 0.50x
-    at block 64 and 4 warps, docs/performance.md), key blocks `block_kv`
-    keys (default `block`); block_sparse_attention runs with the same
-    sizes. Returns a dict of the kernel's kv_num/kv_idx (partial blocks)
+    at block 64 and 4 warps, docs/performance.md; on the host, fewer than
+    64 queries take the next power of two, keys then in blocks of 64), key
+    blocks `block_kv` keys (default `block`); block_sparse_attention runs
+    with the same sizes. Returns a dict of the kernel's kv_num/kv_idx (partial blocks)
     and full_num/full_idx (fully visible), int32 numpy arrays; with `device` (a torch.device,
     "cuda:N" or an index), checked once and copied there as PyTorch tensors,
     so that block_sparse_attention on PyTorch tensors of exactly this shape
@@ -834,6 +835,16 @@ def block_mask(mask_mod, batch, heads, seq_q, seq_kv, block=None, block_kv=None,
             from .jit import gpu_target
             if gpu_target() == "sm_90a":
                 block = 128
+        elif 0 < seq_q < 64 and isinstance(seq_q, (int, np.integer)) and \
+                not _gpu_target(None):
+            # Few queries (decoding: one per sequence) on the host: a query
+            # block of the next power of two, keys still in blocks of 64. A
+            # block of 64 computed 63 rows of padding for each query: GQA
+            # decoding (32 query heads, 8 KV heads, 4096 keys, D 128) took
+            # 72 ms, 9.5 ms with a block of 1 (docs/performance.md).
+            block = 1 << (int(seq_q) - 1).bit_length()
+            if block_kv is None:
+                block_kv = 64
     block, block_kv = _block_sizes(block, block_kv)
     for n, v in (("batch", batch), ("heads", heads), ("seq_q", seq_q), ("seq_kv", seq_kv)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:

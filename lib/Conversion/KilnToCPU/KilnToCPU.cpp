@@ -2140,7 +2140,9 @@ bool KernelLowering::dotNTOnly(TransOp tr) {
       tr.getResult().use_empty())
     return false;
   // (A key tile loaded for the transpose alone is read from its view by
-  // the blocked transpose: attention's, with K = 64, gains nothing here.)
+  // the blocked transpose: attention's, with K = 64 against 64 query rows,
+  // gains nothing here. directDotOperand asks first and does not defer
+  // the load of a transpose taken here.)
   if (deferredSource(tr.getSrc()).first)
     return false;
   const int64_t K = type.getDimSize(0);
@@ -2446,9 +2448,12 @@ bool KernelLowering::directDotOperand(Operation *producer) {
   } else if (severalRowDims) {
     return false;
   } else if (auto tr = dyn_cast<TransOp>(user)) {
-    // A blocked transpose (lowerOp's TransOp) reads the rows in place too.
+    // A blocked transpose (lowerOp's TransOp) reads the rows in place too,
+    // unless its dots take the rows without it (dotNTOnly: decode's one
+    // query row against a key tile, which cost 8 times its dot to
+    // transpose).
     auto t = tr.getResult().getType();
-    if (t.getRank() != 2 || tr.getOrder()[0] != 1 ||
+    if (dotNTOnly(tr) || t.getRank() != 2 || tr.getOrder()[0] != 1 ||
         vectorWidth({t.getElementType()}, std::gcd(t.getDimSize(0), t.getDimSize(1))) < 4)
       return false;
   } else {
