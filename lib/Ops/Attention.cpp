@@ -41,13 +41,25 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
                                                  const MaskMod &maskMod,
                                                  const ScoreMod &scoreMod) {
   MLIRContext *ctx = module.getContext();
-  const int64_t D = c.getInt("head_dim"), BM = c.getInt("block"),
+  const int64_t D = c.getInt("head_dim"), BMq = c.getInt("block"),
                 BN = keyBlock(c);
   const int64_t group = c.getInt("gqa_group");
-  if (D <= 0 || BM <= 0 || BN <= 0 || group <= 0)
+  if (D <= 0 || BMq <= 0 || BN <= 0 || group <= 0)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "block_sparse_attention: head_dim, block, "
                                    "block_kv and gqa_group must be positive");
+  // pack_gqa: a program takes the query block of every head of a GQA group
+  // (their rows stacked: head-major, BMq query rows each), so the group's
+  // keys and values are read once, not once per query head. The block
+  // lists are the group's first head's (kiln.ops packs only where every
+  // head of a group has the same lists) and nothing may depend on the head
+  // (no mask_mod or score_mod: buildRegistered refuses them).
+  const bool pack = c.getInt("pack_gqa") != 0;
+  if (pack && (maskMod || c.getInt("profile")))
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "block_sparse_attention: pack_gqa takes no "
+                                   "mask_mod, score_mod or profile");
+  const int64_t BM = pack ? BMq * group : BMq; // the program's rows
   const std::string mask = c.getString("mask");
   if (c.getInt("one_loop") && c.getInt("overlap"))
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
@@ -140,13 +152,37 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
     stamp(5, k.convert(k.processorId(), i64));
   }
   Value qb = k.sub(k.sub(np0, k.cIndex(1)), k.div(linear, np1));
-  Value bh = k.rem(linear, np1);
-  Value b = k.div(bh, k.toIndex(heads));
-  Value h = k.rem(bh, k.toIndex(heads));
   Value kvHeads = k.div(k.toIndex(heads), k.cIndex(group));
-  Value bkv = k.add(k.mul(b, kvHeads), k.div(h, k.cIndex(group)));
+  // The grid's y: (batch, query head), or (batch, KV head) with pack_gqa;
+  // bh the (batch, head) whose block lists the program reads.
+  Value b, h, bh, bkv;
+  if (pack) {
+    bkv = k.rem(linear, np1);
+    b = k.div(bkv, kvHeads);
+    h = k.mul(k.rem(bkv, kvHeads), k.cIndex(group));
+    bh = k.add(k.mul(b, k.toIndex(heads)), h);
+  } else {
+    bh = k.rem(linear, np1);
+    b = k.div(bh, k.toIndex(heads));
+    h = k.rem(bh, k.toIndex(heads));
+    bkv = k.add(k.mul(b, kvHeads), k.div(h, k.cIndex(group)));
+  }
   Value bhAll = k.mul(k.toIndex(batch), k.toIndex(heads));
-  Value q0 = k.mul(qb, k.cIndex(BM));
+  Value q0 = k.mul(qb, k.cIndex(BMq));
+  // pack_gqa: q, out and lse seen as [batch x KV heads, group, ...].
+  Value bkvAll = k.mul(k.toIndex(batch), kvHeads);
+  auto groupView = [&](const char *arg, bool rows) {
+    SmallVector<Value> sizes = {bkvAll, k.cIndex(group), seqQ};
+    SmallVector<Value> strides = {k.mul(k.mul(k.cIndex(group), k.toIndex(seqQ)),
+                                        k.cIndex(rows ? D : 1)),
+                                  k.mul(k.toIndex(seqQ), k.cIndex(rows ? D : 1)),
+                                  k.cIndex(rows ? D : 1)};
+    if (rows) {
+      sizes.push_back(k.cIndex(D));
+      strides.push_back(k.cIndex(1));
+    }
+    return k.view(k.arg(arg), sizes, strides);
+  };
 
   Value vq = k.denseView(k.arg("q"), {bhAll, seqQ, k.cIndex(D)});
   Value vk = k.denseView(k.arg("k"), {k.mul(k.toIndex(batch), kvHeads), seqKV, k.cIndex(D)});
@@ -181,7 +217,10 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
   // lets it stay in flight (deferLastAsyncCopyGroup) until the first use of
   // its bytes, past each loop's mbarrier set-up and the first fill's issue:
   // q's and the first keys' and values' loads overlap.
-  Value qt = k.reshape(k.load(vq, {bh, q0, k.cIndex(0)}, {1, BM, D}), {BM, D});
+  Value qt = pack ? k.reshape(k.load(groupView("q", true), {bkv, k.cIndex(0), q0, k.cIndex(0)},
+                                     {1, group, BMq, D}),
+                              {BM, D})
+                   : k.reshape(k.load(vq, {bh, q0, k.cIndex(0)}, {1, BM, D}), {BM, D});
   // (The two loops take the full list's values out where its loop starts:
   // kept in registers across the partial blocks' loop they cost a register
   // there, and at block 128 on mma.sync 8-16 bytes of spills.)
@@ -216,13 +255,21 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
   // f32: scale q once. bf16/f16: q stays in its type for the dot (f32
   // accumulation) and the scale is applied to the f32 scores instead.
   Value qs = lowPrecision ? qt : k.mul(qt, scoreMod ? k.arg("scale") : scale2);
-  Value qIdx = k.expand(k.add(k.arange(BM), k.convert(q0, i32)), 1); // [BM, 1]
+  // Each row's query position: row r is query q0 + r (pack_gqa: q0 + r % BMq).
+  Value rowPos = k.arange(BM);
+  if (pack)
+    rowPos = k.rem(rowPos, k.splat(k.cI32(BMq), {BM}));
+  Value qIdx = k.expand(k.add(rowPos, k.convert(q0, i32)), 1); // [BM, 1]
   Value negInf = k.cF32(-INFINITY);
   Value zeroAcc = k.constant(k.tile({BM, D}, f32), 0.0);
   Value zeroS = k.constant(k.tile({BM, BN}, f32), 0.0);
   Value docQ;
   if (mask == "document")
-    docQ = k.expand(k.reshape(k.load(vDoc, {b, q0}, {1, BM}, -1), {BM}), 1);
+    docQ = k.expand(pack ? k.reshape(k.broadcastTo(k.load(vDoc, {b, q0}, {1, BMq}, -1),
+                                                   {group, BMq}),
+                                     {BM})
+                         : k.reshape(k.load(vDoc, {b, q0}, {1, BM}, -1), {BM}),
+                    1);
 
   // applyMask: the block is partial (the built-in mask and mask_mod per
   // element). maskWhen (one_loop): a runtime i1, partial when true, under an
@@ -381,9 +428,15 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
   // store, in every program. The last reading is taken before out's store
   // for the same reason: a store after the box would make it wait.
   Value lse = k.add(k.mul(state[0], k.cF32(1.0 / log2e)), k.log(l));
-  k.store(k.expand(lse, 0), vl, {bh, q0});
-  stamp(4, Value());
-  k.store(k.reshape(o, {1, BM, D}), vo, {bh, q0, k.cIndex(0)});
+  if (pack) {
+    k.store(k.reshape(lse, {1, group, BMq}), groupView("lse", false), {bkv, k.cIndex(0), q0});
+    k.store(k.reshape(o, {1, group, BMq, D}), groupView("out", true),
+            {bkv, k.cIndex(0), q0, k.cIndex(0)});
+  } else {
+    k.store(k.expand(lse, 0), vl, {bh, q0});
+    stamp(4, Value());
+    k.store(k.reshape(o, {1, BM, D}), vo, {bh, q0, k.cIndex(0)});
+  }
   k.finish();
   return llvm::Error::success();
 }
@@ -434,6 +487,10 @@ static llvm::Error buildRegistered(ModuleOp module, const Config &c) {
     };
   }
   Operation *userScore = c.lookupMod("score_mod");
+  if (userScore && c.getInt("pack_gqa"))
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "block_sparse_attention: pack_gqa takes no "
+                                   "mask_mod, score_mod or profile");
   if (userScore)
     if (auto e = checkModSignature(userScore, "score_mod", {sTy, i32, i32, qTy, kvTy}, sTy))
       return e;
@@ -524,6 +581,12 @@ void registerAttentionOps(std::vector<OpInfo> &ops) {
         {"one_loop", Param::Int, "0",
          "1: the partial and the full blocks in one loop, the mask under a branch (one "
          "pipeline fill per program instead of two; not measured on a GPU yet)",
+         {}},
+        {"pack_gqa", Param::Int, "0",
+         "1: a program takes the query block of every head of a GQA group (block x "
+         "gqa_group rows; grid (nqb, batch x KV heads)), reading their keys and values "
+         "once; the group's heads must share their block lists (no mask_mod, score_mod "
+         "or profile)",
          {}},
         {"profile", Param::Int, "0",
          "1: a trailing argument stamps (i64 [programs, 6]) gets each program's clock "

@@ -146,7 +146,7 @@ makeConfig(const OpInfo &op,
         return err("parameter '" + k + "' of '" + op.name +
                    "' must be >= 0, got " + v);
       if (llvm::is_contained({"causal", "overlap", "bias", "streaming", "one_loop", "profile",
-                              "wide_taps", "row_taps"},
+                              "wide_taps", "row_taps", "pack_gqa"},
                              name) &&
           x != 0 && x != 1)
         return err("parameter '" + k + "' of '" + op.name +

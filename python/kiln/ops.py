@@ -1052,7 +1052,7 @@ def _doc_ids(name, doc_ids):
 
 def _attention_kernel(block, block_kv, D, mask_kind, window, prefix, group, softcap, dtype,
                       overlap, out_dtype, mask_mod, score_mod, target=None, num_warps=None,
-                      profile=False, one_loop=False):
+                      profile=False, one_loop=False, pack_gqa=False):
     mods = ""
     if mask_mod is not None or score_mod is not None:
         mods = mod_source(block, mask_mod=mask_mod, score_mod=score_mod, block_kv=block_kv)
@@ -1063,7 +1063,26 @@ def _attention_kernel(block, block_kv, D, mask_kind, window, prefix, group, soft
                   **({"overlap": 1} if overlap else {}),
                   **({"profile": 1} if profile else {}),
                   **({"one_loop": 1} if one_loop else {}),
+                  **({"pack_gqa": 1} if pack_gqa else {}),
                   **({"out_dtype": out_dtype} if out_dtype != "f32" else {}))
+
+
+def _packs_gqa(arrays, batch, kv_heads, group, block, mask_mod, score_mod, profile):
+    """Whether a host attention takes each GQA group's query heads in one
+    program (the kernel's pack_gqa): few query rows (block x group <= 64, as
+    decoding's), nothing that depends on the head (no mask_mod or
+    score_mod), and the same block lists for every head of a group (those of
+    the group's first head are read). Its keys and values are then read once
+    per group: GQA decoding (32 query heads over 8 KV heads, 4096 keys) took
+    0.55x the time (docs/performance.md)."""
+    if group == 1 or block * group > 64 or mask_mod is not None or score_mod is not None \
+            or profile:
+        return False
+    for a in arrays:
+        g = a.reshape(batch * kv_heads, group, -1)
+        if not (g == g[:, :1]).all():
+            return False
+    return True
 
 
 def _block_sparse_attention_torch(q, k, v, mask, mask_kind="none", window=256, prefix=0,
@@ -1200,13 +1219,15 @@ def _block_sparse_attention_host(q, k, v, mask, mask_kind="none", window=256, pr
     result = ((bf16(out) if out_dtype == "bf16" else out), lse) + ((stamps,) if profile else ())
     if lse.size == 0:  # no batch, heads or queries: no programs
         return result
-    kern = _attention_kernel(block, block_kv, D, mask_kind, window, prefix, Hq // Hkv, softcap,
+    group = Hq // Hkv
+    pack = _packs_gqa(arrays, B, Hkv, group, block, mask_mod, score_mod, profile)
+    kern = _attention_kernel(block, block_kv, D, mask_kind, window, prefix, group, softcap,
                              dtype, overlap, out_dtype, mask_mod, score_mod, profile=profile,
-                             one_loop=one_loop)
+                             one_loop=one_loop, pack_gqa=pack)
     kern.launch([_ptr(q), _ptr(k), _ptr(v), _ptr(out), _ptr(lse)] + [_ptr(a) for a in arrays] +
                 [_ptr(doc_ids), B, Hq, S, Skv, nqb, maxb, scale] +
                 ([_ptr(stamps)] if profile else []),
-                [nqb, B * Hq])
+                [nqb, B * (Hkv if pack else Hq)])
     return result
 
 

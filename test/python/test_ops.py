@@ -212,23 +212,41 @@ def test_bad_indices_raise_or_are_counted(rng):
 
 
 @pytest.mark.parametrize("S,block", [(1, 1), (3, 4), (17, 32), (64, 64), (100, 64)])
-def test_decoding_attention_takes_small_query_blocks(rng, S, block):
+@pytest.mark.parametrize("kind", ["blocks", "causal", "document", "per_head"])
+def test_decoding_attention_takes_small_query_blocks(rng, monkeypatch, S, block, kind):
     """Few queries (decoding) on the host: block_mask's query block is the
     next power of two (keys in blocks of 64), not 64 rows of padding per
-    query. GQA 4 query heads per KV head, 300 keys (a ragged last block,
-    partial), one key block skipped, against float64."""
+    query; with block x group <= 64 and the same block lists for a GQA
+    group's heads, one program takes the group's heads (pack_gqa: its keys
+    and values read once). GQA 4 query heads per KV head, 300 keys (a
+    ragged last block), against float64: key blocks skipped, the causal
+    and document masks (per row's query position, within each packed head),
+    and block lists that differ between heads (not packed)."""
     B, Hq, Hkv, Skv, D = 2, 8, 2, 300, 64
     q = rng.standard_normal((B, Hq, S, D)).astype(np.float32)
     k = rng.standard_normal((B, Hkv, Skv, D)).astype(np.float32)
     v = rng.standard_normal((B, Hkv, Skv, D)).astype(np.float32)
-    mod = lambda b, h, qi, ki: (ki < 64) | (ki >= 128)  # noqa: E731
-    mask = kiln.ops.block_mask(mod, B, Hq, S, Skv)
+    docs = np.repeat(np.arange(3, dtype=np.int32), 100)[None, :].repeat(B, 0)  # 0, 1, 2
+    mods = {"blocks": lambda b, h, qi, ki: (ki < 64) | (ki >= 128),
+            "causal": lambda b, h, qi, ki: ki <= qi,
+            # (block_mask asks past the keys too, up to a whole key block.)
+            "document": lambda b, h, qi, ki: docs[b][np.minimum(qi, Skv - 1)] ==
+            docs[b][np.minimum(ki, Skv - 1)],
+            "per_head": lambda b, h, qi, ki: ki < 64 * (1 + h % 3)}
+    mask = kiln.ops.block_mask(mods[kind], B, Hq, S, Skv)
     # (GPU targets, emulated ones included, keep their block of 64.)
-    assert (mask["block"], mask["block_kv"]) == (
-        (64, 64) if kiln.ops._gpu_target(None) else (block, 64))
-    out, lse = kiln.ops.block_sparse_attention(q, k, v, mask)
-    ro, rl = dense_reference(q, k, v, mod, 1 / np.sqrt(D))
-    assert np.isfinite(out).all() and np.isfinite(lse).all()
+    gpu = kiln.ops._gpu_target(None)
+    assert (mask["block"], mask["block_kv"]) == ((64, 64) if gpu else (block, 64))
+    target = os.environ.get("KILN_TARGET")
+    packed = record_setting(monkeypatch, "pack_gqa", 0)
+    if target:  # (record_setting unsets it: the mask was built for it)
+        monkeypatch.setenv("KILN_TARGET", target)
+    builtin = {"blocks": "none", "causal": "causal", "document": "document", "per_head": "none"}
+    out, lse = kiln.ops.block_sparse_attention(q, k, v, mask, builtin[kind],
+                                               doc_ids=docs if kind == "document" else None)
+    assert packed == [int(not gpu and block * 4 <= 64 and kind != "per_head")]
+    ro, rl = dense_reference(q, k, v, mods[kind], 1 / np.sqrt(D))
+    assert np.isfinite(out).all()
     assert_close(out, ro, 2e-4, 2e-5)
     assert_close(lse, rl, 2e-5, 2e-5)
 
