@@ -370,6 +370,46 @@ int main(int argc, char **argv) {
       auto [tb, tf] = timePair(run16, [&] { run(dense); });
       record("attention_dense_kiln_bf16", flops / tb / 1e9, "GFLOP/s", "the f32 Kiln kernel", tf / tb);
     }
+    {
+      // Decoding: one query per head, GQA (32 query heads over 8 KV heads),
+      // 4096 keys, head dim 128, as kiln.ops runs it on the host: query
+      // blocks of 1, keys in blocks of 64, the group's heads in one program
+      // (pack_gqa). Peers: a memcpy of the same K and V bytes (the memory
+      // bound) and the kernel without pack_gqa.
+      const int64_t Hq = 32, Hkv = 8, S = 4096, D = 128, G = Hq / Hkv;
+      auto q = rnd(Hq * D), kk = rnd(Hkv * S * D), v = rnd(Hkv * S * D);
+      Array<float> out(Hq * D), lse(Hq), copy(2 * Hkv * S * D);
+      Array<int32_t> doc(S, 0);
+      auto m = kiln::ops::makeBlockMask(Hq, 1, S, 1, 64, [](int64_t, int64_t, int64_t) { return true; });
+      auto config = [&](bool pack) {
+        std::map<std::string, std::string> c = {{"block", "1"}, {"block_kv", "64"},
+                                                {"head_dim", std::to_string(D)},
+                                                {"gqa_group", std::to_string(G)}};
+        if (pack)
+          c["pack_gqa"] = "1";
+        return c;
+      };
+      auto packed = op("block_sparse_attention", config(true));
+      auto plain = op("block_sparse_attention", config(false));
+      auto run = [&](kiln::Kernel &kern, int64_t programs) {
+        launch(kern, {kiln::arg(q.data()), kiln::arg(kk.data()), kiln::arg(v.data()),
+                      kiln::arg(out.data()), kiln::arg(lse.data()), kiln::arg(m.kvNum.data()),
+                      kiln::arg(m.kvIdx.data()), kiln::arg(m.fullNum.data()),
+                      kiln::arg(m.fullIdx.data()), kiln::arg(doc.data()), kiln::arg(int64_t(1)),
+                      kiln::arg(Hq), kiln::arg(int64_t(1)), kiln::arg(S), kiln::arg(m.numQBlocks),
+                      kiln::arg(m.maxBlocks), kiln::arg(1.0f / std::sqrt(float(D)))},
+               {m.numQBlocks, programs});
+      };
+      const double bytes = 2.0 * Hkv * S * D * 4;
+      auto [tk, tm] = timePair([&] { run(*packed, Hkv); }, [&] {
+        std::memcpy(copy.data(), kk.data(), kk.size() * 4);
+        std::memcpy(copy.data() + kk.size(), v.data(), v.size() * 4);
+      });
+      record("attention_decode_gqa32x8_4096_d128", bytes / tk / 1e9, "GB/s", "memcpy", tm / tk);
+      auto [tk2, tp] = timePair([&] { run(*packed, Hkv); }, [&] { run(*plain, Hq); });
+      record("attention_decode_pack_gqa_vs_per_head", bytes / tk2 / 1e9, "GB/s",
+             "the kernel per query head", tp / tk2);
+    }
   }
 
   if (want("dsa")) {
