@@ -2374,17 +2374,19 @@ FailureOr<Value> KernelLowering::deferredRhs(DotOp op, LoadOp load, Operation *r
                                tb.getIndexAttr(1)});
     scf::YieldOp::create(tb, ValueRange{in});
   }
-  // The load is lowered before a yield of nothing, replaced after it.
+  // materializeDeferred lowers the load before its block's terminator, and
+  // the yield's value (the load's tile) exists only after that: the block
+  // gets a yield of nothing first, and the real one after the load.
   ImplicitLocOpBuilder eb(b.getLoc(), OpBuilder::atBlockEnd(ifOp.elseBlock()));
-  Operation *placeholder = scf::YieldOp::create(eb);
+  Operation *emptyYield = scf::YieldOp::create(eb);
   if (failed(materializeDeferred(load, reshape, ifOp.elseBlock())))
     return failure();
   auto buf = bufferOf(op.getRhs(), op);
   if (failed(buf))
     return failure();
-  eb.setInsertionPointToEnd(ifOp.elseBlock());
+  eb.setInsertionPoint(emptyYield);
   scf::YieldOp::create(eb, ValueRange{memref::CastOp::create(eb, strided, *buf)});
-  placeholder->erase();
+  emptyYield->erase();
   return ifOp.getResult(0);
 }
 
