@@ -251,6 +251,40 @@ def test_decoding_attention_takes_small_query_blocks(rng, monkeypatch, S, block,
     assert_close(lse, rl, 2e-5, 2e-5)
 
 
+@pytest.mark.parametrize("dtype", ["bf16", "f16"])
+@pytest.mark.parametrize("S,Hq", [(1, 2), (1, 6), (1, 8), (2, 8), (5, 4)])
+def test_decoding_attention_on_narrow_keys_and_values(rng, monkeypatch, dtype, S, Hq):
+    """Decoding on bf16 / f16 keys and values (a packed GQA group's 1-4 rows
+    against each key tile: the dots widen a tile read once as they read it,
+    one read more than once into an f32 copy first), against float64 on the
+    rounded values; 2 KV heads, 300 keys (a ragged last block), the second
+    key block skipped. The
+    kernel rounds P to the input type before P @ V (as FlashAttention does):
+    out's tolerance is that of test_block_sparse_attention_in_low_precision,
+    lse's (the scores' dot alone) tight."""
+    B, Hkv, Skv, D = 1, 2, 300, 64
+    q, k, v = (rng.standard_normal((B, h, n, D)).astype(np.float32)
+               for h, n in ((Hq, S), (Hkv, Skv), (Hkv, Skv)))
+    if dtype == "bf16":
+        q, k, v = (from_bf16_bits(to_bf16_bits(x)) for x in (q, k, v))
+        args = [kiln.bf16(to_bf16_bits(x)) for x in (q, k, v)]
+    else:
+        q, k, v = (x.astype(np.float16).astype(np.float32) for x in (q, k, v))
+        args = [x.astype(np.float16) for x in (q, k, v)]
+    visible = lambda b, h, qi, ki: (ki < 64) | (ki >= 128)
+    mask = kiln.ops.block_mask(visible, B, Hq, S, Skv)
+    gpu = kiln.ops._gpu_target(None)
+    target = os.environ.get("KILN_TARGET")
+    packed = record_setting(monkeypatch, "pack_gqa", 0)
+    if target:  # (record_setting unsets it: the mask was built for it)
+        monkeypatch.setenv("KILN_TARGET", target)
+    out, lse = kiln.ops.block_sparse_attention(*args, mask)
+    assert packed == [int(not gpu and Hq > Hkv)]
+    ro, rl = dense_reference(q, k, v, visible, 1 / np.sqrt(D))
+    assert_close(out, ro, 2e-2, 1e-2 if dtype == "bf16" else 2e-3)
+    assert_close(lse, rl, 2e-5, 2e-5)
+
+
 @pytest.mark.parametrize("kind", ["causal", "sliding_window", "prefix_lm"])
 def test_block_sparse_attention_from_a_mask_mod(rng, kind):
     B, Hq, Hkv, S, D = 1, 4, 1, 130, 64

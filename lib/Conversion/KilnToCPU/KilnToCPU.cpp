@@ -1890,6 +1890,7 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
   Value scratchTiles[3];
   auto emitKernel = [&](ImplicitLocOpBuilder &b, TileReader readA, Type inElt) {
   FailureOr<Value> bb = rhsBuf;
+  Type rhsElt = inElt; // (B's elements as the k loop reads them)
   bool isFloat = isa<FloatType>(accElt);
   // AVX512-BF16 (bf16Dot): a bf16 x bf16 dot accumulating in f32 or bf16
   // runs on vdpbf16ps, each lane adding the two products of a pair of k
@@ -1947,12 +1948,18 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
   // dot, so the k loop is the f32 one: B's rows are plain vector loads and
   // A's elements broadcasts from memory, with no conversion per step (each
   // element of A is read N / (nv * w) times there, each of B M / mr times).
+  // A B read once (M rows in one register block: decoding attention's P x V)
+  // is widened as the k loop reads it instead: its f32 copy was a write and
+  // a read of every element for nothing.
   if (!pairs && isFloat && isa<FloatType>(inElt) &&
       inElt.getIntOrFloatBitWidth() < 32 && w > 1) {
     Type f32 = b.getF32Type();
     // (Each buffer allocated once, for both branches of a direct A.)
     readA = bufferReader(widenToF32(b, readA, M, K, inElt, scratchTiles[1]));
-    bb = widenToF32(b, bufferReader(*bb), K, N, inElt, scratchTiles[0]);
+    if (M > mr) {
+      bb = widenToF32(b, bufferReader(*bb), K, N, inElt, scratchTiles[0]);
+      rhsElt = f32;
+    }
     inElt = f32;
   }
   Value packed;
@@ -2016,7 +2023,7 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
       auto fmaStep = [&](ImplicitLocOpBuilder &b3, Value k, ValueRange accs) {
         SmallVector<Value> bv;
         for (int64_t v = 0; v < nv; ++v) {
-          Value raw = loadElems(b3, *bb, ValueRange{k, cols[v]}, inElt, w);
+          Value raw = loadElems(b3, *bb, ValueRange{k, cols[v]}, rhsElt, w);
           bv.push_back(extend(b3, raw, vt));
         }
         SmallVector<Value> next;
@@ -2167,18 +2174,29 @@ void KernelLowering::emitDotNT(ImplicitLocOpBuilder &b, TileReader readA, Value 
                                int64_t N) {
   Type f32 = b.getF32Type();
   const int64_t w = vectorWidth({f32}, K);
-  // bf16 / f16 operands widened to f32 once (x read M / mr times, a N / nr
-  // times in the k loops).
-  if (!inElt.isF32()) {
-    Value wideX, wideA;
-    x = widenToF32(b, bufferReader(x), N, K, inElt, wideX);
-    readA = bufferReader(widenToF32(b, readA, M, K, inElt, wideA));
-  }
   // Register blocks of mr rows of a x nr rows of x: mr * nr accumulators,
   // nr vectors of x and one of a live (16 ymm: 2 x 4; 32 zmm: 4 x 4).
   const int64_t registers = vectorBits >= 512 ? 32 : 16;
-  const int64_t nr = std::min<int64_t>(N, 4);
-  const int64_t mr = std::max<int64_t>(1, std::min<int64_t>({M, 4, (registers - nr - 1) / nr}));
+  int64_t nr = std::min<int64_t>(N, 4);
+  int64_t mr = std::max<int64_t>(1, std::min<int64_t>({M, 4, (registers - nr - 1) / nr}));
+  // bf16 / f16 operands widened to f32 once (x read M / mr times, a N / nr
+  // times in the k loops); an x read once (M <= mr: decoding attention's
+  // keys, against a GQA group's 4 rows) is widened as the k loop reads it,
+  // not copied first. For that, up to 4 rows of a narrow x take blocks of
+  // M x 2 (as many loads per FMA as 2 x 4).
+  if (!inElt.isF32() && mr < M && M <= 4 && N >= 2) {
+    nr = 2;
+    mr = M;
+  }
+  Type xElt = inElt;
+  if (!inElt.isF32()) {
+    Value wideX, wideA;
+    if (M > mr) {
+      x = widenToF32(b, bufferReader(x), N, K, inElt, wideX);
+      xElt = f32;
+    }
+    readA = bufferReader(widenToF32(b, readA, M, K, inElt, wideA));
+  }
   Value c0 = cIdx(b, 0), cK = cIdx(b, K), cW = cIdx(b, w);
   auto block = [&](ImplicitLocOpBuilder &b1, Value i0, Value j0, int64_t rowsHere,
                    int64_t colsHere) {
@@ -2193,8 +2211,13 @@ void KernelLowering::emitDotNT(ImplicitLocOpBuilder &b, TileReader readA, Value 
         b1, c0, cK, cW, init, [&](OpBuilder &ob, Location loc, Value k, ValueRange accs) {
           ImplicitLocOpBuilder b2(loc, ob);
           SmallVector<Value> xv;
-          for (Value col : cols)
-            xv.push_back(loadElems(b2, x, ValueRange{col, k}, f32, w));
+          for (Value col : cols) {
+            Value v = loadElems(b2, x, ValueRange{col, k}, xElt, w);
+            xv.push_back(xElt == f32 ? v
+                                     : arith::ExtFOp::create(
+                                           b2, w == 1 ? f32 : Type(VectorType::get({w}, f32)), v)
+                                           .getResult());
+          }
           SmallVector<Value> next;
           for (int64_t r = 0; r < rowsHere; ++r) {
             Value av = readA(b2, rows[r], k, f32, w);
