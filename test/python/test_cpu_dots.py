@@ -363,3 +363,55 @@ def test_dot_of_a_transposed_tile_reads_its_rows(rng, tile, acc, dtype):
     assert not np.isnan(got).any()
     assert (np.abs(got - ref) <= 4e-6 * (mag + np.abs(c[:m]) * acc) + 1e-30).all()
     # (That no transpose is made: test/Conversion/KilnToCPU/dot-nt.mlir.)
+
+
+@kiln.jit
+def loaded_nt_dot(q, kv, out, scratch, m, n_rows, k, r0, BM: kl.constexpr, BN: kl.constexpr,
+                  BK: kl.constexpr, STORE: kl.constexpr):
+    """q [m, k] times the transpose of kv's rows r0 .. r0 + BN ([BN, k], a
+    plain load: decoding attention's key tile). STORE: a store between the
+    load and the dot (the rows are then not read in place)."""
+    rows = kl.arange(0, BM)
+    ks = kl.arange(0, BK)
+    cols = r0 + kl.arange(0, BN)
+    tq = kl.load(q + rows[:, None] * k + ks[None, :],
+                 mask=(rows[:, None] < m) & (ks[None, :] < k), other=0.0)
+    tk = kl.load(kv + cols[:, None] * k + ks[None, :],
+                 mask=(cols[:, None] < n_rows) & (ks[None, :] < k), other=0.0)
+    if STORE:
+        kl.store(scratch + rows, rows)
+    s = kl.dot(tq, kl.trans(tk), kl.zeros((BM, BN), kl.float32))
+    kl.store(out + rows[:, None] * BN + kl.arange(0, BN)[None, :], s, mask=rows[:, None] < m)
+
+
+# BM <= 4 rows read each key row once, from its view where the tile lies
+# inside kv (r0 = 7: rows 7 .. 7 + BN), else from the load's tile (r0 near
+# the end: rows past it read zeros); BM = 6 and a store between the load and
+# the dot take the copy.
+@pytest.mark.parametrize("BM,BN,BK", [(1, 64, 128), (2, 5, 64), (3, 13, 128), (4, 64, 128),
+                                      (6, 16, 128)])
+@pytest.mark.parametrize("r0", [7, 290])
+@pytest.mark.parametrize("dtype", ["f32", "bf16", "f16"])
+@pytest.mark.parametrize("store", [0, 1])
+def test_dot_of_a_transposed_load_reads_its_rows_in_place(rng, BM, BN, BK, r0, dtype, store):
+    m, n_rows, k = BM, 300, BK
+    q = rng.standard_normal((m, k)).astype(np.float32)
+    kv = rng.standard_normal((n_rows, k)).astype(np.float32)
+    q_arg, kv_arg = q, kv
+    if dtype == "bf16":
+        qb, kvb = to_bf16_bits(q), to_bf16_bits(kv)
+        q_arg, kv_arg, q, kv = kiln.bf16(qb), kiln.bf16(kvb), from_bf16_bits(qb), from_bf16_bits(kvb)
+    elif dtype == "f16":
+        q_arg, kv_arg = q.astype(np.float16), kv.astype(np.float16)
+        q, kv = q_arg.astype(np.float32), kv_arg.astype(np.float32)
+    out = np.full((BM, BN), np.nan, np.float32)
+    scratch = np.zeros(BM, np.int32)
+    loaded_nt_dot[(1,)](q_arg, kv_arg, out, scratch, m, n_rows, k, r0, BM=BM, BN=BN, BK=BK,
+                        STORE=store)
+    idx = r0 + np.arange(BN)
+    rows = np.where((idx < n_rows)[:, None], kv[np.minimum(idx, n_rows - 1)], 0.0)
+    ref = q.astype(np.float64) @ rows.astype(np.float64).T
+    mag = np.abs(q).astype(np.float64) @ np.abs(rows).astype(np.float64).T
+    assert not np.isnan(out).any()
+    assert (np.abs(out - ref) <= 4e-6 * mag + 1e-30).all()
+    assert (scratch == np.arange(BM) * store).all()

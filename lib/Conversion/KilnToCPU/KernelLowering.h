@@ -629,9 +629,19 @@ private:
   /// into the f32 buffer `wide` (allocated when null), once per dot.
   Value widenToF32(ImplicitLocOpBuilder &b, TileReader read, int64_t rows, int64_t cols,
                    Type narrow, Value &wide);
-  void emitDotNT(ImplicitLocOpBuilder &b, TileReader readA, Value x, Type inElt, Value out,
-                 TypedAttr splat, int64_t M, int64_t K, int64_t N);
+  void emitDotNT(ImplicitLocOpBuilder &b, TileReader readA, TileReader readX, Type inElt,
+                 Value out, TypedAttr splat, int64_t M, int64_t K, int64_t N);
   DenseMap<Value, Value> ntSources;
+  /// Whether such a transpose's only user, a dot in its block, reads x once
+  /// (M <= 4 rows of a, not itself deferred): x's load is then deferred to
+  /// the dot (directDotOperand), which reads an interior tile's rows from
+  /// its view. Decoding streams each key tile once, and the copy's pass over
+  /// it came on top of the dot's.
+  bool ntReadsOnce(TransOp tr);
+  /// Transposes taken so (directDotOperand), and their results' source tiles
+  /// (deferred loads) for lowerDot.
+  DenseSet<Operation *> ntInPlace;
+  DenseMap<Value, Value> ntDeferred;
   LogicalResult lowerIf(scf::IfOp op);
   LogicalResult lowerWhile(scf::WhileOp op);
   Value assignResult(Operation *op, Value result);

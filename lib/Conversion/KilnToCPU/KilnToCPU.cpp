@@ -1841,9 +1841,10 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
   // (A's tile may be a load deferred to the dot: emitOnTile below.)
   auto a = deferredSource(op.getLhs()).first ? FailureOr<Value>(Value())
                                              : bufferOf(op.getLhs(), op);
-  Value ntSource = ntSources.lookup(op.getRhs());
+  Value ntSource = ntSources.lookup(op.getRhs()), ntTile = ntDeferred.lookup(op.getRhs());
   auto [rhsLoad, rhsReshape] = deferredSource(op.getRhs());
   auto rhsBuf = ntSource  ? FailureOr<Value>(ntSource)
+                : ntTile  ? FailureOr<Value>(Value()) // (read by emitDotNT)
                 : rhsLoad ? deferredRhs(op, rhsLoad, rhsReshape)
                           : bufferOf(op.getRhs(), op);
   // (A splat accumulator in registers needs no buffer.)
@@ -1876,7 +1877,18 @@ LogicalResult KernelLowering::lowerDot(DotOp op) {
   }
   if (ntSource) {
     if (failed(emitOnTile(b, op.getLhs(), op, [&](ImplicitLocOpBuilder &ib, TileReader readA) {
-          emitDotNT(ib, readA, ntSource, inElt, out, cpuSplat, M, K, N);
+          emitDotNT(ib, readA, bufferReader(ntSource), inElt, out, cpuSplat, M, K, N);
+        })))
+      return failure();
+    buffers[op.getResult()] = out;
+    toErase.push_back(op);
+    return success();
+  }
+  if (ntTile) {
+    // x's rows read in place where its tile is interior (ntReadsOnce: the
+    // lhs is not deferred, so its buffer serves both branches).
+    if (failed(emitOnTile(b, ntTile, op, [&](ImplicitLocOpBuilder &ib, TileReader readX) {
+          emitDotNT(ib, bufferReader(*a), readX, inElt, out, cpuSplat, M, K, N);
         })))
       return failure();
     buffers[op.getResult()] = out;
@@ -2169,7 +2181,17 @@ bool KernelLowering::dotNTOnly(TransOp tr) {
   return true;
 }
 
-void KernelLowering::emitDotNT(ImplicitLocOpBuilder &b, TileReader readA, Value x,
+bool KernelLowering::ntReadsOnce(TransOp tr) {
+  if (!tr.getResult().hasOneUse())
+    return false;
+  auto dot = dyn_cast<DotOp>(*tr.getResult().getUsers().begin());
+  // (emitDotNT's blocks take all of M <= 4 rows; an lhs read in place
+  // itself would be lowered in both of the rhs's branches: emitOnTile.)
+  return dot && dot->getBlock() == tr->getBlock() &&
+         dot.getLhs().getType().getDimSize(0) <= 4 && !deferredSource(dot.getLhs()).first;
+}
+
+void KernelLowering::emitDotNT(ImplicitLocOpBuilder &b, TileReader readA, TileReader readX,
                                Type inElt, Value out, TypedAttr splat, int64_t M, int64_t K,
                                int64_t N) {
   Type f32 = b.getF32Type();
@@ -2179,20 +2201,22 @@ void KernelLowering::emitDotNT(ImplicitLocOpBuilder &b, TileReader readA, Value 
   const int64_t registers = vectorBits >= 512 ? 32 : 16;
   int64_t nr = std::min<int64_t>(N, 4);
   int64_t mr = std::max<int64_t>(1, std::min<int64_t>({M, 4, (registers - nr - 1) / nr}));
-  // bf16 / f16 operands widened to f32 once (x read M / mr times, a N / nr
-  // times in the k loops); an x read once (M <= mr: decoding attention's
-  // keys, against a GQA group's 4 rows) is widened as the k loop reads it,
-  // not copied first. For that, up to 4 rows of a narrow x take blocks of
-  // M x 2 (as many loads per FMA as 2 x 4).
-  if (!inElt.isF32() && mr < M && M <= 4 && N >= 2) {
+  // Up to 4 rows of a take blocks of M x 2 (as many loads per FMA as
+  // 2 x 4), so that x is read once: in place from its view (ntReadsOnce),
+  // and, narrow, widened as the k loop reads it.
+  if (mr < M && M <= 4 && N >= 2) {
     nr = 2;
     mr = M;
   }
+  // bf16 / f16 operands widened to f32 once (x read M / mr times, a N / nr
+  // times in the k loops); an x read once (M <= mr: decoding attention's
+  // keys, against a GQA group's 4 rows) is widened as the k loop reads it,
+  // not copied first.
   Type xElt = inElt;
   if (!inElt.isF32()) {
     Value wideX, wideA;
     if (M > mr) {
-      x = widenToF32(b, bufferReader(x), N, K, inElt, wideX);
+      readX = bufferReader(widenToF32(b, readX, N, K, inElt, wideX));
       xElt = f32;
     }
     readA = bufferReader(widenToF32(b, readA, M, K, inElt, wideA));
@@ -2212,7 +2236,7 @@ void KernelLowering::emitDotNT(ImplicitLocOpBuilder &b, TileReader readA, Value 
           ImplicitLocOpBuilder b2(loc, ob);
           SmallVector<Value> xv;
           for (Value col : cols) {
-            Value v = loadElems(b2, x, ValueRange{col, k}, xElt, w);
+            Value v = readX(b2, col, k, xElt, w);
             xv.push_back(xElt == f32 ? v
                                      : arith::ExtFOp::create(
                                            b2, w == 1 ? f32 : Type(VectorType::get({w}, f32)), v)
@@ -2466,9 +2490,16 @@ bool KernelLowering::directDotOperand(Operation *producer) {
   Value lhs = reshape ? reshape->getResult(0) : tile;
   if (user->getBlock() != producer->getBlock())
     return false;
+  TransOp nt; // a transpose whose dot reads the rows in place (ntInPlace)
   if (auto dot = dyn_cast<DotOp>(user)) {
     bool asRhs = dot.getRhs() == lhs && rhsReadInPlace(dot);
     if ((dot.getLhs() != lhs || severalRowDims) && !asRhs)
+      return false;
+    // (Not the lhs of a dot that reads its transposed rhs once, which is
+    // then read in place, the larger of the two: emitOnTile would lower the
+    // lhs's load in each of the rhs's branches.)
+    if (auto tr = dot.getRhs().getDefiningOp<TransOp>();
+        tr && (ntInPlace.contains(tr) || (dotNTOnly(tr) && ntReadsOnce(tr))))
       return false;
   } else if (severalRowDims) {
     return false;
@@ -2476,11 +2507,19 @@ bool KernelLowering::directDotOperand(Operation *producer) {
     // A blocked transpose (lowerOp's TransOp) reads the rows in place too,
     // unless its dots take the rows without it (dotNTOnly: decode's one
     // query row against a key tile, which cost 8 times its dot to
-    // transpose).
+    // transpose). Such a dot reads the rows in place itself when it reads
+    // them once (ntReadsOnce).
     auto t = tr.getResult().getType();
-    if (dotNTOnly(tr) || t.getRank() != 2 || tr.getOrder()[0] != 1 ||
-        vectorWidth({t.getElementType()}, std::gcd(t.getDimSize(0), t.getDimSize(1))) < 4)
+    if (dotNTOnly(tr)) {
+      if (!ntReadsOnce(tr))
+        return false;
+      nt = tr;
+      user = *tr.getResult().getUsers().begin();
+    } else if (t.getRank() != 2 || tr.getOrder()[0] != 1 ||
+               vectorWidth({t.getElementType()}, std::gcd(t.getDimSize(0), t.getDimSize(1))) <
+                   4) {
       return false;
+    }
   } else {
     return false;
   }
@@ -2490,6 +2529,8 @@ bool KernelLowering::directDotOperand(Operation *producer) {
   for (Operation *at = producer->getNextNode(); at && at != dot; at = at->getNextNode())
     if (at != reshape && (at->getNumRegions() || mightHaveEffect<MemoryEffects::Write>(at)))
       return false;
+  if (nt)
+    ntInPlace.insert(nt);
   deferredDotLoads.insert(producer);
   if (reshape)
     deferredDotLoads.insert(reshape);
@@ -4794,6 +4835,12 @@ LogicalResult KernelLowering::lowerOp(Operation *op) {
     if (*src && dotNTOnly(tr)) {
       // Read in place by its dots (emitDotNT): no transpose.
       ntSources[tr.getResult()] = *src;
+      toErase.push_back(op);
+      return success();
+    }
+    if (ntInPlace.contains(tr)) {
+      // Its source load deferred to its dot (directDotOperand).
+      ntDeferred[tr.getResult()] = tr.getSrc();
       toErase.push_back(op);
       return success();
     }
