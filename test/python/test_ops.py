@@ -932,6 +932,30 @@ def test_block_mask_must_match_the_launch(rng):
                                  block_kv=32)
     with pytest.raises(ValueError, match="ends past seq_kv 70"):
         kiln.ops.block_sparse_attention(q, q, q, longer)
+    # Each array's entries checked (in one pass, in C++): counts outside
+    # 0..maxb, listed blocks outside the keys, values past int32 (not
+    # wrapped into range), non-integers; entries past a row's count are not
+    # read, so not checked.
+    good = kiln.ops.block_mask(causal, 1, 2, 70, 70, block=16, block_kv=32)
+    edits = [("kv_num", (0, 4), 4, "'kv_idx'.*outside 0..2"),
+             ("kv_num", (1, 0), -1, "'kv_idx'.*outside 0..2"),
+             ("full_num", (1, 2), 4, "'full_idx'.*outside 0..2"),
+             ("kv_idx", (1, 4, 0), -1, "'kv_idx'.*outside 0..2"),
+             ("kv_idx", (0, 4, 0), 2**32 + 1, "'kv_idx'.*outside 0..2")]
+    for key, at, value, match in edits:
+        bad = {**good, key: good[key].astype(np.int64)}
+        assert good["kv_num"][0, 4] >= 1 and good["kv_num"][1, 4] >= 1
+        bad[key][at] = value
+        with pytest.raises(ValueError, match=match):
+            kiln.ops.block_sparse_attention(q, q, q, bad)
+    with pytest.raises(TypeError, match=r"mask\['kv_idx'\] must be integers"):
+        kiln.ops.block_sparse_attention(q, q, q, {**good, "kv_idx": good["kv_idx"] + 0.5})
+    tail = {**good, "kv_idx": good["kv_idx"].copy()}
+    assert good["kv_num"][0, 0] < good["maxb"]
+    tail["kv_idx"][0, 0, good["kv_num"][0, 0]:] = 99  # past the count: never read
+    out, _ = kiln.ops.block_sparse_attention(q, q, q, tail)
+    ref, _ = kiln.ops.block_sparse_attention(q, q, q, good)
+    assert np.array_equal(out, ref)
 
 
 @kiln.jit
