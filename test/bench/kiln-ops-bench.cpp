@@ -543,9 +543,13 @@ int main(int argc, char **argv) {
     };
     // ... and depthwise convolution's channels per program
     // (_depthwise_block_c): even blocks of at most 64, in whole vectors of
-    // 8; with 3 kernel rows or fewer and blocks of 48 or more, a step takes
+    // 8, or, with 256-bit vectors, blocks of 48 for a multiple of 48 over
+    // 64; with 3 kernel rows or fewer and blocks of 48 or more, a step takes
     // a kernel column's taps of every row (row_taps).
-    auto depthwiseBlockC = [](int64_t c) {
+    const bool wide = jit->getTarget().name.find("avx512") != std::string::npos;
+    auto depthwiseBlockC = [wide](int64_t c) {
+      if (c > 64 && c % 48 == 0 && !wide)
+        return int64_t(48);
       int64_t blocks = std::max<int64_t>(1, cdiv(c, 64));
       return std::max<int64_t>(8, cdiv(cdiv(c, blocks), 8) * 8);
     };
