@@ -14,7 +14,7 @@ import threading
 
 import numpy as np
 
-from .runtime import _compile_environment, _ext, bf16, fp8, is_cuda_array
+from .runtime import _HOST_TYPES, _compile_environment, _ext, bf16, fp8, is_cuda_array
 
 __all__ = ["list_ops", "kernel", "mod_source", "embedding", "paged_kv_gather", "moe_route", "moe_permute",
            "moe_unpermute", "block_mask", "block_sparse_attention", "dsa_indexer", "dsa_topk",
@@ -146,6 +146,28 @@ def _refuse_cuda(public, arguments):
                         f"CUDA tensors from '{first}' on")
 
 
+# Argument types that are never CUDA arrays (kiln.bf16 and kiln.fp8 wrap
+# numpy arrays).
+_HOST_ARGS = _HOST_TYPES | {bf16, fp8}
+
+
+def _host_values(values):
+    """Whether every value is of a type that is never a CUDA array (numpy
+    arrays, Python scalars, None, kiln.bf16 / kiln.fp8 wrappers of numpy
+    arrays), or a dict (a block mask) of such values: _refuse_cuda would pass
+    them. Exact types, no probing: anything else takes the full check."""
+    for v in values:
+        t = type(v)
+        if t in _HOST_ARGS:
+            continue
+        if t is not dict:
+            return False
+        for x in v.values():
+            if type(x) not in _HOST_ARGS:
+                return False
+    return True
+
+
 def _host_only(fn):
     """A host-side helper of an operator: CUDA arrays refused (_refuse_cuda)."""
     import functools
@@ -162,6 +184,8 @@ def _host_only(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        if _host_values(args) and _host_values(kwargs.values()):
+            return fn(*args, **kwargs)  # (the common case: nothing to refuse)
         if simple and len(args) <= len(positional):
             # (Signature.bind_partial's arguments, in the signature's order,
             # without its cost: the launch path is hot. Bad arguments are

@@ -2495,9 +2495,10 @@ bool KernelLowering::directDotOperand(Operation *producer) {
     bool asRhs = dot.getRhs() == lhs && rhsReadInPlace(dot);
     if ((dot.getLhs() != lhs || severalRowDims) && !asRhs)
       return false;
-    // (Not the lhs of a dot that reads its transposed rhs once, which is
-    // then read in place, the larger of the two: emitOnTile would lower the
-    // lhs's load in each of the rhs's branches.)
+    // (Not the lhs of a dot that reads its transposed rhs once: that rhs,
+    // the larger operand, is read in place when it is a plain load, and
+    // emitOnTile would lower a deferred lhs's load in each of its branches.
+    // Where the rhs is gathered, the small lhs is copied.)
     if (auto tr = dot.getRhs().getDefiningOp<TransOp>();
         tr && (ntInPlace.contains(tr) || (dotNTOnly(tr) && ntReadsOnce(tr))))
       return false;
