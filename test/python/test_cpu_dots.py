@@ -328,6 +328,19 @@ def gathered_nt_dot(q, kv, idx, c, out, m, n_rows, k, BM: kl.constexpr, BN: kl.c
     kl.store(out + rows[:, None] * BN + cols[None, :], s, mask=rows[:, None] < m)
 
 
+def nt_operands(rng, dtype, *shapes):
+    """Random operands of `shapes` in `dtype` (f32, bf16 or f16): the launch's
+    arguments and their values as float32 (rounded to the type)."""
+    values = [rng.standard_normal(shape).astype(np.float32) for shape in shapes]
+    if dtype == "bf16":
+        bits = [to_bf16_bits(v) for v in values]
+        return [kiln.bf16(b) for b in bits], [from_bf16_bits(b) for b in bits]
+    if dtype == "f16":
+        args = [v.astype(np.float16) for v in values]
+        return args, [a.astype(np.float32) for a in args]
+    return values, values
+
+
 # (BM, BN, BK): blocks of rows and of key rows with remainders (2 x 4 on
 # AVX2, 4 x 4 on AVX-512), K a multiple of the vectors and >= 8 BM.
 @pytest.mark.parametrize("tile", [(16, 64, 576), (3, 5, 64), (7, 13, 128), (1, 1, 32)])
@@ -340,15 +353,7 @@ def test_dot_of_a_transposed_tile_reads_its_rows(rng, tile, acc, dtype):
     bf16 and f16 operands widened to f32 first."""
     BM, BN, BK = tile
     m, n_rows, k = BM - (BM > 1), 300, BK - 8 * (BK > 32)   # ragged m and k
-    q = rng.standard_normal((m, k)).astype(np.float32)
-    kv = rng.standard_normal((n_rows, k)).astype(np.float32)
-    q_arg, kv_arg = q, kv
-    if dtype == "bf16":
-        qb, kvb = to_bf16_bits(q), to_bf16_bits(kv)
-        q_arg, kv_arg, q, kv = kiln.bf16(qb), kiln.bf16(kvb), from_bf16_bits(qb), from_bf16_bits(kvb)
-    elif dtype == "f16":
-        q_arg, kv_arg = q.astype(np.float16), kv.astype(np.float16)
-        q, kv = q_arg.astype(np.float32), kv_arg.astype(np.float32)
+    (q_arg, kv_arg), (q, kv) = nt_operands(rng, dtype, (m, k), (n_rows, k))
     idx = rng.integers(0, n_rows, BN).astype(np.int32)
     idx[-1] = n_rows + 5                                   # a row outside: zeros
     c = rng.standard_normal((BM, BN)).astype(np.float32)
@@ -395,15 +400,7 @@ def loaded_nt_dot(q, kv, out, scratch, m, n_rows, k, r0, BM: kl.constexpr, BN: k
 @pytest.mark.parametrize("store", [0, 1])
 def test_dot_of_a_transposed_load_reads_its_rows_in_place(rng, BM, BN, BK, r0, dtype, store):
     m, n_rows, k = BM, 300, BK
-    q = rng.standard_normal((m, k)).astype(np.float32)
-    kv = rng.standard_normal((n_rows, k)).astype(np.float32)
-    q_arg, kv_arg = q, kv
-    if dtype == "bf16":
-        qb, kvb = to_bf16_bits(q), to_bf16_bits(kv)
-        q_arg, kv_arg, q, kv = kiln.bf16(qb), kiln.bf16(kvb), from_bf16_bits(qb), from_bf16_bits(kvb)
-    elif dtype == "f16":
-        q_arg, kv_arg = q.astype(np.float16), kv.astype(np.float16)
-        q, kv = q_arg.astype(np.float32), kv_arg.astype(np.float32)
+    (q_arg, kv_arg), (q, kv) = nt_operands(rng, dtype, (m, k), (n_rows, k))
     out = np.full((BM, BN), np.nan, np.float32)
     scratch = np.zeros(BM, np.int32)
     loaded_nt_dot[(1,)](q_arg, kv_arg, out, scratch, m, n_rows, k, r0, BM=BM, BN=BN, BK=BK,
