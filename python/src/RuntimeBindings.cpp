@@ -25,7 +25,8 @@ using kiln::python::PyKernel;
 
 namespace {
 
-using MaskArray = py::array_t<int32_t, py::array::c_style>; // (no conversion)
+// (Without forcecast: an int64 or float array is refused, never wrapped.)
+using MaskArray = py::array_t<int32_t, py::array::c_style>;
 
 /// kiln.ops' block-mask checks (python/kiln/ops.py, _check_mask), which the
 /// attention kernel relies on, in one pass over the int32 arrays: [rows,
