@@ -36,6 +36,15 @@ static int64_t keyBlock(const Config &c) {
   return kv == 0 ? c.getInt("block") : kv;
 }
 
+/// pack_gqa's refusal of what may depend on the head. A user's score_mod
+/// is refused where it arrives (buildRegistered: the built-in softcap also
+/// comes as a score mod, and it does not), a mask_mod or profile here.
+static llvm::Error packGqaRefusal() {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 "block_sparse_attention: pack_gqa takes no "
+                                 "mask_mod, score_mod or profile");
+}
+
 llvm::Error buildBlockSparseAttention(ModuleOp module,
                                                  const Config &c,
                                                  const MaskMod &maskMod,
@@ -56,9 +65,7 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
   // (no mask_mod or score_mod: buildRegistered refuses them).
   const bool pack = c.getInt("pack_gqa") != 0;
   if (pack && (maskMod || c.getInt("profile")))
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "block_sparse_attention: pack_gqa takes no "
-                                   "mask_mod, score_mod or profile");
+    return packGqaRefusal();
   const int64_t BM = pack ? BMq * group : BMq; // the program's rows
   const std::string mask = c.getString("mask");
   if (c.getInt("one_loop") && c.getInt("overlap"))
@@ -488,9 +495,7 @@ static llvm::Error buildRegistered(ModuleOp module, const Config &c) {
   }
   Operation *userScore = c.lookupMod("score_mod");
   if (userScore && c.getInt("pack_gqa"))
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "block_sparse_attention: pack_gqa takes no "
-                                   "mask_mod, score_mod or profile");
+    return packGqaRefusal();
   if (userScore)
     if (auto e = checkModSignature(userScore, "score_mod", {sTy, i32, i32, qTy, kvTy}, sTy))
       return e;

@@ -285,6 +285,20 @@ def test_decoding_attention_on_narrow_keys_and_values(rng, monkeypatch, dtype, S
     assert_close(lse, rl, 2e-5, 2e-5)
 
 
+def test_pack_gqa_refuses_what_depends_on_the_head():
+    """pack_gqa reads the group's first head's block lists for all its rows:
+    a mask_mod, a user's score_mod or profile stamps (per head) are refused
+    where each arrives; the built-in softcap does not depend on the head."""
+    for mask_mod, score_mod, profile in ((shifted_causal, None, False), (None, alibi, False),
+                                         (None, None, True)):
+        with pytest.raises(kiln._kiln.IRError, match="pack_gqa takes no mask_mod, score_mod "
+                                                     "or profile"):
+            kiln.ops._attention_kernel(1, 64, 64, "none", 256, 0, 4, 0.0, "f32", False, "f32",
+                                       mask_mod, score_mod, profile=profile, pack_gqa=True)
+    kiln.ops._attention_kernel(1, 64, 64, "none", 256, 0, 4, 5.0, "f32", False, "f32", None,
+                               None, pack_gqa=True)
+
+
 @pytest.mark.parametrize("kind", ["causal", "sliding_window", "prefix_lm"])
 def test_block_sparse_attention_from_a_mask_mod(rng, kind):
     B, Hq, Hkv, S, D = 1, 4, 1, 130, 64
