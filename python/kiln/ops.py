@@ -42,10 +42,27 @@ class _Launcher:
     def __init__(self, kernel):
         self.kernel = kernel
         self.scratch_bytes = kernel.scratch_bytes
+        # (name, element type, written) per parameter: a numpy array passed
+        # for a pointer is checked as kiln.runtime.Bundle checks it (its
+        # address alone would read a strided view, or int64 ids as pairs of
+        # int32, silently); an int is an address the operators computed.
+        self._params = [(n, dtype if kind == "ptr" else None, w)
+                        for (n, kind, dtype), w in zip(kernel.signature, kernel.written)]
+
+    def _address(self, i, v):
+        if i >= len(self._params):
+            return v.ctypes.data  # (the kernel's launch refuses the count)
+        name, dtype, written = self._params[i]
+        if dtype is None:
+            raise TypeError(f"argument '{name}' of kernel '{self.kernel.name}' is a scalar, "
+                            "got an array")
+        from .runtime import host_address
+        return host_address(v, name, dtype, written, self.kernel.name)
 
     def launch(self, values, grid, wait=True, stream=None):
-        values = [v.ctypes.data if isinstance(v, np.ndarray)
-                  else v.data_ptr() if hasattr(v, "data_ptr") else v for v in values]
+        values = [self._address(i, v) if isinstance(v, np.ndarray)
+                  else v.data_ptr() if hasattr(v, "data_ptr") else v
+                  for i, v in enumerate(values)]
         if stream is None:
             self.kernel.launch(values, grid, wait)
         else:
@@ -882,7 +899,8 @@ def block_mask(mask_mod, batch, heads, seq_q, seq_kv, block=None, block_kv=None,
         mask = _block_mask_by_kernel(mask_mod, batch, heads, seq_q, seq_kv, block, block_kv)
     else:
         mask = _block_mask_on_host(mask_mod, batch, heads, seq_q, seq_kv, block, block_kv)
-    mask["seq_q"], mask["seq_kv"] = seq_q, seq_kv
+    mask.update(zip(_MASK_SIZES, (batch, heads, seq_q, seq_kv)))
+    mask["mask_mod"] = mask_mod
     if device is None:
         return mask
     import torch
@@ -898,6 +916,7 @@ def block_mask(mask_mod, batch, heads, seq_q, seq_kv, block=None, block_kv=None,
 
 
 _MASK_ARRAYS = ("kv_num", "kv_idx", "full_num", "full_idx")
+_MASK_SIZES = ("batch", "heads", "seq_q", "seq_kv")
 
 
 def _block_mask_on_host(mask_mod, batch, heads, seq_q, seq_kv, block, block_kv):
@@ -910,6 +929,7 @@ def _block_mask_on_host(mask_mod, batch, heads, seq_q, seq_kv, block, block_kv):
     q = np.arange(nqb * block)[:, None]
     kv = np.arange(nkb * block_kv)[None, :]
     inside = (q < seq_q) & (kv < seq_kv)
+    hides = False
     for b in range(batch):
         for h in range(heads):
             vis = np.asarray(mask_mod(b, h, q, kv), dtype=bool)
@@ -917,6 +937,7 @@ def _block_mask_on_host(mask_mod, batch, heads, seq_q, seq_kv, block, block_kv):
             blocks = vis.reshape(nqb, block, nkb, block_kv)
             seen = blocks.sum(axis=(1, 3))
             total = inside.reshape(nqb, block, nkb, block_kv).sum(axis=(1, 3))
+            hides = hides or bool(((seen > 0) & (seen < total)).any())
             row = b * heads + h
             for qb in range(nqb):
                 for kb in range(nkb):
@@ -930,7 +951,8 @@ def _block_mask_on_host(mask_mod, batch, heads, seq_q, seq_kv, block, block_kv):
                         kv_idx[row, qb, kv_num[row, qb]] = kb
                         kv_num[row, qb] += 1
     return {"kv_num": kv_num, "kv_idx": kv_idx, "full_num": full_num, "full_idx": full_idx,
-            "block": block, "block_kv": block_kv, "nqb": nqb, "maxb": maxb}
+            "block": block, "block_kv": block_kv, "nqb": nqb, "maxb": maxb,
+            "hides_keys": hides}
 
 
 def _kv_config(block, block_kv):
@@ -951,7 +973,8 @@ def _block_mask_by_kernel(mask_mod, batch, heads, seq_q, seq_kv, block, block_kv
     maxb = max(nkb, 1)
     full = (counts == total[None]) & ((np.arange(nkb) + 1) * block_kv <= seq_kv)[None, None, :]
     partial = (counts > 0) & ~full
-    out = {"block": block, "block_kv": block_kv, "nqb": nqb, "maxb": maxb}
+    out = {"block": block, "block_kv": block_kv, "nqb": nqb, "maxb": maxb,
+           "hides_keys": bool(((counts > 0) & (counts < total[None])).any())}
     for name, sel in (("kv", partial), ("full", full)):
         num = sel.sum(axis=2).astype(np.int32)
         idx = np.full((batch * heads, nqb, maxb), -1, np.int32)
@@ -996,13 +1019,17 @@ def _check_mask(name, mask, rows, S, Skv):
         raise ValueError(f"{name}: mask['full_idx'] lists a key block "
                          f"that ends past seq_kv {Skv} (the mask was built for "
                          f"another key length); it must be partial")
+    if bad == "twice":
+        raise ValueError(f"{name}: the block mask lists a key block twice for one query "
+                         f"block (in kv_idx and full_idx, or twice in one): its keys would "
+                         f"count twice in the softmax")
     if bad is not None:  # a count outside 0..maxb, or a block outside the keys
         raise ValueError(f"{name}: mask[{bad.split('_')[0] + '_idx'!r}] lists a key "
                          f"block outside 0..{nkb - 1}")
     return block, block_kv, nqb, maxb, arrays
 
 
-def _device_mask(name, mask, rows, S, Skv, device):
+def _device_mask(name, mask, rows, device):
     """The arrays of a block mask already on the device: only one that
     block_mask(device=...) checked and copied, used at the shape it was
     built for, on q's device."""
@@ -1011,22 +1038,32 @@ def _device_mask(name, mask, rows, S, Skv, device):
                          "block_mask(..., device=...), which checks them; pass host "
                          "(numpy) arrays otherwise")
     arrays = [mask[n] for n in _MASK_ARRAYS]
-    if (mask.get("seq_q"), mask.get("seq_kv")) != (S, Skv) or arrays[0].shape[0] != rows:
-        raise ValueError(f"{name}: the block mask was built for {arrays[0].shape[0]} heads "
-                         f"of {mask.get('seq_q')} queries and {mask.get('seq_kv')} keys; q "
-                         f"and k have {rows}, {S} and {Skv} (a device mask serves that "
-                         "shape only)")
+    # (The sizes it was built for are compared by _attention_plan: they
+    # must be there.)
+    if any(mask.get(n) is None for n in _MASK_SIZES):
+        raise ValueError(f"{name}: the device block mask lacks the sizes it was built for "
+                         f"({', '.join(_MASK_SIZES)}): pass block_mask(..., device=...)'s "
+                         "dict as it came")
+    if arrays[0].shape[0] != rows:
+        raise ValueError(f"{name}: the block mask's arrays have {arrays[0].shape[0]} rows; "
+                         f"q has {rows} heads (batch x heads)")
     if any(a.device != device for a in arrays):
         raise ValueError(f"{name}: the block mask is on {arrays[0].device}, q on {device}")
     return arrays
 
 
-def _attention_plan(name, shapes, mask, doc_shape, scale, out_dtype, device=None):
+def _attention_plan(name, shapes, mask, mask_kind, doc_shape, scale, out_dtype, device=None):
     """The checks kiln.ops.block_sparse_attention makes on the host, for numpy
     and PyTorch inputs alike: (block, block_kv, nqb, maxb, the four block-mask
     arrays: contiguous int32 numpy ones, or the PyTorch tensors of a mask
     block_mask() put on `device`, the float32 scale). `shapes`: q's, k's,
     v's."""
+    # (doc_ids is read by the document mask only: without them it would
+    # see one document, and with another mask they would be ignored.)
+    if (mask_kind == "document") != (doc_shape is not None):
+        raise ValueError(f"{name}: mask_kind 'document' needs doc_ids" if doc_shape is None
+                         else f"{name}: doc_ids is read by mask_kind 'document' only, "
+                              f"got mask_kind {mask_kind!r}")
     if out_dtype not in ("f32", "bf16", "f16"):
         raise ValueError(f"{name}: out_dtype must be one of f32, bf16, f16, got {out_dtype!r}")
     if not isinstance(mask, dict):
@@ -1046,8 +1083,18 @@ def _attention_plan(name, shapes, mask, doc_shape, scale, out_dtype, device=None
     if doc_shape is not None and tuple(doc_shape) != (B, max(S, Skv)):
         raise ValueError(f"{name}: doc_ids has shape {tuple(doc_shape)}, expected "
                          f"(batch, max(seq_q, seq_kv)) = {(B, max(S, Skv))}")
+    # (block_mask() records the sizes it was built for: checked, since one
+    # built for another split of batch x heads, or another sequence length
+    # with as many blocks, has the right array shapes and wrong lists. A
+    # dict made by hand may leave them out.)
+    built = {n: mask[n] for n in _MASK_SIZES if mask.get(n) is not None}
+    used = dict(zip(_MASK_SIZES, (B, Hq, S, Skv)))
+    if any(used[n] != v for n, v in built.items()):
+        raise ValueError(f"{name}: the block mask was built for another shape ("
+                         + ", ".join(f"{n} {v}" for n, v in built.items()) + "); q and k have "
+                         + ", ".join(f"{n} {used[n]}" for n in built))
     if device is not None and any(hasattr(mask[n], "data_ptr") for n in _MASK_ARRAYS):
-        arrays = _device_mask(name, mask, B * Hq, S, Skv, device)
+        arrays = _device_mask(name, mask, B * Hq, device)
         block, nqb, maxb = mask["block"], mask["nqb"], mask["maxb"]
         block_kv = mask.get("block_kv", block)
     else:
@@ -1125,7 +1172,9 @@ def _block_sparse_attention_torch(q, k, v, mask, mask_kind="none", window=256, p
     doc_shape = (None if doc_ids is None else tuple(doc_ids.shape)
                  if hasattr(doc_ids, "shape") else np.shape(doc_ids))
     block, block_kv, nqb, maxb, arrays, scale = _attention_plan(
-        name, (q.shape, k.shape, v.shape), mask, doc_shape, scale, out_dtype, device=q.device)
+        name, (q.shape, k.shape, v.shape), mask, mask_kind, doc_shape, scale, out_dtype,
+        device=q.device)
+    mask_mod = _mask_rule(name, mask, mask_kind, mask_mod)
     B, Hq, S, D = q.shape
     Hkv, Skv = k.shape[1], k.shape[2]
     dev = q.device
@@ -1166,6 +1215,26 @@ def _block_sparse_attention_torch(q, k, v, mask, mask_kind="none", window=256, p
     return (out, lse, stamps) if profile else (out, lse)
 
 
+def _mask_rule(name, mask, mask_kind, mask_mod):
+    """The mask_mod a block-sparse attention applies inside partial blocks:
+    the one passed, or with neither a mask_mod nor a mask_kind, that of the
+    block mask (as flex_attention takes block_mask.mask_mod) when one of
+    its partial blocks hides keys inside the sequence. Those blocks would
+    otherwise be computed unmasked, a wrong answer; a plain Python rule
+    cannot be fused into the kernel, so such a mask is refused."""
+    if mask_mod is not None or mask_kind != "none" or not isinstance(mask, dict) or \
+            not mask.get("hides_keys"):
+        return mask_mod
+    rule = mask.get("mask_mod")
+    if type(rule).__name__ == "JITFunction":
+        return rule
+    raise ValueError(f"{name}: the block mask was built from a rule that hides keys inside "
+                     f"its partial blocks, and neither mask_kind nor mask_mod was passed: "
+                     f"pass the rule ({getattr(rule, '__name__', rule)!r} is a plain Python "
+                     f"function, which the kernel cannot apply; build the mask from a "
+                     f"@kiln.jit mask_mod, or pass the matching mask_kind)")
+
+
 def block_sparse_attention(q, k, v, mask, mask_kind="none", window=256, prefix=0,
                            doc_ids=None, softcap=0.0, scale=None, mask_mod=None,
                            score_mod=None, overlap=False, out_dtype="f32", profile=False,
@@ -1174,7 +1243,11 @@ def block_sparse_attention(q, k, v, mask, mask_kind="none", window=256, prefix=0
     `mask` from block_mask(). Inside partial blocks the kernel applies the
     built-in `mask_kind` (none, causal, sliding_window, prefix_lm, document)
     and/or a @kiln.jit `mask_mod(b, h, q_idx, kv_idx)`: they must be the rule
-    the block mask was built from. A @kiln.jit `score_mod(score, b, h, q_idx,
+    the block mask was built from. Given neither, the block mask's own
+    @kiln.jit mask_mod is applied when a partial block hides keys inside the
+    sequence (as flex_attention applies block_mask.mask_mod); a mask built
+    from a plain Python rule that does so is refused (ValueError), since
+    those blocks would be computed unmasked. A @kiln.jit `score_mod(score, b, h, q_idx,
     kv_idx)` rewrites scores (before soft-capping). Both are fused into the
     kernel. q, k and v are float32, float16, or all three kiln.bf16-wrapped
     uint16 arrays; scores, softmax and the outputs are float32. `doc_ids`
@@ -1225,8 +1298,9 @@ def _block_sparse_attention_host(q, k, v, mask, mask_kind="none", window=256, pr
     if doc_ids is not None:
         doc_ids = _doc_ids(name, doc_ids)
     block, block_kv, nqb, maxb, arrays, scale = _attention_plan(
-        name, (q.shape, k.shape, v.shape), mask, None if doc_ids is None else doc_ids.shape,
-        scale, out_dtype)
+        name, (q.shape, k.shape, v.shape), mask, mask_kind,
+        None if doc_ids is None else doc_ids.shape, scale, out_dtype)
+    mask_mod = _mask_rule(name, mask, mask_kind, mask_mod)
     B, Hq, S, D = q.shape
     Hkv, Skv = k.shape[1], k.shape[2]
     if doc_ids is None:

@@ -98,15 +98,33 @@ def _scalar(a, dtype, name, kernel):
     return r
 
 
+# The numpy element types a pointer argument of each runtime dtype takes
+# (bf16: raw uint16 bits, or a kiln.bf16 wrapper; i1: bool or bytes).
+_NP_DTYPES = {"f32": ("float32",), "f64": ("float64",), "f16": ("float16",),
+              "bf16": ("uint16",), "i8": ("int8",), "i16": ("int16",),
+              "i32": ("int32",), "i64": ("int64",), "u8": ("uint8",),
+              "i1": ("bool", "uint8", "int8")}
+
+
+def host_address(a, name, dtype, written, kernel_name):
+    """The address of numpy array `a` passed for pointer parameter `name`
+    (of runtime dtype `dtype`; `written`: the kernel may write through it)
+    of kernel `kernel_name`, checked: the element type (in native byte
+    order: the kernel reads the machine's), C-contiguous, writeable if
+    written. (Bundle launches and kiln.ops' operator kernels.)"""
+    if a.dtype.name not in _NP_DTYPES.get(dtype, ()) or not a.dtype.isnative:
+        raise TypeError(f"argument '{name}' of kernel '{kernel_name}' points to {dtype} "
+                        f"elements, got an array of {a.dtype}")
+    if not a.flags["C_CONTIGUOUS"]:
+        raise ValueError(f"argument '{name}' is not contiguous")
+    if written and not a.flags["WRITEABLE"]:
+        raise ValueError(f"argument '{name}' is a read-only array, and kernel "
+                         f"'{kernel_name}' writes through it")
+    return a.ctypes.data
+
+
 class Bundle:
     """A kernel loaded from a .kiln bundle (``kilnc kernel.mlir -o k.kiln``)."""
-
-    # The numpy element types a pointer argument of each runtime dtype takes
-    # (bf16: raw uint16 bits, or a kiln.bf16 wrapper; i1: bool or bytes).
-    _NP_DTYPES = {"f32": ("float32",), "f64": ("float64",), "f16": ("float16",),
-                  "bf16": ("uint16",), "i8": ("int8",), "i16": ("int16",),
-                  "i32": ("int32",), "i64": ("int64",), "u8": ("uint8",),
-                  "i1": ("bool", "uint8", "int8")}
     _TORCH_DTYPES = {"f32": ("float32",), "f64": ("float64",), "f16": ("float16",),
                      "bf16": ("bfloat16",), "i8": ("int8",), "i16": ("int16",),
                      "i32": ("int32",), "i64": ("int64",), "u8": ("uint8",),
@@ -210,14 +228,7 @@ class Bundle:
                     if not isinstance(a, np.ndarray):
                         raise TypeError(f"argument '{name}' must be a numpy array "
                                         "(or a CUDA array for GPU bundles)")
-                    if a.dtype.name not in self._NP_DTYPES.get(dtype, ()):
-                        raise self._wrong_type(name, dtype, a.dtype)
-                    if not a.flags["C_CONTIGUOUS"]:
-                        raise ValueError(f"argument '{name}' is not contiguous")
-                    if written[i] and not a.flags["WRITEABLE"]:
-                        raise ValueError(f"argument '{name}' is a read-only array, and "
-                                         f"kernel '{kernel.name}' writes through it")
-                    values.append(a.ctypes.data)
+                    values.append(host_address(a, name, dtype, written[i], kernel.name))
                 else:
                     # (The common cases first: an int for an integer, a
                     # float32-sized float for f32.)

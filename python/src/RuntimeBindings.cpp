@@ -33,7 +33,9 @@ using MaskArray = py::array_t<int32_t, py::array::c_style>;
 /// nqb] counts and [rows, nqb, maxb] lists. The result: None, or what the
 /// first bad entry is: "kv_num" / "full_num", a count outside [0, maxb];
 /// "kv_idx" / "full_idx", a listed block outside [0, key_blocks);
-/// "full_end", a listed full block ending past seq_kv. In numpy these were
+/// "full_end", a listed full block ending past seq_kv; "twice", a key block
+/// listed twice for one query block (in both lists, or twice in one: the
+/// kernel would add its keys to the softmax twice). In numpy these were
 /// about 20 array operations, 35 us of each attention call.
 py::object checkBlockMask(MaskArray kvNum, MaskArray kvIdx, MaskArray fullNum,
                           MaskArray fullIdx, int64_t rows, int64_t nqb, int64_t maxb,
@@ -59,6 +61,20 @@ py::object checkBlockMask(MaskArray kvNum, MaskArray kvIdx, MaskArray fullNum,
           return py::str("full_end");
       }
     }
+  // (Every listed block is now inside [0, keyBlocks): marked per list, the
+  // marks cleared after it.)
+  std::vector<uint8_t> listed(keyBlocks > 0 ? keyBlocks : 0);
+  for (int64_t l = 0; l < lists; ++l) {
+    bool twice = false;
+    for (int kind = 0; kind < 2; ++kind)
+      for (const int32_t *at = idx[kind] + l * maxb, *end = at + num[kind][l]; at != end; ++at)
+        twice |= listed[*at]++ != 0;
+    for (int kind = 0; kind < 2; ++kind)
+      for (const int32_t *at = idx[kind] + l * maxb, *end = at + num[kind][l]; at != end; ++at)
+        listed[*at] = 0;
+    if (twice)
+      return py::str("twice");
+  }
   return py::none();
 }
 
@@ -343,7 +359,7 @@ void kiln::python::bindRuntime(py::module &m) {
         py::arg("full_num"), py::arg("full_idx"), py::arg("rows"), py::arg("nqb"),
         py::arg("maxb"), py::arg("key_blocks"), py::arg("block_kv"), py::arg("seq_kv"),
         "kiln.ops' checks of a host block mask's int32 arrays in one pass: None, "
-        "or what is bad (kv_num, kv_idx, full_num, full_idx, full_end).");
+        "or what is bad (kv_num, kv_idx, full_num, full_idx, full_end, twice).");
   m.def("groups_share_rows", &groupsShareRows, py::arg("arrays"), py::arg("group"),
         "Whether each `group` consecutive rows of every int32 array are the same.");
 }

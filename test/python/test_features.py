@@ -268,6 +268,9 @@ def test_bundles_from_kilnc_run_through_the_runtime_only_module(tmp_path):
     with pytest.raises(TypeError, match="argument 'x' of kernel 'vector_add' points to f32 "
                                         "elements, got an array of float64"):
         b[(3,)](x.astype(np.float64), y, out, n)
+    # Another byte order: the kernel would read the machine's.
+    with pytest.raises(TypeError, match="points to f32 elements, got an array of >f4"):
+        b[(3,)](x.astype(">f4"), y, out, n)
     with pytest.raises(TypeError, match="takes 4 arguments, got 5"):
         b[(3,)](x, y, out, n, 12345)
     assert np.isnan(out).all()

@@ -110,7 +110,7 @@ def test_random_mask_and_score_mods(i, tmp_path):
 
     device = kiln.ops.block_mask(mod.mask_mod, B, H, S, Skv, block=bq, block_kv=bkv)
     host = kiln.ops.block_mask(np_mask, B, H, S, Skv, block=bq, block_kv=bkv)
-    for key in ("kv_num", "kv_idx", "full_num", "full_idx"):
+    for key in ("kv_num", "kv_idx", "full_num", "full_idx", "hides_keys"):
         assert np.array_equal(device[key], host[key]), key
 
     x = [r.standard_normal((B, H if n == 0 else Hkv, S if n == 0 else Skv, D))

@@ -928,6 +928,40 @@ def test_document_mask_with_more_keys_than_queries(rng):
     assert_close(lse, rl, 2e-5, 2e-5)
     with pytest.raises(ValueError, match="doc_ids has shape"):
         kiln.ops.block_sparse_attention(q, k, v, mask, "document", doc_ids=docs[:, :S])
+    # Without doc_ids the document mask would see one document; with
+    # another mask they would be ignored.
+    with pytest.raises(ValueError, match="mask_kind 'document' needs doc_ids"):
+        kiln.ops.block_sparse_attention(q, k, v, mask, "document")
+    with pytest.raises(ValueError, match="doc_ids is read by mask_kind 'document' only"):
+        kiln.ops.block_sparse_attention(q, k, v, mask, "causal", doc_ids=docs)
+
+
+def test_operator_kernels_check_their_arrays():
+    # kiln.ops.kernel(...).launch takes numpy arrays for pointers, checked
+    # as a Bundle's are: a strided view or int64 ids would otherwise be read
+    # as contiguous int32 data, silently.
+    W = np.arange(32, dtype=np.float32).reshape(4, 8)
+    k = kiln.ops.kernel("embedding", dtype="f32", block_n=8, block_d=8)
+    ids = np.array([1, 3], np.int32)
+    out = np.full((2, 4), np.nan, np.float32)
+    errors = np.zeros(1, np.int32)
+    Wc = np.ascontiguousarray(W[:, :4])
+    cases = [([W[:, ::2], ids, out], ValueError, "'weight' is not contiguous"),
+             ([Wc, ids.astype(np.int64), out], TypeError,
+              "'ids' of kernel 'embedding' points to i32 elements, got an array of int64"),
+             ([Wc.astype(">f4"), ids, out], TypeError, "'weight'.*got an array of >f4"),
+             ([Wc, ids, out[:, :3]], ValueError, "'out'.*not contiguous")]
+    for arrays, error, match in cases:
+        with pytest.raises(error, match=match):
+            k.launch(arrays + [errors, 2, 4, 4], [1, 1])
+    with pytest.raises(TypeError, match="'n' of kernel 'embedding' is a scalar"):
+        k.launch([Wc, ids, out, errors, np.array(2), 4, 4], [1, 1])
+    frozen = out.copy()
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only array"):
+        k.launch([Wc, ids, frozen, errors, 2, 4, 4], [1, 1])
+    k.launch([Wc, ids, out, errors, 2, 4, 4], [1, 1])
+    assert np.array_equal(out, W[[1, 3], :4]) and errors[0] == 0
 
 
 def test_block_mask_must_match_the_launch(rng):
@@ -941,8 +975,20 @@ def test_block_mask_must_match_the_launch(rng):
         kiln.ops.block_sparse_attention(
             q, q, q, kiln.ops.block_mask(causal, 1, 2, 70, 70, block=32, block_kv=64)
             | {"maxb": 1})
+    # The sizes block_mask() records are compared: another split of batch x
+    # heads, or another sequence length with as many blocks, has arrays of
+    # the right shapes and the wrong lists.
+    one_head = kiln.ops.block_mask(causal, 1, 1, 70, 70)
+    with pytest.raises(ValueError, match="built for another shape .*heads 1.*heads 2"):
+        kiln.ops.block_sparse_attention(q, q, q, one_head)
+    with pytest.raises(ValueError, match="built for another shape .*batch 2, heads 1"):
+        kiln.ops.block_sparse_attention(q, q, q, kiln.ops.block_mask(causal, 2, 1, 70, 70))
+    with pytest.raises(ValueError, match="built for another shape .*seq_q 65"):
+        kiln.ops.block_sparse_attention(q, q, q, kiln.ops.block_mask(causal, 1, 2, 65, 70))
+    # A dict made by hand, without them: its arrays' shapes are checked.
+    hand = {n: v for n, v in one_head.items() if n not in ("batch", "heads", "seq_q", "seq_kv")}
     with pytest.raises(ValueError, match=r"mask\['kv_num'\] has shape"):
-        kiln.ops.block_sparse_attention(q, q, q, kiln.ops.block_mask(causal, 1, 1, 70, 70))
+        kiln.ops.block_sparse_attention(q, q, q, hand)
     bad = kiln.ops.block_mask(causal, 1, 2, 70, 70, block=16, block_kv=32)
     bad["full_idx"] = bad["full_idx"].copy()
     bad["full_idx"][1, 3, 0] = 3  # key blocks of 32: 0..2
@@ -951,6 +997,9 @@ def test_block_mask_must_match_the_launch(rng):
     # A mask for 96 keys (block 2 full) used with 70: block 2 ends past them.
     longer = kiln.ops.block_mask(lambda b, h, qi, ki: ki >= 0, 1, 2, 70, 96, block=16,
                                  block_kv=32)
+    with pytest.raises(ValueError, match="built for another shape .*seq_kv 96"):
+        kiln.ops.block_sparse_attention(q, q, q, longer)
+    del longer["seq_kv"]  # (by hand: the lists are checked)
     with pytest.raises(ValueError, match="ends past seq_kv 70"):
         kiln.ops.block_sparse_attention(q, q, q, longer)
     # Each array's entries checked (in one pass, in C++): counts outside
@@ -971,12 +1020,68 @@ def test_block_mask_must_match_the_launch(rng):
             kiln.ops.block_sparse_attention(q, q, q, bad)
     with pytest.raises(TypeError, match=r"mask\['kv_idx'\] must be integers"):
         kiln.ops.block_sparse_attention(q, q, q, {**good, "kv_idx": good["kv_idx"] + 0.5})
+    # A key block listed twice for a query block would count twice in the
+    # softmax: in both lists, or twice in one.
+    assert good["kv_num"][1, 2] >= 1 and good["full_num"][1, 2] >= 1
+    for key, at, value in [("kv_idx", (1, 2, 0), good["full_idx"][1, 2, 0]),
+                           ("full_idx", (1, 2, 0), good["kv_idx"][1, 2, 0])]:
+        bad = {**good, key: good[key].copy()}
+        bad[key][at] = value
+        with pytest.raises(ValueError, match="lists a key block twice"):
+            kiln.ops.block_sparse_attention(q, q, q, bad, "causal")
+    assert good["full_num"][1, 4] >= 2
+    bad = {**good, "full_idx": good["full_idx"].copy()}
+    bad["full_idx"][1, 4, 1] = bad["full_idx"][1, 4, 0]
+    with pytest.raises(ValueError, match="lists a key block twice"):
+        kiln.ops.block_sparse_attention(q, q, q, bad, "causal")
     tail = {**good, "kv_idx": good["kv_idx"].copy()}
     assert good["kv_num"][0, 0] < good["maxb"]
     tail["kv_idx"][0, 0, good["kv_num"][0, 0]:] = 99  # past the count: never read
-    out, _ = kiln.ops.block_sparse_attention(q, q, q, tail)
-    ref, _ = kiln.ops.block_sparse_attention(q, q, q, good)
+    out, _ = kiln.ops.block_sparse_attention(q, q, q, tail, "causal")
+    ref, _ = kiln.ops.block_sparse_attention(q, q, q, good, "causal")
     assert np.array_equal(out, ref)
+
+
+def test_block_mask_carries_its_rule(rng):
+    """A block mask remembers the rule it was built from. Given neither
+    mask_kind nor mask_mod, block_sparse_attention applies the mask's own
+    @kiln.jit rule inside partial blocks (as flex_attention applies
+    block_mask.mask_mod); a plain Python rule that hides keys inside a
+    partial block is refused, not computed unmasked. A rule that hides
+    none (partial blocks only at the sequence end) needs nothing."""
+    B, Hq, Hkv, S, D = 1, 2, 1, 150, 32
+    q = rng.standard_normal((B, Hq, S, D)).astype(np.float32)
+    k = rng.standard_normal((B, Hkv, S, D)).astype(np.float32)
+    v = rng.standard_normal((B, Hkv, S, D)).astype(np.float32)
+    scale = 1 / np.sqrt(D)
+    np_mod = lambda b, h, qi, ki: (ki <= qi) & (ki % 2 == h % 2)  # noqa: E731
+    mask = kiln.ops.block_mask(dilated_causal, B, Hq, S, S)
+    assert mask["hides_keys"]
+    out, lse = kiln.ops.block_sparse_attention(q, k, v, mask)
+    ro, rl = dense_reference(q, k, v, np_mod, scale)
+    assert_close(out, ro, 2e-4, 2e-5)
+    assert_close(lse, rl, 2e-5, 2e-5)
+    named, _ = kiln.ops.block_sparse_attention(q, k, v, mask, mask_mod=dilated_causal)
+    assert np.array_equal(out, named)
+    # The same rule in numpy: it cannot be fused, so it must be passed.
+    host = kiln.ops.block_mask(np_mod, B, Hq, S, S)
+    assert host["hides_keys"]
+    with pytest.raises(ValueError, match="hides keys inside its partial blocks"):
+        kiln.ops.block_sparse_attention(q, k, v, host)
+    causal, _ = kiln.ops.block_sparse_attention(q, k, v, kiln.ops.block_mask(
+        lambda b, h, qi, ki: ki <= qi, B, Hq, S, S), "causal")
+    assert_close(causal, dense_reference(q, k, v, lambda b, h, qi, ki: ki <= qi, scale)[0],
+                 2e-4, 2e-5)
+    # Whole key blocks of 64, by query block (150 keys: the last block is
+    # partial only because the sequence ends there): nothing to apply.
+    blocky = lambda b, h, qi, ki: (ki // 64 + qi // 64 + h) % 2 == 0  # noqa: E731
+    for rule in (blocky, lambda b, h, qi, ki: ki >= 0):
+        m = kiln.ops.block_mask(rule, B, Hq, S, S)
+        assert not m["hides_keys"] and m["kv_num"].sum() > 0
+        out, lse = kiln.ops.block_sparse_attention(q, k, v, m)
+        ro, rl = dense_reference(q, k, v, rule, scale)
+        assert_close(out, ro, 2e-4, 2e-5)
+        assert_close(lse, rl, 2e-5, 2e-5)
 
 
 @kiln.jit
@@ -1306,8 +1411,8 @@ def test_mask_parameters_are_checked(rng):
                          (dict(mask_kind="sliding_window", window=2**31),
                           "'window' of 'block_sparse_attention' must lie within"),
                          (dict(mask_kind="prefix_lm", prefix=-1), "prefix must be in"),
-                         (dict(softcap=-1.0), "softcap must be 0"),
-                         (dict(softcap=float("inf")), "softcap must be 0")]:
+                         (dict(mask_kind="causal", softcap=-1.0), "softcap must be 0"),
+                         (dict(mask_kind="causal", softcap=float("inf")), "softcap must be 0")]:
         with pytest.raises(ValueError, match=what):
             kiln.ops.block_sparse_attention(q, q, q, mask, **kwargs)
 
