@@ -52,6 +52,9 @@ struct JIT::Entry {
   std::string error;
 };
 
+/// The first bytes of a disk-cache entry, before its key and its bundle.
+static constexpr llvm::StringLiteral kCacheEntryMagic = "KILNJIT1";
+
 static std::string defaultCacheDir() {
   if (const char *d = std::getenv("KILN_CACHE_DIR"); d && *d)
     return d;
@@ -370,22 +373,32 @@ JIT::compileUncached(llvm::StringRef source, llvm::StringRef name,
 
   bool useDisk = options.diskCache && !cacheDir.empty();
   std::string path = cacheDir + "/" + hex + ".kiln";
+  // An entry is its key (the digest) and then the bundle: a valid bundle
+  // under another entry's name (copied or moved there) is refused as a
+  // corrupt one is, not run for this kernel. (The bundle's own checksum
+  // covers its bytes only.)
+  const std::string entryHead =
+      kCacheEntryMagic.str() + std::string(digest.begin(), digest.end());
   if (useDisk && llvm::sys::fs::exists(path)) {
     if (auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/false)) {
+      llvm::StringRef entry = (*buf)->getBuffer();
       kiln_kernel *handle = nullptr;
-      kiln_status st = kiln_bundle_load_memory((*buf)->getBufferStart(),
-                                               (*buf)->getBufferSize(),
-                                               &handle);
-      if (!st) {
+      bool keyed = entry.starts_with(entryHead);
+      kiln_status st =
+          keyed ? kiln_bundle_load_memory(entry.data() + entryHead.size(),
+                                          entry.size() - entryHead.size(), &handle)
+                : nullptr;
+      if (keyed && !st) {
         ++stats.diskHits;
         // Recently used: the last to be evicted.
         ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);
         return std::make_shared<Kernel>(handle, *info,
-                                        (*buf)->getBuffer().str());
+                                        entry.drop_front(entryHead.size()).str());
       }
-      // Corrupt, truncated or for another machine: never run it; recompile
-      // and replace it below.
-      kiln_status_free(st);
+      // Corrupt, truncated, another kernel's or for another machine: never
+      // run it; recompile and replace it below.
+      if (st)
+        kiln_status_free(st);
       ++stats.corruptEntries;
       llvm::sys::fs::remove(path);
     }
@@ -399,7 +412,7 @@ JIT::compileUncached(llvm::StringRef source, llvm::StringRef name,
   if (auto err = toError(kiln_bundle_load_memory(
           compiled->bytes.data(), compiled->bytes.size(), &handle)))
     return std::move(err);
-  if (useDisk && !publishAtomically(cacheDir, path, compiled->bytes)) {
+  if (useDisk && !publishAtomically(cacheDir, path, entryHead + compiled->bytes)) {
     ++stats.diskWriteFailures;
   } else if (useDisk && cacheLimit) {
     // The directory is scanned on this JIT's first write and then after each

@@ -287,6 +287,37 @@ def same_value(a, b):
 
 
 
+def _plain_value(v):
+    """A number, string, None or tuple of them: a value compiled into a
+    kernel."""
+    if isinstance(v, tuple):
+        return all(_plain_value(x) for x in v)
+    return v is None or isinstance(v, (bool, int, float, complex, str, bytes))
+
+
+class _CellValue:
+    """A closure cell read as the globals dict is (used_globals' check)."""
+
+    def __init__(self, cell):
+        self.cell = cell
+
+    def get(self, name, default):
+        try:
+            return self.cell.cell_contents
+        except ValueError:
+            return default
+
+
+class _AttrValue:
+    """An object's attributes read as the globals dict is."""
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def get(self, name, default):
+        return getattr(self.obj, name, default)
+
+
 def _if_returns(stmts):
     """The return statements in `stmts` and in the ifs nested in them (not
     in loops)."""
@@ -348,6 +379,9 @@ class CodeGen(ast.NodeVisitor):
         self.debug = False
         self.scopes = [{}]
         self.globals = fn.__globals__
+        # The kernel's free variables (a kernel defined in a function):
+        # looked up before the globals, as Python does.
+        self.closure = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
         self.returned = None
         self.in_helper = 0
         # The statement that last assigned each name (for loop-carried type
@@ -398,10 +432,23 @@ class CodeGen(ast.NodeVisitor):
         for scope in reversed(self.scopes):
             if name in scope:
                 return scope[name]
+        cell = self.closure.get(name)
+        if cell is not None:
+            try:
+                value = cell.cell_contents
+            except ValueError:
+                raise KilnError(f"free variable '{name}' is referenced before it is "
+                                "assigned in the enclosing function") from None
+            if not isinstance(value, types.ModuleType):
+                self.used_globals[(name, id(cell))] = (name, value, _CellValue(cell),
+                                                       f"variable '{name}' of the enclosing "
+                                                       "function")
+            return value
         if name in self.globals:
             value = self.globals[name]
             if not isinstance(value, types.ModuleType):
-                self.used_globals[(name, id(self.globals))] = (name, value, self.globals)
+                self.used_globals[(name, id(self.globals))] = (name, value, self.globals,
+                                                               f"global variable '{name}'")
             return value
         if hasattr(builtins, name) and name in ("range", "min", "max", "abs", "int",
                                                  "float", "bool", "len", "print",
@@ -1204,12 +1251,26 @@ class CodeGen(ast.NodeVisitor):
                 return obj.dtype
             raise KilnError(f"pointers have no attribute '{attr}'")
         try:
-            return getattr(obj, attr)
+            value = getattr(obj, attr)
         except AttributeError:
             if obj is kl:
                 raise KilnError(f"kiln.language has no '{attr}' (docs/python.md lists what "
                                 "kernels can call)") from None
             raise KilnError(f"'{type(obj).__name__}' object has no attribute '{attr}'") from None
+        # A number, string or tuple read from an object or module reached
+        # from a global or an enclosing function's variable (a config's
+        # `C.BLOCK`) is compiled in: checked at each launch, as the globals
+        # are. (Functions, dtypes and modules are not: kl.float32, kl.sum.
+        # Nor what is reached from a constexpr argument: the specialization
+        # key holds its attributes.)
+        root = node.value
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if _plain_value(value) and obj is not kl and isinstance(root, ast.Name) and \
+                not self.defined(root.id):
+            self.used_globals[(attr, id(obj))] = (attr, value, _AttrValue(obj),
+                                                  f"attribute '{ast.unparse(node)}'")
+        return value
 
     def visit_Subscript(self, node):
         obj = self.visit(node.value)
@@ -1566,6 +1627,8 @@ class CodeGen(ast.NodeVisitor):
             if isinstance(op, ast.FloorDiv) and a.dtype.is_float:
                 return self.float_floordiv(a, b)
             raise KilnError(f"operator {type(op).__name__} is not defined for {a.dtype.name}")
+        if name in ("shli", "shrsi"):
+            return self.shift(name, a, b, orig_b)
         result = Tile(self.b.binary(name, a.value, b.value), a.dtype, a.shape)
         if isinstance(op, ast.Mod):
             return self.floor_mod(result, b)
@@ -1592,6 +1655,30 @@ class CodeGen(ast.NodeVisitor):
                     result.contiguous = (self.contiguous_base(base, y, result.dtype), n)
                     break
         return result
+
+    def shift(self, name, a, b, count):
+        """a << b or a >> b (arithmetic; a and b unified), as NumPy's: a
+        count at or past the width, or negative, gives 0 (<<) or the sign
+        bits, -1 or 0 (>>). LLVM's shift is poison there: a constant count,
+        a scalar one and a tile of them gave three different answers. A
+        constant count below the width is one plain shift; a negative
+        constant is an error, as in Python."""
+        width = a.dtype.bits
+        plain = Tile(self.b.binary(name, a.value, b.value), a.dtype, a.shape)
+        if isinstance(count, kl.constexpr):
+            count = count.value
+        constant = isinstance(count, int) and not isinstance(count, bool)
+        if constant and count < 0:
+            raise KilnError(f"negative shift count {count}")
+        if constant and count < width:
+            return plain
+        past = self.binop(ast.RShift(), a, width - 1) if name == "shrsi" else \
+            self.binop(ast.BitAnd(), a, 0)
+        if constant:
+            return past
+        out = self.binop(ast.BitOr(), self.compare(ast.GtE(), b, width),
+                         self.compare(ast.Lt(), b, 0))
+        return self.where(out, past, plain)
 
     def contiguous_base(self, base, y, dtype):
         """The start of the run `y + (base + arange)`: computed in the

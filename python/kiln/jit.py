@@ -8,6 +8,7 @@ import json
 import os
 import threading
 import time
+import types
 
 import numpy as np
 
@@ -244,16 +245,91 @@ class TensorDescriptor:
         if hasattr(arr, "stride") and callable(arr.stride):  # PyTorch
             shape, strides = list(arr.shape), list(arr.stride())
         elif isinstance(arr, np.ndarray):
-            shape, strides = list(arr.shape), [s // arr.itemsize for s in arr.strides]
+            shape, strides = list(arr.shape), _element_strides(arr.strides, arr.itemsize)
         else:
             cai = getattr(arr, "__cuda_array_interface__", None)
             if cai is None:
                 raise TypeError("TensorDescriptor.from_tensor takes a PyTorch tensor, a "
                                 "numpy array, kiln.bf16(array) or a CUDA array")
             shape, item = list(cai["shape"]), np.dtype(cai["typestr"]).itemsize
-            strides = ([s // item for s in cai["strides"]] if cai.get("strides") else
+            strides = (_element_strides(cai["strides"], item) if cai.get("strides") else
                        [int(np.prod(shape[i + 1:])) for i in range(len(shape))])
         return TensorDescriptor(tensor, shape, strides, block_shape, padding)
+
+
+def _element_strides(byte_strides, itemsize):
+    """Byte strides in elements: each must be a multiple of the element
+    size (a field of a record array is not; floored, its rows were read
+    from the wrong bytes)."""
+    if any(s % itemsize for s in byte_strides):
+        raise ValueError(f"TensorDescriptor.from_tensor: byte strides {tuple(byte_strides)} "
+                         f"are not multiples of the element size {itemsize}; pass a copy "
+                         "(np.ascontiguousarray)")
+    return [s // itemsize for s in byte_strides]
+
+
+def _check_extent(d, array, name):
+    """A descriptor over a numpy array must address only the array's
+    memory: every element its shape and strides reach (the kernel's
+    accesses stay inside the shape) lies inside the array's bytes. (One
+    larger than its array read other memory, or crashed the process.)"""
+    if 0 in d.shape:
+        return
+    try:
+        from numpy.lib.array_utils import byte_bounds
+    except ImportError:  # numpy < 2
+        byte_bounds = np.byte_bounds
+    lo, hi = byte_bounds(array)
+    item = array.itemsize
+    first = sum(min(0, (n - 1) * s) for n, s in zip(d.shape, d.strides))
+    last = sum(max(0, (n - 1) * s) for n, s in zip(d.shape, d.strides))
+    ptr = array.ctypes.data
+    if ptr + first * item < lo or ptr + (last + 1) * item > hi:
+        raise ValueError(f"argument '{name}': the TensorDescriptor's shape {tuple(d.shape)} "
+                         f"and strides {tuple(d.strides)} reach elements {first}..{last} from "
+                         f"its base, outside the array's {array.size} elements")
+
+
+class _Same:
+    """An object in a specialization key by identity, held: while the key
+    is cached, its address cannot be reused by another object."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __hash__(self):
+        return id(self.obj)
+
+    def __eq__(self, other):
+        return isinstance(other, _Same) and other.obj is self.obj
+
+
+_VALUE_TYPES = (type(None), bool, int, float, complex, str, bytes, np.generic, np.dtype,
+                kl.dtype)
+
+
+def _const_key(v, depth=0):
+    """A constexpr value's part of the specialization key. Numbers,
+    strings and dtypes by their repr (2 and 2.0 differ: they compile
+    differently), tuples and lists by their items; an object with
+    attributes (a config) by its type and its attributes' keys, so that one
+    changed since a launch, or another of the same type and values, is
+    keyed by what it holds; anything else (functions, @kiln.jit functions,
+    arrays) by identity, held by the key. (An object's repr was the key:
+    the default one holds only its address, so a changed config, or a new
+    one at a freed address, reused a kernel compiled for other values.)"""
+    if isinstance(v, _VALUE_TYPES):
+        return repr(v)
+    if type(v) in (tuple, list):
+        return (type(v).__name__,) + tuple(_const_key(x, depth + 1) for x in v)
+    attrs = getattr(v, "__dict__", None)
+    if isinstance(attrs, dict) and depth < 3 and not callable(v) and \
+            not isinstance(v, types.ModuleType):
+        return (_Same(type(v)),) + tuple(sorted(
+            (k, _const_key(x, depth + 1)) for k, x in attrs.items()))
+    return _Same(v)
 
 
 class _Arg:
@@ -319,11 +395,15 @@ _same_global = same_value
 
 
 def _check_globals(name, used):
-    for gname, value, globals_dict in used:
-        now = globals_dict.get(gname, _MISSING)
+    """Each value the kernel read by name or attribute (a global, a
+    variable of the enclosing function, a config's attribute) and compiled
+    in: (key, value, where it is read with .get(key, default), what to call
+    it)."""
+    for key, value, container, what in used:
+        now = container.get(key, _MISSING)
         if not _same_global(value, now):
             now = "deleted" if now is _MISSING else repr(now)
-            raise RuntimeError(f"{name}: global variable '{gname}' has changed since the kernel "
+            raise RuntimeError(f"{name}: {what} has changed since the kernel "
                                f"was compiled (from {value!r} to {now}); its value is compiled "
                                "into the kernel: pass it as an argument (a kl.constexpr) instead")
 
@@ -442,7 +522,7 @@ class JITFunction:
             if name in self.constexprs:
                 if isinstance(v, kl.constexpr):
                     v = v.value
-                out.append(_Arg("const", None, v, ("c", repr(v))))
+                out.append(_Arg("const", None, v, ("c", _const_key(v))))
                 continue
             tv = type(v)
             # (The common kinds first, by exact type: the launch path is hot.)
@@ -486,7 +566,15 @@ class JITFunction:
                     key = ("s", "int64", iv == 1, iv % 16 == 0, iv >= 0)
                 out.append(_Arg("scalar", kl.int64, iv, key))
             elif isinstance(v, (float, np.floating)):
-                dt = kl.float64 if isinstance(v, np.float64) and not isinstance(v, float) else kl.float32
+                # A Python float is a float32, as in Triton; np.float64 and
+                # np.longdouble float64. One float32 cannot hold is refused
+                # (it would arrive as inf), as Bundle launches refuse it.
+                wide = isinstance(v, (np.float64, np.longdouble)) and not isinstance(v, float)
+                dt = kl.float64 if wide else kl.float32
+                if not wide and runtime_module._F32_OVERFLOW <= abs(float(v)) < float("inf"):
+                    raise OverflowError(f"argument '{name}' of {self.__name__} = {v!r} "
+                                        "overflows float32 (a Python float is passed as "
+                                        "one): pass np.float64(x) for a float64 parameter")
                 out.append(_Arg("scalar", dt, float(v), ("s", dt.name)))
             elif v is None:
                 out.append(_Arg("const", None, None, ("c", "None")))
@@ -503,6 +591,8 @@ class JITFunction:
                             "base must be an array (numpy, kiln.bf16, or a CUDA array)")
         device = isinstance(array, DeviceArray)
         ptr = array.ptr if device else array.ctypes.data
+        if not device:
+            _check_extent(d, array, name)
         ints = d.shape + d.strides
         for x in ints:
             if not -(1 << 63) <= x < (1 << 63):

@@ -117,6 +117,11 @@ def host_address(a, name, dtype, written, kernel_name):
                         f"elements, got an array of {a.dtype}")
     if not a.flags["C_CONTIGUOUS"]:
         raise ValueError(f"argument '{name}' is not contiguous")
+    # (The kernel reads an i1 element's low bit: as bytes, 2 would be false.)
+    if dtype == "i1" and a.dtype.name != "bool" and a.size and a.view(np.uint8).max() > 1:
+        raise ValueError(f"argument '{name}' of kernel '{kernel_name}' points to i1 elements, "
+                         "and its bytes hold values other than 0 and 1: pass a bool array "
+                         "(x != 0)")
     if written and not a.flags["WRITEABLE"]:
         raise ValueError(f"argument '{name}' is a read-only array, and kernel "
                          f"'{kernel_name}' writes through it")

@@ -15,6 +15,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -40,9 +41,12 @@ using MaskArray = py::array_t<int32_t, py::array::c_style>;
 py::object checkBlockMask(MaskArray kvNum, MaskArray kvIdx, MaskArray fullNum,
                           MaskArray fullIdx, int64_t rows, int64_t nqb, int64_t maxb,
                           int64_t keyBlocks, int64_t blockKv, int64_t seqKv) {
-  const int64_t lists = rows * nqb;
-  if (rows < 0 || nqb < 0 || maxb < 0 || kvNum.size() != lists || fullNum.size() != lists ||
-      kvIdx.size() != lists * maxb || fullIdx.size() != lists * maxb)
+  // (Products checked: an overflowed one matched empty arrays, and the
+  // loops then read past them.)
+  int64_t lists = 0, entries = 0;
+  if (rows < 0 || nqb < 0 || maxb < 0 || __builtin_mul_overflow(rows, nqb, &lists) ||
+      __builtin_mul_overflow(lists, maxb, &entries) || kvNum.size() != lists ||
+      fullNum.size() != lists || kvIdx.size() != entries || fullIdx.size() != entries)
     throw py::value_error("check_block_mask: the arrays do not have the shapes given");
   const int32_t *num[2] = {kvNum.data(), fullNum.data()};
   const int32_t *idx[2] = {kvIdx.data(), fullIdx.data()};
@@ -61,18 +65,16 @@ py::object checkBlockMask(MaskArray kvNum, MaskArray kvIdx, MaskArray fullNum,
           return py::str("full_end");
       }
     }
-  // (Every listed block is now inside [0, keyBlocks): marked per list, the
-  // marks cleared after it.)
-  std::vector<uint8_t> listed(keyBlocks > 0 ? keyBlocks : 0);
+  // Each list's blocks, both kinds, sorted: a block listed twice is then
+  // next to itself. (Not a mark per key block: key_blocks, from a caller,
+  // sized that allocation.)
+  std::vector<int32_t> listed;
   for (int64_t l = 0; l < lists; ++l) {
-    bool twice = false;
+    listed.clear();
     for (int kind = 0; kind < 2; ++kind)
-      for (const int32_t *at = idx[kind] + l * maxb, *end = at + num[kind][l]; at != end; ++at)
-        twice |= listed[*at]++ != 0;
-    for (int kind = 0; kind < 2; ++kind)
-      for (const int32_t *at = idx[kind] + l * maxb, *end = at + num[kind][l]; at != end; ++at)
-        listed[*at] = 0;
-    if (twice)
+      listed.insert(listed.end(), idx[kind] + l * maxb, idx[kind] + l * maxb + num[kind][l]);
+    std::sort(listed.begin(), listed.end());
+    if (std::adjacent_find(listed.begin(), listed.end()) != listed.end())
       return py::str("twice");
   }
   return py::none();

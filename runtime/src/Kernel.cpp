@@ -57,8 +57,14 @@ std::string lineAt(std::string_view text, size_t at) {
   size_t end = text.find('\n', begin);
   std::string_view line = text.substr(
       begin, end == std::string_view::npos ? text.size() - begin : end - begin);
-  if (line.size() > 120)
-    return std::string(line.substr(0, 120)) + "...";
+  if (line.size() > 120) {
+    // Cut at a character's start: a UTF-8 sequence cut in two made the
+    // message invalid UTF-8 (Python showed it empty).
+    size_t cut = 120;
+    while (cut > 0 && (static_cast<unsigned char>(line[cut]) & 0xC0) == 0x80)
+      --cut;
+    return std::string(line.substr(0, cut)) + "...";
+  }
   return std::string(line);
 }
 

@@ -114,6 +114,18 @@ TEST_CASE("a corrupted or truncated cache entry is recompiled, never run",
   }
   SECTION("a truncated file") { bytes.resize(bytes.size() / 2); }
   SECTION("garbage") { bytes = "not a bundle at all"; }
+  SECTION("another kernel's valid entry, copied over this one's") {
+    // (The bundle's checksum covers its own bytes: the entry's key is what
+    // tells it apart.)
+    std::string src = vectorAdd();
+    src.replace(src.find("@vector_add("), strlen("@vector_add"), "@other_add");
+    std::string other = freshDir();
+    { requireOk(makeJIT(other)->compile(src)); }
+    auto copied = listDir(other);
+    REQUIRE(copied.size() == 1);
+    REQUIRE(copied[0] != files[0]);
+    bytes = readFile(other + "/" + copied[0]);
+  }
   {
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     out << bytes;

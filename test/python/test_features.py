@@ -276,6 +276,44 @@ def test_bundles_from_kilnc_run_through_the_runtime_only_module(tmp_path):
     assert np.isnan(out).all()
 
 
+SELECT_MLIR = """
+kiln.func @select(%m: !kiln.ptr<i1> {kiln.name = "m"}, %out: !kiln.ptr<f32> {kiln.name = "out"}) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  %vm = kiln.make_view %m, [%c8], [%c1] : !kiln.ptr<i1> -> !kiln.view<1xi1>
+  %vo = kiln.make_view %out, [%c8], [%c1] : !kiln.ptr<f32> -> !kiln.view<1xf32>
+  %mask = kiln.load %vm[%c0] : !kiln.view<1xi1> -> tensor<8xi1>
+  %one = arith.constant dense<1.0> : tensor<8xf32>
+  %zero = arith.constant dense<0.0> : tensor<8xf32>
+  %r = arith.select %mask, %one, %zero : tensor<8xi1>, tensor<8xf32>
+  kiln.store %r, %vo[%c0] : tensor<8xf32> -> !kiln.view<1xf32>
+  kiln.return
+}
+"""
+
+
+def test_bundle_i1_arguments_take_bools_or_bytes_of_0_and_1(tmp_path):
+    # The kernel reads an i1 element's low bit: bytes of 2 or 128 would be
+    # false, where numpy counts them true. Bytes other than 0 and 1 are
+    # refused; bools and bytes of 0 and 1 run.
+    src = tmp_path / "select.mlir"
+    src.write_text(SELECT_MLIR)
+    bundle = tmp_path / "select.kiln"
+    subprocess.run([KILNC, str(src), "-o", str(bundle)], check=True)
+    b = kiln.load_bundle(str(bundle))
+    bits = np.array([0, 1, 1, 0, 1, 0, 0, 1], np.uint8)
+    for m in (bits.astype(bool), bits, bits.astype(np.int8)):
+        out = np.full(8, np.nan, np.float32)
+        b[(1,)](m, out)
+        assert np.array_equal(out, bits), m.dtype
+    out = np.full(8, np.nan, np.float32)
+    with pytest.raises(ValueError, match="argument 'm' of kernel 'select' points to i1 "
+                                         "elements, and its bytes hold values other than 0"):
+        b[(1,)](np.array([0, 1, 2, 255, 4, 0, 3, 128], np.uint8), out)
+    assert np.isnan(out).all()
+
+
 def rewrite_manifest(bundle, edit):
     """The bundle with its manifest replaced by edit(manifest), its layout and
     checksum rewritten as docs/bundle-format.md says (what a tool that edits
@@ -327,6 +365,9 @@ def assert_edit_refused(bundle, old, new, line):
     ("arg n scalar i64\n", "arg n scalar i64\narg m scalar i64\n", "arg m scalar i64', the code was compiled for 'writes out"),
     # The last line dropped: the manifest is a prefix of the code's.
     ("writes out\n", "", "', the code was compiled for 'writes out"),
+    # A long line is cut at 120 bytes, at a character's start: cut inside
+    # the two bytes of "é", the message was invalid UTF-8 (empty in Python).
+    ("arg x ptr f32", "arg x ptr f32" + "a" * 106 + "é", "arg x ptr f32" + "a" * 106 + r"\.\.\.',"),
 ])
 def test_a_manifest_changed_after_compiling_is_refused(tmp_path, old, new, line):
     bundle = vector_add_bundle(tmp_path, "x86-64-avx2")
@@ -1568,6 +1609,20 @@ def test_tensor_descriptor_arguments(rng):
     ir = desc_arg_matmul.ir("kiln")
     assert "kiln.gather" not in ir and "kiln.trans" in ir  # b's rows, transposed
 
+    # A descriptor reaching past its array (it read other memory, or
+    # crashed), or byte strides that are not whole elements (a record
+    # array's field: floored, they read the wrong bytes), is refused.
+    c[:] = np.nan
+    for bad in (TD(a, (M + 1, K), (K, 1), [16, 16]), TD(a, (M, K), (K + 1, 1), [16, 16]),
+                TD(a[5:], (M, K), (K, 1), [16, 16]), TD(a[:, ::-1], (M, K), (K, 1), [16, 16])):
+        with pytest.raises(ValueError, match="outside the array's"):
+            desc_arg_matmul[(kiln.cdiv(N, 16), kiln.cdiv(M, 16))](
+                bad, TD(b, b.shape, (1, K), [16, 16]), TD.from_tensor(c, [16, 16]), K,
+                BM=16, BN=16, BK=16)
+    assert np.isnan(c).all()
+    record = np.zeros(8, [("x", "f4"), ("y", "i2")])
+    with pytest.raises(ValueError, match="not multiples of the element size 4"):
+        TD.from_tensor(record["x"], [8])
     with pytest.raises(ValueError, match="padding must be 'zero' or 'nan'"):
         TD(a, a.shape, (K, 1), [16, 16], padding="inf")
     with pytest.raises(ValueError, match="one entry per dimension"):

@@ -4,6 +4,7 @@ floor `//` and `%`, the specialization on 1, launch grids, and malformed
 kernels (each refused with a CompilationError at its line)."""
 import inspect
 import os
+import types
 
 import numpy as np
 import pytest
@@ -184,6 +185,56 @@ def test_floor_division_and_modulo_follow_numpy(dtype):
         assert np.array_equal(q, a64 // b64), q
         assert np.array_equal(r, a64 % b64), r
         assert np.array_equal(q.astype(np.int64) * b64 + r, a64)
+
+
+# -- shifts by the width or more ---------------------------------------------
+
+
+@kiln.jit
+def shifts(x, s, out, S: kl.constexpr, B: kl.constexpr):
+    i = kl.arange(0, B)
+    v = kl.load(x + i)
+    c = kl.load(s + i)
+    sc = kl.load(s + 3)  # a scalar count
+    kl.store(out + i, v >> c)
+    kl.store(out + B + i, v << c)
+    kl.store(out + 2 * B + i, v >> S)
+    kl.store(out + 3 * B + i, v << S)
+    kl.store(out + 4 * B + i, v >> sc)
+    kl.store(out + 5 * B + i, v << sc)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64])
+def test_shifts_past_the_width_follow_numpy(dtype):
+    # A count at or past the width, or negative, gives 0 (<<) or the sign
+    # (>>), as NumPy's shifts; a tile count, a scalar one and a constant one
+    # gave three different answers (LLVM's shift is poison there).
+    bits = np.dtype(dtype).itemsize * 8
+    x = np.array([-100, 100, -1, 7, 64, -128, 5, -5], dtype)
+    s = np.array([bits + 8, bits - 1, bits, bits + 1, 0, 1, -1, 3 * bits], np.int32)
+    s = s.astype(dtype) if bits >= 32 else np.clip(s, -128, 127).astype(dtype)
+    wide = x.astype(np.int64)
+
+    def shr(c):
+        past = (c >= bits) | (c < 0)
+        return np.where(past, np.where(wide < 0, -1, 0), wide >> np.clip(c, 0, bits - 1))
+
+    def shl(c):  # (in Python ints, wrapped to the width)
+        def one(v, n):
+            if n >= bits or n < 0:
+                return 0
+            kept = (int(v) << int(n)) & ((1 << bits) - 1)
+            return kept - (1 << bits) if kept >> (bits - 1) else kept
+        return np.array([one(v, n) for v, n in zip(wide, c)], np.int64)
+    c = s.astype(np.int64)
+    for S in (bits + 8, 3, bits):
+        out = np.full(48, -99, dtype)
+        shifts[(1,)](x, s, out, S=S, B=8)
+        ref = np.concatenate([shr(c), shl(c), shr(np.full(8, S)), shl(np.full(8, S)),
+                              shr(np.full(8, c[3])), shl(np.full(8, c[3]))])
+        assert np.array_equal(out.astype(np.int64), ref), (S, out.reshape(6, 8), ref)
+    with pytest.raises(kiln.CompilationError, match="negative shift count -1"):
+        shifts[(1,)](x, s, np.zeros(48, dtype), S=-1, B=8)
 
 
 # -- launch grids --------------------------------------------------------------
@@ -483,6 +534,103 @@ def test_changed_global_is_refused_not_ignored():
             scale_by_global[(1,)](x, out, B=4)
     finally:
         SCALE, USE_BIAS = 2.0, True
+
+
+# -- constexpr objects ------------------------------------------------------------
+
+
+class ScaleConfig:
+    def __init__(self, scale):
+        self.scale = scale
+
+
+@kiln.jit
+def scale_by_config(x, out, CFG: kl.constexpr, B: kl.constexpr):
+    offs = kl.arange(0, B)
+    kl.store(out + offs, kl.load(x + offs) * CFG.scale)
+
+
+def test_constexpr_objects_are_keyed_by_what_they_hold():
+    # A config object's default repr holds only its address, which was the
+    # key: a changed config, or a new one at a freed address, ran a kernel
+    # compiled for another value.
+    x = np.arange(1, 5, dtype=np.float32)
+    out = np.full(4, np.nan, np.float32)
+    cfg = ScaleConfig(2.0)
+    scale_by_config[(1,)](x, out, CFG=cfg, B=4)
+    assert np.array_equal(out, x * 2)
+    cfg.scale = 3.0
+    scale_by_config[(1,)](x, out, CFG=cfg, B=4)
+    assert np.array_equal(out, x * 3)
+    for s in (4.0, 5.0, 6.0, 4.0):
+        c = ScaleConfig(s)
+        out[:] = np.nan
+        scale_by_config[(1,)](x, out, CFG=c, B=4)
+        assert np.array_equal(out, x * s), s
+        del c
+    # Objects holding the same values share one specialization.
+    assert len(scale_by_config.cache) == 5
+    # Another type holding the same names is keyed by its own type.
+    scale_by_config[(1,)](x, out, CFG=types.SimpleNamespace(scale=0.5), B=4)
+    assert np.array_equal(out, x * 0.5)
+
+
+class Tuning:
+    BIAS = 1.0
+
+
+@kiln.jit
+def add_class_bias(x, out, B: kl.constexpr):
+    offs = kl.arange(0, B)
+    kl.store(out + offs, kl.load(x + offs) + Tuning.BIAS)
+
+
+def test_changed_attribute_of_a_global_is_refused():
+    # `Tuning.BIAS` is compiled in, as a global is: checked at each launch
+    # (only the name `Tuning` was, and it still named the same class).
+    x = np.arange(4, dtype=np.float32)
+    out = np.full(4, np.nan, np.float32)
+    add_class_bias[(1,)](x, out, B=4)
+    assert np.array_equal(out, x + 1)
+    try:
+        Tuning.BIAS = 5.0
+        out[:] = np.nan
+        with pytest.raises(RuntimeError, match=r"attribute 'Tuning.BIAS' has changed"):
+            add_class_bias[(1,)](x, out, B=4)
+        assert np.isnan(out).all()
+    finally:
+        Tuning.BIAS = 1.0
+    add_class_bias[(1,)](x, out, B=4)
+    assert np.array_equal(out, x + 1)
+
+
+BLOCK_FILL = 4
+
+
+def test_enclosing_function_variables_are_read_as_python_does():
+    # A kernel defined in a function reads that function's variables before
+    # the globals (it read the global of the same name instead), and a
+    # changed one is refused as a changed global is.
+    def make(BLOCK_FILL):
+        @kiln.jit
+        def fill(out):
+            kl.store(out + kl.arange(0, 8), kl.full((8,), BLOCK_FILL, kl.int32))
+        return fill
+    out = np.zeros(8, np.int32)
+    make(7)[(1,)](out)
+    assert (out == 7).all()
+    value = 3
+
+    @kiln.jit
+    def fill_value(out):
+        kl.store(out + kl.arange(0, 8), kl.full((8,), value, kl.int32))
+    fill_value[(1,)](out)
+    assert (out == 3).all()
+    value = 5
+    with pytest.raises(RuntimeError, match="variable 'value' of the enclosing function has "
+                                           "changed"):
+        fill_value[(1,)](out)
+    assert value == 5 and BLOCK_FILL == 4
 
 
 # -- range() with a runtime step ------------------------------------------------

@@ -127,3 +127,64 @@ def test_kilnc_op_refuses_bad_configurations(tmp_path):
                 assert "error" in proc.stderr, f"refused without a message: {where}"
                 refused += 1
     assert refused > 0
+
+
+def _kernel(body):
+    return ("kiln.func @k(%x: !kiln.ptr<f32> {kiln.name = \"x\"}) {\n" + body +
+            "\n  kiln.return\n}\n")
+
+
+NOP_ASM = '  llvm.inline_asm has_side_effects "nop", "" : () -> ()'
+
+
+def _nested_sets(levels):
+    """`levels` nested loops, each with an integer set whose `>=` once
+    counted as closing brackets."""
+    loops = "".join(f"  scf.for %i{n} = %c0 to %c1 step %c1 {{\n  %t{n} = arith.constant "
+                    f"{{s = affine_set<(d0) : (d0 >= 0, d0 >= 0)>}} 0 : index\n"
+                    for n in range(levels))
+    return _kernel("  %c0 = arith.constant 0 : index\n  %c1 = arith.constant 1 : index\n" +
+                   loops + "  }\n" * levels)
+
+
+HOSTILE = [
+    # Inline assembly is assembled by LLVM's streamer (it aborted without
+    # the target's asm parser).
+    ("inline-asm", _kernel(NOP_ASM), "host", None),
+    # Another target's ops reached instruction selection, which aborted.
+    ("nvvm-on-host", _kernel("  nvvm.barrier0"), "host", "'nvvm.barrier0' is an NVIDIA "
+                                                         "GPU op, which the "),
+    ("x86-on-gpu", _kernel('  %r = llvm.call_intrinsic "llvm.x86.rdrand.32"() : () -> '
+                           '!llvm.struct<(i32, i32)>'), "sm_80",
+     "is an intrinsic of another target, which the sm_80 target cannot compile"),
+    ("nvvm-intrinsic-on-host", _kernel('  llvm.call_intrinsic "llvm.nvvm.barrier0"() : () '
+                                       '-> ()'), "host", "an intrinsic of another target"),
+    # A kernel in a nested module compiled to a bundle without its entry (a
+    # single top-level module is the module itself).
+    ("nested-module", "module {\n  module {\n" + _kernel("") + "}\n}\n", "host",
+     "kernel 'k' is inside a nested module"),
+    # Unary minus signs nest the affine parser without brackets, and '>='
+    # closed no bracket: both ran the parser out of stack.
+    ("unary-minus", _kernel("  kiln.return {m = affine_map<(d0) -> (" + "-" * 20000 +
+                            "d0)>}").replace("\n  kiln.return\n}", "\n}"), "host",
+     "deeper than 512 levels"),
+    ("integer-sets", _nested_sets(600), "host", "deeper than 512 levels"),
+]
+
+
+@pytest.mark.parametrize("case", HOSTILE, ids=[c[0] for c in HOSTILE])
+def test_kilnc_refuses_hostile_inputs_cleanly(tmp_path, case):
+    """Inputs that once crashed kilnc (an LLVM abort or a stack overflow):
+    each compiles (expect None) or is refused with its error, exit 1."""
+    name, source, target, expect = case
+    src = tmp_path / f"{name}.mlir"
+    src.write_text(source)
+    proc = subprocess.run([KILNC, str(src), "--target", target, "-o",
+                           str(tmp_path / "out.kiln")], capture_output=True, text=True,
+                          timeout=120)
+    for marker in CRASH_MARKERS:
+        assert marker not in proc.stderr, f"{marker}:\n{proc.stderr}"
+    if expect is None:
+        assert proc.returncode == 0, proc.stderr
+    else:
+        assert proc.returncode == 1 and expect in proc.stderr, (proc.returncode, proc.stderr)

@@ -1004,7 +1004,7 @@ q2 = Tensor((B, Hq, 150, D), torch.bfloat16, dev)
 for args, exc, what in (
         ((q, k, v, dict(mask, kv_idx=dmask["kv_idx"], kv_num=dmask["kv_num"])), ValueError,
          "must come from block_mask(..., device=...)"),
-        ((q2, k, v, dmask), ValueError, "a device mask serves that shape only"),
+        ((q2, k, v, dmask), ValueError, "built for another shape (batch 1, heads 4, seq_q 200"),
         ((q, k, v, kiln.ops.block_mask(causal, B, Hq, S, S, device=Device(1))), ValueError,
          "the block mask is on cuda:1, q on cuda:0"),
         ((np.zeros((B, Hq, S, D), np.float32),) * 3 + (dmask,), TypeError,

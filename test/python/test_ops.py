@@ -1042,6 +1042,17 @@ def test_block_mask_must_match_the_launch(rng):
     assert np.array_equal(out, ref)
 
 
+def test_check_block_mask_refuses_shapes_whose_products_overflow():
+    # rows x nqb x maxb overflowed int64 to 0, matched the empty index
+    # arrays, and the checks read past them (a crash).
+    from kiln.runtime import _ext
+    empty, counts = np.zeros(0, np.int32), np.zeros(8, np.int32)
+    counts[1] = 1
+    with pytest.raises(ValueError, match="do not have the shapes given"):
+        _ext.check_block_mask(counts, empty, np.zeros(8, np.int32), empty, 1, 8, 2**61, 10, 1,
+                              10)
+
+
 def test_block_mask_carries_its_rule(rng):
     """A block mask remembers the rule it was built from. Given neither
     mask_kind nor mask_mod, block_sparse_attention applies the mask's own

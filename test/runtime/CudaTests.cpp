@@ -370,6 +370,16 @@ TEST_CASE("GPU manifests are checked before the driver is needed",
        KILN_ERROR_BAD_BUNDLE, "passes 4 parameters [8, ptr, ptr, ptr]"},
       {gpuManifest("sm_80", "ptx"), toBytes(ptx("kiln_vadd2", {".u64"})),
        KILN_ERROR_BAD_BUNDLE, "declares no .entry of the manifest's name"},
+      // An .entry in a comment or a string is not the entry's declaration.
+      {gpuManifest("sm_80", "ptx"),
+       toBytes("// .entry kiln_vadd(.param .u64 .ptr a, .param .u64 .ptr b, .param "
+               ".u64 .ptr c, .param .u32 n)\n/* .entry kiln_vadd(.param .u64 .ptr a, "
+               ".param .u64 .ptr b, .param .u64 .ptr c, .param .u32 n) */\n"
+               ".file 1 \".entry kiln_vadd(.param .u64 .ptr a, .param .u64 .ptr b, "
+               ".param .u64 .ptr c, .param .u32 n)\"\n" +
+               ptx("kiln_vadd", {".u64 .ptr .align 1", ".u64 .ptr .align 1",
+                                 ".u64 .ptr .align 1"})),
+       KILN_ERROR_BAD_BUNDLE, "the entry declares 3 [ptr, ptr, ptr]"},
       {gpuManifest("sm_80", "ptx"),
        toBytes(ptx("kiln_vadd", {".u64", ".u64", ".u64", ".u32 x[x]"})),
        KILN_ERROR_BAD_BUNDLE, "unreadable element count"},

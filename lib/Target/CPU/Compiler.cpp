@@ -283,6 +283,12 @@ llvm::Expected<kiln::KernelInfo> kiln::describeKernel(ModuleOp module,
     return makeError("the module has several kernels; choose one with "
                      "--kernel NAME");
   kd::FuncOp k = kernels.front();
+  // (The CPU pipeline lowers the top-level module's functions: a kernel in
+  // a nested module compiled to a bundle without its entry point.)
+  if (k->getParentOp() != module.getOperation())
+    return makeError("kernel '" + k.getSymName() +
+                     "' is inside a nested module: kernels must be at the top "
+                     "level of the module");
   KernelInfo info;
   info.name = k.getSymName().str();
   if (!isCIdentifier(info.name))
@@ -555,6 +561,9 @@ static void initializeLLVMTargets() {
   std::call_once(once, [] {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
+    // (llvm.inline_asm is assembled by the object streamer: without the
+    // parser LLVM aborted the process.)
+    llvm::InitializeNativeTargetAsmParser();
   });
 }
 
@@ -745,6 +754,38 @@ bool kiln::isGPUTarget(llvm::StringRef name) {
   return name.starts_with("sm_");
 }
 
+/// An op of the input that only another target's backend can lower (NVVM
+/// on a CPU, an x86 intrinsic on a GPU): refused with its location, where
+/// LLVM's instruction selection aborted the process.
+static llvm::Error checkOpsForTarget(ModuleOp module, bool gpu,
+                                     llvm::StringRef target) {
+  std::string error;
+  module.walk([&](Operation *op) {
+    llvm::StringRef what;
+    mlir::Dialect *dialect = op->getDialect();
+    if (!gpu && dialect &&
+        (isa<mlir::NVVM::NVVMDialect>(dialect) || dialect->getNamespace() == "nvgpu"))
+      what = "an NVIDIA GPU op";
+    else if (auto intr = dyn_cast<mlir::LLVM::CallIntrinsicOp>(op)) {
+      // (Target-independent intrinsics, llvm.fma.f32, are fine anywhere.)
+      static const char *const prefixes[] = {"llvm.x86.", "llvm.nvvm.", "llvm.aarch64.",
+                                             "llvm.arm.", "llvm.amdgcn."};
+      llvm::StringRef native = gpu ? "llvm.nvvm." : "llvm.x86.";
+      for (llvm::StringRef prefix : prefixes)
+        if (intr.getIntrin().starts_with(prefix) && prefix != native)
+          what = "an intrinsic of another target";
+    }
+    if (what.empty())
+      return mlir::WalkResult::advance();
+    llvm::raw_string_ostream os(error);
+    op->getLoc().print(os);
+    os << ": error: '" << op->getName() << "' is " << what
+       << ", which the " << target << " target cannot compile";
+    return mlir::WalkResult::interrupt();
+  });
+  return error.empty() ? llvm::Error::success() : makeError(error);
+}
+
 llvm::Expected<kiln::CompileResult>
 kiln::compileModule(ModuleOp module, const CompileOptions &options,
                     EmitKind emit) {
@@ -752,11 +793,16 @@ kiln::compileModule(ModuleOp module, const CompileOptions &options,
     auto info = describeKernel(module, options.kernel);
     if (!info)
       return info.takeError();
+    if (llvm::Error e = checkOpsForTarget(module, /*gpu=*/true, options.target))
+      return std::move(e);
     return compileModuleGPU(module, options, emit, *info);
   }
   auto target = resolveCPUTarget(options.target);
   if (!target)
     return target.takeError();
+  if (target->emulatedGPU.empty())
+    if (llvm::Error e = checkOpsForTarget(module, /*gpu=*/false, target->name))
+      return std::move(e);
   auto info = describeKernel(module, options.kernel);
   if (!info)
     return info.takeError();
@@ -906,10 +952,33 @@ kiln::compileModule(ModuleOp module, const CompileOptions &options,
 
 llvm::Error kiln::checkSourceNesting(llvm::StringRef source,
                                      llvm::StringRef bufferName) {
-  unsigned depth = 0, line = 1;
+  // The open brackets (a '>' closes only a '<': '>=' in an integer set does
+  // not lower the count), and the current run of unary minus signs (each
+  // one a level of the affine parser's recursion, with no bracket).
+  std::string open;
+  unsigned minuses = 0, line = 1;
   size_t lineStart = 0;
+  auto tooDeep = [&](size_t i) {
+    return makeError(bufferName + ":" + llvm::Twine(line) + ":" +
+                     llvm::Twine(i - lineStart + 1) +
+                     ": error: the IR nests brackets and regions deeper than " +
+                     llvm::Twine(kMaxSourceNesting) +
+                     " levels (the parser would run out of stack)");
+  };
   for (size_t i = 0; i < source.size(); ++i) {
     char c = source[i];
+    if (c == '-' && i + 1 < source.size() && source[i + 1] == '>') {
+      ++i; // '->', an arrow
+      minuses = 0;
+      continue;
+    }
+    if (c == '-') {
+      if (++minuses > kMaxSourceNesting)
+        return tooDeep(i);
+      continue;
+    }
+    if (c != ' ' && c != '\t' && c != '\n')
+      minuses = 0;
     if (c == '\n') {
       ++line;
       lineStart = i + 1;
@@ -924,17 +993,19 @@ llvm::Error kiln::checkSourceNesting(llvm::StringRef source,
       while (i + 1 < source.size() && source[i + 1] != '\n')
         ++i;
     } else if (c == '(' || c == '[' || c == '{' || c == '<') {
-      if (++depth > kMaxSourceNesting)
-        return makeError(bufferName + ":" + llvm::Twine(line) + ":" +
-                         llvm::Twine(i - lineStart + 1) +
-                         ": error: the IR nests brackets and regions deeper than " +
-                         llvm::Twine(kMaxSourceNesting) +
-                         " levels (the parser would run out of stack)");
-    } else if (c == ')' || c == ']' || c == '}' ||
-               (c == '>' && (i == 0 || source[i - 1] != '-'))) {
-      // ('->' is an arrow; '>=' in an integer set only makes the count low.)
-      if (depth)
-        --depth;
+      open.push_back(c);
+      if (open.size() > kMaxSourceNesting)
+        return tooDeep(i);
+    } else if (c == '>') {
+      if (!open.empty() && open.back() == '<')
+        open.pop_back();
+    } else if (c == ')' || c == ']' || c == '}') {
+      // Closes its opener and any '<' left open inside it (a comparison);
+      // a closer with no opener is the parser's error to report.
+      char opener = c == ')' ? '(' : c == ']' ? '[' : '{';
+      size_t at = open.find_last_of(opener);
+      if (at != std::string::npos)
+        open.resize(at);
     }
   }
   return llvm::Error::success();

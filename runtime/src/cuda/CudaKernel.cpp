@@ -117,6 +117,36 @@ std::vector<ParamShape> expectedParams(const Manifest &manifest) {
   return params;
 }
 
+/// `ptx` with its comments (`// ...`, `/* ... */`) and string literals
+/// blanked out, line breaks kept: what the assembler reads as code. (An
+/// `.entry` written in a comment passed for the entry's declaration.)
+std::string ptxWithoutComments(std::string_view ptx) {
+  std::string code(ptx);
+  for (size_t i = 0; i < code.size(); ++i) {
+    size_t end = i;
+    if (code.compare(i, 2, "//") == 0) {
+      end = code.find('\n', i);
+      if (end == std::string::npos)
+        end = code.size();
+    } else if (code.compare(i, 2, "/*") == 0) {
+      end = code.find("*/", i + 2);
+      end = end == std::string::npos ? code.size() : end + 2;
+    } else if (code[i] == '"') {
+      end = i + 1;
+      while (end < code.size() && code[end] != '"' && code[end] != '\n')
+        end += code[end] == '\\' ? 2 : 1;
+      end = std::min(end + 1, code.size());
+    } else {
+      continue;
+    }
+    for (size_t j = i; j < end; ++j)
+      if (code[j] != '\n')
+        code[j] = ' ';
+    i = end - 1;
+  }
+  return code;
+}
+
 /// The parameters PTX entry `entry` declares (`.param [.align N] .TYPE
 /// [.ptr ...] NAME[[COUNT]]`, comma-separated), or a reason it has none
 /// readable.
@@ -199,7 +229,7 @@ const char *ptxEntryParams(std::string_view ptx, const std::string &entry,
 /// arguments in another order is refused too.
 kiln_status checkPtxParams(const Manifest &manifest, std::string_view ptx) {
   std::vector<ParamShape> declared;
-  if (const char *why = ptxEntryParams(ptx, manifest.entry, declared))
+  if (const char *why = ptxEntryParams(ptxWithoutComments(ptx), manifest.entry, declared))
     return makeStatus(KILN_ERROR_BAD_BUNDLE, "bundle '%s': PTX code for entry '%s': %s",
                       manifest.name.c_str(), manifest.entry.c_str(), why);
   std::vector<ParamShape> expected = expectedParams(manifest);
