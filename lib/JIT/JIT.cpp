@@ -70,6 +70,11 @@ static std::string defaultCacheDir() {
 static llvm::Expected<int64_t> cacheLimitFor(int64_t requested) {
   if (requested >= 0)
     return requested;
+  if (requested != -1) // (it silently became the default)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "cacheLimitBytes must be >= 0, or -1 for "
+                                   "$KILN_CACHE_MAX_MB, got %lld",
+                                   static_cast<long long>(requested));
   const char *env = std::getenv("KILN_CACHE_MAX_MB");
   if (!env || !*env)
     return int64_t(1) << 30;
@@ -117,10 +122,17 @@ void JIT::clearMemoryCache() {
 llvm::Expected<std::shared_ptr<Kernel>>
 JIT::compile(llvm::StringRef source, llvm::StringRef name,
              const CompileOptions &compileOptions) {
-  // The memory cache is keyed by a fast hash of the exact text and options:
-  // a hit must cost about a microsecond, so no parsing here.
+  // (kilnc refuses it too; it was compiled at O3 silently.)
+  if (compileOptions.optLevel > 3)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "optLevel must be 0 to 3, got %u",
+                                   compileOptions.optLevel);
+  // The memory cache is keyed by a fast hash of the exact text, the buffer
+  // name (kiln.assert reports its file: the same text compiled as another
+  // file reported the first) and the options: a hit must cost about a
+  // microsecond, so no parsing here.
   std::string key = llvm::utohexstr(llvm::xxh3_64bits(source));
-  key += "|" + compileOptions.kernel + "|" +
+  key += "|" + name.str() + "|" + compileOptions.kernel + "|" +
          std::to_string(compileOptions.optLevel) + "|" +
          std::to_string(compileOptions.numWarps) + "|" +
          std::to_string(compileOptions.numStages) + "|" +
@@ -217,10 +229,16 @@ std::vector<JIT::DiskFile> JIT::scanDiskCache() {
   std::error_code ec;
   for (llvm::sys::fs::directory_iterator it(cacheDir, ec), end;
        it != end && !ec; it.increment(ec)) {
+    // Only the JIT's own files: a key's 64 hex digits and `.kiln`, or that
+    // and publishAtomically's `.tmp.` suffix. (Any `*.kiln` was counted,
+    // trimmed and cleared: a user's kilnc bundle kept there was deleted.)
     llvm::StringRef name = llvm::sys::path::filename(it->path());
-    bool temporary = name.contains(".kiln.tmp."); // publishAtomically's
-    if (!temporary && !name.ends_with(".kiln"))
+    llvm::StringRef key = name.take_front(64), rest = name.drop_front(64);
+    if (key.size() != 64 || !llvm::all_of(key, llvm::isHexDigit) ||
+        key.lower() != key || !rest.consume_front(".kiln") ||
+        !(rest.empty() || rest.starts_with(".tmp.")))
       continue;
+    bool temporary = !rest.empty();
     struct stat st;
     if (::lstat(it->path().c_str(), &st) || !S_ISREG(st.st_mode))
       continue; // gone meanwhile
@@ -445,13 +463,14 @@ llvm::Error JIT::launchOnStream(const Kernel &kernel, const kiln_arg *args,
 llvm::Error JIT::launch(const Kernel &kernel,
                         std::initializer_list<kiln_arg> args,
                         std::initializer_list<int64_t> grid) {
+  // (Missing dimensions are 1; an empty grid is an error, not one program.)
+  if (grid.size() < 1 || grid.size() > 3)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "a grid has 1 to 3 dimensions, got " +
+                                       llvm::Twine(grid.size()));
   int64_t g[3] = {1, 1, 1};
   size_t i = 0;
-  for (int64_t v : grid) {
-    if (i == 3)
-      return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                     "a grid has at most 3 dimensions");
+  for (int64_t v : grid)
     g[i++] = v;
-  }
   return launch(kernel, args.begin(), args.size(), g);
 }

@@ -449,10 +449,15 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
 }
 
 /// Checks that `fn` (a func.func of the fused functions) has the signature
-/// the kernel calls it with.
+/// the kernel calls it with, and a body: inlineFunction cannot fail then
+/// (its callers rely on it; a declaration crashed the build).
 static llvm::Error checkModSignature(Operation *op, llvm::StringRef what,
                                      ArrayRef<Type> args, Type result) {
   auto fn = dyn_cast<func::FuncOp>(op);
+  if (fn && fn.getBody().getBlocks().size() != 1)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   what + " must be a func.func with one block (a body), "
+                                          "got a declaration or several blocks");
   auto str = [](auto range) {
     std::string s;
     llvm::raw_string_ostream os(s);

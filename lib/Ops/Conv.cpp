@@ -227,6 +227,10 @@ static llvm::Error buildConv(ModuleOp module, const Config &c,
   return llvm::Error::success();
 }
 
+/// The most kernel rows depthwise_conv2d's row_taps unrolls (kiln.ops
+/// takes it for 3 or fewer; 7x7 measured slower with it).
+constexpr int64_t kMaxRowTaps = 16;
+
 static llvm::Error buildDepthwise(ModuleOp module, const Config &c) {
   MLIRContext *ctx = module.getContext();
   const int64_t KH = c.getInt("kh"), KW = c.getInt("kw"), SH = c.getInt("sh"),
@@ -242,6 +246,13 @@ static llvm::Error buildDepthwise(ModuleOp module, const Config &c) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "depthwise_conv2d: the kernel's taps or their offsets "
                                    "reach 2^31");
+  // row_taps unrolls the kernel rows in the IR: a large kh grew the
+  // compile's time and memory without bound.
+  if (c.getInt("row_taps") && KH > kMaxRowTaps)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "depthwise_conv2d: row_taps unrolls the kernel's rows, "
+                                   "at most " + llvm::Twine(kMaxRowTaps) + ", got kh " +
+                                       llvm::Twine(KH));
   const bool hasBias = c.getInt("bias") != 0;
   Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32),
        i64 = IntegerType::get(ctx, 64);

@@ -44,8 +44,12 @@ Value KernelBuilder::arg(llvm::StringRef name) {
     if (argNames[i] == name) {
       Value a = func.getArgument(i);
       auto it = statics.find(name.str());
-      if (it != statics.end() && isa<IntegerType, IndexType>(a.getType()))
-        return constant(a.getType(), double(it->second));
+      // (An integer constant, not through a double: past 2^53 that
+      // rounded, and 2^63 - 1 became -2^63.)
+      if (it != statics.end() && isa<IndexType>(a.getType()))
+        return cIndex(it->second);
+      if (it != statics.end() && isa<IntegerType>(a.getType()))
+        return arith::ConstantIntOp::create(b, location, a.getType(), it->second);
       return a;
     }
   llvm::report_fatal_error(("kernel has no argument " + name).str().c_str());

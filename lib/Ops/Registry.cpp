@@ -253,16 +253,32 @@ buildOpSource(llvm::StringRef name,
   return s;
 }
 
-BlockMask makeBlockMask(int64_t batchHeads, int64_t seqQ, int64_t seqKV,
-                        int64_t blockQ, int64_t blockKV, const Visible &visible) {
+llvm::Expected<BlockMask> makeBlockMask(int64_t batchHeads, int64_t seqQ, int64_t seqKV,
+                                        int64_t blockQ, int64_t blockKV,
+                                        const Visible &visible) {
+  if (blockKV == 0)
+    blockKV = blockQ;
+  if (batchHeads < 0 || seqQ < 0 || seqKV < 0 || blockQ < 1 || blockKV < 1)
+    return err("makeBlockMask: sizes must be >= 0 and blocks >= 1, got batchHeads " +
+               llvm::Twine(batchHeads) + ", seqQ " + llvm::Twine(seqQ) + ", seqKV " +
+               llvm::Twine(seqKV) + ", blocks " + llvm::Twine(blockQ) + " x " +
+               llvm::Twine(blockKV));
   BlockMask m;
-  m.numQBlocks = (seqQ + blockQ - 1) / blockQ;
-  int64_t nkb = (seqKV + blockKV - 1) / blockKV;
+  m.numQBlocks = seqQ / blockQ + (seqQ % blockQ != 0);
+  int64_t nkb = seqKV / blockKV + (seqKV % blockKV != 0);
   m.maxBlocks = std::max<int64_t>(nkb, 1);
-  m.kvNum.assign(batchHeads * m.numQBlocks, 0);
-  m.fullNum.assign(batchHeads * m.numQBlocks, 0);
-  m.kvIdx.assign(batchHeads * m.numQBlocks * m.maxBlocks, -1);
-  m.fullIdx.assign(batchHeads * m.numQBlocks * m.maxBlocks, -1);
+  // (The lists' sizes, checked before allocating: an overflowed product
+  // allocated too little and the loop wrote past it.)
+  int64_t lists = 0, entries = 0;
+  if (__builtin_mul_overflow(batchHeads, m.numQBlocks, &lists) ||
+      __builtin_mul_overflow(lists, m.maxBlocks, &entries) || entries > INT32_MAX)
+    return err("makeBlockMask: " + llvm::Twine(batchHeads) + " heads x " +
+               llvm::Twine(m.numQBlocks) + " query blocks x " + llvm::Twine(m.maxBlocks) +
+               " key blocks is past 2^31 list entries");
+  m.kvNum.assign(lists, 0);
+  m.fullNum.assign(lists, 0);
+  m.kvIdx.assign(entries, -1);
+  m.fullIdx.assign(entries, -1);
   for (int64_t bh = 0; bh < batchHeads; ++bh)
     for (int64_t qb = 0; qb < m.numQBlocks; ++qb) {
       int64_t row = bh * m.numQBlocks + qb;

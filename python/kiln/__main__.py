@@ -34,7 +34,11 @@ def main(argv):
     if argv not in ([], ["clear-cache"]):
         print("usage: python -m kiln [clear-cache]", file=sys.stderr)
         return 2
-    jit = _cache()
+    try:
+        jit = _cache()
+    except RuntimeError as e:  # a malformed KILN_CACHE_MAX_MB, say: one line, no traceback
+        print(f"kiln: {e}", file=sys.stderr)
+        return 1
     if argv == ["clear-cache"]:
         if jit is None or not jit.cache_dir:
             print("kiln: no JIT cache in this installation", file=sys.stderr)

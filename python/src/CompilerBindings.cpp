@@ -854,7 +854,10 @@ void bindCompiler(py::module &m) {
             return ::kiln::python::wrapKernel(*k, jit.getRuntime());
           },
           py::arg("source"), py::arg("name"), py::arg("num_warps") = 4,
-          py::arg("num_stages") = 2)
+          py::arg("num_stages") = 2,
+          // The kernel launches on the JIT's runtime (its thread pool): the
+          // JIT lives as long as the kernel (it was freed under it).
+          py::keep_alive<0, 1>())
       .def_property_readonly("target",
                              [](::kiln::JIT &j) { return j.getTarget().name; })
       .def_property_readonly("cache_dir", &::kiln::JIT::getCacheDir)

@@ -332,15 +332,15 @@ int main(int argc, char **argv) {
                     kiln::arg(1.0f / 8.0f)},
                {m.numQBlocks, H});
       };
-      auto dense = kiln::ops::makeBlockMask(H, S, S, BLK, [](int64_t, int64_t, int64_t) { return true; });
+      auto dense = llvm::cantFail(kiln::ops::makeBlockMask(H, S, S, BLK, [](int64_t, int64_t, int64_t) { return true; }));
       std::mt19937 rng(3);
       std::vector<std::vector<bool>> pick(H * (S / BLK), std::vector<bool>(S / BLK));
       for (auto &row : pick)
         for (size_t i = 0; i < row.size(); ++i)
           row[i] = (rng() % 10) == 0;
-      auto sparse = kiln::ops::makeBlockMask(H, S, S, BLK, [&](int64_t bh, int64_t qi, int64_t ki) {
+      auto sparse = llvm::cantFail(kiln::ops::makeBlockMask(H, S, S, BLK, [&](int64_t bh, int64_t qi, int64_t ki) {
         return bool(pick[bh * (S / BLK) + qi / BLK][ki / BLK]);
-      });
+      }));
       int64_t visited = 0;
       for (size_t i = 0; i < sparse.kvNum.size(); ++i)
         visited += sparse.kvNum[i] + sparse.fullNum[i];
@@ -380,7 +380,7 @@ int main(int argc, char **argv) {
       auto q = rnd(Hq * D), kk = rnd(Hkv * S * D), v = rnd(Hkv * S * D);
       Array<float> out(Hq * D), lse(Hq), copy(2 * Hkv * S * D);
       Array<int32_t> doc(S, 0);
-      auto m = kiln::ops::makeBlockMask(Hq, 1, S, 1, 64, [](int64_t, int64_t, int64_t) { return true; });
+      auto m = llvm::cantFail(kiln::ops::makeBlockMask(Hq, 1, S, 1, 64, [](int64_t, int64_t, int64_t) { return true; }));
       auto config = [&](bool pack) {
         std::map<std::string, std::string> c = {{"block", "1"}, {"block_kv", "64"},
                                                 {"head_dim", std::to_string(D)},

@@ -77,6 +77,11 @@ TEST_CASE("the memory cache returns the same kernel", "[jit][cache]") {
   CHECK(a.get() == b.get());
   CHECK(jit->getStats().compiles == 1);
   CHECK(jit->getStats().memoryHits == 1);
+  // The same text under another name is another entry: a kiln.assert
+  // reports its own file (the first name's was reported).
+  auto c = requireOk(jit->compile(vectorAdd(), "other.mlir"));
+  CHECK(c.get() != a.get());
+  CHECK(jit->getStats().memoryHits == 1);
 }
 
 TEST_CASE("a second JIT finds the kernel in the disk cache", "[jit][cache]") {
@@ -271,20 +276,31 @@ TEST_CASE("the disk cache stays under its bound, least recently used out",
 TEST_CASE("trimming removes temporary files that crashed writers left",
           "[jit][cache]") {
   std::string dir = freshDir();
-  std::string stale = dir + "/0123.kiln.tmp.99999.1.0";
-  std::string live = dir + "/4567.kiln.tmp.99999.1.1";
+  std::string key(64, 'a');
+  std::string stale = dir + "/" + key + ".kiln.tmp.99999.1.0";
+  std::string live = dir + "/" + key + ".kiln.tmp.99999.1.1";
   std::string other = dir + "/notes.txt";
-  for (auto &p : {stale, live, other})
+  // A user's bundle kept in the directory, and files named almost like
+  // entries: not the cache's (any *.kiln was trimmed and cleared).
+  std::string mine = dir + "/mine.kiln";
+  std::string upper = dir + "/" + std::string(64, 'A') + ".kiln";
+  std::string longer = dir + "/" + key + "0.kiln";
+  for (auto &p : {stale, live, other, mine, upper, longer})
     std::ofstream(p) << "partial";
-  setAge(stale, std::chrono::hours(2));
-  setAge(other, std::chrono::hours(2));
+  for (auto &p : {stale, other, mine, upper, longer})
+    setAge(p, std::chrono::hours(2));
   auto jit = makeBoundedJIT(dir, 1 << 20);
   jit->trimDiskCache();
   CHECK_FALSE(llvm::sys::fs::exists(stale));
   CHECK(llvm::sys::fs::exists(live));
   // Files that are not the cache's are left alone, whatever their age.
-  CHECK(llvm::sys::fs::exists(other));
+  for (auto &p : {other, mine, upper, longer})
+    CHECK(llvm::sys::fs::exists(p));
   CHECK(jit->getStats().evictions == 0);
+  CHECK(jit->diskCacheUsage().first == 0);
+  jit->clearDiskCache();
+  for (auto &p : {other, mine, upper, longer})
+    CHECK(llvm::sys::fs::exists(p));
 }
 
 TEST_CASE("KILN_CACHE_MAX_MB sets the bound; a malformed one is an error",
@@ -403,6 +419,19 @@ TEST_CASE("launchOnStream runs a CPU kernel to completion", "[jit]") {
   CHECK_THAT_CLOSE(out, ref, 1e-6, 1e-6);
 }
 
+TEST_CASE("out-of-range JIT options are refused, not replaced", "[jit][errors]") {
+  kiln::JITOptions o;
+  o.cacheDir = freshDir();
+  o.cacheLimitBytes = -5; // (it became the 1 GiB default)
+  auto bad = kiln::JIT::create(o);
+  CHECK(requireErr(bad).find("cacheLimitBytes must be >= 0") != std::string::npos);
+  auto jit = makeJIT(freshDir());
+  kiln::CompileOptions co;
+  co.optLevel = 9; // (compiled at O3)
+  auto k = jit->compile(vectorAdd(), "v.mlir", co);
+  CHECK(requireErr(k).find("optLevel must be 0 to 3, got 9") != std::string::npos);
+}
+
 TEST_CASE("a wrong launch returns an error and runs nothing", "[jit][errors]") {
   auto jit = makeJIT(freshDir());
   auto k = requireOk(jit->compile(vectorAdd()));
@@ -429,6 +458,12 @@ TEST_CASE("a wrong launch returns an error and runs nothing", "[jit][errors]") {
     const int64_t grid[3] = {1, 1, 1};
     llvm::Error e = jit->launchOnStream(*k, args, 2, grid, nullptr);
     CHECK(requireErr(std::move(e)).find("argument") != std::string::npos);
+  }
+  SECTION("an empty grid (it ran one program)") {
+    llvm::Error e = jit->launch(*k, {kiln::arg(x.data()), kiln::arg(y.data()),
+                                      kiln::arg(out.data()), kiln::arg(int64_t(10))},
+                                {});
+    CHECK(requireErr(std::move(e)).find("1 to 3 dimensions") != std::string::npos);
   }
   SECTION("a grid of zero programs") {
     llvm::Error e = jit->launch(*k, {kiln::arg(x.data()), kiln::arg(y.data()),

@@ -269,8 +269,9 @@ void runBlockSparse(const AttnCase &tc) {
       return doc[b * S + qi] == doc[b * S + ki];
     return true;
   };
-  kiln::ops::BlockMask bm =
-      kiln::ops::makeBlockMask(B * Hq, S, S, tc.blockQ, tc.blockKV, visible);
+  auto made = kiln::ops::makeBlockMask(B * Hq, S, S, tc.blockQ, tc.blockKV, visible);
+  REQUIRE(bool(made));
+  kiln::ops::BlockMask bm = std::move(*made);
   std::vector<float> out(B * Hq * S * D, poison()), lse(B * Hq * S, poison());
   float scale = 1.0f / std::sqrt(float(D));
   REQUIRE_NOLAUNCHERROR(sharedJIT().launch(

@@ -367,7 +367,7 @@ def assert_edit_refused(bundle, old, new, line):
     ("writes out\n", "", "', the code was compiled for 'writes out"),
     # A long line is cut at 120 bytes, at a character's start: cut inside
     # the two bytes of "é", the message was invalid UTF-8 (empty in Python).
-    ("arg x ptr f32", "arg x ptr f32" + "a" * 106 + "é", "arg x ptr f32" + "a" * 106 + r"\.\.\.',"),
+    ("writes out\n", "writes out\nx" + "a" * 118 + "é\n", "x" + "a" * 118 + r"\.\.\.',"),
 ])
 def test_a_manifest_changed_after_compiling_is_refused(tmp_path, old, new, line):
     bundle = vector_add_bundle(tmp_path, "x86-64-avx2")
@@ -3504,10 +3504,12 @@ def test_the_disk_cache_is_bounded_by_kiln_cache_max_mb(tmp_path):
 def test_python_m_kiln_reports_and_clears_the_cache(tmp_path):
     cache = tmp_path / "cache"
     (cache / "autotune").mkdir(parents=True)
-    for n in ("a" * 64 + ".kiln", "b" * 64 + ".kiln", "c.kiln.tmp.1.2.3"):
+    for n in ("a" * 64 + ".kiln", "b" * 64 + ".kiln", "c" * 64 + ".kiln.tmp.1.2.3"):
         (cache / n).write_bytes(b"\0" * 1000)
     (cache / "autotune" / "k.json").write_text("{}")
     (cache / "notes.txt").write_text("not kiln's")
+    # A user's bundle kept there is not the cache's (any *.kiln was cleared).
+    (cache / "mine.kiln").write_bytes(b"\0" * 1000)
     env = dict(os.environ, KILN_CACHE_DIR=str(cache), KILN_CACHE_MAX_MB="64")
     r = subprocess.run([sys.executable, "-m", "kiln"], capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stderr
@@ -3515,7 +3517,13 @@ def test_python_m_kiln_reports_and_clears_the_cache(tmp_path):
     r = subprocess.run([sys.executable, "-m", "kiln", "clear-cache"], capture_output=True,
                        text=True, env=env)
     assert r.returncode == 0 and f"removed 4 files from {cache}" in r.stdout, (r.stdout, r.stderr)
-    assert sorted(p.name for p in cache.rglob("*") if p.is_file()) == ["notes.txt"]
+    assert sorted(p.name for p in cache.rglob("*") if p.is_file()) == ["mine.kiln",
+                                                                       "notes.txt"]
     r = subprocess.run([sys.executable, "-m", "kiln", "clear"], capture_output=True, text=True,
                        env=env)
     assert r.returncode == 2 and "usage: python -m kiln [clear-cache]" in r.stderr
+    # A malformed bound: one line, not a traceback.
+    r = subprocess.run([sys.executable, "-m", "kiln"], capture_output=True, text=True,
+                       env=dict(env, KILN_CACHE_MAX_MB="abc"))
+    assert r.returncode == 1 and r.stderr.startswith("kiln: KILN_CACHE_MAX_MB='abc' is not a "
+                                                     "size") and "Traceback" not in r.stderr

@@ -188,3 +188,14 @@ def test_kilnc_refuses_hostile_inputs_cleanly(tmp_path, case):
         assert proc.returncode == 0, proc.stderr
     else:
         assert proc.returncode == 1 and expect in proc.stderr, (proc.returncode, proc.stderr)
+
+
+@pytest.mark.parametrize("value", [9223372036854775807, 9007199254740993, -5])
+def test_kilnc_op_static_values_are_exact(tmp_path, value):
+    # A static argument is an integer constant: it went through a double
+    # (2^53 + 1 rounded to 2^53, 2^63 - 1 became -2^63).
+    out = tmp_path / "op.mlir"
+    subprocess.run([KILNC, "op", "embedding", f"--static.vocab={value}", "--emit", "kiln",
+                    "-o", str(out)], check=True, capture_output=True)
+    assert re.search(rf"arith\.constant {value} : (i64|index)\b", out.read_text()), \
+        out.read_text()

@@ -1110,6 +1110,40 @@ def test_bad_mods_raise():
         kiln.ops.block_mask(wrong_arity, 1, 1, 64, 64)
     with pytest.raises(kiln.CompilationError):
         kiln.ops.block_mask(returns_pointer_math, 1, 1, 64, 64)
+    # A declaration of the right signature, no body: refused (the build
+    # crashed inlining it).
+    for decl in ("func.func private @mask_mod(i32, i32, tensor<64x1xi32>, tensor<1x64xi32>) "
+                 "-> tensor<64x64xi1>",
+                 "func.func private @score_mod(tensor<64x64xf32>, i32, i32, tensor<64x1xi32>, "
+                 "tensor<1x64xi32>) -> tensor<64x64xf32>"):
+        with pytest.raises(kiln._kiln.IRError, match="must be a func.func with one block"):
+            kiln.ops.kernel("block_sparse_attention", mods=decl)
+
+
+def test_operator_configs_that_would_not_finish_are_refused():
+    # row_taps unrolls the kernel's rows: kh 600000000 compiled until memory
+    # ran out.
+    with pytest.raises(kiln._kiln.IRError, match="row_taps unrolls the kernel's rows, at most "
+                                                 "16, got kh 600000000"):
+        kiln.ops.kernel("depthwise_conv2d", kh=600000000, kw=1, row_taps=1)
+
+
+def test_a_jit_lives_as_long_as_its_kernels():
+    # A kernel launches on its JIT's thread pool: deleting the JIT under it
+    # freed the pool (a use after free).
+    import sys
+    from kiln import _kiln
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    src = open(os.path.join(root, "examples", "vector_add.mlir")).read()
+    jit = _kiln.JIT.create(num_threads=2)
+    before = sys.getrefcount(jit)
+    k = jit.compile(src, "vector_add")
+    assert sys.getrefcount(jit) == before + 1
+    del jit
+    x, y = np.arange(3000, dtype=np.float32), np.ones(3000, np.float32)
+    out = np.full(3000, np.nan, np.float32)
+    k.launch([x.ctypes.data, y.ctypes.data, out.ctypes.data, 3000], [3])
+    assert np.array_equal(out, x + 1)
 
 
 def test_specialized_shapes_match_the_generic_kernel(rng):

@@ -117,17 +117,21 @@ llvm::Error buildBlockSparseAttention(mlir::ModuleOp module,
 /// visible (kv_num/kv_idx, the mask applies) and fully visible
 /// (full_num/full_idx, the mask is skipped). Lists are padded with -1.
 /// Query blocks have `blockQ` rows and key blocks `blockKV` keys: the
-/// kernel's `block` and `block_kv`.
+/// kernel's `block` and `block_kv` (0: `blockQ`, as the kernel's config).
+/// An error for negative sizes, a block below 1, or lists past 2^31 entries
+/// (the sizes are checked before anything is allocated).
 struct BlockMask {
   int64_t numQBlocks = 0, maxBlocks = 0;
   std::vector<int32_t> kvNum, kvIdx, fullNum, fullIdx;
 };
 using Visible = std::function<bool(int64_t bh, int64_t q, int64_t kv)>;
-BlockMask makeBlockMask(int64_t batchHeads, int64_t seqQ, int64_t seqKV,
-                        int64_t blockQ, int64_t blockKV, const Visible &visible);
-/// Square blocks (`block_kv` 0).
-inline BlockMask makeBlockMask(int64_t batchHeads, int64_t seqQ, int64_t seqKV,
-                               int64_t block, const Visible &visible) {
+llvm::Expected<BlockMask> makeBlockMask(int64_t batchHeads, int64_t seqQ, int64_t seqKV,
+                                        int64_t blockQ, int64_t blockKV,
+                                        const Visible &visible);
+/// Square blocks.
+inline llvm::Expected<BlockMask> makeBlockMask(int64_t batchHeads, int64_t seqQ,
+                                               int64_t seqKV, int64_t block,
+                                               const Visible &visible) {
   return makeBlockMask(batchHeads, seqQ, seqKV, block, block, visible);
 }
 
