@@ -271,6 +271,10 @@ def promote(a: kl.dtype, b: kl.dtype) -> kl.dtype:
 # --------------------------------------------------------------------------
 
 
+# Python values compiled into a kernel as they are (compared by value).
+PLAIN_TYPES = (bool, int, float, complex, str, bytes)
+
+
 def same_value(a, b):
     """Whether two compile-time values are the same for compiling: the same
     object, or an equal number, string, tuple or constexpr of the same type
@@ -283,7 +287,7 @@ def same_value(a, b):
         return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b))
     if isinstance(a, kl.constexpr):
         return same_value(a.value, b.value)
-    return isinstance(a, (bool, int, float, complex, str, bytes)) and a == b
+    return isinstance(a, PLAIN_TYPES) and a == b
 
 
 
@@ -292,7 +296,7 @@ def _plain_value(v):
     kernel."""
     if isinstance(v, tuple):
         return all(_plain_value(x) for x in v)
-    return v is None or isinstance(v, (bool, int, float, complex, str, bytes))
+    return v is None or isinstance(v, PLAIN_TYPES)
 
 
 class _CellValue:
@@ -1664,21 +1668,21 @@ class CodeGen(ast.NodeVisitor):
         constant count below the width is one plain shift; a negative
         constant is an error, as in Python."""
         width = a.dtype.bits
-        plain = Tile(self.b.binary(name, a.value, b.value), a.dtype, a.shape)
         if isinstance(count, kl.constexpr):
             count = count.value
         constant = isinstance(count, int) and not isinstance(count, bool)
         if constant and count < 0:
             raise KilnError(f"negative shift count {count}")
         if constant and count < width:
-            return plain
+            return Tile(self.b.binary(name, a.value, b.value), a.dtype, a.shape)
         past = self.binop(ast.RShift(), a, width - 1) if name == "shrsi" else \
             self.binop(ast.BitAnd(), a, 0)
         if constant:
             return past
         out = self.binop(ast.BitOr(), self.compare(ast.GtE(), b, width),
                          self.compare(ast.Lt(), b, 0))
-        return self.where(out, past, plain)
+        return self.where(out, past, Tile(self.b.binary(name, a.value, b.value), a.dtype,
+                                          a.shape))
 
     def contiguous_base(self, base, y, dtype):
         """The start of the run `y + (base + arange)`: computed in the

@@ -14,8 +14,8 @@ import numpy as np
 
 from . import language as kl
 from . import runtime as runtime_module
-from .frontend import (CodeGen, CompilationError, KilnError, Pointer, Tile, parse_function,
-                       same_value)
+from .frontend import (PLAIN_TYPES, CodeGen, CompilationError, KilnError, Pointer, Tile,
+                       parse_function, same_value)
 from .runtime import BundleError, _stream_handle
 from .runtime import bf16, cuda_array_view, fp8  # noqa: F401  (kiln.bf16 lives with the runtime)
 
@@ -268,6 +268,12 @@ def _element_strides(byte_strides, itemsize):
     return [s // itemsize for s in byte_strides]
 
 
+try:
+    from numpy.lib.array_utils import byte_bounds as _byte_bounds
+except ImportError:  # numpy < 2
+    _byte_bounds = np.byte_bounds
+
+
 def _check_extent(d, array, name):
     """A descriptor over a numpy array must address only the array's
     memory: every element its shape and strides reach (the kernel's
@@ -275,11 +281,7 @@ def _check_extent(d, array, name):
     larger than its array read other memory, or crashed the process.)"""
     if 0 in d.shape:
         return
-    try:
-        from numpy.lib.array_utils import byte_bounds
-    except ImportError:  # numpy < 2
-        byte_bounds = np.byte_bounds
-    lo, hi = byte_bounds(array)
+    lo, hi = _byte_bounds(array)
     item = array.itemsize
     first = sum(min(0, (n - 1) * s) for n, s in zip(d.shape, d.strides))
     last = sum(max(0, (n - 1) * s) for n, s in zip(d.shape, d.strides))
@@ -306,8 +308,7 @@ class _Same:
         return isinstance(other, _Same) and other.obj is self.obj
 
 
-_VALUE_TYPES = (type(None), bool, int, float, complex, str, bytes, np.generic, np.dtype,
-                kl.dtype)
+_VALUE_TYPES = (type(None),) + PLAIN_TYPES + (np.generic, np.dtype, kl.dtype)
 
 
 def _const_key(v, depth=0):

@@ -14,7 +14,8 @@ import threading
 
 import numpy as np
 
-from .runtime import _HOST_TYPES, _compile_environment, _ext, bf16, fp8, is_cuda_array
+from .runtime import (_HOST_TYPES, _compile_environment, _ext, bf16, fp8, host_address,
+                      is_cuda_array)
 
 __all__ = ["list_ops", "kernel", "mod_source", "embedding", "paged_kv_gather", "moe_route", "moe_permute",
            "moe_unpermute", "block_mask", "block_sparse_attention", "dsa_indexer", "dsa_topk",
@@ -56,7 +57,6 @@ class _Launcher:
         if dtype is None:
             raise TypeError(f"argument '{name}' of kernel '{self.kernel.name}' is a scalar, "
                             "got an array")
-        from .runtime import host_address
         return host_address(v, name, dtype, written, self.kernel.name)
 
     def launch(self, values, grid, wait=True, stream=None):

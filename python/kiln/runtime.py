@@ -106,6 +106,11 @@ _NP_DTYPES = {"f32": ("float32",), "f64": ("float64",), "f16": ("float16",),
               "i1": ("bool", "uint8", "int8")}
 
 
+def _wrong_type(name, kernel_name, dtype, got):
+    return TypeError(f"argument '{name}' of kernel '{kernel_name}' points to {dtype} "
+                     f"elements, got an array of {got}")
+
+
 def host_address(a, name, dtype, written, kernel_name):
     """The address of numpy array `a` passed for pointer parameter `name`
     (of runtime dtype `dtype`; `written`: the kernel may write through it)
@@ -113,8 +118,7 @@ def host_address(a, name, dtype, written, kernel_name):
     order: the kernel reads the machine's), C-contiguous, writeable if
     written. (Bundle launches and kiln.ops' operator kernels.)"""
     if a.dtype.name not in _NP_DTYPES.get(dtype, ()) or not a.dtype.isnative:
-        raise TypeError(f"argument '{name}' of kernel '{kernel_name}' points to {dtype} "
-                        f"elements, got an array of {a.dtype}")
+        raise _wrong_type(name, kernel_name, dtype, a.dtype)
     if not a.flags["C_CONTIGUOUS"]:
         raise ValueError(f"argument '{name}' is not contiguous")
     # (The kernel reads an i1 element's low bit: as bytes, 2 would be false.)
@@ -143,10 +147,6 @@ class Bundle:
         # bundle predates the manifest's `writes` line and does not say).
         self._written = list(kernel.written)
         self._torch_ok = {}  # torch dtype -> accepted, per argument index
-
-    def _wrong_type(self, name, dtype, got):
-        return TypeError(f"argument '{name}' of kernel '{self._kernel.name}' points to "
-                         f"{dtype} elements, got an array of {got}")
 
     @property
     def name(self):
@@ -206,7 +206,7 @@ class Bundle:
                                 dtype, ())
                             self._torch_ok[(i, a.dtype)] = ok
                         if not ok:
-                            raise self._wrong_type(name, dtype, a.dtype)
+                            raise _wrong_type(name, kernel.name, dtype, a.dtype)
                         if not gpu:
                             raise TypeError(f"argument '{name}' is a CUDA device array, "
                                             f"and this kernel runs on the host "
