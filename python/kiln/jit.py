@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import math
 import os
 import threading
 import time
@@ -16,7 +17,7 @@ from . import language as kl
 from . import runtime as runtime_module
 from .frontend import (PLAIN_TYPES, CodeGen, CompilationError, KilnError, Pointer, Tile,
                        parse_function, same_value)
-from .runtime import BundleError, _stream_handle
+from .runtime import BundleError, _stream_handle, env_target
 from .runtime import bf16, cuda_array_view, fp8  # noqa: F401  (kiln.bf16 lives with the runtime)
 
 
@@ -38,7 +39,7 @@ _gpu_target = None
 def _get_jit(target=None):
     """The process-wide JIT for `target` (default: the host CPU, or
     $KILN_TARGET): the same compiler and caches as C++."""
-    target = target or os.environ.get("KILN_TARGET", "host")
+    target = target or env_target()
     with _jit_lock:
         j = _jits.get(target)
         if j is None:
@@ -274,22 +275,28 @@ except ImportError:  # numpy < 2
     _byte_bounds = np.byte_bounds
 
 
-def _check_extent(d, array, name):
-    """A descriptor over a numpy array must address only the array's
-    memory: every element its shape and strides reach (the kernel's
-    accesses stay inside the shape) lies inside the array's bytes. (One
-    larger than its array read other memory, or crashed the process.)"""
+def _check_extent(d, array, name, device):
+    """A descriptor must address only its array's memory: every element its
+    shape and strides reach (the kernel's accesses stay inside the shape)
+    lies inside the array's bytes. (One larger than its array read other
+    memory, or crashed the process.) A device array is contiguous
+    (DeviceArray refuses others): its elements are those of its shape."""
     if 0 in d.shape:
         return
-    lo, hi = _byte_bounds(array)
-    item = array.itemsize
     first = sum(min(0, (n - 1) * s) for n, s in zip(d.shape, d.strides))
     last = sum(max(0, (n - 1) * s) for n, s in zip(d.shape, d.strides))
-    ptr = array.ctypes.data
-    if ptr + first * item < lo or ptr + (last + 1) * item > hi:
+    if device:
+        size = math.prod(array.shape)
+        inside = first >= 0 and last < size
+    else:
+        size, item = array.size, array.itemsize
+        lo, hi = _byte_bounds(array)
+        ptr = array.ctypes.data
+        inside = ptr + first * item >= lo and ptr + (last + 1) * item <= hi
+    if not inside:
         raise ValueError(f"argument '{name}': the TensorDescriptor's shape {tuple(d.shape)} "
                          f"and strides {tuple(d.strides)} reach elements {first}..{last} from "
-                         f"its base, outside the array's {array.size} elements")
+                         f"its base, outside the array's {size} elements")
 
 
 class _Same:
@@ -592,8 +599,7 @@ class JITFunction:
                             "base must be an array (numpy, kiln.bf16, or a CUDA array)")
         device = isinstance(array, DeviceArray)
         ptr = array.ptr if device else array.ctypes.data
-        if not device:
-            _check_extent(d, array, name)
+        _check_extent(d, array, name, device)
         ints = d.shape + d.strides
         for x in ints:
             if not -(1 << 63) <= x < (1 << 63):
@@ -613,7 +619,7 @@ class JITFunction:
             raise ValueError(f"{self.__name__}: some array arguments live on a CUDA device "
                              "and some in host memory; pass all of them on one")
         if not any(ptrs):
-            env = os.environ.get("KILN_TARGET", "host")
+            env = env_target()
             if ptrs and env.startswith("sm_") and not warmup:
                 raise ValueError(f"{self.__name__}: KILN_TARGET={env} compiles for a GPU, but "
                                  "the array arguments are host (numpy) arrays, which its "
@@ -639,7 +645,7 @@ class JITFunction:
         # The key names the target actually compiled for: host arrays take
         # $KILN_TARGET as it is now (a kernel specialized for one target is
         # not reused after it changes).
-        target = self.target_of(bound, warmup) or os.environ.get("KILN_TARGET", "host")
+        target = self.target_of(bound, warmup) or env_target()
         num_warps = num_warps or default_num_warps()
         num_stages = num_stages or default_num_stages()
         key = (grid_rank, target, num_warps, num_stages, tma_enabled(),

@@ -14,8 +14,8 @@ import threading
 
 import numpy as np
 
-from .runtime import (_HOST_TYPES, _compile_environment, _ext, bf16, fp8, host_address,
-                      is_cuda_array)
+from .runtime import (_HOST_TYPES, _compile_environment, _ext, bf16, env_target, fp8,
+                      host_address, is_cuda_array)
 
 __all__ = ["list_ops", "kernel", "mod_source", "embedding", "paged_kv_gather", "moe_route", "moe_permute",
            "moe_unpermute", "block_mask", "block_sparse_attention", "dsa_indexer", "dsa_topk",
@@ -108,7 +108,7 @@ def kernel(name, mods="", _target=None, _num_warps=None, **config):
                       refused_at_load,
                       pipeline_gathers_enabled, fp8_wgmma_enabled, pingpong_enabled,
                       overlap_enabled, swizzle_enabled, tma_enabled)
-    target = _target or os.environ.get("KILN_TARGET", "host")
+    target = _target or env_target()
     if target.startswith("sm_") and _target is None:
         raise ValueError(f"kiln.ops on host (numpy) arrays runs on the host, and "
                          f"KILN_TARGET={target} compiles for a GPU whose kernels cannot read "
@@ -1524,7 +1524,7 @@ def _conv_dims(name, xshape, wshape, groups, stride, padding, dilation):
 def _gpu_target(target):
     """Whether kernel(_target=target) compiles for a GPU (or the GPU lowering's
     emulation)."""
-    return (target or os.environ.get("KILN_TARGET", "host")).startswith(("sm_", "emu-"))
+    return (target or env_target()).startswith(("sm_", "emu-"))
 
 
 def _conv_block_c(cg):
@@ -1784,7 +1784,7 @@ _VECTOR_BITS = {}
 def _host_vector_bits():
     """The vector width host kernels are compiled for ($KILN_TARGET, or the
     CPU's features for the default target)."""
-    target = os.environ.get("KILN_TARGET", "host")
+    target = env_target()
     if target not in _VECTOR_BITS:
         if target in ("host", "x86-64"):
             features = _ext.cpu_features().split()

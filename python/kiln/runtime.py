@@ -341,6 +341,13 @@ _COMPILE_ENV = ("KILN_TARGET", "KILN_NUM_WARPS", "KILN_NUM_STAGES", "KILN_TMA",
 _COMPILE_ENV_BYTES = tuple(k.encode() for k in _COMPILE_ENV)
 
 
+def env_target():
+    """$KILN_TARGET, or "host" where it is unset or empty (as an empty
+    variable reads in a shell)."""
+    import os
+    return os.environ.get("KILN_TARGET") or "host"
+
+
 def _compile_environment():
     """The raw values of _COMPILE_ENV (None where unset). os.environ costs
     about 0.8 us per variable; its mapping of encoded names (CPython on

@@ -425,11 +425,21 @@ TEST_CASE("out-of-range JIT options are refused, not replaced", "[jit][errors]")
   o.cacheLimitBytes = -5; // (it became the 1 GiB default)
   auto bad = kiln::JIT::create(o);
   CHECK(requireErr(bad).find("cacheLimitBytes must be >= 0") != std::string::npos);
+  kiln::JITOptions unnamed;
+  unnamed.cacheDir = freshDir();
+  unnamed.target = ""; // (it was taken as the host)
+  auto noTarget = kiln::JIT::create(unnamed);
+  CHECK(requireErr(noTarget).find("the target is empty") != std::string::npos);
   auto jit = makeJIT(freshDir());
   kiln::CompileOptions co;
   co.optLevel = 9; // (compiled at O3)
   auto k = jit->compile(vectorAdd(), "v.mlir", co);
   CHECK(requireErr(k).find("optLevel must be 0 to 3, got 9") != std::string::npos);
+  // An empty per-kernel target is the JIT's own.
+  co.optLevel = 2;
+  co.target = "";
+  auto own = requireOk(jit->compile(vectorAdd(), "v.mlir", co));
+  CHECK(std::string(kiln_kernel_target(own->get())) == "x86-64");
 }
 
 TEST_CASE("a wrong launch returns an error and runs nothing", "[jit][errors]") {

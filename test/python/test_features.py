@@ -3501,6 +3501,34 @@ def test_the_disk_cache_is_bounded_by_kiln_cache_max_mb(tmp_path):
     assert "KILN_CACHE_MAX_MB='1GB' is not a size in megabytes" in r.stderr, r.stderr
 
 
+def test_an_empty_target_is_the_host_in_the_environment_and_an_error_as_an_argument(tmp_path):
+    """KILN_TARGET set but empty reads as unset (the host), everywhere the
+    target is read: kernels compile, and kiln.ops sizes its host blocks for
+    the host's vectors. An explicit JIT.create(target="") is an error (it was
+    taken as the host)."""
+    code = """
+        import numpy as np, kiln, kiln.language as kl
+        from kiln import ops, _kiln
+        @kiln.jit
+        def k(dst, C: kl.constexpr):
+            kl.store(dst + kl.arange(0, 4), kl.zeros((4,), kl.float32) + C)
+        a = np.zeros(4, np.float32)
+        k[(1,)](a, C=3)
+        assert (a == 3).all(), a
+        feats = _kiln.cpu_features().split()
+        bits = 512 if "avx512f" in feats else 256 if "avx2" in feats else 128
+        assert ops._host_vector_bits() == bits, (ops._host_vector_bits(), bits)
+        try:
+            _kiln.JIT.create("", "", 0)
+        except Exception as e:
+            print("refused:", e)
+    """
+    r = run_python(code, {"KILN_CACHE_DIR": str(tmp_path / "cache"), "KILN_TARGET": ""},
+                   tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "refused: the target is empty: give host" in r.stdout, r.stdout
+
+
 def test_python_m_kiln_reports_and_clears_the_cache(tmp_path):
     cache = tmp_path / "cache"
     (cache / "autotune").mkdir(parents=True)

@@ -393,6 +393,15 @@ scale_rows[(4,)](kiln.TensorDescriptor.from_tensor(arr, [32, 64]), BM=32, BN=64)
 l = mock.kiln_mock_last_launch().contents
 assert l.count == 2 and tuple(l.grid) == (4, 1, 1), (l.count, tuple(l.grid))
 assert list(l.params[:5]) == [0x9000000, 100, 48, 48, 1], list(l.params[:5])
+# A descriptor reaching past its CUDA array is refused, as over a numpy
+# array (it was passed on: the kernel read other device memory).
+for shape, strides in (((101, 48), (48, 1)), ((100, 48), (49, 1)), ((100, 48), (-48, 1))):
+    try:
+        scale_rows[(4,)](kiln.TensorDescriptor(arr, shape, strides, [32, 64]), BM=32, BN=64)
+        sys.exit(f"a descriptor {shape} {strides} past its array was accepted")
+    except ValueError as e:
+        assert "outside the array's 4800 elements" in str(e), e
+assert mock.kiln_mock_last_launch().contents.count == 2
 
 # Host and device arrays in one launch: refused.
 try:

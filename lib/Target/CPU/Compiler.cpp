@@ -136,7 +136,12 @@ static kiln::CPUTarget sseTarget() {
 }
 
 llvm::Expected<kiln::CPUTarget> kiln::resolveCPUTarget(llvm::StringRef name) {
-  if (name == "host" || name == "x86-64" || name.empty()) {
+  // An empty name is refused rather than read as the host: it is an unset
+  // variable or option on the caller's side (JIT::compile's per-kernel
+  // target is the exception, mapped to the JIT's own before this).
+  if (name.empty())
+    return makeError("the target is empty: give host, x86-64-avx2, sm_90a, ...");
+  if (name == "host" || name == "x86-64") {
     auto has = [](const char *f) { return kiln_cpu_has_feature(f) != 0; };
     if (has("avx512f") && has("avx512bw") && has("avx512vl") &&
         has("avx512dq") && has("avx512cd") && has("fma") && has("f16c"))

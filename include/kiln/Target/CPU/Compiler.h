@@ -55,6 +55,7 @@ struct CPUTarget {
 /// AVX512-BF16: bf16 dots on vdpbf16ps), `x86-64-avx512`, `x86-64-avx2`,
 /// `x86-64-sse` (baseline x86-64-v2). GPU targets (`sm_80`, `sm_90a`, ...)
 /// resolve to a descriptor with the architecture as `cpu` and no features.
+/// An empty name is an error.
 llvm::Expected<CPUTarget> resolveCPUTarget(llvm::StringRef name);
 
 /// One kernel argument as the runtime sees it.
