@@ -526,7 +526,9 @@ class CodeGen(ast.NodeVisitor):
         if isinstance(x, bool):
             return self.const(x, kl.int1)
         if isinstance(x, int):
-            if like is not None:
+            # (Beside a bool tile an int is an int32, and the bools widen to
+            # it, as in Triton and NumPy: `c & 2` is 0, not `c & True`.)
+            if like is not None and like.dtype is not kl.int1:
                 return self.const(x, like.dtype)
             if -(1 << 31) <= x < (1 << 31):
                 return self.const(x, kl.int32)
@@ -2379,6 +2381,8 @@ class CodeGen(ast.NodeVisitor):
             return ops[type(op)]()
         except ZeroDivisionError:
             raise KilnError("division by zero in a compile-time expression") from None
+        except OverflowError as e:
+            raise KilnError(f"a compile-time expression overflows: {e}") from None
 
     CMP = {
         ast.Lt: ("olt", "slt"), ast.LtE: ("ole", "sle"), ast.Gt: ("ogt", "sgt"),
@@ -2536,7 +2540,7 @@ class CodeGen(ast.NodeVisitor):
             if dtype.fp8 is not None:     # (the value's bits)
                 v = fp8_bits(float(value), dtype.fp8)
             else:
-                v = self.py_value(value, dtype) if dtype is not kl.int1 else int(value)
+                v = self.py_value(value, dtype) if dtype is not kl.int1 else int(bool(value))
             return Tile(self.b.constant(v, self.ir_type(dtype, shape)), dtype, shape)
         return self.broadcast_to(self.cast(self.to_tile(value), dtype), shape)
 
@@ -2585,7 +2589,7 @@ class CodeGen(ast.NodeVisitor):
             if dtype.fp8 is not None:       # (the padding's bits)
                 return fp8_bits(float(other), dtype.fp8)
             try:
-                return self.py_value(other, dtype) if dtype is not kl.int1 else int(other)
+                return self.py_value(other, dtype) if dtype is not kl.int1 else int(bool(other))
             except KilnError as e:
                 raise KilnError(f"other={other!r} for {dtype.name} elements: {e}") from None
         return "tile"
@@ -4495,6 +4499,10 @@ class CodeGen(ast.NodeVisitor):
         if not 1 <= num_bins <= 1 << 16:
             raise KilnError(f"histogram: num_bins must be in [1, 65536], got {num_bins}")
         bins = self.builtin_arange(0, num_bins)
+        # (Compared in int32 at least: bins cast to int8 wrapped, counting
+        # -1 in bin 255.)
+        if x.dtype.bits < 32:
+            x = self.cast(x, kl.int32)
         hit = self.compare(ast.Eq(), self.builtin_expand_dims(x, 1),
                            self.builtin_expand_dims(self.cast(bins, x.dtype), 0))
         if mask is not None:

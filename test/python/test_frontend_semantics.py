@@ -66,6 +66,50 @@ def test_bool_comparisons_and_maximum_order_false_before_true():
     assert np.array_equal(out, ref.astype(np.int64)), (out, ref)
 
 
+@kiln.jit
+def bool_beside_int(x, flags, out, B: kl.constexpr):
+    offs = kl.arange(0, B)
+    c = kl.load(x + offs) > 0
+    kl.store(out + offs, kl.where(c, True, 2))
+    kl.store(out + B + offs, kl.where(c, c, 5))
+    kl.store(out + 2 * B + offs, kl.where(c, 7, c))
+    kl.store(out + 3 * B + offs, c & 2)
+    kl.store(out + 4 * B + offs, c | 2)
+    kl.store(out + 5 * B + offs, c ^ 2)
+    # Bools from numbers are "not zero", as NumPy's.
+    kl.store(out + 6 * B + offs, kl.full((B,), 0.5, kl.int1))
+    kl.store(out + 7 * B + offs, kl.load(flags + offs, mask=offs < 1, other=2))
+
+
+def test_a_python_int_beside_bools_is_an_int():
+    """An int beside a bool tile was made a bool (2 became True, so `c & 2`
+    was `c`); it is an int32 and the bools widen to it, as in Triton and
+    NumPy."""
+    x = np.array([1, -1, 2, -2], np.float32)
+    flags = np.zeros(4, np.bool_)
+    out = np.full(32, -99, np.int32)
+    bool_beside_int[(1,)](x, flags, out, B=4)
+    c = (x > 0).astype(np.int64)
+    ref = np.concatenate([np.where(c, 1, 2), np.where(c, c, 5), np.where(c, 7, c), c & 2,
+                          c | 2, c ^ 2, np.ones(4), [0, 1, 1, 1]])
+    assert np.array_equal(out, ref), (out, ref)
+
+
+@kiln.jit
+def narrow_histogram(x, h, NB: kl.constexpr):
+    kl.store(h + kl.arange(0, NB), kl.histogram(kl.load(x + kl.arange(0, 8)), NB))
+
+
+@pytest.mark.parametrize("dtype,bins", [(np.int8, 256), (np.int16, 300)])
+def test_histogram_of_narrow_ints_counts_no_negative_values(dtype, bins):
+    """int8 bins wrapped: -1 was counted in bin 255 of 256."""
+    x = np.array([-128, -3, -1, 0, 5, 5, 127, 100], dtype)
+    h = np.full(bins, -1, np.int32)
+    narrow_histogram[(1,)](x, h, NB=bins)
+    ref = np.bincount(x[x >= 0].astype(np.int64), minlength=bins)[:bins]
+    assert np.array_equal(h, ref)
+
+
 # -- constexpr values reassigned in runtime control flow ---------------------
 
 
@@ -385,11 +429,17 @@ def full_int8_300(x, out):
     kl.store(out + kl.arange(0, 4), kl.full((4,), 300, kl.int8))  # error: 300 does not fit in int8
 
 
+@kiln.jit
+def constant_overflow(x, out):
+    v = kl.load(x + kl.arange(0, 4))
+    kl.store(out + kl.arange(0, 4), (v * (10.0 ** 400)).to(kl.int32))  # error: a compile-time expression overflows
+
+
 BROKEN = [tuple_reassigned_in_branch, tuple_reassigned_in_loop, none_reassigned_in_branch,
           store_none_pointer, store_none_view, store_tile_through_scalar_pointer,
           store_wider_tile, atomic_add_mask, atomic_add_scalar, to_bitcast, to_unknown_keyword,
           cdiv_by_zero, other_inf_on_ints, full_inf_int, literal_beyond_int64,
-          int8_plus_300, int32_plus_3e9, full_int8_300]
+          int8_plus_300, int32_plus_3e9, full_int8_300, constant_overflow]
 
 
 def marker(fn):
