@@ -103,6 +103,59 @@ def test_math(rng):
 
 
 @kiln.jit
+def exp2_log(x, out, n, BLOCK: kl.constexpr):
+    offs = kl.program_id(0) * BLOCK + kl.arange(0, BLOCK)
+    m = offs < n
+    v = kl.load(x + offs, mask=m, other=1.0)
+    kl.store(out + offs, kl.exp2(v), mask=m)
+    kl.store(out + n + offs, kl.log(v), mask=m)
+    kl.store(out + 2 * n + offs, kl.log2(v), mask=m)
+
+
+def ulps(got, ref):
+    """|got - ref| in units of the float32 spacing at ref (subnormal
+    spacing below 2^-126), for finite refs."""
+    return np.abs(got.astype(np.float64) - ref) / np.spacing(ref.astype(np.float32)).astype(
+        np.float64)
+
+
+def test_exp2_and_log_across_the_float32_range(rng):
+    """exp2 over [-150, 128] and log/log2 over all positive floats, against
+    float64. exp2 was exp(x ln 2) (35 ulp at -100, integer arguments no
+    powers of two) and the logs took subnormal inputs as 2^-126 (log2 of
+    1e-45 was -126)."""
+    ints = np.arange(-149, 128, dtype=np.float32)
+    e = np.concatenate([rng.uniform(-150, 128, 20000), ints, [-160, 200, np.inf, -np.inf,
+                                                              np.nan]]).astype(np.float32)
+    bits = rng.integers(1, 0x7F800000, 20000, dtype=np.int64).astype(np.uint32)
+    lg = np.concatenate([bits.view(np.float32), 2.0 ** np.arange(-149, 128.0),
+                         [0, -1, np.inf, np.nan]]).astype(np.float32)
+    x = np.zeros(max(len(e), len(lg)), np.float32) + 1
+    n = len(x)
+    out = np.full(3 * n, np.nan, np.float32)
+    x[:len(e)] = e
+    exp2_log[(kiln.cdiv(n, 256),)](x, out, n, BLOCK=256)
+    ref = np.exp2(e.astype(np.float64))
+    got = out[:len(e)]
+    fin = np.isfinite(ref) & (np.abs(ref) < 3.4e38)
+    assert ulps(got[fin], ref[fin]).max() <= 1.5
+    assert (got[len(e) - 5 - len(ints):len(e) - 5] == 2.0 ** ints).all()  # exact
+    assert list(got[-5:-1]) == [0, np.inf, np.inf, 0] and np.isnan(got[-1])
+    out[:] = np.nan
+    x[:] = 1
+    x[:len(lg)] = lg
+    exp2_log[(kiln.cdiv(n, 256),)](x, out, n, BLOCK=256)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for got, ref in ((out[n:n + len(lg)], np.log(lg.astype(np.float64))),
+                         (out[2 * n:2 * n + len(lg)], np.log2(lg.astype(np.float64)))):
+            fin = np.isfinite(ref) & (ref != 0)
+            assert ulps(got[fin], ref[fin]).max() <= 4, ulps(got[fin], ref[fin]).max()
+            assert np.isclose(got[fin], ref[fin], rtol=1e-6, atol=0).all()
+            assert got[-4] == -np.inf and np.isnan(got[-3])      # 0 and -1
+            assert got[-2] == np.inf and np.isnan(got[-1])       # inf and NaN
+
+
+@kiln.jit
 def spec(dst, n):
     kl.store(dst + kl.arange(0, 4), kl.zeros((4,), kl.float32) + n)
 

@@ -92,26 +92,6 @@ struct ExpAsNvvmEx2 : OpRewritePattern<MathOp> {
   }
 };
 
-/// f32 `math.exp2` as `math.exp(x ln 2)`, which the polynomial patterns
-/// cover (MLIR's do not approximate exp2: it would stay a scalar libm call
-/// per element). Attention's base-2 softmax goes through it on CPUs and the
-/// emulator; the rounding of x ln 2 is |x| 2^-24 relative, 1e-6 for the
-/// exponents that matter there (p above 2^-30).
-struct Exp2AsExp : OpRewritePattern<math::Exp2Op> {
-  using OpRewritePattern::OpRewritePattern;
-
-  LogicalResult matchAndRewrite(math::Exp2Op op,
-                                PatternRewriter &rewriter) const override {
-    Type type = op.getType();
-    if (!getElementTypeOrSelf(type).isF32())
-      return failure();
-    Value ln2 = f32Constant(rewriter, op.getLoc(), type, M_LN2);
-    rewriter.replaceOpWithNewOp<math::ExpOp>(
-        op, arith::MulFOp::create(rewriter, op.getLoc(), op.getOperand(), ln2));
-    return success();
-  }
-};
-
 /// f32 `math.sin`/`math.cos` with an exact argument reduction. MLIR's
 /// polynomial approximation reduces x by pi/2 in f32 arithmetic (an error
 /// of about |x| 2^-24 in the reduced argument): sin(1e3) was off by 5.6e-5,
@@ -279,6 +259,91 @@ struct F32Arith {
   }
 };
 
+/// f32 `math.exp2` as 2^n 2^f, n = rint(x) and f = x - n (exact, |f| <=
+/// 1/2): 2^f by a degree-6 polynomial (a weighted least-squares fit, within
+/// 0.93 ulp on [-1/2, 1/2] with f32 coefficients), 2^n by two exponent
+/// scalings of about n/2 each, so that a subnormal result is rounded once
+/// and 2^128 p overflows to inf. This was exp(x ln 2): the product's rounding
+/// is |x| 2^-24 relative, 35 ulp at exp2(-100), and exp2 of an integer was
+/// no power of two. Same cost as MLIR's exp polynomial (one reduction).
+/// NaN propagates; x is clamped to [-160, 160] first (0 and inf there).
+struct Exp2Reduced : OpRewritePattern<math::Exp2Op> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(math::Exp2Op op,
+                                PatternRewriter &rewriter) const override {
+    if (!F32Arith::applies(op.getType()))
+      return failure();
+    Location loc = op.getLoc();
+    Type type = op.getType();
+    F32Arith f{rewriter, loc, type};
+    Type i32 = rewriter.getI32Type();
+    auto vecType = dyn_cast<VectorType>(type);
+    Type intType = vecType ? Type(VectorType::get(vecType.getShape(), i32)) : i32;
+    auto intConstant = [&](int32_t v) -> Value {
+      auto attr = rewriter.getI32IntegerAttr(v);
+      return arith::ConstantOp::create(
+          rewriter, loc, intType,
+          vecType ? TypedAttr(DenseElementsAttr::get(cast<ShapedType>(intType), attr))
+                  : TypedAttr(attr));
+    };
+    Value x = op.getOperand();
+    // (Compares and selects, cheaper than minnum/maxnum on x86. A NaN lane
+    // goes through as NaN, its integer conversion poison, and takes x in
+    // the last select.)
+    Value xc = f.select(f.cmp(arith::CmpFPredicate::OLT, x, -160), f.c(-160), x);
+    xc = f.select(f.cmp(arith::CmpFPredicate::OGT, xc, 160), f.c(160), xc);
+    // rint by the 1.5 * 2^23 shift (exact for |v| < 2^22; no rounding
+    // instruction needed on any target).
+    Value n = f.sub(f.add(xc, f.c(0x1.8p23)), f.c(0x1.8p23));
+    // Horner by llvm.fmuladd: fused where the target has FMA.
+    Value fr = f.sub(xc, n), p;
+    for (double k : {1.5337577497120947e-04, 1.3399859890341759e-03,
+                     9.6185198053717613e-03, 5.5503290146589279e-02,
+                     2.4022646248340607e-01, 6.9314718246459961e-01, 1.0})
+      p = p ? LLVM::FMulAddOp::create(rewriter, loc, p, fr, f.c(k)).getResult() : f.c(k);
+    Value ni = arith::FPToSIOp::create(rewriter, loc, intType, n);
+    Value n1 = arith::ShRSIOp::create(rewriter, loc, ni, intConstant(1));
+    Value n2 = arith::SubIOp::create(rewriter, loc, ni, n1);
+    auto pow2 = [&](Value k) -> Value { // 2^k for k in [-126, 127]
+      Value bits = arith::ShLIOp::create(
+          rewriter, loc, arith::AddIOp::create(rewriter, loc, k, intConstant(127)),
+          intConstant(23));
+      return arith::BitcastOp::create(rewriter, loc, type, bits);
+    };
+    Value r = f.mul(f.mul(p, pow2(n1)), pow2(n2));
+    rewriter.replaceOp(op, f.select(f.cmp(arith::CmpFPredicate::UNO, x, 0), x, r));
+    return success();
+  }
+};
+
+/// f32 `math.log`/`math.log2` of subnormal inputs: MLIR's polynomial takes
+/// them as the smallest normal float (log(1e-45) gave -87.3, not -103.3;
+/// log2 of every subnormal -126). Inputs below 2^-126 are scaled by 2^24
+/// first and 24 ln 2 (24) taken off the result: a compare, a multiply and
+/// two selects. Zero, negative inputs and -inf keep their results (-inf or
+/// NaN); the new op is marked so that the pattern leaves it.
+template <typename MathOp>
+struct LogOfSubnormals : OpRewritePattern<MathOp> {
+  using OpRewritePattern<MathOp>::OpRewritePattern;
+  static constexpr llvm::StringLiteral kScaled = "kiln.subnormals_scaled";
+
+  LogicalResult matchAndRewrite(MathOp op,
+                                PatternRewriter &rewriter) const override {
+    if (!F32Arith::applies(op.getType()) || op->hasAttr(kScaled))
+      return failure();
+    F32Arith f{rewriter, op.getLoc(), op.getType()};
+    Value x = op.getOperand();
+    Value tiny = f.cmp(arith::CmpFPredicate::OLT, x, 0x1p-126);
+    auto log = MathOp::create(rewriter, op.getLoc(),
+                              f.select(tiny, f.mul(x, f.c(0x1p24)), x));
+    log->setAttr(kScaled, rewriter.getUnitAttr());
+    double offset = std::is_same_v<MathOp, math::Log2Op> ? 24.0 : 24.0 * M_LN2;
+    rewriter.replaceOp(op, f.select(tiny, f.sub(log, f.c(offset)), log));
+    return success();
+  }
+};
+
 /// f32 `math.atan` as Cephes' atanf: the argument reduced to |z| <=
 /// tan(pi/8) by atan(a) = pi/4 + atan((a - 1) / (a + 1)) (a > tan(pi/8))
 /// or pi/2 + atan(-1 / a) (a > tan(3pi/8)), then an odd polynomial of
@@ -352,7 +417,8 @@ struct KilnApproximateMathPass
     // sin and cos: an exact reduction, the polynomials for what is left.
     RewritePatternSet reductions(ctx);
     reductions.add<ReduceSinCos<math::SinOp>, ReduceSinCos<math::CosOp>,
-                   AtanCephes, AsinCephes>(ctx);
+                   AtanCephes, AsinCephes, LogOfSubnormals<math::LogOp>,
+                   LogOfSubnormals<math::Log2Op>>(ctx);
     if (failed(applyPatternsGreedily(getOperation(), std::move(reductions))))
       return signalPassFailure();
     if (nvvmEx2) {
@@ -370,7 +436,7 @@ struct KilnApproximateMathPass
         return signalPassFailure();
     }
     RewritePatternSet patterns(ctx);
-    patterns.add<Exp2AsExp>(ctx);
+    patterns.add<Exp2Reduced>(ctx);
     // (Before MLIR's atan polynomial: the atan that its atan2 builds.)
     patterns.add<AtanCephes>(ctx, /*benefit=*/2);
     // Not rsqrt: its approximation of 8-wide f32 vectors emits x86vector's
