@@ -682,8 +682,9 @@ def moe_route(topk_ids, num_experts, errors=None):
     PyTorch on its device, and the results are CUDA tensors."""
     side = _side("moe_route", dict(topk_ids=topk_ids, errors=errors))
     if isinstance(num_experts, bool) or not isinstance(num_experts, (int, np.integer)) or \
-            num_experts < 0:
-        raise ValueError(f"moe_route: num_experts must be an integer >= 0, got {num_experts!r}")
+            not 0 <= num_experts < 2**31:
+        raise ValueError(f"moe_route: num_experts must be an integer >= 0 and below 2^31 (the "
+                         f"offsets are int32), got {num_experts!r}")
     if isinstance(side, _Host):
         topk_ids = np.asarray(topk_ids)
         if topk_ids.dtype.kind not in "iu" and topk_ids.size:
@@ -1398,7 +1399,17 @@ def dsa_indexer(q, w, k, q_offset=0, causal=True, block_t=None, block_s=64, k_sc
         raise ValueError(f"dsa_indexer: q_offset must be an integer with q_offset + T - 1 in "
                          f"int32's range, got {q_offset!r} (T = {T})")
     out = side.empty((T, S))
-    if T and S:
+    if T and S and not (H and D):
+        # No heads or no channels: every sum is empty, 0 (-inf past the
+        # causal limit); the kernel takes at least one of each.
+        scores = np.zeros((T, S), np.float32)
+        if causal:
+            scores[np.arange(S)[None, :] > q_offset + np.arange(T)[:, None]] = -np.inf
+        if isinstance(out, np.ndarray):
+            out[...] = scores
+        else:
+            out.copy_(side.torch.from_numpy(scores))
+    elif T and S:
         side.launch(kernel("dsa_indexer", _target=side.target, dtype=dtype, index_heads=H,
                            index_dim=D, causal=int(causal), block_t=block_t, block_s=block_s),
                     [q, w, k] + ([k_scale] if dtype == "e4m3" else []) +
@@ -1476,9 +1487,9 @@ def _spatial(name, what, v, n, minimum):
     vals = tuple(np.asarray(v).reshape(-1).tolist()) if not isinstance(
         v, (int, np.integer)) else (v,) * n
     if len(vals) != n or any(isinstance(x, bool) or not isinstance(x, (int, np.integer)) or
-                             x < minimum for x in vals):
-        raise ValueError(f"{name}: {what} must be an integer >= {minimum} or {n} of them, "
-                         f"got {v!r}")
+                             not minimum <= x < 2**31 for x in vals):
+        raise ValueError(f"{name}: {what} must be an integer >= {minimum} and below 2^31 (the "
+                         f"kernels index in int32), or {n} of them, got {v!r}")
     return tuple(int(x) for x in vals)
 
 
@@ -1500,6 +1511,15 @@ def _shape(a):
     return a.array.shape if isinstance(a, bf16) else np.shape(a)
 
 
+def _check_pixels(name, inputs, outputs):
+    """The convolutions index pixels in int32: N T H W input pixels and
+    N OT OH OW output pixels below 2^31 (past that the index wrapped and read
+    another pixel, a wrong answer returned silently)."""
+    if max(inputs, outputs) >= 2**31:
+        raise ValueError(f"{name}: {inputs} input and {outputs} output pixels; the kernels "
+                         "index pixels in int32, so both must be below 2^31 (split the batch)")
+
+
 def _conv_dims(name, xshape, wshape, groups, stride, padding, dilation):
     if len(xshape) != 5 or len(wshape) != 5:
         raise ValueError(f"{name}: x [N, T, H, W, C] and w [KT, KH, KW, C/groups, OC] "
@@ -1518,6 +1538,7 @@ def _conv_dims(name, xshape, wshape, groups, stride, padding, dilation):
     OW = (W + 2 * pw - dw * (KW - 1) - 1) // sw + 1
     if min(OT, OH, OW) <= 0:
         raise ValueError(f"{name}: the output would be empty")
+    _check_pixels(name, N * T * H * W, N * OT * OH * OW)
     return (st, sh, sw), (pt, ph, pw), (dt, dh, dw), (OT, OH, OW)
 
 
@@ -1664,7 +1685,11 @@ def _conv_host(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1,
     # contiguous channels (the kernel's wide_taps), on an input padded along
     # the width here.
     KW, cg = w.shape[2], w.shape[3]
+    H, W = x.shape[2], x.shape[3]
+    # (Not where the padded copy would be more than about twice the input:
+    # a padding of 2^20 around an 8x8 image asked for 64 TiB.)
     wide = (groups == 1 and dils[2] == 1 and KW > 1 and _WIDE_TAPS[0] <= KW * cg <= _WIDE_TAPS[1]
+            and (H + 2 * pads[1]) * (W + 2 * pads[2]) <= 2 * H * W + 4096
             and not _gpu_target(None))
     # ... and (steps of several kernel rows, which read a pixel's rows as a
     # whole) along the height too, where the width's padding copies anyway.
@@ -1844,6 +1869,7 @@ def _depthwise_conv2d(x, w, bias, stride, padding, dilation, block_w, block_c, t
     OW = (W + 2 * pw - dw * (KW - 1) - 1) // sw + 1
     if min(OH, OW) <= 0:
         raise ValueError("depthwise_conv2d: the output would be empty")
+    _check_pixels("depthwise_conv2d", N * H * W, N * OH * OW)
     has_bias = bias is not None
     if tb is None:
         b = _f32(bias, "bias") if has_bias else np.zeros(C, np.float32)

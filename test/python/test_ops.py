@@ -791,6 +791,28 @@ def test_conv_wide_taps(rng, monkeypatch, dtype, C, K, S, P, KT):
     assert_close(out, ref, 1e-4, 1e-4)
 
 
+def test_conv_with_a_padding_far_larger_than_the_image(rng, monkeypatch):
+    # 4 channels at 3x3 take wide taps, whose input is padded by a copy:
+    # a padding of 2^20 asked numpy for 64 TiB. Such a padding keeps the
+    # kernel's own (no copy).
+    taken = record_setting(monkeypatch, lambda cfg: cfg.get("wide_taps", 0))
+    x = rng.standard_normal((1, 8, 8, 4)).astype(np.float32)
+    w = rng.standard_normal((3, 3, 4, 5)).astype(np.float32)
+    b = rng.standard_normal(5).astype(np.float32)
+    P = 2**20
+    out = kiln.ops.conv2d(x, w, b, stride=P, padding=P)
+    assert taken == [0] and out.shape == (1, 3, 3, 5)
+    ref = np.zeros((1, 3, 3, 5)) + b
+    for oh in range(3):
+        for ow in range(3):
+            for ky in range(3):
+                for kx in range(3):
+                    iy, ix = oh * P - P + ky, ow * P - P + kx
+                    if 0 <= iy < 8 and 0 <= ix < 8:
+                        ref[0, oh, ow] += x[0, iy, ix].astype(np.float64) @ w[ky, kx]
+    assert_close(out, ref, 1e-5, 1e-5)
+
+
 @pytest.mark.parametrize("wide,KT,K,S,D,C,BC,BM", [
     (True, 1, 7, 2, 1, 3, 21, 50),   # a stem's rows in one step, 50-pixel blocks
     (True, 1, 6, 1, 1, 3, 8, 64),    # 18 channels a row in blocks of 8 (3 blocks)
@@ -1503,6 +1525,17 @@ def test_empty_inputs_give_empty_outputs(rng):
         kiln.ops.depthwise_conv2d(x[:, :2, :2], dw)
     with pytest.raises(ValueError, match="output would be empty"):
         kiln.ops.conv2d(x[:, :2, :2], w)
+    # No index heads or channels: every score is an empty sum, 0 (-inf
+    # past the causal limit). (The kernel refused them: "index_heads must
+    # be positive".)
+    kv = rng.standard_normal((5, 8)).astype(np.float32)
+    for q, kk in ((np.zeros((3, 0, 8), np.float32), kv), (np.zeros((3, 2, 0), np.float32),
+                                                          kv[:, :0])):
+        w8 = np.ones(q.shape[:2], np.float32)
+        assert (kiln.ops.dsa_indexer(q, w8, kk, causal=False) == 0).all()
+        got = kiln.ops.dsa_indexer(q, w8, kk, q_offset=1)
+        ref = np.where(np.arange(5)[None, :] > 1 + np.arange(3)[:, None], -np.inf, 0)
+        assert np.array_equal(got, ref)
 
 
 def test_bad_parameters_are_named(rng):
@@ -1556,6 +1589,17 @@ def test_bad_parameters_are_named(rng):
              r"block_table must be \[batch, max_blocks\]"),
             (lambda: ops.conv2d(x, w, stride=0), "stride must be an integer >= 1"),
             (lambda: ops.conv2d(x, w, padding=-1), "padding must be an integer >= 0"),
+            # (numpy's bare "Maximum allowed dimension exceeded" before.)
+            (lambda: ops.conv2d(x, w, padding=2**31), "padding must be .* below 2\\^31"),
+            (lambda: ops.depthwise_conv2d(x, w[..., 0, :4], padding=2**31),
+             "padding must be .* below 2\\^31"),
+            # (numpy's MemoryError building 2^40 offsets before.)
+            (lambda: ops.moe_route([[0, 1]], 2**40), "num_experts must be .* below 2\\^31"),
+            # Pixel indices are int32: past 2^31 pixels they wrapped and read
+            # another pixel (conv, conv2d, patch_embed and the PyTorch path
+            # share _conv_dims).
+            (lambda: ops._conv_dims("conv", (1, 1, 65536, 32776, 1), (1, 1, 1, 1, 1), 1,
+                                    (1, 65535, 32768), 0, 1), "must be below 2\\^31"),
             (lambda: ops.conv(x[:, None], w[None], padding=[1, 1]), "or 3 of them"),
             (lambda: ops.conv2d(x[..., :0], w[:, :, :0], groups=0), "groups must be"),
             (lambda: ops.depthwise_conv2d(x, w[..., 0, :4], stride=(1, 0)), "stride must be"),
