@@ -548,6 +548,8 @@ class CodeGen(ast.NodeVisitor):
             if dtype is kl.float32:
                 return t
         if dtype.fp8 is not None:
+            if t.dtype is kl.float64:
+                return self.encode_fp8(self.round_to_odd_f32(t), dtype)
             return self.encode_fp8(self.cast(t, kl.float32), dtype)
         out = Tile(self.b.cast(t.value, self.ir_type(dtype, t.shape)), dtype, t.shape)
         # (Widening only: a narrowing cast may wrap the values.)
@@ -3488,6 +3490,23 @@ class CodeGen(ast.NodeVisitor):
         return self.const(v, kl.int32)
 
     def f32_from_bits(self, bits):
+        return self.bitcast(bits, kl.float32)
+
+    def round_to_odd_f32(self, x):
+        """float64 -> float32 rounded to odd: toward zero, the last bit set
+        where the value was inexact. A second rounding to a format with at
+        least 2 bits less precision (fp8) then rounds as one rounding from
+        float64 would; through a nearest-even float32 it was rounded twice
+        (1 + 2^-4 + 2^-40 gave e4m3 0x38, not 0x39)."""
+        f = self.cast(x, kl.float32)
+        back = self.cast(f, kl.float64)
+        inexact = self.binop(ast.BitAnd(), self.compare(ast.NotEq(), back, x),
+                             self.compare(ast.Eq(), x, x))          # (NaN stays)
+        away = self.compare(ast.Gt(), self.builtin_abs(back), self.builtin_abs(x))
+        bits = self.bitcast(f, kl.int32)
+        bits = self.where(self.binop(ast.BitAnd(), inexact, away),
+                          self.binop(ast.Sub(), bits, 1), bits)
+        bits = self.where(inexact, self.binop(ast.BitOr(), bits, 1), bits)
         return self.bitcast(bits, kl.float32)
 
     def encode_fp8(self, x, dtype):

@@ -11,6 +11,7 @@ import pytest
 
 import kiln
 import kiln.language as kl
+from conftest import to_bf16_bits
 
 # -- bool (int1) tiles in arithmetic -----------------------------------------
 
@@ -108,6 +109,51 @@ def test_histogram_of_narrow_ints_counts_no_negative_values(dtype, bins):
     narrow_histogram[(1,)](x, h, NB=bins)
     ref = np.bincount(x[x >= 0].astype(np.int64), minlength=bins)[:bins]
     assert np.array_equal(h, ref)
+
+
+@kiln.jit
+def to_bf16_fp8(i32, i64, f64, ob32, ob64, oe4, oe5, B: kl.constexpr):
+    i = kl.arange(0, B)
+    kl.store(ob32 + i, kl.load(i32 + i).to(kl.bfloat16).to(kl.int16, bitcast=True))
+    kl.store(ob64 + i, kl.load(i64 + i).to(kl.bfloat16).to(kl.int16, bitcast=True))
+    v = kl.load(f64 + i)
+    kl.store(oe4 + i, v.to(kl.float8e4nv).to(kl.int8, bitcast=True))
+    kl.store(oe5 + i, v.to(kl.float8e5).to(kl.int8, bitcast=True))
+
+
+def int_to_bf16_bits(v):
+    """An integer rounded once to bfloat16 (8 significant bits, ties to
+    even), as bits."""
+    a = abs(int(v))
+    shift = max(a.bit_length() - 8, 0)
+    q, r = divmod(a, 1 << shift)
+    if shift and (r > 1 << (shift - 1) or (r == 1 << (shift - 1) and q & 1)):
+        q += 1
+    return int(to_bf16_bits(np.float32(np.copysign(float(q << shift), v))).reshape(-1)[0])
+
+
+def test_ints_and_float64_round_once_to_bf16_and_fp8(rng):
+    """int32 -> bf16 went through a nearest-even float32 and float64 -> fp8
+    through float32: rounded twice, one code off near midpoints
+    (2^24 + 2^16 + 1 gave 0x4B80, not 0x4B81; 1 + 2^-4 + 2^-40 e4m3 0x38,
+    not 0x39)."""
+    from kiln.frontend import fp8_bits
+    B = 64
+    mids = [(2**24 + 2**16) + 1, 2**30 + 2**22 + 1, -(2**24 + 2**16 + 1), 2**31 - 1, -2**31,
+            (2**24 + 2**17 + 2**16) - 1, 255, 257]
+    i32 = np.concatenate([mids, rng.integers(-2**31, 2**31, B - len(mids))]).astype(np.int32)
+    i64 = np.concatenate([[2**53 - 1, 2**40 + 2**32 + 1, -(2**40 + 2**32 + 1)],
+                          rng.integers(-2**53, 2**53, B - 3)]).astype(np.int64)
+    f64 = np.concatenate([[1 + 2**-4 + 2**-40, 1 + 2**-3 + 2**-35, 464.0000000009313,
+                           -(1 + 2**-4 + 2**-40), 2.0**-9 * 1.5 + 2**-40, np.nan, np.inf, 0.0],
+                          rng.standard_normal(B - 8) * 2.0 ** rng.integers(-12, 12, B - 8)])
+    ob32, ob64 = np.zeros(B, np.int16), np.zeros(B, np.int16)
+    oe4, oe5 = np.zeros(B, np.int8), np.zeros(B, np.int8)
+    to_bf16_fp8[(1,)](i32, i64, f64, ob32, ob64, oe4, oe5, B=B)
+    assert [int(b) & 0xFFFF for b in ob32] == [int_to_bf16_bits(v) for v in i32]
+    assert [int(b) & 0xFFFF for b in ob64] == [int_to_bf16_bits(v) for v in i64]
+    assert list(oe4) == [fp8_bits(float(v), "e4m3") for v in f64]
+    assert list(oe5) == [fp8_bits(float(v), "e5m2") for v in f64]
 
 
 # -- constexpr values reassigned in runtime control flow ---------------------
