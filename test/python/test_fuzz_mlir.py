@@ -147,6 +147,26 @@ def _nested_sets(levels):
                    loops + "  }\n" * levels)
 
 
+UI8_COPY = """kiln.func @k(%x: !kiln.ptr<ui8> {kiln.name = "x"}) {
+  %c0 = arith.constant 0 : index
+  %v = kiln.make_view %x, [%c0], [%c0] : !kiln.ptr<ui8> -> !kiln.view<1xui8>
+  %a = kiln.load %v[%c0] : !kiln.view<1xui8> -> tensor<16xui8>
+  kiln.store %a, %v[%c0] : tensor<16xui8> -> !kiln.view<1xui8>
+  kiln.return
+}
+"""
+
+F8_SCAN = """kiln.func @k(%x: !kiln.ptr<f8E4M3FN> {kiln.name = "x"}, %n: index {kiln.name = "n"}) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %v = kiln.make_view %x, [%n], [%c1] : !kiln.ptr<f8E4M3FN> -> !kiln.view<1xf8E4M3FN>
+  %b = kiln.load %v[%c0] : !kiln.view<1xf8E4M3FN> -> tensor<16xf8E4M3FN>
+  %r = kiln.scan sum %b [0] : tensor<16xf8E4M3FN>
+  kiln.store %r, %v[%c0] : tensor<16xf8E4M3FN> -> !kiln.view<1xf8E4M3FN>
+  kiln.return
+}
+"""
+
 HOSTILE = [
     # Inline assembly is assembled by LLVM's streamer (it aborted without
     # the target's asm parser).
@@ -169,6 +189,13 @@ HOSTILE = [
                             "d0)>}").replace("\n  kiln.return\n}", "\n}"), "host",
      "deeper than 512 levels"),
     ("integer-sets", _nested_sets(600), "host", "deeper than 512 levels"),
+    # Element types no lowering takes failed deep inside it, with an
+    # internal message or none ("LLVM Translation failed" at <unknown>).
+    ("unsigned-ints", UI8_COPY, "host", "unsigned-ints.mlir:3:8: error: 'kiln.make_view' is an op on "
+                                        "signed or unsigned integers"),
+    ("unsigned-ints-gpu", UI8_COPY, "sm_80", "kiln integers are signless"),
+    ("f8-scan", F8_SCAN, "host", "f8-scan.mlir:6:8: error: 'kiln.scan' is a reduction or "
+                                 "scan of 8-bit floats"),
 ]
 
 

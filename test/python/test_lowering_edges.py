@@ -311,3 +311,80 @@ def test_extract_at_a_computed_index_outside_the_tile_fails(rng, tmp_path, targe
         with pytest.raises(kiln.DeviceAssertError, match="index outside the tile"):
             k[(1,)](x, out, i, j)
         assert np.isnan(out[0]), (i, j)
+
+
+FAR_STORE = """
+kiln.func @far_store(%x: !kiln.ptr<f32> {kiln.name = "x"}, %n: index {kiln.name = "n"},
+                     %off: index {kiln.name = "off"}) {
+  %c1 = arith.constant 1 : index
+  %v = kiln.make_view %x, [%n], [%c1] : !kiln.ptr<f32> -> !kiln.view<1xf32>
+  %f = arith.constant 7.0 : f32
+  %a = kiln.splat %f : tensor<16xf32>
+  kiln.store %a, %v[%off] : tensor<16xf32> -> !kiln.view<1xf32>
+  kiln.return
+}
+"""
+
+FAR_LOAD = """
+kiln.func @far_load(%x: !kiln.ptr<f32> {kiln.name = "x"}, %o: !kiln.ptr<f32> {kiln.name = "o"},
+                    %n: index {kiln.name = "n"}, %off: index {kiln.name = "off"}) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c16 = arith.constant 16 : index
+  %v = kiln.make_view %x, [%n], [%c1] : !kiln.ptr<f32> -> !kiln.view<1xf32>
+  %vo = kiln.make_view %o, [%c16], [%c1] : !kiln.ptr<f32> -> !kiln.view<1xf32>
+  %a = kiln.load %v[%off] : !kiln.view<1xf32> -> tensor<16xf32>
+  kiln.store %a, %vo[%c0] : tensor<16xf32> -> !kiln.view<1xf32>
+  kiln.return
+}
+"""
+
+
+@pytest.mark.parametrize("target", ["host", "emu-sm_80"])
+def test_offsets_near_int64_max_stay_outside_the_view(tmp_path, target):
+    """An offset near 2^63 wrapped `offset + 16 <= size` in the interior
+    test: the tile was taken as inside, and a store wrote 8 elements before
+    the array and 8 of it; a load read them. Elements outside a view read 0
+    and are not written."""
+    store = _bundle(tmp_path, "far_store", FAR_STORE, target)
+    load = _bundle(tmp_path, "far_load", FAR_LOAD, target)
+    for off in (2**63 - 1, 2**63 - 8, 2**63 - 16, 2**62 + 3, -2**63, -2**63 + 3, -5, 60):
+        buf = np.zeros(128, np.float32)
+        x = buf[32:96]
+        store[(1,)](x, 64, off)
+        ref = np.zeros(128, np.float32)
+        ref[32 + max(off, 0):32 + min(off + 16, 64)] = 7 if -16 < off < 64 else 0
+        assert np.array_equal(buf, ref), off
+        src = np.arange(128, dtype=np.float32) + 1
+        out = np.full(16, np.nan, np.float32)
+        load[(1,)](src[32:96], out, 64, off)
+        want = [src[32 + off + j] if 0 <= off + j < 64 else 0 for j in range(16)]
+        assert np.array_equal(out, np.array(want, np.float32)), off
+
+
+EMPTY_DOT = """
+kiln.func @empty_dot(%a: !kiln.ptr<bf16> {kiln.name = "a"}, %c: !kiln.ptr<f32> {kiln.name = "c"},
+                     %n: index {kiln.name = "n"}) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c16 = arith.constant 16 : index
+  %va = kiln.make_view %a, [%n, %n], [%n, %c1] : !kiln.ptr<bf16> -> !kiln.view<2xbf16>
+  %vc = kiln.make_view %c, [%c16, %c16], [%c16, %c1] : !kiln.ptr<f32> -> !kiln.view<2xf32>
+  %ta = kiln.load %va[%c0, %c0] : !kiln.view<2xbf16> -> tensor<16x0xbf16>
+  %tb = kiln.load %va[%c0, %c0] : !kiln.view<2xbf16> -> tensor<0x16xbf16>
+  %z = arith.constant dense<1.5> : tensor<16x16xf32>
+  %r = kiln.dot %ta, %tb, %z : tensor<16x0xbf16>, tensor<0x16xbf16> -> tensor<16x16xf32>
+  kiln.store %r, %vc[%c0, %c0] : tensor<16x16xf32> -> !kiln.view<2xf32>
+  kiln.return
+}
+"""
+
+
+@pytest.mark.parametrize("target", ["host", "emu-sm_80", "emu-sm_90a"])
+def test_a_dot_over_an_empty_contraction_is_its_accumulator(tmp_path, target):
+    """K = 0 passed the tensor-core dot's multiple-of-16 test, and the GPU
+    lowering's operand layouts divided by it (SIGFPE in the compiler)."""
+    k = _bundle(tmp_path, "empty_dot", EMPTY_DOT, target)
+    c = np.full((16, 16), np.nan, np.float32)
+    k[(1,)](np.zeros((4, 4), np.uint16), c, 4)
+    assert (c == 1.5).all()

@@ -152,9 +152,9 @@ Value KernelLowering::tmaInRange(ImplicitLocOpBuilder &b, const ViewInfo &vi,
   for (auto [d, size] : llvm::enumerate(vi.sizes)) {
     if (!unboundedSize(size) || d >= offsets.size())
       continue;
-    Value end = arith::AddIOp::create(b, offsets[d], cIdx(b, type.getDimSize(d)));
-    Value in = arith::CmpIOp::create(b, arith::CmpIPredicate::sle, end,
-                                     cIdx(b, int64_t(1) << 30));
+    Value in = arith::CmpIOp::create(
+        b, arith::CmpIPredicate::sle, offsets[d],
+        cIdx(b, (int64_t(1) << 30) - type.getDimSize(d)));
     ok = ok ? arith::AndIOp::create(b, ok, in).getResult() : in;
   }
   return ok;

@@ -467,6 +467,11 @@ static bool isTensorCoreDot(const SimtConfig &simt, DotOp op) {
   int64_t M = lhsType.getDimSize(0), K = lhsType.getDimSize(1),
           N = accType.getDimSize(1);
   Type inElt = lhsType.getElementType();
+  // An empty dot (K = 0: the accumulator; M or N = 0: nothing) is no
+  // tensor-core dot: 0 passed the multiple-of-16 tests, and the operand
+  // layouts divided by a zero dimension (SIGFPE in the compiler).
+  if (M == 0 || N == 0 || K == 0)
+    return false;
   // (An fp8 dot still here runs on wgmma's e4m3 / e5m2 forms: expandFp8Dots
   // decoded the others.)
   if (op.isFp8())

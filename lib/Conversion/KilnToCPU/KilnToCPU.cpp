@@ -487,8 +487,12 @@ static Value columnsInside(ImplicitLocOpBuilder &b, const ViewInfo &vi, Value co
   ok = arith::AndIOp::create(b, ok, cmp(arith::CmpIPredicate::sge, col, c0));
   if (!whole)
     return ok;
-  Value end = arith::AddIOp::create(b, col, cIdx(b, width));
-  return arith::AndIOp::create(b, ok, cmp(arith::CmpIPredicate::sle, end, vi.sizes.back()));
+  // (size >= width and col <= size - width: col + width wrapped for a
+  // column near 2^63.)
+  Value last = arith::SubIOp::create(b, vi.sizes.back(), cIdx(b, width));
+  ok = arith::AndIOp::create(b, ok, cmp(arith::CmpIPredicate::sge, vi.sizes.back(),
+                                        cIdx(b, width)));
+  return arith::AndIOp::create(b, ok, cmp(arith::CmpIPredicate::sle, col, last));
 }
 
 /// For a vector at column `col` >= 0 of a unit-stride view: the lanes inside
@@ -4443,9 +4447,11 @@ LogicalResult KernelLowering::lowerGatherStore(GatherOp gather,
     }
     extents[0] = arith::MulIOp::create(b, extents[0], leadIn);
     for (int64_t d = 1; d < rank; ++d) {
-      Value off = gOff[d - 1], end = arith::AddIOp::create(b, off, extents[d]);
+      Value off = gOff[d - 1],
+            last = arith::SubIOp::create(b, gv.sizes[d], extents[d]);
       clipped = both(both(clipped, cmp(arith::CmpIPredicate::sge, off, c0)),
-                     cmp(arith::CmpIPredicate::sle, end, gv.sizes[d]));
+                     both(cmp(arith::CmpIPredicate::sge, gv.sizes[d], extents[d]),
+                          cmp(arith::CmpIPredicate::sle, off, last)));
     }
     ImplicitLocOpBuilder eb(store.getLoc(), ifOp.getElseBodyBuilder());
     auto clipIf = scf::IfOp::create(eb, TypeRange{}, clipped, /*withElse=*/true);

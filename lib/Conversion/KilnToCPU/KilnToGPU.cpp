@@ -77,9 +77,16 @@ Value interiorTile(ImplicitLocOpBuilder &b, const ViewInfo &vi, ValueRange offse
   Value interior = vi.unitStride;
   for (auto [i, off] : llvm::enumerate(offsets)) {
     int64_t d = firstDim + i;
-    Value end = arith::AddIOp::create(b, off, cIdx(b, shape[d]));
-    Value ge = arith::CmpIOp::create(b, arith::CmpIPredicate::sge, off, c0);
-    Value le = arith::CmpIOp::create(b, arith::CmpIPredicate::sle, end, vi.sizes[d]);
+    // size >= shape and off <= size - shape, not off + shape <= size: an
+    // offset near 2^63 wrapped the sum, and the tile was taken as interior
+    // (it read and wrote outside the view). Both new terms are
+    // loop-invariant where the offset is not.
+    Value last = arith::SubIOp::create(b, vi.sizes[d], cIdx(b, shape[d]));
+    Value ge = arith::AndIOp::create(
+        b, arith::CmpIOp::create(b, arith::CmpIPredicate::sge, off, c0),
+        arith::CmpIOp::create(b, arith::CmpIPredicate::sge, vi.sizes[d],
+                              cIdx(b, shape[d])));
+    Value le = arith::CmpIOp::create(b, arith::CmpIPredicate::sle, off, last);
     interior = arith::AndIOp::create(b, interior, arith::AndIOp::create(b, ge, le));
   }
   return interior;

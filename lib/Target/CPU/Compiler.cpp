@@ -759,16 +759,44 @@ bool kiln::isGPUTarget(llvm::StringRef name) {
   return name.starts_with("sm_");
 }
 
+/// The element type of a tile, view or pointer (else the type itself).
+static Type elementOf(Type t) {
+  if (auto p = dyn_cast<kd::PtrType>(t))
+    return p.getElementType();
+  if (auto v = dyn_cast<kd::ViewType>(t))
+    return v.getElementType();
+  return getElementTypeOrSelf(t);
+}
+
 /// An op of the input that only another target's backend can lower (NVVM
-/// on a CPU, an x86 intrinsic on a GPU): refused with its location, where
-/// LLVM's instruction selection aborted the process.
+/// on a CPU, an x86 intrinsic on a GPU), or with element types no lowering
+/// takes, refused with its location: LLVM's instruction selection aborted
+/// the process, and the element types failed deep in the lowering with an
+/// internal message (ui8: "integer return type must be signless") or none
+/// (an f8 scan: "LLVM Translation failed" at <unknown>).
 static llvm::Error checkOpsForTarget(ModuleOp module, bool gpu,
                                      llvm::StringRef target) {
-  std::string error;
+  std::string error, detail;
   module.walk([&](Operation *op) {
     llvm::StringRef what;
     mlir::Dialect *dialect = op->getDialect();
-    if (!gpu && dialect &&
+    auto types = llvm::concat<const Type>(op->getOperandTypes(), op->getResultTypes());
+    auto signedInt = llvm::find_if(types, [](Type t) {
+      auto i = dyn_cast<IntegerType>(elementOf(t));
+      return i && !i.isSignless();
+    });
+    Type scanned = isa<kd::ReduceOp, kd::ScanOp>(op) ? elementOf(op->getOperand(0).getType())
+                                                     : Type();
+    if (signedInt != types.end()) {
+      what = "an op on signed or unsigned integers";
+      llvm::raw_string_ostream(detail)
+          << " (" << elementOf(*signedInt)
+          << "): kiln integers are signless (iN), the ops carry the sign";
+    } else if (scanned && isa<mlir::FloatType>(scanned) &&
+               cast<mlir::FloatType>(scanned).getWidth() == 8) {
+      what = "a reduction or scan of 8-bit floats";
+      detail = ": extend the tile to f16 or f32 first (arith.extf)";
+    } else if (!gpu && dialect &&
         (isa<mlir::NVVM::NVVMDialect>(dialect) || dialect->getNamespace() == "nvgpu"))
       what = "an NVIDIA GPU op";
     else if (auto intr = dyn_cast<mlir::LLVM::CallIntrinsicOp>(op)) {
@@ -783,9 +811,8 @@ static llvm::Error checkOpsForTarget(ModuleOp module, bool gpu,
     if (what.empty())
       return mlir::WalkResult::advance();
     llvm::raw_string_ostream os(error);
-    op->getLoc().print(os);
-    os << ": error: '" << op->getName() << "' is " << what
-       << ", which the " << target << " target cannot compile";
+    os << formatLocation(op->getLoc()) << ": error: '" << op->getName() << "' is " << what
+       << ", which the " << target << " target cannot compile" << detail;
     return mlir::WalkResult::interrupt();
   });
   return error.empty() ? llvm::Error::success() : makeError(error);

@@ -125,6 +125,22 @@ kiln.func @load_dynamic(%p: !kiln.ptr<f32>, %n: index) {
 
 // -----
 
+// An offset near 2^63 is no proof: offset + 16 wrapped to a negative sum
+// below the size, and the load read outside the view as in bounds.
+// CHECK-LABEL: kiln.func @load_far_offset
+// CHECK-NOT: in_bounds
+kiln.func @load_far_offset(%p: !kiln.ptr<f32>) {
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %far = arith.constant 9223372036854775807 : index
+  %v = kiln.make_view %p, [%c64], [%c1] : !kiln.ptr<f32> -> !kiln.view<1xf32>
+  %a = kiln.load %v[%far] : !kiln.view<1xf32> -> tensor<16xf32>
+  kiln.store %a, %v[%far] : tensor<16xf32> -> !kiln.view<1xf32>
+  kiln.return
+}
+
+// -----
+
 // Triton's `acc += dot(a, b)`: an addition to a dot from zeros becomes the
 // dot's accumulator, in either operand order (floats and integers).
 // CHECK-LABEL: func.func @add_of_dot_from_zeros

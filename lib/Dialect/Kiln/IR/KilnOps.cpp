@@ -499,7 +499,9 @@ proveInBounds(Value view, OperandRange offsets, ArrayRef<int64_t> tileShape,
       continue;
     std::optional<int64_t> size = getConstantIntValue(make.getSizes()[d]);
     std::optional<int64_t> offset = getConstantIntValue(offsets[d]);
-    if (size && offset && *offset >= 0 && *offset + tileShape[d] <= *size) {
+    // (offset <= size - shape: the sum overflowed for an offset near 2^63.)
+    if (size && offset && *offset >= 0 && *size >= tileShape[d] &&
+        *offset <= *size - tileShape[d]) {
       flags[d] = true;
       changed = true;
     }
