@@ -356,11 +356,36 @@ def fold_early_returns(stmts):
                              orelse=fold(st.orelse + rest))
                 ast.copy_location(new, st)
                 ast.fix_missing_locations(new)
+                # Nothing follows it: its branches carry nothing out (they
+                # tried to, and refused the statements after a guard that
+                # change a name's type).
+                new.kiln_tail = True
                 return out + [new]
             out.append(st)
         return out
 
     return fold(list(stmts))
+
+
+class _Gone:
+    """What a name holds after a runtime loop or branch that bound it
+    without carrying it out (it was not defined before, or it is the loop
+    variable): using it is an error naming why. (It read the construct's
+    region value, an invalid program, or a global of the same name.)"""
+
+    __slots__ = ("why",)
+
+    def __init__(self, why):
+        self.why = why
+
+
+# Builtins whose call in a runtime conditional expression could fault or
+# has side effects (visit_IfExp evaluates both sides).
+_EFFECTS = ("load", "store", "atomic", "scatter", "gather", "device_", "print",
+            "debug_barrier", "desc_")
+
+# Helper calls nested deeper than this are refused (unbounded recursion).
+_MAX_HELPER_DEPTH = 64
 
 
 class CodeGen(ast.NodeVisitor):
@@ -387,6 +412,9 @@ class CodeGen(ast.NodeVisitor):
         # looked up before the globals, as Python does.
         self.closure = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
         self.returned = None
+        # A return in the taken branch of a compile-time `if`: the
+        # statements after the if are dead code (visit_stmts skips them).
+        self.returned_in_constant_branch = False
         self.in_helper = 0
         # The statement that last assigned each name (for loop-carried type
         # errors, which point at the assignment that changed the type).
@@ -435,7 +463,10 @@ class CodeGen(ast.NodeVisitor):
     def lookup(self, name, node):
         for scope in reversed(self.scopes):
             if name in scope:
-                return scope[name]
+                value = scope[name]
+                if isinstance(value, _Gone):
+                    raise KilnError(value.why)
+                return value
         cell = self.closure.get(name)
         if cell is not None:
             try:
@@ -468,7 +499,11 @@ class CodeGen(ast.NodeVisitor):
             self.sites[name] = self.stmt
 
     def defined(self, name):
-        return any(name in s for s in self.scopes)
+        return any(name in s and not isinstance(s[name], _Gone) for s in self.scopes)
+
+    def defined_here(self):
+        """The names of the current scope that hold values."""
+        return {n for n, v in self.scopes[-1].items() if not isinstance(v, _Gone)}
 
     # -- materialization ----------------------------------------------------------
 
@@ -689,6 +724,8 @@ class CodeGen(ast.NodeVisitor):
     def visit_stmts(self, stmts):
         for s in stmts:
             if self.returned is not None:
+                if self.returned_in_constant_branch:
+                    break           # dead code, as in Python
                 raise self.error_at(s, "code after 'return' is not supported")
             outer, self.stmt = self.stmt, s
             self.visit(s)
@@ -1070,7 +1107,7 @@ class CodeGen(ast.NodeVisitor):
         ptrs = self.carried_pointers
         before = {n: self.carried_start(n, node, ptrs) for n in carried}
         fixed = self.fixed_values([n for n in names if n != node.target.id], carried)
-        outer_names = set(self.scopes[-1])
+        outer_names = self.defined_here()
         steps = {} if runtime_step else self.pointer_steps(node, names, ptrs)
         iv, iters = self.b.for_begin(lb.value, ub.value, st.value,
                                      [before[n].value for n in carried], overlap)
@@ -1092,7 +1129,7 @@ class CodeGen(ast.NodeVisitor):
         yields = [self.check_carried(node, n, before[n], self.carried_end(n, node, ptrs)).value
                   for n in carried]
         results = self.b.for_end(yields)
-        self.drop_inner(outer_names, carried + [node.target.id])
+        self.drop_inner(outer_names, carried, "loop", node.target.id)
         for n, r in zip(carried, results):
             self.bind_carried(n, Tile(r, before[n].dtype, before[n].shape), ptrs)
 
@@ -1125,7 +1162,7 @@ class CodeGen(ast.NodeVisitor):
         ptrs = self.carried_pointers
         before = {n: self.carried_start(n, node, ptrs) for n in carried}
         fixed = self.fixed_values(names, carried)
-        outer_names = set(self.scopes[-1])
+        outer_names = self.defined_here()
         args = self.b.while_begin([before[n].value for n in carried])
         for n, v in zip(carried, args):
             self.bind_carried(n, Tile(v, before[n].dtype, before[n].shape), ptrs)
@@ -1145,20 +1182,27 @@ class CodeGen(ast.NodeVisitor):
         yields = [self.check_carried(node, n, before[n], self.carried_end(n, node, ptrs)).value
                   for n in carried]
         results = self.b.while_end(yields)
-        self.drop_inner(outer_names, carried)
+        self.drop_inner(outer_names, carried, "loop")
         for n, r in zip(carried, results):
             self.bind_carried(n, Tile(r, before[n].dtype, before[n].shape), ptrs)
 
-    def drop_inner(self, outer_names, keep):
-        """Names first bound inside a loop body hold values of the body's
-        region: they do not exist after the loop (unlike in Python)."""
-        for n in list(self.scopes[-1]):
-            if n not in outer_names and n not in keep:
-                del self.scopes[-1][n]
-        # The loop variable is not available after the loop either.
-        for n in keep:
-            if n not in outer_names and n in self.scopes[-1]:
-                del self.scopes[-1][n]
+    def drop_inner(self, outer_names, carried, where, loop_var=None, assigned=()):
+        """Names first bound inside a runtime loop or branch (in the scope,
+        or among `assigned`: a branch's scope is restored after it) hold
+        values of its region: they do not exist after it (unlike in Python),
+        nor does a loop's variable; using one is an error naming why (a
+        global of the same name was read)."""
+        scope = self.scopes[-1]
+        for n in list(scope) + [n for n in assigned if n not in scope]:
+            if n == loop_var:
+                scope[n] = _Gone(f"the loop variable '{n}' is not defined after its runtime "
+                                 "loop (the loop does not carry it out); keep what you need "
+                                 "in a variable defined before the loop")
+            elif n not in outer_names and n not in carried and \
+                    not isinstance(scope.get(n), _Gone):
+                scope[n] = _Gone(f"'{n}' is assigned inside a runtime {where} but not defined "
+                                 f"before it, so it does not exist after it; assign it before "
+                                 f"the {where} (kernels carry out only names defined before)")
 
     def truth(self, t: Tile) -> Tile:
         if t.dtype is kl.int1:
@@ -1173,15 +1217,19 @@ class CodeGen(ast.NodeVisitor):
         if not isinstance(cond, Tile):
             # A compile-time condition: only the taken branch exists.
             self.visit_stmts(node.body if cond else node.orelse)
+            if self.returned is not None:
+                self.returned_in_constant_branch = True
             return
         if not cond.is_scalar:
             raise KilnError("an 'if' condition must be a scalar; use kl.where for tiles")
         cond = self.truth(cond)
         names = self.assigned_names(node.body + node.orelse)
-        carried = self.carry(names)
-        ptrs = self.carried_pointers
+        outer_names = self.defined_here()
+        tail = getattr(node, "kiln_tail", False)
+        carried = [] if tail else self.carry(names)
+        ptrs = {} if tail else self.carried_pointers
         before = {n: self.carried_start(n, node, ptrs) for n in carried}
-        fixed = self.fixed_values(names, carried)
+        fixed = {} if tail else self.fixed_values(names, carried)
         types = [self.ir_type(before[n].dtype, before[n].shape) for n in carried]
         self.b.if_begin(cond.value, types)
         saved = dict(self.scopes[-1])
@@ -1206,9 +1254,7 @@ class CodeGen(ast.NodeVisitor):
         for n, r in zip(carried, results):
             self.bind_carried(n, Tile(r, before[n].dtype, before[n].shape), ptrs)
         # Names first defined inside a branch do not exist after the if.
-        for n in names:
-            if n not in carried and n in self.scopes[-1] and n not in saved:
-                del self.scopes[-1][n]
+        self.drop_inner(outer_names, carried, "if", assigned=names)
 
     # -- expressions -------------------------------------------------------------------
 
@@ -1380,8 +1426,18 @@ class CodeGen(ast.NodeVisitor):
         return self.binop(node.op, self.visit(node.left), self.visit(node.right))
 
     def visit_BoolOp(self, node):
-        values = [self.visit(v) for v in node.values]
-        values = [v.value if isinstance(v, kl.constexpr) else v for v in values]
+        # Compile-time operands short-circuit as in Python (`bias is not
+        # None and kl.load(bias)` with bias None; `N > 0 and 10 // N`); once
+        # one is a runtime value, every later operand is evaluated and
+        # combined (as Triton does: no branch).
+        values = []
+        for operand in node.values:
+            v = self.visit(operand)
+            v = v.value if isinstance(v, kl.constexpr) else v
+            values.append(v)
+            if all(not isinstance(x, Tile) for x in values) and \
+                    (not v if isinstance(node.op, ast.And) else v):
+                return v
         if all(not isinstance(v, Tile) for v in values):
             result = values[0]
             for v in values[1:]:
@@ -1404,6 +1460,21 @@ class CodeGen(ast.NodeVisitor):
             cond = cond.value
         if not isinstance(cond, Tile):
             return self.visit(node.body) if cond else self.visit(node.orelse)
+        # Both sides are evaluated and one selected: a side that loads,
+        # stores, calls a helper, ... would run (or fault) whatever the
+        # condition (an atomic counted, a load past the array crashed).
+        for side in (node.body, node.orelse):
+            for call in (n for n in ast.walk(side) if isinstance(n, ast.Call)):
+                fn = self.visit(call.func)
+                from .jit import JITFunction  # noqa: avoid an import cycle
+                name = fn.name if isinstance(fn, BoundMethod) else \
+                    getattr(fn, "_kiln_builtin", None) or ""
+                if isinstance(fn, JITFunction) or name.startswith(_EFFECTS):
+                    raise KilnError(
+                        "a conditional expression on a runtime value evaluates both sides, "
+                        f"and this side calls {ast.unparse(call.func)}, which loads, stores "
+                        "or may have effects: use an if statement, or a masked load "
+                        "(kl.load(p, mask=cond, other=0))")
         return self.where(cond, self.visit(node.body), self.visit(node.orelse))
 
     def visit_Call(self, node):
@@ -1467,8 +1538,11 @@ class CodeGen(ast.NodeVisitor):
             raise KilnError(f"in call to {fn.fn.__name__}: {e}") from None
         bound.apply_defaults()
         tree, first_line, source, filename = fn.parse()
+        if self.in_helper >= _MAX_HELPER_DEPTH:
+            raise KilnError(f"helper calls nested deeper than {_MAX_HELPER_DEPTH} "
+                            f"(calling {fn.fn.__name__}): unbounded recursion?")
         sub = CodeGen(fn.fn, self.b, filename, first_line, source, self.grid_rank)
-        sub.in_helper = 1
+        sub.in_helper = self.in_helper + 1
         sub.debug = self.debug
         sub.written = self.written
         sub.used_globals = self.used_globals
@@ -2404,6 +2478,10 @@ class CodeGen(ast.NodeVisitor):
             if type(op) not in fns:
                 raise KilnError("unsupported comparison")
             return fns[type(op)](a, b)
+        if isinstance(op, (ast.Is, ast.IsNot)) and (a is None or b is None):
+            # `mask is not None` on a tile (Triton's optional arguments): a
+            # compile-time answer, a tile being no None.
+            return isinstance(op, ast.IsNot)
         if type(op) not in self.CMP:
             raise KilnError("unsupported comparison on tiles")
         # A Python int beyond the tile's integer type compares as a number

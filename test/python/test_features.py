@@ -3582,6 +3582,48 @@ def test_an_empty_target_is_the_host_in_the_environment_and_an_error_as_an_argum
     assert "refused: the target is empty: give host" in r.stdout, r.stdout
 
 
+def test_compiling_leaves_the_applications_alarm_and_signals_alone(tmp_path):
+    """The linker ran under llvm::sys::ExecuteAndWait with a timeout: it set
+    alarm() and a SIGALRM handler, so a compile cancelled the application's
+    pending alarm, and any handled signal during the link failed the
+    compile with "Child timed out". Now: the alarm fires, and compiles under
+    a storm of SIGUSR1 succeed."""
+    code = """
+        import os, signal, threading, time
+        import numpy as np, kiln, kiln.language as kl
+        fired = []
+        signal.signal(signal.SIGALRM, lambda *a: fired.append(time.monotonic()))
+        signal.signal(signal.SIGUSR1, lambda *a: None)
+        @kiln.jit
+        def k(dst, C: kl.constexpr):
+            kl.store(dst + kl.arange(0, 4), kl.zeros((4,), kl.float32) + C)
+        start = time.monotonic()
+        signal.alarm(3)
+        stop = threading.Event()
+        def storm():
+            while not stop.is_set():
+                os.kill(os.getpid(), signal.SIGUSR1)
+                time.sleep(0.002)
+        t = threading.Thread(target=storm)
+        t.start()
+        try:
+            for c in (1, 2):
+                a = np.zeros(4, np.float32)
+                k[(1,)](a, C=c)
+                assert (a == c).all(), a
+        finally:
+            stop.set()
+            t.join()
+        assert kiln.cache_stats()["compiles"] == 2
+        while not fired and time.monotonic() - start < 8:
+            time.sleep(0.05)
+        assert fired and 2.9 <= fired[0] - start <= 6, (fired, start)
+        print("ok")
+    """
+    r = run_python(code, {"KILN_CACHE_DIR": str(tmp_path / "cache")}, tmp_path)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
+
+
 def test_python_m_kiln_reports_and_clears_the_cache(tmp_path):
     cache = tmp_path / "cache"
     (cache / "autotune").mkdir(parents=True)

@@ -476,6 +476,30 @@ def full_int8_300(x, out):
 
 
 @kiln.jit
+def ternary_with_a_load(x, out):
+    n = kl.load(out)
+    v = kl.load(x + 5) if n > 0 else 0.0  # error: a conditional expression on a runtime value evaluates both sides
+    kl.store(out, v.to(kl.int32))
+
+
+@kiln.jit
+def loop_variable_after_its_loop(x, out):
+    i = kl.load(out)
+    for i in range(kl.load(out)):
+        pass
+    kl.store(out, i)  # error: the loop variable 'i' is not defined after its runtime loop
+
+
+@kiln.jit
+def name_first_bound_in_a_branch(x, out):
+    if kl.load(out) > 0:
+        SCALE = 5
+    else:
+        SCALE = 7
+    kl.store(out, SCALE)  # error: 'SCALE' is assigned inside a runtime if but not defined before it
+
+
+@kiln.jit
 def constant_overflow(x, out):
     v = kl.load(x + kl.arange(0, 4))
     kl.store(out + kl.arange(0, 4), (v * (10.0 ** 400)).to(kl.int32))  # error: a compile-time expression overflows
@@ -485,7 +509,8 @@ BROKEN = [tuple_reassigned_in_branch, tuple_reassigned_in_loop, none_reassigned_
           store_none_pointer, store_none_view, store_tile_through_scalar_pointer,
           store_wider_tile, atomic_add_mask, atomic_add_scalar, to_bitcast, to_unknown_keyword,
           cdiv_by_zero, other_inf_on_ints, full_inf_int, literal_beyond_int64,
-          int8_plus_300, int32_plus_3e9, full_int8_300, constant_overflow]
+          int8_plus_300, int32_plus_3e9, full_int8_300, constant_overflow,
+          ternary_with_a_load, loop_variable_after_its_loop, name_first_bound_in_a_branch]
 
 
 def marker(fn):
@@ -861,3 +886,85 @@ def test_errors_in_indented_kernels_name_the_file_column():
     e = info.value
     line = inspect.getsourcelines(nested.fn)[0][2]
     assert e.col == line.index("kl.nope") and e.source_line.rstrip("\n") == line.rstrip("\n")
+
+
+# -- control flow: what a runtime construct leaves, short circuits ----------
+
+SCALE = 2  # a global of the same name as the kernels' below
+
+
+@kiln.jit
+def optional_bias(x, out, bias, N: kl.constexpr):
+    v = kl.load(x + kl.arange(0, 4))
+    # Compile-time operands short-circuit: bias None, N 0 (10 // N).
+    if bias is not None and N > 0 and 10 // N > 1:
+        v += kl.load(bias + kl.arange(0, 4))
+    kl.store(out + kl.arange(0, 4), v)
+
+
+@kiln.jit
+def load_maybe_masked(p, mask):
+    if mask is not None:            # a tile is not None: compile time
+        return kl.load(p, mask=mask, other=0.0)
+    return kl.load(p)               # (dead code when the mask is given)
+
+
+@kiln.jit
+def masked_or_not(x, out, n):
+    offs = kl.arange(0, 4)
+    kl.store(out + offs, load_maybe_masked(x + offs, offs < n))
+    kl.store(out + 4 + offs, load_maybe_masked(x + offs, None))
+
+
+@kiln.jit
+def guard_then_retype(x, out, n, BLOCK: kl.constexpr):
+    offs = kl.program_id(0) * BLOCK
+    if offs >= n:
+        return
+    offs = offs + kl.arange(0, BLOCK)          # int32 scalar -> int32[BLOCK]
+    v = kl.load(x + offs, mask=offs < n).to(kl.float16)   # float32 -> float16
+    kl.store(out + offs, v.to(kl.float32), mask=offs < n)
+
+
+def test_compile_time_operands_short_circuit_and_tiles_are_not_none():
+    """`bias is not None and kl.load(bias)` with bias None failed ("load
+    expects a pointer"), and `N > 0 and 10 // N` with N 0 divided by zero:
+    `and`/`or` evaluated every operand. `mask is not None` on a tile was
+    "unsupported comparison on tiles", and a helper's compile-time branch
+    that returns refused the code after it."""
+    x = np.array([1, 2, 3, 4], np.float32)
+    bias = np.array([10, 20, 30, 40], np.float32)
+    out = np.full(4, np.nan, np.float32)
+    optional_bias[(1,)](x, out, None, N=0)
+    assert np.array_equal(out, x)
+    optional_bias[(1,)](x, out, bias, N=2)
+    assert np.array_equal(out, x + bias)
+    out = np.full(8, np.nan, np.float32)
+    masked_or_not[(1,)](x, out, 2)
+    assert np.array_equal(out, [1, 2, 0, 0, 1, 2, 3, 4])
+
+
+def test_statements_after_a_guard_may_change_a_names_type():
+    """After `if offs >= n: return` the rest of the kernel is folded into
+    the if's branch, which then tried to carry every name it reassigned:
+    "loop-carried variable 'offs' changes type" for valid code."""
+    x = np.arange(37, dtype=np.float32)
+    out = np.full(48, np.nan, np.float32)
+    guard_then_retype[(4,)](x, out, 37, BLOCK=16)
+    assert np.array_equal(out[:37], x) and np.isnan(out[37:]).all()
+
+
+@kiln.jit
+def recurse_forever(v):
+    return recurse_forever(v + 1)
+
+
+@kiln.jit
+def calls_forever(x, out):
+    kl.store(out + kl.arange(0, 4), recurse_forever(kl.load(x + kl.arange(0, 4))).to(kl.int32))
+
+
+def test_unbounded_helper_recursion_is_a_compilation_error():
+    # (a raw RecursionError before.)
+    with pytest.raises(kiln.CompilationError, match="helper calls nested deeper than 64"):
+        calls_forever[(1,)](np.zeros(4, np.float32), np.zeros(4, np.int32))

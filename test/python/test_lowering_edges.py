@@ -388,3 +388,35 @@ def test_a_dot_over_an_empty_contraction_is_its_accumulator(tmp_path, target):
     c = np.full((16, 16), np.nan, np.float32)
     k[(1,)](np.zeros((4, 4), np.uint16), c, 4)
     assert (c == 1.5).all()
+
+
+@kiln.jit
+def int8_dot_nt(a, b, c, M: kl.constexpr, N: kl.constexpr, K: kl.constexpr,
+                LOOP: kl.constexpr):
+    m, n = kl.arange(0, M), kl.arange(0, N)
+    if LOOP:
+        acc = kl.zeros((M, N), kl.int32)
+        for k0 in range(0, K, 32):
+            kk = k0 + kl.arange(0, 32)
+            acc = kl.dot(kl.load(a + m[:, None] * K + kk[None, :]),
+                         kl.trans(kl.load(b + n[:, None] * K + kk[None, :])), acc)
+    else:
+        k = kl.arange(0, K)
+        acc = kl.dot(kl.load(a + m[:, None] * K + k[None, :]),
+                     kl.trans(kl.load(b + n[:, None] * K + k[None, :])))
+    kl.store(c + m[:, None] * N + n[None, :], acc)
+
+
+def test_int8_wgmma_dots_compile_for_the_emulator(rng, monkeypatch):
+    """The emulator passed s32 wgmma accumulators through arith.bitcast, whose
+    folder read the first wgmma's undef accumulator as an IntegerAttr: the
+    compiler segfaulted on some runs (about one in three)."""
+    monkeypatch.setenv("KILN_TARGET", "emu-sm_90a")
+    M, N, K = 64, 64, 128
+    a = rng.integers(-128, 128, (M, K)).astype(np.int8)
+    b = rng.integers(-128, 128, (N, K)).astype(np.int8)
+    ref = a.astype(np.int64) @ b.astype(np.int64).T
+    for loop in (False, True):
+        c = np.full((M, N), -1, np.int32)
+        int8_dot_nt[(1,)](a, b, c, M=M, N=N, K=K, LOOP=loop)
+        assert np.array_equal(c, ref)

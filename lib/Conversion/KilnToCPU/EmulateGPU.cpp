@@ -205,12 +205,15 @@ LogicalResult EmulateGPUPass::emulate(gpu::GPUFuncOp kernel,
       wgmmaAcc =
           memref::AllocaOp::create(eb, MemRefType::get({128}, eb.getF32Type()));
     }
-    // (s32 accumulators travel as their bits.)
+    // (s32 accumulators travel as their bits: llvm.bitcast, whose folder
+    // leaves an undef operand alone. The first wgmma's accumulator is
+    // undef, and arith.bitcast's folder read the folded undef as an
+    // IntegerAttr: a segfault in the compiler, some runs.)
     for (auto [e, v] : llvm::enumerate(values))
       memref::StoreOp::create(
           ib,
           v.getType().isInteger(32)
-              ? arith::BitcastOp::create(ib, ib.getF32Type(), v).getResult()
+              ? LLVM::BitcastOp::create(ib, ib.getF32Type(), v).getResult()
               : v,
           wgmmaAcc,
           ValueRange{arith::ConstantIndexOp::create(ib, int64_t(e))});
@@ -225,7 +228,7 @@ LogicalResult EmulateGPUPass::emulate(gpu::GPUFuncOp kernel,
       Value v = memref::LoadOp::create(
           ib, wgmmaAcc, ValueRange{arith::ConstantIndexOp::create(ib, e)});
       if (body[e].isInteger(32))
-        v = arith::BitcastOp::create(ib, body[e], v);
+        v = LLVM::BitcastOp::create(ib, body[e], v);
       r = LLVM::InsertValueOp::create(ib, r, v, ArrayRef<int64_t>{e});
     }
     return r;

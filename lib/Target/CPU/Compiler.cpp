@@ -687,23 +687,20 @@ linkSharedObject(llvm::StringRef object,
                                           soPath,        objPath};
   for (const std::string &extra : extraObjects)
     args.push_back(extra);
-  std::optional<llvm::StringRef> redirects[] = {std::nullopt, errPath,
-                                                errPath};
-  std::string msg;
-  int rc = llvm::sys::ExecuteAndWait(linker, args, std::nullopt, redirects, 60,
-                                     0, &msg);
+  llvm::Expected<int> rc = runTool(args, errPath, 60);
   auto cleanup = [&] {
     llvm::sys::fs::remove(objPath);
     llvm::sys::fs::remove(soPath);
     llvm::sys::fs::remove(errPath);
   };
-  if (rc != 0) {
+  if (!rc || *rc != 0) {
     std::string out;
     if (auto buf = llvm::MemoryBuffer::getFile(errPath))
       out = (*buf)->getBuffer().str();
     cleanup();
-    return makeError("linking the kernel failed (" + linker + "): " + msg +
-                     out);
+    std::string msg = rc ? "exit status " + std::to_string(*rc) + ": "
+                         : llvm::toString(rc.takeError()) + ": ";
+    return makeError("linking the kernel failed (" + linker + "): " + msg + out);
   }
   auto buf = llvm::MemoryBuffer::getFile(soPath);
   if (!buf) {

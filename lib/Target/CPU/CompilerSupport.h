@@ -75,6 +75,19 @@ llvm::Expected<std::string> emitMachineCode(llvm::Module &module,
                                             llvm::TargetMachine &tm,
                                             bool assembly);
 
+/// Runs `args[0]` (an absolute path) with `args`, stdin from /dev/null and
+/// stdout and stderr into `outputPath`, and waits for it: its exit status,
+/// or an error (it could not start, was killed by a signal, or ran past
+/// `timeoutSeconds` and was killed). Unlike llvm::sys::ExecuteAndWait with
+/// a timeout, it touches no process-wide state: that one set alarm() and a
+/// SIGALRM handler (cancelling the application's alarm, and leaving its
+/// handler replaced when threads compiled at once), failed with "Child
+/// timed out" when any handled signal interrupted its wait, and then reaped
+/// whichever child exited (the application's own). This polls its child's
+/// pid alone (RunTool.cpp).
+llvm::Expected<int> runTool(llvm::ArrayRef<llvm::StringRef> args,
+                            llvm::StringRef outputPath, unsigned timeoutSeconds);
+
 /// The NVIDIA compile path (lib/Target/NVGPU/Compiler.cpp): `module` holds
 /// only the chosen kernel.
 llvm::Expected<CompileResult> compileModuleGPU(mlir::ModuleOp module,

@@ -100,20 +100,18 @@ llvm::Expected<std::string> assemble(llvm::StringRef ptx,
   llvm::sys::fs::createTemporaryFile("kiln", "log", log);
   std::string arch = ("-arch=" + chip).str();
   llvm::SmallVector<llvm::StringRef> args{ptxas, arch, "-O3", "-o", out, in};
-  std::optional<llvm::StringRef> redirects[] = {std::nullopt, log, log};
-  std::string msg;
-  int rc = llvm::sys::ExecuteAndWait(ptxas, args, std::nullopt, redirects, 300,
-                                     0, &msg);
-  std::string text, cubin;
+  llvm::Expected<int> rc = runTool(args, log, 300);
+  std::string text, cubin, msg;
   if (auto buf = llvm::MemoryBuffer::getFile(log))
     text = (*buf)->getBuffer().str();
-  if (rc == 0)
+  if (rc && *rc == 0)
     if (auto buf = llvm::MemoryBuffer::getFile(out))
       cubin = (*buf)->getBuffer().str();
+  msg = rc ? "exit status " + std::to_string(*rc) : llvm::toString(rc.takeError());
   llvm::sys::fs::remove(in);
   llvm::sys::fs::remove(out);
   llvm::sys::fs::remove(log);
-  if (rc != 0 || cubin.empty())
+  if (!cubin.size())
     return makeError("ptxas " + arch + " failed: " + msg + "\n" + text);
   return cubin;
 }

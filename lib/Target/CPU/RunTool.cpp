@@ -1,0 +1,80 @@
+//===- RunTool.cpp - Running the linker and ptxas -------------------------===//
+//
+// Part of the Kiln project, under the Apache License v2.0 with LLVM Exceptions.
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// The compile paths run two external tools: the system linker (CPU bundles)
+// and ptxas (cubins). The JIT runs them inside applications, on any thread,
+// so the wait must not touch process-wide state: no alarm(), no signal
+// handlers, no wait() for any child (see runTool in CompilerSupport.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "CompilerSupport.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <string>
+#include <sys/wait.h>
+#include <time.h>
+#include <vector>
+
+extern char **environ;
+
+llvm::Expected<int> kiln::detail::runTool(llvm::ArrayRef<llvm::StringRef> args,
+                                          llvm::StringRef outputPath,
+                                          unsigned timeoutSeconds) {
+  std::vector<std::string> strings(args.begin(), args.end());
+  std::vector<char *> argv;
+  for (std::string &s : strings)
+    argv.push_back(s.data());
+  argv.push_back(nullptr);
+  std::string out = outputPath.str();
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  pid_t pid = 0;
+  int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0)
+    return makeError("cannot run " + strings[0] + ": " + std::strerror(rc));
+
+  // Poll this pid (WNOHANG), sleeping 0.1 ms at first and at most 5 ms
+  // (a link takes tens of milliseconds); a signal only wakes the sleep.
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::seconds(timeoutSeconds);
+  long sleepNs = 100000;
+  int status = 0;
+  for (;;) {
+    pid_t done = waitpid(pid, &status, WNOHANG);
+    if (done == pid)
+      break;
+    if (done < 0 && errno != EINTR)
+      return makeError("waiting for " + strings[0] + ": " + std::strerror(errno));
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      return makeError(strings[0] + " ran past " + std::to_string(timeoutSeconds) +
+                       " seconds and was stopped");
+    }
+    timespec ts{0, sleepNs};
+    nanosleep(&ts, nullptr);
+    sleepNs = std::min(sleepNs * 2, 5000000L);
+  }
+  if (WIFEXITED(status))
+    return WEXITSTATUS(status);
+  return makeError(strings[0] + " was killed by signal " +
+                   std::to_string(WIFSIGNALED(status) ? WTERMSIG(status) : 0));
+}
