@@ -3524,6 +3524,15 @@ def test_fp8_dot_into_float16(rng):
     assert_close(c, da @ db, 2e-3, 2e-3 * (np.abs(da) @ np.abs(db)).max())
 
 
+# The kernel of the scripts below (run_python): each value of C compiles anew.
+CONST_STORE = """
+import numpy as np, kiln, kiln.language as kl
+@kiln.jit
+def k(dst, C: kl.constexpr):
+    kl.store(dst + kl.arange(0, 4), kl.zeros((4,), kl.float32) + C)
+"""
+
+
 def test_the_disk_cache_is_bounded_by_kiln_cache_max_mb(tmp_path):
     """Past KILN_CACHE_MAX_MB the least recently used entries go: an old
     entry of 2 MiB is removed by the first write under a 1 MB bound, the new
@@ -3533,17 +3542,13 @@ def test_the_disk_cache_is_bounded_by_kiln_cache_max_mb(tmp_path):
     old = cache / ("0" * 64 + ".kiln")
     old.write_bytes(b"\0" * (2 << 20))
     os.utime(old, (1e9, 1e9))
-    code = """
-        import numpy as np, kiln, kiln.language as kl
-        @kiln.jit
-        def k(dst, C: kl.constexpr):
-            kl.store(dst + kl.arange(0, 4), kl.zeros((4,), kl.float32) + C)
+    code = CONST_STORE + textwrap.dedent("""
         a = np.zeros(4, np.float32)
         k[(1,)](a, C=3)
         assert (a == 3).all(), a
         s = kiln.cache_stats()
         print("compiles", s["compiles"], "evictions", s["evictions"])
-    """
+    """)
     r = run_python(code, {"KILN_CACHE_DIR": str(cache), "KILN_CACHE_MAX_MB": "1"}, tmp_path)
     assert r.returncode == 0, r.stderr
     assert "compiles 1 evictions 1" in r.stdout, r.stdout
@@ -3559,12 +3564,8 @@ def test_an_empty_target_is_the_host_in_the_environment_and_an_error_as_an_argum
     target is read: kernels compile, and kiln.ops sizes its host blocks for
     the host's vectors. An explicit JIT.create(target="") is an error (it was
     taken as the host)."""
-    code = """
-        import numpy as np, kiln, kiln.language as kl
+    code = CONST_STORE + textwrap.dedent("""
         from kiln import ops, _kiln
-        @kiln.jit
-        def k(dst, C: kl.constexpr):
-            kl.store(dst + kl.arange(0, 4), kl.zeros((4,), kl.float32) + C)
         a = np.zeros(4, np.float32)
         k[(1,)](a, C=3)
         assert (a == 3).all(), a
@@ -3575,7 +3576,7 @@ def test_an_empty_target_is_the_host_in_the_environment_and_an_error_as_an_argum
             _kiln.JIT.create("", "", 0)
         except Exception as e:
             print("refused:", e)
-    """
+    """)
     r = run_python(code, {"KILN_CACHE_DIR": str(tmp_path / "cache"), "KILN_TARGET": ""},
                    tmp_path)
     assert r.returncode == 0, r.stderr
@@ -3588,15 +3589,11 @@ def test_compiling_leaves_the_applications_alarm_and_signals_alone(tmp_path):
     pending alarm, and any handled signal during the link failed the
     compile with "Child timed out". Now: the alarm fires, and compiles under
     a storm of SIGUSR1 succeed."""
-    code = """
+    code = CONST_STORE + textwrap.dedent("""
         import os, signal, threading, time
-        import numpy as np, kiln, kiln.language as kl
         fired = []
         signal.signal(signal.SIGALRM, lambda *a: fired.append(time.monotonic()))
         signal.signal(signal.SIGUSR1, lambda *a: None)
-        @kiln.jit
-        def k(dst, C: kl.constexpr):
-            kl.store(dst + kl.arange(0, 4), kl.zeros((4,), kl.float32) + C)
         start = time.monotonic()
         signal.alarm(3)
         stop = threading.Event()
@@ -3619,7 +3616,7 @@ def test_compiling_leaves_the_applications_alarm_and_signals_alone(tmp_path):
             time.sleep(0.05)
         assert fired and 2.9 <= fired[0] - start <= 6, (fired, start)
         print("ok")
-    """
+    """)
     r = run_python(code, {"KILN_CACHE_DIR": str(tmp_path / "cache")}, tmp_path)
     assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
 
