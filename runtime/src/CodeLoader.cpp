@@ -17,6 +17,7 @@
 #include "DeviceAssert.h"
 #include "Status.h"
 
+#include <atomic>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
@@ -114,31 +115,41 @@ bool tryLoadFromMemfd(const uint8_t *code, size_t size, LoadedCode &out,
   int fd = memfd_create("kiln-kernel", MFD_CLOEXEC);
   if (fd < 0)
     return false;
-  char path[64];
-  std::snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+  // glibc matches already-loaded libraries by path, and fd numbers are
+  // reused: a library loaded as /proc/self/fd/N would be returned for the
+  // next memfd numbered N. The fd was held open while its library lived,
+  // one per loaded kernel, and a process with about a thousand kernels ran
+  // out of descriptors (EMFILE, for its own files too). Instead each load
+  // spells the path uniquely: this load's number in binary as no-op path
+  // components between fd/ and N ("./" a 1, "/" a 0: a prefix-free code,
+  // so no two loads share a spelling), and the fd is closed after dlopen
+  // (the mapping keeps the memfd's contents).
+  static std::atomic<uint64_t> loads{0};
+  uint64_t id = loads.fetch_add(1, std::memory_order_relaxed);
+  std::string path = "/proc/self/fd/";
+  for (int bit = 63; bit >= 0; --bit)
+    if (id >> bit)
+      path += (id >> bit) & 1 ? "./" : "/";
+  path += std::to_string(fd);
   // Without /proc (some containers) the memfd cannot be named.
-  if (!writeAll(fd, code, size) || ::access(path, R_OK) != 0) {
+  if (!writeAll(fd, code, size) || ::access(path.c_str(), R_OK) != 0) {
     ::close(fd);
     return false;
   }
-  // glibc matches already-loaded libraries by path. A library loaded from a
-  // memfd whose number was since reused would be returned instead of this
-  // one; the fd is held open while the library lives to prevent that, and
-  // this check covers libraries that outlived their kernel.
-  if (void *stale = dlopen(path, RTLD_NOW | RTLD_NOLOAD)) {
+  // (A spelling already loaded, by code outside the runtime: the file.)
+  if (void *stale = dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD)) {
     dlclose(stale);
     ::close(fd);
     return false;
   }
-  void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ::close(fd);
   if (!handle) {
     status = makeStatus(KILN_ERROR_LOAD, "dlopen of kernel code failed: %s",
                         dlErrorMessage().c_str());
-    ::close(fd);
     return true;
   }
   out.handle = handle;
-  out.fd = fd;
   return true;
 #else
   (void)code;
@@ -176,7 +187,6 @@ kiln_status loadFromTempFile(const uint8_t *code, size_t size,
     return makeStatus(KILN_ERROR_LOAD, "dlopen of kernel code failed: %s",
                       error.c_str());
   out.handle = handle;
-  out.fd = -1;
   return nullptr;
 }
 
@@ -224,8 +234,6 @@ kiln_status loadElfCode(const uint8_t *code, size_t size,
 void unloadCode(LoadedCode &code) {
   if (code.handle)
     dlclose(code.handle);
-  if (code.fd >= 0)
-    ::close(code.fd);
   code = LoadedCode();
 }
 

@@ -23,9 +23,6 @@ using KernelFn = void (*)(void *const *args, int32_t pidX, int32_t pidY,
 
 struct LoadedCode {
   void *handle = nullptr;
-  /// The memfd the library was loaded from, kept open while it is loaded
-  /// (see CodeLoader.cpp); -1 when loaded from a temporary file.
-  int fd = -1;
   KernelFn entry = nullptr;
   /// emu-sm_XY bundles: the emulator's tensor-map encoder
   /// (kiln_emu_tensormap_encode, TensorMaps.h's TensorMapEncoder), or null.
