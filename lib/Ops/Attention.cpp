@@ -422,10 +422,16 @@ llvm::Error buildBlockSparseAttention(ModuleOp module,
                                         UnitAttr::get(state[0].getContext()));
   }
   Value l = state[1];
-  Value lSafe = k.select(k.cmp(Cmp::EQ, l, k.cF32(0.0)), k.cF32(1.0), l);
+  Value seesNothing = k.cmp(Cmp::EQ, l, k.cF32(0.0));
+  Value lSafe = k.select(seesNothing, k.cF32(1.0), l);
   // One division per row, then products (as FlashAttention): within 1.5 ulp.
   Value rl = k.div(k.constant(k.tile({BM}, f32), 1.0), lSafe);
   Value o = k.mul(state[2], k.broadcastTo(k.expand(rl, 1), {BM, D}));
+  // A row that sees no key is 0 (its lse -inf), whatever its accumulator
+  // holds: a NaN value at a key hidden inside a computed block made it NaN
+  // (0 x NaN in P V), where the docs promise 0.
+  o = k.select(k.broadcastTo(k.expand(seesNothing, 1), {BM, D}),
+               k.constant(k.tile({BM, D}, f32), 0.0), o);
   if (outT != f32)
     o = k.convert(o, outT);
   // lse first (a row the threads store), out last: on sm_90a out's TMA box

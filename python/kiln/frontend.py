@@ -275,10 +275,41 @@ def promote(a: kl.dtype, b: kl.dtype) -> kl.dtype:
 PLAIN_TYPES = (bool, int, float, complex, str, bytes)
 
 
+def _freeze(v):
+    """A list's or dict's contents, recursively, as comparable tuples."""
+    if type(v) is list:
+        return ("list",) + tuple(_freeze(x) for x in v)
+    if type(v) is dict:
+        return ("dict",) + tuple((k, _freeze(x)) for k, x in v.items())
+    return v
+
+
+class _Frozen:
+    """A list or dict a kernel read (a global's `len(SIZES)`), with its
+    contents when read: changed in place, it is the same object, which the
+    identity test of same_value took as unchanged."""
+
+    __slots__ = ("obj", "snapshot")
+
+    def __init__(self, obj):
+        self.obj, self.snapshot = obj, _freeze(obj)
+
+    def __repr__(self):
+        return repr(self.snapshot)
+
+
+def _recorded(value):
+    """What a kernel's record of a value it read holds (same_value's `a`)."""
+    return _Frozen(value) if type(value) in (list, dict) else value
+
+
 def same_value(a, b):
     """Whether two compile-time values are the same for compiling: the same
     object, or an equal number, string, tuple or constexpr of the same type
-    (2 and 2.0 differ: they compile differently)."""
+    (2 and 2.0 differ: they compile differently); a recorded list or dict
+    the same object with the same contents."""
+    if isinstance(a, _Frozen):
+        return a.obj is b and a.snapshot == _freeze(b)
     if a is b:
         return True
     if type(a) is not type(b):
@@ -475,14 +506,15 @@ class CodeGen(ast.NodeVisitor):
                 raise KilnError(f"free variable '{name}' is referenced before it is "
                                 "assigned in the enclosing function") from None
             if not isinstance(value, types.ModuleType):
-                self.used_globals[(name, id(cell))] = (name, value, _CellValue(cell),
+                self.used_globals[(name, id(cell))] = (name, _recorded(value), _CellValue(cell),
                                                        f"variable '{name}' of the enclosing "
                                                        "function")
             return value
         if name in self.globals:
             value = self.globals[name]
             if not isinstance(value, types.ModuleType):
-                self.used_globals[(name, id(self.globals))] = (name, value, self.globals,
+                self.used_globals[(name, id(self.globals))] = (name, _recorded(value),
+                                                               self.globals,
                                                                f"global variable '{name}'")
             return value
         if hasattr(builtins, name) and name in ("range", "min", "max", "abs", "int",
@@ -1089,7 +1121,12 @@ class CodeGen(ast.NodeVisitor):
         # i = lb + t * step. A zero step runs no iterations (Python raises
         # ValueError; a kernel cannot).
         # (A negative constant step, `range(K, 0, -BK)`, counts the same way.)
-        runtime_step = isinstance(step_value, Tile) or step_value < 0
+        # So does a constant step whose last increment would pass int64's
+        # maximum (scf.for's induction variable wrapped and the loop never
+        # ended: `range(0, 2**63 - 1, 2**62)`).
+        ub_value = args[1].value if isinstance(args[1], kl.constexpr) else args[1]
+        runtime_step = isinstance(step_value, Tile) or step_value < 0 or (
+            isinstance(ub_value, int) and ub_value > (1 << 63) - step_value)
         if runtime_step:
             lb64, ub64, st64 = bounds
             zero_step = self.compare(ast.Eq(), st64, 0)

@@ -318,26 +318,58 @@ class _Same:
 _VALUE_TYPES = (type(None),) + PLAIN_TYPES + (np.generic, np.dtype, kl.dtype)
 
 
-def _const_key(v, depth=0):
+def _attributes(v):
+    """The attributes a kernel can read from a constexpr object, by name:
+    a class's own and inherited class attributes (not methods or
+    descriptors), and for an instance those of its class, then its
+    __slots__ and __dict__ values. None for what is keyed by identity:
+    functions, modules, and objects of types without __dict__ or
+    __slots__ (arrays)."""
+    cls = v if isinstance(v, type) else type(v)
+    if isinstance(v, types.ModuleType) or (callable(v) and not isinstance(v, type)):
+        return None
+    slots = [n for c in cls.__mro__ for n in
+             ((c.__dict__.get("__slots__"),) if isinstance(c.__dict__.get("__slots__"), str)
+              else c.__dict__.get("__slots__", ()))]
+    if not isinstance(v, type) and getattr(v, "__dict__", None) is None and not slots:
+        return None
+    out = {}
+    for c in reversed(cls.__mro__[:-1]):
+        for k, x in vars(c).items():
+            if not k.startswith("__") and not callable(x) and \
+                    not isinstance(x, (property, staticmethod, classmethod, types.MemberDescriptorType)):
+                out[k] = x
+    if not isinstance(v, type):
+        for n in slots:
+            if n not in ("__dict__", "__weakref__") and hasattr(v, n):
+                out[n] = getattr(v, n)
+        out.update(getattr(v, "__dict__", None) or {})
+    return out
+
+
+def _const_key(v, depth=0, path=()):
     """A constexpr value's part of the specialization key. Numbers,
     strings and dtypes by their repr (2 and 2.0 differ: they compile
-    differently), tuples and lists by their items; an object with
-    attributes (a config) by its type and its attributes' keys, so that one
-    changed since a launch, or another of the same type and values, is
-    keyed by what it holds; anything else (functions, @kiln.jit functions,
-    arrays) by identity, held by the key. (An object's repr was the key:
-    the default one holds only its address, so a changed config, or a new
-    one at a freed address, reused a kernel compiled for other values.)"""
+    differently), tuples and lists by their items; an object (a config,
+    or a class passed itself) by its type and the keys of the attributes a
+    kernel can read (_attributes: class attributes and __slots__ too), 8
+    levels deep, so that one changed since a launch, or another of the
+    same type and values, is keyed by what it holds; anything else
+    (functions, @kiln.jit functions, arrays, a cycle) by identity, held by
+    the key. (An object's repr was the key, then its own __dict__ 3 levels
+    deep: a slots dataclass, a class, a class attribute or a 4th level
+    changed since the last launch reused a kernel compiled for the old
+    values.)"""
     if isinstance(v, _VALUE_TYPES):
         return repr(v)
     if type(v) in (tuple, list):
-        return (type(v).__name__,) + tuple(_const_key(x, depth + 1) for x in v)
-    attrs = getattr(v, "__dict__", None)
-    if isinstance(attrs, dict) and depth < 3 and not callable(v) and \
-            not isinstance(v, types.ModuleType):
-        return (_Same(type(v)),) + tuple(sorted(
-            (k, _const_key(x, depth + 1)) for k, x in attrs.items()))
-    return _Same(v)
+        return (type(v).__name__,) + tuple(_const_key(x, depth + 1, path) for x in v)
+    attrs = _attributes(v) if depth < 8 and id(v) not in path else None
+    if attrs is None:
+        return _Same(v)
+    path = path + (id(v),)
+    return (_Same(v if isinstance(v, type) else type(v)),) + tuple(sorted(
+        (k, _const_key(x, depth + 1, path)) for k, x in attrs.items()))
 
 
 class _Arg:
@@ -465,8 +497,11 @@ class JITFunction:
             if p.kind not in (p.POSITIONAL_OR_KEYWORD, p.POSITIONAL_ONLY):
                 raise TypeError(f"@kiln.jit kernel '{fn.__name__}': *args, **kwargs and "
                                 "keyword-only parameters are not supported")
+        # (A string annotation naming constexpr, as Triton reads it: under
+        # `from __future__ import annotations`, `tl.constexpr` was missed
+        # and the value passed as a runtime float32.)
         self.constexprs = {p.name for p in self.params if p.annotation is kl.constexpr
-                           or p.annotation == "kl.constexpr" or p.annotation == "constexpr"}
+                           or (isinstance(p.annotation, str) and "constexpr" in p.annotation)}
         names = {p.name for p in self.params}
         for n in do_not_specialize:
             if isinstance(n, int):
@@ -840,8 +875,11 @@ class JITFunction:
             getattr(a.array, "torch", False)
             for a in bound)
         if callable(grid):
-            grid = grid({p.name: a.value for p, a in zip(self.params, bound)
-                         if a.kind == "const"})
+            # Triton's meta: every argument by name (not only the
+            # constexprs: meta["n"] was a KeyError) and the launch options.
+            meta = self.signature.bind(*args, **kwargs)
+            meta.apply_defaults()
+            grid = grid(dict(meta.arguments, **options))
         if isinstance(grid, (int, np.integer)) and not isinstance(grid, (bool, np.bool_)):
             grid = (grid,)
         # Ints only: a float (n / BLOCK instead of kiln.cdiv) or a bool is
@@ -852,8 +890,9 @@ class JITFunction:
             raise ValueError(f"{self.__name__}: the grid must be an int or a tuple of 1 to 3 "
                              f"ints, got {grid!r}")
         grid = tuple(int(g) for g in grid)
-        if any(g < 0 for g in grid):
-            raise ValueError(f"{self.__name__}: every grid dimension must be >= 0, got {grid}")
+        if any(not 0 <= g < 2**63 for g in grid):
+            raise ValueError(f"{self.__name__}: every grid dimension must be in [0, 2^63), "
+                             f"got {grid}")
         ck = self.specialize(bound, len(grid), options.get("num_warps"),
                              options.get("num_stages"), warmup=not launch)
         # ir() and asm describe the specialization just launched, also when
@@ -997,12 +1036,35 @@ def _restore_array(v, saved):
         v[...] = saved
 
 
+# Keyword arguments a launch takes that are not the kernel's (JITFunction._run).
+_LAUNCH_OPTIONS = ("num_warps", "num_stages", "stream", "wait")
+
+
+def _tune_key(v):
+    """An autotuning key's value: arrays and tensors (kiln.bf16 / kiln.fp8
+    wrappers and tensor descriptors included) by shape and type: a
+    tensor's repr reads its values back from the device, and a wrapper's
+    default repr is its address (every call re-tuned, and an address reused
+    by another shape took its config). Others by value."""
+    if isinstance(v, (bf16, fp8)):
+        return ("array", (tuple(v.array.shape), type(v).__name__ + getattr(v, "format", "")))
+    if isinstance(v, TensorDescriptor):
+        return ("descriptor", tuple(v.shape), tuple(v.strides), tuple(v.block_shape),
+                _tune_key(v.base))
+    if isinstance(v, np.ndarray) or (hasattr(v, "shape") and hasattr(v, "dtype")):
+        return ("array", (tuple(v.shape), str(v.dtype)))
+    return v
+
+
 class Autotuner:
     def __init__(self, fn, configs, key, warmup=1, rep=3, reset_to_zero=None,
                  restore_value=None, prune_configs_by=None, pre_hook=None, post_hook=None,
                  do_bench=None):
         if not configs:
             raise ValueError("autotune needs at least one Config")
+        for what, v, lo in (("warmup", warmup, 0), ("rep", rep, 1)):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+                raise ValueError(f"autotune: {what} must be an integer >= {lo}, got {v!r}")
         self.fn = fn
         self.configs = list(configs)
         self.key = list(key)
@@ -1032,7 +1094,11 @@ class Autotuner:
         self.pre_hook, self.post_hook, self.do_bench = pre_hook, post_hook, do_bench
 
     def _named(self, args, kwargs):
-        """name -> value of a call's arguments (defaults filled in)."""
+        """name -> value of a call's arguments (defaults filled in); the
+        launch options a kernel takes (num_warps, stream, wait, ...) are not
+        arguments, unless the kernel has parameters of those names."""
+        kwargs = {k: v for k, v in kwargs.items()
+                  if k in self.fn.name_set or k not in _LAUNCH_OPTIONS}
         bound = self.fn.signature.bind_partial(*args, **kwargs)
         named = dict(bound.arguments)
         for p in self.fn.params:
@@ -1096,14 +1162,19 @@ class Autotuner:
 
     def run(self, *args, grid, **kwargs):
         bound = self._named(args, kwargs)
-        keyvals = []
-        for k in self.key:
-            v = bound.get(k)
-            if isinstance(v, np.ndarray) or (hasattr(v, "shape") and hasattr(v, "dtype")):
-                # Arrays and tensors by shape and type (a tensor's repr reads
-                # its values back from the device).
-                v = (tuple(v.shape), str(v.dtype))
-            keyvals.append(repr(v))
+        for c in self.configs:
+            clash = sorted(set(c.kwargs) & set(kwargs))
+            if clash:
+                raise ValueError(f"{self.__name__}: conflicting meta-parameters: "
+                                 f"{', '.join(clash)} are given and tuned; make sure that "
+                                 "you don't re-define auto-tuned symbols (as Triton)")
+        # The key's values, then (as Triton's) every array argument's dtype:
+        # a config tuned for float32 was reused for float16.
+        keyvals = [repr(_tune_key(bound.get(k))) for k in self.key]
+        for n, v in bound.items():
+            t = _tune_key(v) if n not in self.key else None
+            if type(t) is tuple and t[0] == "array":
+                keyvals.append(repr(t[1][1]))
         key = "|".join(keyvals)
         cfg = self.best.get(key)
         if cfg is None and self._empty_grid(grid, bound):

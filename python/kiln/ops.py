@@ -1218,17 +1218,21 @@ def _block_sparse_attention_torch(q, k, v, mask, mask_kind="none", window=256, p
 
 def _mask_rule(name, mask, mask_kind, mask_mod):
     """The mask_mod a block-sparse attention applies inside partial blocks:
-    the one passed, or with neither a mask_mod nor a mask_kind, that of the
-    block mask (as flex_attention takes block_mask.mask_mod) when one of
-    its partial blocks hides keys inside the sequence. Those blocks would
-    otherwise be computed unmasked, a wrong answer; a plain Python rule
-    cannot be fused into the kernel, so such a mask is refused."""
-    if mask_mod is not None or mask_kind != "none" or not isinstance(mask, dict) or \
-            not mask.get("hides_keys"):
+    the one passed, or without one, that of the block mask (as
+    flex_attention takes block_mask.mask_mod) when one of its partial blocks
+    hides keys inside the sequence, with the mask_kind if one is passed too
+    (a kind alone dropped the rule's other terms: a dilated causal mask run
+    as "causal" was off by 2.2). Those blocks would otherwise be computed
+    without the rule, a wrong answer. A plain Python rule cannot be fused
+    into the kernel: with a mask_kind the kind stands for it, without one
+    the mask is refused."""
+    if mask_mod is not None or not isinstance(mask, dict) or not mask.get("hides_keys"):
         return mask_mod
     rule = mask.get("mask_mod")
     if type(rule).__name__ == "JITFunction":
         return rule
+    if mask_kind != "none":
+        return None
     raise ValueError(f"{name}: the block mask was built from a rule that hides keys inside "
                      f"its partial blocks, and neither mask_kind nor mask_mod was passed: "
                      f"pass the rule ({getattr(rule, '__name__', rule)!r} is a plain Python "
@@ -1244,11 +1248,14 @@ def block_sparse_attention(q, k, v, mask, mask_kind="none", window=256, prefix=0
     `mask` from block_mask(). Inside partial blocks the kernel applies the
     built-in `mask_kind` (none, causal, sliding_window, prefix_lm, document)
     and/or a @kiln.jit `mask_mod(b, h, q_idx, kv_idx)`: they must be the rule
-    the block mask was built from. Given neither, the block mask's own
-    @kiln.jit mask_mod is applied when a partial block hides keys inside the
-    sequence (as flex_attention applies block_mask.mask_mod); a mask built
-    from a plain Python rule that does so is refused (ValueError), since
-    those blocks would be computed unmasked. A @kiln.jit `score_mod(score, b, h, q_idx,
+    the block mask was built from. Without a mask_mod, the block mask's own
+    @kiln.jit mask_mod is applied (with the mask_kind, if one is passed) when
+    a partial block hides keys inside the sequence (as flex_attention
+    applies block_mask.mask_mod); a mask built from a plain Python rule that
+    does so is refused (ValueError) unless a mask_kind stands for it, since
+    those blocks would be computed unmasked. A row that sees no key gives
+    out 0 and lse -inf; NaN in v at a key hidden inside a computed block
+    makes the rows that see keys in that block NaN, as in FlashAttention. A @kiln.jit `score_mod(score, b, h, q_idx,
     kv_idx)` rewrites scores (before soft-capping). Both are fused into the
     kernel. q, k and v are float32, float16, or all three kiln.bf16-wrapped
     uint16 arrays; scores, softmax and the outputs are float32. `doc_ids`

@@ -157,10 +157,16 @@ class Bundle:
         return self._kernel.signature
 
     def __getitem__(self, grid):
-        if isinstance(grid, int):
+        if isinstance(grid, (int, np.integer)) and not isinstance(grid, (bool, np.bool_)):
             grid = (grid,)
-        if not isinstance(grid, (tuple, list)) or not 1 <= len(grid) <= 3:
-            raise ValueError(f"the grid must be an int or a tuple of 1 to 3 ints, got {grid!r}")
+        # Ints of int64 only, as @kiln.jit's grid: (True,) ran as 1, and a
+        # float or 2^63 reached pybind's "incompatible function arguments".
+        if not isinstance(grid, (tuple, list)) or not 1 <= len(grid) <= 3 or any(
+                isinstance(g, (bool, np.bool_)) or not isinstance(g, (int, np.integer)) or
+                not 0 <= g < 2**63 for g in grid):
+            raise ValueError(f"the grid must be an int or a tuple of 1 to 3 ints in "
+                             f"[0, 2^63), got {grid!r}")
+        grid = tuple(int(g) for g in grid)
 
         gpu = self._kernel.is_gpu
         kernel = self._kernel

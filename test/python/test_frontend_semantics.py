@@ -493,10 +493,10 @@ def loop_variable_after_its_loop(x, out):
 @kiln.jit
 def name_first_bound_in_a_branch(x, out):
     if kl.load(out) > 0:
-        SCALE = 5
+        RATE = 5
     else:
-        SCALE = 7
-    kl.store(out, SCALE)  # error: 'SCALE' is assigned inside a runtime if but not defined before it
+        RATE = 7
+    kl.store(out, RATE)  # error: 'RATE' is assigned inside a runtime if but not defined before it
 
 
 @kiln.jit
@@ -890,7 +890,7 @@ def test_errors_in_indented_kernels_name_the_file_column():
 
 # -- control flow: what a runtime construct leaves, short circuits ----------
 
-SCALE = 2  # a global of the same name as the kernels' below
+RATE = 2  # a global of the same name as a kernel's variable above (never read)
 
 
 @kiln.jit
@@ -968,3 +968,31 @@ def test_unbounded_helper_recursion_is_a_compilation_error():
     # (a raw RecursionError before.)
     with pytest.raises(kiln.CompilationError, match="helper calls nested deeper than 64"):
         calls_forever[(1,)](np.zeros(4, np.float32), np.zeros(4, np.int32))
+
+
+@kiln.jit
+def count_huge_steps(out, S: kl.constexpr):
+    count = 0
+    for i in range(0, 2**63 - 1, S):
+        kl.store(out + 1 + count, i)
+        count += 1
+    kl.store(out, count)
+
+
+def test_a_loop_whose_last_step_passes_int64_max_ends():
+    # scf.for's induction variable wrapped past 2^63 - 1: the loop never ended.
+    out = np.full(4, -1, np.int64)
+    count_huge_steps[(1,)](out, S=2**62)
+    assert list(out) == [2, 0, 2**62, -1]
+
+
+def test_string_annotations_naming_constexpr_are_constexprs():
+    """Under `from __future__ import annotations`, `SCALE: tl.constexpr` is
+    the string "tl.constexpr": it was taken as a runtime argument (0.1
+    passed as float32: 3 x 0.1 gave 0.30000000447)."""
+    from string_annotation_kernels import scaled
+    assert scaled.constexprs == {"SCALE", "BLOCK"}
+    x = np.array([3.0, 1.0, 2.0, 5.0])
+    out = np.zeros(4)
+    scaled[(1,)](x, out, SCALE=0.1, BLOCK=4)
+    assert np.array_equal(out, x * 0.1)

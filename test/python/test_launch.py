@@ -291,3 +291,129 @@ print("ok")
     r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                        timeout=300)
     assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
+
+
+@kiln.autotune(configs=[kiln.Config({"BLOCK": 16}), kiln.Config({"BLOCK": 32})], key=["n"],
+               warmup=0, rep=1)
+@kiln.jit
+def tuned_scale(x, out, n, BLOCK: kl.constexpr):
+    offs = kl.program_id(0) * BLOCK + kl.arange(0, BLOCK)
+    m = offs < n
+    kl.store(out + offs, kl.load(x + offs, mask=m) * 2, mask=m)
+
+
+def test_autotune_keys_dtypes_and_wrapped_arrays_and_refuses_conflicts(tmp_path, monkeypatch):
+    """Triton's autotuner keys every array argument's dtype (a config tuned
+    for float32 was reused for float16), kiln.bf16 arrays by shape (their
+    repr, an address, re-tuned every call), refuses a tuned meta-parameter
+    passed explicitly (it was silently overridden), and passes launch
+    options through (wait= was a TypeError)."""
+    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path))
+    grid = lambda meta: (kiln.cdiv(meta["n"], meta["BLOCK"]),)  # noqa: E731 (meta["n"]: every argument)
+    tuned_scale.best.clear()
+    for dtype in (np.float32, np.float16):
+        x = np.arange(100).astype(dtype)
+        out = np.zeros_like(x)
+        tuned_scale[grid](x, out, 100, wait=True)
+        assert np.array_equal(out, x * 2)
+    assert len(tuned_scale.best) == 2
+    for _ in range(3):
+        xb = kiln.bf16(np.zeros(100, np.uint16))
+        tuned_scale[grid](xb, kiln.bf16(np.zeros(100, np.uint16)), 100)
+    assert len(tuned_scale.best) == 3
+    with pytest.raises(ValueError, match="conflicting meta-parameters: BLOCK"):
+        tuned_scale[grid](x, out, 100, BLOCK=16)
+    with pytest.raises(ValueError, match="rep must be an integer >= 1"):
+        kiln.autotune(configs=[kiln.Config({"BLOCK": 16})], key=["n"], rep=0)(tuned_scale.fn)
+
+
+class _SlotsConfig:
+    __slots__ = ("a",)
+
+    def __init__(self, a):
+        self.a = a
+
+
+class _ClassConfig:
+    a = 1.0
+
+
+class _Leaf:
+    def __init__(self, a):
+        self.a = a
+
+
+def _nest(levels, a):
+    v = _Leaf(a)
+    for _ in range(levels):
+        outer = _Leaf(0)
+        outer.a = v
+        v = outer
+    return v
+
+
+@kiln.jit
+def read_config(out, C: kl.constexpr):
+    kl.store(out + kl.arange(0, 4), kl.zeros((4,), kl.float32) + C.a)
+
+
+@kiln.jit
+def read_deep_config(out, C: kl.constexpr):
+    kl.store(out + kl.arange(0, 4), kl.zeros((4,), kl.float32) + C.a.a.a.a.a)
+
+
+SIZES = [16, 32]
+
+
+@kiln.jit
+def read_global_list(out):
+    kl.store(out + kl.arange(0, 4), kl.zeros((4,), kl.int32) + len(SIZES))
+
+
+def test_changed_constexpr_objects_and_global_lists_are_not_reused():
+    """A constexpr object was keyed by its own __dict__, 3 levels deep: a
+    __slots__ object, a class passed itself, a class attribute and a 4th
+    level changed since the last launch reused the kernel compiled for the
+    old value. A global list changed in place was the same object, taken as
+    unchanged."""
+    out = np.zeros(4, np.float32)
+    s = _SlotsConfig(1.0)
+    read_config[(1,)](out, C=s)
+    s.a = 2.0
+    read_config[(1,)](out, C=s)
+    assert (out == 2).all()
+    read_config[(1,)](out, C=_ClassConfig)
+    _ClassConfig.a = 5.0
+    read_config[(1,)](out, C=_ClassConfig)
+    assert (out == 5).all()
+    inst = _ClassConfig()
+    _ClassConfig.a = 7.0
+    read_config[(1,)](out, C=inst)
+    assert (out == 7).all()
+    deep = _nest(4, 1.0)
+    read_deep_config[(1,)](out, C=deep)
+    deep.a.a.a.a.a = 9.0
+    read_deep_config[(1,)](out, C=deep)
+    assert (out == 9).all()
+    n = np.zeros(4, np.int32)
+    read_global_list[(1,)](n)
+    assert (n == 2).all()
+    SIZES.append(64)
+    try:
+        with pytest.raises(RuntimeError, match="global variable 'SIZES' has changed"):
+            read_global_list[(1,)](n)
+    finally:
+        SIZES.pop()
+    read_global_list[(1,)](n)
+
+
+def test_bundle_grids_are_ints_in_int64(tmp_path):
+    import subprocess
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    path = str(tmp_path / "va.kiln")
+    subprocess.run([KILNC, os.path.join(root, "examples", "vector_add.mlir"), "-o", path],
+                   check=True)
+    k = kiln.load_bundle(path)
+    for grid in ((True,), (1.0,), (2**63,), (-1,), True):
+        with pytest.raises(ValueError, match="the grid must be an int or a tuple"):
+            k[grid]

@@ -1096,6 +1096,13 @@ def test_block_mask_carries_its_rule(rng):
     assert_close(lse, rl, 2e-5, 2e-5)
     named, _ = kiln.ops.block_sparse_attention(q, k, v, mask, mask_mod=dilated_causal)
     assert np.array_equal(out, named)
+    # With a mask_kind too, the mask's own rule still applies (a kind alone
+    # dropped the rule's other terms: dilated causal run as "causal" was off
+    # by 2.2).
+    out, lse = kiln.ops.block_sparse_attention(q, k, v, mask, "causal")
+    ro, rl = dense_reference(q, k, v, np_mod, scale)
+    assert_close(out, ro, 2e-4, 2e-5)
+    assert_close(lse, rl, 2e-5, 2e-5)
     # The same rule in numpy: it cannot be fused, so it must be passed.
     host = kiln.ops.block_mask(np_mod, B, Hq, S, S)
     assert host["hides_keys"]
@@ -1115,6 +1122,25 @@ def test_block_mask_carries_its_rule(rng):
         ro, rl = dense_reference(q, k, v, rule, scale)
         assert_close(out, ro, 2e-4, 2e-5)
         assert_close(lse, rl, 2e-5, 2e-5)
+
+
+@kiln.jit
+def every_fifth_blind(b, h, q_idx, kv_idx):
+    return (kv_idx <= q_idx) & (q_idx % 5 != 0) & (kv_idx != 10)
+
+
+def test_rows_that_see_no_key_are_zero_whatever_the_hidden_values(rng):
+    """A NaN value at a key hidden inside a computed block made every row of
+    that block NaN, those that see no key included (0 x NaN in P V), where
+    they must give out 0 and lse -inf."""
+    B, H, S, D = 1, 1, 70, 16
+    q, k, v = (rng.standard_normal((B, H, S, D)).astype(np.float32) for _ in range(3))
+    v[..., 10, :] = np.nan
+    rule = lambda b, h, qi, ki: (ki <= qi) & (qi % 5 != 0) & (ki != 10)  # noqa: E731
+    mask = kiln.ops.block_mask(rule, B, H, S, S)
+    out, lse = kiln.ops.block_sparse_attention(q, k, v, mask, mask_mod=every_fifth_blind)
+    blind = np.arange(S) % 5 == 0
+    assert (out[0, 0, blind] == 0).all() and (lse[0, 0, blind] == -np.inf).all()
 
 
 @kiln.jit
