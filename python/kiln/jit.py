@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import inspect
 import json
@@ -326,7 +327,10 @@ def _attributes(v):
     functions, modules, and objects of types without __dict__ or
     __slots__ (arrays)."""
     cls = v if isinstance(v, type) else type(v)
-    if isinstance(v, types.ModuleType) or (callable(v) and not isinstance(v, type)):
+    # (Enum members and classes are constants: by identity, as functions
+    # and modules are.)
+    if isinstance(v, (types.ModuleType, enum.Enum)) or issubclass(cls, enum.Enum) or \
+            (callable(v) and not isinstance(v, type)):
         return None
     slots = [n for c in cls.__mro__ for n in
              ((c.__dict__.get("__slots__"),) if isinstance(c.__dict__.get("__slots__"), str)
@@ -335,9 +339,12 @@ def _attributes(v):
         return None
     out = {}
     for c in reversed(cls.__mro__[:-1]):
+        if c.__module__ in ("enum", "abc", "typing"):
+            continue
         for k, x in vars(c).items():
-            if not k.startswith("__") and not callable(x) and \
-                    not isinstance(x, (property, staticmethod, classmethod, types.MemberDescriptorType)):
+            # (Public data only: not methods, descriptors (properties,
+            # slots), nor private machinery such as an Enum's member maps.)
+            if not k.startswith("_") and not callable(x) and not hasattr(type(x), "__get__"):
                 out[k] = x
     if not isinstance(v, type):
         for n in slots:
@@ -347,7 +354,7 @@ def _attributes(v):
     return out
 
 
-def _const_key(v, depth=0, path=()):
+def _const_key(v, depth=0, memo=None):
     """A constexpr value's part of the specialization key. Numbers,
     strings and dtypes by their repr (2 and 2.0 differ: they compile
     differently), tuples and lists by their items; an object (a config,
@@ -355,21 +362,27 @@ def _const_key(v, depth=0, path=()):
     kernel can read (_attributes: class attributes and __slots__ too), 8
     levels deep, so that one changed since a launch, or another of the
     same type and values, is keyed by what it holds; anything else
-    (functions, @kiln.jit functions, arrays, a cycle) by identity, held by
-    the key. (An object's repr was the key, then its own __dict__ 3 levels
+    (functions, @kiln.jit functions, arrays) by identity, held by the key. (An object's repr was the key, then its own __dict__ 3 levels
     deep: a slots dataclass, a class, a class attribute or a 4th level
     changed since the last launch reused a kernel compiled for the old
     values.)"""
     if isinstance(v, _VALUE_TYPES):
         return repr(v)
+    if memo is None:
+        memo = {}
     if type(v) in (tuple, list):
-        return (type(v).__name__,) + tuple(_const_key(x, depth + 1, path) for x in v)
-    attrs = _attributes(v) if depth < 8 and id(v) not in path else None
+        return (type(v).__name__,) + tuple(_const_key(x, depth + 1, memo) for x in v)
+    # An object met before (a cycle, or shared: an Enum's members list each
+    # other) is keyed by when it was met, so the key stays linear in the
+    # objects reached; past 4096 of them, by identity.
+    if id(v) in memo:
+        return ("seen", memo[id(v)])
+    attrs = _attributes(v) if depth < 8 and len(memo) < 4096 else None
     if attrs is None:
         return _Same(v)
-    path = path + (id(v),)
+    memo[id(v)] = len(memo)
     return (_Same(v if isinstance(v, type) else type(v)),) + tuple(sorted(
-        (k, _const_key(x, depth + 1, path)) for k, x in attrs.items()))
+        (k, _const_key(x, depth + 1, memo)) for k, x in attrs.items()))
 
 
 class _Arg:
