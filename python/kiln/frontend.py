@@ -1502,6 +1502,11 @@ class CodeGen(ast.NodeVisitor):
         # condition (an atomic counted, a load past the array crashed).
         for side in (node.body, node.orelse):
             for call in (n for n in ast.walk(side) if isinstance(n, ast.Call)):
+                root = call.func
+                while isinstance(root, ast.Attribute):
+                    root = root.value
+                if not isinstance(root, ast.Name):
+                    continue    # (a computed callee: visiting it would build it)
                 fn = self.visit(call.func)
                 from .jit import JITFunction  # noqa: avoid an import cycle
                 name = fn.name if isinstance(fn, BoundMethod) else \
