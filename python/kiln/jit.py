@@ -1081,7 +1081,7 @@ class Autotuner:
         self.fn = fn
         self.configs = list(configs)
         self.key = list(key)
-        self.warmup = warmup
+        self.warmup_launches = warmup
         self.rep = rep
         self.best = {}
         self.__name__ = fn.__name__
@@ -1173,6 +1173,19 @@ class Autotuner:
     def __getitem__(self, grid):
         return lambda *args, **kwargs: self.run(*args, grid=grid, **kwargs)
 
+    def warmup(self, *args, grid, **kwargs):
+        """Triton's `Autotuner.warmup`: compiles every (pruned) config for
+        these arguments, launching nothing; returns their CompiledKernels.
+        (The warmup launch count, once this attribute's name, hid it.)"""
+        named = self._named(args, kwargs)
+        return [self.fn.warmup(*args, grid=grid, **dict(kwargs, **c.all_kwargs()))
+                for c in self._candidates(named, kwargs)]
+
+    @property
+    def last(self):
+        """The specialization the last launch or warmup used."""
+        return self.fn.last
+
     def run(self, *args, grid, **kwargs):
         bound = self._named(args, kwargs)
         for c in self.configs:
@@ -1246,7 +1259,7 @@ class Autotuner:
                     if self.do_bench is not None:
                         timings.append((float(self.do_bench(once)), order, c))
                     else:
-                        for _ in range(self.warmup):
+                        for _ in range(self.warmup_launches):
                             once()
                         samples = []
                         for _ in range(self.rep):

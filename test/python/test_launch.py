@@ -324,6 +324,10 @@ def test_autotune_keys_dtypes_and_wrapped_arrays_and_refuses_conflicts(tmp_path,
     assert len(tuned_scale.best) == 3
     with pytest.raises(ValueError, match="conflicting meta-parameters: BLOCK"):
         tuned_scale[grid](x, out, 100, BLOCK=16)
+    # Triton's Autotuner.warmup: every config compiled, nothing launched.
+    out[:] = -1
+    compiled = tuned_scale.warmup(x, out, 100, grid=grid)
+    assert len(compiled) == 2 and (out == -1).all() and tuned_scale.last is compiled[-1]
     with pytest.raises(ValueError, match="rep must be an integer >= 1"):
         kiln.autotune(configs=[kiln.Config({"BLOCK": 16})], key=["n"], rep=0)(tuned_scale.fn)
 
