@@ -1080,6 +1080,8 @@ class Autotuner:
                 raise ValueError(f"autotune: {what} must be an integer >= {lo}, got {v!r}")
         self.fn = fn
         self.configs = list(configs)
+        # The names the configs set (a call passing one is refused).
+        self._tuned = set().union(*(c.kwargs for c in self.configs))
         self.key = list(key)
         self.warmup_launches = warmup
         self.rep = rep
@@ -1188,10 +1190,9 @@ class Autotuner:
 
     def run(self, *args, grid, **kwargs):
         bound = self._named(args, kwargs)
-        for c in self.configs:
-            clash = sorted(set(c.kwargs) & set(kwargs))
-            if clash:
-                raise ValueError(f"{self.__name__}: conflicting meta-parameters: "
+        clash = sorted(self._tuned.intersection(kwargs))
+        if clash:
+            raise ValueError(f"{self.__name__}: conflicting meta-parameters: "
                                  f"{', '.join(clash)} are given and tuned; make sure that "
                                  "you don't re-define auto-tuned symbols (as Triton)")
         # The key's values, then (as Triton's) every array argument's dtype:
