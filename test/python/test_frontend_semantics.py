@@ -142,8 +142,13 @@ def test_ints_and_float64_round_once_to_bf16_and_fp8(rng):
     mids = [(2**24 + 2**16) + 1, 2**30 + 2**22 + 1, -(2**24 + 2**16 + 1), 2**31 - 1, -2**31,
             (2**24 + 2**17 + 2**16) - 1, 255, 257]
     i32 = np.concatenate([mids, rng.integers(-2**31, 2**31, B - len(mids))]).astype(np.int32)
-    i64 = np.concatenate([[2**53 - 1, 2**40 + 2**32 + 1, -(2**40 + 2**32 + 1)],
-                          rng.integers(-2**53, 2**53, B - 3)]).astype(np.int64)
+    # Past 2^53 the int64 -> float64 step rounded first: 2^60 + 2^52 + 1
+    # became the midpoint 2^60 + 2^52 and then rounded to even, down.
+    wide = [2**60 + 2**52 + 1, -(2**60 + 2**52 + 1), 2**62 + 2**54 + 2**10, 2**63 - 1, -2**63,
+            2**53 + 1, -(2**53 + 1), 2**60 + 2**52 - 1, 2**60 + 2**53 + 2**52]
+    i64 = np.concatenate([[2**53 - 1, 2**40 + 2**32 + 1, -(2**40 + 2**32 + 1)], wide,
+                          rng.integers(-2**53, 2**53, 40 - 3 - len(wide)),
+                          rng.integers(-2**63, 2**63 - 1, B - 40, dtype=np.int64)]).astype(np.int64)
     f64 = np.concatenate([[1 + 2**-4 + 2**-40, 1 + 2**-3 + 2**-35, 464.0000000009313,
                            -(1 + 2**-4 + 2**-40), 2.0**-9 * 1.5 + 2**-40, np.nan, np.inf, 0.0],
                           rng.standard_normal(B - 8) * 2.0 ** rng.integers(-12, 12, B - 8)])

@@ -102,8 +102,10 @@ struct ExpandF64ToHalf : PassWrapper<ExpandF64ToHalf, OperationPass<>> {
     // Integers of more than 24 bits to bf16 (the canonicalizer folds the
     // front end's int -> f64 -> bf16 into one sitofp): through f64 and the
     // truncation below. Emulated in f32 they were rounded twice
-    // (2^24 + 2^16 + 1 gave 0x4B80, not 0x4B81). Exact for i32; i64 past
-    // 2^53 is rounded to f64 first.
+    // (2^24 + 2^16 + 1 gave 0x4B80, not 0x4B81). Exact for i32. An i64
+    // past 2^53 is first rounded to odd at 2^11 (its bits below 2^11 made a
+    // sticky bit), which f64 holds exactly: bf16's rounding bit of such a
+    // value is far above it.
     SmallVector<Operation *> intToBF16;
     getOperation()->walk([&](Operation *op) {
       if (!isa<arith::SIToFPOp, arith::UIToFPOp>(op))
@@ -116,17 +118,47 @@ struct ExpandF64ToHalf : PassWrapper<ExpandF64ToHalf, OperationPass<>> {
     for (Operation *op : intToBF16) {
       OpBuilder b(op);
       Type type = op->getResult(0).getType();
+      Location loc = op->getLoc();
       Type f64 = b.getF64Type();
       if (auto shaped = dyn_cast<ShapedType>(type))
         f64 = shaped.clone(f64);
+      bool isSigned = isa<arith::SIToFPOp>(op);
+      Value in = op->getOperand(0);
+      unsigned width = getElementTypeOrSelf(in.getType()).getIntOrFloatBitWidth();
+      if (width > 53) {
+        // y = the odd one of x's two neighbouring multiples of 2^11 where x
+        // is not one (round-to-odd), kept only where |x| > 2^53.
+        Type inType = in.getType();
+        auto c = [&](const APInt &v) -> Value {
+          if (auto shaped = dyn_cast<ShapedType>(inType))
+            return arith::ConstantOp::create(b, loc, inType,
+                                             DenseElementsAttr::get(shaped, v));
+          return arith::ConstantOp::create(b, loc, inType, b.getIntegerAttr(inType, v));
+        };
+        Value low = c(APInt(width, 0x7FF)), zero = c(APInt(width, 0));
+        Value sticky = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
+                                             arith::AndIOp::create(b, loc, in, low), zero);
+        Value odd = arith::OrIOp::create(
+            b, loc, arith::AndIOp::create(b, loc, in, c(~APInt(width, 0x7FF))),
+            c(APInt(width, 0x800)));
+        Value folded = arith::SelectOp::create(b, loc, sticky, odd, in);
+        APInt limit = APInt::getOneBitSet(width, 53);
+        Value small =
+            isSigned ? arith::CmpIOp::create(
+                           b, loc, arith::CmpIPredicate::ule,
+                           arith::AddIOp::create(b, loc, in, c(limit)),
+                           c(limit.shl(1)))
+                           .getResult()
+                     : arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ule, in,
+                                             c(limit))
+                           .getResult();
+        in = arith::SelectOp::create(b, loc, small, op->getOperand(0), folded);
+      }
       Value wide =
-          isa<arith::SIToFPOp>(op)
-              ? arith::SIToFPOp::create(b, op->getLoc(), f64, op->getOperand(0))
-                    .getResult()
-              : arith::UIToFPOp::create(b, op->getLoc(), f64, op->getOperand(0))
-                    .getResult();
+          isSigned ? arith::SIToFPOp::create(b, loc, f64, in).getResult()
+                   : arith::UIToFPOp::create(b, loc, f64, in).getResult();
       op->getResult(0).replaceAllUsesWith(
-          arith::TruncFOp::create(b, op->getLoc(), type, wide).getResult());
+          arith::TruncFOp::create(b, loc, type, wide).getResult());
       op->erase();
     }
     SmallVector<arith::TruncFOp> truncs;
