@@ -1060,13 +1060,21 @@ def _tune_key(v):
     default repr is its address (every call re-tuned, and an address reused
     by another shape took its config). Others by value."""
     if isinstance(v, (bf16, fp8)):
-        return ("array", (tuple(v.array.shape), type(v).__name__ + getattr(v, "format", "")))
+        return ("array", (tuple(v.array.shape), type(v).__name__ + getattr(v, "format", ""),
+                          _on_device(v.array)))
     if isinstance(v, TensorDescriptor):
         return ("descriptor", tuple(v.shape), tuple(v.strides), tuple(v.block_shape),
                 _tune_key(v.base))
     if isinstance(v, np.ndarray) or (hasattr(v, "shape") and hasattr(v, "dtype")):
-        return ("array", (tuple(v.shape), str(v.dtype)))
+        return ("array", (tuple(v.shape), str(v.dtype), _on_device(v)))
     return v
+
+
+def _on_device(a):
+    """Whether an array lives on a CUDA device (its kernels compile for the
+    GPU, not for $KILN_TARGET)."""
+    return isinstance(a, DeviceArray) or (
+        not isinstance(a, np.ndarray) and cuda_array_view(a) is not None)
 
 
 class Autotuner:
@@ -1197,11 +1205,21 @@ class Autotuner:
                                  "you don't re-define auto-tuned symbols (as Triton)")
         # The key's values, then (as Triton's) every array argument's dtype:
         # a config tuned for float32 was reused for float16.
-        keyvals = [repr(_tune_key(bound.get(k))) for k in self.key]
+        # And the target the kernel compiles for: a config tuned on the host
+        # was reused for an emulated or CUDA launch (the disk record is per
+        # $KILN_TARGET; CUDA arrays compile for the GPU's).
+        keys = [_tune_key(bound.get(k)) for k in self.key]
+        keyvals = [repr(t) for t in keys]
+        device = False
         for n, v in bound.items():
-            t = _tune_key(v) if n not in self.key else None
+            t = _tune_key(v) if n not in self.key else keys[self.key.index(n)]
+            if type(t) is tuple and t[0] == "descriptor":
+                t = t[4]
             if type(t) is tuple and t[0] == "array":
-                keyvals.append(repr(t[1][1]))
+                device = device or t[1][2]
+                if n not in self.key:
+                    keyvals.append(repr(t[1][1]))
+        keyvals.append(gpu_target() if device else env_target())
         key = "|".join(keyvals)
         cfg = self.best.get(key)
         if cfg is None and self._empty_grid(grid, bound):

@@ -318,10 +318,17 @@ def test_autotune_keys_dtypes_and_wrapped_arrays_and_refuses_conflicts(tmp_path,
         tuned_scale[grid](x, out, 100, wait=True)
         assert np.array_equal(out, x * 2)
     assert len(tuned_scale.best) == 2
+    # The target is in the key: a host config was reused for the emulator.
+    other = "emu-sm_80" if kiln.runtime.env_target() == "host" else "host"
+    with monkeypatch.context() as m:
+        m.setenv("KILN_TARGET", other)
+        tuned_scale[grid](x, out, 100)
+        assert np.array_equal(out, x * 2)
+    assert len(tuned_scale.best) == 3 and any(k.endswith("|" + other) for k in tuned_scale.best)
     for _ in range(3):
         xb = kiln.bf16(np.zeros(100, np.uint16))
         tuned_scale[grid](xb, kiln.bf16(np.zeros(100, np.uint16)), 100)
-    assert len(tuned_scale.best) == 3
+    assert len(tuned_scale.best) == 4
     with pytest.raises(ValueError, match="conflicting meta-parameters: BLOCK"):
         tuned_scale[grid](x, out, 100, BLOCK=16)
     # Triton's Autotuner.warmup: every config compiled, nothing launched.
