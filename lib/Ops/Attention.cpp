@@ -592,7 +592,7 @@ void registerAttentionOps(std::vector<OpInfo> &ops) {
         {"softcap", Param::Float, "0", "score_mod cap * tanh(s / cap) when > 0", {}},
         {"overlap", Param::Int, "0",
          "1: on sm_90a, the next full block's scores run during this one's softmax "
-         "(off by default: 5% slower on an H200, docs/performance.md)",
+         "(off by default: 5-8% slower on an H200, docs/performance.md)",
          {}},
         {"one_loop", Param::Int, "0",
          "1: the partial and the full blocks in one loop, the mask under a branch (one "

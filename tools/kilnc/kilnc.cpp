@@ -42,7 +42,8 @@ static cl::opt<std::string>
     target("target",
            cl::desc("Target: host (default), x86-64 (= host), "
                     "x86-64-avx512-bf16, x86-64-avx512, x86-64-avx2, x86-64-sse; NVIDIA GPUs: sm_80, sm_86, "
-                    "sm_87, sm_89, sm_90, sm_90a, sm_100, sm_120"),
+                    "sm_87, sm_89, sm_90, sm_90a, sm_100, sm_120; emu-sm_XY: a GPU's "
+                    "lowering run on this CPU by the emulator (tests)"),
            cl::init("host"), cl::cat(kilncCategory));
 static cl::opt<std::string> kernelName("kernel",
                                        cl::desc("Kernel to compile when the file "
@@ -336,8 +337,9 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(
       argc, argv,
       "Kiln ahead-of-time compiler\n\n"
-      "  kilnc kernel.mlir -o kernel.kbundle   compile a kernel file\n"
-      "  kilnc op NAME [key=value ...] -o F    compile a library operator\n\n"
+      "  kilnc kernel.mlir -o kernel.kiln      compile a kernel file\n"
+      "  kilnc op NAME [--key value ...] -o F  compile a library operator\n"
+      "  kilnc op --list                       the operators and their keys\n\n"
       "LLVM's own options are accepted too; --help-hidden lists them.\n");
 
   static const std::pair<EmitChoice, kiln::EmitKind> kinds[] = {
