@@ -2740,6 +2740,7 @@ class CodeGen(ast.NodeVisitor):
             volatile = volatile.value
         if not isinstance(volatile, bool):
             raise KilnError("volatile= must be a compile-time bool")
+        return volatile
 
     def block_offsets(self, bp):
         """The view offsets of block pointer bp's block: its leading
@@ -2970,7 +2971,10 @@ class CodeGen(ast.NodeVisitor):
     def builtin_load(self, pointer, mask=None, other=None, offsets=None, shape=None,
                      boundary_check=(), padding_option="", cache_modifier="",
                      eviction_policy="", volatile=False):
-        self.memory_hints(cache_modifier, eviction_policy, volatile)
+        volatile = self.memory_hints(cache_modifier, eviction_policy, volatile)
+        if volatile and not isinstance(pointer, (Pointer, PointerTile)):
+            raise KilnError("volatile=True loads go through a pointer (ptr or ptr + offsets), "
+                            "not a block pointer or a view")
         if isinstance(pointer, BlockPointer):
             if mask is not None or other is not None or offsets is not None or shape is not None:
                 raise KilnError("a block pointer load takes boundary_check= and "
@@ -2990,7 +2994,32 @@ class CodeGen(ast.NodeVisitor):
                                   pointer.offset if pointer.offset is not None else self.to_tile(0))
         if not isinstance(pointer, PointerTile):
             raise KilnError("load expects a pointer (ptr + offsets) or a view")
+        if volatile:
+            return self.volatile_load(pointer, mask, other)
         return self.pointer_access(pointer, None, mask, other)
+
+    def volatile_load(self, pointer, mask, other):
+        """Triton's volatile=True: every execution reads memory (a flag that
+        another program sets, read in a spin loop). A plain load may be
+        hoisted, or removed with a loop that does nothing else (LLVM deleted
+        `while kl.load(flag, volatile=True) == 0: pass`); this is an atomic
+        that leaves memory as it is (`| 0`, `+ -0.0`) and returns what it
+        read, so the array must be writable."""
+        dtype = pointer.base.dtype
+        if dtype in (kl.int32, kl.int64):
+            kind, identity = "or", 0
+        elif dtype in (kl.float32, kl.float64):
+            kind, identity = "add", -0.0
+        else:
+            raise KilnError(f"volatile=True loads take int32, int64, float32 or float64 "
+                            f"elements (they are atomics), got {dtype.name}")
+        if isinstance(other, kl.constexpr):
+            other = other.value
+        self.note_write(pointer)
+        old = self.pointer_access(pointer, identity, mask, None, atomic=kind)
+        if mask is not None and other is not None:
+            old = self.where(mask, old, self.cast(self.to_tile(other), dtype))
+        return old
 
     def view_load(self, view: View, offsets, shape, other):
         if isinstance(offsets, kl.constexpr):
@@ -3909,6 +3938,8 @@ class CodeGen(ast.NodeVisitor):
             return r
         x = self.to_tile(x)
         if axis is None:
+            if r.is_scalar:  # (a reshape takes tiles)
+                return self.broadcast_to(r, (1,) * len(x.shape))
             return self.builtin_reshape(r, (1,) * len(x.shape))
         axis = self.const_int(axis, "axis")
         if axis < 0:
@@ -4501,8 +4532,18 @@ class CodeGen(ast.NodeVisitor):
     def builtin_umulhi(self, x, y):
         """The high 32 (64) bits of the unsigned product of int32 (int64)
         values: Triton's `tl.umulhi`."""
-        x, y = (self.to_tile(v.value if isinstance(v, kl.constexpr) else v) for v in (x, y))
-        x, y = self.unify(x, y)
+        x, y = (v.value if isinstance(v, kl.constexpr) else v for v in (x, y))
+        # A Python int beside an int32 (int64) tile has its width, and one
+        # past the signed range is an unsigned constant's bits (Philox's
+        # 0xD2511F53, as Triton's uint32): widened to int64, the product's
+        # high half was the wrong one.
+        like = x if isinstance(x, Tile) else y if isinstance(y, Tile) else None
+        if like is not None and like.dtype in (kl.int32, kl.int64):
+            bits = like.dtype.bits
+            x, y = (self.wrapped_const(v, like.dtype)
+                    if isinstance(v, int) and not isinstance(v, bool) and
+                    (1 << (bits - 1)) <= v < (1 << bits) else v for v in (x, y))
+        x, y = self.unify(self.to_tile(x, like), self.to_tile(y, like))
         if x.dtype not in (kl.int32, kl.int64):
             raise KilnError(f"umulhi takes int32 or int64 values, got {x.dtype.name}")
         shape = broadcast_shapes(x.shape, y.shape)
@@ -4934,11 +4975,34 @@ class CodeGen(ast.NodeVisitor):
     def builtin_where(self, condition, x, y):
         return self.where(condition, x, y)
 
-    def builtin_maximum(self, x, y):
+    @staticmethod
+    def propagate_nan(v):
+        """Triton's propagate_nan= (kl.PropagateNan.NONE or ALL): accepted;
+        Kiln's maximum and minimum always propagate NaN, which NONE (no
+        promise) allows."""
+        if isinstance(v, kl.constexpr):
+            v = v.value
+        if not isinstance(v, kl.PropagateNan):
+            raise KilnError("propagate_nan= takes kl.PropagateNan.NONE or kl.PropagateNan.ALL")
+
+    @staticmethod
+    def number_extreme(x, y, largest):
+        """maximum / minimum of two compile-time numbers as on tiles: NaN
+        propagates (Python's max(1.0, nan) is 1.0), and -0.0 < 0.0."""
+        for v in (x, y):
+            if isinstance(v, float) and math.isnan(v):
+                return v
+        if x == y and isinstance(x, float) and isinstance(y, float):
+            return x if (math.copysign(1, x) > math.copysign(1, y)) == largest else y
+        return builtins.max(x, y) if largest else builtins.min(x, y)
+
+    def builtin_maximum(self, x, y, propagate_nan=None):
+        if propagate_nan is not None:
+            self.propagate_nan(propagate_nan)
         x, y = self.unify(*self.widen_bools(x, y, pairs=False)) \
             if isinstance(x, Tile) or isinstance(y, Tile) else (x, y)
         if not isinstance(x, Tile):
-            return builtins.max(x, y)
+            return self.number_extreme(x, y, True)
         # Two bools: False < True (maxsi would read True as -1).
         name = "maximumf" if x.dtype.is_float else "ori" if x.dtype is kl.int1 else "maxsi"
         out = Tile(self.b.binary(name, x.value, y.value), x.dtype, x.shape)
@@ -4947,11 +5011,13 @@ class CodeGen(ast.NodeVisitor):
             out.uniform = self.is_uniform(x) and self.is_uniform(y)
         return out
 
-    def builtin_minimum(self, x, y):
+    def builtin_minimum(self, x, y, propagate_nan=None):
+        if propagate_nan is not None:
+            self.propagate_nan(propagate_nan)
         x, y = self.unify(*self.widen_bools(x, y, pairs=False)) \
             if isinstance(x, Tile) or isinstance(y, Tile) else (x, y)
         if not isinstance(x, Tile):
-            return builtins.min(x, y)
+            return self.number_extreme(x, y, False)
         name = "minimumf" if x.dtype.is_float else "andi" if x.dtype is kl.int1 else "minsi"
         out = Tile(self.b.binary(name, x.value, y.value), x.dtype, x.shape)
         if name == "minsi" and out.is_scalar:

@@ -259,6 +259,16 @@ class TensorDescriptor:
         return TensorDescriptor(tensor, shape, strides, block_shape, padding)
 
 
+def _layout_error(a, name, kernel):
+    """The error for a host array kernels cannot take: not C-contiguous, or
+    not aligned to its element size (np.frombuffer at an odd offset: the
+    emulator stopped the process on its misaligned copies)."""
+    what = "is not contiguous" if not a.flags["C_CONTIGUOUS"] else \
+        f"is not aligned to its {a.itemsize}-byte elements"
+    return ValueError(f"argument '{name}' of {kernel} {what}; pass np.ascontiguousarray("
+                      f"{name}) (a copy: an output must be copied back)")
+
+
 def _element_strides(byte_strides, itemsize):
     """Byte strides in elements: each must be a multiple of the element
     size (a field of a record array is not; floored, its rows were read
@@ -592,9 +602,8 @@ class JITFunction:
                 dt = kl.from_numpy(v.dtype)
                 if dt is None:
                     _as_array(v, name)  # (raises its error)
-                if not v.flags.c_contiguous:
-                    raise ValueError(f"argument '{name}' of {self.__name__} is not contiguous; "
-                                     "pass np.ascontiguousarray(x)")
+                if not v.flags.c_contiguous or not v.flags.aligned:
+                    raise _layout_error(v, name, self.__name__)
                 out.append(_Arg("ptr", dt, v.ctypes.data, ("p", dt.name), v))
                 continue
             if isinstance(v, TensorDescriptor):
@@ -605,9 +614,8 @@ class JITFunction:
                 out.append(_Arg("ptr", dt, array.ptr, ("p", dt.name, "cuda"), array))
                 continue
             if array is not None:
-                if not array.flags["C_CONTIGUOUS"]:
-                    raise ValueError(f"argument '{name}' of {self.__name__} is not contiguous; "
-                                     "pass np.ascontiguousarray(x)")
+                if not array.flags["C_CONTIGUOUS"] or not array.flags["ALIGNED"]:
+                    raise _layout_error(array, name, self.__name__)
                 out.append(_Arg("ptr", dt, array.ctypes.data, ("p", dt.name), array))
                 continue
             if isinstance(v, (bool, np.bool_)):

@@ -8,6 +8,8 @@ corresponding IR. Calling them outside a kernel raises an error.
 
 from __future__ import annotations
 
+import enum
+
 import numpy as np
 
 __all__ = [
@@ -29,6 +31,7 @@ __all__ = [
     "umulhi", "randint", "randint4x", "rand", "rand4x", "randn", "randn4x",
     "uint_to_uniform_float", "pair_uniform_to_normal", "cat", "softmax", "extra",
     "dot_scaled", "pointer_type", "topk", "xor_sum", "cast", "float8e4nv", "float8e5",
+    "PropagateNan",
 ]
 
 
@@ -509,7 +512,7 @@ def associative_scan(input, axis, combine_fn, reverse=False):
 
 
 @builtin
-def reduce(input, axis, combine_fn):
+def reduce(input, axis, combine_fn, keep_dims=False):
     """Triton's tl.reduce for the combiners Kiln has (see associative_scan):
     the same as kl.sum (without widening), a product, kl.max or kl.min."""
 
@@ -589,14 +592,21 @@ def where(condition, x, y):
     """x where condition holds, else y (broadcast)."""
 
 
-@builtin
-def maximum(x, y):
-    """Elementwise maximum (NaN propagates for floats)."""
+class PropagateNan(enum.Enum):
+    """Triton's propagate_nan= values for maximum / minimum: Kiln's always
+    propagate NaN (which NONE, no promise, allows)."""
+    NONE = 0x0000
+    ALL = 0xFFFF
 
 
 @builtin
-def minimum(x, y):
-    """Elementwise minimum (NaN propagates for floats)."""
+def maximum(x, y, propagate_nan=None):
+    """Elementwise maximum (NaN propagates for floats; -0.0 < 0.0)."""
+
+
+@builtin
+def minimum(x, y, propagate_nan=None):
+    """Elementwise minimum (NaN propagates for floats; -0.0 < 0.0)."""
 
 
 @builtin

@@ -121,6 +121,9 @@ def host_address(a, name, dtype, written, kernel_name):
         raise _wrong_type(name, kernel_name, dtype, a.dtype)
     if not a.flags["C_CONTIGUOUS"]:
         raise ValueError(f"argument '{name}' is not contiguous")
+    if not a.flags["ALIGNED"]:
+        raise ValueError(f"argument '{name}' is not aligned to its {a.itemsize}-byte elements; "
+                         "pass a copy (np.ascontiguousarray)")
     # (The kernel reads an i1 element's low bit: as bytes, 2 would be false.)
     if dtype == "i1" and a.dtype.name != "bool" and a.size and a.view(np.uint8).max() > 1:
         raise ValueError(f"argument '{name}' of kernel '{kernel_name}' points to i1 elements, "

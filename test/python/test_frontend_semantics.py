@@ -1001,3 +1001,60 @@ def test_string_annotations_naming_constexpr_are_constexprs():
     out = np.zeros(4)
     scaled[(1,)](x, out, SCALE=0.1, BLOCK=4)
     assert np.array_equal(out, x * 0.1)
+
+
+# -- umulhi constants, keep_dims of a whole tile, compile-time extremes ------
+
+
+@kiln.jit
+def umulhi_philox_constant(x, out, B: kl.constexpr):
+    i = kl.arange(0, B)
+    kl.store(out + i, kl.umulhi(kl.load(x + i), 0xD2511F53))
+    kl.store(out + B + i, kl.umulhi(0xCD9E8D57, kl.load(x + i)))
+
+
+def test_umulhi_takes_unsigned_constants_at_the_tiles_width():
+    """A Python int in [2^31, 2^32) beside an int32 tile (Philox's
+    0xD2511F53) is that uint32's bits, as in Triton: widened to int64, the
+    product's high half was the wrong one (0 for x = 1)."""
+    x = np.array([1, 2, 3, -1, -2, 2**31 - 1, -2**31, 12345], np.int32)
+    out = np.zeros(16, np.int32)
+    umulhi_philox_constant[(1,)](x, out, B=8)
+    u = x.astype(np.int64) & 0xFFFFFFFF
+    for half, c in ((out[:8], 0xD2511F53), (out[8:], 0xCD9E8D57)):
+        assert list(half.astype(np.int64) & 0xFFFFFFFF) == [int(v) * c >> 32 for v in u]
+
+
+NAN_GLOBAL = float("nan")
+
+
+@kiln.jit
+def whole_keep_dims(x, out, fout, M: kl.constexpr, N: kl.constexpr):
+    t = kl.load(x + kl.arange(0, M)[:, None] * N + kl.arange(0, N)[None, :])
+    s = kl.sum(t, axis=None, keep_dims=True)
+    m = kl.max(t, axis=None, keep_dims=True)
+    a = kl.argmax(t, axis=None, keep_dims=True)
+    one = kl.arange(0, 1)[:, None] * 0 + kl.arange(0, 1)[None, :]
+    kl.store(out + one, s.to(kl.int64))
+    kl.store(out + 1 + one, m.to(kl.int64))
+    kl.store(out + 2 + one, a.to(kl.int64))
+    kl.store(fout, kl.maximum(1.0, NAN_GLOBAL))
+    kl.store(fout + 1, kl.minimum(1.0, NAN_GLOBAL))
+    kl.store(fout + 2, kl.maximum(-0.0, 0.0))
+    kl.store(fout + 3, kl.minimum(0.0, -0.0))
+    kl.store(fout + 4, kl.min(kl.maximum(t.to(kl.float32), 3.0,
+                                         propagate_nan=kl.PropagateNan.ALL), axis=None))
+
+
+def test_keep_dims_of_a_whole_tile_and_extremes_of_numbers():
+    """keep_dims=True with axis=None failed to compile (a reshape of the
+    scalar); maximum/minimum of two Python numbers dropped a NaN second
+    operand (Python's max) and ignored -0.0 < 0.0; propagate_nan= is
+    Triton's keyword."""
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    out, fout = np.zeros(3, np.int64), np.zeros(5, np.float32)
+    whole_keep_dims[(1,)](x, out, fout, M=2, N=4)
+    assert list(out) == [28, 7, 7]
+    assert np.isnan(fout[0]) and np.isnan(fout[1])
+    assert fout[2] == 0 and not np.signbit(fout[2]) and np.signbit(fout[3])
+    assert fout[4] == 3.0

@@ -444,3 +444,56 @@ def test_bundle_grids_are_ints_in_int64(tmp_path):
     for grid in ((True,), (1.0,), (2**63,), (-1,), True):
         with pytest.raises(ValueError, match="the grid must be an int or a tuple"):
             k[grid]
+
+
+@kiln.jit
+def spin_on_flag(flag, data, out):
+    if kl.program_id(0) == 1:
+        kl.store(data, 41)
+        kl.atomic_xchg(flag, 1)
+    else:
+        while kl.load(flag, volatile=True) == 0:
+            pass
+        kl.store(out, kl.load(data) + 1)
+
+
+@kiln.jit
+def volatile_masked(x, out, n, B: kl.constexpr):
+    i = kl.arange(0, B)
+    kl.store(out + i, kl.load(x + i, mask=i < n, other=-5.0, volatile=True))
+
+
+def test_volatile_loads_read_memory_every_time():
+    """`while kl.load(flag, volatile=True) == 0: pass` was a plain load in a
+    loop that did nothing else: LLVM deleted the loop, and program 0 read
+    `data` before program 1 wrote it (out 1, not 42)."""
+    # (The emulator runs programs one after another: there program 0 would
+    # wait forever. The masked load below runs on every target.)
+    for _ in range(0 if kiln.runtime.env_target().startswith("emu-") else 5):
+        flag, data, out = np.zeros(1, np.int32), np.zeros(1, np.int32), np.zeros(1, np.int32)
+        spin_on_flag[(2,)](flag, data, out)
+        assert out[0] == 42
+    x = np.arange(8, dtype=np.float32) - 3
+    x[2] = -0.0
+    out = np.zeros(8, np.float32)
+    volatile_masked[(1,)](x, out, 6, B=8)
+    assert list(out) == [-3, -2, 0, 0, 1, 2, -5, -5] and np.signbit(out[2])
+    assert list(x) == [-3, -2, 0, 0, 1, 2, 3, 4] and np.signbit(x[2])  # unchanged
+
+
+@kiln.jit
+def copy_one(x, out, B: kl.constexpr):
+    i = kl.arange(0, B)
+    kl.store(out + i, kl.load(x + i))
+
+
+def test_misaligned_arrays_are_refused():
+    """An array at an odd byte offset (np.frombuffer) was taken: the
+    emulator stopped the process at its misaligned copy."""
+    x = np.frombuffer(bytearray(4 * 8 + 1), np.float32, count=8, offset=1)
+    with pytest.raises(ValueError, match="argument 'x' of copy_one is not aligned to its "
+                                         "4-byte elements"):
+        copy_one[(1,)](x, np.zeros(8, np.float32), B=8)
+    with pytest.raises(ValueError, match="argument 'out' of copy_one is not contiguous; "
+                                         r"pass np.ascontiguousarray\(out\)"):
+        copy_one[(1,)](np.zeros(8, np.float32), np.zeros(16, np.float32)[::2], B=8)
