@@ -1058,3 +1058,58 @@ def test_keep_dims_of_a_whole_tile_and_extremes_of_numbers():
     assert np.isnan(fout[0]) and np.isnan(fout[1])
     assert fout[2] == 0 and not np.signbit(fout[2]) and np.signbit(fout[3])
     assert fout[4] == 3.0
+
+
+# -- float -> int saturation, 16-bit rounding, signed zeros of sin/erf ------
+
+
+@kiln.jit
+def saturating_casts(x, o8, o16, o32, B: kl.constexpr):
+    i = kl.arange(0, B)
+    v = kl.load(x + i)
+    kl.store(o8 + i, v.to(kl.int8))
+    kl.store(o16 + i, v.to(kl.int16))
+    kl.store(o32 + i, v.to(kl.int32))
+    kl.store(o8 + B + i, kl.full((B,), 300.7, kl.float32).to(kl.int8))  # (folded)
+
+
+def test_float_to_int_saturates_and_nan_is_zero():
+    """arith.fptosi is poison out of range: 300.7 -> int8 was 44 in a
+    4-wide tile and 127 in a 64-wide one, a folded constant's store was
+    deleted, and the emulator disagreed with the GPU (whose cvt.rzi
+    saturates). Now every target saturates and NaN gives 0."""
+    vals = [128.0, 300.7, np.nan, 70000.0, -1e10, 1e10, -np.inf, 3.9, -3.9, 127.5, -128.9,
+            2.0**31, -2.0**31, 2147483520.0]
+    for B in (16, 64):
+        x = np.resize(np.array(vals, np.float32), B)
+        o8, o16, o32 = np.full(2 * B, 55, np.int8), np.zeros(B, np.int16), np.zeros(B, np.int32)
+        saturating_casts[(1,)](x, o8, o16, o32, B=B)
+        for out, dt in ((o8[:B], np.int8), (o16, np.int16), (o32, np.int32)):
+            info = np.iinfo(dt)
+            ref = np.where(np.isnan(x), 0, np.clip(np.trunc(np.nan_to_num(x)).astype(np.float64),
+                                                   info.min, info.max)).astype(dt)
+            assert np.array_equal(out, ref), (dt, out, ref)
+        assert (o8[B:] == 127).all()
+
+
+@kiln.jit
+def half_chain(x, out, y, B: kl.constexpr):
+    i = kl.arange(0, B)
+    v = kl.load(x + i)
+    kl.store(out + i, (v + 1.0) - 1.0)
+    kl.store(y + i, kl.sin(v.to(kl.float32)))
+    kl.store(y + B + i, kl.erf(v.to(kl.float32)))
+    kl.store(y + 2 * B + i, kl.erf(v).to(kl.float32))
+
+
+def test_16_bit_arithmetic_rounds_every_operation_and_odd_functions_keep_minus_zero():
+    """bf16/f16 arithmetic emulated in f32 lost its intermediate roundings
+    (the canonicalizer folded extf(truncf(x)) of the emulation's
+    `contract` pairs): (x + 1) - 1 was x for x = 2^-12, not 0. sin(-0) and
+    erf(-0) were +0."""
+    x = np.array([2.0**-12, -0.0, 0.0, 2.0**-12, 1.5, -0.0, 3.0, -2.0**-12], np.float16)
+    out, y = np.full(8, 7, np.float16), np.full(24, 7, np.float32)
+    half_chain[(1,)](x, out, y, B=8)
+    assert list(out) == [0, 0, 0, 0, 1.5, 0, 3.0, 0]
+    for part in (y[:8], y[8:16], y[16:]):
+        assert list(np.signbit(part)) == list(np.signbit(x)), part

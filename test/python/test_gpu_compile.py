@@ -1901,3 +1901,30 @@ def test_attention_query_takes_the_128b_swizzle(block, warps, tmp_path):
         assert len(descs) >= 2, len(descs)
         assert {a >> 62 for a, _ in descs} == {layout}, flags
         assert {b >> 62 for _, b in descs} == {layout}, flags
+
+
+# int -> bf16 rounds once on GPUs too: sm_80 has no cvt.rn.bf16.s32, and its
+# cvt.rn.f32.s32 then cvt.rn.bf16.f32 rounded twice (2^24 + 2^16 + 1 gave
+# 2^24). The f32 step is now round-to-odd (the f64 value compared back);
+# float -> int8 saturates (what cvt.rzi does), so the clamp is in the PTX.
+@pytest.mark.parametrize("chip", CHIPS)
+def test_int_to_bf16_rounds_once_and_float_to_int_saturates_on_gpus(chip, tmp_path,
+                                                                    monkeypatch):
+    import numpy as np
+    import kiln
+    from test_frontend_semantics import saturating_casts, to_bf16_fp8
+    monkeypatch.setenv("KILN_TARGET", chip)
+    B = 64
+    ptx = to_bf16_fp8.warmup(np.zeros(B, np.int32), np.zeros(B, np.int64), np.zeros(B),
+                             np.zeros(B, np.int16), np.zeros(B, np.int16), np.zeros(B, np.int8),
+                             np.zeros(B, np.int8), B=B, grid=(1,)).asm
+    double = re.search(r"cvt\.rn\.f32\.s32\s+(%r\d+).*\n(?:.*\n){0,3}.*cvt\.rn\.bf16\.f32\s+%rs\d+, \1;",
+                       ptx)
+    assert double is None, double.group(0)
+    (tmp_path / "k.ptx").write_text(ptx)
+    _assemble(str(tmp_path / "k.ptx"), chip, tmp_path)
+    ptx = saturating_casts.warmup(np.zeros(B, np.float32), np.zeros(2 * B, np.int8),
+                                  np.zeros(B, np.int16), np.zeros(B, np.int32), B=B,
+                                  grid=(1,)).asm
+    (tmp_path / "k.ptx").write_text(ptx)
+    _assemble(str(tmp_path / "k.ptx"), chip, tmp_path)

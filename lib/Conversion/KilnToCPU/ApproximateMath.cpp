@@ -215,7 +215,14 @@ struct ReduceSinCos : OpRewritePattern<MathOp> {
       Value result = select(is(0), v0, select(is(1), v1, select(is(2), v2, v3)));
       scf::YieldOp::create(rewriter, loc, result);
     }
-    rewriter.replaceOp(op, branch.getResult(0));
+    Value result = branch.getResult(0);
+    if (isSin) {
+      // sin(-0) is -0: the polynomial's -0 + (+0) gave +0.
+      Value zero = arith::CmpFOp::create(rewriter, loc, arith::CmpFPredicate::OEQ, x,
+                                         constant(type, 0.0));
+      result = arith::SelectOp::create(rewriter, loc, zero, x, result);
+    }
+    rewriter.replaceOp(op, result);
     return success();
   }
 };
@@ -435,6 +442,15 @@ struct KilnApproximateMathPass
       if (walk.wasInterrupted())
         return signalPassFailure();
     }
+    // erf is odd, and MLIR's polynomial gave +0 at -0: its sign is x's.
+    getOperation()->walk([&](math::ErfOp op) {
+      if (getElementTypeOrSelf(op.getType()).isF64())
+        return;
+      OpBuilder b(op);
+      b.setInsertionPointAfter(op);
+      auto sign = math::CopySignOp::create(b, op.getLoc(), op.getResult(), op.getOperand());
+      op.getResult().replaceAllUsesExcept(sign, sign);
+    });
     RewritePatternSet patterns(ctx);
     patterns.add<Exp2Reduced>(ctx);
     // (Before MLIR's atan polynomial: the atan that its atan2 builds.)

@@ -93,6 +93,12 @@ struct GuardIntegerDivision
 /// has far fewer bits than f32's 24.
 struct ExpandF64ToHalf : PassWrapper<ExpandF64ToHalf, OperationPass<>> {
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(ExpandF64ToHalf)
+  /// GPUs: only the integers' route through f64 and round-to-odd f32 (sm_80
+  /// ran cvt.rn.f32.s32 then cvt.rn.bf16.f32, rounding twice; a truncation
+  /// from f64 left for the GPU was folded back into that). Their other
+  /// f64 -> bf16 truncations are their own.
+  explicit ExpandF64ToHalf(bool intsOnly = false) : intsOnly(intsOnly) {}
+  bool intsOnly;
   StringRef getArgument() const final { return "kiln-expand-f64-to-half"; }
   StringRef getDescription() const final {
     return "Round f64 to f16/bf16 through f32 with round-to-odd";
@@ -115,6 +121,7 @@ struct ExpandF64ToHalf : PassWrapper<ExpandF64ToHalf, OperationPass<>> {
           in.getIntOrFloatBitWidth() > 24)
         intToBF16.push_back(op);
     });
+    SmallVector<arith::TruncFOp> truncs;
     for (Operation *op : intToBF16) {
       OpBuilder b(op);
       Type type = op->getResult(0).getType();
@@ -157,17 +164,19 @@ struct ExpandF64ToHalf : PassWrapper<ExpandF64ToHalf, OperationPass<>> {
       Value wide =
           isSigned ? arith::SIToFPOp::create(b, loc, f64, in).getResult()
                    : arith::UIToFPOp::create(b, loc, f64, in).getResult();
-      op->getResult(0).replaceAllUsesWith(
-          arith::TruncFOp::create(b, loc, type, wide).getResult());
+      auto trunc = arith::TruncFOp::create(b, loc, type, wide);
+      op->getResult(0).replaceAllUsesWith(trunc.getResult());
       op->erase();
+      if (intsOnly)
+        truncs.push_back(trunc);
     }
-    SmallVector<arith::TruncFOp> truncs;
-    getOperation()->walk([&](arith::TruncFOp op) {
-      Type in = getElementTypeOrSelf(op.getIn().getType());
-      Type out = getElementTypeOrSelf(op.getType());
-      if (in.isF64() && (out.isF16() || out.isBF16()))
-        truncs.push_back(op);
-    });
+    if (!intsOnly)
+      getOperation()->walk([&](arith::TruncFOp op) {
+        Type in = getElementTypeOrSelf(op.getIn().getType());
+        Type out = getElementTypeOrSelf(op.getType());
+        if (in.isF64() && (out.isF16() || out.isBF16()))
+          truncs.push_back(op);
+      });
     for (arith::TruncFOp op : truncs) {
       OpBuilder b(op);
       Location loc = op.getLoc();
@@ -201,6 +210,33 @@ struct ExpandF64ToHalf : PassWrapper<ExpandF64ToHalf, OperationPass<>> {
       Value odd = arith::BitcastOp::create(b, loc, f32, bits);
       op.getInMutable().assign(odd);
     }
+  }
+};
+
+/// bf16/f16 arithmetic computed in f32 keeps each operation's rounding:
+/// arith-emulate-unsupported-floats marks its extf/truncf pairs `contract`,
+/// and the canonicalizer then folds extf(truncf(x)) to x, so a chain of
+/// 16-bit operations ran in f32 with one rounding at the end ((x + 1) - 1
+/// was x for x = 2^-12 in f16, not 0) and a result depended on whether an
+/// intermediate value was also stored.
+struct KeepHalfRounding : PassWrapper<KeepHalfRounding, OperationPass<>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(KeepHalfRounding)
+  StringRef getArgument() const final { return "kiln-keep-half-rounding"; }
+  StringRef getDescription() const final {
+    return "Round emulated bf16/f16 arithmetic after every operation";
+  }
+  void runOnOperation() override {
+    getOperation()->walk([](Operation *op) {
+      if (!isa<arith::ExtFOp, arith::TruncFOp>(op))
+        return;
+      auto fmf = cast<arith::ArithFastMathInterface>(op);
+      if (fmf.getFastMathFlagsAttr() &&
+          bitEnumContainsAny(fmf.getFastMathFlagsAttr().getValue(),
+                             arith::FastMathFlags::contract))
+        op->setAttr(fmf.getFastMathAttrName(),
+                    arith::FastMathFlagsAttr::get(op->getContext(),
+                                                  arith::FastMathFlags::none));
+    });
   }
 };
 
@@ -283,11 +319,14 @@ static void addFloatLowering(OpPassManager &pm, bool nvvm = false) {
     pm.addPass(math::createMathExtendToSupportedTypes());
     pm.addPass(std::make_unique<ExpandF64ToHalf>());
     pm.addPass(std::make_unique<ErfF64ToLibm>());
+  } else {
+    pm.addPass(std::make_unique<ExpandF64ToHalf>(/*intsOnly=*/true));
   }
   arith::ArithEmulateUnsupportedFloatsOptions emulate;
   emulate.sourceTypeStrs = {"bf16", "f16"};
   emulate.targetTypeStr = "f32";
   pm.addPass(arith::createArithEmulateUnsupportedFloats(emulate));
+  pm.addPass(std::make_unique<KeepHalfRounding>());
   if (nvvm) {
     pm.addPass(kiln::createKilnExpandArithForNVVM());
     return;
