@@ -1530,6 +1530,13 @@ class CodeGen(ast.NodeVisitor):
         name = getattr(fn, "_kiln_builtin", None)
         if name is not None:
             impl = getattr(self, "builtin_" + name)
+            # A dtype passed as a constexpr parameter (`ACC: kl.constexpr`,
+            # Triton's out_dtype=ACC) is the dtype: kl.zeros(s, ACC) and
+            # kl.dot(out_dtype=ACC) refused the wrapper.
+            args = [a.value if isinstance(a, kl.constexpr) and isinstance(a.value, kl.dtype)
+                    else a for a in args]
+            kwargs = {k: v.value if isinstance(v, kl.constexpr) and
+                      isinstance(v.value, kl.dtype) else v for k, v in kwargs.items()}
             import inspect
             try:
                 inspect.signature(impl).bind(*args, **kwargs)
@@ -3545,6 +3552,11 @@ class CodeGen(ast.NodeVisitor):
             raise KilnError(f"dot(input_precision=...) must be 'ieee', 'tf32' or 'tf32x3', got "
                             f"{input_precision!r}")
         a, b = self.to_tile(a), self.to_tile(b)
+        if acc is not None and out_dtype is not None and self.to_tile(acc).dtype is not out_dtype:
+            # (As Triton asserts: out_dtype was ignored for acc's.)
+            raise KilnError(f"dot(acc=..., out_dtype=...): acc is {self.to_tile(acc).dtype.name} "
+                            f"and out_dtype {getattr(out_dtype, 'name', out_dtype)}; they must "
+                            "agree (the result has acc's dtype)")
         native = (a.dtype.fp8 is not None and b.dtype.fp8 is not None and
                   len(a.shape) == 2 and len(b.shape) == 2 and
                   out_dtype in (None, kl.float32) and

@@ -1171,9 +1171,15 @@ class Autotuner:
             return {}
         try:
             with open(path) as f:
-                return json.load(f)
+                table = json.load(f)
         except (OSError, ValueError):
             return {}  # a corrupt record is only a lost tuning result
+        # (Valid JSON of another shape, `[1, 2]` or {key: "1"}, raised a
+        # TypeError at every launch, in every later process.)
+        if not isinstance(table, dict):
+            return {}
+        return {k: v for k, v in table.items()
+                if type(v) is int and 0 <= v < len(self.configs)}
 
     def _save_disk(self, table):
         path = self._disk_path()
@@ -1239,7 +1245,7 @@ class Autotuner:
                                 dict(kwargs, **self.configs[0].all_kwargs()), bound)
         if cfg is None:
             table = self._load_disk()
-            if key in table and 0 <= table[key] < len(self.configs):
+            if key in table:
                 cfg = self.configs[table[key]]
             else:
                 cfg = self._tune(args, kwargs, grid, bound)

@@ -7,6 +7,8 @@ the same calls go through ``kiln._kiln``.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 try:
@@ -570,4 +572,9 @@ def _device_address(a, name="array"):
 def load_bundle(path: str, num_threads: int = 0) -> Bundle:
     """Loads a bundle; refuses (with a message) one that is corrupt, for
     another target, or needs CPU features this machine lacks."""
+    path = os.fspath(path)
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    if "\0" in path:  # (the C API would read the path up to it, as open() refuses)
+        raise ValueError(f"load_bundle: the path {path!r} holds an embedded null byte")
     return Bundle(_ext.load_bundle(path, num_threads))

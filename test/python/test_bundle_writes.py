@@ -97,6 +97,19 @@ def test_read_only_arrays_are_refused_where_the_kernel_writes(rng, tmp_path):
         k[1](x, y, mapped, 16)
 
 
+def test_bundle_paths_and_misaligned_arrays(rng, tmp_path):
+    """A path with an embedded NUL loaded the file named by its prefix (the
+    C API reads up to it; open() refuses it); path-like objects load; a
+    misaligned array is refused before the launch."""
+    path = _compile(tmp_path, "scale", SCALE)
+    with pytest.raises(ValueError, match="embedded null byte"):
+        kiln.load_bundle(str(path) + "\0ignored.kiln")
+    k = kiln.load_bundle(path)   # a pathlib.Path
+    x = np.frombuffer(bytearray(4 * 16 + 1), np.float32, count=16, offset=1)
+    with pytest.raises(ValueError, match="argument 'x' is not aligned to its 4-byte elements"):
+        k[1](x, np.zeros(16, np.float32), np.zeros(16, np.float32), 16)
+
+
 def test_the_c_header_takes_const_pointers_for_inputs(tmp_path):
     header = _compile(tmp_path, "scale", SCALE, "--emit", "c-header").read_text()
     assert "const float *x, const float *y, float *out, int64_t n" in header

@@ -203,6 +203,34 @@ def run_python(code, env, tmp_path):
                           text=True, env=e, timeout=300)
 
 
+def test_a_full_disk_while_compiling_is_an_error_not_an_exit(tmp_path):
+    """The linker's object file written to a full TMPDIR was LLVM's fatal
+    "IO failure on output stream": the application exited, and the
+    temporary file stayed. (A file size limit stands for the full disk.)"""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    code = f"""
+        import resource, signal
+        import kiln
+        from kiln import _kiln
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        src = open({os.path.join(os.path.dirname(os.path.dirname(HERE)), 'examples',
+                                 'vector_add.mlir')!r}).read()
+        resource.setrlimit(resource.RLIMIT_FSIZE, (200, 200))
+        try:
+            _kiln.JIT.create("host", "", 1).compile(src, "va.mlir")
+            print("compiled")
+        except Exception as e:
+            print("error:", e)
+        print("survived")
+    """
+    r = run_python(code, {"TMPDIR": str(tmp)}, tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "error: cannot write the temporary file" in r.stdout and "survived" in r.stdout, \
+        r.stdout + r.stderr
+    assert list(tmp.iterdir()) == []
+
+
 def test_kiln_dump_ir_works_from_python(tmp_path):
     code = """
         import numpy as np, kiln, kiln.language as kl
@@ -244,6 +272,13 @@ def test_autotune_picks_and_remembers_across_processes(tmp_path):
     # The second process benchmarked nothing: it compiled (from the disk cache)
     # only the winning configuration.
     assert "compiles 0" in second.stdout
+    # A record of another shape (valid JSON) is a lost tuning result: it
+    # raised a TypeError at every launch, in every later process.
+    key = next(iter(table))
+    for bad in ([1, 2], None, {key: "1"}, {key: 1.5}, {key: 99}, {key: True}):
+        records[0].write_text(json.dumps(bad))
+        again = run_python(code, env, tmp_path)
+        assert again.returncode == 0, (bad, again.stderr)
 
 
 def test_autotune_does_not_tune_on_an_empty_grid(tmp_path):

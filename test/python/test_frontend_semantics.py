@@ -1113,3 +1113,36 @@ def test_16_bit_arithmetic_rounds_every_operation_and_odd_functions_keep_minus_z
     assert list(out) == [0, 0, 0, 0, 1.5, 0, 3.0, 0]
     for part in (y[:8], y[8:16], y[16:]):
         assert list(np.signbit(part)) == list(np.signbit(x)), part
+
+
+@kiln.jit
+def dot_acc_type(a, b, out, ACC: kl.constexpr, N: kl.constexpr):
+    i = kl.arange(0, N)
+    ta = kl.load(a + i[:, None] * N + i[None, :])
+    tb = kl.load(b + i[:, None] * N + i[None, :])
+    acc = kl.zeros((N, N), ACC)
+    acc = kl.dot(ta, tb, acc, out_dtype=ACC) + kl.dot(ta, tb, out_dtype=ACC)
+    kl.store(out + i[:, None] * N + i[None, :], acc.to(kl.float32))
+
+
+@kiln.jit
+def dot_acc_out_clash(a, out, N: kl.constexpr):
+    i = kl.arange(0, N)
+    t = kl.load(a + i[:, None] * N + i[None, :])
+    r = kl.dot(t, t, kl.zeros((N, N), kl.float32), out_dtype=kl.float16)
+    kl.store(out + i[:, None] * N + i[None, :], r.to(kl.float32))
+
+
+def test_dtypes_passed_as_constexprs_and_dot_acc_out_dtype_clash():
+    """Triton's `ACC: tl.constexpr` pattern: kl.zeros(s, ACC) and
+    kl.dot(out_dtype=ACC) refused the constexpr wrapper; an out_dtype that
+    disagreed with acc= was silently ignored."""
+    rng = np.random.default_rng(3)
+    a = rng.integers(-3, 4, (16, 16)).astype(np.float16)
+    b = rng.integers(-3, 4, (16, 16)).astype(np.float16)
+    for acc in (kl.float16, kl.float32):
+        out = np.zeros((16, 16), np.float32)
+        dot_acc_type[(1,)](a, b, out, ACC=acc, N=16)
+        assert np.array_equal(out, 2 * (a.astype(np.float64) @ b.astype(np.float64)))
+    with pytest.raises(kiln.CompilationError, match="acc is float32 and out_dtype float16"):
+        dot_acc_out_clash[(1,)](a, np.zeros((16, 16), np.float32), N=16)

@@ -226,3 +226,17 @@ def test_kilnc_op_static_values_are_exact(tmp_path, value):
                     "-o", str(out)], check=True, capture_output=True)
     assert re.search(rf"arith\.constant {value} : (i64|index)\b", out.read_text()), \
         out.read_text()
+
+
+def test_kilnc_op_takes_its_flags_with_equals(tmp_path):
+    """`--target=emu-sm_80` (LLVM's spelling, as in file mode) was read as an
+    operator parameter named 'target'."""
+    out = tmp_path / "e.mlir"
+    proc = subprocess.run([KILNC, "op", "embedding", "--target=emu-sm_80", "--emit=mlir",
+                           "--num-warps=8", "--block_n=16", "-o", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    text = out.read_text()
+    assert "kiln_emu_run_block" in text, text[:400]   # (the emulated GPU code)
+    help_text = subprocess.run([KILNC, "--help"], capture_output=True, text=True).stdout
+    assert "kilnc op NAME [--key value ...]" in help_text and "emu-sm_XY" in help_text

@@ -28,7 +28,9 @@
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
 
+#include <cstring>
 #include <map>
+#include <optional>
 
 using namespace llvm;
 
@@ -210,7 +212,19 @@ static int runOp(int argc, char **argv) {
   std::vector<std::string> gpuOnly; // GPU-only flags given, for checkTarget
   for (int i = 3; i < argc; ++i) {
     std::string a = argv[i];
+    // kilnc's own valued flags also as --flag=value (LLVM's spelling in
+    // file mode; here it was read as an operator parameter named 'target').
+    std::optional<std::string> inlineValue;
+    for (const char *flag : {"--target", "--emit", "--num-warps", "--num-stages"})
+      if (a.rfind(std::string(flag) + "=", 0) == 0) {
+        inlineValue = a.substr(std::strlen(flag) + 1);
+        a = flag;
+      }
     auto value = [&](std::string &dst) {
+      if (inlineValue) {
+        dst = *inlineValue;
+        return true;
+      }
       if (i + 1 >= argc)
         return false;
       dst = argv[++i];

@@ -669,47 +669,39 @@ linkSharedObject(llvm::StringRef object,
   }();
   if (linker.empty())
     return makeError("no system linker (ld) found; install binutils");
-  llvm::SmallString<128> objPath, soPath, errPath;
-  int fd;
-  if (auto ec = llvm::sys::fs::createTemporaryFile("kiln", "o", fd, objPath))
-    return makeError("cannot create a temporary file: " + ec.message());
-  {
-    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
-    os << object;
-  }
-  if (auto ec = llvm::sys::fs::createTemporaryFile("kiln", "so", soPath))
-    return makeError("cannot create a temporary file: " + ec.message());
-  if (auto ec = llvm::sys::fs::createTemporaryFile("kiln", "err", errPath))
-    return makeError("cannot create a temporary file: " + ec.message());
+  ToolFiles files;
+  llvm::Expected<std::string> objPath = files.create("o", object);
+  if (!objPath)
+    return objPath.takeError();
+  llvm::Expected<std::string> soPath = files.create("so");
+  if (!soPath)
+    return soPath.takeError();
+  llvm::Expected<std::string> errPath = files.create("err");
+  if (!errPath)
+    return errPath.takeError();
   llvm::SmallVector<llvm::StringRef> args{linker,        "-shared",
                                           "-z",          "noexecstack",
                                           "--hash-style=gnu", "-o",
-                                          soPath,        objPath};
+                                          *soPath,       *objPath};
   for (const std::string &extra : extraObjects)
     args.push_back(extra);
-  llvm::Expected<int> rc = runTool(args, errPath, 60);
-  auto cleanup = [&] {
-    llvm::sys::fs::remove(objPath);
-    llvm::sys::fs::remove(soPath);
-    llvm::sys::fs::remove(errPath);
-  };
+  llvm::Expected<int> rc = runTool(args, *errPath, 60);
   if (!rc || *rc != 0) {
     std::string out;
-    if (auto buf = llvm::MemoryBuffer::getFile(errPath))
+    if (auto buf = llvm::MemoryBuffer::getFile(*errPath))
       out = (*buf)->getBuffer().str();
-    cleanup();
     std::string msg = rc ? "exit status " + std::to_string(*rc) + ": "
                          : llvm::toString(rc.takeError()) + ": ";
     return makeError("linking the kernel failed (" + linker + "): " + msg + out);
   }
-  auto buf = llvm::MemoryBuffer::getFile(soPath);
-  if (!buf) {
-    cleanup();
+  auto buf = llvm::MemoryBuffer::getFile(*soPath);
+  if (!buf)
     return makeError("cannot read the linked kernel");
-  }
-  std::string so = (*buf)->getBuffer().str();
-  cleanup();
-  return so;
+  // (A linker that exited 0 without writing gave a bundle the runtime
+  // refused, after kilnc reported success.)
+  if ((*buf)->getBufferSize() == 0)
+    return makeError("the linker (" + linker + ") wrote an empty kernel");
+  return (*buf)->getBuffer().str();
 }
 
 std::string kiln::writesLine(const KernelInfo &kernel) {

@@ -26,6 +26,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 namespace kiln::detail {
 
@@ -87,6 +88,25 @@ llvm::Expected<std::string> emitMachineCode(llvm::Module &module,
 /// pid alone (RunTool.cpp).
 llvm::Expected<int> runTool(llvm::ArrayRef<llvm::StringRef> args,
                             llvm::StringRef outputPath, unsigned timeoutSeconds);
+
+/// The temporary files of one tool run (the linker's, ptxas'), removed when
+/// it goes out of scope, on every path. (No signal handlers: the JIT is a
+/// library inside applications.)
+class ToolFiles {
+public:
+  ToolFiles() = default;
+  ToolFiles(const ToolFiles &) = delete;
+  ToolFiles &operator=(const ToolFiles &) = delete;
+  ~ToolFiles();
+  /// A new file in the temporary directory holding `contents`, its path; the
+  /// write is checked (a full disk was LLVM's fatal "IO failure on output
+  /// stream", which ended the application).
+  llvm::Expected<std::string> create(llvm::StringRef suffix,
+                                     llvm::StringRef contents = {});
+
+private:
+  std::vector<std::string> paths;
+};
 
 /// The NVIDIA compile path (lib/Target/NVGPU/Compiler.cpp): `module` holds
 /// only the chosen kernel.

@@ -14,6 +14,9 @@
 
 #include "CompilerSupport.h"
 
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/raw_ostream.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -77,4 +80,27 @@ llvm::Expected<int> kiln::detail::runTool(llvm::ArrayRef<llvm::StringRef> args,
     return WEXITSTATUS(status);
   return makeError(strings[0] + " was killed by signal " +
                    std::to_string(WIFSIGNALED(status) ? WTERMSIG(status) : 0));
+}
+
+kiln::detail::ToolFiles::~ToolFiles() {
+  for (const std::string &path : paths)
+    llvm::sys::fs::remove(path);
+}
+
+llvm::Expected<std::string>
+kiln::detail::ToolFiles::create(llvm::StringRef suffix, llvm::StringRef contents) {
+  llvm::SmallString<128> path;
+  int fd;
+  if (std::error_code ec = llvm::sys::fs::createTemporaryFile("kiln", suffix, fd, path))
+    return makeError("cannot create a temporary file: " + ec.message());
+  paths.push_back(path.str().str());
+  llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
+  os << contents;
+  os.close();
+  if (os.has_error()) {
+    std::error_code ec = os.error();
+    os.clear_error(); // (else its destructor is a fatal error)
+    return makeError("cannot write the temporary file " + path + ": " + ec.message());
+  }
+  return paths.back();
 }
