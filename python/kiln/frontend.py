@@ -11,7 +11,6 @@ from __future__ import annotations
 import ast
 import builtins
 import math
-import textwrap
 import types
 
 from . import language as kl
@@ -365,6 +364,12 @@ def _if_returns(stmts):
     return found
 
 
+def _returns_value(r):
+    """Whether a return statement gives a value (`return None` does not)."""
+    return r.value is not None and not (isinstance(r.value, ast.Constant) and
+                                        r.value.value is None)
+
+
 def fold_early_returns(stmts):
     """`if c: ...; return` followed by more statements, as Triton kernels
     write a guard (`if pid >= n: return`): the statements after the `if`
@@ -373,14 +378,16 @@ def fold_early_returns(stmts):
     value, under ifs of the function's own body (a return in a loop is not
     folded: it would become a `continue`)."""
     inner = [r for st in stmts if isinstance(st, ast.If) for r in _if_returns([st])]
-    if not inner or any(r.value is not None for r in inner):
+    if not inner or any(_returns_value(r) for r in inner):
         return stmts
 
     def fold(block):
         out = []
         for i, st in enumerate(block):
             if isinstance(st, ast.Return):
-                return out          # this path ends here
+                # This path ends here, with its value if it has one (a
+                # helper's `return a * 2` after a guard was dropped).
+                return out + [st] if _returns_value(st) else out
             if isinstance(st, ast.If) and _if_returns([st]):
                 rest = block[i + 1:]
                 new = ast.If(test=st.test, body=fold(st.body + rest) or [ast.Pass()],
@@ -409,6 +416,10 @@ class _Gone:
     def __init__(self, why):
         self.why = why
 
+
+# What a function that returned nothing (`return`, `return None`) returned:
+# CodeGen.returned is None until a return ran.
+_NOTHING = object()
 
 # Builtins whose call in a runtime conditional expression could fault or
 # has side effects (visit_IfExp evaluates both sides).
@@ -483,7 +494,8 @@ class CodeGen(ast.NodeVisitor):
             raise self.error_at(node, str(e)) from None
         except RecursionError:
             raise
-        except (TypeError, ValueError, IndexError, KeyError, AttributeError) as e:
+        except (TypeError, ValueError, IndexError, KeyError, AttributeError,
+                OverflowError) as e:
             raise self.error_at(node, f"{type(e).__name__}: {e}") from None
 
     def generic_visit(self, node):
@@ -782,8 +794,14 @@ class CodeGen(ast.NodeVisitor):
                 value = tuple(value)
             self.assign(target.id, value)
         elif isinstance(target, (ast.Tuple, ast.List)):
+            if isinstance(value, kl.constexpr) and isinstance(value.value, (tuple, list)):
+                value = value.value
+            if isinstance(value, list):
+                value = tuple(value)
             if not isinstance(value, tuple) or len(value) != len(target.elts):
-                raise KilnError(f"cannot unpack into {len(target.elts)} names")
+                what = (f"{len(value)} values" if isinstance(value, tuple) else
+                        f"a {type(value).__name__}")
+                raise KilnError(f"cannot unpack {what} into {len(target.elts)} names")
             for t, v in zip(target.elts, value):
                 self.bind_target(t, v)
         else:
@@ -801,12 +819,18 @@ class CodeGen(ast.NodeVisitor):
         self.assign(node.target.id, self.binop(node.op, cur, self.visit(node.value)))
 
     def visit_Return(self, node):
+        # (self.returned None means "not returned": a return of nothing,
+        # `return None` included, is _NOTHING. `return None` was taken as
+        # no return at all, and the code after it ran.)
+        value = self.visit(node.value) if node.value is not None else None
+        if isinstance(value, kl.constexpr) and value.value is None:
+            value = None
         if not self.in_helper:
-            if node.value is not None:
+            if value is not None:
                 raise KilnError("a kernel cannot return a value; store results to memory")
-            self.returned = ()
+            self.returned = _NOTHING
             return
-        self.returned = self.visit(node.value) if node.value is not None else ()
+        self.returned = _NOTHING if value is None else value
 
     def visit_Assert(self, node):
         """`assert cond, msg`: kl.device_assert (checked only with debug on;
@@ -1367,10 +1391,15 @@ class CodeGen(ast.NodeVisitor):
         obj = self.visit(node.value)
         idx = node.slice
         items = idx.elts if isinstance(idx, ast.Tuple) else [idx]
-        if isinstance(obj, tuple):
+        if isinstance(obj, kl.constexpr) and isinstance(obj.value, (tuple, list, dict)):
+            obj = obj.value     # (a tuple passed as a constexpr)
+        if isinstance(obj, (tuple, list, dict)):   # (lists and dicts: globals)
             key = self.visit(idx)
             if isinstance(key, kl.constexpr):
                 key = key.value
+            if isinstance(obj, dict) and not isinstance(key, (int, float, str, bool, tuple)):
+                raise KilnError(f"a dict is indexed by compile-time keys, got "
+                                f"{type(key).__name__}")
             return obj[key]
         if not isinstance(obj, Tile):
             what = ("a pointer plus offsets: index or slice the offsets before adding "
@@ -1599,7 +1628,7 @@ class CodeGen(ast.NodeVisitor):
             sub.assign(name, value)
         fdef = tree.body[0]
         sub.visit_body(fdef.body)
-        return sub.returned if sub.returned not in (None, ()) else None
+        return None if sub.returned is _NOTHING else sub.returned
 
     def call_method(self, m: BoundMethod, args, kwargs):
         if m.name == "to":
@@ -5139,6 +5168,22 @@ def fp8_bits(value, fmt):
     return code - 256 if code >= 128 else code
 
 
+def _dedent(source):
+    """The function's source without its first line's indentation (a kernel
+    defined in a function or class). textwrap.dedent removes only what every
+    line shares, so a comment or a string's line at column 0 inside the body
+    left the source indented: an IndentationError. Such comment lines become
+    blank; other lines with less indentation (inside a string) stay."""
+    lines = source.splitlines(keepends=True)
+    first = lines[0] if lines else ""
+    prefix = first[:len(first) - len(first.lstrip(" \t"))]
+    if not prefix:
+        return source
+    return "".join(line[len(prefix):] if line.startswith(prefix) else
+                   "\n" if not line.strip() or line.lstrip().startswith("#") else line
+                   for line in lines)
+
+
 def parse_function(fn):
     """Returns (module AST, first line, dedented source, file name)."""
     import inspect
@@ -5148,7 +5193,7 @@ def parse_function(fn):
         first_line = fn.__code__.co_firstlineno
     except (OSError, TypeError) as e:
         raise CompilationError(f"cannot read the source of {fn.__name__}: {e}") from None
-    source = textwrap.dedent(source)
+    source = _dedent(source)
     tree = ast.parse(source)
     fdef = tree.body[0]
     # Drop decorators: they are not part of the kernel.

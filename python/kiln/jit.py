@@ -528,6 +528,9 @@ class JITFunction:
         names = {p.name for p in self.params}
         for n in do_not_specialize:
             if isinstance(n, int):
+                if not -len(self.params) <= n < len(self.params):
+                    raise TypeError(f"do_not_specialize: index {n} is past the "
+                                    f"{len(self.params)} parameters of {fn.__name__}")
                 n = self.params[n].name
             if n not in names:
                 raise TypeError(f"do_not_specialize: '{n}' is not a parameter of {fn.__name__}")

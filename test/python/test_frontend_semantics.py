@@ -1146,3 +1146,94 @@ def test_dtypes_passed_as_constexprs_and_dot_acc_out_dtype_clash():
         assert np.array_equal(out, 2 * (a.astype(np.float64) @ b.astype(np.float64)))
     with pytest.raises(kiln.CompilationError, match="acc is float32 and out_dtype float16"):
         dot_acc_out_clash[(1,)](a, np.zeros((16, 16), np.float32), N=16)
+
+
+# -- return None, guards before a valued return, compile-time containers ------
+
+
+@kiln.jit
+def _store_or_not(out, F: kl.constexpr):
+    if F:
+        kl.store(out, 1)
+        return None
+    kl.store(out, 2)
+
+
+@kiln.jit
+def _optional_load(p, offs, HAS: kl.constexpr):
+    if not HAS:
+        return None
+    return kl.load(p + offs)
+
+
+@kiln.jit
+def _guarded_double(a, F: kl.constexpr):
+    if F:
+        return
+    return a * 2
+
+
+@kiln.jit
+def _nothing():
+    return ()
+
+
+CT_LIST = [3, 5, 7]
+CT_DICT = {"a": 11, "b": 13}
+
+
+@kiln.jit
+def returns_and_containers(out, x, n, F: kl.constexpr, T: kl.constexpr):
+    _store_or_not(out, F)
+    if n > 0:
+        kl.store(out + 1, 1)
+        return None
+    v = _optional_load(x, kl.arange(0, 4), True)
+    none = _optional_load(x, kl.arange(0, 4), False)
+    if none is None:
+        kl.store(out + 2 + kl.arange(0, 4), v)
+    kl.store(out + 6, _guarded_double(21, False))
+    kl.store(out + 7, len(_nothing()))
+    a, b = T
+    kl.store(out + 8, T[1] + a * 100 + b * 1000)
+    p, q, r = CT_LIST
+    kl.store(out + 9, CT_LIST[1] + CT_DICT["b"] + p + q + r)
+
+
+def test_return_none_guards_and_compile_time_containers():
+    """`return None` was taken as no return (the code after it ran, and a
+    helper's `if not HAS: return None` failed at the load after it); a
+    top-level `return a * 2` after a guard was dropped (the helper gave
+    None); a helper returning () gave None; a tuple passed as a constexpr,
+    a global list or dict could not be indexed or unpacked."""
+    for F, n, ref in ((True, 1, [1, 1] + [0] * 8), (False, 0, [2, 0, 5, 6, 7, 8, 42, 0, 8708,
+                                                                 33])):
+        out = np.zeros(10, np.int64)
+        returns_and_containers[(1,)](out, np.arange(5, 9, dtype=np.int64), n, F=F, T=(7, 8))
+        assert list(out) == ref, (F, n, out)
+
+
+def test_overflows_in_compile_time_python_are_located_errors():
+    @kiln.jit
+    def k(out, N: kl.constexpr):
+        kl.store(out, int(N))
+    with pytest.raises(kiln.CompilationError, match="OverflowError"):
+        k[(1,)](np.zeros(1, np.int64), N=float("inf"))
+    with pytest.raises(TypeError, match="index 5 is past the 2 parameters"):
+        kiln.jit(k.fn, do_not_specialize=[5])
+
+
+def _kernel_with_column_zero_comment():
+    @kiln.jit
+    def inner(out):
+# a comment at column 0, as commented-out code
+        kl.store(out, 3)
+    return inner
+
+
+def test_kernels_defined_in_functions_may_have_comments_at_column_0():
+    """textwrap.dedent left such a kernel's source indented: an
+    IndentationError escaped."""
+    out = np.zeros(1, np.int32)
+    _kernel_with_column_zero_comment()[(1,)](out)
+    assert out[0] == 3
