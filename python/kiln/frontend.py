@@ -4256,7 +4256,9 @@ class CodeGen(ast.NodeVisitor):
         e = body[0].value
 
         def operands(args):
-            names = [a.id if isinstance(a, ast.Name) else None for a in args]
+            # (Not names: `a + b + 1`, the generic path; sorting a None
+            # beside a name raised a TypeError.)
+            names = [a.id if isinstance(a, ast.Name) else "" for a in args]
             return len(names) == 2 and sorted(names) == sorted(params)
 
         if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Mult)) and \

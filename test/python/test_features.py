@@ -3682,3 +3682,75 @@ def test_python_m_kiln_reports_and_clears_the_cache(tmp_path):
                        env=dict(env, KILN_CACHE_MAX_MB="abc"))
     assert r.returncode == 1 and r.stderr.startswith("kiln: KILN_CACHE_MAX_MB='abc' is not a "
                                                      "size") and "Traceback" not in r.stderr
+
+
+# -- a dot operand carried by its loop; stores a later iteration loads ------
+
+
+@kiln.jit
+def carried_dot_operand(a, x0, out, nsteps, B: kl.constexpr, D: kl.constexpr):
+    rb = kl.arange(0, B)
+    rd = kl.arange(0, D)
+    x = kl.load(x0 + rb[:, None] * D + rd[None, :])
+    for i in range(0, nsteps):
+        m = kl.load(a + i * B * B + rb[:, None] * B + rb[None, :])
+        x = kl.dot(m, x).to(kl.float16)
+    kl.store(out + rb[:, None] * D + rd[None, :], x)
+
+
+def test_a_dot_operand_carried_by_its_loop_is_read_every_iteration(rng):
+    """sm_90a's wgmma copied an operand defined outside the dot's loop into
+    core matrices once, before the loop; a loop-carried X was taken for such
+    an operand, so x = dot(m, x) used the first x every iteration (error
+    11, not 1e-3). On every target here; the emulated suites run it on
+    wgmma."""
+    B, D, steps = 64, 16, 3
+    a = (rng.standard_normal((steps, B, B)) * 0.2).astype(np.float16)
+    x0 = rng.standard_normal((B, D)).astype(np.float16)
+    ref = x0.astype(np.float64)
+    for i in range(steps):
+        ref = (a[i].astype(np.float64) @ ref).astype(np.float16).astype(np.float64)
+    out = np.full((B, D), np.nan, np.float16)
+    carried_dot_operand[(1,)](a, x0, out, steps, B=B, D=D)
+    assert np.abs(out.astype(np.float64) - ref).max() < 2e-2
+
+
+@kiln.jit
+def running_rows(x, n, R: kl.constexpr, C: kl.constexpr):
+    v = kl.make_view(x, (n, C), (C, 1))
+    for s in range(0, n - R, R):
+        t = kl.load(v, offsets=(s, 0), shape=(R, C))
+        u = kl.load(v, offsets=(s + R, 0), shape=(R, C))
+        kl.store(v, u + 2.0 * t, offsets=(s + R, 0))
+
+
+@kiln.jit
+def scan_plus_one(x, out, B: kl.constexpr):
+    i = kl.arange(0, B)
+    kl.store(out + i, kl.associative_scan(kl.load(x + i), 0, _add_plus_one))
+
+
+@kiln.jit
+def _add_plus_one(a, b):
+    return a + b + 1
+
+
+def test_loads_of_rows_the_loop_stores_are_not_issued_ahead():
+    """Pipelined loads were issued iterations ahead of the stores before
+    them: x[s + R] += 2 x[s] read row blocks before the previous iteration
+    wrote them (TMA on sm_90a; cp.async on sm_80 read them at its wait on
+    the emulator, at issue on a GPU). A load through a pointer the loop
+    writes is no longer pipelined. And a combine_fn `a + b + 1` (not two
+    names) failed with a TypeError instead of taking the generic path."""
+    R, C, n = 16, 8, 67
+    x = np.ones((n, C), np.float32)
+    ref = x.astype(np.float64)
+    for s in range(0, n - R, R):
+        rows = min(R, n - s - R)    # (the view drops rows past n)
+        ref[s + R:s + R + rows] += 2 * ref[s:s + rows]
+    running_rows[(1,)](x, n, R=R, C=C)
+    assert np.array_equal(x, ref)
+    v = np.arange(8, dtype=np.int32)
+    out = np.zeros(8, np.int32)
+    scan_plus_one[(1,)](v, out, B=8)
+    assert list(out) == [int(np.cumsum(v)[k]) + k for k in range(8)]

@@ -1175,10 +1175,40 @@ void KernelLowering::setupPipelining(scf::ForOp loop) {
   // Whether anything in the loop writes memory: if not, a value the loop
   // reads (a block-sparse index) can be read again, ahead of time.
   bool writes = false;
+  // The pointers its stores, atomics and scatters write through. A load
+  // through one of them is not issued ahead: it would read, iterations
+  // early, rows this iteration still writes (`t = load(row s); store(row
+  // s + R)` read the old row s + R next iteration). Different pointer
+  // arguments are taken as different arrays, as Triton does; a pointer
+  // from int_to_ptr may be any of them.
+  auto baseOf = [&](Value view) -> Value {
+    if (auto it = views.find(view); it != views.end())
+      return it->second.base;
+    if (auto made = view.getDefiningOp<MakeViewOp>())
+      return made.getBase();
+    return view;
+  };
+  auto isArgument = [](Value v) {
+    auto arg = dyn_cast<BlockArgument>(v);
+    return arg && arg.getOwner()->isEntryBlock() &&
+           isa_and_nonnull<FunctionOpInterface>(arg.getOwner()->getParentOp());
+  };
+  SmallVector<Value> written;
   body->walk([&](Operation *op) {
-    if (auto effects = dyn_cast<MemoryEffectOpInterface>(op))
-      writes |= effects.hasEffect<MemoryEffects::Write>();
+    auto effects = dyn_cast<MemoryEffectOpInterface>(op);
+    if (!effects || !effects.hasEffect<MemoryEffects::Write>())
+      return;
+    writes = true;
+    for (Value operand : op->getOperands())
+      if (isa<ViewType>(operand.getType()))
+        written.push_back(baseOf(operand));
   });
+  auto mayBeWritten = [&](Value view) {
+    Value base = baseOf(view);
+    return llvm::any_of(written, [&](Value w) {
+      return w == base || !isArgument(w) || !isArgument(base);
+    });
+  };
   // The ops of the body that compute `roots` from the induction variable
   // and loop invariants, in body order: side-effect-free arith (and
   // kiln.make_view) in the body block itself; false when another op does.
@@ -1239,6 +1269,8 @@ void KernelLowering::setupPipelining(scf::ForOp loop) {
     // in the body block itself.
     Value view = load.getView();
     if (!region.isAncestor(view.getParentRegion()) && !views.count(view))
+      continue;
+    if (mayBeWritten(view))
       continue;
     SmallVector<Value> roots{view};
     llvm::append_range(roots, load.getOffsets());

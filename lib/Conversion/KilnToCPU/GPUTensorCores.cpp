@@ -2136,7 +2136,14 @@ SmallVector<Value> KernelLowering::runTiledDot(ImplicitLocOpBuilder &b,
     bool copied = false;
     auto core = [&](Value tile, Value buf, int64_t rows,
                     int64_t cols) -> Value {
+      // A loop's carried value (an iteration argument) changes every
+      // iteration, whichever loop the lowering has moved it into: it was
+      // copied once before the loop, and every iteration read its first
+      // value (X = dot(A, X) in a loop).
       auto inside = [&](Value v) {
+        if (auto arg = dyn_cast<BlockArgument>(v))
+          if (isa_and_nonnull<scf::ForOp, scf::WhileOp>(arg.getOwner()->getParentOp()))
+            return true;
         return loop->isAncestor(v.getParentBlock()->getParentOp());
       };
       if (loop && (inside(tile) || inside(buf))) {
