@@ -57,28 +57,24 @@ def seeded_dropout(x, p, seed, block=1024):
 
 
 def philox_reference(seed, offsets, n_rounds=10):
-    """Triton's Philox (randint4x) in NumPy: four arrays of random bits for
-    int32 offsets (Philox 4x32, int32 bits) or int64 ones (4x64)."""
+    """Triton's Philox (randint4x, Triton 3.4 and later) in NumPy: Philox
+    4x32 of the counter (offset_lo, offset_hi, 0, 0), the high word an int64
+    offset's (0 for int32 offsets), keyed by the seed's two 32-bit words;
+    four int32 arrays of random bits."""
     offsets = np.asarray(offsets)
-    if offsets.dtype == np.int32:
-        u, bits = np.uint32, 32
-        ka, kb, ra, rb = 0x9E3779B9, 0xBB67AE85, 0xD2511F53, 0xCD9E8D57
-        s = seed & ((1 << 64) - 1)
-        k0, k1 = s & 0xffffffff, (s >> 32) & 0xffffffff
-    else:
-        u, bits = np.uint64, 64
-        ka, kb = 0x9E3779B97F4A7C15, 0xBB67AE8584CAA73B
-        ra, rb = 0xD2E7470EE14C6C93, 0xCA5A826395121157
-        k0, k1 = seed & ((1 << 64) - 1), 0
-    mask = (1 << bits) - 1
-    c0 = offsets.view(u).astype(object)  # exact products
-    c1 = c2 = c3 = np.zeros_like(c0)
+    bits, mask = 32, 0xffffffff
+    ka, kb, ra, rb = 0x9E3779B9, 0xBB67AE85, 0xD2511F53, 0xCD9E8D57
+    s = seed & ((1 << 64) - 1)
+    k0, k1 = s & mask, (s >> 32) & mask
+    wide = offsets.astype(np.int64).view(np.uint64).astype(object)  # exact products
+    c0 = wide & mask
+    c1 = (wide >> 32) if offsets.dtype == np.int64 else np.zeros_like(c0)
+    c2 = c3 = np.zeros_like(c0)
     for _ in range(n_rounds):
         c0, c1, c2, c3 = ((rb * c2) >> bits) ^ c1 ^ k0, (rb * c2) & mask, \
             ((ra * c0) >> bits) ^ c3 ^ k1, (ra * c0) & mask
         k0, k1 = (k0 + ka) & mask, (k1 + kb) & mask
-    signed = np.int32 if bits == 32 else np.int64
-    return [np.array(c, dtype=u).view(signed) for c in (c0, c1, c2, c3)]
+    return [np.array(c, dtype=np.uint32).view(np.int32) for c in (c0, c1, c2, c3)]
 
 
 def uniform_reference(bits):

@@ -4170,7 +4170,9 @@ class CodeGen(ast.NodeVisitor):
             return self.to_tile(0.0 if x.dtype.is_float else 0, x)
         return self.builtin_full(x.shape, 0, x.dtype)
 
-    def builtin_clamp(self, x, min, max):
+    def builtin_clamp(self, x, min, max, propagate_nan=None):
+        if propagate_nan is not None:
+            self.propagate_nan(propagate_nan)
         return self.builtin_minimum(self.builtin_maximum(x, min), max)
 
     def builtin_permute(self, x, *dims):
@@ -4604,8 +4606,12 @@ class CodeGen(ast.NodeVisitor):
         return self.const(value, dtype)
 
     def philox(self, seed, offset, n_rounds):
-        """Triton's philox(seed, offset, 0, 0, 0, n_rounds): four tiles of the
-        offset's shape and width (int32 for int32 offsets, int64 for int64)."""
+        """Triton's randint4x: Philox 4x32 of the counter (offset, 0, 0, 0),
+        an int64 offset's high word second (offset_lo, offset_hi, 0, 0), keyed
+        by the seed's two words; four int32 tiles of the offset's shape.
+        (Triton 3.4 and later: before, int64 offsets ran Philox 4x64 into
+        int64 results, and the bits of an offset below 2^32 depended on its
+        dtype.)"""
         if isinstance(n_rounds, kl.constexpr):
             n_rounds = n_rounds.value
         if not isinstance(n_rounds, int) or isinstance(n_rounds, bool) or n_rounds < 0:
@@ -4624,18 +4630,17 @@ class CodeGen(ast.NodeVisitor):
             raise KilnError("the seed must be an integer scalar")
         if offset.dtype not in (kl.int32, kl.int64):
             raise KilnError(f"random offsets must be int32 or int64, got {offset.dtype.name}")
-        dt = offset.dtype
+        dt = kl.int32
         seed = self.cast(seed, kl.int64)
-        if dt is kl.int32:
-            keys = (0x9E3779B9, 0xBB67AE85)
-            rounds = (0xD2511F53, 0xCD9E8D57)
-            k0 = self.cast(seed, kl.int32)
-            k1 = self.cast(Tile(self.b.binary("shrui", seed.value, self.const(32, kl.int64).value),
-                                kl.int64, ()), kl.int32)
-        else:
-            keys = (0x9E3779B97F4A7C15, 0xBB67AE8584CAA73B)
-            rounds = (0xD2E7470EE14C6C93, 0xCA5A826395121157)
-            k0, k1 = seed, self.const(0, kl.int64)
+        keys = (0x9E3779B9, 0xBB67AE85)
+        rounds = (0xD2511F53, 0xCD9E8D57)
+
+        def high_word(x):
+            shifted = self.b.binary("shrui", x.value,
+                                    self.broadcast_to(self.const(32, kl.int64), x.shape).value)
+            return self.cast(Tile(shifted, kl.int64, x.shape), kl.int32)
+
+        k0, k1 = self.cast(seed, kl.int32), high_word(seed)
         shape = offset.shape
         ka, kb = (self.wrapped_const(k, dt) for k in keys)
         ra, rb = (self.broadcast_to(self.wrapped_const(r, dt), shape) for r in rounds)
@@ -4648,6 +4653,8 @@ class CodeGen(ast.NodeVisitor):
             return Tile(self.b.binary("muli", a.value, b.value), dt, shape)
 
         c0, c1, c2, c3 = self.broadcast_to(offset, shape), zero, zero, zero
+        if offset.dtype is kl.int64:
+            c0, c1 = self.cast(c0, kl.int32), high_word(c0)
         for _ in builtins.range(n_rounds):
             _c0, _c2 = c0, c2
             c0 = xor(xor(self.builtin_umulhi(rb, _c2), c1), k0)
@@ -4680,9 +4687,9 @@ class CodeGen(ast.NodeVisitor):
     def builtin_rand(self, seed, offset, n_rounds=10):
         return self.builtin_uint_to_uniform_float(self.builtin_randint(seed, offset, n_rounds))
 
-    def builtin_rand4x(self, seed, offset, n_rounds=10):
+    def builtin_rand4x(self, seed, offsets, n_rounds=10):   # (Triton's name: offsets)
         return tuple(self.builtin_uint_to_uniform_float(i)
-                     for i in self.philox(seed, offset, n_rounds))
+                     for i in self.philox(seed, offsets, n_rounds))
 
     def builtin_pair_uniform_to_normal(self, u1, u2):
         """Triton's Box-Muller transform of two uniform float32 tiles."""
@@ -5105,7 +5112,8 @@ class CodeGen(ast.NodeVisitor):
         return self.inserted_dim(x, Tile(self.b.expand_dims(x.value, axis), x.dtype,
                                          x.shape[:axis] + (1,) + x.shape[axis:]), axis)
 
-    def builtin_cdiv(self, a, b):
+    def builtin_cdiv(self, x, div):   # (Triton's names)
+        a, b = x, div
         if isinstance(a, kl.constexpr):
             a = a.value
         if isinstance(b, kl.constexpr):

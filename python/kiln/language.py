@@ -428,7 +428,7 @@ def zeros_like(x):
 
 
 @builtin
-def clamp(x, min, max):
+def clamp(x, min, max, propagate_nan=None):
     """minimum(maximum(x, min), max), elementwise (NaN propagates)."""
 
 
@@ -630,7 +630,7 @@ def expand_dims(x, axis):
 
 
 @builtin
-def cdiv(a, b):
+def cdiv(x, div):
     """Ceiling division (a + b - 1) // b."""
 
 
@@ -791,10 +791,11 @@ def umulhi(x, y):
 
 @builtin
 def randint4x(seed, offset, n_rounds=10):
-    """Triton's Philox generator: four tiles of random bits, of the offsets'
-    shape, from an integer `seed` and int32 offsets (Philox 4x32, int32
-    results) or int64 offsets (Philox 4x64, int64 results). The same seed and
-    offsets give the same bits as Triton's `tl.randint4x`, on every target."""
+    """Triton's Philox generator: four int32 tiles of random bits, of the
+    offsets' shape, from an integer `seed` and int32 or int64 offsets (Philox
+    4x32 of the counter (offset_lo, offset_hi, 0, 0)). The same seed and
+    offsets give the same bits as Triton's `tl.randint4x` (3.4 and later), on
+    every target."""
 
 
 @builtin
@@ -809,7 +810,7 @@ def rand(seed, offset, n_rounds=10):
 
 
 @builtin
-def rand4x(seed, offset, n_rounds=10):
+def rand4x(seed, offsets, n_rounds=10):
     """Triton's: four float32 tiles in [0, 1) from `randint4x`."""
 
 

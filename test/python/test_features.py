@@ -2252,8 +2252,9 @@ def test_clock_readings_go_forward(rng):
     assert ((where >= 0) & (where < os.cpu_count())).all(), where
 
 
-# Triton's random numbers (tl.randint4x, rand, randn, ...: Philox 4x32-10
-# for int32 offsets, 4x64 for int64 ones), against a NumPy Philox: the bits
+# Triton's random numbers (tl.randint4x, rand, randn, ...: Philox 4x32-10,
+# an int64 offset's high word the counter's second, as Triton 3.4 and
+# later), against a NumPy Philox: the bits
 # and the uniform floats are exact, the normals (log, sqrt, cos of the
 # target) close.
 # (The NumPy Philox: examples/python/triton_dropout.py.)
@@ -2266,7 +2267,8 @@ def random_tiles(seed, out_i, out_u, out_n, n, B: kl.constexpr, WIDE: kl.constex
                  ROUNDS: kl.constexpr):
     offs = kl.program_id(0) * B + kl.arange(0, B)
     m = offs < n
-    o = offs.to(kl.int64) * 3 + 1 if WIDE else offs * 3 + 1
+    # (Wide: past int32, negative, so the counter's high word is not 0.)
+    o = offs.to(kl.int64) * 3 + 1 - (1 << 35) if WIDE else offs * 3 + 1
     a, b, c, d = kl.randint4x(seed, o, ROUNDS)
     kl.store(out_i + offs * 4, a, mask=m)
     kl.store(out_i + offs * 4 + 1, b, mask=m)
@@ -2287,11 +2289,11 @@ def random_tiles(seed, out_i, out_u, out_n, n, B: kl.constexpr, WIDE: kl.constex
 def test_random_numbers_match_triton_philox(wide, seed, rounds):
     n, B = 1000, 128
     dt = np.int64 if wide else np.int32
-    oi = np.zeros(4 * n, dt)
+    oi = np.zeros(4 * n, np.int32)
     ou = np.full(2 * n, np.nan, np.float32)
     on = np.full(3 * n, np.nan, np.float32)
     random_tiles[(kiln.cdiv(n, B),)](seed, oi, ou, on, n, B=B, WIDE=wide, ROUNDS=rounds)
-    o = np.arange(n, dtype=dt) * 3 + 1
+    o = np.arange(n, dtype=dt) * 3 + 1 - (1 << 35 if wide else 0)
     ref = philox_ref(seed, o, rounds)
     for k in range(4):
         assert (oi[k::4] == ref[k]).all(), k

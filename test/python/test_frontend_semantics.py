@@ -1237,3 +1237,23 @@ def test_kernels_defined_in_functions_may_have_comments_at_column_0():
     out = np.zeros(1, np.int32)
     _kernel_with_column_zero_comment()[(1,)](out)
     assert out[0] == 3
+
+
+@kiln.jit
+def triton_keywords(x, out, B: kl.constexpr):
+    i = kl.arange(0, B)
+    v = kl.load(x + i)
+    kl.store(out + i, kl.clamp(v, -1.0, 1.0, propagate_nan=kl.PropagateNan.ALL))
+    u1, u2, u3, u4 = kl.rand4x(7, offsets=i)
+    kl.store(out + B + i, u1 - kl.rand(7, i))
+    kl.store(out + 2 * B + i, (i * 0 + kl.cdiv(x=B + 1, div=2)).to(kl.float32))
+
+
+def test_triton_keyword_names_of_clamp_rand4x_and_cdiv():
+    """Triton's clamp(..., propagate_nan=), rand4x(seed, offsets=) and
+    cdiv(x, div=) were refused as unexpected keywords."""
+    x = np.array([-3.0, 0.5, np.nan, 2.0], np.float32)
+    out = np.full(12, 9.0, np.float32)
+    triton_keywords[(1,)](x, out, B=4)
+    assert list(out[[0, 1, 3]]) == [-1.0, 0.5, 1.0] and np.isnan(out[2])
+    assert (out[4:8] == 0).all() and (out[8:] == 3).all()
