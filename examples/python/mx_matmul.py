@@ -33,13 +33,16 @@ def mx_matmul_kernel(a, a_scale, b, b_scale, c, M, N, K, FMT_A: kl.constexpr,
         ka = k // PACK_A + kl.arange(0, BK // PACK_A)
         kb = k // PACK_B + kl.arange(0, BK // PACK_B)
         ks = k // 32 + kl.arange(0, BK // 32)
-        x = kl.load(a + rm[:, None] * (K // PACK_A) + ka[None, :], mask=rm[:, None] < M,
-                    other=0)
-        y = kl.load(b + kb[:, None] * N + rn[None, :], mask=rn[None, :] < N, other=0)
-        xs = kl.load(a_scale + rm[:, None] * (K // 32) + ks[None, :], mask=rm[:, None] < M,
-                     other=127)
-        ys = kl.load(b_scale + rn[:, None] * (K // 32) + ks[None, :], mask=rn[:, None] < N,
-                     other=127)
+        # K is a multiple of 32, not necessarily of BK: the last step's
+        # codes past K read 0 (+0 in every format), its scales 127 (2^0).
+        x = kl.load(a + rm[:, None] * (K // PACK_A) + ka[None, :],
+                    mask=(rm[:, None] < M) & (ka[None, :] < K // PACK_A), other=0)
+        y = kl.load(b + kb[:, None] * N + rn[None, :],
+                    mask=(kb[:, None] < K // PACK_B) & (rn[None, :] < N), other=0)
+        xs = kl.load(a_scale + rm[:, None] * (K // 32) + ks[None, :],
+                     mask=(rm[:, None] < M) & (ks[None, :] < K // 32), other=127)
+        ys = kl.load(b_scale + rn[:, None] * (K // 32) + ks[None, :],
+                     mask=(rn[:, None] < N) & (ks[None, :] < K // 32), other=127)
         acc = kl.dot_scaled(x, xs, FMT_A, y, ys, FMT_B, acc)
     kl.store(c + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
 

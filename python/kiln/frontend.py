@@ -3885,6 +3885,10 @@ class CodeGen(ast.NodeVisitor):
         for name in ("lhs_k_pack", "rhs_k_pack", "fast_math"):
             if not isinstance(vals[name], bool):
                 raise KilnError(f"dot_scaled: {name} must be a compile-time bool")
+        if vals["out_dtype"] not in (kl.float32, kl.float16, kl.bfloat16):
+            # (Anything else fell through to float32, or was a conversion.)
+            raise KilnError(f"dot_scaled: out_dtype must be kl.float32, kl.float16 or "
+                            f"kl.bfloat16, got {vals['out_dtype']!r}")
         lhs, rhs = self.to_tile(lhs), self.to_tile(rhs)
         if len(lhs.shape) != 2 or len(rhs.shape) != 2:
             raise KilnError(f"dot_scaled needs 2-D tiles, got shapes {lhs.shape} and {rhs.shape}")

@@ -281,7 +281,7 @@ def float_range(x, n):
 @broken
 @kiln.jit
 def unpack_mismatch(x, n):
-    a, b = (1, 2, 3)  # error: cannot unpack into 2 names
+    a, b = (1, 2, 3)  # error: cannot unpack 3 values into 2 names
 
 
 @kiln.jit

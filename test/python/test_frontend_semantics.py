@@ -1257,3 +1257,25 @@ def test_triton_keyword_names_of_clamp_rand4x_and_cdiv():
     triton_keywords[(1,)](x, out, B=4)
     assert list(out[[0, 1, 3]]) == [-1.0, 0.5, 1.0] and np.isnan(out[2])
     assert (out[4:8] == 0).all() and (out[8:] == 3).all()
+
+
+@kiln.jit
+def dot_scaled_out(a, out, OUT: kl.constexpr):
+    i = kl.arange(0, 16)
+    j = kl.arange(0, 32)
+    x = kl.load(a + i[:, None] * 32 + j[None, :])
+    y = kl.load(a + j[:, None] * 16 + i[None, :])
+    r = kl.dot_scaled(x, None, "e4m3", y, None, "e4m3", out_dtype=OUT)
+    kl.store(out + i[:, None] * 16 + i[None, :], r.to(kl.float32))
+
+
+def test_dot_scaled_refuses_out_dtypes_it_cannot_give():
+    """out_dtype="garbage" or 3 fell through to float32, and kl.int32 or an
+    fp8 type converted the result (saturating at 448)."""
+    a = np.zeros(512, np.int8)
+    out = np.full((16, 16), np.nan, np.float32)
+    dot_scaled_out[(1,)](a, out, OUT=kl.bfloat16)
+    assert (out == 0).all()
+    for bad in (kl.int32, kl.float8e4nv, "garbage", 3):
+        with pytest.raises(kiln.CompilationError, match="out_dtype must be kl.float32"):
+            dot_scaled_out[(1,)](a, out, OUT=bad)
