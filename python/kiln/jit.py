@@ -1084,8 +1084,14 @@ def _tune_key(v):
 def _on_device(a):
     """Whether an array lives on a CUDA device (its kernels compile for the
     GPU, not for $KILN_TARGET)."""
-    return isinstance(a, DeviceArray) or (
-        not isinstance(a, np.ndarray) and cuda_array_view(a) is not None)
+    if isinstance(a, np.ndarray):
+        return False
+    if isinstance(a, DeviceArray):
+        return True
+    is_cuda = getattr(a, "is_cuda", None)   # (PyTorch: no view built per call)
+    if isinstance(is_cuda, bool):
+        return is_cuda
+    return cuda_array_view(a) is not None
 
 
 class Autotuner:
