@@ -320,54 +320,6 @@ public:
     throw IRError("unknown unary op '" + op + "'");
   }
 
-  /// Float to a signed integer, saturating, NaN to 0 (what the GPUs'
-  /// cvt.rzi does). arith.fptosi is poison out of range: int8 results
-  /// depended on the tile's width, a folded constant's store was deleted,
-  /// and the emulator and the GPU disagreed.
-  Value floatToInt(Value x, Type to) {
-    auto floatType = cast<FloatType>(getElementTypeOrSelf(x.getType()));
-    unsigned width = getElementTypeOrSelf(to).getIntOrFloatBitWidth();
-    auto splat = [&](Type type, TypedAttr attr) -> Value {
-      if (auto shaped = dyn_cast<ShapedType>(type))
-        return make<arith::ConstantOp>(type, DenseElementsAttr::get(shaped, attr));
-      return make<arith::ConstantOp>(type, attr);
-    };
-    auto floatConst = [&](const APFloat &v) {
-      return splat(x.getType(), b->getFloatAttr(floatType, v));
-    };
-    // [lo, hi]: the floats whose truncation fits, -2^(w-1) and 2^(w-1) - 1
-    // rounded toward zero (2^(w-1) is one step above hi where the format
-    // holds it; the format's largest finite values where it does not).
-    const llvm::fltSemantics &sem = floatType.getFloatSemantics();
-    APSInt top(APInt::getOneBitSet(width + 1, width - 1), /*isUnsigned=*/false);
-    APSInt max(APInt::getSignedMaxValue(width).sext(width + 1), false);
-    auto towardZero = [&](const APSInt &v, bool &isExact) {
-      APFloat f(sem);
-      f.convertFromAPInt(v, /*IsSigned=*/true, APFloat::rmTowardZero);
-      APSInt back(width + 1, /*isUnsigned=*/false);
-      bool ignored;
-      isExact = f.convertToInteger(back, APFloat::rmTowardZero, &ignored) ==
-                    APFloat::opOK && back == v;
-      return f;
-    };
-    bool hiIsMax = false, loIsMin = false;
-    APFloat hi = towardZero(max, hiIsMax), lo = towardZero(-top, loIsMin);
-    Value loF = floatConst(lo), hiF = floatConst(hi);
-    Value clamped = make<arith::MinNumFOp>(make<arith::MaxNumFOp>(x, loF), hiF);
-    Value i = make<arith::FPToSIOp>(to, clamped);
-    auto intConst = [&](const APInt &v) {
-      return splat(to, b->getIntegerAttr(getElementTypeOrSelf(to), v));
-    };
-    if (!hiIsMax)
-      i = make<arith::SelectOp>(make<arith::CmpFOp>(arith::CmpFPredicate::OGT, x, hiF),
-                                intConst(APInt::getSignedMaxValue(width)), i);
-    if (!loIsMin)
-      i = make<arith::SelectOp>(make<arith::CmpFOp>(arith::CmpFPredicate::OLT, x, loF),
-                                intConst(APInt::getSignedMinValue(width)), i);
-    Value nan = make<arith::CmpFOp>(arith::CmpFPredicate::UNO, x, x);
-    return make<arith::SelectOp>(nan, intConst(APInt(width, 0)), i);
-  }
-
   Value castTo(Value x, Type to) {
     Type from = getElementTypeOrSelf(x.getType());
     Type toElt = getElementTypeOrSelf(to);
@@ -408,8 +360,8 @@ public:
                        : make<arith::ExtSIOp>(to, x);
       return make<arith::TruncIOp>(to, x);
     }
-    if (fF)
-      return floatToInt(x, to);
+    if (fF) // saturating, NaN to 0: the pipelines' SaturateFloatToInt
+      return make<arith::FPToSIOp>(to, x);
     if (from.isInteger(1))
       return make<arith::UIToFPOp>(to, x);
     return make<arith::SIToFPOp>(to, x);

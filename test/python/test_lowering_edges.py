@@ -420,3 +420,65 @@ def test_int8_wgmma_dots_compile_for_the_emulator(rng, monkeypatch):
         c = np.full((M, N), -1, np.int32)
         int8_dot_nt[(1,)](a, b, c, M=M, N=N, K=K, LOOP=loop)
         assert np.array_equal(c, ref)
+
+
+# Float to integer conversions in hand-written IR (kilnc) and the operator
+# library were arith.fptosi, poison out of range: 300.7 to i8 depended on the
+# tile's width, and the store of a folded out-of-range constant was deleted.
+# The pipelines now saturate every one, NaN giving 0, as the front end's.
+TO_INT = """
+kiln.func @to_int(%x: !kiln.ptr<f32> {kiln.name = "x"}, %s: !kiln.ptr<i8> {kiln.name = "s"},
+                  %u: !kiln.ptr<i8> {kiln.name = "u"}, %w: !kiln.ptr<i32> {kiln.name = "w"},
+                  %k: !kiln.ptr<i8> {kiln.name = "k"}, %n: index {kiln.name = "n"}) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %b = arith.constant 32 : index
+  %pid = kiln.program_id x : i32
+  %p = arith.index_cast %pid : i32 to index
+  %o = arith.muli %p, %b : index
+  %vx = kiln.make_view %x, [%n], [%c1] : !kiln.ptr<f32> -> !kiln.view<1xf32>
+  %vs = kiln.make_view %s, [%n], [%c1] : !kiln.ptr<i8> -> !kiln.view<1xi8>
+  %vu = kiln.make_view %u, [%n], [%c1] : !kiln.ptr<i8> -> !kiln.view<1xi8>
+  %vw = kiln.make_view %w, [%n], [%c1] : !kiln.ptr<i32> -> !kiln.view<1xi32>
+  %c8 = arith.constant 8 : index
+  %vk = kiln.make_view %k, [%c8], [%c1] : !kiln.ptr<i8> -> !kiln.view<1xi8>
+  %t = kiln.load %vx[%o] : !kiln.view<1xf32> -> tensor<32xf32>
+  %ts = arith.fptosi %t : tensor<32xf32> to tensor<32xi8>
+  %tu = arith.fptoui %t : tensor<32xf32> to tensor<32xi8>
+  %tw = arith.fptosi %t : tensor<32xf32> to tensor<32xi32>
+  kiln.store %ts, %vs[%o] : tensor<32xi8> -> !kiln.view<1xi8>
+  kiln.store %tu, %vu[%o] : tensor<32xi8> -> !kiln.view<1xi8>
+  kiln.store %tw, %vw[%o] : tensor<32xi32> -> !kiln.view<1xi32>
+  %big = arith.constant dense<-300.7> : tensor<4xf32>
+  %kb = arith.fptosi %big : tensor<4xf32> to tensor<4xi8>
+  kiln.store %kb, %vk[%c0] : tensor<4xi8> -> !kiln.view<1xi8>
+  %nan = arith.constant dense<0x7FC00000> : tensor<4xf32>
+  %kn = arith.fptosi %nan : tensor<4xf32> to tensor<4xi8>
+  kiln.store %kn, %vk[%c4] : tensor<4xi8> -> !kiln.view<1xi8>
+  kiln.return
+}
+"""
+
+
+def test_float_to_int_in_hand_written_ir_saturates(rng, tmp_path):
+    x = rng.uniform(-400, 400, 96).astype(np.float32)
+    x[:12] = [300.7, -300.7, np.nan, np.inf, -np.inf, 3e9, -3e9, 127.9,
+              -128.9, 255.5, -0.9, 2147483520.0]
+    n = x.size - 7  # a ragged last tile
+    with np.errstate(invalid="ignore"):
+        t = np.trunc(x.astype(np.float64))
+        nan = np.isnan(x)
+        ref_s = np.where(nan, 0, np.clip(t, -128, 127)).astype(np.int8)
+        ref_u = np.where(nan, 0, np.clip(t, 0, 255)).astype(np.uint8)
+        ref_w = np.where(nan, 0, np.clip(t, -2**31, 2**31 - 1)).astype(np.int32)
+    for target in ("host", "x86-64-sse", "emu-sm_80"):
+        k = _bundle(tmp_path, "to_int", TO_INT, target)
+        s, u = np.full(x.size, 99, np.int8), np.full(x.size, 99, np.int8)
+        w, c = np.full(x.size, 99, np.int32), np.full(8, 99, np.int8)
+        k[(math.ceil(n / 32),)](x, s, u, w, c, n)
+        assert np.array_equal(s[:n], ref_s[:n]), target
+        assert np.array_equal(u[:n].view(np.uint8), ref_u[:n]), target
+        assert np.array_equal(w[:n], ref_w[:n]), target
+        assert (s[n:] == 99).all() and (u[n:] == 99).all() and (w[n:] == 99).all(), target
+        assert c.tolist() == [-128] * 4 + [0] * 4, target
