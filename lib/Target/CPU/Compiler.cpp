@@ -643,7 +643,6 @@ static std::string cpuBuiltinsObject() {
   return llvm::sys::fs::exists(path) ? path : std::string();
 }
 
-/// Links an object into an ELF shared object with the system linker.
 /// The SIMT emulator's object, linked into emu-sm_XY bundles.
 static llvm::Expected<std::string> emulatorObject() {
   std::string path;
@@ -658,6 +657,7 @@ static llvm::Expected<std::string> emulatorObject() {
   return path;
 }
 
+/// Links an object into an ELF shared object with the system linker.
 static llvm::Expected<std::string>
 linkSharedObject(llvm::StringRef object,
                  llvm::ArrayRef<std::string> extraObjects = {}) {
@@ -669,39 +669,17 @@ linkSharedObject(llvm::StringRef object,
   }();
   if (linker.empty())
     return makeError("no system linker (ld) found; install binutils");
-  ToolFiles files;
-  llvm::Expected<std::string> objPath = files.create("o", object);
-  if (!objPath)
-    return objPath.takeError();
-  llvm::Expected<std::string> soPath = files.create("so");
-  if (!soPath)
-    return soPath.takeError();
-  llvm::Expected<std::string> errPath = files.create("err");
-  if (!errPath)
-    return errPath.takeError();
-  llvm::SmallVector<llvm::StringRef> args{linker,        "-shared",
-                                          "-z",          "noexecstack",
-                                          "--hash-style=gnu", "-o",
-                                          *soPath,       *objPath};
-  for (const std::string &extra : extraObjects)
-    args.push_back(extra);
-  llvm::Expected<int> rc = runTool(args, *errPath, 60);
-  if (!rc || *rc != 0) {
-    std::string out;
-    if (auto buf = llvm::MemoryBuffer::getFile(*errPath))
-      out = (*buf)->getBuffer().str();
-    std::string msg = rc ? "exit status " + std::to_string(*rc) + ": "
-                         : llvm::toString(rc.takeError()) + ": ";
-    return makeError("linking the kernel failed (" + linker + "): " + msg + out);
-  }
-  auto buf = llvm::MemoryBuffer::getFile(*soPath);
-  if (!buf)
-    return makeError("cannot read the linked kernel");
-  // (A linker that exited 0 without writing gave a bundle the runtime
-  // refused, after kilnc reported success.)
-  if ((*buf)->getBufferSize() == 0)
-    return makeError("the linker (" + linker + ") wrote an empty kernel");
-  return (*buf)->getBuffer().str();
+  return runToolOnFile(
+      "the linker (" + linker + ")", object, "o", "so",
+      [&](llvm::StringRef in, llvm::StringRef out) {
+        llvm::SmallVector<llvm::StringRef> args{
+            linker, "-shared", "-z", "noexecstack", "--hash-style=gnu",
+            "-o",   out,       in};
+        for (const std::string &extra : extraObjects)
+          args.push_back(extra);
+        return args;
+      },
+      60);
 }
 
 std::string kiln::writesLine(const KernelInfo &kernel) {

@@ -89,24 +89,21 @@ llvm::Expected<std::string> emitMachineCode(llvm::Module &module,
 llvm::Expected<int> runTool(llvm::ArrayRef<llvm::StringRef> args,
                             llvm::StringRef outputPath, unsigned timeoutSeconds);
 
-/// The temporary files of one tool run (the linker's, ptxas'), removed when
-/// it goes out of scope, on every path. (No signal handlers: the JIT is a
-/// library inside applications.)
-class ToolFiles {
-public:
-  ToolFiles() = default;
-  ToolFiles(const ToolFiles &) = delete;
-  ToolFiles &operator=(const ToolFiles &) = delete;
-  ~ToolFiles();
-  /// A new file in the temporary directory holding `contents`, its path; the
-  /// write is checked (a full disk was LLVM's fatal "IO failure on output
-  /// stream", which ended the application).
-  llvm::Expected<std::string> create(llvm::StringRef suffix,
-                                     llvm::StringRef contents = {});
-
-private:
-  std::vector<std::string> paths;
-};
+/// Runs a tool that turns one file into another (the system linker,
+/// ptxas): `input` is written to a temporary file named `*.inSuffix`,
+/// `args(in, out)` is the command line, and the output file's bytes come
+/// back. The temporary files are removed on every path (no signal handlers:
+/// the JIT is a library inside applications); writes are checked (a full
+/// disk was LLVM's fatal "IO failure on output stream", which ended the
+/// application). A failure, or an exit status of 0 with an empty output, is
+/// an error naming `what`, with the tool's messages.
+llvm::Expected<std::string> runToolOnFile(
+    llvm::StringRef what, llvm::StringRef input, llvm::StringRef inSuffix,
+    llvm::StringRef outSuffix,
+    llvm::function_ref<llvm::SmallVector<llvm::StringRef>(llvm::StringRef in,
+                                                          llvm::StringRef out)>
+        args,
+    unsigned timeoutSeconds);
 
 /// The NVIDIA compile path (lib/Target/NVGPU/Compiler.cpp): `module` holds
 /// only the chosen kernel.

@@ -15,6 +15,7 @@
 #include "CompilerSupport.h"
 
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
@@ -82,25 +83,78 @@ llvm::Expected<int> kiln::detail::runTool(llvm::ArrayRef<llvm::StringRef> args,
                    std::to_string(WIFSIGNALED(status) ? WTERMSIG(status) : 0));
 }
 
-kiln::detail::ToolFiles::~ToolFiles() {
-  for (const std::string &path : paths)
-    llvm::sys::fs::remove(path);
-}
+namespace {
+using kiln::detail::makeError;
 
-llvm::Expected<std::string>
-kiln::detail::ToolFiles::create(llvm::StringRef suffix, llvm::StringRef contents) {
-  llvm::SmallString<128> path;
-  int fd;
-  if (std::error_code ec = llvm::sys::fs::createTemporaryFile("kiln", suffix, fd, path))
-    return makeError("cannot create a temporary file: " + ec.message());
-  paths.push_back(path.str().str());
-  llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
-  os << contents;
-  os.close();
-  if (os.has_error()) {
-    std::error_code ec = os.error();
-    os.clear_error(); // (else its destructor is a fatal error)
-    return makeError("cannot write the temporary file " + path + ": " + ec.message());
+/// The temporary files of one tool run, removed when it goes out of scope.
+class ToolFiles {
+public:
+  ToolFiles() = default;
+  ToolFiles(const ToolFiles &) = delete;
+  ToolFiles &operator=(const ToolFiles &) = delete;
+  ~ToolFiles() {
+    for (const std::string &path : paths)
+      llvm::sys::fs::remove(path);
   }
-  return paths.back();
+
+  /// A new file in the temporary directory holding `contents`, its path.
+  llvm::Expected<std::string> create(llvm::StringRef suffix,
+                                     llvm::StringRef contents = {}) {
+    llvm::SmallString<128> path;
+    int fd;
+    if (std::error_code ec =
+            llvm::sys::fs::createTemporaryFile("kiln", suffix, fd, path))
+      return makeError("cannot create a temporary file: " + ec.message());
+    paths.push_back(path.str().str());
+    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
+    os << contents;
+    os.close();
+    if (os.has_error()) {
+      std::error_code ec = os.error();
+      os.clear_error(); // (else its destructor is a fatal error)
+      return makeError("cannot write the temporary file " + path + ": " +
+                       ec.message());
+    }
+    return paths.back();
+  }
+
+private:
+  std::vector<std::string> paths;
+};
+} // namespace
+
+llvm::Expected<std::string> kiln::detail::runToolOnFile(
+    llvm::StringRef what, llvm::StringRef input, llvm::StringRef inSuffix,
+    llvm::StringRef outSuffix,
+    llvm::function_ref<llvm::SmallVector<llvm::StringRef>(llvm::StringRef,
+                                                          llvm::StringRef)>
+        args,
+    unsigned timeoutSeconds) {
+  ToolFiles files;
+  llvm::Expected<std::string> in = files.create(inSuffix, input);
+  if (!in)
+    return in.takeError();
+  llvm::Expected<std::string> out = files.create(outSuffix);
+  if (!out)
+    return out.takeError();
+  llvm::Expected<std::string> log = files.create("log");
+  if (!log)
+    return log.takeError();
+  llvm::Expected<int> rc = runTool(args(*in, *out), *log, timeoutSeconds);
+  std::string messages;
+  if (auto buf = llvm::MemoryBuffer::getFile(*log); buf && (*buf)->getBufferSize())
+    messages = "\n" + (*buf)->getBuffer().str();
+  if (!rc)
+    return makeError(what + " failed: " + llvm::toString(rc.takeError()) + messages);
+  if (*rc != 0)
+    return makeError(what + " failed with exit status " + std::to_string(*rc) +
+                     messages);
+  auto buf = llvm::MemoryBuffer::getFile(*out);
+  if (!buf)
+    return makeError("cannot read the output of " + what);
+  // (A linker that exited 0 without writing gave a bundle the runtime
+  // refused, after kilnc reported success.)
+  if ((*buf)->getBufferSize() == 0)
+    return makeError(what + " exited 0 but wrote nothing" + messages);
+  return (*buf)->getBuffer().str();
 }

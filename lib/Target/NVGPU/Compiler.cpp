@@ -88,29 +88,13 @@ llvm::Expected<std::string> assemble(llvm::StringRef ptx,
   if (ptxas.empty())
     return makeError("a cubin needs ptxas (the CUDA toolkit): set KILN_PTXAS "
                      "or CUDA_HOME, or emit PTX");
-  ToolFiles files;
-  llvm::Expected<std::string> in = files.create("ptx", ptx);
-  if (!in)
-    return in.takeError();
-  llvm::Expected<std::string> out = files.create("cubin");
-  if (!out)
-    return out.takeError();
-  llvm::Expected<std::string> log = files.create("log");
-  if (!log)
-    return log.takeError();
   std::string arch = ("-arch=" + chip).str();
-  llvm::SmallVector<llvm::StringRef> args{ptxas, arch, "-O3", "-o", *out, *in};
-  llvm::Expected<int> rc = runTool(args, *log, 300);
-  std::string text, cubin, msg;
-  if (auto buf = llvm::MemoryBuffer::getFile(*log))
-    text = (*buf)->getBuffer().str();
-  if (rc && *rc == 0)
-    if (auto buf = llvm::MemoryBuffer::getFile(*out))
-      cubin = (*buf)->getBuffer().str();
-  msg = rc ? "exit status " + std::to_string(*rc) : llvm::toString(rc.takeError());
-  if (!cubin.size())
-    return makeError("ptxas " + arch + " failed: " + msg + "\n" + text);
-  return cubin;
+  return runToolOnFile(
+      "ptxas " + arch, ptx, "ptx", "cubin",
+      [&](llvm::StringRef in, llvm::StringRef out) {
+        return llvm::SmallVector<llvm::StringRef>{ptxas, arch, "-O3", "-o", out, in};
+      },
+      300);
 }
 
 /// libdevice (the CUDA toolkit's math library as LLVM bitcode): the math
