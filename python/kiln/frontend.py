@@ -100,9 +100,11 @@ class Tile:
         self.rows = None
         # Set when a boolean tile of rank >= 2 is `m[i_0] & all_{d >= 1}
         # i_d < limits[d]`, m a 1-D boolean tile of any values (a loaded
-        # index's validity: `ok[:, None] & (cols[None, :] < d)`): m, with
-        # `limits` None or those of the other dimensions. A gather of rows
-        # under it gives the rows where m is false the index -1.
+        # index's validity: `ok[:, None] & (cols[None, :] < d)`): (m,
+        # limits), limits a tuple of the tile's rank (None: no bound). A
+        # gather of rows under it gives the rows where m is false the index
+        # -1. The tile's own `limits` stay None: such a mask bounds no view
+        # (a strided access under it took the limits and dropped m).
         self.row_mask = None
         # Whether an integer scalar is known not to be negative (program ids,
         # a loop index counting up from such a value, sums and products of
@@ -2083,9 +2085,10 @@ class CodeGen(ast.NodeVisitor):
             out.rows = (src, 1, 0, (None, None))
         elif len(src.shape) == 1 and dim == 1 and src.dtype is kl.int1 and src.limits is None:
             # `ok[:, None]`: a boolean per row.
-            out.row_mask = src
+            out.row_mask = (src, (None, None))
         if src.row_mask is not None and dim >= 1:
-            out.row_mask = src.row_mask
+            m, lim = src.row_mask
+            out.row_mask = (m, lim[:dim] + (None,) + lim[dim:])
         if src.strided is not None:
             c, strides = src.strided
             out.strided = (c, strides[:dim] + (None,) + strides[dim:])
@@ -2186,12 +2189,11 @@ class CodeGen(ast.NodeVisitor):
         limits a tuple (all None: no bound), else None."""
         if not isinstance(x, Tile) or x.row_mask is None or len(x.shape) != rank:
             return None
-        return x.row_mask, self.limits_of(x, rank) or (None,) * rank
+        return x.row_mask
 
     def and_row_mask(self, x, y, result):
         """Tile.row_mask of x & y (result): a row mask and a bound mask, or
-        two row masks (their rows' masks combined); result.limits is set
-        alongside (None, as for a bound mask, where x & y is neither)."""
+        two row masks (their rows' masks combined)."""
         rank = len(result.shape)
         rx, ry = self.row_mask_of(x, rank), self.row_mask_of(y, rank)
         if rx is None and ry is None:
@@ -2204,8 +2206,7 @@ class CodeGen(ast.NodeVisitor):
         else:
             m = self.binop(ast.BitAnd(), rx[0], ry[0])
             lm, lo = rx[1], ry[1]
-        result.limits = self.and_limit_tuples(lm, lo)
-        return m
+        return m, self.and_limit_tuples(lm, lo)
 
     def and_limits(self, x, y, rank):
         lx, ly = self.limits_of(x, rank), self.limits_of(y, rank)

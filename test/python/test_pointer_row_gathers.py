@@ -227,3 +227,47 @@ def test_row_scatter_under_a_row_mask(rng):
     assert np.isnan(out[~written]).all()
     ir = scatter_valid_rows.ir("kiln")
     assert ir.count("kiln.scatter") == 1 and f"tensor<{BN}x{BD}xf32>, tensor<{BN}xi32>" in ir, ir
+
+
+@kiln.jit
+def strided_row_mask(x, flags, o, acc, n, m, FORM: kl.constexpr, R: kl.constexpr,
+                     C: kl.constexpr):
+    """Plain strided accesses (not row gathers) under a per-row boolean and
+    a bound on the columns: the rows whose flag is 0 are not read, written
+    or added to."""
+    r = kl.program_id(0) * R + kl.arange(0, R)
+    c = kl.arange(0, C)
+    offs = r[:, None] * C + c[None, :]
+    ok = kl.load(flags + r, mask=r < m, other=0) != 0
+    if FORM == 0:
+        mask = ok[:, None] & (c[None, :] < n)
+    elif FORM == 1:
+        mask = (c[None, :] < n) & ok[:, None]
+    elif FORM == 2:  # two per-row booleans
+        mask = ok[:, None] & (r < m)[:, None]
+    else:  # a flag of one row broadcast over the tile's rows
+        one = kl.load(flags + kl.arange(0, 1)) != 0
+        mask = one[:, None] & (c[None, :] < n)
+    t = kl.load(x + offs, mask=mask, other=-1.0)
+    kl.store(o + offs, t, mask=(r[:, None] < m) & (c[None, :] < C))
+    kl.store(x + offs, t * 0.0 + 5.0, mask=mask)
+    kl.atomic_add(acc + offs, 1.0, mask=mask)
+
+
+@pytest.mark.parametrize("form", [0, 1, 2, 3])
+def test_strided_access_under_a_row_mask(rng, form):
+    """`ok[:, None] & (cols[None, :] < n)` on a strided load, store or
+    atomic took the column bound as the view's and dropped the rows' flags:
+    rows whose flag was false were read, written and added to."""
+    m, n, R, C = 13, 5, 4, 8
+    flags = rng.integers(0, 2, m).astype(np.int32)
+    flags[0] = 0  # form 3's broadcast flag is false
+    x0 = rng.standard_normal((m, C)).astype(np.float32)
+    x, o = x0.copy(), np.full((m, C), np.nan, np.float32)
+    acc = np.zeros((m, C), np.float32)
+    strided_row_mask[(kiln.cdiv(m, R),)](x, flags, o, acc, n, m, FORM=form, R=R, C=C)
+    cols = np.arange(C)[None, :] < (C if form == 2 else n)
+    mask = (flags[:, None] != 0) & cols if form != 3 else np.zeros((m, C), bool)
+    assert_close(o, np.where(mask, x0, -1.0), 0, 0)
+    assert_close(x, np.where(mask, 5.0, x0), 0, 0)
+    assert_close(acc, mask.astype(np.float32), 0, 0)
