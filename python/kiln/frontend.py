@@ -1657,13 +1657,12 @@ class CodeGen(ast.NodeVisitor):
             if isinstance(rounding, kl.constexpr):
                 rounding = rounding.value
             return self.rounded_cast(m.obj, dtype, rounding)
-        if m.name == "reshape":
-            shape = args[0] if len(args) == 1 else tuple(args)
-            return self.builtin_reshape(m.obj, shape)
-        if m.name == "trans":
-            return self.builtin_trans(m.obj, *args)
-        if m.name == "permute":
-            return self.builtin_permute(m.obj, *args)
+        if m.name in ("reshape", "trans", "permute"):
+            allowed = {"can_reorder"} if m.name == "reshape" else set()
+            unknown = sorted(set(kwargs) - allowed)
+            if unknown:
+                raise KilnError(f".{m.name}() got an unexpected keyword argument '{unknown[0]}'")
+            return getattr(self, "builtin_" + m.name)(m.obj, *args, **kwargs)
         if m.name.startswith("desc_"):
             op = m.name[len("desc_"):]
             if op == "load":
@@ -4181,11 +4180,9 @@ class CodeGen(ast.NodeVisitor):
         return self.builtin_minimum(self.builtin_maximum(x, min), max)
 
     def builtin_permute(self, x, *dims):
-        if len(dims) == 1:
-            dims = dims[0]
-            if isinstance(dims, kl.constexpr):
-                dims = dims.value
-        return self.builtin_trans(x, tuple(dims) if isinstance(dims, (tuple, list)) else dims)
+        if not dims:
+            raise KilnError("permute needs the order of the dimensions")
+        return self.builtin_trans(x, *dims)
 
     def builtin_ravel(self, x):
         x = self.to_tile(x)
@@ -4195,9 +4192,7 @@ class CodeGen(ast.NodeVisitor):
         return self.builtin_reshape(x, (n,))
 
     def builtin_view(self, x, *shape):
-        if len(shape) == 1:
-            shape = shape[0]
-        return self.builtin_reshape(x, shape)
+        return self.builtin_reshape(x, *shape)
 
     def scan(self, kind, x, axis, reverse, widen=True):
         x = self.to_tile(x)
@@ -4753,9 +4748,10 @@ class CodeGen(ast.NodeVisitor):
         new last dimension moved first, then a reshape; exact."""
         if isinstance(can_reorder, kl.constexpr):
             can_reorder = can_reorder.value
-        a, b = self.unify(self.to_tile(input), self.to_tile(other))
+        a, b = self.to_tile(input), self.to_tile(other)
         if a.is_scalar or a.shape != b.shape:
             raise KilnError(f"cat takes two tiles of one shape, got {a.shape} and {b.shape}")
+        a, b = self.unify(a, b)
         j = self.builtin_join(a, b)                           # [..., 2]
         rank = len(a.shape)
         j = self.builtin_permute(j, (rank,) + tuple(builtins.range(rank)))   # [2, ...]
@@ -4782,6 +4778,9 @@ class CodeGen(ast.NodeVisitor):
         if not (a.dtype is b.dtype and a.dtype.fp8 is not None):   # (fp8 pairs: their bits)
             a, b = self.unify(a, b)
         shape = broadcast_shapes(a.shape, b.shape)
+        if not shape:   # two scalars: a tile of shape (2,), as Triton's
+            a, b = self.broadcast_to(a, (1,)), self.broadcast_to(b, (1,))
+            return self.builtin_reshape(self.pair_join(a, b, 1), (2,))
         return self.pair_join(self.broadcast_to(a, shape), self.broadcast_to(b, shape),
                               len(shape))
 
@@ -5080,20 +5079,33 @@ class CodeGen(ast.NodeVisitor):
             out.uniform = self.is_uniform(x) and self.is_uniform(y)
         return out
 
-    def builtin_trans(self, x, order=None):
+    @staticmethod
+    def shape_args(args):
+        """Triton's `*shape` / `*dims` parameters: one sequence, or its
+        elements one by one (`reshape(x, (2, 4))`, `reshape(x, 2, 4)`)."""
+        if len(args) == 1:
+            one = args[0].value if isinstance(args[0], kl.constexpr) else args[0]
+            if one is None or isinstance(one, (tuple, list)):
+                return None if one is None else tuple(one)
+        return tuple(args)
+
+    def builtin_trans(self, x, *dims):
         x = self.to_tile(x)
         rank = len(x.shape)
+        order = self.shape_args(dims) if dims else None
         if order is None:
             order = tuple(reversed(range(rank)))
-        order = tuple(self.const_int(o, "order") for o in (order if isinstance(order, tuple) else (order,)))
+        order = tuple(self.const_int(o, "order") for o in order)
         if sorted(order) != list(range(rank)):
             raise KilnError(f"trans order {order} is not a permutation of the {rank} dimensions")
         shape = tuple(x.shape[o] for o in order)
         return Tile(self.b.trans(x.value, list(order), self.ir_type(x.dtype, shape)), x.dtype, shape)
 
-    def builtin_reshape(self, x, shape):
+    def builtin_reshape(self, x, *shape, can_reorder=False):
+        """Triton's: x's elements in row-major order in a tile of `shape`
+        (in order, whatever `can_reorder` says)."""
         x = self.to_tile(x)
-        shape = self.const_shape(shape)
+        shape = self.const_shape(self.shape_args(shape))
         n1 = 1
         for d in x.shape:
             n1 *= d
@@ -5104,12 +5116,28 @@ class CodeGen(ast.NodeVisitor):
             raise KilnError(f"cannot reshape a tile of shape {x.shape} ({n1} elements) to {shape}")
         return Tile(self.b.reshape(x.value, self.ir_type(x.dtype, shape)), x.dtype, shape)
 
-    def builtin_broadcast_to(self, x, shape):
-        return self.broadcast_to(self.to_tile(x), self.const_shape(shape))
+    def builtin_broadcast_to(self, x, *shape):
+        return self.broadcast_to(self.to_tile(x), self.const_shape(self.shape_args(shape)))
 
     def builtin_expand_dims(self, x, axis):
+        """Triton's: a dimension of size 1 at `axis`, or at each of a
+        sequence of axes (positions in the result); a scalar becomes a tile."""
         x = self.to_tile(x)
+        if isinstance(axis, kl.constexpr):
+            axis = axis.value
+        if isinstance(axis, (tuple, list)):
+            rank = len(x.shape) + len(axis)
+            axes = [self.const_int(a, "axis") for a in axis]
+            axes = sorted(a + rank if a < 0 else a for a in axes)
+            if len(set(axes)) != len(axes) or any(not 0 <= a < rank for a in axes):
+                raise KilnError(f"expand_dims axes {tuple(axis)} are out of range or repeated "
+                                f"for a result of {rank} dimensions")
+            for a in axes:
+                x = self.builtin_expand_dims(x, a)
+            return x
         axis = self.const_int(axis, "axis")
+        if x.is_scalar and axis in (0, -1):
+            return self.broadcast_to(x, (1,))
         if axis < 0:
             axis += len(x.shape) + 1
         if not 0 <= axis <= len(x.shape):

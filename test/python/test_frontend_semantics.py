@@ -1279,3 +1279,69 @@ def test_dot_scaled_refuses_out_dtypes_it_cannot_give():
     for bad in (kl.int32, kl.float8e4nv, "garbage", 3):
         with pytest.raises(kiln.CompilationError, match="out_dtype must be kl.float32"):
             dot_scaled_out[(1,)](a, out, OUT=bad)
+
+
+# -- Triton's call forms of the shape builtins ------------------------------
+
+
+@kiln.jit
+def shape_forms(x, o, F: kl.constexpr):
+    t = kl.load(x + kl.arange(0, 8))
+    t2 = kl.reshape(t, 2, 4)
+    if F == 0:
+        r = t2.trans(1, 0)
+    elif F == 1:
+        r = kl.trans(t2, 1, 0)
+    elif F == 2:
+        r = kl.permute(t2, 1, 0)
+    elif F == 3:
+        r = kl.reshape(kl.reshape(t, (8,), can_reorder=True), 4, 2)
+    elif F == 4:
+        r = kl.broadcast_to(kl.expand_dims(kl.load(x + kl.arange(0, 2)), 1), 2, 4)
+    elif F == 5:
+        r = kl.reshape(kl.expand_dims(t, (0, -1)), 8)
+    else:
+        s = kl.load(x + 1)
+        r = kl.broadcast_to(kl.expand_dims(kl.join(s, s * 2.0), 0), 4, 2)
+    kl.store(o + kl.arange(0, 8), kl.reshape(r, 8))
+
+
+@kiln.jit
+def shape_misuse(x, o, F: kl.constexpr):
+    t = kl.load(x + kl.arange(0, 4))
+    if F == 0:
+        r = kl.cat(t, t[0:1])
+    elif F == 1:
+        r = kl.cat(t, 9.0)
+    elif F == 2:
+        r = kl.reshape(t.reshape(2, 2, bogus=True), 4)
+    else:
+        r = kl.reshape(kl.expand_dims(t, (0, 0)), 4)
+    kl.store(o + kl.arange(0, 4), r)
+
+
+def test_triton_call_forms_of_shape_builtins():
+    """Triton's `*dims` / `*shape` forms (`trans(x, 1, 0)`, `x.trans(1, 0)`,
+    `reshape(x, 2, 4)`, `broadcast_to(x, 2, 4)`), `reshape(can_reorder=)`,
+    `expand_dims` of a sequence of axes and `join` of two scalars were refused
+    (`x.trans(1, 0)` with a raw TypeError)."""
+    x = np.arange(8, dtype=np.float32)
+    tr = x.reshape(2, 4).T.ravel()
+    expected = [tr, tr, tr, x, np.repeat([0.0, 1.0], 4), x, np.tile([1.0, 2.0], 4)]
+    for form, ref in enumerate(expected):
+        out = np.full(8, np.nan, np.float32)
+        shape_forms[(1,)](x, out, F=form)
+        assert np.array_equal(out, ref), form
+
+
+def test_shape_builtins_refuse_misuse():
+    """`cat` broadcast a one-element tile or a number to the other's shape
+    before checking the shapes, and a method's unknown keyword was ignored."""
+    x = np.arange(4, dtype=np.float32)
+    out = np.zeros(4, np.float32)
+    for form, msg in ((0, "cat takes two tiles of one shape"),
+                      (1, "cat takes two tiles of one shape"),
+                      (2, "unexpected keyword argument 'bogus'"),
+                      (3, "out of range or repeated")):
+        with pytest.raises(kiln.CompilationError, match=msg):
+            shape_misuse[(1,)](x, out, F=form)
