@@ -46,6 +46,18 @@ class KilnError(Exception):
     """A language-level error raised while translating one node."""
 
 
+class WidenCarried(Exception):
+    """An integer carried through a loop or branch is assigned a wider
+    integer (`s = 0; for i in range(n): s += i`: an int32 number, an int64
+    index). The kernel is translated again with that variable carried at
+    the wider type from the start (CodeGen.widen), so no value wraps; where
+    no retry is possible, `error` is raised instead."""
+
+    def __init__(self, key, error):
+        super().__init__(str(error))
+        self.key, self.error = key, error
+
+
 class LaunchGridError(ValueError):
     """The launch grid does not fit the kernel (raised as is, not as a
     CompilationError: the kernel is fine, the launch is not)."""
@@ -456,6 +468,10 @@ class CodeGen(ast.NodeVisitor):
         # looked up before the globals, as Python does.
         self.closure = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
         self.returned = None
+        # The (file, line, column, name) of variables a loop or branch
+        # carries as int64 (WidenCarried), shared with the helpers it
+        # inlines; None where a widening cannot be retried.
+        self.widen = None
         # A return in the taken branch of a compile-time `if`: the
         # statements after the if are dead code (visit_stmts skips them).
         self.returned_in_constant_branch = False
@@ -867,11 +883,15 @@ class CodeGen(ast.NodeVisitor):
                         names.append(n.id)
         return names
 
-    def carry(self, names):
+    def widen_key(self, node, name):
+        return (self.filename, self.first_line + node.lineno, node.col_offset, name)
+
+    def carry(self, names, node):
         """The loop-carried names: assigned in the body and defined before.
         Python numbers among them become IR scalars so the loop can carry them;
         pointers are carried as their scalar shift (self.carried_pointers,
-        this construct's: name -> the pointer before it)."""
+        this construct's: name -> the pointer before it). Integers the
+        construct assigns wider ones to start wide (WidenCarried)."""
         self.carried_pointers = {}
         out = []
         for name in names:
@@ -908,6 +928,9 @@ class CodeGen(ast.NodeVisitor):
                 v = v.value
             if isinstance(v, (int, float, bool)) and not isinstance(v, kl.dtype):
                 v = self.to_tile(v)
+                self.assign(name, v)
+            if isinstance(v, Tile) and self.widen and self.widen_key(node, name) in self.widen:
+                v = self.cast(v, kl.int64)
                 self.assign(name, v)
             if isinstance(v, Tile):
                 out.append(name)
@@ -1085,12 +1108,21 @@ class CodeGen(ast.NodeVisitor):
     def check_carried(self, node, name, before: Tile, after):
         if not isinstance(after, Tile):
             after = self.to_tile(after, before)
-        if after.dtype is not before.dtype or after.shape != before.shape:
-            raise self.error_at(
-                self.sites.get(name, node),
-                f"loop-carried variable '{name}' changes type from "
-                f"{before.dtype.name}{list(before.shape)} to {after.dtype.name}{list(after.shape)}")
-        return after
+        if after.dtype is before.dtype and after.shape == before.shape:
+            return after
+        ints = after.shape == before.shape and all(
+            t.dtype.is_int_signed() for t in (before, after))
+        if ints and after.dtype.bits < before.dtype.bits:
+            return self.cast(after, before.dtype)   # (exact)
+        what = "variable" if isinstance(node, ast.If) else "loop-carried variable"
+        error = self.error_at(
+            self.sites.get(name, node),
+            f"{what} '{name}' changes type from "
+            f"{before.dtype.name}{list(before.shape)} to {after.dtype.name}{list(after.shape)}")
+        key = self.widen_key(node, name)
+        if ints and self.widen is not None and key not in self.widen:
+            raise WidenCarried(key, error)
+        raise error
 
     def visit_For(self, node):
         if node.orelse:
@@ -1166,7 +1198,7 @@ class CodeGen(ast.NodeVisitor):
         if not isinstance(node.target, ast.Name):
             raise KilnError("the loop variable must be a single name")
         names = self.assigned_names(node.body)
-        carried = self.carry(names)
+        carried = self.carry(names, node)
         ptrs = self.carried_pointers
         before = {n: self.carried_start(n, node, ptrs) for n in carried}
         fixed = self.fixed_values([n for n in names if n != node.target.id], carried)
@@ -1221,7 +1253,7 @@ class CodeGen(ast.NodeVisitor):
         if node.orelse:
             raise KilnError("while ... else is not supported")
         names = self.assigned_names(node.body)
-        carried = self.carry(names)
+        carried = self.carry(names, node)
         ptrs = self.carried_pointers
         before = {n: self.carried_start(n, node, ptrs) for n in carried}
         fixed = self.fixed_values(names, carried)
@@ -1289,7 +1321,7 @@ class CodeGen(ast.NodeVisitor):
         names = self.assigned_names(node.body + node.orelse)
         outer_names = self.defined_here()
         tail = getattr(node, "kiln_tail", False)
-        carried = [] if tail else self.carry(names)
+        carried = [] if tail else self.carry(names, node)
         ptrs = {} if tail else self.carried_pointers
         before = {n: self.carried_start(n, node, ptrs) for n in carried}
         fixed = {} if tail else self.fixed_values(names, carried)
@@ -1626,6 +1658,7 @@ class CodeGen(ast.NodeVisitor):
         sub.debug = self.debug
         sub.written = self.written
         sub.used_globals = self.used_globals
+        sub.widen = self.widen
         for name, value in bound.arguments.items():
             sub.assign(name, value)
         fdef = tree.body[0]

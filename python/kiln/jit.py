@@ -17,7 +17,7 @@ import numpy as np
 from . import language as kl
 from . import runtime as runtime_module
 from .frontend import (PLAIN_TYPES, CodeGen, CompilationError, KilnError, Pointer, Tile,
-                       parse_function, same_value)
+                       WidenCarried, parse_function, same_value)
 from .runtime import BundleError, _stream_handle, env_target
 from .runtime import bf16, cuda_array_view, fp8  # noqa: F401  (kiln.bf16 lives with the runtime)
 
@@ -741,11 +741,25 @@ class JITFunction:
         return self.debug if self.debug is not None else debug_env()
 
     def compile(self, bound, grid_rank, target=None, num_warps=4, num_stages=2, load=True):
+        # An integer a loop or branch carries that is assigned a wider one:
+        # translated again with it wide from the start (WidenCarried).
+        widen = set()
+        while True:
+            try:
+                return self._compile(bound, grid_rank, target, num_warps, num_stages, load,
+                                     widen)
+            except WidenCarried as w:
+                if w.key in widen or len(widen) >= 64:
+                    raise w.error from None
+                widen.add(w.key)
+
+    def _compile(self, bound, grid_rank, target, num_warps, num_stages, load, widen):
         from ._kiln import Builder, IRError
         tree, first_line, source, filename = self.parse()
         b = Builder()
         cg = CodeGen(self.fn, b, filename, first_line, source, grid_rank)
         cg.debug = self.debug_on()
+        cg.widen = widen
         fdef = tree.body[0]
         arg_types, arg_names, runtime_params = [], [], []
         for p, a in zip(self.params, bound):

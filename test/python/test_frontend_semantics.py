@@ -1345,3 +1345,60 @@ def test_shape_builtins_refuse_misuse():
                       (3, "out of range or repeated")):
         with pytest.raises(kiln.CompilationError, match=msg):
             shape_misuse[(1,)](x, out, F=form)
+
+
+# -- integers carried through loops and branches widen ----------------------
+
+
+@kiln.jit
+def add_up(n):
+    t = 0
+    for j in range(n):
+        t += n
+    return t
+
+
+@kiln.jit
+def widened_carries(out, n, N: kl.constexpr):
+    s = 0
+    for i in range(N):
+        s += i                       # an int32 number, an int64 index
+    u = 0
+    if n > 3:
+        u = n * 1000000000           # an int64 argument in one branch
+    w = kl.program_id(0)
+    while w < n:
+        w = w + n
+    h = n * 0
+    for k in range(3):
+        h = kl.sum(kl.arange(0, 4))  # int32 into an int64: sign-extended
+    g = 0
+    for k in range(2):
+        for m in range(n):           # widened in an inner loop, carried by both
+            g += m * 1000000000
+    kl.store(out, s)
+    kl.store(out + 1, add_up(n))
+    kl.store(out + 2, u)
+    kl.store(out + 3, w)
+    kl.store(out + 4, h)
+    kl.store(out + 5, g)
+
+
+def test_integers_carried_through_loops_widen():
+    """`s = 0; for i in range(N): s += i` (Triton's common pattern) was a
+    CompilationError: the number is int32, Kiln's loop index and int
+    arguments int64. The variable is now carried as int64 from the start,
+    so no sum wraps (u and g pass 2^31)."""
+    out = np.zeros(6, np.int64)
+    widened_carries[(1,)](out, 5, N=10)
+    assert out.tolist() == [45, 25, 5 * 10**9, 5, 6, 2 * 10 * 10**9]
+    with pytest.raises(kiln.CompilationError, match="changes type from int32"):
+        bad_float_carry[(1,)](out, 5)
+
+
+@kiln.jit
+def bad_float_carry(out, n):
+    s = 0
+    for i in range(n):
+        s = s + 0.5
+    kl.store(out, s)
