@@ -2540,6 +2540,11 @@ class CodeGen(ast.NodeVisitor):
         """Python's (and NumPy's) float `//`, the quotient that goes with `%`
         (CPython's float_divmod): floor(a / b) can be one more, when a / b
         rounds up to an integer (1.0 // 0.1 is 9.0)."""
+        if a.dtype.bits < 32:
+            # In float32 and rounded once, as NumPy's half `//`: each step
+            # rounded to 16 bits gave 558 for -263.25 // -0.4707 (559).
+            wide = self.float_floordiv(self.cast(a, kl.float32), self.cast(b, kl.float32))
+            return self.cast(wide, a.dtype)
         def t(v):
             return Tile(v, a.dtype, a.shape)
         zero = self.to_tile(0.0, a)
@@ -5076,6 +5081,9 @@ class CodeGen(ast.NodeVisitor):
     def number_extreme(x, y, largest):
         """maximum / minimum of two compile-time numbers as on tiles: NaN
         propagates (Python's max(1.0, nan) is 1.0), and -0.0 < 0.0."""
+        x, y = (v.value if isinstance(v, kl.constexpr) else v for v in (x, y))
+        if isinstance(x, float) or isinstance(y, float):   # (-0.0 beside 0)
+            x, y = float(x), float(y)
         for v in (x, y):
             if isinstance(v, float) and math.isnan(v):
                 return v
