@@ -841,11 +841,11 @@ def _add_mod(b, fn, kind, shape):
     b.end_function([result.value])
 
 
-def _block_sizes(block, block_kv):
+def _block_sizes(block, block_kv, name="block_mask"):
     block_kv = block if block_kv is None else block_kv
-    for name, v in (("block", block), ("block_kv", block_kv)):
+    for what, v in (("block", block), ("block_kv", block_kv)):
         if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v <= 0:
-            raise ValueError(f"block_mask: {name} must be a positive integer, got {v!r}")
+            raise ValueError(f"{name}: {what} must be a positive integer, got {v!r}")
     return int(block), int(block_kv)
 
 
@@ -888,6 +888,9 @@ def block_mask(mask_mod, batch, heads, seq_q, seq_kv, block=None, block_kv=None,
             if block_kv is None:
                 block_kv = 64
     block, block_kv = _block_sizes(block, block_kv)
+    if not callable(mask_mod):
+        raise TypeError(f"block_mask: mask_mod must be a @kiln.jit or Python function of "
+                        f"(b, h, q_idx, kv_idx), got {type(mask_mod).__name__}")
     for n, v in (("batch", batch), ("heads", heads), ("seq_q", seq_q), ("seq_kv", seq_kv)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
             raise ValueError(f"block_mask: {n} must be an integer >= 0, got {v!r}")
@@ -998,9 +1001,11 @@ def _check_mask(name, mask, rows, S, Skv):
     if missing:
         raise ValueError(f"{name}: the mask lacks {', '.join(missing)}: pass block_mask()'s "
                          "dict")
-    block = mask["block"]
-    block_kv = mask.get("block_kv", block)
+    block, block_kv = _block_sizes(mask["block"], mask.get("block_kv"), name)
     nqb, maxb = mask["nqb"], mask["maxb"]
+    for n, v in (("nqb", nqb), ("maxb", maxb)):
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 0:
+            raise ValueError(f"{name}: mask[{n!r}] must be an integer >= 0, got {v!r}")
     if nqb != _cdiv(S, block) or maxb < _cdiv(Skv, block_kv):
         raise ValueError(f"{name}: the block mask was built for another shape "
                          f"({nqb} query blocks of {block}, {maxb} key blocks of {block_kv}); "
@@ -1100,12 +1105,19 @@ def _attention_plan(name, shapes, mask, mask_kind, doc_shape, scale, out_dtype, 
         block_kv = mask.get("block_kv", block)
     else:
         block, block_kv, nqb, maxb, arrays = _check_mask(name, mask, B * Hq, S, Skv)
-    scale = float(scale if scale is not None else 1.0 / np.sqrt(D))
-    # The kernel takes it as a float32: checked as one.
+    if scale is None:
+        scale = 1.0 / np.sqrt(D)
+    if isinstance(scale, (bool, np.bool_)) or not isinstance(scale, (int, float, np.number)):
+        raise TypeError(f"{name}: scale must be a number, got {type(scale).__name__}")
+    scale = float(scale)
+    # The kernel takes it as a float32 and multiplies it by log2(e): checked
+    # as one, and that product must be finite too (inf * 0 gave NaN rows).
     with np.errstate(over="ignore", under="ignore"):
         scale32 = np.float32(scale)
-    if not (np.isfinite(scale32) and scale32 > 0):
-        raise ValueError(f"{name}: scale must be a positive finite float "
+        finite = np.isfinite(scale32 * np.float32(math.log2(math.e)))
+    if not (finite and scale32 > 0):
+        raise ValueError(f"{name}: scale must be a positive float below "
+                         f"{np.finfo(np.float32).max / math.log2(math.e):.4g} "
                          f"(as a float32), got {scale}")
     return block, block_kv, nqb, maxb, arrays, float(scale32)
 

@@ -1439,10 +1439,21 @@ def test_attention_scale_must_be_positive(rng):
     bits = [to_bf16_bits(rng.standard_normal((B, H, S, D)).astype(np.float32))
             for _ in range(3)]
     mask = kiln.ops.block_mask(lambda b, h, qi, ki: ki <= qi, B, H, S, S)
-    for bad in (-0.125, 0.0, float("nan"), float("inf"), 1e-50, 1e39):  # the last two: 0, inf in f32
+    # 1e-50, 1e39: 0, inf in f32; 2.5e38: inf times log2(e) (NaN rows before).
+    for bad in (-0.125, 0.0, float("nan"), float("inf"), 1e-50, 1e39, 2.5e38):
         with pytest.raises(ValueError, match="scale must be a positive"):
             kiln.ops.block_sparse_attention(*[kiln.bf16(b) for b in bits], mask, "causal",
                                             scale=bad)
+    for bad in ("0.5", np.array([0.5]), True):   # ("0.5" was taken as 0.5)
+        with pytest.raises(TypeError, match="scale must be a number"):
+            kiln.ops.block_sparse_attention(*[kiln.bf16(b) for b in bits], mask, "causal",
+                                            scale=bad)
+    for key, bad in (("block", 0), ("block_kv", -64), ("block", 2.0)):
+        with pytest.raises(ValueError, match="must be a positive integer"):
+            kiln.ops.block_sparse_attention(*[kiln.bf16(b) for b in bits],
+                                            {**mask, key: bad}, "causal")
+    with pytest.raises(TypeError, match="mask_mod must be"):
+        kiln.ops.block_mask(None, B, H, S, S)
     kern = kiln.ops.kernel("block_sparse_attention", head_dim=D, block=64, mask="causal",
                            window=256, prefix=0, gqa_group=1, softcap=0.0, dtype="bf16")
     docs = np.zeros((B, S), np.int32)
