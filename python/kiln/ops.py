@@ -603,11 +603,11 @@ def _gather_rows(name, arrays, errors, blocks, message, keep_shape=False):
     out = side.empty((rows, dim), dtype)
     word = side.errors(errors)
     block_rows, block_cols = blocks.values()
-    if rows and dim:
+    if rows:   # (rows of no columns: one column block, to count bad indices)
         side.launch(kernel(name, _target=side.target, dtype=dtype,
                            streaming=_streaming(side, out), **blocks),
                     [table, index, out, word, rows, table_rows, dim],
-                    [_cdiv(rows, block_rows), _cdiv(dim, block_cols)])
+                    [_cdiv(rows, block_rows), max(_cdiv(dim, block_cols), 1)])
     if keep_shape:
         out = out.reshape(index_shape + (dim,))
     out = side.wrap(out, dtype)
@@ -657,13 +657,13 @@ def paged_kv_gather(cache, block_table, seq_lens, max_len=None, block_t=8, block
                          f"expected ({batch},)")
     out = side.empty((batch, max_len) + row_shape, dtype)
     word = side.errors(errors)
-    if batch and max_len and width:
+    if batch and max_len:   # (no width: one block, to count bad tokens)
         side.launch(kernel("paged_kv_gather", _target=side.target, block_size=block_size,
                            block_t=block_t, block_w=block_w, dtype=dtype,
                            streaming=_streaming(side, out)),
                     [cache, block_table, seq_lens, out, word, batch, max_blocks, num_blocks,
                      max_len, width],
-                    [_cdiv(max_len, block_t), _cdiv(width, block_w), batch])
+                    [_cdiv(max_len, block_t), max(_cdiv(width, block_w), 1), batch])
     out = side.wrap(out, dtype)
     _bad_indices(side, word, errors,
                  lambda c: f"paged_kv_gather: {c} token(s) map to pages outside the table or "
@@ -762,11 +762,11 @@ def moe_unpermute(y, slot_rows, weights, block_t=None, block_h=None, errors=None
     out = side.empty((tokens, hidden), dtype)
     word = side.errors(errors)
     block_t, block_h = _unpermute_blocks(side, hidden, block_t, block_h)
-    if tokens and hidden:
+    if tokens:   # (no hidden columns: one column block, to count bad slots)
         side.launch(kernel("moe_unpermute", _target=side.target, block_t=block_t,
                            block_h=block_h, dtype=dtype),
                     [y, slot_rows, weights, out, word, tokens, k, rows, hidden],
-                    [_cdiv(tokens, block_t), _cdiv(hidden, block_h)])
+                    [_cdiv(tokens, block_t), max(_cdiv(hidden, block_h), 1)])
     out = side.wrap(out, dtype)
     _bad_indices(side, word, errors,
                  lambda c: f"moe_unpermute: {c} slot(s) outside [-1, {rows})", out)
@@ -992,6 +992,16 @@ def _block_mask_by_kernel(mask_mod, batch, heads, seq_q, seq_kv, block, block_kv
     return out
 
 
+def _scale_number(name, scale, default):
+    """An attention's `scale` as a Python float (`default` for None); a
+    string, array or bool is refused (float("0.5") was taken as 0.5)."""
+    if scale is None:
+        return float(default)
+    if isinstance(scale, (bool, np.bool_)) or not isinstance(scale, (int, float, np.number)):
+        raise TypeError(f"{name}: scale must be a number, got {type(scale).__name__}")
+    return float(scale)
+
+
 def _check_mask(name, mask, rows, S, Skv):
     """(block, block_kv, nqb, maxb, arrays) of a host block mask for `rows`
     (batch x heads) query heads of S rows and Skv keys, its arrays checked:
@@ -1105,11 +1115,7 @@ def _attention_plan(name, shapes, mask, mask_kind, doc_shape, scale, out_dtype, 
         block_kv = mask.get("block_kv", block)
     else:
         block, block_kv, nqb, maxb, arrays = _check_mask(name, mask, B * Hq, S, Skv)
-    if scale is None:
-        scale = 1.0 / np.sqrt(D)
-    if isinstance(scale, (bool, np.bool_)) or not isinstance(scale, (int, float, np.number)):
-        raise TypeError(f"{name}: scale must be a number, got {type(scale).__name__}")
-    scale = float(scale)
+    scale = _scale_number(name, scale, 1.0 / np.sqrt(D))
     # The kernel takes it as a float32 and multiplies it by log2(e): checked
     # as one, and that product must be finite too (inf * 0 gave NaN rows).
     with np.errstate(over="ignore", under="ignore"):
@@ -1476,7 +1482,7 @@ def dsa_sparse_attention(q, kv, indices, d_v, scale=None, heads_block=16, block_
     Sq, Hq, Dqk = q.shape
     Skv = kv.shape[0]
     topk = indices.shape[1]
-    scale = float(scale if scale is not None else 1.0 / np.sqrt(max(Dqk, 1)))
+    scale = _scale_number(name, scale, 1.0 / np.sqrt(max(Dqk, 1)))
     # The kernel takes it as a float32: checked as one.
     with np.errstate(over="ignore"):
         if not np.isfinite(np.float32(scale)):
@@ -1484,11 +1490,11 @@ def dsa_sparse_attention(q, kv, indices, d_v, scale=None, heads_block=16, block_
     out = side.empty((Sq, Hq, d_v))
     lse = side.empty((Sq, Hq))
     word = side.errors(errors)
-    if Sq and Hq:
+    if Sq:   # (no heads: one head block, to count bad indices)
         side.launch(kernel("dsa_sparse_attention", _target=side.target, d_qk=Dqk, d_v=d_v,
                            heads_block=heads_block, block_k=block_k, dtype=dtype),
                     [q, kv, indices, out, lse, word, Sq, Hq, Skv, topk, scale],
-                    [Sq, _cdiv(Hq, heads_block)])
+                    [Sq, max(_cdiv(Hq, heads_block), 1)])
     _bad_indices(side, word, errors,
                  lambda c: f"dsa_sparse_attention: {c} index(es) outside [-1, {Skv})",
                  (out, lse))

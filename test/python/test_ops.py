@@ -1724,3 +1724,29 @@ def test_dsa_topk_ties_and_specials(rng, S, k, block):
     s[5, : S // 2] = -np.inf
     got = kiln.ops.dsa_topk(s, k, block=block)
     assert np.array_equal(got, topk_reference(s, k))
+
+
+def test_zero_width_gathers_still_check_indices():
+    """With no columns (an embedding of width 0, a cache of rows of no
+    elements, no hidden units, no heads) the kernels were not launched, and
+    an index outside the table returned an empty output with no IndexError.
+    One column block runs now, to count them."""
+    with pytest.raises(IndexError, match="1 id"):
+        kiln.ops.embedding(np.zeros((4, 0), np.float32), np.array([9, 1]))
+    assert kiln.ops.embedding(np.zeros((4, 0), np.float32), np.array([0, 3])).shape == (2, 0)
+    cache = np.zeros((3, 4, 0), np.float32)
+    with pytest.raises(IndexError, match="2 token"):
+        kiln.ops.paged_kv_gather(cache, np.array([[0, 7]], np.int32), np.array([6], np.int32))
+    assert kiln.ops.paged_kv_gather(cache, np.array([[0, 2]], np.int32),
+                                    np.array([6], np.int32)).shape == (1, 6, 0)
+    y, w = np.zeros((3, 0), np.float32), np.ones((1, 2), np.float32)
+    with pytest.raises(IndexError, match="1 slot"):
+        kiln.ops.moe_unpermute(y, np.array([[0, 5]], np.int32), w)
+    assert kiln.ops.moe_unpermute(y, np.array([[0, -1]], np.int32), w).shape == (1, 0)
+    q, kv = np.zeros((2, 0, 4), np.float32), np.zeros((3, 4), np.float32)
+    with pytest.raises(IndexError, match="1 index"):
+        kiln.ops.dsa_sparse_attention(q, kv, np.array([[0], [7]]), 4)
+    out, lse = kiln.ops.dsa_sparse_attention(q, kv, np.array([[0], [1]]), 4)
+    assert out.shape == (2, 0, 4) and lse.shape == (2, 0)
+    with pytest.raises(TypeError, match="scale must be a number"):
+        kiln.ops.dsa_sparse_attention(q, kv, np.array([[0], [1]]), 4, scale="0.5")
