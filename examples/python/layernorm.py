@@ -1,4 +1,9 @@
-"""Layer normalization with a loop over column chunks (loop-carried sums)."""
+"""Layer normalization with a loop over column chunks (loop-carried sums).
+
+The sums are of x minus the row's first element: the plain sum of squares
+minus the squared mean cancels when the mean is large against the spread
+(rows of randn + 1000 came out 0.15 off, randn + 1e4 wrong by 370); shifted
+by a value of the row, it keeps the spread's digits in one pass."""
 import numpy as np
 
 import kiln
@@ -9,15 +14,18 @@ import kiln.language as kl
 def layernorm_kernel(x, w, b, y, n_cols, eps, BLOCK: kl.constexpr):
     row = kl.program_id(0)
     base = row * n_cols
+    shift = kl.load(x + base, mask=n_cols > 0, other=0.0)
     s = 0.0
     ss = 0.0
     for start in range(0, n_cols, BLOCK):
         cols = start + kl.arange(0, BLOCK)
-        v = kl.load(x + base + cols, mask=cols < n_cols, other=0.0)
+        mask = cols < n_cols
+        v = kl.where(mask, kl.load(x + base + cols, mask=mask, other=0.0) - shift, 0.0)
         s += kl.sum(v, axis=0)
         ss += kl.sum(v * v, axis=0)
-    mean = s / n_cols
-    var = kl.maximum(ss / n_cols - mean * mean, 0.0)
+    d = s / n_cols
+    mean = shift + d
+    var = kl.maximum(ss / n_cols - d * d, 0.0)
     rstd = kl.rsqrt(var + eps)
     for start in range(0, n_cols, BLOCK):
         cols = start + kl.arange(0, BLOCK)

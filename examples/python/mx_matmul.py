@@ -23,6 +23,7 @@ E2M1 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -
 def mx_matmul_kernel(a, a_scale, b, b_scale, c, M, N, K, FMT_A: kl.constexpr,
                      FMT_B: kl.constexpr, BM: kl.constexpr, BN: kl.constexpr,
                      BK: kl.constexpr):
+    kl.static_assert(BK % 32 == 0, "BK must be a multiple of 32 (one scale per 32 of K)")
     pid_m, pid_n = kl.program_id(0), kl.program_id(1)
     rm = pid_m * BM + kl.arange(0, BM)
     rn = pid_n * BN + kl.arange(0, BN)

@@ -36,11 +36,15 @@ def _attn_fwd_inner(acc, l_i, m_i, q, K_block_ptr, V_block_ptr, start_m, qk_scal
         start_n = kl.multiple_of(start_n, BLOCK_N)
         k = kl.load(K_block_ptr)
         qk = kl.dot(q, k)
-        if MASK_TAIL:  # (not upstream: keys past N_CTX in the last block)
-            qk = kl.where((start_n + offs_n)[None, :] < N_CTX, qk, -1.0e6)
+        # (Not upstream: keys past N_CTX in the last block, and the causal
+        # mask, are -inf, not -1e6, which a row whose scores were all below
+        # -1e6 (or a future key 1e6 above a visible one) let through. Each
+        # row sees its block's first key, so its maximum stays finite.)
+        if MASK_TAIL:
+            qk = kl.where((start_n + offs_n)[None, :] < N_CTX, qk, float("-inf"))
         if STAGE == 2:
             mask = offs_m[:, None] >= (start_n + offs_n[None, :])
-            qk = qk * qk_scale + kl.where(mask, 0, -1.0e6)
+            qk = qk * qk_scale + kl.where(mask, 0, float("-inf"))
             m_ij = kl.maximum(m_i, kl.max(qk, 1))
             qk -= m_ij[:, None]
         else:

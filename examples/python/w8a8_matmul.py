@@ -2,7 +2,8 @@
 quantization ships them: A [M, K] int8 with one scale per row (token), W
 [N, K] int8 in a linear layer's layout with one scale per row (output
 channel). The products are summed exactly in int32 (`kl.dot` of two int8
-tiles into an int32 accumulator), then dequantized once:
+tiles into an int32 accumulator; exact for K up to 131071, where 128 * 128 *
+K fits, so `launch_args` refuses longer K), then dequantized once:
 C[m, n] = (sum_k A[m, k] W[n, k]) a_scale[m] w_scale[n], stored as C's
 type (float16 or float32).
 
@@ -69,6 +70,8 @@ def launch_args(a, a_scale, w, w_scale, c, block=(128, 128, 128), w_kn=False):
     W [N, K] (or, with `w_kn`, W^T [K, N]; NumPy int8 arrays or device
     tensors), C [M, N]."""
     M, K = a.shape
+    if K > 131071:
+        raise ValueError(f"w8a8_matmul: K = {K} could overflow the int32 sums (at most 131071)")
     N = w.shape[1] if w_kn else w.shape[0]
     bm, bn, bk = block
     return ((kiln.cdiv(M, bm), kiln.cdiv(N, bn)), (a, a_scale, w, w_scale, c, M, N, K),

@@ -51,6 +51,18 @@ def test_layernorm(rng, shape):
     assert_close(y, ln_ex.reference(x, w, b), 1e-4, 1e-4)
 
 
+@pytest.mark.parametrize("offset", [300.0, 1e4])
+def test_layernorm_of_rows_with_a_large_mean(rng, offset):
+    """The sum of squares minus the squared mean cancelled: rows of randn +
+    1e4 were wrong by 370 (0.044 off at + 300)."""
+    x = (rng.standard_normal((4, 1283)) + offset).astype(np.float32)
+    w, b = np.ones(1283, np.float32), np.zeros(1283, np.float32)
+    y = np.full(x.shape, np.nan, np.float32)
+    ln_ex.layernorm_kernel[(4,)](x, w, b, y, 1283, 1e-5, BLOCK=128)
+    # (x itself is rounded to float32 at 1e4: its ulp, 1e-3, over a std of 1.)
+    assert_close(y, ln_ex.reference(x, w, b), 1e-4, 2e-3 if offset > 1e3 else 1e-4)
+
+
 @pytest.mark.parametrize("mnk", [(1, 1, 1), (63, 65, 31), (130, 70, 129)])
 def test_matmul(rng, mnk):
     m, n, k = mnk
@@ -100,6 +112,33 @@ def test_triton_tutorial_attention(rng, shape, causal):
     ro, rl = tfa_ex.reference(q, k, v, causal)
     assert_close(o, ro, 1e-4, 1e-5)
     assert_close(lse, rl, 1e-5, 1e-5)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_triton_tutorial_attention_with_extreme_scores(rng, causal):
+    """Keys past N_CTX were given the score -1e6, and the causal mask added
+    -1e6: a row whose scores were all below -1e6 attended to the padding
+    (output 0), and a future key 1e6 above a visible one got the weight."""
+    Z, H, N, D = 1, 1, 17, 16
+    v = rng.standard_normal((Z, H, N, D)).astype(np.float32)
+    q = np.full((Z, H, N, D), 300, np.float32)
+    k = np.full((Z, H, N, D), -3000, np.float32)   # every score -1.44e7
+    cases = [(q, k)]
+    if causal:   # row 0's future key 1 scores 4e6 above its own
+        q2, k2 = (rng.standard_normal((Z, H, 16, D)).astype(np.float32) for _ in range(2))
+        q2[0, 0, 0], k2[0, 0, 0], k2[0, 0, 1] = 0, 0, 0
+        q2[0, 0, 0, 0] = k2[0, 0, 1, 0] = 2000
+        cases.append((q2, k2))
+    for qq, kk in cases:
+        n = qq.shape[2]
+        vv = v[:, :, :n]
+        o = np.full(qq.shape, np.nan, np.float32)
+        lse = np.full((Z * H, n), np.nan, np.float32)
+        grid, args, kw = tfa_ex.launch_args(qq, kk, vv, o, lse, Z, H, n, D, causal)
+        tfa_ex._attn_fwd[grid](*args, **kw)
+        ro, rl = tfa_ex.reference(qq, kk, vv, causal)
+        assert_close(o, ro, 1e-4, 1e-4)
+        assert_close(lse, rl, 1e-5, 1e-5)
 
 
 @pytest.mark.parametrize("shape", [(1, 1), (37, 300), (130, 1000)])
