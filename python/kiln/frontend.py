@@ -50,12 +50,12 @@ class WidenCarried(Exception):
     """An integer carried through a loop or branch is assigned a wider
     integer (`s = 0; for i in range(n): s += i`: an int32 number, an int64
     index). The kernel is translated again with that variable carried at
-    the wider type from the start (CodeGen.widen), so no value wraps; where
-    no retry is possible, `error` is raised instead."""
+    the wider type, `dtype`, from the start (CodeGen.widen), so no value
+    wraps; where no retry is possible, `error` is raised instead."""
 
-    def __init__(self, key, error):
+    def __init__(self, key, dtype, error):
         super().__init__(str(error))
-        self.key, self.error = key, error
+        self.key, self.dtype, self.error = key, dtype, error
 
 
 class LaunchGridError(ValueError):
@@ -468,10 +468,13 @@ class CodeGen(ast.NodeVisitor):
         # looked up before the globals, as Python does.
         self.closure = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
         self.returned = None
-        # The (file, line, column, name) of variables a loop or branch
-        # carries as int64 (WidenCarried), shared with the helpers it
-        # inlines; None where a widening cannot be retried.
+        # (file, line, column, name) -> the integer dtype a loop or branch
+        # there carries that variable at (WidenCarried), shared with the
+        # helpers it inlines; None where a widening cannot be retried.
         self.widen = None
+        # Where compile-time prints go while a translation may be retried
+        # (a list, printed once it succeeds); None: printed at once.
+        self.static_prints = None
         # A return in the taken branch of a compile-time `if`: the
         # statements after the if are dead code (visit_stmts skips them).
         self.returned_in_constant_branch = False
@@ -633,6 +636,12 @@ class CodeGen(ast.NodeVisitor):
         if isinstance(x, float):
             if like is not None and like.dtype.is_float:
                 return self.const(x, like.dtype)
+            # A float32 unless it is finite, not 0 and outside float32's
+            # normal range (1e300 was inf): then a float64, as in Triton.
+            big = abs(x)
+            if big != 0.0 and big != math.inf and x == x and \
+                    not 2.0 ** -126 <= big <= (2 - 2.0 ** -23) * 2.0 ** 127:
+                return self.const(x, kl.float64)
             return self.const(x, kl.float32)
         raise KilnError(f"expected a number or a tile, got {type(x).__name__}")
 
@@ -929,8 +938,12 @@ class CodeGen(ast.NodeVisitor):
             if isinstance(v, (int, float, bool)) and not isinstance(v, kl.dtype):
                 v = self.to_tile(v)
                 self.assign(name, v)
-            if isinstance(v, Tile) and self.widen and self.widen_key(node, name) in self.widen:
-                v = self.cast(v, kl.int64)
+            wide = self.widen.get(self.widen_key(node, name)) if self.widen else None
+            # (Only a narrower integer: the same loop translated again, in a
+            # helper called twice, may carry a float under that name.)
+            if isinstance(v, Tile) and wide is not None and v.dtype.is_int_signed() and \
+                    v.dtype.bits < wide.bits:
+                v = self.cast(v, wide)
                 self.assign(name, v)
             if isinstance(v, Tile):
                 out.append(name)
@@ -1107,7 +1120,13 @@ class CodeGen(ast.NodeVisitor):
 
     def check_carried(self, node, name, before: Tile, after):
         if not isinstance(after, Tile):
-            after = self.to_tile(after, before)
+            v = after.value if isinstance(after, kl.constexpr) else after
+            half = 1 << (before.dtype.bits - 1)
+            if isinstance(v, int) and not isinstance(v, bool) and before.dtype.is_int_signed() \
+                    and not -half <= v < half:
+                after = self.to_tile(v)   # (too wide for before's type: widened below)
+            else:
+                after = self.to_tile(after, before)
         if after.dtype is before.dtype and after.shape == before.shape:
             return after
         ints = after.shape == before.shape and all(
@@ -1120,8 +1139,9 @@ class CodeGen(ast.NodeVisitor):
             f"{what} '{name}' changes type from "
             f"{before.dtype.name}{list(before.shape)} to {after.dtype.name}{list(after.shape)}")
         key = self.widen_key(node, name)
-        if ints and self.widen is not None and key not in self.widen:
-            raise WidenCarried(key, error)
+        if ints and self.widen is not None and \
+                self.widen.get(key, before.dtype).bits < after.dtype.bits:
+            raise WidenCarried(key, after.dtype, error)
         raise error
 
     def visit_For(self, node):
@@ -1584,6 +1604,8 @@ class CodeGen(ast.NodeVisitor):
 
     def visit_Call(self, node):
         fn = self.visit(node.func)
+        if isinstance(fn, kl.constexpr) and callable(fn.value):
+            fn = fn.value   # (a function passed as a constexpr: `ACT: kl.constexpr`)
         args = [self.visit(a) for a in node.args]
         kwargs = {k.arg: self.visit(k.value) for k in node.keywords if k.arg}
         if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
@@ -1634,6 +1656,8 @@ class CodeGen(ast.NodeVisitor):
                 if fn in (builtins.min, builtins.max) and len(plain) == 2:
                     return self.builtin_minimum(*plain) if fn is builtins.min else self.builtin_maximum(*plain)
                 raise KilnError(f"{fn.__name__}() works on compile-time values only; use kl.* on tiles")
+            if fn is builtins.print:
+                return self.compile_time_print(*plain, **kwargs)
             return fn(*plain, **kwargs)
         if fn is builtins.range:
             raise KilnError("range() is only supported as the iterable of a for loop")
@@ -1659,6 +1683,7 @@ class CodeGen(ast.NodeVisitor):
         sub.written = self.written
         sub.used_globals = self.used_globals
         sub.widen = self.widen
+        sub.static_prints = self.static_prints
         for name, value in bound.arguments.items():
             sub.assign(name, value)
         fdef = tree.body[0]
@@ -5199,7 +5224,14 @@ class CodeGen(ast.NodeVisitor):
         return self.binop(ast.FloorDiv(), self.binop(ast.Sub(), self.binop(ast.Add(), a, b), 1), b)
 
     def builtin_static_print(self, *args):
-        print(*[a.value if isinstance(a, kl.constexpr) else a for a in args])
+        self.compile_time_print(*[a.value if isinstance(a, kl.constexpr) else a for a in args])
+
+    def compile_time_print(self, *args, **kwargs):
+        """print() at compile time: once per translation that succeeds."""
+        if self.static_prints is None:
+            print(*args, **kwargs)
+        else:
+            self.static_prints.append((args, kwargs))
 
     def builtin_static_assert(self, cond, msg=""):
         if isinstance(cond, kl.constexpr):

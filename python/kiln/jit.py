@@ -352,9 +352,10 @@ def _attributes(v):
         if c.__module__ in ("enum", "abc", "typing"):
             continue
         for k, x in vars(c).items():
-            # (Public data only: not methods, descriptors (properties,
-            # slots), nor private machinery such as an Enum's member maps.)
-            if not k.startswith("_") and not callable(x) and not hasattr(type(x), "__get__"):
+            # (Data only: not methods, descriptors (properties, slots),
+            # nor dunders; `_S`, which a kernel or a property can read, too.)
+            if not (k.startswith("__") and k.endswith("__")) and not callable(x) and \
+                    not hasattr(type(x), "__get__"):
                 out[k] = x
     if not isinstance(v, type):
         for n in slots:
@@ -382,6 +383,9 @@ def _const_key(v, depth=0, memo=None):
         memo = {}
     if type(v) in (tuple, list):
         return (type(v).__name__,) + tuple(_const_key(x, depth + 1, memo) for x in v)
+    if type(v) is dict:   # (by its contents: one changed in place recompiles)
+        return ("dict",) + tuple(sorted((repr(k), _const_key(x, depth + 1, memo))
+                                        for k, x in v.items()))
     # An object met before (a cycle, or shared: an Enum's members list each
     # other) is keyed by when it was met, so the key stays linear in the
     # objects reached; past 4096 of them, by identity.
@@ -591,6 +595,8 @@ class JITFunction:
             if name in self.constexprs:
                 if isinstance(v, kl.constexpr):
                     v = v.value
+                if isinstance(v, np.generic) and not isinstance(v, np.datetime64):
+                    v = v.item()   # (BLOCK=np.int64(64): a Python int, as in the key)
                 out.append(_Arg("const", None, v, ("c", _const_key(v))))
                 continue
             tv = type(v)
@@ -633,15 +639,17 @@ class JITFunction:
                     key = ("s", "int64", iv == 1, iv % 16 == 0, iv >= 0)
                 out.append(_Arg("scalar", kl.int64, iv, key))
             elif isinstance(v, (float, np.floating)):
-                # A Python float is a float32, as in Triton; np.float64 and
-                # np.longdouble float64. One float32 cannot hold is refused
+                # A Python float is a float32, as in Triton, and so is an
+                # np.float64 (a subclass of float: `1 / np.sqrt(d)` is one);
+                # np.longdouble a float64. One float32 cannot hold is refused
                 # (it would arrive as inf), as Bundle launches refuse it.
-                wide = isinstance(v, (np.float64, np.longdouble)) and not isinstance(v, float)
+                wide = isinstance(v, np.longdouble)
                 dt = kl.float64 if wide else kl.float32
                 if not wide and runtime_module._F32_OVERFLOW <= abs(float(v)) < float("inf"):
                     raise OverflowError(f"argument '{name}' of {self.__name__} = {v!r} "
                                         "overflows float32 (a Python float is passed as "
-                                        "one): pass np.float64(x) for a float64 parameter")
+                                        "one): pass np.longdouble(x) for a float64 "
+                                        "parameter")
                 out.append(_Arg("scalar", dt, float(v), ("s", dt.name)))
             elif v is None:
                 out.append(_Arg("const", None, None, ("c", "None")))
@@ -743,15 +751,15 @@ class JITFunction:
     def compile(self, bound, grid_rank, target=None, num_warps=4, num_stages=2, load=True):
         # An integer a loop or branch carries that is assigned a wider one:
         # translated again with it wide from the start (WidenCarried).
-        widen = set()
+        widen = {}
         while True:
             try:
                 return self._compile(bound, grid_rank, target, num_warps, num_stages, load,
                                      widen)
             except WidenCarried as w:
-                if w.key in widen or len(widen) >= 64:
+                if len(widen) >= 64:
                     raise w.error from None
-                widen.add(w.key)
+                widen[w.key] = w.dtype
 
     def _compile(self, bound, grid_rank, target, num_warps, num_stages, load, widen):
         from ._kiln import Builder, IRError
@@ -760,6 +768,11 @@ class JITFunction:
         cg = CodeGen(self.fn, b, filename, first_line, source, grid_rank)
         cg.debug = self.debug_on()
         cg.widen = widen
+        cg.static_prints = prints = []
+
+        def flush_prints():
+            for args, kwargs in prints:
+                print(*args, **kwargs)
         fdef = tree.body[0]
         arg_types, arg_names, runtime_params = [], [], []
         for p, a in zip(self.params, bound):
@@ -825,9 +838,13 @@ class JITFunction:
                 t.uniform = True
                 t.nonneg = len(a.key) > 4 and a.key[4]
                 cg.assign(p.name, t)
+        retry = False
         try:
             cg.visit_body(fdef.body)
             b.end_kernel()
+        except WidenCarried:
+            retry = True   # (translated again: its prints are the next translation's)
+            raise
         except CompilationError:
             raise
         except IRError as e:
@@ -838,6 +855,9 @@ class JITFunction:
                                  f"beyond it ({msg})") from None
             raise CompilationError(msg, filename, first_line + fdef.lineno - 1, 0,
                                    source.splitlines()[fdef.lineno - 1]) from None
+        finally:
+            if not retry:
+                flush_prints()
         text = b.text(True)
         try:
             if load:
@@ -1087,6 +1107,8 @@ def _tune_key(v):
     if isinstance(v, (bf16, fp8)):
         return ("array", (tuple(v.array.shape), type(v).__name__ + getattr(v, "format", ""),
                           _on_device(v.array)))
+    if isinstance(v, np.generic):   # (a NumPy scalar has a shape and a dtype too)
+        return v.item()
     if isinstance(v, TensorDescriptor):
         return ("descriptor", tuple(v.shape), tuple(v.strides), tuple(v.block_shape),
                 _tune_key(v.base))
@@ -1290,8 +1312,11 @@ class Autotuner:
         arguments with the config's values; a config's pre_hook runs before
         the autotuner's, post_hook after each launch (with the exception of
         one that failed to compile)."""
+        for n in tuple(self.restore_value) + tuple(self.reset_to_zero):
+            if n not in named:
+                raise TypeError(f"{self.fn.__name__}: missing a required argument: '{n}'")
         saved = {n: _copy_array(named[n]) for n in self.restore_value}
-        timings = []
+        timings, failures = [], []
         try:
             for order, c in enumerate(self._candidates(named, kwargs)):
                 call = dict(kwargs, **c.all_kwargs())
@@ -1325,6 +1350,7 @@ class Autotuner:
                         timings.append((sorted(samples)[len(samples) // 2], order, c))
                 except CompilationError as e:
                     # a config that does not compile is skipped
+                    failures.append((c, e))
                     if self.post_hook is not None:
                         self.post_hook(full, exception=e)
                 finally:
@@ -1334,7 +1360,12 @@ class Autotuner:
             for n, v in saved.items():
                 _restore_array(named[n], v)
         if not timings:
-            raise CompilationError(f"no autotuning config of {self.fn.__name__} compiled")
+            # (The first config's error: every config failing usually has
+            # one cause, the arguments'.)
+            first = f"; the first, {failures[0][0]}, failed with:\n{failures[0][1]}" \
+                if failures else ""
+            raise CompilationError(f"no autotuning config of {self.fn.__name__} compiled"
+                                   + first)
         # The launch that follows starts from zero too (as Triton's).
         for n in self.reset_to_zero:
             _zero_array(named[n])

@@ -1453,3 +1453,143 @@ def test_minimum_maximum_clamp_of_constexprs():
     out = np.full(4, np.nan, np.float32)
     constexpr_extremes[(1,)](out, C=-7, D=2)
     assert out[:3].tolist() == [-7, 3, 0] and out[3] == 0 and not np.signbit(out[3])
+
+
+# -- launch-layer keys: NumPy scalars, dicts, private class attributes ------
+
+_seen_block = {}
+
+
+def _record_block(meta):
+    _seen_block["B"] = meta["BLOCK"]
+
+
+def _bench_smallest(fn):
+    fn()
+    return _seen_block["B"]   # (deterministic: the smallest block wins)
+
+
+def _covering(configs, named, **kw):
+    return [c for c in configs if c.kwargs["BLOCK"] >= named["n"]]
+
+
+@kiln.autotune(configs=[kiln.Config({"BLOCK": b}) for b in (64, 256)], key=["n"],
+               prune_configs_by={"early_config_prune": _covering}, pre_hook=_record_block,
+               do_bench=_bench_smallest)
+@kiln.jit
+def tuned_rowsum(x, out, n, BLOCK: kl.constexpr):
+    offs = kl.arange(0, BLOCK)
+    kl.store(out, kl.sum(kl.load(x + offs, mask=offs < n, other=0.0), 0))
+
+
+def test_numpy_scalar_autotune_keys_are_keyed_by_value():
+    """A NumPy int (it has a shape and a dtype) was keyed as an array of
+    shape (): n = np.int64(200) reused the config tuned for 50 and summed
+    64 of its 200 ones."""
+    for n in (np.int64(50), np.int64(200)):
+        out = np.zeros(1, np.float32)
+        tuned_rowsum[(1,)](np.ones(int(n), np.float32), out, n)
+        assert out[0] == n
+
+
+@kiln.jit
+def store_scalar(o, v):
+    kl.store(o, v)
+
+
+@kiln.jit
+def store_config(o, CFG: kl.constexpr, C: kl.constexpr):
+    kl.store(o, CFG["scale"])
+    kl.store(o + 1, C._S)
+    kl.store(o + 2, C.twice)
+
+
+class _Private:
+    _S = 2.0
+
+    @property
+    def twice(self):
+        return 2 * type(self)._S
+
+
+@kiln.jit
+def call_passed_helper(o, ACT: kl.constexpr, BIG: kl.constexpr, N: kl.constexpr):
+    kl.store(o, ACT(BIG))
+    kl.store(o + 1, N * 1.0)
+
+
+@kiln.jit
+def _negate(x):
+    return -x
+
+
+@kiln.autotune(configs=[kiln.Config({"B": 16})], key=["n"], restore_value=["y"])
+@kiln.jit
+def tuned_increment(y, n, B: kl.constexpr):
+    offs = kl.arange(0, B)
+    kl.store(y + offs, kl.load(y + offs, mask=offs < n) + 1.0, mask=offs < n)
+
+
+def test_launch_arguments_keep_their_values():
+    """np.float64(0.1) is a float32, as in Triton (np.longdouble a float64);
+    a dict constexpr changed in
+    place, and a class attribute `_S` (read directly or by a property), reused
+    the kernel compiled for the old values; a @kiln.jit function passed as a
+    constexpr could not be called, a NumPy int constexpr was refused, and a
+    float constexpr past float32 became inf (Triton makes it a float64); an
+    argument restore_value names, missing, was a raw KeyError."""
+    o = np.zeros(1, np.float64)
+    store_scalar[(1,)](o, np.float64(0.1))
+    assert o[0] == np.float32(0.1)
+    store_scalar[(1,)](o, np.longdouble(0.1))
+    assert o[0] == 0.1
+    cfg, o = {"scale": 2.0}, np.zeros(3, np.float32)
+    store_config[(1,)](o, cfg, _Private())
+    assert o.tolist() == [2.0, 2.0, 4.0]
+    cfg["scale"], _Private._S = 5.0, 3.0
+    try:
+        store_config[(1,)](o, cfg, _Private())
+    finally:
+        _Private._S = 2.0
+    assert o.tolist() == [5.0, 3.0, 6.0]
+    o = np.zeros(2, np.float64)
+    call_passed_helper[(1,)](o, _negate, 1e300, np.int64(7))
+    assert o.tolist() == [-1e300, 7.0]
+    with pytest.raises(TypeError, match="missing a required argument: 'y'"):
+        tuned_increment[(1,)](n=10)
+
+
+@kiln.jit
+def _step_loop(s, v, n):
+    for i in range(n):
+        s = s * v + v
+    return s
+
+
+@kiln.jit
+def widened_twice(out, n, big, c):
+    a = _step_loop(1, big, n)   # an int32 widened to int64 here ...
+    b = _step_loop(0.5, 3, n)   # ... and a float carried by the same loop
+    kl.store(out, a.to(kl.float64))
+    kl.store(out + 1, b.to(kl.float64))
+    s = 0
+    if c > 0:
+        s = 5000000000          # a number past int32
+    kl.store(out + 2, s.to(kl.float64))
+    t = kl.zeros((2,), kl.int8)
+    for i in range(n):
+        t = t + kl.full((2,), 300, kl.int16)   # int8 -> int16, not int64
+    same = t.to(kl.float16, bitcast=True) == t.to(kl.float16, bitcast=True)  # (16 bits)
+    kl.store(out + 3, kl.sum(same.to(kl.float64) * t.to(kl.float64), 0))
+    kl.static_print("translated")
+
+
+def test_widened_integers_leave_other_types_alone(capsys):
+    """A loop translated twice (a helper called twice) carried a float where
+    an int had been widened, and truncated it (12 for 16.5); a number past
+    int32 assigned in a branch was refused; widening went to int64 whatever
+    the wider type was; a retried translation printed twice."""
+    out = np.full(4, np.nan)
+    widened_twice[(1,)](out, 2, 5, 1)
+    assert out.tolist() == [55.0, 16.5, 5e9, 1200.0]
+    assert capsys.readouterr().out.count("translated") == 1
