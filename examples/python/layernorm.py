@@ -1,9 +1,11 @@
 """Layer normalization with a loop over column chunks (loop-carried sums).
 
-The sums are of x minus the row's first element: the plain sum of squares
-minus the squared mean cancels when the mean is large against the spread
-(rows of randn + 1000 came out 0.15 off, randn + 1e4 wrong by 370); shifted
-by a value of the row, it keeps the spread's digits in one pass."""
+Each chunk's mean and sum of squared deviations are computed from the tile
+in registers and merged into the row's (Chan et al.'s pairwise update), so
+the statistics take one pass over the row and cancel nothing: the plain
+E[x²] - E[x]² lost the variance when the mean was large against the spread
+(rows of randn + 1e4 came out wrong by 370), and sums shifted by the row's
+first element lost it when that element was an outlier."""
 import numpy as np
 
 import kiln
@@ -14,18 +16,20 @@ import kiln.language as kl
 def layernorm_kernel(x, w, b, y, n_cols, eps, BLOCK: kl.constexpr):
     row = kl.program_id(0)
     base = row * n_cols
-    shift = kl.load(x + base, mask=n_cols > 0, other=0.0)
-    s = 0.0
-    ss = 0.0
+    mean = 0.0
+    m2 = 0.0
     for start in range(0, n_cols, BLOCK):
         cols = start + kl.arange(0, BLOCK)
         mask = cols < n_cols
-        v = kl.where(mask, kl.load(x + base + cols, mask=mask, other=0.0) - shift, 0.0)
-        s += kl.sum(v, axis=0)
-        ss += kl.sum(v * v, axis=0)
-    d = s / n_cols
-    mean = shift + d
-    var = kl.maximum(ss / n_cols - d * d, 0.0)
+        v = kl.load(x + base + cols, mask=mask, other=0.0)
+        cnt = kl.minimum(n_cols - start, BLOCK)   # this chunk's columns
+        c_mean = kl.sum(v, axis=0) / cnt
+        dv = kl.where(mask, v - c_mean, 0.0)
+        delta = c_mean - mean
+        # (start columns seen before; start + cnt after this chunk)
+        mean += delta * (cnt / (start + cnt))
+        m2 += kl.sum(dv * dv, axis=0) + delta * delta * (start * (cnt / (start + cnt)))
+    var = m2 / n_cols
     rstd = kl.rsqrt(var + eps)
     for start in range(0, n_cols, BLOCK):
         cols = start + kl.arange(0, BLOCK)

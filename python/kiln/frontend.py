@@ -472,6 +472,12 @@ class CodeGen(ast.NodeVisitor):
         # there carries that variable at (WidenCarried), shared with the
         # helpers it inlines; None where a widening cannot be retried.
         self.widen = None
+        # For widen keys (construct_site): the helper call sites that led
+        # here, and how often each construct was entered in this
+        # translation (shared with helpers) and which entry is current.
+        self.context = ()
+        self.visits = {}
+        self.occurrence = {}
         # Where compile-time prints go while a translation may be retried
         # (a list, printed once it succeeds); None: printed at once.
         self.static_prints = None
@@ -616,6 +622,22 @@ class CodeGen(ast.NodeVisitor):
         if dtype.is_int() and dtype is not kl.int1:
             t.lin = (int(value), ())
         return t
+
+    def memory_value(self, value, dtype):
+        """A value stored to (or combined into) `dtype` elements: a Python
+        number converted once, as kl.full's (a float rounded once, not
+        through float32: 0.1 into float64 was 0.10000000149; an int the
+        dtype cannot hold refused, not wrapped); a tile as it is (the store
+        converts it, as Triton's)."""
+        if isinstance(value, kl.constexpr):
+            value = value.value
+        if isinstance(value, (int, float)):   # (bool is an int)
+            if isinstance(value, int) and not isinstance(value, bool) and \
+                    dtype.is_int_signed() and not self.fits(value, dtype):
+                raise KilnError(f"{value} does not fit in {dtype.name} elements (storing it "
+                                "would wrap)")
+            return self.builtin_full((), value, dtype)
+        return self.to_tile(value)
 
     def to_tile(self, x, like: Tile | None = None):
         """Turns Python numbers into scalar Tiles (typed like `like`)."""
@@ -892,8 +914,20 @@ class CodeGen(ast.NodeVisitor):
                         names.append(n.id)
         return names
 
+    def construct_site(self, node):
+        """A loop or branch's place: the chain of helper calls that inlined
+        this code, the statement's position, and the how-many-th time this
+        translation met it there (a helper loop under static_range)."""
+        return (self.context, self.filename, self.first_line + node.lineno, node.col_offset)
+
+    def enter_construct(self, node):
+        site = self.construct_site(node)
+        self.occurrence[site] = self.visits.get(site, 0)
+        self.visits[site] = self.occurrence[site] + 1
+
     def widen_key(self, node, name):
-        return (self.filename, self.first_line + node.lineno, node.col_offset, name)
+        site = self.construct_site(node)
+        return site + (self.occurrence.get(site, 0), name)
 
     def carry(self, names, node):
         """The loop-carried names: assigned in the body and defined before.
@@ -901,6 +935,7 @@ class CodeGen(ast.NodeVisitor):
         pointers are carried as their scalar shift (self.carried_pointers,
         this construct's: name -> the pointer before it). Integers the
         construct assigns wider ones to start wide (WidenCarried)."""
+        self.enter_construct(node)
         self.carried_pointers = {}
         out = []
         for name in names:
@@ -1684,6 +1719,9 @@ class CodeGen(ast.NodeVisitor):
         sub.used_globals = self.used_globals
         sub.widen = self.widen
         sub.static_prints = self.static_prints
+        sub.context = self.context + (
+            (self.filename, self.first_line + node.lineno, node.col_offset),)
+        sub.visits, sub.occurrence = self.visits, self.occurrence
         for name, value in bound.arguments.items():
             sub.assign(name, value)
         fdef = tree.body[0]
@@ -2892,7 +2930,8 @@ class CodeGen(ast.NodeVisitor):
             if perm is not None:
                 t = self.b.trans(t, perm, self.ir_type(dtype, bp.block_shape))
             return Tile(t, dtype, bp.block_shape)
-        value = self.broadcast_to(self.cast(self.to_tile(value), dtype), bp.block_shape)
+        value = self.broadcast_to(self.cast(self.memory_value(value, dtype), dtype),
+                                  bp.block_shape)
         v = value.value
         if perm is not None:
             v = self.b.trans(v, perm, self.ir_type(dtype, shape))
@@ -3022,7 +3061,8 @@ class CodeGen(ast.NodeVisitor):
         view = bp.view
         if isinstance(value, kl.constexpr):
             value = value.value
-        value = self.broadcast_to(self.cast(self.to_tile(value), bp.dtype), bp.block_shape)
+        value = self.broadcast_to(self.cast(self.memory_value(value, bp.dtype), bp.dtype),
+                                  bp.block_shape)
         wide = (1,) * len(bp.flat) + bp.block_shape
         offs = self.block_offsets(bp)
         v = value.value if wide == bp.block_shape else self.b.reshape(
@@ -3173,7 +3213,7 @@ class CodeGen(ast.NodeVisitor):
                 raise KilnError("mask must be a boolean tile (a comparison)")
         shape = offsets.shape
         if value is not None:
-            value = self.to_tile(value)
+            value = self.memory_value(value, dtype)
             if shape == () and value.shape != ():
                 # (As in Triton: every element would go to the same address.)
                 raise KilnError(f"cannot store a tile of shape {value.shape} through a scalar "
@@ -3198,6 +3238,9 @@ class CodeGen(ast.NodeVisitor):
                 value = self.broadcast_to(value, (1,))
             shape = (1,)
         pad = self.padding_value(other, dtype)
+        if pad == "tile" and mask is None:
+            raise KilnError("other= without a mask: it would never be read (as Triton: "
+                            "`other` cannot be provided without `mask`)")
         # Fast path: contiguous offsets (scalar + arange) with no mask or the
         # mask `offsets < bound`: a view load or store at one offset.
         # The mask may bound a different contiguous run than the offsets
@@ -3279,8 +3322,8 @@ class CodeGen(ast.NodeVisitor):
             t = Tile(g, dtype, flat)
             if len(shape) != 1:
                 t = Tile(self.b.reshape(t.value, self.ir_type(dtype, shape)), dtype, shape)
-            if pad == "tile":
-                t = self.where(mask, t, other)
+            if pad == "tile":   # (converted to the element type, as Triton's)
+                t = self.where(mask, t, self.cast(self.to_tile(other), dtype))
             return self.squeeze(t, scalar)
         v = value
         if len(shape) != 1:
@@ -3470,7 +3513,7 @@ class CodeGen(ast.NodeVisitor):
             offsets = offsets.value
         if not isinstance(offsets, tuple):
             offsets = (offsets,)
-        value = self.cast(self.to_tile(value), view.dtype)
+        value = self.cast(self.memory_value(value, view.dtype), view.dtype)
         offs = [self.index(o, "an offset") for o in offsets]
         self.note_write(view)
         self.b.scatter(value.value, view.value, indices.value, offs)
@@ -3566,8 +3609,12 @@ class CodeGen(ast.NodeVisitor):
         if offsets.dtype.is_float:
             raise KilnError("pointer offsets must be integers")
         shape = offsets.shape
-        cmp, val = (self.cast(self.to_tile(x.value if isinstance(x, kl.constexpr) else x),
-                              dtype) for x in (cmp, val))
+        c = cmp.value if isinstance(cmp, kl.constexpr) else cmp
+        if isinstance(c, float) and not dtype.is_float and not c.is_integer():
+            # (Truncated, 0.5 matched a stored 0: compared as a number, it
+            # matches no integer.)
+            raise KilnError(f"atomic_cas: cmp={c!r} is not a value of {dtype.name}")
+        cmp, val = (self.cast(self.memory_value(x, dtype), dtype) for x in (cmp, val))
         if shape == () and (cmp.shape != () or val.shape != ()):
             raise KilnError("atomic_cas through a scalar pointer takes scalar cmp and val")
         cmp, val = self.broadcast_to(cmp, shape), self.broadcast_to(val, shape)
@@ -4233,8 +4280,6 @@ class CodeGen(ast.NodeVisitor):
 
     def builtin_zeros_like(self, x):
         x = self.to_tile(x)
-        if x.is_scalar:
-            return self.to_tile(0.0 if x.dtype.is_float else 0, x)
         return self.builtin_full(x.shape, 0, x.dtype)
 
     def builtin_clamp(self, x, min, max, propagate_nan=None):
@@ -4254,8 +4299,8 @@ class CodeGen(ast.NodeVisitor):
             n *= d
         return self.builtin_reshape(x, (n,))
 
-    def builtin_view(self, x, *shape):
-        return self.builtin_reshape(x, *shape)
+    def builtin_view(self, x, *dims, shape=None):
+        return self.builtin_reshape(x, *dims, shape=shape)
 
     def scan(self, kind, x, axis, reverse, widen=True):
         x = self.to_tile(x)
@@ -5167,11 +5212,20 @@ class CodeGen(ast.NodeVisitor):
         shape = tuple(x.shape[o] for o in order)
         return Tile(self.b.trans(x.value, list(order), self.ir_type(x.dtype, shape)), x.dtype, shape)
 
-    def builtin_reshape(self, x, *shape, can_reorder=False):
+    def shape_or_dims(self, dims, shape):
+        """`*dims` (Triton's `*shape`) or a `shape=` keyword (Kiln's older
+        spelling), one of them."""
+        if shape is not None:
+            if dims:
+                raise KilnError("pass the shape once: as arguments or as shape=")
+            return self.const_shape(shape)
+        return self.const_shape(self.shape_args(dims))
+
+    def builtin_reshape(self, x, *dims, shape=None, can_reorder=False):
         """Triton's: x's elements in row-major order in a tile of `shape`
         (in order, whatever `can_reorder` says)."""
         x = self.to_tile(x)
-        shape = self.const_shape(self.shape_args(shape))
+        shape = self.shape_or_dims(dims, shape)
         n1 = 1
         for d in x.shape:
             n1 *= d
@@ -5182,8 +5236,8 @@ class CodeGen(ast.NodeVisitor):
             raise KilnError(f"cannot reshape a tile of shape {x.shape} ({n1} elements) to {shape}")
         return Tile(self.b.reshape(x.value, self.ir_type(x.dtype, shape)), x.dtype, shape)
 
-    def builtin_broadcast_to(self, x, *shape):
-        return self.broadcast_to(self.to_tile(x), self.const_shape(self.shape_args(shape)))
+    def builtin_broadcast_to(self, x, *dims, shape=None):
+        return self.broadcast_to(self.to_tile(x), self.shape_or_dims(dims, shape))
 
     def builtin_expand_dims(self, x, axis):
         """Triton's: a dimension of size 1 at `axis`, or at each of a

@@ -381,17 +381,23 @@ def _const_key(v, depth=0, memo=None):
         return repr(v)
     if memo is None:
         memo = {}
-    if type(v) in (tuple, list):
-        return (type(v).__name__,) + tuple(_const_key(x, depth + 1, memo) for x in v)
-    if type(v) is dict:   # (by its contents: one changed in place recompiles)
-        return ("dict",) + tuple(sorted((repr(k), _const_key(x, depth + 1, memo))
-                                        for k, x in v.items()))
-    # An object met before (a cycle, or shared: an Enum's members list each
-    # other) is keyed by when it was met, so the key stays linear in the
-    # objects reached; past 4096 of them, by identity.
+    # An object or container met before (a cycle, or shared: an Enum's
+    # members list each other) is keyed by when it was met, so the key stays
+    # linear in the objects reached; past 8 levels or 4096 of them, by
+    # identity.
     if id(v) in memo:
         return ("seen", memo[id(v)])
-    attrs = _attributes(v) if depth < 8 and len(memo) < 4096 else None
+    if depth >= 8 or len(memo) >= 4096:
+        return _Same(v)
+    if type(v) in (tuple, list):
+        memo[id(v)] = len(memo)
+        return (type(v).__name__,) + tuple(_const_key(x, depth + 1, memo) for x in v)
+    if isinstance(v, dict):   # (by its contents: one changed in place recompiles)
+        memo[id(v)] = len(memo)
+        return (_Same(type(v)),) + tuple(sorted(
+            ((repr(k), _const_key(x, depth + 1, memo)) for k, x in v.items()),
+            key=lambda kv: kv[0]))
+    attrs = _attributes(v)
     if attrs is None:
         return _Same(v)
     memo[id(v)] = len(memo)

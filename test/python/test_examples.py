@@ -51,11 +51,15 @@ def test_layernorm(rng, shape):
     assert_close(y, ln_ex.reference(x, w, b), 1e-4, 1e-4)
 
 
-@pytest.mark.parametrize("offset", [300.0, 1e4])
+@pytest.mark.parametrize("offset", [300.0, 1e4, "outlier"])
 def test_layernorm_of_rows_with_a_large_mean(rng, offset):
     """The sum of squares minus the squared mean cancelled: rows of randn +
-    1e4 were wrong by 370 (0.044 off at + 300)."""
-    x = (rng.standard_normal((4, 1283)) + offset).astype(np.float32)
+    1e4 were wrong by 370 (0.044 off at + 300); sums shifted by the first
+    element cancelled when it was an outlier (3000 in randn: 6e-3 off)."""
+    x = (rng.standard_normal((4, 1283)) + (0 if offset == "outlier" else offset)).astype(
+        np.float32)
+    if offset == "outlier":
+        x[:, 0], offset = 3000, 0
     w, b = np.ones(1283, np.float32), np.zeros(1283, np.float32)
     y = np.full(x.shape, np.nan, np.float32)
     ln_ex.layernorm_kernel[(4,)](x, w, b, y, 1283, 1e-5, BLOCK=128)

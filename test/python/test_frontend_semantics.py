@@ -1593,3 +1593,119 @@ def test_widened_integers_leave_other_types_alone(capsys):
     widened_twice[(1,)](out, 2, 5, 1)
     assert out.tolist() == [55.0, 16.5, 5e9, 1200.0]
     assert capsys.readouterr().out.count("translated") == 1
+
+
+# -- numbers meeting memory: converted once, to the element type -----------
+
+
+@kiln.jit
+def store_numbers(p64, p16, pi8, FORM: kl.constexpr):
+    o = kl.arange(0, 4)
+    if FORM == 0:
+        kl.store(p64 + o, 0.1)
+        kl.store(p16 + o, 1 + 2.0 ** -11 + 2.0 ** -40)   # rounds up, once
+        kl.atomic_add(p64 + 4 + o, 0.1)
+    else:
+        kl.store(pi8 + o, 300)
+
+
+@kiln.jit
+def cas_number(p, old, C: kl.constexpr):
+    kl.store(old, kl.atomic_cas(p, C, 2.0))
+
+
+@kiln.jit
+def load_other_tile(x, out, o, n, B: kl.constexpr, MASKED: kl.constexpr):
+    offs = kl.arange(0, B)
+    if MASKED:
+        v = kl.load(x + offs, mask=offs < n, other=o)
+    else:
+        v = kl.load(x + offs, other=o)
+    kl.store(out + offs, v.to(kl.float32))
+    kl.static_assert(v.dtype == kl.float16)
+    kl.static_assert(kl.zeros_like(kl.load(x) > 0).dtype == kl.int1)
+
+
+def test_numbers_stored_are_converted_once():
+    """A Python float stored or added to float64 went through float32 (0.1
+    was 0.10000000149), and to float16 was rounded twice; an int past int8
+    was wrapped (300 stored 44); atomic_cas truncated cmp (0.5 matched a
+    stored 0) and took 0.1 as float32; a runtime `other=` kept its own type
+    (float32 padding from a float16 load); zeros_like of a bool scalar was
+    int32."""
+    p64, p16 = np.zeros(8), np.zeros(4, np.float16)
+    store_numbers[(1,)](p64, p16, np.zeros(4, np.int8), FORM=0)
+    assert (p64 == 0.1).all() and (p16 == np.float16(1.0009765625)).all()
+    with pytest.raises(kiln.CompilationError, match="300 does not fit in int8"):
+        store_numbers[(1,)](p64, p16, np.zeros(4, np.int8), FORM=1)
+    p, old = np.array([0.1]), np.zeros(1)
+    cas_number[(1,)](p, old, C=0.1)
+    assert p[0] == 2.0 and old[0] == 0.1
+    with pytest.raises(kiln.CompilationError, match="cmp=0.5 is not a value of int32"):
+        cas_number[(1,)](np.zeros(1, np.int32), np.zeros(1, np.int32), C=0.5)
+    out = np.full(8, np.nan, np.float32)
+    load_other_tile[(1,)](np.arange(4, dtype=np.float16), out, 0.1, 4, B=8, MASKED=True)
+    assert out.tolist() == [0, 1, 2, 3] + [float(np.float16(0.1))] * 4
+    with pytest.raises(kiln.CompilationError, match="other= without a mask"):
+        load_other_tile[(1,)](np.arange(8, dtype=np.float16), out, 0.1, 8, B=8, MASKED=False)
+
+
+@kiln.jit
+def _hash_steps(h, mul, k):
+    for i in range(k):
+        h = (h * mul + 12345) >> 3
+    return h
+
+
+@kiln.jit
+def widened_in_one_call(out, seed, big, k):
+    a = _hash_steps(seed.to(kl.int32), 1103515245, k)   # int32 all along: wraps
+    b = _hash_steps(seed.to(kl.int32), big, k)          # widened to int64 here only
+    kl.store(out, a)
+    kl.store(out + 1, b)
+
+
+def test_widening_in_one_call_of_a_helper_leaves_the_others():
+    """A widening was keyed by the loop's place in the source alone: the
+    helper's other call, int32 all along, was widened too, and its wrapping
+    hash came out as an int64 (586107002074404156, not -260074180)."""
+    out = np.zeros(2, np.int64)
+    widened_in_one_call[(1,)](out, 7, 3, 5)
+    h = np.int32(7)
+    with np.errstate(over="ignore"):
+        for _ in range(5):
+            h = (h * np.int32(1103515245) + np.int32(12345)) >> np.int32(3)
+    g = 7
+    for _ in range(5):
+        g = (g * 3 + 12345) >> 3
+    assert out.tolist() == [int(h), g]
+
+
+@kiln.jit
+def constexpr_structures(o, CFG: kl.constexpr, C: kl.constexpr):
+    kl.store(o, CFG["v"])
+    kl.store(o + 1, C.S)
+    kl.store(o + 2, kl.sum(kl.reshape(kl.broadcast_to(kl.arange(0, 4)[None, :], shape=(2, 4)),
+                                      shape=(8,)), 0).to(kl.float32))
+
+
+class _Registry:
+    _reg = []
+    S = 1.0
+
+
+def test_cyclic_and_dict_subclass_constexprs():
+    """A dict (or a class's private list) holding itself was a RecursionError
+    once dicts and private attributes were keyed by contents; an OrderedDict
+    changed between launches reused the kernel of the old value; `shape=`
+    (Kiln's older keyword for reshape / broadcast_to) stays accepted."""
+    import collections
+    cyc = {"v": 7}
+    cyc["self"] = cyc
+    _Registry._reg.append(_Registry._reg)
+    o = np.zeros(3, np.float32)
+    constexpr_structures[(1,)](o, cyc, _Registry)
+    assert o.tolist() == [7.0, 1.0, 12.0]
+    for v in (5, 6):
+        constexpr_structures[(1,)](o, collections.OrderedDict(v=v), _Registry)
+        assert o[0] == v
