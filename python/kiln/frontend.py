@@ -1719,8 +1719,8 @@ class CodeGen(ast.NodeVisitor):
         sub.used_globals = self.used_globals
         sub.widen = self.widen
         sub.static_prints = self.static_prints
-        sub.context = self.context + (
-            (self.filename, self.first_line + node.lineno, node.col_offset),)
+        sub.context = self.context + ((self.filename, self.first_line + getattr(node, "lineno", 0),
+                                       getattr(node, "col_offset", 0)),)   # (None: a combine_fn)
         sub.visits, sub.occurrence = self.visits, self.occurrence
         for name, value in bound.arguments.items():
             sub.assign(name, value)

@@ -501,3 +501,35 @@ def test_misaligned_arrays_are_refused():
     with pytest.raises(ValueError, match="argument 'out' of copy_one is not contiguous; "
                                          r"pass np.ascontiguousarray\(out\)"):
         copy_one[(1,)](np.zeros(8, np.float32), np.zeros(16, np.float32)[::2], B=8)
+
+
+@kiln.jit
+def _add_constant(x, C: kl.constexpr):
+    i = kl.arange(0, 16)
+    kl.store(x + i, kl.load(x + i) + C)
+
+
+def test_compiles_while_another_thread_changes_the_environment():
+    """The linker was spawned with the live `environ`, which another
+    thread's os.environ change reallocates while a compile runs (without
+    the GIL): about one link in four failed with "cannot run ld: Bad
+    address". Tools now run with the environment of the import."""
+    import threading
+    stop = threading.Event()
+
+    def toggle():
+        while not stop.is_set():
+            os.environ["KILN_TEST_UNRELATED"] = "1"
+            os.environ.pop("KILN_TEST_UNRELATED", None)
+
+    t = threading.Thread(target=toggle)
+    t.start()
+    x = np.zeros(16, np.float32)
+    fresh = (os.getpid() % 4096) / 4096   # (constants no earlier run compiled)
+    try:
+        for c in range(24):
+            _add_constant[(1,)](x, C=c + fresh)
+    finally:
+        stop.set()
+        t.join()
+    assert (x == sum(c + fresh for c in range(24))).all()

@@ -85,7 +85,8 @@ llvm::Expected<std::string> emitMachineCode(llvm::Module &module,
 /// handler replaced when threads compiled at once), failed with "Child
 /// timed out" when any handled signal interrupted its wait, and then reaped
 /// whichever child exited (the application's own). This polls its child's
-/// pid alone (RunTool.cpp).
+/// pid alone (RunTool.cpp). The tool gets the environment the process had
+/// when the library loaded (the live one races with other threads' setenv).
 llvm::Expected<int> runTool(llvm::ArrayRef<llvm::StringRef> args,
                             llvm::StringRef outputPath, unsigned timeoutSeconds);
 

@@ -32,6 +32,27 @@
 
 extern char **environ;
 
+namespace {
+/// The environment the tools run in: a copy of the process's, taken when
+/// the library loads (before an application's threads, or under Python's
+/// import lock). posix_spawn read the live `environ`, which another
+/// thread's setenv reallocates while a compile runs (Python releases the
+/// GIL for it, and `os.environ[k] = v` calls putenv): "cannot run
+/// /usr/bin/ld.lld: Bad address" in a quarter of the links.
+struct ToolEnvironment {
+  std::vector<std::string> strings;
+  std::vector<char *> pointers;
+  ToolEnvironment() {
+    for (char **e = environ; e && *e; ++e)
+      strings.emplace_back(*e);
+    for (std::string &s : strings)
+      pointers.push_back(s.data());
+    pointers.push_back(nullptr);
+  }
+};
+const ToolEnvironment toolEnvironment;
+} // namespace
+
 llvm::Expected<int> kiln::detail::runTool(llvm::ArrayRef<llvm::StringRef> args,
                                           llvm::StringRef outputPath,
                                           unsigned timeoutSeconds) {
@@ -49,7 +70,8 @@ llvm::Expected<int> kiln::detail::runTool(llvm::ArrayRef<llvm::StringRef> args,
                                    O_WRONLY | O_CREAT | O_TRUNC, 0600);
   posix_spawn_file_actions_adddup2(&actions, 1, 2);
   pid_t pid = 0;
-  int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(),
+                       const_cast<char *const *>(toolEnvironment.pointers.data()));
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0)
     return makeError("cannot run " + strings[0] + ": " + std::strerror(rc));
