@@ -27,7 +27,7 @@ except ImportError as e:  # a runtime-only installation, or a broken one
     HAS_COMPILER = False
     COMPILER_IMPORT_ERROR = e
 
-__all__ = ["load_bundle", "bf16", "fp8", "cdiv", "HAS_COMPILER", "LaunchError", "BundleError",
+__all__ = ["load_bundle", "bf16", "fp8", "cdiv", "next_power_of_2", "HAS_COMPILER", "LaunchError", "BundleError",
            "DeviceAssertError"]
 
 if HAS_COMPILER:
@@ -60,3 +60,10 @@ def __getattr__(name):
 def cdiv(a: int, b: int) -> int:
     """Ceiling division, for computing grids."""
     return (a + b - 1) // b
+
+
+def next_power_of_2(n: int) -> int:
+    """The smallest power of two >= n (1 for n <= 1), as triton.next_power_of_2:
+    a block size covering n columns."""
+    n = int(n)
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()

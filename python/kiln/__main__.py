@@ -24,7 +24,10 @@ def _clear(jit):
     records = os.path.join(jit.cache_dir, "autotune")
     if os.path.isdir(records):
         for n in os.listdir(records):
-            if n.endswith(".json") and os.path.isfile(os.path.join(records, n)):
+            # (and `<record>.json.tmp.<pid>.<tid>`, a write a killed
+            # tuning run left)
+            if (n.endswith(".json") or ".json.tmp." in n) and \
+                    os.path.isfile(os.path.join(records, n)):
                 os.remove(os.path.join(records, n))
                 removed += 1
     return removed

@@ -247,6 +247,16 @@ class TensorDescriptor:
         return self.bp.block_shape
 
 
+# Triton's tensor member functions (`x.sum(0)`, `x.exp()`, ...): the kl.*
+# builtin of that name with the tile as its first argument.
+TILE_METHODS = frozenset((
+    "abs", "argmax", "argmin", "associative_scan", "broadcast_to", "cast", "cdiv", "ceil",
+    "clamp", "cos", "cumprod", "cumsum", "erf", "exp", "exp2", "expand_dims", "fdiv", "flip",
+    "floor", "gather", "histogram", "interleave", "join", "log", "log2", "max", "min",
+    "ravel", "reduce", "rsqrt", "sigmoid", "sin", "softmax", "sort", "split", "sqrt", "sum",
+    "topk", "view", "xor_sum"))
+
+
 class BoundMethod:
     def __init__(self, name, obj):
         self.name = name
@@ -1434,8 +1444,10 @@ class CodeGen(ast.NodeVisitor):
                 if len(obj.shape) != 2:
                     raise KilnError(f".T transposes a 2-D tile, got shape {obj.shape}")
                 return self.builtin_trans(obj)
-            if attr in ("to", "reshape", "trans", "permute"):
+            if attr in ("to", "reshape", "trans", "permute") or attr in TILE_METHODS:
                 return BoundMethod(attr, obj)
+            if attr == "numel":   # (Triton's: a compile-time int)
+                return math.prod(obj.shape)
             raise KilnError(f"tiles have no attribute '{attr}'")
         if isinstance(obj, kl.constexpr):
             obj = obj.value
@@ -1450,6 +1462,8 @@ class CodeGen(ast.NodeVisitor):
                 if attr == name:
                     return BoundMethod("desc_" + kind, obj)
             raise KilnError(f"tensor descriptors have no attribute '{attr}'")
+        if isinstance(obj, BlockPointer) and attr == "advance":   # (Triton's member form)
+            return BoundMethod("advance", obj)
         if isinstance(obj, (Pointer, PointerTile, View)):
             if attr == "dtype":
                 return obj.dtype
@@ -1759,6 +1773,18 @@ class CodeGen(ast.NodeVisitor):
             if unknown:
                 raise KilnError(f".{m.name}() got an unexpected keyword argument '{unknown[0]}'")
             return getattr(self, "builtin_" + m.name)(m.obj, *args, **kwargs)
+        if m.name in TILE_METHODS or m.name == "advance":
+            impl = getattr(self, "builtin_" + m.name)
+            args = [a.value if isinstance(a, kl.constexpr) and isinstance(a.value, kl.dtype)
+                    else a for a in args]
+            kwargs = {k: v.value if isinstance(v, kl.constexpr) and
+                      isinstance(v.value, kl.dtype) else v for k, v in kwargs.items()}
+            import inspect
+            try:
+                inspect.signature(impl).bind(m.obj, *args, **kwargs)
+            except TypeError as e:
+                raise KilnError(f".{m.name}(): {e}") from None
+            return impl(m.obj, *args, **kwargs)
         if m.name.startswith("desc_"):
             op = m.name[len("desc_"):]
             if op == "load":

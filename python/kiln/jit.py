@@ -1021,11 +1021,14 @@ class JITFunction:
         return self.ir("asm")
 
 
-def jit(fn=None, *, do_not_specialize=(), debug=None):
+def jit(fn=None, *, do_not_specialize=(), debug=None, noinline=False):
     """Turns a Python function into a Kiln kernel (launch with ``k[grid](...)``)
     or a helper that kernels call (inlined). `debug=True` checks the kernel's
     kl.device_assert (and `assert`) at run time; None leaves it to
-    $KILN_DEBUG."""
+    $KILN_DEBUG. `noinline=` (Triton's) is accepted: Kiln inlines every
+    helper call."""
+    if not isinstance(noinline, bool):
+        raise TypeError(f"jit: noinline must be a bool, got {noinline!r}")
     if fn is None:
         return lambda f: JITFunction(f, do_not_specialize=do_not_specialize, debug=debug)
     return JITFunction(fn, do_not_specialize=do_not_specialize, debug=debug)
@@ -1395,6 +1398,10 @@ class Autotuner:
 
     def ir(self, stage="kiln"):
         return self.fn.ir(stage)
+
+    @property
+    def asm(self):
+        return self.fn.ir("asm")
 
 
 def autotune(configs, key, prune_configs_by=None, reset_to_zero=None, restore_value=None,

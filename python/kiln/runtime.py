@@ -66,14 +66,23 @@ def _scalar(a, dtype, name, kernel):
     if isinstance(a, (bool, np.bool_)) and dtype != "i1":
         raise refuse(f"got a bool ({a!r})")
     if dtype in _PLAIN_INT or dtype == "i1":
-        if not isinstance(a, (int, np.integer)):
+        if not isinstance(a, (int, np.integer, np.bool_)):
             raise refuse(f"got {a!r}, not an integer")
-        return int(a)
+        v = int(a)
+        bits = int(dtype[1:])
+        lo, hi = (0, (1 << bits) - 1) if dtype in ("i1", "u8") else \
+            (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+        if not lo <= v <= hi:
+            raise refuse(f"{v} is outside [{lo}, {hi}]")
+        return v
     if not isinstance(a, (int, float, np.integer, np.floating)):
         raise refuse(f"got {type(a).__name__}")
     if dtype in ("f16", "bf16") and isinstance(a, np.uint16):
         return int(a)  # the bits themselves
-    x = float(a)
+    try:
+        x = float(a)
+    except OverflowError:   # (an int past any float: 10**400)
+        raise refuse(f"an int of {len(str(abs(a)))} digits overflows it") from None
     if dtype == "f64":
         return x
     if dtype == "f32":  # (no numpy here: bundle launches are a hot path)
@@ -161,6 +170,20 @@ class Bundle:
     def signature(self):
         return self._kernel.signature
 
+    @property
+    def target(self):
+        """The target the bundle was compiled for (x86-64-avx2, sm_90a, ...)."""
+        return self._kernel.target
+
+    @property
+    def features(self):
+        """The CPU features its code needs (empty for GPU bundles)."""
+        return self._kernel.features
+
+    @property
+    def grid_rank(self):
+        return self._kernel.grid_rank
+
     def __getitem__(self, grid):
         if isinstance(grid, (int, np.integer)) and not isinstance(grid, (bool, np.bool_)):
             grid = (grid,)
@@ -241,6 +264,13 @@ class Bundle:
                         a = a.array
                     elif isinstance(a, fp8) and dtype in ("i8", "u8"):
                         a = a.array      # (a kernel's fp8 parameters are "ptr i8")
+                    if not isinstance(a, np.ndarray) and hasattr(a, "__dlpack__"):
+                        # (A CPU tensor: @kiln.jit takes it so, docs/python.md.)
+                        try:
+                            a = np.from_dlpack(a)
+                        except (RuntimeError, BufferError, TypeError) as e:
+                            raise ValueError(f"argument '{name}': cannot view it as a CPU "
+                                             f"array through DLPack ({e})") from None
                     if not isinstance(a, np.ndarray):
                         raise TypeError(f"argument '{name}' must be a numpy array "
                                         "(or a CUDA array for GPU bundles)")

@@ -200,6 +200,10 @@ void launch(PyKernel &k, const std::vector<py::object> &args,
         break;
       }
     } catch (const py::cast_error &) {
+      // (An int of the wrong range names its value: "got <class 'int'>"
+      // said nothing about 2^31 for an i32.)
+      bool outOfRange = info.kind != KILN_ARG_PTR && py::isinstance<py::int_>(o) &&
+                        !py::isinstance<py::bool_>(o);
       throw py::type_error("argument " + std::to_string(i) + " ('" +
                            info.name + "') of kernel '" +
                            kiln_kernel_name(k.handle) + "' must be " +
@@ -207,7 +211,9 @@ void launch(PyKernel &k, const std::vector<py::object> &args,
                                 ? std::string("a pointer (array)")
                                 : std::string("a scalar ") +
                                       kiln_dtype_name(info.dtype)) +
-                           ", got " + std::string(py::str(o.get_type())));
+                           ", got " +
+                           (outOfRange ? std::string(py::str(o)) + ", outside its range"
+                                       : std::string(py::str(o.get_type()))));
     }
   }
   int64_t g[3] = {1, 1, 1};

@@ -3664,6 +3664,8 @@ def test_python_m_kiln_reports_and_clears_the_cache(tmp_path):
     for n in ("a" * 64 + ".kiln", "b" * 64 + ".kiln", "c" * 64 + ".kiln.tmp.1.2.3"):
         (cache / n).write_bytes(b"\0" * 1000)
     (cache / "autotune" / "k.json").write_text("{}")
+    # (A record's write that a killed tuning run left: was kept.)
+    (cache / "autotune" / "k.json.tmp.123.456").write_text("{")
     (cache / "notes.txt").write_text("not kiln's")
     # A user's bundle kept there is not the cache's (any *.kiln was cleared).
     (cache / "mine.kiln").write_bytes(b"\0" * 1000)
@@ -3673,7 +3675,7 @@ def test_python_m_kiln_reports_and_clears_the_cache(tmp_path):
     assert f"JIT cache: {cache}, 2 kernels, 0.0 MB (bound 64 MB" in r.stdout, r.stdout
     r = subprocess.run([sys.executable, "-m", "kiln", "clear-cache"], capture_output=True,
                        text=True, env=env)
-    assert r.returncode == 0 and f"removed 4 files from {cache}" in r.stdout, (r.stdout, r.stderr)
+    assert r.returncode == 0 and f"removed 5 files from {cache}" in r.stdout, (r.stdout, r.stderr)
     assert sorted(p.name for p in cache.rglob("*") if p.is_file()) == ["mine.kiln",
                                                                        "notes.txt"]
     r = subprocess.run([sys.executable, "-m", "kiln", "clear"], capture_output=True, text=True,

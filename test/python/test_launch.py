@@ -533,3 +533,97 @@ def test_compiles_while_another_thread_changes_the_environment():
         stop.set()
         t.join()
     assert (x == sum(c + fresh for c in range(24))).all()
+
+
+SCALARS_I1 = """
+kiln.func @scal(%o: !kiln.ptr<f32> {kiln.name = "o"}, %a: i32 {kiln.name = "a"},
+                %f: f32 {kiln.name = "f"}, %b: i1 {kiln.name = "b"}) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %v = kiln.make_view %o, [%c1], [%c1] : !kiln.ptr<f32> -> !kiln.view<1xf32>
+  %af = arith.sitofp %a : i32 to f32
+  %bf = arith.uitofp %b : i1 to f32
+  %s = arith.addf %af, %f : f32
+  %s2 = arith.addf %s, %bf : f32
+  %t = kiln.splat %s2 : tensor<1xf32>
+  kiln.store %t, %v[%c0] : tensor<1xf32> -> !kiln.view<1xf32>
+  kiln.return
+}
+"""
+
+
+class _CPUTensor:
+    """A CPU array known only by DLPack (as a PyTorch CPU tensor is)."""
+
+    def __init__(self, a):
+        self.a = a
+
+    def __dlpack__(self, **kw):
+        return self.a.__dlpack__(**kw)
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+def test_bundle_arguments_metadata_and_inspection(tmp_path):
+    """Bundle launches refused CPU DLPack objects (which @kiln.jit takes, as
+    the docs say), np.bool_ for an i1 scalar, and named neither the range of
+    an out-of-range int (`got <class 'int'>`) nor the argument of an int too
+    large for any float (a bare OverflowError); a Bundle had no target or
+    features; an autotuned kernel had no .asm; kilnc wrote x86 code as PTX
+    or a cubin for emu-sm_XY, and --version printed LLVM's."""
+    import subprocess
+    src, out = tmp_path / "scal.mlir", tmp_path / "scal.kiln"
+    src.write_text(SCALARS_I1)
+    subprocess.run([KILNC, str(src), "-o", str(out)], check=True)
+    b = kiln.load_bundle(str(out))
+    assert b.target.startswith("x86-64") and isinstance(b.features, list) and b.grid_rank == 1
+    o = np.zeros(1, np.float32)
+    b[(1,)](_CPUTensor(o), 2, 0.5, np.bool_(True))
+    assert o[0] == 3.5
+    with pytest.raises(TypeError, match="got 2147483648, outside its range"):
+        b[(1,)](o, 2**31, 0.5, True)
+    with pytest.raises(TypeError, match="argument 'f' .* overflows it"):
+        b[(1,)](o, 2, 10**400, True)
+    with pytest.raises(TypeError, match=r"argument 'b' .* 2 is outside \[0, 1\]"):
+        b[(1,)](o, 2, 0.5, 2)
+    for flags in (["--emit=ptx", "-o", "-"], ["--cubin", "-o", str(tmp_path / "x.kiln")]):
+        r = subprocess.run([KILNC, str(src), "--target=emu-sm_80"] + flags,
+                           capture_output=True, text=True)
+        assert r.returncode == 1 and "needs an NVIDIA target" in r.stderr, r.stderr
+    r = subprocess.run([KILNC, "--version"], capture_output=True, text=True)
+    assert "kiln 0.1.0" in r.stdout, r.stdout
+
+
+@kiln.autotune(configs=[kiln.Config({"B": 16})], key=["n"])
+@kiln.jit
+def _tuned_copy(x, y, n, B: kl.constexpr):
+    i = kl.arange(0, B)
+    kl.store(y + i, kl.load(x + i, mask=i < n), mask=i < n)
+
+
+@kiln.jit(noinline=True)
+def _triton_methods(x, o, bp_out, N: kl.constexpr):
+    t = kl.load(x + kl.arange(0, N))
+    kl.store(o, t.sum(0))
+    kl.store(o + 1, t.max(0))
+    kl.store(o + 2, kl.sum(t.exp(), 0))
+    kl.store(o + 3, t.numel * 1.0)
+    bp = kl.make_block_ptr(x, (N,), (1,), (0,), (4,), (0,))
+    bp = bp.advance((4,))
+    kl.store(bp_out + kl.arange(0, 4), kl.load(bp))
+
+
+def test_triton_conveniences():
+    """Triton's tensor member functions (`x.sum(0)`, `x.exp()`, `x.numel`),
+    a block pointer's `.advance`, `jit(noinline=)`, `next_power_of_2`, and
+    `.asm` of an autotuned kernel were refused or missing."""
+    x = np.arange(8, dtype=np.float32)
+    o, b = np.zeros(4, np.float32), np.zeros(4, np.float32)
+    _triton_methods[(1,)](x, o, b, N=8)
+    assert o[:2].tolist() == [28.0, 7.0] and o[3] == 8.0 and b.tolist() == [4, 5, 6, 7]
+    assert abs(o[2] - np.exp(x.astype(np.float64)).sum()) < 1e-3
+    assert [kiln.next_power_of_2(n) for n in (0, 1, 5, 64, 65)] == [1, 1, 8, 64, 128]
+    y = np.zeros(5, np.float32)
+    _tuned_copy[(1,)](np.ones(5, np.float32), y, 5)
+    assert (y == 1).all() and "ret" in _tuned_copy.asm

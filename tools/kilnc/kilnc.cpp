@@ -21,6 +21,7 @@
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 
+#include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
@@ -127,7 +128,9 @@ static cl::opt<bool> cubinBundle("cubin",
 /// Refuses a target and flags that do not go together: an empty --target
 /// (it used to mean the host), and GPU-only choices (`gpuOnly`: --emit ptx
 /// or cubin, --cubin, --num-warps, ...) for a CPU target, which ignored them.
-/// emu-sm_XY targets run the GPU lowering and take them.
+/// emu-sm_XY targets run the GPU lowering and take its options, but not
+/// PTX or cubins: their code is the host's (it was written as x86 under
+/// those names).
 static bool checkTarget(llvm::StringRef target,
                         llvm::ArrayRef<std::string> gpuOnly) {
   if (target.empty()) {
@@ -135,8 +138,17 @@ static bool checkTarget(llvm::StringRef target,
         << "--target is empty (give host, x86-64-avx512, sm_90a, ...)\n";
     return false;
   }
-  if (kiln::isGPUTarget(target) || target.starts_with("emu-") ||
-      gpuOnly.empty())
+  if (target.starts_with("emu-")) {
+    for (const std::string &flag : gpuOnly)
+      if (flag == "--cubin" || llvm::StringRef(flag).starts_with("--emit ")) {
+        WithColor::error(errs(), "kilnc")
+            << flag << " needs an NVIDIA target (sm_XY); '" << target
+            << "' compiles the GPU lowering to host code for the emulator\n";
+        return false;
+      }
+    return true;
+  }
+  if (kiln::isGPUTarget(target) || gpuOnly.empty())
     return true;
   WithColor::error(errs(), "kilnc")
       << gpuOnly.front() << " applies to GPU targets (sm_XY), and the target "
@@ -345,6 +357,10 @@ static int runOp(int argc, char **argv) {
 
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
+  cl::SetVersionPrinter([](raw_ostream &os) {
+    os << "kilnc (" << kiln::compilerVersion() << "), on LLVM "
+       << LLVM_VERSION_STRING << "\n";
+  });
   if (argc > 1 && std::string(argv[1]) == "op")
     return runOp(argc, argv);
   cl::HideUnrelatedOptions(kilncCategory);
