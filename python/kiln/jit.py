@@ -446,11 +446,7 @@ def _as_array(obj, name):
             d.torch = type(obj).__module__.startswith("torch")
             return d, d.dtype
     if not isinstance(obj, np.ndarray) and hasattr(obj, "__dlpack__"):
-        try:
-            obj = np.from_dlpack(obj)
-        except (RuntimeError, BufferError, TypeError) as e:
-            raise ValueError(f"argument '{name}': cannot view it as a CPU array through "
-                             f"DLPack ({e})") from None
+        obj = runtime_module._from_dlpack(obj, name)
     if not isinstance(obj, np.ndarray):
         return None, None
     d = kl.from_numpy(obj.dtype)

@@ -56,6 +56,15 @@ _PLAIN_INT = frozenset(("i8", "i16", "i32", "i64", "u8"))
 _F32_OVERFLOW = 2.0**128 - 2.0**103
 
 
+def _from_dlpack(obj, name):
+    """A CPU array known by DLPack (a PyTorch CPU tensor) as a numpy view."""
+    try:
+        return np.from_dlpack(obj)
+    except (RuntimeError, BufferError, TypeError) as e:
+        raise ValueError(f"argument '{name}': cannot view it as a CPU array through "
+                         f"DLPack ({e})") from None
+
+
 def _scalar(a, dtype, name, kernel):
     """A bundle's scalar argument as the runtime takes it: integers for
     integer types (a float is refused, not truncated), floats for f32/f64
@@ -265,12 +274,7 @@ class Bundle:
                     elif isinstance(a, fp8) and dtype in ("i8", "u8"):
                         a = a.array      # (a kernel's fp8 parameters are "ptr i8")
                     if not isinstance(a, np.ndarray) and hasattr(a, "__dlpack__"):
-                        # (A CPU tensor: @kiln.jit takes it so, docs/python.md.)
-                        try:
-                            a = np.from_dlpack(a)
-                        except (RuntimeError, BufferError, TypeError) as e:
-                            raise ValueError(f"argument '{name}': cannot view it as a CPU "
-                                             f"array through DLPack ({e})") from None
+                        a = _from_dlpack(a, name)   # (a CPU tensor, as @kiln.jit takes)
                     if not isinstance(a, np.ndarray):
                         raise TypeError(f"argument '{name}' must be a numpy array "
                                         "(or a CUDA array for GPU bundles)")

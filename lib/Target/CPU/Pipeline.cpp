@@ -25,6 +25,15 @@
 using namespace mlir;
 
 namespace {
+/// A constant of `type` (a scalar, or a shaped type splatting it) holding
+/// the element attribute `element`.
+Value splatConstant(OpBuilder &b, Location loc, Type type, TypedAttr element) {
+  if (auto shaped = dyn_cast<ShapedType>(type))
+    return arith::ConstantOp::create(b, loc, type,
+                                     DenseElementsAttr::get(shaped, element));
+  return arith::ConstantOp::create(b, loc, type, element);
+}
+
 /// x86's integer division traps (SIGFPE) on a zero divisor and on INT_MIN /
 /// -1, in every lane of a vector division, masked-off lanes included: a
 /// ragged kernel whose padding lanes load 0 (`x % y` under `mask=`) killed
@@ -41,10 +50,7 @@ struct GuardIntegerDivision
   }
 
   static Value splat(OpBuilder &b, Location loc, Type type, const APInt &v) {
-    if (auto shaped = dyn_cast<ShapedType>(type))
-      return arith::ConstantOp::create(b, loc, type,
-                                       DenseElementsAttr::get(shaped, v));
-    return arith::ConstantOp::create(b, loc, type, b.getIntegerAttr(type, v));
+    return splatConstant(b, loc, type, b.getIntegerAttr(getElementTypeOrSelf(type), v));
   }
 
   void runOnOperation() override {
@@ -100,13 +106,6 @@ struct SaturateFloatToInt
     return "Make float to integer conversions saturate, NaN to 0";
   }
 
-  static Value splat(OpBuilder &b, Location loc, Type type, TypedAttr attr) {
-    if (auto shaped = dyn_cast<ShapedType>(type))
-      return arith::ConstantOp::create(b, loc, type,
-                                       DenseElementsAttr::get(shaped, attr));
-    return arith::ConstantOp::create(b, loc, type, attr);
-  }
-
   /// The conversion of `x` to `to`, clamped to [lo, hi]: the integer type's
   /// bounds rounded toward zero into x's format (2^(w-1) - 1 is not an f32;
   /// 2^31 - 1 is above f16's largest finite value), with a select to the
@@ -135,14 +134,14 @@ struct SaturateFloatToInt
     bool hiIsMax = false, loIsMin = false;
     APFloat hi = towardZero(maxInt, hiIsMax), lo = towardZero(minInt, loIsMin);
     Type type = x.getType();
-    Value loF = splat(b, loc, type, b.getFloatAttr(floatType, lo));
-    Value hiF = splat(b, loc, type, b.getFloatAttr(floatType, hi));
+    Value loF = splatConstant(b, loc, type, b.getFloatAttr(floatType, lo));
+    Value hiF = splatConstant(b, loc, type, b.getFloatAttr(floatType, hi));
     Value clamped = arith::MinNumFOp::create(
         b, loc, arith::MaxNumFOp::create(b, loc, x, loF), hiF);
     Value i = isSigned ? Value(arith::FPToSIOp::create(b, loc, to, clamped))
                        : Value(arith::FPToUIOp::create(b, loc, to, clamped));
     auto intConst = [&](const APInt &v) {
-      return splat(b, loc, to, b.getIntegerAttr(intType, v));
+      return splatConstant(b, loc, to, b.getIntegerAttr(intType, v));
     };
     auto cmp = [&](arith::CmpFPredicate p, Value y) {
       return arith::CmpFOp::create(b, loc, p, x, y);
