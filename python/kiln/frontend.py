@@ -478,9 +478,10 @@ class CodeGen(ast.NodeVisitor):
         # looked up before the globals, as Python does.
         self.closure = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
         self.returned = None
-        # (file, line, column, name) -> the integer dtype a loop or branch
-        # there carries that variable at (WidenCarried), shared with the
-        # helpers it inlines; None where a widening cannot be retried.
+        # widen_key (the construct's site and occurrence, the variable's
+        # name) -> the integer dtype the construct carries that variable at
+        # (WidenCarried), shared with the helpers it inlines; None where a
+        # widening cannot be retried.
         self.widen = None
         # For widen keys (construct_site): the helper call sites that led
         # here, and how often each construct was entered in this
